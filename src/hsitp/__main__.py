@@ -1,0 +1,5 @@
+import sys
+
+from hsitp.cli import main
+
+sys.exit(main())

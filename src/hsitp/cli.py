@@ -1,0 +1,58 @@
+"""``hsitp``: one subcommand per DAG stage; each Snakemake rule calls exactly one of them.
+
+Stage modules register their own parsers (``register(subparsers)``) and import heavy dependencies (torch)
+only when their command runs, so ``hsitp data list`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from hsitp import __version__
+from hsitp.errors import HsitpError
+
+
+def add_config_args(parser: argparse.ArgumentParser) -> None:
+    """The config options every stage takes: YAML overlays and/or inline JSON (what Snakemake passes)."""
+    parser.add_argument(
+        "--config",
+        action="append",
+        metavar="FILE",
+        help="YAML config; repeat to overlay (e.g. --config config/config.yaml --config config/smoke.yaml). "
+        "Default: config/config.yaml when present.",
+    )
+    parser.add_argument("--config-json", metavar="JSON", help="config (or overrides) as JSON, merged last")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from hsitp.data import commands as data_commands
+
+    parser = argparse.ArgumentParser(prog="hsitp", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"hsitp {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    data_commands.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        return int(args.func(args) or 0)
+    except HsitpError as exc:
+        print(f"hsitp: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("hsitp: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,217 @@
+"""The ground floor: every netCDF the project writes or reads goes through here.
+
+Each file carries ``schema_version`` and ``kind`` (what stage wrote it) and a ``provenance`` attribute: JSON with
+the git commit, the hash of the config the stage read, package versions, the device, the sha256 of every input
+file and the UTC time. Writes are atomic (temporary file in the same folder, then ``os.replace``) so a killed
+run never leaves a half-written file where a complete one is expected.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import tempfile
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import xarray as xr
+
+SCHEMA_VERSION = "1"
+NETCDF_ENGINE = "netcdf4"
+
+# Packages whose versions can change a number in a result; recorded in every file's provenance.
+_TRACKED_PACKAGES = ("hsitp", "numpy", "scipy", "xarray", "netCDF4", "torch", "pooch", "tensorly", "snakemake")
+
+
+class SchemaVersionError(RuntimeError):
+    """A netCDF file was written by an incompatible version of the pipeline."""
+
+
+def sha256_file(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
+    """Hex sha256 of a file, read in chunks so large cubes do not need to fit in memory."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def config_hash(config: Mapping[str, Any]) -> str:
+    """sha256 of the canonical JSON of a config mapping (key order does not matter)."""
+    canon = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canon.encode()).hexdigest()
+
+
+def git_commit(start: str | os.PathLike[str] | None = None) -> str:
+    """The commit of the checkout holding this package (suffix ``-dirty`` when it has changes), or 'unknown'."""
+    where = Path(start) if start else Path(__file__).resolve().parent
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=where,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return f"{sha}-dirty" if dirty else sha
+
+
+def package_versions(names: Iterable[str] = _TRACKED_PACKAGES) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "absent"
+    return out
+
+
+def device_description() -> dict[str, str]:
+    """What the numbers were computed on: CPU model and, if torch sees one, the GPU."""
+    desc = {"machine": platform.machine(), "cpu": _cpu_model(), "python": platform.python_version()}
+    try:
+        import torch
+
+        desc["torch_threads"] = str(torch.get_num_threads())
+        if torch.cuda.is_available():
+            desc["gpu"] = torch.cuda.get_device_name(0)
+            desc["gpu_count"] = str(torch.cuda.device_count())
+        else:
+            desc["gpu"] = "none"
+    except ImportError:
+        desc["gpu"] = "unknown (torch not installed)"
+    return desc
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def provenance(
+    config: Mapping[str, Any] | None = None,
+    inputs: Mapping[str, str | os.PathLike[str]] | Iterable[str | os.PathLike[str]] | None = None,
+    input_sha256: Mapping[str, str] | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Provenance record for a result.
+
+    ``inputs`` are files hashed now; ``input_sha256`` are hashes already known (e.g. verified on download).
+    """
+    hashes: dict[str, str] = dict(input_sha256 or {})
+    if inputs is not None:
+        items = inputs.items() if isinstance(inputs, Mapping) else ((str(p), p) for p in inputs)
+        for key, path in items:
+            hashes[str(key)] = sha256_file(path)
+    record: dict[str, Any] = {
+        "git_commit": git_commit(),
+        "config_hash": config_hash(config or {}),
+        "packages": package_versions(),
+        "device": device_description(),
+        "input_sha256": hashes,
+        "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    if extra:
+        record.update(extra)
+    return record
+
+
+def write_netcdf(
+    ds: xr.Dataset,
+    path: str | os.PathLike[str],
+    *,
+    kind: str,
+    prov: Mapping[str, Any],
+    title: str | None = None,
+) -> Path:
+    """Write ``ds`` atomically with schema version, kind, CF-style attrs and provenance JSON."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ds = ds.copy()
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    ds.attrs.update(
+        {
+            "Conventions": "CF-1.8",
+            "title": title or ds.attrs.get("title", f"hsitp {kind}"),
+            "history": f"{now} written by hsitp {package_versions(['hsitp'])['hsitp']} ({kind})",
+            "schema_version": SCHEMA_VERSION,
+            "kind": kind,
+            "provenance": json.dumps(dict(prov), sort_keys=True, default=str),
+        }
+    )
+    # netCDF attrs hold str/number/arrays only: serialise anything else as JSON, and bools as ints.
+    for obj in [ds, *ds.variables.values()]:
+        for key, val in list(obj.attrs.items()):
+            if isinstance(val, bool):
+                obj.attrs[key] = int(val)
+            elif isinstance(val, Mapping | list | tuple) or val is None:
+                obj.attrs[key] = json.dumps(val, default=str)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        ds.to_netcdf(tmp, engine=NETCDF_ENGINE)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def read_netcdf(path: str | os.PathLike[str], *, kind: str | None = None, load: bool = True) -> xr.Dataset:
+    """Open a project netCDF, checking its schema version (and kind, if given)."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such result; run the stage that writes it (see README).")
+    ds = xr.open_dataset(path, engine=NETCDF_ENGINE)
+    if load:
+        ds = ds.load()
+        ds.close()
+    found = ds.attrs.get("schema_version")
+    if found != SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"{path}: schema_version {found!r}, this hsitp reads {SCHEMA_VERSION!r}; "
+            "delete the file and re-run its stage."
+        )
+    if kind is not None and ds.attrs.get("kind") != kind:
+        raise SchemaVersionError(f"{path}: holds kind {ds.attrs.get('kind')!r}, expected {kind!r}.")
+    return ds
+
+
+def read_provenance(ds: xr.Dataset) -> dict[str, Any]:
+    return json.loads(ds.attrs.get("provenance", "{}"))
+
+
+def json_attr(ds: xr.Dataset | xr.DataArray, key: str) -> Any:
+    """Decode an attribute that ``write_netcdf`` stored as JSON."""
+    return json.loads(ds.attrs[key])
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
+    """Write a small text file (JSON, logs, tables) atomically."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
