@@ -1,0 +1,71 @@
+"""The netCDF ground floor: atomic writes, provenance, schema checks."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from hsitp import io
+
+
+def _ds() -> xr.Dataset:
+    return xr.Dataset(
+        {"v": (("a",), np.arange(3, dtype="float32"), {"units": "1", "flags": {"x": 1}})},
+        attrs={"names": {"1": "Oats"}, "ok": True},
+    )
+
+
+def test_roundtrip_carries_provenance(tmp_path):
+    """Catches a writer that drops provenance or mangles dict attrs (JSON) and bools (netCDF has none)."""
+    src = tmp_path / "in.bin"
+    src.write_bytes(b"abc")
+    prov = io.provenance(config={"seed": 1}, inputs={"raw": src})
+    out = io.write_netcdf(_ds(), tmp_path / "r.nc", kind="test", prov=prov)
+    back = io.read_netcdf(out, kind="test")
+    xr.testing.assert_allclose(back["v"], _ds()["v"])
+    got = io.read_provenance(back)
+    assert got["input_sha256"]["raw"] == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    assert got["config_hash"] == io.config_hash({"seed": 1})
+    assert {"git_commit", "packages", "device", "created_utc"} <= set(got)
+    assert json.loads(back.attrs["names"]) == {"1": "Oats"}
+    assert back.attrs["ok"] == 1
+    assert back.attrs["schema_version"] == io.SCHEMA_VERSION
+
+
+def test_config_hash_ignores_key_order():
+    """Catches a hash that changes when YAML key order changes (false cache misses)."""
+    assert io.config_hash({"a": 1, "b": {"c": 2, "d": 3}}) == io.config_hash({"b": {"d": 3, "c": 2}, "a": 1})
+
+
+def test_failed_write_leaves_previous_file(tmp_path, monkeypatch):
+    """Catches a non-atomic writer: a crash mid-write must leave the old complete file and no temp files."""
+    path = tmp_path / "r.nc"
+    io.write_netcdf(_ds(), path, kind="test", prov={})
+
+    def boom(self, *a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(xr.Dataset, "to_netcdf", boom)
+    with pytest.raises(OSError, match="disk full"):
+        io.write_netcdf(_ds() * 2, path, kind="test", prov={})
+    assert os.listdir(tmp_path) == ["r.nc"]
+    monkeypatch.undo()
+    xr.testing.assert_allclose(io.read_netcdf(path)["v"], _ds()["v"])
+
+
+def test_reader_rejects_other_schema_or_kind(tmp_path):
+    """Catches silently reading a file written by an incompatible pipeline version or another stage."""
+    path = io.write_netcdf(_ds(), tmp_path / "r.nc", kind="test", prov={})
+    with pytest.raises(io.SchemaVersionError, match="expected 'dataset'"):
+        io.read_netcdf(path, kind="dataset")
+    old = xr.open_dataset(path).load()
+    old.attrs["schema_version"] = "0"
+    old.to_netcdf(tmp_path / "old.nc")
+    with pytest.raises(io.SchemaVersionError, match="re-run"):
+        io.read_netcdf(tmp_path / "old.nc")
+    with pytest.raises(FileNotFoundError, match="run the stage"):
+        io.read_netcdf(tmp_path / "missing.nc")
