@@ -82,7 +82,9 @@ def validate_config(config: Mapping[str, Any]) -> dict[str, Any]:
     return cfg
 
 
-def load_config(paths: Sequence[str | Path] = (), overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def load_config(
+    paths: Sequence[str | Path] = (), overrides: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """Merge YAML files in order, then ``overrides``, and validate."""
     merged: dict[str, Any] = {}
     for p in paths:
@@ -94,7 +96,9 @@ def load_config(paths: Sequence[str | Path] = (), overrides: Mapping[str, Any] |
         except yaml.YAMLError as exc:
             raise ConfigError(f"config file {p} is not valid YAML: {exc}") from exc
         if not isinstance(data, Mapping):
-            raise ConfigError(f"config file {p} must hold a mapping at the top level, found {type(data).__name__}")
+            raise ConfigError(
+                f"config file {p} must hold a mapping at the top level, found {type(data).__name__}"
+            )
         merged = deep_merge(merged, data)
     if overrides:
         merged = deep_merge(merged, overrides)

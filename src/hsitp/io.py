@@ -26,7 +26,17 @@ SCHEMA_VERSION = "1"
 NETCDF_ENGINE = "netcdf4"
 
 # Packages whose versions can change a number in a result; recorded in every file's provenance.
-_TRACKED_PACKAGES = ("hsitp", "numpy", "scipy", "xarray", "netCDF4", "torch", "pooch", "tensorly", "snakemake")
+_TRACKED_PACKAGES = (
+    "hsitp",
+    "numpy",
+    "scipy",
+    "xarray",
+    "netCDF4",
+    "torch",
+    "pooch",
+    "tensorly",
+    "snakemake",
+)
 
 
 class SchemaVersionError(RuntimeError):
