@@ -3,7 +3,6 @@ import json
 
 from hsitp.config import validate_config
 
-
 # One validation when the DAG starts: a bad key or value stops here with a message naming it.
 config.update(validate_config(config))
 
