@@ -1,0 +1,158 @@
+"""``microbench.nc`` -> ``calibration.nc`` (schema in contracts.md, owned by the cost model).
+
+alpha and beta per collective come from the collective sweep, achieved F per op from the compute-only timings;
+both are fitted on a training subset only. The held-out points are listed in the ``fit_points`` attribute so
+``model_vs_measured.nc`` can say, for each point, whether the calibration saw it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from hsitp.bench.fit import AlphaBetaFit, FitError, achieved_flops, fit_alpha_beta, holdout_mask
+from hsitp.bench.results import KIND as MICROBENCH_KIND
+from hsitp.errors import HsitpError
+from hsitp.io import provenance, read_netcdf, write_netcdf
+
+KIND = "calibration"
+
+
+class CalibrationError(HsitpError):
+    """The microbenchmark file does not hold enough measurements to calibrate."""
+
+
+def collective_points(mb: xr.Dataset, *, fraction: float, seed: int) -> list[dict[str, Any]]:
+    """One record per measured (collective, P, size), with its median time and whether it is held out."""
+    rows: list[dict[str, Any]] = []
+    med = mb["coll_time_median"]
+    for c in mb["collective"].values.tolist():
+        for p in mb["P"].values.tolist():
+            for nb in mb["nbytes"].values.tolist():
+                t = float(med.sel(collective=c, P=p, nbytes=nb))
+                b = float(mb["coll_bytes"].sel(collective=c, P=p, nbytes=nb))
+                if p >= 2 and np.isfinite(t) and np.isfinite(b):
+                    rows.append({"collective": c, "P": int(p), "nbytes": int(b), "t_median": t})
+    mask = holdout_mask(
+        [(r["collective"], r["P"], r["nbytes"]) for r in rows],
+        [(r["collective"], r["P"]) for r in rows],
+        fraction,
+        seed,
+    )
+    for r, held in zip(rows, mask, strict=True):
+        r["held_out"] = bool(held)
+    return rows
+
+
+def op_points(mb: xr.Dataset, *, dtype: str, fraction: float, seed: int) -> list[dict[str, Any]]:
+    """One record per measured op point of ``dtype``, grouped by (op, P) for the hold-out choice."""
+    comp = mb["time_median"].sel(mode="compute", dtype=dtype)
+    flops = mb["flops"].sel(dtype=dtype)
+    rows: list[dict[str, Any]] = []
+    stacked = comp.stack(point=("op", "P", "N", "D", "L"))
+    fl = flops.stack(point=("op", "P", "N", "D", "L"))
+    for (op, p, n, d, bands), t, f in zip(stacked["point"].values, stacked.values, fl.values, strict=True):
+        if np.isfinite(t) and np.isfinite(f):
+            point = {"op": op, "P": int(p), "N": int(n), "D": int(d), "L": int(bands), "dtype": dtype}
+            rows.append({**point, "t_compute": float(t), "flops": float(f)})
+    mask = holdout_mask(
+        [(r["op"], r["P"], r["N"], r["D"], r["L"]) for r in rows],
+        [(r["op"], r["P"]) for r in rows],
+        fraction,
+        seed,
+    )
+    for r, held in zip(rows, mask, strict=True):
+        r["held_out"] = bool(held)
+    return rows
+
+
+def calibrate(mb: xr.Dataset, *, fraction: float, seed: int, dtype: str | None = None) -> xr.Dataset:
+    """Fit alpha/beta per collective and F per op on the training points of ``mb``."""
+    dtypes = mb["dtype"].values.tolist()
+    dtype = dtype or dtypes[0]
+    if dtype not in dtypes:
+        raise CalibrationError(f"calibration dtype {dtype!r} was not benchmarked; the file has {dtypes}")
+    cpts = collective_points(mb, fraction=fraction, seed=seed)
+    fits: list[AlphaBetaFit] = []
+    for c in mb["collective"].values.tolist():
+        train = [r for r in cpts if r["collective"] == c and not r["held_out"]]
+        try:
+            fit = fit_alpha_beta(
+                c, [r["P"] for r in train], [r["nbytes"] for r in train], [r["t_median"] for r in train]
+            )
+        except FitError as exc:
+            raise CalibrationError(
+                f"cannot calibrate {c}: {exc}. The bench sweep needs world_sizes with P >= 2 and at least "
+                "three collective sizes (bench.collectives.sizes_bytes)."
+            ) from exc
+        fits.append(fit)
+        for r in cpts:
+            if r["collective"] == c:
+                r["t_predicted"] = float(fit.predict(r["P"], r["nbytes"]))
+    opts = op_points(mb, dtype=dtype, fraction=fraction, seed=seed)
+    ops = [o for o in mb["op"].values.tolist() if any(r["op"] == o for r in opts)]
+    rates = []
+    for o in ops:
+        train = [r for r in opts if r["op"] == o and not r["held_out"]]
+        rates.append(achieved_flops([r["flops"] for r in train], [r["t_compute"] for r in train]))
+    world_sizes = sorted({r["P"] for r in cpts if not r["held_out"]})
+    ds = xr.Dataset(
+        {
+            "alpha": (
+                "collective",
+                [f.alpha for f in fits],
+                {"units": "s", "long_name": "fixed per-call overhead"},
+            ),
+            "beta": (
+                "collective",
+                [f.beta for f in fits],
+                {"units": "B/s", "long_name": "effective bandwidth"},
+            ),
+            "alpha_stderr": ("collective", [f.alpha_stderr for f in fits], {"units": "s"}),
+            "beta_stderr": ("collective", [f.beta_stderr for f in fits], {"units": "B/s"}),
+            "n_points": (
+                "collective",
+                [f.n_points for f in fits],
+                {"long_name": "training points in the fit"},
+            ),
+            "achieved_flops": (
+                "op",
+                np.asarray(rates, dtype=float),
+                {
+                    "units": "FLOP/s",
+                    "long_name": "median over training points of modelled FLOPs / compute-only time",
+                },
+            ),
+        },
+        coords={"collective": [f.collective for f in fits], "op": ops},
+    )
+    ds.attrs = {
+        "device": mb.attrs.get("device", "unknown"),
+        "backend": mb.attrs.get("backend", "unknown"),
+        "dtype": dtype,
+        "world_sizes": world_sizes,
+        "fit_points": {"collectives": cpts, "ops": opts},
+        "holdout_fraction": fraction,
+        "holdout_seed": seed,
+        "model": "t = alpha + factor(P) * full_bytes / beta; factor all_reduce 2(P-1)/P, gather/scatter (P-1)/P",
+        "measured": "fitted to measurements",
+    }
+    return ds
+
+
+def run_calibrate(microbench: str | Path, out: str | Path, *, config: Mapping[str, Any]) -> Path:
+    mb = read_netcdf(microbench, kind=MICROBENCH_KIND)
+    fit_cfg = config["bench"]["fit"]
+    cal = calibrate(mb, fraction=fit_cfg["holdout_fraction"], seed=int(config["seed"]))
+    prov = provenance(config=config, inputs={"microbench": microbench})
+    return write_netcdf(cal, out, kind=KIND, prov=prov)
+
+
+def fit_points(cal: xr.Dataset) -> dict[str, list[dict[str, Any]]]:
+    """The fitted / held-out points a calibration file was built from."""
+    return json.loads(cal.attrs["fit_points"])

@@ -1,0 +1,128 @@
+"""Collectives timed alone: the sweep that calibrates alpha and beta, and the replay of a layer's traced collectives.
+
+Sizes are always the *full* (unsharded) tensor in bytes, as the ring model of contracts.md counts them:
+all_reduce moves a full tensor, all_gather assembles a full tensor from P shards, reduce_scatter reduces a full
+tensor into P shards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from hsitp.bench.timing import time_region
+from hsitp.errors import HsitpError
+
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
+
+
+class UnknownCollectiveError(HsitpError):
+    """A collective name outside all_reduce / all_gather / reduce_scatter."""
+
+
+def check_collective(name: str) -> str:
+    if name not in COLLECTIVES:
+        raise UnknownCollectiveError(f"unknown collective {name!r}; valid: {', '.join(COLLECTIVES)}")
+    return name
+
+
+def _all_gather_fn() -> Callable[..., Any]:
+    import torch.distributed as dist
+
+    # torch >= 2.13 renamed all_gather_into_tensor; older releases only have the old name.
+    return getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+
+
+def _reduce_scatter_fn() -> Callable[..., Any]:
+    import torch.distributed as dist
+
+    return getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+
+
+def full_elements(nbytes: int, itemsize: int, world_size: int) -> int:
+    """Elements of a full tensor of about ``nbytes``, rounded to a positive multiple of P so it shards evenly."""
+    elems = max(1, round(nbytes / itemsize))
+    return max(world_size, round(elems / world_size) * world_size)
+
+
+@dataclass
+class CollectiveCall:
+    """One collective with its buffers allocated once, so a timed call does no allocation."""
+
+    name: str
+    full_bytes: int  # bytes of the full (unsharded) tensor
+    run: Callable[[], None]
+
+
+def make_call(
+    name: str, full_elems: int, *, dtype: Any, device: Any, group: Any, world_size: int
+) -> CollectiveCall:
+    """Allocate buffers for ``name`` on a full tensor of ``full_elems`` elements and return the timed call."""
+    import torch
+    import torch.distributed as dist
+
+    check_collective(name)
+    if full_elems % world_size:
+        raise ValueError(f"{name}: {full_elems} elements do not split over P={world_size}")
+    shard = full_elems // world_size
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    if name == "all_reduce":
+        buf = torch.ones(full_elems, dtype=dtype, device=device)
+
+        def run() -> None:
+            dist.all_reduce(buf, group=group)
+
+    elif name == "all_gather":
+        src = torch.ones(shard, dtype=dtype, device=device)
+        dst = torch.empty(full_elems, dtype=dtype, device=device)
+        gather = _all_gather_fn()
+
+        def run() -> None:
+            gather(dst, src, group=group)
+
+    else:
+        src = torch.ones(full_elems, dtype=dtype, device=device)
+        dst = torch.empty(shard, dtype=dtype, device=device)
+        scatter = _reduce_scatter_fn()
+
+        def run() -> None:
+            scatter(dst, src, group=group)
+
+    return CollectiveCall(name=name, full_bytes=full_elems * itemsize, run=run)
+
+
+def sweep_collectives(
+    rt: Any,
+    *,
+    names: Sequence[str],
+    sizes_bytes: Sequence[int],
+    dtype: Any,
+    warmup: int,
+    repeats: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Time every collective at every size on ``rt``'s group.
+
+    Returns ``times`` (collective, size, rep) in seconds and ``full_bytes`` (collective, size) actually moved
+    (sizes are rounded to whole elements divisible by P). At P = 1 nothing is communicated and both are NaN.
+    """
+    import torch
+
+    times = np.full((len(names), len(sizes_bytes), repeats), np.nan)
+    full_bytes = np.full((len(names), len(sizes_bytes)), np.nan)
+    if rt.world_size < 2:
+        return times, full_bytes
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    for i, name in enumerate(names):
+        for j, nbytes in enumerate(sizes_bytes):
+            elems = full_elements(int(nbytes), itemsize, rt.world_size)
+            call = make_call(
+                name, elems, dtype=dtype, device=rt.device, group=rt.group, world_size=rt.world_size
+            )
+            times[i, j] = time_region(
+                call.run, device=rt.device, group=rt.group, warmup=warmup, repeats=repeats
+            )
+            full_bytes[i, j] = call.full_bytes
+    return times, full_bytes

@@ -1,0 +1,66 @@
+"""``hsitp bench ...``: the microbenchmark stage's subcommands (one per Snakemake rule).
+
+``run`` is launched by torchrun, one launch per P (``torchrun --standalone --nproc_per_node P -m hsitp bench run
+--world-size P --out FILE``; P = 1 may run without torchrun). ``merge`` joins the per-P files into
+microbench.nc, ``calibrate`` fits calibration.nc, ``compare`` writes model_vs_measured.nc; ``shard`` and
+``roofline`` are the single-GPU checks of benchmarks/gpu_check.sh.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def _config(args: argparse.Namespace) -> dict[str, Any]:
+    from hsitp.config import config_from_cli
+
+    return config_from_cli(args.config, args.config_json)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from hsitp.bench.runner import run_partial
+
+    run_partial(_config(args), world_size=args.world_size, out=args.out)
+    return 0
+
+
+def _merge(args: argparse.Namespace) -> int:
+    from hsitp.bench.results import merge_partials
+
+    merge_partials(args.partials, args.out, config=_config(args))
+    return 0
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    from hsitp.bench.calibrate import run_calibrate
+
+    run_calibrate(args.microbench, args.out, config=_config(args))
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from hsitp.cli import add_config_args
+
+    bench = sub.add_parser(
+        "bench", help="microbenchmarks: measured CCR per layer, calibration, model vs measured"
+    )
+    bsub = bench.add_subparsers(dest="bench_command", required=True, metavar="STEP")
+
+    p = bsub.add_parser("run", help="time every configured point at one P (launch under torchrun for P > 1)")
+    p.add_argument("--world-size", type=int, required=True, help="P; must equal torchrun's --nproc_per_node")
+    p.add_argument("--out", required=True, help="partial netCDF for this P (written by rank 0)")
+    add_config_args(p)
+    p.set_defaults(func=_run)
+
+    p = bsub.add_parser("merge", help="merge per-P partial files into microbench.nc")
+    p.add_argument("partials", nargs="+", help="partial files from `bench run`, one per P")
+    p.add_argument("--out", required=True)
+    add_config_args(p)
+    p.set_defaults(func=_merge)
+
+    p = bsub.add_parser("calibrate", help="fit alpha, beta per collective and F per op -> calibration.nc")
+    p.add_argument("--microbench", required=True, help="microbench.nc from `bench merge`")
+    p.add_argument("--out", required=True)
+    add_config_args(p)
+    p.set_defaults(func=_calibrate)

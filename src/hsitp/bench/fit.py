@@ -1,0 +1,129 @@
+"""Fitting the calibration: alpha and beta per collective, achieved F per op, on a training subset only.
+
+The model of a collective is the ring model of contracts.md, t = alpha + factor(P) * bytes / beta, with bytes the
+full (unsharded) tensor. It is linear in (alpha, 1/beta), so the fit is a non-negative least-squares problem;
+residuals are *relative* (divided by the measured time) because sizes span orders of magnitude and an absolute fit
+would ignore every small message, which is exactly where alpha lives.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import nnls
+
+
+def ring_factor(collective: str, world_size: int | np.ndarray) -> float | np.ndarray:
+    """Fraction of the full tensor each rank sends in a ring: 2(P-1)/P for all_reduce, (P-1)/P otherwise."""
+    p = np.asarray(world_size, dtype=float)
+    if collective == "all_reduce":
+        out = 2.0 * (p - 1.0) / p
+    elif collective in ("all_gather", "reduce_scatter"):
+        out = (p - 1.0) / p
+    else:
+        raise ValueError(f"no ring factor for collective {collective!r}")
+    return float(out) if out.ndim == 0 else out
+
+
+@dataclass(frozen=True)
+class AlphaBetaFit:
+    """Result of one collective's fit; stderr are NaN when there are too few points to estimate them."""
+
+    collective: str
+    alpha: float  # s
+    beta: float  # B/s
+    alpha_stderr: float
+    beta_stderr: float
+    n_points: int
+
+    def predict(self, world_size: np.ndarray | int, full_bytes: np.ndarray | float) -> np.ndarray:
+        x = ring_factor(self.collective, world_size) * np.asarray(full_bytes, dtype=float)
+        return self.alpha + x / self.beta
+
+
+class FitError(ValueError):
+    """Not enough usable points to fit."""
+
+
+def fit_alpha_beta(
+    collective: str, world_size: Sequence[int], full_bytes: Sequence[float], seconds: Sequence[float]
+) -> AlphaBetaFit:
+    """Fit t = alpha + factor(P) * bytes / beta minimising relative residuals, with alpha >= 0 and beta > 0."""
+    p = np.asarray(world_size, dtype=float)
+    b = np.asarray(full_bytes, dtype=float)
+    t = np.asarray(seconds, dtype=float)
+    ok = np.isfinite(p) & np.isfinite(b) & np.isfinite(t) & (t > 0) & (p >= 2)
+    p, b, t = p[ok], b[ok], t[ok]
+    if t.size < 2:
+        raise FitError(f"{collective}: need at least 2 timed points with P >= 2, got {t.size}")
+    x = ring_factor(collective, p) * b
+    if np.ptp(x) == 0:
+        raise FitError(f"{collective}: all points have the same factor*bytes; sweep more than one size")
+    a = np.column_stack([1.0 / t, x / t])  # relative residual: (alpha + x*s)/t - 1
+    coef, _ = nnls(a, np.ones_like(t))
+    alpha, slope = float(coef[0]), float(coef[1])
+    if slope <= 0:
+        raise FitError(f"{collective}: fitted bandwidth term is zero (times do not grow with size)")
+    alpha_se = beta_se = float("nan")
+    dof = t.size - 2
+    if dof > 0:
+        resid = a @ coef - 1.0
+        sigma2 = float(resid @ resid) / dof
+        try:
+            cov = sigma2 * np.linalg.inv(a.T @ a)
+            alpha_se = float(np.sqrt(max(cov[0, 0], 0.0)))
+            beta_se = float(np.sqrt(max(cov[1, 1], 0.0)) / slope**2)  # delta method on beta = 1/slope
+        except np.linalg.LinAlgError:
+            pass
+    return AlphaBetaFit(collective, alpha, 1.0 / slope, alpha_se, beta_se, int(t.size))
+
+
+def achieved_flops(flops: Sequence[float], seconds: Sequence[float]) -> float:
+    """Achieved FLOP/s of one op: the median over its training points of FLOPs / compute-only time.
+
+    The median of per-point rates (not total FLOPs / total time) keeps the largest point from dominating, so the
+    rate is representative of the sizes the model is asked about.
+    """
+    f = np.asarray(flops, dtype=float)
+    t = np.asarray(seconds, dtype=float)
+    ok = np.isfinite(f) & np.isfinite(t) & (t > 0) & (f > 0)
+    if not ok.any():
+        raise FitError("no point with positive FLOPs and compute time")
+    return float(np.median(f[ok] / t[ok]))
+
+
+def _stable_unit(key: Hashable, seed: int) -> float:
+    """A number in [0, 1) fixed by (key, seed) alone, the same on every machine and Python run."""
+    digest = hashlib.sha256(f"{seed}:{key!r}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def holdout_mask(
+    keys: Sequence[Hashable], groups: Sequence[Hashable], fraction: float, seed: int
+) -> np.ndarray:
+    """Which points are held out of the fit: about ``fraction`` per group, chosen by a seeded hash of each key.
+
+    Each group with two or more points keeps at least one point for training and holds out at least one, so
+    every op and collective is both fitted and tested. Adding points to a sweep does not reshuffle old ones more
+    than necessary, since the order depends only on each point's own key.
+    """
+    if not 0.0 <= fraction < 1.0:
+        raise ValueError(f"holdout fraction must be in [0, 1), got {fraction}")
+    keys = list(keys)
+    groups = list(groups)
+    if len(keys) != len(groups):
+        raise ValueError("keys and groups differ in length")
+    mask = np.zeros(len(keys), dtype=bool)
+    by_group: dict[Hashable, list[int]] = {}
+    for i, g in enumerate(groups):
+        by_group.setdefault(g, []).append(i)
+    for idx in by_group.values():
+        if len(idx) < 2 or fraction == 0.0:
+            continue
+        order = sorted(idx, key=lambda i: _stable_unit(keys[i], seed))
+        n_out = min(len(idx) - 1, max(1, round(fraction * len(idx))))
+        mask[order[:n_out]] = True
+    return mask

@@ -1,0 +1,184 @@
+"""The layout of ``microbench.nc``: one partial file per torchrun launch (one P), merged along P.
+
+Dims: op, P, N, D, L, dtype, mode (full | compute | comm), rep for layer timings; collective, nbytes, rep for the
+collective sweep. A point that was not run (e.g. an op that does not depend on L, at every L but the first) is
+NaN. Medians, IQRs, exposed communication, the compute + comm vs full sanity ratio and the measured CCR are
+derived here, in one place, so a merged file and a partial file always agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from hsitp.bench.timing import median_iqr
+from hsitp.errors import HsitpError
+from hsitp.io import provenance, read_netcdf, write_netcdf
+
+MODES = ("full", "compute", "comm")
+KIND = "microbench"
+POINT_DIMS = ("op", "P", "N", "D", "L", "dtype")
+
+
+class MergeError(HsitpError):
+    """Partial microbenchmark files that cannot be merged (overlapping P or different sweeps)."""
+
+
+def empty_partial(
+    *,
+    ops: Sequence[str],
+    world_size: int,
+    N: Sequence[int],
+    D: Sequence[int],
+    L: Sequence[int],
+    dtypes: Sequence[str],
+    repeats: int,
+    collectives: Sequence[str],
+    sizes_bytes: Sequence[int],
+    coll_repeats: int,
+) -> xr.Dataset:
+    """A one-P dataset of NaNs with every variable in place, filled in by the run."""
+    point_shape = (len(ops), 1, len(N), len(D), len(L), len(dtypes))
+    coords = {
+        "op": list(ops),
+        "P": [world_size],
+        "N": list(N),
+        "D": list(D),
+        "L": list(L),
+        "dtype": list(dtypes),
+        "mode": list(MODES),
+        "rep": np.arange(repeats),
+        "collective": list(collectives),
+        "nbytes": list(sizes_bytes),
+        "coll_rep": np.arange(coll_repeats),
+    }
+    nan_point = np.full(point_shape, np.nan)
+    ds = xr.Dataset(
+        {
+            "time": (
+                (*POINT_DIMS, "mode", "rep"),
+                np.full((*point_shape, len(MODES), repeats), np.nan),
+                {"units": "s", "long_name": "measured wall time per repeat, slowest rank"},
+            ),
+            "bytes_moved": (
+                POINT_DIMS,
+                nan_point.copy(),
+                {"units": "B", "long_name": "bytes of the full tensors of the traced collectives, fwd+bwd"},
+            ),
+            "n_collectives": (
+                POINT_DIMS,
+                nan_point.copy(),
+                {"long_name": "collective calls traced, fwd+bwd"},
+            ),
+            "flops": (
+                POINT_DIMS,
+                nan_point.copy(),
+                {"units": "FLOP", "long_name": "per-rank fwd+bwd FLOPs of the refined cost model (modelled)"},
+            ),
+            "coll_time": (
+                ("collective", "P", "nbytes", "coll_rep"),
+                np.full((len(collectives), 1, len(sizes_bytes), coll_repeats), np.nan),
+                {"units": "s", "long_name": "measured collective time per repeat, slowest rank"},
+            ),
+            "coll_bytes": (
+                ("collective", "P", "nbytes"),
+                np.full((len(collectives), 1, len(sizes_bytes)), np.nan),
+                {"units": "B", "long_name": "full (unsharded) tensor bytes actually moved"},
+            ),
+        },
+        coords=coords,
+    )
+    ds["nbytes"].attrs = {"units": "B", "long_name": "requested full tensor size"}
+    ds["mode"].attrs = {
+        "long_name": "full = fwd+bwd; compute = collectives replaced by same-shape no-ops; "
+        "comm = the traced collectives replayed alone"
+    }
+    return ds
+
+
+def add_summaries(ds: xr.Dataset) -> xr.Dataset:
+    """Medians, IQRs and the quantities derived from them (recomputed, never merged)."""
+    ds = ds.copy()
+    med, iqr = median_iqr(ds["time"].values, axis=-1)
+    dims = ds["time"].dims[:-1]
+    ds["time_median"] = (dims, med, {"units": "s", "long_name": "median over repeats (measured)"})
+    ds["time_iqr"] = (dims, iqr, {"units": "s", "long_name": "inter-quartile range over repeats"})
+    full = ds["time_median"].sel(mode="full", drop=True)
+    comp = ds["time_median"].sel(mode="compute", drop=True)
+    comm = ds["time_median"].sel(mode="comm", drop=True)
+    ds["exposed_comm"] = (full - comp).assign_attrs(
+        units="s", long_name="exposed communication = full - compute-only (measured)"
+    )
+    ds["sanity_ratio"] = ((comp + comm) / full).assign_attrs(
+        long_name="(compute-only + collective-only) / full; near 1 when the decomposition holds"
+    )
+    ds["ccr_measured"] = (comm / comp).assign_attrs(
+        long_name="measured CCR = collective-only time / compute-only time"
+    )
+    ds["ccr_exposed"] = (ds["exposed_comm"] / comp).assign_attrs(
+        long_name="exposed-communication CCR = (full - compute-only) / compute-only"
+    )
+    cmed, ciqr = median_iqr(ds["coll_time"].values, axis=-1)
+    ds["coll_time_median"] = (ds["coll_time"].dims[:-1], cmed, {"units": "s"})
+    ds["coll_time_iqr"] = (ds["coll_time"].dims[:-1], ciqr, {"units": "s"})
+    return ds
+
+
+def write_partial(
+    ds: xr.Dataset, path: str | Path, *, config: Mapping[str, Any], attrs: Mapping[str, Any]
+) -> Path:
+    """Write one torchrun launch's results; per-run facts become P-indexed variables so they survive the merge."""
+    ds = add_summaries(ds)
+    p = int(ds["P"].values[0])
+    for key in ("device", "backend"):
+        ds[key] = ("P", np.array([str(attrs[key])], dtype=object))
+    for key in ("threads_per_rank", "cores", "oversubscribed"):
+        ds[key] = ("P", np.array([int(attrs[key])]))
+    ds["oversubscribed"].attrs["long_name"] = (
+        "1 when ranks x threads per rank exceed the cores (or ranks > GPUs)"
+    )
+    ds.attrs.update({"world_size": p, "measured": "yes", **{k: attrs[k] for k in ("device", "backend")}})
+    return write_netcdf(ds, path, kind=KIND, prov=provenance(config=config, extra={"run": dict(attrs)}))
+
+
+def merge_partials(paths: Sequence[str | Path], out: str | Path, *, config: Mapping[str, Any]) -> Path:
+    """Concatenate per-P partial files along P into ``microbench.nc``; the sweeps must match exactly."""
+    if not paths:
+        raise MergeError("bench merge: no partial files given")
+    parts = [read_netcdf(p, kind=KIND) for p in paths]
+    seen: dict[int, str] = {}
+    for path, ds in zip(paths, parts, strict=True):
+        for p in ds["P"].values.tolist():
+            if p in seen:
+                raise MergeError(f"P={p} appears in both {seen[p]} and {path}; pass each launch's file once")
+            seen[p] = str(path)
+    ref = parts[0]
+    for path, ds in zip(paths[1:], parts[1:], strict=True):
+        for dim in ("op", "N", "D", "L", "dtype", "mode", "rep", "collective", "nbytes", "coll_rep"):
+            if not np.array_equal(ds[dim].values, ref[dim].values):
+                raise MergeError(
+                    f"{path}: its {dim} coordinate {ds[dim].values.tolist()} differs from {paths[0]}'s "
+                    f"{ref[dim].values.tolist()}; re-run every P with the same bench config"
+                )
+    raw = [ds.drop_vars([v for v in ds.data_vars if v.startswith(("time_", "coll_time_"))]) for ds in parts]
+    merged = xr.concat(raw, dim="P", data_vars="minimal", coords="minimal", combine_attrs="drop").sortby("P")
+    merged = add_summaries(merged)
+    devices = sorted(set(merged["device"].values.tolist()))
+    backends = sorted(set(merged["backend"].values.tolist()) - {"none"}) or ["none"]
+    merged.attrs = {
+        "device": "; ".join(devices),
+        "backend": ",".join(backends),
+        "world_sizes": [int(p) for p in merged["P"].values],
+        "threads_per_rank": sorted({int(t) for t in merged["threads_per_rank"].values}),
+        "oversubscribed_P": [
+            int(p) for p in merged["P"].values[merged["oversubscribed"].values.astype(bool)]
+        ],
+        "measured": "yes",
+        "note": "timings are measured on the device named above; flops is modelled (refined cost model)",
+    }
+    inputs = {Path(p).name: p for p in paths}
+    return write_netcdf(merged, out, kind=KIND, prov=provenance(config=config, inputs=inputs))

@@ -1,0 +1,83 @@
+"""Calibration fits: alpha/beta recovery, ring factors, achieved F and the held-out split (no timing involved)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hsitp.bench.fit import FitError, achieved_flops, fit_alpha_beta, holdout_mask, ring_factor
+
+
+def test_ring_factors_match_contract():
+    """Catches a swapped or off-by-one ring factor (contracts.md: all_reduce 2(P-1)/P, gather/scatter (P-1)/P)."""
+    assert ring_factor("all_reduce", 2) == pytest.approx(1.0)
+    assert ring_factor("all_reduce", 8) == pytest.approx(1.75)
+    assert ring_factor("all_gather", 4) == pytest.approx(0.75)
+    assert ring_factor("reduce_scatter", 2) == pytest.approx(0.5)
+    np.testing.assert_allclose(ring_factor("all_gather", np.array([1, 2])), [0.0, 0.5])
+    with pytest.raises(ValueError, match="broadcast"):
+        ring_factor("broadcast", 2)
+
+
+def _synthetic(collective: str, alpha: float, beta: float, noise: float, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    p = np.repeat([2, 4, 8], 6)
+    b = np.tile(np.logspace(3, 8, 6), 3)
+    t = alpha + ring_factor(collective, p) * b / beta
+    return p, b, t * (1.0 + noise * rng.standard_normal(t.shape))
+
+
+@pytest.mark.parametrize("collective", ["all_reduce", "all_gather", "reduce_scatter"])
+def test_fit_recovers_known_alpha_beta_exactly(collective):
+    """Catches a fit that mixes up the factor, bytes or 1/beta (noise-free data must be recovered exactly)."""
+    alpha, beta = 3e-5, 2.5e9
+    p, b, t = _synthetic(collective, alpha, beta, noise=0.0)
+    fit = fit_alpha_beta(collective, p, b, t)
+    assert fit.alpha == pytest.approx(alpha, rel=1e-6)
+    assert fit.beta == pytest.approx(beta, rel=1e-6)
+    assert fit.n_points == t.size
+    np.testing.assert_allclose(fit.predict(p, b), t, rtol=1e-6)
+
+
+def test_fit_recovers_alpha_beta_under_noise_with_stderr():
+    """Catches an absolute-residual fit, which loses alpha (small messages) under 2 % multiplicative noise."""
+    alpha, beta = 5e-5, 1e10
+    p, b, t = _synthetic("all_reduce", alpha, beta, noise=0.02, seed=3)
+    fit = fit_alpha_beta("all_reduce", p, b, t)
+    assert fit.alpha == pytest.approx(alpha, rel=0.05)
+    assert fit.beta == pytest.approx(beta, rel=0.05)
+    assert 0 < fit.alpha_stderr < alpha and 0 < fit.beta_stderr < beta
+
+
+def test_fit_ignores_p1_and_rejects_too_few_points():
+    """Catches a fit that uses P = 1 points (factor 0, no communication) or silently fits one point."""
+    with pytest.raises(FitError, match="at least 2"):
+        fit_alpha_beta("all_gather", [1, 1, 2], [1e3, 1e6, 1e6], [1e-5, 1e-5, 1e-3])
+    with pytest.raises(FitError, match="same factor"):
+        fit_alpha_beta("all_gather", [2, 2], [1e6, 1e6], [1e-3, 1.1e-3])
+
+
+def test_achieved_flops_is_median_rate_over_valid_points():
+    """Catches a rate dominated by the largest point or poisoned by unmeasured (NaN) points."""
+    flops = [1e9, 2e9, 4e12, np.nan]
+    secs = [1e-3, 1e-3, 1.0, 1e-3]  # rates 1e12, 2e12, 4e12
+    assert achieved_flops(flops, secs) == pytest.approx(2e12)
+    with pytest.raises(FitError):
+        achieved_flops([np.nan], [1.0])
+
+
+def test_holdout_keeps_train_and_test_in_every_group_and_is_deterministic():
+    """Catches a split that leaves an op with no training point (no F) or no held-out point (untested)."""
+    keys = [("mlp", n) for n in range(6)] + [("attn", n) for n in range(2)] + [("agg", 0)]
+    groups = [k[0] for k in keys]
+    mask = holdout_mask(keys, groups, 0.34, seed=0)
+    for g in ("mlp", "attn"):
+        sel = mask[[i for i, k in enumerate(keys) if k[0] == g]]
+        assert sel.any() and not sel.all()
+    assert not mask[-1]  # a lone point always trains
+    assert mask[:6].sum() == 2  # round(0.34 * 6)
+    np.testing.assert_array_equal(mask, holdout_mask(keys, groups, 0.34, seed=0))
+    # order of the points does not change which keys are held out
+    rev = holdout_mask(keys[::-1], groups[::-1], 0.34, seed=0)[::-1]
+    np.testing.assert_array_equal(mask, rev)
+    assert not holdout_mask(keys, groups, 0.0, seed=0).any()

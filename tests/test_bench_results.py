@@ -1,0 +1,125 @@
+"""microbench.nc layout, per-P merge, and calibration.nc per contracts.md, on synthetic timings with known truth."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hsitp.bench.calibrate import calibrate, fit_points, run_calibrate
+from hsitp.bench.fit import ring_factor
+from hsitp.bench.results import MergeError, empty_partial, merge_partials, write_partial
+from hsitp.config import validate_config
+from hsitp.io import json_attr, read_netcdf
+
+ALPHA = {"all_reduce": 4e-5, "all_gather": 3e-5, "reduce_scatter": 2e-5}
+BETA = {"all_reduce": 2e9, "all_gather": 3e9, "reduce_scatter": 1e9}
+RATE = {"mlp": 4e10, "agg_tp": 1e10}
+SIZES = [4096, 65536, 1048576, 4194304]
+
+
+def _config():
+    return validate_config({"bench": {"ops": list(RATE), "N": [16, 32, 64], "D": [8], "L": [4, 8]}})
+
+
+def _partial(p: int, *, seed: int = 0, nbytes=SIZES):
+    """A one-P partial whose times follow the ring model and FLOPs / F exactly, times (1 +- 1 %) noise."""
+    rng = np.random.default_rng(seed + p)
+    ds = empty_partial(
+        ops=list(RATE), world_size=p, N=[16, 32, 64], D=[8], L=[4, 8], dtypes=["float32"], repeats=5,
+        collectives=list(ALPHA), sizes_bytes=list(nbytes), coll_repeats=4,
+    )  # fmt: skip
+    for i, c in enumerate(ALPHA):
+        for j, nb in enumerate(nbytes):
+            if p > 1:
+                t = ALPHA[c] + ring_factor(c, p) * nb / BETA[c]
+                ds["coll_time"].values[i, 0, j] = t * (1 + 0.01 * rng.standard_normal(4))
+                ds["coll_bytes"].values[i, 0, j] = nb
+    for i, op in enumerate(RATE):
+        for k, n in enumerate([16, 32, 64]):
+            flops = 1e6 * n / p
+            comp = flops / RATE[op]
+            comm = 1e-4 * (p > 1)
+            ds["flops"].values[i, 0, k, 0, 0, 0] = flops
+            for m, t in enumerate([comp + comm, comp, comm]):
+                ds["time"].values[i, 0, k, 0, 0, 0, m] = t * (1 + 0.01 * rng.standard_normal(5))
+    return ds
+
+
+_ATTRS = {"device": "CPU: test", "backend": "gloo", "threads_per_rank": 1, "cores": 2, "oversubscribed": 0}
+
+
+def _merged(tmp_path):
+    cfg = _config()
+    paths = [
+        write_partial(
+            _partial(p), tmp_path / f"P{p}.nc", config=cfg, attrs={**_ATTRS, "oversubscribed": int(p > 2)}
+        )
+        for p in (4, 1, 2)
+    ]
+    return merge_partials(paths, tmp_path / "microbench.nc", config=cfg), cfg
+
+
+def test_merge_orders_p_keeps_dims_and_flags_oversubscription(tmp_path):
+    """Catches a merge that loses a P, scrambles the P order, or drops the per-P oversubscription flag."""
+    out, _ = _merged(tmp_path)
+    ds = read_netcdf(out, kind="microbench")
+    assert ds["time"].dims == ("op", "P", "N", "D", "L", "dtype", "mode", "rep")
+    assert ds["P"].values.tolist() == [1, 2, 4]
+    assert ds["mode"].values.tolist() == ["full", "compute", "comm"]
+    assert json_attr(ds, "world_sizes") == [1, 2, 4]
+    assert json_attr(ds, "oversubscribed_P") == [4]
+    assert ds["oversubscribed"].values.tolist() == [0, 0, 1]
+    assert ds.attrs["device"] == "CPU: test"
+    # derived quantities are recomputed from the raw repeats after the merge
+    med = ds["time_median"].sel(op="mlp", P=2, N=32, D=8, L=4, dtype="float32")
+    assert float(ds["sanity_ratio"].sel(op="mlp", P=2, N=32, D=8, L=4, dtype="float32")) == pytest.approx(
+        float((med.sel(mode="compute") + med.sel(mode="comm")) / med.sel(mode="full"))
+    )
+    assert float(ds["ccr_measured"].sel(op="mlp", P=1, N=32, D=8, L=4, dtype="float32")) == 0.0
+    assert np.isnan(ds["time_median"].sel(op="mlp", L=8)).all()  # never run: NaN, not zero
+
+
+def test_merge_rejects_duplicate_p_and_different_sweeps(tmp_path):
+    """Catches a silent merge of two launches of the same P, or of partials from different configs."""
+    cfg = _config()
+    a = write_partial(_partial(2), tmp_path / "a.nc", config=cfg, attrs=_ATTRS)
+    b = write_partial(_partial(2, seed=1), tmp_path / "b.nc", config=cfg, attrs=_ATTRS)
+    with pytest.raises(MergeError, match="P=2 appears in both"):
+        merge_partials([a, b], tmp_path / "m.nc", config=cfg)
+    c = write_partial(_partial(4, nbytes=SIZES[:3] + [8192]), tmp_path / "c.nc", config=cfg, attrs=_ATTRS)
+    with pytest.raises(MergeError, match="nbytes"):
+        merge_partials([a, c], tmp_path / "m.nc", config=cfg)
+
+
+def test_calibration_file_follows_contract_and_recovers_truth(tmp_path):
+    """Catches a calibration.nc that breaks contracts.md (names, dims, units, attrs) or fits the wrong quantity."""
+    mb, cfg = _merged(tmp_path)
+    out = run_calibrate(mb, tmp_path / "calibration.nc", config=cfg)
+    cal = read_netcdf(out, kind="calibration")
+    assert cal["collective"].values.tolist() == list(ALPHA)
+    assert cal["op"].values.tolist() == list(RATE)
+    for var, dim in [("alpha", "collective"), ("beta", "collective"), ("achieved_flops", "op")]:
+        assert cal[var].dims == (dim,)
+    assert cal["alpha"].attrs["units"] == "s" and cal["beta"].attrs["units"] == "B/s"
+    for key in ("device", "backend", "dtype", "world_sizes", "fit_points", "provenance"):
+        assert key in cal.attrs
+    assert json_attr(cal, "world_sizes") == [2, 4]
+    for c in ALPHA:
+        assert float(cal["beta"].sel(collective=c)) == pytest.approx(BETA[c], rel=0.1)
+        assert float(cal["alpha"].sel(collective=c)) == pytest.approx(ALPHA[c], rel=0.25)
+        assert int(cal["n_points"].sel(collective=c)) < 2 * len(SIZES)  # some were held out
+    for op, rate in RATE.items():
+        assert float(cal["achieved_flops"].sel(op=op)) == pytest.approx(rate, rel=0.05)
+    pts = fit_points(cal)
+    held = [r for r in pts["ops"] if r["held_out"]]
+    assert held and len(held) < len(pts["ops"])
+    assert all(r["held_out"] in (True, False) and "t_predicted" in r for r in pts["collectives"])
+
+
+def test_calibrate_without_multi_rank_sweep_says_what_to_do(tmp_path):
+    """Catches an opaque numpy error when the sweep has no P >= 2 (nothing to fit alpha and beta on)."""
+    cfg = _config()
+    p1 = write_partial(_partial(1), tmp_path / "P1.nc", config=cfg, attrs=_ATTRS)
+    mb = merge_partials([p1], tmp_path / "mb.nc", config=cfg)
+    with pytest.raises(Exception, match="world_sizes with P >= 2"):
+        calibrate(read_netcdf(mb), fraction=0.34, seed=0)
