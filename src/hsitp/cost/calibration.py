@@ -1,0 +1,185 @@
+"""Schema of the calibration file (``results/bench/calibration.nc``) and its loader as ``measured:PATH`` hardware.
+
+The microbenchmark stage fits, per collective, t = α + factor(P)·bytes/β (factor: all_reduce 2(P−1)/P,
+all_gather and reduce_scatter (P−1)/P; bytes = the full unsharded tensor) and, per op, an achieved FLOP rate
+(FLOPs counted by :func:`hsitp.cost.refined.op_cost` with default switches, divided by measured compute time).
+It should build the dataset with :func:`calibration_dataset` (which validates it) and write it with
+``hsitp.io.write_netcdf(ds, path, kind="calibration", prov=...)``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from hsitp.cost.hardware import COLLECTIVES, MEASURED_PREFIX, Hardware
+from hsitp.errors import HsitpError
+
+CALIBRATION_KIND = "calibration"
+REQUIRED_ATTRS = ("device", "backend", "dtype", "world_sizes", "fit_points")
+BACKENDS = ("gloo", "nccl")
+
+
+class CalibrationError(HsitpError, ValueError):
+    """A calibration file that does not follow the schema; the message names the file and the field."""
+
+
+def calibration_dataset(
+    *,
+    alpha: Mapping[str, float],
+    beta: Mapping[str, float],
+    achieved_flops: Mapping[str, float],
+    device: str,
+    backend: str,
+    dtype: str,
+    world_sizes: Sequence[int],
+    fit_points: Any,
+    alpha_stderr: Mapping[str, float] | None = None,
+    beta_stderr: Mapping[str, float] | None = None,
+    n_points: Mapping[str, int] | None = None,
+) -> xr.Dataset:
+    """Build a schema-valid calibration dataset (α [s], β [B/s] per collective; achieved FLOP/s per op)."""
+    colls = [c for c in COLLECTIVES if c in alpha or c in beta]
+    ops = list(achieved_flops)
+    data: dict[str, Any] = {
+        "alpha": (
+            "collective",
+            [float(alpha[c]) for c in colls],
+            {"units": "s", "long_name": "per-call overhead"},
+        ),
+        "beta": (
+            "collective",
+            [float(beta[c]) for c in colls],
+            {"units": "B/s", "long_name": "ring bandwidth"},
+        ),
+        "achieved_flops": (
+            "op",
+            [float(achieved_flops[o]) for o in ops],
+            {"units": "FLOP/s", "long_name": "achieved compute rate"},
+        ),
+    }
+    for name, values, units in (("alpha_stderr", alpha_stderr, "s"), ("beta_stderr", beta_stderr, "B/s")):
+        if values is not None:
+            data[name] = ("collective", [float(values.get(c, np.nan)) for c in colls], {"units": units})
+    if n_points is not None:
+        data["n_points"] = ("collective", [int(n_points.get(c, 0)) for c in colls])
+    ds = xr.Dataset(
+        data,
+        coords={"collective": colls, "op": ops},
+        attrs={
+            "device": device,
+            "backend": backend,
+            "dtype": dtype,
+            "world_sizes": json.dumps([int(p) for p in world_sizes]),
+            "fit_points": json.dumps(fit_points, default=str),
+            "model": "t = alpha + factor(P) * bytes / beta; all_reduce 2(P-1)/P, all_gather/reduce_scatter (P-1)/P",
+        },
+    )
+    validate_calibration(ds, "<in memory>")
+    return ds
+
+
+def validate_calibration(ds: xr.Dataset, where: str | Path) -> None:
+    """Raise CalibrationError naming the file and field if ``ds`` does not follow the calibration schema."""
+    problems: list[str] = []
+    for dim in ("collective", "op"):
+        if dim not in ds.coords:
+            problems.append(f"missing coordinate {dim!r}")
+    for var, dim in (("alpha", "collective"), ("beta", "collective"), ("achieved_flops", "op")):
+        if var not in ds:
+            problems.append(f"missing variable {var!r} (dims ({dim},))")
+        elif ds[var].dims != (dim,):
+            problems.append(f"{var} has dims {ds[var].dims}, expected ({dim},)")
+    if "collective" in ds.coords:
+        unknown = sorted(set(map(str, ds["collective"].values)) - set(COLLECTIVES))
+        if unknown:
+            problems.append(f"unknown collectives {unknown}; allowed {list(COLLECTIVES)}")
+    if "beta" in ds and not bool(np.all(np.asarray(ds["beta"]) > 0)):
+        problems.append("beta must be > 0 for every collective")
+    if "alpha" in ds and not bool(np.all(np.asarray(ds["alpha"]) >= 0)):
+        problems.append("alpha must be >= 0 for every collective")
+    if "achieved_flops" in ds and not bool(np.all(np.asarray(ds["achieved_flops"]) > 0)):
+        problems.append("achieved_flops must be > 0 for every op")
+    for attr in REQUIRED_ATTRS:
+        if attr not in ds.attrs:
+            problems.append(f"missing attribute {attr!r}")
+    if ds.attrs.get("backend") not in (None, *BACKENDS):
+        problems.append(f"backend {ds.attrs['backend']!r} is not one of {BACKENDS}")
+    if "world_sizes" in ds.attrs:
+        try:
+            sizes = json.loads(ds.attrs["world_sizes"])
+            if not sizes or not all(isinstance(p, int) and p >= 1 for p in sizes):
+                raise ValueError
+        except (ValueError, TypeError):
+            problems.append(
+                f"world_sizes must be a JSON list of positive ints, got {ds.attrs['world_sizes']!r}"
+            )
+    if problems:
+        raise CalibrationError(
+            f"{where}: not a valid calibration file:\n  "
+            + "\n  ".join(problems)
+            + "\n(schema: hsitp.cost.calibration; the microbenchmark stage writes it, e.g. results/bench/calibration.nc)"
+        )
+
+
+def load_calibration(path: str | Path) -> xr.Dataset:
+    """Read and validate a calibration file written by the microbenchmark stage."""
+    from hsitp.io import SchemaVersionError, read_netcdf
+
+    path = Path(path)
+    if not path.exists():
+        raise CalibrationError(
+            f"{MEASURED_PREFIX}{path}: no such calibration file; run the microbenchmark stage first "
+            "(snakemake results/bench/calibration.nc) or pick a preset"
+        )
+    try:
+        ds = read_netcdf(path, kind=CALIBRATION_KIND)
+    except SchemaVersionError as exc:
+        raise CalibrationError(str(exc)) from exc
+    validate_calibration(ds, path)
+    return ds
+
+
+def hardware_from_calibration(path: str | Path) -> Hardware:
+    """``measured:PATH`` hardware: α, β per collective and F per op from the file; one bandwidth level.
+
+    The fit covers only the world sizes it was measured on (all inside one machine), so the same α, β serve
+    inside and across nodes, and ``devices_per_node`` is the largest measured world size.
+    """
+    ds = load_calibration(path)
+    colls = [str(c) for c in ds["collective"].values]
+    alpha = {c: float(ds["alpha"].sel(collective=c)) for c in colls}
+    beta = {c: float(ds["beta"].sel(collective=c)) for c in colls}
+    # Collectives absent from the file borrow the fitted all_gather, else the first one fitted.
+    fallback = "all_gather" if "all_gather" in beta else colls[0]
+    for c in COLLECTIVES:
+        alpha.setdefault(c, alpha[fallback])
+        beta.setdefault(c, beta[fallback])
+    op_flops = {str(o): float(ds["achieved_flops"].sel(op=o)) for o in ds["op"].values}
+    sizes = json.loads(ds.attrs["world_sizes"])
+    median_f = float(np.median(list(op_flops.values())))
+    return Hardware(
+        name=f"{MEASURED_PREFIX}{path}",
+        description=f"measured: {ds.attrs['device']} ({ds.attrs['backend']}, {ds.attrs['dtype']})",
+        peak_flops=median_f,
+        compute_efficiency=1.0,
+        beta_intra=beta[fallback],
+        beta_inter=beta[fallback],
+        comm_efficiency=1.0,
+        alpha_intra=alpha[fallback],
+        alpha_inter=alpha[fallback],
+        devices_per_node=max(sizes),
+        memory_bytes=None,
+        source=f"calibration file {path} (world sizes {sizes})",
+        assumptions="one bandwidth level: the fit covers world sizes " + str(sizes),
+        measured=True,
+        op_flops=MappingProxyType(op_flops),
+        collective_alpha=MappingProxyType(alpha),
+        collective_beta=MappingProxyType(beta),
+    )

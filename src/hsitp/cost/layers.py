@@ -1,0 +1,417 @@
+"""What each layer computes, communicates and stores, per rank: the terms the refined model turns into times.
+
+Counts are per rank for one forward pass: multiply-adds (MACs) for GEMM-like terms, FLOPs for elementwise terms,
+elements for collectives (the full, unsharded tensor, as the calibration's ring model expects), parameters and
+saved activations in elements. Backward and dtype are applied by :mod:`hsitp.cost.refined`.
+
+Layer structures follow the parallel-layer contract (Megatron column/row TP, head-parallel and token-parallel
+attention, D-CHAG as in ``../shared/notes/dchag.md``). Two cost-only ops exist besides the contract's names:
+``linear_column`` (the paper's §3.2 reference layer: one column-parallel linear C_in = D → D followed by an
+all-gather) and ``tokenize`` (per-band patch embedding, replicated on every TP rank in the baseline, only the
+rank's own bands in D-CHAG).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+# Elementwise FLOPs per element (conventions, documented so measured rates are comparable):
+LAYERNORM_FLOPS = 7  # mean 1, centre 1, square 1, variance sum 1, normalise 1, scale 1, shift 1
+SOFTMAX_FLOPS = 6  # 1/sqrt(d) scale 1, max 1, subtract 1, exp 1, sum 1, divide 1
+GELU_FLOPS = 8  # tanh form: x^3, ×0.0447, +x, ×sqrt(2/pi), tanh, +1, ×x, ×0.5
+BIAS_FLOPS = 1
+
+CONTRACT_OPS = (
+    "mlp",
+    "attn_channel",
+    "attn_token",
+    "attn_2d",
+    "layernorm",
+    "agg_tp",
+    "agg_dchag_l",
+    "agg_dchag_c",
+)
+COST_ONLY_OPS = ("linear_column", "tokenize")
+OPS = CONTRACT_OPS + COST_ONLY_OPS
+# Splits each op can be costed under; the first is the op's default (what the contract's layer does).
+SPLITS: dict[str, tuple[str, ...]] = {
+    "linear_column": ("channel",),
+    "mlp": ("channel", "token", "2d"),
+    "attn_channel": ("channel",),
+    "attn_token": ("token",),
+    "attn_2d": ("2d",),
+    "layernorm": ("channel", "replicated", "token", "2d"),
+    "agg_tp": ("channel",),
+    "agg_dchag_l": ("channel",),
+    "agg_dchag_c": ("channel",),
+    "tokenize": ("replicated", "dchag"),
+}
+
+
+@dataclass(frozen=True)
+class LayerShape:
+    """Sizes of one layer's input. Notation of the project: N tokens, D features, L bands, B batch."""
+
+    N: int
+    D: int
+    L: int = 1
+    B: int = 1
+    heads: int = 8
+    mlp_ratio: int = 4
+    dtype_bytes: int = 2
+    groups: int = 1  # D-CHAG groups per rank (g)
+    patch: int = 8  # patch side p, for tokenisation
+
+    def __post_init__(self) -> None:
+        for name in ("N", "D", "L", "B", "heads", "mlp_ratio", "dtype_bytes", "groups", "patch"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"LayerShape.{name} must be >= 1, got {getattr(self, name)}")
+
+
+@dataclass(frozen=True)
+class Compute:
+    """One forward compute term on one rank. ``n2``: an attention N×N product; ``paired``: the term the paper's
+    derivation pairs with the communicated tensor (§3.2: the GEMM producing it; §3.3: the score product)."""
+
+    name: str
+    amount: float  # MACs for kind 'gemm', FLOPs for kind 'elementwise'
+    kind: str  # 'gemm' | 'elementwise'
+    n2: bool = False
+    paired: bool = False
+
+
+@dataclass(frozen=True)
+class Comm:
+    """One collective on one rank. ``group``: 'tp' (all P ranks), or the 2-D mesh axis 'channel' / 'token'.
+    ``per_step``: a weight-gradient sync, paid once per optimizer step (amortised over gradient accumulation)."""
+
+    name: str
+    collective: str
+    elements: float
+    phase: str  # 'fwd' | 'bwd'
+    group: str = "tp"
+    paired: bool = False
+    per_step: bool = False
+
+
+@dataclass(frozen=True)
+class Terms:
+    computes: list[Compute] = field(default_factory=list)
+    comms: list[Comm] = field(default_factory=list)
+    params: float = 0.0  # parameter elements held by this rank
+    activations: float = 0.0  # elements saved for backward on this rank (tokenisation/aggregation ops)
+
+
+def shard(x: float, parts: int, pad: bool) -> float:
+    """Per-rank share of a dimension of size x over ``parts`` ranks: padded up (ceil) unless padding is off."""
+    return float(math.ceil(x / parts)) if pad else x / parts
+
+
+def build_terms(
+    op: str,
+    split: str,
+    s: LayerShape,
+    P: int,
+    mesh: tuple[int, int],
+    *,
+    pad: bool = True,
+    drop_n2: bool = False,
+) -> Terms:
+    """Terms of ``op`` under ``split`` on P ranks (mesh = (P_c, P_t) for 2-D; (P, 1) otherwise)."""
+    if op not in SPLITS:
+        raise ValueError(f"unknown op {op!r}; known ops: {', '.join(OPS)}")
+    if split not in SPLITS[op]:
+        raise ValueError(f"op {op!r} cannot be costed under split {split!r}; allowed: {SPLITS[op]}")
+    return _BUILDERS[op](s, P, mesh, pad, drop_n2, split)
+
+
+def _linear_column(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str) -> Terms:
+    M = s.B * s.N
+    d_l = shard(s.D, P, pad)
+    return Terms(
+        [
+            Compute("gemm", M * s.D * d_l, "gemm", paired=True),
+            Compute("bias", BIAS_FLOPS * M * d_l, "elementwise"),
+        ],
+        [
+            Comm("gather_out", "all_gather", M * P * d_l, "fwd", paired=True),
+            Comm("grad_input", "all_reduce", M * s.D, "bwd"),
+        ],
+        params=s.D * d_l + d_l,
+    )
+
+
+def _mlp_parts(s: LayerShape, tokens: float, hidden: float) -> list[Compute]:
+    M = s.B * tokens
+    return [
+        Compute("fc1", M * s.D * hidden, "gemm"),
+        Compute("fc1_bias", BIAS_FLOPS * M * hidden, "elementwise"),
+        Compute("gelu", GELU_FLOPS * M * hidden, "elementwise"),
+        Compute("fc2", M * hidden * s.D, "gemm", paired=True),
+        Compute("fc2_bias", BIAS_FLOPS * M * s.D, "elementwise"),
+    ]
+
+
+def _mlp(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str) -> Terms:
+    hidden = s.mlp_ratio * s.D
+    if split == "channel":  # Megatron pair: fc1 column-parallel, fc2 row-parallel, one all-reduce each way
+        h_l = shard(hidden, P, pad)
+        M = s.B * s.N
+        return Terms(
+            _mlp_parts(s, s.N, h_l),
+            [
+                Comm("reduce_out", "all_reduce", M * s.D, "fwd", paired=True),
+                Comm("grad_input", "all_reduce", M * s.D, "bwd"),
+            ],
+            params=2 * s.D * h_l + h_l + s.D,
+        )
+    if split == "token":  # token-wise: no activation traffic (§3.3); replicated weights need a gradient sync
+        n_l = shard(s.N, P, pad)
+        n_params = 2 * s.D * hidden + hidden + s.D
+        return Terms(
+            _mlp_parts(s, n_l, hidden),
+            [Comm("grad_sync", "all_reduce", n_params, "bwd", per_step=True)],
+            params=n_params,
+        )
+    P_c, P_t = mesh  # 2-D: hidden split over the channel axis, tokens over the token axis
+    h_l = shard(hidden, P_c, pad)
+    n_l = shard(s.N, P_t, pad)
+    M = s.B * n_l
+    n_params = 2 * s.D * h_l + h_l + s.D
+    return Terms(
+        _mlp_parts(s, n_l, h_l),
+        [
+            Comm("reduce_out", "all_reduce", M * s.D, "fwd", group="channel", paired=True),
+            Comm("grad_input", "all_reduce", M * s.D, "bwd", group="channel"),
+            Comm("grad_sync", "all_reduce", n_params, "bwd", group="token", per_step=True),
+        ],
+        params=n_params,
+    )
+
+
+def _attention_computes(
+    s: LayerShape,
+    q_tokens: float,
+    kv_tokens: float,
+    d_l: float,
+    h_l: float,
+    *,
+    scores_paired: bool,
+    drop_n2: bool,
+) -> list[Compute]:
+    """Self-attention on ``q_tokens`` queries against ``kv_tokens`` keys with ``h_l`` local heads (d_l features)."""
+    Mq = s.B * q_tokens
+    out = [
+        Compute("qkv", Mq * s.D * 3 * d_l, "gemm"),
+        Compute("qkv_bias", BIAS_FLOPS * 3 * Mq * d_l, "elementwise"),
+    ]
+    if not drop_n2:
+        out += [
+            Compute("scores", Mq * kv_tokens * d_l, "gemm", n2=True, paired=scores_paired),
+            Compute("softmax", SOFTMAX_FLOPS * s.B * h_l * q_tokens * kv_tokens, "elementwise", n2=True),
+            Compute("attn_v", Mq * kv_tokens * d_l, "gemm", n2=True),
+        ]
+    out += [
+        Compute("proj", Mq * d_l * s.D, "gemm", paired=not scores_paired),
+        Compute("proj_bias", BIAS_FLOPS * Mq * s.D, "elementwise"),
+    ]
+    return out
+
+
+def _attn_channel(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str) -> Terms:
+    h_l = shard(s.heads, P, pad)
+    d_l = h_l * s.D / s.heads
+    M = s.B * s.N
+    return Terms(
+        _attention_computes(s, s.N, s.N, d_l, h_l, scores_paired=False, drop_n2=drop_n2),
+        [
+            Comm("reduce_out", "all_reduce", M * s.D, "fwd", paired=True),
+            Comm("grad_input", "all_reduce", M * s.D, "bwd"),
+        ],
+        params=4 * s.D * d_l + 3 * d_l + s.D,
+    )
+
+
+def _attn_token(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str) -> Terms:
+    # §3.3 is derived from the N² score term, so token-split attention keeps it whatever drop_n2 says.
+    n_l = shard(s.N, P, pad)
+    n_kv = P * n_l  # keys after the all-gather (padding tokens masked but computed)
+    n_params = 4 * s.D * s.D + 4 * s.D
+    kv = s.B * n_kv * s.D
+    return Terms(
+        _attention_computes(s, n_l, n_kv, s.D, s.heads, scores_paired=True, drop_n2=False),
+        [
+            Comm("gather_k", "all_gather", kv, "fwd", paired=True),
+            Comm("gather_v", "all_gather", kv, "fwd"),
+            Comm("grad_k", "reduce_scatter", kv, "bwd"),
+            Comm("grad_v", "reduce_scatter", kv, "bwd"),
+            Comm("grad_sync", "all_reduce", n_params, "bwd", per_step=True),
+        ],
+        params=n_params,
+    )
+
+
+def _attn_2d(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str) -> Terms:
+    P_c, P_t = mesh
+    h_l = shard(s.heads, P_c, pad)
+    d_l = h_l * s.D / s.heads
+    n_l = shard(s.N, P_t, pad)
+    n_kv = P_t * n_l
+    kv = s.B * n_kv * d_l
+    n_params = 4 * s.D * d_l + 3 * d_l + s.D
+    return Terms(
+        _attention_computes(s, n_l, n_kv, d_l, h_l, scores_paired=True, drop_n2=False),
+        [
+            Comm("gather_k", "all_gather", kv, "fwd", group="token", paired=True),
+            Comm("gather_v", "all_gather", kv, "fwd", group="token"),
+            Comm("reduce_out", "all_reduce", s.B * n_l * s.D, "fwd", group="channel"),
+            Comm("grad_k", "reduce_scatter", kv, "bwd", group="token"),
+            Comm("grad_v", "reduce_scatter", kv, "bwd", group="token"),
+            Comm("grad_input", "all_reduce", s.B * n_l * s.D, "bwd", group="channel"),
+            Comm("grad_sync", "all_reduce", n_params, "bwd", group="token", per_step=True),
+        ],
+        params=n_params,
+    )
+
+
+def _layernorm(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str) -> Terms:
+    if (
+        split == "channel"
+    ):  # features sharded: all-reduce (sum, sum of squares) per token, and again in backward
+        d_l = shard(s.D, P, pad)
+        M = s.B * s.N
+        return Terms(
+            [Compute("norm", LAYERNORM_FLOPS * M * d_l, "elementwise", paired=True)],
+            [
+                Comm("stats", "all_reduce", 2 * M, "fwd", paired=True),
+                Comm("grad_stats", "all_reduce", 2 * M, "bwd"),
+            ],
+            params=2 * d_l,
+        )
+    if split == "replicated":  # Megatron: every rank normalises the full (replicated) activation
+        return Terms(
+            [Compute("norm", LAYERNORM_FLOPS * s.B * s.N * s.D, "elementwise", paired=True)], [], 2 * s.D
+        )
+    parts, group = (P, "tp") if split == "token" else (mesh[1], "token")
+    n_l = shard(s.N, parts, pad)
+    return Terms(
+        [Compute("norm", LAYERNORM_FLOPS * s.B * n_l * s.D, "elementwise", paired=True)],
+        [Comm("grad_sync", "all_reduce", 2 * s.D, "bwd", group=group, per_step=True)],
+        params=2 * s.D,
+    )
+
+
+def _tokenize(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str) -> Terms:
+    bands = s.L if split == "replicated" else shard(s.L, P, pad)
+    M = s.B * s.N
+    p2 = s.patch * s.patch
+    return Terms(
+        [
+            Compute("patch_embed", M * bands * p2 * s.D, "gemm", paired=True),
+            Compute("bias_and_band_embed", 2 * BIAS_FLOPS * M * bands * s.D, "elementwise"),
+        ],
+        [],
+        params=bands * (p2 * s.D + 2 * s.D),  # conv weight + bias + learned per-band embedding
+        activations=M * bands * (p2 + s.D),  # input patches and the band tokens (kept for the aggregator)
+    )
+
+
+def _tp_cross_attention(s: LayerShape, P: int, channels: float, pad: bool, prefix: str) -> Terms:
+    """Single-query cross-attention over ``channels`` tokens per location, Megatron-sharded by heads (the
+    baseline aggregator and D-CHAG's final one): fwd all-reduce of the output, bwd all-reduce of the token grad."""
+    h_l = shard(s.heads, P, pad)
+    d_l = h_l * s.D / s.heads
+    M = s.B * s.N  # spatial locations, folded into the batch
+    return Terms(
+        [
+            Compute(f"{prefix}q_proj", s.D * d_l, "gemm"),
+            Compute(f"{prefix}kv", M * channels * s.D * 2 * d_l, "gemm"),
+            Compute(f"{prefix}scores", M * channels * d_l, "gemm"),
+            Compute(f"{prefix}softmax", SOFTMAX_FLOPS * M * h_l * channels, "elementwise"),
+            Compute(f"{prefix}attn_v", M * channels * d_l, "gemm"),
+            Compute(f"{prefix}proj", M * d_l * s.D, "gemm", paired=True),
+            Compute(f"{prefix}proj_bias", BIAS_FLOPS * M * s.D, "elementwise"),
+        ],
+        [
+            Comm(f"{prefix}reduce_out", "all_reduce", M * s.D, "fwd", paired=True),
+            Comm(f"{prefix}grad_tokens", "all_reduce", M * channels * s.D, "bwd"),
+        ],
+        params=s.D + 4 * s.D * d_l + 3 * d_l + s.D,
+        activations=M * channels * 2 * d_l + M * h_l * channels + M * d_l + M * s.D,
+    )
+
+
+def _agg_tp(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str) -> Terms:
+    return _tp_cross_attention(s, P, s.L, pad, "")
+
+
+def _agg_dchag(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str, variant: str) -> Terms:
+    """D-CHAG on one rank: partial aggregation of its L/P bands (g groups with shared weights, then over the g
+    group results), all-gather of one token per rank (backward: local slice, no traffic), final TP aggregation."""
+    g = s.groups
+    c_l = shard(s.L, P, pad)
+    c_g = shard(c_l, g, pad)
+    M = s.B * s.N
+    D = s.D
+    if variant == "L":  # Linear over the channel axis (c_g -> 1), then over the g groups (g -> 1)
+        computes = [Compute("partial_linear", M * D * g * c_g, "gemm", paired=True)]
+        params = c_g + 1
+        acts = M * g * D
+        if g > 1:
+            computes.append(Compute("group_linear", M * D * g, "gemm"))
+            params += g + 1
+            acts += M * D
+    else:  # full (unsharded) single-query multi-head cross-attention per group, then over the g results
+
+        def xattn(prefix: str, tokens: float, outputs: float) -> list[Compute]:
+            return [
+                Compute(f"{prefix}q_proj", D * D, "gemm"),
+                Compute(f"{prefix}kv", M * tokens * D * 2 * D, "gemm", paired=prefix == "partial_"),
+                Compute(f"{prefix}scores", M * tokens * D, "gemm"),
+                Compute(f"{prefix}softmax", SOFTMAX_FLOPS * M * s.heads * tokens, "elementwise"),
+                Compute(f"{prefix}attn_v", M * tokens * D, "gemm"),
+                Compute(f"{prefix}proj", M * outputs * D * D, "gemm"),
+            ]
+
+        computes = xattn("partial_", g * c_g, g)
+        params = D + 4 * D * D + 4 * D
+        acts = M * g * c_g * 2 * D + M * s.heads * g * c_g + 2 * M * g * D
+        if g > 1:
+            computes += xattn("group_", g, 1)
+            params += D + 4 * D * D + 4 * D
+            acts += M * g * 2 * D + M * s.heads * g + 2 * M * D
+    final = _tp_cross_attention(s, P, P, pad, "final_")
+    # Only the partial aggregation and the all-gather are what §8.2's estimate is about: the final aggregator's
+    # terms are not "paired".
+    return Terms(
+        computes + [replace(c, paired=False) for c in final.computes],
+        [
+            Comm("gather_tokens", "all_gather", M * P * D, "fwd", paired=True),
+            *(replace(c, paired=False) for c in final.comms),
+        ],
+        params=params + final.params,
+        activations=acts + M * P * D + final.activations,
+    )
+
+
+def _agg_dchag_l(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str) -> Terms:
+    return _agg_dchag(s, P, mesh, pad, drop_n2, split, "L")
+
+
+def _agg_dchag_c(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str) -> Terms:
+    return _agg_dchag(s, P, mesh, pad, drop_n2, split, "C")
+
+
+_BUILDERS = {
+    "linear_column": _linear_column,
+    "mlp": _mlp,
+    "attn_channel": _attn_channel,
+    "attn_token": _attn_token,
+    "attn_2d": _attn_2d,
+    "layernorm": _layernorm,
+    "tokenize": _tokenize,
+    "agg_tp": _agg_tp,
+    "agg_dchag_l": _agg_dchag_l,
+    "agg_dchag_c": _agg_dchag_c,
+}

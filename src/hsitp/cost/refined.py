@@ -1,0 +1,504 @@
+"""The refined per-layer cost model: exact FLOPs and bytes, ring collectives, overlap, two bandwidth levels.
+
+Each layer's terms come from :mod:`hsitp.cost.layers`; this module turns them into times:
+
+* compute: 2 FLOPs per multiply-add, backward = 2 × forward, at the hardware's rate for that op;
+* each collective: α + factor(n) · bytes / β, ring factors all-reduce 2(n−1)/n, all-gather and reduce-scatter
+  (n−1)/n, bytes = elements × dtype size of the full tensor; a group spanning nodes runs hierarchically
+  (intra-node phases at β_intra, the inter-node phase on 1/m of the data at β_inter, m members per node);
+* an overlap fraction hides that share of communication behind compute (CCR itself is T_comm / T_comp, §3.1);
+* padding when a dimension is not divisible by its parallel degree.
+
+Every simplification the paper's stated model makes is a :class:`Switches` field; ``Switches.stated()`` turns
+them all on, and then ``linear_column``, ``mlp``, ``attn_channel`` (channel split, C_in = the contraction
+dimension of the GEMM whose output is communicated) and ``attn_token`` reproduce :mod:`hsitp.cost.stated`
+exactly (tests/test_cost_refined.py).
+
+Public entry points: :func:`op_cost` (one layer; what the microbenchmark compares against), :func:`block_cost`
+(a transformer block under one split), :func:`model_cost` (tokenisation + aggregation + blocks, pure TP or
+D-CHAG+TP).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+import numpy as np
+
+from hsitp.cost import stated
+from hsitp.cost.hardware import Hardware, get_hardware
+from hsitp.cost.layers import SPLITS, LayerShape, build_terms
+from hsitp.errors import HsitpError
+
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+BLOCK_SPLITS = ("channel", "token", "2d")
+SCHEMES = ("tp", "dchag_l", "dchag_c")
+# The ops of one transformer block under each split: (op, split).
+BLOCK_LAYERS: dict[str, tuple[tuple[str, str], ...]] = {
+    "channel": (
+        ("layernorm", "replicated"),
+        ("attn_channel", "channel"),
+        ("layernorm", "replicated"),
+        ("mlp", "channel"),
+    ),
+    "token": (("layernorm", "token"), ("attn_token", "token"), ("layernorm", "token"), ("mlp", "token")),
+    "2d": (("layernorm", "2d"), ("attn_2d", "2d"), ("layernorm", "2d"), ("mlp", "2d")),
+}
+# Tokeniser split and aggregation op of each scheme (blocks are Megatron channel split in all three).
+SCHEME_PARTS = {
+    "tp": ("replicated", "agg_tp"),
+    "dchag_l": ("dchag", "agg_dchag_l"),
+    "dchag_c": ("dchag", "agg_dchag_c"),
+}
+
+
+@dataclass(frozen=True)
+class Switches:
+    """Simplifications of the stated model; True applies one. ``Switches.stated()`` = all on = the paper's model."""
+
+    one_flop_per_mac: bool = False  # count a multiply-add as 1 FLOP (refined: 2)
+    forward_only: bool = (
+        False  # no backward compute or backward collectives (refined: backward = 2 × forward)
+    )
+    one_collective: bool = False  # only the collective the derivation pairs with the layer, counted once
+    no_padding: bool = False  # fractional shards (refined: ceil, padded work is computed and sent)
+    no_overlap: bool = False  # overlap fraction forced to 0 (refined: config overlap fraction)
+    one_bandwidth_level: bool = (
+        False  # a group spanning nodes runs a flat ring at β_inter (refined: hierarchical)
+    )
+    alpha_zero: bool = False  # no per-call latency
+    factor_one: bool = False  # ring factors replaced by 1
+    one_byte_per_element: bool = False  # bytes = elements (refined: × dtype size)
+    no_attention_n2: bool = (
+        False  # head-split attention without its N×N score/value products (§3.2 sees linears)
+    )
+    paired_term_only: bool = False  # only the compute term the derivation pairs with the collective
+
+    @classmethod
+    def stated(cls) -> Switches:
+        return cls(**{f.name: True for f in fields(cls)})
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, bool] | None) -> Switches:
+        values = dict(values or {})
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - names)
+        if unknown:
+            raise HsitpError(f"unknown refined-model switches {unknown}; valid: {', '.join(sorted(names))}")
+        return cls(**{k: bool(v) for k, v in values.items()})
+
+    def on(self) -> list[str]:
+        return [f.name for f in fields(self) if getattr(self, f.name)]
+
+
+@dataclass(frozen=True)
+class CollectiveCost:
+    name: str
+    collective: str
+    phase: str
+    group_size: int
+    elements: float  # full (unsharded) tensor
+    bytes: float  # elements × dtype bytes (what the calibration's ring model takes)
+    time_s: float
+    per_step: bool
+
+
+@dataclass(frozen=True)
+class OpCost:
+    """Cost of one layer on one rank under both models. Times in seconds, FLOPs per rank unless ``single``."""
+
+    op: str
+    split: str
+    P: int
+    mesh: tuple[int, int]
+    hardware: str
+    flops_fwd: float
+    flops_bwd: float
+    flops_single: float  # the same layer on one device (P = 1), forward + backward
+    t_comp: float
+    t_comm: float
+    t_comm_exposed: float
+    t_single: float
+    ccr: float
+    relative_throughput: float
+    ccr_stated: float
+    stated_dim: float  # the C_in or N the stated formula used (NaN where the paper gives no formula)
+    collectives: tuple[CollectiveCost, ...] = field(default_factory=tuple)
+
+    @property
+    def flops(self) -> float:
+        return self.flops_fwd + self.flops_bwd
+
+    @property
+    def relative_throughput_stated(self) -> float:
+        return float(stated.relative_throughput(self.P, self.ccr_stated))
+
+    def bytes_by_collective(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for c in self.collectives:
+            out[c.collective] = out.get(c.collective, 0.0) + c.bytes
+        return out
+
+    def count_by_collective(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for c in self.collectives:
+            out[c.collective] = out.get(c.collective, 0) + 1
+        return out
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["flops"] = self.flops
+        d["relative_throughput_stated"] = self.relative_throughput_stated
+        d["bytes_by_collective"] = self.bytes_by_collective()
+        d["count_by_collective"] = self.count_by_collective()
+        return d
+
+
+def ring_factor(collective: str, n: int) -> float:
+    """Bytes each rank sends, as a multiple of the full tensor, in a ring collective over n ranks."""
+    if n <= 1:
+        return 0.0
+    if collective == "all_reduce":
+        return 2.0 * (n - 1) / n
+    if collective in ("all_gather", "reduce_scatter"):
+        return (n - 1) / n
+    raise ValueError(f"unknown collective {collective!r}")
+
+
+def collective_time(
+    collective: str, nbytes: float, n: int, per_node: int, hw: Hardware, sw: Switches
+) -> float:
+    """Time of one collective over n ranks with ``per_node`` of them in each node (see module docstring)."""
+    if n <= 1 or nbytes <= 0:
+        return 0.0
+
+    def phase(kind: str, size: float, ranks: int, level: str) -> float:
+        if ranks <= 1:
+            return 0.0
+        alpha, beta = hw.link(kind, level)
+        factor = 1.0 if sw.factor_one else ring_factor(kind, ranks)
+        return (0.0 if sw.alpha_zero else alpha) + factor * size / beta
+
+    per_node = max(1, min(per_node, n))
+    if n <= per_node:
+        return phase(collective, nbytes, n, "intra")
+    if sw.one_bandwidth_level or per_node == 1:
+        return phase(collective, nbytes, n, "inter")
+    m, k = per_node, math.ceil(n / per_node)
+    if collective == "all_reduce":  # reduce-scatter in node, all-reduce 1/m across nodes, all-gather in node
+        return (
+            phase("reduce_scatter", nbytes, m, "intra")
+            + phase("all_reduce", nbytes / m, k, "inter")
+            + phase("all_gather", nbytes, m, "intra")
+        )
+    # all-gather: across nodes on 1/m of the tensor, then in node; reduce-scatter mirrors it.
+    return phase(collective, nbytes / m, k, "inter") + phase(collective, nbytes, m, "intra")
+
+
+def group_layout(group: str, P: int, mesh: tuple[int, int], devices_per_node: int) -> tuple[int, int]:
+    """(ranks, ranks per node) of a collective group: 'tp' all P ranks (contiguous), the mesh's 'channel' axis
+    (contiguous ranks) or 'token' axis (stride P_c)."""
+    G = devices_per_node
+    if group == "tp":
+        return P, min(P, G)
+    P_c, P_t = mesh
+    if group == "channel":
+        return P_c, min(P_c, G)
+    if group == "token":
+        return P_t, max(1, min(P_t, G // P_c))
+    raise ValueError(f"unknown group {group!r}")
+
+
+def _stated_ccr(op: str, split: str, s: LayerShape, P: int, hw: Hardware) -> tuple[float, float]:
+    """(stated CCR, the dimension it used) for one layer; NaN where the paper gives no formula."""
+    F, beta = hw.flops, hw.beta_for(P)
+    if split == "channel":
+        c_in = {
+            "linear_column": s.D,
+            "mlp": s.mlp_ratio * s.D,  # fc2, whose output is all-reduced, contracts over the hidden dim
+            "attn_channel": s.D,  # the output projection contracts over D
+            "agg_tp": s.D,
+        }
+        if op in c_in:
+            return float(stated.ccr_channel(P, F, beta, c_in[op])), float(c_in[op])
+        if op in ("agg_dchag_l", "agg_dchag_c"):
+            return float(stated.ccr_dchag(stated.ccr_channel(P, F, beta, s.D), s.groups)), float(s.D)
+    if split == "token":
+        if op == "attn_token":
+            return float(stated.ccr_token(P, F, beta, s.N)), float(s.N)
+        return 0.0, float(s.N)  # §3.3: token-wise layers need no communication under a token split
+    if split == "2d" and op == "attn_2d":
+        return float(
+            stated.ccr_2d(stated.ccr_channel(P, F, beta, s.D), stated.ccr_token(P, F, beta, s.N))
+        ), np.nan
+    return np.nan, np.nan
+
+
+def _compute_flops(terms, sw: Switches) -> float:
+    """Forward FLOPs per rank after the compute switches."""
+    per_mac = 1.0 if sw.one_flop_per_mac else 2.0
+    total = 0.0
+    for c in terms.computes:
+        if sw.paired_term_only and not c.paired:
+            continue
+        total += c.amount * (per_mac if c.kind == "gemm" else 1.0)
+    return total
+
+
+def op_cost(
+    op: str,
+    *,
+    P: int,
+    N: int,
+    D: int,
+    L: int = 1,
+    B: int = 1,
+    heads: int = 8,
+    dtype_bytes: int = 2,
+    hardware: str | Hardware = "paper-intra",
+    groups: int = 1,
+    mlp_ratio: int = 4,
+    patch: int = 8,
+    split: str | None = None,
+    mesh: tuple[int, int] | None = None,
+    switches: Switches | None = None,
+    overlap: float = 0.0,
+    grad_accumulation: int = 1,
+) -> OpCost:
+    """Forward+backward FLOPs, collectives (bytes, count, time), compute time and CCR of one layer on one rank.
+
+    ``op`` is a contract op name (or ``linear_column``/``tokenize``); ``split`` defaults to the op's own
+    (``mlp`` → channel, ``layernorm`` → channel-sharded, ...); ``mesh`` = (P_c, P_t) for 2-D, default the most
+    square factorisation. ``hardware``: a preset name, ``measured:PATH`` or a :class:`Hardware`.
+    """
+    shape = LayerShape(
+        N=N,
+        D=D,
+        L=L,
+        B=B,
+        heads=heads,
+        mlp_ratio=mlp_ratio,
+        dtype_bytes=dtype_bytes,
+        groups=groups,
+        patch=patch,
+    )
+    return evaluate(
+        op,
+        split or SPLITS.get(op, ("channel",))[0],
+        shape,
+        P,
+        get_hardware(hardware) if isinstance(hardware, str) else hardware,
+        switches or Switches(),
+        overlap=overlap,
+        mesh=mesh,
+        grad_accumulation=grad_accumulation,
+    )
+
+
+def default_mesh(P: int) -> tuple[int, int]:
+    """The most square (P_c, P_t) with P_c ≥ P_t and P_c · P_t = P."""
+    P_t = max(d for d in range(1, int(math.isqrt(P)) + 1) if P % d == 0)
+    return P // P_t, P_t
+
+
+def meshes_2d(P: int) -> list[tuple[int, int]]:
+    """Every (P_c, P_t) with both degrees > 1 (a true 2-D split)."""
+    return [(P // t, t) for t in range(2, P // 2 + 1) if P % t == 0]
+
+
+def evaluate(
+    op: str,
+    split: str,
+    shape: LayerShape,
+    P: int,
+    hw: Hardware,
+    sw: Switches,
+    *,
+    overlap: float = 0.0,
+    mesh: tuple[int, int] | None = None,
+    grad_accumulation: int = 1,
+) -> OpCost:
+    """:func:`op_cost` on a prepared shape and hardware (what the table builders call in loops)."""
+    if P < 1:
+        raise ValueError(f"P must be >= 1, got {P}")
+    if not 0.0 <= overlap <= 1.0:
+        raise ValueError(f"overlap fraction must be in [0, 1], got {overlap}")
+    if split == "2d":
+        mesh = mesh or default_mesh(P)
+        if mesh[0] * mesh[1] != P:
+            raise ValueError(f"mesh {mesh} does not multiply to P = {P}")
+    else:
+        mesh = (P, 1)
+    pad = not sw.no_padding
+    terms = build_terms(op, split, shape, P, mesh, pad=pad, drop_n2=sw.no_attention_n2)
+    single = build_terms(op, split, shape, 1, (1, 1), pad=pad, drop_n2=sw.no_attention_n2)
+    f_fwd = _compute_flops(terms, sw)
+    f_bwd = 0.0 if sw.forward_only else 2.0 * f_fwd
+    f_single = _compute_flops(single, sw) * (1.0 if sw.forward_only else 3.0)
+    rate = hw.flops_for(op)
+    t_comp = (f_fwd + f_bwd) / rate
+    t_single = f_single / rate
+
+    comms = [c for c in terms.comms if not (sw.forward_only and c.phase == "bwd")]
+    if sw.one_collective:
+        comms = [c for c in comms if c.paired][:1]
+    elem_bytes = 1 if sw.one_byte_per_element else shape.dtype_bytes
+    costs = []
+    for c in comms:
+        n, per_node = group_layout(c.group, P, mesh, hw.devices_per_node)
+        nbytes = c.elements * elem_bytes
+        t = collective_time(c.collective, nbytes, n, per_node, hw, sw)
+        if c.per_step:
+            t /= grad_accumulation
+        costs.append(CollectiveCost(c.name, c.collective, c.phase, n, c.elements, nbytes, t, c.per_step))
+    t_comm = sum(c.time_s for c in costs)
+    hidden = 0.0 if sw.no_overlap else overlap
+    exposed = (1.0 - hidden) * t_comm
+    ccr_s, dim = _stated_ccr(op, split, shape, P, hw)
+    return OpCost(
+        op=op,
+        split=split,
+        P=P,
+        mesh=mesh,
+        hardware=hw.name,
+        flops_fwd=f_fwd,
+        flops_bwd=f_bwd,
+        flops_single=f_single,
+        t_comp=t_comp,
+        t_comm=t_comm,
+        t_comm_exposed=exposed,
+        t_single=t_single,
+        ccr=t_comm / t_comp if t_comp > 0 else np.inf,
+        relative_throughput=t_single / (t_comp + exposed) if t_comp + exposed > 0 else np.nan,
+        ccr_stated=ccr_s,
+        stated_dim=dim,
+        collectives=tuple(costs),
+    )
+
+
+@dataclass(frozen=True)
+class StackCost:
+    """A stack of layers (a block, or a whole model) on one rank: sums and the worst layer."""
+
+    name: str
+    P: int
+    mesh: tuple[int, int]
+    layers: tuple[OpCost, ...]
+    t_single: float  # one device running the reference (for schemes: the pure-TP model) [s]
+    ccr_stated: float
+    note: str = ""
+
+    @property
+    def t_comp(self) -> float:
+        return sum(x.t_comp for x in self.layers)
+
+    @property
+    def t_comm(self) -> float:
+        return sum(x.t_comm for x in self.layers)
+
+    @property
+    def t_comm_exposed(self) -> float:
+        return sum(x.t_comm_exposed for x in self.layers)
+
+    @property
+    def ccr(self) -> float:
+        """Σ T_comm / Σ T_comp: the compute-weighted aggregate of per-layer CCRs (§3.1)."""
+        return self.t_comm / self.t_comp if self.t_comp > 0 else np.nan
+
+    @property
+    def ccr_worst_layer(self) -> float:
+        vals = [x.ccr for x in self.layers if x.t_comp > 0]
+        return max(vals) if vals else np.nan
+
+    @property
+    def relative_throughput(self) -> float:
+        step = self.t_comp + self.t_comm_exposed
+        return self.t_single / step if step > 0 else np.nan
+
+    @property
+    def relative_throughput_stated(self) -> float:
+        return float(stated.relative_throughput(self.P, self.ccr_stated))
+
+
+def nan_stack(name: str, P: int, note: str) -> StackCost:
+    return StackCost(name, P, (P, 1), (), np.nan, np.nan, note)
+
+
+def block_cost(
+    split: str,
+    shape: LayerShape,
+    P: int,
+    hw: Hardware,
+    sw: Switches | None = None,
+    *,
+    overlap: float = 0.0,
+    mesh: tuple[int, int] | None = None,
+    grad_accumulation: int = 1,
+) -> StackCost:
+    """One transformer block (LayerNorm, attention, LayerNorm, MLP) under a channel, token or 2-D split.
+
+    For '2d' without a mesh, the factorisation P = P_c·P_t (both > 1) with the lowest refined CCR is used; P
+    without one gives a NaN result with a note. The stated CCR is the paper's block-level formula with C_in = D.
+    """
+    sw = sw or Switches()
+    if split not in BLOCK_LAYERS:
+        raise ValueError(f"split must be one of {BLOCK_SPLITS}, got {split!r}")
+    F, beta = hw.flops, hw.beta_for(P)
+    c_ch = float(stated.ccr_channel(P, F, beta, shape.D))
+    c_tok = float(stated.ccr_token(P, F, beta, shape.N))
+    ccr_s = {"channel": c_ch, "token": c_tok, "2d": float(stated.ccr_2d(c_ch, c_tok))}[split]
+    if split == "2d" and mesh is None:
+        options = meshes_2d(P)
+        if not options:
+            return nan_stack("2d", P, f"P = {P} has no 2-D factorisation with both degrees > 1")
+        stacks = [
+            block_cost("2d", shape, P, hw, sw, overlap=overlap, mesh=m, grad_accumulation=grad_accumulation)
+            for m in options
+        ]
+        return min(stacks, key=lambda x: x.ccr)
+    layers = tuple(
+        evaluate(op, sp, shape, P, hw, sw, overlap=overlap, mesh=mesh, grad_accumulation=grad_accumulation)
+        for op, sp in BLOCK_LAYERS[split]
+    )
+    return StackCost(split, P, layers[1].mesh, layers, sum(x.t_single for x in layers), ccr_s)
+
+
+def model_cost(
+    scheme: str,
+    shape: LayerShape,
+    P: int,
+    hw: Hardware,
+    depth: int,
+    sw: Switches | None = None,
+    *,
+    overlap: float = 0.0,
+    grad_accumulation: int = 1,
+) -> StackCost:
+    """Tokenisation + cross-band aggregation + ``depth`` channel-split blocks, as pure TP or D-CHAG+TP.
+
+    ``t_single`` is the *pure-TP* model on one device for every scheme, so relative throughput compares samples/s
+    (the D-CHAG notes warn that per-variant FLOP counts differ). Stated CCR: P·F/(β·D), divided by g for D-CHAG.
+    """
+    sw = sw or Switches()
+    if scheme not in SCHEME_PARTS:
+        raise ValueError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
+
+    def layers_for(sch: str, p: int) -> list[OpCost]:
+        tok_split, agg = SCHEME_PARTS[sch]
+        kw = {"overlap": overlap, "grad_accumulation": grad_accumulation}
+        out = [
+            evaluate("tokenize", tok_split, shape, p, hw, sw, **kw),
+            evaluate(agg, "channel", shape, p, hw, sw, **kw),
+        ]
+        block = [evaluate(op, sp, shape, p, hw, sw, **kw) for op, sp in BLOCK_LAYERS["channel"]]
+        return out + block * depth
+
+    F, beta = hw.flops, hw.beta_for(P)
+    ccr_s = float(stated.ccr_channel(P, F, beta, shape.D))
+    if scheme != "tp":
+        ccr_s = float(stated.ccr_dchag(ccr_s, shape.groups))
+    t_single = sum(x.t_comp for x in layers_for("tp", 1))
+    return StackCost(scheme, P, (P, 1), tuple(layers_for(scheme, P)), t_single, ccr_s)
