@@ -1,0 +1,202 @@
+"""Cross-band aggregation: the TP baseline and D-CHAG (Tsaris et al., arXiv 2506.21411).
+
+Both turn a (B, L, H, W) cube into one token per spatial location, (B, N, D), N = H W / p^2:
+
+- TPAggregator (baseline, "TP alone"): every rank tokenises all L bands (replicated), then a head-sharded
+  single-query cross-attention over the L band tokens (q: D -> D/P, kv: D -> 2D/P, proj: D/P -> D, then one
+  all-reduce). Backward all-reduces the gradient of the whole (B N, L, D) token tensor (Megatron's f).
+- DCHAGAggregator: rank r tokenises only its bands, aggregates them locally with rank-local (unsynchronised)
+  weights (-L: a Linear over the channel axis; -C: a full single-query cross-attention; g groups per rank with a
+  shared-weight aggregator per group), all-gathers the P partial tokens (backward: local slice, no
+  communication), then the same head-sharded cross-attention over the P gathered tokens.
+
+Choice made here where the D-CHAG description leaves it open: with g > 1 groups the g group tokens are
+aggregated by a second aggregator of the same variant (its own weights) before the all-gather.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+
+from hsitp.parallel.collectives import gather_local_grad
+from hsitp.parallel.dense import (
+    DenseDCHAG,
+    DenseTPAggregator,
+    SingleQueryCrossAttention,
+    attend,
+    head_dim,
+    seeded,
+)
+from hsitp.parallel.errors import ShardingError
+from hsitp.parallel.groups import TPGroup
+from hsitp.parallel.linear import ColumnParallelLinear, Partition, RowParallelLinear
+from hsitp.parallel.padding import Split, split_heads
+
+
+class HeadParallelCrossAttention(nn.Module):
+    """Single learned query cross-attending over S tokens, sharded by heads (Megatron column/row).
+
+    tokens (M, S, D) replicated -> (M, D) replicated. The query parameter is replicated and enters q through f.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        heads: int,
+        tp: TPGroup,
+        *,
+        head_padding: bool = False,
+        seed: int = 0,
+        master: SingleQueryCrossAttention | None = None,
+        dtype: torch.dtype | None = None,
+        device: torch.device | str | None = None,
+    ) -> None:
+        super().__init__()
+        if master is None:
+            with seeded(seed):
+                master = SingleQueryCrossAttention(dim, heads)
+        self.tp, self.dim, self.heads, self.head_dim = tp, dim, heads, head_dim(dim, heads)
+        self.head_split = split_heads(heads, tp.size, head_padding=head_padding)
+        kw = {"dtype": dtype, "device": device}
+        self.query = nn.Parameter(master.query.detach().clone().to(device=device, dtype=dtype))  # (1, 1, D)
+        self.q = ColumnParallelLinear.from_dense(
+            master.q, tp, partition=Partition(self.head_split, unit=self.head_dim), **kw
+        )
+        self.kv = ColumnParallelLinear.from_dense(
+            master.kv, tp, partition=Partition(self.head_split, blocks=2, unit=self.head_dim), **kw
+        )
+        self.proj = RowParallelLinear.from_dense(
+            master.proj, tp, partition=Partition(self.head_split, unit=self.head_dim), **kw
+        )
+
+    @classmethod
+    def from_dense(
+        cls, dense: SingleQueryCrossAttention, tp: TPGroup, **kwargs: object
+    ) -> HeadParallelCrossAttention:
+        return cls(dense.dim, dense.heads, tp, master=dense, **kwargs)
+
+    def forward(self, tokens: torch.Tensor, key_valid: torch.Tensor | None = None) -> torch.Tensor:
+        m, s, _ = tokens.shape  # (M, S, D)
+        h, hd = self.head_split.local, self.head_dim
+        q = self.q(self.query).view(1, h, 1, hd).expand(m, -1, -1, -1)  # (M, h_local, 1, hd)
+        kv = self.kv(tokens).view(m, s, 2, h, hd)  # (M, S, 2, h_local, hd)
+        k, v = kv.permute(2, 0, 3, 1, 4).unbind(0)  # (M, h_local, S, hd) each
+        o = attend(q, k, v, key_valid)  # (M, h_local, 1, hd)
+        return self.proj(o.reshape(m, h * hd))  # (M, D)
+
+
+class TPAggregator(nn.Module):
+    """TP baseline: replicated tokenisation of all L bands + head-sharded cross-attention over bands.
+
+    Input (B, L, H, W), identical on every rank (broadcast by the data loader); output (B, N, D) replicated.
+    """
+
+    op_name = "agg_tp"
+
+    def __init__(
+        self,
+        bands: int,
+        dim: int,
+        heads: int,
+        patch: int,
+        tp: TPGroup,
+        *,
+        head_padding: bool = False,
+        seed: int = 0,
+        master: DenseTPAggregator | None = None,
+        dtype: torch.dtype | None = None,
+        device: torch.device | str | None = None,
+    ) -> None:
+        super().__init__()
+        master = master if master is not None else DenseTPAggregator(bands, dim, heads, patch, seed=seed)
+        self.tp, self.bands, self.dim, self.patch = tp, bands, dim, patch
+        self.tokenizer = copy.deepcopy(master.tokenizer).to(device=device, dtype=dtype)
+        self.attn = HeadParallelCrossAttention.from_dense(
+            master.attn, tp, head_padding=head_padding, dtype=dtype, device=device
+        )
+
+    def padding_report(self) -> list[dict[str, float | int | str]]:
+        return [self.attn.head_split.report()]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        tok = self.tokenizer(x)  # (B, N, L, D): every rank tokenises every band
+        b, n, bands, d = tok.shape
+        return self.attn(tok.reshape(b * n, bands, d)).view(b, n, d)  # (B, N, D)
+
+
+class DCHAGAggregator(nn.Module):
+    """D-CHAG on TP rank r: local bands -> local tokens -> rank-local partial aggregation (variant "L" or "C",
+    ``groups`` = g per rank) -> all-gather of P tokens (backward: local slice) -> head-sharded cross-attention.
+
+    Bands are split "balanced" (padding.Split, padded to a multiple of P g): rank r owns ``band_count`` bands
+    from ``band_start``; padded slots are zero tokens, masked. Input: this rank's bands (B, band_count, H, W)
+    (``local_bands`` slices a full cube); output (B, N, D) replicated.
+    """
+
+    def __init__(
+        self,
+        bands: int,
+        dim: int,
+        heads: int,
+        patch: int,
+        tp: TPGroup,
+        *,
+        variant: str = "L",
+        groups: int = 1,
+        head_padding: bool = False,
+        seed: int = 0,
+        master: DenseDCHAG | None = None,
+        dtype: torch.dtype | None = None,
+        device: torch.device | str | None = None,
+    ) -> None:
+        super().__init__()
+        if master is None:
+            master = DenseDCHAG(bands, dim, heads, patch, tp.size, variant=variant, groups=groups, seed=seed)
+        if master.split.parts != tp.size:
+            raise ShardingError(
+                f"master D-CHAG emulates P = {master.split.parts} ranks, the group has {tp.size}"
+            )
+        self.op_name = f"agg_dchag_{master.variant.lower()}"
+        self.tp, self.bands, self.dim, self.patch = tp, bands, dim, patch
+        self.variant, self.groups = master.variant, master.groups
+        self.split: Split = master.split
+        self.band_start, self.band_count = self.split.start(tp.rank), self.split.count(tp.rank)
+        self.tokenizer = master.tokenizer.subset(self.band_start, self.band_count).to(
+            device=device, dtype=dtype
+        )
+        self.partial = copy.deepcopy(master.partials[tp.rank]).to(device=device, dtype=dtype)
+        self.final = HeadParallelCrossAttention.from_dense(
+            master.final, tp, head_padding=head_padding, dtype=dtype, device=device
+        )
+        self.register_buffer("slot_valid", self.split.valid_mask(tp.rank), persistent=False)  # (slots,)
+        if device is not None:
+            self.to(device)
+
+    def padding_report(self) -> list[dict[str, float | int | str]]:
+        return [self.split.report(), self.final.head_split.report()]
+
+    def local_bands(self, x: torch.Tensor) -> torch.Tensor:
+        """This rank's bands of a full (B, L, H, W) cube."""
+        return x[:, self.band_start : self.band_start + self.band_count]
+
+    def local_from_full(self, name: str, full: torch.Tensor) -> torch.Tensor:
+        """Slice full tokenizer tensors (dense weights or grads) to this rank's bands; others pass through."""
+        if name in ("tokenizer.proj.weight", "tokenizer.proj.bias"):
+            return full[self.band_start * self.dim : (self.band_start + self.band_count) * self.dim]
+        if name == "tokenizer.band_embed":
+            return full[self.band_start : self.band_start + self.band_count]
+        return full
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        tok = self.tokenizer(x)  # (B, N, L_r, D): only this rank's bands
+        b, n, count, d = tok.shape
+        tok = tok.reshape(b * n, count, d)  # (B*N, L_r, D)
+        pad = self.split.local - count
+        if pad:
+            tok = torch.cat([tok, tok.new_zeros(b * n, pad, d)], dim=1)  # (B*N, slots, D)
+        part = self.partial(tok, self.slot_valid)  # (B*N, D), rank-local weights
+        gathered = gather_local_grad(part.unsqueeze(1), self.tp, dim=1)  # (B*N, P, D)
+        return self.final(gathered).view(b, n, d)  # (B, N, D)

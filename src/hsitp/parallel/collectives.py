@@ -1,0 +1,245 @@
+"""Collectives as small autograd functions (Megatron-LM's f and g, plus the gathers token parallelism and D-CHAG
+need). Each takes its TPGroup explicitly, returns at once when P = 1, records a CommRecord when the group traces,
+and becomes a local op of the same output shape and dtype when ``tp.comm == "noop"``.
+
+Megatron-LM (Shoeybi et al. 2019, Fig. 3) names the two conjugate operators of a column/row pair:
+``f`` = identity forward / all-reduce backward (before a column-parallel layer), and
+``g`` = all-reduce forward / identity backward (after a row-parallel layer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+import torch.distributed as dist
+
+from hsitp.parallel.groups import TPGroup
+
+_all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+_reduce_scatter_single = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+
+
+# --- raw collectives (no autograd), honouring comm="noop" and tracing --------------------------------------------
+
+
+def all_reduce_(x: torch.Tensor, tp: TPGroup, phase: str = "forward") -> torch.Tensor:
+    """Sum ``x`` over the group in place (x must be contiguous); noop mode leaves it unchanged."""
+    tp.record("all_reduce", x, x.dtype, phase)
+    if tp.comm == "real":
+        dist.all_reduce(x, group=tp.group)
+    return x
+
+
+def all_gather(x: torch.Tensor, tp: TPGroup, dim: int, phase: str = "forward") -> torch.Tensor:
+    """Concatenate every rank's ``x`` along ``dim`` (all ranks hold the same shape)."""
+    dim = dim % x.dim()
+    out_shape = list(x.shape)
+    out_shape[dim] *= tp.size
+    tp.record("all_gather", torch.Size(out_shape), x.dtype, phase)
+    if tp.comm == "noop":
+        return torch.cat([x] * tp.size, dim=dim)
+    x = x.contiguous()
+    buf = x.new_empty((tp.size * x.shape[0], *x.shape[1:]))  # ranks concatenated along dim 0 (all backends)
+    _all_gather_single(buf, x, group=tp.group)
+    if dim == 0:
+        return buf
+    return buf.view(tp.size, *x.shape).movedim(0, dim).reshape(out_shape)
+
+
+def reduce_scatter(x: torch.Tensor, tp: TPGroup, dim: int, phase: str = "backward") -> torch.Tensor:
+    """Sum ``x`` over the group and keep this rank's 1/P chunk along ``dim``."""
+    dim = dim % x.dim()
+    tp.record("reduce_scatter", x, x.dtype, phase)
+    chunk = x.shape[dim] // tp.size
+    if tp.comm == "noop":
+        return x.narrow(dim, tp.rank * chunk, chunk).contiguous()
+    # rank-major layout (P, ...) so that chunk r lands on rank r
+    src = x.unflatten(dim, (tp.size, chunk)).movedim(dim, 0).contiguous()  # (P, ...) rank-major
+    out = x.new_empty(src.shape[1:])  # x's shape with ``chunk`` at ``dim``
+    _reduce_scatter_single(out, src.flatten(0, 1) if src.dim() > 1 else src, group=tp.group)
+    return out
+
+
+# --- autograd functions -------------------------------------------------------------------------------------------
+
+
+class _CopyToTP(torch.autograd.Function):
+    """Megatron's f. forward: identity; backward: all-reduce (sum) of the input gradient.
+
+    Placed before a column-parallel layer whose input is replicated: each rank's partial input gradient comes from
+    its own output columns, so the true gradient is their sum.
+    """
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, tp: TPGroup) -> torch.Tensor:  # noqa: ANN001
+        ctx.tp = tp
+        return x
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:  # noqa: ANN001
+        # Copy: autograd may hand the same gradient tensor to other consumers (e.g. AddBackward); never reduce it
+        # in place.
+        grad = grad.clone(memory_format=torch.contiguous_format)
+        return all_reduce_(grad, ctx.tp, "backward"), None
+
+
+class _ReduceFromTP(torch.autograd.Function):
+    """Megatron's g. forward: all-reduce (sum) of the partial outputs, in place; backward: identity.
+
+    Placed after a row-parallel layer: each rank holds a partial sum over its slice of the contraction dim.
+    """
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, tp: TPGroup) -> torch.Tensor:  # noqa: ANN001
+        ctx.mark_dirty(x)
+        return all_reduce_(x, tp, "forward")
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:  # noqa: ANN001
+        return grad, None
+
+
+class _AllReduceSum(torch.autograd.Function):
+    """Sum of per-rank partials that every rank then consumes for its own (sharded) outputs.
+
+    forward: all-reduce; backward: all-reduce. Used for LayerNorm statistics over a sharded D: each rank's
+    normalised slice depends on the global statistics, so each rank's gradient w.r.t. them is partial.
+    """
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, tp: TPGroup) -> torch.Tensor:  # noqa: ANN001
+        ctx.tp = tp
+        return all_reduce_(x.clone(memory_format=torch.contiguous_format), tp, "forward")
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:  # noqa: ANN001
+        return all_reduce_(grad.clone(memory_format=torch.contiguous_format), ctx.tp, "backward"), None
+
+
+class _GatherSeq(torch.autograd.Function):
+    """Token (sequence) parallel gather of keys and values.
+
+    forward: all-gather along ``dim``; backward: reduce-scatter along ``dim`` (every rank's local queries touched
+    every key, so the key gradients are partial sums that must be summed and returned to the owning rank).
+    """
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, tp: TPGroup, dim: int) -> torch.Tensor:  # noqa: ANN001
+        ctx.tp, ctx.dim = tp, dim
+        return all_gather(x, tp, dim, "forward")
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:  # noqa: ANN001
+        return reduce_scatter(grad, ctx.tp, ctx.dim, "backward"), None, None
+
+
+class _GatherLocalGrad(torch.autograd.Function):
+    """D-CHAG's gather of the per-rank partially aggregated tokens.
+
+    forward: all-gather along ``dim``; backward: this rank's slice of the gradient, no communication. Valid
+    because the consumer (the TP cross-attention, entered through f) already all-reduces its input gradient,
+    so every rank holds the full gradient of the gathered tensor.
+    """
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, tp: TPGroup, dim: int) -> torch.Tensor:  # noqa: ANN001
+        ctx.tp, ctx.dim, ctx.chunk = tp, dim, x.shape[dim]
+        return all_gather(x, tp, dim, "forward")
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:  # noqa: ANN001
+        return grad.narrow(ctx.dim, ctx.tp.rank * ctx.chunk, ctx.chunk), None, None
+
+
+class _ScatterToTP(torch.autograd.Function):
+    """Take this rank's chunk of a replicated tensor. forward: local slice; backward: all-gather."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, tp: TPGroup, dim: int) -> torch.Tensor:  # noqa: ANN001
+        ctx.tp, ctx.dim = tp, dim
+        chunk = x.shape[dim] // tp.size
+        return x.narrow(dim, tp.rank * chunk, chunk).contiguous()
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:  # noqa: ANN001
+        return all_gather(grad, ctx.tp, ctx.dim, "backward"), None, None
+
+
+class _GatherToTP(torch.autograd.Function):
+    """Assemble a tensor sharded along ``dim``. forward: all-gather; backward: local slice (no communication).
+
+    Same maths as _GatherLocalGrad, kept separate because the contract is different: used to *collect* a
+    sharded output whose consumer is replicated (e.g. gather_output of a column-parallel layer).
+    """
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, tp: TPGroup, dim: int) -> torch.Tensor:  # noqa: ANN001
+        ctx.tp, ctx.dim, ctx.chunk = tp, dim, x.shape[dim]
+        return all_gather(x, tp, dim, "forward")
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:  # noqa: ANN001
+        return grad.narrow(ctx.dim, ctx.tp.rank * ctx.chunk, ctx.chunk).contiguous(), None, None
+
+
+# --- public wrappers ---------------------------------------------------------------------------------------------
+
+
+def copy_to_tp(x: torch.Tensor, tp: TPGroup) -> torch.Tensor:
+    """Megatron f: forward identity, backward all-reduce."""
+    return x if tp.size == 1 else _CopyToTP.apply(x, tp)
+
+
+def reduce_from_tp(x: torch.Tensor, tp: TPGroup) -> torch.Tensor:
+    """Megatron g: forward all-reduce (overwrites ``x``, autograd-aware), backward identity."""
+    if tp.size == 1:
+        return x
+    if x.is_leaf and x.requires_grad:
+        x = x.clone()  # never overwrite a user's leaf
+    elif not x.is_contiguous():
+        x = x.contiguous()
+    return _ReduceFromTP.apply(x, tp)
+
+
+def all_reduce_sum(x: torch.Tensor, tp: TPGroup) -> torch.Tensor:
+    """forward all-reduce, backward all-reduce (partials consumed by sharded outputs, e.g. LayerNorm stats)."""
+    return x if tp.size == 1 else _AllReduceSum.apply(x, tp)
+
+
+def gather_seq(x: torch.Tensor, tp: TPGroup, dim: int = 1) -> torch.Tensor:
+    """Token-parallel K/V gather: forward all-gather along ``dim``, backward reduce-scatter."""
+    return x if tp.size == 1 else _GatherSeq.apply(x, tp, dim)
+
+
+def gather_local_grad(x: torch.Tensor, tp: TPGroup, dim: int = 1) -> torch.Tensor:
+    """D-CHAG gather: forward all-gather along ``dim``, backward local slice with no communication."""
+    return x if tp.size == 1 else _GatherLocalGrad.apply(x, tp, dim)
+
+
+def scatter_to_tp(x: torch.Tensor, tp: TPGroup, dim: int) -> torch.Tensor:
+    """Local chunk of a replicated tensor: forward slice, backward all-gather (size must divide by P)."""
+    return x if tp.size == 1 else _ScatterToTP.apply(x, tp, dim)
+
+
+def gather_from_tp(x: torch.Tensor, tp: TPGroup, dim: int) -> torch.Tensor:
+    """Collect a sharded tensor: forward all-gather, backward local slice."""
+    return x if tp.size == 1 else _GatherToTP.apply(x, tp, dim)
+
+
+@torch.no_grad()
+def all_reduce_grads(params: Iterable[torch.nn.Parameter], tp: TPGroup) -> None:
+    """Sum the gradients of weights replicated across ``tp`` whose inputs were split across it (token split).
+
+    Each rank's gradient covers only its own tokens (as data parallelism): call after backward. The grads are
+    flattened into one buffer so this is a single all-reduce.
+    """
+    grads = [p.grad for p in params if p.grad is not None]
+    if tp.size == 1 or not grads:
+        return
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    all_reduce_(flat, tp, "backward")
+    offset = 0
+    for g in grads:
+        g.copy_(flat[offset : offset + g.numel()].view_as(g))
+        offset += g.numel()

@@ -1,0 +1,277 @@
+"""Single-process reference modules: every parallel layer is built by slicing one of these (the "master"), so a
+sharded layer equals its dense reference for the same seed, and the parity tests compare against them.
+
+Parameter names match the parallel layers' (``fc1``, ``fc2``, ``qkv``, ``proj``, ``q``, ``kv``, ...), so a
+sharded gradient can be compared with the slice of the dense gradient of the same name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from hsitp.parallel.errors import ShardingError
+from hsitp.parallel.padding import Split
+
+VARIANTS = ("L", "C")
+
+
+@contextlib.contextmanager
+def seeded(seed: int) -> Iterator[None]:
+    """Draw initial weights from ``seed`` on the CPU without disturbing the caller's RNG streams."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield
+
+
+def head_dim(dim: int, heads: int) -> int:
+    if heads < 1 or dim % heads:
+        raise ShardingError(
+            f"feature dim D = {dim} is not divisible by heads = {heads}; pick heads dividing D"
+        )
+    return dim // heads
+
+
+def additive_key_mask(key_valid: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """0 where a key is real, the dtype's most negative finite value where it is padding.
+
+    Finite (not -inf) so that a row whose keys are all padding yields finite values instead of NaN; such rows
+    are always discarded downstream (padded query rows, fully padded D-CHAG groups).
+    """
+    zero = torch.zeros((), dtype=dtype, device=key_valid.device)
+    return torch.where(key_valid, zero, torch.finfo(dtype).min)
+
+
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_valid: torch.Tensor | None) -> torch.Tensor:
+    """Softmax attention; q (B, h, Nq, hd), k/v (B, h, Nk, hd), key_valid broadcastable to (B, Nk) or None."""
+    mask = None
+    if key_valid is not None:
+        kv = key_valid.reshape(-1, key_valid.shape[-1]) if key_valid.dim() > 1 else key_valid[None]
+        mask = additive_key_mask(kv, q.dtype)[:, None, None, :]  # (B or 1, 1, 1, Nk)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, h, Nq, hd)
+
+
+def sincos_1d(positions: int, dim: int) -> torch.Tensor:
+    """(positions, dim) 1-D sin-cos embedding (as ClimaX's per-variable embedding initialisation)."""
+    half = dim // 2
+    omega = 1.0 / 10000 ** (torch.arange(half, dtype=torch.float64) / max(half, 1))
+    angle = torch.arange(positions, dtype=torch.float64)[:, None] * omega[None, :]  # (positions, half)
+    emb = torch.cat([angle.sin(), angle.cos()], dim=1)
+    if dim % 2:
+        emb = torch.cat([emb, torch.zeros(positions, 1, dtype=torch.float64)], dim=1)
+    return emb.float()
+
+
+class DenseMLP(nn.Module):
+    """fc1 (D -> hidden), GELU, fc2 (hidden -> D): the reference for ParallelMLP."""
+
+    def __init__(self, dim: int, hidden: int, *, seed: int = 0) -> None:
+        super().__init__()
+        with seeded(seed):
+            self.fc1 = nn.Linear(dim, hidden)
+            self.fc2 = nn.Linear(hidden, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, N, D) -> (B, N, D)
+        return self.fc2(F.gelu(self.fc1(x)))
+
+
+class DenseAttention(nn.Module):
+    """Multi-head self-attention, qkv rows laid out (3, heads, head_dim): the reference for every split."""
+
+    def __init__(self, dim: int, heads: int, *, seed: int = 0) -> None:
+        super().__init__()
+        self.dim, self.heads, self.head_dim = dim, heads, head_dim(dim, heads)
+        with seeded(seed):
+            self.qkv = nn.Linear(dim, 3 * dim)
+            self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor, key_valid: torch.Tensor | None = None) -> torch.Tensor:
+        b, n, _ = x.shape  # (B, N, D)
+        qkv = self.qkv(x).view(b, n, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)  # (3, B, h, N, hd)
+        o = attend(qkv[0], qkv[1], qkv[2], key_valid)  # (B, h, N, hd)
+        return self.proj(o.transpose(1, 2).reshape(b, n, self.dim))  # (B, N, D)
+
+
+def dense_layernorm(dim: int, *, seed: int = 0, eps: float = 1e-5) -> nn.LayerNorm:
+    """LayerNorm with non-trivial affine parameters drawn from ``seed`` (so parity tests exercise them)."""
+    ln = nn.LayerNorm(dim, eps=eps)
+    with seeded(seed), torch.no_grad():
+        ln.weight.copy_(1.0 + 0.1 * torch.randn(dim))
+        ln.bias.copy_(0.1 * torch.randn(dim))
+    return ln
+
+
+class BandTokenizer(nn.Module):
+    """Per-band patch embedding: band l has its own Conv2d(1 -> D, kernel = stride = p), plus a learned
+    per-band embedding initialised sin-cos (ClimaX / D-CHAG tokenisation).
+
+    Stored as one grouped convolution (groups = bands), which is exactly the stack of the per-band Conv2d's
+    (same default initialisation: fan_in = p * p). Output is location-major, (B, N, L, D), the layout the
+    cross-band aggregators fold into (B * N, L, D).
+    """
+
+    def __init__(self, bands: int, dim: int, patch: int, *, first_band: int = 0) -> None:
+        super().__init__()
+        self.bands, self.dim, self.patch, self.first_band = bands, dim, patch, first_band
+        self.proj = nn.Conv2d(bands, bands * dim, kernel_size=patch, stride=patch, groups=bands)
+        self.band_embed = nn.Parameter(sincos_1d(first_band + bands, dim)[first_band:])  # (L, D)
+
+    def subset(self, start: int, count: int) -> BandTokenizer:
+        """A tokenizer for bands [start, start + count) holding copies of this one's parameters."""
+        with seeded(0):  # the throw-away initial values must not consume the caller's RNG stream
+            sub = BandTokenizer(count, self.dim, self.patch, first_band=self.first_band + start)
+        d = self.dim
+        with torch.no_grad():
+            sub.proj.weight.copy_(self.proj.weight[start * d : (start + count) * d])
+            sub.proj.bias.copy_(self.proj.bias[start * d : (start + count) * d])
+            sub.band_embed.copy_(self.band_embed[start : start + count])
+        return sub.to(self.band_embed.device, self.band_embed.dtype)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, bands, h, w = x.shape  # (B, L, H, W)
+        if bands != self.bands or h % self.patch or w % self.patch:
+            raise ShardingError(
+                f"tokenizer expects (B, {self.bands}, H, W) with H, W multiples of patch {self.patch}; "
+                f"got {tuple(x.shape)}"
+            )
+        y = self.proj(x)  # (B, L * D, H/p, W/p)
+        y = y.view(b, bands, self.dim, -1).permute(0, 3, 1, 2)  # (B, N, L, D)
+        return y + self.band_embed  # (B, N, L, D)
+
+
+class SingleQueryCrossAttention(nn.Module):
+    """One learned query cross-attends over S tokens at each location (folded into the batch).
+
+    The baseline's cross-band aggregator, D-CHAG-C's partial aggregator (unsharded) and the reference for the
+    head-sharded HeadParallelCrossAttention. ``key_valid`` (S,) or broadcastable to tokens' (..., S) masks padding.
+    """
+
+    def __init__(self, dim: int, heads: int) -> None:
+        super().__init__()
+        self.dim, self.heads, self.head_dim = dim, heads, head_dim(dim, heads)
+        self.query = nn.Parameter(torch.empty(1, 1, dim))
+        nn.init.trunc_normal_(self.query, std=0.02)
+        self.q = nn.Linear(dim, dim)
+        self.kv = nn.Linear(dim, 2 * dim)
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, tokens: torch.Tensor, key_valid: torch.Tensor | None = None) -> torch.Tensor:
+        *batch, s, _ = tokens.shape  # (..., S, D)
+        m = math.prod(batch)
+        q = self.q(self.query).view(1, self.heads, 1, self.head_dim).expand(m, -1, -1, -1)  # (M, h, 1, hd)
+        kv = self.kv(tokens.reshape(m, s, self.dim)).view(m, s, 2, self.heads, self.head_dim)
+        k, v = kv.permute(2, 0, 3, 1, 4).unbind(0)  # (M, h, S, hd) each
+        if key_valid is not None and key_valid.dim() > 1:
+            key_valid = key_valid.expand(*batch, s)  # per-row masks (e.g. one per D-CHAG group)
+        o = attend(q, k, v, key_valid)  # (M, h, 1, hd)
+        return self.proj(o.reshape(m, self.dim)).view(*batch, self.dim)  # (..., D)
+
+
+class PartialAggregator(nn.Module):
+    """D-CHAG's rank-local aggregation of a rank's band tokens to one token per location.
+
+    The rank's ``slots`` band slots are cut into ``groups`` consecutive groups; one shared-weight aggregator
+    (``level1``) reduces every group to a token, then (groups > 1) ``level2`` reduces the group tokens to one.
+    Variant "L": a Linear over the channel axis (s -> 1); variant "C": a full multi-head single-query
+    cross-attention with its own query. Padded slots (``valid`` False) must hold zeros; they are masked, and a
+    group that is entirely padding is masked out at level 2. Used unchanged by the dense emulation and by each
+    rank of DCHAGAggregator, so the two differ only in how tokens and gradients move.
+    """
+
+    def __init__(self, variant: str, slots: int, groups: int, dim: int, heads: int) -> None:
+        super().__init__()
+        if variant not in VARIANTS:
+            raise ShardingError(f"D-CHAG variant must be one of {VARIANTS}, got {variant!r}")
+        if groups < 1 or slots % groups:
+            raise ShardingError(f"D-CHAG: {slots} band slots per rank cannot form {groups} equal groups")
+        self.variant, self.slots, self.groups, self.dim = variant, slots, groups, dim
+        size = slots // groups
+        if variant == "L":
+            self.level1: nn.Module = nn.Linear(size, 1)
+            self.level2: nn.Module | None = nn.Linear(groups, 1) if groups > 1 else None
+        else:
+            self.level1 = SingleQueryCrossAttention(dim, heads)
+            self.level2 = SingleQueryCrossAttention(dim, heads) if groups > 1 else None
+
+    def forward(self, tokens: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+        m = tokens.shape[0]  # tokens (M, slots, D), valid (slots,) bool
+        g = self.groups
+        t = tokens.view(m, g, self.slots // g, self.dim)  # (M, g, s, D)
+        v = valid.view(g, -1)  # (g, s)
+        padded = not bool(valid.all())
+        if self.variant == "L":
+            if padded:
+                t = t * v[None, :, :, None].to(t.dtype)
+            h = F.linear(t.transpose(2, 3), self.level1.weight, self.level1.bias).squeeze(-1)  # (M, g, D)
+        else:
+            h = self.level1(t, v if padded else None)  # (M, g, D)
+        if self.level2 is None:
+            return h[:, 0]  # (M, D)
+        group_valid = v.any(dim=1)  # (g,)
+        if self.variant == "L":
+            if padded:
+                h = h * group_valid[None, :, None].to(h.dtype)
+            return F.linear(h.transpose(1, 2), self.level2.weight, self.level2.bias).squeeze(-1)  # (M, D)
+        return self.level2(h, group_valid if padded else None)  # (M, D)
+
+
+class DenseTPAggregator(nn.Module):
+    """Reference for the TP baseline: tokenise all L bands, one single-query cross-attention over them."""
+
+    def __init__(self, bands: int, dim: int, heads: int, patch: int, *, seed: int = 0) -> None:
+        super().__init__()
+        with seeded(seed):
+            self.tokenizer = BandTokenizer(bands, dim, patch)
+            self.attn = SingleQueryCrossAttention(dim, heads)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        tok = self.tokenizer(x)  # (B, N, L, D)
+        b, n, bands, d = tok.shape
+        return self.attn(tok.reshape(b * n, bands, d)).view(b, n, d)  # (B, N, D)
+
+
+class DenseDCHAG(nn.Module):
+    """Single-process emulation of D-CHAG over P ranks: P rank-local partial aggregators (each with its own
+    weights) on the P band chunks, their tokens stacked, then the final single-query cross-attention.
+
+    Weights are drawn in the order tokenizer, partials[0..P-1], final; DCHAGAggregator on rank r takes the band
+    slice r of the tokenizer, ``partials[r]`` and a head shard of ``final``.
+    """
+
+    def __init__(
+        self,
+        bands: int,
+        dim: int,
+        heads: int,
+        patch: int,
+        parts: int,
+        *,
+        variant: str = "L",
+        groups: int = 1,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        self.split = Split("bands", bands, parts, multiple=groups)
+        self.variant, self.groups = variant, groups
+        with seeded(seed):
+            self.tokenizer = BandTokenizer(bands, dim, patch)
+            self.partials = nn.ModuleList(
+                [PartialAggregator(variant, self.split.local, groups, dim, heads) for _ in range(parts)]
+            )
+            self.final = SingleQueryCrossAttention(dim, heads)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        tok = self.tokenizer(x)  # (B, N, L, D)
+        b, n, bands, d = tok.shape
+        tok = tok.reshape(b * n, bands, d)  # (B*N, L, D)
+        outs = [
+            agg(self.split.shard(tok, r, dim=1), self.split.valid_mask(r, tok.device))  # (B*N, D)
+            for r, agg in enumerate(self.partials)
+        ]
+        gathered = torch.stack(outs, dim=1)  # (B*N, P, D)
+        return self.final(gathered).view(b, n, d)  # (B, N, D)

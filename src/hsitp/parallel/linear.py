@@ -1,0 +1,182 @@
+"""Megatron-LM column- and row-parallel linear layers (Shoeybi et al. 2019, section 3).
+
+Master weights are initialised whole (from a seed, or taken from a dense ``nn.Linear``) and then sliced, so a
+sharded layer equals the dense one for the same seed. A :class:`Partition` says which rows (column parallel) or
+columns (row parallel) go to which rank: the split is over ``units`` (output features, hidden units or heads) of
+``unit`` consecutive features each, repeated in ``blocks`` interleaved blocks (3 for a fused qkv, 2 for kv).
+Units that do not divide by P are zero padded (see padding.Split); padded entries get masked gradients so they
+stay zero.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from hsitp.parallel.collectives import copy_to_tp, gather_from_tp, reduce_from_tp
+from hsitp.parallel.dense import seeded
+from hsitp.parallel.errors import ShardingError
+from hsitp.parallel.groups import TPGroup
+from hsitp.parallel.padding import Split, zero_pad_grads
+
+
+@dataclass(frozen=True)
+class Partition:
+    """Feature axis of size ``blocks * split.size * unit`` split over ``split.parts`` ranks by units."""
+
+    split: Split
+    blocks: int = 1
+    unit: int = 1
+
+    @property
+    def full(self) -> int:
+        return self.blocks * self.split.size * self.unit
+
+    @property
+    def local(self) -> int:
+        return self.blocks * self.split.local * self.unit
+
+    def shard(self, full: torch.Tensor, rank: int, dim: int) -> torch.Tensor:
+        """This rank's (zero padded) features of ``full`` along ``dim`` (weights, biases or their grads)."""
+        dim = dim % full.dim()
+        if full.shape[dim] != self.full:
+            raise ShardingError(
+                f"partition expects {self.full} features along dim {dim}, got {full.shape[dim]}"
+            )
+        shape = list(full.shape)
+        view = full.reshape(*shape[:dim], self.blocks, self.split.size, self.unit, *shape[dim + 1 :])
+        local = self.split.shard(view, rank, dim + 1)  # (..., blocks, local_units, unit, ...)
+        return local.reshape(*shape[:dim], self.local, *shape[dim + 1 :])
+
+    def valid(self, rank: int) -> torch.Tensor:
+        """(local,) bool: True at real features."""
+        mask = self.split.valid_mask(rank)  # (local_units,)
+        return mask[None, :, None].expand(self.blocks, -1, self.unit).reshape(-1)
+
+
+def plain_partition(name: str, features: int, parts: int) -> Partition:
+    return Partition(Split(name, features, parts))
+
+
+def _master_linear(in_features: int, out_features: int, bias: bool, seed: int) -> nn.Linear:
+    with seeded(seed):
+        return nn.Linear(in_features, out_features, bias=bias)
+
+
+class ColumnParallelLinear(nn.Module):
+    """Y_r = X A_r^T + b_r: output features split over P; input replicated, entered through Megatron's f.
+
+    ``gather_output`` all-gathers the shards (backward: local slice) and drops padding, giving (..., out).
+    """
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        tp: TPGroup,
+        *,
+        bias: bool = True,
+        gather_output: bool = False,
+        partition: Partition | None = None,
+        seed: int = 0,
+        master: nn.Linear | None = None,
+        dtype: torch.dtype | None = None,
+        device: torch.device | str | None = None,
+    ) -> None:
+        super().__init__()
+        self.tp, self.gather_output = tp, gather_output
+        self.in_features, self.out_features = in_features, out_features
+        self.partition = partition or plain_partition("out_features", out_features, tp.size)
+        if self.partition.full != out_features or self.partition.split.parts != tp.size:
+            raise ShardingError(
+                f"column partition {self.partition} does not fit out_features={out_features}, P={tp.size}"
+            )
+        master = master if master is not None else _master_linear(in_features, out_features, bias, seed)
+        valid = self.partition.valid(tp.rank)
+        self.weight = nn.Parameter(
+            self.partition.shard(master.weight.detach(), tp.rank, 0).clone()
+        )  # (out/P, in)
+        zero_pad_grads(self.weight, valid[:, None])
+        if master.bias is not None:
+            self.bias = nn.Parameter(
+                self.partition.shard(master.bias.detach(), tp.rank, 0).clone()
+            )  # (out/P,)
+            zero_pad_grads(self.bias, valid)
+        else:
+            self.register_parameter("bias", None)
+        self.to(device=device, dtype=dtype)
+
+    @classmethod
+    def from_dense(cls, linear: nn.Linear, tp: TPGroup, **kwargs: object) -> ColumnParallelLinear:
+        return cls(
+            linear.in_features, linear.out_features, tp, bias=linear.bias is not None, master=linear, **kwargs
+        )
+
+    def local_from_full(self, name: str, full: torch.Tensor) -> torch.Tensor:
+        """Slice a full-size tensor (a dense weight or its gradient) as this rank's parameter ``name``."""
+        return self.partition.shard(full, self.tp.rank, 0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = copy_to_tp(x, self.tp)  # (..., in), replicated
+        y = F.linear(x, self.weight, self.bias)  # (..., out/P)
+        if not self.gather_output:
+            return y
+        y = gather_from_tp(y, self.tp, dim=-1)  # (..., P * out/P)
+        if self.partition.blocks == 1 and self.partition.unit == 1:
+            return self.partition.split.unpad(y, dim=-1)  # (..., out)
+        raise ShardingError("gather_output is only supported for plain (unit = 1, blocks = 1) partitions")
+
+
+class RowParallelLinear(nn.Module):
+    """Y = sum_r X_r A_r^T + b: input features split over P (input already sharded), partial products summed
+    by Megatron's g (all-reduce); the replicated bias is added once, after the reduction.
+    """
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        tp: TPGroup,
+        *,
+        bias: bool = True,
+        partition: Partition | None = None,
+        seed: int = 0,
+        master: nn.Linear | None = None,
+        dtype: torch.dtype | None = None,
+        device: torch.device | str | None = None,
+    ) -> None:
+        super().__init__()
+        self.tp = tp
+        self.in_features, self.out_features = in_features, out_features
+        self.partition = partition or plain_partition("in_features", in_features, tp.size)
+        if self.partition.full != in_features or self.partition.split.parts != tp.size:
+            raise ShardingError(
+                f"row partition {self.partition} does not fit in_features={in_features}, P={tp.size}"
+            )
+        master = master if master is not None else _master_linear(in_features, out_features, bias, seed)
+        self.weight = nn.Parameter(
+            self.partition.shard(master.weight.detach(), tp.rank, 1).clone()
+        )  # (out, in/P)
+        zero_pad_grads(self.weight, self.partition.valid(tp.rank)[None, :])
+        if master.bias is not None:
+            self.bias = nn.Parameter(master.bias.detach().clone())  # (out,), replicated
+        else:
+            self.register_parameter("bias", None)
+        self.to(device=device, dtype=dtype)
+
+    @classmethod
+    def from_dense(cls, linear: nn.Linear, tp: TPGroup, **kwargs: object) -> RowParallelLinear:
+        return cls(
+            linear.in_features, linear.out_features, tp, bias=linear.bias is not None, master=linear, **kwargs
+        )
+
+    def local_from_full(self, name: str, full: torch.Tensor) -> torch.Tensor:
+        return self.partition.shard(full, self.tp.rank, 1) if name == "weight" else full
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.linear(x, self.weight)  # (..., out), partial sum over this rank's inputs
+        y = reduce_from_tp(y, self.tp)  # (..., out), full sum on every rank
+        return y if self.bias is None else y + self.bias

@@ -1,0 +1,116 @@
+"""Spawn a small gloo world from pytest and collect each rank's result (or traceback) without ever hanging.
+
+Each rank runs ``fn(tp, *args)`` after ``init_distributed`` on a free localhost port (port 0 bound, then
+released) and puts ``(rank, "ok", result)`` or ``(rank, "error", traceback)`` on a queue. The parent waits up to
+``deadline_s`` for every rank; ranks still alive then are killed and reported missing. Worker functions must live
+in an importable module (tests/ is on sys.path under pytest).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import socket
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch.multiprocessing as mp
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _entry(
+    rank: int, world: int, port: int, fn: Callable[..., Any], args: tuple, q: Any, timeout_s: float
+) -> None:
+    import torch
+
+    torch.set_num_threads(1)  # 2 shared cores: no oversubscription
+    from hsitp.parallel import destroy_distributed, init_distributed
+
+    try:
+        tp = init_distributed(
+            "gloo", timeout_s, rank=rank, world_size=world, init_method=f"tcp://127.0.0.1:{port}"
+        )
+        result = fn(tp, *args)
+        q.put((rank, "ok", result))
+        destroy_distributed()
+    except BaseException:  # noqa: BLE001 - report everything to the parent
+        q.put((rank, "error", traceback.format_exc()))
+        q.close()
+        q.join_thread()  # flush the report before the hard exit
+        os._exit(1)  # do not wait on peers that may be stuck in a collective
+
+
+@dataclass
+class WorldOutcome:
+    reports: dict[int, tuple[str, Any]] = field(default_factory=dict)  # rank -> ("ok" | "error", payload)
+    exitcodes: list[int | None] = field(
+        default_factory=list
+    )  # None: still alive at the deadline (then killed)
+    wall_s: float = 0.0
+
+
+def spawn_world(
+    fn: Callable[..., Any],
+    world: int,
+    *args: Any,
+    timeout_s: float = 30.0,
+    deadline_s: float = 240.0,
+    expect_reports: int | None = None,
+) -> WorldOutcome:
+    """Run ``fn(tp, *args)`` on ``world`` gloo ranks and return what happened, without judging it."""
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    port = free_port()
+    procs = [
+        ctx.Process(target=_entry, args=(r, world, port, fn, args, q, timeout_s), daemon=True)
+        for r in range(world)
+    ]
+    start = time.monotonic()
+    for p in procs:
+        p.start()
+    out = WorldOutcome()
+    want = world if expect_reports is None else expect_reports
+    end = start + deadline_s
+    while len(out.reports) < want and time.monotonic() < end:
+        try:
+            rank, status, payload = q.get(timeout=0.2)
+            out.reports[rank] = (status, payload)
+        except queue.Empty:
+            if all(not p.is_alive() for p in procs) and q.empty():
+                break
+    for (
+        p
+    ) in procs:  # reporters exit at once; a rank that is stuck (e.g. SIGSTOP'ed) gets a short grace period
+        p.join(timeout=max(0.0, min(3.0, end - time.monotonic())))
+    out.exitcodes = [p.exitcode for p in procs]
+    out.wall_s = time.monotonic() - start
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+            p.join()
+    return out
+
+
+def run_world(fn: Callable[..., Any], world: int, *args: Any, **kwargs: Any) -> list[Any]:
+    """Like spawn_world, but every rank must succeed; returns the per-rank results in rank order."""
+    out = spawn_world(fn, world, *args, **kwargs)
+    errors = [
+        f"--- rank {r} ---\n{payload}"
+        for r, (status, payload) in sorted(out.reports.items())
+        if status != "ok"
+    ]
+    missing = [r for r in range(world) if r not in out.reports]
+    if errors or missing:
+        detail = "\n".join(errors)
+        if missing:
+            detail += f"\nranks {missing} reported nothing (hung or died); exit codes {out.exitcodes}"
+        raise AssertionError(f"distributed run of {fn.__name__} failed:\n{detail}")
+    return [out.reports[r][1] for r in range(world)]
