@@ -1,0 +1,129 @@
+"""``hsitp data fetch|prepare|list``: the dataset stage's command line (one rule calls one of these)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+DEFAULT_OUTPUT = "results/data/{dataset}.nc"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``data`` with its three subcommands to the ``hsitp`` parser."""
+    from hsitp.cli import add_config_args
+
+    data = sub.add_parser("data", help="dataset registry, verified downloads, preprocessing")
+    dsub = data.add_subparsers(dest="data_command", required=True, metavar="ACTION")
+
+    p = dsub.add_parser("fetch", help="get a dataset's raw files into the cache, verified by sha256")
+    p.add_argument("dataset", help="registry name (see `hsitp data list`)")
+    add_config_args(p)
+    p.set_defaults(func=_fetch)
+
+    p = dsub.add_parser("prepare", help="write the analysis-ready netCDF (results/data/DATASET.nc)")
+    p.add_argument("dataset", help="registry name (see `hsitp data list`)")
+    p.add_argument(
+        "--manifest", help="fetch manifest (default: <raw_dir>/DATASET/fetch.json; fetched if absent)"
+    )
+    p.add_argument("--output", help=f"output netCDF (default: {DEFAULT_OUTPUT})")
+    add_config_args(p)
+    p.set_defaults(func=_prepare)
+
+    p = dsub.add_parser("list", help="every dataset: grid, bands, classes, citation, terms and local status")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_config_args(p)
+    p.set_defaults(func=_list)
+
+
+def _config(args: argparse.Namespace) -> dict[str, Any]:
+    from hsitp.config import config_from_cli
+
+    return config_from_cli(args.config, args.config_json)
+
+
+def _fetch(args: argparse.Namespace) -> int:
+    from hsitp.data import registry
+    from hsitp.data.fetch import FetchSettings, fetch, manifest_path
+
+    spec = registry.get(args.dataset)
+    settings = FetchSettings.from_config(_config(args), spec.name)
+    result = fetch(spec, settings)
+    for f in result.files.values():
+        print(f"{f.name}: sha256 {f.sha256} OK ({f.size} bytes, {f.source}: {f.origin})")
+    print(f"{spec.name}: variant {result.variant!r} ready; manifest {manifest_path(settings, spec.name)}")
+    return 0
+
+
+def _prepare(args: argparse.Namespace) -> int:
+    from hsitp.data import registry
+    from hsitp.data.fetch import FetchSettings, fetch, manifest_path, read_manifest
+    from hsitp.data.prepare import PrepareError, prepare, write_prepared
+
+    spec = registry.get(args.dataset)
+    if spec.prepare_unsupported:  # say so before any download
+        raise PrepareError(f"{spec.name}: cannot be prepared yet: {spec.prepare_unsupported}")
+    cfg = _config(args)
+    settings = FetchSettings.from_config(cfg, spec.name)
+    manifest = Path(args.manifest) if args.manifest else manifest_path(settings, spec.name)
+    if args.manifest is None and not manifest.exists():
+        log.info("%s: no fetch manifest yet; fetching first", spec.name)
+        fetch(spec, settings)
+    fetched, variant = read_manifest(manifest, spec)
+    ds = prepare(spec, fetched, variant, cfg)
+    out = write_prepared(ds, args.output or DEFAULT_OUTPUT.format(dataset=spec.name), cfg, fetched)
+    dims = " x ".join(f"{ds.sizes[d]}" for d in ds["cube"].dims)
+    print(f"{spec.name}: wrote {out} (cube {dims}, {len(spec.classes)} classes, source {fetched.source})")
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    from hsitp.data import registry
+    from hsitp.data.fetch import FetchSettings, local_status
+
+    cfg = _config(args)
+    rows = []
+    for spec in registry.all_specs():
+        status, detail = local_status(spec, FetchSettings.from_config(cfg, spec.name))
+        rows.append(
+            {
+                "name": spec.name,
+                "title": spec.title,
+                "rows": spec.rows,
+                "cols": spec.cols,
+                "bands": spec.bands,
+                "raw_bands": spec.raw_bands,
+                "classes": {str(k): v for k, v in spec.classes.items()},
+                "class_counts": None
+                if spec.class_counts is None
+                else {str(k): v for k, v in spec.class_counts.items()},
+                "sensor": spec.sensor,
+                "citation": spec.citation,
+                "licence": spec.licence,
+                "verified": spec.verified,
+                "unverified": dict(spec.unverified),
+                "status": status,
+                "status_detail": detail,
+                "prepare_unsupported": spec.prepare_unsupported,
+            }
+        )
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    for r in rows:
+        raw = f", {r['raw_bands']} raw" if r["raw_bands"] else ""
+        grid = f"{r['rows']} x {r['cols']} x {r['bands']}{raw}"
+        flag = "" if r["verified"] else "  [grid/counts unverified]"
+        print(f"{r['name']:<17} {grid:<22} {len(r['classes']):>2} classes  {r['sensor']}{flag}")
+        print(f"    {r['title']}")
+        print("    classes: " + ", ".join(f"{k}={v}" for k, v in r["classes"].items()))
+        print(f"    status:   {r['status']}: {r['status_detail']}")
+        if r["prepare_unsupported"]:
+            print(f"    prepare:  not supported yet: {r['prepare_unsupported']}")
+        print(f"    citation: {r['citation']}")
+        print(f"    terms:    {r['licence']}")
+    return 0

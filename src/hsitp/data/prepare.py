@@ -1,0 +1,306 @@
+"""Turn a fetched scene into the analysis-ready netCDF every later stage reads (``results/data/<dataset>.nc``).
+
+Contents: ``cube`` (y, x, band) float32 with bad bands removed (uncorrected sources only) and each band clipped to
+its 1st/99th percentile over all pixels (the paper's "0.01 quantile") then scaled to [0, 1]; optionally PCA to k
+components (dim ``component``); ``labels`` (y, x) int16 (0 = unlabelled); ``split`` (y, x) int8 (0 unused,
+1 train, 2 test). Normalisation and PCA statistics use every pixel of the scene and never the labels, so they
+leak nothing from test pixels into training beyond what an unsupervised preprocessing step sees.
+The grid, band count and class counts are checked against the registry: a mismatch is an error for a verified
+fact and a recorded warning for an unverified one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from hsitp.data.fetch import FetchResult
+from hsitp.data.matfile import load_array
+from hsitp.data.registry import DatasetSpec, Variant
+from hsitp.data.split import TEST, TRAIN, UNUSED, make_split
+from hsitp.errors import HsitpError
+from hsitp.io import provenance, write_netcdf
+
+log = logging.getLogger(__name__)
+
+NORMALISATION = (
+    "per band: clip to the [q_low, q_high] quantiles of all pixels of the scene (labels unused; numpy linear "
+    "quantiles), then (v - low) / (high - low) into [0, 1]; a constant band becomes 0"
+)
+
+
+class PrepareError(HsitpError):
+    """A fetched file does not hold what the registry says (grid, bands, labels, counts)."""
+
+
+def normalise_bands(
+    cube: np.ndarray, quantiles: Sequence[float]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(y, x, L) any dtype -> float32 in [0, 1], plus the per-band low/high clip values (raw units)."""
+    q_lo, q_hi = float(quantiles[0]), float(quantiles[1])
+    if not q_lo < q_hi:
+        raise PrepareError(f"data.clip_quantiles = {list(quantiles)}: the first must be below the second")
+    n_bands = cube.shape[-1]
+    out = np.empty(cube.shape, dtype=np.float32)
+    low = np.empty(n_bands)
+    high = np.empty(n_bands)
+    for b in range(n_bands):  # one band at a time keeps peak memory at one float64 band
+        band = cube[..., b].astype(np.float64)  # (y, x)
+        low[b], high[b] = np.quantile(band, [q_lo, q_hi])
+        span = high[b] - low[b]
+        out[..., b] = (np.clip(band, low[b], high[b]) - low[b]) / span if span > 0 else 0.0
+    return out, low, high
+
+
+def pca_reduce(cube: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """PCA over all pixels: (y, x, L) -> scores (y, x, k) float32, components (k, L), mean (L), explained ratio (k).
+
+    Signs are fixed (largest-magnitude loading positive) so the same input always gives the same output.
+    """
+    rows, cols, n_bands = cube.shape
+    if not 1 <= k <= n_bands:
+        raise PrepareError(f"data.pca_components = {k}: must be between 1 and the {n_bands} bands")
+    x = cube.reshape(-1, n_bands).astype(np.float64)  # (N, L)
+    mean = x.mean(axis=0)
+    x -= mean
+    cov = x.T @ x / max(x.shape[0] - 1, 1)  # (L, L)
+    evals, evecs = np.linalg.eigh(cov)
+    order = np.argsort(evals)[::-1][:k]
+    comps = evecs[:, order].T  # (k, L)
+    flip = np.sign(comps[np.arange(k), np.abs(comps).argmax(axis=1)])
+    comps *= flip[:, None]
+    scores = (x @ comps.T).reshape(rows, cols, k).astype(np.float32)  # (y, x, k)
+    ratio = np.clip(evals[order], 0, None) / max(float(np.clip(evals, 0, None).sum()), np.finfo(float).tiny)
+    return scores, comps, mean, ratio
+
+
+def dataset_seed(seed: int, dataset: str) -> np.random.SeedSequence:
+    """A stream per (config seed, dataset): stable across runs, machines and registry order."""
+    return np.random.SeedSequence(
+        [seed, int.from_bytes(hashlib.sha256(dataset.encode()).digest()[:4], "little")]
+    )
+
+
+def _check_or_warn(spec: DatasetSpec, fact: str, message: str, where: str, warnings: list[str]) -> None:
+    if fact in spec.unverified:
+        warnings.append(f"{message} (registry value unverified: {spec.unverified[fact]})")
+        log.warning("%s: %s", where, warnings[-1])
+    else:
+        raise PrepareError(
+            f"{where}: {message}. The registry value is verified, so the file is not the registered one: "
+            f"delete it and run `hsitp data fetch {spec.name}` again."
+        )
+
+
+def prepare_arrays(
+    spec: DatasetSpec,
+    cube: np.ndarray,
+    labels: np.ndarray,
+    *,
+    uncorrected: bool,
+    data_cfg: Mapping[str, Any],
+    seed: int,
+    where: str = "input",
+) -> xr.Dataset:
+    """The prepared Dataset from in-memory arrays (no file access; ``where`` names the source in errors)."""
+    warnings: list[str] = []
+    if cube.ndim != 3 or labels.ndim != 2 or cube.shape[:2] != labels.shape:
+        raise PrepareError(
+            f"{where}: expected a (rows, cols, bands) cube and a (rows, cols) label map on the same grid, "
+            f"found cube {cube.shape} and labels {labels.shape}"
+        )
+    rows, cols, n_in = cube.shape
+    if (rows, cols) != (spec.rows, spec.cols):
+        _check_or_warn(
+            spec, "grid", f"grid {rows} x {cols}, registry {spec.rows} x {spec.cols}", where, warnings
+        )
+    expected_in = spec.raw_bands if uncorrected else spec.bands
+    if n_in != expected_in:
+        raise PrepareError(
+            f"{where}: {n_in} bands, expected {expected_in} ({'uncorrected' if uncorrected else 'corrected'} "
+            f"{spec.name}); the file is not the registered one: delete it and fetch again."
+        )
+    if uncorrected:
+        drop = {b - 1 for b in spec.removed_bands}
+        cube = cube[..., [i for i in range(n_in) if i not in drop]]  # (y, x, bands)
+    band_numbers = np.asarray(spec.band_numbers, dtype=np.int32)
+
+    # --- labels and class counts -----------------------------------------------------------------------
+    if (
+        not np.issubdtype(labels.dtype, np.integer)
+        or labels.min() < 0
+        or labels.max() > np.iinfo(np.int16).max
+    ):
+        raise PrepareError(
+            f"{where}: ground truth must hold non-negative integer labels, found {labels.dtype}"
+        )
+    labels16 = labels.astype(np.int16)
+    classes = sorted(spec.classes)
+    found = {int(v): int(n) for v, n in zip(*np.unique(labels16, return_counts=True), strict=True) if v != 0}
+    stray = sorted(set(found) - set(classes))
+    if stray:
+        raise PrepareError(
+            f"{where}: labels {stray} are not classes of {spec.name} (registry labels {classes}); "
+            "the ground truth is not the registered file: delete it and fetch again."
+        )
+    counts = {c: found.get(c, 0) for c in classes}
+    if spec.class_counts is not None and counts != dict(spec.class_counts):
+        diff = {c: (counts[c], spec.class_counts[c]) for c in classes if counts[c] != spec.class_counts[c]}
+        _check_or_warn(
+            spec, "class_counts", f"class counts differ (label: (found, registry)) {diff}", where, warnings
+        )
+
+    # --- values --------------------------------------------------------------------------------------------
+    q = tuple(data_cfg["clip_quantiles"])
+    cube01, low, high = normalise_bands(cube, q)
+    k = data_cfg.get("pca_components")
+
+    # --- split ----------------------------------------------------------------------------------------------
+    split_cfg = data_cfg["split"]
+    sres = make_split(
+        labels16,
+        classes,
+        mode=split_cfg["mode"],
+        train_fraction=float(split_cfg["train_fraction"]),
+        min_train=int(split_cfg["min_train_per_class"]),
+        patch=int(split_cfg["patch"]),
+        block=int(split_cfg["block"]),
+        seed_seq=dataset_seed(seed, spec.name),
+    )
+    for w in sres.warnings:
+        log.warning("%s split: %s", spec.name, w)
+
+    coords: dict[str, Any] = {
+        "y": ("y", np.arange(rows, dtype=np.int32), {"long_name": "row (pixel index)"}),
+        "x": ("x", np.arange(cols, dtype=np.int32), {"long_name": "column (pixel index)"}),
+        "band": (
+            "band",
+            band_numbers,
+            {"long_name": "original band number (1-based)", "comment": spec.band_numbering},
+        ),
+    }
+    if spec.wavelengths_nm is not None:
+        coords["wavelength"] = ("band", np.asarray(spec.wavelengths_nm, dtype=np.float64), {"units": "nm"})
+    data_vars: dict[str, Any] = {
+        "labels": (
+            ("y", "x"),
+            labels16,
+            {"long_name": "class label (0 = unlabelled)", "class_names": dict(spec.classes)},
+        ),
+        "split": (
+            ("y", "x"),
+            sres.split,
+            {
+                "long_name": "train/test split of labelled pixels",
+                "flag_values": np.array([UNUSED, TRAIN, TEST], dtype=np.int8),
+                "flag_meanings": "unused train test",
+            },
+        ),
+        "norm_low": ("band", low, {"long_name": f"per-band clip low (q={q[0]}) in raw units"}),
+        "norm_high": ("band", high, {"long_name": f"per-band clip high (q={q[1]}) in raw units"}),
+    }
+    cube_attrs = {
+        "long_name": "per-band robust-normalised radiance/reflectance",
+        "units": "1",
+        "comment": NORMALISATION,
+    }
+    if k is None:
+        data_vars["cube"] = (("y", "x", "band"), cube01, cube_attrs)
+        pca_text = "off"
+    else:
+        scores, comps, mean, ratio = pca_reduce(cube01, int(k))
+        coords["component"] = (
+            "component",
+            np.arange(1, int(k) + 1, dtype=np.int32),
+            {"long_name": "PCA component"},
+        )
+        data_vars["cube"] = (
+            ("y", "x", "component"),
+            scores,
+            {
+                "long_name": "PCA scores of the normalised cube",
+                "units": "1",
+                "comment": NORMALISATION + "; then PCA",
+            },
+        )
+        data_vars["pca_components"] = (("component", "band"), comps, {"long_name": "PCA loadings"})
+        data_vars["pca_mean"] = ("band", mean, {"long_name": "per-band mean removed before PCA"})
+        data_vars["pca_explained_variance_ratio"] = ("component", ratio, {"units": "1"})
+        pca_text = f"{k} components fitted on all pixels of the normalised cube (labels unused)"
+
+    ds = xr.Dataset(data_vars, coords=coords)
+    ds.attrs.update(
+        {
+            "title": f"{spec.title}: prepared scene",
+            "dataset": spec.name,
+            "class_names": {str(c): n for c, n in spec.classes.items()},
+            "class_counts": {str(c): n for c, n in counts.items()},
+            "split_counts": {str(c): v for c, v in sres.counts.items()},
+            "split_mode": split_cfg["mode"],
+            "split_settings": dict(split_cfg),
+            "split_warnings": list(sres.warnings),
+            "seed": seed,
+            "normalisation": NORMALISATION.replace("q_low", str(q[0])).replace("q_high", str(q[1])),
+            "pca": pca_text,
+            "bad_bands_removed": list(spec.removed_bands) if uncorrected else [],
+            "band_numbering": spec.band_numbering,
+            "registry_verified": spec.verified,
+            "registry_check": "; ".join(warnings) or "grid, band count and class counts match the registry",
+            "unverified_registry_facts": dict(spec.unverified),
+            "sensor": spec.sensor,
+            "citation": spec.citation,
+            "licence": spec.licence,
+        }
+    )
+    return ds
+
+
+def prepare(spec: DatasetSpec, fetched: FetchResult, variant: Variant, cfg: Mapping[str, Any]) -> xr.Dataset:
+    """Load the fetched files and build the prepared Dataset (source attrs included)."""
+    if spec.prepare_unsupported:
+        raise PrepareError(f"{spec.name}: cannot be prepared yet: {spec.prepare_unsupported}")
+    cube_f = fetched.files["cube"]
+    gt_f = fetched.files.get("gt")
+    if gt_f is None or variant.gt is None:
+        raise PrepareError(f"{spec.name}: variant {variant.name!r} has no ground-truth file")
+    cube = load_array(cube_f.path, variant.cube.variable)
+    labels = load_array(gt_f.path, variant.gt.variable)
+    ds = prepare_arrays(
+        spec,
+        cube,
+        labels,
+        uncorrected=variant.uncorrected,
+        data_cfg=cfg["data"],
+        seed=int(cfg["seed"]),
+        where=f"{cube_f.path} + {gt_f.path}",
+    )
+    ds.attrs.update(
+        {
+            "source": fetched.source,
+            "variant": variant.name,
+            "source_files": [
+                {"name": f.name, "sha256": f.sha256, "source": f.source, "origin": f.origin}
+                for f in fetched.files.values()
+            ],
+        }
+    )
+    return ds
+
+
+def write_prepared(
+    ds: xr.Dataset, path: str | os.PathLike[str], cfg: Mapping[str, Any], fetched: FetchResult
+) -> Path:
+    """Atomic netCDF write through hsitp.io with provenance (input sha256s = the verified raw files)."""
+    prov = provenance(
+        config=cfg,
+        input_sha256=fetched.input_sha256(),
+        extra={"dataset": fetched.dataset, "source": fetched.source, "variant": fetched.variant},
+    )
+    return write_netcdf(ds, path, kind="dataset", prov=prov, title=ds.attrs.get("title"))

@@ -1,0 +1,114 @@
+"""Shared pytest fixtures (generic; any stage may add its own here).
+
+- ``repo_root``: the checkout the tests run from.
+- ``shared_datasets``: ``../shared/datasets`` (or ``$HSITP_SHARED_DATASETS``); the test is skipped when absent.
+- ``loopback_http``: an HTTP server on 127.0.0.1 (port 0) in a thread, serving bytes you register, able to answer
+  404, or to cut a response mid-body; download tests use it and never the internet.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def shared_datasets() -> Path:
+    """The read-only real-data folder; skip (not fail) where a CI setup has no ../shared."""
+    path = Path(os.environ.get("HSITP_SHARED_DATASETS", REPO_ROOT.parent / "shared" / "datasets"))
+    if not (path / "README.md").is_file():
+        pytest.skip(f"{path} absent (real-data tests need ../shared/datasets)")
+    return path
+
+
+@dataclass
+class Route:
+    data: bytes
+    cut_after: int | None = (
+        None  # send Content-Length of the full body, then only this many bytes and hang up
+    )
+    cut_times: int | None = None  # cut only the first n requests (None = every request)
+    cuts_done: int = 0
+
+
+@dataclass
+class LoopbackHTTP:
+    """Routes by exact path; unknown paths answer 404. ``hits`` records every requested path in order."""
+
+    server: ThreadingHTTPServer
+    routes: dict[str, Route] = field(default_factory=dict)
+    hits: list[str] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def serve(
+        self, path: str, data: bytes, *, cut_after: int | None = None, cut_times: int | None = None
+    ) -> str:
+        """Register ``data`` at ``path`` (leading slash optional) and return its full URL."""
+        path = "/" + path.lstrip("/")
+        self.routes[path] = Route(data, cut_after, cut_times)
+        return self.url + path
+
+
+def _handler(state: LoopbackHTTP) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            state.hits.append(self.path)
+            route = state.routes.get(self.path)
+            if route is None:
+                self.send_error(404, "Not Found")
+                return
+            cut = route.cut_after is not None and (
+                route.cut_times is None or route.cuts_done < route.cut_times
+            )
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", str(len(route.data)))
+            self.end_headers()
+            if cut:
+                route.cuts_done += 1
+                self.wfile.write(route.data[: route.cut_after])
+                self.wfile.flush()
+                self.close_connection = True  # the client sees EOF before Content-Length bytes
+            else:
+                self.wfile.write(route.data)
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - silence per-request logging
+            pass
+
+    return Handler
+
+
+@pytest.fixture
+def loopback_http(monkeypatch: pytest.MonkeyPatch) -> Iterator[LoopbackHTTP]:
+    """A throw-away HTTP server on 127.0.0.1; proxies are bypassed so requests really go to it."""
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    state = LoopbackHTTP(server=None)  # type: ignore[arg-type]
+    state.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
+    state.server.daemon_threads = True
+    thread = threading.Thread(target=state.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield state
+    finally:
+        state.server.shutdown()
+        state.server.server_close()
+        thread.join(timeout=5)
