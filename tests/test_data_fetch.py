@@ -268,6 +268,13 @@ def test_cli_unknown_dataset(capsys):
     )
 
 
+def test_cli_prepare_unsupported_source_says_why(capsys, tmp_path):
+    """Catches: `data prepare houston2013` downloading or crashing instead of saying it cannot read the GeoTIFF yet."""
+    raw = json.dumps({"data": {"raw_dir": str(tmp_path)}})
+    code, _, err = _cli(capsys, "data", "prepare", "houston2013", "--config-json", raw)
+    assert code == 2 and "houston2013: cannot be prepared yet" in err and "GeoTIFF" in err
+
+
 @pytest.mark.parametrize(
     ("override", "key"),
     [

@@ -70,7 +70,8 @@ def test_normalisation_clips_to_quantiles_and_scales():
 
 
 def test_uncorrected_bands_removed_and_numbered():
-    """Catches: removing the wrong (off-by-one) bands, or band coords that are not the original 1-based numbers."""
+    """Catches: removing the wrong (off-by-one) bands, band coords not the original 1-based numbers, or a
+    wavelength coord invented when unknown (or dropped when known)."""
     labels = scene(12, 12)
     removed = (3, 4, 10)
     kept = tuple(b for b in range(1, 11) if b not in removed)
@@ -80,7 +81,15 @@ def test_uncorrected_bands_removed_and_numbered():
     spec = spec_for(labels, bands=7, raw_bands=10, removed_bands=removed, band_numbers=kept)
     ds = prepare_arrays(spec, cube, labels, uncorrected=True, data_cfg=cfg()["data"], seed=0)
     assert ds["cube"].dims == ("y", "x", "band") and ds.sizes["band"] == 7
-    assert list(ds.band.values) == list(kept)
+    assert (
+        list(ds.band.values) == list(kept) and "wavelength" not in ds.coords
+    )  # unknown: omitted, not invented
+    known = dataclasses.replace(spec, wavelengths_nm=tuple(400.0 + 10 * b for b in kept))
+    with_wl = prepare_arrays(
+        known, cube, labels.astype(float), uncorrected=True, data_cfg=cfg()["data"], seed=0
+    )
+    assert with_wl.wavelength.attrs["units"] == "nm" and with_wl.wavelength.values[2] == 450.0
+    assert with_wl.labels.dtype == np.int16  # a MATLAB double label map is accepted when integral
     assert list((ds.norm_low.values // 100).astype(int)) == list(kept)  # each kept band is the right raw band
     assert json.loads(json.dumps(ds.attrs["bad_bands_removed"])) == list(removed)
 

@@ -133,13 +133,16 @@ def prepare_arrays(
     band_numbers = np.asarray(spec.band_numbers, dtype=np.int32)
 
     # --- labels and class counts -----------------------------------------------------------------------
+    if np.issubdtype(labels.dtype, np.floating) and np.array_equal(labels, np.round(labels)):
+        labels = labels.astype(np.int64)  # MATLAB often stores label maps as double
     if (
         not np.issubdtype(labels.dtype, np.integer)
         or labels.min() < 0
         or labels.max() > np.iinfo(np.int16).max
     ):
         raise PrepareError(
-            f"{where}: ground truth must hold non-negative integer labels, found {labels.dtype}"
+            f"{where}: ground truth must hold non-negative integer labels below 32768, found {labels.dtype} "
+            f"values {labels.min()}..{labels.max()}"
         )
     labels16 = labels.astype(np.int16)
     classes = sorted(spec.classes)
