@@ -29,6 +29,7 @@ def add_config_args(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     from hsitp.bench import commands as bench_commands
+    from hsitp.cost import commands as cost_commands
     from hsitp.data import commands as data_commands
 
     parser = argparse.ArgumentParser(prog="hsitp", description=__doc__.splitlines()[0])
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     data_commands.register(sub)
     bench_commands.register(sub)
+    cost_commands.register(sub)
     return parser
 
 

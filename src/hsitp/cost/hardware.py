@@ -46,7 +46,7 @@ class Hardware:
     alpha_intra: float  # [s] fixed cost per collective inside a node
     alpha_inter: float  # [s] fixed cost per collective across nodes
     devices_per_node: int
-    memory_bytes: float | None  # device memory; None when the source gives none
+    memory_bytes: float | None  # device memory as the datasheet's GB (1e9 B); None when the source gives none
     source: str
     assumptions: str = ""
     measured: bool = False

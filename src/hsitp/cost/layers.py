@@ -8,7 +8,8 @@ Layer structures follow the parallel-layer contract (Megatron column/row TP, hea
 attention, D-CHAG as in ``../shared/notes/dchag.md``). Two cost-only ops exist besides the contract's names:
 ``linear_column`` (the paper's §3.2 reference layer: one column-parallel linear C_in = D → D followed by an
 all-gather) and ``tokenize`` (per-band patch embedding, replicated on every TP rank in the baseline, only the
-rank's own bands in D-CHAG).
+rank's own bands in D-CHAG). As in the parallel layers, the ``agg_*`` ops include their tokeniser: they turn a
+(B, L, H, W) cube into (B, N, D); :func:`aggregation_only` gives the aggregation alone.
 """
 
 from __future__ import annotations
@@ -303,7 +304,7 @@ def _layernorm(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str
 
 
 def _tokenize(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str) -> Terms:
-    bands = s.L if split == "replicated" else shard(s.L, P, pad)
+    bands = s.L if split == "replicated" else _dchag_bands(s, P, pad)[0]
     M = s.B * s.N
     p2 = s.patch * s.patch
     return Terms(
@@ -312,7 +313,7 @@ def _tokenize(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str)
             Compute("bias_and_band_embed", 2 * BIAS_FLOPS * M * bands * s.D, "elementwise"),
         ],
         [],
-        params=bands * (p2 * s.D + 2 * s.D),  # conv weight + bias + learned per-band embedding
+        params=bands * (p2 * s.D + 2 * s.D),  # conv weight + bias + learned per-band embedding (per rank)
         activations=M * bands * (p2 + s.D),  # input patches and the band tokens (kept for the aggregator)
     )
 
@@ -342,16 +343,43 @@ def _tp_cross_attention(s: LayerShape, P: int, channels: float, pad: bool, prefi
     )
 
 
+def _combine(*parts: Terms) -> Terms:
+    return Terms(
+        [c for t in parts for c in t.computes],
+        [c for t in parts for c in t.comms],
+        sum(t.params for t in parts),
+        sum(t.activations for t in parts),
+    )
+
+
+def aggregation_only(op: str, s: LayerShape, P: int, *, pad: bool = True) -> Terms:
+    """The cross-band aggregation of ``agg_*`` without its tokeniser (memory by part needs them apart)."""
+    if op == "agg_tp":
+        return _tp_cross_attention(s, P, s.L, pad, "")
+    if op in ("agg_dchag_l", "agg_dchag_c"):
+        return _dchag_aggregation(s, P, pad, op[-1].upper())
+    raise ValueError(f"{op!r} is not an aggregation op (agg_tp, agg_dchag_l, agg_dchag_c)")
+
+
 def _agg_tp(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str) -> Terms:
-    return _tp_cross_attention(s, P, s.L, pad, "")
+    """Baseline, as the parallel layers build it: every rank tokenises all L bands, then the sharded aggregator."""
+    return _combine(
+        _tokenize(s, P, mesh, pad, drop_n2, "replicated"), aggregation_only("agg_tp", s, P, pad=pad)
+    )
 
 
-def _agg_dchag(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str, variant: str) -> Terms:
-    """D-CHAG on one rank: partial aggregation of its L/P bands (g groups with shared weights, then over the g
-    group results), all-gather of one token per rank (backward: local slice, no traffic), final TP aggregation."""
+def _dchag_bands(s: LayerShape, P: int, pad: bool) -> tuple[float, float]:
+    """(bands per rank, bands per group): bands padded to a multiple of P·g, as the parallel layers do."""
+    c_g = shard(s.L, P * s.groups, pad)
+    return c_g * s.groups, c_g
+
+
+def _dchag_aggregation(s: LayerShape, P: int, pad: bool, variant: str) -> Terms:
+    """D-CHAG on one rank after tokenisation: partial aggregation of its bands (g groups with shared weights, then
+    over the g group results), all-gather of one token per rank (backward: local slice, no traffic), final TP
+    aggregation over the P gathered tokens."""
     g = s.groups
-    c_l = shard(s.L, P, pad)
-    c_g = shard(c_l, g, pad)
+    _, c_g = _dchag_bands(s, P, pad)
     M = s.B * s.N
     D = s.D
     if variant == "L":  # Linear over the channel axis (c_g -> 1), then over the g groups (g -> 1)
@@ -396,11 +424,13 @@ def _agg_dchag(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str
 
 
 def _agg_dchag_l(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str) -> Terms:
-    return _agg_dchag(s, P, mesh, pad, drop_n2, split, "L")
+    tok = _tokenize(s, P, mesh, pad, drop_n2, "dchag")
+    return _combine(tok, _dchag_aggregation(s, P, pad, "L"))
 
 
 def _agg_dchag_c(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str) -> Terms:
-    return _agg_dchag(s, P, mesh, pad, drop_n2, split, "C")
+    tok = _tokenize(s, P, mesh, pad, drop_n2, "dchag")
+    return _combine(tok, _dchag_aggregation(s, P, pad, "C"))
 
 
 _BUILDERS = {

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -350,9 +350,11 @@ def evaluate(
     for c in comms:
         n, per_node = group_layout(c.group, P, mesh, hw.devices_per_node)
         nbytes = c.elements * elem_bytes
-        t = collective_time(c.collective, nbytes, n, per_node, hw, sw)
-        if c.per_step:
+        if c.per_step:  # gradient syncs are bucketed (as DDP/FSDP do): no per-layer latency, paid once a step
+            t = collective_time(c.collective, nbytes, n, per_node, hw, replace(sw, alpha_zero=True))
             t /= grad_accumulation
+        else:
+            t = collective_time(c.collective, nbytes, n, per_node, hw, sw)
         costs.append(CollectiveCost(c.name, c.collective, c.phase, n, c.elements, nbytes, t, c.per_step))
     t_comm = sum(c.time_s for c in costs)
     hidden = 0.0 if sw.no_overlap else overlap
@@ -477,7 +479,8 @@ def model_cost(
     overlap: float = 0.0,
     grad_accumulation: int = 1,
 ) -> StackCost:
-    """Tokenisation + cross-band aggregation + ``depth`` channel-split blocks, as pure TP or D-CHAG+TP.
+    """Tokenisation and cross-band aggregation (one ``agg_*`` op) + ``depth`` channel-split blocks, as pure TP or
+    D-CHAG+TP.
 
     ``t_single`` is the *pure-TP* model on one device for every scheme, so relative throughput compares samples/s
     (the D-CHAG notes warn that per-variant FLOP counts differ). Stated CCR: P·F/(β·D), divided by g for D-CHAG.
@@ -487,12 +490,8 @@ def model_cost(
         raise ValueError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
 
     def layers_for(sch: str, p: int) -> list[OpCost]:
-        tok_split, agg = SCHEME_PARTS[sch]
         kw = {"overlap": overlap, "grad_accumulation": grad_accumulation}
-        out = [
-            evaluate("tokenize", tok_split, shape, p, hw, sw, **kw),
-            evaluate(agg, "channel", shape, p, hw, sw, **kw),
-        ]
+        out = [evaluate(SCHEME_PARTS[sch][1], "channel", shape, p, hw, sw, **kw)]
         block = [evaluate(op, sp, shape, p, hw, sw, **kw) for op, sp in BLOCK_LAYERS["channel"]]
         return out + block * depth
 

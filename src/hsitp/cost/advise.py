@@ -1,0 +1,189 @@
+"""``hsitp advise``: which dimension to split for one dataset, patch size, device count and hardware.
+
+It answers with both models for channel, token and 2-D split (CCR, per-layer compute and communication time,
+relative throughput) and one recommendation. The rule is the paper's §6.2/§10.1 one, applied to the refined model:
+take the split with the lowest CCR if that CCR is below 1, else prefer data parallelism (TP then only to fit
+memory). Everything is modelled, not measured, and the output says so.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from hsitp.cost import stated
+from hsitp.cost.hardware import get_hardware
+from hsitp.cost.layers import LayerShape
+from hsitp.cost.refined import BLOCK_SPLITS, DTYPE_BYTES, StackCost, Switches, block_cost
+from hsitp.cost.tables import ORIGIN, n_tokens
+from hsitp.data import registry
+from hsitp.errors import HsitpError
+
+
+def _finite(x: float) -> float | None:
+    return float(x) if x is not None and np.isfinite(x) else None
+
+
+def _split_report(b: StackCost) -> dict[str, Any]:
+    return {
+        "ccr_stated": _finite(b.ccr_stated),
+        "ccr_refined": _finite(b.ccr),
+        "ccr_refined_worst_layer": _finite(b.ccr_worst_layer),
+        "relative_throughput_stated": _finite(b.relative_throughput_stated),
+        "relative_throughput_refined": _finite(b.relative_throughput),
+        "t_comp_s": _finite(b.t_comp) if b.layers else None,
+        "t_comm_s": _finite(b.t_comm) if b.layers else None,
+        "mesh": list(b.mesh) if b.layers else None,
+        "note": b.note,
+        "layers": [
+            {
+                "op": x.op,
+                "split": x.split,
+                "t_comp_s": x.t_comp,
+                "t_comm_s": x.t_comm,
+                "ccr": _finite(x.ccr),
+                "ccr_stated": _finite(x.ccr_stated),
+                "bytes_by_collective": x.bytes_by_collective(),
+                "count_by_collective": x.count_by_collective(),
+            }
+            for x in b.layers
+        ],
+    }
+
+
+def _recommend(splits: Mapping[str, StackCost], P: int) -> tuple[str, str]:
+    """(recommendation, one-line reason) from the refined CCRs, with the stated model's view alongside."""
+    if P == 1:
+        return "none", "one device: nothing to split"
+    refined = {s: b.ccr for s, b in splits.items() if np.isfinite(b.ccr)}
+    best = min(refined, key=refined.get)
+    others = ", ".join(f"{s} {v:.3g}" for s, v in refined.items() if s != best)
+    st = {s: splits[s].ccr_stated for s in ("channel", "token")}
+    st_best = min(st, key=st.get)
+    stated_view = (
+        f"stated model agrees ({st_best} {st[st_best]:.3g})"
+        if st_best == best
+        else f"stated model prefers {st_best} ({st[st_best]:.3g})"
+    )
+    if refined[best] >= 1.0:
+        tput = splits[best].relative_throughput
+        return (
+            "data_parallel",
+            f"communication-bound: best split {best} has refined CCR {refined[best]:.3g} >= 1 "
+            f"(throughput {tput:.3g}x one device on {P}); prefer data parallelism or gradient accumulation, "
+            f"TP ({best}) only if the model must be split to fit; {stated_view}",
+        )
+    return best, f"lowest refined CCR {refined[best]:.3g} (vs {others}); {stated_view}"
+
+
+def advise(
+    cost: Mapping[str, Any],
+    *,
+    dataset: str,
+    patch: int,
+    devices: int,
+    hardware: str,
+    embed_dim: int | None = None,
+) -> dict[str, Any]:
+    """The advice as a JSON-ready dict (see module docstring)."""
+    spec = registry.get(dataset)
+    hw = get_hardware(hardware)
+    if devices < 1:
+        raise HsitpError(f"--devices must be >= 1, got {devices}")
+    if patch < 1:
+        raise HsitpError(f"--patch must be >= 1, got {patch}")
+    N = n_tokens(spec.rows, spec.cols, patch, cost["token_grid"])
+    if N < 1:
+        raise HsitpError(
+            f"--patch {patch} is larger than {dataset}'s {spec.rows}x{spec.cols} grid; use a patch <= "
+            f"{min(spec.rows, spec.cols)}"
+        )
+    D = int(embed_dim or cost["embed_dim"])
+    if D < 1:
+        raise HsitpError(f"--embed-dim must be >= 1, got {D}")
+    shape = LayerShape(
+        N=N,
+        D=D,
+        L=spec.bands,
+        B=int(cost["batch"]),
+        heads=int(cost["heads"]),
+        mlp_ratio=int(cost["mlp_ratio"]),
+        dtype_bytes=DTYPE_BYTES[cost["dtype"]],
+        patch=patch,
+    )
+    sw = Switches.from_mapping(cost.get("switches"))
+    splits = {
+        s: block_cost(
+            s,
+            shape,
+            devices,
+            hw,
+            sw,
+            overlap=float(cost["overlap"]),
+            grad_accumulation=int(cost["grad_accumulation"]),
+        )
+        for s in BLOCK_SPLITS
+    }
+    rec, reason = _recommend(splits, devices)
+    return {
+        "origin": ORIGIN,
+        "dataset": spec.name,
+        "title": spec.title,
+        "H": spec.rows,
+        "W": spec.cols,
+        "L": spec.bands,
+        "patch": patch,
+        "token_grid": cost["token_grid"],
+        "N": N,
+        "D": D,
+        "rho": D / N,
+        "rho_bands": spec.bands / N,
+        "devices": devices,
+        "batch": shape.B,
+        "heads": shape.heads,
+        "dtype": cost["dtype"],
+        "hardware": {
+            "name": hw.name,
+            "description": hw.description,
+            "measured": hw.measured,
+            "F_flops": hw.flops,
+            "beta_bytes_per_s": hw.beta_for(devices),
+            "source": hw.source,
+            "assumptions": hw.assumptions,
+        },
+        "threshold": float(stated.threshold(devices, hw.flops, hw.beta_for(devices))),
+        "switches_on": sw.on(),
+        "splits": {s: _split_report(b) for s, b in splits.items()},
+        "recommendation": rec,
+        "reason": reason,
+    }
+
+
+def format_text(a: Mapping[str, Any]) -> str:
+    """The advice as a short human-readable table."""
+
+    def f(x: float | None) -> str:
+        return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3g}"
+
+    hw = a["hardware"]
+    lines = [
+        f"{a['title']} ({a['dataset']}): {a['H']}x{a['W']}x{a['L']}, patch {a['patch']} -> N = {a['N']} tokens; "
+        f"D = {a['D']}, rho = D/N = {f(a['rho'])} (L/N = {f(a['rho_bands'])})",
+        f"{a['devices']} devices on {hw['name']} ({'measured' if hw['measured'] else 'preset'}): "
+        f"F = {f(hw['F_flops'])} FLOP/s, beta = {f(hw['beta_bytes_per_s'])} B/s, P*F/beta = {f(a['threshold'])}",
+        f"{'split':<8} {'CCR stated':>11} {'CCR refined':>12} {'worst layer':>12} {'tput stated':>12} "
+        f"{'tput refined':>13} {'comp/block s':>13} {'comm/block s':>13}",
+    ]
+    for s, r in a["splits"].items():
+        name = s + (f" {r['mesh'][0]}x{r['mesh'][1]}" if s == "2d" and r["mesh"] else "")
+        lines.append(
+            f"{name:<8} {f(r['ccr_stated']):>11} {f(r['ccr_refined']):>12} {f(r['ccr_refined_worst_layer']):>12} "
+            f"{f(r['relative_throughput_stated']):>12} {f(r['relative_throughput_refined']):>13} "
+            f"{f(r['t_comp_s']):>13} {f(r['t_comm_s']):>13}" + (f"  ({r['note']})" if r["note"] else "")
+        )
+    lines.append(f"recommendation: {a['recommendation']} — {a['reason']}")
+    lines.append(f"({a['origin']}; per-layer times in --json)")
+    return "\n".join(lines)
