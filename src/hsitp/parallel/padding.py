@@ -125,8 +125,15 @@ def zero_pad_grads(param: torch.nn.Parameter, valid: torch.Tensor) -> None:
     """
     if bool(valid.all()):
         return
-    mask = valid.detach().clone()
-    param.register_hook(lambda g: g * mask.to(device=g.device, dtype=g.dtype))
+    cache = {"mask": valid.detach().clone()}
+
+    def hook(grad: torch.Tensor) -> torch.Tensor:
+        mask = cache["mask"]
+        if mask.device != grad.device or mask.dtype != grad.dtype:
+            mask = cache["mask"] = mask.to(device=grad.device, dtype=grad.dtype)  # moved once, then reused
+        return grad * mask
+
+    param.register_hook(hook)
 
 
 def local_state_from_full(module: torch.nn.Module, full: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
