@@ -24,8 +24,31 @@ def data_targets():
     return expand("results/data/{dataset}.nc", dataset=config["datasets"])
 
 
+# Config keys (under `cost`) that name hardware, per model table; `measured:PATH` names become rule inputs.
+MODEL_HARDWARE_KEYS = {
+    "rho": [("rho", "hardware")],
+    "ccr": [("ccr", "hardware")],
+    "boundary": [("boundary", "point_hardware"), ("boundary", "hardware")],
+    "scale": [("scale", "hardware")],
+}
+
+
+def model_calibration_inputs(wildcards):
+    """Calibration files a model table reads through `measured:PATH` hardware names."""
+    names = []
+    for section, key in MODEL_HARDWARE_KEYS[wildcards.table]:
+        value = config["cost"][section][key]
+        names += value if isinstance(value, list) else [value]
+    return [n[len("measured:") :] for n in names if n.startswith("measured:")]
+
+
+def model_targets():
+    """Cost-model tables (modelled, not measured): rho, CCR grid, decision boundary, scale projection."""
+    return expand("results/model/{table}.nc", table=["rho", "ccr", "boundary", "scale"])
+
+
 def all_targets():
-    return data_targets()
+    return data_targets() + model_targets()
 
 
 rule all:
