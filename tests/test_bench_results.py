@@ -9,6 +9,7 @@ from hsitp.bench.calibrate import calibrate, fit_points, run_calibrate
 from hsitp.bench.fit import ring_factor
 from hsitp.bench.results import MergeError, empty_partial, merge_partials, write_partial
 from hsitp.config import validate_config
+from hsitp.cost.calibration import hardware_from_calibration, load_calibration
 from hsitp.io import json_attr, read_netcdf
 
 ALPHA = {"all_reduce": 4e-5, "all_gather": 3e-5, "reduce_scatter": 2e-5}
@@ -95,7 +96,9 @@ def test_calibration_file_follows_contract_and_recovers_truth(tmp_path):
     """Catches a calibration.nc that breaks contracts.md (names, dims, units, attrs) or fits the wrong quantity."""
     mb, cfg = _merged(tmp_path)
     out = run_calibrate(mb, tmp_path / "calibration.nc", config=cfg)
-    cal = read_netcdf(out, kind="calibration")
+    cal = load_calibration(out)  # the cost model's own schema check
+    hw = hardware_from_calibration(out)  # and its measured:PATH loader
+    assert hw.measured and hw.flops_for("mlp") == pytest.approx(float(cal["achieved_flops"].sel(op="mlp")))
     assert cal["collective"].values.tolist() == list(ALPHA)
     assert cal["op"].values.tolist() == list(RATE)
     for var, dim in [("alpha", "collective"), ("beta", "collective"), ("achieved_flops", "op")]:

@@ -57,3 +57,20 @@ rule bench_calibrate:
         cfg=stage_config("bench"),
     shell:
         "hsitp bench calibrate --microbench {input:q} --out {output:q} --config-json {params.cfg:q} > {log} 2>&1"
+
+
+rule bench_compare:
+    input:
+        microbench="results/bench/microbench.nc",
+        calibration="results/bench/calibration.nc",
+    output:
+        "results/bench/model_vs_measured.nc",
+    log:
+        "logs/bench/compare.log",
+    conda:
+        ENV
+    params:
+        cfg=stage_config("bench"),
+    shell:
+        "hsitp bench compare --microbench {input.microbench:q} --calibration {input.calibration:q}"
+        " --out {output:q} --config-json {params.cfg:q} > {log} 2>&1"

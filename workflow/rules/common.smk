@@ -24,6 +24,15 @@ def data_targets():
     return expand("results/data/{dataset}.nc", dataset=config["datasets"])
 
 
+def bench_targets():
+    """Measured layer timings, the calibration fitted to them, and model-vs-measured CCR."""
+    return [
+        "results/bench/microbench.nc",
+        "results/bench/calibration.nc",
+        "results/bench/model_vs_measured.nc",
+    ]
+
+
 # Config keys (under `cost`) that name hardware, per model table; `measured:PATH` names become rule inputs.
 MODEL_HARDWARE_KEYS = {
     "rho": [("rho", "hardware")],
@@ -48,7 +57,7 @@ def model_targets():
 
 
 def all_targets():
-    return data_targets() + model_targets()
+    return data_targets() + bench_targets() + model_targets()
 
 
 rule all:

@@ -17,10 +17,11 @@ import xarray as xr
 
 from hsitp.bench.fit import AlphaBetaFit, FitError, achieved_flops, fit_alpha_beta, holdout_mask
 from hsitp.bench.results import KIND as MICROBENCH_KIND
+from hsitp.cost.calibration import CALIBRATION_KIND, calibration_dataset
 from hsitp.errors import HsitpError
 from hsitp.io import provenance, read_netcdf, write_netcdf
 
-KIND = "calibration"
+KIND = CALIBRATION_KIND
 
 
 class CalibrationError(HsitpError):
@@ -101,47 +102,31 @@ def calibrate(mb: xr.Dataset, *, fraction: float, seed: int, dtype: str | None =
         train = [r for r in opts if r["op"] == o and not r["held_out"]]
         rates.append(achieved_flops([r["flops"] for r in train], [r["t_compute"] for r in train]))
     world_sizes = sorted({r["P"] for r in cpts if not r["held_out"]})
-    ds = xr.Dataset(
-        {
-            "alpha": (
-                "collective",
-                [f.alpha for f in fits],
-                {"units": "s", "long_name": "fixed per-call overhead"},
-            ),
-            "beta": (
-                "collective",
-                [f.beta for f in fits],
-                {"units": "B/s", "long_name": "effective bandwidth"},
-            ),
-            "alpha_stderr": ("collective", [f.alpha_stderr for f in fits], {"units": "s"}),
-            "beta_stderr": ("collective", [f.beta_stderr for f in fits], {"units": "B/s"}),
-            "n_points": (
-                "collective",
-                [f.n_points for f in fits],
-                {"long_name": "training points in the fit"},
-            ),
-            "achieved_flops": (
-                "op",
-                np.asarray(rates, dtype=float),
-                {
-                    "units": "FLOP/s",
-                    "long_name": "median over training points of modelled FLOPs / compute-only time",
-                },
-            ),
-        },
-        coords={"collective": [f.collective for f in fits], "op": ops},
+    # calibration_dataset (owned by the cost model) builds and validates the schema of contracts.md.
+    ds = calibration_dataset(
+        alpha={f.collective: f.alpha for f in fits},
+        beta={f.collective: f.beta for f in fits},
+        achieved_flops=dict(zip(ops, rates, strict=True)),
+        device=mb.attrs.get("device", "unknown"),
+        backend=mb.attrs.get("backend", "gloo"),
+        dtype=dtype,
+        world_sizes=world_sizes,
+        fit_points={"collectives": cpts, "ops": opts},
+        alpha_stderr={f.collective: f.alpha_stderr for f in fits},
+        beta_stderr={f.collective: f.beta_stderr for f in fits},
+        n_points={f.collective: f.n_points for f in fits},
     )
-    ds.attrs = {
-        "device": mb.attrs.get("device", "unknown"),
-        "backend": mb.attrs.get("backend", "unknown"),
-        "dtype": dtype,
-        "world_sizes": world_sizes,
-        "fit_points": {"collectives": cpts, "ops": opts},
-        "holdout_fraction": fraction,
-        "holdout_seed": seed,
-        "model": "t = alpha + factor(P) * full_bytes / beta; factor all_reduce 2(P-1)/P, gather/scatter (P-1)/P",
-        "measured": "fitted to measurements",
-    }
+    ds["achieved_flops"].attrs["long_name"] = (
+        "median over training points of modelled FLOPs / compute-only time"
+    )
+    ds["n_points"].attrs["long_name"] = "training points in the fit"
+    ds.attrs.update(
+        {
+            "holdout_fraction": fraction,
+            "holdout_seed": seed,
+            "measured": "fitted to measurements on the device named in `device`",
+        }
+    )
     return ds
 
 

@@ -102,6 +102,7 @@ def sweep_collectives(
     dtype: Any,
     warmup: int,
     repeats: int,
+    min_region_s: float = 0.0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Time every collective at every size on ``rt``'s group.
 
@@ -112,7 +113,7 @@ def sweep_collectives(
 
     times = np.full((len(names), len(sizes_bytes), repeats), np.nan)
     full_bytes = np.full((len(names), len(sizes_bytes)), np.nan)
-    if rt.world_size < 2:
+    if rt.world_size < 2 or repeats < 1:
         return times, full_bytes
     itemsize = torch.empty((), dtype=dtype).element_size()
     for i, name in enumerate(names):
@@ -122,7 +123,12 @@ def sweep_collectives(
                 name, elems, dtype=dtype, device=rt.device, group=rt.group, world_size=rt.world_size
             )
             times[i, j] = time_region(
-                call.run, device=rt.device, group=rt.group, warmup=warmup, repeats=repeats
+                call.run,
+                device=rt.device,
+                group=rt.group,
+                warmup=warmup,
+                repeats=repeats,
+                min_region_s=min_region_s,
             )
             full_bytes[i, j] = call.full_bytes
     return times, full_bytes

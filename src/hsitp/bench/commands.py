@@ -39,6 +39,32 @@ def _calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _compare(args: argparse.Namespace) -> int:
+    from hsitp.bench.compare import run_compare
+
+    run_compare(args.microbench, args.calibration, args.out, config=_config(args))
+    return 0
+
+
+def _roofline(args: argparse.Namespace) -> int:
+    from hsitp.bench.roofline import write_roofline
+
+    cfg = _config(args)
+    bc = cfg["bench"]
+    write_roofline(
+        args.out,
+        config=cfg,
+        device=bc["device"],
+        dtype=bc["dtypes"][0],
+        shapes=bc["roofline"]["shapes"],
+        copy_bytes=bc["roofline"]["copy_bytes"],
+        warmup=bc["warmup"],
+        repeats=bc["repeats"],
+        seed=int(cfg["seed"]),
+    )
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     from hsitp.cli import add_config_args
 
@@ -64,3 +90,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True)
     add_config_args(p)
     p.set_defaults(func=_calibrate)
+
+    p = bsub.add_parser("compare", help="measured CCR vs the stated and the calibrated refined model")
+    p.add_argument("--microbench", required=True, help="microbench.nc from `bench merge`")
+    p.add_argument("--calibration", required=True, help="calibration.nc from `bench calibrate`")
+    p.add_argument("--out", required=True)
+    add_config_args(p)
+    p.set_defaults(func=_compare)
+
+    p = bsub.add_parser(
+        "roofline", help="GEMM roofline check on one device (measured compute and memory roofs)"
+    )
+    p.add_argument("--out", required=True)
+    add_config_args(p)
+    p.set_defaults(func=_roofline)

@@ -17,14 +17,14 @@ from scipy.optimize import nnls
 
 
 def ring_factor(collective: str, world_size: int | np.ndarray) -> float | np.ndarray:
-    """Fraction of the full tensor each rank sends in a ring: 2(P-1)/P for all_reduce, (P-1)/P otherwise."""
-    p = np.asarray(world_size, dtype=float)
-    if collective == "all_reduce":
-        out = 2.0 * (p - 1.0) / p
-    elif collective in ("all_gather", "reduce_scatter"):
-        out = (p - 1.0) / p
-    else:
-        raise ValueError(f"no ring factor for collective {collective!r}")
+    """The cost model's ring factor (all_reduce 2(P-1)/P, gather/scatter (P-1)/P), vectorised over P.
+
+    Delegates to :func:`hsitp.cost.refined.ring_factor` so the fit and the model can never disagree on it.
+    """
+    from hsitp.cost.refined import ring_factor as model_factor
+
+    p = np.asarray(world_size)
+    out = np.vectorize(lambda n: model_factor(collective, int(n)), otypes=[float])(p)
     return float(out) if out.ndim == 0 else out
 
 

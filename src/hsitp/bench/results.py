@@ -8,6 +8,7 @@ derived here, in one place, so a merged file and a partial file always agree.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,16 @@ def empty_partial(
                 POINT_DIMS,
                 nan_point.copy(),
                 {"long_name": "collective calls traced, fwd+bwd"},
+            ),
+            "trace_count": (
+                (*POINT_DIMS, "collective"),
+                np.full((*point_shape, len(collectives)), np.nan),
+                {"long_name": "traced calls of each collective, fwd+bwd"},
+            ),
+            "trace_factor_bytes": (
+                (*POINT_DIMS, "collective"),
+                np.full((*point_shape, len(collectives)), np.nan),
+                {"units": "B", "long_name": "sum over traced calls of ring factor(group size) x full bytes"},
             ),
             "flops": (
                 POINT_DIMS,
@@ -167,6 +178,8 @@ def merge_partials(paths: Sequence[str | Path], out: str | Path, *, config: Mapp
     raw = [ds.drop_vars([v for v in ds.data_vars if v.startswith(("time_", "coll_time_"))]) for ds in parts]
     merged = xr.concat(raw, dim="P", data_vars="minimal", coords="minimal", combine_attrs="drop").sortby("P")
     merged = add_summaries(merged)
+    skipped = [pt for ds in parts for pt in json.loads(ds.attrs.get("skipped_points", "[]"))]
+    meshes = {str(int(ds["P"].values[0])): json.loads(ds.attrs.get("mesh_2d", "null")) for ds in parts}
     devices = sorted(set(merged["device"].values.tolist()))
     backends = sorted(set(merged["backend"].values.tolist()) - {"none"}) or ["none"]
     merged.attrs = {
@@ -177,6 +190,9 @@ def merge_partials(paths: Sequence[str | Path], out: str | Path, *, config: Mapp
         "oversubscribed_P": [
             int(p) for p in merged["P"].values[merged["oversubscribed"].values.astype(bool)]
         ],
+        "skipped_points": skipped,
+        "mesh_2d": meshes,
+        "op_settings": json.loads(ref.attrs.get("op_settings", "{}")),
         "measured": "yes",
         "note": "timings are measured on the device named above; flops is modelled (refined cost model)",
     }

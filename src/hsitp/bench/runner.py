@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from hsitp.bench.collective_sweep import sweep_collectives
 from hsitp.bench.results import empty_partial, write_partial
 from hsitp.bench.runtime import BenchRuntime, dtype_name, resolve_dtype, start_runtime, stop_runtime
@@ -54,18 +56,23 @@ def _run(config: Mapping[str, Any], rt: BenchRuntime, out: Path) -> Path | None:
     )
     if rt.rank == 0:
         log.info("bench P=%d on %s (oversubscribed=%s)", rt.world_size, rt.device_label, rt.oversubscribed)
-    times, full_bytes = sweep_collectives(
-        rt,
-        names=cc["names"],
-        sizes_bytes=cc["sizes_bytes"],
-        dtype=resolved[names[0]],
-        warmup=cc["warmup"],
-        repeats=cc["repeats"],
-    )
-    ds["coll_time"].values[:, 0] = times
+    # Half the collective repeats before the layers and half after: on a shared machine the load drifts, and
+    # the calibration should see the same conditions as the layer timings it is compared with.
+    first = (cc["repeats"] + 1) // 2
+    sweep = {
+        "names": cc["names"],
+        "sizes_bytes": cc["sizes_bytes"],
+        "dtype": resolved[names[0]],
+        "warmup": cc["warmup"],
+        "min_region_s": bc["min_region_s"],
+    }
+    before, full_bytes = sweep_collectives(rt, repeats=first, **sweep)
+    time_ops(ds, rt, bc, dtypes=resolved, seed=int(config["seed"]))
+    after, _ = sweep_collectives(rt, repeats=cc["repeats"] - first, **sweep)
+    ds["coll_time"].values[:, 0] = np.concatenate([before, after], axis=-1)
     ds["coll_bytes"].values[:, 0] = full_bytes
     ds.attrs["collective_dtype"] = names[0]
-    time_ops(ds, rt, bc, dtypes=resolved, seed=int(config["seed"]))
+    ds.attrs["collective_sweep"] = f"{first} repeats before the layer timings, {cc['repeats'] - first} after"
     if rt.rank != 0:
         return None
     return write_partial(ds, out, config=config, attrs=rt.attrs())

@@ -179,4 +179,6 @@ def stop_runtime(rt: BenchRuntime) -> None:
     import torch.distributed as dist
 
     if rt.group is not None and dist.is_initialized():
+        # every rank finishes its last collective before any rank tears the group down
+        dist.barrier(group=rt.group)
         dist.destroy_process_group()

@@ -2,14 +2,16 @@
 
 CUDA work is asynchronous, so on GPU each repeat is bracketed by CUDA events on the current stream; on CPU the
 region is synchronous and ``perf_counter`` is exact. Ranks meet at a barrier before every repeat so they start
-together, and a repeat's time is the maximum over ranks: a layer is only done when its slowest rank is.
+together, and a repeat's time is the maximum over ranks: a layer is only done when its slowest rank is. A repeat
+may time several back-to-back calls (``min_region_s``) so that barrier skew does not dominate short calls.
 """
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -52,30 +54,88 @@ def _time_once(fn: Callable[[], Any], device: Any) -> float:
     return time.perf_counter() - t0
 
 
-def time_region(
-    fn: Callable[[], Any], *, device: Any, group: Any = None, warmup: int = 3, repeats: int = 10
-) -> np.ndarray:
-    """Seconds per repeat of ``fn()``, the maximum over the ranks of ``group``; shape (repeats,).
+def calls_per_repeat(
+    fn: Callable[[], Any], *, device: Any, group: Any, min_region_s: float, max_calls: int = 1000
+) -> int:
+    """Back-to-back calls per timed repeat so one repeat lasts at least ``min_region_s``; the same on every rank.
 
-    Every rank must call this with the same warm-up and repeat counts (it contains collectives).
+    One call of a small layer lasts less than the skew with which ranks leave a barrier (a scheduler time slice
+    on a busy CPU), so timing single calls would measure that skew; k calls per repeat amortise it.
+    """
+    import torch
+    import torch.distributed as dist
+
+    if min_region_s <= 0:
+        return 1
+    barrier(group, device)
+    one = _time_once(fn, device)
+    k = torch.tensor([min(max_calls, max(1, math.ceil(min_region_s / max(one, 1e-9))))], dtype=torch.int64)
+    if group is not None and dist.get_world_size(group) > 1:
+        k = k.to(device)
+        dist.all_reduce(k, op=dist.ReduceOp.MAX, group=group)
+    return int(k.item())
+
+
+def time_interleaved(
+    fns: Sequence[Callable[[], Any]],
+    *,
+    device: Any,
+    group: Any = None,
+    warmup: int = 3,
+    repeats: int = 10,
+    min_region_s: float = 0.0,
+) -> np.ndarray:
+    """Seconds per call of each ``fns[i]``, shape (len(fns), repeats), the maximum over the ranks of ``group``.
+
+    Repeat r times every function once, in turn, so a burst of foreign load on a shared machine hits all of
+    them alike and their ratio (the CCR) stays meaningful. With ``min_region_s`` > 0 each timed region runs k
+    back-to-back calls (k per function, see :func:`calls_per_repeat`) and reports their mean. Every rank must
+    call this with the same arguments (it contains collectives).
     """
     import torch
     import torch.distributed as dist
 
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        barrier(group, device)
-        times.append(_time_once(fn, device))
-    out = torch.tensor(times, dtype=torch.float64)
+    for fn in fns:
+        for _ in range(warmup):
+            fn()
+    ks = [calls_per_repeat(fn, device=device, group=group, min_region_s=min_region_s) for fn in fns]
+
+    def batch(fn: Callable[[], Any], k: int) -> Callable[[], None]:
+        def region() -> None:
+            for _ in range(k):
+                fn()
+
+        return region
+
+    regions = [batch(fn, k) for fn, k in zip(fns, ks, strict=True)]
+    times = np.empty((len(fns), repeats))
+    for r in range(repeats):
+        for i, region in enumerate(regions):
+            barrier(group, device)
+            times[i, r] = _time_once(region, device) / ks[i]
+    out = torch.from_numpy(times)
     if group is not None and dist.get_world_size(group) > 1:
-        # gloo and nccl both reduce on the device of the tensor; NCCL needs it on the GPU.
+        # gloo reduces CPU tensors; NCCL needs the tensor on the GPU.
         out = out.to(device)
         dist.all_reduce(out, op=dist.ReduceOp.MAX, group=group)
     return out.cpu().numpy()
+
+
+def time_region(
+    fn: Callable[[], Any],
+    *,
+    device: Any,
+    group: Any = None,
+    warmup: int = 3,
+    repeats: int = 10,
+    min_region_s: float = 0.0,
+) -> np.ndarray:
+    """Seconds per call of one function, shape (repeats,): :func:`time_interleaved` with a single function."""
+    return time_interleaved(
+        [fn], device=device, group=group, warmup=warmup, repeats=repeats, min_region_s=min_region_s
+    )[0]
 
 
 def median_iqr(times: np.ndarray, axis: int = -1) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,140 @@
+"""``model_vs_measured.nc``: measured CCR beside the paper's stated model and the calibrated refined model.
+
+Three predictions per point, all on ``measured:calibration.nc`` hardware (the same device the timings come from):
+
+* ``stated``: the paper's formula (§3.2/§3.3/§6.3/§8.2) with F = the median achieved rate and β = the fitted
+  all-gather bandwidth (no α: the paper has none);
+* ``refined``: :func:`hsitp.cost.refined.op_cost` (default switches, no overlap) with per-op F and per-collective
+  α, β from the calibration;
+* ``traced``: a diagnostic, not a model: the calibrated ring model applied to the collectives the layer actually
+  issued (from the trace) over the calibrated compute time. Where it is right and ``refined`` is not, the refined
+  model's list of collectives differs from the implementation's; where both miss, the ring model or α, β do.
+
+Relative error = (predicted − measured) / measured, per point; each point is flagged held out (never seen by the
+calibration) or fitted. P = 1 points have no communication, so their CCR error is undefined (NaN).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from hsitp.bench.calibrate import fit_points
+from hsitp.bench.model import Point, predict
+from hsitp.bench.results import KIND as MICROBENCH_KIND
+from hsitp.bench.results import POINT_DIMS
+from hsitp.cost.calibration import CALIBRATION_KIND, hardware_from_calibration
+from hsitp.io import json_attr, provenance, read_netcdf, write_netcdf
+
+KIND = "model_vs_measured"
+MODELS = ("stated", "refined", "traced")
+FLAG_NOT_MEASURED, FLAG_FITTED, FLAG_HELD_OUT = -1, 0, 1
+
+
+def traced_comm_time(point: xr.Dataset, cal: xr.Dataset) -> float:
+    """Σ over one point's traced collectives of α + factor(group) · bytes / β, with the calibrated α, β."""
+    total = 0.0
+    for c in cal["collective"].values.tolist():
+        if c not in point["collective"].values:
+            continue
+        count = float(point["trace_count"].sel(collective=c))
+        if count > 0:
+            alpha = float(cal["alpha"].sel(collective=c))
+            beta = float(cal["beta"].sel(collective=c))
+            total += count * alpha + float(point["trace_factor_bytes"].sel(collective=c)) / beta
+    return total
+
+
+def compare(mb: xr.Dataset, cal: xr.Dataset, calibration_path: str | Path) -> xr.Dataset:
+    """Build the comparison on the grid of ``mb`` (NaN where a point was not measured)."""
+    hw = hardware_from_calibration(calibration_path)
+    dtype = cal.attrs["dtype"]
+    mbd = mb.sel(dtype=[dtype])
+    settings = json_attr(mb, "op_settings")
+    held = {(r["op"], r["P"], r["N"], r["D"], r["L"]): bool(r["held_out"]) for r in fit_points(cal)["ops"]}
+    shape = tuple(mbd.sizes[d] for d in POINT_DIMS)
+    pred = {f"ccr_{m}": np.full(shape, np.nan) for m in MODELS}
+    pred.update({k: np.full(shape, np.nan) for k in ("t_comp_model", "t_comm_refined", "t_comm_traced")})
+    flag = np.full(shape, FLAG_NOT_MEASURED, dtype=np.int8)
+    comp = mbd["time_median"].sel(mode="compute")
+    for index in np.ndindex(*shape):
+        idx = {d: mbd[d].values[i] for d, i in zip(POINT_DIMS, index, strict=True)}
+        if not np.isfinite(float(comp.sel(idx))):
+            continue
+        op, p, n, d, bands = (idx[k] for k in ("op", "P", "N", "D", "L"))
+        key = (str(op), int(p), int(n), int(d), int(bands))
+        if key not in held:
+            continue  # measured but not in the calibration's points (another dtype)
+        flag[index] = FLAG_HELD_OUT if held[key] else FLAG_FITTED
+        pt = Point(str(op), int(p), int(n), int(d), int(bands), dtype, **settings)
+        pr = predict(pt, hw)
+        t_traced = traced_comm_time(mbd.sel(idx), cal)
+        pred["ccr_stated"][index] = pr.ccr_stated
+        pred["ccr_refined"][index] = pr.ccr_refined
+        pred["ccr_traced"][index] = t_traced / pr.t_comp
+        pred["t_comp_model"][index] = pr.t_comp
+        pred["t_comm_refined"][index] = pr.t_comm
+        pred["t_comm_traced"][index] = t_traced
+    coords = {d: mbd[d].values for d in POINT_DIMS}
+    ds = xr.Dataset(coords=coords)
+    measured = mbd["ccr_measured"]
+    ds["ccr_measured"] = measured.assign_attrs(long_name="measured: collective-only / compute-only time")
+    ds["ccr_exposed"] = mbd["ccr_exposed"].assign_attrs(
+        long_name="measured: (full - compute-only) / compute-only"
+    )
+    ds["t_comp_measured"] = comp.assign_attrs(units="s", long_name="measured compute-only time (median)")
+    ds["t_comm_measured"] = mbd["time_median"].sel(mode="comm").assign_attrs(units="s", long_name="measured")
+    for name, values in pred.items():
+        ds[name] = (POINT_DIMS, values)
+    ds["ccr_stated"].attrs["long_name"] = "paper's stated model with calibrated F (median over ops) and beta"
+    ds["ccr_refined"].attrs["long_name"] = "refined cost model with the calibration (alpha, beta, F per op)"
+    ds["ccr_traced"].attrs["long_name"] = "diagnostic: calibrated ring model on the traced collectives"
+    for m in MODELS:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            err = (ds[f"ccr_{m}"] - measured) / measured
+        ds[f"rel_err_{m}"] = err.where(measured > 0).assign_attrs(
+            long_name=f"(ccr_{m} - measured) / measured"
+        )
+    ds["held_out"] = (POINT_DIMS, flag)
+    ds["held_out"].attrs = {
+        "flag_values": [FLAG_NOT_MEASURED, FLAG_FITTED, FLAG_HELD_OUT],
+        "flag_meanings": "not_measured fitted held_out",
+        "long_name": "was this point held out of the calibration fit?",
+    }
+    ds.attrs = {
+        "device": mb.attrs.get("device", "unknown"),
+        "hardware": hw.description,
+        "dtype": dtype,
+        "summary": summary(ds),
+        "note": "measured = timings on the device above; stated/refined = cost models with the calibration "
+        "fitted on the 'fitted' points of the same device; traced = diagnostic",
+    }
+    return ds
+
+
+def summary(ds: xr.Dataset) -> dict[str, dict[str, float]]:
+    """Median |relative error| of each model over held-out and fitted points (P >= 2 only), and the counts."""
+    out: dict[str, dict[str, float]] = {}
+    for label, flag in (("held_out", FLAG_HELD_OUT), ("fitted", FLAG_FITTED)):
+        sel = (ds["held_out"] == flag) & (ds["P"] > 1) & np.isfinite(ds["ccr_measured"])
+        row: dict[str, float] = {"n_points": int(sel.sum())}
+        for m in MODELS:
+            err = np.abs(ds[f"rel_err_{m}"].where(sel).values)
+            err = err[np.isfinite(err)]
+            row[f"median_abs_rel_err_{m}"] = float(np.median(err)) if err.size else float("nan")
+        out[label] = row
+    return out
+
+
+def run_compare(
+    microbench: str | Path, calibration: str | Path, out: str | Path, *, config: Mapping[str, Any]
+) -> Path:
+    mb = read_netcdf(microbench, kind=MICROBENCH_KIND)
+    cal = read_netcdf(calibration, kind=CALIBRATION_KIND)
+    ds = compare(mb, cal, calibration)
+    prov = provenance(config=config, inputs={"microbench": microbench, "calibration": calibration})
+    return write_netcdf(ds, out, kind=KIND, prov=prov)
