@@ -142,6 +142,13 @@ def provenance(
     return record
 
 
+def _umask_mode() -> int:
+    """Mode a normal ``open()`` would give a new file (mkstemp's 0600 would hide results from other users)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def write_netcdf(
     ds: xr.Dataset,
     path: str | os.PathLike[str],
@@ -176,6 +183,7 @@ def write_netcdf(
     os.close(fd)
     try:
         ds.to_netcdf(tmp, engine=NETCDF_ENGINE)
+        os.chmod(tmp, _umask_mode())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -220,6 +228,7 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     try:
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
+        os.chmod(tmp, _umask_mode())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
