@@ -125,7 +125,7 @@ def test_every_switch_changes_something():
 def test_dchag_terms():
     """Catches D-CHAG terms that do not follow the method: it tokenises only L/P bands, adds a forward
     all-gather of B·N·D per rank (full tensor B·N·P·D), has no backward traffic for that gather, and shrinks the
-    aggregation's backward all-reduce from B·N·L·D to B·N·P·D."""
+    aggregation's backward all-reduce from B·N·L·D to B·N·P·D; the agg ops hold no tokeniser terms."""
     kw = {"P": 4, "N": 324, "D": 256, "L": 200, "B": 2, "heads": 8, "hardware": "paper-intra"}
     tp = op_cost("agg_tp", **kw)
     dl = op_cost("agg_dchag_l", **kw)
@@ -136,6 +136,8 @@ def test_dchag_terms():
     assert dl_names["gather_tokens"].phase == "fwd"
     assert dl_names["final_grad_tokens"].elements == 2 * 324 * 4 * 256
     assert not any(c.collective == "all_gather" and c.phase == "bwd" for c in dl.collectives)
+    # agg_* exclude the tokeniser (hsitp.bench.model adds `tokenize` to compare with the parallel layers).
+    assert op_cost("agg_tp", patch=4, **kw).flops == op_cost("agg_tp", patch=16, **kw).flops
     tok_tp = op_cost("tokenize", split="replicated", **kw)
     tok_dc = op_cost("tokenize", split="dchag", **kw)
     assert tok_dc.flops == pytest.approx(tok_tp.flops / 4)  # 200 bands over 4 ranks, no padding needed

@@ -8,8 +8,9 @@ Layer structures follow the parallel-layer contract (Megatron column/row TP, hea
 attention, D-CHAG as in ``../shared/notes/dchag.md``). Two cost-only ops exist besides the contract's names:
 ``linear_column`` (the paper's §3.2 reference layer: one column-parallel linear C_in = D → D followed by an
 all-gather) and ``tokenize`` (per-band patch embedding, replicated on every TP rank in the baseline, only the
-rank's own bands in D-CHAG). As in the parallel layers, the ``agg_*`` ops include their tokeniser: they turn a
-(B, L, H, W) cube into (B, N, D); :func:`aggregation_only` gives the aggregation alone.
+rank's own bands in D-CHAG). The ``agg_*`` ops are the aggregation alone, from band tokens (B·N, L, D) to
+(B, N, D); the parallel layers' aggregators also tokenise, so a measurement of one compares with ``tokenize``
+(split 'replicated' for ``agg_tp``, 'dchag' for D-CHAG) plus the ``agg_*`` op, as ``hsitp.bench.model`` does.
 """
 
 from __future__ import annotations
@@ -343,17 +344,8 @@ def _tp_cross_attention(s: LayerShape, P: int, channels: float, pad: bool, prefi
     )
 
 
-def _combine(*parts: Terms) -> Terms:
-    return Terms(
-        [c for t in parts for c in t.computes],
-        [c for t in parts for c in t.comms],
-        sum(t.params for t in parts),
-        sum(t.activations for t in parts),
-    )
-
-
 def aggregation_only(op: str, s: LayerShape, P: int, *, pad: bool = True) -> Terms:
-    """The cross-band aggregation of ``agg_*`` without its tokeniser (memory by part needs them apart)."""
+    """Terms of an aggregation op (``agg_tp``, ``agg_dchag_l``, ``agg_dchag_c``): band tokens in, one token out."""
     if op == "agg_tp":
         return _tp_cross_attention(s, P, s.L, pad, "")
     if op in ("agg_dchag_l", "agg_dchag_c"):
@@ -362,10 +354,8 @@ def aggregation_only(op: str, s: LayerShape, P: int, *, pad: bool = True) -> Ter
 
 
 def _agg_tp(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str) -> Terms:
-    """Baseline, as the parallel layers build it: every rank tokenises all L bands, then the sharded aggregator."""
-    return _combine(
-        _tokenize(s, P, mesh, pad, drop_n2, "replicated"), aggregation_only("agg_tp", s, P, pad=pad)
-    )
+    """Baseline aggregation over all L band tokens (every rank has them: tokenisation is replicated)."""
+    return aggregation_only("agg_tp", s, P, pad=pad)
 
 
 def _dchag_bands(s: LayerShape, P: int, pad: bool) -> tuple[float, float]:
@@ -424,13 +414,11 @@ def _dchag_aggregation(s: LayerShape, P: int, pad: bool, variant: str) -> Terms:
 
 
 def _agg_dchag_l(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str) -> Terms:
-    tok = _tokenize(s, P, mesh, pad, drop_n2, "dchag")
-    return _combine(tok, _dchag_aggregation(s, P, pad, "L"))
+    return _dchag_aggregation(s, P, pad, "L")
 
 
 def _agg_dchag_c(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str) -> Terms:
-    tok = _tokenize(s, P, mesh, pad, drop_n2, "dchag")
-    return _combine(tok, _dchag_aggregation(s, P, pad, "C"))
+    return _dchag_aggregation(s, P, pad, "C")
 
 
 _BUILDERS = {

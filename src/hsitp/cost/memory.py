@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hsitp.cost.layers import LayerShape, aggregation_only, build_terms
+from hsitp.cost.layers import LayerShape, build_terms
 from hsitp.cost.refined import BLOCK_LAYERS, SCHEME_PARTS
 
 PARTS = ("tokenisation", "aggregation", "blocks")
@@ -54,7 +54,7 @@ def memory_breakdown(
     tok_split, agg = SCHEME_PARTS[scheme]
     mesh = (P, 1)
     tok = build_terms("tokenize", tok_split, shape, P, mesh, pad=pad)
-    aggr = aggregation_only(agg, shape, P, pad=pad)
+    aggr = build_terms(agg, "channel", shape, P, mesh, pad=pad)
     block_params = sum(
         build_terms(op, sp, shape, P, mesh, pad=pad).params for op, sp in BLOCK_LAYERS["channel"]
     )
@@ -81,7 +81,11 @@ def memory_breakdown(
 
 def parameter_count(scheme: str, shape: LayerShape, P: int, depth: int) -> float:
     """Parameters held by one TP rank (no FSDP) — the model size a P-way TP group holds per rank."""
-    agg = SCHEME_PARTS[scheme][1]
+    tok_split, agg = SCHEME_PARTS[scheme]
     mesh = (P, 1)
     blocks = sum(build_terms(op, sp, shape, P, mesh).params for op, sp in BLOCK_LAYERS["channel"])
-    return build_terms(agg, "channel", shape, P, mesh).params + depth * blocks
+    return (
+        build_terms("tokenize", tok_split, shape, P, mesh).params
+        + build_terms(agg, "channel", shape, P, mesh).params
+        + depth * blocks
+    )

@@ -479,8 +479,7 @@ def model_cost(
     overlap: float = 0.0,
     grad_accumulation: int = 1,
 ) -> StackCost:
-    """Tokenisation and cross-band aggregation (one ``agg_*`` op) + ``depth`` channel-split blocks, as pure TP or
-    D-CHAG+TP.
+    """Tokenisation + cross-band aggregation + ``depth`` channel-split blocks, as pure TP or D-CHAG+TP.
 
     ``t_single`` is the *pure-TP* model on one device for every scheme, so relative throughput compares samples/s
     (the D-CHAG notes warn that per-variant FLOP counts differ). Stated CCR: P·F/(β·D), divided by g for D-CHAG.
@@ -491,7 +490,11 @@ def model_cost(
 
     def layers_for(sch: str, p: int) -> list[OpCost]:
         kw = {"overlap": overlap, "grad_accumulation": grad_accumulation}
-        out = [evaluate(SCHEME_PARTS[sch][1], "channel", shape, p, hw, sw, **kw)]
+        tok_split, agg = SCHEME_PARTS[sch]
+        out = [
+            evaluate("tokenize", tok_split, shape, p, hw, sw, **kw),
+            evaluate(agg, "channel", shape, p, hw, sw, **kw),
+        ]
         block = [evaluate(op, sp, shape, p, hw, sw, **kw) for op, sp in BLOCK_LAYERS["channel"]]
         return out + block * depth
 
