@@ -274,9 +274,9 @@ def _suite(tp: TPGroup, dtype: torch.dtype) -> list[str]:
     done.append(check_parity("agg_tp", dense, mod, _rand(7, 2, 5, 4, 6, dtype=dtype), dtype))
 
     # D-CHAG vs the single-process emulation of P rank-local aggregators + the final one.
-    # L = 8, g = 1 divides; L = 9, g = 2 pads (at P = 4 one rank has a group made only of padding).
+    # L = 8 divides (g = 1 and 2); L = 9, g = 2 pads (at P = 4 one rank has a group made only of padding).
     for variant in ("L", "C"):
-        for bands, groups in ((8, 1), (9, 2)):
+        for bands, groups in ((8, 1), (8, 2), (9, 2)):
             dense = DenseDCHAG(bands, 16, 4, 2, p, variant=variant, groups=groups, seed=8).to(dtype)
             mod = DCHAGAggregator(bands, 16, 4, 2, tp, variant=variant, groups=groups, seed=8, dtype=dtype)
             prefix = f"partials.{tp.rank}."

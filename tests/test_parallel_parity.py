@@ -31,8 +31,10 @@ EXPECTED = {
     "layernorm_replicated",
     "agg_tp",
     "agg_dchag_l[L=8,g=1]",
+    "agg_dchag_l[L=8,g=2]",
     "agg_dchag_l[L=9,g=2]",
     "agg_dchag_c[L=8,g=1]",
+    "agg_dchag_c[L=8,g=2]",
     "agg_dchag_c[L=9,g=2]",
 }
 MESHES = {2: {"attn_2d[2x1]", "attn_2d[1x2]"}, 4: {"attn_2d[2x2]"}}

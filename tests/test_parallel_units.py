@@ -23,6 +23,7 @@ from hsitp.parallel import (
     TPGroup,
     build_op,
     init_distributed,
+    init_from_config,
     make_mesh_2d,
     resolve_backend,
     split_heads,
@@ -173,3 +174,13 @@ def test_parallel_config_section() -> None:
     )
     with pytest.raises(Exception, match="layernorm"):
         load_config(overrides={"parallel": {"layernorm": "nowhere"}})
+
+
+def test_init_from_config_checks_world_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Catches init_from_config ignoring the expected world size or the config's timeout for a plain
+    (non-torchrun) single process."""
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    cfg = {"parallel": {"backend": "auto", "timeout_s": 7}}
+    assert init_from_config(cfg, expected_world_size=1) == TPGroup.single()
+    with pytest.raises(DistributedSetupError, match="config asks for P = 2"):
+        init_from_config(cfg, expected_world_size=2)

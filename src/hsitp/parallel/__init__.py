@@ -14,7 +14,6 @@ from hsitp.parallel.collectives import (
     gather_local_grad,
     gather_seq,
     reduce_from_tp,
-    scatter_to_tp,
 )
 from hsitp.parallel.dense import (
     BandTokenizer,
@@ -94,6 +93,5 @@ __all__ = [
     "make_mesh_2d",
     "reduce_from_tp",
     "resolve_backend",
-    "scatter_to_tp",
     "split_heads",
 ]

@@ -152,20 +152,6 @@ class _GatherLocalGrad(torch.autograd.Function):
         return grad.narrow(ctx.dim, ctx.tp.rank * ctx.chunk, ctx.chunk), None, None
 
 
-class _ScatterToTP(torch.autograd.Function):
-    """Take this rank's chunk of a replicated tensor. forward: local slice; backward: all-gather."""
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, tp: TPGroup, dim: int) -> torch.Tensor:  # noqa: ANN001
-        ctx.tp, ctx.dim = tp, dim
-        chunk = x.shape[dim] // tp.size
-        return x.narrow(dim, tp.rank * chunk, chunk).contiguous()
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:  # noqa: ANN001
-        return all_gather(grad, ctx.tp, ctx.dim, "backward"), None, None
-
-
 class _GatherToTP(torch.autograd.Function):
     """Assemble a tensor sharded along ``dim``. forward: all-gather; backward: local slice (no communication).
 
@@ -215,11 +201,6 @@ def gather_seq(x: torch.Tensor, tp: TPGroup, dim: int = 1) -> torch.Tensor:
 def gather_local_grad(x: torch.Tensor, tp: TPGroup, dim: int = 1) -> torch.Tensor:
     """D-CHAG gather: forward all-gather along ``dim``, backward local slice with no communication."""
     return x if tp.size == 1 else _GatherLocalGrad.apply(x, tp, dim)
-
-
-def scatter_to_tp(x: torch.Tensor, tp: TPGroup, dim: int) -> torch.Tensor:
-    """Local chunk of a replicated tensor: forward slice, backward all-gather (size must divide by P)."""
-    return x if tp.size == 1 else _ScatterToTP.apply(x, tp, dim)
 
 
 def gather_from_tp(x: torch.Tensor, tp: TPGroup, dim: int) -> torch.Tensor:

@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from hsitp.parallel.aggregation import DCHAGAggregator, TPAggregator
+from hsitp.parallel.dense import dense_layernorm
 from hsitp.parallel.errors import ShardingError
 from hsitp.parallel.groups import Mesh2D, TPGroup
 from hsitp.parallel.tensor_parallel import (
@@ -106,7 +107,7 @@ def build_op(
             mod = ShardedLayerNorm(D, tp, **kw)
             return BuiltOp(mod, randn(batch, N, mod.split.local))
         if layernorm == "replicated":
-            mod = ReplicatedLayerNorm(D, device=device, dtype=dtype)
+            mod = ReplicatedLayerNorm.from_dense(dense_layernorm(D, seed=seed).to(device=device, dtype=dtype))
             return BuiltOp(mod, randn(batch, N, D))
         raise ShardingError(f"layernorm placement must be 'sharded' or 'replicated', got {layernorm!r}")
     if L is None:
