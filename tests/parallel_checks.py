@@ -15,6 +15,7 @@ import torch
 from torch.testing import assert_close
 
 from hsitp.parallel import (
+    ColumnParallelLinear,
     DCHAGAggregator,
     DenseAttention,
     DenseDCHAG,
@@ -36,6 +37,7 @@ from hsitp.parallel import (
     make_mesh_2d,
     reduce_from_tp,
 )
+from hsitp.parallel.dense import seeded
 from hsitp.parallel.two_d import Attention2D
 
 # Tolerances by dtype. Sharded layers compute the same maths with a different summation order (partial sums over
@@ -186,6 +188,12 @@ def _suite(tp: TPGroup, dtype: torch.dtype) -> list[str]:
         if hidden == 31:
             assert mod.padding_report()[0]["pad_fraction"] > 0
         done.append(check_parity(f"mlp[h={hidden}]", dense, mod, _rand(1, 2, 5, 16, dtype=dtype), dtype))
+
+    # A lone column-parallel linear with gather_output (10 outputs: padded at P = 4).
+    with seeded(9):
+        dense = torch.nn.Linear(16, 10).to(dtype)
+    mod = ColumnParallelLinear(16, 10, tp, gather_output=True, seed=9, dtype=dtype)
+    done.append(check_parity("column_gather[out=10]", dense, mod, _rand(9, 2, 3, 16, dtype=dtype), dtype))
 
     # Head-parallel attention (channel split); 5 heads: an error without padding, zero heads with it.
     for heads, dim, pad in ((4, 16, False), (5, 20, True)):

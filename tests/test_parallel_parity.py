@@ -19,6 +19,7 @@ EXPECTED = {
     "trace_mlp",
     "trace_token_attn",
     "noop_mlp",
+    "column_gather[out=10]",
     "mlp[h=64]",
     "mlp[h=31]",
     "attn_channel[h=4]",

@@ -172,14 +172,14 @@ def init_distributed(
                 f"not {rank}/{world_size}"
             )
         return TPGroup(dist.group.WORLD, world_size, rank, timeout_s=timeout_s)
+    if init_method is None and not os.environ.get("MASTER_ADDR"):
+        raise DistributedSetupError("WORLD_SIZE is set but MASTER_ADDR is not; launch with torchrun")
     kwargs: dict[str, Any] = {}
     if chosen == "nccl":
         local_rank = _env_int("LOCAL_RANK")
         local_rank = local_rank if local_rank is not None else rank % torch.cuda.device_count()
         torch.cuda.set_device(local_rank)
         kwargs["device_id"] = torch.device("cuda", local_rank)
-    if init_method is None and not os.environ.get("MASTER_ADDR"):
-        raise DistributedSetupError("WORLD_SIZE is set but MASTER_ADDR is not; launch with torchrun")
     dist.init_process_group(
         backend=chosen,
         init_method=init_method or "env://",
