@@ -46,6 +46,14 @@ def _compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _shard(args: argparse.Namespace) -> int:
+    from hsitp.bench.shard import write_shard
+
+    cfg = _config(args)
+    write_shard(args.out, config=cfg, hardware=args.hardware or cfg["bench"]["shard"]["hardware"])
+    return 0
+
+
 def _roofline(args: argparse.Namespace) -> int:
     from hsitp.bench.roofline import write_roofline
 
@@ -97,6 +105,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True)
     add_config_args(p)
     p.set_defaults(func=_compare)
+
+    p = bsub.add_parser(
+        "shard", help="one device: time rank 0's shard for each P, model its comm (half-measured)"
+    )
+    p.add_argument("--out", required=True)
+    p.add_argument("--hardware", help="preset costing the traced collectives (default: bench.shard.hardware)")
+    add_config_args(p)
+    p.set_defaults(func=_shard)
 
     p = bsub.add_parser(
         "roofline", help="GEMM roofline check on one device (measured compute and memory roofs)"

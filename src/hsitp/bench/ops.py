@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from hsitp.bench.collective_sweep import CollectiveCall, make_call
+from hsitp.bench.collective_sweep import COLLECTIVES, CollectiveCall, make_call
 from hsitp.bench.fit import ring_factor
 from hsitp.bench.model import L_DEPENDENT_OPS, Point, mesh_2d, op_flops
 from hsitp.bench.results import MODES
@@ -139,16 +139,9 @@ def _agree(ok: bool, rt: Any) -> bool:
     return bool(flag.item())
 
 
-def time_point(
-    pt: Point, groups: Groups, rt: Any, bc: Mapping[str, Any], dtype: Any, seed: int
-) -> dict[str, Any]:
-    """Time one point in all three modes; returns times (mode, rep), bytes, collective count (or a skip reason)."""
-    import torch
-
-    from hsitp.parallel.ops import build_op
-
-    tp = groups.mesh(mesh_2d(pt.P)) if pt.op == "attn_2d" else groups.world
-    kw = {
+def build_kwargs(pt: Point, *, dtype: Any, device: Any, seed: int) -> dict[str, Any]:
+    """``build_op`` keyword arguments for a point (everything but the op name and the group)."""
+    return {
         "N": pt.N,
         "D": pt.D,
         "L": pt.L,
@@ -158,16 +151,53 @@ def time_point(
         "patch": pt.patch,
         "mlp_ratio": pt.mlp_ratio,
         "dtype": dtype,
-        "device": rt.device,
+        "device": device,
         "seed": seed,
     }
+
+
+def trace_point(op: str, tp: Any, kw: Mapping[str, Any]) -> list[tuple[Any, list[Any]]]:
+    """The collectives one training step of ``op`` issues, per real group, without communicating."""
+    from hsitp.parallel.ops import build_op
+
+    traced_tp, traced = _traced(tp)
+    step = make_step(build_op(op, tp=traced_tp, **kw))
+    for _, recs in traced:
+        recs.clear()  # drop what make_step's shape probe recorded
+    step()
+    return traced
+
+
+def summarize_trace(traced: list[tuple[Any, list[Any]]]) -> dict[str, Any]:
+    """Bytes, call count, and per collective (COLLECTIVES order) calls and Σ ring factor x full bytes."""
+    records = [r for _, recs in traced for r in recs]
+    count = np.zeros(len(COLLECTIVES))
+    factor_bytes = np.zeros(len(COLLECTIVES))
+    for r in records:
+        i = COLLECTIVES.index(r.name)
+        count[i] += 1
+        factor_bytes[i] += ring_factor(r.name, r.group_size) * r.nbytes
+    return {
+        "bytes": float(sum(r.nbytes for r in records)),
+        "n": len(records),
+        "count": count,
+        "factor_bytes": factor_bytes,
+    }
+
+
+def time_point(
+    pt: Point, groups: Groups, rt: Any, bc: Mapping[str, Any], dtype: Any, seed: int
+) -> dict[str, Any]:
+    """Time one point in all three modes: times (mode, rep) plus :func:`summarize_trace` (or a skip reason)."""
+    import torch
+
+    from hsitp.parallel.ops import build_op
+
+    tp = groups.mesh(mesh_2d(pt.P)) if pt.op == "attn_2d" else groups.world
+    kw = build_kwargs(pt, dtype=dtype, device=rt.device, seed=seed)
     reason = ""
     try:
-        traced_tp, traced = _traced(tp)
-        trace_step = make_step(build_op(pt.op, tp=traced_tp, **kw))
-        for _, recs in traced:
-            recs.clear()  # drop what make_step's shape probe recorded
-        trace_step()  # one training step records every collective, in issue order
+        traced = trace_point(pt.op, tp, kw)
         full = make_step(build_op(pt.op, tp=tp, **kw))
         compute = make_step(build_op(pt.op, tp=_variant(tp, comm="noop"), **kw))
         calls = replay_calls(traced, rt)
@@ -190,21 +220,7 @@ def time_point(
         repeats=bc["repeats"],
         min_region_s=bc["min_region_s"],
     )
-    records = [r for _, recs in traced for r in recs]
-    names = list(bc["collectives"]["names"])
-    count = np.zeros(len(names))
-    factor_bytes = np.zeros(len(names))
-    for r in records:
-        if r.name in names:
-            count[names.index(r.name)] += 1
-            factor_bytes[names.index(r.name)] += ring_factor(r.name, r.group_size) * r.nbytes
-    return {
-        "times": times,
-        "bytes": float(sum(r.nbytes for r in records)),
-        "n": len(records),
-        "count": count,
-        "factor_bytes": factor_bytes,
-    }
+    return {"times": times, **summarize_trace(traced)}
 
 
 def time_ops(ds: xr.Dataset, rt: Any, bc: Mapping[str, Any], *, dtypes: Mapping[str, Any], seed: int) -> None:

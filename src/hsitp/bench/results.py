@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from hsitp.bench.collective_sweep import COLLECTIVES
 from hsitp.bench.timing import median_iqr
 from hsitp.errors import HsitpError
 from hsitp.io import provenance, read_netcdf, write_netcdf
@@ -54,6 +55,7 @@ def empty_partial(
         "mode": list(MODES),
         "rep": np.arange(repeats),
         "collective": list(collectives),
+        "traced_collective": list(COLLECTIVES),
         "nbytes": list(sizes_bytes),
         "coll_rep": np.arange(coll_repeats),
     }
@@ -76,13 +78,13 @@ def empty_partial(
                 {"long_name": "collective calls traced, fwd+bwd"},
             ),
             "trace_count": (
-                (*POINT_DIMS, "collective"),
-                np.full((*point_shape, len(collectives)), np.nan),
+                (*POINT_DIMS, "traced_collective"),
+                np.full((*point_shape, len(COLLECTIVES)), np.nan),
                 {"long_name": "traced calls of each collective, fwd+bwd"},
             ),
             "trace_factor_bytes": (
-                (*POINT_DIMS, "collective"),
-                np.full((*point_shape, len(collectives)), np.nan),
+                (*POINT_DIMS, "traced_collective"),
+                np.full((*point_shape, len(COLLECTIVES)), np.nan),
                 {"units": "B", "long_name": "sum over traced calls of ring factor(group size) x full bytes"},
             ),
             "flops": (

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# One-GPU check, under 5 minutes on one H200: writes two netCDF files to OUTDIR.
+#   shard.nc     half-measured CCR: rank 0's shard of every bench op timed for P in bench.shard.world_sizes on this
+#                GPU (collectives as same-shape no-ops), communication modelled from bench.shard.hardware
+#   roofline.nc  GEMM roofline: achieved FLOP/s of bench.roofline.shapes vs the measured compute and memory roofs
+# Usage: benchmarks/gpu_check.sh OUTDIR [extra hsitp config args, e.g. --config-json '{"bench": {...}}']
+# Config: config/config.yaml, then benchmarks/gpu_check.yaml (device cuda, fewer repeats), then the extra args.
+set -euo pipefail
+if [[ $# -lt 1 ]]; then
+    echo "usage: $0 OUTDIR [--config FILE | --config-json JSON ...]" >&2
+    exit 2
+fi
+mkdir -p "$1"
+OUT="$(cd "$1" && pwd)"
+shift
+cd "$(dirname "$0")/.."
+CFG=(--config config/config.yaml --config benchmarks/gpu_check.yaml "$@")
+start=$SECONDS
+echo "== roofline -> $OUT/roofline.nc"
+hsitp bench roofline --out "$OUT/roofline.nc" "${CFG[@]}"
+echo "== shard mode -> $OUT/shard.nc"
+hsitp bench shard --out "$OUT/shard.nc" "${CFG[@]}"
+echo "== done in $((SECONDS - start)) s: $OUT/roofline.nc $OUT/shard.nc"

@@ -1,0 +1,201 @@
+"""Single-device ``shard`` mode: measure one rank's share of compute for each P, model its communication.
+
+On a machine with one accelerator there are no peers to communicate with, but the compute of one rank's shard
+is real: each op is built on a no-op group of size P (``TPGroup(None, P, 0, comm="noop")``, or the matching
+2-D mesh), so its layers hold rank 0's slice of the weights and tokens and every collective becomes a local op of
+the same shape. The collectives it would issue are traced and costed with a hardware preset's ring model
+(:func:`hsitp.cost.refined.collective_time`). The resulting CCR is *half-measured*: compute measured on this
+device, communication modelled from the preset, and every output says so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from hsitp.bench.model import L_DEPENDENT_OPS, Point, mesh_2d, op_flops, predict
+from hsitp.bench.ops import build_kwargs, make_step, summarize_trace, trace_point
+from hsitp.bench.runtime import dtype_name, resolve_device, resolve_dtype
+from hsitp.bench.timing import median_iqr, time_region
+from hsitp.errors import HsitpError
+from hsitp.io import device_description, provenance, write_netcdf
+
+log = logging.getLogger(__name__)
+KIND = "bench_shard"
+POINT_DIMS = ("op", "P", "N", "D", "L")
+
+
+def noop_group(op: str, P: int) -> Any:
+    """Rank 0 of a P-way split with no process group: a no-op TPGroup, or the no-op 2-D mesh for attn_2d."""
+    from hsitp.parallel.groups import TPGroup, make_mesh_2d
+
+    world = TPGroup(None, P, 0, comm="noop")
+    return make_mesh_2d(world, *mesh_2d(P)) if op == "attn_2d" else world
+
+
+def modelled_comm_time(traced: list[tuple[Any, list[Any]]], hw: Any) -> float:
+    """Σ over traced collectives of the preset's time for them (hierarchical when a group spans nodes).
+
+    Ranks are laid out as in the cost model: a group of n ranks keeps min(n, devices per node) in one node.
+    """
+    from hsitp.cost.refined import Switches, collective_time
+
+    sw = Switches()
+    return float(
+        sum(
+            collective_time(r.name, r.nbytes, r.group_size, min(r.group_size, hw.devices_per_node), hw, sw)
+            for _, recs in traced
+            for r in recs
+        )
+    )
+
+
+def run_shard(config: Mapping[str, Any], *, hardware: str) -> xr.Dataset:
+    """Time every configured point's rank-0 shard for every P on one device; pair with ``hardware``'s comm."""
+    import torch
+
+    from hsitp.cost.hardware import get_hardware
+    from hsitp.parallel.ops import build_op
+
+    bc = config["bench"]
+    hw = get_hardware(hardware)
+    torch.set_num_threads(bc["threads_per_rank"])
+    device = resolve_device(bc["device"])
+    dtype = resolve_dtype(bc["dtypes"][0], device)
+    dname = dtype_name(dtype)
+    sizes = bc["shard"]["world_sizes"]
+    shape = (len(bc["ops"]), len(sizes), len(bc["N"]), len(bc["D"]), len(bc["L"]))
+    times = np.full((*shape, bc["repeats"]), np.nan)
+    out = {
+        k: np.full(shape, np.nan)
+        for k in ("flops", "bytes", "t_comm_trace", "t_comm_refined", "t_comp_refined")
+    }
+    skipped = []
+    settings = {k: bc[k] for k in ("batch", "heads", "groups", "patch", "mlp_ratio")}
+    axes = (bc["ops"], sizes, bc["N"], bc["D"], bc["L"])
+    for index in np.ndindex(*shape):
+        op, p, n, d, bands = (axis[i] for axis, i in zip(axes, index, strict=True))
+        if op not in L_DEPENDENT_OPS and bands != bc["L"][0]:
+            continue
+        pt = Point(op, p, n, d, bands, dname, **settings)
+        kw = build_kwargs(pt, dtype=dtype, device=device, seed=int(config["seed"]))
+        tp = noop_group(op, p)
+        try:
+            traced = trace_point(op, tp, kw)
+            step = make_step(build_op(op, tp=tp, **kw))
+            times[index] = time_region(
+                step,
+                device=device,
+                warmup=bc["warmup"],
+                repeats=bc["repeats"],
+                min_region_s=bc["min_region_s"],
+            )
+        except (HsitpError, torch.cuda.OutOfMemoryError) as exc:
+            skipped.append({**dataclasses.asdict(pt), "reason": f"{type(exc).__name__}: {exc}"})
+            log.warning("shard: skipped %s: %s", pt, exc)
+            continue
+        finally:
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+        pred = predict(pt, hw)
+        out["flops"][index] = op_flops(pt)
+        out["bytes"][index] = summarize_trace(traced)["bytes"]
+        out["t_comm_trace"][index] = modelled_comm_time(traced, hw)
+        out["t_comm_refined"][index] = pred.t_comm
+        out["t_comp_refined"][index] = pred.t_comp
+    return _dataset(bc, sizes, dname, times, out, hw, device, skipped)
+
+
+def _dataset(
+    bc: Mapping[str, Any],
+    sizes: list[int],
+    dname: str,
+    times: np.ndarray,
+    out: Mapping[str, np.ndarray],
+    hw: Any,
+    device: Any,
+    skipped: list[dict[str, Any]],
+) -> xr.Dataset:
+    import torch
+
+    med, iqr = median_iqr(times)
+    coords = {
+        "op": list(bc["ops"]),
+        "P": list(sizes),
+        "N": list(bc["N"]),
+        "D": list(bc["D"]),
+        "L": list(bc["L"]),
+    }
+    ds = xr.Dataset(
+        {
+            "time": (
+                (*POINT_DIMS, "rep"),
+                times,
+                {"units": "s", "long_name": "measured: rank 0's shard, fwd+bwd, collectives as no-ops"},
+            ),
+            "t_comp_measured": (POINT_DIMS, med, {"units": "s", "long_name": "measured (median)"}),
+            "t_comp_iqr": (POINT_DIMS, iqr, {"units": "s"}),
+            "flops": (
+                POINT_DIMS,
+                out["flops"],
+                {"units": "FLOP", "long_name": "modelled (refined cost model)"},
+            ),
+            "achieved_flops": (
+                POINT_DIMS,
+                out["flops"] / med,
+                {"units": "FLOP/s", "long_name": "modelled FLOPs / measured time"},
+            ),
+            "bytes_moved": (
+                POINT_DIMS,
+                out["bytes"],
+                {"units": "B", "long_name": "traced full-tensor bytes"},
+            ),
+            "t_comm_modelled": (
+                POINT_DIMS,
+                out["t_comm_trace"],
+                {"units": "s", "long_name": "modelled: the preset's ring model on the traced collectives"},
+            ),
+            "t_comm_refined": (
+                POINT_DIMS,
+                out["t_comm_refined"],
+                {"units": "s", "long_name": "modelled: refined cost model's collectives on the preset"},
+            ),
+            "t_comp_refined": (
+                POINT_DIMS,
+                out["t_comp_refined"],
+                {"units": "s", "long_name": "modelled: refined cost model's compute time on the preset"},
+            ),
+        },
+        coords={**coords, "rep": np.arange(times.shape[-1])},
+    )
+    ds["ccr_half_measured"] = (ds["t_comm_modelled"] / ds["t_comp_measured"]).assign_attrs(
+        long_name="half-measured CCR: modelled communication / measured compute"
+    )
+    ds["ccr_refined"] = (ds["t_comm_refined"] / ds["t_comp_refined"]).assign_attrs(
+        long_name="modelled CCR: refined cost model on the preset"
+    )
+
+    ds.attrs = {
+        "label": "half-measured",
+        "measured": f"compute of rank 0's shard on one device: "
+        f"{torch.cuda.get_device_name(device) if device.type == 'cuda' else 'CPU: ' + device_description()['cpu']}",
+        "modelled": f"communication from hardware preset {hw.name!r}: {hw.description}",
+        "hardware_source": hw.source,
+        "hardware_assumptions": hw.assumptions,
+        "dtype": dname,
+        "mesh_2d": {str(p): list(mesh_2d(p)) for p in sizes},
+        "skipped_points": skipped,
+        "note": "no communication was performed; only compute is measured",
+    }
+    return ds
+
+
+def write_shard(out: str | Path, *, config: Mapping[str, Any], hardware: str) -> Path:
+    ds = run_shard(config, hardware=hardware)
+    return write_netcdf(ds, out, kind=KIND, prov=provenance(config=config, extra={"hardware": hardware}))

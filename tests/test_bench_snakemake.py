@@ -1,0 +1,81 @@
+"""The bench stage through Snakemake and torchrun (P = 1 and 2, gloo), on a tiny sweep; then nothing to re-run.
+
+The smoke sweep itself (config/smoke.yaml, a few minutes) is too slow for CI; this test runs the same rules,
+launcher and subcommands on a sweep of seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from hsitp.cost.calibration import load_calibration
+from hsitp.io import json_attr, read_netcdf
+
+TARGETS = [
+    "results/bench/microbench.nc",
+    "results/bench/calibration.nc",
+    "results/bench/model_vs_measured.nc",
+]
+TINY = {
+    "bench": {
+        "world_sizes": [1, 2],
+        "ops": ["mlp", "attn_token", "agg_dchag_l"],
+        "N": [16, 36],
+        "D": [16],
+        "L": [4],
+        "warmup": 1,
+        "repeats": 3,
+        "min_region_s": 0.0,
+        "collectives": {"sizes_bytes": [4096, 65536, 262144, 1048576], "warmup": 1, "repeats": 4},
+    }
+}
+
+
+@pytest.mark.slow
+def test_bench_dag_writes_three_files_then_nothing_to_do(repo_root, tmp_path):
+    """Catches: a broken torchrun launch line, partials that do not merge, a calibration the cost model rejects,
+    a comparison without held-out points, or rules whose params change between runs (re-running forever)."""
+    for item in ("Snakefile", "workflow", "config", "envs"):
+        src = repo_root / item
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, tmp_path / item)
+    (tmp_path / "config" / "tiny_bench.yaml").write_text(yaml.safe_dump(TINY))
+    bindir = str(Path(sys.executable).parent)
+    env = {**os.environ, "PATH": bindir + os.pathsep + os.environ.get("PATH", "")}
+    snakemake = str(Path(bindir) / "snakemake")
+    cmd = [snakemake, *TARGETS, "--cores", "2", "--configfile", "config/smoke.yaml", "config/tiny_bench.yaml"]
+    run = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=240, env=env)
+    logs = "".join(p.read_text() for p in sorted((tmp_path / "logs" / "bench").glob("*.log")))
+    assert run.returncode == 0, run.stderr[-3000:] + logs[-3000:]
+
+    mb = read_netcdf(tmp_path / TARGETS[0], kind="microbench")
+    assert mb["P"].values.tolist() == [1, 2]
+    assert json_attr(mb, "world_sizes") == [1, 2] and mb.attrs["backend"] == "gloo"
+    comm = mb["time_median"].sel(mode="comm", dtype="float32", L=4)
+    assert (comm.sel(P=1) == 0).all() and (comm.sel(P=2) > 0).all()
+    assert (mb["bytes_moved"].sel(P=2, L=4) > 0).all() and (mb["bytes_moved"].sel(P=1, L=4) == 0).all()
+    assert np.isfinite(mb["sanity_ratio"].sel(P=2, L=4)).all()
+    assert np.isfinite(mb["coll_time"].sel(P=2)).all()
+
+    cal = load_calibration(tmp_path / TARGETS[1])  # the cost model's own schema check
+    assert json_attr(cal, "world_sizes") == [2]
+    assert cal["op"].values.tolist() == TINY["bench"]["ops"]
+
+    mvm = read_netcdf(tmp_path / TARGETS[2], kind="model_vs_measured")
+    flags = mvm["held_out"].sel(P=2).values
+    assert (flags == 1).any() and (flags == 0).any()
+    summary = json_attr(mvm, "summary")
+    assert summary["held_out"]["n_points"] >= 3
+    assert np.isfinite(summary["held_out"]["median_abs_rel_err_refined"])
+
+    dry = subprocess.run(
+        [*cmd, "--dry-run"], cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env
+    )
+    assert dry.returncode == 0 and "Nothing to be done" in dry.stdout + dry.stderr, dry.stdout[-2000:]
