@@ -4,7 +4,8 @@ Both turn a (B, L, H, W) cube into one token per spatial location, (B, N, D), N 
 
 - TPAggregator (baseline, "TP alone"): every rank tokenises all L bands (replicated), then a head-sharded
   single-query cross-attention over the L band tokens (q: D -> D/P, kv: D -> 2D/P, proj: D/P -> D, then one
-  all-reduce). Backward all-reduces the gradient of the whole (B N, L, D) token tensor (Megatron's f).
+  all-reduce). Backward all-reduces the gradient of the whole (B N, L, D) token tensor (Megatron's f), plus
+  a (1, 1, D) all-reduce for the replicated learned query's gradient (also in D-CHAG's final attention).
 - DCHAGAggregator: rank r tokenises only its bands, aggregates them locally with rank-local (unsynchronised)
   weights (-L: a Linear over the channel axis; -C: a full single-query cross-attention; g groups per rank with a
   shared-weight aggregator per group), all-gathers the P partial tokens (backward: local slice, no
