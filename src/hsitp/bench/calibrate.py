@@ -100,6 +100,9 @@ def calibrate(mb: xr.Dataset, *, fraction: float, seed: int, dtype: str | None =
     rates = []
     for o in ops:
         train = [r for r in opts if r["op"] == o and not r["held_out"]]
+        # The rate while all P ranks compute at once (shared cores, memory bandwidth) is the one a P-way layer
+        # sees; P = 1 points only stand in when an op has no multi-rank training point.
+        train = [r for r in train if r["P"] >= 2] or train
         rates.append(achieved_flops([r["flops"] for r in train], [r["t_compute"] for r in train]))
     world_sizes = sorted({r["P"] for r in cpts if not r["held_out"]})
     # calibration_dataset (owned by the cost model) builds and validates the schema of contracts.md.

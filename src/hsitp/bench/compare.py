@@ -55,7 +55,8 @@ def compare(mb: xr.Dataset, cal: xr.Dataset, calibration_path: str | Path) -> xr
     held = {(r["op"], r["P"], r["N"], r["D"], r["L"]): bool(r["held_out"]) for r in fit_points(cal)["ops"]}
     shape = tuple(mbd.sizes[d] for d in POINT_DIMS)
     pred = {f"ccr_{m}": np.full(shape, np.nan) for m in MODELS}
-    pred.update({k: np.full(shape, np.nan) for k in ("t_comp_model", "t_comm_refined", "t_comm_traced")})
+    extra = ("t_comp_model", "t_comm_refined", "t_comm_traced", "n_collectives_refined", "bytes_refined")
+    pred.update({k: np.full(shape, np.nan) for k in extra})
     flag = np.full(shape, FLAG_NOT_MEASURED, dtype=np.int8)
     comp = mbd["time_median"].sel(mode="compute")
     for index in np.ndindex(*shape):
@@ -76,6 +77,8 @@ def compare(mb: xr.Dataset, cal: xr.Dataset, calibration_path: str | Path) -> xr
         pred["t_comp_model"][index] = pr.t_comp
         pred["t_comm_refined"][index] = pr.t_comm
         pred["t_comm_traced"][index] = t_traced
+        pred["n_collectives_refined"][index] = pr.n_collectives
+        pred["bytes_refined"][index] = pr.bytes
     coords = {d: mbd[d].values for d in POINT_DIMS}
     ds = xr.Dataset(coords=coords)
     measured = mbd["ccr_measured"]
@@ -87,6 +90,14 @@ def compare(mb: xr.Dataset, cal: xr.Dataset, calibration_path: str | Path) -> xr
     ds["t_comm_measured"] = mbd["time_median"].sel(mode="comm").assign_attrs(units="s", long_name="measured")
     for name, values in pred.items():
         ds[name] = (POINT_DIMS, values)
+    ds["n_collectives_traced"] = mbd["n_collectives"].assign_attrs(
+        long_name="collective calls the layer issued"
+    )
+    ds["bytes_traced"] = mbd["bytes_moved"].assign_attrs(
+        units="B", long_name="full-tensor bytes the layer moved"
+    )
+    ds["n_collectives_refined"].attrs["long_name"] = "collective calls in the refined model"
+    ds["bytes_refined"].attrs = {"units": "B", "long_name": "full-tensor bytes in the refined model"}
     ds["ccr_stated"].attrs["long_name"] = "paper's stated model with calibrated F (median over ops) and beta"
     ds["ccr_refined"].attrs["long_name"] = "refined cost model with the calibration (alpha, beta, F per op)"
     ds["ccr_traced"].attrs["long_name"] = "diagnostic: calibrated ring model on the traced collectives"

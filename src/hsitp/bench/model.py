@@ -76,6 +76,7 @@ class Prediction:
     ccr_refined: float
     ccr_stated: float  # the paper's formula with the same hardware's F and beta
     bytes: float  # refined model's bytes over all collectives (full tensors)
+    n_collectives: int  # refined model's collective calls, fwd+bwd
 
 
 def predict(pt: Point, hardware: Any) -> Prediction:
@@ -87,5 +88,7 @@ def predict(pt: Point, hardware: Any) -> Prediction:
     flops = sum(c.flops for c in parts)
     t_comp = flops / hw.flops_for(pt.op)
     t_comm = float(sum(c.t_comm for c in parts))
-    nbytes = float(sum(sum(c.bytes_by_collective().values()) for c in parts))
-    return Prediction(t_comp, t_comm, t_comm / t_comp, float(parts[0].ccr_stated), nbytes)
+    nbytes = float(sum(k.bytes for c in parts for k in c.collectives if k.group_size > 1))
+    # a collective over a group of one (e.g. the token axis of a P_c x 1 mesh) is not issued
+    count = sum(1 for c in parts for k in c.collectives if k.group_size > 1)
+    return Prediction(t_comp, t_comm, t_comm / t_comp, float(parts[0].ccr_stated), nbytes, count)
