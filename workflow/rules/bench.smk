@@ -1,6 +1,8 @@
 # Microbenchmarks: one torchrun launch per P -> microbench.nc -> calibration.nc -> model_vs_measured.nc.
 # Timing rules hold the `bench_slot` resource; its default total of 1 (set below unless given on the command
-# line, e.g. `--resources bench_slot=1`) means two benchmarks never run at once and skew each other.
+# line, e.g. `--resources bench_slot=1`) means two benchmarks never run at once and skew each other; a timing
+# run also claims every core Snakemake was given, so no other job shares the machine while it measures (the
+# ranks themselves use bench.threads_per_rank threads each, recorded in the output).
 if "bench_slot" not in workflow.global_resources:
     workflow.global_resources["bench_slot"] = 1
 
@@ -16,7 +18,7 @@ rule bench_run:
         "logs/bench/run_P{P}.log",
     conda:
         ENV
-    threads: lambda wildcards: int(wildcards.P) * config["bench"]["threads_per_rank"]
+    threads: lambda wildcards: workflow.cores
     resources:
         bench_slot=1,
     params:
