@@ -62,6 +62,7 @@ def test_bench_dag_writes_three_files_then_nothing_to_do(repo_root, tmp_path):
     assert (comm.sel(P=1) == 0).all() and (comm.sel(P=2) > 0).all()
     assert (mb["bytes_moved"].sel(P=2, L=4) > 0).all() and (mb["bytes_moved"].sel(P=1, L=4) == 0).all()
     assert np.isfinite(mb["sanity_ratio"].sel(P=2, L=4)).all()
+    assert np.isfinite(mb["time"].sel(L=4)).all()  # every pass filled its share of the repeats
     assert np.isfinite(mb["coll_time"].sel(P=2)).all()
 
     cal = load_calibration(tmp_path / TARGETS[1])  # the cost model's own schema check

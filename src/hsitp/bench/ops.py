@@ -186,7 +186,7 @@ def summarize_trace(traced: list[tuple[Any, list[Any]]]) -> dict[str, Any]:
 
 
 def time_point(
-    pt: Point, groups: Groups, rt: Any, bc: Mapping[str, Any], dtype: Any, seed: int
+    pt: Point, groups: Groups, rt: Any, bc: Mapping[str, Any], dtype: Any, seed: int, repeats: int
 ) -> dict[str, Any]:
     """Time one point in all three modes: times (mode, rep) plus :func:`summarize_trace` (or a skip reason)."""
     import torch
@@ -211,29 +211,40 @@ def time_point(
             c.run()
 
     fns = [full, compute] + ([comm] if calls else [])
-    times = np.zeros((len(MODES), bc["repeats"]))  # comm stays exactly 0 when nothing is communicated (P = 1)
+    times = np.zeros((len(MODES), repeats))  # comm stays exactly 0 when nothing is communicated (P = 1)
     times[: len(fns)] = time_interleaved(
         fns,
         device=rt.device,
         group=rt.group,
         warmup=bc["warmup"],
-        repeats=bc["repeats"],
+        repeats=repeats,
         min_region_s=bc["min_region_s"],
     )
     return {"times": times, **summarize_trace(traced)}
 
 
-def time_ops(ds: xr.Dataset, rt: Any, bc: Mapping[str, Any], *, dtypes: Mapping[str, Any], seed: int) -> None:
-    """Fill ``time``, ``bytes_moved``, ``n_collectives`` and ``flops`` of the partial dataset ``ds`` in place.
+def time_ops(
+    ds: xr.Dataset,
+    rt: Any,
+    bc: Mapping[str, Any],
+    *,
+    dtypes: Mapping[str, Any],
+    seed: int,
+    reps: np.ndarray,
+    groups: Groups,
+) -> None:
+    """Time every point for the repeats ``reps`` (indices into ``rep``) and fill ``ds`` in place.
 
-    Ops that do not depend on L are timed at the first L only (the other L stay NaN).
+    Fills ``time`` at those repeats and, from the trace and the cost model, ``bytes_moved``, ``n_collectives``,
+    ``trace_*`` and ``flops``. Ops that do not depend on L are timed at the first L only (the other L stay NaN).
     """
     import torch
 
-    groups = make_groups(rt, bc["timeout_s"])
     skipped: list[dict[str, Any]] = []
     first_l = bc["L"][0]
     for i, op in enumerate(bc["ops"]):
+        if rt.rank == 0:
+            log.info("P=%d %s (repeats %s)", rt.world_size, op, reps.tolist())
         for j, n in enumerate(bc["N"]):
             for k, d in enumerate(bc["D"]):
                 for m, bands in enumerate(bc["L"]):
@@ -244,14 +255,14 @@ def time_ops(ds: xr.Dataset, rt: Any, bc: Mapping[str, Any], *, dtypes: Mapping[
                             op, rt.world_size, n, d, bands, dname, bc["batch"], bc["heads"], bc["groups"],
                             bc["patch"], bc["mlp_ratio"],
                         )  # fmt: skip
-                        res = time_point(pt, groups, rt, bc, dtype, seed)
+                        res = time_point(pt, groups, rt, bc, dtype, seed, len(reps))
                         idx = (i, 0, j, k, m, q)
                         if "skipped" in res:
                             skipped.append({**dataclasses.asdict(pt), "reason": res["skipped"]})
                             if rt.rank == 0:
                                 log.warning("skipped %s: %s", pt, res["skipped"])
                             continue
-                        ds["time"].values[idx] = res["times"]
+                        ds["time"].values[idx][:, reps] = res["times"]  # (mode, rep) view
                         ds["bytes_moved"].values[idx] = res["bytes"]
                         ds["n_collectives"].values[idx] = res["n"]
                         ds["trace_count"].values[idx] = res["count"]

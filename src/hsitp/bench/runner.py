@@ -11,14 +11,32 @@ import numpy as np
 
 from hsitp.bench.collective_sweep import sweep_collectives
 from hsitp.bench.results import empty_partial, write_partial
-from hsitp.bench.runtime import BenchRuntime, dtype_name, resolve_dtype, start_runtime, stop_runtime
+from hsitp.bench.runtime import (
+    BenchRuntime,
+    BenchSetupError,
+    dtype_name,
+    resolve_dtype,
+    start_runtime,
+    stop_runtime,
+)
 
 log = logging.getLogger(__name__)
+
+
+def check_passes(bc: Mapping[str, Any]) -> None:
+    """Every round-robin pass needs at least one repeat of the layers and of the collectives."""
+    passes, reps, creps = bc["passes"], bc["repeats"], bc["collectives"]["repeats"]
+    if passes > min(reps, creps):
+        raise BenchSetupError(
+            f"bench.passes = {passes} exceeds bench.repeats ({reps}) or bench.collectives.repeats ({creps}); "
+            "lower bench.passes or raise the repeats"
+        )
 
 
 def run_partial(config: Mapping[str, Any], *, world_size: int, out: str | Path) -> Path | None:
     """Run the configured sweep at P = ``world_size``; returns the file written (rank 0) or None (other ranks)."""
     bc = config["bench"]
+    check_passes(bc)
     rt = start_runtime(
         device=bc["device"],
         backend=bc["backend"],
@@ -33,7 +51,7 @@ def run_partial(config: Mapping[str, Any], *, world_size: int, out: str | Path) 
 
 
 def _run(config: Mapping[str, Any], rt: BenchRuntime, out: Path) -> Path | None:
-    from hsitp.bench.ops import time_ops
+    from hsitp.bench.ops import make_groups, time_ops
 
     bc = config["bench"]
     resolved: dict[str, Any] = {}  # "auto" may resolve to a dtype also listed by name: time it once
@@ -56,9 +74,9 @@ def _run(config: Mapping[str, Any], rt: BenchRuntime, out: Path) -> Path | None:
     )
     if rt.rank == 0:
         log.info("bench P=%d on %s (oversubscribed=%s)", rt.world_size, rt.device_label, rt.oversubscribed)
-    # Half the collective repeats before the layers and half after: on a shared machine the load drifts, and
-    # the calibration should see the same conditions as the layer timings it is compared with.
-    first = (cc["repeats"] + 1) // 2
+    # Round-robin passes: each pass times the collective sweep and then every layer point with its share of the
+    # repeats, so slow drifts of a shared machine's load hit the calibration and every point alike.
+    passes = bc["passes"]
     sweep = {
         "names": cc["names"],
         "sizes_bytes": cc["sizes_bytes"],
@@ -66,13 +84,16 @@ def _run(config: Mapping[str, Any], rt: BenchRuntime, out: Path) -> Path | None:
         "warmup": cc["warmup"],
         "min_region_s": bc["min_region_s"],
     }
-    before, full_bytes = sweep_collectives(rt, repeats=first, **sweep)
-    time_ops(ds, rt, bc, dtypes=resolved, seed=int(config["seed"]))
-    after, _ = sweep_collectives(rt, repeats=cc["repeats"] - first, **sweep)
-    ds["coll_time"].values[:, 0] = np.concatenate([before, after], axis=-1)
-    ds["coll_bytes"].values[:, 0] = full_bytes
+    groups = make_groups(rt, bc["timeout_s"])
+    coll_reps = np.array_split(np.arange(cc["repeats"]), passes)
+    op_reps = np.array_split(np.arange(bc["repeats"]), passes)
+    for creps, oreps in zip(coll_reps, op_reps, strict=True):
+        times, full_bytes = sweep_collectives(rt, repeats=len(creps), **sweep)
+        ds["coll_time"].values[:, 0][..., creps] = times
+        ds["coll_bytes"].values[:, 0] = full_bytes
+        time_ops(ds, rt, bc, dtypes=resolved, seed=int(config["seed"]), reps=oreps, groups=groups)
     ds.attrs["collective_dtype"] = names[0]
-    ds.attrs["collective_sweep"] = f"{first} repeats before the layer timings, {cc['repeats'] - first} after"
+    ds.attrs["passes"] = passes
     if rt.rank != 0:
         return None
     return write_partial(ds, out, config=config, attrs=rt.attrs())
