@@ -58,7 +58,7 @@ def compare(mb: xr.Dataset, cal: xr.Dataset, calibration_path: str | Path) -> xr
     extra = ("t_comp_model", "t_comm_refined", "t_comm_traced", "n_collectives_refined", "bytes_refined")
     pred.update({k: np.full(shape, np.nan) for k in extra})
     flag = np.full(shape, FLAG_NOT_MEASURED, dtype=np.int8)
-    comp = mbd["time_median"].sel(mode="compute")
+    comp = mbd["time_median"].sel(mode="compute", drop=True)
     for index in np.ndindex(*shape):
         idx = {d: mbd[d].values[i] for d, i in zip(POINT_DIMS, index, strict=True)}
         if not np.isfinite(float(comp.sel(idx))):
@@ -87,7 +87,9 @@ def compare(mb: xr.Dataset, cal: xr.Dataset, calibration_path: str | Path) -> xr
         long_name="measured: (full - compute-only) / compute-only"
     )
     ds["t_comp_measured"] = comp.assign_attrs(units="s", long_name="measured compute-only time (median)")
-    ds["t_comm_measured"] = mbd["time_median"].sel(mode="comm").assign_attrs(units="s", long_name="measured")
+    ds["t_comm_measured"] = (
+        mbd["time_median"].sel(mode="comm", drop=True).assign_attrs(units="s", long_name="measured")
+    )
     for name, values in pred.items():
         ds[name] = (POINT_DIMS, values)
     ds["n_collectives_traced"] = mbd["n_collectives"].assign_attrs(
