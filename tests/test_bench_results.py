@@ -126,3 +126,15 @@ def test_calibrate_without_multi_rank_sweep_says_what_to_do(tmp_path):
     mb = merge_partials([p1], tmp_path / "mb.nc", config=cfg)
     with pytest.raises(Exception, match="world_sizes with P >= 2"):
         calibrate(read_netcdf(mb), fraction=0.34, seed=0)
+
+
+def test_wrong_or_missing_input_is_a_user_error(tmp_path):
+    """Catches a traceback (instead of a message naming the file and its producer) for a bad bench input."""
+    from hsitp.bench.results import BenchInputError
+
+    mb, cfg = _merged(tmp_path)
+    cal = run_calibrate(mb, tmp_path / "calibration.nc", config=cfg)
+    with pytest.raises(BenchInputError, match="missing.nc"):
+        run_calibrate(tmp_path / "missing.nc", tmp_path / "c.nc", config=cfg)
+    with pytest.raises(BenchInputError, match="expected 'microbench'"):
+        merge_partials([cal], tmp_path / "m.nc", config=cfg)

@@ -17,9 +17,10 @@ import xarray as xr
 
 from hsitp.bench.fit import AlphaBetaFit, FitError, achieved_flops, fit_alpha_beta, holdout_mask
 from hsitp.bench.results import KIND as MICROBENCH_KIND
+from hsitp.bench.results import read_input
 from hsitp.cost.calibration import CALIBRATION_KIND, calibration_dataset
 from hsitp.errors import HsitpError
-from hsitp.io import provenance, read_netcdf, write_netcdf
+from hsitp.io import provenance, write_netcdf
 
 KIND = CALIBRATION_KIND
 
@@ -134,7 +135,7 @@ def calibrate(mb: xr.Dataset, *, fraction: float, seed: int, dtype: str | None =
 
 
 def run_calibrate(microbench: str | Path, out: str | Path, *, config: Mapping[str, Any]) -> Path:
-    mb = read_netcdf(microbench, kind=MICROBENCH_KIND)
+    mb = read_input(microbench, MICROBENCH_KIND)
     fit_cfg = config["bench"]["fit"]
     cal = calibrate(mb, fraction=fit_cfg["holdout_fraction"], seed=int(config["seed"]))
     prov = provenance(config=config, inputs={"microbench": microbench})

@@ -26,9 +26,9 @@ import xarray as xr
 from hsitp.bench.calibrate import fit_points
 from hsitp.bench.model import Point, predict
 from hsitp.bench.results import KIND as MICROBENCH_KIND
-from hsitp.bench.results import POINT_DIMS
+from hsitp.bench.results import POINT_DIMS, read_input
 from hsitp.cost.calibration import CALIBRATION_KIND, hardware_from_calibration
-from hsitp.io import json_attr, provenance, read_netcdf, write_netcdf
+from hsitp.io import json_attr, provenance, write_netcdf
 
 KIND = "model_vs_measured"
 MODELS = ("stated", "refined", "traced")
@@ -143,8 +143,8 @@ def summary(ds: xr.Dataset) -> dict[str, dict[str, float]]:
 def run_compare(
     microbench: str | Path, calibration: str | Path, out: str | Path, *, config: Mapping[str, Any]
 ) -> Path:
-    mb = read_netcdf(microbench, kind=MICROBENCH_KIND)
-    cal = read_netcdf(calibration, kind=CALIBRATION_KIND)
+    mb = read_input(microbench, MICROBENCH_KIND)
+    cal = read_input(calibration, CALIBRATION_KIND)
     ds = compare(mb, cal, calibration)
     prov = provenance(config=config, inputs={"microbench": microbench, "calibration": calibration})
     return write_netcdf(ds, out, kind=KIND, prov=prov)

@@ -19,7 +19,7 @@ import xarray as xr
 from hsitp.bench.collective_sweep import COLLECTIVES
 from hsitp.bench.timing import median_iqr
 from hsitp.errors import HsitpError
-from hsitp.io import provenance, read_netcdf, write_netcdf
+from hsitp.io import SchemaVersionError, provenance, read_netcdf, write_netcdf
 
 MODES = ("full", "compute", "comm")
 KIND = "microbench"
@@ -28,6 +28,21 @@ POINT_DIMS = ("op", "P", "N", "D", "L", "dtype")
 
 class MergeError(HsitpError):
     """Partial microbenchmark files that cannot be merged (overlapping P or different sweeps)."""
+
+
+class BenchInputError(HsitpError):
+    """An input file of a bench step is missing or was written by something else."""
+
+
+def read_input(path: str | Path, kind: str) -> xr.Dataset:
+    """``read_netcdf`` with a user-facing error naming the file and the step that writes it."""
+    try:
+        return read_netcdf(path, kind=kind)
+    except (FileNotFoundError, SchemaVersionError) as exc:
+        raise BenchInputError(
+            f"{exc} (expected a {kind!r} file: microbench <- `hsitp bench run` + `merge`, "
+            "calibration <- `hsitp bench calibrate`)"
+        ) from exc
 
 
 def empty_partial(
@@ -162,7 +177,7 @@ def merge_partials(paths: Sequence[str | Path], out: str | Path, *, config: Mapp
     """Concatenate per-P partial files along P into ``microbench.nc``; the sweeps must match exactly."""
     if not paths:
         raise MergeError("bench merge: no partial files given")
-    parts = [read_netcdf(p, kind=KIND) for p in paths]
+    parts = [read_input(p, KIND) for p in paths]
     seen: dict[int, str] = {}
     for path, ds in zip(paths, parts, strict=True):
         for p in ds["P"].values.tolist():
