@@ -78,6 +78,9 @@ def test_merge_orders_p_keeps_dims_and_flags_oversubscription(tmp_path):
     )
     assert float(ds["ccr_measured"].sel(op="mlp", P=1, N=32, D=8, L=4, dtype="float32")) == 0.0
     assert np.isnan(ds["time_median"].sel(op="mlp", L=8)).all()  # never run: NaN, not zero
+    assert json_attr(ds, "sanity_ratio_by_P")["2"]["median"] == pytest.approx(
+        float(ds["sanity_ratio"].sel(P=2).median())
+    )
 
 
 def test_merge_rejects_duplicate_p_and_different_sweeps(tmp_path):

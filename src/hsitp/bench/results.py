@@ -197,6 +197,13 @@ def merge_partials(paths: Sequence[str | Path], out: str | Path, *, config: Mapp
     merged = add_summaries(merged)
     skipped = [pt for ds in parts for pt in json.loads(ds.attrs.get("skipped_points", "[]"))]
     meshes = {str(int(ds["P"].values[0])): json.loads(ds.attrs.get("mesh_2d", "null")) for ds in parts}
+    sanity = {}
+    for p in merged["P"].values.tolist():
+        r = merged["sanity_ratio"].sel(P=p).values
+        r = r[np.isfinite(r)]
+        if r.size:
+            q10, q50, q90 = np.percentile(r, [10, 50, 90])
+            sanity[str(p)] = {"median": float(q50), "q10": float(q10), "q90": float(q90), "n": int(r.size)}
     devices = sorted(set(merged["device"].values.tolist()))
     backends = sorted(set(merged["backend"].values.tolist()) - {"none"}) or ["none"]
     merged.attrs = {
@@ -207,6 +214,7 @@ def merge_partials(paths: Sequence[str | Path], out: str | Path, *, config: Mapp
         "oversubscribed_P": [
             int(p) for p in merged["P"].values[merged["oversubscribed"].values.astype(bool)]
         ],
+        "sanity_ratio_by_P": sanity,
         "skipped_points": skipped,
         "mesh_2d": meshes,
         "op_settings": json.loads(ref.attrs.get("op_settings", "{}")),
