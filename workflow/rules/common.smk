@@ -58,9 +58,3 @@ def model_targets():
 
 def all_targets():
     return data_targets() + bench_targets() + model_targets()
-
-
-rule all:
-    default_target: True
-    input:
-        all_targets(),
