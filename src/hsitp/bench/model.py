@@ -57,7 +57,8 @@ def mesh_2d(P: int) -> tuple[int, int]:
 
 def _parts(pt: Point, hardware: Any) -> list[Any]:
     kw = pt.cost_kwargs()
-    parts = [op_cost(pt.op, hardware=hardware, **kw)]
+    # per_step_alpha: the timed step is this one layer, so its weight-gradient sync is a bucket of its own.
+    parts = [op_cost(pt.op, hardware=hardware, per_step_alpha=True, **kw)]
     if pt.op in AGG_OPS:
         split = "replicated" if pt.op == "agg_tp" else "dchag"
         parts.append(op_cost("tokenize", split=split, hardware=hardware, **kw))

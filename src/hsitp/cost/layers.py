@@ -74,19 +74,24 @@ class LayerShape:
 @dataclass(frozen=True)
 class Compute:
     """One forward compute term on one rank. ``n2``: an attention N×N product; ``paired``: the term the paper's
-    derivation pairs with the communicated tensor (§3.2: the GEMM producing it; §3.3: the score product)."""
+    derivation pairs with the communicated tensor (§3.2: the GEMM producing it; §3.3: the score product).
+    ``bwd``: backward work as a multiple of this term's forward work: 2 (input and weight gradients) unless the
+    input needs no gradient (the raw image cube entering tokenisation: weight gradient only, 1)."""
 
     name: str
     amount: float  # MACs for kind 'gemm', FLOPs for kind 'elementwise'
     kind: str  # 'gemm' | 'elementwise'
     n2: bool = False
     paired: bool = False
+    bwd: float = 2.0
 
 
 @dataclass(frozen=True)
 class Comm:
     """One collective on one rank. ``group``: 'tp' (all P ranks), or the 2-D mesh axis 'channel' / 'token'.
-    ``per_step``: a weight-gradient sync, paid once per optimizer step (amortised over gradient accumulation)."""
+    ``per_step``: a weight-gradient sync, paid once per optimizer step (amortised over gradient accumulation).
+    ``paired_share``: the share of this tensor the paper's derivation pairs with the layer (the layers gather K
+    and V as one tensor; §3.3 counts the K half), used only by the ``one_collective`` switch."""
 
     name: str
     collective: str
@@ -95,6 +100,7 @@ class Comm:
     group: str = "tp"
     paired: bool = False
     per_step: bool = False
+    paired_share: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -240,14 +246,12 @@ def _attn_token(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: st
     n_l = shard(s.N, P, pad)
     n_kv = P * n_l  # keys after the all-gather (padding tokens masked but computed)
     n_params = 4 * s.D * s.D + 4 * s.D
-    kv = s.B * n_kv * s.D
+    kv = s.B * n_kv * 2 * s.D  # K and V gathered as one (B, N, 2, h, hd) tensor, as the layer does
     return Terms(
         _attention_computes(s, n_l, n_kv, s.D, s.heads, scores_paired=True, drop_n2=False),
         [
-            Comm("gather_k", "all_gather", kv, "fwd", paired=True),
-            Comm("gather_v", "all_gather", kv, "fwd"),
-            Comm("grad_k", "reduce_scatter", kv, "bwd"),
-            Comm("grad_v", "reduce_scatter", kv, "bwd"),
+            Comm("gather_kv", "all_gather", kv, "fwd", paired=True, paired_share=0.5),
+            Comm("grad_kv", "reduce_scatter", kv, "bwd"),
             Comm("grad_sync", "all_reduce", n_params, "bwd", per_step=True),
         ],
         params=n_params,
@@ -260,16 +264,14 @@ def _attn_2d(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str) 
     d_l = h_l * s.D / s.heads
     n_l = shard(s.N, P_t, pad)
     n_kv = P_t * n_l
-    kv = s.B * n_kv * d_l
+    kv = s.B * n_kv * 2 * d_l  # this channel rank's K and V, gathered over the token axis as one tensor
     n_params = 4 * s.D * d_l + 3 * d_l + s.D
     return Terms(
         _attention_computes(s, n_l, n_kv, d_l, h_l, scores_paired=True, drop_n2=False),
         [
-            Comm("gather_k", "all_gather", kv, "fwd", group="token", paired=True),
-            Comm("gather_v", "all_gather", kv, "fwd", group="token"),
+            Comm("gather_kv", "all_gather", kv, "fwd", group="token", paired=True, paired_share=0.5),
             Comm("reduce_out", "all_reduce", s.B * n_l * s.D, "fwd", group="channel"),
-            Comm("grad_k", "reduce_scatter", kv, "bwd", group="token"),
-            Comm("grad_v", "reduce_scatter", kv, "bwd", group="token"),
+            Comm("grad_kv", "reduce_scatter", kv, "bwd", group="token"),
             Comm("grad_input", "all_reduce", s.B * n_l * s.D, "bwd", group="channel"),
             Comm("grad_sync", "all_reduce", n_params, "bwd", group="token", per_step=True),
         ],
@@ -309,9 +311,9 @@ def _tokenize(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str)
     M = s.B * s.N
     p2 = s.patch * s.patch
     return Terms(
-        [
-            Compute("patch_embed", M * bands * p2 * s.D, "gemm", paired=True),
-            Compute("bias_and_band_embed", 2 * BIAS_FLOPS * M * bands * s.D, "elementwise"),
+        [  # the image needs no gradient: backward is the weight gradients alone (1 x forward)
+            Compute("patch_embed", M * bands * p2 * s.D, "gemm", paired=True, bwd=1.0),
+            Compute("bias_and_band_embed", 2 * BIAS_FLOPS * M * bands * s.D, "elementwise", bwd=1.0),
         ],
         [],
         params=bands * (p2 * s.D + 2 * s.D),  # conv weight + bias + learned per-band embedding (per rank)
@@ -321,7 +323,8 @@ def _tokenize(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str)
 
 def _tp_cross_attention(s: LayerShape, P: int, channels: float, pad: bool, prefix: str) -> Terms:
     """Single-query cross-attention over ``channels`` tokens per location, Megatron-sharded by heads (the
-    baseline aggregator and D-CHAG's final one): fwd all-reduce of the output, bwd all-reduce of the token grad."""
+    baseline aggregator and D-CHAG's final one): fwd all-reduce of the output, bwd all-reduce of the token grad
+    and of the replicated learned query's (1, 1, D) gradient (it enters q through Megatron's f)."""
     h_l = shard(s.heads, P, pad)
     d_l = h_l * s.D / s.heads
     M = s.B * s.N  # spatial locations, folded into the batch
@@ -338,6 +341,7 @@ def _tp_cross_attention(s: LayerShape, P: int, channels: float, pad: bool, prefi
         [
             Comm(f"{prefix}reduce_out", "all_reduce", M * s.D, "fwd", paired=True),
             Comm(f"{prefix}grad_tokens", "all_reduce", M * channels * s.D, "bwd"),
+            Comm(f"{prefix}grad_query", "all_reduce", s.D, "bwd"),
         ],
         params=s.D + 4 * s.D * d_l + 3 * d_l + s.D,
         activations=M * channels * 2 * d_l + M * h_l * channels + M * d_l + M * s.D,

@@ -2,7 +2,8 @@
 
 Each layer's terms come from :mod:`hsitp.cost.layers`; this module turns them into times:
 
-* compute: 2 FLOPs per multiply-add, backward = 2 × forward, at the hardware's rate for that op;
+* compute: 2 FLOPs per multiply-add, backward = 2 × forward (1 × for tokenisation, whose input image needs no
+  gradient), at the hardware's rate for that op;
 * each collective: α + factor(n) · bytes / β, ring factors all-reduce 2(n−1)/n, all-gather and reduce-scatter
   (n−1)/n, bytes = elements × dtype size of the full tensor; a group spanning nodes runs hierarchically
   (intra-node phases at β_intra, the inter-node phase on 1/m of the data at β_inter, m members per node);
@@ -237,15 +238,17 @@ def _stated_ccr(op: str, split: str, s: LayerShape, P: int, hw: Hardware) -> tup
     return np.nan, np.nan
 
 
-def _compute_flops(terms, sw: Switches) -> float:
-    """Forward FLOPs per rank after the compute switches."""
+def _compute_flops(terms, sw: Switches) -> tuple[float, float]:
+    """(forward, backward) FLOPs per rank after the compute switches (backward: each term's ``bwd`` multiple)."""
     per_mac = 1.0 if sw.one_flop_per_mac else 2.0
-    total = 0.0
+    fwd = bwd = 0.0
     for c in terms.computes:
         if sw.paired_term_only and not c.paired:
             continue
-        total += c.amount * (per_mac if c.kind == "gemm" else 1.0)
-    return total
+        amount = c.amount * (per_mac if c.kind == "gemm" else 1.0)
+        fwd += amount
+        bwd += 0.0 if sw.forward_only else c.bwd * amount
+    return fwd, bwd
 
 
 def op_cost(
@@ -267,12 +270,15 @@ def op_cost(
     switches: Switches | None = None,
     overlap: float = 0.0,
     grad_accumulation: int = 1,
+    per_step_alpha: bool = False,
 ) -> OpCost:
     """Forward+backward FLOPs, collectives (bytes, count, time), compute time and CCR of one layer on one rank.
 
     ``op`` is a contract op name (or ``linear_column``/``tokenize``); ``split`` defaults to the op's own
     (``mlp`` → channel, ``layernorm`` → channel-sharded, ...); ``mesh`` = (P_c, P_t) for 2-D, default the most
     square factorisation. ``hardware``: a preset name, ``measured:PATH`` or a :class:`Hardware`.
+    ``per_step_alpha``: the layer is the whole training step (a microbenchmark), so its weight-gradient sync is a
+    bucket of its own and pays the per-call latency α (default: bucketed with the rest of the model, no α).
     """
     shape = LayerShape(
         N=N,
@@ -295,6 +301,7 @@ def op_cost(
         overlap=overlap,
         mesh=mesh,
         grad_accumulation=grad_accumulation,
+        per_step_alpha=per_step_alpha,
     )
 
 
@@ -320,6 +327,7 @@ def evaluate(
     overlap: float = 0.0,
     mesh: tuple[int, int] | None = None,
     grad_accumulation: int = 1,
+    per_step_alpha: bool = False,
 ) -> OpCost:
     """:func:`op_cost` on a prepared shape and hardware (what the table builders call in loops)."""
     if P < 1:
@@ -335,9 +343,8 @@ def evaluate(
     pad = not sw.no_padding
     terms = build_terms(op, split, shape, P, mesh, pad=pad, drop_n2=sw.no_attention_n2)
     single = build_terms(op, split, shape, 1, (1, 1), pad=pad, drop_n2=sw.no_attention_n2)
-    f_fwd = _compute_flops(terms, sw)
-    f_bwd = 0.0 if sw.forward_only else 2.0 * f_fwd
-    f_single = _compute_flops(single, sw) * (1.0 if sw.forward_only else 3.0)
+    f_fwd, f_bwd = _compute_flops(terms, sw)
+    f_single = sum(_compute_flops(single, sw))
     rate = hw.flops_for(op)
     t_comp = (f_fwd + f_bwd) / rate
     t_single = f_single / rate
@@ -349,13 +356,17 @@ def evaluate(
     costs = []
     for c in comms:
         n, per_node = group_layout(c.group, P, mesh, hw.devices_per_node)
-        nbytes = c.elements * elem_bytes
-        if c.per_step:  # gradient syncs are bucketed (as DDP/FSDP do): no per-layer latency, paid once a step
+        if n <= 1:
+            continue  # a collective over a group of one (e.g. the token axis of a P_c x 1 mesh) is not issued
+        elements = c.elements * (c.paired_share if sw.one_collective else 1.0)
+        nbytes = elements * elem_bytes
+        if c.per_step and not per_step_alpha:
+            # gradient syncs are bucketed (as DDP/FSDP do): no per-layer latency, paid once a step
             t = collective_time(c.collective, nbytes, n, per_node, hw, replace(sw, alpha_zero=True))
             t /= grad_accumulation
         else:
             t = collective_time(c.collective, nbytes, n, per_node, hw, sw)
-        costs.append(CollectiveCost(c.name, c.collective, c.phase, n, c.elements, nbytes, t, c.per_step))
+        costs.append(CollectiveCost(c.name, c.collective, c.phase, n, elements, nbytes, t, c.per_step))
     t_comm = sum(c.time_s for c in costs)
     hidden = 0.0 if sw.no_overlap else overlap
     exposed = (1.0 - hidden) * t_comm
