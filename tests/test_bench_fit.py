@@ -5,7 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hsitp.bench.fit import FitError, achieved_flops, fit_alpha_beta, holdout_mask, ring_factor
+from hsitp.bench.fit import (
+    FitError,
+    achieved_flops,
+    fit_alpha_beta,
+    fit_compute,
+    holdout_mask,
+    ring_factor,
+)
 
 
 def test_ring_factors_match_contract():
@@ -93,3 +100,22 @@ def test_more_passes_than_repeats_is_a_config_error():
     with pytest.raises(BenchSetupError, match="bench.passes = 4"):
         check_passes(bc)
     check_passes(validate_config({"bench": {"passes": 3, "repeats": 3}})["bench"])
+
+
+def test_compute_fit_recovers_overhead_rate_and_bandwidth():
+    """Catches a compute model that cannot follow work that is not FLOP-proportional: times built from a known
+    per-call overhead, FLOP rate and memory bandwidth (traffic not proportional to FLOPs, as in tokenisation)
+    are recovered, and with too few points the extra terms are not fitted (no interpolation)."""
+    flops = np.array([1e8, 2e8, 4e8, 1e8, 3e8, 8e8])
+    traffic = np.array([4e7, 2e7, 8e7, 1e8, 1e7, 5e7])
+    t = 2e-4 + flops / 5e10 + traffic / 2e10
+    fit = fit_compute("agg_tp", flops, traffic, t)
+    assert fit.overhead == pytest.approx(2e-4, rel=1e-6)
+    assert fit.rate == pytest.approx(5e10, rel=1e-6)
+    assert fit.bandwidth == pytest.approx(2e10, rel=1e-6)
+    np.testing.assert_allclose(fit.predict(flops, traffic), t, rtol=1e-9)
+    two = fit_compute("mlp", flops[:2], traffic[:2], flops[:2] / 4e10)
+    assert (two.overhead, two.bandwidth, two.n_points) == (0.0, float("inf"), 2)
+    assert two.rate == pytest.approx(4e10)
+    unknown = fit_compute("mlp", flops, np.full(6, np.nan), 1e-4 + flops / 4e10)  # no traffic estimate
+    assert unknown.bandwidth == float("inf") and unknown.overhead == pytest.approx(1e-4, rel=1e-6)

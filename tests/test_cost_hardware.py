@@ -63,22 +63,35 @@ def test_committed_fixture_matches_its_script():
         sys.path.pop(0)
     committed = load_calibration(FIXTURE)
     built = make_calibration_small.build()
-    for var in ("alpha", "beta", "achieved_flops", "n_points"):
+    for var in (
+        "alpha",
+        "beta",
+        "achieved_flops",
+        "n_points",
+        "compute_overhead",
+        "compute_rate",
+        "mem_bandwidth",
+    ):
         xr.testing.assert_allclose(committed[var], built[var])
     assert committed.attrs["world_sizes"] == built.attrs["world_sizes"]
 
 
 def test_measured_hardware_uses_calibration():
-    """Catches measured:PATH ignoring the file: per-collective α, β and per-op F are used, the median F serves
-    ops the file lacks, and one bandwidth level serves every group size."""
+    """Catches measured:PATH ignoring the file: per-collective α, β, the sequence factor and per-op compute
+    model are used, the median F serves ops the file lacks, and one bandwidth level serves every group size."""
     hw = get_hardware(f"measured:{FIXTURE}")
     assert hw.measured and hw.devices_per_node == 4
     assert hw.flops_for("mlp") == 4e10 and hw.flops_for("layernorm") == 3e10  # median of 4e10, 2e10, 3e10
     assert hw.link("all_reduce", "inter") == (2e-5, 1e9)
     c = op_cost("mlp", P=2, N=64, D=64, B=1, dtype_bytes=4, hardware=hw)
     nbytes = 64 * 64 * 4
-    assert c.t_comm == pytest.approx(2 * (2e-5 + 1.0 * nbytes / 1e9))
+    assert c.t_comm == pytest.approx(1.25 * 2 * (2e-5 + 1.0 * nbytes / 1e9))
     assert c.t_comp == pytest.approx(c.flops / 4e10)
+    a = op_cost("attn_channel", P=2, N=64, D=64, B=1, dtype_bytes=4, hardware=hw)
+    assert a.traffic_bytes > 0
+    assert a.t_comp == pytest.approx(1e-4 + a.flops / 4e10 + a.traffic_bytes / 1e10)
+    ln = op_cost("layernorm", P=2, N=64, D=64, B=1, dtype_bytes=4, hardware=hw)
+    assert ln.t_comp == pytest.approx(ln.flops / 3e10)  # no compute model for it: median achieved F
 
 
 def test_missing_or_invalid_calibration_is_named(tmp_path: Path):
@@ -103,6 +116,24 @@ def test_missing_or_invalid_calibration_is_named(tmp_path: Path):
     neg["beta"] = -neg["beta"]
     with pytest.raises(CalibrationError, match="beta must be > 0"):
         validate_calibration(neg, "neg.nc")
+    half = calibration_dataset(
+        alpha={"all_gather": 0.0},
+        beta={"all_gather": 1e9},
+        achieved_flops={"mlp": 1e9},
+        device="test",
+        backend="gloo",
+        dtype="float32",
+        world_sizes=[2],
+        fit_points=[],
+        compute_model={
+            "compute_overhead": {"mlp": 0.0},
+            "compute_rate": {"mlp": 1e9},
+            "mem_bandwidth": {"mlp": 1e9},
+        },
+        sequence_factor=1.1,
+    ).drop_vars("sequence_factor")
+    with pytest.raises(CalibrationError, match="give all or none"):
+        validate_calibration(half, "half.nc")
     one = get_hardware(f"measured:{write_netcdf(good, tmp_path / 'one.nc', kind='calibration', prov={})}")
     assert one.link("all_reduce", "intra") == (0.0, 1e9)  # absent collectives borrow the all_gather fit
     assert np.isclose(one.flops, 1e9)

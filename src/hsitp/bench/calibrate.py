@@ -1,7 +1,10 @@
 """``microbench.nc`` -> ``calibration.nc`` (schema in contracts.md, owned by the cost model).
 
 alpha and beta per collective come from the collective sweep, achieved F per op from the compute-only timings;
-both are fitted on a training subset only. The held-out points are listed in the ``fit_points`` attribute so
+both are fitted on a training subset only. Beyond contracts.md (see :mod:`hsitp.cost.calibration`), the same
+training points give each op's compute model (per-call overhead + FLOP term + memory-traffic term) and the
+sequence factor: the median ratio of a training point's replayed collectives to their ring-model time with the
+sweep's alpha and beta (collectives issued back to back run slower than the same collectives timed alone). The held-out points are listed in the ``fit_points`` attribute so
 ``model_vs_measured.nc`` can say, for each point, whether the calibration saw it.
 """
 
@@ -15,7 +18,14 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from hsitp.bench.fit import AlphaBetaFit, FitError, achieved_flops, fit_alpha_beta, holdout_mask
+from hsitp.bench.fit import (
+    AlphaBetaFit,
+    FitError,
+    achieved_flops,
+    fit_alpha_beta,
+    fit_compute,
+    holdout_mask,
+)
 from hsitp.bench.results import KIND as MICROBENCH_KIND
 from hsitp.bench.results import read_input
 from hsitp.cost.calibration import CALIBRATION_KIND, calibration_dataset
@@ -53,15 +63,27 @@ def collective_points(mb: xr.Dataset, *, fraction: float, seed: int) -> list[dic
 
 def op_points(mb: xr.Dataset, *, dtype: str, fraction: float, seed: int) -> list[dict[str, Any]]:
     """One record per measured op point of ``dtype``, grouped by (op, P) for the hold-out choice."""
-    comp = mb["time_median"].sel(mode="compute", dtype=dtype)
-    flops = mb["flops"].sel(dtype=dtype)
+    dims = ("op", "P", "N", "D", "L")
+    sel = mb.sel(dtype=dtype)
+    comp = sel["time_median"].sel(mode="compute").stack(point=dims)
+    comm = sel["time_median"].sel(mode="comm").stack(point=dims)
+    fl = sel["flops"].stack(point=dims)
+    # files written before the traffic estimate existed have none: the compute fit then uses FLOPs alone
+    traffic = sel["traffic_bytes"].stack(point=dims) if "traffic_bytes" in sel else xr.full_like(fl, np.nan)
     rows: list[dict[str, Any]] = []
-    stacked = comp.stack(point=("op", "P", "N", "D", "L"))
-    fl = flops.stack(point=("op", "P", "N", "D", "L"))
-    for (op, p, n, d, bands), t, f in zip(stacked["point"].values, stacked.values, fl.values, strict=True):
+    for i, (op, p, n, d, bands) in enumerate(comp["point"].values):
+        t, f = float(comp.values[i]), float(fl.values[i])
         if np.isfinite(t) and np.isfinite(f):
             point = {"op": op, "P": int(p), "N": int(n), "D": int(d), "L": int(bands), "dtype": dtype}
-            rows.append({**point, "t_compute": float(t), "flops": float(f)})
+            rows.append(
+                {
+                    **point,
+                    "t_compute": t,
+                    "t_comm": float(comm.values[i]),
+                    "flops": f,
+                    "traffic_bytes": float(traffic.values[i]),
+                }
+            )
     mask = holdout_mask(
         [(r["op"], r["P"], r["N"], r["D"], r["L"]) for r in rows],
         [(r["op"], r["P"]) for r in rows],
@@ -71,6 +93,31 @@ def op_points(mb: xr.Dataset, *, dtype: str, fraction: float, seed: int) -> list
     for r, held in zip(rows, mask, strict=True):
         r["held_out"] = bool(held)
     return rows
+
+
+def sequence_factor(
+    mb: xr.Dataset, opts: list[dict[str, Any]], fits: Mapping[str, AlphaBetaFit], *, dtype: str
+) -> float:
+    """Median over training op points (P >= 2) of replayed-collectives time / their ring-model time.
+
+    The ring-model time uses the sweep's alpha and beta on the traced calls (``trace_count``,
+    ``trace_factor_bytes``). 1.0 when no training point communicates.
+    """
+    ratios = []
+    for r in opts:
+        if r["held_out"] or r["P"] < 2 or not (np.isfinite(r["t_comm"]) and r["t_comm"] > 0):
+            continue
+        pt = mb.sel(op=r["op"], P=r["P"], N=r["N"], D=r["D"], L=r["L"], dtype=dtype)
+        model = 0.0
+        for c, fit in fits.items():
+            if c in pt["traced_collective"].values:
+                count = float(pt["trace_count"].sel(traced_collective=c))
+                factor_bytes = float(pt["trace_factor_bytes"].sel(traced_collective=c))
+                if count > 0:
+                    model += count * fit.alpha + factor_bytes / fit.beta
+        if model > 0:
+            ratios.append(r["t_comm"] / model)
+    return float(np.median(ratios)) if ratios else 1.0
 
 
 def calibrate(mb: xr.Dataset, *, fraction: float, seed: int, dtype: str | None = None) -> xr.Dataset:
@@ -99,12 +146,26 @@ def calibrate(mb: xr.Dataset, *, fraction: float, seed: int, dtype: str | None =
     opts = op_points(mb, dtype=dtype, fraction=fraction, seed=seed)
     ops = [o for o in mb["op"].values.tolist() if any(r["op"] == o for r in opts)]
     rates = []
+    models: dict[str, dict[str, float]] = {"compute_overhead": {}, "compute_rate": {}, "mem_bandwidth": {}}
     for o in ops:
         train = [r for r in opts if r["op"] == o and not r["held_out"]]
         # The rate while all P ranks compute at once (shared cores, memory bandwidth) is the one a P-way layer
         # sees; P = 1 points only stand in when an op has no multi-rank training point.
         train = [r for r in train if r["P"] >= 2] or train
         rates.append(achieved_flops([r["flops"] for r in train], [r["t_compute"] for r in train]))
+        cf = fit_compute(
+            o,
+            [r["flops"] for r in train],
+            [r["traffic_bytes"] for r in train],
+            [r["t_compute"] for r in train],
+        )
+        models["compute_overhead"][o] = cf.overhead
+        models["compute_rate"][o] = cf.rate
+        models["mem_bandwidth"][o] = cf.bandwidth
+        for r in opts:
+            if r["op"] == o:
+                r["t_compute_predicted"] = float(cf.predict(r["flops"], r["traffic_bytes"]))
+    seq = sequence_factor(mb, opts, {f.collective: f for f in fits}, dtype=dtype)
     world_sizes = sorted({r["P"] for r in cpts if not r["held_out"]})
     # calibration_dataset (owned by the cost model) builds and validates the schema of contracts.md.
     ds = calibration_dataset(
@@ -119,6 +180,8 @@ def calibrate(mb: xr.Dataset, *, fraction: float, seed: int, dtype: str | None =
         alpha_stderr={f.collective: f.alpha_stderr for f in fits},
         beta_stderr={f.collective: f.beta_stderr for f in fits},
         n_points={f.collective: f.n_points for f in fits},
+        compute_model=models,
+        sequence_factor=seq,
     )
     ds["achieved_flops"].attrs["long_name"] = (
         "median over training points of modelled FLOPs / compute-only time"

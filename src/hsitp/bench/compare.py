@@ -4,8 +4,8 @@ Three predictions per point, all on ``measured:calibration.nc`` hardware (the sa
 
 * ``stated``: the paper's formula (§3.2/§3.3/§6.3/§8.2) with F = the median achieved rate and β = the fitted
   all-gather bandwidth (no α: the paper has none);
-* ``refined``: :func:`hsitp.cost.refined.op_cost` (default switches, no overlap) with per-op F and per-collective
-  α, β from the calibration;
+* ``refined``: :func:`hsitp.cost.refined.op_cost` (default switches, no overlap) with the calibration's per-op
+  compute model (overhead + FLOP term + memory-traffic term), per-collective α, β and sequence factor;
 * ``traced``: a diagnostic, not a model: the calibrated ring model applied to the collectives the layer actually
   issued (from the trace) over the calibrated compute time. Where it is right and ``refined`` is not, the refined
   model's list of collectives differs from the implementation's; where both miss, the ring model or α, β do.
@@ -36,14 +36,15 @@ FLAG_NOT_MEASURED, FLAG_FITTED, FLAG_HELD_OUT = -1, 0, 1
 
 
 def traced_comm_time(point: xr.Dataset, hw: Any) -> float:
-    """Σ over one point's traced collectives of α + factor(group) · bytes / β, with ``hw``'s α, β (intra-node)."""
+    """Σ over one point's traced collectives of α + factor(group) · bytes / β, with ``hw``'s α, β (intra-node),
+    times the calibrated sequence factor (as the refined model applies it)."""
     total = 0.0
     for c in point["traced_collective"].values.tolist():
         count = float(point["trace_count"].sel(traced_collective=c))
         if count > 0:
             alpha, beta = hw.link(c, "intra")
             total += count * alpha + float(point["trace_factor_bytes"].sel(traced_collective=c)) / beta
-    return total
+    return total * hw.comm_sequence_factor
 
 
 def compare(mb: xr.Dataset, cal: xr.Dataset, calibration_path: str | Path) -> xr.Dataset:
@@ -120,6 +121,7 @@ def compare(mb: xr.Dataset, cal: xr.Dataset, calibration_path: str | Path) -> xr
         "hardware": hw.description,
         "dtype": dtype,
         "summary": summary(ds),
+        "summary_by_op": {str(op): summary(ds.sel(op=[op])) for op in ds["op"].values},
         "note": "measured = timings on the device above; stated/refined = cost models with the calibration "
         "fitted on the 'fitted' points of the same device; traced = diagnostic",
     }

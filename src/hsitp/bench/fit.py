@@ -95,6 +95,53 @@ def achieved_flops(flops: Sequence[float], seconds: Sequence[float]) -> float:
     return float(np.median(f[ok] / t[ok]))
 
 
+@dataclass(frozen=True)
+class ComputeFit:
+    """One op's compute-time model t = overhead + flops / rate + traffic / bandwidth (inf: term fitted to 0)."""
+
+    op: str
+    overhead: float  # s
+    rate: float  # FLOP/s
+    bandwidth: float  # B/s
+    n_points: int
+
+    def predict(self, flops: np.ndarray | float, traffic: np.ndarray | float) -> np.ndarray:
+        f = np.asarray(flops, dtype=float)
+        b = np.nan_to_num(np.asarray(traffic, dtype=float))
+        return self.overhead + f / self.rate + b / self.bandwidth
+
+
+def fit_compute(
+    op: str, flops: Sequence[float], traffic: Sequence[float], seconds: Sequence[float]
+) -> ComputeFit:
+    """Fit t = c0 + flops / F + traffic / B (all terms >= 0) minimising relative residuals.
+
+    One FLOP rate cannot follow ops whose time is not FLOP-proportional (tokenisation's short-contraction
+    GEMM, elementwise work) nor the fixed per-call cost of launching a layer's kernels on a CPU. Terms beyond
+    the FLOP term are only fitted with at least one point more than terms (else the fit would interpolate): the
+    traffic term from 3 points (and only where traffic is known), the overhead from one more.
+    """
+    f = np.asarray(flops, dtype=float)
+    b = np.asarray(traffic, dtype=float)
+    t = np.asarray(seconds, dtype=float)
+    ok = np.isfinite(f) & np.isfinite(t) & (t > 0) & (f > 0)
+    f, b, t = f[ok], b[ok], t[ok]
+    if t.size == 0:
+        raise FitError(f"{op}: no point with positive FLOPs and compute time")
+    cols = {"flops": f}
+    if t.size >= 3 and np.all(np.isfinite(b)) and np.ptp(b) > 0:
+        cols["traffic"] = b
+    if t.size >= len(cols) + 2:
+        cols["overhead"] = np.ones_like(t)
+    a = np.column_stack(list(cols.values())) / t[:, None]  # relative residual: model / t - 1
+    coef, _ = nnls(a, np.ones_like(t))
+    c = dict(zip(cols, coef, strict=True))
+    inv = {k: (1.0 / c[k] if c.get(k, 0.0) > 0 else float("inf")) for k in ("flops", "traffic")}
+    if not np.isfinite(inv["flops"]) and not np.isfinite(inv["traffic"]):
+        raise FitError(f"{op}: compute time does not grow with FLOPs or traffic")
+    return ComputeFit(op, float(c.get("overhead", 0.0)), inv["flops"], inv["traffic"], int(t.size))
+
+
 def _stable_unit(key: Hashable, seed: int) -> float:
     """A number in [0, 1) fixed by (key, seed) alone, the same on every machine and Python run."""
     digest = hashlib.sha256(f"{seed}:{key!r}".encode()).digest()

@@ -3,7 +3,7 @@
 The bench's aggregation ops are the parallel layers as built (``hsitp.parallel.build_op``): they take the raw
 band cube, so they *include* the per-band tokenisation. The cost model keeps tokenisation as its own op
 (``tokenize``), so an aggregation point here is ``tokenize`` (replicated for the TP baseline, the rank's own bands
-for D-CHAG) plus the aggregation op, and its compute time uses the achieved rate calibrated for the bench op.
+for D-CHAG) plus the aggregation op, and its compute time uses the compute model calibrated for the bench op.
 Everything else is :func:`hsitp.cost.refined.op_cost` with default switches (the refined model, no overlap).
 """
 
@@ -70,6 +70,11 @@ def op_flops(pt: Point) -> float:
     return float(sum(c.flops for c in _parts(pt, "paper-intra")))
 
 
+def op_traffic(pt: Point) -> float:
+    """Per-rank forward+backward memory traffic estimate [B] of the op as the bench times it."""
+    return float(sum(c.traffic_bytes for c in _parts(pt, "paper-intra")))
+
+
 @dataclass(frozen=True)
 class Prediction:
     t_comp: float  # s, refined
@@ -87,7 +92,7 @@ def predict(pt: Point, hardware: Any) -> Prediction:
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
     parts = _parts(pt, hw)
     flops = sum(c.flops for c in parts)
-    t_comp = flops / hw.flops_for(pt.op)
+    t_comp = hw.compute_time(pt.op, flops, sum(c.traffic_bytes for c in parts))
     t_comm = float(sum(c.t_comm for c in parts))
     nbytes = float(sum(k.bytes for c in parts for k in c.collectives if k.group_size > 1))
     # a collective over a group of one (e.g. the token axis of a P_c x 1 mesh) is not issued

@@ -7,7 +7,8 @@
 * comm: the collectives the layer issued (traced once, in order, forward then backward) replayed alone on the
   same process groups with buffers of the traced sizes.
 
-bytes_moved sums the traced full-tensor bytes; FLOPs come from the refined cost model (see ``bench.model``).
+bytes_moved sums the traced full-tensor bytes; FLOPs and memory traffic come from the refined cost model (see
+``bench.model``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import xarray as xr
 
 from hsitp.bench.collective_sweep import COLLECTIVES, CollectiveCall, make_call
 from hsitp.bench.fit import ring_factor
-from hsitp.bench.model import L_DEPENDENT_OPS, Point, mesh_2d, op_flops
+from hsitp.bench.model import L_DEPENDENT_OPS, Point, mesh_2d, op_flops, op_traffic
 from hsitp.bench.results import MODES
 from hsitp.bench.timing import time_interleaved
 from hsitp.errors import HsitpError
@@ -236,7 +237,7 @@ def time_ops(
     """Time every point for the repeats ``reps`` (indices into ``rep``) and fill ``ds`` in place.
 
     Fills ``time`` at those repeats and, from the trace and the cost model, ``bytes_moved``, ``n_collectives``,
-    ``trace_*`` and ``flops``. Ops that do not depend on L are timed at the first L only (the other L stay NaN).
+    ``trace_*``, ``flops`` and ``traffic_bytes``. Ops that do not depend on L are timed at the first L only (the other L stay NaN).
     """
     import torch
 
@@ -268,6 +269,7 @@ def time_ops(
                         ds["trace_count"].values[idx] = res["count"]
                         ds["trace_factor_bytes"].values[idx] = res["factor_bytes"]
                         ds["flops"].values[idx] = op_flops(pt)
+                        ds["traffic_bytes"].values[idx] = op_traffic(pt)
                         if rt.is_cuda:
                             torch.cuda.empty_cache()
     ds.attrs["skipped_points"] = skipped

@@ -107,6 +107,14 @@ def empty_partial(
                 nan_point.copy(),
                 {"units": "FLOP", "long_name": "per-rank fwd+bwd FLOPs of the refined cost model (modelled)"},
             ),
+            "traffic_bytes": (
+                POINT_DIMS,
+                nan_point.copy(),
+                {
+                    "units": "B",
+                    "long_name": "per-rank fwd+bwd memory traffic estimate of the refined cost model",
+                },
+            ),
             "coll_time": (
                 ("collective", "P", "nbytes", "coll_rep"),
                 np.full((len(collectives), 1, len(sizes_bytes), coll_repeats), np.nan),

@@ -53,6 +53,13 @@ class Hardware:
     op_flops: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     collective_alpha: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     collective_beta: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    # Measured only: per op, t = overhead + FLOPs / op_compute_rate + traffic bytes / op_mem_bandwidth (an op
+    # without it runs at flops_for(op)); collectives issued back to back inside a layer take
+    # comm_sequence_factor times their ring-model time fitted on collectives timed alone.
+    op_compute_rate: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    op_mem_bandwidth: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    op_compute_overhead: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    comm_sequence_factor: float = 1.0
 
     @property
     def flops(self) -> float:
@@ -64,6 +71,19 @@ class Hardware:
     def flops_for(self, op: str) -> float:
         """Effective compute rate for one op: its measured rate, else the median over measured ops, else F."""
         return float(self.op_flops.get(op, self.flops))
+
+    def compute_time(self, op: str, flops: float, traffic_bytes: float) -> float:
+        """Compute time of ``op`` [s]: the calibration's per-op model (per-call overhead + FLOPs at its compute
+        rate + traffic at its memory bandwidth) where it fitted one, else FLOPs / F."""
+        if op in self.op_compute_rate:
+            inf = float("inf")
+            rate, bw = self.op_compute_rate[op], self.op_mem_bandwidth.get(op, inf)
+            return (
+                self.op_compute_overhead.get(op, 0.0)
+                + (flops / rate if rate < inf else 0.0)
+                + (traffic_bytes / bw if bw < inf else 0.0)
+            )
+        return flops / self.flops_for(op)
 
     def link(self, collective: str, level: str) -> tuple[float, float]:
         """(α [s], effective β [B/s]) for one collective at 'intra' or 'inter' node level."""

@@ -76,7 +76,9 @@ class Compute:
     """One forward compute term on one rank. ``n2``: an attention N×N product; ``paired``: the term the paper's
     derivation pairs with the communicated tensor (§3.2: the GEMM producing it; §3.3: the score product).
     ``bwd``: backward work as a multiple of this term's forward work: 2 (input and weight gradients) unless the
-    input needs no gradient (the raw image cube entering tokenisation: weight gradient only, 1)."""
+    input needs no gradient (the raw image cube entering tokenisation: weight gradient only, 1). ``traffic``:
+    elements the forward term reads and writes (operands and result), the memory-traffic estimate behind the
+    calibrated model's bandwidth term (a GEMM with a short contraction, e.g. patch embedding, is bound by it)."""
 
     name: str
     amount: float  # MACs for kind 'gemm', FLOPs for kind 'elementwise'
@@ -84,6 +86,7 @@ class Compute:
     n2: bool = False
     paired: bool = False
     bwd: float = 2.0
+    traffic: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -139,8 +142,8 @@ def _linear_column(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split:
     d_l = shard(s.D, P, pad)
     return Terms(
         [
-            Compute("gemm", M * s.D * d_l, "gemm", paired=True),
-            Compute("bias", BIAS_FLOPS * M * d_l, "elementwise"),
+            Compute("gemm", M * s.D * d_l, "gemm", paired=True, traffic=M * s.D + s.D * d_l + M * d_l),
+            Compute("bias", BIAS_FLOPS * M * d_l, "elementwise", traffic=2 * M * d_l),
         ],
         [
             Comm("gather_out", "all_gather", M * P * d_l, "fwd", paired=True),
@@ -153,11 +156,11 @@ def _linear_column(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split:
 def _mlp_parts(s: LayerShape, tokens: float, hidden: float) -> list[Compute]:
     M = s.B * tokens
     return [
-        Compute("fc1", M * s.D * hidden, "gemm"),
-        Compute("fc1_bias", BIAS_FLOPS * M * hidden, "elementwise"),
-        Compute("gelu", GELU_FLOPS * M * hidden, "elementwise"),
-        Compute("fc2", M * hidden * s.D, "gemm", paired=True),
-        Compute("fc2_bias", BIAS_FLOPS * M * s.D, "elementwise"),
+        Compute("fc1", M * s.D * hidden, "gemm", traffic=M * s.D + s.D * hidden + M * hidden),
+        Compute("fc1_bias", BIAS_FLOPS * M * hidden, "elementwise", traffic=2 * M * hidden),
+        Compute("gelu", GELU_FLOPS * M * hidden, "elementwise", traffic=2 * M * hidden),
+        Compute("fc2", M * hidden * s.D, "gemm", paired=True, traffic=M * hidden + hidden * s.D + M * s.D),
+        Compute("fc2_bias", BIAS_FLOPS * M * s.D, "elementwise", traffic=2 * M * s.D),
     ]
 
 
@@ -211,18 +214,39 @@ def _attention_computes(
     """Self-attention on ``q_tokens`` queries against ``kv_tokens`` keys with ``h_l`` local heads (d_l features)."""
     Mq = s.B * q_tokens
     out = [
-        Compute("qkv", Mq * s.D * 3 * d_l, "gemm"),
-        Compute("qkv_bias", BIAS_FLOPS * 3 * Mq * d_l, "elementwise"),
+        Compute("qkv", Mq * s.D * 3 * d_l, "gemm", traffic=Mq * s.D + 3 * s.D * d_l + 3 * Mq * d_l),
+        Compute("qkv_bias", BIAS_FLOPS * 3 * Mq * d_l, "elementwise", traffic=6 * Mq * d_l),
     ]
     if not drop_n2:
         out += [
-            Compute("scores", Mq * kv_tokens * d_l, "gemm", n2=True, paired=scores_paired),
-            Compute("softmax", SOFTMAX_FLOPS * s.B * h_l * q_tokens * kv_tokens, "elementwise", n2=True),
-            Compute("attn_v", Mq * kv_tokens * d_l, "gemm", n2=True),
+            Compute(
+                "scores",
+                Mq * kv_tokens * d_l,
+                "gemm",
+                n2=True,
+                paired=scores_paired,
+                traffic=Mq * d_l + s.B * kv_tokens * d_l + s.B * h_l * q_tokens * kv_tokens,
+            ),
+            Compute(
+                "softmax",
+                SOFTMAX_FLOPS * s.B * h_l * q_tokens * kv_tokens,
+                "elementwise",
+                n2=True,
+                traffic=2 * s.B * h_l * q_tokens * kv_tokens,
+            ),
+            Compute(
+                "attn_v",
+                Mq * kv_tokens * d_l,
+                "gemm",
+                n2=True,
+                traffic=s.B * h_l * q_tokens * kv_tokens + s.B * kv_tokens * d_l + Mq * d_l,
+            ),
         ]
     out += [
-        Compute("proj", Mq * d_l * s.D, "gemm", paired=not scores_paired),
-        Compute("proj_bias", BIAS_FLOPS * Mq * s.D, "elementwise"),
+        Compute(
+            "proj", Mq * d_l * s.D, "gemm", paired=not scores_paired, traffic=Mq * d_l + d_l * s.D + Mq * s.D
+        ),
+        Compute("proj_bias", BIAS_FLOPS * Mq * s.D, "elementwise", traffic=2 * Mq * s.D),
     ]
     return out
 
@@ -286,7 +310,7 @@ def _layernorm(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str
         d_l = shard(s.D, P, pad)
         M = s.B * s.N
         return Terms(
-            [Compute("norm", LAYERNORM_FLOPS * M * d_l, "elementwise", paired=True)],
+            [Compute("norm", LAYERNORM_FLOPS * M * d_l, "elementwise", paired=True, traffic=2 * M * d_l)],
             [
                 Comm("stats", "all_reduce", 2 * M, "fwd", paired=True),
                 Comm("grad_stats", "all_reduce", 2 * M, "bwd"),
@@ -295,12 +319,30 @@ def _layernorm(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str
         )
     if split == "replicated":  # Megatron: every rank normalises the full (replicated) activation
         return Terms(
-            [Compute("norm", LAYERNORM_FLOPS * s.B * s.N * s.D, "elementwise", paired=True)], [], 2 * s.D
+            [
+                Compute(
+                    "norm",
+                    LAYERNORM_FLOPS * s.B * s.N * s.D,
+                    "elementwise",
+                    paired=True,
+                    traffic=2 * s.B * s.N * s.D,
+                )
+            ],
+            [],
+            2 * s.D,
         )
     parts, group = (P, "tp") if split == "token" else (mesh[1], "token")
     n_l = shard(s.N, parts, pad)
     return Terms(
-        [Compute("norm", LAYERNORM_FLOPS * s.B * n_l * s.D, "elementwise", paired=True)],
+        [
+            Compute(
+                "norm",
+                LAYERNORM_FLOPS * s.B * n_l * s.D,
+                "elementwise",
+                paired=True,
+                traffic=2 * s.B * n_l * s.D,
+            )
+        ],
         [Comm("grad_sync", "all_reduce", 2 * s.D, "bwd", group=group, per_step=True)],
         params=2 * s.D,
     )
@@ -312,8 +354,21 @@ def _tokenize(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str)
     p2 = s.patch * s.patch
     return Terms(
         [  # the image needs no gradient: backward is the weight gradients alone (1 x forward)
-            Compute("patch_embed", M * bands * p2 * s.D, "gemm", paired=True, bwd=1.0),
-            Compute("bias_and_band_embed", 2 * BIAS_FLOPS * M * bands * s.D, "elementwise", bwd=1.0),
+            Compute(
+                "patch_embed",
+                M * bands * p2 * s.D,
+                "gemm",
+                paired=True,
+                bwd=1.0,
+                traffic=M * bands * p2 + bands * p2 * s.D + M * bands * s.D,
+            ),
+            Compute(
+                "bias_and_band_embed",
+                2 * BIAS_FLOPS * M * bands * s.D,
+                "elementwise",
+                bwd=1.0,
+                traffic=2 * M * bands * s.D,
+            ),
         ],
         [],
         params=bands * (p2 * s.D + 2 * s.D),  # conv weight + bias + learned per-band embedding (per rank)
@@ -330,13 +385,35 @@ def _tp_cross_attention(s: LayerShape, P: int, channels: float, pad: bool, prefi
     M = s.B * s.N  # spatial locations, folded into the batch
     return Terms(
         [
-            Compute(f"{prefix}q_proj", s.D * d_l, "gemm"),
-            Compute(f"{prefix}kv", M * channels * s.D * 2 * d_l, "gemm"),
-            Compute(f"{prefix}scores", M * channels * d_l, "gemm"),
-            Compute(f"{prefix}softmax", SOFTMAX_FLOPS * M * h_l * channels, "elementwise"),
-            Compute(f"{prefix}attn_v", M * channels * d_l, "gemm"),
-            Compute(f"{prefix}proj", M * d_l * s.D, "gemm", paired=True),
-            Compute(f"{prefix}proj_bias", BIAS_FLOPS * M * s.D, "elementwise"),
+            Compute(f"{prefix}q_proj", s.D * d_l, "gemm", traffic=s.D + s.D * d_l + d_l),
+            Compute(
+                f"{prefix}kv",
+                M * channels * s.D * 2 * d_l,
+                "gemm",
+                traffic=M * channels * s.D + s.D * 2 * d_l + M * channels * 2 * d_l,
+            ),
+            Compute(
+                f"{prefix}scores",
+                M * channels * d_l,
+                "gemm",
+                traffic=M * d_l + M * channels * d_l + M * h_l * channels,
+            ),
+            Compute(
+                f"{prefix}softmax",
+                SOFTMAX_FLOPS * M * h_l * channels,
+                "elementwise",
+                traffic=2 * M * h_l * channels,
+            ),
+            Compute(
+                f"{prefix}attn_v",
+                M * channels * d_l,
+                "gemm",
+                traffic=M * h_l * channels + M * channels * d_l + M * d_l,
+            ),
+            Compute(
+                f"{prefix}proj", M * d_l * s.D, "gemm", paired=True, traffic=M * d_l + d_l * s.D + M * s.D
+            ),
+            Compute(f"{prefix}proj_bias", BIAS_FLOPS * M * s.D, "elementwise", traffic=2 * M * s.D),
         ],
         [
             Comm(f"{prefix}reduce_out", "all_reduce", M * s.D, "fwd", paired=True),
@@ -377,23 +454,52 @@ def _dchag_aggregation(s: LayerShape, P: int, pad: bool, variant: str) -> Terms:
     M = s.B * s.N
     D = s.D
     if variant == "L":  # Linear over the channel axis (c_g -> 1), then over the g groups (g -> 1)
-        computes = [Compute("partial_linear", M * D * g * c_g, "gemm", paired=True)]
+        computes = [
+            Compute(
+                "partial_linear",
+                M * D * g * c_g,
+                "gemm",
+                paired=True,
+                traffic=M * g * c_g * D + c_g + M * g * D,
+            )
+        ]
         params = c_g + 1
         acts = M * g * D
         if g > 1:
-            computes.append(Compute("group_linear", M * D * g, "gemm"))
+            computes.append(Compute("group_linear", M * D * g, "gemm", traffic=M * g * D + g + M * D))
             params += g + 1
             acts += M * D
     else:  # full (unsharded) single-query multi-head cross-attention per group, then over the g results
 
         def xattn(prefix: str, tokens: float, outputs: float) -> list[Compute]:
             return [
-                Compute(f"{prefix}q_proj", D * D, "gemm"),
-                Compute(f"{prefix}kv", M * tokens * D * 2 * D, "gemm", paired=prefix == "partial_"),
-                Compute(f"{prefix}scores", M * tokens * D, "gemm"),
-                Compute(f"{prefix}softmax", SOFTMAX_FLOPS * M * s.heads * tokens, "elementwise"),
-                Compute(f"{prefix}attn_v", M * tokens * D, "gemm"),
-                Compute(f"{prefix}proj", M * outputs * D * D, "gemm"),
+                Compute(f"{prefix}q_proj", D * D, "gemm", traffic=2 * D + D * D),
+                Compute(
+                    f"{prefix}kv",
+                    M * tokens * D * 2 * D,
+                    "gemm",
+                    paired=prefix == "partial_",
+                    traffic=M * tokens * D + 2 * D * D + M * tokens * 2 * D,
+                ),
+                Compute(
+                    f"{prefix}scores",
+                    M * tokens * D,
+                    "gemm",
+                    traffic=M * outputs * D + M * tokens * D + M * s.heads * tokens,
+                ),
+                Compute(
+                    f"{prefix}softmax",
+                    SOFTMAX_FLOPS * M * s.heads * tokens,
+                    "elementwise",
+                    traffic=2 * M * s.heads * tokens,
+                ),
+                Compute(
+                    f"{prefix}attn_v",
+                    M * tokens * D,
+                    "gemm",
+                    traffic=M * s.heads * tokens + M * tokens * D + M * outputs * D,
+                ),
+                Compute(f"{prefix}proj", M * outputs * D * D, "gemm", traffic=2 * M * outputs * D + D * D),
             ]
 
         computes = xattn("partial_", g * c_g, g)

@@ -119,6 +119,7 @@ class OpCost:
     flops_fwd: float
     flops_bwd: float
     flops_single: float  # the same layer on one device (P = 1), forward + backward
+    traffic_bytes: float  # forward + backward memory traffic estimate (operands and results) [B]
     t_comp: float
     t_comm: float
     t_comm_exposed: float
@@ -238,17 +239,20 @@ def _stated_ccr(op: str, split: str, s: LayerShape, P: int, hw: Hardware) -> tup
     return np.nan, np.nan
 
 
-def _compute_flops(terms, sw: Switches) -> tuple[float, float]:
-    """(forward, backward) FLOPs per rank after the compute switches (backward: each term's ``bwd`` multiple)."""
+def _compute_flops(terms, sw: Switches) -> tuple[float, float, float]:
+    """(forward FLOPs, backward FLOPs, fwd+bwd memory traffic in elements) per rank after the compute switches
+    (backward: each term's ``bwd`` multiple of its forward work and traffic)."""
     per_mac = 1.0 if sw.one_flop_per_mac else 2.0
-    fwd = bwd = 0.0
+    fwd = bwd = traffic = 0.0
     for c in terms.computes:
         if sw.paired_term_only and not c.paired:
             continue
         amount = c.amount * (per_mac if c.kind == "gemm" else 1.0)
+        back = 0.0 if sw.forward_only else c.bwd
         fwd += amount
-        bwd += 0.0 if sw.forward_only else c.bwd * amount
-    return fwd, bwd
+        bwd += back * amount
+        traffic += (1.0 + back) * c.traffic
+    return fwd, bwd, traffic
 
 
 def op_cost(
@@ -343,16 +347,15 @@ def evaluate(
     pad = not sw.no_padding
     terms = build_terms(op, split, shape, P, mesh, pad=pad, drop_n2=sw.no_attention_n2)
     single = build_terms(op, split, shape, 1, (1, 1), pad=pad, drop_n2=sw.no_attention_n2)
-    f_fwd, f_bwd = _compute_flops(terms, sw)
-    f_single = sum(_compute_flops(single, sw))
-    rate = hw.flops_for(op)
-    t_comp = (f_fwd + f_bwd) / rate
-    t_single = f_single / rate
+    elem_bytes = 1 if sw.one_byte_per_element else shape.dtype_bytes
+    f_fwd, f_bwd, traffic = _compute_flops(terms, sw)
+    s_fwd, s_bwd, s_traffic = _compute_flops(single, sw)
+    t_comp = hw.compute_time(op, f_fwd + f_bwd, traffic * elem_bytes)
+    t_single = hw.compute_time(op, s_fwd + s_bwd, s_traffic * elem_bytes)
 
     comms = [c for c in terms.comms if not (sw.forward_only and c.phase == "bwd")]
     if sw.one_collective:
         comms = [c for c in comms if c.paired][:1]
-    elem_bytes = 1 if sw.one_byte_per_element else shape.dtype_bytes
     costs = []
     for c in comms:
         n, per_node = group_layout(c.group, P, mesh, hw.devices_per_node)
@@ -366,6 +369,7 @@ def evaluate(
             t /= grad_accumulation
         else:
             t = collective_time(c.collective, nbytes, n, per_node, hw, sw)
+        t *= hw.comm_sequence_factor  # 1 except for measured hardware (collectives back to back in a layer)
         costs.append(CollectiveCost(c.name, c.collective, c.phase, n, elements, nbytes, t, c.per_step))
     t_comm = sum(c.time_s for c in costs)
     hidden = 0.0 if sw.no_overlap else overlap
@@ -379,7 +383,8 @@ def evaluate(
         hardware=hw.name,
         flops_fwd=f_fwd,
         flops_bwd=f_bwd,
-        flops_single=f_single,
+        flops_single=s_fwd + s_bwd,
+        traffic_bytes=traffic * elem_bytes,
         t_comp=t_comp,
         t_comm=t_comm,
         t_comm_exposed=exposed,
