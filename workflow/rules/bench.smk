@@ -22,7 +22,7 @@ rule bench_run:
     resources:
         bench_slot=1,
     params:
-        cfg=stage_config("bench"),
+        cfg=stage_config("bench", "parallel"),
     shell:
         "torchrun --standalone --nnodes 1 --nproc_per_node {wildcards.P} -m hsitp bench run"
         " --world-size {wildcards.P} --out {output:q} --config-json {params.cfg:q} > {log} 2>&1"
@@ -41,7 +41,7 @@ rule bench_merge:
     conda:
         ENV
     params:
-        cfg=stage_config("bench"),
+        cfg=stage_config("bench", "parallel"),
     shell:
         "hsitp bench merge {input:q} --out {output:q} --config-json {params.cfg:q} > {log} 2>&1"
 
@@ -56,7 +56,7 @@ rule bench_calibrate:
     conda:
         ENV
     params:
-        cfg=stage_config("bench"),
+        cfg=stage_config("bench", "parallel"),
     shell:
         "hsitp bench calibrate --microbench {input:q} --out {output:q} --config-json {params.cfg:q} > {log} 2>&1"
 
@@ -72,7 +72,7 @@ rule bench_compare:
     conda:
         ENV
     params:
-        cfg=stage_config("bench"),
+        cfg=stage_config("bench", "parallel"),
     shell:
         "hsitp bench compare --microbench {input.microbench:q} --calibration {input.calibration:q}"
         " --out {output:q} --config-json {params.cfg:q} > {log} 2>&1"

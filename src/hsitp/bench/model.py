@@ -9,6 +9,7 @@ Everything else is :func:`hsitp.cost.refined.op_cost` with default switches (the
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +49,19 @@ class Point:
             "mlp_ratio": self.mlp_ratio,
             "patch": self.patch,
         }
+
+
+def op_settings(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The shape settings shared by every timed point: ``heads`` from the ``parallel`` section (the layers'
+    own setting), the rest from ``bench``."""
+    bc = config["bench"]
+    return {
+        "batch": bc["batch"],
+        "heads": config["parallel"]["heads"],
+        "groups": bc["groups"],
+        "patch": bc["patch"],
+        "mlp_ratio": bc["mlp_ratio"],
+    }
 
 
 def mesh_2d(P: int) -> tuple[int, int]:

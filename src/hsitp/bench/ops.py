@@ -230,6 +230,7 @@ def time_ops(
     bc: Mapping[str, Any],
     *,
     dtypes: Mapping[str, Any],
+    settings: Mapping[str, Any],
     seed: int,
     reps: np.ndarray,
     groups: Groups,
@@ -252,10 +253,7 @@ def time_ops(
                     if op not in L_DEPENDENT_OPS and bands != first_l:
                         continue
                     for q, (dname, dtype) in enumerate(dtypes.items()):
-                        pt = Point(
-                            op, rt.world_size, n, d, bands, dname, bc["batch"], bc["heads"], bc["groups"],
-                            bc["patch"], bc["mlp_ratio"],
-                        )  # fmt: skip
+                        pt = Point(op, rt.world_size, n, d, bands, dname, **settings)
                         res = time_point(pt, groups, rt, bc, dtype, seed, len(reps))
                         idx = (i, 0, j, k, m, q)
                         if "skipped" in res:
@@ -274,4 +272,4 @@ def time_ops(
                             torch.cuda.empty_cache()
     ds.attrs["skipped_points"] = skipped
     ds.attrs["mesh_2d"] = list(mesh_2d(rt.world_size))
-    ds.attrs["op_settings"] = {k: bc[k] for k in ("batch", "heads", "groups", "patch", "mlp_ratio")}
+    ds.attrs["op_settings"] = dict(settings)

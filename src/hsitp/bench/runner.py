@@ -1,4 +1,8 @@
-"""One torchrun launch of ``hsitp bench run``: every rank times the same points, rank 0 writes the partial file."""
+"""One torchrun launch of ``hsitp bench run``: every rank times the same points, rank 0 writes the partial file.
+
+The process-group backend and timeout and the attention heads are the ``parallel`` section's (the layers' own
+settings); everything else is ``bench``'s.
+"""
 
 from __future__ import annotations
 
@@ -35,13 +39,13 @@ def check_passes(bc: Mapping[str, Any]) -> None:
 
 def run_partial(config: Mapping[str, Any], *, world_size: int, out: str | Path) -> Path | None:
     """Run the configured sweep at P = ``world_size``; returns the file written (rank 0) or None (other ranks)."""
-    bc = config["bench"]
+    bc, par = config["bench"], config["parallel"]
     check_passes(bc)
     rt = start_runtime(
         device=bc["device"],
-        backend=bc["backend"],
+        backend=par["backend"],
         threads_per_rank=bc["threads_per_rank"],
-        timeout_s=bc["timeout_s"],
+        timeout_s=par["timeout_s"],
         expected_world_size=world_size,
     )
     try:
@@ -51,6 +55,7 @@ def run_partial(config: Mapping[str, Any], *, world_size: int, out: str | Path) 
 
 
 def _run(config: Mapping[str, Any], rt: BenchRuntime, out: Path) -> Path | None:
+    from hsitp.bench.model import op_settings
     from hsitp.bench.ops import make_groups, time_ops
 
     bc = config["bench"]
@@ -84,14 +89,24 @@ def _run(config: Mapping[str, Any], rt: BenchRuntime, out: Path) -> Path | None:
         "warmup": cc["warmup"],
         "min_region_s": bc["min_region_s"],
     }
-    groups = make_groups(rt, bc["timeout_s"])
+    groups = make_groups(rt, config["parallel"]["timeout_s"])
+    settings = op_settings(config)
     coll_reps = np.array_split(np.arange(cc["repeats"]), passes)
     op_reps = np.array_split(np.arange(bc["repeats"]), passes)
     for creps, oreps in zip(coll_reps, op_reps, strict=True):
         times, full_bytes = sweep_collectives(rt, repeats=len(creps), **sweep)
         ds["coll_time"].values[:, 0][..., creps] = times
         ds["coll_bytes"].values[:, 0] = full_bytes
-        time_ops(ds, rt, bc, dtypes=resolved, seed=int(config["seed"]), reps=oreps, groups=groups)
+        time_ops(
+            ds,
+            rt,
+            bc,
+            dtypes=resolved,
+            settings=settings,
+            seed=int(config["seed"]),
+            reps=oreps,
+            groups=groups,
+        )
     ds.attrs["collective_dtype"] = names[0]
     ds.attrs["passes"] = passes
     if rt.rank != 0:

@@ -144,7 +144,7 @@ def start_runtime(
     if backend == "auto":
         backend = "nccl" if dev.type == "cuda" else "gloo"
     if backend == "nccl" and dev.type != "cuda":
-        raise BenchSetupError("bench.backend 'nccl' needs a CUDA device; use 'auto' or 'gloo' on CPU.")
+        raise BenchSetupError("parallel.backend 'nccl' needs a CUDA device; use 'auto' or 'gloo' on CPU.")
     group = None
     if world_size > 1:
         missing = [k for k in TORCHRUN_ENV if k not in os.environ]

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from hsitp.bench.model import L_DEPENDENT_OPS, Point, mesh_2d, op_flops, predict
+from hsitp.bench.model import L_DEPENDENT_OPS, Point, mesh_2d, op_flops, op_settings, predict
 from hsitp.bench.ops import build_kwargs, make_step, summarize_trace, trace_point
 from hsitp.bench.runtime import dtype_name, resolve_device, resolve_dtype
 from hsitp.bench.timing import median_iqr, time_region
@@ -77,7 +77,7 @@ def run_shard(config: Mapping[str, Any], *, hardware: str) -> xr.Dataset:
         for k in ("flops", "bytes", "t_comm_trace", "t_comm_refined", "t_comp_refined")
     }
     skipped = []
-    settings = {k: bc[k] for k in ("batch", "heads", "groups", "patch", "mlp_ratio")}
+    settings = op_settings(config)
     axes = (bc["ops"], sizes, bc["N"], bc["D"], bc["L"])
     for index in np.ndindex(*shape):
         op, p, n, d, bands = (axis[i] for axis, i in zip(axes, index, strict=True))
