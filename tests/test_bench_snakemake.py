@@ -24,8 +24,8 @@ TARGETS = [
     "results/bench/calibration.nc",
     "results/bench/model_vs_measured.nc",
 ]
-# Collective sizes reach 4 MB so the bandwidth term stands out of gloo's ~1 ms per-call jitter on a busy 2-core
-# machine (with 1 MB at most, the all_reduce fit sometimes found no size dependence and calibration failed).
+# Collective sizes reach 16 MB so the bandwidth term stands out of gloo's per-call jitter (several ms on a busy
+# 2-core machine): with 1 MB or 4 MB at most, a fit sometimes found no size dependence and calibration failed.
 TINY = {
     "bench": {
         "world_sizes": [1, 2],
@@ -36,7 +36,7 @@ TINY = {
         "warmup": 1,
         "repeats": 3,
         "min_region_s": 0.0,
-        "collectives": {"sizes_bytes": [4096, 262144, 1048576, 4194304], "warmup": 1, "repeats": 4},
+        "collectives": {"sizes_bytes": [4096, 1048576, 4194304, 16777216], "warmup": 1, "repeats": 6},
     }
 }
 

@@ -12,6 +12,7 @@ import xarray as xr
 
 from hsitp.config import load_schema
 from hsitp.cost.calibration import (
+    COMPUTE_MODEL_VARS,
     CalibrationError,
     calibration_dataset,
     load_calibration,
@@ -63,15 +64,7 @@ def test_committed_fixture_matches_its_script():
         sys.path.pop(0)
     committed = load_calibration(FIXTURE)
     built = make_calibration_small.build()
-    for var in (
-        "alpha",
-        "beta",
-        "achieved_flops",
-        "n_points",
-        "compute_overhead",
-        "compute_rate",
-        "mem_bandwidth",
-    ):
+    for var in ("alpha", "beta", "achieved_flops", "n_points", *COMPUTE_MODEL_VARS):
         xr.testing.assert_allclose(committed[var], built[var])
     assert committed.attrs["world_sizes"] == built.attrs["world_sizes"]
 
@@ -90,8 +83,10 @@ def test_measured_hardware_uses_calibration():
     a = op_cost("attn_channel", P=2, N=64, D=64, B=1, dtype_bytes=4, hardware=hw)
     assert a.traffic_bytes > 0
     assert a.t_comp == pytest.approx(1e-4 + a.flops / 4e10 + a.traffic_bytes / 1e10)
+    assert a.t_comm == pytest.approx(1.5 * 2 * (2e-5 + 1.0 * nbytes / 1e9))  # its own sequence factor
     ln = op_cost("layernorm", P=2, N=64, D=64, B=1, dtype_bytes=4, hardware=hw)
     assert ln.t_comp == pytest.approx(ln.flops / 3e10)  # no compute model for it: median achieved F
+    assert ln.t_comm == pytest.approx(1.25 * 2 * (2e-5 + 2 * 64 * 4 / 1e9))  # median sequence factor
 
 
 def test_missing_or_invalid_calibration_is_named(tmp_path: Path):
@@ -130,7 +125,7 @@ def test_missing_or_invalid_calibration_is_named(tmp_path: Path):
             "compute_rate": {"mlp": 1e9},
             "mem_bandwidth": {"mlp": 1e9},
         },
-        sequence_factor=1.1,
+        sequence_factor={"mlp": 1.1},
     ).drop_vars("sequence_factor")
     with pytest.raises(CalibrationError, match="give all or none"):
         validate_calibration(half, "half.nc")

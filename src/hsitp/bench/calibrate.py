@@ -2,8 +2,8 @@
 
 alpha and beta per collective come from the collective sweep, achieved F per op from the compute-only timings;
 both are fitted on a training subset only. Beyond contracts.md (see :mod:`hsitp.cost.calibration`), the same
-training points give each op's compute model (per-call overhead + FLOP term + memory-traffic term) and the
-sequence factor: the median ratio of a training point's replayed collectives to their ring-model time with the
+training points give each op's compute model (per-call overhead + FLOP term + memory-traffic term) and its
+sequence factor: the median ratio of its training points' replayed collectives to their ring-model time with the
 sweep's alpha and beta (collectives issued back to back run slower than the same collectives timed alone). The held-out points are listed in the ``fit_points`` attribute so
 ``model_vs_measured.nc`` can say, for each point, whether the calibration saw it.
 """
@@ -95,15 +95,20 @@ def op_points(mb: xr.Dataset, *, dtype: str, fraction: float, seed: int) -> list
     return rows
 
 
-def sequence_factor(
-    mb: xr.Dataset, opts: list[dict[str, Any]], fits: Mapping[str, AlphaBetaFit], *, dtype: str
-) -> float:
-    """Median over training op points (P >= 2) of replayed-collectives time / their ring-model time.
+def sequence_factors(
+    mb: xr.Dataset,
+    opts: list[dict[str, Any]],
+    fits: Mapping[str, AlphaBetaFit],
+    ops: list[str],
+    *,
+    dtype: str,
+) -> dict[str, float]:
+    """Per op, the median over its training points (P >= 2) of replayed-collectives time / ring-model time.
 
     The ring-model time uses the sweep's alpha and beta on the traced calls (``trace_count``,
-    ``trace_factor_bytes``). 1.0 when no training point communicates.
+    ``trace_factor_bytes``). An op without such a point gets the median over the other ops (1.0 if none has one).
     """
-    ratios = []
+    ratios: dict[str, list[float]] = {o: [] for o in ops}
     for r in opts:
         if r["held_out"] or r["P"] < 2 or not (np.isfinite(r["t_comm"]) and r["t_comm"] > 0):
             continue
@@ -116,8 +121,10 @@ def sequence_factor(
                 if count > 0:
                     model += count * fit.alpha + factor_bytes / fit.beta
         if model > 0:
-            ratios.append(r["t_comm"] / model)
-    return float(np.median(ratios)) if ratios else 1.0
+            ratios[r["op"]].append(r["t_comm"] / model)
+    factors = {o: float(np.median(v)) for o, v in ratios.items() if v}
+    fallback = float(np.median(list(factors.values()))) if factors else 1.0
+    return {o: factors.get(o, fallback) for o in ops}
 
 
 def calibrate(mb: xr.Dataset, *, fraction: float, seed: int, dtype: str | None = None) -> xr.Dataset:
@@ -165,7 +172,7 @@ def calibrate(mb: xr.Dataset, *, fraction: float, seed: int, dtype: str | None =
         for r in opts:
             if r["op"] == o:
                 r["t_compute_predicted"] = float(cf.predict(r["flops"], r["traffic_bytes"]))
-    seq = sequence_factor(mb, opts, {f.collective: f for f in fits}, dtype=dtype)
+    seq = sequence_factors(mb, opts, {f.collective: f for f in fits}, ops, dtype=dtype)
     world_sizes = sorted({r["P"] for r in cpts if not r["held_out"]})
     # calibration_dataset (owned by the cost model) builds and validates the schema of contracts.md.
     ds = calibration_dataset(

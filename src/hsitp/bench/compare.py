@@ -35,16 +35,16 @@ MODELS = ("stated", "refined", "traced")
 FLAG_NOT_MEASURED, FLAG_FITTED, FLAG_HELD_OUT = -1, 0, 1
 
 
-def traced_comm_time(point: xr.Dataset, hw: Any) -> float:
+def traced_comm_time(point: xr.Dataset, hw: Any, op: str) -> float:
     """Σ over one point's traced collectives of α + factor(group) · bytes / β, with ``hw``'s α, β (intra-node),
-    times the calibrated sequence factor (as the refined model applies it)."""
+    times the op's calibrated sequence factor (as the refined model applies it)."""
     total = 0.0
     for c in point["traced_collective"].values.tolist():
         count = float(point["trace_count"].sel(traced_collective=c))
         if count > 0:
             alpha, beta = hw.link(c, "intra")
             total += count * alpha + float(point["trace_factor_bytes"].sel(traced_collective=c)) / beta
-    return total * hw.comm_sequence_factor
+    return total * hw.sequence_factor_for(op)
 
 
 def compare(mb: xr.Dataset, cal: xr.Dataset, calibration_path: str | Path) -> xr.Dataset:
@@ -71,7 +71,7 @@ def compare(mb: xr.Dataset, cal: xr.Dataset, calibration_path: str | Path) -> xr
         flag[index] = FLAG_HELD_OUT if held[key] else FLAG_FITTED
         pt = Point(str(op), int(p), int(n), int(d), int(bands), dtype, **settings)
         pr = predict(pt, hw)
-        t_traced = traced_comm_time(mbd.sel(idx), hw)
+        t_traced = traced_comm_time(mbd.sel(idx), hw, str(op))
         pred["ccr_stated"][index] = pr.ccr_stated
         pred["ccr_refined"][index] = pr.ccr_refined
         pred["ccr_traced"][index] = t_traced / pr.t_comp

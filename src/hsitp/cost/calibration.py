@@ -6,14 +6,14 @@ all_gather and reduce_scatter (P−1)/P; bytes = the full unsharded tensor) and,
 It should build the dataset with :func:`calibration_dataset` (which validates it) and write it with
 ``hsitp.io.write_netcdf(ds, path, kind="calibration", prov=...)``.
 
-Optional refinements beyond contracts.md (all four together, or none):
+Optional refinements beyond contracts.md, per op (all four together, or none):
 
 * per op, ``compute_overhead`` [s], ``compute_rate`` [FLOP/s] and ``mem_bandwidth`` [B/s]: the compute time
   model t = overhead + FLOPs / compute_rate + traffic bytes / mem_bandwidth (traffic: the refined model's
   operand-and-result estimate), which follows ops whose time is not FLOP-proportional (tokenisation, elementwise
   work); ``inf`` means that term was fitted to zero;
-* ``sequence_factor`` (scalar): a layer's collectives, issued back to back, take this multiple of their ring
-  model time fitted on collectives timed alone.
+* ``sequence_factor``: the op's collectives, issued back to back, take this multiple of their ring-model time
+  with the α, β fitted on collectives timed alone.
 
 ``achieved_flops`` stays the plain FLOPs / time rate (the stated model's F and the fallback).
 """
@@ -33,7 +33,7 @@ from hsitp.cost.hardware import COLLECTIVES, MEASURED_PREFIX, Hardware
 from hsitp.errors import HsitpError
 
 CALIBRATION_KIND = "calibration"
-COMPUTE_MODEL_VARS = ("compute_overhead", "compute_rate", "mem_bandwidth")
+COMPUTE_MODEL_VARS = ("compute_overhead", "compute_rate", "mem_bandwidth", "sequence_factor")
 REQUIRED_ATTRS = ("device", "backend", "dtype", "world_sizes", "fit_points")
 BACKENDS = ("gloo", "nccl")
 
@@ -56,12 +56,13 @@ def calibration_dataset(
     beta_stderr: Mapping[str, float] | None = None,
     n_points: Mapping[str, int] | None = None,
     compute_model: Mapping[str, Mapping[str, float]] | None = None,
-    sequence_factor: float | None = None,
+    sequence_factor: Mapping[str, float] | None = None,
 ) -> xr.Dataset:
     """Build a schema-valid calibration dataset (α [s], β [B/s] per collective; achieved FLOP/s per op).
 
-    ``compute_model``: {"compute_overhead" | "compute_rate" | "mem_bandwidth": {op: value}} for every op of
-    ``achieved_flops``; ``sequence_factor``: see the module docstring. Both optional, given together.
+    ``compute_model``: {"compute_overhead" | "compute_rate" | "mem_bandwidth": {op: value}} and
+    ``sequence_factor``: {op: value}, for every op of ``achieved_flops`` (module docstring). Both optional, given
+    together.
     """
     colls = [c for c in COLLECTIVES if c in alpha or c in beta]
     ops = list(achieved_flops)
@@ -98,9 +99,9 @@ def calibration_dataset(
             data[name] = ("op", [float(values[o]) for o in ops], {"units": units, "long_name": long_name})
     if sequence_factor is not None:
         data["sequence_factor"] = (
-            (),
-            float(sequence_factor),
-            {"long_name": "time of a layer's collectives back to back / their ring-model time timed alone"},
+            "op",
+            [float(sequence_factor[o]) for o in ops],
+            {"long_name": "time of the op's collectives back to back / their ring-model time timed alone"},
         )
     ds = xr.Dataset(
         data,
@@ -139,11 +140,9 @@ def validate_calibration(ds: xr.Dataset, where: str | Path) -> None:
         problems.append("alpha must be >= 0 for every collective")
     if "achieved_flops" in ds and not bool(np.all(np.asarray(ds["achieved_flops"]) > 0)):
         problems.append("achieved_flops must be > 0 for every op")
-    present = [v for v in (*COMPUTE_MODEL_VARS, "sequence_factor") if v in ds]
-    if present and len(present) < len(COMPUTE_MODEL_VARS) + 1:
-        problems.append(
-            f"has {present} but not all of {[*COMPUTE_MODEL_VARS, 'sequence_factor']} (give all or none)"
-        )
+    present = [v for v in COMPUTE_MODEL_VARS if v in ds]
+    if present and len(present) < len(COMPUTE_MODEL_VARS):
+        problems.append(f"has {present} but not all of {list(COMPUTE_MODEL_VARS)} (give all or none)")
     for var in COMPUTE_MODEL_VARS:
         if var in ds:
             values = np.asarray(ds[var], dtype=float)
@@ -151,12 +150,10 @@ def validate_calibration(ds: xr.Dataset, where: str | Path) -> None:
                 problems.append(f"{var} has dims {ds[var].dims}, expected ('op',)")
             elif var == "compute_overhead" and not bool(np.all(np.isfinite(values) & (values >= 0))):
                 problems.append("compute_overhead must be finite and >= 0 for every op")
-            elif var != "compute_overhead" and not bool(np.all(values > 0)):
+            elif var == "sequence_factor" and not bool(np.all(np.isfinite(values) & (values > 0))):
+                problems.append("sequence_factor must be finite and > 0 for every op")
+            elif var in ("compute_rate", "mem_bandwidth") and not bool(np.all(values > 0)):
                 problems.append(f"{var} must be > 0 (inf allowed) for every op")
-    if "sequence_factor" in ds:
-        sf = np.asarray(ds["sequence_factor"], dtype=float)
-        if sf.shape != () or not (np.isfinite(sf) and sf > 0):
-            problems.append(f"sequence_factor must be one finite number > 0, got {sf.tolist()}")
     for attr in REQUIRED_ATTRS:
         if attr not in ds.attrs:
             problems.append(f"missing attribute {attr!r}")
@@ -241,5 +238,5 @@ def hardware_from_calibration(path: str | Path) -> Hardware:
         op_compute_rate=model["compute_rate"] or empty,
         op_mem_bandwidth=model["mem_bandwidth"] or empty,
         op_compute_overhead=model["compute_overhead"] or empty,
-        comm_sequence_factor=float(ds["sequence_factor"]) if "sequence_factor" in ds else 1.0,
+        op_sequence_factor=model["sequence_factor"] or empty,
     )

@@ -54,12 +54,12 @@ class Hardware:
     collective_alpha: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     collective_beta: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     # Measured only: per op, t = overhead + FLOPs / op_compute_rate + traffic bytes / op_mem_bandwidth (an op
-    # without it runs at flops_for(op)); collectives issued back to back inside a layer take
-    # comm_sequence_factor times their ring-model time fitted on collectives timed alone.
+    # without it runs at flops_for(op)); an op's collectives, issued back to back, take op_sequence_factor times
+    # their ring-model time fitted on collectives timed alone (ops without one: the median factor).
     op_compute_rate: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     op_mem_bandwidth: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     op_compute_overhead: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
-    comm_sequence_factor: float = 1.0
+    op_sequence_factor: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def flops(self) -> float:
@@ -84,6 +84,12 @@ class Hardware:
                 + (traffic_bytes / bw if bw < inf else 0.0)
             )
         return flops / self.flops_for(op)
+
+    def sequence_factor_for(self, op: str) -> float:
+        """Multiple of the ring-model time an op's collectives take back to back: 1 for presets."""
+        if not self.op_sequence_factor:
+            return 1.0
+        return float(self.op_sequence_factor.get(op, statistics.median(self.op_sequence_factor.values())))
 
     def link(self, collective: str, level: str) -> tuple[float, float]:
         """(α [s], effective β [B/s]) for one collective at 'intra' or 'inter' node level."""

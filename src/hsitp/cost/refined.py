@@ -369,7 +369,9 @@ def evaluate(
             t /= grad_accumulation
         else:
             t = collective_time(c.collective, nbytes, n, per_node, hw, sw)
-        t *= hw.comm_sequence_factor  # 1 except for measured hardware (collectives back to back in a layer)
+        t *= hw.sequence_factor_for(
+            op
+        )  # 1 except for measured hardware (collectives back to back in a layer)
         costs.append(CollectiveCost(c.name, c.collective, c.phase, n, elements, nbytes, t, c.per_step))
     t_comm = sum(c.time_s for c in costs)
     hidden = 0.0 if sw.no_overlap else overlap
