@@ -15,8 +15,7 @@ import numpy as np
 
 from hsitp.bench.timing import time_region
 from hsitp.errors import HsitpError
-
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
+from hsitp.names import COLLECTIVES
 
 
 class UnknownCollectiveError(HsitpError):

@@ -20,8 +20,8 @@ from pathlib import Path
 from types import MappingProxyType
 
 from hsitp.errors import HsitpError
+from hsitp.names import COLLECTIVES
 
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
 MEASURED_PREFIX = "measured:"
 
 

@@ -18,22 +18,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
+from hsitp.names import OP_NAMES
+
 # Elementwise FLOPs per element (conventions, documented so measured rates are comparable):
 LAYERNORM_FLOPS = 7  # mean 1, centre 1, square 1, variance sum 1, normalise 1, scale 1, shift 1
 SOFTMAX_FLOPS = 6  # 1/sqrt(d) scale 1, max 1, subtract 1, exp 1, sum 1, divide 1
 GELU_FLOPS = 8  # tanh form: x^3, ×0.0447, +x, ×sqrt(2/pi), tanh, +1, ×x, ×0.5
 BIAS_FLOPS = 1
 
-CONTRACT_OPS = (
-    "mlp",
-    "attn_channel",
-    "attn_token",
-    "attn_2d",
-    "layernorm",
-    "agg_tp",
-    "agg_dchag_l",
-    "agg_dchag_c",
-)
+CONTRACT_OPS = OP_NAMES
 COST_ONLY_OPS = ("linear_column", "tokenize")
 OPS = CONTRACT_OPS + COST_ONLY_OPS
 # Splits each op can be costed under; the first is the op's default (what the contract's layer does).

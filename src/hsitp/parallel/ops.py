@@ -15,6 +15,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
+from hsitp.names import OP_NAMES
 from hsitp.parallel.aggregation import DCHAGAggregator, TPAggregator
 from hsitp.parallel.dense import dense_layernorm
 from hsitp.parallel.errors import ShardingError
@@ -27,17 +28,6 @@ from hsitp.parallel.tensor_parallel import (
 )
 from hsitp.parallel.token_parallel import TokenParallelAttention
 from hsitp.parallel.two_d import Attention2D
-
-OP_NAMES = (
-    "mlp",
-    "attn_channel",
-    "attn_token",
-    "attn_2d",
-    "layernorm",
-    "agg_tp",
-    "agg_dchag_l",
-    "agg_dchag_c",
-)
 
 
 class BuiltOp(NamedTuple):

@@ -1,0 +1,18 @@
+"""Names every stage shares (torch-free, so the cost model can import them).
+
+Op names are the layers the parallel stage builds, the cost model prices and the microbenchmarks time;
+collective names are the ring collectives the cost model and the calibration know.
+"""
+
+OP_NAMES: tuple[str, ...] = (
+    "mlp",  # Megatron MLP pair: column- then row-parallel linear
+    "attn_channel",  # head-parallel attention (channel split)
+    "attn_token",  # token-parallel attention (N split)
+    "attn_2d",  # heads x tokens
+    "layernorm",
+    "agg_tp",  # cross-band aggregation, TP baseline
+    "agg_dchag_l",  # D-CHAG with linear partial aggregators
+    "agg_dchag_c",  # D-CHAG with cross-attention partial aggregators
+)
+
+COLLECTIVES: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter")
