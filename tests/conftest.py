@@ -4,11 +4,15 @@
 - ``shared_datasets``: ``../shared/datasets`` (or ``$HSITP_SHARED_DATASETS``); the test is skipped when absent.
 - ``loopback_http``: an HTTP server on 127.0.0.1 (port 0) in a thread, serving bytes you register, able to answer
   404, or to cut a response mid-body; download tests use it and never the internet.
+- ``workflow_copy``: the workflow copied to a temp folder, with a snakemake runner whose rules find this venv's tools.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -112,3 +116,28 @@ def loopback_http(monkeypatch: pytest.MonkeyPatch) -> Iterator[LoopbackHTTP]:
         state.server.shutdown()
         state.server.server_close()
         thread.join(timeout=5)
+
+
+@dataclass
+class WorkflowCopy:
+    """A copy of the workflow in a temp folder, and a runner for snakemake from this venv."""
+
+    root: Path
+    env: dict[str, str]
+
+    def snakemake(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        exe = str(Path(sys.executable).with_name("snakemake"))
+        return subprocess.run(
+            [exe, *args], cwd=self.root, capture_output=True, text=True, timeout=timeout, env=self.env
+        )
+
+
+@pytest.fixture
+def workflow_copy(repo_root: Path, tmp_path: Path) -> WorkflowCopy:
+    """Snakefile, rules, configs and envs copied to tmp_path; rules find `hsitp`/`torchrun` of this venv on PATH
+    even when the venv is not activated (pytest run as .venv/bin/python -m pytest)."""
+    for item in ("Snakefile", "workflow", "config", "envs"):
+        src = repo_root / item
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, tmp_path / item)
+    bindir = str(Path(sys.executable).parent)
+    return WorkflowCopy(tmp_path, {**os.environ, "PATH": bindir + os.pathsep + os.environ.get("PATH", "")})

@@ -6,12 +6,6 @@ launcher and subcommands on a sweep of seconds.
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 import yaml
@@ -42,18 +36,13 @@ TINY = {
 
 
 @pytest.mark.slow
-def test_bench_dag_writes_three_files_then_nothing_to_do(repo_root, tmp_path):
+def test_bench_dag_writes_three_files_then_nothing_to_do(workflow_copy):
     """Catches: a broken torchrun launch line, partials that do not merge, a calibration the cost model rejects,
     a comparison without held-out points, or rules whose params change between runs (re-running forever)."""
-    for item in ("Snakefile", "workflow", "config", "envs"):
-        src = repo_root / item
-        (shutil.copytree if src.is_dir() else shutil.copy)(src, tmp_path / item)
+    tmp_path = workflow_copy.root
     (tmp_path / "config" / "tiny_bench.yaml").write_text(yaml.safe_dump(TINY))
-    bindir = str(Path(sys.executable).parent)
-    env = {**os.environ, "PATH": bindir + os.pathsep + os.environ.get("PATH", "")}
-    snakemake = str(Path(bindir) / "snakemake")
-    cmd = [snakemake, *TARGETS, "--cores", "2", "--configfile", "config/smoke.yaml", "config/tiny_bench.yaml"]
-    run = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=240, env=env)
+    args = [*TARGETS, "--cores", "2", "--configfile", "config/smoke.yaml", "config/tiny_bench.yaml"]
+    run = workflow_copy.snakemake(*args, timeout=240)
     logs = "".join(p.read_text() for p in sorted((tmp_path / "logs" / "bench").glob("*.log")))
     assert run.returncode == 0, run.stderr[-3000:] + logs[-3000:]
 
@@ -78,7 +67,5 @@ def test_bench_dag_writes_three_files_then_nothing_to_do(repo_root, tmp_path):
     assert summary["held_out"]["n_points"] >= 3
     assert np.isfinite(summary["held_out"]["median_abs_rel_err_refined"])
 
-    dry = subprocess.run(
-        [*cmd, "--dry-run"], cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env
-    )
+    dry = workflow_copy.snakemake(*args, "--dry-run", timeout=120)
     assert dry.returncode == 0 and "Nothing to be done" in dry.stdout + dry.stderr, dry.stdout[-2000:]
