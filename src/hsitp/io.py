@@ -142,7 +142,7 @@ def provenance(
     return record
 
 
-def _umask_mode() -> int:
+def default_file_mode() -> int:
     """Mode a normal ``open()`` would give a new file (mkstemp's 0600 would hide results from other users)."""
     mask = os.umask(0)
     os.umask(mask)
@@ -183,7 +183,7 @@ def write_netcdf(
     os.close(fd)
     try:
         ds.to_netcdf(tmp, engine=NETCDF_ENGINE)
-        os.chmod(tmp, _umask_mode())
+        os.chmod(tmp, default_file_mode())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -228,7 +228,7 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     try:
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
-        os.chmod(tmp, _umask_mode())
+        os.chmod(tmp, default_file_mode())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

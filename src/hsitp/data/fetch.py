@@ -35,7 +35,7 @@ from urllib.parse import urlparse
 
 from hsitp.data.registry import DatasetSpec, RawFile, Variant
 from hsitp.errors import HsitpError
-from hsitp.io import atomic_write_text, sha256_file
+from hsitp.io import atomic_write_text, default_file_mode, sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -142,9 +142,7 @@ def _check(path: Path, f: RawFile) -> str | None:
 
 def _publish(path: Path) -> Path:
     """Give a verified file the usual permissions (temporary files are created 0600)."""
-    umask = os.umask(0)
-    os.umask(umask)
-    path.chmod(0o666 & ~umask)
+    path.chmod(default_file_mode())
     return path
 
 
