@@ -249,6 +249,33 @@ def test_local_status_per_dataset(tmp_path, monkeypatch):
     assert local_status(registry.get("salinas"), s)[0] == "cached"
 
 
+def test_local_status_sees_the_mirror_as_fetch_does(tmp_path, monkeypatch):
+    """Catches: `data list` saying 'needs download' for a scene the configured mirror holds (path or file:// URL,
+    either mirror layout), or counting a source that data.source_order leaves out."""
+    monkeypatch.delenv("HSITP_DATA_MIRROR", raising=False)
+    spec = registry.get("salinas")
+    mirror = tmp_path / "mirror"
+    (mirror / "salinas").mkdir(parents=True)
+    for f in spec.variants[0].files:
+        with open(mirror / "salinas" / f.name, "wb") as fh:
+            fh.truncate(f.size)
+    order = ("cache", "mirror", "official")
+    for given in (str(mirror), f"file://{mirror}"):
+        status, detail = local_status(spec, settings(tmp_path, order, mirror=given))
+        assert status == "preparable offline", (given, status, detail)
+        assert "mirror" in detail
+    # the mirror is not in the source order: fetch would not look there, so neither does list
+    assert (
+        local_status(spec, settings(tmp_path, ("cache", "official"), mirror=str(mirror)))[0]
+        == "needs download"
+    )
+    # a URL mirror cannot be checked offline: it is named as a download source
+    status, detail = local_status(spec, settings(tmp_path, order, mirror="http://127.0.0.1:9/m"))
+    assert status == "needs download" and "http://127.0.0.1:9/m/" in detail
+    # package-only order for a scene no package ships
+    assert local_status(spec, settings(tmp_path, ("package",)))[0] == "unavailable"
+
+
 def _cli(capsys, *argv: str) -> tuple[int, str, str]:
     from hsitp.cli import main
 

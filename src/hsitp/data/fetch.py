@@ -234,14 +234,23 @@ def _is_url(location: str) -> bool:
     return location.startswith(("http://", "https://"))
 
 
+def _mirror_root(mirror: str) -> Path:
+    """A local mirror folder, given as a path or a file:// URL (the one place both forms are accepted)."""
+    return Path(mirror.removeprefix("file://")).expanduser()
+
+
+def _mirror_paths(spec: DatasetSpec, f: RawFile) -> list[str]:
+    """Where a file may sit under a mirror: the official path layout first, then DATASET/FILE (../shared)."""
+    return ([f.official_path] if f.official_path else []) + [f"{spec.name}/{f.name}"]
+
+
 def _from_mirror(
     spec: DatasetSpec, f: RawFile, dest: Path, s: FetchSettings, dead: set[str]
 ) -> tuple[Path, str]:
     if not s.mirror:
         raise _Miss("", f"no mirror configured (data.mirror or {MIRROR_ENV})", "unavailable")
-    rel = ([f.official_path] if f.official_path else []) + [f"{spec.name}/{f.name}"]
     misses: list[_Miss] = []
-    for r in rel:
+    for r in _mirror_paths(spec, f):
         if _is_url(s.mirror):
             url = s.mirror.rstrip("/") + "/" + r
             try:
@@ -249,8 +258,7 @@ def _from_mirror(
             except _Miss as miss:
                 misses.append(miss)
         else:
-            root = Path(s.mirror.removeprefix("file://")).expanduser()
-            path = root / r
+            path = _mirror_root(s.mirror) / r
             if not path.is_file():
                 misses.append(_Miss(str(path), f"not present (expected {_expected(f)})", "absent"))
                 continue
@@ -491,30 +499,30 @@ def read_manifest(
 
 # --- status for `hsitp data list` -------------------------------------------------------------------------------------
 def local_status(spec: DatasetSpec, s: FetchSettings) -> tuple[str, str]:
-    """(status, detail) without network or hashing: cached / preparable offline / needs manual step / needs download.
-
-    Sizes are checked here; hashes are checked when the files are fetched.
+    """(status, detail) a fetch would find, without network or hashing, trying sources in ``s.order`` as fetch
+    does: cached / preparable offline (cache, local mirror, package) / needs download (official URL or a mirror
+    URL) / needs manual step. Sizes are checked here; hashes are checked when the files are fetched.
     """
     dest = s.cache_dir(spec.name)
 
     def sized(path: Path, f: RawFile) -> bool:
         return path.is_file() and (f.size is None or path.stat().st_size == f.size)
 
-    for v in spec.variants:
-        if all(sized(dest / f.name, f) for f in v.files):
-            return "cached", f"{dest}/ ({v.name})"
-    mirror = s.mirror if s.mirror and not _is_url(s.mirror) else None
+    if "cache" in s.order:
+        for v in spec.variants:
+            if all(sized(dest / f.name, f) for f in v.files):
+                return "cached", f"{dest}/ ({v.name})"
+    local_mirror = s.mirror if "mirror" in s.order and s.mirror and not _is_url(s.mirror) else None
     for v in spec.variants:
         where: list[str] = []
         for f in v.files:
-            if sized(dest / f.name, f):
+            if "cache" in s.order and sized(dest / f.name, f):
                 where.append("cache")
-            elif mirror and any(
-                sized(Path(mirror) / r, f)
-                for r in ([f.official_path] if f.official_path else []) + [f"{spec.name}/{f.name}"]
+            elif local_mirror and any(
+                sized(_mirror_root(local_mirror) / r, f) for r in _mirror_paths(spec, f)
             ):
-                where.append(f"mirror {mirror}")
-            elif f.package and _package_has(f):
+                where.append(f"mirror {local_mirror}")
+            elif "package" in s.order and f.package and _package_has(f):
                 where.append(f"package {f.package[0]}")
             else:
                 break
@@ -522,7 +530,14 @@ def local_status(spec: DatasetSpec, s: FetchSettings) -> tuple[str, str]:
             return "preparable offline", f"{v.name} files from {', '.join(sorted(set(where)))}"
     if spec.manual:
         return "needs manual step", spec.manual.format(raw_dir=s.raw_dir)
-    return "needs download", ", ".join(f.url for f in spec.variants[0].files if f.url)
+    urls = []
+    if "mirror" in s.order and s.mirror and _is_url(s.mirror):
+        urls.append(f"mirror {s.mirror.rstrip('/')}/")
+    if "official" in s.order:
+        urls += [f.url for f in spec.variants[0].files if f.url]
+    if not urls:
+        return "unavailable", f"no source in data.source_order {list(s.order)} can supply it"
+    return "needs download", ", ".join(urls)
 
 
 def _package_has(f: RawFile) -> bool:
