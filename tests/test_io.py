@@ -67,5 +67,30 @@ def test_reader_rejects_other_schema_or_kind(tmp_path):
     old.to_netcdf(tmp_path / "old.nc")
     with pytest.raises(io.SchemaVersionError, match="re-run"):
         io.read_netcdf(tmp_path / "old.nc")
-    with pytest.raises(FileNotFoundError, match="run the stage"):
-        io.read_netcdf(tmp_path / "missing.nc")
+    with pytest.raises(io.ResultFileError, match="no such result; re-run `hsitp data prepare`"):
+        io.read_netcdf(tmp_path / "missing.nc", kind="dataset")
+
+
+def test_truncated_or_foreign_input_is_one_clear_line(tmp_path, capsys):
+    """Catches a truncated or non-hsitp netCDF ending in a long HDF traceback instead of one line naming the file
+    and the stage that writes it (issue 9)."""
+    from hsitp.cli import main
+
+    path = io.write_netcdf(_ds(), tmp_path / "microbench.nc", kind="microbench", prov={})
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])  # a copy cut short
+    with pytest.raises(io.ResultFileError, match=r"microbench\.nc: not a readable netCDF.*hsitp bench merge"):
+        io.read_netcdf(path, kind="microbench")
+    foreign = tmp_path / "foreign.nc"
+    foreign.write_text("not a netCDF at all\n")
+    with pytest.raises(io.ResultFileError, match="foreign.nc: not a readable netCDF"):
+        io.read_netcdf(foreign)
+    plain = tmp_path / "plain.nc"
+    xr.Dataset({"v": ("x", [1.0, 2.0])}).to_netcdf(plain)  # a valid netCDF not written by hsitp
+    with pytest.raises(io.ResultFileError, match="not written by hsitp"):
+        io.read_netcdf(plain, kind="calibration")
+    code = main(["bench", "calibrate", "--microbench", str(path), "--out", str(tmp_path / "cal.nc")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert "microbench.nc" in err[0] and "hsitp bench" in err[0]
+    assert not (tmp_path / "cal.nc").exists()

@@ -22,6 +22,8 @@ from typing import Any
 
 import xarray as xr
 
+from hsitp.errors import HsitpError
+
 SCHEMA_VERSION = "1"
 NETCDF_ENGINE = "netcdf4"
 
@@ -39,8 +41,38 @@ _TRACKED_PACKAGES = (
 )
 
 
-class SchemaVersionError(RuntimeError):
-    """A netCDF file was written by an incompatible version of the pipeline."""
+# kind -> the command (and rule) that writes it, for errors that tell the user what to re-run.
+KIND_PRODUCERS: dict[str, str] = {
+    "dataset": "`hsitp data prepare` (rule data_prepare)",
+    "microbench": "`hsitp bench run` + `hsitp bench merge` (rules bench_run, bench_merge)",
+    "calibration": "`hsitp bench calibrate` (rule bench_calibrate)",
+    "model_vs_measured": "`hsitp bench compare` (rule bench_compare)",
+    "bench_shard": "`hsitp bench shard` (benchmarks/gpu_check.sh)",
+    "bench_roofline": "`hsitp bench roofline` (benchmarks/gpu_check.sh)",
+}
+
+
+def producer(kind: str | None) -> str:
+    """Which stage writes a kind of file (cost tables: one kind per table)."""
+    if kind is None:
+        return "the stage that writes it"
+    if kind in KIND_PRODUCERS:
+        return KIND_PRODUCERS[kind]
+    for prefix in ("cost_", "model_"):
+        if kind.startswith(prefix):
+            table = kind.removeprefix(prefix)
+            return f"`hsitp cost {table}` (rule cost_table)"
+    return f"the stage that writes {kind!r} files"
+
+
+class ResultFileError(HsitpError):
+    """A result file is missing, unreadable (truncated, not netCDF) or of another kind or schema version.
+
+    The message is one line naming the file and the stage that writes it."""
+
+
+class SchemaVersionError(ResultFileError):
+    """A netCDF file was written by an incompatible version of the pipeline (or holds another kind)."""
 
 
 def sha256_file(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
@@ -192,22 +224,37 @@ def write_netcdf(
 
 
 def read_netcdf(path: str | os.PathLike[str], *, kind: str | None = None, load: bool = True) -> xr.Dataset:
-    """Open a project netCDF, checking its schema version (and kind, if given)."""
+    """Open a project netCDF, checking its schema version (and kind, if given).
+
+    Every failure is a :class:`ResultFileError` whose one-line message names the file and the stage that writes
+    it: missing, truncated or foreign (not netCDF, or not written by hsitp), other schema version, other kind.
+    """
     path = Path(path)
+    rerun = f"re-run {producer(kind)}"
     if not path.exists():
-        raise FileNotFoundError(f"{path}: no such result; run the stage that writes it (see README).")
-    ds = xr.open_dataset(path, engine=NETCDF_ENGINE)
-    if load:
-        ds = ds.load()
-        ds.close()
+        raise ResultFileError(f"{path}: no such result; {rerun} (see README).")
+    try:
+        ds = xr.open_dataset(path, engine=NETCDF_ENGINE)
+        if load:
+            ds = ds.load()
+            ds.close()
+    except (OSError, ValueError, RuntimeError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ResultFileError(
+            f"{path}: not a readable netCDF (truncated or not written by hsitp: {reason}); delete it and {rerun}."
+        ) from exc
     found = ds.attrs.get("schema_version")
+    if found is None:
+        raise SchemaVersionError(f"{path}: not written by hsitp (no schema_version attribute); {rerun}.")
     if found != SCHEMA_VERSION:
         raise SchemaVersionError(
-            f"{path}: schema_version {found!r}, this hsitp reads {SCHEMA_VERSION!r}; "
-            "delete the file and re-run its stage."
+            f"{path}: schema_version {found!r}, this hsitp reads {SCHEMA_VERSION!r}; delete the file and {rerun}."
         )
     if kind is not None and ds.attrs.get("kind") != kind:
-        raise SchemaVersionError(f"{path}: holds kind {ds.attrs.get('kind')!r}, expected {kind!r}.")
+        raise SchemaVersionError(
+            f"{path}: holds kind {ds.attrs.get('kind')!r} (written by {producer(ds.attrs.get('kind'))}), "
+            f"expected {kind!r}; {rerun}."
+        )
     return ds
 
 

@@ -19,7 +19,7 @@ import xarray as xr
 from hsitp.bench.collective_sweep import COLLECTIVES
 from hsitp.bench.timing import median_iqr
 from hsitp.errors import HsitpError
-from hsitp.io import SchemaVersionError, provenance, read_netcdf, write_netcdf
+from hsitp.io import ResultFileError, provenance, read_netcdf, write_netcdf
 
 MODES = ("full", "compute", "comm")
 KIND = "microbench"
@@ -38,7 +38,7 @@ def read_input(path: str | Path, kind: str) -> xr.Dataset:
     """``read_netcdf`` with a user-facing error naming the file and the step that writes it."""
     try:
         return read_netcdf(path, kind=kind)
-    except (FileNotFoundError, SchemaVersionError) as exc:
+    except ResultFileError as exc:
         raise BenchInputError(
             f"{exc} (expected a {kind!r} file: microbench <- `hsitp bench run` + `merge`, "
             "calibration <- `hsitp bench calibrate`)"

@@ -178,7 +178,7 @@ def validate_calibration(ds: xr.Dataset, where: str | Path) -> None:
 
 def load_calibration(path: str | Path) -> xr.Dataset:
     """Read and validate a calibration file written by the microbenchmark stage."""
-    from hsitp.io import SchemaVersionError, read_netcdf
+    from hsitp.io import ResultFileError, read_netcdf
 
     path = Path(path)
     if not path.exists():
@@ -188,7 +188,7 @@ def load_calibration(path: str | Path) -> xr.Dataset:
         )
     try:
         ds = read_netcdf(path, kind=CALIBRATION_KIND)
-    except SchemaVersionError as exc:
+    except ResultFileError as exc:
         raise CalibrationError(str(exc)) from exc
     validate_calibration(ds, path)
     return ds
