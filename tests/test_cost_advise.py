@@ -66,3 +66,49 @@ def test_patch_larger_than_scene(capsys: pytest.CaptureFixture[str]):
         == 2
     )
     assert "larger than salinas_a's 83x86 grid" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--devices", "8", "--embed-dim", "0"], "--embed-dim must be >= 1, got 0"),
+        (["--devices", "0"], "--devices must be an integer >= 1"),
+        (["--devices", "100000"], "beyond any machine the hardware presets describe"),
+        (["--devices", "512"], "exceeds what one layer can be split into here (N = 324 tokens, D = 256"),
+        (["--devices", "2", "--patch", "0"], "--patch must be >= 1"),
+    ],
+)
+def test_every_argument_is_validated(capsys: pytest.CaptureFixture[str], args: list[str], message: str):
+    """Catches --embed-dim 0 silently becoming the config's 256, and device counts no layer can be split into
+    answered with numbers instead of an error (issue 9)."""
+    argv = ["advise", "--dataset", "indian_pines", "--patch", "8", "--config-json", "{}", *args]
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_one_device_needs_no_parallelism(capsys: pytest.CaptureFixture[str]):
+    """Catches a CCR/throughput table reported for P = 1, where nothing is split or communicated."""
+    argv = ["advise", "--dataset", "indian_pines", "--patch", "8", "--devices", "1", "--config-json", "{}"]
+    assert main([*argv, "--json"]) == 0
+    a = json.loads(capsys.readouterr().out)
+    assert a["recommendation"] == "none" and a["splits"] == {} and "no parallelism needed" in a["reason"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "no parallelism needed" in out and "CCR stated" not in out
+
+
+def test_measured_calibration_outside_its_world_sizes_warns(capsys: pytest.CaptureFixture[str], repo_root):
+    """Catches a calibration fitted at P = 2, 4 silently used for P = 8, and labels that call the same run both
+    'measured' and 'not measured'."""
+    cal = repo_root / "tests" / "fixtures" / "calibration_small.nc"
+    argv = ["advise", "--dataset", "indian_pines", "--patch", "8", "--config-json", "{}"]
+    assert main([*argv, "--devices", "8", "--hardware", f"measured:{cal}", "--json"]) == 0
+    a = json.loads(capsys.readouterr().out)
+    assert any("not at P = 8" in w for w in a["warnings"])
+    assert "measured hardware constants" in a["origin"] and "not measured" not in a["origin"]
+    assert main([*argv, "--devices", "2", "--hardware", f"measured:{cal}", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["warnings"] == []
+    assert main([*argv, "--devices", "8", "--hardware", f"measured:{cal}"]) == 0
+    out = capsys.readouterr().out
+    assert "hardware constants: measured calibration" in out and "warning: the calibration was fitted" in out
+    assert "not measured" not in out

@@ -54,10 +54,44 @@ def _split_report(b: StackCost) -> dict[str, Any]:
     }
 
 
+# Largest device count the presets can describe (a 1024-node x 64-device machine); anything above is a typo.
+MAX_DEVICES = 65_536
+
+
+def _origin(hw: Any) -> str:
+    """What the numbers are: always modelled CCRs; the hardware constants are measured or preset."""
+    if hw.measured:
+        return (
+            "modelled (hsitp.cost) with measured hardware constants (alpha, beta, F from a calibration file)"
+        )
+    return ORIGIN + " (hardware constants from a preset)"
+
+
+def _hardware_warnings(hw: Any, devices: int) -> list[str]:
+    """Where the hardware description is used outside what it covers."""
+    out = []
+    if hw.measured:
+        fitted = hw.fitted_world_sizes
+        if devices > 1 and devices not in fitted:
+            out.append(
+                f"the calibration was fitted at P = {list(fitted)}, not at P = {devices}: its alpha, beta and the "
+                "sequence factor are extrapolated (measure this P: add it to bench.world_sizes)"
+            )
+    elif devices > hw.devices_per_node:
+        out.append(
+            f"P = {devices} spans nodes of {hw.devices_per_node} devices: the inter-node bandwidth "
+            f"{hw.beta_inter:.3g} B/s is used"
+        )
+    return out
+
+
 def _recommend(splits: Mapping[str, StackCost], P: int) -> tuple[str, str]:
     """(recommendation, one-line reason) from the refined CCRs, with the stated model's view alongside."""
     if P == 1:
-        return "none", "one device: nothing to split"
+        return (
+            "none",
+            "no parallelism needed: one device holds the whole layer, nothing is split or communicated",
+        )
     refined = {s: b.ccr for s, b in splits.items() if np.isfinite(b.ccr)}
     best = min(refined, key=refined.get)
     others = ", ".join(f"{s} {v:.3g}" for s, v in refined.items() if s != best)
@@ -88,22 +122,39 @@ def advise(
     hardware: str,
     embed_dim: int | None = None,
 ) -> dict[str, Any]:
-    """The advice as a JSON-ready dict (see module docstring)."""
+    """The advice as a JSON-ready dict (see module docstring).
+
+    Every argument is checked before any arithmetic: a P the model cannot split (more devices than tokens or
+    features), an embedding dimension below 1, a device count beyond any machine the presets describe. P = 1 is
+    answered as "no parallelism needed" without a CCR table. A measured calibration used at a P it was not fitted
+    on gives a warning in the result (``warnings``).
+    """
     spec = registry.get(dataset)
-    hw = get_hardware(hardware)
-    if devices < 1:
-        raise HsitpError(f"--devices must be >= 1, got {devices}")
+    if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
+        raise HsitpError(f"--devices must be an integer >= 1, got {devices!r}")
+    if devices > MAX_DEVICES:
+        raise HsitpError(
+            f"--devices {devices} is beyond any machine the hardware presets describe (at most {MAX_DEVICES}); "
+            "the tensor-parallel degree P is the size of one TP group, usually <= devices per node"
+        )
     if patch < 1:
         raise HsitpError(f"--patch must be >= 1, got {patch}")
+    if embed_dim is not None and embed_dim < 1:
+        raise HsitpError(f"--embed-dim must be >= 1, got {embed_dim}")
+    hw = get_hardware(hardware)
     N = n_tokens(spec.rows, spec.cols, patch, cost["token_grid"])
     if N < 1:
         raise HsitpError(
             f"--patch {patch} is larger than {dataset}'s {spec.rows}x{spec.cols} grid; use a patch <= "
             f"{min(spec.rows, spec.cols)}"
         )
-    D = int(embed_dim or cost["embed_dim"])
-    if D < 1:
-        raise HsitpError(f"--embed-dim must be >= 1, got {D}")
+    D = int(cost["embed_dim"] if embed_dim is None else embed_dim)
+    if devices > min(N, D):
+        raise HsitpError(
+            f"--devices {devices} exceeds what one layer can be split into here (N = {N} tokens, D = {D} "
+            f"features): every split would leave devices without work; use --devices <= {min(N, D)}"
+        )
+    warnings = _hardware_warnings(hw, devices)
     shape = LayerShape(
         N=N,
         D=D,
@@ -128,8 +179,9 @@ def advise(
         for s in BLOCK_SPLITS
     }
     rec, reason = _recommend(splits, devices)
+    tables = {s: _split_report(b) for s, b in splits.items()} if devices > 1 else {}
     return {
-        "origin": ORIGIN,
+        "origin": _origin(hw),
         "dataset": spec.name,
         "title": spec.title,
         "H": spec.rows,
@@ -156,9 +208,10 @@ def advise(
         },
         "threshold": float(stated.threshold(devices, hw.flops, hw.beta_for(devices))),
         "switches_on": sw.on(),
-        "splits": {s: _split_report(b) for s, b in splits.items()},
+        "splits": tables,
         "recommendation": rec,
         "reason": reason,
+        "warnings": warnings,
     }
 
 
@@ -169,14 +222,18 @@ def format_text(a: Mapping[str, Any]) -> str:
         return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3g}"
 
     hw = a["hardware"]
+    kind = "measured calibration" if hw["measured"] else "preset"
     lines = [
         f"{a['title']} ({a['dataset']}): {a['H']}x{a['W']}x{a['L']}, patch {a['patch']} -> N = {a['N']} tokens; "
         f"D = {a['D']}, rho = D/N = {f(a['rho'])} (L/N = {f(a['rho_bands'])})",
-        f"{a['devices']} devices on {hw['name']} ({'measured' if hw['measured'] else 'preset'}): "
+        f"{a['devices']} device{'s' if a['devices'] > 1 else ''} on {hw['name']} (hardware constants: {kind}): "
         f"F = {f(hw['F_flops'])} FLOP/s, beta = {f(hw['beta_bytes_per_s'])} B/s, P*F/beta = {f(a['threshold'])}",
-        f"{'split':<8} {'CCR stated':>11} {'CCR refined':>12} {'worst layer':>12} {'tput stated':>12} "
-        f"{'tput refined':>13} {'comp/block s':>13} {'comm/block s':>13}",
     ]
+    if a["splits"]:
+        lines.append(
+            f"{'split':<8} {'CCR stated':>11} {'CCR refined':>12} {'worst layer':>12} {'tput stated':>12} "
+            f"{'tput refined':>13} {'comp/block s':>13} {'comm/block s':>13}"
+        )
     for s, r in a["splits"].items():
         name = s + (f" {r['mesh'][0]}x{r['mesh'][1]}" if s == "2d" and r["mesh"] else "")
         lines.append(
@@ -185,5 +242,6 @@ def format_text(a: Mapping[str, Any]) -> str:
             f"{f(r['t_comp_s']):>13} {f(r['t_comm_s']):>13}" + (f"  ({r['note']})" if r["note"] else "")
         )
     lines.append(f"recommendation: {a['recommendation']} — {a['reason']}")
-    lines.append(f"({a['origin']}; per-layer times in --json)")
+    lines += [f"warning: {w}" for w in a["warnings"]]
+    lines.append(f"(CCR {a['origin']}" + ("; per-layer times in --json)" if a["splits"] else ")"))
     return "\n".join(lines)

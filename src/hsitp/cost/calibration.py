@@ -239,4 +239,5 @@ def hardware_from_calibration(path: str | Path) -> Hardware:
         op_mem_bandwidth=model["mem_bandwidth"] or empty,
         op_compute_overhead=model["compute_overhead"] or empty,
         op_sequence_factor=model["sequence_factor"] or empty,
+        world_sizes=tuple(int(p) for p in sizes),
     )

@@ -60,6 +60,12 @@ class Hardware:
     op_mem_bandwidth: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     op_compute_overhead: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     op_sequence_factor: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    world_sizes: tuple[int, ...] = ()  # measured only: the P values the calibration was fitted on
+
+    @property
+    def fitted_world_sizes(self) -> tuple[int, ...]:
+        """World sizes a measured calibration was fitted on (empty for a preset)."""
+        return tuple(self.world_sizes)
 
     @property
     def flops(self) -> float:
