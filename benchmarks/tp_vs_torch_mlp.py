@@ -47,7 +47,7 @@ def _timed(step, finish, steps: int) -> float:  # noqa: ANN001
     return float(elapsed) / steps
 
 
-def bench_one(tp: Any, mesh: Any, n: int, args: argparse.Namespace, device: str) -> dict[str, Any]:
+def bench_one(tp: Any, mesh: Any, n: int, args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
     """Check parity, then time interleaved samples of ours vs PyTorch's TP for N tokens."""
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
@@ -115,26 +115,35 @@ def bench_one(tp: Any, mesh: Any, n: int, args: argparse.Namespace, device: str)
     }
 
 
-def bench_rank(tp: Any, args: argparse.Namespace) -> list[dict[str, Any]] | None:
+def bench_rank(rt: Any, args: argparse.Namespace) -> list[dict[str, Any]] | None:
     from torch.distributed.device_mesh import init_device_mesh
 
-    device = "cuda" if args.backend == "nccl" else "cpu"
-    mesh = init_device_mesh(device, (tp.size,))
-    rows = [bench_one(tp, mesh, n, args, device) for n in args.N]
-    return rows if tp.rank == 0 else None
+    mesh = init_device_mesh(rt.device.type, (rt.world_size,))
+    rows = [bench_one(rt.world, mesh, n, args, rt.device) for n in args.N]
+    return rows if rt.rank == 0 else None
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    """Both sides run under the same runtime: backend, timeout, device (cuda for nccl) and threads per rank."""
+    from hsitp.parallel.runtime import RuntimeSettings
+
+    return RuntimeSettings(
+        backend=args.backend,
+        timeout_s=args.timeout_s,
+        device="cuda" if args.backend == "nccl" else "cpu",
+        threads_per_rank=args.threads,
+        world_size=args.P,
+    )
 
 
 def _worker(rank: int, world: int, port: int, args: argparse.Namespace, q: Any) -> None:
-    torch.set_num_threads(args.threads)
-    from hsitp.parallel import destroy_distributed, init_distributed
+    from hsitp.parallel.runtime import start
 
-    tp = init_distributed(
-        args.backend, args.timeout_s, rank=rank, world_size=world, init_method=f"tcp://127.0.0.1:{port}"
-    )
-    rows = bench_rank(tp, args)
+    rt = start(_settings(args), rank=rank, world_size=world, init_method=f"tcp://127.0.0.1:{port}")
+    rows = bench_rank(rt, args)
     if rows is not None:
         q.put(rows)
-    destroy_distributed()
+    rt.stop()
 
 
 def main() -> None:
@@ -153,14 +162,15 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="also write the rows (and machine info) to this JSON file")
     args = parser.parse_args()
+    if args.P < 2:
+        parser.error("--P must be at least 2 (at P = 1 there is no tensor parallelism to compare)")
 
     if "WORLD_SIZE" in os.environ:  # launched by torchrun
-        torch.set_num_threads(args.threads)
-        from hsitp.parallel import destroy_distributed, init_distributed
+        from hsitp.parallel.runtime import start
 
-        tp = init_distributed(args.backend, args.timeout_s, expected_world_size=args.P)
-        rows = bench_rank(tp, args)
-        destroy_distributed()
+        rt = start(_settings(args))
+        rows = bench_rank(rt, args)
+        rt.stop()
     else:
         import socket
 

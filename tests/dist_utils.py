@@ -1,7 +1,7 @@
 """Spawn a small gloo world from pytest and collect each rank's result (or traceback) without ever hanging.
 
-Each rank runs ``fn(tp, *args)`` after ``init_distributed`` on a free localhost port (port 0 bound, then
-released) and puts ``(rank, "ok", result)`` or ``(rank, "error", traceback)`` on a queue. The parent waits up to
+Each rank starts the runtime (``hsitp.parallel.runtime.start``, gloo on CPU, one thread) with an explicit rank on a
+free localhost port (port 0 bound, then released), runs ``fn(rt, *args)`` and puts ``(rank, "ok", result)`` or ``(rank, "error", traceback)`` on a queue. The parent waits up to
 ``deadline_s`` for every rank; ranks still alive then are killed and reported missing. Worker functions must live
 in an importable module (tests/ is on sys.path under pytest).
 """
@@ -29,18 +29,15 @@ def free_port() -> int:
 def _entry(
     rank: int, world: int, port: int, fn: Callable[..., Any], args: tuple, q: Any, timeout_s: float
 ) -> None:
-    import torch
+    from hsitp.parallel.runtime import RuntimeSettings, start
 
-    torch.set_num_threads(1)  # 2 shared cores: no oversubscription
-    from hsitp.parallel import destroy_distributed, init_distributed
-
+    # one thread per rank: 2 shared cores, no oversubscription
+    settings = RuntimeSettings(backend="gloo", timeout_s=timeout_s, device="cpu", threads_per_rank=1)
     try:
-        tp = init_distributed(
-            "gloo", timeout_s, rank=rank, world_size=world, init_method=f"tcp://127.0.0.1:{port}"
-        )
-        result = fn(tp, *args)
+        rt = start(settings, rank=rank, world_size=world, init_method=f"tcp://127.0.0.1:{port}")
+        result = fn(rt, *args)
         q.put((rank, "ok", result))
-        destroy_distributed()
+        rt.stop()
     except BaseException:  # noqa: BLE001 - report everything to the parent
         q.put((rank, "error", traceback.format_exc()))
         q.close()
@@ -65,7 +62,7 @@ def spawn_world(
     deadline_s: float = 240.0,
     expect_reports: int | None = None,
 ) -> WorldOutcome:
-    """Run ``fn(tp, *args)`` on ``world`` gloo ranks and return what happened, without judging it."""
+    """Run ``fn(rt, *args)`` on ``world`` gloo ranks and return what happened, without judging it."""
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     port = free_port()

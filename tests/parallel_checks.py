@@ -34,10 +34,10 @@ from hsitp.parallel import (
     gather_local_grad,
     gather_seq,
     local_state_from_full,
-    make_mesh_2d,
     reduce_from_tp,
 )
 from hsitp.parallel.dense import seeded
+from hsitp.parallel.runtime import Runtime
 from hsitp.parallel.two_d import Attention2D
 
 # Tolerances by dtype. Sharded layers compute the same maths with a different summation order (partial sums over
@@ -162,22 +162,23 @@ def _trace_counts(tp: TPGroup) -> list[str]:
     assert names == [("all_gather", "forward"), ("reduce_scatter", "backward")], names
 
     trace.clear()
-    noop = dataclasses.replace(traced, comm="noop")
+    noop = traced.noop()
+    assert noop.comm == "noop" and noop.trace is trace
     y_noop = ParallelMLP(8, 32, noop, seed=0)(x)
     assert y_noop.shape == (2, 3, 8) and len(trace) == 1, (y_noop.shape, trace)
     return ["trace_mlp", "trace_token_attn", "noop_mlp"]
 
 
-def parity_suite(tp: TPGroup, dtype_names: tuple[str, ...] = ("float64", "float32")) -> list[str]:
+def parity_suite(rt: Runtime, dtype_names: tuple[str, ...] = ("float64", "float32")) -> list[str]:
     """Every layer at this world size in each dtype; returns the names of the checks that passed."""
     done: list[str] = []
     for name in dtype_names:
-        done += [f"{name}:{check}" for check in _suite(tp, getattr(torch, name))]
+        done += [f"{name}:{check}" for check in _suite(rt, getattr(torch, name))]
     return done
 
 
-def _suite(tp: TPGroup, dtype: torch.dtype) -> list[str]:
-    p = tp.size
+def _suite(rt: Runtime, dtype: torch.dtype) -> list[str]:
+    tp, p = rt.world, rt.world_size
     done = _collective_semantics(tp, dtype)
     done += _trace_counts(tp)
 
@@ -231,7 +232,8 @@ def _suite(tp: TPGroup, dtype: torch.dtype) -> list[str]:
     # 2-D split: P = 4 as 2 x 2; P = 2 as 2 x 1 and 1 x 2 (real sub-groups of size 1 and 2).
     meshes = [(2, 2)] if p == 4 else [(2, 1), (1, 2)] if p == 2 else []
     for pc, pt in meshes:
-        mesh = make_mesh_2d(tp, pc, pt)
+        mesh = rt.mesh(pc, pt)  # built once, reused by the next dtype
+        assert rt.mesh(pc, pt) is mesh
         dense = DenseAttention(16, 4, seed=4).to(dtype)
         mod = Attention2D(16, 4, mesh, n_tokens=7, seed=4, dtype=dtype)
         done.append(
@@ -310,7 +312,7 @@ def _suite(tp: TPGroup, dtype: torch.dtype) -> list[str]:
     return done
 
 
-def lose_rank_mid_collective(tp: TPGroup, victim: int, signal_name: str) -> None:
+def lose_rank_mid_collective(rt: Runtime, victim: int, signal_name: str) -> None:
     """All ranks loop all-reduces of a 4 MiB tensor; ``victim`` sends itself ``signal_name`` (SIGKILL: dies;
     SIGSTOP: stays connected but silent) 0.5 s in, i.e. in the middle of the loop. Survivors must raise."""
     import os
@@ -320,6 +322,7 @@ def lose_rank_mid_collective(tp: TPGroup, victim: int, signal_name: str) -> None
 
     from hsitp.parallel.collectives import all_reduce_
 
+    tp = rt.world
     buf = torch.zeros(1 << 20)
     if tp.rank == victim:
         sig = getattr(signal, signal_name)

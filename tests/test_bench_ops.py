@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from hsitp.bench.model import Point, op_flops, predict
-from hsitp.bench.ops import _traced, _variant, build_kwargs, make_step, summarize_trace, trace_point
+from hsitp.bench.ops import build_kwargs, summarize_trace, trace_point
 from hsitp.bench.roofline import run_roofline
 from hsitp.bench.shard import noop_group, run_shard
 from hsitp.bench.timing import time_interleaved
@@ -49,16 +49,12 @@ def test_trace_summary_counts_bytes_and_ring_factors():
     assert s["count"][0] == len(recs) and s["factor_bytes"][0] == pytest.approx(1.5 * s["bytes"])
 
 
-def test_mesh_variants_and_traces_keep_axes_apart():
-    """Catches a no-op twin that leaves one mesh axis communicating, or token records filed under channel."""
+def test_mesh_trace_point_keeps_axes_apart():
+    """Catches shard mode's 2-D mesh being of the wrong shape, or trace_point filing token records under the
+    channel group (the replay would then run them on the wrong group)."""
     mesh = noop_group("attn_2d", 4)
     assert isinstance(mesh, Mesh2D) and (mesh.channel.size, mesh.token.size) == (2, 2)
-    twin = _variant(mesh, comm="noop")
-    assert twin.channel.comm == twin.token.comm == "noop"
-    traced_mesh, traced = _traced(mesh)
-    assert traced_mesh.channel.trace is not traced_mesh.token.trace
-    make_step(build_op("attn_2d", tp=traced_mesh, **_kw("attn_2d", 4)))()
-    (ch_group, ch), (tok_group, tok) = traced
+    (ch_group, ch), (tok_group, tok) = trace_point("attn_2d", mesh, _kw("attn_2d", 4))
     assert ch_group is mesh.channel and tok_group is mesh.token
     assert {r.name for r in tok} >= {"all_gather", "reduce_scatter"}  # keys/values move along tokens
     assert {r.name for r in ch} == {"all_reduce"}  # row-parallel output along channels

@@ -10,7 +10,7 @@ from parallel_checks import lose_rank_mid_collective
 
 pytestmark = pytest.mark.slow
 
-TIMEOUT_S = 5.0  # process-group timeout given to init_distributed (parallel.timeout_s in the config)
+TIMEOUT_S = 5.0  # process-group timeout given to runtime.start (parallel.timeout_s in the config)
 
 
 @pytest.mark.parametrize(("world", "signal_name"), [(3, "SIGKILL"), (2, "SIGSTOP")])

@@ -22,10 +22,7 @@ from hsitp.parallel import (
     TokenParallelAttention,
     TPGroup,
     build_op,
-    init_distributed,
-    init_from_config,
     make_mesh_2d,
-    resolve_backend,
     split_heads,
 )
 from hsitp.parallel.ops import token_grid
@@ -69,32 +66,6 @@ def test_heads_not_divisible_error_and_padding() -> None:
         split_heads(6, 4, head_padding=False)
     s = split_heads(6, 4, head_padding=True)
     assert (s.local, s.padded, s.pad_fraction) == (2, 8, 0.25)
-
-
-def test_world_size_mismatch_fails_before_rendezvous(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Catches a launch whose world size differs from the config reaching init_process_group (where it would
-    block waiting for ranks that never come): the check must fail first, naming both sizes."""
-    monkeypatch.setenv("WORLD_SIZE", "2")
-    monkeypatch.setenv("RANK", "0")
-    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
-    monkeypatch.setenv("MASTER_PORT", "1")  # nothing listens: reaching the rendezvous would hang or fail late
-    with pytest.raises(
-        DistributedSetupError, match="2 processes were launched but the config asks for P = 4"
-    ):
-        init_distributed("gloo", 5.0, expected_world_size=4)
-
-
-def test_backend_resolution() -> None:
-    """Catches 'auto' picking NCCL on a CPU-only machine, and an explicit nccl request without a GPU failing
-    late inside init_process_group instead of with a clear message."""
-    if torch.cuda.is_available():
-        assert resolve_backend("auto") == "nccl"
-    else:
-        assert resolve_backend("auto") == "gloo"
-        with pytest.raises(DistributedSetupError, match="CUDA/NCCL is not available"):
-            resolve_backend("nccl")
-    with pytest.raises(DistributedSetupError, match="must be one of"):
-        resolve_backend("mpi")
 
 
 def test_mesh_shape_must_match_world() -> None:
@@ -162,25 +133,55 @@ def test_token_grid() -> None:
 
 
 def test_parallel_config_section() -> None:
-    """Catches the parallel section missing from the schema or config files, or settings not read from it."""
+    """Catches the parallel section missing from the schema or config files, or layer settings not read from it
+    (or a bad value accepted when the settings are built without the schema)."""
     cfg = (
         load_config(["config/config.yaml"])
         if __import__("os").path.exists("config/config.yaml")
         else load_config()
     )
     s = ParallelSettings.from_config(cfg)
-    assert (
-        s.backend in ("auto", "gloo", "nccl") and s.timeout_s > 0 and s.layernorm in ("sharded", "replicated")
-    )
+    assert s.heads >= 1 and isinstance(s.head_padding, bool) and s.layernorm in ("sharded", "replicated")
     with pytest.raises(Exception, match="layernorm"):
         load_config(overrides={"parallel": {"layernorm": "nowhere"}})
+    with pytest.raises(DistributedSetupError, match="parallel.layernorm"):
+        ParallelSettings(layernorm="nowhere")
+    with pytest.raises(DistributedSetupError, match="parallel.heads"):
+        ParallelSettings.from_config({"parallel": {"heads": 0}})
 
 
-def test_init_from_config_checks_world_size(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Catches init_from_config ignoring the expected world size or the config's timeout for a plain
-    (non-torchrun) single process."""
-    monkeypatch.delenv("WORLD_SIZE", raising=False)
-    cfg = {"parallel": {"backend": "auto", "timeout_s": 7}}
-    assert init_from_config(cfg, expected_world_size=1) == TPGroup.single()
-    with pytest.raises(DistributedSetupError, match="config asks for P = 2"):
-        init_from_config(cfg, expected_world_size=2)
+def test_group_noop_and_traced_twins() -> None:
+    """Catches a no-op twin that still communicates or loses rank/size, and a traced twin that communicates,
+    records into the original group, or files the records under no group."""
+    real = object()  # stands in for a ProcessGroup: nothing here may call a collective on it
+    g = TPGroup(real, 4, 1)
+    twin = g.noop()
+    assert (twin.comm, twin.group, twin.size, twin.rank, twin.trace) == ("noop", real, 4, 1, None)
+    assert g.comm == "real"
+    traced, axes = g.traced()
+    assert traced.comm == "noop" and len(axes) == 1 and axes[0].group is g and axes[0].records is traced.trace
+    module, make_input = build_op("mlp", tp=traced, N=5, D=16, heads=4)
+    module(*make_input()).sum().backward()
+    assert [(r.name, r.phase, r.group_size) for r in axes[0].records] == [
+        ("all_reduce", "forward", 4),
+        ("all_reduce", "backward", 4),
+    ]
+    assert g.trace is None
+
+
+def test_mesh_noop_and_traced_keep_axes_apart() -> None:
+    """Catches a mesh twin that leaves one axis communicating, or token records filed under the channel axis
+    (replaying them on the wrong group would time the wrong collective)."""
+    mesh = Mesh2D(channel=TPGroup(object(), 2, 1), token=TPGroup(object(), 3, 2))  # P = 6, rank 5
+    twin = mesh.noop()
+    assert twin.channel.comm == twin.token.comm == "noop" and mesh.channel.comm == mesh.token.comm == "real"
+    assert (twin.channel.size, twin.token.size, twin.channel.rank, twin.token.rank) == (2, 3, 1, 2)
+    traced, axes = mesh.traced()
+    (ch_group, ch), (tok_group, tok) = axes
+    assert ch_group is mesh.channel and tok_group is mesh.token
+    assert traced.channel.trace is ch and traced.token.trace is tok and ch is not tok
+    assert traced.channel.comm == traced.token.comm == "noop"
+    module, make_input = build_op("attn_2d", tp=traced, N=13, D=16, heads=4)
+    module(*make_input()).sum().backward()
+    assert {r.name for r in tok} >= {"all_gather", "reduce_scatter"} and {r.group_size for r in tok} == {3}
+    assert {r.name for r in ch} == {"all_reduce"} and {r.group_size for r in ch} == {2}

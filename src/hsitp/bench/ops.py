@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import xarray as xr
@@ -28,57 +28,11 @@ from hsitp.bench.results import MODES
 from hsitp.bench.timing import time_interleaved
 from hsitp.errors import HsitpError
 
+if TYPE_CHECKING:
+    from hsitp.parallel.groups import AxisTrace, Mesh2D, TPGroup
+    from hsitp.parallel.runtime import Runtime
+
 log = logging.getLogger(__name__)
-
-
-@dataclasses.dataclass
-class Groups:
-    """This rank's real process groups, built once per run (new_group is collective and not free)."""
-
-    world: Any  # TPGroup
-    meshes: dict[tuple[int, int], Any]  # (P_c, P_t) -> Mesh2D
-
-    def mesh(self, shape: tuple[int, int]) -> Any:
-        from hsitp.parallel.groups import make_mesh_2d
-
-        if shape not in self.meshes:
-            self.meshes[shape] = make_mesh_2d(self.world, *shape)
-        return self.meshes[shape]
-
-
-def make_groups(rt: Any, timeout_s: float) -> Groups:
-    from hsitp.parallel.groups import TPGroup
-
-    world = (
-        TPGroup.single() if rt.group is None else TPGroup.from_process_group(rt.group, timeout_s=timeout_s)
-    )
-    return Groups(world=world, meshes={})
-
-
-def _variant(tp: Any, **changes: Any) -> Any:
-    """The same TPGroup or Mesh2D with ``changes`` (comm, trace) applied to every axis."""
-    from hsitp.parallel.groups import Mesh2D
-
-    if isinstance(tp, Mesh2D):
-        return Mesh2D(
-            channel=dataclasses.replace(tp.channel, **changes), token=dataclasses.replace(tp.token, **changes)
-        )
-    return dataclasses.replace(tp, **changes)
-
-
-def _traced(tp: Any) -> tuple[Any, list[tuple[Any, Any]]]:
-    """A no-op twin whose every axis records into its own list, so each record's group is known."""
-    from hsitp.parallel.groups import Mesh2D
-
-    if isinstance(tp, Mesh2D):
-        ch, tok = [], []
-        mesh = Mesh2D(
-            channel=dataclasses.replace(tp.channel, comm="noop", trace=ch),
-            token=dataclasses.replace(tp.token, comm="noop", trace=tok),
-        )
-        return mesh, [(tp.channel, ch), (tp.token, tok)]
-    records: list[Any] = []
-    return dataclasses.replace(tp, comm="noop", trace=records), [(tp, records)]
 
 
 def make_step(built: Any) -> Callable[[], None]:
@@ -107,7 +61,7 @@ def make_step(built: Any) -> Callable[[], None]:
     return step
 
 
-def replay_calls(traced: list[tuple[Any, list[Any]]], rt: Any) -> list[CollectiveCall]:
+def replay_calls(traced: list[AxisTrace], rt: Runtime) -> list[CollectiveCall]:
     """Buffers for every traced collective on the real group that issued it, in issue order per group."""
     import torch
 
@@ -128,7 +82,7 @@ def replay_calls(traced: list[tuple[Any, list[Any]]], rt: Any) -> list[Collectiv
     return calls
 
 
-def _agree(ok: bool, rt: Any) -> bool:
+def _agree(ok: bool, rt: Runtime) -> bool:
     """True only if every rank says ok: a point skipped on one rank must be skipped on all, or they hang."""
     import torch
     import torch.distributed as dist
@@ -157,11 +111,11 @@ def build_kwargs(pt: Point, *, dtype: Any, device: Any, seed: int) -> dict[str, 
     }
 
 
-def trace_point(op: str, tp: Any, kw: Mapping[str, Any]) -> list[tuple[Any, list[Any]]]:
+def trace_point(op: str, tp: TPGroup | Mesh2D, kw: Mapping[str, Any]) -> list[AxisTrace]:
     """The collectives one training step of ``op`` issues, per real group, without communicating."""
     from hsitp.parallel.ops import build_op
 
-    traced_tp, traced = _traced(tp)
+    traced_tp, traced = tp.traced()
     step = make_step(build_op(op, tp=traced_tp, **kw))
     for _, recs in traced:
         recs.clear()  # drop what make_step's shape probe recorded
@@ -169,7 +123,7 @@ def trace_point(op: str, tp: Any, kw: Mapping[str, Any]) -> list[tuple[Any, list
     return traced
 
 
-def summarize_trace(traced: list[tuple[Any, list[Any]]]) -> dict[str, Any]:
+def summarize_trace(traced: list[AxisTrace]) -> dict[str, Any]:
     """Bytes, call count, and per collective (COLLECTIVES order) calls and Σ ring factor x full bytes."""
     records = [r for _, recs in traced for r in recs]
     count = np.zeros(len(COLLECTIVES))
@@ -187,20 +141,20 @@ def summarize_trace(traced: list[tuple[Any, list[Any]]]) -> dict[str, Any]:
 
 
 def time_point(
-    pt: Point, groups: Groups, rt: Any, bc: Mapping[str, Any], dtype: Any, seed: int, repeats: int
+    pt: Point, rt: Runtime, bc: Mapping[str, Any], dtype: Any, seed: int, repeats: int
 ) -> dict[str, Any]:
     """Time one point in all three modes: times (mode, rep) plus :func:`summarize_trace` (or a skip reason)."""
     import torch
 
     from hsitp.parallel.ops import build_op
 
-    tp = groups.mesh(mesh_2d(pt.P)) if pt.op == "attn_2d" else groups.world
+    tp = rt.mesh(*mesh_2d(pt.P)) if pt.op == "attn_2d" else rt.world
     kw = build_kwargs(pt, dtype=dtype, device=rt.device, seed=seed)
     reason = ""
     try:
         traced = trace_point(pt.op, tp, kw)
         full = make_step(build_op(pt.op, tp=tp, **kw))
-        compute = make_step(build_op(pt.op, tp=_variant(tp, comm="noop"), **kw))
+        compute = make_step(build_op(pt.op, tp=tp.noop(), **kw))
         calls = replay_calls(traced, rt)
     except (HsitpError, torch.cuda.OutOfMemoryError) as exc:
         reason = f"{type(exc).__name__}: {exc}"
@@ -226,14 +180,13 @@ def time_point(
 
 def time_ops(
     ds: xr.Dataset,
-    rt: Any,
+    rt: Runtime,
     bc: Mapping[str, Any],
     *,
     dtypes: Mapping[str, Any],
     settings: Mapping[str, Any],
     seed: int,
     reps: np.ndarray,
-    groups: Groups,
 ) -> None:
     """Time every point for the repeats ``reps`` (indices into ``rep``) and fill ``ds`` in place.
 
@@ -254,7 +207,7 @@ def time_ops(
                         continue
                     for q, (dname, dtype) in enumerate(dtypes.items()):
                         pt = Point(op, rt.world_size, n, d, bands, dname, **settings)
-                        res = time_point(pt, groups, rt, bc, dtype, seed, len(reps))
+                        res = time_point(pt, rt, bc, dtype, seed, len(reps))
                         idx = (i, 0, j, k, m, q)
                         if "skipped" in res:
                             skipped.append({**dataclasses.asdict(pt), "reason": res["skipped"]})

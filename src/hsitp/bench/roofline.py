@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from hsitp.bench.runtime import dtype_name, resolve_device, resolve_dtype
 from hsitp.bench.timing import median_iqr, time_region
 from hsitp.io import device_description, provenance, write_netcdf
 
@@ -55,8 +54,10 @@ def run_roofline(
     """Time every (m, n, k) GEMM and the copy; return achieved rates beside the measured roofline."""
     import torch
 
-    dev = resolve_device(device)
-    dt = resolve_dtype(dtype, dev)
+    from hsitp.parallel.runtime import dtype_name, resolve_device, resolve_dtype
+
+    dev = resolve_device(device, key="bench.device")
+    dt = resolve_dtype(dtype, dev, key="bench.dtypes")
     itemsize = torch.empty((), dtype=dt).element_size()
     gen = torch.Generator(device="cpu").manual_seed(seed)
     times = np.full((len(shapes), repeats), np.nan)

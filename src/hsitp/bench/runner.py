@@ -9,20 +9,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from hsitp.bench.collective_sweep import sweep_collectives
 from hsitp.bench.results import empty_partial, write_partial
-from hsitp.bench.runtime import (
-    BenchRuntime,
-    BenchSetupError,
-    dtype_name,
-    resolve_dtype,
-    start_runtime,
-    stop_runtime,
-)
+from hsitp.config import ConfigError
+
+if TYPE_CHECKING:
+    from hsitp.parallel.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +27,7 @@ def check_passes(bc: Mapping[str, Any]) -> None:
     """Every round-robin pass needs at least one repeat of the layers and of the collectives."""
     passes, reps, creps = bc["passes"], bc["repeats"], bc["collectives"]["repeats"]
     if passes > min(reps, creps):
-        raise BenchSetupError(
+        raise ConfigError(
             f"bench.passes = {passes} exceeds bench.repeats ({reps}) or bench.collectives.repeats ({creps}); "
             "lower bench.passes or raise the repeats"
         )
@@ -39,29 +35,25 @@ def check_passes(bc: Mapping[str, Any]) -> None:
 
 def run_partial(config: Mapping[str, Any], *, world_size: int, out: str | Path) -> Path | None:
     """Run the configured sweep at P = ``world_size``; returns the file written (rank 0) or None (other ranks)."""
-    bc, par = config["bench"], config["parallel"]
-    check_passes(bc)
-    rt = start_runtime(
-        device=bc["device"],
-        backend=par["backend"],
-        threads_per_rank=bc["threads_per_rank"],
-        timeout_s=par["timeout_s"],
-        expected_world_size=world_size,
-    )
+    from hsitp.parallel.runtime import RuntimeSettings, start
+
+    check_passes(config["bench"])
+    rt = start(RuntimeSettings.from_config(config, section="bench", world_size=world_size))
     try:
         return _run(config, rt, Path(out))
     finally:
-        stop_runtime(rt)
+        rt.stop()
 
 
-def _run(config: Mapping[str, Any], rt: BenchRuntime, out: Path) -> Path | None:
+def _run(config: Mapping[str, Any], rt: Runtime, out: Path) -> Path | None:
     from hsitp.bench.model import op_settings
-    from hsitp.bench.ops import make_groups, time_ops
+    from hsitp.bench.ops import time_ops
+    from hsitp.parallel.runtime import dtype_name, resolve_dtype
 
     bc = config["bench"]
     resolved: dict[str, Any] = {}  # "auto" may resolve to a dtype also listed by name: time it once
     for name in bc["dtypes"]:
-        dt = resolve_dtype(name, rt.device)
+        dt = resolve_dtype(name, rt.device, key="bench.dtypes")
         resolved.setdefault(dtype_name(dt), dt)
     names = list(resolved)
     cc = bc["collectives"]
@@ -89,7 +81,6 @@ def _run(config: Mapping[str, Any], rt: BenchRuntime, out: Path) -> Path | None:
         "warmup": cc["warmup"],
         "min_region_s": bc["min_region_s"],
     }
-    groups = make_groups(rt, config["parallel"]["timeout_s"])
     settings = op_settings(config)
     coll_reps = np.array_split(np.arange(cc["repeats"]), passes)
     op_reps = np.array_split(np.arange(bc["repeats"]), passes)
@@ -105,7 +96,6 @@ def _run(config: Mapping[str, Any], rt: BenchRuntime, out: Path) -> Path | None:
             settings=settings,
             seed=int(config["seed"]),
             reps=oreps,
-            groups=groups,
         )
     ds.attrs["collective_dtype"] = names[0]
     ds.attrs["passes"] = passes

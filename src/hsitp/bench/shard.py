@@ -21,7 +21,6 @@ import xarray as xr
 
 from hsitp.bench.model import L_DEPENDENT_OPS, Point, mesh_2d, op_flops, op_settings, predict
 from hsitp.bench.ops import build_kwargs, make_step, summarize_trace, trace_point
-from hsitp.bench.runtime import dtype_name, resolve_device, resolve_dtype
 from hsitp.bench.timing import median_iqr, time_region
 from hsitp.errors import HsitpError
 from hsitp.io import device_description, provenance, write_netcdf
@@ -39,7 +38,7 @@ def noop_group(op: str, P: int) -> Any:
     return make_mesh_2d(world, *mesh_2d(P)) if op == "attn_2d" else world
 
 
-def modelled_comm_time(traced: list[tuple[Any, list[Any]]], hw: Any) -> float:
+def modelled_comm_time(traced: list[Any], hw: Any) -> float:
     """Σ over traced collectives of the preset's time for them (hierarchical when a group spans nodes).
 
     Ranks are laid out as in the cost model: a group of n ranks keeps min(n, devices per node) in one node.
@@ -58,16 +57,26 @@ def modelled_comm_time(traced: list[tuple[Any, list[Any]]], hw: Any) -> float:
 
 def run_shard(config: Mapping[str, Any], *, hardware: str) -> xr.Dataset:
     """Time every configured point's rank-0 shard for every P on one device; pair with ``hardware``'s comm."""
+    from hsitp.cost.hardware import get_hardware
+    from hsitp.parallel.runtime import RuntimeSettings, start
+
+    hw = get_hardware(hardware)
+    # one process (P = 1): threads and device as `bench run` sets them; no process group
+    rt = start(RuntimeSettings.from_config(config, section="bench", world_size=1))
+    try:
+        return _run_shard(config, hw, rt.device)
+    finally:
+        rt.stop()
+
+
+def _run_shard(config: Mapping[str, Any], hw: Any, device: Any) -> xr.Dataset:
     import torch
 
-    from hsitp.cost.hardware import get_hardware
     from hsitp.parallel.ops import build_op
+    from hsitp.parallel.runtime import dtype_name, resolve_dtype
 
     bc = config["bench"]
-    hw = get_hardware(hardware)
-    torch.set_num_threads(bc["threads_per_rank"])
-    device = resolve_device(bc["device"])
-    dtype = resolve_dtype(bc["dtypes"][0], device)
+    dtype = resolve_dtype(bc["dtypes"][0], device, key="bench.dtypes")
     dname = dtype_name(dtype)
     sizes = bc["shard"]["world_sizes"]
     shape = (len(bc["ops"]), len(sizes), len(bc["N"]), len(bc["D"]), len(bc["L"]))

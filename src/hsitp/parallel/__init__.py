@@ -2,7 +2,7 @@
 parallel attention, LayerNorm in both placements, and the cross-band aggregators (TP baseline, D-CHAG).
 
 Process groups are passed explicitly (TPGroup / Mesh2D); nothing here reads globals or env-var switches except
-``init_distributed``, which reads torchrun's RANK / WORLD_SIZE / LOCAL_RANK.
+``runtime.start``, the one way a rank starts (it reads torchrun's RANK / WORLD_SIZE / LOCAL_RANK / MASTER_*).
 """
 
 from hsitp.parallel.aggregation import DCHAGAggregator, HeadParallelCrossAttention, TPAggregator
@@ -26,19 +26,11 @@ from hsitp.parallel.dense import (
     dense_layernorm,
 )
 from hsitp.parallel.errors import DistributedSetupError, ShardingError
-from hsitp.parallel.groups import (
-    CommRecord,
-    Mesh2D,
-    TPGroup,
-    destroy_distributed,
-    init_distributed,
-    init_from_config,
-    make_mesh_2d,
-    resolve_backend,
-)
+from hsitp.parallel.groups import AxisTrace, CommRecord, Mesh2D, TPGroup, make_mesh_2d
 from hsitp.parallel.linear import ColumnParallelLinear, Partition, RowParallelLinear
 from hsitp.parallel.ops import OP_NAMES, BuiltOp, build_op
 from hsitp.parallel.padding import Split, local_state_from_full, split_heads
+from hsitp.parallel.runtime import Runtime, RuntimeSettings
 from hsitp.parallel.settings import ParallelSettings
 from hsitp.parallel.tensor_parallel import (
     HeadParallelAttention,
@@ -52,6 +44,7 @@ from hsitp.parallel.two_d import Attention2D
 __all__ = [
     "OP_NAMES",
     "Attention2D",
+    "AxisTrace",
     "BandTokenizer",
     "BuiltOp",
     "ColumnParallelLinear",
@@ -71,6 +64,8 @@ __all__ = [
     "Partition",
     "ReplicatedLayerNorm",
     "RowParallelLinear",
+    "Runtime",
+    "RuntimeSettings",
     "ShardedLayerNorm",
     "ShardingError",
     "SingleQueryCrossAttention",
@@ -83,15 +78,11 @@ __all__ = [
     "build_op",
     "copy_to_tp",
     "dense_layernorm",
-    "destroy_distributed",
     "gather_from_tp",
     "gather_local_grad",
     "gather_seq",
-    "init_distributed",
-    "init_from_config",
     "local_state_from_full",
     "make_mesh_2d",
     "reduce_from_tp",
-    "resolve_backend",
     "split_heads",
 ]

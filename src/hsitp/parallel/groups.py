@@ -3,26 +3,24 @@
 A :class:`TPGroup` bundles a torch ProcessGroup with its size and this process's rank in it, plus two knobs the
 benchmark stage needs: ``comm="noop"`` replaces every collective by a local op of the same output shape and
 dtype (compute-only timing), and ``trace=[]`` records one :class:`CommRecord` per collective issued (bytes moved,
-replaying collectives alone). ``dataclasses.replace(g, comm="noop")`` gives the no-op twin of a group.
+replaying collectives alone). ``g.noop()`` gives the no-op twin of a group (or of a :class:`Mesh2D`),
+``g.traced()`` a no-op twin that records every collective, per axis.
 
-Backend choice: NCCL when CUDA is available, gloo otherwise (``backend="auto"``). The process-group timeout comes
-from the config (``parallel.timeout_s``) so that a dead or stuck rank turns into an error, not a hang.
+The world group and its 2-D meshes come from :func:`hsitp.parallel.runtime.start` (backend, device, timeout).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
-import os
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.distributed as dist
 
 from hsitp.parallel.errors import DistributedSetupError, ShardingError
 
-BACKENDS = ("auto", "gloo", "nccl")
 COMM_MODES = ("real", "noop")
 
 
@@ -40,6 +38,13 @@ class CommRecord:
     nbytes: int
     group_size: int
     phase: str = "forward"
+
+
+class AxisTrace(NamedTuple):
+    """The collectives a traced twin recorded on one axis, and the real group of that axis (to replay them on)."""
+
+    group: TPGroup
+    records: list[CommRecord]
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,19 @@ class TPGroup:
             raise DistributedSetupError("this process is not a member of the given process group")
         return cls(group=group, size=dist.get_world_size(group), rank=rank, timeout_s=timeout_s)
 
+    def noop(self) -> TPGroup:
+        """The no-op twin: same size, rank and trace, every collective a local op of the same shape and dtype."""
+        return dataclasses.replace(self, comm="noop")
+
+    def traced(self) -> tuple[TPGroup, list[AxisTrace]]:
+        """A no-op twin that records every collective it is asked for, and that record list beside this group.
+
+        Layers built on the twin issue no communication (no peer is needed), yet their trace says exactly what the
+        real group would move.
+        """
+        records: list[CommRecord] = []
+        return dataclasses.replace(self, comm="noop", trace=records), [AxisTrace(self, records)]
+
     def record(self, name: str, full: torch.Tensor | torch.Size, dtype: torch.dtype, phase: str) -> None:
         """Append a CommRecord when tracing (``full`` = the unsharded tensor or its shape)."""
         if self.trace is None:
@@ -105,103 +123,15 @@ class Mesh2D:
     def size(self) -> int:
         return self.channel.size * self.token.size
 
+    def noop(self) -> Mesh2D:
+        """Both axes' no-op twins (a mesh with one axis still communicating would not time compute alone)."""
+        return Mesh2D(channel=self.channel.noop(), token=self.token.noop())
 
-def resolve_backend(backend: str = "auto") -> str:
-    """'auto' -> 'nccl' on CUDA, 'gloo' on CPU; an explicit choice is checked against the machine."""
-    if backend not in BACKENDS:
-        raise DistributedSetupError(f"parallel.backend must be one of {BACKENDS}, got {backend!r}")
-    cuda = torch.cuda.is_available()
-    if backend == "auto":
-        return "nccl" if cuda and dist.is_nccl_available() else "gloo"
-    if backend == "nccl" and not (cuda and dist.is_nccl_available()):
-        raise DistributedSetupError(
-            "parallel.backend is 'nccl' but CUDA/NCCL is not available on this machine; use 'auto' or 'gloo'"
-        )
-    return backend
-
-
-def check_world_size(actual: int, expected: int | None) -> None:
-    """Fail before any collective when the launched world does not match the config."""
-    if expected is not None and actual != expected:
-        raise DistributedSetupError(
-            f"world size mismatch: {actual} processes were launched but the config asks for P = {expected}; "
-            f"launch with `torchrun --nproc-per-node {expected}` or change the config"
-        )
-
-
-def _env_int(name: str) -> int | None:
-    val = os.environ.get(name)
-    if val is None or val == "":
-        return None
-    try:
-        return int(val)
-    except ValueError as exc:
-        raise DistributedSetupError(f"environment variable {name}={val!r} is not an integer") from exc
-
-
-def init_distributed(
-    backend: str = "auto",
-    timeout_s: float = 300.0,
-    *,
-    rank: int | None = None,
-    world_size: int | None = None,
-    init_method: str | None = None,
-    expected_world_size: int | None = None,
-) -> TPGroup:
-    """Initialise the default process group and return it as a TPGroup.
-
-    Rank and world size come from the arguments, else from torchrun's RANK / WORLD_SIZE (LOCAL_RANK picks the
-    GPU under NCCL). Without either, this is a single process and P = 1 (no process group is created). The
-    world size is checked against ``expected_world_size`` before the rendezvous.
-    """
-    rank = rank if rank is not None else _env_int("RANK")
-    world_size = world_size if world_size is not None else _env_int("WORLD_SIZE")
-    if world_size is None:
-        check_world_size(1, expected_world_size)
-        return TPGroup.single()
-    check_world_size(world_size, expected_world_size)
-    if rank is None or not 0 <= rank < world_size:
-        raise DistributedSetupError(f"rank {rank} is not in [0, {world_size}); set RANK or pass rank=")
-    if timeout_s <= 0:
-        raise DistributedSetupError(f"parallel.timeout_s must be > 0, got {timeout_s}")
-    chosen = resolve_backend(backend)
-    if dist.is_initialized():
-        if dist.get_world_size() != world_size or dist.get_rank() != rank:
-            raise DistributedSetupError(
-                f"a process group is already initialised as rank {dist.get_rank()}/{dist.get_world_size()}, "
-                f"not {rank}/{world_size}"
-            )
-        return TPGroup(dist.group.WORLD, world_size, rank, timeout_s=timeout_s)
-    if init_method is None and not os.environ.get("MASTER_ADDR"):
-        raise DistributedSetupError("WORLD_SIZE is set but MASTER_ADDR is not; launch with torchrun")
-    kwargs: dict[str, Any] = {}
-    if chosen == "nccl":
-        local_rank = _env_int("LOCAL_RANK")
-        local_rank = local_rank if local_rank is not None else rank % torch.cuda.device_count()
-        torch.cuda.set_device(local_rank)
-        kwargs["device_id"] = torch.device("cuda", local_rank)
-    dist.init_process_group(
-        backend=chosen,
-        init_method=init_method or "env://",
-        rank=rank,
-        world_size=world_size,
-        timeout=datetime.timedelta(seconds=timeout_s),
-        **kwargs,
-    )
-    return TPGroup(dist.group.WORLD, world_size, rank, timeout_s=timeout_s)
-
-
-def init_from_config(
-    config: Mapping[str, Any], *, expected_world_size: int | None = None, **kwargs: Any
-) -> TPGroup:
-    """:func:`init_distributed` with backend and timeout read from the config's ``parallel`` section."""
-    par = config.get("parallel", {})
-    return init_distributed(
-        par.get("backend", "auto"),
-        float(par.get("timeout_s", 300.0)),
-        expected_world_size=expected_world_size,
-        **kwargs,
-    )
+    def traced(self) -> tuple[Mesh2D, list[AxisTrace]]:
+        """A no-op twin whose axes record into separate lists, channel first, so each record's group is known."""
+        channel, ch = self.channel.traced()
+        token, tok = self.token.traced()
+        return Mesh2D(channel=channel, token=token), ch + tok
 
 
 def make_mesh_2d(world: TPGroup, p_channel: int, p_token: int) -> Mesh2D:
@@ -235,9 +165,3 @@ def make_mesh_2d(world: TPGroup, p_channel: int, p_token: int) -> Mesh2D:
         channel=TPGroup(channel_pg, p_channel, c, **common),
         token=TPGroup(token_pg, p_token, t, **common),
     )
-
-
-def destroy_distributed() -> None:
-    """Tear down the default process group if one exists (safe to call twice)."""
-    if dist.is_available() and dist.is_initialized():
-        dist.destroy_process_group()

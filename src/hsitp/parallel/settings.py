@@ -1,4 +1,7 @@
-"""The ``parallel`` section of the pipeline config as a typed object."""
+"""The layer settings of the pipeline config's ``parallel`` section as a typed object.
+
+The section's process-group keys (backend, timeout_s) are read by :class:`hsitp.parallel.runtime.RuntimeSettings`.
+"""
 
 from __future__ import annotations
 
@@ -13,19 +16,29 @@ LAYERNORM_PLACEMENTS = ("replicated", "sharded")
 
 @dataclass(frozen=True)
 class ParallelSettings:
-    backend: str = "auto"
-    timeout_s: float = 300.0
+    """How the parallel layers split; errors name the config key."""
+
+    # Attention heads of every attention and cross-attention layer (parallel.heads).
     heads: int = 8
+    # Heads not divisible by the channel split: False = error, True = pad with zero heads (parallel.head_padding).
     head_padding: bool = False
+    # LayerNorm under the channel split: sharded D with all-reduced statistics, or replicated (parallel.layernorm).
     layernorm: str = "sharded"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.heads, bool) or not isinstance(self.heads, int) or self.heads < 1:
+            raise DistributedSetupError(f"parallel.heads must be an integer >= 1, got {self.heads!r}")
+        if not isinstance(self.head_padding, bool):
+            raise DistributedSetupError(
+                f"parallel.head_padding must be true or false, got {self.head_padding!r}"
+            )
+        if self.layernorm not in LAYERNORM_PLACEMENTS:
+            raise DistributedSetupError(
+                f"parallel.layernorm must be one of {LAYERNORM_PLACEMENTS}, got {self.layernorm!r}"
+            )
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> ParallelSettings:
-        """Read ``config["parallel"]`` (already schema-validated; defaults fill absent keys)."""
-        par = dict(config.get("parallel", {}))
-        settings = cls(**{k: par[k] for k in cls.__dataclass_fields__ if k in par})
-        if settings.layernorm not in LAYERNORM_PLACEMENTS:
-            raise DistributedSetupError(
-                f"parallel.layernorm must be one of {LAYERNORM_PLACEMENTS}, got {settings.layernorm!r}"
-            )
-        return settings
+        """Read ``config["parallel"]`` (defaults fill absent keys; the process-group keys are RuntimeSettings')."""
+        par = config.get("parallel", {})
+        return cls(**{k: par[k] for k in cls.__dataclass_fields__ if k in par})
