@@ -39,7 +39,8 @@ BACKENDS = ("gloo", "nccl")
 
 
 class CalibrationError(HsitpError, ValueError):
-    """A calibration file that does not follow the schema; the message names the file and the field."""
+    """A calibration that cannot be made or read: a calibration file that does not follow the schema (the message
+    names the file and the field), or microbenchmarks too thin to fit one (raised by :mod:`hsitp.bench.calibrate`)."""
 
 
 def calibration_dataset(
