@@ -29,8 +29,8 @@ from hsitp.cost.refined import (
     model_cost,
 )
 from hsitp.data import registry
+from hsitp.names import COST_MODELS
 
-MODELS = ("stated", "refined")
 C_DEFINITIONS = ("bands", "pca", "embed")
 LAYER_NAMES = ("ln1", "attn", "ln2", "mlp")
 ORIGIN = "modelled (hsitp.cost), not measured"
@@ -148,8 +148,8 @@ def rho_table(cost: Mapping[str, Any]) -> xr.Dataset:
         "embed": lambda s: int(cost["embed_dim"]),
     }
     shape_ = (len(specs), len(patches), len(C_DEFINITIONS), len(hws), len(Ps))
-    ccr = np.full((*shape_, len(BLOCK_SPLITS), len(MODELS)), np.nan)
-    lower = np.full((*shape_, len(MODELS)), "", dtype=object)
+    ccr = np.full((*shape_, len(BLOCK_SPLITS), len(COST_MODELS)), np.nan)
+    lower = np.full((*shape_, len(COST_MODELS)), "", dtype=object)
     N = np.array([[n_tokens(s.rows, s.cols, p, grid) for p in patches] for s in specs])
     C = np.array([[c_values[c](s) for c in C_DEFINITIONS] for s in specs])
     for i in range(len(specs)):
@@ -226,7 +226,7 @@ def rho_table(cost: Mapping[str, Any]) -> xr.Dataset:
             "hardware": [hw.name for hw in hws],
             "P": Ps,
             "split": list(BLOCK_SPLITS),
-            "model": list(MODELS),
+            "model": list(COST_MODELS),
         },
         attrs={
             **_common_attrs(cost, hws),
@@ -368,7 +368,7 @@ def ccr_table(cost: Mapping[str, Any]) -> xr.Dataset:
             "P": Ps,
             "hardware": [hw.name for hw in hws],
             "split": list(BLOCK_SPLITS),
-            "model": list(MODELS),
+            "model": list(COST_MODELS),
             "layer": list(LAYER_NAMES),
             "axis": ["channel", "token"],
             "g": gs,
@@ -695,7 +695,7 @@ def scale_table(cost: Mapping[str, Any]) -> xr.Dataset:
             "hardware": [hw.name for hw in hws],
             "tp": tps,
             "scheme": list(SCHEMES),
-            "model": list(MODELS),
+            "model": list(COST_MODELS),
             "part": list(PARTS),
             "kind": list(KINDS),
         },
