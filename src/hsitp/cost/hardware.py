@@ -183,22 +183,15 @@ H100 = Hardware(
     "NDR 400 Gb/s (50 GB/s) compute ports, one per GPU",
     assumptions=_VENDOR_ASSUMPTIONS,
 )
-H200 = Hardware(
+# Same GH100 compute, NVLink 4 and NDR ports as the H100: only the memory and its source differ.
+H200 = dataclasses.replace(
+    H100,
     name="h200-nvlink-ib",
     description="NVIDIA H200 SXM 141 GB, NVLink 4 + NVSwitch in an 8-GPU node, one NDR 400 Gb/s InfiniBand port per GPU",
-    peak_flops=989e12,
-    compute_efficiency=0.6,
-    beta_intra=450e9,
-    beta_inter=50e9,
-    comm_efficiency=0.8,
-    alpha_intra=1e-5,
-    alpha_inter=2e-5,
-    devices_per_node=8,
     memory_bytes=141e9,
     source="NVIDIA H200 Tensor Core GPU datasheet (SXM): BF16 1,979 TFLOPS with sparsity = 989 dense (same GH100 "
     "compute as H100), NVLink 900 GB/s bidirectional (450 per direction), 141 GB HBM3e; DGX H200: 8 × "
     "ConnectX-7 NDR 400 Gb/s ports, one per GPU",
-    assumptions=_VENDOR_ASSUMPTIONS,
 )
 MI250X = Hardware(
     name="mi250x-frontier",
