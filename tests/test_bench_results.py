@@ -9,7 +9,8 @@ from hsitp.bench.calibrate import calibrate, fit_points, run_calibrate
 from hsitp.bench.fit import ring_factor
 from hsitp.bench.results import MergeError, empty_partial, merge_partials, write_partial
 from hsitp.config import validate_config
-from hsitp.cost.calibration import CalibrationError, hardware_from_calibration, load_calibration
+from hsitp.cost.calibration import CalibrationError, load_calibration
+from hsitp.cost.hardware import hardware_from_calibration
 from hsitp.io import json_attr, read_netcdf
 
 ALPHA = {"all_reduce": 4e-5, "all_gather": 3e-5, "reduce_scatter": 2e-5}
