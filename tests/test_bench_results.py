@@ -9,7 +9,8 @@ from hsitp.bench.calibrate import calibrate, fit_points, run_calibrate
 from hsitp.bench.fit import ring_factor
 from hsitp.bench.results import MergeError, empty_partial, merge_partials, write_partial
 from hsitp.config import validate_config
-from hsitp.cost.calibration import hardware_from_calibration, load_calibration
+from hsitp.cost.calibration import CalibrationError, load_calibration
+from hsitp.cost.hardware import hardware_from_calibration
 from hsitp.io import json_attr, read_netcdf
 
 ALPHA = {"all_reduce": 4e-5, "all_gather": 3e-5, "reduce_scatter": 2e-5}
@@ -127,11 +128,12 @@ def test_calibration_file_follows_contract_and_recovers_truth(tmp_path):
 
 
 def test_calibrate_without_multi_rank_sweep_says_what_to_do(tmp_path):
-    """Catches an opaque numpy error when the sweep has no P >= 2 (nothing to fit alpha and beta on)."""
+    """Catches an opaque numpy error when the sweep has no P >= 2 (nothing to fit alpha and beta on), or an error
+    outside the one CalibrationError the CLI reports as a user error."""
     cfg = _config()
     p1 = write_partial(_partial(1), tmp_path / "P1.nc", config=cfg, attrs=_ATTRS)
     mb = merge_partials([p1], tmp_path / "mb.nc", config=cfg)
-    with pytest.raises(Exception, match="world_sizes with P >= 2"):
+    with pytest.raises(CalibrationError, match="world_sizes with P >= 2"):
         calibrate(read_netcdf(mb), fraction=0.34, seed=0)
 
 

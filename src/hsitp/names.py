@@ -1,7 +1,8 @@
 """Names every stage shares (torch-free, so the cost model can import them).
 
 Op names are the layers the parallel stage builds, the cost model prices and the microbenchmarks time;
-collective names are the ring collectives the cost model and the calibration know.
+collective names are the ring collectives the cost model and the calibration know; cost-model names are the two
+variants every cost table and the model-vs-measured comparison report side by side.
 """
 
 OP_NAMES: tuple[str, ...] = (
@@ -16,3 +17,8 @@ OP_NAMES: tuple[str, ...] = (
 )
 
 COLLECTIVES: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter")
+
+COST_MODELS: tuple[str, ...] = (
+    "stated",  # the paper's formulas as written
+    "refined",  # per-layer FLOPs and traffic, α-β collectives, overlap (hsitp.cost.refined)
+)

@@ -28,15 +28,10 @@ from hsitp.bench.fit import (
 )
 from hsitp.bench.results import KIND as MICROBENCH_KIND
 from hsitp.bench.results import read_input
-from hsitp.cost.calibration import CALIBRATION_KIND, calibration_dataset
-from hsitp.errors import HsitpError
+from hsitp.cost.calibration import CALIBRATION_KIND, CalibrationError, calibration_dataset
 from hsitp.io import provenance, write_netcdf
 
 KIND = CALIBRATION_KIND
-
-
-class CalibrationError(HsitpError):
-    """The microbenchmark file does not hold enough measurements to calibrate."""
 
 
 def collective_points(mb: xr.Dataset, *, fraction: float, seed: int) -> list[dict[str, Any]]:

@@ -1,4 +1,7 @@
-"""Schema of the calibration file (``results/bench/calibration.nc``) and its loader as ``measured:PATH`` hardware.
+"""Schema of the calibration file (``results/bench/calibration.nc``): its builder, validator and reader.
+
+:func:`hsitp.cost.hardware.get_hardware` turns a file read here into ``measured:PATH`` hardware; this module knows
+nothing of :class:`~hsitp.cost.hardware.Hardware`, so the dependency runs one way (hardware -> calibration).
 
 The microbenchmark stage fits, per collective, t = α + factor(P)·bytes/β (factor: all_reduce 2(P−1)/P,
 all_gather and reduce_scatter (P−1)/P; bytes = the full unsharded tensor) and, per op, an achieved FLOP rate
@@ -23,23 +26,24 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 import xarray as xr
 
-from hsitp.cost.hardware import COLLECTIVES, MEASURED_PREFIX, Hardware
 from hsitp.errors import HsitpError
+from hsitp.names import COLLECTIVES
 
 CALIBRATION_KIND = "calibration"
+MEASURED_PREFIX = "measured:"  # a hardware name "measured:PATH" names a calibration file
 COMPUTE_MODEL_VARS = ("compute_overhead", "compute_rate", "mem_bandwidth", "sequence_factor")
 REQUIRED_ATTRS = ("device", "backend", "dtype", "world_sizes", "fit_points")
 BACKENDS = ("gloo", "nccl")
 
 
 class CalibrationError(HsitpError, ValueError):
-    """A calibration file that does not follow the schema; the message names the file and the field."""
+    """A calibration that cannot be made or read: a calibration file that does not follow the schema (the message
+    names the file and the field), or microbenchmarks too thin to fit one (raised by :mod:`hsitp.bench.calibrate`)."""
 
 
 def calibration_dataset(
@@ -192,52 +196,3 @@ def load_calibration(path: str | Path) -> xr.Dataset:
         raise CalibrationError(str(exc)) from exc
     validate_calibration(ds, path)
     return ds
-
-
-def hardware_from_calibration(path: str | Path) -> Hardware:
-    """``measured:PATH`` hardware: α, β per collective and F per op from the file; one bandwidth level.
-
-    The fit covers only the world sizes it was measured on (all inside one machine), so the same α, β serve
-    inside and across nodes, and ``devices_per_node`` is the largest measured world size.
-    """
-    ds = load_calibration(path)
-    colls = [str(c) for c in ds["collective"].values]
-    alpha = {c: float(ds["alpha"].sel(collective=c)) for c in colls}
-    beta = {c: float(ds["beta"].sel(collective=c)) for c in colls}
-    # Collectives absent from the file borrow the fitted all_gather, else the first one fitted.
-    fallback = "all_gather" if "all_gather" in beta else colls[0]
-    for c in COLLECTIVES:
-        alpha.setdefault(c, alpha[fallback])
-        beta.setdefault(c, beta[fallback])
-    op_flops = {str(o): float(ds["achieved_flops"].sel(op=o)) for o in ds["op"].values}
-    model = {
-        v: MappingProxyType({str(o): float(ds[v].sel(op=o)) for o in ds["op"].values}) if v in ds else None
-        for v in COMPUTE_MODEL_VARS
-    }
-    empty = MappingProxyType({})
-    sizes = json.loads(ds.attrs["world_sizes"])
-    median_f = float(np.median(list(op_flops.values())))
-    return Hardware(
-        name=f"{MEASURED_PREFIX}{path}",
-        description=f"measured: {ds.attrs['device']} ({ds.attrs['backend']}, {ds.attrs['dtype']})",
-        peak_flops=median_f,
-        compute_efficiency=1.0,
-        beta_intra=beta[fallback],
-        beta_inter=beta[fallback],
-        comm_efficiency=1.0,
-        alpha_intra=alpha[fallback],
-        alpha_inter=alpha[fallback],
-        devices_per_node=max(sizes),
-        memory_bytes=None,
-        source=f"calibration file {path} (world sizes {sizes})",
-        assumptions="one bandwidth level: the fit covers world sizes " + str(sizes),
-        measured=True,
-        op_flops=MappingProxyType(op_flops),
-        collective_alpha=MappingProxyType(alpha),
-        collective_beta=MappingProxyType(beta),
-        op_compute_rate=model["compute_rate"] or empty,
-        op_mem_bandwidth=model["mem_bandwidth"] or empty,
-        op_compute_overhead=model["compute_overhead"] or empty,
-        op_sequence_factor=model["sequence_factor"] or empty,
-        world_sizes=tuple(int(p) for p in sizes),
-    )

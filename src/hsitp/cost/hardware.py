@@ -13,16 +13,18 @@ nodes is bounded by ``beta_inter`` (each device's share of the node's network in
 from __future__ import annotations
 
 import dataclasses
+import json
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
+import numpy as np
+
+from hsitp.cost.calibration import COMPUTE_MODEL_VARS, MEASURED_PREFIX, load_calibration
 from hsitp.errors import HsitpError
 from hsitp.names import COLLECTIVES
-
-MEASURED_PREFIX = "measured:"
 
 
 class UnknownHardwareError(HsitpError, KeyError):
@@ -189,22 +191,15 @@ H100 = Hardware(
     "NDR 400 Gb/s (50 GB/s) compute ports, one per GPU",
     assumptions=_VENDOR_ASSUMPTIONS,
 )
-H200 = Hardware(
+# Same GH100 compute, NVLink 4 and NDR ports as the H100: only the memory and its source differ.
+H200 = dataclasses.replace(
+    H100,
     name="h200-nvlink-ib",
     description="NVIDIA H200 SXM 141 GB, NVLink 4 + NVSwitch in an 8-GPU node, one NDR 400 Gb/s InfiniBand port per GPU",
-    peak_flops=989e12,
-    compute_efficiency=0.6,
-    beta_intra=450e9,
-    beta_inter=50e9,
-    comm_efficiency=0.8,
-    alpha_intra=1e-5,
-    alpha_inter=2e-5,
-    devices_per_node=8,
     memory_bytes=141e9,
     source="NVIDIA H200 Tensor Core GPU datasheet (SXM): BF16 1,979 TFLOPS with sparsity = 989 dense (same GH100 "
     "compute as H100), NVLink 900 GB/s bidirectional (450 per direction), 141 GB HBM3e; DGX H200: 8 × "
     "ConnectX-7 NDR 400 Gb/s ports, one per GPU",
-    assumptions=_VENDOR_ASSUMPTIONS,
 )
 MI250X = Hardware(
     name="mi250x-frontier",
@@ -238,8 +233,6 @@ def get_hardware(name: str) -> Hardware:
     if isinstance(name, Hardware):
         return name
     if name.startswith(MEASURED_PREFIX):
-        from hsitp.cost.calibration import hardware_from_calibration
-
         return hardware_from_calibration(Path(name[len(MEASURED_PREFIX) :]))
     try:
         return PRESETS[name]
@@ -248,3 +241,52 @@ def get_hardware(name: str) -> Hardware:
             f"unknown hardware {name!r}; valid presets: {', '.join(PRESETS)}, or measured:PATH "
             "(a calibration file such as results/bench/calibration.nc)"
         ) from None
+
+
+def hardware_from_calibration(path: str | Path) -> Hardware:
+    """``measured:PATH`` hardware: α, β per collective and F per op from the file; one bandwidth level.
+
+    The fit covers only the world sizes it was measured on (all inside one machine), so the same α, β serve
+    inside and across nodes, and ``devices_per_node`` is the largest measured world size.
+    """
+    ds = load_calibration(path)
+    colls = [str(c) for c in ds["collective"].values]
+    alpha = {c: float(ds["alpha"].sel(collective=c)) for c in colls}
+    beta = {c: float(ds["beta"].sel(collective=c)) for c in colls}
+    # Collectives absent from the file borrow the fitted all_gather, else the first one fitted.
+    fallback = "all_gather" if "all_gather" in beta else colls[0]
+    for c in COLLECTIVES:
+        alpha.setdefault(c, alpha[fallback])
+        beta.setdefault(c, beta[fallback])
+    op_flops = {str(o): float(ds["achieved_flops"].sel(op=o)) for o in ds["op"].values}
+    model = {
+        v: MappingProxyType({str(o): float(ds[v].sel(op=o)) for o in ds["op"].values}) if v in ds else None
+        for v in COMPUTE_MODEL_VARS
+    }
+    empty = MappingProxyType({})
+    sizes = json.loads(ds.attrs["world_sizes"])
+    median_f = float(np.median(list(op_flops.values())))
+    return Hardware(
+        name=f"{MEASURED_PREFIX}{path}",
+        description=f"measured: {ds.attrs['device']} ({ds.attrs['backend']}, {ds.attrs['dtype']})",
+        peak_flops=median_f,
+        compute_efficiency=1.0,
+        beta_intra=beta[fallback],
+        beta_inter=beta[fallback],
+        comm_efficiency=1.0,
+        alpha_intra=alpha[fallback],
+        alpha_inter=alpha[fallback],
+        devices_per_node=max(sizes),
+        memory_bytes=None,
+        source=f"calibration file {path} (world sizes {sizes})",
+        assumptions="one bandwidth level: the fit covers world sizes " + str(sizes),
+        measured=True,
+        op_flops=MappingProxyType(op_flops),
+        collective_alpha=MappingProxyType(alpha),
+        collective_beta=MappingProxyType(beta),
+        op_compute_rate=model["compute_rate"] or empty,
+        op_mem_bandwidth=model["mem_bandwidth"] or empty,
+        op_compute_overhead=model["compute_overhead"] or empty,
+        op_sequence_factor=model["sequence_factor"] or empty,
+        world_sizes=tuple(int(p) for p in sizes),
+    )

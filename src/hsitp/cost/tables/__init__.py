@@ -1,0 +1,43 @@
+"""The cost model's tables as xarray Datasets (``results/model/{rho,ccr,boundary,scale}.nc``).
+
+Everything here is modelled, never measured: each Dataset says so in its ``origin`` attribute and names the
+hardware presets (peak numbers, efficiencies, sources) it used. Grid sizes come from the dataset registry, never
+from cached files, so the tables are the same on every machine.
+
+One module per table, each with its helpers and the paper's numbers it quotes; :mod:`.common` holds what they
+share. ``TABLES`` maps a table's name to its builder (``hsitp model TABLE``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import xarray as xr
+
+from hsitp.cost.tables.boundary import REGIONS, boundary_table
+from hsitp.cost.tables.ccr import LAYER_NAMES, ccr_table
+from hsitp.cost.tables.common import ORIGIN, n_tokens
+from hsitp.cost.tables.rho import C_DEFINITIONS, rho_table
+from hsitp.cost.tables.scale import DCHAG_REFERENCE, scale_table
+
+__all__ = [
+    "C_DEFINITIONS",
+    "DCHAG_REFERENCE",
+    "LAYER_NAMES",
+    "ORIGIN",
+    "REGIONS",
+    "TABLES",
+    "boundary_table",
+    "ccr_table",
+    "n_tokens",
+    "rho_table",
+    "scale_table",
+]
+
+TABLES: dict[str, Callable[[Mapping[str, Any]], xr.Dataset]] = {
+    "rho": rho_table,
+    "ccr": ccr_table,
+    "boundary": boundary_table,
+    "scale": scale_table,
+}

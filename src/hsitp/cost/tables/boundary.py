@@ -1,0 +1,134 @@
+"""``boundary.nc``: the decision boundary over ρ = C/N and P·F/β (paper §6, §10.1), stated and refined, with
+the registry datasets and hardware presets as points on it."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from hsitp.cost import stated
+from hsitp.cost.hardware import Hardware, get_hardware
+from hsitp.cost.refined import BLOCK_SPLITS, block_cost
+from hsitp.cost.tables.common import common_attrs, cost_switches, hardware_list, layer_shape, n_tokens
+from hsitp.data import registry
+
+REGIONS = ("data_parallel", "channel", "token", "2d")
+
+
+def _region(values: Mapping[str, float]) -> int:
+    """Region code: the lowest-CCR split if its CCR < 1 (TP can be compute-bound, §6.2), else data parallel."""
+    finite = {k: v for k, v in values.items() if np.isfinite(v)}
+    if not finite or min(finite.values()) >= 1.0:
+        return 0
+    return REGIONS.index(min(finite, key=finite.get))
+
+
+def boundary_table(cost: Mapping[str, Any]) -> xr.Dataset:
+    """Decision boundary over (ρ, P·F/β) for each D: stated regions from the formulas, refined regions with P, F,
+    α from a preset and β = P·F / threshold; plus the datasets and presets as points to place on it."""
+    bc = cost["boundary"]
+    P = int(bc["P"])
+    hw = get_hardware(bc["hardware"])
+    rhos = np.logspace(np.log10(bc["rho_range"][0]), np.log10(bc["rho_range"][1]), int(bc["points"]))
+    thrs = np.logspace(
+        np.log10(bc["threshold_range"][0]), np.log10(bc["threshold_range"][1]), int(bc["points"])
+    )
+    Ds = [int(d) for d in bc["embed_dims"]]
+    sw = cost_switches(cost)
+    cs = np.empty((len(Ds), len(rhos), len(thrs)))
+    ts = np.empty_like(cs)
+    region_s = np.zeros(cs.shape, dtype=np.int8)
+    ref = np.full((len(Ds), len(rhos), len(thrs), len(BLOCK_SPLITS)), np.nan)
+    region_r = np.zeros(cs.shape, dtype=np.int8)
+    Ns = np.zeros((len(Ds), len(rhos)), dtype=int)
+    for di, D in enumerate(Ds):
+        for ri, r in enumerate(rhos):
+            N = max(1, round(D / r))
+            Ns[di, ri] = N
+            shape = layer_shape(cost, N=N, D=D)
+            for ti, thr in enumerate(thrs):
+                cs[di, ri, ti] = thr / D
+                ts[di, ri, ti] = thr / N
+                region_s[di, ri, ti] = _region({"channel": thr / D, "token": thr / N})
+                beta = P * hw.flops / thr
+                hw_t = _with_beta(hw, beta)
+                vals = {}
+                for s_i, split in enumerate(BLOCK_SPLITS):
+                    b = block_cost(
+                        split,
+                        shape,
+                        P,
+                        hw_t,
+                        sw,
+                        overlap=float(cost["overlap"]),
+                        grad_accumulation=int(cost["grad_accumulation"]),
+                    )
+                    ref[di, ri, ti, s_i] = vals[split] = b.ccr
+                region_r[di, ri, ti] = _region(vals)
+    points = _boundary_points(cost, P)
+    flag_attrs = {"flag_values": list(range(len(REGIONS))), "flag_meanings": " ".join(REGIONS)}
+    return xr.Dataset(
+        {
+            "N": (("D", "rho"), Ns, {"long_name": "tokens at this rho: round(D / rho)"}),
+            "ccr_channel_stated": (("D", "rho", "threshold"), cs, {"long_name": "P F/(beta C_in), C_in = D"}),
+            "ccr_token_stated": (("D", "rho", "threshold"), ts, {"long_name": "P F/(beta N)"}),
+            "region_stated": (
+                ("D", "rho", "threshold"),
+                region_s,
+                {"long_name": "stated decision", **flag_attrs},
+            ),
+            "ccr_refined": (("D", "rho", "threshold", "split"), ref, {"long_name": "refined block CCR"}),
+            "region_refined": (
+                ("D", "rho", "threshold"),
+                region_r,
+                {"long_name": "refined decision", **flag_attrs},
+            ),
+            **points,
+        },
+        coords={"D": Ds, "rho": rhos, "threshold": thrs, "split": list(BLOCK_SPLITS)},
+        attrs={
+            **common_attrs(cost, [hw]),
+            "title": "decision boundary over rho = C/N and P F/beta (paper 6, 10.1)",
+            "rule": "region = split with the lowest CCR if that CCR < 1, else data_parallel (paper 6.2, 10.1)",
+            "refined_P": P,
+            "refined_hardware": hw.name,
+            "refined_beta": "beta_intra = beta_inter = P * F / threshold (alpha and F from the preset)",
+        },
+    )
+
+
+def _with_beta(hw: Hardware, beta: float) -> Hardware:
+    """``hw`` with one bandwidth everywhere (effective β), for sweeping the threshold P·F/β."""
+    return dataclasses.replace(
+        hw,
+        beta_intra=beta,
+        beta_inter=beta,
+        comm_efficiency=1.0,
+        collective_beta={c: beta for c in hw.collective_beta} if hw.collective_beta else hw.collective_beta,
+    )
+
+
+def _boundary_points(cost: Mapping[str, Any], P: int) -> dict[str, Any]:
+    """Registry datasets at the boundary patch (C = each D) × hardware presets at P, as (ρ, P·F/β) points."""
+    bc = cost["boundary"]
+    hws = hardware_list(bc["point_hardware"])
+    labels, rho_v, thr_v, Dv = [], [], [], []
+    for D in bc["embed_dims"]:
+        for name in registry.names():
+            spec = registry.get(name)
+            N = n_tokens(spec.rows, spec.cols, int(bc["patch"]), cost["token_grid"])
+            for hw in hws:
+                labels.append(f"{name}|{hw.name}|D={D}")
+                rho_v.append(D / N)
+                thr_v.append(float(stated.threshold(P, hw.flops, hw.beta_for(P))))
+                Dv.append(int(D))
+    return {
+        "point_label": ("point", labels),
+        "point_rho": ("point", rho_v),
+        "point_threshold": ("point", thr_v),
+        "point_D": ("point", Dv),
+    }

@@ -1,0 +1,119 @@
+"""What every cost table shares: token counts, layer sizes, switches and the training setup from the cost
+config, and the attributes that say a table is modelled and with which hardware presets."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from hsitp.cost.hardware import Hardware, get_hardware
+from hsitp.cost.layers import LayerShape
+from hsitp.cost.memory import TrainingSetup
+from hsitp.cost.refined import BLOCK_SPLITS, DTYPE_BYTES, Switches, block_cost
+
+ORIGIN = "modelled (hsitp.cost), not measured"
+
+
+def n_tokens(rows: int, cols: int, patch: int, grid: str = "crop") -> int:
+    """N = floor(H/p)·floor(W/p) (crop, the default) or ceil(H/p)·ceil(W/p) (pad)."""
+    if patch < 1:
+        raise ValueError(f"patch must be >= 1, got {patch}")
+    if grid == "crop":
+        return (rows // patch) * (cols // patch)
+    if grid == "pad":
+        return math.ceil(rows / patch) * math.ceil(cols / patch)
+    raise ValueError(f"token grid must be 'crop' or 'pad', got {grid!r}")
+
+
+def cost_switches(cost: Mapping[str, Any]) -> Switches:
+    """The refined model's simplification switches (``cost.switches``)."""
+    return Switches.from_mapping(cost.get("switches"))
+
+
+def hardware_list(names: Iterable[str]) -> list[Hardware]:
+    """Presets or ``measured:PATH`` hardware, in the config's order."""
+    return [get_hardware(n) for n in names]
+
+
+def _hardware_attrs(hws: Sequence[Hardware]) -> dict[str, str]:
+    return {
+        "hardware_presets": json.dumps(
+            {
+                hw.name: {
+                    "description": hw.description,
+                    "peak_flops": hw.peak_flops,
+                    "compute_efficiency": hw.compute_efficiency,
+                    "beta_intra": hw.beta_intra,
+                    "beta_inter": hw.beta_inter,
+                    "comm_efficiency": hw.comm_efficiency,
+                    "alpha_intra": hw.alpha_intra,
+                    "alpha_inter": hw.alpha_inter,
+                    "devices_per_node": hw.devices_per_node,
+                    "memory_bytes": hw.memory_bytes,
+                    "source": hw.source,
+                    "assumptions": hw.assumptions,
+                    "measured": hw.measured,
+                }
+                for hw in hws
+            }
+        )
+    }
+
+
+def common_attrs(cost: Mapping[str, Any], hws: Sequence[Hardware]) -> dict[str, Any]:
+    """Attributes every table carries: modelled-not-measured, switches, overlap, dtype and the presets used."""
+    return {
+        "origin": ORIGIN,
+        "switches_on": json.dumps(cost_switches(cost).on()),
+        "overlap_fraction": float(cost["overlap"]),
+        "dtype": cost["dtype"],
+        **_hardware_attrs(hws),
+    }
+
+
+def layer_shape(
+    cost: Mapping[str, Any], *, N: int, D: int | None = None, groups: int = 1, patch: int | None = None
+) -> LayerShape:
+    """Layer sizes from the cost config (D, L, B, heads, MLP ratio, dtype), with N and optionally D, g, p given."""
+    return LayerShape(
+        N=int(N),
+        D=int(D or cost["embed_dim"]),
+        L=int(cost["bands"]),
+        B=int(cost["batch"]),
+        heads=int(cost["heads"]),
+        mlp_ratio=int(cost["mlp_ratio"]),
+        dtype_bytes=DTYPE_BYTES[cost["dtype"]],
+        groups=int(groups),
+        patch=int(patch or cost["ccr"]["patch"]),
+    )
+
+
+def block_costs(shape: LayerShape, P: int, hw: Hardware, cost: Mapping[str, Any]) -> dict[str, Any]:
+    """One block's cost per split (channel, token, 2-D), with the config's overlap and gradient accumulation."""
+    sw = cost_switches(cost)
+    return {
+        split: block_cost(
+            split,
+            shape,
+            P,
+            hw,
+            sw,
+            overlap=float(cost["overlap"]),
+            grad_accumulation=int(cost["grad_accumulation"]),
+        )
+        for split in BLOCK_SPLITS
+    }
+
+
+def training_setup(cost: Mapping[str, Any], scale: Mapping[str, Any] | None = None) -> TrainingSetup:
+    """Precision and optimizer from the cost config; FSDP and checkpointing from ``scale`` (off without it)."""
+    sc = scale or {}
+    return TrainingSetup(
+        dtype_bytes=DTYPE_BYTES[cost["dtype"]],
+        master_fp32=bool(cost["master_fp32"]),
+        optimizer=cost["optimizer"],
+        fsdp=bool(sc.get("fsdp", False)),
+        activation_checkpointing=bool(sc.get("activation_checkpointing", False)),
+    )
