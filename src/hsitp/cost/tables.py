@@ -17,11 +17,9 @@ import xarray as xr
 
 from hsitp.cost import stated
 from hsitp.cost.hardware import Hardware, get_hardware
-from hsitp.cost.layers import LayerShape
 from hsitp.cost.memory import KINDS, PARTS, TrainingSetup, memory_breakdown, parameter_count
 from hsitp.cost.refined import (
     BLOCK_SPLITS,
-    DTYPE_BYTES,
     SCHEMES,
     Switches,
     block_cost,
@@ -29,6 +27,7 @@ from hsitp.cost.refined import (
     model_cost,
 )
 from hsitp.data import registry
+from hsitp.shape import DTYPE_BYTES, LayerShape
 
 MODELS = ("stated", "refined")
 C_DEFINITIONS = ("bands", "pca", "embed")
@@ -98,10 +97,10 @@ def _shape(
         N=int(N),
         D=int(D or cost["embed_dim"]),
         L=int(cost["bands"]),
-        B=int(cost["batch"]),
+        batch=int(cost["batch"]),
         heads=int(cost["heads"]),
         mlp_ratio=int(cost["mlp_ratio"]),
-        dtype_bytes=DTYPE_BYTES[cost["dtype"]],
+        dtype=cost["dtype"],
         groups=int(groups),
         patch=int(patch or cost["ccr"]["patch"]),
     )
@@ -595,10 +594,10 @@ def scale_table(cost: Mapping[str, Any]) -> xr.Dataset:
         N=N,
         D=int(sc["embed_dim"]),
         L=int(sc["bands"]),
-        B=int(sc["micro_batch"]),
+        batch=int(sc["micro_batch"]),
         heads=int(sc["heads"]),
         mlp_ratio=int(cost["mlp_ratio"]),
-        dtype_bytes=DTYPE_BYTES[cost["dtype"]],
+        dtype=cost["dtype"],
         groups=int(sc["groups"]),
         patch=p,
     )
@@ -768,7 +767,9 @@ def _dchag_reference() -> dict[str, Any]:
     reported = np.full((len(DCHAG_REFERENCE), len(SCHEMES)), np.nan)
     modelled = np.full_like(reported, np.nan)
     for i, (_, D, L, tp, rep) in enumerate(DCHAG_REFERENCE):
-        shape = LayerShape(N=n_tokens(128, 256, 4), D=D, L=L, B=2, heads=32, patch=4, dtype_bytes=2, groups=1)
+        shape = LayerShape(
+            N=n_tokens(128, 256, 4), D=D, L=L, batch=2, heads=32, patch=4, dtype="bfloat16", groups=1
+        )
         for si, scheme in enumerate(SCHEMES):
             reported[i, si] = rep[scheme]
             modelled[i, si] = sum(memory_breakdown(scheme, shape, tp, 1, 32, setup).values()) / 2**30
