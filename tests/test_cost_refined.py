@@ -13,6 +13,7 @@ from hsitp.cost.refined import (
     Switches,
     block_cost,
     collective_time,
+    collectives_time,
     evaluate,
     model_cost,
     op_cost,
@@ -203,3 +204,32 @@ def test_head_padding_pads_heads_or_refuses_naming_the_key():
     assert op_cost("attn_channel", divisible, P=4, head_padding=False) == op_cost(
         "attn_channel", divisible, P=4, head_padding=True
     )
+
+
+def test_collectives_time_hand_computed():
+    """Catches the one alpha-beta function (used by calibrate, compare and shard mode) summing wrongly: α per
+    call, ring factor of the record's group size, bytes over β at the intra-node level, and a group wider than a
+    node split into an inter-node phase on 1/m of the data plus an intra-node phase."""
+
+    @dataclasses.dataclass(frozen=True)
+    class TwoLevels:
+        devices_per_node: int = 4
+
+        def link(self, collective: str, level: str) -> tuple[float, float]:
+            alpha = {"all_reduce": 1e-5, "all_gather": 2e-5}[collective]
+            return (alpha, 1e9) if level == "intra" else (10 * alpha, 1e8)
+
+    records = [
+        ("all_reduce", 4, 2e6, 2),  # two calls of 1 MB over 4 ranks in one node
+        ("all_gather", 2, 4e5, 1),  # one call of 400 kB over 2 ranks
+        ("all_gather", 8, 8e5, 1),  # 8 ranks, 4 per node: across 2 nodes on 1/4 of the data, then in node
+        ("all_reduce", 4, 0.0, 0),  # no call: nothing
+    ]
+    want = (
+        2 * (1e-5 + 1.5 * 1e6 / 1e9)
+        + (2e-5 + 0.5 * 4e5 / 1e9)
+        + (10 * 2e-5 + 0.5 * 2e5 / 1e8)
+        + (2e-5 + 0.75 * 8e5 / 1e9)
+    )
+    assert collectives_time(records, TwoLevels()) == pytest.approx(want, rel=1e-12)
+    assert collectives_time([("all_reduce", 1, 1e6, 3)], TwoLevels()) == 0.0  # a group of one issues nothing

@@ -29,6 +29,7 @@ from hsitp.parallel import (
     split_heads,
 )
 from hsitp.parallel.ops import token_grid
+from hsitp.shape import LayerShape
 
 
 def test_split_pavia_bands_over_eight() -> None:
@@ -142,10 +143,12 @@ def test_build_op_every_op_noop_world() -> None:
             if op == "attn_2d"
             else g
         )
-        module, make_input = build_op(op, tp=tp, N=13, D=16, L=10, heads=4, groups=2, patch=2)
+        shape = LayerShape(N=13, D=16, L=10, heads=4, groups=2, patch=2, dtype="float32")
+        module, make_input = build_op(op, tp=tp, shape=shape)
         y = module(*make_input())
         y.float().sum().backward()
-        want = 4 if op == "layernorm" else 16  # sharded LayerNorm (default placement) returns D / P
+        assert y.dtype == torch.float32, op
+        want = 4 if op == "layernorm_sharded" else 16  # sharded LayerNorm returns its D / P slice
         assert y.shape[-1] == want and torch.isfinite(y).all(), op
     assert {c.name for c in trace} == {"all_reduce", "all_gather", "reduce_scatter"}
 
@@ -169,11 +172,11 @@ def test_parallel_config_section() -> None:
         else load_config()
     )
     s = ParallelSettings.from_config(cfg)
-    assert (
-        s.backend in ("auto", "gloo", "nccl") and s.timeout_s > 0 and s.layernorm in ("sharded", "replicated")
-    )
+    assert s.backend in ("auto", "gloo", "nccl") and s.timeout_s > 0 and s.heads >= 1
+    assert isinstance(s.head_padding, bool)
+    # LayerNorm placement is not a setting: both placements are ops (layernorm_replicated, layernorm_sharded).
     with pytest.raises(Exception, match="layernorm"):
-        load_config(overrides={"parallel": {"layernorm": "nowhere"}})
+        load_config(overrides={"parallel": {"layernorm": "sharded"}})
 
 
 def test_init_from_config_checks_world_size(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 from hsitp.errors import HsitpError
 from hsitp.io import device_description
+from hsitp.shape import DTYPE_BYTES
 
 if TYPE_CHECKING:
     import torch
 
 TORCHRUN_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
-DTYPE_NAMES = ("float32", "bfloat16", "float16")
+DTYPE_NAMES = tuple(DTYPE_BYTES)  # the dtypes a LayerShape knows
 
 
 class BenchSetupError(HsitpError):

@@ -23,9 +23,9 @@ D-CHAG+TP).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -170,9 +170,16 @@ def ring_factor(collective: str, n: int) -> float:
     raise ValueError(f"unknown collective {collective!r}")
 
 
-def collective_time(
-    collective: str, nbytes: float, n: int, per_node: int, hw: Hardware, sw: Switches
-) -> float:
+class Links(Protocol):
+    """What a collective's time needs of the hardware: (α, β) per collective at a bandwidth level ('intra' or
+    'inter' node), and how many devices share a node. :class:`Hardware` is one; so is a fit of α and β."""
+
+    devices_per_node: int
+
+    def link(self, collective: str, level: str) -> tuple[float, float]: ...
+
+
+def collective_time(collective: str, nbytes: float, n: int, per_node: int, hw: Links, sw: Switches) -> float:
     """Time of one collective over n ranks with ``per_node`` of them in each node (see module docstring)."""
     if n <= 1 or nbytes <= 0:
         return 0.0
@@ -198,6 +205,26 @@ def collective_time(
         )
     # all-gather: across nodes on 1/m of the tensor, then in node; reduce-scatter mirrors it.
     return phase(collective, nbytes / m, k, "inter") + phase(collective, nbytes, m, "intra")
+
+
+def collectives_time(
+    records: Iterable[tuple[str, int, float, int]], hw: Links, sw: Switches | None = None
+) -> float:
+    """Ring-model time of a sequence of collectives: Σ :func:`collective_time` over (collective, group size,
+    full-tensor bytes, calls) records, a group of n ranks keeping min(n, devices per node) in one node (one
+    bandwidth level inside a node, hierarchical across nodes).
+
+    ``calls`` calls of one collective on one group size may share a record with their bytes summed: each call
+    pays α once and the rest is linear in bytes, so the sum is exact. The one place where a list of collectives
+    (a layer's trace, or its modelled list) becomes a time.
+    """
+    sw = sw or Switches()
+    total = 0.0
+    for collective, n, nbytes, calls in records:
+        if calls > 0:
+            per_node = min(n, hw.devices_per_node)
+            total += calls * collective_time(collective, nbytes / calls, n, per_node, hw, sw)
+    return total
 
 
 def group_layout(group: str, P: int, mesh: tuple[int, int], devices_per_node: int) -> tuple[int, int]:

@@ -11,7 +11,6 @@ from hsitp.parallel.collectives import (
     all_reduce_sum,
     copy_to_tp,
     gather_from_tp,
-    gather_local_grad,
     gather_seq,
     reduce_from_tp,
 )
@@ -85,7 +84,6 @@ __all__ = [
     "dense_layernorm",
     "destroy_distributed",
     "gather_from_tp",
-    "gather_local_grad",
     "gather_seq",
     "init_distributed",
     "init_from_config",

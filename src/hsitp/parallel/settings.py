@@ -6,10 +6,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hsitp.parallel.errors import DistributedSetupError
-
-LAYERNORM_PLACEMENTS = ("replicated", "sharded")
-
 
 @dataclass(frozen=True)
 class ParallelSettings:
@@ -17,15 +13,9 @@ class ParallelSettings:
     timeout_s: float = 300.0
     heads: int = 8
     head_padding: bool = False
-    layernorm: str = "sharded"
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> ParallelSettings:
         """Read ``config["parallel"]`` (already schema-validated; defaults fill absent keys)."""
         par = dict(config.get("parallel", {}))
-        settings = cls(**{k: par[k] for k in cls.__dataclass_fields__ if k in par})
-        if settings.layernorm not in LAYERNORM_PLACEMENTS:
-            raise DistributedSetupError(
-                f"parallel.layernorm must be one of {LAYERNORM_PLACEMENTS}, got {settings.layernorm!r}"
-            )
-        return settings
+        return cls(**{k: par[k] for k in cls.__dataclass_fields__ if k in par})
