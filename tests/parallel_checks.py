@@ -31,7 +31,7 @@ from hsitp.parallel import (
     TPGroup,
     copy_to_tp,
     dense_layernorm,
-    gather_local_grad,
+    gather_from_tp,
     gather_seq,
     local_state_from_full,
     reduce_from_tp,
@@ -120,13 +120,13 @@ def _collective_semantics(tp: TPGroup, dtype: torch.dtype) -> list[str]:
     done.append("gather_seq")
 
     x = xs[r].clone().requires_grad_()
-    y = gather_local_grad(x, tp, 0)
+    y = gather_from_tp(x, tp, 0)
     (y * ws[r]).sum().backward()
-    assert_close(y.detach(), torch.cat(xs), **tol, msg="gather_local_grad forward is not an all-gather")
+    assert_close(y.detach(), torch.cat(xs), **tol, msg="gather_from_tp forward is not an all-gather")
     assert_close(
-        x.grad, ws[r][2 * r : 2 * r + 2], **tol, msg="gather_local_grad backward is not the local slice"
+        x.grad, ws[r][2 * r : 2 * r + 2], **tol, msg="gather_from_tp backward is not the local slice"
     )
-    done.append("gather_local_grad")
+    done.append("gather_from_tp")
 
     x = xs[r].clone().requires_grad_()
     y = copy_to_tp(x, tp)

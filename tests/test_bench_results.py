@@ -7,7 +7,8 @@ import pytest
 
 from hsitp.bench.calibrate import calibrate, fit_points, run_calibrate
 from hsitp.bench.fit import ring_factor
-from hsitp.bench.results import MergeError, empty_partial, merge_partials, write_partial
+from hsitp.bench.predict import op_work
+from hsitp.bench.results import MergeError, empty_partial, merge_partials, point_at, write_partial
 from hsitp.config import validate_config
 from hsitp.cost.calibration import CalibrationError, load_calibration
 from hsitp.cost.hardware import hardware_from_calibration
@@ -16,19 +17,24 @@ from hsitp.io import json_attr, read_netcdf
 ALPHA = {"all_reduce": 4e-5, "all_gather": 3e-5, "reduce_scatter": 2e-5}
 BETA = {"all_reduce": 2e9, "all_gather": 3e9, "reduce_scatter": 1e9}
 RATE = {"mlp": 4e10, "agg_tp": 1e10}
+SEQUENCE = {"mlp": 1.3, "agg_tp": 1.6}  # replayed collectives / their ring-model time
 SIZES = [4096, 65536, 1048576, 4194304]
+SHAPE = {"batch": 1, "heads": 8, "mlp_ratio": 4, "groups": 1, "patch": 4}
 
 
 def _config():
     return validate_config({"bench": {"ops": list(RATE), "N": [16, 32, 64], "D": [8], "L": [4, 8]}})
 
 
-def _partial(p: int, *, seed: int = 0, nbytes=SIZES):
-    """A one-P partial whose times follow the ring model and FLOPs / F exactly, times (1 +- 1 %) noise."""
+def _partial(p: int, *, seed: int = 0, nbytes=SIZES, layer_shape=SHAPE):
+    """A one-P partial whose times follow the ring model and the cost model's FLOPs / F exactly, times (1 +- 1 %)
+    noise. Each layer issued two all-reduces of 4 KiB x N/16 over its P ranks (a traced record), and replaying
+    them took SEQUENCE[op] x their ring-model time."""
     rng = np.random.default_rng(seed + p)
     ds = empty_partial(
         ops=list(RATE), world_size=p, N=[16, 32, 64], D=[8], L=[4, 8], dtypes=["float32"], repeats=5,
-        collectives=list(ALPHA), sizes_bytes=list(nbytes), coll_repeats=4,
+        collectives=list(ALPHA), sizes_bytes=list(nbytes), coll_repeats=4, layer_shape=layer_shape,
+        head_padding=False,
     )  # fmt: skip
     for i, c in enumerate(ALPHA):
         for j, nb in enumerate(nbytes):
@@ -36,12 +42,18 @@ def _partial(p: int, *, seed: int = 0, nbytes=SIZES):
                 t = ALPHA[c] + ring_factor(c, p) * nb / BETA[c]
                 ds["coll_time"].values[i, 0, j] = t * (1 + 0.01 * rng.standard_normal(4))
                 ds["coll_bytes"].values[i, 0, j] = nb
+    ds["group_size"].values[0] = [p, p, 1]
     for i, op in enumerate(RATE):
         for k, n in enumerate([16, 32, 64]):
-            flops = 1e6 * n / p
-            comp = flops / RATE[op]
-            comm = 1e-4 * (p > 1)
-            ds["flops"].values[i, 0, k, 0, 0, 0] = flops
+            pt = point_at(ds, op=op, P=p, N=n, D=8, L=4, dtype="float32")
+            comp = op_work(pt, head_padding=False)[0] / RATE[op]
+            calls, total = (2, 2 * 4096 * n / 16) if p > 1 else (0, 0.0)
+            ring = calls * ALPHA["all_reduce"] + ring_factor("all_reduce", p) * total / BETA["all_reduce"]
+            comm = SEQUENCE[op] * ring
+            ds["trace_count"].values[i, 0, k, 0, 0, 0] = 0
+            ds["trace_bytes"].values[i, 0, k, 0, 0, 0] = 0
+            ds["trace_count"].values[i, 0, k, 0, 0, 0, 0, 0] = calls  # all_reduce on the tp group
+            ds["trace_bytes"].values[i, 0, k, 0, 0, 0, 0, 0] = total
             for m, t in enumerate([comp + comm, comp, comm]):
                 ds["time"].values[i, 0, k, 0, 0, 0, m] = t * (1 + 0.01 * rng.standard_normal(5))
     return ds
@@ -94,6 +106,35 @@ def test_merge_rejects_duplicate_p_and_different_sweeps(tmp_path):
     c = write_partial(_partial(4, nbytes=SIZES[:3] + [8192]), tmp_path / "c.nc", config=cfg, attrs=_ATTRS)
     with pytest.raises(MergeError, match="nbytes"):
         merge_partials([a, c], tmp_path / "m.nc", config=cfg)
+    d = write_partial(
+        _partial(4, layer_shape={**SHAPE, "heads": 4}), tmp_path / "d.nc", config=cfg, attrs=_ATTRS
+    )
+    with pytest.raises(MergeError, match="layer_shape"):
+        merge_partials([a, d], tmp_path / "m.nc", config=cfg)
+
+
+def test_microbench_holds_measurements_not_model_outputs(tmp_path):
+    """Catches modelled quantities (FLOPs, memory traffic, ring-factor-weighted bytes) stored in the measured
+    file: it keeps times, the traced calls and bytes per collective and group, and the settings they were taken
+    with, from which the model's numbers are recomputed where used."""
+    out, _ = _merged(tmp_path)
+    ds = read_netcdf(out, kind="microbench")
+    assert not {"flops", "traffic_bytes", "trace_factor_bytes"} & set(ds.variables)
+    assert {"time", "bytes_moved", "n_collectives", "trace_count", "trace_bytes", "group_size"} <= set(
+        ds.data_vars
+    )
+    assert json_attr(ds, "layer_shape") == SHAPE and int(ds.attrs["head_padding"]) == 0
+    assert ds["group_size"].sel(P=4).values.tolist() == [4, 4, 1]
+    assert "modelled" not in ds.attrs["note"].replace("nothing here is modelled", "")
+    pt = point_at(ds, op="agg_tp", P=2, N=32, D=8, L=8, dtype="float32")
+    assert (pt.op, pt.P, pt.shape.N, pt.shape.L, pt.shape.heads, pt.shape.dtype) == (
+        "agg_tp",
+        2,
+        32,
+        8,
+        8,
+        "float32",
+    )
 
 
 def test_calibration_file_follows_contract_and_recovers_truth(tmp_path):
@@ -115,13 +156,16 @@ def test_calibration_file_follows_contract_and_recovers_truth(tmp_path):
         assert float(cal["beta"].sel(collective=c)) == pytest.approx(BETA[c], rel=0.1)
         assert float(cal["alpha"].sel(collective=c)) == pytest.approx(ALPHA[c], rel=0.25)
         assert int(cal["n_points"].sel(collective=c)) < 2 * len(SIZES)  # some were held out
+    pts = fit_points(cal)
     for op, rate in RATE.items():
         assert float(cal["achieved_flops"].sel(op=op)) == pytest.approx(rate, rel=0.05)
-        # no traffic estimate in these synthetic points: the compute model is the FLOP term alone
-        assert float(cal["compute_rate"].sel(op=op)) == pytest.approx(rate, rel=0.05)
-        assert np.isinf(float(cal["mem_bandwidth"].sel(op=op)))
-    assert (cal["sequence_factor"] == 1.0).all()  # no traced collectives to compare the replay with
-    pts = fit_points(cal)
+        # times are FLOPs / rate: the compute model (fitted with the model's FLOPs and traffic) reproduces them
+        for r in pts["ops"]:
+            if r["op"] == op:
+                assert r["flops"] > 0 and r["traffic_bytes"] > 0
+                assert r["t_compute_predicted"] == pytest.approx(r["t_compute"], rel=0.05)
+        # the replayed collectives took SEQUENCE[op] x the ring model of their trace with the fitted alpha, beta
+        assert float(cal["sequence_factor"].sel(op=op)) == pytest.approx(SEQUENCE[op], rel=0.1)
     held = [r for r in pts["ops"] if r["held_out"]]
     assert held and len(held) < len(pts["ops"])
     assert all(r["held_out"] in (True, False) and "t_predicted" in r for r in pts["collectives"])

@@ -23,7 +23,7 @@ TARGETS = [
 TINY = {
     "bench": {
         "world_sizes": [1, 2],
-        "ops": ["mlp", "attn_token", "agg_dchag_l"],
+        "ops": ["mlp", "attn_token", "layernorm_sharded", "agg_dchag_l"],
         "N": [16, 36],
         "D": [16],
         "L": [4],
@@ -55,6 +55,8 @@ def test_bench_dag_writes_three_files_then_nothing_to_do(workflow_copy):
     assert np.isfinite(mb["sanity_ratio"].sel(P=2, L=4)).all()
     assert np.isfinite(mb["time"].sel(L=4)).all()  # every pass filled its share of the repeats
     assert np.isfinite(mb["coll_time"].sel(P=2)).all()
+    assert not {"flops", "traffic_bytes", "trace_factor_bytes"} & set(mb.variables)  # measurements only
+    assert json_attr(mb, "layer_shape")["heads"] == 8 and int(mb.attrs["head_padding"]) == 0
 
     cal = load_calibration(tmp_path / TARGETS[1])  # the cost model's own schema check
     assert json_attr(cal, "world_sizes") == [2]

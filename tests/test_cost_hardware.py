@@ -21,6 +21,7 @@ from hsitp.cost.calibration import (
 from hsitp.cost.hardware import PRESETS, UnknownHardwareError, get_hardware
 from hsitp.cost.refined import op_cost
 from hsitp.io import provenance, write_netcdf
+from hsitp.shape import LayerShape
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "calibration_small.nc"
 
@@ -76,15 +77,16 @@ def test_measured_hardware_uses_calibration():
     assert hw.measured and hw.devices_per_node == 4
     assert hw.flops_for("mlp") == 4e10 and hw.flops_for("layernorm") == 3e10  # median of 4e10, 2e10, 3e10
     assert hw.link("all_reduce", "inter") == (2e-5, 1e9)
-    c = op_cost("mlp", P=2, N=64, D=64, B=1, dtype_bytes=4, hardware=hw)
+    shape = LayerShape(N=64, D=64, batch=1, dtype="float32")
+    c = op_cost("mlp", shape, P=2, hardware=hw)
     nbytes = 64 * 64 * 4
     assert c.t_comm == pytest.approx(1.25 * 2 * (2e-5 + 1.0 * nbytes / 1e9))
     assert c.t_comp == pytest.approx(c.flops / 4e10)
-    a = op_cost("attn_channel", P=2, N=64, D=64, B=1, dtype_bytes=4, hardware=hw)
+    a = op_cost("attn_channel", shape, P=2, hardware=hw)
     assert a.traffic_bytes > 0
     assert a.t_comp == pytest.approx(1e-4 + a.flops / 4e10 + a.traffic_bytes / 1e10)
     assert a.t_comm == pytest.approx(1.5 * 2 * (2e-5 + 1.0 * nbytes / 1e9))  # its own sequence factor
-    ln = op_cost("layernorm", P=2, N=64, D=64, B=1, dtype_bytes=4, hardware=hw)
+    ln = op_cost("layernorm", shape, P=2, hardware=hw)
     assert ln.t_comp == pytest.approx(ln.flops / 3e10)  # no compute model for it: median achieved F
     assert ln.t_comm == pytest.approx(1.25 * 2 * (2e-5 + 2 * 64 * 4 / 1e9))  # median sequence factor
 

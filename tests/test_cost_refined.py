@@ -9,16 +9,17 @@ import pytest
 
 from hsitp.cost import stated
 from hsitp.cost.hardware import get_hardware
-from hsitp.cost.layers import LayerShape
 from hsitp.cost.refined import (
     Switches,
     block_cost,
     collective_time,
+    collectives_time,
     evaluate,
     model_cost,
     op_cost,
     ring_factor,
 )
+from hsitp.shape import LayerShape
 
 PRESETS = ("paper-intra", "paper-inter", "h100-nvlink-ib", "mi250x-frontier")
 
@@ -39,7 +40,8 @@ def test_all_switches_reproduce_stated_model(hw_name: str, P: int, N: int, D: in
         "attn_token": stated.ccr_token(P, F, beta, N),
     }
     for op, want in expected.items():
-        c = op_cost(op, P=P, N=N, D=D, B=3, heads=8, hardware=hw, switches=Switches.stated(), overlap=0.7)
+        shape = LayerShape(N=N, D=D, batch=3, heads=8)
+        c = op_cost(op, shape, P=P, hardware=hw, switches=Switches.stated(), overlap=0.7)
         assert c.ccr == pytest.approx(float(want), rel=1e-12), op
         assert c.ccr_stated == pytest.approx(float(want), rel=1e-12), op
         assert c.relative_throughput == pytest.approx(
@@ -57,7 +59,8 @@ def test_attn_channel_hand_computed():
     fwd = 2 * macs + elementwise
     comm_bytes = N * D * 2  # all-reduce of (1, N, D) bf16, forward and backward
     t_comm = 2 * (2 * (P - 1) / P) * comm_bytes / 3e11
-    c = op_cost("attn_channel", P=P, N=N, D=D, B=1, heads=8, dtype_bytes=2, hardware="paper-intra")
+    shape = LayerShape(N=N, D=D, batch=1, heads=8, dtype="bfloat16")
+    c = op_cost("attn_channel", shape, P=P, hardware="paper-intra")
     assert c.flops_fwd == pytest.approx(fwd)
     assert c.flops_bwd == pytest.approx(2 * fwd)
     assert c.t_comp == pytest.approx(3 * fwd / 3e14)
@@ -87,7 +90,8 @@ def test_ring_factors_and_two_level_allreduce():
 def test_monotone_in_P(op: str):
     """Catches per-rank work that does not shrink with P or traffic that does: with divisible shapes the
     per-rank compute time falls and the CCR rises as P goes 2 -> 4 -> 8."""
-    costs = [op_cost(op, P=P, N=512, D=512, B=2, heads=8, hardware="paper-intra") for P in (2, 4, 8)]
+    shape = LayerShape(N=512, D=512, batch=2, heads=8)
+    costs = [op_cost(op, shape, P=P, hardware="paper-intra") for P in (2, 4, 8)]
     assert all(a.t_comp > b.t_comp for a, b in zip(costs, costs[1:], strict=False))
     assert all(a.ccr < b.ccr for a, b in zip(costs, costs[1:], strict=False))
 
@@ -95,10 +99,9 @@ def test_monotone_in_P(op: str):
 def test_padding_computes_the_padded_shard():
     """Catches padding ignored: D = 103 over P = 8 pads to 13 columns per rank (§4.3's 104), so the column
     linear's per-rank GEMM is 13/12.875 of the fractional one."""
-    pad = op_cost("linear_column", P=8, N=100, D=103, hardware="paper-intra")
-    frac = op_cost(
-        "linear_column", P=8, N=100, D=103, hardware="paper-intra", switches=Switches(no_padding=True)
-    )
+    shape = LayerShape(N=100, D=103)
+    pad = op_cost("linear_column", shape, P=8, hardware="paper-intra")
+    frac = op_cost("linear_column", shape, P=8, hardware="paper-intra", switches=Switches(no_padding=True))
     gemm = 2 * 100 * 103
     assert pad.flops_fwd == pytest.approx(gemm * 13 + 100 * 13)
     assert frac.flops_fwd == pytest.approx(gemm * 103 / 8 + 100 * 103 / 8)
@@ -107,7 +110,7 @@ def test_padding_computes_the_padded_shard():
 def test_every_switch_changes_something():
     """Catches a dead switch: each simplification, applied alone to the refined model, changes some layer's cost
     in a setting where it must (non-divisible D, P beyond a node, α > 0, overlap > 0)."""
-    shape = LayerShape(N=324, D=100, B=2, heads=8)
+    shape = LayerShape(N=324, D=100, batch=2, heads=8)
     hw = get_hardware("h100-nvlink-ib")
     base = Switches()
     for field in dataclasses.fields(Switches):
@@ -126,9 +129,10 @@ def test_dchag_terms():
     """Catches D-CHAG terms that do not follow the method: it tokenises only L/P bands, adds a forward
     all-gather of B·N·D per rank (full tensor B·N·P·D), has no backward traffic for that gather, and shrinks the
     aggregation's backward all-reduce from B·N·L·D to B·N·P·D; the agg ops hold no tokeniser terms."""
-    kw = {"P": 4, "N": 324, "D": 256, "L": 200, "B": 2, "heads": 8, "hardware": "paper-intra"}
-    tp = op_cost("agg_tp", **kw)
-    dl = op_cost("agg_dchag_l", **kw)
+    shape = LayerShape(N=324, D=256, L=200, batch=2, heads=8)
+    kw = {"P": 4, "hardware": "paper-intra"}
+    tp = op_cost("agg_tp", shape, **kw)
+    dl = op_cost("agg_dchag_l", shape, **kw)
     by_name = {c.name: c for c in tp.collectives}
     assert by_name["grad_tokens"].elements == 2 * 324 * 200 * 256
     dl_names = {c.name: c for c in dl.collectives}
@@ -136,13 +140,15 @@ def test_dchag_terms():
     assert dl_names["gather_tokens"].phase == "fwd"
     assert dl_names["final_grad_tokens"].elements == 2 * 324 * 4 * 256
     assert not any(c.collective == "all_gather" and c.phase == "bwd" for c in dl.collectives)
-    # agg_* exclude the tokeniser (hsitp.bench.model adds `tokenize` to compare with the parallel layers).
-    assert op_cost("agg_tp", patch=4, **kw).flops == op_cost("agg_tp", patch=16, **kw).flops
-    tok_tp = op_cost("tokenize", split="replicated", **kw)
-    tok_dc = op_cost("tokenize", split="dchag", **kw)
+    # agg_* exclude the tokeniser (hsitp.bench.predict adds `tokenize` to compare with the parallel layers).
+    p4, p16 = (dataclasses.replace(shape, patch=p) for p in (4, 16))
+    assert op_cost("agg_tp", p4, **kw).flops == op_cost("agg_tp", p16, **kw).flops
+    tok_tp = op_cost("tokenize", shape, split="replicated", **kw)
+    tok_dc = op_cost("tokenize", shape, split="dchag", **kw)
     assert tok_dc.flops == pytest.approx(tok_tp.flops / 4)  # 200 bands over 4 ranks, no padding needed
-    g = op_cost("agg_dchag_c", groups=4, **kw)
-    assert g.flops > op_cost("agg_dchag_c", groups=1, **kw).flops  # g > 1 adds the second-level aggregator
+    g = op_cost("agg_dchag_c", dataclasses.replace(shape, groups=4), **kw)
+    g1 = op_cost("agg_dchag_c", dataclasses.replace(shape, groups=1), **kw)
+    assert g.flops > g1.flops  # g > 1 adds the second-level aggregator
     assert stated.ccr_dchag(stated.ccr_channel(4, 3e14, 3e11, 256), 4) == pytest.approx(g.ccr_stated)
 
 
@@ -170,6 +176,60 @@ def test_model_cost_reference_is_pure_tp_single_device():
 def test_bad_arguments_are_named():
     """Catches silent acceptance of an unknown op or split."""
     with pytest.raises(ValueError, match="unknown op 'conv'"):
-        op_cost("conv", P=2, N=4, D=4)
+        op_cost("conv", LayerShape(N=4, D=4), P=2)
     with pytest.raises(ValueError, match="cannot be costed under split 'token'"):
-        op_cost("attn_channel", P=2, N=4, D=4, split="token")
+        op_cost("attn_channel", LayerShape(N=4, D=4), P=2, split="token")
+
+
+def test_head_padding_pads_heads_or_refuses_naming_the_key():
+    """Catches head padding ignored by the model: heads = 6 over P = 4 either pads to 8 heads (2 per rank, so
+    the local head-feature width is 2·D/6 instead of D/4 and the head-split GEMMs grow by 8/6) or, with padding
+    off, is refused with the config key to change, as the layers do; a dividing head count is unaffected."""
+    shape = LayerShape(N=16, D=24, heads=6)
+    with pytest.raises(ValueError, match=r"parallel\.head_padding"):
+        op_cost("attn_channel", shape, P=4, head_padding=False)
+    padded = op_cost("attn_channel", shape, P=4, head_padding=True)
+    frac = op_cost("attn_channel", shape, P=4, switches=Switches(no_padding=True))
+    qkv = 2 * 16 * 24 * 3  # MACs of the qkv GEMM per local feature, x 2 FLOPs
+    assert padded.flops_fwd - frac.flops_fwd == pytest.approx(
+        (qkv + 2 * 16 * 16 * 2 + 2 * 16 * 24 + 3 * 16)
+        * (2 * 24 / 6 - 24 / 4)  # qkv, scores+attn·v, proj, bias
+        + 6 * 16 * 16 * (2 - 6 / 4)  # softmax over the padded heads
+    )
+    for op in ("attn_2d", "agg_tp", "agg_dchag_l"):
+        with pytest.raises(ValueError, match=r"parallel\.head_padding"):
+            op_cost(op, shape, P=4 if op != "attn_2d" else 8, mesh=(4, 2) if op == "attn_2d" else None,
+                    split="2d" if op == "attn_2d" else None, head_padding=False)  # fmt: skip
+    divisible = LayerShape(N=16, D=24, heads=8)
+    assert op_cost("attn_channel", divisible, P=4, head_padding=False) == op_cost(
+        "attn_channel", divisible, P=4, head_padding=True
+    )
+
+
+def test_collectives_time_hand_computed():
+    """Catches the one alpha-beta function (used by calibrate, compare and shard mode) summing wrongly: α per
+    call, ring factor of the record's group size, bytes over β at the intra-node level, and a group wider than a
+    node split into an inter-node phase on 1/m of the data plus an intra-node phase."""
+
+    @dataclasses.dataclass(frozen=True)
+    class TwoLevels:
+        devices_per_node: int = 4
+
+        def link(self, collective: str, level: str) -> tuple[float, float]:
+            alpha = {"all_reduce": 1e-5, "all_gather": 2e-5}[collective]
+            return (alpha, 1e9) if level == "intra" else (10 * alpha, 1e8)
+
+    records = [
+        ("all_reduce", 4, 2e6, 2),  # two calls of 1 MB over 4 ranks in one node
+        ("all_gather", 2, 4e5, 1),  # one call of 400 kB over 2 ranks
+        ("all_gather", 8, 8e5, 1),  # 8 ranks, 4 per node: across 2 nodes on 1/4 of the data, then in node
+        ("all_reduce", 4, 0.0, 0),  # no call: nothing
+    ]
+    want = (
+        2 * (1e-5 + 1.5 * 1e6 / 1e9)
+        + (2e-5 + 0.5 * 4e5 / 1e9)
+        + (10 * 2e-5 + 0.5 * 2e5 / 1e8)
+        + (2e-5 + 0.75 * 8e5 / 1e9)
+    )
+    assert collectives_time(records, TwoLevels()) == pytest.approx(want, rel=1e-12)
+    assert collectives_time([("all_reduce", 1, 1e6, 3)], TwoLevels()) == 0.0  # a group of one issues nothing

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.slow
 
 EXPECTED = {
     "gather_seq",
-    "gather_local_grad",
+    "gather_from_tp",
     "copy_to_tp",
     "reduce_from_tp",
     "trace_mlp",

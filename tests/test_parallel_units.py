@@ -26,6 +26,7 @@ from hsitp.parallel import (
     split_heads,
 )
 from hsitp.parallel.ops import token_grid
+from hsitp.shape import LayerShape
 
 
 def test_split_pavia_bands_over_eight() -> None:
@@ -113,10 +114,12 @@ def test_build_op_every_op_noop_world() -> None:
             if op == "attn_2d"
             else g
         )
-        module, make_input = build_op(op, tp=tp, N=13, D=16, L=10, heads=4, groups=2, patch=2)
+        shape = LayerShape(N=13, D=16, L=10, heads=4, groups=2, patch=2, dtype="float32")
+        module, make_input = build_op(op, tp=tp, shape=shape)
         y = module(*make_input())
         y.float().sum().backward()
-        want = 4 if op == "layernorm" else 16  # sharded LayerNorm (default placement) returns D / P
+        assert y.dtype == torch.float32, op
+        want = 4 if op == "layernorm_sharded" else 16  # sharded LayerNorm returns its D / P slice
         assert y.shape[-1] == want and torch.isfinite(y).all(), op
     assert {c.name for c in trace} == {"all_reduce", "all_gather", "reduce_scatter"}
 
@@ -141,11 +144,10 @@ def test_parallel_config_section() -> None:
         else load_config()
     )
     s = ParallelSettings.from_config(cfg)
-    assert s.heads >= 1 and isinstance(s.head_padding, bool) and s.layernorm in ("sharded", "replicated")
+    assert s.heads >= 1 and isinstance(s.head_padding, bool)
+    # LayerNorm placement is not a setting: both placements are ops (layernorm_replicated, layernorm_sharded).
     with pytest.raises(Exception, match="layernorm"):
-        load_config(overrides={"parallel": {"layernorm": "nowhere"}})
-    with pytest.raises(DistributedSetupError, match="parallel.layernorm"):
-        ParallelSettings(layernorm="nowhere")
+        load_config(overrides={"parallel": {"layernorm": "sharded"}})
     with pytest.raises(DistributedSetupError, match="parallel.heads"):
         ParallelSettings.from_config({"parallel": {"heads": 0}})
 
@@ -160,7 +162,7 @@ def test_group_noop_and_traced_twins() -> None:
     assert g.comm == "real"
     traced, axes = g.traced()
     assert traced.comm == "noop" and len(axes) == 1 and axes[0].group is g and axes[0].records is traced.trace
-    module, make_input = build_op("mlp", tp=traced, N=5, D=16, heads=4)
+    module, make_input = build_op("mlp", tp=traced, shape=LayerShape(N=5, D=16, heads=4))
     module(*make_input()).sum().backward()
     assert [(r.name, r.phase, r.group_size) for r in axes[0].records] == [
         ("all_reduce", "forward", 4),
@@ -181,7 +183,7 @@ def test_mesh_noop_and_traced_keep_axes_apart() -> None:
     assert ch_group is mesh.channel and tok_group is mesh.token
     assert traced.channel.trace is ch and traced.token.trace is tok and ch is not tok
     assert traced.channel.comm == traced.token.comm == "noop"
-    module, make_input = build_op("attn_2d", tp=traced, N=13, D=16, heads=4)
+    module, make_input = build_op("attn_2d", tp=traced, shape=LayerShape(N=13, D=16, heads=4))
     module(*make_input()).sum().backward()
     assert {r.name for r in tok} >= {"all_gather", "reduce_scatter"} and {r.group_size for r in tok} == {3}
     assert {r.name for r in ch} == {"all_reduce"} and {r.group_size for r in ch} == {2}

@@ -10,7 +10,8 @@ OP_NAMES: tuple[str, ...] = (
     "attn_channel",  # head-parallel attention (channel split)
     "attn_token",  # token-parallel attention (N split)
     "attn_2d",  # heads x tokens
-    "layernorm",
+    "layernorm_replicated",  # LayerNorm on the full D, replicated on every rank (Megatron): no communication
+    "layernorm_sharded",  # LayerNorm over a D split across ranks (paper §4.3): statistics all-reduced
     "agg_tp",  # cross-band aggregation, TP baseline
     "agg_dchag_l",  # D-CHAG with linear partial aggregators
     "agg_dchag_c",  # D-CHAG with cross-attention partial aggregators

@@ -2,16 +2,19 @@
 
 alpha and beta per collective come from the collective sweep, achieved F per op from the compute-only timings;
 both are fitted on a training subset only. Beyond contracts.md (see :mod:`hsitp.cost.calibration`), the same
-training points give each op's compute model (per-call overhead + FLOP term + memory-traffic term) and its
-sequence factor: the median ratio of its training points' replayed collectives to their ring-model time with the
-sweep's alpha and beta (collectives issued back to back run slower than the same collectives timed alone). The held-out points are listed in the ``fit_points`` attribute so
-``model_vs_measured.nc`` can say, for each point, whether the calibration saw it.
+training points give each op's compute model (per-call overhead + FLOP term + memory-traffic term; FLOPs and
+traffic are the refined cost model's, computed here by :func:`hsitp.bench.predict.op_work`) and its sequence
+factor: the median ratio of its training points' replayed collectives to their ring-model time with the sweep's
+alpha and beta (collectives issued back to back run slower than the same collectives timed alone). The held-out
+points are listed in the ``fit_points`` attribute so ``model_vs_measured.nc`` can say, for each point, whether the
+calibration saw it.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +29,27 @@ from hsitp.bench.fit import (
     fit_compute,
     holdout_mask,
 )
+from hsitp.bench.predict import op_work
 from hsitp.bench.results import KIND as MICROBENCH_KIND
-from hsitp.bench.results import read_input
+from hsitp.bench.results import head_padding, point_at, read_input, trace_records
 from hsitp.cost.calibration import CALIBRATION_KIND, CalibrationError, calibration_dataset
+from hsitp.cost.refined import collectives_time
 from hsitp.io import provenance, write_netcdf
 
 KIND = CALIBRATION_KIND
+
+
+@dataclass(frozen=True)
+class FittedLinks:
+    """The sweep's fitted alpha and beta per collective as :func:`hsitp.cost.refined.collectives_time` takes them:
+    one bandwidth level (every measured group lies inside this one machine, ``devices_per_node`` ranks)."""
+
+    fits: Mapping[str, AlphaBetaFit]
+    devices_per_node: int
+
+    def link(self, collective: str, level: str) -> tuple[float, float]:
+        fit = self.fits[collective]
+        return fit.alpha, fit.beta
 
 
 def collective_points(mb: xr.Dataset, *, fraction: float, seed: int) -> list[dict[str, Any]]:
@@ -57,26 +75,26 @@ def collective_points(mb: xr.Dataset, *, fraction: float, seed: int) -> list[dic
 
 
 def op_points(mb: xr.Dataset, *, dtype: str, fraction: float, seed: int) -> list[dict[str, Any]]:
-    """One record per measured op point of ``dtype``, grouped by (op, P) for the hold-out choice."""
+    """One record per measured op point of ``dtype``, grouped by (op, P) for the hold-out choice, with the
+    refined model's FLOPs and memory traffic for the point."""
     dims = ("op", "P", "N", "D", "L")
     sel = mb.sel(dtype=dtype)
     comp = sel["time_median"].sel(mode="compute").stack(point=dims)
     comm = sel["time_median"].sel(mode="comm").stack(point=dims)
-    fl = sel["flops"].stack(point=dims)
-    # files written before the traffic estimate existed have none: the compute fit then uses FLOPs alone
-    traffic = sel["traffic_bytes"].stack(point=dims) if "traffic_bytes" in sel else xr.full_like(fl, np.nan)
+    pad = head_padding(mb)
     rows: list[dict[str, Any]] = []
     for i, (op, p, n, d, bands) in enumerate(comp["point"].values):
-        t, f = float(comp.values[i]), float(fl.values[i])
-        if np.isfinite(t) and np.isfinite(f):
-            point = {"op": op, "P": int(p), "N": int(n), "D": int(d), "L": int(bands), "dtype": dtype}
+        t = float(comp.values[i])
+        if np.isfinite(t):
+            point = {"op": str(op), "P": int(p), "N": int(n), "D": int(d), "L": int(bands), "dtype": dtype}
+            flops, traffic = op_work(point_at(mb, **point), head_padding=pad)
             rows.append(
                 {
                     **point,
                     "t_compute": t,
                     "t_comm": float(comm.values[i]),
-                    "flops": f,
-                    "traffic_bytes": float(traffic.values[i]),
+                    "flops": flops,
+                    "traffic_bytes": traffic,
                 }
             )
     mask = holdout_mask(
@@ -100,21 +118,18 @@ def sequence_factors(
 ) -> dict[str, float]:
     """Per op, the median over its training points (P >= 2) of replayed-collectives time / ring-model time.
 
-    The ring-model time uses the sweep's alpha and beta on the traced calls (``trace_count``,
-    ``trace_factor_bytes``). An op without such a point gets the median over the other ops (1.0 if none has one).
+    The ring-model time is :func:`hsitp.cost.refined.collectives_time` with the sweep's alpha and beta on the
+    traced calls (:func:`hsitp.bench.results.trace_records`). An op without such a point gets the median over the
+    other ops (1.0 if none has one).
     """
+    links = FittedLinks(fits, devices_per_node=int(mb["P"].max()))
     ratios: dict[str, list[float]] = {o: [] for o in ops}
     for r in opts:
         if r["held_out"] or r["P"] < 2 or not (np.isfinite(r["t_comm"]) and r["t_comm"] > 0):
             continue
         pt = mb.sel(op=r["op"], P=r["P"], N=r["N"], D=r["D"], L=r["L"], dtype=dtype)
-        model = 0.0
-        for c, fit in fits.items():
-            if c in pt["traced_collective"].values:
-                count = float(pt["trace_count"].sel(traced_collective=c))
-                factor_bytes = float(pt["trace_factor_bytes"].sel(traced_collective=c))
-                if count > 0:
-                    model += count * fit.alpha + factor_bytes / fit.beta
+        records = [rec for rec in trace_records(pt) if rec[0] in fits]
+        model = collectives_time(records, links)
         if model > 0:
             ratios[r["op"]].append(r["t_comm"] / model)
     factors = {o: float(np.median(v)) for o, v in ratios.items() if v}

@@ -6,8 +6,8 @@ Three predictions per point, all on ``measured:calibration.nc`` hardware (the sa
   all-gather bandwidth (no α: the paper has none);
 * ``refined``: :func:`hsitp.cost.refined.op_cost` (default switches, no overlap) with the calibration's per-op
   compute model (overhead + FLOP term + memory-traffic term), per-collective α, β and sequence factor;
-* ``traced``: a diagnostic, not a model: the calibrated ring model applied to the collectives the layer actually
-  issued (from the trace) over the calibrated compute time. Where it is right and ``refined`` is not, the refined
+* ``traced``: a diagnostic, not a model: the calibrated ring model (:func:`hsitp.cost.refined.collectives_time`)
+  applied to the collectives the layer actually issued (from the trace) over the calibrated compute time. Where it is right and ``refined`` is not, the refined
   model's list of collectives differs from the implementation's; where both miss, the ring model or α, β do.
 
 Relative error = (predicted − measured) / measured, per point; each point is flagged held out (never seen by the
@@ -24,12 +24,13 @@ import numpy as np
 import xarray as xr
 
 from hsitp.bench.calibrate import fit_points
-from hsitp.bench.model import Point, predict
+from hsitp.bench.predict import predict
 from hsitp.bench.results import KIND as MICROBENCH_KIND
-from hsitp.bench.results import POINT_DIMS, read_input
+from hsitp.bench.results import POINT_DIMS, head_padding, point_at, read_input, trace_records
 from hsitp.cost.calibration import CALIBRATION_KIND
 from hsitp.cost.hardware import hardware_from_calibration
-from hsitp.io import json_attr, provenance, write_netcdf
+from hsitp.cost.refined import collectives_time
+from hsitp.io import provenance, write_netcdf
 from hsitp.names import COST_MODELS
 
 KIND = "model_vs_measured"
@@ -38,15 +39,9 @@ FLAG_NOT_MEASURED, FLAG_FITTED, FLAG_HELD_OUT = -1, 0, 1
 
 
 def traced_comm_time(point: xr.Dataset, hw: Any, op: str) -> float:
-    """Σ over one point's traced collectives of α + factor(group) · bytes / β, with ``hw``'s α, β (intra-node),
-    times the op's calibrated sequence factor (as the refined model applies it)."""
-    total = 0.0
-    for c in point["traced_collective"].values.tolist():
-        count = float(point["trace_count"].sel(traced_collective=c))
-        if count > 0:
-            alpha, beta = hw.link(c, "intra")
-            total += count * alpha + float(point["trace_factor_bytes"].sel(traced_collective=c)) / beta
-    return total * hw.sequence_factor_for(op)
+    """The ring-model time of one point's traced collectives with ``hw``'s α, β, times the op's calibrated
+    sequence factor (as the refined model applies it)."""
+    return collectives_time(trace_records(point), hw) * hw.sequence_factor_for(op)
 
 
 def compare(mb: xr.Dataset, cal: xr.Dataset, calibration_path: str | Path) -> xr.Dataset:
@@ -54,7 +49,7 @@ def compare(mb: xr.Dataset, cal: xr.Dataset, calibration_path: str | Path) -> xr
     hw = hardware_from_calibration(calibration_path)
     dtype = cal.attrs["dtype"]
     mbd = mb.sel(dtype=[dtype])
-    settings = json_attr(mb, "op_settings")
+    pad = head_padding(mb)
     held = {(r["op"], r["P"], r["N"], r["D"], r["L"]): bool(r["held_out"]) for r in fit_points(cal)["ops"]}
     shape = tuple(mbd.sizes[d] for d in POINT_DIMS)
     pred = {f"ccr_{m}": np.full(shape, np.nan) for m in MODELS}
@@ -71,8 +66,7 @@ def compare(mb: xr.Dataset, cal: xr.Dataset, calibration_path: str | Path) -> xr
         if key not in held:
             continue  # measured but not in the calibration's points (another dtype)
         flag[index] = FLAG_HELD_OUT if held[key] else FLAG_FITTED
-        pt = Point(str(op), int(p), int(n), int(d), int(bands), dtype, **settings)
-        pr = predict(pt, hw)
+        pr = predict(point_at(mb, op=op, P=p, N=n, D=d, L=bands, dtype=dtype), hw, head_padding=pad)
         t_traced = traced_comm_time(mbd.sel(idx), hw, str(op))
         pred["ccr_stated"][index] = pr.ccr_stated
         pred["ccr_refined"][index] = pr.ccr_refined

@@ -7,24 +7,23 @@
 * comm: the collectives the layer issued (traced once, in order, forward then backward) replayed alone on the
   same process groups with buffers of the traced sizes.
 
-bytes_moved sums the traced full-tensor bytes; FLOPs and memory traffic come from the refined cost model (see
-``bench.model``).
+What is stored is measured: times, and the traced calls and full-tensor bytes per collective and process group.
+FLOPs and memory traffic are the cost model's and are computed where used (``bench.predict``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import xarray as xr
 
 from hsitp.bench.collective_sweep import COLLECTIVES, CollectiveCall, make_call
-from hsitp.bench.fit import ring_factor
-from hsitp.bench.model import L_DEPENDENT_OPS, Point, mesh_2d, op_flops, op_traffic
-from hsitp.bench.results import MODES
+from hsitp.bench.predict import L_DEPENDENT_OPS, Point, bench_shape, mesh_2d
+from hsitp.bench.results import MODES, TRACED_GROUPS
 from hsitp.bench.timing import time_interleaved
 from hsitp.errors import HsitpError
 
@@ -94,25 +93,10 @@ def _agree(ok: bool, rt: Runtime) -> bool:
     return bool(flag.item())
 
 
-def build_kwargs(pt: Point, *, dtype: Any, device: Any, seed: int) -> dict[str, Any]:
-    """``build_op`` keyword arguments for a point (everything but the op name and the group)."""
-    return {
-        "N": pt.N,
-        "D": pt.D,
-        "L": pt.L,
-        "heads": pt.heads,
-        "groups": pt.groups,
-        "batch": pt.batch,
-        "patch": pt.patch,
-        "mlp_ratio": pt.mlp_ratio,
-        "dtype": dtype,
-        "device": device,
-        "seed": seed,
-    }
-
-
 def trace_point(op: str, tp: TPGroup | Mesh2D, kw: Mapping[str, Any]) -> list[AxisTrace]:
-    """The collectives one training step of ``op`` issues, per real group, without communicating."""
+    """The collectives one training step of ``op`` issues, per real group, without communicating.
+
+    ``kw``: the rest of ``build_op``'s arguments (shape, head_padding, device, seed)."""
     from hsitp.parallel.ops import build_op
 
     traced_tp, traced = tp.traced()
@@ -123,25 +107,27 @@ def trace_point(op: str, tp: TPGroup | Mesh2D, kw: Mapping[str, Any]) -> list[Ax
     return traced
 
 
-def summarize_trace(traced: list[AxisTrace]) -> dict[str, Any]:
-    """Bytes, call count, and per collective (COLLECTIVES order) calls and Σ ring factor x full bytes."""
-    records = [r for _, recs in traced for r in recs]
-    count = np.zeros(len(COLLECTIVES))
-    factor_bytes = np.zeros(len(COLLECTIVES))
-    for r in records:
-        i = COLLECTIVES.index(r.name)
-        count[i] += 1
-        factor_bytes[i] += ring_factor(r.name, r.group_size) * r.nbytes
-    return {
-        "bytes": float(sum(r.nbytes for r in records)),
-        "n": len(records),
-        "count": count,
-        "factor_bytes": factor_bytes,
-    }
+def traced_group_names(op: str) -> tuple[str, ...]:
+    """Names (TRACED_GROUPS) of the groups :func:`trace_point` returns, in its order: the attn_2d mesh's channel
+    and token axes, or all P ranks."""
+    return ("channel", "token") if op == "attn_2d" else ("tp",)
+
+
+def summarize_trace(traced: list[AxisTrace], names: tuple[str, ...]) -> dict[str, Any]:
+    """Bytes and calls in all, and per (collective, group) (COLLECTIVES x TRACED_GROUPS) calls and full bytes;
+    ``names``: the TRACED_GROUPS name of each traced group, in order."""
+    count = np.zeros((len(COLLECTIVES), len(TRACED_GROUPS)))
+    nbytes = np.zeros((len(COLLECTIVES), len(TRACED_GROUPS)))
+    for name, (_, recs) in zip(names, traced, strict=True):
+        for r in recs:
+            i, g = COLLECTIVES.index(r.name), TRACED_GROUPS.index(name)
+            count[i, g] += 1
+            nbytes[i, g] += r.nbytes
+    return {"bytes": float(nbytes.sum()), "n": int(count.sum()), "count": count, "trace_bytes": nbytes}
 
 
 def time_point(
-    pt: Point, rt: Runtime, bc: Mapping[str, Any], dtype: Any, seed: int, repeats: int
+    pt: Point, rt: Runtime, bc: Mapping[str, Any], *, head_padding: bool, seed: int, repeats: int
 ) -> dict[str, Any]:
     """Time one point in all three modes: times (mode, rep) plus :func:`summarize_trace` (or a skip reason)."""
     import torch
@@ -149,7 +135,7 @@ def time_point(
     from hsitp.parallel.ops import build_op
 
     tp = rt.mesh(*mesh_2d(pt.P)) if pt.op == "attn_2d" else rt.world
-    kw = build_kwargs(pt, dtype=dtype, device=rt.device, seed=seed)
+    kw = {"shape": pt.shape, "head_padding": head_padding, "device": rt.device, "seed": seed}
     reason = ""
     try:
         traced = trace_point(pt.op, tp, kw)
@@ -175,54 +161,66 @@ def time_point(
         repeats=repeats,
         min_region_s=bc["min_region_s"],
     )
-    return {"times": times, **summarize_trace(traced)}
+    return {"times": times, **summarize_trace(traced, traced_group_names(pt.op))}
+
+
+def sweep_points(
+    config: Mapping[str, Any], P: int, dtypes: Iterable[str]
+) -> Iterator[tuple[tuple[int, ...], Point]]:
+    """Every point of the bench sweep at P, with its (op, N, D, L, dtype) index: ops that do not depend on L
+    only at the first L."""
+    bc = config["bench"]
+    for i, op in enumerate(bc["ops"]):
+        for j, n in enumerate(bc["N"]):
+            for k, d in enumerate(bc["D"]):
+                for m, bands in enumerate(bc["L"]):
+                    if op not in L_DEPENDENT_OPS and m > 0:
+                        continue
+                    for q, dname in enumerate(dtypes):
+                        yield (
+                            (i, j, k, m, q),
+                            Point(op, P, bench_shape(config, N=n, D=d, L=bands, dtype=dname)),
+                        )
 
 
 def time_ops(
     ds: xr.Dataset,
     rt: Runtime,
-    bc: Mapping[str, Any],
+    config: Mapping[str, Any],
     *,
-    dtypes: Mapping[str, Any],
-    settings: Mapping[str, Any],
-    seed: int,
+    dtypes: Iterable[str],
     reps: np.ndarray,
 ) -> None:
     """Time every point for the repeats ``reps`` (indices into ``rep``) and fill ``ds`` in place.
 
-    Fills ``time`` at those repeats and, from the trace and the cost model, ``bytes_moved``, ``n_collectives``,
-    ``trace_*``, ``flops`` and ``traffic_bytes``. Ops that do not depend on L are timed at the first L only (the other L stay NaN).
+    Fills ``time`` at those repeats and, from the trace, ``bytes_moved``, ``n_collectives``, ``trace_count`` and
+    ``trace_bytes``. Ops that do not depend on L are timed at the first L only (the other L stay NaN).
     """
     import torch
 
+    bc, par = config["bench"], config["parallel"]
     skipped: list[dict[str, Any]] = []
-    first_l = bc["L"][0]
-    for i, op in enumerate(bc["ops"]):
-        if rt.rank == 0:
-            log.info("P=%d %s (repeats %s)", rt.world_size, op, reps.tolist())
-        for j, n in enumerate(bc["N"]):
-            for k, d in enumerate(bc["D"]):
-                for m, bands in enumerate(bc["L"]):
-                    if op not in L_DEPENDENT_OPS and bands != first_l:
-                        continue
-                    for q, (dname, dtype) in enumerate(dtypes.items()):
-                        pt = Point(op, rt.world_size, n, d, bands, dname, **settings)
-                        res = time_point(pt, rt, bc, dtype, seed, len(reps))
-                        idx = (i, 0, j, k, m, q)
-                        if "skipped" in res:
-                            skipped.append({**dataclasses.asdict(pt), "reason": res["skipped"]})
-                            if rt.rank == 0:
-                                log.warning("skipped %s: %s", pt, res["skipped"])
-                            continue
-                        ds["time"].values[idx][:, reps] = res["times"]  # (mode, rep) view
-                        ds["bytes_moved"].values[idx] = res["bytes"]
-                        ds["n_collectives"].values[idx] = res["n"]
-                        ds["trace_count"].values[idx] = res["count"]
-                        ds["trace_factor_bytes"].values[idx] = res["factor_bytes"]
-                        ds["flops"].values[idx] = op_flops(pt)
-                        ds["traffic_bytes"].values[idx] = op_traffic(pt)
-                        if rt.is_cuda:
-                            torch.cuda.empty_cache()
+    last_op = None
+    for (i, j, k, m, q), pt in sweep_points(config, rt.world_size, dtypes):
+        if rt.rank == 0 and pt.op != last_op:
+            log.info("P=%d %s (repeats %s)", rt.world_size, pt.op, reps.tolist())
+        last_op = pt.op
+        res = time_point(
+            pt, rt, bc, head_padding=par["head_padding"], seed=int(config["seed"]), repeats=len(reps)
+        )
+        idx = (i, 0, j, k, m, q)
+        if "skipped" in res:
+            skipped.append({**dataclasses.asdict(pt), "reason": res["skipped"]})
+            if rt.rank == 0:
+                log.warning("skipped %s: %s", pt, res["skipped"])
+            continue
+        ds["time"].values[idx][:, reps] = res["times"]  # (mode, rep) view
+        ds["bytes_moved"].values[idx] = res["bytes"]
+        ds["n_collectives"].values[idx] = res["n"]
+        ds["trace_count"].values[idx] = res["count"]
+        ds["trace_bytes"].values[idx] = res["trace_bytes"]
+        if rt.is_cuda:
+            torch.cuda.empty_cache()
+    ds["group_size"].values[0] = [rt.world.size, *mesh_2d(rt.world_size)]  # TRACED_GROUPS order
     ds.attrs["skipped_points"] = skipped
     ds.attrs["mesh_2d"] = list(mesh_2d(rt.world_size))
-    ds.attrs["op_settings"] = dict(settings)

@@ -1,9 +1,15 @@
 """The layout of ``microbench.nc``: one partial file per torchrun launch (one P), merged along P.
 
 Dims: op, P, N, D, L, dtype, mode (full | compute | comm), rep for layer timings; collective, nbytes, rep for the
-collective sweep. A point that was not run (e.g. an op that does not depend on L, at every L but the first) is
-NaN. Medians, IQRs, exposed communication, the compute + comm vs full sanity ratio and the measured CCR are
-derived here, in one place, so a merged file and a partial file always agree.
+collective sweep; traced_collective and traced_group for what each layer issued. A point that was not run (e.g.
+an op that does not depend on L, at every L but the first) is NaN. Medians, IQRs, exposed communication, the
+compute + comm vs full sanity ratio and the measured CCR are derived here, in one place, so a merged file and a
+partial file always agree.
+
+The file holds measurements (times, and the collectives the layers issued) and the settings they were taken
+with: the layer-shape fields the coordinates do not hold (``layer_shape``) and ``head_padding``. Modelled
+quantities (FLOPs, memory traffic, ring-model times) are computed where used, from :func:`point_at` and
+:func:`trace_records`.
 """
 
 from __future__ import annotations
@@ -17,13 +23,24 @@ import numpy as np
 import xarray as xr
 
 from hsitp.bench.collective_sweep import COLLECTIVES
+from hsitp.bench.predict import Point
 from hsitp.bench.timing import median_iqr
 from hsitp.errors import HsitpError
 from hsitp.io import ResultFileError, provenance, read_netcdf, write_netcdf
+from hsitp.shape import LayerShape
 
 MODES = ("full", "compute", "comm")
 KIND = "microbench"
 POINT_DIMS = ("op", "P", "N", "D", "L", "dtype")
+SWEPT = (
+    "N",
+    "D",
+    "L",
+    "dtype",
+)  # the LayerShape fields that are coordinates; the rest are attrs["layer_shape"]
+# The process groups a layer communicates on, named as the cost model names them: all P ranks, or the channel
+# and token axes of the attn_2d mesh.
+TRACED_GROUPS = ("tp", "channel", "token")
 
 
 class MergeError(HsitpError):
@@ -57,9 +74,21 @@ def empty_partial(
     collectives: Sequence[str],
     sizes_bytes: Sequence[int],
     coll_repeats: int,
+    layer_shape: Mapping[str, int],
+    head_padding: bool,
 ) -> xr.Dataset:
-    """A one-P dataset of NaNs with every variable in place, filled in by the run."""
+    """A one-P dataset of NaNs with every variable in place, filled in by the run.
+
+    ``layer_shape``: the LayerShape fields every point shares (all but N, D, L, dtype); ``head_padding``: the
+    ``parallel.head_padding`` the layers were built with. Both are recorded so the file alone says what it timed.
+    """
+    unknown = set(layer_shape) ^ (set(LayerShape.__dataclass_fields__) - set(SWEPT))
+    if unknown:
+        raise ValueError(
+            f"layer_shape must give exactly the LayerShape fields but {SWEPT}; differs in {unknown}"
+        )
     point_shape = (len(ops), 1, len(N), len(D), len(L), len(dtypes))
+    trace_shape = (*point_shape, len(COLLECTIVES), len(TRACED_GROUPS))
     coords = {
         "op": list(ops),
         "P": [world_size],
@@ -71,6 +100,7 @@ def empty_partial(
         "rep": np.arange(repeats),
         "collective": list(collectives),
         "traced_collective": list(COLLECTIVES),
+        "traced_group": list(TRACED_GROUPS),
         "nbytes": list(sizes_bytes),
         "coll_rep": np.arange(coll_repeats),
     }
@@ -93,26 +123,24 @@ def empty_partial(
                 {"long_name": "collective calls traced, fwd+bwd"},
             ),
             "trace_count": (
-                (*POINT_DIMS, "traced_collective"),
-                np.full((*point_shape, len(COLLECTIVES)), np.nan),
-                {"long_name": "traced calls of each collective, fwd+bwd"},
+                (*POINT_DIMS, "traced_collective", "traced_group"),
+                np.full(trace_shape, np.nan),
+                {"long_name": "traced calls of each collective on each group, fwd+bwd"},
             ),
-            "trace_factor_bytes": (
-                (*POINT_DIMS, "traced_collective"),
-                np.full((*point_shape, len(COLLECTIVES)), np.nan),
-                {"units": "B", "long_name": "sum over traced calls of ring factor(group size) x full bytes"},
-            ),
-            "flops": (
-                POINT_DIMS,
-                nan_point.copy(),
-                {"units": "FLOP", "long_name": "per-rank fwd+bwd FLOPs of the refined cost model (modelled)"},
-            ),
-            "traffic_bytes": (
-                POINT_DIMS,
-                nan_point.copy(),
+            "trace_bytes": (
+                (*POINT_DIMS, "traced_collective", "traced_group"),
+                np.full(trace_shape, np.nan),
                 {
                     "units": "B",
-                    "long_name": "per-rank fwd+bwd memory traffic estimate of the refined cost model",
+                    "long_name": "full-tensor bytes of the traced calls of each collective on each group",
+                },
+            ),
+            "group_size": (
+                ("P", "traced_group"),
+                np.full((1, len(TRACED_GROUPS)), np.nan),
+                {
+                    "long_name": "ranks in each process group the layers used (tp: all P; channel, token: the "
+                    "attn_2d mesh)"
                 },
             ),
             "coll_time": (
@@ -128,6 +156,8 @@ def empty_partial(
         },
         coords=coords,
     )
+    ds.attrs["layer_shape"] = dict(layer_shape)
+    ds.attrs["head_padding"] = bool(head_padding)
     ds["nbytes"].attrs = {"units": "B", "long_name": "requested full tensor size"}
     ds["mode"].attrs = {
         "long_name": "full = fwd+bwd; compute = collectives replaced by same-shape no-ops; "
@@ -200,6 +230,12 @@ def merge_partials(paths: Sequence[str | Path], out: str | Path, *, config: Mapp
                     f"{path}: its {dim} coordinate {ds[dim].values.tolist()} differs from {paths[0]}'s "
                     f"{ref[dim].values.tolist()}; re-run every P with the same bench config"
                 )
+        for key in ("layer_shape", "head_padding"):
+            if ds.attrs.get(key) != ref.attrs.get(key):
+                raise MergeError(
+                    f"{path}: its {key} {ds.attrs.get(key)} differs from {paths[0]}'s {ref.attrs.get(key)}; "
+                    "re-run every P with the same bench and parallel config"
+                )
     raw = [ds.drop_vars([v for v in ds.data_vars if v.startswith(("time_", "coll_time_"))]) for ds in parts]
     merged = xr.concat(raw, dim="P", data_vars="minimal", coords="minimal", combine_attrs="drop").sortby("P")
     merged = add_summaries(merged)
@@ -225,9 +261,42 @@ def merge_partials(paths: Sequence[str | Path], out: str | Path, *, config: Mapp
         "sanity_ratio_by_P": sanity,
         "skipped_points": skipped,
         "mesh_2d": meshes,
-        "op_settings": json.loads(ref.attrs.get("op_settings", "{}")),
+        "layer_shape": json.loads(ref.attrs["layer_shape"]),
+        "head_padding": int(ref.attrs["head_padding"]),
         "measured": "yes",
-        "note": "timings are measured on the device named above; flops is modelled (refined cost model)",
+        "note": "timings and traced collectives are measured on the device named above; nothing here is modelled",
     }
     inputs = {Path(p).name: p for p in paths}
     return write_netcdf(merged, out, kind=KIND, prov=provenance(config=config, inputs=inputs))
+
+
+def point_at(mb: xr.Dataset, *, op: str, P: int, N: int, D: int, L: int, dtype: str) -> Point:
+    """The benchmark point at these coordinates of a microbench file, with the shape fields its run fixed."""
+    if "layer_shape" not in mb.attrs:
+        raise BenchInputError(
+            "microbench file has no layer_shape attribute (written by an older hsitp); re-run `hsitp bench run` "
+            "and `hsitp bench merge`"
+        )
+    fixed = mb.attrs["layer_shape"]  # a mapping in memory, JSON once written
+    fixed = json.loads(fixed) if isinstance(fixed, str) else fixed
+    shape = LayerShape(N=int(N), D=int(D), L=int(L), dtype=str(dtype), **fixed)
+    return Point(str(op), int(P), shape)
+
+
+def head_padding(mb: xr.Dataset) -> bool:
+    """The ``parallel.head_padding`` the file's layers were built with."""
+    return bool(int(mb.attrs["head_padding"]))
+
+
+def trace_records(point: xr.Dataset) -> list[tuple[str, int, float, int]]:
+    """(collective, group size, full-tensor bytes, calls) of every collective and group one point's layer issued
+    (``point``: the file at one op, P, N, D, L, dtype), as :func:`hsitp.cost.refined.collectives_time` takes."""
+    out = []
+    for c in point["traced_collective"].values.tolist():
+        for g in point["traced_group"].values.tolist():
+            calls = float(point["trace_count"].sel(traced_collective=c, traced_group=g))
+            if np.isfinite(calls) and calls > 0:
+                nbytes = float(point["trace_bytes"].sel(traced_collective=c, traced_group=g))
+                size = int(point["group_size"].sel(traced_group=g))
+                out.append((str(c), size, nbytes, int(calls)))
+    return out

@@ -1,11 +1,13 @@
 """One torchrun launch of ``hsitp bench run``: every rank times the same points, rank 0 writes the partial file.
 
-The process-group backend and timeout and the attention heads are the ``parallel`` section's (the layers' own
-settings); everything else is ``bench``'s.
+The process-group backend and timeout, the attention heads and head padding are the ``parallel`` section's (the
+layers' own settings); everything else is ``bench``'s. A sweep the layers would refuse (heads the ranks do not
+divide, with ``parallel.head_padding: false``) is refused before anything is timed.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping
 from pathlib import Path
@@ -14,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from hsitp.bench.collective_sweep import sweep_collectives
-from hsitp.bench.results import empty_partial, write_partial
+from hsitp.bench.predict import check_points
+from hsitp.bench.results import SWEPT, empty_partial, write_partial
 from hsitp.config import ConfigError
 
 if TYPE_CHECKING:
@@ -46,16 +49,18 @@ def run_partial(config: Mapping[str, Any], *, world_size: int, out: str | Path) 
 
 
 def _run(config: Mapping[str, Any], rt: Runtime, out: Path) -> Path | None:
-    from hsitp.bench.model import op_settings
-    from hsitp.bench.ops import time_ops
+    from hsitp.bench.ops import sweep_points, time_ops
     from hsitp.parallel.runtime import dtype_name, resolve_dtype
 
-    bc = config["bench"]
+    bc, par = config["bench"], config["parallel"]
     resolved: dict[str, Any] = {}  # "auto" may resolve to a dtype also listed by name: time it once
     for name in bc["dtypes"]:
         dt = resolve_dtype(name, rt.device, key="bench.dtypes")
         resolved.setdefault(dtype_name(dt), dt)
     names = list(resolved)
+    points = [pt for _, pt in sweep_points(config, rt.world_size, names)]
+    check_points(points, head_padding=par["head_padding"])
+    fixed = {k: v for k, v in dataclasses.asdict(points[0].shape).items() if k not in SWEPT}
     cc = bc["collectives"]
     ds = empty_partial(
         ops=bc["ops"],
@@ -68,6 +73,8 @@ def _run(config: Mapping[str, Any], rt: Runtime, out: Path) -> Path | None:
         collectives=cc["names"],
         sizes_bytes=cc["sizes_bytes"],
         coll_repeats=cc["repeats"],
+        layer_shape=fixed,
+        head_padding=par["head_padding"],
     )
     if rt.rank == 0:
         log.info("bench P=%d on %s (oversubscribed=%s)", rt.world_size, rt.device_label, rt.oversubscribed)
@@ -81,22 +88,13 @@ def _run(config: Mapping[str, Any], rt: Runtime, out: Path) -> Path | None:
         "warmup": cc["warmup"],
         "min_region_s": bc["min_region_s"],
     }
-    settings = op_settings(config)
     coll_reps = np.array_split(np.arange(cc["repeats"]), passes)
     op_reps = np.array_split(np.arange(bc["repeats"]), passes)
     for creps, oreps in zip(coll_reps, op_reps, strict=True):
         times, full_bytes = sweep_collectives(rt, repeats=len(creps), **sweep)
         ds["coll_time"].values[:, 0][..., creps] = times
         ds["coll_bytes"].values[:, 0] = full_bytes
-        time_ops(
-            ds,
-            rt,
-            bc,
-            dtypes=resolved,
-            settings=settings,
-            seed=int(config["seed"]),
-            reps=oreps,
-        )
+        time_ops(ds, rt, config, dtypes=names, reps=oreps)
     ds.attrs["collective_dtype"] = names[0]
     ds.attrs["passes"] = passes
     if rt.rank != 0:

@@ -4,7 +4,7 @@ On a machine with one accelerator there are no peers to communicate with, but th
 is real: each op is built on a no-op group of size P (``TPGroup(None, P, 0, comm="noop")``, or the matching
 2-D mesh), so its layers hold rank 0's slice of the weights and tokens and every collective becomes a local op of
 the same shape. The collectives it would issue are traced and costed with a hardware preset's ring model
-(:func:`hsitp.cost.refined.collective_time`). The resulting CCR is *half-measured*: compute measured on this
+(:func:`hsitp.cost.refined.collectives_time`). The resulting CCR is *half-measured*: compute measured on this
 device, communication modelled from the preset, and every output says so.
 """
 
@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from hsitp.bench.model import L_DEPENDENT_OPS, Point, mesh_2d, op_flops, op_settings, predict
-from hsitp.bench.ops import build_kwargs, make_step, summarize_trace, trace_point
+from hsitp.bench.ops import make_step, sweep_points, trace_point
+from hsitp.bench.predict import check_points, mesh_2d, op_work, predict
 from hsitp.bench.timing import median_iqr, time_region
 from hsitp.errors import HsitpError
 from hsitp.io import device_description, provenance, write_netcdf
@@ -39,20 +39,10 @@ def noop_group(op: str, P: int) -> Any:
 
 
 def modelled_comm_time(traced: list[Any], hw: Any) -> float:
-    """Σ over traced collectives of the preset's time for them (hierarchical when a group spans nodes).
+    """The preset's ring-model time of the traced collectives (hierarchical when a group spans nodes)."""
+    from hsitp.cost.refined import collectives_time
 
-    Ranks are laid out as in the cost model: a group of n ranks keeps min(n, devices per node) in one node.
-    """
-    from hsitp.cost.refined import Switches, collective_time
-
-    sw = Switches()
-    return float(
-        sum(
-            collective_time(r.name, r.nbytes, r.group_size, min(r.group_size, hw.devices_per_node), hw, sw)
-            for _, recs in traced
-            for r in recs
-        )
-    )
+    return collectives_time(((r.name, r.group_size, r.nbytes, 1) for _, recs in traced for r in recs), hw)
 
 
 def run_shard(config: Mapping[str, Any], *, hardware: str) -> xr.Dataset:
@@ -86,18 +76,16 @@ def _run_shard(config: Mapping[str, Any], hw: Any, device: Any) -> xr.Dataset:
         for k in ("flops", "bytes", "t_comm_trace", "t_comm_refined", "t_comp_refined")
     }
     skipped = []
-    settings = op_settings(config)
-    axes = (bc["ops"], sizes, bc["N"], bc["D"], bc["L"])
-    for index in np.ndindex(*shape):
-        op, p, n, d, bands = (axis[i] for axis, i in zip(axes, index, strict=True))
-        if op not in L_DEPENDENT_OPS and bands != bc["L"][0]:
-            continue
-        pt = Point(op, p, n, d, bands, dname, **settings)
-        kw = build_kwargs(pt, dtype=dtype, device=device, seed=int(config["seed"]))
-        tp = noop_group(op, p)
+    pad = config["parallel"]["head_padding"]
+    points = [(pi, idx, pt) for pi, p in enumerate(sizes) for idx, pt in sweep_points(config, p, [dname])]
+    check_points((pt for _, _, pt in points), head_padding=pad)
+    for pi, (i, j, k, m, _), pt in points:
+        index = (i, pi, j, k, m)
+        kw = {"shape": pt.shape, "head_padding": pad, "device": device, "seed": int(config["seed"])}
+        tp = noop_group(pt.op, pt.P)
         try:
-            traced = trace_point(op, tp, kw)
-            step = make_step(build_op(op, tp=tp, **kw))
+            traced = trace_point(pt.op, tp, kw)
+            step = make_step(build_op(pt.op, tp=tp, **kw))
             times[index] = time_region(
                 step,
                 device=device,
@@ -112,9 +100,9 @@ def _run_shard(config: Mapping[str, Any], hw: Any, device: Any) -> xr.Dataset:
         finally:
             if device.type == "cuda":
                 torch.cuda.empty_cache()
-        pred = predict(pt, hw)
-        out["flops"][index] = op_flops(pt)
-        out["bytes"][index] = summarize_trace(traced)["bytes"]
+        pred = predict(pt, hw, head_padding=pad)
+        out["flops"][index] = op_work(pt, head_padding=pad)[0]
+        out["bytes"][index] = float(sum(r.nbytes for _, recs in traced for r in recs))
         out["t_comm_trace"][index] = modelled_comm_time(traced, hw)
         out["t_comm_refined"][index] = pred.t_comm
         out["t_comp_refined"][index] = pred.t_comp

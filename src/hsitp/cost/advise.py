@@ -16,11 +16,11 @@ import numpy as np
 
 from hsitp.cost import stated
 from hsitp.cost.hardware import get_hardware
-from hsitp.cost.layers import LayerShape
-from hsitp.cost.refined import BLOCK_SPLITS, DTYPE_BYTES, StackCost, Switches, block_cost
+from hsitp.cost.refined import BLOCK_SPLITS, StackCost, Switches, block_cost
 from hsitp.cost.tables import ORIGIN, n_tokens
 from hsitp.data import registry
 from hsitp.errors import HsitpError
+from hsitp.shape import LayerShape
 
 
 def _finite(x: float) -> float | None:
@@ -159,10 +159,10 @@ def advise(
         N=N,
         D=D,
         L=spec.bands,
-        B=int(cost["batch"]),
+        batch=int(cost["batch"]),
         heads=int(cost["heads"]),
         mlp_ratio=int(cost["mlp_ratio"]),
-        dtype_bytes=DTYPE_BYTES[cost["dtype"]],
+        dtype=cost["dtype"],
         patch=patch,
     )
     sw = Switches.from_mapping(cost.get("switches"))
@@ -194,7 +194,7 @@ def advise(
         "rho": D / N,
         "rho_bands": spec.bands / N,
         "devices": devices,
-        "batch": shape.B,
+        "batch": shape.batch,
         "heads": shape.heads,
         "dtype": cost["dtype"],
         "hardware": {

@@ -5,12 +5,17 @@ elements for collectives (the full, unsharded tensor, as the calibration's ring 
 saved activations in elements. Backward and dtype are applied by :mod:`hsitp.cost.refined`.
 
 Layer structures follow the parallel-layer contract (Megatron column/row TP, head-parallel and token-parallel
-attention, D-CHAG as in ``../shared/notes/dchag.md``). Two cost-only ops exist besides the contract's names:
+attention, D-CHAG as in ``../shared/notes/dchag.md``). Three cost-only ops exist besides the contract's names:
 ``linear_column`` (the paper's §3.2 reference layer: one column-parallel linear C_in = D → D followed by an
-all-gather) and ``tokenize`` (per-band patch embedding, replicated on every TP rank in the baseline, only the
-rank's own bands in D-CHAG). The ``agg_*`` ops are the aggregation alone, from band tokens (B·N, L, D) to
-(B, N, D); the parallel layers' aggregators also tokenise, so a measurement of one compares with ``tokenize``
-(split 'replicated' for ``agg_tp``, 'dchag' for D-CHAG) plus the ``agg_*`` op, as ``hsitp.bench.model`` does.
+all-gather), ``tokenize`` (per-band patch embedding, replicated on every TP rank in the baseline, only the
+rank's own bands in D-CHAG) and ``layernorm`` under any split (the blocks' LayerNorm); the contract's
+``layernorm_replicated`` and ``layernorm_sharded`` are LayerNorm under its one placement ('replicated',
+'channel'). The ``agg_*`` ops are the aggregation alone, from band tokens (B·N, L, D) to (B, N, D); the parallel
+layers' aggregators also tokenise, so a measurement of one compares with ``tokenize`` (split 'replicated' for
+``agg_tp``, 'dchag' for D-CHAG) plus the ``agg_*`` op, as ``hsitp.bench.predict`` does.
+
+Heads split over ranks are padded up to a multiple of the ranks when ``head_padding`` is on (as the layers do with
+``parallel.head_padding: true``); with it off, a head count the ranks do not divide is refused, as by the layers.
 """
 
 from __future__ import annotations
@@ -18,7 +23,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
+from hsitp.errors import HsitpError
 from hsitp.names import OP_NAMES
+from hsitp.shape import LayerShape
 
 # Elementwise FLOPs per element (conventions, documented so measured rates are comparable):
 LAYERNORM_FLOPS = 7  # mean 1, centre 1, square 1, variance sum 1, normalise 1, scale 1, shift 1
@@ -27,7 +34,7 @@ GELU_FLOPS = 8  # tanh form: x^3, ×0.0447, +x, ×sqrt(2/pi), tanh, +1, ×x, ×0
 BIAS_FLOPS = 1
 
 CONTRACT_OPS = OP_NAMES
-COST_ONLY_OPS = ("linear_column", "tokenize")
+COST_ONLY_OPS = ("linear_column", "tokenize", "layernorm")
 OPS = CONTRACT_OPS + COST_ONLY_OPS
 # Splits each op can be costed under; the first is the op's default (what the contract's layer does).
 SPLITS: dict[str, tuple[str, ...]] = {
@@ -37,31 +44,13 @@ SPLITS: dict[str, tuple[str, ...]] = {
     "attn_token": ("token",),
     "attn_2d": ("2d",),
     "layernorm": ("channel", "replicated", "token", "2d"),
+    "layernorm_replicated": ("replicated",),  # Megatron: full D on every rank, no communication
+    "layernorm_sharded": ("channel",),  # D sharded, statistics all-reduced (paper §4.3)
     "agg_tp": ("channel",),
     "agg_dchag_l": ("channel",),
     "agg_dchag_c": ("channel",),
     "tokenize": ("replicated", "dchag"),
 }
-
-
-@dataclass(frozen=True)
-class LayerShape:
-    """Sizes of one layer's input. Notation of the project: N tokens, D features, L bands, B batch."""
-
-    N: int
-    D: int
-    L: int = 1
-    B: int = 1
-    heads: int = 8
-    mlp_ratio: int = 4
-    dtype_bytes: int = 2
-    groups: int = 1  # D-CHAG groups per rank (g)
-    patch: int = 8  # patch side p, for tokenisation
-
-    def __post_init__(self) -> None:
-        for name in ("N", "D", "L", "B", "heads", "mlp_ratio", "dtype_bytes", "groups", "patch"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"LayerShape.{name} must be >= 1, got {getattr(self, name)}")
 
 
 @dataclass(frozen=True)
@@ -112,6 +101,23 @@ def shard(x: float, parts: int, pad: bool) -> float:
     return float(math.ceil(x / parts)) if pad else x / parts
 
 
+class HeadSplitError(HsitpError, ValueError):
+    """Heads that the ranks splitting them do not divide, with head padding off."""
+
+
+def head_split(op: str, P: int, mesh: tuple[int, int]) -> int:
+    """Ranks ``op`` splits its attention heads over (1: it keeps every head on every rank).
+
+    Head-parallel attention and the TP cross-attention of the aggregators (the baseline's, and D-CHAG's final one)
+    split heads over all P ranks; 2-D attention over the channel axis P_c of its mesh.
+    """
+    if op in ("attn_channel", "agg_tp", "agg_dchag_l", "agg_dchag_c"):
+        return P
+    if op == "attn_2d":
+        return mesh[0]
+    return 1
+
+
 def build_terms(
     op: str,
     split: str,
@@ -121,17 +127,30 @@ def build_terms(
     *,
     pad: bool = True,
     drop_n2: bool = False,
+    head_padding: bool = True,
 ) -> Terms:
-    """Terms of ``op`` under ``split`` on P ranks (mesh = (P_c, P_t) for 2-D; (P, 1) otherwise)."""
+    """Terms of ``op`` under ``split`` on P ranks (mesh = (P_c, P_t) for 2-D; (P, 1) otherwise).
+
+    ``pad``: split dimensions that do not divide are padded up (the padded work is computed and sent); off, the
+    shares are fractional. ``head_padding``: with ``pad``, heads are padded like any other dimension; off, heads
+    the ranks do not divide are an error (:class:`HeadSplitError`), as in the layers.
+    """
     if op not in SPLITS:
         raise ValueError(f"unknown op {op!r}; known ops: {', '.join(OPS)}")
     if split not in SPLITS[op]:
         raise ValueError(f"op {op!r} cannot be costed under split {split!r}; allowed: {SPLITS[op]}")
+    ranks = head_split(op, P, mesh)
+    if pad and not head_padding and s.heads % ranks:
+        raise HeadSplitError(
+            f"{op}: heads = {s.heads} is not divisible by the {ranks} ranks that split them: every rank must hold "
+            f"whole heads. Set parallel.head_padding: true (pads to {-(-s.heads // ranks) * ranks} heads, the "
+            f"extra ones zero), or choose heads divisible by {ranks}"
+        )
     return _BUILDERS[op](s, P, mesh, pad, drop_n2, split)
 
 
 def _linear_column(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str) -> Terms:
-    M = s.B * s.N
+    M = s.batch * s.N
     d_l = shard(s.D, P, pad)
     return Terms(
         [
@@ -147,7 +166,7 @@ def _linear_column(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split:
 
 
 def _mlp_parts(s: LayerShape, tokens: float, hidden: float) -> list[Compute]:
-    M = s.B * tokens
+    M = s.batch * tokens
     return [
         Compute("fc1", M * s.D * hidden, "gemm", traffic=M * s.D + s.D * hidden + M * hidden),
         Compute("fc1_bias", BIAS_FLOPS * M * hidden, "elementwise", traffic=2 * M * hidden),
@@ -161,7 +180,7 @@ def _mlp(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str) -> T
     hidden = s.mlp_ratio * s.D
     if split == "channel":  # Megatron pair: fc1 column-parallel, fc2 row-parallel, one all-reduce each way
         h_l = shard(hidden, P, pad)
-        M = s.B * s.N
+        M = s.batch * s.N
         return Terms(
             _mlp_parts(s, s.N, h_l),
             [
@@ -181,7 +200,7 @@ def _mlp(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str) -> T
     P_c, P_t = mesh  # 2-D: hidden split over the channel axis, tokens over the token axis
     h_l = shard(hidden, P_c, pad)
     n_l = shard(s.N, P_t, pad)
-    M = s.B * n_l
+    M = s.batch * n_l
     n_params = 2 * s.D * h_l + h_l + s.D
     return Terms(
         _mlp_parts(s, n_l, h_l),
@@ -205,7 +224,7 @@ def _attention_computes(
     drop_n2: bool,
 ) -> list[Compute]:
     """Self-attention on ``q_tokens`` queries against ``kv_tokens`` keys with ``h_l`` local heads (d_l features)."""
-    Mq = s.B * q_tokens
+    Mq = s.batch * q_tokens
     out = [
         Compute("qkv", Mq * s.D * 3 * d_l, "gemm", traffic=Mq * s.D + 3 * s.D * d_l + 3 * Mq * d_l),
         Compute("qkv_bias", BIAS_FLOPS * 3 * Mq * d_l, "elementwise", traffic=6 * Mq * d_l),
@@ -218,21 +237,21 @@ def _attention_computes(
                 "gemm",
                 n2=True,
                 paired=scores_paired,
-                traffic=Mq * d_l + s.B * kv_tokens * d_l + s.B * h_l * q_tokens * kv_tokens,
+                traffic=Mq * d_l + s.batch * kv_tokens * d_l + s.batch * h_l * q_tokens * kv_tokens,
             ),
             Compute(
                 "softmax",
-                SOFTMAX_FLOPS * s.B * h_l * q_tokens * kv_tokens,
+                SOFTMAX_FLOPS * s.batch * h_l * q_tokens * kv_tokens,
                 "elementwise",
                 n2=True,
-                traffic=2 * s.B * h_l * q_tokens * kv_tokens,
+                traffic=2 * s.batch * h_l * q_tokens * kv_tokens,
             ),
             Compute(
                 "attn_v",
                 Mq * kv_tokens * d_l,
                 "gemm",
                 n2=True,
-                traffic=s.B * h_l * q_tokens * kv_tokens + s.B * kv_tokens * d_l + Mq * d_l,
+                traffic=s.batch * h_l * q_tokens * kv_tokens + s.batch * kv_tokens * d_l + Mq * d_l,
             ),
         ]
     out += [
@@ -247,7 +266,7 @@ def _attention_computes(
 def _attn_channel(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str) -> Terms:
     h_l = shard(s.heads, P, pad)
     d_l = h_l * s.D / s.heads
-    M = s.B * s.N
+    M = s.batch * s.N
     return Terms(
         _attention_computes(s, s.N, s.N, d_l, h_l, scores_paired=False, drop_n2=drop_n2),
         [
@@ -263,7 +282,7 @@ def _attn_token(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: st
     n_l = shard(s.N, P, pad)
     n_kv = P * n_l  # keys after the all-gather (padding tokens masked but computed)
     n_params = 4 * s.D * s.D + 4 * s.D
-    kv = s.B * n_kv * 2 * s.D  # K and V gathered as one (B, N, 2, h, hd) tensor, as the layer does
+    kv = s.batch * n_kv * 2 * s.D  # K and V gathered as one (B, N, 2, h, hd) tensor, as the layer does
     return Terms(
         _attention_computes(s, n_l, n_kv, s.D, s.heads, scores_paired=True, drop_n2=False),
         [
@@ -281,15 +300,15 @@ def _attn_2d(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str) 
     d_l = h_l * s.D / s.heads
     n_l = shard(s.N, P_t, pad)
     n_kv = P_t * n_l
-    kv = s.B * n_kv * 2 * d_l  # this channel rank's K and V, gathered over the token axis as one tensor
+    kv = s.batch * n_kv * 2 * d_l  # this channel rank's K and V, gathered over the token axis as one tensor
     n_params = 4 * s.D * d_l + 3 * d_l + s.D
     return Terms(
         _attention_computes(s, n_l, n_kv, d_l, h_l, scores_paired=True, drop_n2=False),
         [
             Comm("gather_kv", "all_gather", kv, "fwd", group="token", paired=True, paired_share=0.5),
-            Comm("reduce_out", "all_reduce", s.B * n_l * s.D, "fwd", group="channel"),
+            Comm("reduce_out", "all_reduce", s.batch * n_l * s.D, "fwd", group="channel"),
             Comm("grad_kv", "reduce_scatter", kv, "bwd", group="token"),
-            Comm("grad_input", "all_reduce", s.B * n_l * s.D, "bwd", group="channel"),
+            Comm("grad_input", "all_reduce", s.batch * n_l * s.D, "bwd", group="channel"),
             Comm("grad_sync", "all_reduce", n_params, "bwd", group="token", per_step=True),
         ],
         params=n_params,
@@ -301,7 +320,7 @@ def _layernorm(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str
         split == "channel"
     ):  # features sharded: all-reduce (sum, sum of squares) per token, and again in backward
         d_l = shard(s.D, P, pad)
-        M = s.B * s.N
+        M = s.batch * s.N
         return Terms(
             [Compute("norm", LAYERNORM_FLOPS * M * d_l, "elementwise", paired=True, traffic=2 * M * d_l)],
             [
@@ -315,10 +334,10 @@ def _layernorm(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str
             [
                 Compute(
                     "norm",
-                    LAYERNORM_FLOPS * s.B * s.N * s.D,
+                    LAYERNORM_FLOPS * s.batch * s.N * s.D,
                     "elementwise",
                     paired=True,
-                    traffic=2 * s.B * s.N * s.D,
+                    traffic=2 * s.batch * s.N * s.D,
                 )
             ],
             [],
@@ -330,10 +349,10 @@ def _layernorm(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str
         [
             Compute(
                 "norm",
-                LAYERNORM_FLOPS * s.B * n_l * s.D,
+                LAYERNORM_FLOPS * s.batch * n_l * s.D,
                 "elementwise",
                 paired=True,
-                traffic=2 * s.B * n_l * s.D,
+                traffic=2 * s.batch * n_l * s.D,
             )
         ],
         [Comm("grad_sync", "all_reduce", 2 * s.D, "bwd", group=group, per_step=True)],
@@ -343,7 +362,7 @@ def _layernorm(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str
 
 def _tokenize(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str) -> Terms:
     bands = s.L if split == "replicated" else _dchag_bands(s, P, pad)[0]
-    M = s.B * s.N
+    M = s.batch * s.N
     p2 = s.patch * s.patch
     return Terms(
         [  # the image needs no gradient: backward is the weight gradients alone (1 x forward)
@@ -375,7 +394,7 @@ def _tp_cross_attention(s: LayerShape, P: int, channels: float, pad: bool, prefi
     and of the replicated learned query's (1, 1, D) gradient (it enters q through Megatron's f)."""
     h_l = shard(s.heads, P, pad)
     d_l = h_l * s.D / s.heads
-    M = s.B * s.N  # spatial locations, folded into the batch
+    M = s.batch * s.N  # spatial locations, folded into the batch
     return Terms(
         [
             Compute(f"{prefix}q_proj", s.D * d_l, "gemm", traffic=s.D + s.D * d_l + d_l),
@@ -444,7 +463,7 @@ def _dchag_aggregation(s: LayerShape, P: int, pad: bool, variant: str) -> Terms:
     aggregation over the P gathered tokens."""
     g = s.groups
     _, c_g = _dchag_bands(s, P, pad)
-    M = s.B * s.N
+    M = s.batch * s.N
     D = s.D
     if variant == "L":  # Linear over the channel axis (c_g -> 1), then over the g groups (g -> 1)
         computes = [
@@ -531,6 +550,8 @@ _BUILDERS = {
     "attn_token": _attn_token,
     "attn_2d": _attn_2d,
     "layernorm": _layernorm,
+    "layernorm_replicated": _layernorm,
+    "layernorm_sharded": _layernorm,
     "tokenize": _tokenize,
     "agg_tp": _agg_tp,
     "agg_dchag_l": _agg_dchag_l,

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hsitp.cost.layers import LayerShape, build_terms
+from hsitp.cost.layers import build_terms
 from hsitp.cost.refined import BLOCK_LAYERS, SCHEME_PARTS
+from hsitp.shape import LayerShape
 
 PARTS = ("tokenisation", "aggregation", "blocks")
 KINDS = ("parameters", "gradients", "optimizer", "activations")
@@ -43,7 +44,7 @@ class TrainingSetup:
 
 def block_activation_bytes(shape: LayerShape, P: int) -> float:
     """Korthikanti et al. eq. 2 for one block, scaled from 16-bit to ``dtype_bytes``."""
-    s, b, h, a = shape.N, shape.B, shape.D, shape.heads
+    s, b, h, a = shape.N, shape.batch, shape.D, shape.heads
     return s * b * h * (10 + 24 / P + 5 * a * s / (h * P)) * shape.dtype_bytes / 2
 
 
@@ -61,7 +62,7 @@ def memory_breakdown(
     params = {"tokenisation": tok.params, "aggregation": aggr.params, "blocks": depth * block_params}
     e = shape.dtype_bytes
     if setup.activation_checkpointing:  # keep each block's input, recompute one block at a time
-        blocks_act = depth * shape.B * shape.N * shape.D * e + block_activation_bytes(shape, P)
+        blocks_act = depth * shape.batch * shape.N * shape.D * e + block_activation_bytes(shape, P)
     else:
         blocks_act = depth * block_activation_bytes(shape, P)
     acts = {"tokenisation": tok.activations * e, "aggregation": aggr.activations * e, "blocks": blocks_act}

@@ -23,18 +23,18 @@ D-CHAG+TP).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from hsitp.cost import stated
 from hsitp.cost.hardware import Hardware, get_hardware
-from hsitp.cost.layers import SPLITS, LayerShape, build_terms
+from hsitp.cost.layers import SPLITS, build_terms
 from hsitp.errors import HsitpError
+from hsitp.shape import LayerShape
 
-DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 BLOCK_SPLITS = ("channel", "token", "2d")
 SCHEMES = ("tp", "dchag_l", "dchag_c")
 # The ops of one transformer block under each split: (op, split).
@@ -170,9 +170,16 @@ def ring_factor(collective: str, n: int) -> float:
     raise ValueError(f"unknown collective {collective!r}")
 
 
-def collective_time(
-    collective: str, nbytes: float, n: int, per_node: int, hw: Hardware, sw: Switches
-) -> float:
+class Links(Protocol):
+    """What a collective's time needs of the hardware: (α, β) per collective at a bandwidth level ('intra' or
+    'inter' node), and how many devices share a node. :class:`Hardware` is one; so is a fit of α and β."""
+
+    devices_per_node: int
+
+    def link(self, collective: str, level: str) -> tuple[float, float]: ...
+
+
+def collective_time(collective: str, nbytes: float, n: int, per_node: int, hw: Links, sw: Switches) -> float:
     """Time of one collective over n ranks with ``per_node`` of them in each node (see module docstring)."""
     if n <= 1 or nbytes <= 0:
         return 0.0
@@ -198,6 +205,26 @@ def collective_time(
         )
     # all-gather: across nodes on 1/m of the tensor, then in node; reduce-scatter mirrors it.
     return phase(collective, nbytes / m, k, "inter") + phase(collective, nbytes, m, "intra")
+
+
+def collectives_time(
+    records: Iterable[tuple[str, int, float, int]], hw: Links, sw: Switches | None = None
+) -> float:
+    """Ring-model time of a sequence of collectives: Σ :func:`collective_time` over (collective, group size,
+    full-tensor bytes, calls) records, a group of n ranks keeping min(n, devices per node) in one node (one
+    bandwidth level inside a node, hierarchical across nodes).
+
+    ``calls`` calls of one collective on one group size may share a record with their bytes summed: each call
+    pays α once and the rest is linear in bytes, so the sum is exact. The one place where a list of collectives
+    (a layer's trace, or its modelled list) becomes a time.
+    """
+    sw = sw or Switches()
+    total = 0.0
+    for collective, n, nbytes, calls in records:
+        if calls > 0:
+            per_node = min(n, hw.devices_per_node)
+            total += calls * collective_time(collective, nbytes / calls, n, per_node, hw, sw)
+    return total
 
 
 def group_layout(group: str, P: int, mesh: tuple[int, int], devices_per_node: int) -> tuple[int, int]:
@@ -257,44 +284,27 @@ def _compute_flops(terms, sw: Switches) -> tuple[float, float, float]:
 
 def op_cost(
     op: str,
+    shape: LayerShape,
     *,
     P: int,
-    N: int,
-    D: int,
-    L: int = 1,
-    B: int = 1,
-    heads: int = 8,
-    dtype_bytes: int = 2,
     hardware: str | Hardware = "paper-intra",
-    groups: int = 1,
-    mlp_ratio: int = 4,
-    patch: int = 8,
     split: str | None = None,
     mesh: tuple[int, int] | None = None,
     switches: Switches | None = None,
     overlap: float = 0.0,
     grad_accumulation: int = 1,
     per_step_alpha: bool = False,
+    head_padding: bool = True,
 ) -> OpCost:
     """Forward+backward FLOPs, collectives (bytes, count, time), compute time and CCR of one layer on one rank.
 
-    ``op`` is a contract op name (or ``linear_column``/``tokenize``); ``split`` defaults to the op's own
-    (``mlp`` → channel, ``layernorm`` → channel-sharded, ...); ``mesh`` = (P_c, P_t) for 2-D, default the most
-    square factorisation. ``hardware``: a preset name, ``measured:PATH`` or a :class:`Hardware`.
+    ``op`` is a contract op name (or ``linear_column``/``tokenize``/``layernorm``); ``split`` defaults to the op's
+    own (``mlp`` → channel, ``layernorm`` → channel-sharded, ...); ``mesh`` = (P_c, P_t) for 2-D, default the
+    most square factorisation. ``hardware``: a preset name, ``measured:PATH`` or a :class:`Hardware`.
     ``per_step_alpha``: the layer is the whole training step (a microbenchmark), so its weight-gradient sync is a
     bucket of its own and pays the per-call latency α (default: bucketed with the rest of the model, no α).
+    ``head_padding``: heads the ranks do not divide are padded (on) or refused (off), as the layers do.
     """
-    shape = LayerShape(
-        N=N,
-        D=D,
-        L=L,
-        B=B,
-        heads=heads,
-        mlp_ratio=mlp_ratio,
-        dtype_bytes=dtype_bytes,
-        groups=groups,
-        patch=patch,
-    )
     return evaluate(
         op,
         split or SPLITS.get(op, ("channel",))[0],
@@ -306,6 +316,7 @@ def op_cost(
         mesh=mesh,
         grad_accumulation=grad_accumulation,
         per_step_alpha=per_step_alpha,
+        head_padding=head_padding,
     )
 
 
@@ -332,6 +343,7 @@ def evaluate(
     mesh: tuple[int, int] | None = None,
     grad_accumulation: int = 1,
     per_step_alpha: bool = False,
+    head_padding: bool = True,
 ) -> OpCost:
     """:func:`op_cost` on a prepared shape and hardware (what the table builders call in loops)."""
     if P < 1:
@@ -345,7 +357,9 @@ def evaluate(
     else:
         mesh = (P, 1)
     pad = not sw.no_padding
-    terms = build_terms(op, split, shape, P, mesh, pad=pad, drop_n2=sw.no_attention_n2)
+    terms = build_terms(
+        op, split, shape, P, mesh, pad=pad, drop_n2=sw.no_attention_n2, head_padding=head_padding
+    )
     single = build_terms(op, split, shape, 1, (1, 1), pad=pad, drop_n2=sw.no_attention_n2)
     elem_bytes = 1 if sw.one_byte_per_element else shape.dtype_bytes
     f_fwd, f_bwd, traffic = _compute_flops(terms, sw)

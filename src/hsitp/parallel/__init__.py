@@ -11,7 +11,6 @@ from hsitp.parallel.collectives import (
     all_reduce_sum,
     copy_to_tp,
     gather_from_tp,
-    gather_local_grad,
     gather_seq,
     reduce_from_tp,
 )
@@ -79,7 +78,6 @@ __all__ = [
     "copy_to_tp",
     "dense_layernorm",
     "gather_from_tp",
-    "gather_local_grad",
     "gather_seq",
     "local_state_from_full",
     "make_mesh_2d",

@@ -22,7 +22,7 @@ import copy
 import torch
 from torch import nn
 
-from hsitp.parallel.collectives import gather_local_grad
+from hsitp.parallel.collectives import gather_from_tp
 from hsitp.parallel.dense import (
     DenseDCHAG,
     DenseTPAggregator,
@@ -199,5 +199,5 @@ class DCHAGAggregator(nn.Module):
         if pad:
             tok = torch.cat([tok, tok.new_zeros(b * n, pad, d)], dim=1)  # (B*N, slots, D)
         part = self.partial(tok, self.slot_valid)  # (B*N, D), rank-local weights
-        gathered = gather_local_grad(part.unsqueeze(1), self.tp, dim=1)  # (B*N, P, D)
+        gathered = gather_from_tp(part.unsqueeze(1), self.tp, dim=1)  # (B*N, P, D), backward local slice
         return self.final(gathered).view(b, n, d)  # (B, N, D)

@@ -1,5 +1,5 @@
-"""Collectives as small autograd functions (Megatron-LM's f and g, plus the gathers token parallelism and D-CHAG
-need). Each takes its TPGroup explicitly, returns at once when P = 1, records a CommRecord when the group traces,
+"""Collectives as small autograd functions (Megatron-LM's f and g, plus the one all-gather that token
+parallelism, D-CHAG and output collection share). Each takes its TPGroup explicitly, returns at once when P = 1, records a CommRecord when the group traces,
 and becomes a local op of the same output shape and dtype when ``tp.comm == "noop"``.
 
 Megatron-LM (Shoeybi et al. 2019, Fig. 3) names the two conjugate operators of a column/row pair:
@@ -117,56 +117,30 @@ class _AllReduceSum(torch.autograd.Function):
         return all_reduce_(grad.clone(memory_format=torch.contiguous_format), ctx.tp, "backward"), None
 
 
-class _GatherSeq(torch.autograd.Function):
-    """Token (sequence) parallel gather of keys and values.
+class _Gather(torch.autograd.Function):
+    """All-gather of a tensor sharded along ``dim``; the flag says what the output gradient is (Megatron-LM's
+    ``tensor_parallel_output_grad``).
 
-    forward: all-gather along ``dim``; backward: reduce-scatter along ``dim`` (every rank's local queries touched
-    every key, so the key gradients are partial sums that must be summed and returned to the owning rank).
+    ``reduce_grad=True``: forward: all-gather along ``dim``; backward: reduce-scatter along ``dim``. Each rank's
+    output gradient is a partial sum (token-parallel K/V: every rank's local queries touched every key), so the
+    gradients are summed and each rank keeps its own slice.
+
+    ``reduce_grad=False``: forward: all-gather along ``dim``; backward: this rank's slice of the gradient, no
+    communication. Every rank already holds the full output gradient: the consumer is replicated (collecting a
+    sharded output) or enters through f, which all-reduces its input gradient (D-CHAG's gathered tokens).
     """
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, tp: TPGroup, dim: int) -> torch.Tensor:  # noqa: ANN001
-        ctx.tp, ctx.dim = tp, dim
+    def forward(ctx, x: torch.Tensor, tp: TPGroup, dim: int, reduce_grad: bool) -> torch.Tensor:  # noqa: ANN001
+        ctx.tp, ctx.dim, ctx.chunk, ctx.reduce_grad = tp, dim, x.shape[dim], reduce_grad
         return all_gather(x, tp, dim, "forward")
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:  # noqa: ANN001
-        return reduce_scatter(grad, ctx.tp, ctx.dim, "backward"), None, None
-
-
-class _GatherLocalGrad(torch.autograd.Function):
-    """D-CHAG's gather of the per-rank partially aggregated tokens.
-
-    forward: all-gather along ``dim``; backward: this rank's slice of the gradient, no communication. Valid
-    because the consumer (the TP cross-attention, entered through f) already all-reduces its input gradient,
-    so every rank holds the full gradient of the gathered tensor.
-    """
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, tp: TPGroup, dim: int) -> torch.Tensor:  # noqa: ANN001
-        ctx.tp, ctx.dim, ctx.chunk = tp, dim, x.shape[dim]
-        return all_gather(x, tp, dim, "forward")
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:  # noqa: ANN001
-        return grad.narrow(ctx.dim, ctx.tp.rank * ctx.chunk, ctx.chunk), None, None
-
-
-class _GatherToTP(torch.autograd.Function):
-    """Assemble a tensor sharded along ``dim``. forward: all-gather; backward: local slice (no communication).
-
-    Same maths as _GatherLocalGrad, kept separate because the contract is different: used to *collect* a
-    sharded output whose consumer is replicated (e.g. gather_output of a column-parallel layer).
-    """
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, tp: TPGroup, dim: int) -> torch.Tensor:  # noqa: ANN001
-        ctx.tp, ctx.dim, ctx.chunk = tp, dim, x.shape[dim]
-        return all_gather(x, tp, dim, "forward")
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:  # noqa: ANN001
-        return grad.narrow(ctx.dim, ctx.tp.rank * ctx.chunk, ctx.chunk).contiguous(), None, None
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:  # noqa: ANN001
+        if ctx.reduce_grad:
+            return reduce_scatter(grad, ctx.tp, ctx.dim, "backward"), None, None, None
+        local = grad.narrow(ctx.dim, ctx.tp.rank * ctx.chunk, ctx.chunk).contiguous()
+        return local, None, None, None
 
 
 # --- public wrappers ---------------------------------------------------------------------------------------------
@@ -194,18 +168,14 @@ def all_reduce_sum(x: torch.Tensor, tp: TPGroup) -> torch.Tensor:
 
 
 def gather_seq(x: torch.Tensor, tp: TPGroup, dim: int = 1) -> torch.Tensor:
-    """Token-parallel K/V gather: forward all-gather along ``dim``, backward reduce-scatter."""
-    return x if tp.size == 1 else _GatherSeq.apply(x, tp, dim)
-
-
-def gather_local_grad(x: torch.Tensor, tp: TPGroup, dim: int = 1) -> torch.Tensor:
-    """D-CHAG gather: forward all-gather along ``dim``, backward local slice with no communication."""
-    return x if tp.size == 1 else _GatherLocalGrad.apply(x, tp, dim)
+    """Token-parallel K/V gather: forward all-gather along ``dim``, backward reduce-scatter (partial grads)."""
+    return x if tp.size == 1 else _Gather.apply(x, tp, dim, True)
 
 
 def gather_from_tp(x: torch.Tensor, tp: TPGroup, dim: int) -> torch.Tensor:
-    """Collect a sharded tensor: forward all-gather, backward local slice."""
-    return x if tp.size == 1 else _GatherToTP.apply(x, tp, dim)
+    """Collect a sharded tensor whose every rank gets the full gradient back (a replicated consumer, or one
+    entered through f as D-CHAG's tokens): forward all-gather along ``dim``, backward local slice, no traffic."""
+    return x if tp.size == 1 else _Gather.apply(x, tp, dim, False)
 
 
 @torch.no_grad()

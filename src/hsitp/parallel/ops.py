@@ -28,6 +28,7 @@ from hsitp.parallel.tensor_parallel import (
 )
 from hsitp.parallel.token_parallel import TokenParallelAttention
 from hsitp.parallel.two_d import Attention2D
+from hsitp.shape import LayerShape
 
 
 class BuiltOp(NamedTuple):
@@ -45,69 +46,56 @@ def build_op(
     op_name: str,
     *,
     tp: TPGroup | Mesh2D,
-    N: int,
-    D: int,
-    L: int | None = None,
-    heads: int = 8,
-    groups: int = 1,
-    batch: int = 1,
-    patch: int = 4,
-    mlp_ratio: int = 4,
-    layernorm: str = "sharded",
+    shape: LayerShape,
     head_padding: bool = False,
-    dtype: torch.dtype = torch.float32,
     device: torch.device | str | None = None,
     seed: int = 0,
 ) -> BuiltOp:
-    """Build op ``op_name`` for this rank (``tp``: a TPGroup, or a Mesh2D for ``attn_2d``).
-
-    N spatial tokens, D features, L bands (aggregators), ``groups`` = D-CHAG's g, ``layernorm`` = placement
-    ("sharded": D split, statistics all-reduced; "replicated": Megatron, no communication).
+    """Build op ``op_name`` for this rank (``tp``: a TPGroup, or a Mesh2D for ``attn_2d``) at ``shape``, in its
+    dtype. ``head_padding``: heads the ranks do not divide are padded with zero heads (else an error naming
+    ``parallel.head_padding``). ``layernorm_sharded`` takes and returns the local D/P slice; every other op the
+    full D.
     """
     if op_name not in OP_NAMES:
         raise ShardingError(f"unknown op {op_name!r}; expected one of {', '.join(OP_NAMES)}")
     if (op_name == "attn_2d") != isinstance(tp, Mesh2D):
         want = "a Mesh2D (P_c x P_t)" if op_name == "attn_2d" else "a TPGroup"
         raise ShardingError(f"op {op_name!r} needs tp={want}, got {type(tp).__name__}")
+    dtype = getattr(torch, shape.dtype)
     kw = {"seed": seed, "dtype": dtype, "device": device}
     rank = tp.channel.rank * 7919 + tp.token.rank if isinstance(tp, Mesh2D) else tp.rank
+    B, N, D, L, heads, patch = shape.batch, shape.N, shape.D, shape.L, shape.heads, shape.patch
 
-    def randn(*shape: int, grad: bool = True) -> Callable[[], tuple[torch.Tensor, ...]]:
+    def randn(*dims: int, grad: bool = True) -> Callable[[], tuple[torch.Tensor, ...]]:
         def make() -> tuple[torch.Tensor, ...]:
             gen = torch.Generator().manual_seed(seed * 100_003 + rank)
-            x = torch.randn(*shape, generator=gen).to(device=device, dtype=dtype)
+            x = torch.randn(*dims, generator=gen).to(device=device, dtype=dtype)
             return (x.requires_grad_(grad),)
 
         return make
 
     if op_name == "mlp":
-        return BuiltOp(ParallelMLP(D, mlp_ratio * D, tp, **kw), randn(batch, N, D))
+        return BuiltOp(ParallelMLP(D, shape.mlp_ratio * D, tp, **kw), randn(B, N, D))
     if op_name == "attn_channel":
-        return BuiltOp(
-            HeadParallelAttention(D, heads, tp, head_padding=head_padding, **kw), randn(batch, N, D)
-        )
+        return BuiltOp(HeadParallelAttention(D, heads, tp, head_padding=head_padding, **kw), randn(B, N, D))
     if op_name == "attn_token":
         mod = TokenParallelAttention(D, heads, tp, n_tokens=N, **kw)
-        return BuiltOp(mod, randn(batch, mod.token_split.local, D))
+        return BuiltOp(mod, randn(B, mod.token_split.local, D))
     if op_name == "attn_2d":
         mod = Attention2D(D, heads, tp, n_tokens=N, head_padding=head_padding, **kw)
-        return BuiltOp(mod, randn(batch, mod.token_split.local, D))
-    if op_name == "layernorm":
-        if layernorm == "sharded":
-            mod = ShardedLayerNorm(D, tp, **kw)
-            return BuiltOp(mod, randn(batch, N, mod.split.local))
-        if layernorm == "replicated":
-            mod = ReplicatedLayerNorm.from_dense(dense_layernorm(D, seed=seed).to(device=device, dtype=dtype))
-            return BuiltOp(mod, randn(batch, N, D))
-        raise ShardingError(f"layernorm placement must be 'sharded' or 'replicated', got {layernorm!r}")
-    if L is None:
-        raise ShardingError(f"op {op_name!r} needs L (number of bands)")
+        return BuiltOp(mod, randn(B, mod.token_split.local, D))
+    if op_name == "layernorm_sharded":
+        mod = ShardedLayerNorm(D, tp, **kw)
+        return BuiltOp(mod, randn(B, N, mod.split.local))
+    if op_name == "layernorm_replicated":
+        mod = ReplicatedLayerNorm.from_dense(dense_layernorm(D, seed=seed).to(device=device, dtype=dtype))
+        return BuiltOp(mod, randn(B, N, D))
     h, w = token_grid(N)
     if op_name == "agg_tp":
         mod = TPAggregator(L, D, heads, patch, tp, head_padding=head_padding, **kw)
-        return BuiltOp(mod, randn(batch, L, h * patch, w * patch, grad=False))
+        return BuiltOp(mod, randn(B, L, h * patch, w * patch, grad=False))
     variant = op_name[-1].upper()
     mod = DCHAGAggregator(
-        L, D, heads, patch, tp, variant=variant, groups=groups, head_padding=head_padding, **kw
+        L, D, heads, patch, tp, variant=variant, groups=shape.groups, head_padding=head_padding, **kw
     )
-    return BuiltOp(mod, randn(batch, mod.band_count, h * patch, w * patch, grad=False))
+    return BuiltOp(mod, randn(B, mod.band_count, h * patch, w * patch, grad=False))

@@ -24,10 +24,11 @@ import torch.distributed as dist
 
 from hsitp.parallel.errors import DistributedSetupError
 from hsitp.parallel.groups import Mesh2D, TPGroup, make_mesh_2d
+from hsitp.shape import DTYPE_BYTES
 
 BACKENDS = ("auto", "gloo", "nccl")
 DEVICES = ("auto", "cpu", "cuda")
-DTYPE_NAMES = ("float32", "bfloat16", "float16")
+DTYPE_NAMES = tuple(DTYPE_BYTES)  # the dtypes a LayerShape knows
 TORCHRUN_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 
 

@@ -11,8 +11,6 @@ from typing import Any
 
 from hsitp.parallel.errors import DistributedSetupError
 
-LAYERNORM_PLACEMENTS = ("replicated", "sharded")
-
 
 @dataclass(frozen=True)
 class ParallelSettings:
@@ -22,8 +20,6 @@ class ParallelSettings:
     heads: int = 8
     # Heads not divisible by the channel split: False = error, True = pad with zero heads (parallel.head_padding).
     head_padding: bool = False
-    # LayerNorm under the channel split: sharded D with all-reduced statistics, or replicated (parallel.layernorm).
-    layernorm: str = "sharded"
 
     def __post_init__(self) -> None:
         if isinstance(self.heads, bool) or not isinstance(self.heads, int) or self.heads < 1:
@@ -31,10 +27,6 @@ class ParallelSettings:
         if not isinstance(self.head_padding, bool):
             raise DistributedSetupError(
                 f"parallel.head_padding must be true or false, got {self.head_padding!r}"
-            )
-        if self.layernorm not in LAYERNORM_PLACEMENTS:
-            raise DistributedSetupError(
-                f"parallel.layernorm must be one of {LAYERNORM_PLACEMENTS}, got {self.layernorm!r}"
             )
 
     @classmethod

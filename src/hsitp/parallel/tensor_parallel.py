@@ -89,7 +89,7 @@ class ReplicatedLayerNorm(nn.LayerNorm):
 
     placement = "replicated"
     label = "LayerNorm replicated on every TP rank (Megatron): full D local, no communication"
-    op_name = "layernorm"
+    op_name = "layernorm_replicated"
 
     @classmethod
     def from_dense(cls, ln: nn.LayerNorm, tp: TPGroup | None = None) -> ReplicatedLayerNorm:
@@ -106,7 +106,7 @@ class ShardedLayerNorm(nn.Module):
 
     placement = "sharded"
     label = "LayerNorm over a sharded D (paper 4.3): statistics all-reduced forward and backward"
-    op_name = "layernorm"
+    op_name = "layernorm_sharded"
 
     def __init__(
         self,

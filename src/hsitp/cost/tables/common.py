@@ -9,9 +9,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from hsitp.cost.hardware import Hardware, get_hardware
-from hsitp.cost.layers import LayerShape
 from hsitp.cost.memory import TrainingSetup
-from hsitp.cost.refined import BLOCK_SPLITS, DTYPE_BYTES, Switches, block_cost
+from hsitp.cost.refined import BLOCK_SPLITS, Switches, block_cost
+from hsitp.shape import DTYPE_BYTES, LayerShape
 
 ORIGIN = "modelled (hsitp.cost), not measured"
 
@@ -81,10 +81,10 @@ def layer_shape(
         N=int(N),
         D=int(D or cost["embed_dim"]),
         L=int(cost["bands"]),
-        B=int(cost["batch"]),
+        batch=int(cost["batch"]),
         heads=int(cost["heads"]),
         mlp_ratio=int(cost["mlp_ratio"]),
-        dtype_bytes=DTYPE_BYTES[cost["dtype"]],
+        dtype=cost["dtype"],
         groups=int(groups),
         patch=int(patch or cost["ccr"]["patch"]),
     )

@@ -12,11 +12,11 @@ import xarray as xr
 
 from hsitp.cost import stated
 from hsitp.cost.hardware import Hardware
-from hsitp.cost.layers import LayerShape
 from hsitp.cost.memory import KINDS, PARTS, TrainingSetup, memory_breakdown, parameter_count
-from hsitp.cost.refined import DTYPE_BYTES, SCHEMES, Switches, collective_time, model_cost
+from hsitp.cost.refined import SCHEMES, Switches, collective_time, model_cost
 from hsitp.cost.tables.common import common_attrs, cost_switches, hardware_list, n_tokens, training_setup
 from hsitp.names import COST_MODELS
+from hsitp.shape import LayerShape
 
 # Reported D-CHAG memory (GiB, rank 0, 64 GiB MI250X GCDs; ../shared/notes/dchag.md): synthetic 128x256 input,
 # patch 4, batch 2, depth 32, 32 heads. Embedding dims are inferred from the parameter counts (12·D²·depth gives
@@ -42,10 +42,10 @@ def scale_table(cost: Mapping[str, Any]) -> xr.Dataset:
         N=N,
         D=int(sc["embed_dim"]),
         L=int(sc["bands"]),
-        B=int(sc["micro_batch"]),
+        batch=int(sc["micro_batch"]),
         heads=int(sc["heads"]),
         mlp_ratio=int(cost["mlp_ratio"]),
-        dtype_bytes=DTYPE_BYTES[cost["dtype"]],
+        dtype=cost["dtype"],
         groups=int(sc["groups"]),
         patch=p,
     )
@@ -215,7 +215,9 @@ def _dchag_reference() -> dict[str, Any]:
     reported = np.full((len(DCHAG_REFERENCE), len(SCHEMES)), np.nan)
     modelled = np.full_like(reported, np.nan)
     for i, (_, D, L, tp, rep) in enumerate(DCHAG_REFERENCE):
-        shape = LayerShape(N=n_tokens(128, 256, 4), D=D, L=L, B=2, heads=32, patch=4, dtype_bytes=2, groups=1)
+        shape = LayerShape(
+            N=n_tokens(128, 256, 4), D=D, L=L, batch=2, heads=32, patch=4, dtype="bfloat16", groups=1
+        )
         for si, scheme in enumerate(SCHEMES):
             reported[i, si] = rep[scheme]
             modelled[i, si] = sum(memory_breakdown(scheme, shape, tp, 1, 32, setup).values()) / 2**30

@@ -1,0 +1,105 @@
+"""The cost model as the bench asks it: a benchmark point (op, P, layer shape), its modelled work, and the two
+models' predictions of its CCR.
+
+The bench's aggregation ops are the parallel layers as built (``hsitp.parallel.build_op``): they take the raw
+band cube, so they *include* the per-band tokenisation. The cost model keeps tokenisation as its own op
+(``tokenize``), so an aggregation point here is ``tokenize`` (replicated for the TP baseline, the rank's own bands
+for D-CHAG) plus the aggregation op, and its compute time uses the compute model calibrated for the bench op.
+Everything else is :func:`hsitp.cost.refined.op_cost` with default switches (the refined model, no overlap);
+LayerNorm's two bench ops are the cost model's LayerNorm under its one placement.
+
+Modelled quantities are computed here, where they are used (the calibration's compute-model fit, the
+comparison, shard mode), never stored in ``microbench.nc``, which holds measurements only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from hsitp.cost.refined import OpCost, default_mesh, op_cost
+from hsitp.shape import LayerShape
+
+AGG_OPS = ("agg_tp", "agg_dchag_l", "agg_dchag_c")
+L_DEPENDENT_OPS = AGG_OPS  # the other ops' cost and layers do not depend on the band count
+
+
+@dataclass(frozen=True)
+class Point:
+    """One benchmark point: an op on P ranks at one layer shape (``attn_2d`` on the mesh ``mesh_2d(P)``)."""
+
+    op: str
+    P: int
+    shape: LayerShape
+
+
+def bench_shape(config: Mapping[str, Any], *, N: int, D: int, L: int, dtype: str) -> LayerShape:
+    """The layer shape of a bench point: N, D, L and dtype from the sweep; heads from the ``parallel`` section
+    (the layers' own setting); batch, D-CHAG groups, patch and MLP ratio from ``bench``."""
+    bc = config["bench"]
+    return LayerShape(
+        N=N,
+        D=D,
+        L=L,
+        dtype=dtype,
+        batch=bc["batch"],
+        heads=config["parallel"]["heads"],
+        groups=bc["groups"],
+        patch=bc["patch"],
+        mlp_ratio=bc["mlp_ratio"],
+    )
+
+
+def mesh_2d(P: int) -> tuple[int, int]:
+    """(P_c, P_t) the bench builds for ``attn_2d``: the cost model's default, so both describe the same split."""
+    return default_mesh(P)
+
+
+def _parts(pt: Point, hardware: Any, head_padding: bool) -> list[OpCost]:
+    # per_step_alpha: the timed step is this one layer, so its weight-gradient sync is a bucket of its own.
+    kw = {"P": pt.P, "hardware": hardware}
+    parts = [op_cost(pt.op, pt.shape, per_step_alpha=True, head_padding=head_padding, **kw)]
+    if pt.op in AGG_OPS:
+        split = "replicated" if pt.op == "agg_tp" else "dchag"
+        parts.append(op_cost("tokenize", pt.shape, split=split, **kw))
+    return parts
+
+
+def op_work(pt: Point, *, head_padding: bool) -> tuple[float, float]:
+    """(FLOPs, memory traffic [B]) per rank, forward + backward, of the op as the bench times it (refined
+    model's counts; padded heads included when ``head_padding`` is on)."""
+    parts = _parts(pt, "paper-intra", head_padding)
+    return float(sum(c.flops for c in parts)), float(sum(c.traffic_bytes for c in parts))
+
+
+def check_points(points: Iterable[Point], *, head_padding: bool) -> None:
+    """Refuse, before anything is timed, a sweep the layers would refuse: with ``parallel.head_padding`` off, a
+    head count that the ranks splitting it do not divide raises the cost model's error naming that key."""
+    for pt in points:
+        _parts(pt, "paper-intra", head_padding)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    t_comp: float  # s, refined
+    t_comm: float  # s, refined (sum of the op's collectives, no overlap)
+    ccr_refined: float
+    ccr_stated: float  # the paper's formula with the same hardware's F and beta
+    bytes: float  # refined model's bytes over all collectives (full tensors)
+    n_collectives: int  # refined model's collective calls, fwd+bwd
+
+
+def predict(pt: Point, hardware: Any, *, head_padding: bool) -> Prediction:
+    """Both models' CCR for ``pt`` on ``hardware`` (a preset name, ``measured:PATH`` or a Hardware)."""
+    from hsitp.cost.hardware import get_hardware
+
+    hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
+    parts = _parts(pt, hw, head_padding)
+    flops = sum(c.flops for c in parts)
+    t_comp = hw.compute_time(pt.op, flops, sum(c.traffic_bytes for c in parts))
+    t_comm = float(sum(c.t_comm for c in parts))
+    nbytes = float(sum(k.bytes for c in parts for k in c.collectives if k.group_size > 1))
+    # a collective over a group of one (e.g. the token axis of a P_c x 1 mesh) is not issued
+    count = sum(1 for c in parts for k in c.collectives if k.group_size > 1)
+    return Prediction(t_comp, t_comm, t_comm / t_comp, float(parts[0].ccr_stated), nbytes, count)
