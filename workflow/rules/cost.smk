@@ -1,20 +1,34 @@
-# Cost-model tables, modelled not measured: results/model/{rho,ccr,boundary,scale}.nc (`hsitp model TABLE`).
+# Cost-model tables, modelled not measured: results/<run>/cost/{rho,ccr,boundary,scale}.nc (`hsitp cost TABLE`).
 # Pure arithmetic on the registry's grids and the hardware presets; a `measured:PATH` preset in the config makes
 # that calibration file an input of the tables that use it.
 
+# The keys a table reads (cost/tables.py): the model's shared keys (every `cost` key that is not a table's own
+# subsection) and its own subsection. rho and boundary also read ccr.patch (the layer shape's patch when the
+# table gives none). Editing one table's subsection re-runs that table only.
+COST_SHARED_KEYS = keys_except("cost", *COST_TABLES)
+COST_TABLE_KEYS = {
+    "rho": [*COST_SHARED_KEYS, "cost.rho", "cost.ccr.patch"],
+    "ccr": [*COST_SHARED_KEYS, "cost.ccr"],
+    "boundary": [*COST_SHARED_KEYS, "cost.boundary", "cost.ccr.patch"],
+    "scale": [*COST_SHARED_KEYS, "cost.scale"],
+}
 
-rule model_table:
+
+rule cost_table:
     input:
-        model_calibration_inputs,
+        cost_calibration_inputs,
     output:
-        "results/model/{table}.nc",
+        result("cost/{table}.nc"),
     log:
-        "logs/model/{table}.log",
+        log_file("cost/{table}.log"),
     wildcard_constraints:
-        table="rho|ccr|boundary|scale",
+        table="|".join(COST_TABLES),
     conda:
         ENV
+    threads: 1
+    resources:
+        **job_resources("cost_table"),
     params:
-        cfg=stage_config("cost"),
+        cfg=lambda wildcards: stage_config(*COST_TABLE_KEYS[wildcards.table]),
     shell:
-        "hsitp model {wildcards.table} --config-json {params.cfg:q} --out {output:q} > {log} 2>&1"
+        "hsitp cost {wildcards.table} --config-json {params.cfg:q} --out {output:q} > {log} 2>&1"
