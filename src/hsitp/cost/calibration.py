@@ -6,7 +6,7 @@ all_gather and reduce_scatter (P−1)/P; bytes = the full unsharded tensor) and,
 It should build the dataset with :func:`calibration_dataset` (which validates it) and write it with
 ``hsitp.io.write_netcdf(ds, path, kind="calibration", prov=...)``.
 
-Optional refinements beyond contracts.md, per op (all four together, or none):
+Optional refinements beyond the required fields (docs/contracts.md), per op (all four together, or none):
 
 * per op, ``compute_overhead`` [s], ``compute_rate`` [FLOP/s] and ``mem_bandwidth`` [B/s]: the compute time
   model t = overhead + FLOPs / compute_rate + traffic bytes / mem_bandwidth (traffic: the refined model's

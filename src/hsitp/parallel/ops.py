@@ -1,4 +1,4 @@
-"""``build_op``: one parallel op, ready to time or test, by its shared name (contracts.md).
+"""``build_op``: one parallel op, ready to time or test, by its shared name (hsitp.names).
 
 Returns ``BuiltOp(module, make_input)``: ``module(*make_input())`` runs this rank's share of the op; inputs that
 are activations require grad, so a backward pass issues the same collectives as inside a network (e.g. the f
