@@ -1,4 +1,4 @@
-"""Schema of the calibration file (``results/bench/calibration.nc``) and its loader as ``measured:PATH`` hardware.
+"""Schema of the calibration file (``results/<run>/bench/calibration.nc``) and its loader as ``measured:PATH`` hardware.
 
 The microbenchmark stage fits, per collective, t = α + factor(P)·bytes/β (factor: all_reduce 2(P−1)/P,
 all_gather and reduce_scatter (P−1)/P; bytes = the full unsharded tensor) and, per op, an achieved FLOP rate
@@ -172,7 +172,7 @@ def validate_calibration(ds: xr.Dataset, where: str | Path) -> None:
         raise CalibrationError(
             f"{where}: not a valid calibration file:\n  "
             + "\n  ".join(problems)
-            + "\n(schema: hsitp.cost.calibration; the microbenchmark stage writes it, e.g. results/bench/calibration.nc)"
+            + "\n(schema: hsitp.cost.calibration; the microbenchmark stage writes it, e.g. results/paper/bench/calibration.nc)"
         )
 
 
@@ -184,7 +184,7 @@ def load_calibration(path: str | Path) -> xr.Dataset:
     if not path.exists():
         raise CalibrationError(
             f"{MEASURED_PREFIX}{path}: no such calibration file; run the microbenchmark stage first "
-            "(snakemake results/bench/calibration.nc) or pick a preset"
+            "(snakemake results/RUN/bench/calibration.nc) or pick a preset"
         )
     try:
         ds = read_netcdf(path, kind=CALIBRATION_KIND)
