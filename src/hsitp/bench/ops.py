@@ -30,6 +30,9 @@ from hsitp.errors import HsitpError
 
 log = logging.getLogger(__name__)
 
+# Seed of the fixed upstream gradient every timed backward pass starts from (same on every rank and point).
+GRAD_SEED = 1234
+
 
 @dataclasses.dataclass
 class Groups:
@@ -90,7 +93,7 @@ def make_step(built: Any) -> Callable[[], None]:
     params = list(module.parameters())
     with torch.no_grad():
         shape_probe = module(*inputs)
-    gen = torch.Generator().manual_seed(1234)
+    gen = torch.Generator().manual_seed(GRAD_SEED)
     grad = torch.randn(shape_probe.shape, generator=gen).to(shape_probe.device, shape_probe.dtype)
     sync = getattr(module, "reduce_replicated_grads", None)
 

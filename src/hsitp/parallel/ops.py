@@ -29,6 +29,12 @@ from hsitp.parallel.tensor_parallel import (
 from hsitp.parallel.token_parallel import TokenParallelAttention
 from hsitp.parallel.two_d import Attention2D
 
+# Per-rank input streams: seed * INPUT_SEED_STRIDE + rank, a 2-D mesh rank numbered
+# channel_rank * MESH_RANK_STRIDE + token_rank. Both strides exceed any rank index in use, so distinct
+# (seed, rank) pairs seed distinct generators.
+INPUT_SEED_STRIDE = 100_003
+MESH_RANK_STRIDE = 7919
+
 
 class BuiltOp(NamedTuple):
     module: nn.Module
@@ -70,11 +76,11 @@ def build_op(
         want = "a Mesh2D (P_c x P_t)" if op_name == "attn_2d" else "a TPGroup"
         raise ShardingError(f"op {op_name!r} needs tp={want}, got {type(tp).__name__}")
     kw = {"seed": seed, "dtype": dtype, "device": device}
-    rank = tp.channel.rank * 7919 + tp.token.rank if isinstance(tp, Mesh2D) else tp.rank
+    rank = tp.channel.rank * MESH_RANK_STRIDE + tp.token.rank if isinstance(tp, Mesh2D) else tp.rank
 
     def randn(*shape: int, grad: bool = True) -> Callable[[], tuple[torch.Tensor, ...]]:
         def make() -> tuple[torch.Tensor, ...]:
-            gen = torch.Generator().manual_seed(seed * 100_003 + rank)
+            gen = torch.Generator().manual_seed(seed * INPUT_SEED_STRIDE + rank)
             x = torch.randn(*shape, generator=gen).to(device=device, dtype=dtype)
             return (x.requires_grad_(grad),)
 
