@@ -73,7 +73,7 @@ class LoopbackHTTP:
 
 def _handler(state: LoopbackHTTP) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        def do_GET(self) -> None:  # http.server's name
             state.hits.append(self.path)
             route = state.routes.get(self.path)
             if route is None:
@@ -94,7 +94,7 @@ def _handler(state: LoopbackHTTP) -> type[BaseHTTPRequestHandler]:
             else:
                 self.wfile.write(route.data)
 
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - silence per-request logging
+        def log_message(self, format: str, *args: object) -> None:  # silence per-request logging
             pass
 
     return Handler

@@ -49,7 +49,7 @@ def deep_merge(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str,
 def _with_defaults(cls: type[jsonschema.protocols.Validator]) -> type[jsonschema.protocols.Validator]:
     validate_props = cls.VALIDATORS["properties"]
 
-    def set_defaults(validator, properties, instance, schema):  # noqa: ANN001 - jsonschema's signature
+    def set_defaults(validator, properties, instance, schema):  # jsonschema's validator signature
         if isinstance(instance, dict):
             for name, sub in properties.items():
                 if "default" in sub and name not in instance:
