@@ -1,6 +1,9 @@
-# hsitp: download and prepare datasets -> CCR model tables -> microbenchmarks -> training -> report.
-# This file sets the config, validates it (common.smk), names the final targets and includes the rules;
-# each rule calls one `hsitp` subcommand.
+# hsitp: download and prepare datasets -> cost-model tables -> microbenchmarks (measured CCR, calibration,
+# model vs measured). This file sets the config, names the final targets and includes the rules; common.smk
+# validates the config and builds every path under results/<run>/; each rule calls one `hsitp` subcommand.
+from snakemake.utils import min_version
+
+min_version("9.0")
 
 
 configfile: "config/config.yaml"
@@ -15,5 +18,5 @@ rule all:
 
 
 include: "workflow/rules/data.smk"
-include: "workflow/rules/model.smk"
+include: "workflow/rules/cost.smk"
 include: "workflow/rules/bench.smk"

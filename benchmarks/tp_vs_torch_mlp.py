@@ -36,7 +36,7 @@ def _cpu_name() -> str:
     return platform.processor() or "unknown CPU"
 
 
-def _timed(step, finish, steps: int) -> float:  # noqa: ANN001
+def _timed(step, finish, steps: int) -> float:
     dist.barrier()
     t0 = time.perf_counter()
     for _ in range(steps):

@@ -4,7 +4,8 @@
 - ``shared_datasets``: ``../shared/datasets`` (or ``$HSITP_SHARED_DATASETS``); the test is skipped when absent.
 - ``loopback_http``: an HTTP server on 127.0.0.1 (port 0) in a thread, serving bytes you register, able to answer
   404, or to cut a response mid-body; download tests use it and never the internet.
-- ``workflow_copy``: the workflow copied to a temp folder, with a snakemake runner whose rules find this venv's tools.
+- ``workflow_copy``: the workflow copied to a temp folder, with a snakemake runner whose rules find this venv's tools
+  and a dry-run helper listing the outputs Snakemake would write.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ class LoopbackHTTP:
 
 def _handler(state: LoopbackHTTP) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        def do_GET(self) -> None:  # http.server's name
             state.hits.append(self.path)
             route = state.routes.get(self.path)
             if route is None:
@@ -93,7 +94,7 @@ def _handler(state: LoopbackHTTP) -> type[BaseHTTPRequestHandler]:
             else:
                 self.wfile.write(route.data)
 
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - silence per-request logging
+        def log_message(self, format: str, *args: object) -> None:  # silence per-request logging
             pass
 
     return Handler
@@ -130,6 +131,25 @@ class WorkflowCopy:
         return subprocess.run(
             [exe, *args], cwd=self.root, capture_output=True, text=True, timeout=timeout, env=self.env
         )
+
+    def planned(self, *args: str, timeout: float = 120) -> dict[str, list[str]]:
+        """Dry run: {path: [rule, reason]} for every output and log of every job Snakemake would run ({} = nothing
+        to do)."""
+        run = self.snakemake(*args, "--dry-run", timeout=timeout)
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+        jobs: dict[str, list[str]] = {}
+        rule = ""
+        outputs: list[str] = []
+        for line in run.stdout.splitlines():
+            if line.startswith(("rule ", "localrule ")):
+                rule, outputs = line.split()[1].rstrip(":"), []
+            elif line.strip().startswith(("output:", "log:")):
+                outputs += [o.strip() for o in line.split(":", 1)[1].split(",")]
+            elif line.strip().startswith("reason:"):
+                jobs.update({o: [rule, line.split(":", 1)[1].strip()] for o in outputs})
+        if not jobs:
+            assert "Nothing to be done" in run.stdout + run.stderr, run.stdout[-3000:]
+        return jobs
 
 
 @pytest.fixture

@@ -38,7 +38,7 @@ def _entry(
         result = fn(rt, *args)
         q.put((rank, "ok", result))
         rt.stop()
-    except BaseException:  # noqa: BLE001 - report everything to the parent
+    except BaseException:  # report everything to the parent
         q.put((rank, "error", traceback.format_exc()))
         q.close()
         q.join_thread()  # flush the report before the hard exit

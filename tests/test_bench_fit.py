@@ -16,7 +16,7 @@ from hsitp.bench.fit import (
 
 
 def test_ring_factors_match_contract():
-    """Catches a swapped or off-by-one ring factor (contracts.md: all_reduce 2(P-1)/P, gather/scatter (P-1)/P)."""
+    """Catches a swapped or off-by-one ring factor (docs/contracts.md: all_reduce 2(P-1)/P, gather/scatter (P-1)/P)."""
     assert ring_factor("all_reduce", 2) == pytest.approx(1.0)
     assert ring_factor("all_reduce", 8) == pytest.approx(1.75)
     assert ring_factor("all_gather", 4) == pytest.approx(0.75)

@@ -1,4 +1,4 @@
-"""microbench.nc layout, per-P merge, and calibration.nc per contracts.md, on synthetic timings with known truth."""
+"""microbench.nc layout, per-P merge, and calibration.nc per docs/contracts.md, on synthetic timings with known truth."""
 
 from __future__ import annotations
 
@@ -138,7 +138,7 @@ def test_microbench_holds_measurements_not_model_outputs(tmp_path):
 
 
 def test_calibration_file_follows_contract_and_recovers_truth(tmp_path):
-    """Catches a calibration.nc that breaks contracts.md (names, dims, units, attrs) or fits the wrong quantity."""
+    """Catches a calibration.nc that breaks docs/contracts.md (names, dims, units, attrs) or fits the wrong quantity."""
     mb, cfg = _merged(tmp_path)
     out = run_calibrate(mb, tmp_path / "calibration.nc", config=cfg)
     cal = load_calibration(out)  # the cost model's own schema check

@@ -1,4 +1,5 @@
-"""The bench stage through Snakemake and torchrun (P = 1 and 2, gloo), on a tiny sweep; then nothing to re-run.
+"""The bench stage through Snakemake and torchrun (P = 1 and 2, gloo), on a tiny sweep; then nothing to re-run,
+also after editing keys no bench rule reads.
 
 The smoke sweep itself (config/smoke.yaml, a few minutes) is too slow for CI; this test runs the same rules,
 launcher and subcommands on a sweep of seconds.
@@ -13,10 +14,10 @@ import yaml
 from hsitp.cost.calibration import load_calibration
 from hsitp.io import json_attr, read_netcdf
 
-TARGETS = [
-    "results/bench/microbench.nc",
-    "results/bench/calibration.nc",
-    "results/bench/model_vs_measured.nc",
+TARGETS = [  # config/smoke.yaml sets run: smoke
+    "results/smoke/bench/microbench.nc",
+    "results/smoke/bench/calibration.nc",
+    "results/smoke/bench/model_vs_measured.nc",
 ]
 # Collective sizes reach 16 MB so the bandwidth term stands out of gloo's per-call jitter (several ms on a busy
 # 2-core machine): with 1 MB or 4 MB at most, a fit sometimes found no size dependence and calibration failed.
@@ -43,7 +44,7 @@ def test_bench_dag_writes_three_files_then_nothing_to_do(workflow_copy):
     (tmp_path / "config" / "tiny_bench.yaml").write_text(yaml.safe_dump(TINY))
     args = [*TARGETS, "--cores", "2", "--configfile", "config/smoke.yaml", "config/tiny_bench.yaml"]
     run = workflow_copy.snakemake(*args, timeout=240)
-    logs = "".join(p.read_text() for p in sorted((tmp_path / "logs" / "bench").glob("*.log")))
+    logs = "".join(p.read_text() for p in sorted((tmp_path / "logs" / "smoke" / "bench").glob("*.log")))
     assert run.returncode == 0, run.stderr[-3000:] + logs[-3000:]
 
     mb = read_netcdf(tmp_path / TARGETS[0], kind="microbench")
@@ -69,5 +70,21 @@ def test_bench_dag_writes_three_files_then_nothing_to_do(workflow_copy):
     assert summary["held_out"]["n_points"] >= 3
     assert np.isfinite(summary["held_out"]["median_abs_rel_err_refined"])
 
-    dry = workflow_copy.snakemake(*args, "--dry-run", timeout=120)
-    assert dry.returncode == 0 and "Nothing to be done" in dry.stdout + dry.stderr, dry.stdout[-2000:]
+    assert workflow_copy.planned(*args) == {}
+
+    # Keys no bench rule reads (the one-GPU checks', the cost model's, job resources): nothing to re-run.
+    unread = {
+        "bench": {"roofline": {"copy_bytes": 4096}, "shard": {"hardware": "paper-intra"}},
+        "cost": {"overlap": 0.5},
+        "resources": {"bench_run": {"mem_mb_per_rank": 123, "runtime": 7}},
+    }
+    (tmp_path / "config" / "unread.yaml").write_text(yaml.safe_dump(unread))
+    assert workflow_copy.planned(*args, "config/unread.yaml") == {}
+
+    # A key only calibrate reads: calibrate and compare re-run (params changed), no timing job does.
+    (tmp_path / "config" / "fit.yaml").write_text(
+        yaml.safe_dump({"bench": {"fit": {"holdout_fraction": 0.5}}})
+    )
+    plan = workflow_copy.planned(*args, "config/fit.yaml")
+    assert {rule for rule, _ in plan.values()} == {"bench_calibrate", "bench_compare"}, plan
+    assert "params" in plan[TARGETS[1]][1].lower(), plan[TARGETS[1]]

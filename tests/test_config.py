@@ -17,6 +17,7 @@ def test_shipped_configs_validate():
     cfg = load_config([ROOT / "config/config.yaml", ROOT / "config/smoke.yaml"])
     assert cfg["datasets"] == ["indian_pines"]
     assert cfg["data"]["sources"]["indian_pines"] == ["package"]
+    assert cfg["run"] == "smoke" and load_config([ROOT / "config/config.yaml"])["run"] == "paper"
 
 
 def test_paper_config_is_complete():
@@ -56,6 +57,9 @@ def test_every_schema_key_is_documented():
         ({"data": {"split": {"mode": "blok"}}}, "data.split.mode: 'blok' is not one of"),
         ({"data": {"split": {"train_fraction": 1.5}}}, "data.split.train_fraction"),
         ({"datasets": ["indian_pine"]}, "datasets.0: 'indian_pine' is not one of"),
+        ({"run": "smoke/../paper"}, "run: 'smoke/../paper' does not match"),
+        ({"run": "reference"}, "run: 'reference' should not be valid"),
+        ({"resources": {"bench_run": {"gpus_per_rank": -1}}}, "resources.bench_run.gpus_per_rank"),
     ],
 )
 def test_bad_key_or_value_is_named(overlay, message):

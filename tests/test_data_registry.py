@@ -9,7 +9,7 @@ import pytest
 from hsitp.config import load_schema
 from hsitp.data import registry
 
-CONTRACT_BANDS = {  # notes/contracts.md: bands of the prepared cube
+CONTRACT_BANDS = {  # docs/contracts.md: bands of the prepared cube
     "indian_pines": 200,
     "salinas": 204,
     "salinas_a": 204,

@@ -7,7 +7,7 @@ import pytest
 
 from hsitp.io import read_netcdf
 
-TARGET = "results/data/indian_pines.nc"
+TARGET = "results/smoke/data/indian_pines.nc"  # config/smoke.yaml sets run: smoke
 
 
 @pytest.mark.slow
@@ -22,5 +22,29 @@ def test_smoke_indian_pines_then_nothing_to_do(workflow_copy):
     assert np.bincount(ds.labels.values.ravel())[1:].tolist() == [
         46, 1428, 830, 237, 483, 730, 28, 478, 20, 972, 2455, 593, 205, 1265, 386, 93
     ]  # fmt: skip
-    dry = workflow_copy.snakemake(*args, "--dry-run", timeout=120)
-    assert dry.returncode == 0 and "Nothing to be done" in dry.stdout + dry.stderr
+    assert (workflow_copy.root / "logs/smoke/data/prepare_indian_pines.log").is_file()
+    assert workflow_copy.planned(*args) == {}
+
+
+@pytest.mark.slow
+def test_runs_share_the_download_cache_but_not_outputs(workflow_copy):
+    """Catches outputs or logs that ignore the config's `run` (a paper-scale dry run planning to overwrite the
+    smoke results, or a second run whose download makes the first one's jobs look out of date)."""
+    smoke = ["--cores", "1", "--configfile", "config/smoke.yaml"]
+    other = [*smoke, "--config", "run=other"]
+    first = workflow_copy.snakemake(TARGET, *smoke)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+
+    # every target of the paper-scale config and of another run name: nothing of theirs writes into results/smoke/
+    for args in (["--configfile", "config/config.yaml"], other):
+        plan = workflow_copy.planned(*args)
+        assert plan, "the dry run planned nothing: the check below would pass vacuously"
+        assert [p for p in plan if p.startswith("results/smoke/") or p.startswith("logs/smoke/")] == []
+
+    # a second run prepares its own copy from the shared cache; the first run's outputs stay up to date
+    second = workflow_copy.snakemake("results/other/data/indian_pines.nc", *other)
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    assert (
+        workflow_copy.root / "resources/raw/indian_pines/fetch.json"
+    ).is_file()  # the cache's own manifest
+    assert workflow_copy.planned(TARGET, *smoke) == {}

@@ -104,7 +104,7 @@ def test_partial_aggregator_ignores_padding(variant: str) -> None:
 
 
 def test_build_op_every_op_noop_world() -> None:
-    """Catches an op name from contracts.md that build_op does not build, or shapes that do not line up for
+    """Catches an op name from hsitp.names that build_op does not build, or shapes that do not line up for
     P = 4 ranks (run without communication: comm='noop', one process)."""
     trace: list = []
     g = TPGroup(None, 4, 1, comm="noop", trace=trace)

@@ -16,18 +16,6 @@ from hsitp import __version__
 from hsitp.errors import HsitpError
 
 
-def add_config_args(parser: argparse.ArgumentParser) -> None:
-    """The config options every stage takes: YAML overlays and/or inline JSON (what Snakemake passes)."""
-    parser.add_argument(
-        "--config",
-        action="append",
-        metavar="FILE",
-        help="YAML config; repeat to overlay (e.g. --config config/config.yaml --config config/smoke.yaml). "
-        "Default: config/config.yaml when present.",
-    )
-    parser.add_argument("--config-json", metavar="JSON", help="config (or overrides) as JSON, merged last")
-
-
 def build_parser() -> argparse.ArgumentParser:
     from hsitp.bench import commands as bench_commands
     from hsitp.cost import commands as cost_commands

@@ -7,6 +7,7 @@ merge recursively, later files winning, exactly as Snakemake merges ``--configfi
 
 from __future__ import annotations
 
+import argparse
 import copy
 import json
 from collections.abc import Mapping, Sequence
@@ -48,7 +49,7 @@ def deep_merge(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str,
 def _with_defaults(cls: type[jsonschema.protocols.Validator]) -> type[jsonschema.protocols.Validator]:
     validate_props = cls.VALIDATORS["properties"]
 
-    def set_defaults(validator, properties, instance, schema):  # noqa: ANN001 - jsonschema's signature
+    def set_defaults(validator, properties, instance, schema):  # jsonschema's validator signature
         if isinstance(instance, dict):
             for name, sub in properties.items():
                 if "default" in sub and name not in instance:
@@ -105,6 +106,22 @@ def load_config(
     return validate_config(merged)
 
 
+def add_config_args(parser: argparse.ArgumentParser) -> None:
+    """The config options every subcommand takes: YAML overlays and/or inline JSON (what Snakemake passes).
+
+    Lives here, not in ``hsitp.cli``, so the stage modules that register subcommands need not import the CLI
+    that imports them.
+    """
+    parser.add_argument(
+        "--config",
+        action="append",
+        metavar="FILE",
+        help="YAML config; repeat to overlay (e.g. --config config/config.yaml --config config/smoke.yaml). "
+        "Default: config/config.yaml when present.",
+    )
+    parser.add_argument("--config-json", metavar="JSON", help="config (or overrides) as JSON, merged last")
+
+
 def config_from_cli(paths: Sequence[str | Path] | None, config_json: str | None) -> dict[str, Any]:
     """What every subcommand calls: ``--config FILE`` (repeatable overlays) and/or ``--config-json``.
 
@@ -120,3 +137,8 @@ def config_from_cli(paths: Sequence[str | Path] | None, config_json: str | None)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"--config-json is not valid JSON: {exc}") from exc
     return load_config(paths, overrides)
+
+
+def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The validated config of a subcommand whose parser got :func:`add_config_args`."""
+    return config_from_cli(args.config, args.config_json)

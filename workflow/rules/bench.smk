@@ -1,10 +1,27 @@
-# Microbenchmarks: one torchrun launch per P -> microbench.nc -> calibration.nc -> model_vs_measured.nc.
-# Timing rules hold the `bench_slot` resource; its default total of 1 (set below unless given on the command
-# line, e.g. `--resources bench_slot=1`) means two benchmarks never run at once and skew each other; a timing
-# run also claims every core Snakemake was given, so no other job shares the machine while it measures (the
-# ranks themselves use bench.threads_per_rank threads each, recorded in the output).
+# Microbenchmarks under results/<run>/bench/: one torchrun launch per P -> microbench.nc -> calibration.nc ->
+# model_vs_measured.nc. Timing rules hold the `bench_slot` resource; its default total of 1 (set below unless given
+# on the command line, e.g. `--resources bench_slot=1`) means two benchmarks never run at once and skew each
+# other. A timing job at P asks for P x bench.threads_per_rank threads (the ranks' torch threads, recorded in the
+# output), so on a machine with that many cores nothing else runs beside it.
 if "bench_slot" not in workflow.global_resources:
     workflow.global_resources["bench_slot"] = 1
+
+# What `hsitp bench run` reads (bench/runner.py, ops.py, model.py): every bench key except the DAG's own
+# world_sizes (each launch gets --world-size), the fit (calibrate's) and the one-GPU checks' shard and roofline;
+# and the layers' settings from `parallel`. Editing bench.roofline or bench.fit re-runs no timing job.
+BENCH_RUN_KEYS = [
+    "seed",
+    "parallel.backend",
+    "parallel.timeout_s",
+    "parallel.heads",
+    "parallel.head_padding",
+    *keys_except("bench", "world_sizes", "fit", "shard", "roofline"),
+]
+# merge reads no config; it records the sweep its inputs were measured with in its provenance.
+BENCH_MERGE_KEYS = BENCH_RUN_KEYS
+# calibrate: the seeded hold-out split (bench/calibrate.py); compare: nothing, all it needs is in its two inputs.
+BENCH_CALIBRATE_KEYS = ["seed", "bench.fit"]
+BENCH_COMPARE_KEYS = []
 
 
 wildcard_constraints:
@@ -13,16 +30,26 @@ wildcard_constraints:
 
 rule bench_run:
     output:
-        "results/bench/partial/microbench_P{P}.nc",
+        result("bench/partial/microbench_P{P}.nc"),
     log:
-        "logs/bench/run_P{P}.log",
+        log_file("bench/run_P{P}.log"),
     conda:
         ENV
-    threads: lambda wildcards: workflow.cores
+    threads: bench_threads
+    # One task on one node: torchrun --standalone starts the P ranks itself (the Slurm executor runs a non-MPI job
+    # as `srun -n1`, so P tasks would confine the ranks to one task's CPUs). `gpu` is that executor's name for
+    # GPUs; tasks_per_gpu=0 stops it from asking for a task per GPU.
     resources:
         bench_slot=1,
+        mem_mb=bench_mem_mb,
+        runtime=config["resources"]["bench_run"]["runtime"],
+        nodes=1,
+        tasks=1,
+        cpus_per_task=bench_threads,
+        gpu=bench_gpus,
+        tasks_per_gpu=0,
     params:
-        cfg=stage_config("bench", "parallel"),
+        cfg=stage_config(*BENCH_RUN_KEYS),
     shell:
         "torchrun --standalone --nnodes 1 --nproc_per_node {wildcards.P} -m hsitp bench run"
         " --world-size {wildcards.P} --out {output:q} --config-json {params.cfg:q} > {log} 2>&1"
@@ -31,48 +58,57 @@ rule bench_run:
 rule bench_merge:
     input:
         expand(
-            "results/bench/partial/microbench_P{P}.nc",
+            result("bench/partial/microbench_P{P}.nc"),
             P=config["bench"]["world_sizes"],
         ),
     output:
-        "results/bench/microbench.nc",
+        result("bench/microbench.nc"),
     log:
-        "logs/bench/merge.log",
+        log_file("bench/merge.log"),
     conda:
         ENV
+    threads: 1
+    resources:
+        **job_resources("bench_merge"),
     params:
-        cfg=stage_config("bench", "parallel"),
+        cfg=stage_config(*BENCH_MERGE_KEYS),
     shell:
         "hsitp bench merge {input:q} --out {output:q} --config-json {params.cfg:q} > {log} 2>&1"
 
 
 rule bench_calibrate:
     input:
-        "results/bench/microbench.nc",
+        result("bench/microbench.nc"),
     output:
-        "results/bench/calibration.nc",
+        result("bench/calibration.nc"),
     log:
-        "logs/bench/calibrate.log",
+        log_file("bench/calibrate.log"),
     conda:
         ENV
+    threads: 1
+    resources:
+        **job_resources("bench_calibrate"),
     params:
-        cfg=stage_config("bench", "parallel"),
+        cfg=stage_config(*BENCH_CALIBRATE_KEYS),
     shell:
         "hsitp bench calibrate --microbench {input:q} --out {output:q} --config-json {params.cfg:q} > {log} 2>&1"
 
 
 rule bench_compare:
     input:
-        microbench="results/bench/microbench.nc",
-        calibration="results/bench/calibration.nc",
+        microbench=result("bench/microbench.nc"),
+        calibration=result("bench/calibration.nc"),
     output:
-        "results/bench/model_vs_measured.nc",
+        result("bench/model_vs_measured.nc"),
     log:
-        "logs/bench/compare.log",
+        log_file("bench/compare.log"),
     conda:
         ENV
+    threads: 1
+    resources:
+        **job_resources("bench_compare"),
     params:
-        cfg=stage_config("bench", "parallel"),
+        cfg=stage_config(*BENCH_COMPARE_KEYS),
     shell:
         "hsitp bench compare --microbench {input.microbench:q} --calibration {input.calibration:q}"
         " --out {output:q} --config-json {params.cfg:q} > {log} 2>&1"

@@ -1,4 +1,5 @@
-# Config validation, shared helpers and target functions. Included first by the Snakefile.
+# Shared by every rule file, included first by the Snakefile. Config validation, run-rooted paths, the config
+# keys each rule passes to its subcommand, the resources each job asks for, and the target functions.
 import json
 
 from hsitp.config import validate_config
@@ -8,33 +9,91 @@ config.update(validate_config(config))
 
 ENV = "../../envs/hsitp.yaml"
 
+# Every output of a run lives under results/<run>/ and every log under logs/<run>/; the raw download cache
+# (data.raw_dir) is shared by all runs. A rule names its files with result() and log_file(), never by hand.
+RUN = config["run"]
 
-def stage_config(*sections):
-    """JSON of the config sections one stage reads, passed to its subcommand as --config-json.
 
-    Passing only those sections means editing e.g. `bench` does not re-run the dataset stage.
+def result(path):
+    """``results/<run>/<path>``: where this run's outputs live."""
+    return f"results/{RUN}/{path}"
+
+
+def log_file(path):
+    """``logs/<run>/<path>``: where this run's job logs live."""
+    return f"logs/{RUN}/{path}"
+
+
+# --- the config a rule passes to its subcommand --------------------------------------------------------------------
+def _config_value(path):
+    node = config
+    for i, part in enumerate(path.split(".")):
+        if not isinstance(node, dict) or part not in node:
+            where = ".".join(path.split(".")[:i]) or "the top level"
+            raise ValueError(
+                f"stage_config: no config key {path!r} ({part!r} is not under {where})"
+            )
+        node = node[part]
+    return node
+
+
+def stage_config(*paths):
+    """JSON of only the config keys a rule's subcommand reads (dotted paths, e.g. "bench.ops", "seed").
+
+    It is the rule's `params`, so editing a key that no rule reads (bench.roofline, the one-GPU check's) re-runs
+    nothing, and a key that a rule does read makes Snakemake give "params changed" for exactly that rule. The
+    subcommand validates what it gets and fills the schema's defaults for everything else, which it must not read.
     """
-    return json.dumps(
-        {"seed": config["seed"], **{s: config[s] for s in sections if s in config}},
-        sort_keys=True,
-    )
+    picked = {}
+    for path in paths:
+        *parents, leaf = path.split(".")
+        node = picked
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = _config_value(path)
+    return json.dumps(picked, sort_keys=True)
 
 
-def data_targets():
-    return expand("results/data/{dataset}.nc", dataset=config["datasets"])
+def keys_except(section, *excluded):
+    """Dotted paths of every key of config section ``section`` except ``excluded``.
 
-
-def bench_targets():
-    """Measured layer timings, the calibration fitted to them, and model-vs-measured CCR."""
+    Meant for a rule reading nearly a whole section. A key added to the section later reaches it (at worst an
+    unneeded re-run) instead of silently arriving as the schema default.
+    """
     return [
-        "results/bench/microbench.nc",
-        "results/bench/calibration.nc",
-        "results/bench/model_vs_measured.nc",
+        f"{section}.{key}" for key in sorted(config[section]) if key not in excluded
     ]
 
 
-# Config keys (under `cost`) that name hardware, per model table; `measured:PATH` names become rule inputs.
-MODEL_HARDWARE_KEYS = {
+# --- what each job asks the executor for (config `resources`; never the machine that plans the DAG) -----------
+def job_resources(rule):
+    """mem_mb and runtime (minutes) of a single-process rule, from config `resources.<rule>`."""
+    res = config["resources"][rule]
+    return {"mem_mb": res["mem_mb"], "runtime": res["runtime"]}
+
+
+def bench_threads(wildcards):
+    """A timing job at P runs P ranks of bench.threads_per_rank threads each."""
+    return int(wildcards.P) * config["bench"]["threads_per_rank"]
+
+
+def bench_mem_mb(wildcards):
+    return int(wildcards.P) * config["resources"]["bench_run"]["mem_mb_per_rank"]
+
+
+def bench_gpus(wildcards):
+    return int(wildcards.P) * config["resources"]["bench_run"]["gpus_per_rank"]
+
+
+# --- targets --------------------------------------------------------------------------------------------------------
+def data_targets():
+    """One prepared netCDF per configured dataset."""
+    return expand(result("data/{dataset}.nc"), dataset=config["datasets"])
+
+
+COST_TABLES = ["rho", "ccr", "boundary", "scale"]
+# Config keys (under `cost`) that name hardware, per table; `measured:PATH` names become rule inputs.
+COST_HARDWARE_KEYS = {
     "rho": [("rho", "hardware")],
     "ccr": [("ccr", "hardware")],
     "boundary": [("boundary", "point_hardware"), ("boundary", "hardware")],
@@ -42,19 +101,28 @@ MODEL_HARDWARE_KEYS = {
 }
 
 
-def model_calibration_inputs(wildcards):
-    """Calibration files a model table reads through `measured:PATH` hardware names."""
+def cost_calibration_inputs(wildcards):
+    """Calibration files a cost table reads through `measured:PATH` hardware names."""
     names = []
-    for section, key in MODEL_HARDWARE_KEYS[wildcards.table]:
+    for section, key in COST_HARDWARE_KEYS[wildcards.table]:
         value = config["cost"][section][key]
         names += value if isinstance(value, list) else [value]
     return [n[len("measured:") :] for n in names if n.startswith("measured:")]
 
 
-def model_targets():
+def cost_targets():
     """Cost-model tables (modelled, not measured): rho, CCR grid, decision boundary, scale projection."""
-    return expand("results/model/{table}.nc", table=["rho", "ccr", "boundary", "scale"])
+    return expand(result("cost/{table}.nc"), table=COST_TABLES)
+
+
+def bench_targets():
+    """Measured layer timings, the calibration fitted to them, and model-vs-measured CCR."""
+    return [
+        result("bench/microbench.nc"),
+        result("bench/calibration.nc"),
+        result("bench/model_vs_measured.nc"),
+    ]
 
 
 def all_targets():
-    return data_targets() + bench_targets() + model_targets()
+    return data_targets() + cost_targets() + bench_targets()

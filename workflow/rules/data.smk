@@ -1,25 +1,20 @@
-# Dataset stage: verified raw files in the cache (fetch.json lists them) -> results/data/{dataset}.nc.
-# Fetch sees only the keys that decide where files come from, so editing e.g. data.split re-runs prepare only.
+# Dataset stage: verified raw files in the shared cache (data.raw_dir) -> results/<run>/data/{dataset}.nc.
+# Each run keeps its own copy of the fetch manifest (results/<run>/data/fetch/), so runs share downloads without
+# making each other's jobs look out of date.
 from hsitp.data import registry
 
-DATA_RAW_DIR = config["data"]["raw_dir"]
-DATA_FETCH_CFG = json.dumps(
-    {
-        "data": {
-            k: config["data"][k]
-            for k in (
-                "raw_dir",
-                "mirror",
-                "source_order",
-                "sources",
-                "connect_timeout_s",
-                "read_timeout_s",
-                "retries",
-            )
-        }
-    },
-    sort_keys=True,
-)
+# Where files come from (data/fetch.py: FetchSettings.from_config): editing data.split re-runs prepare only.
+DATA_FETCH_KEYS = [
+    "data.raw_dir",
+    "data.mirror",
+    "data.source_order",
+    "data.sources",
+    "data.connect_timeout_s",
+    "data.read_timeout_s",
+    "data.retries",
+]
+# What becomes of them (data/prepare.py); the raw files are known from the manifest, not from the fetch keys.
+DATA_PREPARE_KEYS = ["seed", "data.clip_quantiles", "data.pca_components", "data.split"]
 
 
 wildcard_constraints:
@@ -33,28 +28,34 @@ localrules:
 
 rule data_fetch:
     output:
-        f"{DATA_RAW_DIR}/{{dataset}}/fetch.json",
+        result("data/fetch/{dataset}.json"),
     log:
-        "logs/data/fetch_{dataset}.log",
+        log_file("data/fetch_{dataset}.log"),
     conda:
         ENV
+    threads: 1
+    resources:
+        **job_resources("data_fetch"),
     params:
-        cfg=DATA_FETCH_CFG,
+        cfg=stage_config(*DATA_FETCH_KEYS),
     shell:
-        "hsitp data fetch {wildcards.dataset} --config-json {params.cfg:q} > {log} 2>&1"
+        "hsitp data fetch {wildcards.dataset} --out {output:q} --config-json {params.cfg:q} > {log} 2>&1"
 
 
 rule data_prepare:
     input:
-        f"{DATA_RAW_DIR}/{{dataset}}/fetch.json",
+        result("data/fetch/{dataset}.json"),
     output:
-        "results/data/{dataset}.nc",
+        result("data/{dataset}.nc"),
     log:
-        "logs/data/prepare_{dataset}.log",
+        log_file("data/prepare_{dataset}.log"),
     conda:
         ENV
+    threads: 1
+    resources:
+        **job_resources("data_prepare"),
     params:
-        cfg=stage_config("data"),
+        cfg=stage_config(*DATA_PREPARE_KEYS),
     shell:
-        "hsitp data prepare {wildcards.dataset} --manifest {input:q} --output {output:q}"
+        "hsitp data prepare {wildcards.dataset} --manifest {input:q} --out {output:q}"
         " --config-json {params.cfg:q} > {log} 2>&1"

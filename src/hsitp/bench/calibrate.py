@@ -1,7 +1,7 @@
-"""``microbench.nc`` -> ``calibration.nc`` (schema in contracts.md, owned by the cost model).
+"""``microbench.nc`` -> ``calibration.nc`` (schema in docs/contracts.md, owned by the cost model).
 
 alpha and beta per collective come from the collective sweep, achieved F per op from the compute-only timings;
-both are fitted on a training subset only. Beyond contracts.md (see :mod:`hsitp.cost.calibration`), the same
+both are fitted on a training subset only. Beyond the required fields (see :mod:`hsitp.cost.calibration`), the same
 training points give each op's compute model (per-call overhead + FLOP term + memory-traffic term; FLOPs and
 traffic are the refined cost model's, computed here by :func:`hsitp.bench.predict.op_work`) and its sequence
 factor: the median ratio of its training points' replayed collectives to their ring-model time with the sweep's
@@ -184,7 +184,7 @@ def calibrate(mb: xr.Dataset, *, fraction: float, seed: int, dtype: str | None =
                 r["t_compute_predicted"] = float(cf.predict(r["flops"], r["traffic_bytes"]))
     seq = sequence_factors(mb, opts, {f.collective: f for f in fits}, ops, dtype=dtype)
     world_sizes = sorted({r["P"] for r in cpts if not r["held_out"]})
-    # calibration_dataset (owned by the cost model) builds and validates the schema of contracts.md.
+    # calibration_dataset (owned by the cost model) builds and validates the schema.
     ds = calibration_dataset(
         alpha={f.collective: f.alpha for f in fits},
         beta={f.collective: f.beta for f in fits},

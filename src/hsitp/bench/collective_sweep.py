@@ -1,6 +1,6 @@
 """Collectives timed alone: the sweep that calibrates alpha and beta, and the replay of a layer's traced collectives.
 
-Sizes are always the *full* (unsharded) tensor in bytes, as the ring model of contracts.md counts them:
+Sizes are always the *full* (unsharded) tensor in bytes, as the ring model of docs/contracts.md counts them:
 all_reduce moves a full tensor, all_gather assembles a full tensor from P shards, reduce_scatter reduces a full
 tensor into P shards.
 """

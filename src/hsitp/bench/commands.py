@@ -12,19 +12,14 @@ import argparse
 import logging
 import os
 import sys
-from typing import Any
 
-
-def _config(args: argparse.Namespace) -> dict[str, Any]:
-    from hsitp.config import config_from_cli
-
-    return config_from_cli(args.config, args.config_json)
+from hsitp.config import add_config_args, config_from_args
 
 
 def _run(args: argparse.Namespace) -> int:
     from hsitp.bench.runner import run_partial
 
-    run_partial(_config(args), world_size=args.world_size, out=args.out)
+    run_partial(config_from_args(args), world_size=args.world_size, out=args.out)
     if args.world_size > 1:
         # torch 2.13 + gloo: after destroy_process_group, interpreter finalisation intermittently aborts
         # ("terminate called without an active exception", SIGABRT; 3-6 runs in 10 with set_num_threads(1),
@@ -40,28 +35,28 @@ def _run(args: argparse.Namespace) -> int:
 def _merge(args: argparse.Namespace) -> int:
     from hsitp.bench.results import merge_partials
 
-    merge_partials(args.partials, args.out, config=_config(args))
+    merge_partials(args.partials, args.out, config=config_from_args(args))
     return 0
 
 
 def _calibrate(args: argparse.Namespace) -> int:
     from hsitp.bench.calibrate import run_calibrate
 
-    run_calibrate(args.microbench, args.out, config=_config(args))
+    run_calibrate(args.microbench, args.out, config=config_from_args(args))
     return 0
 
 
 def _compare(args: argparse.Namespace) -> int:
     from hsitp.bench.compare import run_compare
 
-    run_compare(args.microbench, args.calibration, args.out, config=_config(args))
+    run_compare(args.microbench, args.calibration, args.out, config=config_from_args(args))
     return 0
 
 
 def _shard(args: argparse.Namespace) -> int:
     from hsitp.bench.shard import write_shard
 
-    cfg = _config(args)
+    cfg = config_from_args(args)
     write_shard(args.out, config=cfg, hardware=args.hardware or cfg["bench"]["shard"]["hardware"])
     return 0
 
@@ -69,7 +64,7 @@ def _shard(args: argparse.Namespace) -> int:
 def _roofline(args: argparse.Namespace) -> int:
     from hsitp.bench.roofline import write_roofline
 
-    cfg = _config(args)
+    cfg = config_from_args(args)
     bc = cfg["bench"]
     write_roofline(
         args.out,
@@ -86,8 +81,6 @@ def _roofline(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from hsitp.cli import add_config_args
-
     bench = sub.add_parser(
         "bench", help="microbenchmarks: measured CCR per layer, calibration, model vs measured"
     )

@@ -1,6 +1,6 @@
 """Fitting the calibration: alpha and beta per collective, achieved F per op, on a training subset only.
 
-The model of a collective is the ring model of contracts.md, t = alpha + factor(P) * bytes / beta, with bytes the
+The model of a collective is the ring model of docs/contracts.md, t = alpha + factor(P) * bytes / beta, with bytes the
 full (unsharded) tensor. It is linear in (alpha, 1/beta), so the fit is a non-negative least-squares problem;
 residuals are *relative* (divided by the measured time) because sizes span orders of magnitude and an absolute fit
 would ignore every small message, which is exactly where alpha lives.

@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# Seed of the fixed upstream gradient every timed backward pass starts from (same on every rank and point).
+GRAD_SEED = 1234
+
 
 def make_step(built: Any) -> Callable[[], None]:
     """One training step of the layer: forward, backward with a fixed gradient, replicated-grad sync."""
@@ -43,7 +46,7 @@ def make_step(built: Any) -> Callable[[], None]:
     params = list(module.parameters())
     with torch.no_grad():
         shape_probe = module(*inputs)
-    gen = torch.Generator().manual_seed(1234)
+    gen = torch.Generator().manual_seed(GRAD_SEED)
     grad = torch.randn(shape_probe.shape, generator=gen).to(shape_probe.device, shape_probe.dtype)
     sync = getattr(module, "reduce_replicated_grads", None)
 

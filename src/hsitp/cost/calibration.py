@@ -1,4 +1,4 @@
-"""Schema of the calibration file (``results/bench/calibration.nc``): its builder, validator and reader.
+"""Schema of the calibration file (``results/<run>/bench/calibration.nc``): its builder, validator and reader.
 
 :func:`hsitp.cost.hardware.get_hardware` turns a file read here into ``measured:PATH`` hardware; this module knows
 nothing of :class:`~hsitp.cost.hardware.Hardware`, so the dependency runs one way (hardware -> calibration).
@@ -9,7 +9,7 @@ all_gather and reduce_scatter (P−1)/P; bytes = the full unsharded tensor) and,
 It should build the dataset with :func:`calibration_dataset` (which validates it) and write it with
 ``hsitp.io.write_netcdf(ds, path, kind="calibration", prov=...)``.
 
-Optional refinements beyond contracts.md, per op (all four together, or none):
+Optional refinements beyond the required fields (docs/contracts.md), per op (all four together, or none):
 
 * per op, ``compute_overhead`` [s], ``compute_rate`` [FLOP/s] and ``mem_bandwidth`` [B/s]: the compute time
   model t = overhead + FLOPs / compute_rate + traffic bytes / mem_bandwidth (traffic: the refined model's
@@ -176,7 +176,7 @@ def validate_calibration(ds: xr.Dataset, where: str | Path) -> None:
         raise CalibrationError(
             f"{where}: not a valid calibration file:\n  "
             + "\n  ".join(problems)
-            + "\n(schema: hsitp.cost.calibration; the microbenchmark stage writes it, e.g. results/bench/calibration.nc)"
+            + "\n(schema: hsitp.cost.calibration; the microbenchmark stage writes it, e.g. results/paper/bench/calibration.nc)"
         )
 
 
@@ -188,7 +188,7 @@ def load_calibration(path: str | Path) -> xr.Dataset:
     if not path.exists():
         raise CalibrationError(
             f"{MEASURED_PREFIX}{path}: no such calibration file; run the microbenchmark stage first "
-            "(snakemake results/bench/calibration.nc) or pick a preset"
+            "(snakemake results/RUN/bench/calibration.nc) or pick a preset"
         )
     try:
         ds = read_netcdf(path, kind=CALIBRATION_KIND)

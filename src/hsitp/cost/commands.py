@@ -1,4 +1,4 @@
-"""``hsitp model TABLE --out FILE`` (one per Snakemake rule: rho, ccr, boundary, scale) and ``hsitp advise``."""
+"""``hsitp cost TABLE --out FILE`` (one Snakemake job per table: rho, ccr, boundary, scale) and ``hsitp advise``."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import argparse
 import json
 from pathlib import Path
 from typing import Any
+
+from hsitp.config import add_config_args, config_from_args
 
 TABLE_HELP = {
     "rho": "rho = C/N per registry dataset x patch x definition of C, and the lower-CCR split (paper 2.2)",
@@ -22,12 +24,6 @@ _HARDWARE_KEYS = {
 }
 
 
-def _config(args: argparse.Namespace) -> dict[str, Any]:
-    from hsitp.config import config_from_cli
-
-    return config_from_cli(args.config, args.config_json)
-
-
 def _measured_inputs(cost: dict[str, Any], table: str) -> dict[str, str]:
     from hsitp.cost.hardware import MEASURED_PREFIX
 
@@ -42,11 +38,11 @@ def _table(args: argparse.Namespace) -> int:
     from hsitp.cost.tables import TABLES
     from hsitp.io import provenance, write_netcdf
 
-    cfg = _config(args)
+    cfg = config_from_args(args)
     cost = cfg["cost"]
     ds = TABLES[args.table](cost)
     prov = provenance(config={"cost": cost}, inputs=_measured_inputs(cost, args.table))
-    write_netcdf(ds, args.out, kind=f"model_{args.table}", prov=prov)
+    write_netcdf(ds, args.out, kind=f"cost_{args.table}", prov=prov)
     print(f"wrote {args.out} ({', '.join(f'{k}={v}' for k, v in ds.sizes.items())})")
     return 0
 
@@ -54,7 +50,7 @@ def _table(args: argparse.Namespace) -> int:
 def _advise(args: argparse.Namespace) -> int:
     from hsitp.cost.advise import advise, format_text
 
-    cost = _config(args)["cost"]
+    cost = config_from_args(args)["cost"]
     result = advise(
         cost,
         dataset=args.dataset,
@@ -68,15 +64,14 @@ def _advise(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from hsitp.cli import add_config_args
     from hsitp.cost.hardware import preset_names
 
-    model = sub.add_parser("model", help="cost-model tables (modelled, not measured) -> results/model/*.nc")
-    msub = model.add_subparsers(dest="table", required=True, metavar="TABLE")
+    cost = sub.add_parser("cost", help="cost-model tables (modelled, not measured) -> results/RUN/cost/*.nc")
+    csub = cost.add_subparsers(dest="table", required=True, metavar="TABLE")
     for name, text in TABLE_HELP.items():
-        p = msub.add_parser(name, help=text)
+        p = csub.add_parser(name, help=text)
         p.add_argument(
-            "--out", required=True, type=Path, help=f"netCDF to write (e.g. results/model/{name}.nc)"
+            "--out", required=True, type=Path, help=f"netCDF to write (e.g. results/paper/cost/{name}.nc)"
         )
         add_config_args(p)
         p.set_defaults(func=_table)

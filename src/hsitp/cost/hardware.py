@@ -3,7 +3,7 @@
 Every preset stores *peak* numbers (as the vendor or the paper gives them) and separate, labelled efficiency
 factors; the model uses ``peak × efficiency``. The paper's own presets already give "effective" numbers, so their
 efficiencies are 1. Vendor presets' efficiencies and latencies (α) are assumptions, said so in ``assumptions``:
-replace them with ``measured:results/bench/calibration.nc`` (written by the microbenchmark stage) for numbers that
+replace them with ``measured:results/<run>/bench/calibration.nc`` (written by the microbenchmark stage) for numbers that
 are measured.
 
 Bandwidths are per device and per direction. A collective inside one node runs at ``beta_intra``; one that spans
@@ -239,7 +239,7 @@ def get_hardware(name: str) -> Hardware:
     except KeyError:
         raise UnknownHardwareError(
             f"unknown hardware {name!r}; valid presets: {', '.join(PRESETS)}, or measured:PATH "
-            "(a calibration file such as results/bench/calibration.nc)"
+            "(a calibration file such as results/paper/bench/calibration.nc)"
         ) from None
 
 

@@ -6,31 +6,37 @@ import argparse
 import json
 import logging
 from pathlib import Path
-from typing import Any
+
+from hsitp.config import add_config_args, config_from_args
 
 log = logging.getLogger(__name__)
 
-DEFAULT_OUTPUT = "results/data/{dataset}.nc"
+DEFAULT_OUT = "results/{run}/data/{dataset}.nc"  # the path the Snakemake rule writes
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``data`` with its three subcommands to the ``hsitp`` parser."""
-    from hsitp.cli import add_config_args
-
     data = sub.add_parser("data", help="dataset registry, verified downloads, preprocessing")
     dsub = data.add_subparsers(dest="data_command", required=True, metavar="ACTION")
 
     p = dsub.add_parser("fetch", help="get a dataset's raw files into the cache, verified by sha256")
     p.add_argument("dataset", help="registry name (see `hsitp data list`)")
+    p.add_argument(
+        "--out",
+        help="also write the fetch manifest here (the cache's own copy, <raw_dir>/DATASET/fetch.json, "
+        "is always written; default: only that one)",
+    )
     add_config_args(p)
     p.set_defaults(func=_fetch)
 
-    p = dsub.add_parser("prepare", help="write the analysis-ready netCDF (results/data/DATASET.nc)")
+    p = dsub.add_parser("prepare", help="write the analysis-ready netCDF (results/RUN/data/DATASET.nc)")
     p.add_argument("dataset", help="registry name (see `hsitp data list`)")
     p.add_argument(
         "--manifest", help="fetch manifest (default: <raw_dir>/DATASET/fetch.json; fetched if absent)"
     )
-    p.add_argument("--output", help=f"output netCDF (default: {DEFAULT_OUTPUT})")
+    p.add_argument(
+        "--out", help="netCDF to write (default: results/RUN/data/DATASET.nc, RUN = the config's `run`)"
+    )
     add_config_args(p)
     p.set_defaults(func=_prepare)
 
@@ -40,22 +46,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_list)
 
 
-def _config(args: argparse.Namespace) -> dict[str, Any]:
-    from hsitp.config import config_from_cli
-
-    return config_from_cli(args.config, args.config_json)
-
-
 def _fetch(args: argparse.Namespace) -> int:
     from hsitp.data import registry
     from hsitp.data.fetch import FetchSettings, fetch, manifest_path
+    from hsitp.io import atomic_write_text
 
     spec = registry.get(args.dataset)
-    settings = FetchSettings.from_config(_config(args), spec.name)
+    settings = FetchSettings.from_config(config_from_args(args), spec.name)
     result = fetch(spec, settings)
+    manifest = manifest_path(settings, spec.name)
+    if args.out and Path(args.out).resolve() != manifest.resolve():
+        atomic_write_text(args.out, manifest.read_text())
+        manifest = Path(args.out)
     for f in result.files.values():
         print(f"{f.name}: sha256 {f.sha256} OK ({f.size} bytes, {f.source}: {f.origin})")
-    print(f"{spec.name}: variant {result.variant!r} ready; manifest {manifest_path(settings, spec.name)}")
+    print(f"{spec.name}: variant {result.variant!r} ready; manifest {manifest}")
     return 0
 
 
@@ -67,7 +72,7 @@ def _prepare(args: argparse.Namespace) -> int:
     spec = registry.get(args.dataset)
     if spec.prepare_unsupported:  # say so before any download
         raise PrepareError(f"{spec.name}: cannot be prepared yet: {spec.prepare_unsupported}")
-    cfg = _config(args)
+    cfg = config_from_args(args)
     settings = FetchSettings.from_config(cfg, spec.name)
     manifest = Path(args.manifest) if args.manifest else manifest_path(settings, spec.name)
     if args.manifest is None and not manifest.exists():
@@ -75,7 +80,7 @@ def _prepare(args: argparse.Namespace) -> int:
         fetch(spec, settings)
     fetched, variant = read_manifest(manifest, spec)
     ds = prepare(spec, fetched, variant, cfg)
-    out = write_prepared(ds, args.output or DEFAULT_OUTPUT.format(dataset=spec.name), cfg, fetched)
+    out = write_prepared(ds, args.out or DEFAULT_OUT.format(run=cfg["run"], dataset=spec.name), cfg, fetched)
     dims = " x ".join(f"{ds.sizes[d]}" for d in ds["cube"].dims)
     print(f"{spec.name}: wrote {out} (cube {dims}, {len(spec.classes)} classes, source {fetched.source})")
     return 0
@@ -85,7 +90,7 @@ def _list(args: argparse.Namespace) -> int:
     from hsitp.data import registry
     from hsitp.data.fetch import FetchSettings, local_status
 
-    cfg = _config(args)
+    cfg = config_from_args(args)
     rows = []
     for spec in registry.all_specs():
         status, detail = local_status(spec, FetchSettings.from_config(cfg, spec.name))

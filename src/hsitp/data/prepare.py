@@ -1,4 +1,4 @@
-"""Turn a fetched scene into the analysis-ready netCDF every later stage reads (``results/data/<dataset>.nc``).
+"""Turn a fetched scene into the analysis-ready netCDF every later stage reads (``results/<run>/data/<dataset>.nc``).
 
 Contents: ``cube`` (y, x, band) float32 with bad bands removed (uncorrected sources only) and each band clipped to
 its 1st/99th percentile over all pixels (the paper's "0.01 quantile") then scaled to [0, 1]; optionally PCA to k

@@ -75,7 +75,7 @@ class Variant:
 
 @dataclass(frozen=True)
 class DatasetSpec:
-    """Everything the pipeline knows about a scene before touching a file (see notes/contracts.md)."""
+    """Everything the pipeline knows about a scene before touching a file (the prepared file: docs/contracts.md)."""
 
     name: str
     title: str

@@ -72,12 +72,12 @@ class _CopyToTP(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, tp: TPGroup) -> torch.Tensor:  # noqa: ANN001
+    def forward(ctx, x: torch.Tensor, tp: TPGroup) -> torch.Tensor:
         ctx.tp = tp
         return x
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:  # noqa: ANN001
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
         # Copy: autograd may hand the same gradient tensor to other consumers (e.g. AddBackward); never reduce it
         # in place.
         grad = grad.clone(memory_format=torch.contiguous_format)
@@ -91,12 +91,12 @@ class _ReduceFromTP(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, tp: TPGroup) -> torch.Tensor:  # noqa: ANN001
+    def forward(ctx, x: torch.Tensor, tp: TPGroup) -> torch.Tensor:
         ctx.mark_dirty(x)
         return all_reduce_(x, tp, "forward")
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:  # noqa: ANN001
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
         return grad, None
 
 
@@ -108,12 +108,12 @@ class _AllReduceSum(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, tp: TPGroup) -> torch.Tensor:  # noqa: ANN001
+    def forward(ctx, x: torch.Tensor, tp: TPGroup) -> torch.Tensor:
         ctx.tp = tp
         return all_reduce_(x.clone(memory_format=torch.contiguous_format), tp, "forward")
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:  # noqa: ANN001
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
         return all_reduce_(grad.clone(memory_format=torch.contiguous_format), ctx.tp, "backward"), None
 
 
@@ -131,12 +131,12 @@ class _Gather(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, tp: TPGroup, dim: int, reduce_grad: bool) -> torch.Tensor:  # noqa: ANN001
+    def forward(ctx, x: torch.Tensor, tp: TPGroup, dim: int, reduce_grad: bool) -> torch.Tensor:
         ctx.tp, ctx.dim, ctx.chunk, ctx.reduce_grad = tp, dim, x.shape[dim], reduce_grad
         return all_gather(x, tp, dim, "forward")
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:  # noqa: ANN001
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:
         if ctx.reduce_grad:
             return reduce_scatter(grad, ctx.tp, ctx.dim, "backward"), None, None, None
         local = grad.narrow(ctx.dim, ctx.tp.rank * ctx.chunk, ctx.chunk).contiguous()

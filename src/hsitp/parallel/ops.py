@@ -1,4 +1,4 @@
-"""``build_op``: one parallel op, ready to time or test, by its shared name (contracts.md).
+"""``build_op``: one parallel op, ready to time or test, by its shared name (hsitp.names).
 
 Returns ``BuiltOp(module, make_input)``: ``module(*make_input())`` runs this rank's share of the op; inputs that
 are activations require grad, so a backward pass issues the same collectives as inside a network (e.g. the f
@@ -29,6 +29,12 @@ from hsitp.parallel.tensor_parallel import (
 from hsitp.parallel.token_parallel import TokenParallelAttention
 from hsitp.parallel.two_d import Attention2D
 from hsitp.shape import LayerShape
+
+# Per-rank input streams: seed * INPUT_SEED_STRIDE + rank, a 2-D mesh rank numbered
+# channel_rank * MESH_RANK_STRIDE + token_rank. Both strides exceed any rank index in use, so distinct
+# (seed, rank) pairs seed distinct generators.
+INPUT_SEED_STRIDE = 100_003
+MESH_RANK_STRIDE = 7919
 
 
 class BuiltOp(NamedTuple):
@@ -63,12 +69,12 @@ def build_op(
         raise ShardingError(f"op {op_name!r} needs tp={want}, got {type(tp).__name__}")
     dtype = getattr(torch, shape.dtype)
     kw = {"seed": seed, "dtype": dtype, "device": device}
-    rank = tp.channel.rank * 7919 + tp.token.rank if isinstance(tp, Mesh2D) else tp.rank
+    rank = tp.channel.rank * MESH_RANK_STRIDE + tp.token.rank if isinstance(tp, Mesh2D) else tp.rank
     B, N, D, L, heads, patch = shape.batch, shape.N, shape.D, shape.L, shape.heads, shape.patch
 
     def randn(*dims: int, grad: bool = True) -> Callable[[], tuple[torch.Tensor, ...]]:
         def make() -> tuple[torch.Tensor, ...]:
-            gen = torch.Generator().manual_seed(seed * 100_003 + rank)
+            gen = torch.Generator().manual_seed(seed * INPUT_SEED_STRIDE + rank)
             x = torch.randn(*dims, generator=gen).to(device=device, dtype=dtype)
             return (x.requires_grad_(grad),)
 
