@@ -67,7 +67,7 @@ def test_prepared_indian_pines_equals_reference(tmp_path: Path, repo_root: Path,
                 overrides,
                 "--manifest",
                 str(manifest),
-                "--output",
+                "--out",
                 str(out),
             ]
         )
