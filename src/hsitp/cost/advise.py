@@ -16,8 +16,9 @@ import numpy as np
 
 from hsitp.cost import stated
 from hsitp.cost.hardware import get_hardware
-from hsitp.cost.refined import BLOCK_SPLITS, StackCost, Switches, block_cost
+from hsitp.cost.refined import StackCost
 from hsitp.cost.tables import ORIGIN, n_tokens
+from hsitp.cost.tables.common import block_costs, cost_switches
 from hsitp.data import registry
 from hsitp.errors import HsitpError
 from hsitp.shape import LayerShape
@@ -165,19 +166,8 @@ def advise(
         dtype=cost["dtype"],
         patch=patch,
     )
-    sw = Switches.from_mapping(cost.get("switches"))
-    splits = {
-        s: block_cost(
-            s,
-            shape,
-            devices,
-            hw,
-            sw,
-            overlap=float(cost["overlap"]),
-            grad_accumulation=int(cost["grad_accumulation"]),
-        )
-        for s in BLOCK_SPLITS
-    }
+    sw = cost_switches(cost)
+    splits = block_costs(shape, devices, hw, cost)
     rec, reason = _recommend(splits, devices)
     tables = {s: _split_report(b) for s, b in splits.items()} if devices > 1 else {}
     return {

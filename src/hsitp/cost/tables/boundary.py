@@ -12,8 +12,14 @@ import xarray as xr
 
 from hsitp.cost import stated
 from hsitp.cost.hardware import Hardware, get_hardware
-from hsitp.cost.refined import BLOCK_SPLITS, block_cost
-from hsitp.cost.tables.common import common_attrs, cost_switches, hardware_list, layer_shape, n_tokens
+from hsitp.cost.refined import BLOCK_SPLITS
+from hsitp.cost.tables.common import (
+    block_costs,
+    common_attrs,
+    hardware_list,
+    layer_shape,
+    n_tokens,
+)
 from hsitp.data import registry
 
 REGIONS = ("data_parallel", "channel", "token", "2d")
@@ -38,7 +44,6 @@ def boundary_table(cost: Mapping[str, Any]) -> xr.Dataset:
         np.log10(bc["threshold_range"][0]), np.log10(bc["threshold_range"][1]), int(bc["points"])
     )
     Ds = [int(d) for d in bc["embed_dims"]]
-    sw = cost_switches(cost)
     cs = np.empty((len(Ds), len(rhos), len(thrs)))
     ts = np.empty_like(cs)
     region_s = np.zeros(cs.shape, dtype=np.int8)
@@ -56,18 +61,9 @@ def boundary_table(cost: Mapping[str, Any]) -> xr.Dataset:
                 region_s[di, ri, ti] = _region({"channel": thr / D, "token": thr / N})
                 beta = P * hw.flops / thr
                 hw_t = _with_beta(hw, beta)
-                vals = {}
-                for s_i, split in enumerate(BLOCK_SPLITS):
-                    b = block_cost(
-                        split,
-                        shape,
-                        P,
-                        hw_t,
-                        sw,
-                        overlap=float(cost["overlap"]),
-                        grad_accumulation=int(cost["grad_accumulation"]),
-                    )
-                    ref[di, ri, ti, s_i] = vals[split] = b.ccr
+                costs = block_costs(shape, P, hw_t, cost)
+                vals = {split: costs[split].ccr for split in BLOCK_SPLITS}
+                ref[di, ri, ti] = list(vals.values())
                 region_r[di, ri, ti] = _region(vals)
     points = _boundary_points(cost, P)
     flag_attrs = {"flag_values": list(range(len(REGIONS))), "flag_meanings": " ".join(REGIONS)}
