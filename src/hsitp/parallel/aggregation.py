@@ -172,7 +172,7 @@ class DCHAGAggregator(nn.Module):
         self.final = HeadParallelCrossAttention.from_dense(
             master.final, tp, head_padding=head_padding, dtype=dtype, device=device
         )
-        self.register_buffer("slot_valid", self.split.valid_mask(tp.rank), persistent=False)  # (slots,)
+        self.register_buffer("slot_valid", master.slot_valid(tp.rank), persistent=False)  # (slots,) or None
         if device is not None:
             self.to(device)
 

@@ -56,6 +56,23 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_valid: torch.T
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, h, Nq, hd)
 
 
+def trunc_normal_(tensor: torch.Tensor, std: float = 0.02, bound: float = 2.0) -> torch.Tensor:
+    """Fill ``tensor`` from Normal(0, std) truncated to +-bound std, by inverse-CDF sampling.
+
+    A fixed number of random draws and no data-dependent branch: ``nn.init.trunc_normal_`` rejection-samples
+    with ``.item()`` / ``.any()``, which FakeTensorMode cannot run (paper-scale memory estimates build models
+    under it).
+    """
+    edge = math.erf(
+        bound / math.sqrt(2.0)
+    )  # CDF mass inside [-bound, bound] is (1 + edge) / 2 - (1 - edge) / 2
+    with torch.no_grad():
+        tensor.uniform_(-edge, edge)  # 2 u - 1 for u uniform on [cdf(-bound), cdf(bound)]
+        tensor.erfinv_()
+        tensor.mul_(std * math.sqrt(2.0))
+        return tensor.clamp_(-bound * std, bound * std)
+
+
 def sincos_1d(positions: int, dim: int) -> torch.Tensor:
     """(positions, dim) 1-D sin-cos embedding (as ClimaX's per-variable embedding initialisation)."""
     half = dim // 2
@@ -155,7 +172,7 @@ class SingleQueryCrossAttention(nn.Module):
         super().__init__()
         self.dim, self.heads, self.head_dim = dim, heads, head_dim(dim, heads)
         self.query = nn.Parameter(torch.empty(1, 1, dim))
-        nn.init.trunc_normal_(self.query, std=0.02)
+        trunc_normal_(self.query, std=0.02)
         self.q = nn.Linear(dim, dim)
         self.kv = nn.Linear(dim, 2 * dim)
         self.proj = nn.Linear(dim, dim)
@@ -179,7 +196,8 @@ class PartialAggregator(nn.Module):
     (``level1``) reduces every group to a token, then (groups > 1) ``level2`` reduces the group tokens to one.
     Variant "L": a Linear over the channel axis (s -> 1); variant "C": a full multi-head single-query
     cross-attention with its own query. Padded slots (``valid`` False) must hold zeros; they are masked, and a
-    group that is entirely padding is masked out at level 2. Used unchanged by the dense emulation and by each
+    group that is entirely padding is masked out at level 2. ``valid`` is None when nothing is padded (decided
+    from the split's sizes in Python, so no host sync; FakeTensorMode can trace it). Used unchanged by the dense emulation and by each
     rank of DCHAGAggregator, so the two differ only in how tokens and gradients move.
     """
 
@@ -198,26 +216,25 @@ class PartialAggregator(nn.Module):
             self.level1 = SingleQueryCrossAttention(dim, heads)
             self.level2 = SingleQueryCrossAttention(dim, heads) if groups > 1 else None
 
-    def forward(self, tokens: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-        m = tokens.shape[0]  # tokens (M, slots, D), valid (slots,) bool
+    def forward(self, tokens: torch.Tensor, valid: torch.Tensor | None = None) -> torch.Tensor:
+        m = tokens.shape[0]  # tokens (M, slots, D); valid (slots,) bool, or None when no slot is padding
         g = self.groups
         t = tokens.view(m, g, self.slots // g, self.dim)  # (M, g, s, D)
-        v = valid.view(g, -1)  # (g, s)
-        padded = not bool(valid.all())
+        v = valid.view(g, -1) if valid is not None else None  # (g, s)
         if self.variant == "L":
-            if padded:
+            if v is not None:
                 t = t * v[None, :, :, None].to(t.dtype)
             h = F.linear(t.transpose(2, 3), self.level1.weight, self.level1.bias).squeeze(-1)  # (M, g, D)
         else:
-            h = self.level1(t, v if padded else None)  # (M, g, D)
+            h = self.level1(t, v)  # (M, g, D)
         if self.level2 is None:
             return h[:, 0]  # (M, D)
-        group_valid = v.any(dim=1)  # (g,)
+        group_valid = v.any(dim=1) if v is not None else None  # (g,)
         if self.variant == "L":
-            if padded:
+            if group_valid is not None:
                 h = h * group_valid[None, :, None].to(h.dtype)
             return F.linear(h.transpose(1, 2), self.level2.weight, self.level2.bias).squeeze(-1)  # (M, D)
-        return self.level2(h, group_valid if padded else None)  # (M, D)
+        return self.level2(h, group_valid)  # (M, D)
 
 
 class DenseTPAggregator(nn.Module):
@@ -265,12 +282,16 @@ class DenseDCHAG(nn.Module):
             )
             self.final = SingleQueryCrossAttention(dim, heads)
 
+    def slot_valid(self, rank: int, device: torch.device | None = None) -> torch.Tensor | None:
+        """(slots,) bool mask of rank ``rank``'s real band slots, None when none of them is padding."""
+        return self.split.valid_mask(rank, device) if self.split.count(rank) < self.split.local else None
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         tok = self.tokenizer(x)  # (B, N, L, D)
         b, n, bands, d = tok.shape
         tok = tok.reshape(b * n, bands, d)  # (B*N, L, D)
         outs = [
-            agg(self.split.shard(tok, r, dim=1), self.split.valid_mask(r, tok.device))  # (B*N, D)
+            agg(self.split.shard(tok, r, dim=1), self.slot_valid(r, tok.device))  # (B*N, D)
             for r, agg in enumerate(self.partials)
         ]
         gathered = torch.stack(outs, dim=1)  # (B*N, P, D)

@@ -130,8 +130,9 @@ class ShardedLayerNorm(nn.Module):
         valid = self.split.valid_mask(tp.rank)  # (D/P,)
         self.weight = nn.Parameter(self.split.shard(master.weight.detach(), tp.rank, 0).clone())  # (D/P,)
         self.bias = nn.Parameter(self.split.shard(master.bias.detach(), tp.rank, 0).clone())  # (D/P,)
-        zero_pad_grads(self.weight, valid)
-        zero_pad_grads(self.bias, valid)
+        pad_mask = valid if self.split.pads(tp.rank) else None
+        zero_pad_grads(self.weight, pad_mask)
+        zero_pad_grads(self.bias, pad_mask)
         self.register_buffer("valid", valid.float() if self.split.is_padded else None, persistent=False)
         self.to(device=device, dtype=dtype)
 
