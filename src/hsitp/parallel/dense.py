@@ -8,6 +8,7 @@ sharded gradient can be compared with the slice of the dense gradient of the sam
 from __future__ import annotations
 
 import contextlib
+import copy
 import math
 from collections.abc import Iterator
 
@@ -27,6 +28,28 @@ def seeded(seed: int) -> Iterator[None]:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         yield
+
+
+def clone_module(module: nn.Module) -> nn.Module:
+    """A deep copy of ``module`` whose parameters and buffers are fresh clones.
+
+    ``copy.deepcopy`` would copy a FakeTensor's ``fake_mode`` along with it, and the copy could then not be mixed
+    with the original mode's tensors; cloning keeps every tensor in its own mode (and device, dtype).
+    """
+    memo: dict[int, object] = {}
+    for p in module.parameters():
+        memo[id(p)] = nn.Parameter(p.detach().clone(), requires_grad=p.requires_grad)
+    for b in module.buffers():
+        memo[id(b)] = b.detach().clone()
+    return copy.deepcopy(module, memo)
+
+
+def move(module: nn.Module, device: torch.device | str | None, dtype: torch.dtype | None) -> nn.Module:
+    """``module.to(device, dtype)``, skipped when both are None. Under FakeTensorMode ``nn.Module.to`` swaps
+    tensors and fails, so a model built there (in place, device and dtype None) must never be moved."""
+    if device is None and dtype is None:
+        return module
+    return module.to(device=device, dtype=dtype)
 
 
 def head_dim(dim: int, heads: int) -> int:
@@ -139,15 +162,16 @@ class BandTokenizer(nn.Module):
         self.band_embed = nn.Parameter(sincos_1d(first_band + bands, dim)[first_band:])  # (L, D)
 
     def subset(self, start: int, count: int) -> BandTokenizer:
-        """A tokenizer for bands [start, start + count) holding copies of this one's parameters."""
+        """A tokenizer for bands [start, start + count) holding copies of this one's parameters (same device and
+        dtype: the copies are slices, so no module move, which FakeTensorMode cannot do)."""
         with seeded(0):  # the throw-away initial values must not consume the caller's RNG stream
             sub = BandTokenizer(count, self.dim, self.patch, first_band=self.first_band + start)
         d = self.dim
-        with torch.no_grad():
-            sub.proj.weight.copy_(self.proj.weight[start * d : (start + count) * d])
-            sub.proj.bias.copy_(self.proj.bias[start * d : (start + count) * d])
-            sub.band_embed.copy_(self.band_embed[start : start + count])
-        return sub.to(self.band_embed.device, self.band_embed.dtype)
+        rows = slice(start * d, (start + count) * d)
+        sub.proj.weight = nn.Parameter(self.proj.weight.detach()[rows].clone())  # (count D, 1, p, p)
+        sub.proj.bias = nn.Parameter(self.proj.bias.detach()[rows].clone())  # (count D,)
+        sub.band_embed = nn.Parameter(self.band_embed.detach()[start : start + count].clone())  # (count, D)
+        return sub
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, bands, h, w = x.shape  # (B, L, H, W)

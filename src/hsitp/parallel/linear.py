@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from hsitp.parallel.collectives import copy_to_tp, gather_from_tp, reduce_from_tp
-from hsitp.parallel.dense import seeded
+from hsitp.parallel.dense import move, seeded
 from hsitp.parallel.errors import ShardingError
 from hsitp.parallel.groups import TPGroup
 from hsitp.parallel.padding import Split, zero_pad_grads
@@ -111,7 +111,7 @@ class ColumnParallelLinear(nn.Module):
             zero_pad_grads(self.bias, valid)
         else:
             self.register_parameter("bias", None)
-        self.to(device=device, dtype=dtype)
+        move(self, device, dtype)
 
     @classmethod
     def from_dense(cls, linear: nn.Linear, tp: TPGroup, **kwargs: object) -> ColumnParallelLinear:
@@ -170,7 +170,7 @@ class RowParallelLinear(nn.Module):
             self.bias = nn.Parameter(master.bias.detach().clone())  # (out,), replicated
         else:
             self.register_parameter("bias", None)
-        self.to(device=device, dtype=dtype)
+        move(self, device, dtype)
 
     @classmethod
     def from_dense(cls, linear: nn.Linear, tp: TPGroup, **kwargs: object) -> RowParallelLinear:
