@@ -260,6 +260,7 @@ def test_every_plan_builds_on_the_meta_device_at_p8() -> None:
         assert y.is_meta and all(p.is_meta for p in model.parameters()), plan
 
 
+@pytest.mark.slow
 def test_model_check_script_runs_on_cpu(repo_root, tmp_path) -> None:  # noqa: ANN001
     """Catches benchmarks/model_check.py (run by gpu_check.sh on a GPU) breaking where no GPU is around to
     notice: every plan at P = 1, bf16 autocast, on the CPU at tiny sizes."""

@@ -1,12 +1,15 @@
 """Parallel plans: turn a dense SpectralSpatialTransformer into this rank's parallel model without editing it
 (torchtitan style: copy the model, then swap submodules for the ``hsitp.parallel`` layers sliced from its weights).
 
-| plan      | rank r's input            | tokenise + aggregate                              | blocks                   | output     |
-|-----------|---------------------------|---------------------------------------------------|--------------------------|------------|
-| dense     | the cube                  | as the model (P = 1)                              | as the model             | full       |
-| tp        | the cube (replicated)     | all L bands; head-sharded cross-attention         | Megatron (heads, hidden) | replicated |
-| dchag_l/c | its bands (padding.Split) | its bands; rank-local partial; gather; head-sharded | Megatron               | replicated |
-| token     | its N/P locations         | its locations, replicated weights                 | token-parallel attention | its part   |
+| plan      | rank r's input            | tokenise + aggregate                                    | blocks         | output     |
+|-----------|---------------------------|---------------------------------------------------------|----------------|------------|
+| dense     | the cube                  | as the model (P = 1)                                    | as the model   | full       |
+| tp        | the cube (replicated)     | all L bands; head-sharded cross-attention               | Megatron       | replicated |
+| dchag_l/c | its bands (padding.Split) | its bands, rank-local partial, all-gather, head-sharded | Megatron       | replicated |
+| token     | its N/P locations         | its locations, replicated weights                       | token-parallel | its part   |
+
+Megatron: head-parallel attention and the column/row MLP pair (one all-reduce each, forward and backward);
+token-parallel: local queries, keys and values all-gathered (backward: reduce-scatter).
 
 LayerNorms, the position embedding and the head are replicated in every plan. Under ``token`` every weight is
 replicated and sees only this rank's locations: ``reduce_grads()`` sums the gradients (one all-reduce) after
@@ -125,9 +128,10 @@ class TokenParallelModel(ParallelModel):
         return self._strip(y)  # (B, classes, p, N_local p)
 
     def output_valid(self) -> torch.Tensor:
-        """(1, 1, p, N_local p) bool: False at this rank's padded locations (a loss must ignore them)."""
+        """(1, 1, p, N_local p) bool, on the model's device: False at this rank's padded locations (a loss must
+        ignore them)."""
         h, w = self.config.height, self.config.width
-        return self._strip(torch.ones(1, 1, h, w, dtype=torch.bool))
+        return self._strip(torch.ones(1, 1, h, w, dtype=torch.bool, device=self.model.head.weight.device))
 
     def gather_output(self, y: torch.Tensor) -> torch.Tensor:
         """Every rank's strip -> (B, classes, H, W); backward: this rank's slice (no communication)."""
