@@ -193,7 +193,7 @@ def _expected_shapes(config: ModelConfig, plan: str, P: int) -> dict[str, tuple[
         "model.blocks.0.attn.qkv.weight": (3 * d // P, d),
         "model.blocks.1.mlp.fc2.weight": (d, hid // P),
     }
-    if plan == "tp":
+    if plan in ("tp", "dense"):
         shapes["model.aggregate.tokenizer.band_embed"] = (config.bands, d)
         shapes["model.aggregate.attn.kv.weight"] = (2 * d // P, d)
     else:
@@ -232,8 +232,9 @@ def fake_world() -> Iterator[TPGroup]:
 def test_every_plan_runs_under_fake_tensor_mode_at_p8(fake_world: TPGroup) -> None:
     """Catches host syncs and init paths that FakeTensorMode cannot run (a data-dependent .item() / bool(), a
     rejection-sampled init, a deepcopy or Module.to that mixes fake modes), which would block estimating
-    paper-scale memory: every plan at P = 8 (103 bands, N = 324, D = 256, 8 heads, g = 4) builds, runs forward
-    and backward with fake tensors, issues its collectives on the fake group, and has the split's shapes."""
+    paper-scale memory: every plan at P = 8 (103 bands, N = 324, D = 256, 8 heads, g = 4; dense at P = 1) builds,
+    runs forward and backward with fake tensors, issues its collectives on the fake group, and has the split's
+    shapes."""
     from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
     kinds = {
@@ -249,14 +250,18 @@ def test_every_plan_runs_under_fake_tensor_mode_at_p8(fake_world: TPGroup) -> No
             model, y = _build_and_run(plan, tp)
         assert isinstance(y, FakeTensor) and isinstance(next(model.parameters()), FakeTensor), plan
         assert kinds[plan] <= {c.name for c in trace}, (plan, trace)
+    with FakeTensorMode():
+        model, y = _build_and_run("dense", TPGroup.single())
+    assert isinstance(y, FakeTensor)
 
 
 def test_every_plan_builds_on_the_meta_device_at_p8() -> None:
     """Catches init or forward code that reads tensor values (impossible on the meta device) in any plan, with
     P = 8 no-op groups (comm='noop': collectives become local ops of the same shapes, no process group)."""
-    for plan in ("tp", "dchag_l", "dchag_c", "token"):
+    for plan in PLANS:
+        tp = TPGroup.single() if plan == "dense" else TPGroup(None, 8, 7, comm="noop")
         with torch.device("meta"):
-            model, y = _build_and_run(plan, TPGroup(None, 8, 7, comm="noop"))
+            model, y = _build_and_run(plan, tp)
         assert y.is_meta and all(p.is_meta for p in model.parameters()), plan
 
 
