@@ -3,6 +3,7 @@
 #   shard.nc     half-measured CCR: rank 0's shard of every bench op timed for P in bench.shard.world_sizes on this
 #                GPU (collectives as same-shape no-ops), communication modelled from bench.shard.hardware
 #   roofline.nc  GEMM roofline: achieved FLOP/s of bench.roofline.shapes vs the measured compute and memory roofs
+#   model_check.json  one forward + backward of every model plan at P = 1 under bf16 autocast (benchmarks/model_check.py)
 # Usage: benchmarks/gpu_check.sh OUTDIR [extra hsitp config args, e.g. --config-json '{"bench": {...}}']
 # Config: config/config.yaml, then benchmarks/gpu_check.yaml (device cuda, fewer repeats), then the extra args.
 set -euo pipefail
@@ -20,4 +21,6 @@ echo "== roofline -> $OUT/roofline.nc"
 hsitp bench roofline --out "$OUT/roofline.nc" "${CFG[@]}"
 echo "== shard mode -> $OUT/shard.nc"
 hsitp bench shard --out "$OUT/shard.nc" "${CFG[@]}"
-echo "== done in $((SECONDS - start)) s: $OUT/roofline.nc $OUT/shard.nc"
+echo "== model plans at P = 1, bf16 autocast -> $OUT/model_check.json"
+python benchmarks/model_check.py --device cuda --json "$OUT/model_check.json"
+echo "== done in $((SECONDS - start)) s: $OUT/roofline.nc $OUT/shard.nc $OUT/model_check.json"

@@ -17,8 +17,6 @@ aggregated by a second aggregator of the same variant (its own weights) before t
 
 from __future__ import annotations
 
-import copy
-
 import torch
 from torch import nn
 
@@ -28,7 +26,9 @@ from hsitp.parallel.dense import (
     DenseTPAggregator,
     SingleQueryCrossAttention,
     attend,
+    clone_module,
     head_dim,
+    move,
     seeded,
 )
 from hsitp.parallel.errors import ShardingError
@@ -114,7 +114,7 @@ class TPAggregator(nn.Module):
         super().__init__()
         master = master if master is not None else DenseTPAggregator(bands, dim, heads, patch, seed=seed)
         self.tp, self.bands, self.dim, self.patch = tp, bands, dim, patch
-        self.tokenizer = copy.deepcopy(master.tokenizer).to(device=device, dtype=dtype)
+        self.tokenizer = move(clone_module(master.tokenizer), device, dtype)
         self.attn = HeadParallelCrossAttention.from_dense(
             master.attn, tp, head_padding=head_padding, dtype=dtype, device=device
         )
@@ -165,14 +165,12 @@ class DCHAGAggregator(nn.Module):
         self.variant, self.groups = master.variant, master.groups
         self.split: Split = master.split
         self.band_start, self.band_count = self.split.start(tp.rank), self.split.count(tp.rank)
-        self.tokenizer = master.tokenizer.subset(self.band_start, self.band_count).to(
-            device=device, dtype=dtype
-        )
-        self.partial = copy.deepcopy(master.partials[tp.rank]).to(device=device, dtype=dtype)
+        self.tokenizer = move(master.tokenizer.subset(self.band_start, self.band_count), device, dtype)
+        self.partial = move(clone_module(master.partials[tp.rank]), device, dtype)
         self.final = HeadParallelCrossAttention.from_dense(
             master.final, tp, head_padding=head_padding, dtype=dtype, device=device
         )
-        self.register_buffer("slot_valid", self.split.valid_mask(tp.rank), persistent=False)  # (slots,)
+        self.register_buffer("slot_valid", master.slot_valid(tp.rank), persistent=False)  # (slots,) or None
         if device is not None:
             self.to(device)
 

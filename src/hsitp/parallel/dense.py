@@ -8,6 +8,7 @@ sharded gradient can be compared with the slice of the dense gradient of the sam
 from __future__ import annotations
 
 import contextlib
+import copy
 import math
 from collections.abc import Iterator
 
@@ -27,6 +28,28 @@ def seeded(seed: int) -> Iterator[None]:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         yield
+
+
+def clone_module(module: nn.Module) -> nn.Module:
+    """A deep copy of ``module`` whose parameters and buffers are fresh clones.
+
+    ``copy.deepcopy`` would copy a FakeTensor's ``fake_mode`` along with it, and the copy could then not be mixed
+    with the original mode's tensors; cloning keeps every tensor in its own mode (and device, dtype).
+    """
+    memo: dict[int, object] = {}
+    for p in module.parameters():
+        memo[id(p)] = nn.Parameter(p.detach().clone(), requires_grad=p.requires_grad)
+    for b in module.buffers():
+        memo[id(b)] = b.detach().clone()
+    return copy.deepcopy(module, memo)
+
+
+def move(module: nn.Module, device: torch.device | str | None, dtype: torch.dtype | None) -> nn.Module:
+    """``module.to(device, dtype)``, skipped when both are None. Under FakeTensorMode ``nn.Module.to`` swaps
+    tensors and fails, so a model built there (in place, device and dtype None) must never be moved."""
+    if device is None and dtype is None:
+        return module
+    return module.to(device=device, dtype=dtype)
 
 
 def head_dim(dim: int, heads: int) -> int:
@@ -54,6 +77,23 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_valid: torch.T
         kv = key_valid.reshape(-1, key_valid.shape[-1]) if key_valid.dim() > 1 else key_valid[None]
         mask = additive_key_mask(kv, q.dtype)[:, None, None, :]  # (B or 1, 1, 1, Nk)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, h, Nq, hd)
+
+
+def trunc_normal_(tensor: torch.Tensor, std: float = 0.02, bound: float = 2.0) -> torch.Tensor:
+    """Fill ``tensor`` from Normal(0, std) truncated to +-bound std, by inverse-CDF sampling.
+
+    A fixed number of random draws and no data-dependent branch: ``nn.init.trunc_normal_`` rejection-samples
+    with ``.item()`` / ``.any()``, which FakeTensorMode cannot run (paper-scale memory estimates build models
+    under it).
+    """
+    edge = math.erf(
+        bound / math.sqrt(2.0)
+    )  # CDF mass inside [-bound, bound] is (1 + edge) / 2 - (1 - edge) / 2
+    with torch.no_grad():
+        tensor.uniform_(-edge, edge)  # 2 u - 1 for u uniform on [cdf(-bound), cdf(bound)]
+        tensor.erfinv_()
+        tensor.mul_(std * math.sqrt(2.0))
+        return tensor.clamp_(-bound * std, bound * std)
 
 
 def sincos_1d(positions: int, dim: int) -> torch.Tensor:
@@ -122,15 +162,16 @@ class BandTokenizer(nn.Module):
         self.band_embed = nn.Parameter(sincos_1d(first_band + bands, dim)[first_band:])  # (L, D)
 
     def subset(self, start: int, count: int) -> BandTokenizer:
-        """A tokenizer for bands [start, start + count) holding copies of this one's parameters."""
+        """A tokenizer for bands [start, start + count) holding copies of this one's parameters (same device and
+        dtype: the copies are slices, so no module move, which FakeTensorMode cannot do)."""
         with seeded(0):  # the throw-away initial values must not consume the caller's RNG stream
             sub = BandTokenizer(count, self.dim, self.patch, first_band=self.first_band + start)
         d = self.dim
-        with torch.no_grad():
-            sub.proj.weight.copy_(self.proj.weight[start * d : (start + count) * d])
-            sub.proj.bias.copy_(self.proj.bias[start * d : (start + count) * d])
-            sub.band_embed.copy_(self.band_embed[start : start + count])
-        return sub.to(self.band_embed.device, self.band_embed.dtype)
+        rows = slice(start * d, (start + count) * d)
+        sub.proj.weight = nn.Parameter(self.proj.weight.detach()[rows].clone())  # (count D, 1, p, p)
+        sub.proj.bias = nn.Parameter(self.proj.bias.detach()[rows].clone())  # (count D,)
+        sub.band_embed = nn.Parameter(self.band_embed.detach()[start : start + count].clone())  # (count, D)
+        return sub
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, bands, h, w = x.shape  # (B, L, H, W)
@@ -155,7 +196,7 @@ class SingleQueryCrossAttention(nn.Module):
         super().__init__()
         self.dim, self.heads, self.head_dim = dim, heads, head_dim(dim, heads)
         self.query = nn.Parameter(torch.empty(1, 1, dim))
-        nn.init.trunc_normal_(self.query, std=0.02)
+        trunc_normal_(self.query, std=0.02)
         self.q = nn.Linear(dim, dim)
         self.kv = nn.Linear(dim, 2 * dim)
         self.proj = nn.Linear(dim, dim)
@@ -179,7 +220,8 @@ class PartialAggregator(nn.Module):
     (``level1``) reduces every group to a token, then (groups > 1) ``level2`` reduces the group tokens to one.
     Variant "L": a Linear over the channel axis (s -> 1); variant "C": a full multi-head single-query
     cross-attention with its own query. Padded slots (``valid`` False) must hold zeros; they are masked, and a
-    group that is entirely padding is masked out at level 2. Used unchanged by the dense emulation and by each
+    group that is entirely padding is masked out at level 2. ``valid`` is None when nothing is padded (decided
+    from the split's sizes in Python, so no host sync; FakeTensorMode can trace it). Used unchanged by the dense emulation and by each
     rank of DCHAGAggregator, so the two differ only in how tokens and gradients move.
     """
 
@@ -198,26 +240,25 @@ class PartialAggregator(nn.Module):
             self.level1 = SingleQueryCrossAttention(dim, heads)
             self.level2 = SingleQueryCrossAttention(dim, heads) if groups > 1 else None
 
-    def forward(self, tokens: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-        m = tokens.shape[0]  # tokens (M, slots, D), valid (slots,) bool
+    def forward(self, tokens: torch.Tensor, valid: torch.Tensor | None = None) -> torch.Tensor:
+        m = tokens.shape[0]  # tokens (M, slots, D); valid (slots,) bool, or None when no slot is padding
         g = self.groups
         t = tokens.view(m, g, self.slots // g, self.dim)  # (M, g, s, D)
-        v = valid.view(g, -1)  # (g, s)
-        padded = not bool(valid.all())
+        v = valid.view(g, -1) if valid is not None else None  # (g, s)
         if self.variant == "L":
-            if padded:
+            if v is not None:
                 t = t * v[None, :, :, None].to(t.dtype)
             h = F.linear(t.transpose(2, 3), self.level1.weight, self.level1.bias).squeeze(-1)  # (M, g, D)
         else:
-            h = self.level1(t, v if padded else None)  # (M, g, D)
+            h = self.level1(t, v)  # (M, g, D)
         if self.level2 is None:
             return h[:, 0]  # (M, D)
-        group_valid = v.any(dim=1)  # (g,)
+        group_valid = v.any(dim=1) if v is not None else None  # (g,)
         if self.variant == "L":
-            if padded:
+            if group_valid is not None:
                 h = h * group_valid[None, :, None].to(h.dtype)
             return F.linear(h.transpose(1, 2), self.level2.weight, self.level2.bias).squeeze(-1)  # (M, D)
-        return self.level2(h, group_valid if padded else None)  # (M, D)
+        return self.level2(h, group_valid)  # (M, D)
 
 
 class DenseTPAggregator(nn.Module):
@@ -265,12 +306,16 @@ class DenseDCHAG(nn.Module):
             )
             self.final = SingleQueryCrossAttention(dim, heads)
 
+    def slot_valid(self, rank: int, device: torch.device | None = None) -> torch.Tensor | None:
+        """(slots,) bool mask of rank ``rank``'s real band slots, None when none of them is padding."""
+        return self.split.valid_mask(rank, device) if self.split.count(rank) < self.split.local else None
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         tok = self.tokenizer(x)  # (B, N, L, D)
         b, n, bands, d = tok.shape
         tok = tok.reshape(b * n, bands, d)  # (B*N, L, D)
         outs = [
-            agg(self.split.shard(tok, r, dim=1), self.split.valid_mask(r, tok.device))  # (B*N, D)
+            agg(self.split.shard(tok, r, dim=1), self.slot_valid(r, tok.device))  # (B*N, D)
             for r, agg in enumerate(self.partials)
         ]
         gathered = torch.stack(outs, dim=1)  # (B*N, P, D)

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from hsitp.parallel.collectives import copy_to_tp, gather_from_tp, reduce_from_tp
-from hsitp.parallel.dense import seeded
+from hsitp.parallel.dense import move, seeded
 from hsitp.parallel.errors import ShardingError
 from hsitp.parallel.groups import TPGroup
 from hsitp.parallel.padding import Split, zero_pad_grads
@@ -55,6 +55,10 @@ class Partition:
         """(local,) bool: True at real features."""
         mask = self.split.valid_mask(rank)  # (local_units,)
         return mask[None, :, None].expand(self.blocks, -1, self.unit).reshape(-1)
+
+    def padding_mask(self, rank: int) -> torch.Tensor | None:
+        """``valid(rank)``, or None when this rank holds no padded feature (for zero_pad_grads)."""
+        return self.valid(rank) if self.split.pads(rank) else None
 
 
 def plain_partition(name: str, features: int, parts: int) -> Partition:
@@ -95,11 +99,11 @@ class ColumnParallelLinear(nn.Module):
                 f"column partition {self.partition} does not fit out_features={out_features}, P={tp.size}"
             )
         master = master if master is not None else _master_linear(in_features, out_features, bias, seed)
-        valid = self.partition.valid(tp.rank)
+        valid = self.partition.padding_mask(tp.rank)  # (out/P,) or None
         self.weight = nn.Parameter(
             self.partition.shard(master.weight.detach(), tp.rank, 0).clone()
         )  # (out/P, in)
-        zero_pad_grads(self.weight, valid[:, None])
+        zero_pad_grads(self.weight, valid[:, None] if valid is not None else None)
         if master.bias is not None:
             self.bias = nn.Parameter(
                 self.partition.shard(master.bias.detach(), tp.rank, 0).clone()
@@ -107,7 +111,7 @@ class ColumnParallelLinear(nn.Module):
             zero_pad_grads(self.bias, valid)
         else:
             self.register_parameter("bias", None)
-        self.to(device=device, dtype=dtype)
+        move(self, device, dtype)
 
     @classmethod
     def from_dense(cls, linear: nn.Linear, tp: TPGroup, **kwargs: object) -> ColumnParallelLinear:
@@ -160,12 +164,13 @@ class RowParallelLinear(nn.Module):
         self.weight = nn.Parameter(
             self.partition.shard(master.weight.detach(), tp.rank, 1).clone()
         )  # (out, in/P)
-        zero_pad_grads(self.weight, self.partition.valid(tp.rank)[None, :])
+        valid = self.partition.padding_mask(tp.rank)  # (in/P,) or None
+        zero_pad_grads(self.weight, valid[None, :] if valid is not None else None)
         if master.bias is not None:
             self.bias = nn.Parameter(master.bias.detach().clone())  # (out,), replicated
         else:
             self.register_parameter("bias", None)
-        self.to(device=device, dtype=dtype)
+        move(self, device, dtype)
 
     @classmethod
     def from_dense(cls, linear: nn.Linear, tp: TPGroup, **kwargs: object) -> RowParallelLinear:

@@ -54,6 +54,10 @@ class Split:
     def is_padded(self) -> bool:
         return self.padded != self.size
 
+    def pads(self, rank: int) -> bool:
+        """Whether rank ``rank``'s slots include padding (decided from sizes, never from tensor values)."""
+        return self.count(rank) < self.local
+
     def count(self, rank: int) -> int:
         return self.size // self.parts + (rank < self.size % self.parts)
 
@@ -118,12 +122,14 @@ def split_heads(heads: int, parts: int, *, head_padding: bool) -> Split:
     return Split("heads", heads, parts)
 
 
-def zero_pad_grads(param: torch.nn.Parameter, valid: torch.Tensor) -> None:
+def zero_pad_grads(param: torch.nn.Parameter, valid: torch.Tensor | None) -> None:
     """Keep padded entries of ``param`` at zero whatever the optimiser does: mask their gradient.
 
-    ``valid`` broadcasts against ``param`` (True = real entry). No hook is added when nothing is padded.
+    ``valid`` broadcasts against ``param`` (True = real entry); None means nothing is padded and adds no hook.
+    Callers decide that from the split's sizes (``Split.pads``), never from the mask's values: reading a
+    tensor's values is a host sync, and impossible under FakeTensorMode.
     """
-    if bool(valid.all()):
+    if valid is None:
         return
     cache = {"mask": valid.detach().clone()}
 

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from hsitp.parallel.collectives import all_reduce_sum, gather_from_tp
-from hsitp.parallel.dense import DenseMLP, dense_layernorm
+from hsitp.parallel.dense import DenseMLP, dense_layernorm, move
 from hsitp.parallel.errors import ShardingError
 from hsitp.parallel.groups import Mesh2D, TPGroup
 from hsitp.parallel.linear import ColumnParallelLinear, Partition, RowParallelLinear
@@ -130,10 +130,11 @@ class ShardedLayerNorm(nn.Module):
         valid = self.split.valid_mask(tp.rank)  # (D/P,)
         self.weight = nn.Parameter(self.split.shard(master.weight.detach(), tp.rank, 0).clone())  # (D/P,)
         self.bias = nn.Parameter(self.split.shard(master.bias.detach(), tp.rank, 0).clone())  # (D/P,)
-        zero_pad_grads(self.weight, valid)
-        zero_pad_grads(self.bias, valid)
+        pad_mask = valid if self.split.pads(tp.rank) else None
+        zero_pad_grads(self.weight, pad_mask)
+        zero_pad_grads(self.bias, pad_mask)
         self.register_buffer("valid", valid.float() if self.split.is_padded else None, persistent=False)
-        self.to(device=device, dtype=dtype)
+        move(self, device, dtype)
 
     @classmethod
     def from_dense(cls, ln: nn.LayerNorm, tp: TPGroup, **kwargs: object) -> ShardedLayerNorm:

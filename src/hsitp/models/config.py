@@ -1,0 +1,175 @@
+"""The transformer's configuration and the plan check, in pure Python (no torch): a launcher can refuse a P that
+does not fit the model before any rank starts, and the cost model can read the same dataclass.
+
+Plans (how the model is split over P ranks; ``hsitp.models.plans`` builds them):
+
+- ``dense``: one device, P = 1.
+- ``tp``: Megatron tensor parallelism. Every rank tokenises all L bands (replicated), the cross-band attention and
+  the blocks are sharded by heads / hidden units. Needs the "attention" aggregation and heads divisible by P.
+- ``dchag_l`` / ``dchag_c``: D-CHAG + TP. Rank r tokenises only its chunk of bands and aggregates it locally
+  ("linear" / "cross-attention" partial aggregators, g groups per rank), then the chunk tokens are gathered and
+  the rest is as ``tp``. Needs the "hierarchical" aggregation built for ``parts = P``.
+- ``token``: the spatial split. Rank r owns N/P locations, tokenises and aggregates only those (replicated
+  weights), attention gathers keys and values, weight gradients are all-reduced. Any aggregation; N >= P.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from hsitp.errors import HsitpError
+
+PLANS = ("dense", "tp", "dchag_l", "dchag_c", "token")
+AGGREGATIONS = ("attention", "hierarchical")
+PARTIALS = ("linear", "cross-attention")
+DCHAG_PARTIAL = {"dchag_l": "linear", "dchag_c": "cross-attention"}
+
+
+class ModelConfigError(HsitpError, ValueError):
+    """A model configuration value is invalid on its own (names the ``model.`` key)."""
+
+
+class PlanError(HsitpError, ValueError):
+    """A parallel plan cannot split this model over P ranks (names the plan and the key that does not fit)."""
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Sizes and architecture of the spectral-spatial transformer (keys under ``model.`` in a config)."""
+
+    bands: int  # L: spectral bands of the input cube (Pavia University: 103, Indian Pines: 200)
+    height: int  # crop height in pixels; a multiple of patch
+    width: int  # crop width in pixels; a multiple of patch
+    classes: int  # classes predicted for every pixel of the crop
+    patch: int = 4  # p: patch edge; kernel = stride = p per band, N = (height / p) * (width / p) tokens
+    dim: int = 256  # D: token width
+    heads: int = 8  # attention heads of the blocks and of every cross-attention aggregator; divides D
+    depth: int = 12  # number of pre-norm transformer blocks
+    mlp_ratio: int = 4  # MLP hidden width = mlp_ratio * D
+    aggregation: str = "attention"  # "attention": one learned query over all L bands; "hierarchical": D-CHAG
+    partial: str = (
+        "linear"  # hierarchical: the per-group aggregator, "linear" (D-CHAG-L) or "cross-attention" (-C)
+    )
+    parts: int = (
+        1  # hierarchical: band chunks = the TP size the architecture is built for (dchag plans check it)
+    )
+    groups: int = 1  # hierarchical: g groups per chunk, one shared-weight partial aggregator per chunk
+    norm_eps: float = 1e-5  # LayerNorm epsilon
+
+    def __post_init__(self) -> None:
+        for key in ("bands", "height", "width", "classes", "patch", "dim", "heads", "depth", "mlp_ratio"):
+            value = getattr(self, key)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ModelConfigError(f"model.{key} must be a positive integer, got {value!r}")
+        for key in ("height", "width"):
+            if getattr(self, key) % self.patch:
+                raise ModelConfigError(
+                    f"model.{key} = {getattr(self, key)} is not a multiple of model.patch = {self.patch}"
+                )
+        if self.dim % self.heads:
+            raise ModelConfigError(f"model.heads = {self.heads} does not divide model.dim = {self.dim}")
+        if self.aggregation not in AGGREGATIONS:
+            raise ModelConfigError(
+                f"model.aggregation must be one of {AGGREGATIONS}, got {self.aggregation!r}"
+            )
+        if self.partial not in PARTIALS:
+            raise ModelConfigError(f"model.partial must be one of {PARTIALS}, got {self.partial!r}")
+        for key in ("parts", "groups"):
+            value = getattr(self, key)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ModelConfigError(f"model.{key} must be a positive integer, got {value!r}")
+        if self.aggregation == "hierarchical" and self.parts > self.bands:
+            raise ModelConfigError(
+                f"model.parts = {self.parts} band chunks but model.bands = {self.bands}: every chunk needs a band"
+            )
+        if not self.norm_eps > 0:
+            raise ModelConfigError(f"model.norm_eps must be > 0, got {self.norm_eps!r}")
+
+    @property
+    def grid(self) -> tuple[int, int]:
+        """(h, w) tokens: the crop in patches."""
+        return self.height // self.patch, self.width // self.patch
+
+    @property
+    def n_tokens(self) -> int:
+        """N: spatial tokens (locations) per crop."""
+        h, w = self.grid
+        return h * w
+
+    @property
+    def hidden(self) -> int:
+        return self.mlp_ratio * self.dim
+
+    @property
+    def variant(self) -> str:
+        """D-CHAG's name for the partial aggregator: "L" (linear) or "C" (cross-attention)."""
+        return "L" if self.partial == "linear" else "C"
+
+
+def architecture_for(base: ModelConfig, plan: str, P: int, g: int = 1) -> ModelConfig:  # noqa: N803
+    """The architecture ``plan`` parallelises, from ``base``'s sizes: ``tp`` the TP-baseline aggregation,
+    ``dchag_*`` the hierarchical one built for P chunks of g groups, ``dense`` / ``token`` ``base`` unchanged.
+
+    The dense model of the returned config is the reference the plan must equal.
+    """
+    if plan in ("dchag_l", "dchag_c"):
+        arch = dataclasses.replace(
+            base, aggregation="hierarchical", partial=DCHAG_PARTIAL[plan], parts=P, groups=g
+        )
+    elif plan == "tp":
+        arch = dataclasses.replace(base, aggregation="attention", parts=1, groups=1)
+    else:
+        arch = base
+    check_plan(arch, plan, P, g if plan in DCHAG_PARTIAL else None)
+    return arch
+
+
+def check_plan(config: ModelConfig, plan: str, P: int, g: int | None = None) -> None:  # noqa: N803
+    """Raise PlanError, naming the key, when ``plan`` cannot split ``config`` over ``P`` ranks (``g``: D-CHAG
+    groups per rank, checked against ``model.groups`` when given). Pure Python: call it before launching."""
+    if plan not in PLANS:
+        raise PlanError(f"unknown plan {plan!r}; expected one of {', '.join(PLANS)}")
+    if not isinstance(P, int) or isinstance(P, bool) or P < 1:
+        raise PlanError(f"plan {plan!r}: P (ranks) must be a positive integer, got {P!r}")
+    if g is not None and plan not in DCHAG_PARTIAL and g != 1:
+        raise PlanError(f"plan {plan!r} has no band groups; g = {g} applies to the dchag plans only")
+    n = config.n_tokens
+    if plan == "dense":
+        if P != 1:
+            raise PlanError(
+                f"plan 'dense' runs on one device, got P = {P}; use 'tp', 'dchag_l', 'dchag_c' or 'token'"
+            )
+        return
+    if plan == "token":
+        if n < P:
+            raise PlanError(
+                f"plan 'token' splits N = {n} locations ((model.height / model.patch) x (model.width / "
+                f"model.patch) = {config.grid[0]} x {config.grid[1]}) over P = {P}: P must be <= N"
+            )
+        return
+    # tp and dchag_*: heads and hidden units sharded over P (whole heads per rank: no head padding here).
+    if config.heads % P:
+        raise PlanError(
+            f"plan {plan!r}: model.heads = {config.heads} is not divisible by P = {P} (every rank holds whole heads)"
+        )
+    if plan == "tp":
+        if config.aggregation != "attention":
+            raise PlanError(
+                f"plan 'tp' parallelises the TP-baseline aggregation (model.aggregation = 'attention'), got "
+                f"{config.aggregation!r}; use a dchag plan or architecture_for(config, 'tp', P)"
+            )
+        return
+    want = DCHAG_PARTIAL[plan]
+    if config.aggregation != "hierarchical" or config.partial != want:
+        raise PlanError(
+            f"plan {plan!r} needs model.aggregation = 'hierarchical' with model.partial = {want!r}, got "
+            f"{config.aggregation!r} / {config.partial!r}; build it with architecture_for(config, {plan!r}, P, g)"
+        )
+    if config.parts != P:
+        raise PlanError(
+            f"plan {plan!r}: model.parts = {config.parts} (the D-CHAG architecture is built for that many band "
+            f"chunks, one per rank) but P = {P}"
+        )
+    if g is not None and g != config.groups:
+        raise PlanError(f"plan {plan!r}: g = {g} groups per rank but model.groups = {config.groups}")
