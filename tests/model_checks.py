@@ -17,6 +17,7 @@ from torch.testing import assert_close
 
 from hsitp.models import ModelConfig, SpectralSpatialTransformer, architecture_for, parallelize
 from hsitp.parallel import TPGroup
+from hsitp.parallel.runtime import Runtime
 
 # Tiny sizes: L = 10 bands (uneven over P = 4 with g = 2: 3, 3, 2, 2 bands in 4 slots), D = 32, 4 heads (1 per
 # rank at P = 4), depth 2, a 6 x 10 crop with patch 2: a 3 x 5 grid, N = 15 (uneven over P = 2 and 4; the grid
@@ -123,9 +124,11 @@ def check_model(
 
 
 def model_parity_suite(
-    tp: TPGroup, dtype_names: tuple[str, ...] = ("float64", "float32")
+    rt: Runtime, dtype_names: tuple[str, ...] = ("float64", "float32")
 ) -> dict[str, dict[str, list[str]]]:
-    """Every case in each dtype on this rank: {"dtype:case": {"covered": [...], "all": [...]}}."""
+    """Every case in each dtype on this rank (``rt``: this rank's runtime, see dist_utils.run_world):
+    {"dtype:case": {"covered": [...], "all": [...]}}."""
+    tp = rt.world
     out: dict[str, dict[str, list[str]]] = {}
     for dtype_name in dtype_names:
         dtype = getattr(torch, dtype_name)
