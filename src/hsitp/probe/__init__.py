@@ -1,0 +1,1 @@
+"""The probe stage: per-rank memory and throughput of every plan (``hsitp.probe.memory`` is its tracker)."""
