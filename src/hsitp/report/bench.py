@@ -363,11 +363,23 @@ def ccr_8_1_caption(ccr: xr.Dataset, mvm: xr.Dataset | None) -> str:
     )
 
 
+def bench_groups(mb: xr.Dataset) -> int | None:
+    """D-CHAG group count the bench's aggregation layers used (microbench ``op_settings``)."""
+    groups = (json_attr(mb, "op_settings", {}) or {}).get("groups")
+    return int(groups) if groups is not None else None
+
+
 def dchag_8_2_table(
-    ccr: xr.Dataset, mvm: xr.Dataset | None = None, cases: Sequence[str] | None = None
+    ccr: xr.Dataset,
+    mvm: xr.Dataset | None = None,
+    groups: int | None = None,
+    cases: Sequence[str] | None = None,
 ) -> pd.DataFrame:
     """Paper section 8.2: whole-model CCR, throughput and memory of pure TP vs D-CHAG per case, P and g
-    (modelled), beside the aggregation layer of each scheme measured on the bench device (where measured)."""
+    (modelled), beside the aggregation layer of each scheme measured on the bench device (where measured).
+
+    ``groups`` is the bench's D-CHAG group count (:func:`bench_groups`): a D-CHAG row is paired with a
+    measurement only at that g (pure TP's aggregation does not depend on g)."""
     need(ccr, "scheme_ccr", "scheme_relative_throughput", "scheme_memory", "N")
     C = int(ccr.attrs.get("embed_dim", 0))
     cases = (
@@ -376,11 +388,6 @@ def dchag_8_2_table(
         else [
             str(c) for c, s in zip(ccr["case"].values, ccr["case_source"].values, strict=True) if s == "paper"
         ]
-    )
-    groups = (
-        json_attr(mvm, "op_settings", {}).get("groups")
-        if mvm is not None and "op_settings" in mvm.attrs
-        else None
     )
     dev = measured_on(mvm) if mvm is not None else "no bench file"
     rows = []
@@ -408,9 +415,10 @@ def dchag_8_2_table(
                         float(ccr["scheme_memory"].sel(case=case, P=P, g=g, scheme=scheme)) / 2**30
                     )
                     op = SCHEME_OPS.get(str(scheme), "")
-                    if groups is not None and int(g) != int(groups):
+                    if scheme != "tp" and (groups is None or int(g) != groups):
+                        why = "unknown" if groups is None else str(groups)
                         meas, refined, stated, note = (float("nan"),) * 3 + (
-                            f"not measured (bench groups = {groups})",
+                            f"not measured (bench D-CHAG groups = {why})",
                         )
                     else:
                         meas, refined, stated, note = _measured_point(mvm, op, N, C, int(P))
