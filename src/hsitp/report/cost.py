@@ -17,6 +17,7 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
+from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
 
 from hsitp.cost.tables import n_tokens
 from hsitp.report.common import MODELLED, headline, json_attr, log_limits, modelled_for, need, presets
@@ -222,6 +223,9 @@ def scale_figure(scale: xr.Dataset) -> Figure:
     mem_ax.set_xscale("log", base=2)
     mem_ax.set_xticks(tp, [str(t) for t in tp])
     mem_ax.set_yscale("log")
+    mem_ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))  # 10, 20, 50, 100 GiB
+    mem_ax.yaxis.set_major_formatter(ScalarFormatter())
+    mem_ax.yaxis.set_minor_formatter(NullFormatter())
     mem_ax.set_xlabel("TP degree (data/FSDP degree = devices / TP)")
     mem_ax.set_ylabel("training memory per device [GiB]")
     mem_ax.legend(fontsize=7, title="scheme", title_fontsize=7)
