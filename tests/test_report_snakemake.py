@@ -157,9 +157,8 @@ def _chromium() -> str:
 def test_snakemake_report_opens_in_chromium_with_every_figure(run):
     """Catches: a report that misses a figure or table, a figure whose embedded image does not decode, captions
     that do not name the hardware, or a report page that logs errors in a browser."""
+    exe = _chromium()  # skips without chromium or playwright
     from playwright.sync_api import sync_playwright
-
-    exe = _chromium()
     report = run.root / run.results / "report.html"
     shots = run.root / run.results / "report"
     shots.mkdir(parents=True, exist_ok=True)
