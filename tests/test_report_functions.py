@@ -109,6 +109,27 @@ def test_stage_inputs_follow_the_upstream_targets():
         rules.stage_inputs("train", data, cost, bench)
 
 
+def test_notebook_defaults_are_the_smoke_run_and_match_the_rule_parameters():
+    """Catches: a notebook whose parameters cell lacks a parameter the rule injects (papermill would run it on its
+    default silently), or whose defaults do not point at results/smoke/ (it would not run standalone)."""
+    import nbformat
+
+    data = ["results/smoke/data/indian_pines.nc"]
+    cost = [f"results/smoke/cost/{t}.nc" for t in ("rho", "ccr", "boundary", "scale")]
+    bench = [f"results/smoke/bench/{b}.nc" for b in ("microbench", "calibration", "model_vs_measured")]
+    for stage in STAGES:
+        nb = nbformat.read(ROOT / "notebooks" / f"{stage}.ipynb", as_version=4)
+        cells = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+        assert len(cells) == 1, stage
+        defaults: dict = {}
+        exec(cells[0].source, {}, defaults)  # the parameters cell: assignments only
+        injected = json.loads(
+            rules.notebook_params(rules.stage_inputs(stage, data, cost, bench), "results/smoke")
+        )
+        assert {k: defaults[k] for k in injected} == injected, stage
+        assert nb.metadata["kernelspec"]["name"] == "python3"
+
+
 # --- hardware labels -------------------------------------------------------------------------------------------------
 def test_hardware_named_from_the_files(mvm, cost_tables):
     """Catches: captions or titles that lose the device a number was measured on or the presets it was modelled for."""

@@ -159,6 +159,7 @@ def test_snakemake_report_opens_in_chromium_with_every_figure(run):
     that do not name the hardware, or a report page that logs errors in a browser."""
     exe = _chromium()  # skips without chromium or playwright
     from playwright.sync_api import sync_playwright
+
     report = run.root / run.results / "report.html"
     shots = run.root / run.results / "report"
     shots.mkdir(parents=True, exist_ok=True)
@@ -212,17 +213,3 @@ def test_snakemake_report_opens_in_chromium_with_every_figure(run):
         finally:
             browser.close()
     assert (shots / "front.png").stat().st_size > 0 and (shots / "figure.png").stat().st_size > 0
-
-
-@pytest.mark.slow
-def test_notebook_runs_standalone_with_its_default_parameters(run, tmp_path):
-    """Catches: a notebook whose default parameters do not point at results/smoke/ or that needs Snakemake."""
-    papermill = pytest.importorskip("papermill")
-    smoke = tmp_path / "results" / "smoke"
-    smoke.mkdir(parents=True)
-    (smoke / "data").symlink_to(run.root / run.results / "data")
-    out = tmp_path / "data.ipynb"
-    papermill.execute_notebook(str(run.root / "notebooks" / "data.ipynb"), str(out), cwd=str(tmp_path),
-                               kernel_name="python3", progress_bar=False)  # fmt: skip
-    assert (smoke / "figures" / "data_scene_indian_pines.png").stat().st_size > 0
-    assert (smoke / "tables" / "data_classes_indian_pines.csv").read_text().startswith("class,name,pixels")
