@@ -15,8 +15,10 @@ include: "workflow/rules/common.smk"
 rule all:
     input:
         all_targets(),
+        lambda wildcards: REPORT_TARGETS,  # report.smk, included below
 
 
 include: "workflow/rules/data.smk"
 include: "workflow/rules/cost.smk"
 include: "workflow/rules/bench.smk"
+include: "workflow/rules/report.smk"

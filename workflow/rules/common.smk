@@ -12,16 +12,18 @@ ENV = "../../envs/hsitp.yaml"
 # Every output of a run lives under results/<run>/ and every log under logs/<run>/; the raw download cache
 # (data.raw_dir) is shared by all runs. A rule names its files with result() and log_file(), never by hand.
 RUN = config["run"]
+RESULTS = f"results/{RUN}"  # this run's output root
+LOGS = f"logs/{RUN}"  # this run's log root
 
 
 def result(path):
     """``results/<run>/<path>``: where this run's outputs live."""
-    return f"results/{RUN}/{path}"
+    return f"{RESULTS}/{path}"
 
 
 def log_file(path):
     """``logs/<run>/<path>``: where this run's job logs live."""
-    return f"logs/{RUN}/{path}"
+    return f"{LOGS}/{path}"
 
 
 # --- the config a rule passes to its subcommand --------------------------------------------------------------------

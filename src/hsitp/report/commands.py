@@ -1,0 +1,95 @@
+"""``hsitp report notebook STAGE``: execute one stage's notebook with papermill and convert it to HTML.
+
+The notebook (``notebooks/STAGE.ipynb``) reads the stage's netCDF files and writes its figures and tables through
+:mod:`hsitp.report`; this command only injects the parameters (input paths, output folder), runs it, and writes
+the executed notebook and its HTML rendering. One Snakemake rule per stage calls it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from hsitp.errors import HsitpError
+
+log = logging.getLogger(__name__)
+
+
+class NotebookError(HsitpError):
+    """A report notebook failed; the message names the notebook, the cell's error and the executed copy."""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("report", help="figures, tables and notebooks from the stages' netCDF (no recompute)")
+    rsub = p.add_subparsers(dest="report_command", required=True, metavar="ACTION")
+    nb = rsub.add_parser("notebook", help="run notebooks/STAGE.ipynb (papermill) and convert it to HTML")
+    nb.add_argument("stage", help="report stage: data, cost or bench")
+    nb.add_argument("--notebook", required=True, help="the parameterised notebook, e.g. notebooks/cost.ipynb")
+    nb.add_argument("--params-json", default="{}", help="papermill parameters as JSON (input paths, out_dir)")
+    nb.add_argument("--out", required=True, help="executed notebook (.ipynb)")
+    nb.add_argument("--html", required=True, help="HTML rendering of the executed notebook")
+    nb.add_argument("--timeout", type=int, default=600, help="seconds per cell before the run is abandoned")
+    nb.set_defaults(func=_notebook)
+
+
+def _notebook(args: argparse.Namespace) -> int:
+    from hsitp.report.outputs import STAGES
+
+    if args.stage not in STAGES:
+        raise HsitpError(f"report notebook: unknown stage {args.stage!r}; one of {', '.join(STAGES)}")
+    try:
+        params = json.loads(args.params_json)
+    except json.JSONDecodeError as exc:
+        raise HsitpError(f"report notebook: --params-json is not JSON ({exc})") from exc
+    run_notebook(args.notebook, params, args.out, args.html, timeout=args.timeout)
+    print(f"wrote {args.out} and {args.html}")
+    return 0
+
+
+def run_notebook(
+    notebook: str | os.PathLike[str],
+    params: dict[str, Any],
+    out: str | os.PathLike[str],
+    html: str | os.PathLike[str],
+    *,
+    timeout: int = 600,
+) -> None:
+    """Execute ``notebook`` with ``params`` in this working directory; write the executed copy and its HTML."""
+    import papermill as pm
+    from papermill.exceptions import PapermillExecutionError
+
+    notebook, out, html = Path(notebook), Path(out), Path(html)
+    if not notebook.is_file():
+        raise NotebookError(f"{notebook}: no such notebook")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        pm.execute_notebook(
+            str(notebook),
+            str(out),
+            parameters=params,
+            kernel_name="python3",
+            cwd=os.getcwd(),  # input paths are relative to the directory Snakemake runs in
+            progress_bar=False,
+            execution_timeout=timeout,
+        )
+    except PapermillExecutionError as exc:
+        raise NotebookError(
+            f"{notebook}: cell {exc.exec_count} raised {exc.ename}: {exc.evalue} (executed copy: {out})"
+        ) from exc
+    write_html(out, html)
+
+
+def write_html(executed: str | os.PathLike[str], html: str | os.PathLike[str]) -> Path:
+    """HTML of an executed notebook (figures embedded as data URIs), written atomically."""
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    from hsitp.io import atomic_write_text
+
+    nb = nbformat.read(str(executed), as_version=4)
+    body, _ = HTMLExporter().from_notebook_node(nb)
+    return atomic_write_text(html, body)

@@ -1,0 +1,241 @@
+"""What every report page shares: reading a stage's netCDF, naming the hardware behind a number, and writing
+figures (PNG + PDF) and tables (CSV + Markdown + LaTeX) under the names of :mod:`hsitp.report.outputs`.
+
+Report code reads results only (``hsitp.io.read_netcdf``); it never runs a stage, so re-rendering after a change
+to a notebook or a plotting function costs seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import textwrap
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+import xarray as xr
+from matplotlib.figure import Figure
+
+from hsitp.errors import HsitpError
+from hsitp.io import ResultFileError, atomic_write_text, read_netcdf
+from hsitp.report import labels
+from hsitp.report.outputs import Output, output
+
+# Kinds of the cost tables: `cost_<table>` (written by `hsitp cost`), `model_<table>` (older files, `hsitp model`).
+COST_KIND_PREFIXES = ("cost_", "model_")
+
+MODELLED = "modelled, not measured"
+MEASURED = "measured"
+
+
+class ReportError(HsitpError):
+    """A result file lacks what a figure or table needs (the message names the file and the variable)."""
+
+
+# --- reading -----------------------------------------------------------------------------------------------------
+def load(path: str | os.PathLike[str], kind: str) -> xr.Dataset:
+    """A stage's netCDF, schema and kind checked (``hsitp.io``), loaded into memory; the path is kept in attrs."""
+    ds = read_netcdf(path, kind=kind)
+    ds.attrs["_source_path"] = str(path)
+    return ds
+
+
+def load_cost(path: str | os.PathLike[str], table: str) -> xr.Dataset:
+    """A cost-model table (rho, ccr, boundary, scale) under either kind name (``cost_<table>``/``model_<table>``)."""
+    ds = read_netcdf(path)
+    kinds = [p + table for p in COST_KIND_PREFIXES]
+    if ds.attrs.get("kind") not in kinds:
+        raise ResultFileError(
+            f"{path}: holds kind {ds.attrs.get('kind')!r}, expected {kinds[0]!r}; "
+            f"re-run `hsitp cost {table}` (rule cost_table)."
+        )
+    ds.attrs["_source_path"] = str(path)
+    return ds
+
+
+def need(ds: xr.Dataset, *names: str) -> None:
+    """Fail with the file and the missing variables, not a KeyError deep in a plot."""
+    missing = [n for n in names if n not in ds.variables]
+    if missing:
+        where = ds.attrs.get("_source_path", f"a {ds.attrs.get('kind', '?')} file")
+        raise ReportError(
+            f"{where}: lacks {', '.join(missing)} (written by an older hsitp? re-run its stage)"
+        )
+
+
+def json_attr(ds: xr.Dataset, key: str, default: Any = None) -> Any:
+    raw = ds.attrs.get(key)
+    if raw is None:
+        return default
+    return json.loads(raw) if isinstance(raw, str) else raw
+
+
+# --- hardware: which machine or which preset a number belongs to (hsitp.report.labels, on a Dataset) ----------
+def computed_on(ds: xr.Dataset) -> str:
+    """The machine that wrote the file (provenance.device)."""
+    return labels.computed_on(ds.attrs)
+
+
+def measured_on(ds: xr.Dataset) -> str:
+    """The device a bench file was timed on, with dtype."""
+    return labels.measured_on(ds.attrs)
+
+
+def presets(ds: xr.Dataset) -> dict[str, dict[str, Any]]:
+    """Hardware presets a cost table was modelled for."""
+    return labels.presets(ds.attrs)
+
+
+def modelled_for(ds: xr.Dataset, names: Iterable[str] | None = None) -> str:
+    """'modelled for paper-intra, paper-inter' (the presets in the file, or the given subset)."""
+    return labels.modelled_for(ds.attrs, names)
+
+
+def preset_notes(ds: xr.Dataset, names: Iterable[str] | None = None) -> pd.DataFrame:
+    """One row per preset: F, beta inside/between nodes, whether measured, and the source (for table footers)."""
+    rows = []
+    for name, p in presets(ds).items():
+        if names is not None and name not in names:
+            continue
+        rows.append(
+            {
+                "hardware": name,
+                "peak F [FLOP/s]": p.get("peak_flops"),
+                "compute eff.": p.get("compute_efficiency"),
+                "beta intra [B/s]": p.get("beta_intra"),
+                "beta inter [B/s]": p.get("beta_inter"),
+                "measured": bool(p.get("measured", False)),
+                "description": p.get("description", ""),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+# --- figures -------------------------------------------------------------------------------------------------------
+def theme() -> None:
+    """One look for every figure (seaborn paper context, white grid)."""
+    sns.set_theme(context="paper", style="whitegrid", font_scale=1.0)
+    plt.rcParams.update({"figure.dpi": 110, "savefig.dpi": 130, "axes.titlesize": 9, "figure.titlesize": 10})
+
+
+def headline(what: str, basis: str, hardware: str, width: int = 110) -> str:
+    """Figure title: what is shown, then whether it is measured or modelled and on which hardware."""
+    second = textwrap.fill(f"{basis} — {hardware}", width=width)
+    return f"{what}\n{second}"
+
+
+def log_limits(values: Iterable[float], pad: float = 1.6) -> tuple[float, float]:
+    """Log-axis limits around the positive finite values."""
+    v = np.asarray([x for x in values if x is not None and np.isfinite(x) and x > 0], dtype=float)
+    if v.size == 0:
+        return 0.1, 10.0
+    return float(v.min()) / pad, float(v.max()) * pad
+
+
+def fmt_num(x: Any, digits: int = 3) -> str:
+    """Short number for tables and labels: 3 significant digits, '—' for NaN/None."""
+    if x is None:
+        return "—"
+    if isinstance(x, str):
+        return x
+    try:
+        xf = float(x)
+    except (TypeError, ValueError):
+        return str(x)
+    if not math.isfinite(xf):
+        return "—"
+    if xf == 0:
+        return "0"
+    if xf.is_integer() and abs(xf) < 1e9:
+        return str(int(xf))
+    if 1e3 <= abs(xf) < 1e9:
+        return f"{xf:.0f}"
+    if 1e-3 <= abs(xf) < 1e3:
+        return f"{xf:.{digits}g}"
+    return f"{xf:.{digits - 1}e}"
+
+
+# --- writing -------------------------------------------------------------------------------------------------------
+class SavedFigure:
+    """A figure written to disk; a notebook displays the saved PNG itself (what the report shows, byte for byte)."""
+
+    def __init__(self, paths: list[Path]) -> None:
+        self.paths = paths
+
+    @property
+    def png(self) -> Path:
+        return next(p for p in self.paths if p.suffix == ".png")
+
+    def _repr_png_(self) -> bytes:
+        return self.png.read_bytes()
+
+    def __repr__(self) -> str:
+        return f"SavedFigure({', '.join(str(p) for p in self.paths)})"
+
+
+class Publisher:
+    """Writes one stage's figures and tables under ``out_dir`` (figures/ and tables/), by their registered names.
+
+    Each method returns what it wrote in a form a notebook displays (the Figure, the DataFrame)."""
+
+    def __init__(self, out_dir: str | os.PathLike[str], stage: str) -> None:
+        self.out_dir = Path(out_dir)
+        self.stage = stage
+        self.written: list[Path] = []
+        theme()
+
+    def _paths(self, out: Output, dataset: str | None) -> list[Path]:
+        base = out.base(dataset)
+        folder = self.out_dir / out.folder
+        folder.mkdir(parents=True, exist_ok=True)
+        return [folder / f"{base}.{ext}" for ext in out.formats]
+
+    def figure(self, fig: Figure, name: str, dataset: str | None = None) -> SavedFigure:
+        """Save PNG and PDF (no time stamp in the PDF, so re-rendering unchanged data gives the same bytes) and
+        close the figure (so an inline backend does not show it a second time)."""
+        out = output(self.stage, name)
+        if out.kind != "figure":
+            raise ValueError(f"{out.base()} is a table")
+        paths = self._paths(out, dataset)
+        try:
+            for path in paths:
+                tmp = path.with_name(f".{path.name}.tmp")
+                metadata = {"CreationDate": None} if path.suffix == ".pdf" else {"Software": None}
+                fig.savefig(tmp, format=path.suffix[1:], metadata=metadata)
+                os.replace(tmp, path)
+                self.written.append(path)
+        finally:
+            plt.close(fig)
+        return SavedFigure(paths)
+
+    def table(self, df: pd.DataFrame, name: str, caption: str, dataset: str | None = None) -> pd.DataFrame:
+        """CSV (full precision), Markdown and LaTeX (3 significant digits, '—' for missing), caption on top."""
+        out = output(self.stage, name)
+        if out.kind != "table":
+            raise ValueError(f"{out.base()} is a figure")
+        csv_path, md_path, tex_path = self._paths(out, dataset)
+        atomic_write_text(csv_path, df.to_csv(index=False))
+        shown = df.map(fmt_num) if hasattr(df, "map") else df.applymap(fmt_num)
+        atomic_write_text(md_path, f"{caption}\n\n{shown.to_markdown(index=False)}\n")
+        label = out.base(dataset).replace("_", "-")
+        tex = shown.to_latex(index=False, caption=_tex_escape(caption), label=f"tab:{label}", escape=True)
+        atomic_write_text(tex_path, tex)
+        self.written += [csv_path, md_path, tex_path]
+        return df
+
+
+def _tex_escape(text: str) -> str:
+    for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("_", r"\_"), ("#", r"\#")):
+        text = text.replace(a, b)
+    return text.replace("ρ", r"$\rho$").replace("β", r"$\beta$").replace("·", r"$\cdot$")
+
+
+def first(ds: xr.Dataset, dim: str) -> Any:
+    """The first coordinate value of ``dim`` (the report shows one slice of dims it does not facet on)."""
+    return ds[dim].values[0].item() if hasattr(ds[dim].values[0], "item") else ds[dim].values[0]

@@ -1,0 +1,86 @@
+"""Which hardware a number belongs to, read from a result file's attributes (light: no plotting imports).
+
+Figures, tables and the Snakemake report's captions all name the hardware through these functions: the device a
+bench file was timed on (its ``device`` attribute), the presets a cost table was modelled for (its
+``hardware_presets`` attribute), or the machine that wrote a file (``provenance.device``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+
+def _json(attrs: Mapping[str, Any], key: str, default: Any) -> Any:
+    raw = attrs.get(key)
+    if raw is None:
+        return default
+    try:
+        return json.loads(raw) if isinstance(raw, str) else raw
+    except json.JSONDecodeError:
+        return default
+
+
+def computed_on(attrs: Mapping[str, Any]) -> str:
+    """The machine that wrote the file (provenance.device): CPU model, and the GPU if there was one."""
+    dev = _json(attrs, "provenance", {}).get("device", {})
+    gpu = dev.get("gpu", "none")
+    cpu = dev.get("cpu", "unknown CPU")
+    return cpu if gpu in ("none", "", None) else f"{gpu} ({cpu})"
+
+
+def measured_on(attrs: Mapping[str, Any]) -> str:
+    """The device a bench file was timed on, with dtype: e.g. 'CPU: AMD EPYC (1 threads/rank, gloo), float32'.
+
+    The ``device`` attribute lists one entry per world size; repeated entries are shown once, and the P = 1
+    launch (no process group: backend 'none') is dropped when a multi-rank entry names the device."""
+    raw = str(attrs.get("device", "")).strip()
+    parts = list(dict.fromkeys(p.strip() for p in raw.split(";") if p.strip()))
+    parts = [p for p in parts if not p.endswith(", none)")] or parts
+    text = "; ".join(parts) if parts else f"unrecorded device (file written on {computed_on(attrs)})"
+    dtype = attrs.get("dtype")
+    return f"{text}, {dtype}" if dtype else text
+
+
+def presets(attrs: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Hardware presets a cost table was modelled for (name -> description, F, beta, source...)."""
+    return _json(attrs, "hardware_presets", {}) or {}
+
+
+def modelled_for(attrs: Mapping[str, Any], names: Iterable[str] | None = None) -> str:
+    """'modelled for paper-intra, paper-inter' (the presets in the file, or the given subset)."""
+    names = list(names) if names is not None else list(presets(attrs))
+    return "modelled for " + (", ".join(names) if names else "no named hardware")
+
+
+def _attrs(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """Global attributes of a netCDF file without reading its data; None if it cannot be read (yet)."""
+    try:
+        import netCDF4
+
+        with netCDF4.Dataset(path) as nc:
+            return {k: nc.getncattr(k) for k in nc.ncattrs()}
+    except (OSError, RuntimeError, ImportError):
+        return None
+
+
+def stage_hardware(stage: str, paths: Sequence[str | os.PathLike[str]]) -> str:
+    """One line for a report caption: the hardware behind a stage's page, read from its input files.
+
+    Files that do not exist yet (a dry run before the stage ran) are skipped; the line then says so."""
+    found = [a for a in (_attrs(p) for p in paths) if a is not None]
+    if not found:
+        return "named once the stage's files exist"
+    if stage == "data":
+        machines = sorted({computed_on(a) for a in found if a.get("kind") == "dataset"})
+        return f"no hardware-dependent number (prepared on {', '.join(machines) or 'an unrecorded machine'})"
+    if stage == "cost":
+        names = list(dict.fromkeys(n for a in found for n in presets(a)))
+        return f"{modelled_for({}, names)} (presets, not measurements)"
+    if stage == "bench":
+        bench = [a for a in found if a.get("kind") in ("model_vs_measured", "microbench", "calibration")]
+        devices = list(dict.fromkeys(measured_on(a) for a in bench))
+        return "measured on " + ("; ".join(devices) if devices else "an unrecorded device")
+    return "no hardware recorded for this stage"

@@ -1,0 +1,84 @@
+"""What workflow/rules/report.smk needs to declare the report rules: inputs, outputs, parameters, targets.
+
+Kept out of the rule file (Snakemake's lint wants no functions beside rules) and light (the DAG imports it). The
+upstream paths come in from the stages' own target functions, so the report follows wherever those write.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from hsitp.report.outputs import STAGES, stage_outputs
+
+# Code every page runs (module files under src/hsitp/report/): rendering-rule inputs, so an edit re-runs them.
+COMMON_MODULES = ("__init__", "outputs", "labels", "common", "commands")
+
+
+def code_inputs(stage: str) -> list[str]:
+    """The report modules a stage's rendering job runs, as paths relative to the repository root."""
+    return [f"src/hsitp/report/{m}.py" for m in (*COMMON_MODULES, stage)]
+
+
+def stage_inputs(
+    stage: str, data: Sequence[str], cost: Sequence[str], bench: Sequence[str]
+) -> dict[str, Any]:
+    """The netCDF one stage's page reads, keyed like the notebook's parameters.
+
+    ``data``, ``cost`` and ``bench`` are the upstream stages' target lists (common.smk)."""
+    cost_by = {Path(p).stem: p for p in cost}
+    bench_by = {Path(p).stem: p for p in bench}
+    if stage == "data":
+        return {"datasets": list(data)}
+    if stage == "cost":
+        return {**{t: cost_by[t] for t in ("rho", "ccr", "boundary", "scale")}, "datasets": list(data)}
+    if stage == "bench":
+        return {
+            **{k: bench_by[k] for k in ("microbench", "calibration", "model_vs_measured")},
+            "ccr": cost_by["ccr"],
+        }
+    raise ValueError(f"no report page for stage {stage!r}; one of {', '.join(STAGES)}")
+
+
+def notebook_params(inputs: dict[str, Any], results: str) -> str:
+    """The notebook's papermill parameters (JSON): its input paths and the run's results folder."""
+    return json.dumps({**inputs, "out_dir": results}, sort_keys=True)
+
+
+def stage_files(
+    stage: str, results: str, datasets: Sequence[str], flag: Callable[..., Any] | None = None
+) -> list[Any]:
+    """Every figure and table file of a stage's page; with ``flag`` (Snakemake's ``report``), the PNGs and CSVs
+    are marked for the Snakemake report with their caption, category (the stage) and labels."""
+    files: list[Any] = []
+    for out in stage_outputs(stage):
+        for dataset in datasets if out.per_dataset else [None]:
+            base = out.base(dataset)
+            for ext in out.formats:
+                path: Any = f"{results}/{out.folder}/{base}.{ext}"
+                if flag is not None and ext in ("png", "csv"):
+                    path = flag(
+                        path,
+                        caption=f"../report/captions/{out.caption}",
+                        category=stage,
+                        subcategory="figures" if out.kind == "figure" else "tables",
+                        labels={"name": base, "shows": out.what},
+                    )
+                files.append(path)
+    return files
+
+
+def notebook_files(stage: str, results: str) -> dict[str, str]:
+    """The executed notebook and its HTML."""
+    return {"notebook": f"{results}/notebooks/{stage}.ipynb", "html": f"{results}/notebooks/{stage}.html"}
+
+
+def targets(results: str, datasets: Sequence[str]) -> list[str]:
+    """Every file the report stage writes: figures, tables, executed notebooks and their HTML."""
+    return [
+        str(f)
+        for stage in STAGES
+        for f in [*stage_files(stage, results, datasets), *notebook_files(stage, results).values()]
+    ]

@@ -1,0 +1,311 @@
+"""Report functions on committed files: the smoke cost tables (results/reference/smoke/cost) and the tiny bench
+sweep (tests/fixtures/report_bench). Tables are checked value by value against the netCDF they read; figures for
+their hardware-naming titles and their data; the registry of outputs against the captions and the rules."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+import pytest
+import xarray as xr
+
+matplotlib.use("Agg")
+
+from hsitp.io import ResultFileError, json_attr, provenance, read_netcdf, write_netcdf  # noqa: E402
+from hsitp.report import bench as rb  # noqa: E402
+from hsitp.report import cost as rc  # noqa: E402
+from hsitp.report import data as rd  # noqa: E402
+from hsitp.report import rules  # noqa: E402
+from hsitp.report.common import Publisher, ReportError, fmt_num, load_cost, measured_on, need  # noqa: E402
+from hsitp.report.labels import stage_hardware  # noqa: E402
+from hsitp.report.outputs import OUTPUTS, STAGES, stage_outputs  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+COST = ROOT / "results" / "reference" / "smoke" / "cost"
+BENCH = ROOT / "tests" / "fixtures" / "report_bench"
+CAPTIONS = ROOT / "workflow" / "report" / "captions"
+
+
+@pytest.fixture(scope="module")
+def cost_tables() -> dict[str, xr.Dataset]:
+    return {t: load_cost(COST / f"{t}.nc", t) for t in ("rho", "ccr", "boundary", "scale")}
+
+
+@pytest.fixture(scope="module")
+def mvm() -> xr.Dataset:
+    return rb.load_model_vs_measured(BENCH / "model_vs_measured.nc")
+
+
+@pytest.fixture(scope="module")
+def microbench() -> xr.Dataset:
+    return rb.load_microbench(BENCH / "microbench.nc")
+
+
+@pytest.fixture
+def scene(tmp_path) -> xr.Dataset:
+    """A synthetic 20 x 27 scene with 6 bands and 3 classes, written as a `dataset` file (not real data)."""
+    rng = np.random.default_rng(0)
+    labels = np.zeros((20, 27), np.int16)
+    labels[2:10, 3:12], labels[11:18, 5:20], labels[3:9, 15:25] = 1, 2, 3
+    split = np.where(labels > 0, np.where(rng.random(labels.shape) < 0.2, 1, 2), 0).astype(np.int8)
+    ds = xr.Dataset(
+        {
+            "cube": (("y", "x", "band"), rng.random((20, 27, 6), dtype=np.float32)),
+            "labels": (("y", "x"), labels),
+            "split": (("y", "x"), split),
+        },
+        coords={"y": np.arange(20), "x": np.arange(27), "band": np.arange(1, 7)},
+        attrs={"dataset": "synthetic", "title": "synthetic test scene", "split_mode": "random", "seed": 0,
+               "class_names": json.dumps({"1": "a", "2": "b", "3": "c"})},
+    )  # fmt: skip
+    path = write_netcdf(ds, tmp_path / "synthetic.nc", kind="dataset", prov=provenance())
+    return rd.load_scene(path)
+
+
+# --- the registry of outputs ---------------------------------------------------------------------------------------
+def test_every_output_has_a_caption_naming_the_hardware():
+    """Catches: a figure or table added to outputs.py without a caption (the report would fail to build) or with
+    a caption that does not say on which hardware its numbers are."""
+    names = [(o.stage, o.name) for o in OUTPUTS]
+    assert len(names) == len(set(names))
+    for out in OUTPUTS:
+        text = (CAPTIONS / out.caption).read_text()
+        assert "{{ snakemake.params.hardware }}" in text, out.caption
+    assert {o.stage for o in OUTPUTS} == set(STAGES)
+
+
+def test_rule_files_cover_every_output_and_mark_pngs_and_csvs_for_the_report():
+    """Catches: report targets that miss a format, or a report flag on a file Snakemake cannot show."""
+    flagged = []
+
+    def flag(path, **kw):
+        flagged.append((path, kw["category"], kw["caption"]))
+        return path
+
+    files = rules.stage_files("bench", "results/x", ["ip"], flag)
+    tables = stage_outputs("bench", "table")
+    assert len(files) == 2 * len(stage_outputs("bench", "figure")) + 3 * len(tables)  # PNG+PDF; CSV+MD+TeX
+    assert all(p.endswith((".png", ".csv")) and cat == "bench" for p, cat, _ in flagged)
+    assert {Path(c).name for _, _, c in flagged} == {o.caption for o in stage_outputs("bench")}
+    data = rules.stage_files("data", "results/x", ["a", "b"])
+    assert "results/x/figures/data_scene_b.pdf" in data and "results/x/tables/data_classes_a.tex" in data
+    all_targets = rules.targets("results/x", ["a"])
+    assert "results/x/notebooks/cost.html" in all_targets and len(all_targets) == len(set(all_targets))
+
+
+def test_stage_inputs_follow_the_upstream_targets():
+    """Catches: a page reading a file its rule does not declare (no re-render when that file changes)."""
+    data = ["r/data/a.nc"]
+    cost = [f"r/cost/{t}.nc" for t in ("rho", "ccr", "boundary", "scale")]
+    bench = [f"r/bench/{b}.nc" for b in ("microbench", "calibration", "model_vs_measured")]
+    assert rules.stage_inputs("cost", data, cost, bench)["datasets"] == data
+    b = rules.stage_inputs("bench", data, cost, bench)
+    assert b["ccr"] == "r/cost/ccr.nc" and b["model_vs_measured"] == "r/bench/model_vs_measured.nc"
+    assert json.loads(rules.notebook_params(b, "r"))["out_dir"] == "r"
+    with pytest.raises(ValueError, match="no report page"):
+        rules.stage_inputs("train", data, cost, bench)
+
+
+def test_notebook_defaults_are_the_smoke_run_and_match_the_rule_parameters():
+    """Catches: a notebook whose parameters cell lacks a parameter the rule injects (papermill would run it on its
+    default silently), or whose defaults do not point at results/smoke/ (it would not run standalone)."""
+    import nbformat
+
+    data = ["results/smoke/data/indian_pines.nc"]
+    cost = [f"results/smoke/cost/{t}.nc" for t in ("rho", "ccr", "boundary", "scale")]
+    bench = [f"results/smoke/bench/{b}.nc" for b in ("microbench", "calibration", "model_vs_measured")]
+    for stage in STAGES:
+        nb = nbformat.read(ROOT / "notebooks" / f"{stage}.ipynb", as_version=4)
+        cells = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+        assert len(cells) == 1, stage
+        defaults: dict = {}
+        exec(cells[0].source, {}, defaults)  # the parameters cell: assignments only
+        injected = json.loads(
+            rules.notebook_params(rules.stage_inputs(stage, data, cost, bench), "results/smoke")
+        )
+        assert {k: defaults[k] for k in injected} == injected, stage
+        assert nb.metadata["kernelspec"]["name"] == "python3"
+
+
+# --- hardware labels -------------------------------------------------------------------------------------------------
+def test_hardware_named_from_the_files(mvm, cost_tables):
+    """Catches: captions or titles that lose the device a number was measured on or the presets it was modelled for."""
+    assert measured_on(mvm).startswith("CPU: AMD EPYC") and "gloo" in measured_on(mvm)
+    assert ", none)" not in measured_on(mvm)  # the P = 1 launch (no process group) is not a second device
+    assert stage_hardware("bench", [BENCH / "model_vs_measured.nc"]) == f"measured on {measured_on(mvm)}"
+    cost_line = stage_hardware("cost", [COST / "ccr.nc", COST / "scale.nc"])
+    assert "paper-intra" in cost_line and "h200-nvlink-ib" in cost_line and "not measurements" in cost_line
+    assert stage_hardware("bench", ["/nonexistent.nc"]) == "named once the stage's files exist"
+
+
+def test_wrong_or_incomplete_files_are_named(tmp_path, mvm):
+    """Catches: a bench file passed where a cost table belongs, or a variable missing deep inside a plot."""
+    with pytest.raises(ResultFileError, match="model_vs_measured.nc: holds kind 'model_vs_measured'"):
+        load_cost(BENCH / "model_vs_measured.nc", "ccr")
+    with pytest.raises(ReportError, match="lacks nothing_here"):
+        need(mvm, "ccr_measured", "nothing_here")
+
+
+def test_fmt_num():
+    assert [fmt_num(x) for x in (5776, 0.61728, 1234.5, 3.2e-5, float("nan"), None, "token")] == [
+        "5776", "0.617", "1234", "3.20e-05", "—", "—", "token",
+    ]  # fmt: skip
+
+
+# --- tables ----------------------------------------------------------------------------------------------------------
+def test_rho_table_is_the_netcdf_at_patch_8_beside_the_prepared_scene(cost_tables, scene):
+    """Catches: the section 2.2 table taking another patch or C definition than its header says, or a prepared
+    scene's rho computed on the wrong grid."""
+    rho = cost_tables["rho"]
+    df = rc.rho_table(rho, [scene], patch=8)
+    assert list(df["dataset"]) == list(rho["dataset"].values)
+    for c_def in rho["c_def"].values:
+        np.testing.assert_allclose(df[f"rho ({c_def}) modelled"], rho["rho"].sel(patch=8, c_def=c_def).values)
+    ip = df.set_index("dataset").loc["indian_pines"]
+    assert ip["N (p=8)"] == 324 and ip["lower split, stated [paper-intra, P=8, C=bands]"] in (
+        "token",
+        "channel",
+    )
+    prep = rc.prepared_rho(scene, 8)
+    assert prep == {"dataset": "synthetic", "C": 6, "N": (20 // 8) * (27 // 8), "rho": 6 / 6}
+    assert df["rho (bands) prepared here"].isna().all()  # the synthetic scene is no registry dataset
+
+
+def test_ccr_tables_put_measured_layers_beside_the_model(cost_tables, mvm):
+    """Catches: the section 8.1/8.2 tables pairing a modelled row with a measured point of another N, D, P or
+    split, or inventing a measurement where the bench grid has none."""
+    ccr = cost_tables["ccr"]
+    df = rc.paper_cases(ccr)
+    assert df == ["paper_N324", "paper_N5776"]
+    t81 = rb.ccr_8_1_table(ccr, mvm)
+    assert len(t81) == ccr.sizes["case"] * ccr.sizes["P"] * ccr.sizes["split"]
+    row = t81[(t81["case"] == "paper_N5776") & (t81["P"] == 8) & (t81["split"] == "token")].iloc[0]
+    sel = {"case": "paper_N5776", "P": 8, "split": "token"}
+    assert row["block CCR stated [paper-inter]"] == float(
+        ccr["ccr"].sel(**sel, hardware="paper-inter", model="stated")
+    )
+    dev_col = next(c for c in t81.columns if c.startswith("attn CCR measured"))
+    assert t81[dev_col].isna().all() and row["measured point"].startswith("not measured")
+
+    # The same measured file relabelled onto a §8.1 point: the table must now pick exactly that measurement.
+    moved = mvm.assign_coords(N=[324, 5776], D=[256], P=[1, 8])
+    t81m = rb.ccr_8_1_table(ccr, moved)
+    hit = t81m[(t81m["case"] == "paper_N5776") & (t81m["P"] == 8) & (t81m["split"] == "token")].iloc[0]
+    expect = moved["ccr_measured"].sel(op="attn_token", N=5776, D=256, P=8).isel(L=0, dtype=0)
+    assert hit[dev_col] == float(expect) and "attn_token" in hit["measured point"]
+    assert np.isnan(t81m[(t81m["split"] == "channel")][dev_col]).all()  # no attn_channel in the sweep
+
+    groups = rb.bench_groups(rb.load_microbench(BENCH / "microbench.nc"))
+    assert groups == 2
+    t82 = rb.dchag_8_2_table(ccr, moved, groups)
+    assert set(t82["case"]) == {"paper_N324", "paper_N5776"}
+    dchag = t82[t82["scheme"] != "tp"]
+    assert dchag["measured point"].str.contains("D-CHAG groups = 2").all()  # g = 4, 8 modelled; bench used 2
+    t82g = rb.dchag_8_2_table(ccr, moved, groups=4)  # as if the bench had used g = 4: agg_dchag_l pairs up
+    hit = t82g[
+        (t82g["case"] == "paper_N5776") & (t82g["P"] == 8) & (t82g["g"] == 4) & (t82g["scheme"] == "dchag_l")
+    ]
+    expect = moved["ccr_measured"].sel(op="agg_dchag_l", N=5776, D=256, P=8).isel(L=0, dtype=0)
+    assert hit.iloc[0][next(c for c in t82g.columns if c.startswith("aggregation CCR measured"))] == float(
+        expect
+    )
+
+
+def test_scale_and_summary_tables(cost_tables, mvm):
+    scale = cost_tables["scale"]
+    t91 = rc.scale_table(scale)
+    assert len(t91) == scale.sizes["hardware"] * scale.sizes["tp"] * scale.sizes["scheme"]
+    infeasible = t91[t91["feasible"] != "yes"]
+    assert infeasible["CCR refined"].isna().all() and infeasible["feasible"].str.contains("GiB").all()
+    mem = rc.dchag_memory_table(scale)
+    np.testing.assert_allclose(mem["modelled / reported"],
+                               mem["modelled [GiB] (this memory model)"] / mem["reported [GiB] (D-CHAG paper, MI250X)"])  # fmt: skip
+    summary = rb.summary_table(mvm)
+    held = summary[(summary["op"] == "all ops") & (summary["points"] == "held out")].iloc[0]
+    ref = json_attr(mvm, "summary")["held_out"]
+    assert (
+        held["n"] == ref["n_points"] and held["median |rel err| refined"] == ref["median_abs_rel_err_refined"]
+    )
+    pts = rb.points_table(mvm)
+    assert (pts["P"] > 1).all() and set(pts["subset"]) == {"fitted", "held out"}
+
+
+def test_class_table_counts_the_arrays(scene):
+    df = rd.class_table(scene)
+    labels, split = scene["labels"].values, scene["split"].values
+    total = df[df["class"] == "all"].iloc[0]
+    assert total["pixels"] == (labels > 0).sum() and total["train"] == ((labels > 0) & (split == 1)).sum()
+    assert list(df["name"][:3]) == ["a", "b", "c"]
+
+
+# --- figures and the publisher ---------------------------------------------------------------------------------------
+def test_figures_say_measured_or_modelled_and_on_which_hardware(cost_tables, mvm, microbench, scene):
+    """Catches: a figure whose title hides whether it is measured or modelled, or on which device."""
+    import matplotlib.pyplot as plt
+
+    modelled = {
+        "rho": rc.rho_figure(cost_tables["rho"]),
+        "ccr_vs_p": rc.ccr_vs_p_figure(cost_tables["ccr"]),
+        "boundary": rc.boundary_figure(cost_tables["boundary"]),
+        "scale": rc.scale_figure(cost_tables["scale"]),
+    }
+    for name, fig in modelled.items():
+        title = fig._suptitle.get_text()
+        assert "modelled, not measured" in title, name
+        assert name == "rho" or "modelled for paper-intra" in title, name
+    measured = {
+        "ccr_vs_p": rb.ccr_vs_p_figure(mvm),
+        "predicted_vs_measured": rb.predicted_vs_measured_figure(mvm),
+        "compute_vs_comm": rb.compute_vs_comm_figure(microbench),
+    }
+    for name, fig in measured.items():
+        title = fig._suptitle.get_text().replace("\n", " ")
+        assert "measured" in title and "CPU: AMD EPYC" in title, name
+    # predicted vs measured: one marker per measured point and model, identity line spanning both axes
+    ax = measured["predicted_vs_measured"].axes[0]
+    xs = np.concatenate([line.get_xdata() for line in ax.lines[1:]])
+    assert sorted(xs) == sorted(rb.points(mvm)["ccr_measured"])
+    scene_fig = rd.scene_figure(scene)
+    assert "no hardware-dependent number" in scene_fig._suptitle.get_text()
+    assert np.asarray(scene_fig.axes[2].images[0].get_array()).tolist() == scene["split"].values.tolist()
+    plt.close("all")
+
+
+def test_publisher_writes_every_format(tmp_path, mvm):
+    pub = Publisher(tmp_path, "bench")
+    saved = pub.figure(rb.predicted_vs_measured_figure(mvm), "predicted_vs_measured")
+    assert saved._repr_png_()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "figures" / "bench_predicted_vs_measured.pdf").read_bytes()[:5] == b"%PDF-"
+    pub.table(rb.summary_table(mvm), "model_vs_measured", "caption with 50% & ρ")
+    tables = tmp_path / "tables"
+    csv = (tables / "bench_model_vs_measured.csv").read_text()
+    assert csv.splitlines()[0].startswith("op,points,n,")
+    assert (tables / "bench_model_vs_measured.md").read_text().startswith("caption with 50% & ρ\n\n| op")
+    tex = (tables / "bench_model_vs_measured.tex").read_text()
+    assert r"\caption{caption with 50\% \& $\rho$}" in tex and r"\label{tab:bench-model-vs-measured}" in tex
+    with pytest.raises(ValueError, match="is a figure"):
+        pub.table(rb.summary_table(mvm), "ccr_vs_p", "x")
+    assert sorted(p.name for p in pub.written) == sorted(
+        f"bench_{n}" for n in ("predicted_vs_measured.png", "predicted_vs_measured.pdf", "model_vs_measured.csv",
+                               "model_vs_measured.md", "model_vs_measured.tex")
+    )  # fmt: skip
+
+
+def test_cli_rejects_unknown_stage_and_missing_notebook(tmp_path, capsys):
+    from hsitp.cli import main
+
+    assert main(["report", "notebook", "train", "--notebook", "x.ipynb", "--out", "o", "--html", "h"]) == 2
+    assert "unknown stage 'train'" in capsys.readouterr().err
+    out = tmp_path / "o.ipynb"
+    assert main(["report", "notebook", "data", "--notebook", str(tmp_path / "nope.ipynb"), "--out", str(out),
+                 "--html", str(tmp_path / "o.html")]) == 2  # fmt: skip
+    assert "no such notebook" in capsys.readouterr().err
+
+
+def test_reference_files_are_readable_by_kind():
+    """The fixtures themselves: real stage outputs of the kinds the pages expect."""
+    assert read_netcdf(BENCH / "microbench.nc", kind="microbench")["P"].values.tolist() == [1, 2]
+    assert read_netcdf(BENCH / "calibration.nc", kind="calibration").attrs["backend"] == "gloo"

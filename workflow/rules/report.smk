@@ -1,0 +1,101 @@
+# Report stage: one papermill notebook per stage (notebooks/{data,cost,bench}.ipynb, run by `hsitp report notebook`)
+# reads that stage's netCDF and writes its figures (results/<run>/figures/, PNG + PDF) and tables
+# (results/<run>/tables/, CSV + Markdown + LaTeX), the executed notebook and its HTML (results/<run>/notebooks/).
+# The rules take the notebooks and src/hsitp/report/ as inputs, so editing either re-runs rendering jobs only.
+# `snakemake --report results/<run>/report.html` collects every figure and table, with the captions in
+# workflow/report/captions/ (each names the hardware, read from the stage's files: params.hardware).
+from hsitp.report import rules as report_rules
+from hsitp.report.labels import stage_hardware
+
+
+report: "../report/workflow.rst"
+
+
+# Upstream files from the stages' own target functions.
+REPORT_INPUTS = {
+    stage: report_rules.stage_inputs(
+        stage, data_targets(), cost_targets(), bench_targets()
+    )
+    for stage in ("data", "cost", "bench")
+}
+REPORT_TARGETS = report_rules.targets(RESULTS, config["datasets"])
+
+
+# Rendering takes seconds: run it where Snakemake runs, never as a cluster job.
+localrules:
+    report_data,
+    report_cost,
+    report_bench,
+
+
+rule report_data:
+    input:
+        **REPORT_INPUTS["data"],
+        notebook="notebooks/data.ipynb",
+        code=report_rules.code_inputs("data"),
+    output:
+        report_rules.stage_files("data", RESULTS, config["datasets"], report),
+        **report_rules.notebook_files("data", RESULTS),
+    log:
+        log_file("report/data.log"),
+    conda:
+        ENV
+    threads: 1
+    resources:
+        **job_resources("report"),
+    params:
+        nb=report_rules.notebook_params(REPORT_INPUTS["data"], RESULTS),
+        hardware=lambda wildcards, input: stage_hardware("data", input.datasets),
+    shell:
+        "hsitp report notebook data --notebook {input.notebook:q} --params-json {params.nb:q}"
+        " --out {output.notebook:q} --html {output.html:q} > {log} 2>&1"
+
+
+rule report_cost:
+    input:
+        **REPORT_INPUTS["cost"],
+        notebook="notebooks/cost.ipynb",
+        code=report_rules.code_inputs("cost"),
+    output:
+        report_rules.stage_files("cost", RESULTS, config["datasets"], report),
+        **report_rules.notebook_files("cost", RESULTS),
+    log:
+        log_file("report/cost.log"),
+    conda:
+        ENV
+    threads: 1
+    resources:
+        **job_resources("report"),
+    params:
+        nb=report_rules.notebook_params(REPORT_INPUTS["cost"], RESULTS),
+        hardware=lambda wildcards, input: stage_hardware(
+            "cost", [input.rho, input.ccr, input.boundary, input.scale]
+        ),
+    shell:
+        "hsitp report notebook cost --notebook {input.notebook:q} --params-json {params.nb:q}"
+        " --out {output.notebook:q} --html {output.html:q} > {log} 2>&1"
+
+
+rule report_bench:
+    input:
+        **REPORT_INPUTS["bench"],
+        notebook="notebooks/bench.ipynb",
+        code=report_rules.code_inputs("bench"),
+    output:
+        report_rules.stage_files("bench", RESULTS, config["datasets"], report),
+        **report_rules.notebook_files("bench", RESULTS),
+    log:
+        log_file("report/bench.log"),
+    conda:
+        ENV
+    threads: 1
+    resources:
+        **job_resources("report"),
+    params:
+        nb=report_rules.notebook_params(REPORT_INPUTS["bench"], RESULTS),
+        hardware=lambda wildcards, input: stage_hardware(
+            "bench", [input.model_vs_measured, input.microbench]
+        ),
+    shell:
+        "hsitp report notebook bench --notebook {input.notebook:q} --params-json {params.nb:q}"
+        " --out {output.notebook:q} --html {output.html:q} > {log} 2>&1"
