@@ -17,6 +17,7 @@ from hsitp.errors import HsitpError
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from hsitp.audit import commands as audit_commands
     from hsitp.bench import commands as bench_commands
     from hsitp.cost import commands as cost_commands
     from hsitp.data import commands as data_commands
@@ -30,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench_commands.register(sub)
     cost_commands.register(sub)
     report_commands.register(sub)
+    audit_commands.register(sub)
     return parser
 
 

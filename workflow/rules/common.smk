@@ -126,5 +126,10 @@ def bench_targets():
     ]
 
 
+def audit_targets():
+    """The claims table and the drift check against results/reference/smoke (rules in audit.smk)."""
+    return [result("tables/paper_claims.csv"), result("audit/report.md")]
+
+
 def all_targets():
-    return data_targets() + cost_targets() + bench_targets()
+    return data_targets() + cost_targets() + bench_targets() + audit_targets()

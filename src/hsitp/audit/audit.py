@@ -1,0 +1,380 @@
+"""Write the claims table, and check a run against the committed reference (``hsitp audit check``).
+
+Tolerances (declared here, reported in the report):
+
+- modelled values (cost tables ``cost/*.nc``, and the claims' pipeline numbers computed from them): exact,
+  rtol 1e-12 (atol 0); strings, coordinates and dims equal; verdicts equal.
+- measured values (bench files, 10-22 % run to run on a shared CPU): schema only (variables, dims, units) and
+  broad bands: positive and finite, medians within 10x of the reference's where the reference has them. Never
+  gated tightly.
+
+The reference's cost tables were written before issue 8 renamed the stage: their kind is ``model_TABLE``, a run's
+is ``cost_TABLE``. That rename is the one accepted difference of attributes.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from hsitp.audit.claims import COLUMNS, COST_TABLES, VERDICTS, Context, evaluate_claims, verdict_counts
+from hsitp.errors import HsitpError
+from hsitp.io import atomic_write_text, read_netcdf
+
+MODELLED_RTOL = 1e-12
+MEASURED_BAND = 10.0  # measured medians may differ from the reference by this factor either way
+# Attributes that differ on every run (or by the documented rename), never compared.
+VOLATILE_ATTRS = ("provenance", "history", "kind")
+# What a bench file must hold: variable -> (dims it must have, units)
+BENCH_SCHEMA: dict[str, dict[str, tuple[tuple[str, ...], str | None]]] = {
+    "microbench": {
+        "time_median": (("op", "P", "N", "D", "L", "dtype", "mode"), None),
+        "ccr_measured": (("op", "P", "N", "D", "L", "dtype"), None),
+        "coll_time_median": (("collective", "P", "nbytes"), None),
+    },
+    "calibration": {
+        "alpha": (("collective",), "s"),
+        "beta": (("collective",), "B/s"),
+        "achieved_flops": (("op",), "FLOP/s"),
+    },
+    "model_vs_measured": {
+        "ccr_measured": (("op", "P", "N", "D", "L"), None),
+        "ccr_refined": (("op", "P", "N", "D", "L"), None),
+        "held_out": (("op", "P", "N", "D", "L"), None),
+    },
+}
+# Measured variables whose values get the positive/finite band (NaN = point not run, allowed).
+BENCH_POSITIVE = {
+    "microbench": ("time_median", "coll_time_median"),
+    "calibration": ("beta", "achieved_flops"),
+    "model_vs_measured": ("ccr_measured",),
+}
+
+
+class AuditDrift(HsitpError):
+    """A run differs from the reference beyond the declared tolerances (the report lists every difference)."""
+
+
+# --- claims table --------------------------------------------------------------------------------------------------
+def claims_table(cost_dir: Path, config: Mapping[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Path]]:
+    ctx = Context(cost_dir, config)
+    rows = evaluate_claims(ctx)
+    return rows, dict(ctx.inputs)
+
+
+def _csv_text(rows: Sequence[Mapping[str, Any]]) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(COLUMNS), lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: ("" if isinstance(r[k], float) and math.isnan(r[k]) else r[k]) for k in COLUMNS})
+    return buf.getvalue()
+
+
+def _md_cell(x: Any) -> str:
+    return str(x).replace("|", "\\|").replace("\n", " ")
+
+
+def _md_text(rows: Sequence[Mapping[str, Any]], inputs: Mapping[str, Any]) -> str:
+    counts = verdict_counts(rows)
+    out = [
+        "# The paper's claims, one by one",
+        "",
+        f"{len(rows)} claims. Verdicts: " + ", ".join(f"{v} {n}" for v, n in counts.items()) + ".",
+        "",
+        "Basis: *computed* (from the cost tables, the registry, the stated formulas or the config, under the "
+        "tolerance shown), *reading* (a source is cited), *pending* (a stage not built yet). Inputs: "
+        + ", ".join(f"`{k}`: {v}" for k, v in inputs.items())
+        + ".",
+        "",
+        "## Contradicted",
+        "",
+    ]
+    out += [
+        f"- **{r['id']}** (§{r['section']}) {r['en']}: {r['reason'] or r['how']}"
+        for r in rows
+        if r["verdict"] == "contradicted"
+    ]
+    out += [
+        "",
+        "## All claims",
+        "",
+        "| id | § | kind | paper | paper value | pipeline value | how / source | tolerance "
+        "| verdict | basis | reason |",
+        "|" + "---|" * 11,
+    ]
+    for r in rows:
+        out.append(
+            "| "
+            + " | ".join(
+                _md_cell(x)
+                for x in (
+                    r["id"],
+                    r["section"],
+                    r["kind"],
+                    f"{r['zh']} ({r['en']})",
+                    r["paper_value"],
+                    r["pipeline_value"],
+                    f"{r['how']}; {r['source']}",
+                    r["tolerance"],
+                    r["verdict"],
+                    r["basis"],
+                    r["reason"],
+                )
+            )
+            + " |"
+        )
+    return "\n".join(out) + "\n"
+
+
+def write_claims(
+    rows: Sequence[Mapping[str, Any]], out_csv: Path, inputs: Mapping[str, Any], prov: Mapping[str, Any]
+) -> list[Path]:
+    """``paper_claims.csv`` (the table), ``.md`` (readable, with counts and the contradicted list) and ``.json``
+    (rows + counts + provenance) side by side."""
+    out_csv = Path(out_csv)
+    md, js = out_csv.with_suffix(".md"), out_csv.with_suffix(".json")
+    atomic_write_text(out_csv, _csv_text(rows))
+    atomic_write_text(md, _md_text(rows, {k: str(v) for k, v in inputs.items()}))
+    clean = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()} for r in rows]
+    doc = {"counts": verdict_counts(rows), "n_claims": len(rows), "provenance": dict(prov), "claims": clean}
+    atomic_write_text(js, json.dumps(doc, indent=1, ensure_ascii=False, default=str) + "\n")
+    return [out_csv, md, js]
+
+
+def read_claims_csv(path: Path) -> list[dict[str, str]]:
+    if not Path(path).exists():
+        raise HsitpError(f"{path}: no claims table; run `hsitp audit claims` (rule audit_claims)")
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+# --- comparisons ---------------------------------------------------------------------------------------------------
+@dataclass
+class Report:
+    """Differences found (each one line: file, variable, coordinates, reference vs new) and what was checked."""
+
+    drift: list[str] = field(default_factory=list)
+    checked: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _coords_text(da: xr.DataArray, index: tuple[int, ...]) -> str:
+    parts = []
+    for dim, i in zip(da.dims, index, strict=True):
+        label = da[dim].values[i] if dim in da.coords else i
+        parts.append(f"{dim}={label.item() if hasattr(label, 'item') else label}")
+    return ", ".join(parts)
+
+
+def _show(x: Any) -> str:
+    return (
+        f"{float(x):.12g}"
+        if isinstance(x, float | np.floating)
+        else repr(x.item() if hasattr(x, "item") else x)
+    )
+
+
+def _compare_values(
+    name: str, ref: xr.DataArray, new: xr.DataArray, rtol: float, max_lines: int = 5
+) -> list[str]:
+    """Lines describing where ``new`` differs from ``ref`` (empty: equal within rtol; NaN equals NaN)."""
+    if ref.dims != new.dims or ref.shape != new.shape:
+        return [f"{name}: dims {dict(ref.sizes)} in the reference, {dict(new.sizes)} now"]
+    a, b = np.asarray(ref.values), np.asarray(new.values)
+    if a.dtype.kind in "fciub" and b.dtype.kind in "fciub":
+        a, b = a.astype(float), b.astype(float)
+        both_nan = np.isnan(a) & np.isnan(b)
+        with np.errstate(invalid="ignore"):
+            bad = ~(both_nan | (a == b) | (np.abs(a - b) <= rtol * np.abs(a)))
+    else:
+        bad = a.astype(str) != b.astype(str)
+    if not bad.any():
+        return []
+    idx = np.argwhere(bad)
+    lines = [f"{name}: {len(idx)} of {a.size} value(s) differ (rtol {rtol:g})"]
+    for i in idx[:max_lines]:
+        t = tuple(int(x) for x in i)
+        lines.append(f"    at {_coords_text(ref, t) or 'scalar'}: reference {_show(a[t])}, new {_show(b[t])}")
+    if len(idx) > max_lines:
+        lines.append(f"    ... {len(idx) - max_lines} more")
+    return lines
+
+
+def _attr_value(v: Any) -> Any:
+    if isinstance(v, str):
+        try:
+            return json.loads(v)
+        except ValueError:
+            return v
+    return v.tolist() if hasattr(v, "tolist") else v
+
+
+def compare_modelled(ref: xr.Dataset, new: xr.Dataset, label: str, rtol: float = MODELLED_RTOL) -> list[str]:
+    """Every variable and coordinate by value (rtol), the set of variables, and non-volatile attributes."""
+    out: list[str] = []
+    rv, nv = set(ref.variables), set(new.variables)
+    if rv - nv:
+        out.append(f"{label}: variables missing now: {', '.join(sorted(rv - nv))}")
+    if nv - rv:
+        out.append(f"{label}: variables not in the reference: {', '.join(sorted(nv - rv))}")
+    for name in sorted(rv & nv):
+        out += [
+            line if line.startswith(" ") else f"{label}:{line}"
+            for line in _compare_values(name, ref[name], new[name], rtol)
+        ]
+    for k in sorted((set(ref.attrs) | set(new.attrs)) - set(VOLATILE_ATTRS)):
+        a, b = _attr_value(ref.attrs.get(k)), _attr_value(new.attrs.get(k))
+        if a != b:
+            out.append(f"{label}: attribute {k}: reference {str(a)[:120]!r}, new {str(b)[:120]!r}")
+    return out
+
+
+def _read_cost(path: Path, table: str) -> xr.Dataset:
+    ds = read_netcdf(path)
+    kind = ds.attrs.get("kind")
+    if kind not in (f"cost_{table}", f"model_{table}"):
+        read_netcdf(path, kind=f"cost_{table}")  # raises, naming the file and the stage
+    return ds
+
+
+def check_cost(run_dir: Path, ref_dir: Path, rep: Report) -> None:
+    for table in COST_TABLES:
+        ref_path, new_path = ref_dir / "cost" / f"{table}.nc", run_dir / "cost" / f"{table}.nc"
+        if not ref_path.exists():
+            rep.notes.append(f"cost/{table}.nc: not in the reference, not compared")
+            continue
+        if not new_path.exists():
+            rep.drift.append(
+                f"cost/{table}.nc: missing in {run_dir} (run `hsitp cost {table}`, rule cost_table)"
+            )
+            continue
+        ref, new = _read_cost(ref_path, table), _read_cost(new_path, table)
+        kinds = (ref.attrs["kind"], new.attrs["kind"])
+        if kinds[1] != f"cost_{table}":
+            rep.drift.append(f"cost/{table}.nc: kind {kinds[1]!r}, expected 'cost_{table}'")
+        if kinds[0] != kinds[1]:
+            rep.notes.append(
+                f"cost/{table}.nc: kind {kinds[0]} (reference) vs {kinds[1]}: the documented rename"
+            )
+        rep.drift += compare_modelled(ref, new, f"cost/{table}.nc")
+        rep.checked.append(f"cost/{table}.nc: {len(new.variables)} variables, exact (rtol {MODELLED_RTOL:g})")
+
+
+def check_claims(new_csv: Path, ref_csv: Path, rep: Report) -> None:
+    if not ref_csv.exists():
+        rep.notes.append(f"{ref_csv.name}: not in the reference, claims not compared")
+        return
+    if not new_csv.exists():
+        rep.drift.append(f"{new_csv}: missing (run `hsitp audit claims`, rule audit_claims)")
+        return
+    ref = {r["id"]: r for r in read_claims_csv(ref_csv)}
+    new = {r["id"]: r for r in read_claims_csv(new_csv)}
+    for cid in sorted(set(ref) - set(new)):
+        rep.drift.append(f"claims: {cid} in the reference, missing now")
+    for cid in sorted(set(new) - set(ref)):
+        rep.drift.append(
+            f"claims: {cid} is new (not in the reference; update results/reference/ if intended)"
+        )
+    for cid in sorted(set(ref) & set(new)):
+        r, n = ref[cid], new[cid]
+        if r["verdict"] != n["verdict"]:
+            rep.drift.append(
+                f"claims: {cid} verdict: reference {r['verdict']}, new {n['verdict']} "
+                f"(pipeline value {r['pipeline_value']} -> {n['pipeline_value']})"
+            )
+        a, b = r["pipeline_number"], n["pipeline_number"]
+        if a or b:
+            fa, fb = float(a or "nan"), float(b or "nan")
+            if not (math.isnan(fa) and math.isnan(fb)) and not abs(fa - fb) <= MODELLED_RTOL * abs(fa):
+                rep.drift.append(f"claims: {cid} pipeline_number: reference {a}, new {b}")
+    counts = {v: sum(r["verdict"] == v for r in new.values()) for v in VERDICTS}
+    rep.checked.append(f"{new_csv.name}: {len(new)} claims, verdicts equal, numbers exact; counts {counts}")
+
+
+def check_bench(run_dir: Path, ref_dir: Path, rep: Report) -> None:
+    """Measured files: schema and broad bands only."""
+    for kind, schema in BENCH_SCHEMA.items():
+        path = run_dir / "bench" / f"{kind}.nc"
+        if not path.exists():
+            rep.notes.append(f"bench/{kind}.nc: not in this run, not checked")
+            continue
+        ds = read_netcdf(path, kind=kind)
+        for var, (dims, units) in schema.items():
+            if var not in ds:
+                rep.drift.append(f"bench/{kind}.nc: variable {var} missing")
+                continue
+            missing = [d for d in dims if d not in ds[var].dims]
+            if missing:
+                rep.drift.append(f"bench/{kind}.nc:{var}: dims {ds[var].dims}, missing {missing}")
+            if units and ds[var].attrs.get("units") != units:
+                rep.drift.append(
+                    f"bench/{kind}.nc:{var}: units {ds[var].attrs.get('units')!r}, expected {units!r}"
+                )
+        for var in BENCH_POSITIVE[kind]:
+            if var not in ds:
+                continue
+            v = np.asarray(ds[var].values, dtype=float)
+            v = v[~np.isnan(v)]
+            if v.size == 0 or not np.all(np.isfinite(v)) or np.any(v <= 0):
+                rep.drift.append(
+                    f"bench/{kind}.nc:{var}: not all positive and finite "
+                    f"(min {v.min() if v.size else 'n/a'}, max {v.max() if v.size else 'n/a'})"
+                )
+        ref_path = ref_dir / "bench" / f"{kind}.nc"
+        if ref_path.exists():
+            ref = read_netcdf(ref_path, kind=kind)
+            for var in BENCH_POSITIVE[kind]:
+                if var in ds and var in ref:
+                    m_new, m_ref = float(ds[var].median()), float(ref[var].median())
+                    if not (m_ref / MEASURED_BAND <= m_new <= m_ref * MEASURED_BAND):
+                        rep.drift.append(
+                            f"bench/{kind}.nc:{var}: median {m_new:.3g}, reference {m_ref:.3g} "
+                            f"(outside {MEASURED_BAND:g}x)"
+                        )
+        rep.checked.append(
+            f"bench/{kind}.nc: schema, positive/finite"
+            + (f", medians within {MEASURED_BAND:g}x of the reference" if ref_path.exists() else "")
+        )
+
+
+def audit_run(run_dir: Path, ref_dir: Path, claims_csv: Path | None = None) -> Report:
+    rep = Report()
+    if not ref_dir.is_dir():
+        raise HsitpError(f"{ref_dir}: no reference folder (committed under results/reference/)")
+    check_cost(run_dir, ref_dir, rep)
+    check_claims(claims_csv or run_dir / "tables" / "paper_claims.csv", ref_dir / "paper_claims.csv", rep)
+    check_bench(run_dir, ref_dir, rep)
+    return rep
+
+
+def report_text(rep: Report, run_dir: Path, ref_dir: Path) -> str:
+    status = "DRIFT" if rep.drift else "PASS"
+    out = [
+        f"# Audit of {run_dir} against {ref_dir}: {status}",
+        "",
+        f"Tolerances: modelled values exact (rtol {MODELLED_RTOL:g}, NaN = NaN); claims' verdicts equal; measured "
+        f"(bench) files by schema, positive/finite, medians within {MEASURED_BAND:g}x of the reference's.",
+        "",
+        "## Differences" if rep.drift else "## No differences",
+        "",
+        *([f"- {d}" if not d.startswith("    ") else f"  {d.strip()}" for d in rep.drift] or ["(none)"]),
+        "",
+        "## Checked",
+        "",
+        *[f"- {c}" for c in rep.checked],
+        "",
+        "## Notes",
+        "",
+        *([f"- {n}" for n in rep.notes] or ["(none)"]),
+    ]
+    return "\n".join(out) + "\n"

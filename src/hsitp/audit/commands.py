@@ -1,0 +1,80 @@
+"""``hsitp audit claims`` (the claims table from a run's cached results) and ``hsitp audit check`` (a run against
+the committed reference; exits 1 with a readable diff on drift)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from hsitp.config import add_config_args, config_from_args
+
+
+def _claims(args: argparse.Namespace) -> int:
+    from hsitp.audit.audit import claims_table, write_claims
+    from hsitp.audit.claims import CLAIMS_FILE, verdict_counts
+    from hsitp.io import provenance
+
+    cfg = config_from_args(args)
+    cost_dir = Path(args.run_dir) / "cost"
+    rows, inputs = claims_table(cost_dir, cfg)
+    prov = provenance(
+        config=cfg, inputs={**{k: str(v) for k, v in inputs.items()}, "claims.yaml": CLAIMS_FILE}
+    )
+    paths = write_claims(rows, args.out, inputs, prov)
+    counts = ", ".join(f"{k} {v}" for k, v in verdict_counts(rows).items())
+    print(f"wrote {', '.join(map(str, paths))}: {len(rows)} claims ({counts})")
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    from hsitp.audit.audit import audit_run, report_text
+    from hsitp.io import atomic_write_text
+
+    run_dir, ref = Path(args.run_dir), Path(args.reference)
+    rep = audit_run(run_dir, ref, Path(args.claims) if args.claims else None)
+    text = report_text(rep, run_dir, ref)
+    atomic_write_text(args.out, text)
+    if rep.drift:
+        print(text, file=sys.stderr)
+        print(
+            f"hsitp: audit: {len(rep.drift)} difference line(s) against {ref}; report {args.out}",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"audit passed ({len(rep.checked)} checks); report {args.out}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    audit = sub.add_parser(
+        "audit", help="the paper's claims, one by one, and the drift check against the reference"
+    )
+    asub = audit.add_subparsers(dest="audit_command", required=True, metavar="ACTION")
+    p = asub.add_parser(
+        "claims", help="claims table (csv, md, json) from a run's cost tables, registry and config"
+    )
+    p.add_argument("--run-dir", required=True, type=Path, help="results/RUN (reads RUN/cost/*.nc)")
+    p.add_argument(
+        "--out",
+        required=True,
+        type=Path,
+        help="CSV to write (e.g. results/RUN/tables/paper_claims.csv); .md and .json beside it",
+    )
+    add_config_args(p)
+    p.set_defaults(func=_claims)
+    p = asub.add_parser("check", help="compare a run with the committed reference; exit 1 on drift")
+    p.add_argument("--run-dir", required=True, type=Path, help="results/RUN")
+    p.add_argument(
+        "--reference",
+        default=Path("results/reference/smoke"),
+        type=Path,
+        help="reference folder (default results/reference/smoke)",
+    )
+    p.add_argument(
+        "--claims", type=Path, default=None, help="claims CSV (default RUN/tables/paper_claims.csv)"
+    )
+    p.add_argument(
+        "--out", required=True, type=Path, help="report to write (e.g. results/RUN/audit/report.md)"
+    )
+    p.set_defaults(func=_check)

@@ -1,0 +1,235 @@
+"""The claims list (schema), its verdicts on the committed reference tables, and `hsitp audit check` on drift.
+
+Everything reads results/reference/smoke (committed): no cost table is recomputed here (test_reference does that).
+"""
+
+from __future__ import annotations
+
+import copy
+import shutil
+from pathlib import Path
+
+import pytest
+import xarray as xr
+
+from hsitp.audit import claims as cl
+from hsitp.audit.audit import audit_run, read_claims_csv, report_text
+from hsitp.cli import main
+from hsitp.config import load_config
+from hsitp.io import provenance, read_netcdf, write_netcdf
+
+REF = Path(__file__).resolve().parent.parent / "results" / "reference" / "smoke"
+CONFIGS = ["--config", "config/config.yaml", "--config", "config/smoke.yaml"]
+
+
+@pytest.fixture(scope="module")
+def claims() -> list[dict]:
+    return cl.load_claims()
+
+
+@pytest.fixture(scope="module")
+def ref_rows(repo_root: Path, claims: list[dict]) -> list[dict]:
+    cfg = load_config([repo_root / "config/config.yaml", repo_root / "config/smoke.yaml"])
+    return cl.evaluate_claims(cl.Context(REF / "cost", cfg), claims)
+
+
+def test_claims_yaml_schema(claims: list[dict]) -> None:
+    """Catches a claim without id/section/kind/quote/check, a duplicate id, or an unknown kind/check/verdict."""
+    assert cl.validate_claims(claims) == []
+    assert len(claims) >= 100
+    assert len({c["id"] for c in claims}) == len(claims)
+    assert {c["kind"] for c in claims} == set(cl.KINDS)  # every kind is used at least once
+    bad = copy.deepcopy(claims[:3])
+    bad[1]["id"] = bad[0]["id"]
+    bad[2]["kind"] = "opinion"
+    bad.append({"id": "x", "section": "1", "kind": "number", "zh": "z", "en": "e", "check": {"fn": "guess"}})
+    bad.append(
+        {
+            "id": "y",
+            "section": "1",
+            "kind": "number",
+            "zh": "z",
+            "en": "e",
+            "check": {"fn": "reading", "verdict": "probably", "reason": "r", "source": "s"},
+        }
+    )
+    bad.append(
+        {
+            "id": "w",
+            "section": "1",
+            "kind": "number",
+            "zh": "z",
+            "en": "e",
+            "check": {"fn": "formula_value", "expr": "1", "if_false": "maybe"},
+        }
+    )
+    bad.append({"id": "v", "section": "1", "kind": "number", "en": "e", "check": {"fn": "reading"}})
+    problems = " | ".join(cl.validate_claims(bad))
+    for needle in (
+        "duplicate id",
+        "kind 'opinion'",
+        "check.fn must be",
+        "reading verdict 'probably'",
+        "check.if_false 'maybe'",
+        "v: missing zh",
+        "needs a reason",
+    ):
+        assert needle in problems, needle
+
+
+def test_verdict_mapping() -> None:
+    """Catches a fraction or boolean outcome mapped to the wrong verdict (e.g. partial support called 'holds')."""
+    assert cl.verdict_of(cl.Outcome(ok=True), {}) == ("holds", "computed")
+    assert cl.verdict_of(cl.Outcome(ok=False), {}) == ("contradicted", "computed")
+    assert cl.verdict_of(cl.Outcome(ok=False), {"if_false": "conditional"}) == ("conditional", "computed")
+    assert cl.verdict_of(cl.Outcome(fraction=0.4), {"min_fraction": 0.5}) == ("conditional", "computed")
+    assert cl.verdict_of(cl.Outcome(fraction=0.6), {"min_fraction": 0.5}) == ("holds", "computed")
+    assert cl.verdict_of(cl.Outcome(fraction=0.0), {}) == ("contradicted", "computed")
+    assert cl.verdict_of(cl.Outcome(verdict="pending"), {}) == ("pending", "pending")
+    assert cl.verdict_of(cl.Outcome(verdict="contradicted"), {}) == ("contradicted", "reading")
+
+
+def test_formula_checks_compute() -> None:
+    """Catches a formula check that passes whatever the algebra says (identity and value, with tolerance)."""
+    ctx = cl.Context(REF / "cost")
+    ok = cl.check_formula_identity(
+        ctx,
+        {
+            "lhs": "ccr_channel(8, F, beta_intra, C)",
+            "rhs": "8 * F / (beta_intra * C)",
+            "points": [{"C": 256}, {"C": 103}],
+        },
+    )
+    assert ok.ok and ok.value < 1e-15
+    wrong = cl.check_formula_identity(
+        ctx, {"lhs": "ccr_channel(8, F, beta_intra, 256)", "rhs": "ccr_token(8, F, beta_intra, 324)"}
+    )
+    assert not wrong.ok
+    assert cl.check_formula_value(ctx, {"expr": "n_tokens(610, 340, 8)", "expect": 3192}).ok
+    assert not cl.check_formula_value(ctx, {"expr": "n_tokens(610, 340, 8)", "expect": 5776}).ok
+    with pytest.raises(cl.ClaimsError, match="cannot be evaluated"):
+        cl.check_formula_value(ctx, {"expr": "__import__('os')", "expect": 1})
+
+
+def test_verdicts_on_reference_match_committed(ref_rows: list[dict]) -> None:
+    """Catches a check function or a claim whose verdict changes silently: the committed expected verdicts
+    (results/reference/smoke/paper_claims.csv) are recomputed from the committed cost tables."""
+    expected = {r["id"]: r["verdict"] for r in read_claims_csv(REF / "paper_claims.csv")}
+    got = {r["id"]: r["verdict"] for r in ref_rows}
+    assert got == expected
+    for r in ref_rows:
+        assert r["verdict"] in cl.VERDICTS
+        if r["basis"] == "reading":
+            assert r["reason"] and r["source"], r["id"]  # a verdict resting on reading cites its source
+
+
+def test_known_contradictions_are_computed(ref_rows: list[dict]) -> None:
+    """The contradictions found by hand (README) come out of the numbers, not out of typed verdicts."""
+    by_id = {r["id"]: r for r in ref_rows}
+    for cid, value in (
+        ("s2_1_tokens_pavia", 3192.0),
+        ("s2_1_grid_pavia_university", None),
+        ("s3_3_rule_rho_lt1", None),
+        ("s11_rule_large_n_channel", None),
+        ("s8_2_ccr_250", None),
+        ("s8_2_tput_004", None),
+    ):
+        assert by_id[cid]["verdict"] == "contradicted" and by_id[cid]["basis"] == "computed", cid
+        if value is not None:
+            assert by_id[cid]["pipeline_number"] == value
+    # true only under a condition the paper does not state
+    assert by_id["s8_1_n324_tput_below_0p1"]["verdict"] == "conditional"
+    assert "inter-node" in by_id["s8_1_n324_tput_below_0p1"]["reason"]
+    assert by_id["s8_2_memory_saving"]["verdict"] == "conditional"
+    assert "D-CHAG-L: 0.2958" in by_id["s8_2_memory_saving"]["pipeline_value"]  # -29.6 %, outside 15-25 %
+
+
+def _write_cost(run: Path) -> None:
+    """The reference cost tables as a run writes them: kind cost_TABLE (issue 8's rename of model_TABLE)."""
+    for table in ("rho", "ccr", "boundary", "scale"):
+        ds = read_netcdf(REF / "cost" / f"{table}.nc")
+        write_netcdf(ds, run / "cost" / f"{table}.nc", kind=f"cost_{table}", prov=provenance())
+
+
+@pytest.fixture(scope="module")
+def run_template(tmp_path_factory: pytest.TempPathFactory, repo_root: Path) -> Path:
+    """A run folder: the reference cost tables and the claims table the CLI writes from them (built once)."""
+    run = tmp_path_factory.mktemp("audit") / "run"
+    _write_cost(run)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(repo_root)
+        args = [
+            "audit",
+            "claims",
+            "--run-dir",
+            str(run),
+            *CONFIGS,
+            "--out",
+            str(run / "tables/paper_claims.csv"),
+        ]
+        assert main(args) == 0
+    return run
+
+
+def _fresh_run(tmp_path: Path, template: Path) -> Path:
+    run = tmp_path / "run"
+    shutil.copytree(template, run)
+    return run
+
+
+def test_audit_check_passes_then_fails_on_planted_change(tmp_path: Path, run_template: Path, capsys) -> None:
+    """Catches an audit that passes a drifted modelled table: one stated CCR changed by 1e-6 relative in a copied
+    ccr.nc must fail with a diff naming the variable, its coordinates, and reference vs new; the claims table
+    built on it also changes."""
+    run = _fresh_run(tmp_path, run_template)
+    for ext in ("md", "json"):
+        assert (run / f"tables/paper_claims.{ext}").stat().st_size > 0
+    out = run / "audit/report.md"
+    assert main(["audit", "check", "--run-dir", str(run), "--reference", str(REF), "--out", str(out)]) == 0
+    assert "PASS" in out.read_text()
+
+    ds = read_netcdf(run / "cost/ccr.nc")
+    ds["ccr"].loc[
+        {"case": "paper_N324", "P": 8, "hardware": "paper-intra", "split": "channel", "model": "refined"}
+    ] *= 1 + 1e-6
+    write_netcdf(ds, run / "cost/ccr.nc", kind="cost_ccr", prov=provenance())
+    capsys.readouterr()
+    assert main(["audit", "check", "--run-dir", str(run), "--reference", str(REF), "--out", str(out)]) == 1
+    text = out.read_text()
+    assert "DRIFT" in text
+    assert "cost/ccr.nc:ccr: 1 of" in text
+    assert "case=paper_N324, P=8, hardware=paper-intra, split=channel, model=refined" in text
+    assert "reference 4.868877223" in text and "new 4.868882092" in text
+    assert "DRIFT" in capsys.readouterr().err
+
+
+def test_audit_check_claim_verdict_drift(tmp_path: Path, run_template: Path) -> None:
+    """Catches a claim whose verdict flips while the tables stay equal (e.g. an edited claims.yaml)."""
+    run = _fresh_run(tmp_path, run_template)
+    csv_path = run / "tables/paper_claims.csv"
+    text = csv_path.read_text().replace(",pending,pending,", ",holds,computed,", 1)
+    csv_path.write_text(text)
+    rep = audit_run(run, REF)
+    assert any("verdict: reference pending, new holds" in d for d in rep.drift)
+    assert "DRIFT" in report_text(rep, run, REF)
+
+
+def test_audit_bench_schema_and_bands(tmp_path: Path) -> None:
+    """Catches a measured file that lost a variable or holds a non-positive time; bench values are never compared
+    tightly (schema and positive/finite only when the reference has no bench files)."""
+    run = tmp_path / "run"
+    _write_cost(run)
+    shutil.copy(REF / "paper_claims.csv", run / "paper_claims.csv")
+    cal = xr.Dataset(
+        {
+            "alpha": ("collective", [1e-3, 2e-3], {"units": "s"}),
+            "beta": ("collective", [1e9, -1.0], {"units": "B/s"}),
+        },
+        coords={"collective": ["all_reduce", "all_gather"]},
+    )
+    write_netcdf(cal, run / "bench/calibration.nc", kind="calibration", prov=provenance())
+    rep = audit_run(run, REF, claims_csv=run / "paper_claims.csv")
+    joined = "\n".join(rep.drift)
+    assert "calibration.nc: variable achieved_flops missing" in joined
+    assert "calibration.nc:beta: not all positive and finite" in joined
+    assert not any("cost/" in d for d in rep.drift)
