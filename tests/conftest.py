@@ -154,10 +154,14 @@ class WorkflowCopy:
 
 @pytest.fixture
 def workflow_copy(repo_root: Path, tmp_path: Path) -> WorkflowCopy:
-    """Snakefile, rules, configs and envs copied to tmp_path; rules find `hsitp`/`torchrun` of this venv on PATH
+    """Snakefile, rules, configs, envs, notebooks, src and the committed reference copied to tmp_path; rules find `hsitp`/`torchrun` of this venv on PATH
     even when the venv is not activated (pytest run as .venv/bin/python -m pytest)."""
-    for item in ("Snakefile", "workflow", "config", "envs"):
+    # rules also read notebooks/, the report and audit code (rendering inputs) and the committed reference
+    for item in ("Snakefile", "workflow", "config", "envs", "notebooks", "src", "results/reference"):
         src = repo_root / item
-        (shutil.copytree if src.is_dir() else shutil.copy)(src, tmp_path / item)
+        if src.is_dir():
+            shutil.copytree(src, tmp_path / item, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        else:
+            shutil.copy(src, tmp_path / item)
     bindir = str(Path(sys.executable).parent)
     return WorkflowCopy(tmp_path, {**os.environ, "PATH": bindir + os.pathsep + os.environ.get("PATH", "")})

@@ -54,7 +54,11 @@ def test_every_schema_key_is_documented():
     ("overlay", "message"),
     [
         ({"bogus": 1}, "'bogus' was unexpected"),
-        ({"data": {"split": {"mode": "blok"}}}, "data.split.mode: 'blok' is not one of"),
+        ({"data": {"split": {"protocols": ["blok"]}}}, "data.split.protocols.0: 'blok' is not one of"),
+        (
+            {"data": {"split": {"mode": "random"}}},
+            "data.split: Additional properties are not allowed ('mode'",
+        ),
         ({"data": {"split": {"train_fraction": 1.5}}}, "data.split.train_fraction"),
         ({"datasets": ["indian_pine"]}, "datasets.0: 'indian_pine' is not one of"),
         ({"run": "smoke/../paper"}, "run: 'smoke/../paper' does not match"),

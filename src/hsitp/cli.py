@@ -21,6 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     from hsitp.bench import commands as bench_commands
     from hsitp.cost import commands as cost_commands
     from hsitp.data import commands as data_commands
+    from hsitp.evaluate import commands as evaluate_commands
     from hsitp.report import commands as report_commands
 
     parser = argparse.ArgumentParser(prog="hsitp", description=__doc__.splitlines()[0])
@@ -32,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     cost_commands.register(sub)
     report_commands.register(sub)
     audit_commands.register(sub)
+    evaluate_commands.register(sub)
     return parser
 
 

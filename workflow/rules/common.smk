@@ -131,5 +131,15 @@ def audit_targets():
     return [result("tables/paper_claims.csv"), result("audit/report.md")]
 
 
+def baseline_targets():
+    """Classical baseline per dataset x split protocol (data.split.protocols) x seed (baseline.seeds)."""
+    return expand(
+        result("baseline/{dataset}_{protocol}_s{seed}.nc"),
+        dataset=config["datasets"],
+        protocol=config["data"]["split"]["protocols"],
+        seed=config["baseline"]["seeds"],
+    )
+
+
 def all_targets():
-    return data_targets() + cost_targets() + bench_targets() + audit_targets()
+    return data_targets() + cost_targets() + bench_targets() + baseline_targets() + audit_targets()

@@ -2,8 +2,9 @@
 
 Contents: ``cube`` (y, x, band) float32 with bad bands removed (uncorrected sources only) and each band clipped to
 its 1st/99th percentile over all pixels (the paper's "0.01 quantile") then scaled to [0, 1]; optionally PCA to k
-components (dim ``component``); ``labels`` (y, x) int16 (0 = unlabelled); ``split`` (y, x) int8 (0 unused,
-1 train, 2 test). Normalisation and PCA statistics use every pixel of the scene and never the labels, so they
+components (dim ``component``); ``labels`` (y, x) int16 (0 = unlabelled); ``split`` int8 (0 unused,
+1 train, 2 test) per protocol: ``split`` (protocol, y, x), one for each of ``data.split.protocols``
+(``hsitp.data.split.read_split`` picks one). Normalisation and PCA statistics use every pixel of the scene and never the labels, so they
 leak nothing from test pixels into training beyond what an unsupervised preprocessing step sees.
 The grid, band count and class counts are checked against the registry: a mismatch is an error for a verified
 fact and a recorded warning for an unverified one.
@@ -24,7 +25,7 @@ import xarray as xr
 from hsitp.data.fetch import FetchResult
 from hsitp.data.matfile import load_array
 from hsitp.data.registry import DatasetSpec, Variant
-from hsitp.data.split import TEST, TRAIN, UNUSED, make_split
+from hsitp.data.split import TEST, TRAIN, UNUSED, make_split, near_train_fraction, ordered_protocols
 from hsitp.errors import HsitpError
 from hsitp.io import provenance, write_netcdf
 
@@ -165,22 +166,37 @@ def prepare_arrays(
     cube01, low, high = normalise_bands(cube, q)
     k = data_cfg.get("pca_components")
 
-    # --- split ----------------------------------------------------------------------------------------------
+    # --- splits: every configured protocol, each from its own seeded stream -----------------------------------
     split_cfg = data_cfg["split"]
-    sres = make_split(
-        labels16,
-        classes,
-        mode=split_cfg["mode"],
-        train_fraction=float(split_cfg["train_fraction"]),
-        min_train=int(split_cfg["min_train_per_class"]),
-        patch=int(split_cfg["patch"]),
-        block=int(split_cfg["block"]),
-        seed_seq=dataset_seed(seed, spec.name),
-    )
-    for w in sres.warnings:
-        log.warning("%s split: %s", spec.name, w)
+    protocols = ordered_protocols(split_cfg["protocols"])
+    patch = int(split_cfg["patch"])
+    splits = {
+        p: make_split(
+            labels16,
+            classes,
+            protocol=p,
+            train_fraction=float(split_cfg["train_fraction"]),
+            min_train=int(split_cfg["min_train_per_class"]),
+            patch=patch,
+            block=int(split_cfg["block"]),
+            seed_seq=dataset_seed(seed, spec.name),
+        )
+        for p in protocols
+    }
+    for p, sres in splits.items():
+        for w in sres.warnings:
+            log.warning("%s %s split: %s", spec.name, p, w)
 
     coords: dict[str, Any] = {
+        "protocol": (
+            "protocol",
+            np.array(protocols, dtype=object),
+            {
+                "long_name": "train/test split protocol",
+                "comment": "random = stratified per class; block = spatially disjoint blocks, test pixels beyond "
+                "a guard band one patch wide",
+            },
+        ),
         "y": ("y", np.arange(rows, dtype=np.int32), {"long_name": "row (pixel index)"}),
         "x": ("x", np.arange(cols, dtype=np.int32), {"long_name": "column (pixel index)"}),
         "band": (
@@ -198,12 +214,13 @@ def prepare_arrays(
             {"long_name": "class label (0 = unlabelled)", "class_names": dict(spec.classes)},
         ),
         "split": (
-            ("y", "x"),
-            sres.split,
+            ("protocol", "y", "x"),
+            np.stack([splits[p].split for p in protocols]),  # (protocol, y, x)
             {
-                "long_name": "train/test split of labelled pixels",
+                "long_name": "train/test split of labelled pixels, one per protocol",
                 "flag_values": np.array([UNUSED, TRAIN, TEST], dtype=np.int8),
                 "flag_meanings": "unused train test",
+                "comment": "read one protocol with hsitp.data.split.read_split(ds, protocol)",
             },
         ),
         "norm_low": ("band", low, {"long_name": f"per-band clip low (q={q[0]}) in raw units"}),
@@ -245,10 +262,13 @@ def prepare_arrays(
             "dataset": spec.name,
             "class_names": {str(c): n for c, n in spec.classes.items()},
             "class_counts": {str(c): n for c, n in counts.items()},
-            "split_counts": {str(c): v for c, v in sres.counts.items()},
-            "split_mode": split_cfg["mode"],
-            "split_settings": dict(split_cfg),
-            "split_warnings": list(sres.warnings),
+            "split_protocols": protocols,
+            "split_counts": {p: {str(c): v for c, v in r.counts.items()} for p, r in splits.items()},
+            "split_settings": {k: v for k, v in split_cfg.items() if k != "protocols"},
+            "split_warnings": {p: list(r.warnings) for p, r in splits.items()},
+            # leakage: test pixels whose (2 patch + 1)^2 window holds a train pixel (0 for block by construction)
+            "split_test_near_train": {p: near_train_fraction(r.split, patch) for p, r in splits.items()},
+            "split_test_near_train_radius": patch,
             "seed": seed,
             "normalisation": NORMALISATION.replace("q_low", str(q[0])).replace("q_high", str(q[1])),
             "pca": pca_text,

@@ -1,0 +1,55 @@
+"""``hsitp baseline DATASET --protocol P --seed S --out FILE``: the classical baseline (rule ``baseline``)."""
+
+from __future__ import annotations
+
+import argparse
+
+from hsitp.config import add_config_args, config_from_args
+from hsitp.data.split import PROTOCOLS
+
+DEFAULT_DATA = "results/{run}/data/{dataset}.nc"  # what rule data_prepare writes
+DEFAULT_OUT = "results/{run}/baseline/{dataset}_{protocol}_s{seed}.nc"  # what rule baseline writes
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``baseline`` to the ``hsitp`` parser."""
+    p = sub.add_parser(
+        "baseline",
+        help="RBF SVM and random forest on pixel spectra, tuned on train pixels, scored on one split's test pixels",
+    )
+    p.add_argument("dataset", help="registry name (see `hsitp data list`)")
+    p.add_argument("--protocol", required=True, choices=PROTOCOLS, help="which split of the prepared file")
+    p.add_argument(
+        "--seed", type=int, default=0, help="seed of the CV folds and the forest (not of the split)"
+    )
+    p.add_argument("--data", help="prepared netCDF (default: results/RUN/data/DATASET.nc)")
+    p.add_argument("--out", help="netCDF to write (default: results/RUN/baseline/DATASET_PROTOCOL_sSEED.nc)")
+    p.add_argument("--threads", type=int, default=1, help="parallel grid-search fits (default 1)")
+    add_config_args(p)
+    p.set_defaults(func=_baseline)
+
+
+def _baseline(args: argparse.Namespace) -> int:
+    from hsitp.evaluate.baseline import run_baseline
+    from hsitp.io import provenance, read_netcdf, write_netcdf
+
+    cfg = config_from_args(args)
+    data = args.data or DEFAULT_DATA.format(run=cfg["run"], dataset=args.dataset)
+    out = args.out or DEFAULT_OUT.format(
+        run=cfg["run"], dataset=args.dataset, protocol=args.protocol, seed=args.seed
+    )
+    ds = read_netcdf(data, kind="dataset")
+    res = run_baseline(ds, args.protocol, args.seed, cfg["baseline"], threads=max(1, args.threads))
+    prov = provenance(
+        config={"baseline": cfg["baseline"]},
+        inputs={"dataset": data},
+        extra={"dataset": args.dataset, "protocol": args.protocol, "seed": args.seed},
+    )
+    write_netcdf(res, out, kind="baseline", prov=prov)
+    for i, m in enumerate(res["classifier"].values.tolist()):
+        oa, aa, kappa = (float(res[v].values[i]) for v in ("overall_accuracy", "average_accuracy", "kappa"))
+        print(
+            f"{args.dataset} {args.protocol} seed {args.seed} {m}: OA {oa:.4f} AA {aa:.4f} kappa {kappa:.4f}"
+        )
+    print(f"wrote {out}")
+    return 0
