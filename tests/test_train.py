@@ -172,3 +172,18 @@ def test_dead_rank_makes_the_other_fail_within_timeout(tmp_path: Path) -> None:
         payload
     )  # startup of the loop + the timeout, loaded machine
     assert out.exitcodes[1] == -signal.SIGKILL
+
+
+def test_dag_refuses_a_plan_that_does_not_fit() -> None:
+    """Catches a DAG that schedules jobs whose P does not fit the model (it would only fail after the launch):
+    check_jobs, called when train.smk is parsed, names the key."""
+    from hsitp.config import load_config
+    from hsitp.train.plan import PlanError, check_jobs, jobs
+
+    cfg = load_config(["config/config.yaml", "config/smoke.yaml"])
+    check_jobs(cfg)  # the smoke config fits
+    assert ("indian_pines", "dense", 1, 1, "random", 0) in jobs(cfg)
+    assert not any(plan == "dense" and P > 1 for _, plan, P, *_ in jobs(cfg))
+    cfg["train"]["world_sizes"] = [3]
+    with pytest.raises(PlanError, match="model.heads = 4 is not divisible by P = 3"):
+        check_jobs(cfg)

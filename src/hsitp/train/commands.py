@@ -44,7 +44,8 @@ def _hard_exit(code: int) -> None:
 
 def _train(args: argparse.Namespace) -> int:
     from hsitp.train.data import scene_header
-    from hsitp.train.loop import TrainJob, check_job
+    from hsitp.train.loop import TrainJob
+    from hsitp.train.plan import check_job
 
     cfg = config_from_args(args)
     job = TrainJob(
@@ -56,8 +57,9 @@ def _train(args: argparse.Namespace) -> int:
         split=args.split,
         seed=args.seed,
     )
-    bands, classes, _, _ = scene_header(job.data)
-    check_job(cfg["train"], job.plan, job.world_size, job.groups, bands, classes)  # before any rank starts
+    bands, classes, rows, cols = scene_header(job.data)
+    # before any rank starts: a P the model does not fit, a crop larger than the scene
+    check_job(cfg["train"], job.plan, job.world_size, job.groups, bands, classes, rows=rows, cols=cols)
 
     from hsitp.parallel.runtime import RuntimeSettings, start
     from hsitp.train.loop import train_rank

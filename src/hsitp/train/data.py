@@ -9,7 +9,6 @@ input); only train-split labels enter the loss. Test labels never leave this mod
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -131,14 +130,6 @@ def load_scene(path: str | Path, protocol: str) -> Scene:
         protocol=protocol,
         counts=counts,
     )
-
-
-def crop_size(patch: int, tokens: int) -> int:
-    """S = patch x sqrt(N); N must be a perfect square (a square grid of tokens)."""
-    side = math.isqrt(tokens)
-    if side * side != tokens:
-        raise TrainDataError(f"train.tokens = {tokens} is not a perfect square (the crop is a square grid)")
-    return patch * side
 
 
 class CropSampler:

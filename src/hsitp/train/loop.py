@@ -30,13 +30,14 @@ import torch.distributed as dist
 import torch.nn.functional as F  # noqa: N812
 
 from hsitp.errors import HsitpError
-from hsitp.models.config import DCHAG_PARTIAL, ModelConfig, architecture_for
+from hsitp.models.config import ModelConfig
 from hsitp.parallel.groups import TPGroup
 from hsitp.parallel.runtime import Runtime
 from hsitp.probe.memory import KINDS, PARTS, measure_step
 from hsitp.train import checkpoint as ckpt
 from hsitp.train.ccr import CommTimer, timed_collectives
-from hsitp.train.data import CropSampler, crop_size, load_scene
+from hsitp.train.data import CropSampler, load_scene
+from hsitp.train.plan import check_job, run_name
 
 log = logging.getLogger(__name__)
 
@@ -73,37 +74,6 @@ class TrainJob:
     @property
     def checkpoint_dir(self) -> Path:
         return self.out.parent / "checkpoints" / self.name
-
-
-def run_name(plan: str, P: int, g: int, split: str, seed: int) -> str:  # noqa: N803
-    return f"{plan}_P{P}_g{g}_{split}_s{seed}"
-
-
-def model_config(train_cfg: Mapping[str, Any], bands: int, classes: int) -> ModelConfig:
-    """The base ModelConfig of a run: sizes from ``train.model``, crop from ``train.patch`` and ``train.tokens``."""
-    s = crop_size(int(train_cfg["patch"]), int(train_cfg["tokens"]))
-    m = train_cfg["model"]
-    return ModelConfig(
-        bands=bands,
-        height=s,
-        width=s,
-        classes=classes,
-        patch=int(train_cfg["patch"]),
-        dim=int(m["dim"]),
-        heads=int(m["heads"]),
-        depth=int(m["depth"]),
-        mlp_ratio=int(m["mlp_ratio"]),
-    )
-
-
-def check_job(
-    train_cfg: Mapping[str, Any], plan: str, P: int, g: int, bands: int, classes: int
-) -> ModelConfig:  # noqa: N803
-    """The architecture the job trains; PlanError (naming the key) when P does not fit. Pure Python: call it
-    before any rank starts."""
-    if plan not in DCHAG_PARTIAL and g != 1:
-        raise TrainError(f"plan {plan!r} has no band groups: g must be 1, got {g}")
-    return architecture_for(model_config(train_cfg, bands, classes), plan, P, g)
 
 
 def tp_group(rt: Runtime, P: int) -> TPGroup:  # noqa: N803
@@ -147,9 +117,9 @@ def _gather_rows(row: torch.Tensor, tp: TPGroup) -> np.ndarray:
     """(P, n) float64: every rank's metric vector (outside the timed collectives)."""
     if tp.size == 1:
         return row.detach().cpu().double().numpy()[None]
-    out = row.new_empty((tp.size, *row.shape))
+    out = row.new_empty(tp.size * row.numel())  # ranks concatenated (gloo wants matching 1-D shapes)
     dist.all_gather_into_tensor(out, row.contiguous(), group=tp.group)
-    return out.cpu().double().numpy()
+    return out.view(tp.size, -1).cpu().double().numpy()
 
 
 def _trajectory_meta(train_cfg: Mapping[str, Any], job: TrainJob, arch: ModelConfig) -> dict[str, Any]:
