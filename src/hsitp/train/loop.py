@@ -20,7 +20,6 @@ import random
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +36,7 @@ from hsitp.probe.memory import KINDS, PARTS, measure_step
 from hsitp.train import checkpoint as ckpt
 from hsitp.train.ccr import CommTimer, timed_collectives
 from hsitp.train.data import CropSampler, load_scene
-from hsitp.train.plan import check_job, run_name
+from hsitp.train.plan import TrainJob, check_job
 
 log = logging.getLogger(__name__)
 
@@ -53,27 +52,6 @@ class TrainError(HsitpError):
 
 class InjectedFailure(HsitpError):
     """Raised at ``train.debug.fail_at_step`` to test resuming after a crash mid-epoch."""
-
-
-@dataclass(frozen=True)
-class TrainJob:
-    """What one training job trains and where its files go."""
-
-    data: Path  # results/<run>/data/DATASET.nc
-    out: Path  # results/<run>/train/DATASET/{plan}_P{P}_g{g}_{split}_s{seed}.nc
-    plan: str
-    world_size: int  # P, the TP size
-    groups: int  # g (1 unless a dchag plan)
-    split: str
-    seed: int
-
-    @property
-    def name(self) -> str:
-        return run_name(self.plan, self.world_size, self.groups, self.split, self.seed)
-
-    @property
-    def checkpoint_dir(self) -> Path:
-        return self.out.parent / "checkpoints" / self.name
 
 
 def tp_group(rt: Runtime, P: int) -> TPGroup:  # noqa: N803
@@ -246,6 +224,13 @@ def train_rank(
                     raise InjectedFailure(f"injected failure at step {gstep} (train.debug.fail_at_step)")
                 x, y = sampler.next()  # (B, L, S, S), (B, S, S)
                 x, y = x.to(device), y.to(device)
+                # this rank's input, (B, L_r, S, S) | (B, L, p, N_r p), made before the (memory-tracked) step so
+                # that no plan's peak counts its input batch; a view of the whole cube (dchag's bands) is copied,
+                # as a rank that loads only its bands would hold it, so the probe (whole storages) sees its share
+                x_local = model.shard_input(x)
+                if x_local.untyped_storage().nbytes() > x_local.nbytes:
+                    x_local = x_local.clone()
+                del x
                 n_train = max(int((y >= 0).sum()), 1)  # train pixels of the whole batch (every rank knows it)
                 target = model.shard_output(y[:, None])[:, 0]  # this rank's pixels, laid out as its logits
                 mask = target >= 0
@@ -261,7 +246,7 @@ def train_rank(
                     model=model,
                     opt=opt,
                     sched=sched,
-                    batch=(x, target, mask, n_train),
+                    batch=(x_local, target, mask, n_train),
                     inject_nan=nan_at is not None and gstep == nan_at,
                     autocast=autocast,
                     tp=tp,
@@ -349,10 +334,10 @@ def _one_step(
 ) -> None:
     """One optimizer step; the full batch's loss goes into ``box["loss"]``. A non-finite loss stops the run
     before backward (the weights stay those of the last good step)."""
-    x, target, mask, n_train = batch
+    x_local, target, mask, n_train = batch
     opt.zero_grad(set_to_none=True)
     with autocast:
-        logits = model(model.shard_input(x))  # (B, K, ...) this rank's pixels
+        logits = model(x_local)  # (B, K, ...) this rank's pixels
     ce = F.cross_entropy(logits.float(), target.clamp(min=0), reduction="none")  # (B, ...)
     loss = (ce * mask).sum() / n_train
     if inject_nan:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from hsitp.errors import HsitpError
@@ -29,6 +31,27 @@ class TrainConfigError(HsitpError, ValueError):
 def run_name(plan: str, P: int, g: int, split: str, seed: int) -> str:  # noqa: N803
     """The file stem of one job: ``{plan}_P{P}_g{g}_{split}_s{seed}``."""
     return f"{plan}_P{P}_g{g}_{split}_s{seed}"
+
+
+@dataclass(frozen=True)
+class TrainJob:
+    """What one training job trains and where its files go."""
+
+    data: Path  # results/<run>/data/DATASET.nc
+    out: Path  # results/<run>/train/DATASET/{plan}_P{P}_g{g}_{split}_s{seed}.nc
+    plan: str
+    world_size: int  # P, the TP size
+    groups: int  # g (1 unless a dchag plan)
+    split: str
+    seed: int
+
+    @property
+    def name(self) -> str:
+        return run_name(self.plan, self.world_size, self.groups, self.split, self.seed)
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.out.parent / "checkpoints" / self.name
 
 
 def crop_size(patch: int, tokens: int) -> int:

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from hsitp.models.config import ModelConfig
     from hsitp.parallel.runtime import Runtime
     from hsitp.train.data import Scene
-    from hsitp.train.loop import TrainJob
+    from hsitp.train.plan import TrainJob
 
 KIND = "train"
 CCR_INLINE_NOTE = (
