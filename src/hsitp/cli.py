@@ -23,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     from hsitp.data import commands as data_commands
     from hsitp.evaluate import commands as evaluate_commands
     from hsitp.report import commands as report_commands
+    from hsitp.train import commands as train_commands
 
     parser = argparse.ArgumentParser(prog="hsitp", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"hsitp {__version__}")
@@ -34,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     report_commands.register(sub)
     audit_commands.register(sub)
     evaluate_commands.register(sub)
+    train_commands.register(sub)
     return parser
 
 

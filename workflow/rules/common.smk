@@ -87,6 +87,24 @@ def bench_gpus(wildcards):
     return int(wildcards.P) * config["resources"]["bench_run"]["gpus_per_rank"]
 
 
+def train_launch(wildcards):
+    """The launch line of one training job: the one place to swap torchrun for another launcher."""
+    return f"torchrun --standalone --nnodes 1 --nproc_per_node {wildcards.P}"
+
+
+def train_threads(wildcards):
+    """A training job at P runs P ranks of train.threads_per_rank threads each."""
+    return int(wildcards.P) * config["train"]["threads_per_rank"]
+
+
+def train_mem_mb(wildcards):
+    return int(wildcards.P) * config["resources"]["train"]["mem_mb_per_rank"]
+
+
+def train_gpus(wildcards):
+    return int(wildcards.P) * config["resources"]["train"]["gpus_per_rank"]
+
+
 # --- targets --------------------------------------------------------------------------------------------------------
 def data_targets():
     """One prepared netCDF per configured dataset."""
@@ -141,5 +159,22 @@ def baseline_targets():
     )
 
 
+def train_targets():
+    """One per-epoch training record per (dataset, plan, P, g, split, seed) of the `train` section."""
+    from hsitp.train.plan import jobs, run_name
+
+    return [
+        result(f"train/{d}/{run_name(plan, P, g, split, seed)}.nc")
+        for d, plan, P, g, split, seed in jobs(config)
+    ]
+
+
 def all_targets():
-    return data_targets() + cost_targets() + bench_targets() + baseline_targets() + audit_targets()
+    return (
+        data_targets()
+        + cost_targets()
+        + bench_targets()
+        + train_targets()
+        + baseline_targets()
+        + audit_targets()
+    )

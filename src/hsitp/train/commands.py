@@ -1,0 +1,104 @@
+"""``hsitp train``: one training job (dataset, plan, P, g, split, seed), launched by torchrun with P ranks::
+
+    torchrun --standalone --nnodes 1 --nproc_per_node P -m hsitp train results/RUN/data/DATASET.nc \\
+        --plan tp --world-size P --groups 1 --split random --seed 0 --out results/RUN/train/DATASET/NAME.nc
+
+A P the model does not fit is refused (``hsitp.models.check_plan``, via ``check_job``) before the runtime starts.
+SIGTERM is turned into the same quiet exit as Ctrl-C (status 130); under torchrun (P > 1) every rank leaves with
+``os._exit`` after its own teardown, as ``hsitp bench run`` does, so a failure on one rank never hangs the job.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from types import FrameType
+
+from hsitp.config import add_config_args, config_from_args
+from hsitp.errors import HsitpError
+
+log = logging.getLogger(__name__)
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def install_signal_handlers() -> None:
+    """SIGTERM (Snakemake, Slurm, torchrun stopping the job) exits like SIGINT: quietly, status 130.
+
+    A minimal local handler: the reusable one a bench helper is adding can replace it."""
+    signal.signal(signal.SIGTERM, _interrupt)
+
+
+def _hard_exit(code: int) -> None:
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _train(args: argparse.Namespace) -> int:
+    from hsitp.train.data import scene_header
+    from hsitp.train.loop import TrainJob
+    from hsitp.train.plan import check_job
+
+    cfg = config_from_args(args)
+    job = TrainJob(
+        data=Path(args.data),
+        out=Path(args.out),
+        plan=args.plan,
+        world_size=args.world_size,
+        groups=args.groups,
+        split=args.split,
+        seed=args.seed,
+    )
+    bands, classes, rows, cols = scene_header(job.data)
+    # before any rank starts: a P the model does not fit, a crop larger than the scene
+    check_job(cfg["train"], job.plan, job.world_size, job.groups, bands, classes, rows=rows, cols=cols)
+
+    from hsitp.parallel.runtime import RuntimeSettings, start
+    from hsitp.train.loop import train_rank
+
+    install_signal_handlers()
+    rt = start(RuntimeSettings.from_config(cfg, section="train", world_size=job.world_size))
+    if rt.world_size == 1:
+        try:
+            train_rank(rt, cfg, job)
+        finally:
+            rt.stop()
+        return 0
+    code = 0
+    try:
+        train_rank(rt, cfg, job)
+        rt.stop()
+    except HsitpError as exc:
+        print(f"hsitp: error (rank {rt.rank}): {exc}", file=sys.stderr)
+        code = 2
+    except KeyboardInterrupt:
+        print(f"hsitp: interrupted (rank {rt.rank})", file=sys.stderr)
+        code = 130
+    except BaseException:
+        log.exception("rank %d failed", rt.rank)
+        code = 1
+    # torch 2.13 + gloo may abort in interpreter finalisation after destroy_process_group (see bench/commands.py),
+    # and after a failure the peers may be stuck in a collective: leave without C++ static destructors.
+    _hard_exit(code)
+    return code
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("train", help="train one plan at one P under torchrun (per-epoch record, checkpoints)")
+    p.add_argument("data", help="prepared scene, results/RUN/data/DATASET.nc")
+    p.add_argument("--plan", required=True, choices=["dense", "tp", "dchag_l", "dchag_c", "token"])
+    p.add_argument("--world-size", type=int, required=True, help="P; must equal torchrun's --nproc_per_node")
+    p.add_argument("--groups", type=int, default=1, help="D-CHAG groups per rank g (dchag plans; else 1)")
+    p.add_argument("--split", required=True, help="split protocol of the prepared file: random or block")
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--out", required=True, help="per-epoch record (netCDF, written by rank 0)")
+    add_config_args(p)
+    p.set_defaults(func=_train)

@@ -1,0 +1,178 @@
+"""The training data: one prepared scene (``results/<run>/data/DATASET.nc``), its split protocol, and a seeded
+sampler of S x S crops that every rank of a TP group draws identically.
+
+The model sees the whole crop's spectra (labelled or not, train or test pixels alike: the cube is unlabelled
+input); only train-split labels enter the loss. Test labels never leave this module: pixels that are not
+``TRAIN`` get the ignore mask.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import xarray as xr
+
+from hsitp.errors import HsitpError
+
+UNUSED, TRAIN, TEST = 0, 1, 2  # the prepared file's split flags (hsitp.data.split)
+
+
+class TrainDataError(HsitpError, ValueError):
+    """The prepared file cannot feed this training run (missing protocol, crop larger than the scene, ...)."""
+
+
+def read_split(ds: xr.Dataset, protocol: str, *, path: str | Path = "the prepared file") -> np.ndarray:
+    """The (y, x) int8 split flags (0 unused / 1 train / 2 test) of ``protocol`` ("random" or "block").
+
+    Two layouts: ``split`` (protocol, y, x) with a ``protocol`` coordinate (both protocols in one file), or the
+    older ``split`` (y, x) holding the one protocol named by the ``split_mode`` attribute.
+    """
+    if "split" not in ds:
+        raise TrainDataError(f"{path}: no `split` variable; re-run `hsitp data prepare`")
+    split = ds["split"]
+    if "protocol" in split.dims:
+        have = [str(p) for p in split["protocol"].values]
+        if protocol not in have:
+            raise TrainDataError(
+                f"{path}: split protocol {protocol!r} (train.splits) is not in the file; it holds {have}"
+            )
+        split = split.sel(protocol=protocol)
+    else:
+        mode = ds.attrs.get("split_mode")
+        if mode != protocol:
+            raise TrainDataError(
+                f"{path}: holds only the {mode!r} split (attribute split_mode), but train.splits asks for "
+                f"{protocol!r}; prepare the data with that protocol (data.split.mode) or drop it from train.splits"
+            )
+    if split.dims != ("y", "x"):
+        split = split.transpose("y", "x")
+    return np.asarray(split.values, dtype=np.int8)
+
+
+@dataclass
+class Scene:
+    """One scene ready for training: cube (L, H, W) float32, targets (H, W) int64 in 0..K-1 (train pixels; -1
+    elsewhere), the train mask, and the counts the output records."""
+
+    name: str
+    cube: torch.Tensor  # (L, H, W) float32
+    target: torch.Tensor  # (H, W) int64, -1 where not a train pixel
+    train_mask: torch.Tensor  # (H, W) bool
+    classes: int
+    protocol: str
+    counts: dict[str, int]
+
+    @property
+    def bands(self) -> int:
+        return int(self.cube.shape[0])
+
+    @property
+    def height(self) -> int:
+        return int(self.cube.shape[1])
+
+    @property
+    def width(self) -> int:
+        return int(self.cube.shape[2])
+
+
+def scene_header(path: str | Path) -> tuple[int, int, int, int]:
+    """(bands, classes, height, width) of a prepared file, without loading the cube (for checks before launch)."""
+    from hsitp.io import read_netcdf
+
+    ds = read_netcdf(path, kind="dataset", load=False)
+    try:
+        height, width, bands = (int(s) for s in ds["cube"].shape)
+        return bands, _n_classes(ds), height, width
+    finally:
+        ds.close()
+
+
+def _n_classes(ds: xr.Dataset) -> int:
+    names: Any = ds["labels"].attrs.get("class_names") or ds.attrs.get("class_names")
+    if isinstance(names, str):
+        names = json.loads(names)
+    if names:
+        return len(names)
+    return int(ds["labels"].max())
+
+
+def load_scene(path: str | Path, protocol: str) -> Scene:
+    """Read the prepared file and keep only what training needs (labels 1..K remapped to 0..K-1)."""
+    from hsitp.io import read_netcdf
+
+    ds = read_netcdf(path, kind="dataset")
+    cube = np.asarray(ds["cube"].transpose("y", "x", ...).values, dtype=np.float32)  # (H, W, L)
+    labels = np.asarray(ds["labels"].values, dtype=np.int64)  # (H, W), 0 = unlabelled
+    split = read_split(ds, protocol, path=path)
+    classes = _n_classes(ds)
+    if labels.max() > classes:
+        raise TrainDataError(f"{path}: label {labels.max()} exceeds the {classes} classes of class_names")
+    train = (split == TRAIN) & (labels > 0)
+    target = np.where(train, labels - 1, -1)
+    counts = {
+        "train_pixels": int(train.sum()),
+        "test_pixels": int(((split == TEST) & (labels > 0)).sum()),
+        "labelled_pixels": int((labels > 0).sum()),
+    }
+    if counts["train_pixels"] == 0:
+        raise TrainDataError(f"{path}: the {protocol!r} split has no train pixels")
+    return Scene(
+        name=str(ds.attrs.get("dataset", Path(path).stem)),
+        cube=torch.from_numpy(np.ascontiguousarray(cube.transpose(2, 0, 1))),  # (L, H, W)
+        target=torch.from_numpy(target),
+        train_mask=torch.from_numpy(train),
+        classes=classes,
+        protocol=protocol,
+        counts=counts,
+    )
+
+
+class CropSampler:
+    """Seeded batches of random S x S crops with random flips and rot90.
+
+    Its own ``torch.Generator`` (not the global RNG) so its state is saved and restored exactly, and every rank of
+    a TP group, seeded alike, draws the same crops.
+    """
+
+    def __init__(self, scene: Scene, size: int, batch: int, seed: int, *, augment: bool = True) -> None:
+        if size > scene.height or size > scene.width:
+            raise TrainDataError(
+                f"crop S = {size} (train.patch x sqrt(train.tokens)) does not fit the {scene.height} x "
+                f"{scene.width} scene {scene.name}; lower train.tokens or train.patch"
+            )
+        self.scene, self.size, self.batch, self.augment = scene, size, batch, augment
+        self.gen = torch.Generator().manual_seed(seed)
+
+    def _int(self, high: int) -> int:
+        return int(torch.randint(high, (1,), generator=self.gen))
+
+    def next(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, L, S, S) float32 inputs and (B, S, S) int64 targets (-1 = not a train pixel)."""
+        s = self.size
+        xs, ys = [], []
+        for _ in range(self.batch):
+            top = self._int(self.scene.height - s + 1)
+            left = self._int(self.scene.width - s + 1)
+            x = self.scene.cube[:, top : top + s, left : left + s]  # (L, S, S)
+            y = self.scene.target[top : top + s, left : left + s]  # (S, S)
+            if self.augment:
+                if self._int(2):
+                    x, y = x.flip(-1), y.flip(-1)
+                if self._int(2):
+                    x, y = x.flip(-2), y.flip(-2)
+                k = self._int(4)
+                x, y = torch.rot90(x, k, (-2, -1)), torch.rot90(y, k, (-2, -1))
+            xs.append(x)
+            ys.append(y)
+        return torch.stack(xs).contiguous(), torch.stack(ys).contiguous()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"gen": self.gen.get_state()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.gen.set_state(state["gen"])

@@ -1,0 +1,415 @@
+"""One training run of one plan on one TP group: the loop, its per-epoch record and its checkpoints.
+
+Every rank of the group runs :func:`train_rank` with the same arguments: same seed, same crops (the sampler is
+seeded alike on every rank), same master weights (the dense model is built from the seed, then sliced by the
+plan). Rank 0 writes the per-epoch record. Semantics of one optimizer step:
+
+    x (B, L, S, S), y (B, S, S) -> logits = model(model.shard_input(x))       this rank's part of (B, K, S, S)
+    loss = sum over this rank's train pixels of CE / (train pixels of the whole batch)
+    (token plan: the ranks' losses sum to the full loss; other plans: every rank holds the full loss)
+    backward -> model.reduce_grads() -> AdamW step -> LR schedule step (linear warm-up, cosine to 0)
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import math
+import random
+import sys
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F  # noqa: N812
+
+from hsitp.errors import HsitpError
+from hsitp.models.config import ModelConfig
+from hsitp.parallel.groups import TPGroup
+from hsitp.parallel.runtime import Runtime
+from hsitp.probe.memory import KINDS, PARTS, measure_step
+from hsitp.train import checkpoint as ckpt
+from hsitp.train.ccr import CommTimer, timed_collectives
+from hsitp.train.data import CropSampler, load_scene
+from hsitp.train.plan import TrainJob, check_job
+
+log = logging.getLogger(__name__)
+
+ACTIVATION_CHECKPOINTING = "none"  # the policy the memory numbers were measured under
+# Keys of `train` that do not change the trajectory: a checkpoint made under other values is resumed from.
+_NOT_TRAJECTORY = ("debug", "checkpoint", "summary_epochs", "datasets", "plans", "world_sizes", "groups")
+_NOT_TRAJECTORY += ("splits", "seeds", "device", "threads_per_rank")
+
+
+class TrainError(HsitpError):
+    """Training cannot go on (a non-finite loss, a launch that is not one TP group, ...)."""
+
+
+class InjectedFailure(HsitpError):
+    """Raised at ``train.debug.fail_at_step`` to test resuming after a crash mid-epoch."""
+
+
+def tp_group(rt: Runtime, P: int) -> TPGroup:  # noqa: N803
+    """The TP group of this rank. The whole launched world is one TP group (no data-parallel replicas)."""
+    if rt.world_size != P:
+        raise TrainError(
+            f"{rt.world_size} ranks launched for a TP size of P = {P}; data-parallel replicas are not "
+            f"supported: launch `torchrun --nproc_per_node {P}`"
+        )
+    return rt.world
+
+
+def lr_lambda(warmup: int, total: int) -> Callable[[int], float]:
+    """Linear warm-up over ``warmup`` steps, then cosine decay to 0 at ``total`` steps."""
+
+    def f(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        span = max(1, total - warmup)
+        return 0.5 * (1.0 + math.cos(math.pi * min(1.0, (step - warmup) / span)))
+
+    return f
+
+
+def _rng_state(device: torch.device) -> dict[str, Any]:
+    state = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+    if device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(device)
+    return state
+
+
+def _set_rng_state(state: Mapping[str, Any], device: torch.device) -> None:
+    torch.set_rng_state(state["torch"])
+    np.random.set_state(state["numpy"])
+    random.setstate(state["python"])
+    if "cuda" in state and device.type == "cuda":
+        torch.cuda.set_rng_state(state["cuda"], device)
+
+
+def _gather_rows(row: torch.Tensor, tp: TPGroup) -> np.ndarray:
+    """(P, n) float64: every rank's metric vector (outside the timed collectives)."""
+    if tp.size == 1:
+        return row.detach().cpu().double().numpy()[None]
+    out = row.new_empty(tp.size * row.numel())  # ranks concatenated (gloo wants matching 1-D shapes)
+    dist.all_gather_into_tensor(out, row.contiguous(), group=tp.group)
+    return out.view(tp.size, -1).cpu().double().numpy()
+
+
+def _trajectory_meta(train_cfg: Mapping[str, Any], job: TrainJob, arch: ModelConfig) -> dict[str, Any]:
+    keys = {k: v for k, v in train_cfg.items() if k not in _NOT_TRAJECTORY}
+    return {
+        "train": json.loads(json.dumps(keys, sort_keys=True)),
+        "plan": job.plan,
+        "P": job.world_size,
+        "g": job.groups,
+        "split": job.split,
+        "seed": job.seed,
+        "model": json.loads(json.dumps(arch.__dict__)),
+    }
+
+
+class _Progress:
+    """tqdm on rank 0 when stderr is a terminal; one log line per epoch otherwise (Snakemake logs)."""
+
+    def __init__(self, rank: int, total: int, done: int, epochs: int) -> None:
+        self.bar = None
+        self.epochs, self.total, self.t0, self.done0 = epochs, total, time.monotonic(), done
+        self.rank = rank
+        if rank == 0 and sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, initial=done, unit="step", dynamic_ncols=True)
+
+    def step(self, loss: float, tokens_per_s: float) -> None:
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix(loss=f"{loss:.4f}", tok_s=f"{tokens_per_s:.0f}")
+
+    def epoch(self, epoch: int, done: int, rec: Mapping[str, float]) -> None:
+        if self.rank != 0 or self.bar is not None:
+            return
+        rate = (done - self.done0) / max(time.monotonic() - self.t0, 1e-9)
+        eta = (self.total - done) / rate if rate > 0 else float("nan")
+        log.info(
+            "epoch %d/%d  loss %.4f  tokens/s %.1f  step %.3f s  ccr_inline %.3f  ETA %.0f s",
+            epoch,
+            self.epochs,
+            rec["loss"],
+            rec["tokens_per_s"],
+            rec["step_time"],
+            rec["ccr_inline"],
+            eta,
+        )
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def train_rank(
+    rt: Runtime,
+    config: Mapping[str, Any],
+    job: TrainJob,
+    *,
+    on_step: Callable[[int], None] | None = None,
+) -> Path | None:
+    """Train ``job`` on this rank (every rank of the group calls it); rank 0 returns the record's path.
+
+    Resumes from the newest complete checkpoint of the same configuration. ``on_step(global_step)`` runs before
+    every step (tests use it to kill a rank)."""
+    tc = config["train"]
+    tp = tp_group(rt, job.world_size)
+    device = rt.device
+    cuda = device.type == "cuda"
+    if tc["deterministic"] and not cuda:
+        torch.use_deterministic_algorithms(True)
+    random.seed(job.seed)
+    np.random.seed(job.seed)
+    torch.manual_seed(job.seed)
+
+    scene = load_scene(job.data, job.split)
+    arch = check_job(tc, job.plan, job.world_size, job.groups, scene.bands, scene.classes)
+    from hsitp.models.model import SpectralSpatialTransformer
+    from hsitp.models.plans import parallelize
+
+    model = parallelize(SpectralSpatialTransformer(arch, seed=job.seed), job.plan, tp, device=device)
+    epochs, spe = int(tc["epochs"]), int(tc["steps_per_epoch"])
+    total_steps = epochs * spe
+    opt = torch.optim.AdamW(model.parameters(), lr=float(tc["lr"]), weight_decay=float(tc["weight_decay"]))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(int(tc["warmup_steps"]), total_steps))
+    sampler = CropSampler(scene, arch.height, int(tc["batch"]), job.seed, augment=bool(tc["augment"]))
+    tokens_per_step = int(tc["batch"]) * arch.n_tokens
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if cuda else _nullcontext()
+    valid = model.output_valid()  # (1, 1, ...) bool or None: this rank's padded output locations
+
+    meta = _trajectory_meta(tc, job, arch)
+    history: list[dict[str, Any]] = []
+    resumed_at: list[int] = []
+    start_epoch = 0
+    found = ckpt.latest_checkpoint(job.checkpoint_dir, tp.rank, tp.size, meta)
+    if found is None:
+        if tp.rank == 0:
+            ckpt.clear(job.checkpoint_dir)
+    else:
+        start_epoch, state = found
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        sched.load_state_dict(state["scheduler"])
+        sampler.load_state_dict(state["sampler"])
+        _set_rng_state(state["rng"], device)
+        history, resumed_at = list(state["history"]), [*state["resumed_at"], start_epoch]
+        log.info("resuming %s after epoch %d from %s", job.name, start_epoch, job.checkpoint_dir)
+    _barrier(tp)
+
+    nan_at, fail_at = tc["debug"]["nan_at_step"], tc["debug"]["fail_at_step"]
+    timer = CommTimer(device)
+    last_good = ckpt.epoch_dir(job.checkpoint_dir, start_epoch) if start_epoch else None
+    progress = _Progress(tp.rank, total_steps, start_epoch * spe, epochs)
+    try:
+        for epoch in range(start_epoch, epochs):
+            losses: list[float] = []
+            step_times: list[float] = []
+            comm_times: list[float] = []
+            memory = None
+            for i in range(spe):
+                gstep = epoch * spe + i
+                if on_step is not None:
+                    on_step(gstep)
+                if fail_at is not None and gstep == fail_at:
+                    raise InjectedFailure(f"injected failure at step {gstep} (train.debug.fail_at_step)")
+                x, y = sampler.next()  # (B, L, S, S), (B, S, S)
+                x, y = x.to(device), y.to(device)
+                # this rank's input, (B, L_r, S, S) | (B, L, p, N_r p), made before the (memory-tracked) step so
+                # that no plan's peak counts its input batch; a view of the whole cube (dchag's bands) is copied,
+                # as a rank that loads only its bands would hold it, so the probe (whole storages) sees its share
+                x_local = model.shard_input(x)
+                if x_local.untyped_storage().nbytes() > x_local.nbytes:
+                    x_local = x_local.clone()
+                del x
+                n_train = max(int((y >= 0).sum()), 1)  # train pixels of the whole batch (every rank knows it)
+                target = model.shard_output(y[:, None])[:, 0]  # this rank's pixels, laid out as its logits
+                mask = target >= 0
+                if valid is not None:
+                    mask = mask & valid[:, 0]
+                box: dict[str, float] = {}
+                where = (
+                    f"{job.name}: step {gstep} (epoch {epoch + 1}, step {i + 1} of {spe}); last good "
+                    f"checkpoint: {last_good if last_good else 'none (no epoch finished)'}"
+                )
+                step = functools.partial(
+                    _one_step,
+                    model=model,
+                    opt=opt,
+                    sched=sched,
+                    batch=(x_local, target, mask, n_train),
+                    inject_nan=nan_at is not None and gstep == nan_at,
+                    autocast=autocast,
+                    tp=tp,
+                    where=where,
+                    box=box,
+                )
+
+                tracked = i == spe - 1  # after >= 1 step of the run the optimizer state exists
+                timer.reset()
+                t0 = time.perf_counter()
+                with timed_collectives(timer):
+                    if tracked:
+                        memory = measure_step(model, step, optimizer=opt, device=device)
+                    else:
+                        step()
+                if cuda:
+                    torch.cuda.synchronize(device)
+                dt = time.perf_counter() - t0
+                if not tracked or spe == 1:  # the tracked step runs under the memory tracker: not timed
+                    step_times.append(dt)
+                    comm_times.append(timer.seconds())
+                losses.append(box["loss"])
+                progress.step(box["loss"], tokens_per_step / dt)
+            assert memory is not None
+            rec = _epoch_record(epoch, losses, step_times, comm_times, memory, tp, tokens_per_step, device)
+            rec["lr"] = float(sched.get_last_lr()[0])
+            history.append(rec)
+            state = {
+                "model": model.state_dict(),
+                "optimizer": opt.state_dict(),
+                "scheduler": sched.state_dict(),
+                "sampler": sampler.state_dict(),
+                "rng": _rng_state(device),
+                "history": history,
+                "resumed_at": resumed_at,
+            }
+            last_good = ckpt.save_checkpoint(
+                job.checkpoint_dir,
+                epoch + 1,
+                tp.rank,
+                tp.size,
+                state,
+                meta,
+                keep=int(tc["checkpoint"]["keep"]),
+                barrier=lambda: _barrier(tp),
+            )
+            progress.epoch(epoch + 1, (epoch + 1) * spe, _rank0(rec))
+    finally:
+        progress.close()
+    if tp.rank != 0:
+        return None
+    from hsitp.train.record import write_record
+
+    return write_record(
+        job,
+        config,
+        rt,
+        arch,
+        scene,
+        history,
+        resumed_at=resumed_at,
+        memory_method=_memory_method(device),
+    )
+
+
+class _nullcontext:  # noqa: N801  (torch.autocast's CPU twin: fp32 on CPU)
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _one_step(
+    *,
+    model: Any,
+    opt: torch.optim.Optimizer,
+    sched: Any,
+    batch: tuple[torch.Tensor, torch.Tensor, torch.Tensor, int],
+    inject_nan: bool,
+    autocast: Any,
+    tp: TPGroup,
+    where: str,
+    box: dict[str, float],
+) -> None:
+    """One optimizer step; the full batch's loss goes into ``box["loss"]``. A non-finite loss stops the run
+    before backward (the weights stay those of the last good step)."""
+    x_local, target, mask, n_train = batch
+    opt.zero_grad(set_to_none=True)
+    with autocast:
+        logits = model(x_local)  # (B, K, ...) this rank's pixels
+    ce = F.cross_entropy(logits.float(), target.clamp(min=0), reduction="none")  # (B, ...)
+    loss = (ce * mask).sum() / n_train
+    if inject_nan:
+        loss = loss * float("nan")  # train.debug.nan_at_step
+    value = _global_loss(loss, model.plan, tp)
+    if not math.isfinite(value):
+        raise TrainError(f"loss is {value} at {where}; stopped")
+    loss.backward()
+    model.reduce_grads()
+    opt.step()
+    sched.step()
+    box["loss"] = value
+
+
+def _barrier(tp: TPGroup) -> None:
+    if tp.size > 1:
+        dist.barrier(group=tp.group)
+
+
+def _global_loss(loss: torch.Tensor, plan: str, tp: TPGroup) -> float:
+    """The full batch's loss on every rank (token plan: the ranks' partial sums, one scalar all-reduce, not
+    counted as the model's communication)."""
+    value = loss.detach().double()
+    if plan == "token" and tp.size > 1:
+        dist.all_reduce(
+            value, group=tp.group
+        )  # raw torch call: not timed (a metric, not the model's traffic)
+    return float(value)
+
+
+def _memory_method(device: torch.device) -> str:
+    if device.type == "cuda":
+        return "torch.cuda.max_memory_allocated/max_memory_reserved after reset_peak_memory_stats"
+    return "torch.distributed._tools.mem_tracker.MemTracker peak (CPU)"
+
+
+def _rank0(rec: Mapping[str, Any]) -> dict[str, float]:
+    return {
+        "loss": rec["loss"],
+        "tokens_per_s": rec["tokens_per_s"],
+        "step_time": float(rec["step_time"][0]),
+        "ccr_inline": float(rec["ccr_inline"][0]),
+    }
+
+
+def _epoch_record(
+    epoch: int,
+    losses: list[float],
+    step_times: list[float],
+    comm_times: list[float],
+    memory: Any,
+    tp: TPGroup,
+    tokens_per_step: int,
+    device: torch.device,
+) -> dict[str, Any]:
+    """One epoch's numbers, per-rank values gathered onto every rank (so every rank's checkpoint has them)."""
+    step = float(np.mean(step_times))
+    comm = float(np.mean(comm_times))
+    mem = [memory.by_part[p][k] for p in PARTS for k in KINDS]
+    peak_r = -1.0 if memory.peak_reserved is None else float(memory.peak_reserved)
+    row = torch.tensor([step, comm, float(memory.peak_allocated or 0), peak_r, *mem], dtype=torch.float64)
+    rows = _gather_rows(row.to(device), tp)
+    step_r, comm_r = rows[:, 0], rows[:, 1]
+    slowest = float(step_r.max())  # the group advances at the slowest rank's pace
+    return {
+        "epoch": epoch + 1,
+        "loss": float(np.mean(losses)),
+        "tokens_per_s": tokens_per_step / slowest,
+        "step_time": step_r,
+        "comm_time": comm_r,
+        "ccr_inline": comm_r / np.maximum(step_r - comm_r, 1e-12),
+        "peak_allocated": rows[:, 2],
+        "peak_reserved": np.where(rows[:, 3] < 0, np.nan, rows[:, 3]),
+        "memory": rows[:, 4:].reshape(tp.size, len(PARTS), len(KINDS)),
+    }

@@ -1,0 +1,179 @@
+"""The per-epoch record of one training run (kind ``train``), written by rank 0 through ``hsitp.io``."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import xarray as xr
+
+from hsitp.io import provenance, write_netcdf
+from hsitp.probe.memory import KINDS, PARTS
+
+if TYPE_CHECKING:
+    from hsitp.models.config import ModelConfig
+    from hsitp.parallel.runtime import Runtime
+    from hsitp.train.data import Scene
+    from hsitp.train.plan import TrainJob
+
+KIND = "train"
+CCR_INLINE_NOTE = (
+    "ccr_inline = time inside the model's collectives / the rest of the step, measured inside real training steps "
+    "(perf_counter around gloo's synchronous calls on CPU, CUDA events on GPU). Not the bench stage's "
+    "ccr_measured (collectives replayed alone / compute with no-op collectives, per layer): this one includes "
+    "waiting for the slowest rank and subtracts no overlap; the scalar loss all-reduce of the token plan and the "
+    "metric gathers are not counted."
+)
+
+
+def summary_window(n_epochs: int, summary_epochs: int) -> int:
+    """Epochs the paper's summary averages: the last ``summary_epochs``, or all when fewer were run."""
+    return min(n_epochs, summary_epochs)
+
+
+def build_dataset(
+    history: Sequence[Mapping[str, Any]],
+    *,
+    world_size: int,
+    summary_epochs: int,
+    attrs: Mapping[str, Any],
+) -> xr.Dataset:
+    """The record as an xarray Dataset: dims epoch (1-based), rank, part, kind; summaries over the last epochs."""
+    epochs = np.array([int(h["epoch"]) for h in history], dtype=np.int32)
+    ranks = np.arange(world_size, dtype=np.int32)
+
+    def per_epoch(key: str) -> np.ndarray:
+        return np.array([h[key] for h in history], dtype=np.float64)
+
+    def per_rank(key: str) -> np.ndarray:
+        return np.stack([np.asarray(h[key], dtype=np.float64) for h in history])  # (epoch, rank, ...)
+
+    bytes_note = "bytes on this rank"
+    ds = xr.Dataset(
+        {
+            "loss": (
+                "epoch",
+                per_epoch("loss"),
+                {
+                    "units": "1",
+                    "long_name": "mean training cross-entropy of the epoch's steps (train pixels)",
+                },
+            ),
+            "lr": ("epoch", per_epoch("lr"), {"units": "1", "long_name": "learning rate after the epoch"}),
+            "tokens_per_s": (
+                "epoch",
+                per_epoch("tokens_per_s"),
+                {
+                    "units": "1/s",
+                    "long_name": "training throughput: tokens (batch x N) per second of the slowest rank's "
+                    "mean step time",
+                },
+            ),
+            "step_time": (
+                ("epoch", "rank"),
+                per_rank("step_time"),
+                {"units": "s", "long_name": "mean optimizer-step time (untracked steps)"},
+            ),
+            "comm_time": (
+                ("epoch", "rank"),
+                per_rank("comm_time"),
+                {"units": "s", "long_name": "mean time per step inside the model's collectives"},
+            ),
+            "ccr_inline": (
+                ("epoch", "rank"),
+                per_rank("ccr_inline"),
+                {"units": "1", "long_name": "in-training comm / (step - comm)", "comment": CCR_INLINE_NOTE},
+            ),
+            "peak_allocated": (
+                ("epoch", "rank"),
+                per_rank("peak_allocated"),
+                {"units": "bytes", "long_name": f"peak memory of the tracked step, {bytes_note}"},
+            ),
+            "peak_reserved": (
+                ("epoch", "rank"),
+                per_rank("peak_reserved"),
+                {"units": "bytes", "long_name": "CUDA max_memory_reserved of the tracked step (NaN on CPU)"},
+            ),
+            "memory": (
+                ("epoch", "rank", "part", "kind"),
+                per_rank("memory"),
+                {
+                    "units": "bytes",
+                    "long_name": f"memory of the tracked step by model part and kind, {bytes_note}",
+                    "activation_checkpointing": "none",
+                },
+            ),
+        },
+        coords={
+            "epoch": ("epoch", epochs, {"units": "1", "long_name": "epochs finished"}),
+            "rank": ("rank", ranks, {"units": "1", "long_name": "rank in the TP group"}),
+            "part": ("part", list(PARTS), {"long_name": "model part (hsitp.probe.memory.PARTS)"}),
+            "kind": ("kind", list(KINDS), {"long_name": "memory kind (hsitp.probe.memory.KINDS)"}),
+        },
+    )
+    k = summary_window(len(epochs), summary_epochs)
+    last = ds.isel(epoch=slice(-k, None))
+    for name, dims in (
+        ("loss", ()),
+        ("tokens_per_s", ()),
+        ("step_time", ("rank",)),
+        ("ccr_inline", ("rank",)),
+        ("peak_allocated", ("rank",)),
+    ):
+        mean = last[name].mean("epoch")
+        attrs_ = dict(ds[name].attrs)
+        attrs_["long_name"] = f"mean over the last {k} epochs of: {attrs_['long_name']}"
+        ds[f"{name}_summary"] = (dims, mean.values, attrs_)
+    ds.attrs.update(dict(attrs))
+    ds.attrs["summary_epochs"] = k
+    ds.attrs["activation_checkpointing"] = "none"
+    ds.attrs["ccr_inline_note"] = CCR_INLINE_NOTE
+    return ds
+
+
+def write_record(
+    job: TrainJob,
+    config: Mapping[str, Any],
+    rt: Runtime,
+    arch: ModelConfig,
+    scene: Scene,
+    history: Sequence[Mapping[str, Any]],
+    *,
+    resumed_at: Sequence[int],
+    memory_method: str,
+) -> Path:
+    tc = config["train"]
+    attrs: dict[str, Any] = {
+        "title": f"hsitp training record: {job.name} on {scene.name}",
+        "dataset": scene.name,
+        "plan": job.plan,
+        "P": job.world_size,
+        "g": job.groups,
+        "split": job.split,
+        "seed": job.seed,
+        "counts": dict(scene.counts),
+        "classes": scene.classes,
+        "crop_size": arch.height,
+        "tokens": arch.n_tokens,
+        "model": dataclasses.asdict(arch),
+        "epochs": int(tc["epochs"]),
+        "steps_per_epoch": int(tc["steps_per_epoch"]),
+        "batch": int(tc["batch"]),
+        "dtype": "bfloat16 autocast" if rt.is_cuda else "float32",
+        "memory_method": memory_method,
+        "memory_tracked_step": "the last step of every epoch (its time is not in step_time)",
+        "resumed_at_epochs": list(resumed_at),
+        "loss_pixels": "train-split pixels of each crop only (labels 1..K as 0..K-1); the model sees every "
+        "pixel's spectrum of the crop, never a test label",
+        **rt.attrs(),
+    }
+    ds = build_dataset(
+        history, world_size=job.world_size, summary_epochs=int(tc["summary_epochs"]), attrs=attrs
+    )
+    prov = provenance(
+        config, inputs={"dataset": job.data}, extra={"dataset": scene.name, "run_name": job.name}
+    )
+    return write_netcdf(ds, job.out, kind=KIND, prov=prov)

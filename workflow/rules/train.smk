@@ -1,0 +1,52 @@
+# Training under results/<run>/train/DATASET/: one torchrun launch of P ranks per (dataset, plan, P, g, split,
+# seed). Checkpoints live beside the records in checkpoints/<name>/ and are not rule outputs (Snakemake would
+# delete them before a re-run, and a re-run resumes from them). A P the model does not fit is refused when the
+# DAG is built (hsitp.train.plan.check_jobs, from the registry) and again by `hsitp train` before its runtime
+# starts. Training jobs hold `bench_slot` too: timings never overlap.
+from hsitp.train.plan import check_jobs
+
+check_jobs(config)
+
+# What `hsitp train` reads: every train key but the ones that shape the DAG (each job gets its own dataset, plan,
+# P, g, split, seed on the command line), and the process-group settings.
+TRAIN_KEYS = [
+    "parallel.backend",
+    "parallel.timeout_s",
+    *keys_except(
+        "train", "datasets", "plans", "world_sizes", "groups", "splits", "seeds"
+    ),
+]
+
+
+rule train:
+    input:
+        result("data/{dataset}.nc"),
+    output:
+        result("train/{dataset}/{plan}_P{P}_g{g}_{split}_s{seed}.nc"),
+    log:
+        log_file("train/{dataset}/{plan}_P{P}_g{g}_{split}_s{seed}.log"),
+    wildcard_constraints:
+        dataset=r"[A-Za-z0-9_]+",
+        plan="dense|tp|dchag_l|dchag_c|token",
+        g=r"\d+",
+        split="random|block",
+        seed=r"\d+",
+    conda:
+        ENV
+    threads: train_threads
+    resources:
+        bench_slot=1,
+        mem_mb=train_mem_mb,
+        runtime=config["resources"]["train"]["runtime"],
+        nodes=1,
+        tasks=1,
+        cpus_per_task=train_threads,
+        gpu=train_gpus,
+        tasks_per_gpu=0,
+    params:
+        cfg=stage_config(*TRAIN_KEYS),
+        launch=train_launch,
+    shell:
+        "{params.launch} -m hsitp train {input:q} --plan {wildcards.plan} --world-size {wildcards.P}"
+        " --groups {wildcards.g} --split {wildcards.split} --seed {wildcards.seed} --out {output:q}"
+        " --config-json {params.cfg:q} > {log} 2>&1"
