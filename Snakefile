@@ -20,3 +20,4 @@ rule all:
 include: "workflow/rules/data.smk"
 include: "workflow/rules/cost.smk"
 include: "workflow/rules/bench.smk"
+include: "workflow/rules/probe.smk"

@@ -20,6 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     from hsitp.bench import commands as bench_commands
     from hsitp.cost import commands as cost_commands
     from hsitp.data import commands as data_commands
+    from hsitp.probe import commands as probe_commands
 
     parser = argparse.ArgumentParser(prog="hsitp", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"hsitp {__version__}")
@@ -28,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     data_commands.register(sub)
     bench_commands.register(sub)
     cost_commands.register(sub)
+    probe_commands.register(sub)
     return parser
 
 

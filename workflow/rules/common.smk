@@ -124,5 +124,14 @@ def bench_targets():
     ]
 
 
+def probe_targets():
+    """Measured per-rank memory and throughput of every plan, and the fake-tensor estimates."""
+    return [
+        result("probe/memory.nc"),
+        result("probe/throughput.nc"),
+        result("probe/estimate.nc"),
+    ]
+
+
 def all_targets():
-    return data_targets() + cost_targets() + bench_targets()
+    return data_targets() + cost_targets() + bench_targets() + probe_targets()

@@ -122,6 +122,9 @@ class PlanSize:
     classes: int
     mlp_ratio: int = 4
     dtype_bytes: int = 4
+    # LayerNorm's saved mean / rstd: fp32 on CUDA and for fp32 inputs; the CPU kernel keeps them in a 16-bit
+    # input's dtype (2)
+    ln_stat_bytes: int = 4
 
     @property
     def hidden(self) -> int:
@@ -185,7 +188,7 @@ def plan_activations(
 ) -> dict[str, float]:  # noqa: N803
     """Bytes autograd keeps for backward on rank 0, per part (what the probe's saved-tensor hook counts)."""
     _check(plan, P, checkpointing)
-    e, f = m.dtype_bytes, STAT_BYTES
+    e, f, ln = m.dtype_bytes, STAT_BYTES, m.ln_stat_bytes
     D, h, r = m.D, m.heads, m.mlp_ratio
     n_loc = _ceil(m.N, P) if plan == "token" else m.N
     M = m.B * n_loc  # (B N_local) rows
@@ -214,10 +217,10 @@ def plan_activations(
     if checkpointing == "blocks":
         per_block = e * M * D  # the block's input; the rest is recomputed in backward
     elif plan == "token" and P > 1:
-        per_block = e * (M * D * (8 + 2 * r) + 2 * m.B * n_loc * P * D) + f * (M * h + 4 * M)
+        per_block = e * (M * D * (8 + 2 * r) + 2 * m.B * n_loc * P * D) + f * M * h + ln * 4 * M
     else:
-        per_block = e * M * D * (4 + 4 / tp + 2 * r / tp) + f * (M * h / tp + 4 * M)
-    head = e * 2 * M * D + f * 2 * M
+        per_block = e * M * D * (4 + 4 / tp + 2 * r / tp) + f * M * h / tp + ln * 4 * M
+    head = e * 2 * M * D + ln * 2 * M
     return {"tokenisation": tok, "aggregation": agg, "blocks": m.depth * per_block, "head": head}
 
 

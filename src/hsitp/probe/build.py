@@ -56,12 +56,16 @@ def crop_side(N: int, patch: int, *, key: str = "probe.N") -> int:  # noqa: N803
 
 
 def base_config(pc: Mapping[str, Any], L: int, N: int) -> ModelConfig:  # noqa: N803
-    """The dense model of a probe section at L bands and N tokens (architecture_for then picks the plan's)."""
-    side = crop_side(N, int(pc["patch"]))
+    """The dense model of a probe section at L bands and N tokens (architecture_for then picks the plan's); a
+    section with ``height`` and ``width`` (the estimate's D-CHAG configs) gives the crop itself."""
+    if "height" in pc:
+        height, width = int(pc["height"]), int(pc["width"])
+    else:
+        height = width = crop_side(N, int(pc["patch"]))
     return ModelConfig(
         bands=L,
-        height=side,
-        width=side,
+        height=height,
+        width=width,
         classes=int(pc["classes"]),
         patch=int(pc["patch"]),
         dim=int(pc["dim"]),
