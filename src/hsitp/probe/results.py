@@ -162,9 +162,19 @@ def merge(
                     f"{parts[0][dim].values.tolist()}; re-run every P with the same probe config"
                 )
     max_p = max(seen)
-    padded = [ds.reindex(rank=list(range(max_p))) for ds in parts]
+    # strings as objects: numpy would cut every label to the shortest file's width ('dense' -> 'dchag')
+    padded = [
+        ds.assign_coords(
+            plan=ds["plan"].values.astype(object), checkpointing=ds["checkpointing"].values.astype(object)
+        )
+        .assign(peak_part=ds["peak_part"].astype(object))
+        .reindex(rank=list(range(max_p)))
+        for ds in parts
+    ]
     merged = xr.concat(padded, dim="P", join="outer", combine_attrs="drop_conflicts", fill_value=np.nan)
     merged = merged.sortby("P")
+    for var in merged.variables.values():  # the first file's string widths would cut longer labels on write
+        var.encoding = {}
     merged = merged.reindex(plan=[p for p in config["probe"]["plans"] if p in merged["plan"].values])
     pc = json.loads(parts[0].attrs["probe"])
     dtype = parts[0].attrs.get("dtype", "float32")
