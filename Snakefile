@@ -1,6 +1,8 @@
-# hsitp: download and prepare datasets -> cost-model tables -> microbenchmarks (measured CCR, calibration,
-# model vs measured). This file sets the config, names the final targets and includes the rules; common.smk
-# validates the config and builds every path under results/<run>/; each rule calls one `hsitp` subcommand.
+# hsitp: download and prepare datasets -> cost-model tables -> microbenchmarks (measured CCR, calibration, model vs
+# measured) -> memory probe -> training (every plan) and the classical baseline -> notebooks, figures, tables ->
+# the paper's claims and the drift audit. This file sets the config, names the final targets and includes the
+# rules; common.smk validates the config and builds every path under results/<run>/; each rule calls one `hsitp`
+# subcommand.
 from snakemake.utils import min_version
 
 min_version("9.0")
@@ -25,3 +27,4 @@ include: "workflow/rules/report.smk"
 include: "workflow/rules/audit.smk"
 include: "workflow/rules/baseline.smk"
 include: "workflow/rules/train.smk"
+include: "workflow/rules/probe.smk"

@@ -22,6 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     from hsitp.cost import commands as cost_commands
     from hsitp.data import commands as data_commands
     from hsitp.evaluate import commands as evaluate_commands
+    from hsitp.probe import commands as probe_commands
     from hsitp.report import commands as report_commands
     from hsitp.train import commands as train_commands
 
@@ -36,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     audit_commands.register(sub)
     evaluate_commands.register(sub)
     train_commands.register(sub)
+    probe_commands.register(sub)
     return parser
 
 

@@ -74,35 +74,34 @@ def job_resources(rule):
     return {"mem_mb": res["mem_mb"], "runtime": res["runtime"]}
 
 
-def bench_threads(wildcards):
-    """A timing job at P runs P ranks of bench.threads_per_rank threads each."""
-    return int(wildcards.P) * config["bench"]["threads_per_rank"]
+def rank_threads(section):
+    """Threads of a torchrun job at P: P ranks of `<section>.threads_per_rank` threads each."""
+    return lambda wildcards: int(wildcards.P) * config[section]["threads_per_rank"]
 
 
-def bench_mem_mb(wildcards):
-    return int(wildcards.P) * config["resources"]["bench_run"]["mem_mb_per_rank"]
+def multirank_resources(rule, section):
+    """Resources of a torchrun job at P (bench_run, probe_run, train), from config `resources.<rule>`.
+
+    One task on one node: torchrun --standalone starts the P ranks itself (the Slurm executor runs a non-MPI job as
+    `srun -n1`, so P tasks would confine the ranks to one task's CPUs). `gpu` is that executor's name for GPUs;
+    tasks_per_gpu=0 stops it from asking for a task per GPU. `bench_slot` keeps timing jobs from running at once.
+    """
+    res = config["resources"][rule]
+    return {
+        "bench_slot": 1,
+        "mem_mb": lambda wildcards: int(wildcards.P) * res["mem_mb_per_rank"],
+        "runtime": res["runtime"],
+        "nodes": 1,
+        "tasks": 1,
+        "cpus_per_task": rank_threads(section),
+        "gpu": lambda wildcards: int(wildcards.P) * res["gpus_per_rank"],
+        "tasks_per_gpu": 0,
+    }
 
 
-def bench_gpus(wildcards):
-    return int(wildcards.P) * config["resources"]["bench_run"]["gpus_per_rank"]
-
-
-def train_launch(wildcards):
-    """The launch line of one training job: the one place to swap torchrun for another launcher."""
+def torchrun_launch(wildcards):
+    """The launch line of a P-rank job: the one place to swap torchrun for another launcher."""
     return f"torchrun --standalone --nnodes 1 --nproc_per_node {wildcards.P}"
-
-
-def train_threads(wildcards):
-    """A training job at P runs P ranks of train.threads_per_rank threads each."""
-    return int(wildcards.P) * config["train"]["threads_per_rank"]
-
-
-def train_mem_mb(wildcards):
-    return int(wildcards.P) * config["resources"]["train"]["mem_mb_per_rank"]
-
-
-def train_gpus(wildcards):
-    return int(wildcards.P) * config["resources"]["train"]["gpus_per_rank"]
 
 
 # --- targets --------------------------------------------------------------------------------------------------------
@@ -159,6 +158,15 @@ def baseline_targets():
     )
 
 
+def probe_targets():
+    """Measured per-rank memory and throughput of every plan, and the fake-tensor estimates."""
+    return [
+        result("probe/memory.nc"),
+        result("probe/throughput.nc"),
+        result("probe/estimate.nc"),
+    ]
+
+
 def train_targets():
     """One per-epoch training record per (dataset, plan, P, g, split, seed) of the `train` section."""
     from hsitp.train.plan import jobs, run_name
@@ -174,6 +182,7 @@ def all_targets():
         data_targets()
         + cost_targets()
         + bench_targets()
+        + probe_targets()
         + train_targets()
         + baseline_targets()
         + audit_targets()

@@ -33,19 +33,12 @@ rule train:
         seed=r"\d+",
     conda:
         ENV
-    threads: train_threads
+    threads: rank_threads("train")
     resources:
-        bench_slot=1,
-        mem_mb=train_mem_mb,
-        runtime=config["resources"]["train"]["runtime"],
-        nodes=1,
-        tasks=1,
-        cpus_per_task=train_threads,
-        gpu=train_gpus,
-        tasks_per_gpu=0,
+        **multirank_resources("train", "train"),
     params:
         cfg=stage_config(*TRAIN_KEYS),
-        launch=train_launch,
+        launch=torchrun_launch,
     shell:
         "{params.launch} -m hsitp train {input:q} --plan {wildcards.plan} --world-size {wildcards.P}"
         " --groups {wildcards.g} --split {wildcards.split} --seed {wildcards.seed} --out {output:q}"

@@ -1,0 +1,76 @@
+"""``hsitp probe ...``: the memory probe's subcommands (one per Snakemake rule).
+
+``run`` is launched by torchrun, one launch per P (``torchrun --standalone --nproc_per_node P -m hsitp probe run
+--world-size P --out FILE``; P = 1 may run without torchrun); ``merge`` joins the per-P files into memory.nc and
+throughput.nc (with the memory model beside the measurement); ``estimate`` runs the probe step with fake tensors
+for paper-scale configs (one process).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from hsitp.config import add_config_args, config_from_args
+
+
+def _run(args: argparse.Namespace) -> int:
+    from hsitp.probe.runner import run_partial
+
+    run_partial(config_from_args(args), world_size=args.world_size, out=args.out)
+    if args.world_size > 1:  # same gloo teardown abort as `bench run` (see hsitp.bench.commands)
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+    return 0
+
+
+def _merge(args: argparse.Namespace) -> int:
+    from hsitp.probe.results import merge
+
+    merge(
+        args.partials,
+        memory_out=args.memory_out,
+        throughput_out=args.throughput_out,
+        config=config_from_args(args),
+    )
+    return 0
+
+
+def _estimate(args: argparse.Namespace) -> int:
+    from hsitp.probe.estimate import run_estimate
+
+    run_estimate(config_from_args(args), args.out)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    probe = sub.add_parser(
+        "probe", help="per-rank memory and throughput of every plan, measured and estimated"
+    )
+    psub = probe.add_subparsers(dest="probe_command", required=True, metavar="STEP")
+
+    p = psub.add_parser("run", help="probe every configured point at one P (launch under torchrun for P > 1)")
+    p.add_argument("--world-size", type=int, required=True, help="P; must equal torchrun's --nproc_per_node")
+    p.add_argument("--out", required=True, help="partial netCDF for this P (written by rank 0)")
+    add_config_args(p)
+    p.set_defaults(func=_run)
+
+    p = psub.add_parser(
+        "merge", help="merge per-P files into memory.nc and throughput.nc (+ the memory model)"
+    )
+    p.add_argument("partials", nargs="+")
+    p.add_argument("--memory-out", required=True)
+    p.add_argument("--throughput-out", required=True)
+    add_config_args(p)
+    p.set_defaults(func=_merge)
+
+    p = psub.add_parser(
+        "estimate", help="paper-scale per-rank memory estimated with fake tensors (one process)"
+    )
+    p.add_argument("--out", required=True)
+    add_config_args(p)
+    p.set_defaults(func=_estimate)

@@ -1,0 +1,177 @@
+"""``hsitp probe estimate``: per-rank memory of configurations far beyond this machine, estimated with fake tensors.
+
+The probe's own step (``probe.build``) runs under ``FakeTensorMode`` on a fake process group (``torch.testing.
+_internal.distributed.fake_pg``: collectives return at once without moving data) as rank 0 of P, in one process:
+shapes, dtypes and every allocation are real, no byte is allocated. ``measure_step`` then reports state bytes,
+saved activations by part and MemTracker's peak exactly as on real tensors. What the estimate does not include:
+the CUDA caching allocator's fragmentation and rounding (``max_memory_reserved`` is above the allocated peak),
+the CUDA context and NCCL's buffers, and kernel workspaces (cuBLAS, flash attention) that do not go through
+PyTorch's allocator as tensors. Beside each estimate: the memory model (``cost/memory.py``), and for D-CHAG's
+synthetic configs the paper's reported rank-0 ``max_memory_reserved``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from hsitp.io import provenance, write_netcdf
+from hsitp.probe.build import DCHAG_PLANS, Point, base_config
+from hsitp.probe.memory import KINDS, PARTS
+
+log = logging.getLogger(__name__)
+KIND = "probe_estimate"
+DCHAG_SETTINGS = {  # D-CHAG's synthetic benchmark (../shared/notes/dchag.md)
+    "height": 128,
+    "width": 256,
+    "patch": 4,
+    "depth": 32,
+    "heads": 32,
+    "batch": 2,
+    "mlp_ratio": 4,
+    "classes": 1,
+    "dtype": "bfloat16",
+}
+
+
+def estimate_points(ec: Mapping[str, Any]) -> list[tuple[str, Point, dict[str, Any]]]:
+    """(label, point, section) for the paper grid and the D-CHAG configs."""
+    from hsitp.models import architecture_for, check_plan
+
+    out = []
+    gc = ec["grid"]
+    for plan in gc["plans"]:
+        for P in [1] if plan == "dense" else gc["world_sizes"]:  # noqa: N806
+            for g in gc["groups"] if plan in DCHAG_PLANS else [1]:
+                for L in gc["L"]:
+                    for N in gc["N"]:
+                        for ck in gc["checkpointing"]:
+                            pt = Point(plan, P, g, L, N, ck)
+                            out.append((f"grid/{plan}/P{P}/g{g}/L{L}/N{N}/{ck}", pt, dict(gc)))
+    for cfg in ec["dchag"]:
+        sec = {**DCHAG_SETTINGS, "dim": cfg["dim"]}
+        N = (sec["height"] // sec["patch"]) * (sec["width"] // sec["patch"])  # noqa: N806
+        for plan in ec["dchag_plans"]:
+            for ck in ec["dchag_checkpointing"]:
+                pt = Point(plan, int(cfg["tp"]), 1, int(cfg["bands"]), N, ck)
+                out.append((f"dchag/{cfg['name']}/{plan}/{ck}", pt, sec))
+    for label, pt, sec in out:
+        arch = architecture_for(
+            base_config(sec, pt.L, pt.N), pt.plan, pt.P, pt.g if pt.plan in DCHAG_PLANS else 1
+        )
+        check_plan(arch, pt.plan, pt.P)
+        del label
+    return out
+
+
+def estimate_one(pt: Point, sec: Mapping[str, Any], seed: int = 0) -> Any:
+    """StepMemory of rank 0 of ``pt`` with fake tensors on a fake process group of size P."""
+    import torch
+    import torch.distributed as dist
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.testing._internal.distributed.fake_pg import FakeStore  # registers the "fake" backend
+
+    from hsitp.parallel import TPGroup
+    from hsitp.probe.build import build_point
+    from hsitp.probe.memory import measure_step
+
+    dtype = getattr(torch, sec["dtype"])
+    started = False
+    if pt.P > 1:
+        if dist.is_initialized():
+            raise RuntimeError("probe estimate: a process group already exists in this process")
+        dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=pt.P)
+        started = True
+    try:
+        tp = TPGroup.from_process_group(dist.group.WORLD) if pt.P > 1 else TPGroup.single()
+        with FakeTensorMode():
+            built = build_point(pt, sec, tp, dtype=dtype, device=None, seed=seed, fake=True)
+            built.step()  # AdamW's state
+            return measure_step(
+                built.model, built.step, optimizer=built.optimizer, device=torch.device("cpu")
+            )
+    finally:
+        if started:
+            dist.destroy_process_group()
+
+
+def run_estimate(config: Mapping[str, Any], out: str | Path) -> Path:
+    from hsitp.cost.memory import plan_memory
+    from hsitp.cost.tables.scale import DCHAG_REFERENCE
+    from hsitp.probe.model import size_of
+
+    ec = config["probe"]["estimate"]
+    pts = estimate_points(ec)
+    n = len(pts)
+    mem = np.full((n, len(PARTS), len(KINDS)), np.nan)
+    model = np.full_like(mem, np.nan)
+    peak, peak_model, reported = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
+    peak_part = np.full(n, "", dtype=object)
+    reported_by = {name: rep for name, _d, _b, _tp, rep in DCHAG_REFERENCE}
+    for i, (label, pt, sec) in enumerate(pts):
+        sm = estimate_one(pt, sec, seed=int(config["seed"]))
+        mem[i] = [[sm.by_part[p][k] for k in KINDS] for p in PARTS]
+        peak[i] = sm.peak_allocated
+        peak_part[i] = f"{sm.peak_part}/{sm.peak_phase}"
+        g = pt.g if pt.plan in DCHAG_PLANS else 1
+        m = plan_memory(pt.plan, size_of(sec, pt.L, pt.N, sec["dtype"]), pt.P, g, pt.checkpointing)
+        model[i] = [[m[(p, k)] for k in KINDS] for p in PARTS]
+        peak_model[i] = m[("step", "peak")]
+        if label.startswith("dchag/"):
+            reported[i] = reported_by.get(label.split("/")[1], {}).get(pt.plan, np.nan)
+        log.info("estimate %s: peak %.2f GiB (model %.2f GiB)", label, peak[i] / 2**30, peak_model[i] / 2**30)
+    ds = xr.Dataset(
+        {
+            "memory": (
+                ("config", "part", "kind"),
+                mem,
+                {"units": "bytes", "long_name": "estimated with fake tensors, rank 0"},
+            ),
+            "peak_allocated": (
+                "config",
+                peak,
+                {"units": "bytes", "long_name": "MemTracker peak, estimated with fake tensors"},
+            ),
+            "peak_part": ("config", peak_part.astype(str)),
+            "memory_model": (
+                ("config", "part", "kind"),
+                model,
+                {"units": "bytes", "long_name": "cost/memory.py plan_memory"},
+            ),
+            "peak_model": ("config", peak_model, {"units": "bytes"}),
+            "reported_reserved_gib": (
+                "config",
+                reported,
+                {
+                    "units": "GiB",
+                    "long_name": "D-CHAG paper: rank-0 max_memory_reserved on 64 GiB MI250X GCDs (no FSDP info)",
+                },
+            ),
+            "plan": ("config", [p.plan for _, p, _ in pts]),
+            "P": ("config", [p.P for _, p, _ in pts]),
+            "g": ("config", [p.g for _, p, _ in pts]),
+            "L": ("config", [p.L for _, p, _ in pts]),
+            "N": ("config", [p.N for _, p, _ in pts]),
+            "D": ("config", [int(s["dim"]) for _, _, s in pts]),
+            "depth": ("config", [int(s["depth"]) for _, _, s in pts]),
+            "batch": ("config", [int(s["batch"]) for _, _, s in pts]),
+            "dtype": ("config", [str(s["dtype"]) for _, _, s in pts]),
+            "checkpointing": ("config", [p.checkpointing for _, p, _ in pts]),
+        },
+        coords={"config": [lbl for lbl, _, _ in pts], "part": list(PARTS), "kind": list(KINDS)},
+        attrs={
+            "estimated": "estimated with fake tensors (FakeTensorMode + fake process group, rank 0 of P, one process)",
+            "includes": "parameters, gradients, AdamW state (in the parameter dtype, no fp32 master copy), saved "
+            "activations, the batch and every transient tensor PyTorch allocates in one step; not the caching "
+            "allocator's rounding/fragmentation, CUDA context, NCCL buffers or library workspaces",
+            "dchag_settings": str(DCHAG_SETTINGS),
+        },
+    )
+    return write_netcdf(
+        ds, out, kind=KIND, prov=provenance(config=config), title="probe estimate (fake tensors)"
+    )

@@ -1,0 +1,63 @@
+"""The memory model (``hsitp.cost.memory.plan_memory``, pure arithmetic) beside a probe's measurement."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from hsitp.cost.memory import PlanSize, plan_memory
+from hsitp.probe.memory import KINDS, PARTS
+from hsitp.shape import DTYPE_BYTES
+
+
+def size_of(pc: Mapping[str, Any], L: int, N: int, dtype: str) -> PlanSize:  # noqa: N803
+    return PlanSize(
+        B=int(pc["batch"]),
+        N=int(N),
+        D=int(pc["dim"]),
+        L=int(L),
+        heads=int(pc["heads"]),
+        depth=int(pc["depth"]),
+        patch=int(pc["patch"]),
+        classes=int(pc["classes"]),
+        mlp_ratio=int(pc["mlp_ratio"]),
+        dtype_bytes=DTYPE_BYTES[dtype],
+    )
+
+
+def add_model(ds: xr.Dataset, pc: Mapping[str, Any], dtype: str) -> xr.Dataset:
+    """Add ``memory_model`` (…, part, kind), ``peak_model`` and the relative errors against rank 0's measurement
+    (the model prices rank 0; D-CHAG's uneven band counts make other ranks differ by one band at most)."""
+    dims = ("plan", "P", "g", "L", "N", "checkpointing")
+    shape = tuple(ds.sizes[d] for d in dims)
+    mem = np.full((*shape, len(PARTS), len(KINDS)), np.nan)
+    peak = np.full(shape, np.nan)
+    for idx in np.ndindex(*shape):
+        plan, P, g, L, N, ck = (ds[d].values[i] for d, i in zip(dims, idx, strict=True))  # noqa: N806
+        if not np.isfinite(ds["memory"].values[idx]).any():
+            continue  # not run (dense at P > 1)
+        gg = int(g) if str(plan).startswith("dchag") else 1
+        m = plan_memory(str(plan), size_of(pc, int(L), int(N), dtype), int(P), gg, str(ck))
+        mem[idx] = [[m[(p, k)] for k in KINDS] for p in PARTS]
+        peak[idx] = m[("step", "peak")]
+    out = ds.copy()
+    out["memory_model"] = (
+        (*dims, "part", "kind"),
+        mem,
+        {"units": "bytes", "long_name": "memory model (cost/memory.py plan_memory), rank 0"},
+    )
+    out["peak_model"] = (dims, peak, {"units": "bytes"})
+    meas = ds["memory"].sel(rank=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = (out["memory_model"] - meas) / meas
+        rel = rel.where(meas != 0, 0.0 * rel.where(out["memory_model"] == 0))
+    out["rel_err"] = rel.assign_attrs(
+        long_name="(model - measured) / measured, rank 0; NaN where one is zero"
+    )
+    out["peak_rel_err"] = (
+        (out["peak_model"] - ds["peak_allocated"].sel(rank=0)) / ds["peak_allocated"].sel(rank=0)
+    ).assign_attrs(long_name="(model - measured) / measured peak, rank 0")
+    return out

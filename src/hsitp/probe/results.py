@@ -1,0 +1,237 @@
+"""The probe's files: one partial file per torchrun launch (``probe_partial``), merged into ``memory.nc``
+(``probe_memory``: measured per-rank memory by part and kind beside the memory model's) and ``throughput.nc``
+(``probe_throughput``: step time, tokens/s, time per part in both modes, collectives = full - compute)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from hsitp.errors import HsitpError
+from hsitp.io import provenance, read_netcdf, write_netcdf
+from hsitp.probe.build import DCHAG_PLANS, Point
+from hsitp.probe.memory import KINDS, PARTS, PHASES
+
+PARTIAL_KIND = "probe_partial"
+MEMORY_KIND = "probe_memory"
+THROUGHPUT_KIND = "probe_throughput"
+TIME_PARTS = (*PARTS, "other")
+MODES = ("full", "compute")
+
+
+class ProbeMergeError(HsitpError, ValueError):
+    """Partial probe files that cannot be merged (same P twice, different grids)."""
+
+
+def _coords(results: list[dict[str, Any]], pc: Mapping[str, Any], P: int) -> dict[str, list]:  # noqa: N803
+    return {
+        "plan": [p for p in pc["plans"] if any(r["point"].plan == p for r in results)],
+        "P": [P],
+        "g": [int(g) for g in pc["groups"]],
+        "L": [int(v) for v in pc["L"]],
+        "N": [int(v) for v in pc["N"]],
+        "checkpointing": list(pc["checkpointing"]),
+        "part": list(PARTS),
+        "kind": list(KINDS),
+        "rank": list(range(P)),
+        "time_part": list(TIME_PARTS),
+        "phase": list(PHASES),
+        "mode": list(MODES),
+        "step": list(range(int(pc["steps"]))),
+    }
+
+
+def write_partial(
+    results: list[dict[str, Any]],
+    *,
+    config: Mapping[str, Any],
+    attrs: Mapping[str, Any],
+    out: Path,
+    world_size: int,
+) -> Path:
+    """One launch's points as a dataset with a length-1 P dimension; plans without band groups (dense, tp,
+    token) are measured once and repeated along g."""
+    pc = config["probe"]
+    P = world_size  # noqa: N806
+    c = _coords(results, pc, P)
+    pt_dims = ("plan", "P", "g", "L", "N", "checkpointing")
+    shape = tuple(len(c[d]) for d in pt_dims)
+    mem = np.full((*shape, len(PARTS), len(KINDS), P), np.nan)
+    peak = np.full((*shape, P), np.nan)
+    reserved = np.full_like(peak, np.nan)
+    transient = np.full_like(peak, np.nan)
+    peak_part = np.full((*shape, P), "", dtype=object)
+    ptime = np.full((*shape, len(MODES), len(TIME_PARTS), len(PHASES), P), np.nan)
+    stime = np.full((*shape, len(MODES), len(c["step"])), np.nan)
+    tokens = np.full(shape, np.nan)
+    methods: set[str] = set()
+    categories: dict[str, Any] = {}
+    for res in results:
+        pt: Point = res["point"]
+        gs = [pt.g] if pt.plan in DCHAG_PLANS else c["g"]
+        for g in gs:
+            idx = (
+                c["plan"].index(pt.plan),
+                0,
+                c["g"].index(g),
+                c["L"].index(pt.L),
+                c["N"].index(pt.N),
+                c["checkpointing"].index(pt.checkpointing),
+            )
+            tokens[idx] = res["tokens_per_step"]
+            for r, rr in enumerate(res["ranks"]):
+                mem[idx][..., r] = rr["memory"]
+                peak[idx][r] = rr["peak_allocated"] if rr["peak_allocated"] is not None else np.nan
+                reserved[idx][r] = rr["peak_reserved"] if rr["peak_reserved"] is not None else np.nan
+                transient[idx][r] = rr["transient"] if rr["transient"] is not None else np.nan
+                peak_part[idx][r] = f"{rr['peak_part']}/{rr['peak_phase']}"
+                ptime[idx][..., r] = np.median(rr["part_time"], axis=-1)
+                methods.add(rr["method"])
+                categories[f"{pt.plan}/P{P}/g{g}/L{pt.L}/N{pt.N}/{pt.checkpointing}/rank{r}"] = rr[
+                    "peak_categories"
+                ]
+            stime[idx] = np.max([rr["step_time"] for rr in res["ranks"]], axis=0)  # slowest rank per step
+    per_p = {k: ("P", np.array([attrs[k]])) for k in ("device", "backend", "threads_per_rank", "cores")}
+    per_p["oversubscribed"] = ("P", np.array([int(attrs["oversubscribed"])]))
+    ds = xr.Dataset(
+        {
+            "memory": (
+                (*pt_dims, "part", "kind", "rank"),
+                mem,
+                {
+                    "units": "bytes",
+                    "long_name": "measured per-rank memory of one training step by part and kind",
+                },
+            ),
+            "peak_allocated": ((*pt_dims, "rank"), peak, {"units": "bytes"}),
+            "peak_reserved": ((*pt_dims, "rank"), reserved, {"units": "bytes", "long_name": "CUDA only"}),
+            "transient": ((*pt_dims, "rank"), transient, {"units": "bytes"}),
+            "peak_part": ((*pt_dims, "rank"), peak_part.astype(str)),
+            "part_time": ((*pt_dims, "mode", "time_part", "phase", "rank"), ptime, {"units": "s"}),
+            "step_time": ((*pt_dims, "mode", "step"), stime, {"units": "s"}),
+            "tokens_per_step": (pt_dims, tokens),
+            **per_p,
+        },
+        coords={k: v for k, v in c.items()},
+        attrs={
+            "probe": json.dumps(dict(pc), default=str),
+            "method": "; ".join(sorted(methods)),
+            "peak_categories": json.dumps(categories),
+            "dtype": results[0]["dtype"] if results else "",
+            "world_size": P,
+        },
+    )
+    prov = provenance(config=config, extra={"run": dict(attrs)})
+    return write_netcdf(ds, out, kind=PARTIAL_KIND, prov=prov, title=f"memory probe, one launch at P = {P}")
+
+
+def _read(path: str | Path) -> xr.Dataset:
+    try:
+        return read_netcdf(path, kind=PARTIAL_KIND)
+    except HsitpError as exc:
+        raise ProbeMergeError(f"{exc} (expected a partial file of `hsitp probe run`)") from exc
+
+
+def merge(
+    paths: Sequence[str | Path],
+    *,
+    memory_out: str | Path,
+    throughput_out: str | Path,
+    config: Mapping[str, Any],
+) -> tuple[Path, Path]:
+    """Concatenate the per-P files along P (rank padded with NaN to the largest P), add the memory model beside
+    the measurement, and split memory from throughput."""
+    if not paths:
+        raise ProbeMergeError("probe merge: no partial files given")
+    parts = [_read(p) for p in paths]
+    seen: dict[int, str] = {}
+    for path, ds in zip(paths, parts, strict=True):
+        p = int(ds["P"].values[0])
+        if p in seen:
+            raise ProbeMergeError(f"P={p} appears in both {seen[p]} and {path}; pass each launch's file once")
+        seen[p] = str(path)
+        for dim in ("g", "L", "N", "checkpointing", "step"):
+            if not np.array_equal(ds[dim].values, parts[0][dim].values):
+                raise ProbeMergeError(
+                    f"{path}: its {dim} coordinate {ds[dim].values.tolist()} differs from {paths[0]}'s "
+                    f"{parts[0][dim].values.tolist()}; re-run every P with the same probe config"
+                )
+    max_p = max(seen)
+    # strings as objects: numpy would cut every label to the shortest file's width ('dense' -> 'dchag')
+    padded = [
+        ds.assign_coords(
+            plan=ds["plan"].values.astype(object), checkpointing=ds["checkpointing"].values.astype(object)
+        )
+        .assign(peak_part=ds["peak_part"].astype(object))
+        .reindex(rank=list(range(max_p)))
+        for ds in parts
+    ]
+    merged = xr.concat(padded, dim="P", join="outer", combine_attrs="drop_conflicts", fill_value=np.nan)
+    merged = merged.sortby("P")
+    for var in merged.variables.values():  # the first file's string widths would cut longer labels on write
+        var.encoding = {}
+    merged = merged.reindex(plan=[p for p in config["probe"]["plans"] if p in merged["plan"].values])
+    pc = json.loads(parts[0].attrs["probe"])
+    dtype = parts[0].attrs.get("dtype", "float32")
+    from hsitp.probe.model import add_model
+
+    mem = merged[["memory", "peak_allocated", "peak_reserved", "transient", "peak_part", "tokens_per_step"]]
+    mem = add_model(mem, pc, dtype)
+    run_attrs = {
+        k: merged[k].values.tolist()
+        for k in ("device", "backend", "threads_per_rank", "cores", "oversubscribed")
+    }
+    common = {
+        "probe": json.dumps(pc),
+        "dtype": dtype,
+        "world_sizes": merged["P"].values.tolist(),
+        "method": "; ".join(sorted({str(ds.attrs.get("method", "")) for ds in parts})),
+        "run": json.dumps(run_attrs),
+        "measured": "yes (real tensors under torchrun)",
+    }
+    mem.attrs.update(common)
+    mem.attrs["peak_categories"] = json.dumps(
+        {k: v for ds in parts for k, v in json.loads(ds.attrs.get("peak_categories", "{}")).items()}
+    )
+    for key in ("device", "backend", "threads_per_rank", "cores", "oversubscribed"):
+        mem[key] = merged[key]
+    thr = _throughput(merged)
+    thr.attrs.update(common)
+    inputs = {str(p): p for p in paths}
+    prov = provenance(config=config, inputs=inputs)
+    m = write_netcdf(mem, memory_out, kind=MEMORY_KIND, prov=prov, title="per-rank memory by part and kind")
+    t = write_netcdf(thr, throughput_out, kind=THROUGHPUT_KIND, prov=prov, title="probe throughput")
+    return m, t
+
+
+def _throughput(merged: xr.Dataset) -> xr.Dataset:
+    """Step time (slowest rank), tokens/s, and per part: time with collectives, compute alone, the difference."""
+    step = merged["step_time"]
+    med = step.median("step")
+    part = merged["part_time"].sum("phase")  # (…, mode, time_part, rank)
+    full, comp = part.sel(mode="full"), part.sel(mode="compute")
+    ds = xr.Dataset(
+        {
+            "step_time": step,
+            "step_time_median": med.assign_attrs(
+                units="s", long_name="median over steps of the slowest rank"
+            ),
+            "tokens_per_s": (merged["tokens_per_step"] / med.sel(mode="full")).assign_attrs(
+                units="1/s", long_name="B N / median full step time (all ranks together)"
+            ),
+            "part_time": merged["part_time"],
+            "time_with_collectives": full.assign_attrs(units="s"),
+            "time_compute": comp.assign_attrs(units="s", long_name="the same step on the no-op twin group"),
+            "time_collectives": (full - comp).assign_attrs(
+                units="s", long_name="full - compute per part: collectives as they show in the step"
+            ),
+        }
+    )
+    for key in ("device", "backend", "threads_per_rank", "cores", "oversubscribed"):
+        ds[key] = merged[key]
+    return ds

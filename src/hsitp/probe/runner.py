@@ -1,0 +1,142 @@
+"""One torchrun launch of ``hsitp probe run``: every rank runs every probe point at this P; rank 0 writes the file.
+
+Per point: build the plan's model (``probe.build``), ``warmup`` steps (AdamW creates its state lazily), one
+measured step (``probe.memory.measure_step``: exact state bytes, saved activations by part, the peak and the part
+where it was reached), then ``steps`` timed steps in two modes interleaved step by step: ``full`` (the real
+collectives) and ``compute`` (the same model on the group's no-op twin: every collective a local op of the same
+shape). Part boundaries split every step into tokenisation / aggregation / blocks / head / other, forward,
+backward and update; collectives time per part = full - compute. Per-rank results are gathered to rank 0.
+
+On a CPU the ranks are gloo processes on shared cores; every file records backend, threads per rank, cores and the
+oversubscription flag. On CUDA the timeline synchronises the device at every part boundary (it perturbs the
+timing a little; the step total is measured the same way in both modes).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from hsitp.probe.build import Point, build_point, points
+from hsitp.probe.memory import KINDS, PARTS, PHASES, PartTimeline, measure_step
+
+if TYPE_CHECKING:
+    from hsitp.parallel.runtime import Runtime
+
+log = logging.getLogger(__name__)
+TIME_PARTS = (*PARTS, "other")
+MODES = ("full", "compute")
+
+
+def run_partial(config: Mapping[str, Any], *, world_size: int, out: str | Path) -> Path | None:
+    """Probe every configured point at P = ``world_size``; returns the file written (rank 0) or None."""
+    from hsitp.parallel.runtime import RuntimeSettings, start
+
+    pts = points(config["probe"], world_size)  # refuses a grid that does not fit before any rendezvous
+    rt = start(RuntimeSettings.from_config(config, section="probe", world_size=world_size))
+    try:
+        results = [probe_point(pt, config, rt) for pt in pts]
+        if rt.rank != 0:
+            return None
+        from hsitp.probe.results import write_partial
+
+        return write_partial(results, config=config, attrs=rt.attrs(), out=Path(out), world_size=world_size)
+    finally:
+        rt.stop()
+
+
+def _gather(obj: Any, rt: Runtime) -> list[Any]:
+    if rt.world_size == 1:
+        return [obj]
+    objs: list[Any] = [None] * rt.world_size
+    dist.all_gather_object(objs, obj, group=rt.group)
+    return objs
+
+
+def _clock(device: torch.device):  # noqa: ANN202
+    if device.type == "cuda":
+
+        def clock() -> float:
+            torch.cuda.synchronize(device)
+            return time.perf_counter()
+
+        return clock
+    return time.perf_counter
+
+
+def probe_point(point: Point, config: Mapping[str, Any], rt: Runtime) -> dict[str, Any]:
+    """Memory of one step on every rank, and timed steps in both modes; the per-rank lists (rank 0 keeps them)."""
+    from hsitp.parallel.runtime import dtype_name, resolve_dtype
+
+    pc = config["probe"]
+    seed = int(config["seed"])
+    dtype = resolve_dtype(pc["dtype"], rt.device, key="probe.dtype")
+    built = build_point(point, pc, rt.world, dtype=dtype, device=rt.device, seed=seed)
+    for _ in range(int(pc["warmup"])):
+        built.step()
+    mem = measure_step(built.model, built.step, optimizer=built.optimizer, device=rt.device)
+    twin = build_point(point, pc, rt.world.noop(), dtype=dtype, device=rt.device, seed=seed)
+    for _ in range(int(pc["warmup"])):
+        twin.step()
+    clock = _clock(rt.device)
+    steps = int(pc["steps"])
+    part_t = np.zeros((len(MODES), len(TIME_PARTS), len(PHASES), steps))
+    step_t = np.zeros((len(MODES), steps))
+    for rep in range(steps):
+        order = MODES if rep % 2 == 0 else MODES[::-1]  # interleaved: drift hits both modes alike
+        for mode in order:
+            b = built if mode == "full" else twin
+            if rt.world_size > 1:
+                dist.barrier(group=rt.group)
+            mi = MODES.index(mode)
+            t0 = clock()
+            with PartTimeline(b.model, clock=clock) as tl:
+                b.step()
+            step_t[mi, rep] = clock() - t0
+            for pi, part in enumerate(TIME_PARTS):
+                for hi, phase in enumerate(PHASES):
+                    part_t[mi, pi, hi, rep] = tl.by_part()[part][phase]
+    mine = {
+        "memory": np.array([[mem.by_part[p][k] for k in KINDS] for p in PARTS], dtype=np.float64),
+        "peak_allocated": mem.peak_allocated,
+        "peak_reserved": mem.peak_reserved,
+        "transient": mem.transient,
+        "peak_part": mem.peak_part,
+        "peak_phase": mem.peak_phase,
+        "peak_categories": mem.peak_categories,
+        "method": mem.method,
+        "part_time": part_t,
+        "step_time": step_t,
+    }
+    ranks = _gather(mine, rt)
+    del built, twin
+    if rt.rank == 0:
+        log.info(
+            "probe %s P=%d g=%d L=%d N=%d ckpt=%s: peak %.1f MiB, step %.3f s",
+            point.plan,
+            point.P,
+            point.g,
+            point.L,
+            point.N,
+            point.checkpointing,
+            (mem.peak_allocated or 0) / 2**20,
+            float(np.median(step_t[0])),
+        )
+    return {
+        "point": point,
+        "ranks": ranks,
+        "dtype": dtype_name(dtype),
+        "tokens_per_step": twin_tokens(point, pc),
+    }
+
+
+def twin_tokens(point: Point, pc: Mapping[str, Any]) -> int:
+    """Tokens one step trains on, all ranks together: B * N (TP ranks share a batch; token ranks split it)."""
+    return int(pc["batch"]) * point.N
