@@ -50,15 +50,20 @@ def scene(tmp_path) -> xr.Dataset:
     rng = np.random.default_rng(0)
     labels = np.zeros((20, 27), np.int16)
     labels[2:10, 3:12], labels[11:18, 5:20], labels[3:9, 15:25] = 1, 2, 3
-    split = np.where(labels > 0, np.where(rng.random(labels.shape) < 0.2, 1, 2), 0).astype(np.int8)
+    split = np.stack(  # protocol "random": pixel by pixel; "block": left part train, right part test
+        [
+            np.where(labels > 0, np.where(rng.random(labels.shape) < 0.2, 1, 2), 0),
+            np.where(labels > 0, np.where(np.arange(27)[None, :] < 9, 1, 2), 0),
+        ]
+    ).astype(np.int8)
     ds = xr.Dataset(
         {
             "cube": (("y", "x", "band"), rng.random((20, 27, 6), dtype=np.float32)),
             "labels": (("y", "x"), labels),
-            "split": (("y", "x"), split),
+            "split": (("protocol", "y", "x"), split),
         },
-        coords={"y": np.arange(20), "x": np.arange(27), "band": np.arange(1, 7)},
-        attrs={"dataset": "synthetic", "title": "synthetic test scene", "split_mode": "random", "seed": 0,
+        coords={"y": np.arange(20), "x": np.arange(27), "band": np.arange(1, 7), "protocol": ["random", "block"]},
+        attrs={"dataset": "synthetic", "title": "synthetic test scene", "seed": 0,
                "class_names": json.dumps({"1": "a", "2": "b", "3": "c"})},
     )  # fmt: skip
     path = write_netcdf(ds, tmp_path / "synthetic.nc", kind="dataset", prov=provenance())
@@ -234,10 +239,15 @@ def test_scale_and_summary_tables(cost_tables, mvm):
 
 
 def test_class_table_counts_the_arrays(scene):
+    """Catches a class table that counts one protocol's split under another's name, or drops a protocol."""
     df = rd.class_table(scene)
-    labels, split = scene["labels"].values, scene["split"].values
+    labels = scene["labels"].values
     total = df[df["class"] == "all"].iloc[0]
-    assert total["pixels"] == (labels > 0).sum() and total["train"] == ((labels > 0) & (split == 1)).sum()
+    assert total["pixels"] == (labels > 0).sum()
+    for i, protocol in enumerate(("random", "block")):
+        split = scene["split"].values[i]
+        assert total[f"{protocol}_train"] == ((labels > 0) & (split == 1)).sum()
+        assert total[f"{protocol}_test"] == ((labels > 0) & (split == 2)).sum()
     assert list(df["name"][:3]) == ["a", "b", "c"]
 
 
@@ -270,7 +280,9 @@ def test_figures_say_measured_or_modelled_and_on_which_hardware(cost_tables, mvm
     assert sorted(xs) == sorted(rb.points(mvm)["ccr_measured"])
     scene_fig = rd.scene_figure(scene)
     assert "no hardware-dependent number" in scene_fig._suptitle.get_text()
-    assert np.asarray(scene_fig.axes[2].images[0].get_array()).tolist() == scene["split"].values.tolist()
+    for i in range(2):  # one panel per split protocol, in file order
+        shown = np.asarray(scene_fig.axes[2 + i].images[0].get_array()).tolist()
+        assert shown == scene["split"].values[i].tolist()
     plt.close("all")
 
 

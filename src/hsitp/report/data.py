@@ -16,7 +16,7 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from hsitp.data.split import TEST, TRAIN, UNUSED
+from hsitp.data.split import TEST, TRAIN, UNUSED, read_split
 from hsitp.report.common import computed_on, headline, json_attr, load, need
 
 # Fractions along the band axis used as red, green and blue: long, middle and short wavelengths of the cube
@@ -50,13 +50,14 @@ def false_colour(ds: xr.Dataset) -> np.ndarray:
 def scene_figure(ds: xr.Dataset) -> Figure:
     """False-colour composite, ground-truth classes and the train/test split of one prepared scene."""
     labels = ds["labels"].values
-    split = ds["split"].values
+    protocols = split_protocols(ds)
     names = {int(k): v for k, v in (json_attr(ds, "class_names", {}) or {}).items()}
     classes = sorted(int(c) for c in np.unique(labels) if c != 0)
     band_dim = ds["cube"].dims[-1]
     band_ids = [ds[band_dim].values[i].item() for i in rgb_bands(ds)]
 
-    fig, axes = plt.subplots(1, 3, figsize=(13, 4.8), layout="constrained")
+    n = 2 + len(protocols)
+    fig, axes = plt.subplots(1, n, figsize=(4.4 * n, 4.8), layout="constrained")
     axes[0].imshow(false_colour(ds), interpolation="nearest")
     axes[0].set_title(f"false colour: {band_dim}s {band_ids[0]}, {band_ids[1]}, {band_ids[2]} as R, G, B")
 
@@ -74,11 +75,12 @@ def scene_figure(ds: xr.Dataset) -> Figure:
     axes[1].legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=6, frameon=False)
 
     split_colours = ListedColormap(["#ffffff", "#1b9e77", "#d95f02"])  # unused, train, test
-    axes[2].imshow(split, cmap=split_colours, vmin=0, vmax=2, interpolation="nearest")
-    counts = {code: int((split == code).sum()) for code in (TRAIN, TEST)}
-    mode = ds.attrs.get("split_mode", "?")
-    axes[2].set_title(f"split '{mode}': {counts[TRAIN]} train, {counts[TEST]} test pixels")
-    axes[2].legend(
+    for ax, protocol in zip(axes[2:], protocols, strict=True):
+        split = read_split(ds, protocol)
+        ax.imshow(split, cmap=split_colours, vmin=0, vmax=2, interpolation="nearest")
+        counts = {code: int((split == code).sum()) for code in (TRAIN, TEST)}
+        ax.set_title(f"split '{protocol}': {counts[TRAIN]} train, {counts[TEST]} test pixels")
+    axes[-1].legend(
         handles=[
             Patch(color="#1b9e77", label="train"),
             Patch(color="#d95f02", label="test"),
@@ -105,36 +107,34 @@ def scene_figure(ds: xr.Dataset) -> Figure:
     return fig
 
 
+def split_protocols(ds: xr.Dataset) -> list[str]:
+    """The split protocols a prepared file holds (``random``, ``block``), in file order."""
+    return [str(p) for p in ds["protocol"].values]
+
+
 def class_table(ds: xr.Dataset) -> pd.DataFrame:
-    """Labelled pixels per class and how the split divides them (counted from the file's arrays)."""
+    """Labelled pixels per class and how each split protocol divides them (counted from the file's arrays)."""
     labels = ds["labels"].values
-    split = ds["split"].values
+    splits = {p: read_split(ds, p) for p in split_protocols(ds)}
     names = {int(k): v for k, v in (json_attr(ds, "class_names", {}) or {}).items()}
     rows = []
     for c in sorted(int(c) for c in np.unique(labels) if c != 0):
         in_class = labels == c
-        rows.append(
-            {
-                "class": c,
-                "name": names.get(c, ""),
-                "pixels": int(in_class.sum()),
-                "train": int((in_class & (split == TRAIN)).sum()),
-                "test": int((in_class & (split == TEST)).sum()),
-                "unused": int((in_class & (split == UNUSED)).sum()),
-            }
-        )
+        row = {"class": c, "name": names.get(c, ""), "pixels": int(in_class.sum())}
+        for p, split in splits.items():
+            for code, word in ((TRAIN, "train"), (TEST, "test"), (UNUSED, "unused")):
+                row[f"{p}_{word}"] = int((in_class & (split == code)).sum())
+        rows.append(row)
     df = pd.DataFrame(rows)
-    total = {
-        "class": "all",
-        "name": "",
-        **{k: int(df[k].sum()) for k in ("pixels", "train", "test", "unused")},
-    }
+    counted = [k for k in df.columns if k not in ("class", "name")]
+    total = {"class": "all", "name": "", **{k: int(df[k].sum()) for k in counted}}
     return pd.concat([df, pd.DataFrame([total])], ignore_index=True)
 
 
 def class_caption(ds: xr.Dataset) -> str:
     return (
-        f"{ds.attrs.get('title', ds.attrs.get('dataset', 'scene'))}: labelled pixels per class, split "
-        f"'{ds.attrs.get('split_mode', '?')}' (seed {ds.attrs.get('seed', '?')}); counted from the prepared "
+        f"{ds.attrs.get('title', ds.attrs.get('dataset', 'scene'))}: labelled pixels per class and how each split "
+        f"protocol ({', '.join(split_protocols(ds))}) divides them (seed {ds.attrs.get('seed', '?')}); counted from "
+        "the prepared "
         "file, no hardware-dependent number."
     )
