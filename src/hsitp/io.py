@@ -49,6 +49,12 @@ KIND_PRODUCERS: dict[str, str] = {
     "model_vs_measured": "`hsitp bench compare` (rule bench_compare)",
     "bench_shard": "`hsitp bench shard` (benchmarks/gpu_check.sh)",
     "bench_roofline": "`hsitp bench roofline` (benchmarks/gpu_check.sh)",
+    "probe_partial": "`hsitp probe run` (rule probe_run)",
+    "probe_memory": "`hsitp probe run` + `hsitp probe merge` (rules probe_run, probe_merge)",
+    "probe_throughput": "`hsitp probe run` + `hsitp probe merge` (rules probe_run, probe_merge)",
+    "probe_estimate": "`hsitp probe estimate` (rule probe_estimate)",
+    "train": "`hsitp train` (rule train)",
+    "baseline": "`hsitp baseline` (rule baseline)",
 }
 
 
