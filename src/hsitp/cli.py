@@ -17,6 +17,7 @@ from hsitp.errors import HsitpError
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from hsitp import launch
     from hsitp.bench import commands as bench_commands
     from hsitp.cost import commands as cost_commands
     from hsitp.data import commands as data_commands
@@ -28,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     data_commands.register(sub)
     bench_commands.register(sub)
     cost_commands.register(sub)
+    launch.register(sub)
     return parser
 
 

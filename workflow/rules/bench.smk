@@ -35,24 +35,20 @@ rule bench_run:
         log_file("bench/run_P{P}.log"),
     conda:
         ENV
-    threads: bench_threads
-    # One task on one node: torchrun --standalone starts the P ranks itself (the Slurm executor runs a non-MPI job
-    # as `srun -n1`, so P tasks would confine the ranks to one task's CPUs). `gpu` is that executor's name for
-    # GPUs; tasks_per_gpu=0 stops it from asking for a task per GPU.
+    threads: rank_threads("bench_run", "bench")
+    # One node: one task in which `torchrun --standalone` starts the P ranks (the SLURM executor runs a non-MPI job
+    # as `srun -n1`, so P tasks would confine the ranks to one task's CPUs). Several nodes
+    # (resources.bench_run.ranks_per_node < P): one task per node, `hsitp launch` starts torchrun on each.
+    # src/hsitp/launch.py derives both the resources and the launch line.
     resources:
+        **rank_resources("bench_run", "bench"),
         bench_slot=1,
-        mem_mb=bench_mem_mb,
-        runtime=config["resources"]["bench_run"]["runtime"],
-        nodes=1,
-        tasks=1,
-        cpus_per_task=bench_threads,
-        gpu=bench_gpus,
-        tasks_per_gpu=0,
     params:
+        launch=rank_launch("bench_run", "bench"),
         cfg=stage_config(*BENCH_RUN_KEYS),
     shell:
-        "torchrun --standalone --nnodes 1 --nproc_per_node {wildcards.P} -m hsitp bench run"
-        " --world-size {wildcards.P} --out {output:q} --config-json {params.cfg:q} > {log} 2>&1"
+        "{params.launch} bench run --world-size {wildcards.P} --out {output:q} --config-json {params.cfg:q}"
+        " > {log} 2>&1"
 
 
 rule bench_merge:

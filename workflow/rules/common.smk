@@ -2,6 +2,7 @@
 # keys each rule passes to its subcommand, the resources each job asks for, and the target functions.
 import json
 
+from hsitp import launch
 from hsitp.config import validate_config
 
 # One validation when the DAG starts: a bad key or value stops here with a message naming it.
@@ -72,17 +73,44 @@ def job_resources(rule):
     return {"mem_mb": res["mem_mb"], "runtime": res["runtime"]}
 
 
-def bench_threads(wildcards):
-    """A timing job at P runs P ranks of bench.threads_per_rank threads each."""
-    return int(wildcards.P) * config["bench"]["threads_per_rank"]
+# A rule that starts P ranks (bench_run; later the probe and train rules) takes its threads, resources and launch
+# line from one RankLayout (src/hsitp/launch.py), so what it asks for and what it starts cannot disagree.
+def rank_layout_of(rule, section, wildcards):
+    """P ranks (wildcard P) of rule ``rule``: threads per rank from config ``<section>.threads_per_rank``; memory,
+    GPUs and ranks per node from ``resources.<rule>``."""
+    res = config["resources"][rule]
+    return launch.rank_layout(
+        int(wildcards.P),
+        ranks_per_node=res["ranks_per_node"],
+        threads_per_rank=config[section]["threads_per_rank"],
+        mem_mb_per_rank=res["mem_mb_per_rank"],
+        gpus_per_rank=res["gpus_per_rank"],
+        key=f"resources.{rule}.ranks_per_node",
+    )
 
 
-def bench_mem_mb(wildcards):
-    return int(wildcards.P) * config["resources"]["bench_run"]["mem_mb_per_rank"]
+def rank_threads(rule, section):
+    """Snakemake ``threads`` of a rank job: P x threads_per_rank (never the cores of the host planning the DAG)."""
+    return lambda wildcards: rank_layout_of(rule, section, wildcards).threads
 
 
-def bench_gpus(wildcards):
-    return int(wildcards.P) * config["resources"]["bench_run"]["gpus_per_rank"]
+def rank_resources(rule, section):
+    """The job's resources (launch.RESOURCE_KEYS: mem_mb, nodes, tasks, cpus_per_task, gpu / gres, mpi, ...) and
+    its runtime from ``resources.<rule>.runtime``."""
+
+    def one(key):
+        return lambda wildcards: rank_layout_of(rule, section, wildcards).resources()[key]
+
+    return {key: one(key) for key in launch.RESOURCE_KEYS} | {
+        "runtime": config["resources"][rule]["runtime"]
+    }
+
+
+def rank_launch(rule, section):
+    """The start of the rank job's shell line (torchrun on one node, `hsitp launch` over several)."""
+    return lambda wildcards: launch.launch_prefix(
+        rank_layout_of(rule, section, wildcards)
+    )
 
 
 # --- targets --------------------------------------------------------------------------------------------------------
