@@ -34,7 +34,7 @@ rule bench_run:
     log:
         log_file("bench/run_P{P}.log"),
     conda:
-        ENV
+        rank_env("bench_run")
     threads: rank_threads("bench_run", "bench")
     # One node: one task in which `torchrun --standalone` starts the P ranks (the SLURM executor runs a non-MPI job
     # as `srun -n1`, so P tasks would confine the ranks to one task's CPUs). Several nodes

@@ -8,7 +8,10 @@ from hsitp.config import validate_config
 # One validation when the DAG starts: a bad key or value stops here with a message naming it.
 config.update(validate_config(config))
 
+# Conda environments (--software-deployment-method conda), paths relative to the rule files. Every rule runs in ENV
+# except a rank rule whose ranks have GPUs (rank_env), which gets PyTorch's CUDA build.
 ENV = "../../envs/hsitp.yaml"
+ENV_CUDA = "../../envs/hsitp-cuda.yaml"
 
 # Every output of a run lives under results/<run>/ and every log under logs/<run>/; the raw download cache
 # (data.raw_dir) is shared by all runs. A rule names its files with result() and log_file(), never by hand.
@@ -76,7 +79,7 @@ def job_resources(rule):
 # A rule that starts P ranks (bench_run; later the probe and train rules) takes its threads, resources and launch
 # line from one RankLayout (src/hsitp/launch.py), so what it asks for and what it starts cannot disagree.
 def rank_layout_of(rule, section, wildcards):
-    """P ranks (wildcard P) of rule ``rule``: threads per rank from config ``<section>.threads_per_rank``; memory,
+    """P ranks (wildcard P) of ``rule``: threads per rank from config ``<section>.threads_per_rank``, and memory,
     GPUs and ranks per node from ``resources.<rule>``."""
     res = config["resources"][rule]
     return launch.rank_layout(
@@ -99,11 +102,18 @@ def rank_resources(rule, section):
     its runtime from ``resources.<rule>.runtime``."""
 
     def one(key):
-        return lambda wildcards: rank_layout_of(rule, section, wildcards).resources()[key]
+        return lambda wildcards: rank_layout_of(rule, section, wildcards).resources()[
+            key
+        ]
 
     return {key: one(key) for key in launch.RESOURCE_KEYS} | {
         "runtime": config["resources"][rule]["runtime"]
     }
+
+
+def rank_env(rule):
+    """The conda environment of a rank rule: the CUDA build where resources.<rule>.gpus_per_rank > 0."""
+    return ENV_CUDA if config["resources"][rule]["gpus_per_rank"] > 0 else ENV
 
 
 def rank_launch(rule, section):
