@@ -30,7 +30,7 @@ def test_profile_is_where_snakemake_looks_and_site_neutral():
     assert PROFILE["executor"] == "slurm"
     assert PROFILE["slurm-status-command"] == "squeue"
     assert isinstance(PROFILE["jobs"], int) and PROFILE["jobs"] >= 1
-    assert PROFILE["set-resources"]["bench_run"]["slurm_extra"] == "'--exclusive'"
+    assert "set-resources" not in PROFILE  # a --set-resources on the command line would replace it all
     text = yaml.safe_dump({k: v for k, v in PROFILE.items()})
     assert not [k for k in SITE_KEYS if re.search(rf"\b{k}\b", text)], "site settings belong in overrides"
     assert not any(k in PROFILE for k in ("slurm-qos", "slurm-reservation", "slurm-partition-config"))
@@ -79,17 +79,20 @@ TINY = {"bench": {"world_sizes": [2, 4], "threads_per_rank": 3}}
 @pytest.mark.slow
 def test_dry_run_through_the_profile_asks_for_every_rank(slurm_workflow):
     """`--profile slurm` as the README runs it, with `--cores 1` on the planning host: the timing job at P still
-    asks SLURM for P x threads_per_rank CPUs and P ranks' memory on one exclusive node. Catches requests capped by
-    the submit host's cores, or a profile key the installed Snakemake rejects."""
+    asks SLURM for P x threads_per_rank CPUs and P ranks' memory on one exclusive node, also with a site override
+    on the command line. Catches requests capped by the submit host's cores, an override that drops the exclusive
+    node, or a profile key the installed Snakemake rejects."""
     wf = slurm_workflow
     (wf.root / "config" / "tiny.yaml").write_text(yaml.safe_dump(TINY))
     target = "results/smoke/bench/partial/microbench_P4.nc"
     jobs = _dry_run(wf, "--profile", "slurm", "--cores", "1", "--configfile", "config/smoke.yaml",
-                    "config/tiny.yaml", "--", target)  # fmt: skip
+                    "config/tiny.yaml", "--set-resources", "bench_run:constraint=h100", "--", target)  # fmt: skip
     res = jobs[target]["resources"]
     assert res["cpus_per_task"] == "12" and res["mem_mb"] == "8000"  # 4 ranks x 3 threads, 4 x 2000 MB
     assert (res["nodes"], res["tasks"], res["tasks_per_gpu"]) == ("1", "1", "0")
-    assert res["slurm_extra"] == "--exclusive" and "mpi" not in res
+    assert "mpi" not in res
+    # a site override (README) adds to the job's request; the timing job's exclusive node survives it
+    assert res["constraint"] == "h100" and res["slurm_extra"] == "--exclusive"
     assert jobs[target]["shell"].startswith(
         "torchrun --standalone --nnodes 1 --nproc-per-node 4 -m hsitp bench run"
     )
