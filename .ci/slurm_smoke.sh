@@ -25,6 +25,8 @@ cleanup() {
   echo "== SLURM part: $((SECONDS - T0)) s in all, exit status $rc"
 }
 trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM # a killed CI run still stops the daemons (through the EXIT trap)
 
 step() { echo "== slurm: $* (at $((SECONDS - T0)) s)"; }
 fail() {
