@@ -13,13 +13,15 @@ STATE=${HSITP_SLURM_STATE:-/tmp/hsitp-slurm}        # pids, logs, spool, control
 CONF=/etc/slurm/slurm.conf                          # the job step drops SLURM_CONF: only the default path works
 MARK="# written by hsitp .ci/slurm.sh"              # `down` removes only a config carrying this line
 BRIDGE=hsitpbr0
-NET=10.77.0                                         # controller .1, node i at .(i+1)
+NET=10.77.0                                         # the controller at .1, the nodes from .2 on
 NODES=(ci1 ci2)
 MIN_JOB_AGE=300                                     # >= 3 x any status delay, and > the plugin's longest poll gap
 
 log() { printf '[slurm.sh] %s\n' "$*" >&2; }
 
 node_ns() { echo "hsitp-$1"; }
+
+node_addr() { echo "${NET}.$(($1 + 2))"; } # address of node number $1 (0-based) of NODES
 
 write_conf() {
   local hw cpus mem host
@@ -63,10 +65,9 @@ write_conf() {
     echo "SlurmdTimeout=60"
     echo "InactiveLimit=0"
     echo "KillWait=5"
-    local i=0 node
-    for node in "${NODES[@]}"; do
-      i=$((i + 1))
-      echo "NodeName=$node NodeAddr=${NET}.$((i + 1)) CPUs=$cpus ${topo}RealMemory=$mem State=UNKNOWN"
+    local i
+    for i in "${!NODES[@]}"; do
+      echo "NodeName=${NODES[$i]} NodeAddr=$(node_addr "$i") CPUs=$cpus ${topo}RealMemory=$mem State=UNKNOWN"
     done
     echo "PartitionName=ci Nodes=$(
       IFS=,
@@ -77,18 +78,17 @@ write_conf() {
 }
 
 net_up() {
-  local i=0 node ns
+  local i j ns
   ip link add "$BRIDGE" type bridge
   ip addr add "${NET}.1/24" dev "$BRIDGE"
   ip link set "$BRIDGE" up
-  for node in "${NODES[@]}"; do
-    i=$((i + 1))
-    ns=$(node_ns "$node")
+  for i in "${!NODES[@]}"; do
+    ns=$(node_ns "${NODES[$i]}")
     ip netns add "$ns"
     ip link add "hsv$i" type veth peer name hs0 netns "$ns"
     ip link set "hsv$i" master "$BRIDGE" up
     ip -n "$ns" link set lo up
-    ip -n "$ns" addr add "${NET}.$((i + 1))/24" dev hs0
+    ip -n "$ns" addr add "$(node_addr "$i")/24" dev hs0
     ip -n "$ns" link set hs0 up
     ip -n "$ns" route add default via "${NET}.1"
     # `ip netns exec` mounts /etc/netns/NS/hosts over /etc/hosts: node names resolve to node addresses, and this
@@ -97,12 +97,10 @@ net_up() {
     {
       grep -v -w -e "$(hostname)" -e "$(hostname -s)" /etc/hosts || true
       echo "${NET}.1 hsitpctl"
-      local j=0 other
-      for other in "${NODES[@]}"; do
-        j=$((j + 1))
-        echo "${NET}.$((j + 1)) $other"
+      for j in "${!NODES[@]}"; do
+        echo "$(node_addr "$j") ${NODES[$j]}"
       done
-      echo "${NET}.$((i + 1)) $(hostname) $(hostname -s)"
+      echo "$(node_addr "$i") $(hostname) $(hostname -s)"
     } >"/etc/netns/$ns/hosts"
   done
   # traffic between the nodes crosses the bridge; where br_netfilter is loaded, let iptables pass it
@@ -112,10 +110,9 @@ net_up() {
 }
 
 net_down() {
-  local i=0 node ns
-  for node in "${NODES[@]}"; do
-    i=$((i + 1))
-    ns=$(node_ns "$node")
+  local i ns
+  for i in "${!NODES[@]}"; do
+    ns=$(node_ns "${NODES[$i]}")
     ip link del "hsv$i" 2>/dev/null || true
     ip netns del "$ns" 2>/dev/null || true
     rm -rf "/etc/netns/$ns"
