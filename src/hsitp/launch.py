@@ -188,20 +188,29 @@ def launch_prefix(layout: RankLayout) -> str:
     if not layout.multi_node:
         return shlex.join(torchrun_argv(layout.ranks))
     return shlex.join(
-        [
-            "hsitp",
-            "launch",
-            "--nodes",
-            str(layout.nodes),
-            "--ranks-per-node",
-            str(layout.ranks_per_node),
-            "--cpus-per-node",
-            str(layout.cpus_per_node),
-            "--gpus-per-node",
-            str(layout.gpus_per_node),
-            "--",
-        ]
+        _hsitp_launch_argv(layout.nodes, layout.ranks_per_node, layout.cpus_per_node, layout.gpus_per_node)
     )
+
+
+def _hsitp_launch_argv(
+    nodes: int, ranks_per_node: int, cpus_per_node: int, gpus_per_node: int, *, node: bool = False
+) -> list[str]:
+    """``hsitp launch`` with a job's shape (``--node``: one node's srun task), up to the ``--`` before the
+    subcommand."""
+    return [
+        "hsitp",
+        "launch",
+        *(["--node"] if node else []),
+        "--nodes",
+        str(nodes),
+        "--ranks-per-node",
+        str(ranks_per_node),
+        "--cpus-per-node",
+        str(cpus_per_node),
+        "--gpus-per-node",
+        str(gpus_per_node),
+        "--",
+    ]
 
 
 def srun_argv(
@@ -221,18 +230,7 @@ def srun_argv(
         f"--cpus-per-task={cpus_per_node}",
         *gres,
         "--kill-on-bad-exit=1",
-        "hsitp",
-        "launch",
-        "--node",
-        "--nodes",
-        str(nodes),
-        "--ranks-per-node",
-        str(ranks_per_node),
-        "--cpus-per-node",
-        str(cpus_per_node),
-        "--gpus-per-node",
-        str(gpus_per_node),
-        "--",
+        *_hsitp_launch_argv(nodes, ranks_per_node, cpus_per_node, gpus_per_node, node=True),
         *args,
     ]
 
