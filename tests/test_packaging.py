@@ -7,11 +7,7 @@ import re
 import tomllib
 from pathlib import Path
 
-import yaml
-
 ROOT = Path(__file__).resolve().parents[1]
-# conda-forge names that differ from PyPI names
-CONDA_TO_PYPI = {"pytorch": "torch"}
 
 
 def _split(req: str) -> tuple[str, str]:
@@ -25,22 +21,7 @@ def _pyproject_deps() -> dict[str, str]:
     return dict(_split(r) for r in proj["dependencies"])
 
 
-def _conda_deps() -> dict[str, str]:
-    env = yaml.safe_load((ROOT / "envs/hsitp.yaml").read_text())
-    out: dict[str, str] = {}
-    for dep in env["dependencies"]:
-        reqs = dep["pip"] if isinstance(dep, dict) else [dep]
-        for req in reqs:
-            if req.startswith("-e") or req.split(">")[0].split("=")[0] in {"python", "pip"}:
-                continue
-            name, spec = _split(req)
-            out[CONDA_TO_PYPI.get(name, name)] = spec
-    return out
-
-
-def test_conda_env_matches_pyproject():
-    """Catches a dependency added to pyproject.toml but not to envs/hsitp.yaml (or with another version)."""
-    assert _conda_deps() == _pyproject_deps()
+# envs/*.yaml against pyproject.toml and constraints.txt: tests/test_cluster_envs.py
 
 
 def test_constraints_pin_every_dependency():

@@ -17,6 +17,7 @@ from hsitp.errors import HsitpError
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from hsitp import launch
     from hsitp.audit import commands as audit_commands
     from hsitp.bench import commands as bench_commands
     from hsitp.cost import commands as cost_commands
@@ -38,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate_commands.register(sub)
     train_commands.register(sub)
     probe_commands.register(sub)
+    launch.register(sub)
     return parser
 
 

@@ -34,16 +34,23 @@ rule bench_run:
     log:
         log_file("bench/run_P{P}.log"),
     conda:
-        ENV
-    threads: rank_threads("bench")
+        rank_env("bench_run")
+    threads: rank_threads("bench_run", "bench")
+    # One node: one task in which `torchrun --standalone` starts the P ranks (the SLURM executor runs a non-MPI job
+    # as `srun -n1`, so P tasks would confine the ranks to one task's CPUs). Several nodes
+    # (resources.bench_run.ranks_per_node < P): one task per node, `hsitp launch` starts torchrun on each.
+    # src/hsitp/launch.py derives both the resources and the launch line. Under SLURM a timing job has its nodes to
+    # itself (--exclusive; other executors ignore slurm_extra); locally bench_slot keeps timing jobs apart.
     resources:
-        **multirank_resources("bench_run", "bench"),
+        **rank_resources("bench_run", "bench"),
+        bench_slot=1,
+        slurm_extra="--exclusive",
     params:
+        launch=rank_launch("bench_run", "bench"),
         cfg=stage_config(*BENCH_RUN_KEYS),
-        launch=torchrun_launch,
     shell:
-        "{params.launch} -m hsitp bench run"
-        " --world-size {wildcards.P} --out {output:q} --config-json {params.cfg:q} > {log} 2>&1"
+        "{params.launch} bench run --world-size {wildcards.P} --out {output:q} --config-json {params.cfg:q}"
+        " > {log} 2>&1"
 
 
 rule bench_merge:

@@ -2,12 +2,16 @@
 # keys each rule passes to its subcommand, the resources each job asks for, and the target functions.
 import json
 
+from hsitp import launch
 from hsitp.config import validate_config
 
 # One validation when the DAG starts: a bad key or value stops here with a message naming it.
 config.update(validate_config(config))
 
+# Conda environments (--software-deployment-method conda), paths relative to the rule files. Every rule runs in ENV
+# except a rank rule whose ranks have GPUs (rank_env), which gets PyTorch's CUDA build.
 ENV = "../../envs/hsitp.yaml"
+ENV_CUDA = "../../envs/hsitp-cuda.yaml"
 
 # Every output of a run lives under results/<run>/ and every log under logs/<run>/; the raw download cache
 # (data.raw_dir) is shared by all runs. A rule names its files with result() and log_file(), never by hand.
@@ -74,34 +78,51 @@ def job_resources(rule):
     return {"mem_mb": res["mem_mb"], "runtime": res["runtime"]}
 
 
-def rank_threads(section):
-    """Threads of a torchrun job at P: P ranks of `<section>.threads_per_rank` threads each."""
-    return lambda wildcards: int(wildcards.P) * config[section]["threads_per_rank"]
-
-
-def multirank_resources(rule, section):
-    """Resources of a torchrun job at P (bench_run, probe_run, train), from config `resources.<rule>`.
-
-    One task on one node: torchrun --standalone starts the P ranks itself (the Slurm executor runs a non-MPI job as
-    `srun -n1`, so P tasks would confine the ranks to one task's CPUs). `gpu` is that executor's name for GPUs;
-    tasks_per_gpu=0 stops it from asking for a task per GPU. `bench_slot` keeps timing jobs from running at once.
-    """
+# A rule that starts P ranks (bench_run; later the probe and train rules) takes its threads, resources and launch
+# line from one RankLayout (src/hsitp/launch.py), so what it asks for and what it starts cannot disagree.
+def rank_layout_of(rule, section, wildcards):
+    """P ranks (wildcard P) of ``rule``: threads per rank from config ``<section>.threads_per_rank``, and memory,
+    GPUs and ranks per node from ``resources.<rule>``."""
     res = config["resources"][rule]
-    return {
-        "bench_slot": 1,
-        "mem_mb": lambda wildcards: int(wildcards.P) * res["mem_mb_per_rank"],
-        "runtime": res["runtime"],
-        "nodes": 1,
-        "tasks": 1,
-        "cpus_per_task": rank_threads(section),
-        "gpu": lambda wildcards: int(wildcards.P) * res["gpus_per_rank"],
-        "tasks_per_gpu": 0,
+    return launch.rank_layout(
+        int(wildcards.P),
+        ranks_per_node=res["ranks_per_node"],
+        threads_per_rank=config[section]["threads_per_rank"],
+        mem_mb_per_rank=res["mem_mb_per_rank"],
+        gpus_per_rank=res["gpus_per_rank"],
+        key=f"resources.{rule}.ranks_per_node",
+    )
+
+
+def rank_threads(rule, section):
+    """Snakemake ``threads`` of a rank job: P x threads_per_rank (never the cores of the host planning the DAG)."""
+    return lambda wildcards: rank_layout_of(rule, section, wildcards).threads
+
+
+def rank_resources(rule, section):
+    """The job's resources (launch.RESOURCE_KEYS: mem_mb, nodes, tasks, cpus_per_task, gpu / gres, mpi, ...) and
+    its runtime from ``resources.<rule>.runtime``."""
+
+    def one(key):
+        return lambda wildcards: rank_layout_of(rule, section, wildcards).resources()[
+            key
+        ]
+
+    return {key: one(key) for key in launch.RESOURCE_KEYS} | {
+        "runtime": config["resources"][rule]["runtime"]
     }
 
 
-def torchrun_launch(wildcards):
-    """The launch line of a P-rank job: the one place to swap torchrun for another launcher."""
-    return f"torchrun --standalone --nnodes 1 --nproc_per_node {wildcards.P}"
+def rank_env(rule):
+    """The conda environment of a rank rule: the CUDA build where resources.<rule>.gpus_per_rank > 0."""
+    return ENV_CUDA if config["resources"][rule]["gpus_per_rank"] > 0 else ENV
+
+
+def rank_launch(rule, section):
+    """The start of the rank job's shell line (torchrun on one node, `hsitp launch` over several)."""
+    return lambda wildcards: launch.launch_prefix(
+        rank_layout_of(rule, section, wildcards)
+    )
 
 
 # --- targets --------------------------------------------------------------------------------------------------------

@@ -19,15 +19,16 @@ rule probe_run:
     log:
         log_file("probe/run_P{P}.log"),
     conda:
-        ENV
-    threads: rank_threads("probe")
+        rank_env("probe_run")
+    threads: rank_threads("probe_run", "probe")
     resources:
-        **multirank_resources("probe_run", "probe"),
+        **rank_resources("probe_run", "probe"),
+        bench_slot=1,
     params:
         cfg=stage_config(*PROBE_RUN_KEYS),
-        launch=torchrun_launch,
+        launch=rank_launch("probe_run", "probe"),
     shell:
-        "{params.launch} -m hsitp probe run"
+        "{params.launch} probe run"
         " --world-size {wildcards.P} --out {output:q} --config-json {params.cfg:q} > {log} 2>&1"
 
 

@@ -32,14 +32,15 @@ rule train:
         split="random|block",
         seed=r"\d+",
     conda:
-        ENV
-    threads: rank_threads("train")
+        rank_env("train")
+    threads: rank_threads("train", "train")
     resources:
-        **multirank_resources("train", "train"),
+        **rank_resources("train", "train"),
+        bench_slot=1,
     params:
         cfg=stage_config(*TRAIN_KEYS),
-        launch=torchrun_launch,
+        launch=rank_launch("train", "train"),
     shell:
-        "{params.launch} -m hsitp train {input:q} --plan {wildcards.plan} --world-size {wildcards.P}"
+        "{params.launch} train {input:q} --plan {wildcards.plan} --world-size {wildcards.P}"
         " --groups {wildcards.g} --split {wildcards.split} --seed {wildcards.seed} --out {output:q}"
         " --config-json {params.cfg:q} > {log} 2>&1"
