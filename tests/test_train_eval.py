@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 from dist_utils import run_world
 from train_utils import tiny_config, write_scene
@@ -93,3 +94,78 @@ def test_every_rank_predicts_the_dense_map(tmp_path: Path) -> None:
     for r, by_plan in enumerate(maps):
         for plan, m in by_plan.items():
             np.testing.assert_array_equal(m, ref, err_msg=f"{plan} rank {r}")
+
+
+def _fake_record(tmp: Path, plan: str, seed: int, oa: float, tok: float, peak: tuple[float, float]) -> Path:
+    """A record holding only what the summary reads (3 epochs, last one evaluated, 2 ranks)."""
+    import xarray as xr
+
+    from hsitp.io import provenance, write_netcdf
+
+    ds = xr.Dataset(
+        {
+            "oa": ("epoch", [np.nan, 0.1, oa]),
+            "aa": ("epoch", [np.nan, 0.1, oa - 0.1]),
+            "kappa": ("epoch", [np.nan, 0.1, oa - 0.2]),
+            "tokens_per_s_summary": ((), tok),
+            "peak_allocated_summary": ("rank", list(peak)),
+            "ccr_inline_summary": ("rank", [0.5, 0.7]),
+        }
+    )
+    ds.attrs.update({"dataset": "synthetic", "plan": plan, "P": 2, "g": 1, "split": "random", "seed": seed})
+    return write_netcdf(ds, tmp / f"{plan}_P2_g1_random_s{seed}.nc", kind="train", prov=provenance({}))
+
+
+def _fake_baseline(tmp: Path, seed: int, oa: tuple[float, float]) -> Path:
+    import xarray as xr
+
+    from hsitp.io import provenance, write_netcdf
+
+    ds = xr.Dataset(
+        {
+            "overall_accuracy": ("classifier", list(oa)),
+            "average_accuracy": ("classifier", list(oa)),
+            "kappa": ("classifier", list(oa)),
+        },
+        coords={"classifier": ["svm", "rf"]},
+    )
+    ds.attrs.update({"dataset": "synthetic", "protocol": "random", "seed": seed})
+    return write_netcdf(ds, tmp / f"synthetic_random_s{seed}.nc", kind="baseline", prov=provenance({}))
+
+
+def test_summary_over_two_seeds_by_hand(tmp_path: Path) -> None:
+    """Catches a summary that averages the wrong epoch (an unevaluated NaN one, or the mean of the history),
+    uses a population std, pairs plan-minus-tp differences across seeds or cells, takes the peak memory of the
+    wrong rank, or puts another split's baseline beside a cell: every number is recomputed by hand here."""
+    from hsitp.cli import main
+    from hsitp.io import read_netcdf
+
+    records = [
+        _fake_record(tmp_path, "tp", 0, 0.80, 100.0, (10.0, 12.0)),
+        _fake_record(tmp_path, "tp", 1, 0.90, 300.0, (10.0, 14.0)),
+        _fake_record(tmp_path, "token", 0, 0.70, 200.0, (8.0, 6.0)),
+        _fake_record(tmp_path, "token", 1, 0.75, 400.0, (9.0, 6.0)),
+    ]
+    bases = [_fake_baseline(tmp_path, 0, (0.6, 0.5)), _fake_baseline(tmp_path, 1, (0.7, 0.4))]
+    out = tmp_path / "summary.nc"
+    args = ["train", "summary", *map(str, records), "--baseline", *map(str, bases), "--out", str(out)]
+    assert main(args) == 0
+    ds = read_netcdf(out, kind="train_summary")
+    assert list(ds["plan"].values) == ["token", "tp"]
+    tok, tp = ds.isel(cell=0), ds.isel(cell=1)
+    sd = np.sqrt(((0.80 - 0.85) ** 2 + (0.90 - 0.85) ** 2) / 1)  # ddof 1 over two seeds
+    assert float(tp["oa_mean"]) == pytest.approx(0.85) and float(tp["oa_std"]) == pytest.approx(sd)
+    assert float(tok["aa_mean"]) == pytest.approx(0.625)
+    assert float(tp["tokens_per_s_mean"]) == pytest.approx(200.0)
+    assert float(tp["tokens_per_s_std"]) == pytest.approx(np.sqrt(2 * 100.0**2))
+    assert float(tok["peak_memory_mean"]) == pytest.approx(8.5)  # largest rank: 8 and 9
+    assert float(tp["ccr_inline_mean"]) == pytest.approx(0.6)
+    d = np.array([0.70 - 0.80, 0.75 - 0.90])  # paired by seed
+    assert float(tok["d_oa_vs_tp_mean"]) == pytest.approx(d.mean())
+    assert float(tok["d_oa_vs_tp_std"]) == pytest.approx(d.std(ddof=1))
+    assert float(tp["d_kappa_vs_tp_mean"]) == 0.0
+    np.testing.assert_allclose(tok["baseline_oa_mean"].values, [0.65, 0.45])
+    np.testing.assert_allclose(tok["baseline_oa_std"].values, [np.std([0.6, 0.7], ddof=1)] * 2)
+    assert int(tp["seeds"]) == 2
+    for name, var in ds.data_vars.items():
+        assert "units" in var.attrs and "long_name" in var.attrs, name
