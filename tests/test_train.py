@@ -85,6 +85,9 @@ def test_resume_mid_epoch_is_bitwise(tmp_path: Path) -> None:
 
     np.testing.assert_array_equal(got["loss"].values, ref["loss"].values)
     np.testing.assert_array_equal(got["lr"].values, ref["lr"].values)
+    for name in ("oa", "aa", "kappa", "per_class_accuracy", "prediction"):  # NaN == NaN here
+        np.testing.assert_array_equal(got[name].values, ref[name].values, err_msg=name)
+    assert np.isnan(ref["oa"].values[0]) and np.isfinite(ref["oa"].values[1:]).all()  # eval_every = 2
     a, b = _final_weights(straight), _final_weights(crashed)
     assert a.keys() == b.keys()
     for name in a:

@@ -188,7 +188,7 @@ def probe_targets():
     ]
 
 
-def train_targets():
+def train_record_targets():
     """One per-epoch training record per (dataset, plan, P, g, split, seed) of the `train` section."""
     from hsitp.train.plan import jobs, run_name
 
@@ -196,6 +196,11 @@ def train_targets():
         result(f"train/{d}/{run_name(plan, P, g, split, seed)}.nc")
         for d, plan, P, g, split, seed in jobs(config)
     ]
+
+
+def train_targets():
+    """Every training record and their summary over seeds (train/summary.nc)."""
+    return train_record_targets() + [result("train/summary.nc")]
 
 
 def all_targets():

@@ -3,7 +3,7 @@
 # delete them before a re-run, and a re-run resumes from them). A P the model does not fit is refused when the
 # DAG is built (hsitp.train.plan.check_jobs, from the registry) and again by `hsitp train` before its runtime
 # starts. Training jobs hold `bench_slot` too: timings never overlap.
-from hsitp.train.plan import check_jobs
+from hsitp.train.plan import check_jobs, jobs
 
 check_jobs(config)
 
@@ -44,3 +44,36 @@ rule train:
         "{params.launch} train {input:q} --plan {wildcards.plan} --world-size {wildcards.P}"
         " --groups {wildcards.g} --split {wildcards.split} --seed {wildcards.seed} --out {output:q}"
         " --config-json {params.cfg:q} > {log} 2>&1"
+
+
+def train_summary_baselines(wildcards):
+    """Baseline files on the datasets and splits that were trained (the baseline rule's own grid)."""
+    trained = {(d, split) for d, _, _, _, split, _ in jobs(config)}
+    return [
+        f
+        for d, split in sorted(trained)
+        if d in config["datasets"] and split in config["data"]["split"]["protocols"]
+        for f in expand(
+            result("baseline/{dataset}_{protocol}_s{seed}.nc"),
+            dataset=d,
+            protocol=split,
+            seed=config["baseline"]["seeds"],
+        )
+    ]
+
+
+# Mean +- std over seeds per (dataset, plan, P, g, split), plan-minus-tp accuracy, the baseline beside it.
+rule train_summary:
+    input:
+        records=train_record_targets(),
+        baselines=train_summary_baselines,
+    output:
+        result("train/summary.nc"),
+    log:
+        log_file("train/summary.log"),
+    conda:
+        ENV
+    resources:
+        **job_resources("train_summary"),
+    shell:
+        "hsitp train summary {input.records:q} --baseline {input.baselines:q} --out {output:q} > {log} 2>&1"

@@ -3,6 +3,9 @@
     torchrun --standalone --nnodes 1 --nproc_per_node P -m hsitp train results/RUN/data/DATASET.nc \\
         --plan tp --world-size P --groups 1 --split random --seed 0 --out results/RUN/train/DATASET/NAME.nc
 
+``hsitp train summary RECORD... [--baseline FILE...] --out results/RUN/train/summary.nc`` reduces the records over
+seeds (``hsitp.train.summary``).
+
 A P the model does not fit is refused (``hsitp.models.check_plan``, via ``check_job``) before the runtime starts.
 SIGTERM is turned into the same quiet exit as Ctrl-C (status 130); under torchrun (P > 1) every rank leaves with
 ``os._exit`` after its own teardown, as ``hsitp bench run`` does, so a failure on one rank never hangs the job.
@@ -40,6 +43,37 @@ def _hard_exit(code: int) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def _summary(args: argparse.Namespace) -> int:
+    from hsitp.io import provenance, write_netcdf
+    from hsitp.train.summary import KIND, summarize
+
+    records, baselines = args.data[1:], list(args.baseline)
+    ds = summarize(records, baselines)
+    inputs = {str(p): p for p in [*records, *baselines]}
+    write_netcdf(ds, args.out, kind=KIND, prov=provenance({}, inputs=inputs))
+    print(f"wrote {args.out} ({ds.sizes['cell']} cells from {len(records)} records)")
+    return 0
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    """``hsitp train summary ...`` or ``hsitp train DATA --plan ...`` (one parser keeps the old call working)."""
+    if args.data[0] == "summary":
+        return _summary(args)
+    if len(args.data) != 1:
+        raise HsitpError(f"hsitp train: one prepared scene expected, got {args.data}")
+    missing = [
+        f"--{k.replace('_', '-')}"
+        for k in ("plan", "world_size", "split", "seed")
+        if getattr(args, k) is None
+    ]
+    if missing:
+        raise HsitpError(f"hsitp train: {', '.join(missing)} required")
+    if args.baseline:
+        raise HsitpError("hsitp train: --baseline belongs to `hsitp train summary`")
+    args.data = args.data[0]
+    return _train(args)
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -92,13 +126,29 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("train", help="train one plan at one P under torchrun (per-epoch record, checkpoints)")
-    p.add_argument("data", help="prepared scene, results/RUN/data/DATASET.nc")
-    p.add_argument("--plan", required=True, choices=["dense", "tp", "dchag_l", "dchag_c", "token"])
-    p.add_argument("--world-size", type=int, required=True, help="P; must equal torchrun's --nproc_per_node")
+    p = sub.add_parser(
+        "train",
+        help="train one plan at one P under torchrun (per-epoch record, checkpoints); "
+        "`hsitp train summary RECORD... --out FILE`: mean/std over seeds per cell",
+    )
+    p.add_argument(
+        "data",
+        nargs="+",
+        help="prepared scene, results/RUN/data/DATASET.nc; or `summary` followed by the training records",
+    )
+    p.add_argument("--plan", choices=["dense", "tp", "dchag_l", "dchag_c", "token"], help="(training) plan")
+    p.add_argument("--world-size", type=int, help="(training) P; must equal torchrun's --nproc_per_node")
     p.add_argument("--groups", type=int, default=1, help="D-CHAG groups per rank g (dchag plans; else 1)")
-    p.add_argument("--split", required=True, help="split protocol of the prepared file: random or block")
-    p.add_argument("--seed", type=int, required=True)
-    p.add_argument("--out", required=True, help="per-epoch record (netCDF, written by rank 0)")
+    p.add_argument("--split", help="(training) split protocol of the prepared file: random or block")
+    p.add_argument("--seed", type=int, help="(training) seed")
+    p.add_argument(
+        "--baseline",
+        nargs="*",
+        default=[],
+        help="(summary) classical baseline files DATASET_{protocol}_s{seed}.nc",
+    )
+    p.add_argument(
+        "--out", required=True, help="per-epoch record (netCDF, written by rank 0), or the summary's netCDF"
+    )
     add_config_args(p)
-    p.set_defaults(func=_train)
+    p.set_defaults(func=_dispatch)

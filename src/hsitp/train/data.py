@@ -2,8 +2,9 @@
 sampler of S x S crops that every rank of a TP group draws identically.
 
 The model sees the whole crop's spectra (labelled or not, train or test pixels alike: the cube is unlabelled
-input); only train-split labels enter the loss. Test labels never leave this module: pixels that are not
-``TRAIN`` get the ignore mask.
+input); only train-split labels enter the loss: pixels that are not ``TRAIN`` get the ignore mask. The scene also
+keeps the labels (1..K) and split flags, read only by the evaluation (``hsitp.train.evaluate``), never by the
+sampler.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def read_split(ds: xr.Dataset, protocol: str, *, path: str | Path = "the prepare
 @dataclass
 class Scene:
     """One scene ready for training: cube (L, H, W) float32, targets (H, W) int64 in 0..K-1 (train pixels; -1
-    elsewhere), the train mask, and the counts the output records."""
+    elsewhere), the train mask, the counts the output records, and (for evaluation only) labels and split."""
 
     name: str
     cube: torch.Tensor  # (L, H, W) float32
@@ -66,6 +67,8 @@ class Scene:
     classes: int
     protocol: str
     counts: dict[str, int]
+    labels: np.ndarray  # (H, W) int16, 1..K, 0 = unlabelled: read by the evaluation only
+    split: np.ndarray  # (H, W) int8 split flags of the protocol (0 unused / 1 train / 2 test)
 
     @property
     def bands(self) -> int:
@@ -129,6 +132,8 @@ def load_scene(path: str | Path, protocol: str) -> Scene:
         classes=classes,
         protocol=protocol,
         counts=counts,
+        labels=labels.astype(np.int16),
+        split=split,
     )
 
 

@@ -8,6 +8,10 @@ plan). Rank 0 writes the per-epoch record. Semantics of one optimizer step:
     loss = sum over this rank's train pixels of CE / (train pixels of the whole batch)
     (token plan: the ranks' losses sum to the full loss; other plans: every rank holds the full loss)
     backward -> model.reduce_grads() -> AdamW step -> LR schedule step (linear warm-up, cosine to 0)
+
+Every ``train.eval_every`` epochs and after the last one, the whole scene is predicted by tiled inference and scored
+on the split's test pixels (``hsitp.train.evaluate``; no randomness, so resume stays exact); the record holds OA,
+AA, kappa and per-class accuracy per epoch (NaN where not evaluated) and the final predicted map.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from hsitp.probe.memory import KINDS, PARTS, measure_step
 from hsitp.train import checkpoint as ckpt
 from hsitp.train.ccr import CommTimer, timed_collectives
 from hsitp.train.data import CropSampler, load_scene
+from hsitp.train.evaluate import evaluate_scene
 from hsitp.train.plan import TrainJob, check_job
 
 log = logging.getLogger(__name__)
@@ -186,6 +191,11 @@ def train_rank(
     tokens_per_step = int(tc["batch"]) * arch.n_tokens
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if cuda else _nullcontext()
     valid = model.output_valid()  # (1, 1, ...) bool or None: this rank's padded output locations
+    eval_every = int(tc["eval_every"])
+    evaluate = functools.partial(
+        evaluate_scene, model, scene, arch.height, batch=int(tc["batch"]), device=device, autocast=autocast
+    )
+    prediction = None  # (H, W) int16: the last evaluation's map
 
     meta = _trajectory_meta(tc, job, arch)
     history: list[dict[str, Any]] = []
@@ -273,6 +283,12 @@ def train_rank(
             assert memory is not None
             rec = _epoch_record(epoch, losses, step_times, comm_times, memory, tp, tokens_per_step, device)
             rec["lr"] = float(sched.get_last_lr()[0])
+            if (epoch + 1) % eval_every == 0 or epoch + 1 == epochs:
+                result = evaluate()
+                prediction = result.prediction
+                rec.update(_accuracy(result.scores))
+            else:
+                rec.update(_accuracy(None, scene.classes))
             history.append(rec)
             state = {
                 "model": model.state_dict(),
@@ -296,6 +312,8 @@ def train_rank(
             progress.epoch(epoch + 1, (epoch + 1) * spe, _rank0(rec))
     finally:
         progress.close()
+    if prediction is None:  # resumed after the last epoch: the same weights give the same map
+        prediction = evaluate().prediction
     if tp.rank != 0:
         return None
     from hsitp.train.record import write_record
@@ -309,6 +327,7 @@ def train_rank(
         history,
         resumed_at=resumed_at,
         memory_method=_memory_method(device),
+        prediction=prediction,
     )
 
 
@@ -366,6 +385,18 @@ def _global_loss(loss: torch.Tensor, plan: str, tp: TPGroup) -> float:
             value, group=tp.group
         )  # raw torch call: not timed (a metric, not the model's traffic)
     return float(value)
+
+
+def _accuracy(scores: Any, classes: int = 0) -> dict[str, Any]:
+    """The record's accuracy entries of one epoch (NaN when the epoch was not evaluated)."""
+    if scores is None:
+        return {"oa": math.nan, "aa": math.nan, "kappa": math.nan, "per_class": np.full(classes, np.nan)}
+    return {
+        "oa": scores.oa,
+        "aa": scores.aa,
+        "kappa": scores.kappa,
+        "per_class": np.asarray(scores.per_class, dtype=np.float64),
+    }
 
 
 def _memory_method(device: torch.device) -> str:

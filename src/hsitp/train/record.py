@@ -52,8 +52,40 @@ def build_dataset(
         return np.stack([np.asarray(h[key], dtype=np.float64) for h in history])  # (epoch, rank, ...)
 
     bytes_note = "bytes on this rank"
+    classes = len(np.asarray(history[0]["per_class"])) if history else 0
+    evaluated = "; NaN at epochs not evaluated (train.eval_every)"
+    test_note = "on the labelled test pixels of the run's split protocol, whole-scene tiled prediction"
     ds = xr.Dataset(
         {
+            "oa": (
+                "epoch",
+                per_epoch("oa"),
+                {"units": "1", "long_name": f"overall accuracy {test_note}{evaluated}"},
+            ),
+            "aa": (
+                "epoch",
+                per_epoch("aa"),
+                {
+                    "units": "1",
+                    "long_name": f"average accuracy (mean recall over the classes present) {test_note}"
+                    f"{evaluated}",
+                },
+            ),
+            "kappa": (
+                "epoch",
+                per_epoch("kappa"),
+                {"units": "1", "long_name": f"Cohen's kappa {test_note}{evaluated}"},
+            ),
+            "per_class_accuracy": (
+                ("epoch", "label"),
+                np.stack([np.asarray(h["per_class"], dtype=np.float64) for h in history])
+                if history
+                else np.zeros((0, 0)),
+                {
+                    "units": "1",
+                    "long_name": f"recall of each class {test_note}; NaN for a class with no test pixel{evaluated}",
+                },
+            ),
             "loss": (
                 "epoch",
                 per_epoch("loss"),
@@ -110,6 +142,11 @@ def build_dataset(
         coords={
             "epoch": ("epoch", epochs, {"units": "1", "long_name": "epochs finished"}),
             "rank": ("rank", ranks, {"units": "1", "long_name": "rank in the TP group"}),
+            "label": (
+                "label",
+                np.arange(1, classes + 1, dtype=np.int16),
+                {"units": "1", "long_name": "class label (1..K, the dataset's)"},
+            ),
             "part": ("part", list(PARTS), {"long_name": "model part (hsitp.probe.memory.PARTS)"}),
             "kind": ("kind", list(KINDS), {"long_name": "memory kind (hsitp.probe.memory.KINDS)"}),
         },
@@ -144,6 +181,7 @@ def write_record(
     *,
     resumed_at: Sequence[int],
     memory_method: str,
+    prediction: np.ndarray,
 ) -> Path:
     tc = config["train"]
     attrs: dict[str, Any] = {
@@ -173,6 +211,22 @@ def write_record(
     ds = build_dataset(
         history, world_size=job.world_size, summary_epochs=int(tc["summary_epochs"]), attrs=attrs
     )
+    ds["prediction"] = (
+        ("y", "x"),
+        np.asarray(prediction, dtype=np.int16),
+        {
+            "units": "1",
+            "long_name": "predicted class label (1..K) of every pixel after the last epoch (whole-scene tiled "
+            "inference; train, test and unlabelled pixels alike)",
+        },
+    )
+    ds.attrs["evaluation"] = (
+        "whole-scene tiled inference (S x S tiles, the far ones flush with the edges, overlapping logits summed), "
+        "model in eval mode under torch.no_grad, argmax -> labels 1..K, hsitp.evaluate.metrics.score_map on the "
+        "labelled test pixels; rank 0's prediction (every rank of the TP group holds the same logits); no "
+        "data-parallel replicas, so no cross-replica reduction"
+    )
+    ds.attrs["eval_every"] = int(tc["eval_every"])
     prov = provenance(
         config, inputs={"dataset": job.data}, extra={"dataset": scene.name, "run_name": job.name}
     )

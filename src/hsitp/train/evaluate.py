@@ -1,0 +1,79 @@
+"""Accuracy inside training: whole-scene tiled inference, scored on the split's test pixels.
+
+The scene is covered by S x S tiles (S, the model's crop size) on a stride-S grid, plus one last row and column of
+tiles flush with the far edges (overlapping their neighbours) when S does not divide the scene. Every tile goes
+through the plan's ``shard_input`` -> ``forward`` -> ``gather_output`` (a collective under ``token``: every rank of
+the TP group runs the same tiles in the same order), the model in eval mode under ``torch.no_grad``. Overlapping
+logits are summed, then argmax -> labels 1..K -> :func:`hsitp.evaluate.metrics.score_map` on the test pixels.
+
+No randomness is drawn (no augmentation, no sampler, no dropout): evaluating never moves the training RNG streams,
+so a resumed run stays bitwise equal to an uninterrupted one. Every rank of a TP group holds the same full logits
+(replicated outputs, or gathered ones under ``token``); the record is rank 0's. Data-parallel replicas do not exist
+in this stage (one TP group per job), so there is no cross-replica reduction of the metrics.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from hsitp.evaluate.metrics import Scores, score_map
+from hsitp.train.data import Scene
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One evaluation: the predicted map (H, W) int16 in 1..K and its scores on the test pixels."""
+
+    prediction: np.ndarray  # (H, W) int16, labels 1..K
+    scores: Scores
+
+
+def tile_origins(extent: int, size: int) -> list[int]:
+    """Start offsets of tiles of ``size`` covering ``0..extent`` (stride ``size``; the last one flush with the
+    far edge, overlapping its neighbour when ``size`` does not divide ``extent``)."""
+    if size > extent:
+        raise ValueError(f"tile {size} larger than the extent {extent}")
+    starts = list(range(0, extent - size + 1, size))
+    if starts[-1] + size < extent:
+        starts.append(extent - size)
+    return starts
+
+
+def predict_scene(
+    model: Any, scene: Scene, size: int, *, batch: int, device: torch.device, autocast: Any
+) -> np.ndarray:
+    """(H, W) int16 predicted labels 1..K of the whole scene from tiled inference (every rank must call it)."""
+    tiles = [(t, left) for t in tile_origins(scene.height, size) for left in tile_origins(scene.width, size)]
+    total = torch.zeros(
+        scene.classes, scene.height, scene.width, dtype=torch.float64
+    )  # (K, H, W) summed logits
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            for i in range(0, len(tiles), max(1, batch)):
+                chunk = tiles[i : i + max(1, batch)]
+                x = torch.stack(
+                    [scene.cube[:, t : t + size, left : left + size] for t, left in chunk]
+                )  # (B, L, S, S)
+                x_local = model.shard_input(x.to(device))
+                with autocast:
+                    out = model(x_local)  # this rank's part of (B, K, S, S)
+                logits = model.gather_output(out).float().cpu().double()  # (B, K, S, S)
+                for (t, left), tile in zip(chunk, logits, strict=True):
+                    total[:, t : t + size, left : left + size] += tile
+    finally:
+        model.train(was_training)
+    return (total.argmax(0) + 1).numpy().astype(np.int16)  # (H, W), labels 1..K
+
+
+def evaluate_scene(
+    model: Any, scene: Scene, size: int, *, batch: int, device: torch.device, autocast: Any
+) -> Evaluation:
+    """Predict the whole scene and score it on the test pixels of the scene's split protocol."""
+    pred = predict_scene(model, scene, size, batch=batch, device=device, autocast=autocast)
+    return Evaluation(prediction=pred, scores=score_map(pred, scene.labels, scene.split, scene.classes))
