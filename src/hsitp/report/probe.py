@@ -332,3 +332,25 @@ def _worst(part: str, kind: str, vals: list[tuple[float, dict]]) -> dict:
         "signed": v,
         "at": at,
     }
+
+
+def relative_to_tp_caption(mem: xr.Dataset) -> str:
+    return (
+        "Per-plan memory relative to tp at the same P, L, N and activation-checkpointing policy: parameters + "
+        "gradients + AdamW state + saved activations on the fullest rank, in total and in tokenisation + "
+        f"aggregation, and the rank-max peak ({MEASURED} on {probe_device(mem)})."
+    )
+
+
+def model_vs_measured_caption(mem: xr.Dataset) -> str:
+    return (
+        "Memory model (modelled, rank 0) against the measurement: the largest |(model - measured) / measured| per "
+        f"part and kind over every measured point and checkpointing policy ({MEASURED} on {probe_device(mem)})."
+    )
+
+
+def estimate_caption(est: xr.Dataset) -> str:
+    return (
+        f"Rank-0 memory {ESTIMATED} on {computed_on(est)}, beside the memory model ({MODELLED}) and the D-CHAG "
+        "paper's reported max_memory_reserved (MI250X) where known; the checkpointing policy per config."
+    )

@@ -204,3 +204,11 @@ def summary_table(records: Sequence[xr.Dataset]) -> pd.DataFrame:
             }
         )  # fmt: skip
     return pd.DataFrame(rows)
+
+
+def summary_caption(records: Sequence[xr.Dataset]) -> str:
+    return (
+        "Per training run: the mean of the last epochs (the record's summary window) of loss, tokens/s, step time "
+        f"and ccr_inline (slowest rank) and peak memory (fullest rank), the last evaluated overall accuracy where "
+        f"recorded ({MEASURED}; {trained_on(records)})."
+    )
