@@ -40,7 +40,11 @@ def probe_files(folder: Path) -> dict[str, Path]:
             "device": ("P", [DEVICE, DEVICE]),
         },
         coords={**pt, "part": PARTS, "kind": KINDS, "rank": [0, 1]},
-        attrs={"dtype": "float32", "probe": json.dumps({"plans": plans})},
+        attrs={
+            "dtype": "float32",
+            "probe": json.dumps({"plans": plans}),
+            "run": json.dumps({"device": [DEVICE] * 2}),
+        },
     )
     tokens = np.where(np.isnan(peak[..., 0]), np.nan, rng.uniform(100, 1000, shape))
     thr = xr.Dataset({"tokens_per_s": (dims, tokens), "device": ("P", [DEVICE, DEVICE])}, coords=pt,
