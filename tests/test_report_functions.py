@@ -372,7 +372,8 @@ def test_probe_figures_say_measured_modelled_estimated_and_the_hardware(probe_fi
         tops[x] = max(tops.get(x, 0.0), patch.get_y() + patch.get_height())
     steady = mem["memory"].sel(P=1, g=2, checkpointing="none", kind=list(rp.STEADY_KINDS), rank=0)
     expect = steady.sum(("part", "kind")).sel(plan=["dense", "tp", "dchag_l"]).values / rp.MIB
-    np.testing.assert_allclose(sorted(tops.values()), sorted(expect.ravel()))  # P = 1: rank 0 is the only rank
+    # P = 1: rank 0 is the only rank
+    np.testing.assert_allclose(sorted(tops.values()), sorted(expect.ravel()))
     title = rp.estimate_figure(est)._suptitle.get_text().replace("\n", " ")
     assert "estimated with fake tensors" in title and "modelled" in title and "estimated on" in title
     plt.close("all")
