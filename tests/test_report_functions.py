@@ -18,7 +18,9 @@ from hsitp.io import ResultFileError, json_attr, provenance, read_netcdf, write_
 from hsitp.report import bench as rb  # noqa: E402
 from hsitp.report import cost as rc  # noqa: E402
 from hsitp.report import data as rd  # noqa: E402
+from hsitp.report import probe as rp  # noqa: E402
 from hsitp.report import rules  # noqa: E402
+from hsitp.report import train as rt  # noqa: E402
 from hsitp.report.common import Publisher, ReportError, fmt_num, load_cost, measured_on, need  # noqa: E402
 from hsitp.report.labels import stage_hardware  # noqa: E402
 from hsitp.report.outputs import OUTPUTS, STAGES, stage_outputs  # noqa: E402
@@ -110,8 +112,13 @@ def test_stage_inputs_follow_the_upstream_targets():
     b = rules.stage_inputs("bench", data, cost, bench)
     assert b["ccr"] == "r/cost/ccr.nc" and b["model_vs_measured"] == "r/bench/model_vs_measured.nc"
     assert json.loads(rules.notebook_params(b, "r"))["out_dir"] == "r"
+    probe = [f"r/probe/{p}.nc" for p in ("memory", "throughput", "estimate")]
+    assert rules.stage_inputs("probe", data, cost, bench, probe)["estimate"] == "r/probe/estimate.nc"
+    assert rules.stage_inputs("train", data, cost, bench, probe, ["r/train/a/tp_P2.nc"]) == {
+        "records": ["r/train/a/tp_P2.nc"]
+    }
     with pytest.raises(ValueError, match="no report page"):
-        rules.stage_inputs("train", data, cost, bench)
+        rules.stage_inputs("audit", data, cost, bench)
 
 
 def test_notebook_defaults_are_the_smoke_run_and_match_the_rule_parameters():
@@ -122,6 +129,12 @@ def test_notebook_defaults_are_the_smoke_run_and_match_the_rule_parameters():
     data = ["results/smoke/data/indian_pines.nc"]
     cost = [f"results/smoke/cost/{t}.nc" for t in ("rho", "ccr", "boundary", "scale")]
     bench = [f"results/smoke/bench/{b}.nc" for b in ("microbench", "calibration", "model_vs_measured")]
+    probe = [f"results/smoke/probe/{p}.nc" for p in ("memory", "throughput", "estimate")]
+    from hsitp.config import load_config
+    from hsitp.train.plan import jobs, run_name
+
+    smoke = load_config([ROOT / "config" / "config.yaml", ROOT / "config" / "smoke.yaml"])
+    train = [f"results/smoke/train/{d}/{run_name(*j)}.nc" for d, *j in jobs(smoke)]
     for stage in STAGES:
         nb = nbformat.read(ROOT / "notebooks" / f"{stage}.ipynb", as_version=4)
         cells = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
@@ -129,7 +142,7 @@ def test_notebook_defaults_are_the_smoke_run_and_match_the_rule_parameters():
         defaults: dict = {}
         exec(cells[0].source, {}, defaults)  # the parameters cell: assignments only
         injected = json.loads(
-            rules.notebook_params(rules.stage_inputs(stage, data, cost, bench), "results/smoke")
+            rules.notebook_params(rules.stage_inputs(stage, data, cost, bench, probe, train), "results/smoke")
         )
         assert {k: defaults[k] for k in injected} == injected, stage
         assert nb.metadata["kernelspec"]["name"] == "python3"
@@ -309,8 +322,8 @@ def test_publisher_writes_every_format(tmp_path, mvm):
 def test_cli_rejects_unknown_stage_and_missing_notebook(tmp_path, capsys):
     from hsitp.cli import main
 
-    assert main(["report", "notebook", "train", "--notebook", "x.ipynb", "--out", "o", "--html", "h"]) == 2
-    assert "unknown stage 'train'" in capsys.readouterr().err
+    assert main(["report", "notebook", "audit", "--notebook", "x.ipynb", "--out", "o", "--html", "h"]) == 2
+    assert "unknown stage 'audit'" in capsys.readouterr().err
     out = tmp_path / "o.ipynb"
     assert main(["report", "notebook", "data", "--notebook", str(tmp_path / "nope.ipynb"), "--out", str(out),
                  "--html", str(tmp_path / "o.html")]) == 2  # fmt: skip
@@ -321,3 +334,130 @@ def test_reference_files_are_readable_by_kind():
     """The fixtures themselves: real stage outputs of the kinds the pages expect."""
     assert read_netcdf(BENCH / "microbench.nc", kind="microbench")["P"].values.tolist() == [1, 2]
     assert read_netcdf(BENCH / "calibration.nc", kind="calibration").attrs["backend"] == "gloo"
+
+
+# --- probe and train pages (synthetic files: tests/report_synthetic.py) -------------------------------------------
+@pytest.fixture(scope="module")
+def probe_files(tmp_path_factory):
+    from report_synthetic import probe_files as make
+
+    f = make(tmp_path_factory.mktemp("probe"))
+    return rp.load_memory(f["memory"]), rp.load_throughput(f["throughput"]), rp.load_estimate(f["estimate"])
+
+
+def test_probe_figures_say_measured_modelled_estimated_and_the_hardware(probe_files):
+    """Catches: a probe figure that hides whether a number is measured, modelled or estimated with fake tensors,
+    the device it ran on, or the activation-checkpointing policy of a memory number."""
+    import matplotlib.pyplot as plt
+    from report_synthetic import DEVICE
+
+    mem, thr, est = probe_files
+    figs = {
+        "memory_parts": rp.memory_parts_figure(mem),
+        "memory_vs_p": rp.memory_vs_p_figure(mem),
+        "throughput": rp.throughput_figure(thr),
+    }
+    for name, fig in figs.items():
+        title = fig._suptitle.get_text().replace("\n", " ")
+        assert "measured" in title and DEVICE in title and "float32" in title, name
+        panels = [ax.get_title() for ax in fig.axes if ax.get_visible() and ax.get_title()]
+        assert panels and all("activation checkpointing: " in t for t in panels), name
+    assert "modelled" in figs["memory_vs_p"]._suptitle.get_text()
+    # the stacked bars of one panel add up to the fullest rank's steady bytes
+    ax = figs["memory_parts"].axes[0]
+    assert ax.get_title() == "P = 1, activation checkpointing: none"
+    tops = {}
+    for patch in ax.patches:
+        x = round(patch.get_x(), 3)
+        tops[x] = max(tops.get(x, 0.0), patch.get_y() + patch.get_height())
+    steady = mem["memory"].sel(P=1, g=2, checkpointing="none", kind=list(rp.STEADY_KINDS), rank=0)
+    expect = steady.sum(("part", "kind")).sel(plan=["dense", "tp", "dchag_l"]).values / rp.MIB
+    # P = 1: rank 0 is the only rank
+    np.testing.assert_allclose(sorted(tops.values()), sorted(expect.ravel()))
+    title = rp.estimate_figure(est)._suptitle.get_text().replace("\n", " ")
+    assert "estimated with fake tensors" in title and "modelled" in title and "estimated on" in title
+    plt.close("all")
+
+
+def test_probe_tables_are_the_files_values(probe_files):
+    """Catches: a relative-to-tp table comparing against another point, or a model-vs-measured table that
+    misses the worst error."""
+    mem, _, est = probe_files
+    rel = rp.relative_to_tp_table(mem)
+    assert (
+        set(rel["plan"]) == {"dense", "tp", "dchag_l (g=2)"}
+        and (rel[rel["plan"] == "tp"]["total vs tp [%]"] == 0).all()
+    )
+    row = rel[
+        (rel["plan"] == "dchag_l (g=2)") & (rel["P"] == 2) & (rel["activation checkpointing"] == "blocks")
+    ].iloc[0]
+    at = mem["memory"].sel(P=2, g=2, checkpointing="blocks", L=20, N=16, kind=list(rp.STEADY_KINDS))
+    tot = at.sum(("part", "kind")).max("rank")
+    np.testing.assert_allclose(row["total [MiB] (measured)"], float(tot.sel(plan="dchag_l")) / rp.MIB)
+    np.testing.assert_allclose(
+        row["total vs tp [%]"], 100 * (float(tot.sel(plan="dchag_l") / tot.sel(plan="tp")) - 1)
+    )
+    tokagg = at.sel(part=["tokenisation", "aggregation"]).sum("kind")
+    r = int(at.sum(("part", "kind")).sel(plan="dchag_l").argmax("rank"))
+    np.testing.assert_allclose(
+        row["tokenisation+aggregation [MiB] (measured)"],
+        float(tokagg.sel(plan="dchag_l", rank=r).sum()) / rp.MIB,
+    )
+    mvm = rp.model_vs_measured_table(mem)
+    blocks = mvm[(mvm["part"] == "blocks") & (mvm["kind"] == "activations")].iloc[0]
+    ran = np.isfinite(mem["memory"].sel(rank=0)).all(("part", "kind"))
+    ran = ran & (mem["plan"].astype(str).str.startswith("dchag") | (mem["g"] == 2))
+    errs = mem["rel_err"].sel(part="blocks", kind="activations").where(ran)
+    assert blocks["largest |rel err|"] == float(np.abs(errs).max()) and blocks["points"] == int(ran.sum())
+    assert mvm.iloc[-1]["kind"] == "peak" and mvm.iloc[-1]["largest |rel err|"] == pytest.approx(0.2)
+    tab = rp.estimate_frame(est)
+    assert (
+        list(tab["peak estimated [GiB]"]) == [40.0, 20.0]
+        and tab["reported reserved [GiB] (D-CHAG paper, MI250X)"].iloc[1] == 25.0
+    )
+
+
+def test_train_page_with_and_without_accuracy_and_prediction(tmp_path):
+    """Catches: a train page that fails on records without overall accuracy or prediction (the record gains
+    them later), a title that loses the device, or a summary table whose numbers are not the record's."""
+    import matplotlib.pyplot as plt
+    from report_synthetic import DEVICE, train_record
+
+    full = train_record(tmp_path, "tp", 2, 1, accuracy=True, prediction=True)
+    bare = train_record(tmp_path, "dchag_l", 1, 2, accuracy=False, prediction=False)
+    runs = rt.load_records(sorted((tmp_path / "train").glob("*/*.nc")))
+    assert {r.attrs["plan"] for r in runs} == {"tp", "dchag_l"}
+    for figs in ([rt.curves_figure(runs), rt.resources_figure(runs), rt.prediction_figure(runs)],
+                 [rt.curves_figure(runs[:1]), rt.prediction_figure(rt.load_records([bare]))]):  # fmt: skip
+        for fig in figs:
+            title = fig._suptitle.get_text().replace("\n", " ")
+            assert "measured" in title and DEVICE in title and "activation checkpointing: none" in title
+    assert len(rt.curves_figure(rt.load_records([full])).axes) == 2  # loss and OA
+    assert (
+        "no record holds an overall accuracy"
+        in rt.curves_figure(rt.load_records([bare]))._suptitle.get_text()
+    )
+    shown = rt.prediction_figure(rt.load_records([full, bare])).axes[0].images[0].get_array()
+    assert np.asarray(shown).tolist() == read_netcdf(full)["prediction"].values.tolist()
+    tab = rt.summary_table(rt.load_records([full, bare]))
+    ref = read_netcdf(full)
+    row = tab.iloc[0]
+    assert row["loss"] == float(ref["loss_summary"]) and row["tokens/s"] == float(ref["tokens_per_s_summary"])
+    assert row["peak [MiB] (fullest rank)"] == float(ref["peak_allocated_summary"].max()) / rt.MIB
+    assert row["overall accuracy (last evaluated)"] == 0.7 and np.isnan(
+        tab.iloc[1]["overall accuracy (last evaluated)"]
+    )
+    plt.close("all")
+
+
+def test_probe_and_train_hardware_lines(tmp_path):
+    from report_synthetic import DEVICE, probe_files, train_record
+
+    f = probe_files(tmp_path)
+    assert stage_hardware("probe", [f["memory"]]) == f"measured on {DEVICE}, float32"
+    assert stage_hardware("probe", [f["estimate"]]).endswith(
+        "estimates with fake tensors (no device memory used)"
+    )
+    assert stage_hardware(
+        "train", [train_record(tmp_path, "tp", 2, 1, accuracy=False, prediction=False)]
+    ) == (f"measured on {DEVICE}, float32")

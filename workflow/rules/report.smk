@@ -1,4 +1,4 @@
-# Report stage: one papermill notebook per stage (notebooks/{data,cost,bench}.ipynb, run by `hsitp report notebook`)
+# Report stage: one papermill notebook per stage (notebooks/{data,cost,bench,probe,train}.ipynb, run by `hsitp report notebook`)
 # reads that stage's netCDF and writes its figures (results/<run>/figures/, PNG + PDF) and tables
 # (results/<run>/tables/, CSV + Markdown + LaTeX), the executed notebook and its HTML (results/<run>/notebooks/).
 # The rules take the notebooks and src/hsitp/report/ as inputs, so editing either re-runs rendering jobs only.
@@ -14,9 +14,14 @@ report: "../report/workflow.rst"
 # Upstream files from the stages' own target functions.
 REPORT_INPUTS = {
     stage: report_rules.stage_inputs(
-        stage, data_targets(), cost_targets(), bench_targets()
+        stage,
+        data_targets(),
+        cost_targets(),
+        bench_targets(),
+        probe_targets(),
+        train_targets(),
     )
-    for stage in ("data", "cost", "bench")
+    for stage in ("data", "cost", "bench", "probe", "train")
 }
 REPORT_TARGETS = report_rules.targets(RESULTS, config["datasets"])
 
@@ -26,6 +31,8 @@ localrules:
     report_data,
     report_cost,
     report_bench,
+    report_probe,
+    report_train,
 
 
 rule report_data:
@@ -98,4 +105,52 @@ rule report_bench:
         ),
     shell:
         "hsitp report notebook bench --notebook {input.notebook:q} --params-json {params.nb:q}"
+        " --out {output.notebook:q} --html {output.html:q} > {log} 2>&1"
+
+
+rule report_probe:
+    input:
+        **REPORT_INPUTS["probe"],
+        notebook="notebooks/probe.ipynb",
+        code=report_rules.code_inputs("probe"),
+    output:
+        report_rules.stage_files("probe", RESULTS, config["datasets"], report),
+        **report_rules.notebook_files("probe", RESULTS),
+    log:
+        log_file("report/probe.log"),
+    conda:
+        ENV
+    threads: 1
+    resources:
+        **job_resources("report"),
+    params:
+        nb=report_rules.notebook_params(REPORT_INPUTS["probe"], RESULTS),
+        hardware=lambda wildcards, input: stage_hardware(
+            "probe", [input.memory, input.throughput, input.estimate]
+        ),
+    shell:
+        "hsitp report notebook probe --notebook {input.notebook:q} --params-json {params.nb:q}"
+        " --out {output.notebook:q} --html {output.html:q} > {log} 2>&1"
+
+
+rule report_train:
+    input:
+        **REPORT_INPUTS["train"],
+        notebook="notebooks/train.ipynb",
+        code=report_rules.code_inputs("train"),
+    output:
+        report_rules.stage_files("train", RESULTS, config["datasets"], report),
+        **report_rules.notebook_files("train", RESULTS),
+    log:
+        log_file("report/train.log"),
+    conda:
+        ENV
+    threads: 1
+    resources:
+        **job_resources("report"),
+    params:
+        nb=report_rules.notebook_params(REPORT_INPUTS["train"], RESULTS),
+        hardware=lambda wildcards, input: stage_hardware("train", input.records),
+    shell:
+        "hsitp report notebook train --notebook {input.notebook:q} --params-json {params.nb:q}"
         " --out {output.notebook:q} --html {output.html:q} > {log} 2>&1"

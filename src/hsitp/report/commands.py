@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="figures, tables and notebooks from the stages' netCDF (no recompute)")
     rsub = p.add_subparsers(dest="report_command", required=True, metavar="ACTION")
     nb = rsub.add_parser("notebook", help="run notebooks/STAGE.ipynb (papermill) and convert it to HTML")
-    nb.add_argument("stage", help="report stage: data, cost or bench")
+    nb.add_argument("stage", help="report stage: data, cost, bench, probe or train")
     nb.add_argument("--notebook", required=True, help="the parameterised notebook, e.g. notebooks/cost.ipynb")
     nb.add_argument("--params-json", default="{}", help="papermill parameters as JSON (input paths, out_dir)")
     nb.add_argument("--out", required=True, help="executed notebook (.ipynb)")

@@ -83,4 +83,23 @@ def stage_hardware(stage: str, paths: Sequence[str | os.PathLike[str]]) -> str:
         bench = [a for a in found if a.get("kind") in ("model_vs_measured", "microbench", "calibration")]
         devices = list(dict.fromkeys(measured_on(a) for a in bench))
         return "measured on " + ("; ".join(devices) if devices else "an unrecorded device")
+    if stage == "probe":
+        devices = list(
+            dict.fromkeys(
+                measured_on(
+                    {
+                        "device": "; ".join(map(str, _json(a, "run", {}).get("device", []))),
+                        "dtype": a.get("dtype"),
+                    }
+                )  # fmt: skip
+                for a in found
+                if a.get("kind") in ("probe_memory", "probe_throughput")
+            )
+        )
+        est = any(a.get("kind") == "probe_estimate" for a in found)
+        line = "measured on " + ("; ".join(devices) if devices else "an unrecorded device")
+        return line + ("; estimates with fake tensors (no device memory used)" if est else "")
+    if stage == "train":
+        devices = list(dict.fromkeys(measured_on(a) for a in found if a.get("kind") == "train"))
+        return "measured on " + ("; ".join(devices) if devices else "an unrecorded device")
     return "no hardware recorded for this stage"

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-STAGES: tuple[str, ...] = ("data", "cost", "bench")
+STAGES: tuple[str, ...] = ("data", "cost", "bench", "probe", "train")
 FIGURE_FORMATS: tuple[str, ...] = ("png", "pdf")
 TABLE_FORMATS: tuple[str, ...] = ("csv", "md", "tex")
 
@@ -74,6 +74,37 @@ OUTPUTS: tuple[Output, ...] = (
     Output("bench", "model_vs_measured", "table", "median |relative error| of both models, per op"),
     Output("bench", "points", "table", "every measured point beside both calibrated models"),
     Output("bench", "calibration", "table", "the fitted alpha, beta per collective and compute model per op"),
+    # probe: measured per-rank memory and throughput beside the memory model; fake-tensor estimates
+    Output(
+        "probe",
+        "memory_parts",
+        "figure",
+        "measured per-rank memory by part per plan, per P and checkpointing",
+    ),
+    Output(
+        "probe", "memory_vs_p", "figure", "per-rank memory vs P per plan: measured beside the memory model"
+    ),
+    Output("probe", "throughput", "figure", "measured training-step throughput (tokens/s) vs P per plan"),
+    Output("probe", "estimate", "figure", "peak memory estimated with fake tensors beside the memory model"),
+    Output(
+        "probe", "relative_to_tp", "table", "per-plan measured memory relative to tp (total, tok+agg, peak)"
+    ),
+    Output(
+        "probe", "model_vs_measured", "table", "memory model vs measurement: largest |rel err| per part/kind"
+    ),
+    Output(
+        "probe",
+        "estimate_vs_model",
+        "table",
+        "fake-tensor estimates beside the memory model and D-CHAG's report",
+    ),
+    # train: measured training runs
+    Output(
+        "train", "curves", "figure", "training loss (and overall accuracy where evaluated) per epoch per run"
+    ),
+    Output("train", "resources", "figure", "measured per-rank peak memory and tokens/s per run"),
+    Output("train", "prediction", "figure", "predicted class map per run (where the record holds one)"),
+    Output("train", "summary", "table", "mean of the last epochs per run (the paper's summary)"),
 )
 
 

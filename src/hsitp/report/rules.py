@@ -23,11 +23,16 @@ def code_inputs(stage: str) -> list[str]:
 
 
 def stage_inputs(
-    stage: str, data: Sequence[str], cost: Sequence[str], bench: Sequence[str]
+    stage: str,
+    data: Sequence[str],
+    cost: Sequence[str],
+    bench: Sequence[str],
+    probe: Sequence[str] = (),
+    train: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The netCDF one stage's page reads, keyed like the notebook's parameters.
 
-    ``data``, ``cost`` and ``bench`` are the upstream stages' target lists (common.smk)."""
+    ``data``, ``cost``, ``bench``, ``probe`` and ``train`` are the upstream stages' target lists (common.smk)."""
     cost_by = {Path(p).stem: p for p in cost}
     bench_by = {Path(p).stem: p for p in bench}
     if stage == "data":
@@ -39,6 +44,11 @@ def stage_inputs(
             **{k: bench_by[k] for k in ("microbench", "calibration", "model_vs_measured")},
             "ccr": cost_by["ccr"],
         }
+    if stage == "probe":
+        probe_by = {Path(p).stem: p for p in probe}
+        return {k: probe_by[k] for k in ("memory", "throughput", "estimate")}
+    if stage == "train":
+        return {"records": list(train)}
     raise ValueError(f"no report page for stage {stage!r}; one of {', '.join(STAGES)}")
 
 

@@ -1,0 +1,356 @@
+"""Report page of the probe stage: measured per-rank memory by part and throughput per plan, beside the memory
+model, and the fake-tensor estimates of configurations beyond this machine.
+
+Every measured number is labelled with the device it ran on (the files' per-P ``device`` variable) and every memory
+number with its activation-checkpointing policy; the estimates say "estimated with fake tensors" (rank 0 of P in
+one process: no device memory was allocated).
+"""
+
+from __future__ import annotations
+
+import os
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+import xarray as xr
+from matplotlib.figure import Figure
+
+from hsitp.report import labels
+from hsitp.report.common import MEASURED, MODELLED, computed_on, headline, load, need
+
+PARTS = ("tokenisation", "aggregation", "blocks", "head")
+# What a rank keeps through a step (README "Memory probe"): the transient is shown apart, as the peak.
+STEADY_KINDS = ("parameters", "gradients", "optimizer", "activations")
+ESTIMATED = "estimated with fake tensors (FakeTensorMode, rank 0 of P in one process, nothing allocated)"
+MIB = 2.0**20
+GIB = 2.0**30
+
+
+def load_memory(path: str | os.PathLike[str]) -> xr.Dataset:
+    ds = load(path, kind="probe_memory")
+    need(ds, "memory", "memory_model", "rel_err", "peak_allocated", "device")
+    return ds
+
+
+def load_throughput(path: str | os.PathLike[str]) -> xr.Dataset:
+    ds = load(path, kind="probe_throughput")
+    need(ds, "tokens_per_s", "device")
+    return ds
+
+
+def load_estimate(path: str | os.PathLike[str]) -> xr.Dataset:
+    ds = load(path, kind="probe_estimate")
+    need(ds, "memory", "memory_model", "peak_allocated", "peak_model", "plan", "P", "checkpointing")
+    return ds
+
+
+def probe_device(ds: xr.Dataset) -> str:
+    """The device(s) the probe ran on, from the per-P ``device`` variable, with dtype (as for bench files)."""
+    devices = [str(d) for d in np.atleast_1d(ds["device"].values) if str(d) not in ("", "nan")]
+    return labels.measured_on({"device": "; ".join(devices), "dtype": ds.attrs.get("dtype")})
+
+
+def _plan_label(plan: str, g: int) -> str:
+    return f"{plan} (g={g})" if str(plan).startswith("dchag") else str(plan)
+
+
+def _points(mem: xr.Dataset) -> pd.DataFrame:
+    """One row per measured point: plan, P, g, L, N, checkpointing (plans without groups once, at the first g)."""
+    ran = np.isfinite(mem["memory"]).any(("part", "kind", "rank")).to_dataframe("ran").reset_index()
+    ran = ran[ran["ran"]].drop(columns="ran")
+    g0 = int(mem["g"].values[0])
+    keep = ran["plan"].astype(str).str.startswith("dchag") | (ran["g"] == g0)
+    return ran[keep].reset_index(drop=True)
+
+
+def _max_rank(mem: xr.Dataset, sel: dict) -> int:
+    """The rank holding the most steady memory at one point (the per-rank figures show that rank)."""
+    total = mem["memory"].sel(**sel, kind=list(STEADY_KINDS)).sum(("part", "kind"), min_count=1)
+    return int(total.fillna(-1).argmax("rank"))
+
+
+def memory_by_part(mem: xr.Dataset) -> pd.DataFrame:
+    """Long table: per point and part, the steady bytes (parameters + gradients + optimizer + activations) of the
+    rank holding the most, the model's rank-0 bytes, and the rank-max transient and peak."""
+    rows = []
+    for pt in _points(mem).to_dict("records"):
+        sel = {d: pt[d] for d in ("plan", "P", "g", "L", "N", "checkpointing")}
+        r = _max_rank(mem, sel)
+        at = mem.sel(**sel)
+        for part in PARTS:
+            rows.append(
+                {
+                    **sel,
+                    "label": _plan_label(pt["plan"], pt["g"]),
+                    "rank": r,
+                    "part": part,
+                    "measured": float(at["memory"].sel(part=part, kind=list(STEADY_KINDS), rank=r).sum()),
+                    "model": float(at["memory_model"].sel(part=part, kind=list(STEADY_KINDS)).sum()),
+                    "peak": float(at["peak_allocated"].max("rank")),
+                    "peak_model": float(at["peak_model"]) if "peak_model" in at else np.nan,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def _first_LN(mem: xr.Dataset) -> tuple[int, int]:  # noqa: N802
+    return int(mem["L"].values[0]), int(mem["N"].values[0])
+
+
+def _ckpt(policy: str) -> str:
+    return f"activation checkpointing: {policy}"
+
+
+# --- figures -------------------------------------------------------------------------------------------------------
+def memory_parts_figure(mem: xr.Dataset) -> Figure:
+    """Stacked bars of the steady per-rank memory by part, one bar per plan, one panel per (checkpointing, P)."""
+    L0, N0 = _first_LN(mem)  # noqa: N806
+    df = memory_by_part(mem)
+    df = df[(df["L"] == L0) & (df["N"] == N0)]
+    if df.empty:
+        raise ValueError(f"{mem.attrs.get('_source_path', 'probe memory')}: no measured point")
+    panels = list(dict.fromkeys(zip(df["checkpointing"], df["P"], strict=True)))
+    ncol = min(4, len(panels))
+    nrow = int(np.ceil(len(panels) / ncol))
+    fig, axes = plt.subplots(
+        nrow, ncol, figsize=(3.3 * ncol, 3.2 * nrow), squeeze=False, layout="constrained"
+    )
+    colours = dict(zip(PARTS, sns.color_palette("Set2", len(PARTS)), strict=True))
+    for ax, (ck, P) in zip(axes.flat, panels, strict=False):  # noqa: N806
+        sub = df[(df["checkpointing"] == ck) & (df["P"] == P)]
+        plans = list(dict.fromkeys(sub["label"]))
+        bottom = np.zeros(len(plans))
+        for part in PARTS:
+            v = np.array([sub[(sub["label"] == p) & (sub["part"] == part)]["measured"].sum() for p in plans])
+            ax.bar(plans, v / MIB, bottom=bottom, color=colours[part], label=part, edgecolor="0.3", lw=0.3)
+            bottom += v / MIB
+        ax.set_title(f"P = {P}, {_ckpt(ck)}", fontsize=8)
+        ax.set_ylabel("MiB on the fullest rank")
+        ax.tick_params(axis="x", rotation=40, labelsize=7)
+    for ax in list(axes.flat)[len(panels) :]:
+        ax.set_visible(False)
+    handles, names = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="outside lower center", ncol=len(PARTS), fontsize=7, frameon=False)
+    fig.suptitle(
+        headline(
+            f"Per-rank memory by part (parameters + gradients + AdamW state + saved activations; L = {L0}, N = {N0})",
+            f"{MEASURED} (one training step, the fullest rank)",
+            f"measured on {probe_device(mem)}",
+        )
+    )
+    return fig
+
+
+def memory_vs_p_figure(mem: xr.Dataset) -> Figure:
+    """Steady per-rank memory vs P per plan: measured (markers, solid) beside the memory model (dashed), one
+    panel per checkpointing policy."""
+    L0, N0 = _first_LN(mem)  # noqa: N806
+    df = memory_by_part(mem)
+    df = df[(df["L"] == L0) & (df["N"] == N0)]
+    tot = df.groupby(["checkpointing", "label", "P"], sort=False)[["measured", "model"]].sum().reset_index()
+    policies = list(dict.fromkeys(tot["checkpointing"]))
+    fig, axes = plt.subplots(1, len(policies), figsize=(3.8 * len(policies), 3.3), squeeze=False,
+                             layout="constrained")  # fmt: skip
+    plans = list(dict.fromkeys(tot["label"]))
+    colours = dict(zip(plans, sns.color_palette("tab10", len(plans)), strict=True))
+    Ps = sorted(set(tot["P"]))  # noqa: N806
+    for ax, ck in zip(axes.flat, policies, strict=True):
+        sub = tot[tot["checkpointing"] == ck]
+        for plan, g in sub.groupby("label", sort=False):
+            g = g.sort_values("P")
+            ax.plot(g["P"], g["measured"] / MIB, "o-", color=colours[plan], label=f"{plan} measured")
+            ax.plot(g["P"], g["model"] / MIB, "x--", color=colours[plan], lw=1, label=f"{plan} modelled")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(Ps, [str(p) for p in Ps])
+        ax.set_yscale("log")
+        ax.set_xlabel("P")
+        ax.set_ylabel("MiB on the fullest rank")
+        ax.set_title(_ckpt(ck), fontsize=8)
+    handles, names = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="outside right center", fontsize=7, frameon=False)
+    fig.suptitle(
+        headline(
+            f"Per-rank memory vs P per plan (parameters + gradients + AdamW state + saved activations; L = {L0}, "
+            f"N = {N0})",
+            f"{MEASURED} (solid) beside the memory model, {MODELLED} (dashed)",
+            f"measured on {probe_device(mem)}",
+        )
+    )
+    return fig
+
+
+def throughput_figure(thr: xr.Dataset) -> Figure:
+    """Training-step throughput (tokens/s, all ranks together) vs P per plan, one panel per checkpointing policy."""
+    df = thr["tokens_per_s"].to_dataframe().reset_index()
+    df = df[np.isfinite(df["tokens_per_s"])]
+    g0 = int(thr["g"].values[0])
+    df = df[df["plan"].astype(str).str.startswith("dchag") | (df["g"] == g0)]
+    L0, N0 = int(thr["L"].values[0]), int(thr["N"].values[0])  # noqa: N806
+    df = df[(df["L"] == L0) & (df["N"] == N0)]
+    df["label"] = [_plan_label(p, g) for p, g in zip(df["plan"], df["g"], strict=True)]
+    policies = list(dict.fromkeys(df["checkpointing"]))
+    fig, axes = plt.subplots(1, len(policies), figsize=(3.8 * len(policies), 3.3), squeeze=False,
+                             layout="constrained", sharey=True)  # fmt: skip
+    Ps = sorted(set(df["P"]))  # noqa: N806
+    for ax, ck in zip(axes.flat, policies, strict=True):
+        sns.lineplot(data=df[df["checkpointing"] == ck], x="P", y="tokens_per_s", hue="label", marker="o", ax=ax,
+                     legend=ax is axes.flat[0])  # fmt: skip
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(Ps, [str(p) for p in Ps])
+        ax.set_ylabel("tokens / s (B·N per median step)")
+        ax.set_title(_ckpt(ck), fontsize=8)
+    fig.suptitle(
+        headline(
+            f"Training-step throughput vs P per plan (L = {L0}, N = {N0}, slowest rank)",
+            MEASURED,
+            f"measured on {probe_device(thr)}",
+        )
+    )
+    return fig
+
+
+def estimate_frame(est: xr.Dataset) -> pd.DataFrame:
+    """Per config: estimated and modelled peak and steady memory (GiB), D-CHAG's reported reserved memory."""
+    steady = {
+        k: est[k].sel(kind=list(STEADY_KINDS)).sum(("part", "kind")) for k in ("memory", "memory_model")
+    }
+    rep = (
+        est["reported_reserved_gib"]
+        if "reported_reserved_gib" in est
+        else xr.full_like(est["P"], np.nan, float)
+    )
+    return pd.DataFrame(
+        {
+            "config": est["config"].values.astype(str),
+            "checkpointing": est["checkpointing"].values.astype(str),
+            "peak estimated [GiB]": est["peak_allocated"].values / GIB,
+            "peak modelled [GiB]": est["peak_model"].values / GIB,
+            "steady estimated [GiB]": steady["memory"].values / GIB,
+            "steady modelled [GiB]": steady["memory_model"].values / GIB,
+            "reported reserved [GiB] (D-CHAG paper, MI250X)": np.asarray(rep.values, float),
+        }
+    )
+
+
+def estimate_figure(est: xr.Dataset) -> Figure:
+    """Rank-0 peak memory per config: estimated with fake tensors beside the memory model (and D-CHAG's report)."""
+    df = estimate_frame(est)
+    df["config"] = [f"{c} [{ck}]" if not c.endswith(ck) else c for c, ck in zip(df["config"], df["checkpointing"],
+                                                                                strict=True)]  # fmt: skip
+    cols = {"peak estimated [GiB]": "estimated with fake tensors", "peak modelled [GiB]": "memory model (modelled)",
+            "reported reserved [GiB] (D-CHAG paper, MI250X)": "D-CHAG paper, reported (MI250X)"}  # fmt: skip
+    long = df.melt(id_vars="config", value_vars=list(cols), var_name="source", value_name="GiB")
+    long["source"] = long["source"].map(cols)
+    long = long[np.isfinite(long["GiB"])]
+    fig, ax = plt.subplots(figsize=(7.5, 0.28 * len(df) + 1.8), layout="constrained")
+    sns.barplot(data=long, y="config", x="GiB", hue="source", ax=ax, orient="h")
+    ax.set_xscale("log")
+    ax.set_xlabel("rank-0 peak memory [GiB] (activation checkpointing: last field of the label)")
+    ax.set_ylabel("")
+    ax.tick_params(axis="y", labelsize=6)
+    ax.legend(fontsize=7, frameon=False)
+    fig.suptitle(
+        headline(
+            "Rank-0 peak memory of configurations beyond this machine",
+            f"{ESTIMATED}, beside the memory model ({MODELLED})",
+            f"no device memory used; estimated on {computed_on(est)}",
+            width=90,
+        )
+    )
+    return fig
+
+
+# --- tables ----------------------------------------------------------------------------------------------------------
+def relative_to_tp_table(mem: xr.Dataset) -> pd.DataFrame:
+    """Per point and plan: steady memory of the fullest rank, in total and in tokenisation + aggregation, and
+    the rank-max peak, each relative to tp at the same P, L, N and checkpointing (−74 % = 74 % less than tp)."""
+    df = memory_by_part(mem)
+    keys = ["P", "L", "N", "checkpointing"]
+    df["tok+agg"] = np.where(df["part"].isin(["tokenisation", "aggregation"]), df["measured"], 0.0)
+    per = df.groupby([*keys, "plan", "g", "label"], sort=False).agg(
+        total=("measured", "sum"), tokagg=("tok+agg", "sum"), peak=("peak", "first")
+    ).reset_index()  # fmt: skip
+    tp = per[per["plan"] == "tp"].set_index(keys)[["total", "tokagg", "peak"]]
+    rows = []
+    for r in per.to_dict("records"):
+        ref = tp.loc[tuple(r[k] for k in keys)] if tuple(r[k] for k in keys) in tp.index else None
+
+        def rel(col: str, r: dict = r, ref: pd.Series | None = ref) -> float:
+            return 100.0 * (r[col] / ref[col] - 1.0) if ref is not None and ref[col] > 0 else np.nan
+
+        rows.append(
+            {
+                "plan": r["label"], "P": r["P"], "L": r["L"], "N": r["N"],
+                "activation checkpointing": r["checkpointing"],
+                "total [MiB] (measured)": r["total"] / MIB, "total vs tp [%]": rel("total"),
+                "tokenisation+aggregation [MiB] (measured)": r["tokagg"] / MIB,
+                "tokenisation+aggregation vs tp [%]": rel("tokagg"),
+                "peak [MiB] (measured)": r["peak"] / MIB, "peak vs tp [%]": rel("peak"),
+            }
+        )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def model_vs_measured_table(mem: xr.Dataset) -> pd.DataFrame:
+    """Per part and kind: the largest |relative error| of the memory model against rank 0's measurement over
+    every measured point, and where it is (plus the step's peak)."""
+    pts = _points(mem)
+    rows = []
+    err = mem["rel_err"]
+    for part in PARTS:
+        for kind in mem["kind"].values.astype(str):
+            vals = [(float(err.sel(**p, part=part, kind=kind)), p) for p in
+                    pts[["plan", "P", "g", "L", "N", "checkpointing"]].to_dict("records")]  # fmt: skip
+            rows.append(_worst(part, kind, vals))
+    if "peak_rel_err" in mem:
+        vals = [(float(mem["peak_rel_err"].sel(**p)), p) for p in
+                pts[["plan", "P", "g", "L", "N", "checkpointing"]].to_dict("records")]  # fmt: skip
+        rows.append(_worst("step", "peak", vals))
+    return pd.DataFrame(rows)
+
+
+def _worst(part: str, kind: str, vals: list[tuple[float, dict]]) -> dict:
+    finite = [(v, p) for v, p in vals if np.isfinite(v)]
+    if not finite:
+        return {
+            "part": part,
+            "kind": kind,
+            "points": 0,
+            "largest |rel err|": np.nan,
+            "signed": np.nan,
+            "at": "—",
+        }
+    v, p = max(finite, key=lambda t: abs(t[0]))
+    at = f"{_plan_label(p['plan'], p['g'])}, P={p['P']}, L={p['L']}, N={p['N']}, ckpt {p['checkpointing']}"
+    return {
+        "part": part,
+        "kind": kind,
+        "points": len(finite),
+        "largest |rel err|": abs(v),
+        "signed": v,
+        "at": at,
+    }
+
+
+def relative_to_tp_caption(mem: xr.Dataset) -> str:
+    return (
+        "Per-plan memory relative to tp at the same P, L, N and activation-checkpointing policy: parameters + "
+        "gradients + AdamW state + saved activations on the fullest rank, in total and in tokenisation + "
+        f"aggregation, and the rank-max peak ({MEASURED} on {probe_device(mem)})."
+    )
+
+
+def model_vs_measured_caption(mem: xr.Dataset) -> str:
+    return (
+        "Memory model (modelled, rank 0) against the measurement: the largest |(model - measured) / measured| per "
+        f"part and kind over every measured point and checkpointing policy ({MEASURED} on {probe_device(mem)})."
+    )
+
+
+def estimate_caption(est: xr.Dataset) -> str:
+    return (
+        f"Rank-0 memory {ESTIMATED} on {computed_on(est)}, beside the memory model ({MODELLED}) and the D-CHAG "
+        "paper's reported max_memory_reserved (MI250X) where known; the checkpointing policy per config."
+    )
