@@ -203,6 +203,24 @@ def train_targets():
     return train_record_targets() + [result("train/summary.nc")]
 
 
+def train_summary_baselines(wildcards):
+    """Baseline files on the datasets and splits that were trained (the baseline rule's own grid)."""
+    from hsitp.train.plan import jobs
+
+    trained = {(d, split) for d, _, _, _, split, _ in jobs(config)}
+    return [
+        f
+        for d, split in sorted(trained)
+        if d in config["datasets"] and split in config["data"]["split"]["protocols"]
+        for f in expand(
+            result("baseline/{dataset}_{protocol}_s{seed}.nc"),
+            dataset=d,
+            protocol=split,
+            seed=config["baseline"]["seeds"],
+        )
+    ]
+
+
 def all_targets():
     return (
         data_targets()

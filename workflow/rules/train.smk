@@ -46,22 +46,6 @@ rule train:
         " --config-json {params.cfg:q} > {log} 2>&1"
 
 
-def train_summary_baselines(wildcards):
-    """Baseline files on the datasets and splits that were trained (the baseline rule's own grid)."""
-    trained = {(d, split) for d, _, _, _, split, _ in jobs(config)}
-    return [
-        f
-        for d, split in sorted(trained)
-        if d in config["datasets"] and split in config["data"]["split"]["protocols"]
-        for f in expand(
-            result("baseline/{dataset}_{protocol}_s{seed}.nc"),
-            dataset=d,
-            protocol=split,
-            seed=config["baseline"]["seeds"],
-        )
-    ]
-
-
 # Mean +- std over seeds per (dataset, plan, P, g, split), plan-minus-tp accuracy, the baseline beside it.
 rule train_summary:
     input:

@@ -85,10 +85,10 @@ def notebook_files(stage: str, results: str) -> dict[str, str]:
     return {"notebook": f"{results}/notebooks/{stage}.ipynb", "html": f"{results}/notebooks/{stage}.html"}
 
 
-def targets(results: str, datasets: Sequence[str]) -> list[str]:
-    """Every file the report stage writes: figures, tables, executed notebooks and their HTML."""
+def targets(results: str, datasets: Sequence[str], stages: Sequence[str] = STAGES) -> list[str]:
+    """Every file the report stage writes for ``stages`` (default all): figures, tables, notebooks and their HTML."""
     return [
         str(f)
-        for stage in STAGES
+        for stage in stages
         for f in [*stage_files(stage, results, datasets), *notebook_files(stage, results).values()]
     ]
