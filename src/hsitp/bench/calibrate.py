@@ -203,9 +203,11 @@ def calibrate(mb: xr.Dataset, *, fraction: float, seed: int, dtype: str | None =
     ds["achieved_flops"].attrs["long_name"] = (
         "median over training points of modelled FLOPs / compute-only time"
     )
-    ds["n_points"].attrs["long_name"] = "training points in the fit"
+    ds["n_points"].attrs["long_name"] = "training points in the fit (held-out points excluded)"
     ds.attrs.update(
         {
+            "title": "hsitp calibration: alpha, beta per collective and compute model per op, fitted to "
+            "microbenchmarks",
             "holdout_fraction": fraction,
             "holdout_seed": seed,
             "measured": "fitted to measurements on the device named in `device`",

@@ -26,14 +26,22 @@ import xarray as xr
 from hsitp.bench.calibrate import fit_points
 from hsitp.bench.predict import predict
 from hsitp.bench.results import KIND as MICROBENCH_KIND
-from hsitp.bench.results import POINT_DIMS, head_padding, point_at, read_input, trace_records
+from hsitp.bench.results import (
+    POINT_COORD_ATTRS,
+    POINT_DIMS,
+    head_padding,
+    point_at,
+    read_input,
+    trace_records,
+)
 from hsitp.cost.calibration import CALIBRATION_KIND
 from hsitp.cost.hardware import hardware_from_calibration
 from hsitp.cost.refined import collectives_time
-from hsitp.io import provenance, write_netcdf
+from hsitp.io import describe, provenance, write_netcdf
 from hsitp.names import COST_MODELS
 
 KIND = "model_vs_measured"
+TITLE = "hsitp: measured CCR per layer vs the paper's stated and the calibrated refined cost model"
 MODELS = (*COST_MODELS, "traced")  # traced: a diagnostic beside the two cost models (docstring)
 FLAG_NOT_MEASURED, FLAG_FITTED, FLAG_HELD_OUT = -1, 0, 1
 
@@ -79,32 +87,32 @@ def compare(mb: xr.Dataset, cal: xr.Dataset, calibration_path: str | Path) -> xr
     coords = {d: mbd[d].values for d in POINT_DIMS}
     ds = xr.Dataset(coords=coords)
     measured = mbd["ccr_measured"]
-    ds["ccr_measured"] = measured.assign_attrs(long_name="measured: collective-only / compute-only time")
+    ds["ccr_measured"] = measured.assign_attrs(
+        units="1", long_name="measured: collective-only / compute-only time"
+    )
     ds["ccr_exposed"] = mbd["ccr_exposed"].assign_attrs(
-        long_name="measured: (full - compute-only) / compute-only"
+        units="1", long_name="measured: (full - compute-only) / compute-only"
     )
     ds["t_comp_measured"] = comp.assign_attrs(units="s", long_name="measured compute-only time (median)")
     ds["t_comm_measured"] = (
-        mbd["time_median"].sel(mode="comm", drop=True).assign_attrs(units="s", long_name="measured")
+        mbd["time_median"]
+        .sel(mode="comm", drop=True)
+        .assign_attrs(units="s", long_name="measured collective-only time (median)")
     )
     for name, values in pred.items():
         ds[name] = (POINT_DIMS, values)
     ds["n_collectives_traced"] = mbd["n_collectives"].assign_attrs(
-        long_name="collective calls the layer issued"
+        units="1", long_name="collective calls the layer issued"
     )
     ds["bytes_traced"] = mbd["bytes_moved"].assign_attrs(
         units="B", long_name="full-tensor bytes the layer moved"
     )
-    ds["n_collectives_refined"].attrs["long_name"] = "collective calls in the refined model"
-    ds["bytes_refined"].attrs = {"units": "B", "long_name": "full-tensor bytes in the refined model"}
-    ds["ccr_stated"].attrs["long_name"] = "paper's stated model with calibrated F (median over ops) and beta"
-    ds["ccr_refined"].attrs["long_name"] = "refined cost model with the calibration (alpha, beta, F per op)"
-    ds["ccr_traced"].attrs["long_name"] = "diagnostic: calibrated ring model on the traced collectives"
+    describe(ds, PREDICTION_ATTRS)
     for m in MODELS:
         with np.errstate(divide="ignore", invalid="ignore"):
             err = (ds[f"ccr_{m}"] - measured) / measured
         ds[f"rel_err_{m}"] = err.where(measured > 0).assign_attrs(
-            long_name=f"(ccr_{m} - measured) / measured"
+            units="1", long_name=f"relative error of ccr_{m}: (ccr_{m} - measured) / measured"
         )
     ds["held_out"] = (POINT_DIMS, flag)
     ds["held_out"].attrs = {
@@ -113,6 +121,7 @@ def compare(mb: xr.Dataset, cal: xr.Dataset, calibration_path: str | Path) -> xr
         "long_name": "was this point held out of the calibration fit?",
     }
     ds.attrs = {
+        "title": TITLE,
         "device": mb.attrs.get("device", "unknown"),
         "hardware": hw.description,
         "dtype": dtype,
@@ -122,6 +131,28 @@ def compare(mb: xr.Dataset, cal: xr.Dataset, calibration_path: str | Path) -> xr
         "fitted on the 'fitted' points of the same device; traced = diagnostic",
     }
     return ds
+
+
+PREDICTION_ATTRS: dict[str, dict[str, str]] = {
+    **POINT_COORD_ATTRS,
+    "ccr_stated": {
+        "units": "1",
+        "long_name": "paper's stated model with calibrated F (median over ops) and beta",
+    },
+    "ccr_refined": {
+        "units": "1",
+        "long_name": "refined cost model with the calibration (alpha, beta, F per op)",
+    },
+    "ccr_traced": {"units": "1", "long_name": "diagnostic: calibrated ring model on the traced collectives"},
+    "t_comp_model": {"units": "s", "long_name": "calibrated compute model's time of the op (fwd+bwd)"},
+    "t_comm_refined": {"units": "s", "long_name": "refined model's collective time with the calibration"},
+    "t_comm_traced": {
+        "units": "s",
+        "long_name": "calibrated ring model's time of the traced collectives, times the sequence factor",
+    },
+    "n_collectives_refined": {"units": "1", "long_name": "collective calls in the refined model"},
+    "bytes_refined": {"units": "B", "long_name": "full-tensor bytes in the refined model"},
+}
 
 
 def summary(ds: xr.Dataset) -> dict[str, dict[str, float]]:

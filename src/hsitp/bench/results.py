@@ -26,11 +26,12 @@ from hsitp.bench.collective_sweep import COLLECTIVES
 from hsitp.bench.predict import Point
 from hsitp.bench.timing import median_iqr
 from hsitp.errors import HsitpError
-from hsitp.io import ResultFileError, provenance, read_netcdf, write_netcdf
+from hsitp.io import ResultFileError, describe, provenance, read_netcdf, write_netcdf
 from hsitp.shape import LayerShape
 
 MODES = ("full", "compute", "comm")
 KIND = "microbench"
+TITLE = "hsitp microbenchmarks: measured times of tensor-parallel layers (full, compute-only, comm-only) and collectives"
 POINT_DIMS = ("op", "P", "N", "D", "L", "dtype")
 SWEPT = (
     "N",
@@ -41,6 +42,41 @@ SWEPT = (
 # The process groups a layer communicates on, named as the cost model names them: all P ranks, or the channel
 # and token axes of the attn_2d mesh.
 TRACED_GROUPS = ("tp", "channel", "token")
+
+# Coordinates of a benchmark point, as every bench file (microbench, model_vs_measured, bench_shard) labels them.
+POINT_COORD_ATTRS: dict[str, dict[str, str]] = {
+    "op": {"long_name": "parallel layer (hsitp.names.OP_NAMES)"},
+    "P": {"units": "1", "long_name": "ranks the layer is split over"},
+    "N": {"units": "1", "long_name": "spatial tokens"},
+    "D": {"units": "1", "long_name": "embedding (feature) dimension"},
+    "L": {"units": "1", "long_name": "spectral bands (aggregation ops)"},
+    "dtype": {"long_name": "tensor dtype of the layer"},
+}
+# Everything else a microbench file holds that its builder does not describe where it creates it.
+MICROBENCH_ATTRS: dict[str, dict[str, str]] = {
+    **POINT_COORD_ATTRS,
+    "mode": {
+        "long_name": "full = fwd+bwd; compute = collectives replaced by same-shape no-ops; "
+        "comm = the traced collectives replayed alone"
+    },
+    "rep": {"units": "1", "long_name": "repeat index (repeats of all points interleaved)"},
+    "collective": {"long_name": "collective of the sweep"},
+    "traced_collective": {"long_name": "collective a layer issued"},
+    "traced_group": {
+        "long_name": "process group a layer communicated on (tp: all P; channel, token: the attn_2d mesh axes)"
+    },
+    "nbytes": {"units": "B", "long_name": "requested full tensor size"},
+    "coll_rep": {"units": "1", "long_name": "repeat index of the collective sweep"},
+    "device": {"long_name": "device the launch measured on"},
+    "backend": {"long_name": "process-group backend (none at P = 1)"},
+    "threads_per_rank": {"units": "1", "long_name": "torch threads per rank"},
+    "cores": {"units": "1", "long_name": "cores the launch could run on"},
+    "oversubscribed": {
+        "long_name": "1 when ranks x threads per rank exceed the cores (or ranks > GPUs)",
+        "flag_values": [0, 1],
+        "flag_meanings": "no yes",
+    },
+}
 
 
 class MergeError(HsitpError):
@@ -120,12 +156,12 @@ def empty_partial(
             "n_collectives": (
                 POINT_DIMS,
                 nan_point.copy(),
-                {"long_name": "collective calls traced, fwd+bwd"},
+                {"units": "1", "long_name": "collective calls traced, fwd+bwd"},
             ),
             "trace_count": (
                 (*POINT_DIMS, "traced_collective", "traced_group"),
                 np.full(trace_shape, np.nan),
-                {"long_name": "traced calls of each collective on each group, fwd+bwd"},
+                {"units": "1", "long_name": "traced calls of each collective on each group, fwd+bwd"},
             ),
             "trace_bytes": (
                 (*POINT_DIMS, "traced_collective", "traced_group"),
@@ -139,8 +175,9 @@ def empty_partial(
                 ("P", "traced_group"),
                 np.full((1, len(TRACED_GROUPS)), np.nan),
                 {
+                    "units": "1",
                     "long_name": "ranks in each process group the layers used (tp: all P; channel, token: the "
-                    "attn_2d mesh)"
+                    "attn_2d mesh)",
                 },
             ),
             "coll_time": (
@@ -158,12 +195,7 @@ def empty_partial(
     )
     ds.attrs["layer_shape"] = dict(layer_shape)
     ds.attrs["head_padding"] = bool(head_padding)
-    ds["nbytes"].attrs = {"units": "B", "long_name": "requested full tensor size"}
-    ds["mode"].attrs = {
-        "long_name": "full = fwd+bwd; compute = collectives replaced by same-shape no-ops; "
-        "comm = the traced collectives replayed alone"
-    }
-    return ds
+    return describe(ds, MICROBENCH_ATTRS)
 
 
 def add_summaries(ds: xr.Dataset) -> xr.Dataset:
@@ -179,18 +211,20 @@ def add_summaries(ds: xr.Dataset) -> xr.Dataset:
     ds["exposed_comm"] = (full - comp).assign_attrs(
         units="s", long_name="exposed communication = full - compute-only (measured)"
     )
+    # Ratios of times: xarray would carry the operands' units ("s") over, so every ratio names its own.
     ds["sanity_ratio"] = ((comp + comm) / full).assign_attrs(
-        long_name="(compute-only + collective-only) / full; near 1 when the decomposition holds"
+        units="1", long_name="(compute-only + collective-only) / full; near 1 when the decomposition holds"
     )
     ds["ccr_measured"] = (comm / comp).assign_attrs(
-        long_name="measured CCR = collective-only time / compute-only time"
+        units="1", long_name="measured CCR = collective-only time / compute-only time"
     )
     ds["ccr_exposed"] = (ds["exposed_comm"] / comp).assign_attrs(
-        long_name="exposed-communication CCR = (full - compute-only) / compute-only"
+        units="1", long_name="exposed-communication CCR = (full - compute-only) / compute-only"
     )
     cmed, ciqr = median_iqr(ds["coll_time"].values, axis=-1)
-    ds["coll_time_median"] = (ds["coll_time"].dims[:-1], cmed, {"units": "s"})
-    ds["coll_time_iqr"] = (ds["coll_time"].dims[:-1], ciqr, {"units": "s"})
+    cdims = ds["coll_time"].dims[:-1]
+    ds["coll_time_median"] = (cdims, cmed, {"units": "s", "long_name": "median collective time over repeats"})
+    ds["coll_time_iqr"] = (cdims, ciqr, {"units": "s", "long_name": "inter-quartile range over repeats"})
     return ds
 
 
@@ -204,11 +238,12 @@ def write_partial(
         ds[key] = ("P", np.array([str(attrs[key])], dtype=object))
     for key in ("threads_per_rank", "cores", "oversubscribed"):
         ds[key] = ("P", np.array([int(attrs[key])]))
-    ds["oversubscribed"].attrs["long_name"] = (
-        "1 when ranks x threads per rank exceed the cores (or ranks > GPUs)"
-    )
+    describe(ds, MICROBENCH_ATTRS)
     ds.attrs.update({"world_size": p, "measured": "yes", **{k: attrs[k] for k in ("device", "backend")}})
-    return write_netcdf(ds, path, kind=KIND, prov=provenance(config=config, extra={"run": dict(attrs)}))
+    title = f"{TITLE}, one launch at P = {p}"
+    return write_netcdf(
+        ds, path, kind=KIND, prov=provenance(config=config, extra={"run": dict(attrs)}), title=title
+    )
 
 
 def merge_partials(paths: Sequence[str | Path], out: str | Path, *, config: Mapping[str, Any]) -> Path:
@@ -237,7 +272,11 @@ def merge_partials(paths: Sequence[str | Path], out: str | Path, *, config: Mapp
                     "re-run every P with the same bench and parallel config"
                 )
     raw = [ds.drop_vars([v for v in ds.data_vars if v.startswith(("time_", "coll_time_"))]) for ds in parts]
-    merged = xr.concat(raw, dim="P", data_vars="minimal", coords="minimal", combine_attrs="drop").sortby("P")
+    # combine_attrs="override": every variable keeps the first file's units and long_name (the files' own
+    # attributes are replaced below).
+    merged = xr.concat(raw, dim="P", data_vars="minimal", coords="minimal", combine_attrs="override").sortby(
+        "P"
+    )
     merged = add_summaries(merged)
     skipped = [pt for ds in parts for pt in json.loads(ds.attrs.get("skipped_points", "[]"))]
     meshes = {str(int(ds["P"].values[0])): json.loads(ds.attrs.get("mesh_2d", "null")) for ds in parts}
@@ -267,7 +306,9 @@ def merge_partials(paths: Sequence[str | Path], out: str | Path, *, config: Mapp
         "note": "timings and traced collectives are measured on the device named above; nothing here is modelled",
     }
     inputs = {Path(p).name: p for p in paths}
-    return write_netcdf(merged, out, kind=KIND, prov=provenance(config=config, inputs=inputs))
+    sizes = ", ".join(str(p) for p in merged.attrs["world_sizes"])
+    prov = provenance(config=config, inputs=inputs)
+    return write_netcdf(merged, out, kind=KIND, prov=prov, title=f"{TITLE}, P = {sizes}")
 
 
 def point_at(mb: xr.Dataset, *, op: str, P: int, N: int, D: int, L: int, dtype: str) -> Point:
