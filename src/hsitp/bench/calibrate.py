@@ -13,6 +13,7 @@ calibration saw it.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,12 @@ from hsitp.cost.refined import collectives_time
 from hsitp.io import provenance, write_netcdf
 
 KIND = CALIBRATION_KIND
+log = logging.getLogger(__name__)
+
+
+def _rate(value: float, unit: str) -> str:
+    """A rate in G<unit>/s, or 'not fitted' for a term fitted to zero (inf)."""
+    return f"{value / 1e9:.3g} G{unit}/s" if np.isfinite(value) else "not fitted"
 
 
 @dataclass(frozen=True)
@@ -160,6 +167,20 @@ def calibrate(mb: xr.Dataset, *, fraction: float, seed: int, dtype: str | None =
         for r in cpts:
             if r["collective"] == c:
                 r["t_predicted"] = float(fit.predict(r["P"], r["nbytes"]))
+        held = [r for r in cpts if r["collective"] == c and r["held_out"]]
+        err = [abs(r["t_predicted"] / r["t_median"] - 1) for r in held]
+        log.info(
+            "%s: alpha = %.1f us (+- %.1f), beta = %.3g GB/s (+- %.2g) from %d points; held-out median |rel. "
+            "error| of the time %s over %d points",
+            c,
+            fit.alpha * 1e6,
+            fit.alpha_stderr * 1e6,
+            fit.beta / 1e9,
+            fit.beta_stderr / 1e9,
+            fit.n_points,
+            f"{100 * np.median(err):.1f} %" if err else "n/a",
+            len(held),
+        )
     opts = op_points(mb, dtype=dtype, fraction=fraction, seed=seed)
     ops = [o for o in mb["op"].values.tolist() if any(r["op"] == o for r in opts)]
     rates = []
@@ -182,7 +203,22 @@ def calibrate(mb: xr.Dataset, *, fraction: float, seed: int, dtype: str | None =
         for r in opts:
             if r["op"] == o:
                 r["t_compute_predicted"] = float(cf.predict(r["flops"], r["traffic_bytes"]))
+        held = [r for r in opts if r["op"] == o and r["held_out"]]
+        err = [abs(r["t_compute_predicted"] / r["t_compute"] - 1) for r in held]
+        log.info(
+            "%s: compute t = %.1f us + FLOPs / %s + traffic / %s (%d points); achieved %s; held-out median "
+            "|rel. error| of the compute time %s over %d points",
+            o,
+            cf.overhead * 1e6,
+            _rate(cf.rate, "FLOP"),
+            _rate(cf.bandwidth, "B"),
+            cf.n_points,
+            _rate(rates[-1], "FLOP"),
+            f"{100 * np.median(err):.1f} %" if err else "n/a",
+            len(held),
+        )
     seq = sequence_factors(mb, opts, {f.collective: f for f in fits}, ops, dtype=dtype)
+    log.info("sequence factors (back-to-back / alone): %s", ", ".join(f"{o} {v:.2f}" for o, v in seq.items()))
     world_sizes = sorted({r["P"] for r in cpts if not r["held_out"]})
     # calibration_dataset (owned by the cost model) builds and validates the schema.
     ds = calibration_dataset(
@@ -219,9 +255,20 @@ def calibrate(mb: xr.Dataset, *, fraction: float, seed: int, dtype: str | None =
 def run_calibrate(microbench: str | Path, out: str | Path, *, config: Mapping[str, Any]) -> Path:
     mb = read_input(microbench, MICROBENCH_KIND)
     fit_cfg = config["bench"]["fit"]
+    log.info(
+        "read %s: P = %s, dtypes %s, on %s; holding out %.0f %% of the points (seed %d)",
+        microbench,
+        ", ".join(str(int(p)) for p in mb["P"].values),
+        ", ".join(mb["dtype"].values.tolist()),
+        mb.attrs.get("device", "?"),
+        100 * fit_cfg["holdout_fraction"],
+        int(config["seed"]),
+    )
     cal = calibrate(mb, fraction=fit_cfg["holdout_fraction"], seed=int(config["seed"]))
     prov = provenance(config=config, inputs={"microbench": microbench})
-    return write_netcdf(cal, out, kind=KIND, prov=prov)
+    path = write_netcdf(cal, out, kind=KIND, prov=prov)
+    log.info("wrote %s", path)
+    return path
 
 
 def fit_points(cal: xr.Dataset) -> dict[str, list[dict[str, Any]]]:

@@ -16,6 +16,7 @@ calibration) or fitted. P = 1 points have no communication, so their CCR error i
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ from hsitp.io import describe, provenance, write_netcdf
 from hsitp.names import COST_MODELS
 
 KIND = "model_vs_measured"
+log = logging.getLogger(__name__)
 TITLE = "hsitp: measured CCR per layer vs the paper's stated and the calibrated refined cost model"
 MODELS = (*COST_MODELS, "traced")  # traced: a diagnostic beside the two cost models (docstring)
 FLAG_NOT_MEASURED, FLAG_FITTED, FLAG_HELD_OUT = -1, 0, 1
@@ -174,6 +176,32 @@ def run_compare(
 ) -> Path:
     mb = read_input(microbench, MICROBENCH_KIND)
     cal = read_input(calibration, CALIBRATION_KIND)
+    log.info(
+        "read %s and %s (calibrated %s on %s)",
+        microbench,
+        calibration,
+        cal.attrs["dtype"],
+        cal.attrs["device"],
+    )
     ds = compare(mb, cal, calibration)
+    log_summary(ds)
     prov = provenance(config=config, inputs={"microbench": microbench, "calibration": calibration})
-    return write_netcdf(ds, out, kind=KIND, prov=prov)
+    path = write_netcdf(ds, out, kind=KIND, prov=prov)
+    log.info("wrote %s", path)
+    return path
+
+
+def log_summary(ds: xr.Dataset) -> None:
+    """Log the median |relative error| of each model on held-out and fitted points, overall and per op."""
+
+    def errors(row: Mapping[str, float]) -> str:
+        return ", ".join(f"{m} {100 * row[f'median_abs_rel_err_{m}']:.1f} %" for m in MODELS)
+
+    for label, row in ds.attrs["summary"].items():
+        log.info(
+            "%s points (%d, P >= 2): median |rel. error| of the CCR: %s", label, row["n_points"], errors(row)
+        )
+    for op, by in ds.attrs["summary_by_op"].items():
+        row = by["held_out"]
+        if row["n_points"]:
+            log.info("  %s held out (%d): %s", op, row["n_points"], errors(row))

@@ -15,6 +15,7 @@ quantities (FLOPs, memory traffic, ring-model times) are computed where used, fr
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,8 @@ from hsitp.bench.timing import median_iqr
 from hsitp.errors import HsitpError
 from hsitp.io import ResultFileError, describe, provenance, read_netcdf, write_netcdf
 from hsitp.shape import LayerShape
+
+log = logging.getLogger(__name__)
 
 MODES = ("full", "compute", "comm")
 KIND = "microbench"
@@ -251,6 +254,15 @@ def merge_partials(paths: Sequence[str | Path], out: str | Path, *, config: Mapp
     if not paths:
         raise MergeError("bench merge: no partial files given")
     parts = [read_input(p, KIND) for p in paths]
+    for path, ds in zip(paths, parts, strict=True):
+        measured = int(np.isfinite(ds["time"].sel(mode="full")).any("rep").sum())
+        log.info(
+            "read %s: P=%s on %s, %d layer points measured",
+            path,
+            ",".join(str(int(p)) for p in ds["P"].values),
+            ds.attrs.get("device", "?"),
+            measured,
+        )
     seen: dict[int, str] = {}
     for path, ds in zip(paths, parts, strict=True):
         for p in ds["P"].values.tolist():
@@ -307,8 +319,25 @@ def merge_partials(paths: Sequence[str | Path], out: str | Path, *, config: Mapp
     }
     inputs = {Path(p).name: p for p in paths}
     sizes = ", ".join(str(p) for p in merged.attrs["world_sizes"])
+    for p, s in sanity.items():
+        log.info(
+            "P=%s: sanity ratio (compute + comm) / full median %.2f (10-90 %%: %.2f-%.2f) over %d points",
+            p,
+            s["median"],
+            s["q10"],
+            s["q90"],
+            s["n"],
+        )
+    if skipped:
+        log.warning(
+            "%d points were skipped by the runs (listed in the skipped_points attribute)", len(skipped)
+        )
+    if merged.attrs["oversubscribed_P"]:
+        log.warning("oversubscribed (ranks x threads > cores) at P = %s", merged.attrs["oversubscribed_P"])
     prov = provenance(config=config, inputs=inputs)
-    return write_netcdf(merged, out, kind=KIND, prov=prov, title=f"{TITLE}, P = {sizes}")
+    path = write_netcdf(merged, out, kind=KIND, prov=prov, title=f"{TITLE}, P = {sizes}")
+    log.info("wrote %s (P = %s)", path, sizes)
+    return path
 
 
 def point_at(mb: xr.Dataset, *, op: str, P: int, N: int, D: int, L: int, dtype: str) -> Point:
