@@ -1,6 +1,6 @@
 """SIGINT and SIGTERM stop a running `bench run` quickly and quietly, and leave no file behind.
 
-SIGINT: the job is launched as the Snakemake rule launches it (``python -m hsitp.launch``, torchrun with 2 gloo
+SIGINT: the job is launched as the Snakemake rule launches it (``python -m hsitp.torchrun``, torchrun with 2 gloo
 ranks) and the signal goes to the whole process group, as a terminal's Ctrl-C does (torchrun and both ranks get
 it, and torchrun forwards another copy to the ranks). SIGTERM: a single rank without torchrun (P = 1), as a
 scheduler's cancel reaches it; the CLI's own path to exit status 143. A sweep of many short points keeps either
@@ -56,7 +56,16 @@ def test_bench_run_stops_quietly_on_signal(tmp_path, signum, world_size):
     out = tmp_path / f"P{world_size}.nc"
     cmd = [sys.executable, "-m", "hsitp"]
     if world_size > 1:
-        cmd = [sys.executable, "-m", "hsitp.launch", "--standalone", "--nnodes", "1", "--nproc_per_node", "2"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "hsitp.torchrun",
+            "--standalone",
+            "--nnodes",
+            "1",
+            "--nproc_per_node",
+            "2",
+        ]
         cmd += ["-m", "hsitp"]
     cmd += [
         "bench",

@@ -36,7 +36,7 @@ rule bench_run:
     conda:
         ENV
     threads: bench_threads
-    # `python -m hsitp.launch` is torchrun that exits 130/143 without a traceback when the job is cancelled (the
+    # `python -m hsitp.torchrun` is torchrun that exits 130/143 without a traceback when the job is cancelled (the
     # ranks stop after their current point, hsitp.signals). One task on one node: torchrun --standalone starts the
     # P ranks itself (the Slurm executor runs a non-MPI job as `srun -n1`, so P tasks would confine the ranks to
     # one task's CPUs). `gpu` is that executor's name for GPUs; tasks_per_gpu=0 stops it from asking for a task per
@@ -53,7 +53,7 @@ rule bench_run:
     params:
         cfg=stage_config(*BENCH_RUN_KEYS),
     shell:
-        "python -m hsitp.launch --standalone --nnodes 1 --nproc_per_node {wildcards.P} -m hsitp bench run"
+        "python -m hsitp.torchrun --standalone --nnodes 1 --nproc_per_node {wildcards.P} -m hsitp bench run"
         " --world-size {wildcards.P} --out {output:q} --config-json {params.cfg:q} > {log} 2>&1"
 
 

@@ -1,4 +1,4 @@
-"""``python -m hsitp.launch [torchrun options] -m hsitp ...``: torchrun, stopping quietly on SIGINT and SIGTERM.
+"""``python -m hsitp.torchrun [torchrun options] -m hsitp ...``: torchrun, stopping quietly on SIGINT and SIGTERM.
 
 torchrun forwards a SIGINT or SIGTERM to its workers (which stop at their next safe point, see
 :mod:`hsitp.signals`, and print one line) and then raises in its own main thread, printing a 25-line traceback of
@@ -51,7 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )  # a negative exit code is the signal that ended the worker
         others = sorted(r for r in exc.failures if r != rank)
         more = f" (and ranks {', '.join(map(str, others))})" if others else ""
-        print(f"hsitp.launch: rank {rank} failed with exit status {code}{more}", file=sys.stderr)
+        print(f"hsitp.torchrun: rank {rank} failed with exit status {code}{more}", file=sys.stderr)
         return code
     return 0
 
