@@ -30,7 +30,7 @@ SWEEP = {
         "repeats": 20,
         "passes": 1,
         "min_region_s": 0.0,
-        "collectives": {"sizes_bytes": [4096, 16384, 65536], "warmup": 1, "repeats": 20},
+        "collectives": {"sizes_bytes": [4096, 16384, 65536], "warmup": 1, "repeats": 20, "min_region_s": 0.0},
     },
     "parallel": {"timeout_s": 60},
 }

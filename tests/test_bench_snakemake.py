@@ -35,7 +35,12 @@ TINY = {
         "warmup": 1,
         "repeats": 3,
         "min_region_s": 0.0,
-        "collectives": {"sizes_bytes": [4096, 1048576, 4194304, 16777216], "warmup": 1, "repeats": 6},
+        "collectives": {
+            "sizes_bytes": [4096, 1048576, 4194304, 16777216],
+            "warmup": 1,
+            "repeats": 6,
+            "min_region_s": 0.0,
+        },
     }
 }
 

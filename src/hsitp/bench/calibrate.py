@@ -1,7 +1,8 @@
 """``microbench.nc`` -> ``calibration.nc`` (schema in docs/contracts.md, owned by the cost model).
 
-alpha and beta per collective come from the collective sweep, achieved F per op from the compute-only timings;
-both are fitted on a training subset only. Beyond the required fields (see :mod:`hsitp.cost.calibration`), the same
+alpha and beta per collective come from the collective sweep, achieved F per op from the compute-only timings
+(every time is a point's fastest repeat, ``time_min`` / ``coll_time_min``); both are fitted on a training subset
+only. Beyond the required fields (see :mod:`hsitp.cost.calibration`), the same
 training points give each op's compute model (per-call overhead + FLOP term + memory-traffic term; FLOPs and
 traffic are the refined cost model's, computed here by :func:`hsitp.bench.predict.op_work`) and its sequence
 factor: the median ratio of its training points' replayed collectives to their ring-model time with the sweep's
@@ -60,16 +61,17 @@ class FittedLinks:
 
 
 def collective_points(mb: xr.Dataset, *, fraction: float, seed: int) -> list[dict[str, Any]]:
-    """One record per measured (collective, P, size), with its median time and whether it is held out."""
+    """One record per measured (collective, P, size), with its time (the fastest repeat) and whether it is held
+    out."""
     rows: list[dict[str, Any]] = []
-    med = mb["coll_time_median"]
+    med = mb["coll_time_min"]
     for c in mb["collective"].values.tolist():
         for p in mb["P"].values.tolist():
             for nb in mb["nbytes"].values.tolist():
                 t = float(med.sel(collective=c, P=p, nbytes=nb))
                 b = float(mb["coll_bytes"].sel(collective=c, P=p, nbytes=nb))
                 if p >= 2 and np.isfinite(t) and np.isfinite(b):
-                    rows.append({"collective": c, "P": int(p), "nbytes": int(b), "t_median": t})
+                    rows.append({"collective": c, "P": int(p), "nbytes": int(b), "t_measured": t})
     mask = holdout_mask(
         [(r["collective"], r["P"], r["nbytes"]) for r in rows],
         [(r["collective"], r["P"]) for r in rows],
@@ -86,8 +88,8 @@ def op_points(mb: xr.Dataset, *, dtype: str, fraction: float, seed: int) -> list
     refined model's FLOPs and memory traffic for the point."""
     dims = ("op", "P", "N", "D", "L")
     sel = mb.sel(dtype=dtype)
-    comp = sel["time_median"].sel(mode="compute").stack(point=dims)
-    comm = sel["time_median"].sel(mode="comm").stack(point=dims)
+    comp = sel["time_min"].sel(mode="compute").stack(point=dims)
+    comm = sel["time_min"].sel(mode="comm").stack(point=dims)
     pad = head_padding(mb)
     rows: list[dict[str, Any]] = []
     for i, (op, p, n, d, bands) in enumerate(comp["point"].values):
@@ -156,7 +158,7 @@ def calibrate(mb: xr.Dataset, *, fraction: float, seed: int, dtype: str | None =
         train = [r for r in cpts if r["collective"] == c and not r["held_out"]]
         try:
             fit = fit_alpha_beta(
-                c, [r["P"] for r in train], [r["nbytes"] for r in train], [r["t_median"] for r in train]
+                c, [r["P"] for r in train], [r["nbytes"] for r in train], [r["t_measured"] for r in train]
             )
         except FitError as exc:
             raise CalibrationError(
@@ -168,7 +170,7 @@ def calibrate(mb: xr.Dataset, *, fraction: float, seed: int, dtype: str | None =
             if r["collective"] == c:
                 r["t_predicted"] = float(fit.predict(r["P"], r["nbytes"]))
         held = [r for r in cpts if r["collective"] == c and r["held_out"]]
-        err = [abs(r["t_predicted"] / r["t_median"] - 1) for r in held]
+        err = [abs(r["t_predicted"] / r["t_measured"] - 1) for r in held]
         log.info(
             "%s: alpha = %.1f us (+- %.1f), beta = %.3g GB/s (+- %.2g) from %d points; held-out median |rel. "
             "error| of the time %s over %d points",

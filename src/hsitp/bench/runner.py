@@ -55,7 +55,8 @@ def run_partial(config: Mapping[str, Any], *, world_size: int, out: str | Path) 
             rt.stop()
 
 
-def _run(config: Mapping[str, Any], rt: Runtime, out: Path, stop: StopRequest) -> Path | None:
+def _run(config: Mapping[str, Any], rt: Runtime, out: Path, stop: StopRequest | None = None) -> Path | None:
+    stop = stop or StopRequest()  # no signal handlers: only the other ranks can stop this one
     from hsitp.bench.ops import sweep_points, time_ops
     from hsitp.parallel.runtime import dtype_name, resolve_dtype
 
@@ -105,7 +106,7 @@ def _run(config: Mapping[str, Any], rt: Runtime, out: Path, stop: StopRequest) -
         "sizes_bytes": cc["sizes_bytes"],
         "dtype": resolved[names[0]],
         "warmup": cc["warmup"],
-        "min_region_s": bc["min_region_s"],
+        "min_region_s": cc["min_region_s"],
     }
     coll_reps = np.array_split(np.arange(cc["repeats"]), passes)
     op_reps = np.array_split(np.arange(bc["repeats"]), passes)
