@@ -34,6 +34,7 @@ TINY = {
         "L": [4],
         "warmup": 1,
         "repeats": 3,
+        "passes": 3,
         "min_region_s": 0.0,
         "collectives": {
             "sizes_bytes": [4096, 1048576, 4194304, 16777216],

@@ -1,7 +1,7 @@
 """``microbench.nc`` -> ``calibration.nc`` (schema in docs/contracts.md, owned by the cost model).
 
 alpha and beta per collective come from the collective sweep, achieved F per op from the compute-only timings
-(every time is a point's fastest repeat, ``time_min`` / ``coll_time_min``); both are fitted on a training subset
+(every time is a point's mean over repeats, ``time_mean`` / ``coll_time_mean``); both are fitted on a training subset
 only. Beyond the required fields (see :mod:`hsitp.cost.calibration`), the same
 training points give each op's compute model (per-call overhead + FLOP term + memory-traffic term; FLOPs and
 traffic are the refined cost model's, computed here by :func:`hsitp.bench.predict.op_work`) and its sequence
@@ -61,10 +61,10 @@ class FittedLinks:
 
 
 def collective_points(mb: xr.Dataset, *, fraction: float, seed: int) -> list[dict[str, Any]]:
-    """One record per measured (collective, P, size), with its time (the fastest repeat) and whether it is held
+    """One record per measured (collective, P, size), with its time (mean over repeats) and whether it is held
     out."""
     rows: list[dict[str, Any]] = []
-    med = mb["coll_time_min"]
+    med = mb["coll_time_mean"]
     for c in mb["collective"].values.tolist():
         for p in mb["P"].values.tolist():
             for nb in mb["nbytes"].values.tolist():
@@ -88,8 +88,8 @@ def op_points(mb: xr.Dataset, *, dtype: str, fraction: float, seed: int) -> list
     refined model's FLOPs and memory traffic for the point."""
     dims = ("op", "P", "N", "D", "L")
     sel = mb.sel(dtype=dtype)
-    comp = sel["time_min"].sel(mode="compute").stack(point=dims)
-    comm = sel["time_min"].sel(mode="comm").stack(point=dims)
+    comp = sel["time_mean"].sel(mode="compute").stack(point=dims)
+    comm = sel["time_mean"].sel(mode="comm").stack(point=dims)
     pad = head_padding(mb)
     rows: list[dict[str, Any]] = []
     for i, (op, p, n, d, bands) in enumerate(comp["point"].values):

@@ -2,11 +2,11 @@
 
 Dims: op, P, N, D, L, dtype, mode (full | compute | comm), rep for layer timings; collective, nbytes, rep for the
 collective sweep; traced_collective and traced_group for what each layer issued. A point that was not run (e.g.
-an op that does not depend on L, at every L but the first) is NaN. The fastest repeat, medians, IQRs, exposed
-communication, the compute + comm vs full sanity ratio and the measured CCR are derived here, in one place, so a
-merged file and a partial file always agree. Every derived time and ratio uses the fastest repeat
-(:func:`hsitp.bench.timing.fastest`: the estimate that foreign load on a shared machine disturbs least); the
-median and IQR say how much the repeats spread.
+an op that does not depend on L, at every L but the first) is NaN. Means, medians, IQRs, exposed communication,
+the compute + comm vs full sanity ratio and the measured CCR are derived here, in one place, so a merged file and
+a partial file always agree. Every derived time and ratio uses the mean over repeats
+(:func:`hsitp.bench.timing.mean_over_repeats`: the estimate that stays consistent between points under the
+changing load of a shared machine); the median and IQR say how much the repeats spread.
 
 The file holds measurements (times, and the collectives the layers issued) and the settings they were taken
 with: the layer-shape fields the coordinates do not hold (``layer_shape``) and ``head_padding``. Modelled
@@ -27,7 +27,7 @@ import xarray as xr
 
 from hsitp.bench.collective_sweep import COLLECTIVES
 from hsitp.bench.predict import Point
-from hsitp.bench.timing import fastest, median_iqr
+from hsitp.bench.timing import mean_over_repeats, median_iqr
 from hsitp.errors import HsitpError
 from hsitp.io import ResultFileError, describe, provenance, read_netcdf, write_netcdf
 from hsitp.shape import LayerShape
@@ -204,21 +204,20 @@ def empty_partial(
 
 
 def add_summaries(ds: xr.Dataset) -> xr.Dataset:
-    """Fastest repeat, medians, IQRs and the quantities derived from the fastest repeat (recomputed, never
-    merged)."""
+    """Means, medians, IQRs and the quantities derived from the means (recomputed, never merged)."""
     ds = ds.copy()
     med, iqr = median_iqr(ds["time"].values, axis=-1)
     dims = ds["time"].dims[:-1]
-    ds["time_min"] = (
+    ds["time_mean"] = (
         dims,
-        fastest(ds["time"].values, axis=-1),
-        {"units": "s", "long_name": "fastest repeat (measured; the estimate every derived quantity uses)"},
+        mean_over_repeats(ds["time"].values, axis=-1),
+        {"units": "s", "long_name": "mean over repeats (measured; the estimate every derived quantity uses)"},
     )
     ds["time_median"] = (dims, med, {"units": "s", "long_name": "median over repeats (measured)"})
     ds["time_iqr"] = (dims, iqr, {"units": "s", "long_name": "inter-quartile range over repeats"})
-    full = ds["time_min"].sel(mode="full", drop=True)
-    comp = ds["time_min"].sel(mode="compute", drop=True)
-    comm = ds["time_min"].sel(mode="comm", drop=True)
+    full = ds["time_mean"].sel(mode="full", drop=True)
+    comp = ds["time_mean"].sel(mode="compute", drop=True)
+    comm = ds["time_mean"].sel(mode="comm", drop=True)
     ds["exposed_comm"] = (full - comp).assign_attrs(
         units="s", long_name="exposed communication = full - compute-only (measured)"
     )
@@ -246,10 +245,10 @@ def add_summaries(ds: xr.Dataset) -> xr.Dataset:
     )
     cmed, ciqr = median_iqr(ds["coll_time"].values, axis=-1)
     cdims = ds["coll_time"].dims[:-1]
-    ds["coll_time_min"] = (
+    ds["coll_time_mean"] = (
         cdims,
-        fastest(ds["coll_time"].values, axis=-1),
-        {"units": "s", "long_name": "fastest repeat of the collective (the calibration's estimate)"},
+        mean_over_repeats(ds["coll_time"].values, axis=-1),
+        {"units": "s", "long_name": "mean collective time over repeats (the calibration's estimate)"},
     )
     ds["coll_time_median"] = (cdims, cmed, {"units": "s", "long_name": "median collective time over repeats"})
     ds["coll_time_iqr"] = (cdims, ciqr, {"units": "s", "long_name": "inter-quartile range over repeats"})
