@@ -5,7 +5,7 @@
 #   benchmarks/repeat_bench.sh [RUNS] [PREFIX]      # runs results/PREFIX1 ... results/PREFIXN (default: repeat)
 #
 # Each run is `snakemake --config run=PREFIXk` on config/smoke.yaml: its own results/ and logs/ folders, deleted
-# first so every run times everything afresh. About 4 minutes per run on 2 cores; nothing else should run beside
+# first so every run times everything afresh; Snakemake's own output goes to logs/PREFIXk/repeat_bench_snakemake.log. About 4 minutes per run on 2 cores; nothing else should run beside
 # it (the numbers are what a shared machine gives, and the output says which machine and how loaded it was).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,8 +20,12 @@ for k in $(seq 1 "$runs"); do
     rm -rf "results/${run}/bench" "logs/${run}/bench"
     echo "== ${run}: started $(date -u +%H:%M:%S) UTC, load average $(cut -d' ' -f1-3 /proc/loadavg)"
     start=$(date +%s)
-    snakemake --cores "$cores" --configfile=config/smoke.yaml --config "run=${run}" --quiet rules \
-        -- "results/${run}/bench/model_vs_measured.nc"
+    mkdir -p "logs/${run}"
+    if ! snakemake --cores "$cores" --configfile=config/smoke.yaml --config "run=${run}" \
+        -- "results/${run}/bench/model_vs_measured.nc" > "logs/${run}/repeat_bench_snakemake.log" 2>&1; then
+        tail -n 40 "logs/${run}/repeat_bench_snakemake.log"
+        exit 1
+    fi
     echo "== ${run}: $(($(date +%s) - start)) s, load average $(cut -d' ' -f1-3 /proc/loadavg); log:"
     sed -n 's/^INFO hsitp.bench.compare: /   /p' "logs/${run}/bench/compare.log" | grep -v '^   \(read\|wrote\) '
     dirs+=("results/${run}")
