@@ -5,8 +5,9 @@
 #   benchmarks/repeat_bench.sh [RUNS] [PREFIX]      # runs results/PREFIX1 ... results/PREFIXN (default: repeat)
 #
 # Each run is `snakemake --config run=PREFIXk` on config/smoke.yaml: its own results/ and logs/ folders, deleted
-# first so every run times everything afresh; Snakemake's own output goes to logs/PREFIXk/repeat_bench_snakemake.log. About 4 minutes per run on 2 cores; nothing else should run beside
-# it (the numbers are what a shared machine gives, and the output says which machine and how loaded it was).
+# first so every run times everything afresh; Snakemake's own output goes to logs/PREFIXk/repeat_bench_snakemake.log.
+# About 4 minutes per run on 2 cores; nothing else should run beside it (the numbers are what the machine gives
+# while it runs, and the output says which machine and how loaded it was).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-3}
