@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from nc_checks import assert_described
 
 from hsitp.bench.ops import summarize_trace, trace_point, traced_group_names
 from hsitp.bench.predict import Point, bench_shape, op_work, predict
@@ -94,6 +95,7 @@ def test_shard_mode_on_cpu_is_labelled_half_measured():
     )  # fmt: skip
     ds = run_shard(cfg, hardware="paper-intra")
     assert ds.attrs["label"] == "half-measured" and "paper-intra" in ds.attrs["modelled"]
+    assert_described(ds, "bench_shard")
     assert ds["time"].dims == ("op", "P", "N", "D", "L", "rep")
     comm = ds["t_comm_modelled"].sel(N=16, D=16, L=4)
     assert (comm.sel(P=1) == 0).all() and (comm.sel(P=[2, 4]) > 0).all()
@@ -114,6 +116,7 @@ def test_roofline_on_cpu_has_both_roofs():
     )  # fmt: skip
     assert ds.attrs["compute_roof_flops"] == pytest.approx(float(ds["achieved_flops"].max()))
     assert ds.attrs["memory_roof_bytes_per_s"] > 0
+    assert_described(ds, "bench_roofline")
     # 2mnk / (4 (mk + kn + mn)) for 128 x 32 x 16
     assert float(ds["intensity"].sel(shape="128x32x16")) == pytest.approx(
         2 * 128 * 32 * 16 / (4 * (2048 + 512 + 4096))

@@ -1,5 +1,6 @@
 """The bench stage through Snakemake and torchrun (P = 1 and 2, gloo), on a tiny sweep; then nothing to re-run,
-also after editing keys no bench rule reads.
+also after editing keys no bench rule reads. The same run builds a dataset and a cost table, so that every kind of
+file the DAG writes can be checked for units, long names and a title in one workflow copy.
 
 The smoke sweep itself (config/smoke.yaml, a few minutes) is too slow for CI; this test runs the same rules,
 launcher and subcommands on a sweep of seconds.
@@ -10,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import yaml
+from nc_checks import assert_described
 
 from hsitp.cost.calibration import load_calibration
 from hsitp.io import json_attr, read_netcdf
@@ -19,6 +21,8 @@ TARGETS = [  # config/smoke.yaml sets run: smoke
     "results/smoke/bench/calibration.nc",
     "results/smoke/bench/model_vs_measured.nc",
 ]
+# Other stages' outputs built in the same run (kinds dataset and cost_ccr), for the metadata walk.
+OTHER_TARGETS = ["results/smoke/data/indian_pines.nc", "results/smoke/cost/ccr.nc"]
 # Collective sizes reach 16 MB so the bandwidth term stands out of gloo's per-call jitter (several ms on a busy
 # 2-core machine): with 1 MB or 4 MB at most, a fit sometimes found no size dependence and calibration failed.
 TINY = {
@@ -30,8 +34,14 @@ TINY = {
         "L": [4],
         "warmup": 1,
         "repeats": 3,
+        "passes": 3,
         "min_region_s": 0.0,
-        "collectives": {"sizes_bytes": [4096, 1048576, 4194304, 16777216], "warmup": 1, "repeats": 6},
+        "collectives": {
+            "sizes_bytes": [4096, 1048576, 4194304, 16777216],
+            "warmup": 1,
+            "repeats": 6,
+            "min_region_s": 0.0,
+        },
     }
 }
 
@@ -43,7 +53,7 @@ def test_bench_dag_writes_three_files_then_nothing_to_do(workflow_copy):
     tmp_path = workflow_copy.root
     (tmp_path / "config" / "tiny_bench.yaml").write_text(yaml.safe_dump(TINY))
     args = [*TARGETS, "--cores", "2", "--configfile", "config/smoke.yaml", "config/tiny_bench.yaml"]
-    run = workflow_copy.snakemake(*args, timeout=240)
+    run = workflow_copy.snakemake(*OTHER_TARGETS, *args, timeout=300)
     logs = "".join(p.read_text() for p in sorted((tmp_path / "logs" / "smoke" / "bench").glob("*.log")))
     assert run.returncode == 0, run.stderr[-3000:] + logs[-3000:]
 
@@ -69,6 +79,19 @@ def test_bench_dag_writes_three_files_then_nothing_to_do(workflow_copy):
     summary = json_attr(mvm, "summary")
     assert summary["held_out"]["n_points"] >= 3
     assert np.isfinite(summary["held_out"]["median_abs_rel_err_refined"])
+
+    # Every netCDF of the run (partials, merged, calibration, comparison, dataset, cost table) says what it holds.
+    written = sorted((tmp_path / "results" / "smoke").rglob("*.nc"))
+    kinds = {read_netcdf(p).attrs["kind"] for p in written}
+    assert kinds == {"microbench", "calibration", "model_vs_measured", "dataset", "cost_ccr"}, kinds
+    for path in written:
+        assert_described(read_netcdf(path), str(path.relative_to(tmp_path)))
+    # the merge keeps the partial files' per-variable attributes
+    assert mb["time"].attrs["units"] == "s" and mb["bytes_moved"].attrs["units"] == "B"
+    assert not list((tmp_path / "results").rglob("*.tmp"))  # no temporary file left behind
+    # every step logs what it read and found
+    for name in ("merge", "calibrate", "compare"):
+        assert (tmp_path / f"logs/smoke/bench/{name}.log").read_text().strip(), f"{name}.log is empty"
 
     assert workflow_copy.planned(*args) == {}
 

@@ -18,6 +18,7 @@ from hsitp.launch import (
     PORT_BASE,
     PORT_SPAN,
     RESOURCE_KEYS,
+    TORCHRUN,
     LaunchError,
     first_host,
     launch_prefix,
@@ -56,7 +57,9 @@ def test_one_node_layout_asks_for_every_rank_in_one_task():
     }
     # ranks_per_node at or above P is still one node
     assert layout(4, 8).resources() == layout(4, None).resources() | {"gpu": 0}
-    assert launch_prefix(lay) == "torchrun --standalone --nnodes 1 --nproc-per-node 4 -m hsitp"
+    assert (
+        launch_prefix(lay) == "python -m hsitp.torchrun --standalone --nnodes 1 --nproc-per-node 4 -m hsitp"
+    )
 
 
 def test_multi_node_layout_asks_per_node_and_marks_the_job_mpi():
@@ -145,7 +148,7 @@ def test_node_torchrun_line_from_srun_variables():
     }
     argv = node_torchrun_argv(2, 4, env)
     assert argv == [
-        "torchrun",
+        *TORCHRUN,
         "--nnodes",
         "2",
         "--node-rank",

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
+from nc_checks import assert_described
 
 from hsitp.config import load_config
 from hsitp.cost import tables
@@ -125,3 +126,10 @@ def test_tables_round_trip_netcdf(ccr: xr.Dataset, tmp_path: Path):
     back = read_netcdf(path, kind="model_ccr")
     xr.testing.assert_allclose(back["ccr"], ccr["ccr"])
     assert list(back["quote"].values) == list(ccr["quote"].values)
+
+
+@pytest.mark.parametrize("name", sorted(tables.TABLES))
+def test_every_table_describes_its_variables(cost: dict, name: str):
+    """Catches a cost table whose ratios say nothing (or "s"), a variable or coordinate without units or long
+    name, or a table without a descriptive title."""
+    assert_described(tables.TABLES[name](cost), f"cost_{name}")

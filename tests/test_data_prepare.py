@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+from nc_checks import assert_described
 from scipy.ndimage import distance_transform_cdt
 
 from hsitp.config import validate_config
@@ -234,6 +235,7 @@ def test_pca_replaces_band_dim_with_component():
     ratio = a.pca_explained_variance_ratio.values
     assert (np.diff(ratio) <= 0).all() and 0 < ratio.sum() <= 1
     assert a.pca_components.dims == ("component", "band") and np.array_equal(a.cube, b.cube)
+    assert_described(a, "dataset with PCA")
 
 
 def _fetch_prepare_write(name: str, tmp_path, data_cfg: dict):

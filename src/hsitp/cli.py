@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from hsitp import __version__
 from hsitp.errors import HsitpError
+from hsitp.signals import Interrupted
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -54,6 +55,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except HsitpError as exc:
         print(f"hsitp: error: {exc}", file=sys.stderr)
         return 2
+    except Interrupted as exc:  # a stage that stops at safe points (hsitp.signals)
+        print(f"hsitp: {exc}", file=sys.stderr)
+        return exc.exit_code
     except KeyboardInterrupt:
         print("hsitp: interrupted", file=sys.stderr)
         return 130

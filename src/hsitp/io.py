@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import platform
 import subprocess
@@ -23,6 +24,8 @@ from typing import Any
 import xarray as xr
 
 from hsitp.errors import HsitpError
+
+log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = "1"
 NETCDF_ENGINE = "netcdf4"
@@ -187,6 +190,41 @@ def default_file_mode() -> int:
     return 0o666 & ~mask
 
 
+def describe(ds: xr.Dataset, attrs: Mapping[str, Mapping[str, Any]]) -> xr.Dataset:
+    """Set ``units``, ``long_name`` (and any other attribute) of the named variables and coordinates that ``ds``
+    holds, in place; names ``ds`` does not hold are skipped, so one table can describe several files."""
+    for name, extra in attrs.items():
+        if name in ds.variables:
+            ds[name].attrs.update(extra)
+    return ds
+
+
+def generic_title(kind: str) -> str:
+    """The fallback title ``write_netcdf`` gives a file whose writer named none (metadata_problems flags it)."""
+    return f"hsitp {kind}"
+
+
+def metadata_problems(ds: xr.Dataset) -> list[str]:
+    """What a reader of the file would miss, one line per problem (empty when none).
+
+    Every data variable and coordinate needs a ``long_name``; a numeric one also needs ``units`` (``1`` for
+    ratios and counts), except flag variables (``flag_values``: their meaning is in ``flag_meanings``). The
+    file's ``title`` must say more than the generic ``hsitp KIND``.
+    """
+    problems: list[str] = []
+    for name, var in ds.variables.items():
+        what = "coordinate" if name in ds.coords else "variable"
+        if not var.attrs.get("long_name"):
+            problems.append(f"{what} {name!r} has no long_name")
+        numeric = var.dtype.kind in "iufc"
+        if numeric and "flag_values" not in var.attrs and "units" not in var.attrs:
+            problems.append(f"{what} {name!r} has no units")
+    title = ds.attrs.get("title", "")
+    if not title or title == generic_title(str(ds.attrs.get("kind", ""))):
+        problems.append(f"title {title!r} does not say what the file holds")
+    return problems
+
+
 def write_netcdf(
     ds: xr.Dataset,
     path: str | os.PathLike[str],
@@ -195,7 +233,11 @@ def write_netcdf(
     prov: Mapping[str, Any],
     title: str | None = None,
 ) -> Path:
-    """Write ``ds`` atomically with schema version, kind, CF-style attrs and provenance JSON."""
+    """Write ``ds`` atomically with schema version, kind, CF-style attrs and provenance JSON.
+
+    Variables without ``units`` or ``long_name`` and a missing title are logged as a warning
+    (:func:`metadata_problems`); the file is still written.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     ds = ds.copy()
@@ -203,7 +245,7 @@ def write_netcdf(
     ds.attrs.update(
         {
             "Conventions": "CF-1.8",
-            "title": title or ds.attrs.get("title", f"hsitp {kind}"),
+            "title": title or ds.attrs.get("title", generic_title(kind)),
             "history": f"{now} written by hsitp {package_versions(['hsitp'])['hsitp']} ({kind})",
             "schema_version": SCHEMA_VERSION,
             "kind": kind,
@@ -217,6 +259,9 @@ def write_netcdf(
                 obj.attrs[key] = int(val)
             elif isinstance(val, Mapping | list | tuple) or val is None:
                 obj.attrs[key] = json.dumps(val, default=str)
+    problems = metadata_problems(ds)
+    if problems:
+        log.warning("%s (%s): incomplete metadata: %s", path, kind, "; ".join(problems))
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:

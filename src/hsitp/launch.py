@@ -136,6 +136,11 @@ def rank_layout(
     )
 
 
+# torchrun through hsitp.torchrun: the same launcher, but a cancelled job (SIGINT/SIGTERM) exits 130/143 quietly
+# while the ranks stop at their next safe point (hsitp.signals).
+TORCHRUN = ("python", "-m", "hsitp.torchrun")
+
+
 def torchrun_argv(
     nproc_per_node: int,
     *,
@@ -151,7 +156,7 @@ def torchrun_argv(
     """
     if nnodes == 1:
         return [
-            "torchrun",
+            *TORCHRUN,
             "--standalone",
             "--nnodes",
             "1",
@@ -163,7 +168,7 @@ def torchrun_argv(
     if node_rank is None or master_addr is None or master_port is None:
         raise LaunchError("a multi-node torchrun needs node_rank, master_addr and master_port")
     return [
-        "torchrun",
+        *TORCHRUN,
         "--nnodes",
         str(nnodes),
         "--node-rank",

@@ -36,11 +36,13 @@ rule bench_run:
     conda:
         rank_env("bench_run")
     threads: rank_threads("bench_run", "bench")
-    # One node: one task in which `torchrun --standalone` starts the P ranks (the SLURM executor runs a non-MPI job
+    # One node: one task in which torchrun --standalone starts the P ranks (the SLURM executor runs a non-MPI job
     # as `srun -n1`, so P tasks would confine the ranks to one task's CPUs). Several nodes
     # (resources.bench_run.ranks_per_node < P): one task per node, `hsitp launch` starts torchrun on each.
-    # src/hsitp/launch.py derives both the resources and the launch line. Under SLURM a timing job has its nodes to
-    # itself (--exclusive; other executors ignore slurm_extra); locally bench_slot keeps timing jobs apart.
+    # src/hsitp/launch.py derives both the resources and the launch line (torchrun through `python -m
+    # hsitp.torchrun`, which exits 130/143 without a traceback when the job is cancelled). Under SLURM a timing
+    # job has its nodes to itself (--exclusive; other executors ignore slurm_extra); locally bench_slot keeps
+    # timing jobs apart.
     resources:
         **rank_resources("bench_run", "bench"),
         bench_slot=1,

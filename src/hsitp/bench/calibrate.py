@@ -1,7 +1,8 @@
 """``microbench.nc`` -> ``calibration.nc`` (schema in docs/contracts.md, owned by the cost model).
 
-alpha and beta per collective come from the collective sweep, achieved F per op from the compute-only timings;
-both are fitted on a training subset only. Beyond the required fields (see :mod:`hsitp.cost.calibration`), the same
+alpha and beta per collective come from the collective sweep, achieved F per op from the compute-only timings
+(every time is a point's mean over repeats, ``time_mean`` / ``coll_time_mean``); both are fitted on a training subset
+only. Beyond the required fields (see :mod:`hsitp.cost.calibration`), the same
 training points give each op's compute model (per-call overhead + FLOP term + memory-traffic term; FLOPs and
 traffic are the refined cost model's, computed here by :func:`hsitp.bench.predict.op_work`) and its sequence
 factor: the median ratio of its training points' replayed collectives to their ring-model time with the sweep's
@@ -13,6 +14,7 @@ calibration saw it.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +39,12 @@ from hsitp.cost.refined import collectives_time
 from hsitp.io import provenance, write_netcdf
 
 KIND = CALIBRATION_KIND
+log = logging.getLogger(__name__)
+
+
+def _rate(value: float, unit: str) -> str:
+    """A rate in G<unit>/s, or 'not fitted' for a term fitted to zero (inf)."""
+    return f"{value / 1e9:.3g} G{unit}/s" if np.isfinite(value) else "not fitted"
 
 
 @dataclass(frozen=True)
@@ -53,16 +61,17 @@ class FittedLinks:
 
 
 def collective_points(mb: xr.Dataset, *, fraction: float, seed: int) -> list[dict[str, Any]]:
-    """One record per measured (collective, P, size), with its median time and whether it is held out."""
+    """One record per measured (collective, P, size), with its time (mean over repeats) and whether it is held
+    out."""
     rows: list[dict[str, Any]] = []
-    med = mb["coll_time_median"]
+    med = mb["coll_time_mean"]
     for c in mb["collective"].values.tolist():
         for p in mb["P"].values.tolist():
             for nb in mb["nbytes"].values.tolist():
                 t = float(med.sel(collective=c, P=p, nbytes=nb))
                 b = float(mb["coll_bytes"].sel(collective=c, P=p, nbytes=nb))
                 if p >= 2 and np.isfinite(t) and np.isfinite(b):
-                    rows.append({"collective": c, "P": int(p), "nbytes": int(b), "t_median": t})
+                    rows.append({"collective": c, "P": int(p), "nbytes": int(b), "t_measured": t})
     mask = holdout_mask(
         [(r["collective"], r["P"], r["nbytes"]) for r in rows],
         [(r["collective"], r["P"]) for r in rows],
@@ -79,8 +88,8 @@ def op_points(mb: xr.Dataset, *, dtype: str, fraction: float, seed: int) -> list
     refined model's FLOPs and memory traffic for the point."""
     dims = ("op", "P", "N", "D", "L")
     sel = mb.sel(dtype=dtype)
-    comp = sel["time_median"].sel(mode="compute").stack(point=dims)
-    comm = sel["time_median"].sel(mode="comm").stack(point=dims)
+    comp = sel["time_mean"].sel(mode="compute").stack(point=dims)
+    comm = sel["time_mean"].sel(mode="comm").stack(point=dims)
     pad = head_padding(mb)
     rows: list[dict[str, Any]] = []
     for i, (op, p, n, d, bands) in enumerate(comp["point"].values):
@@ -149,7 +158,7 @@ def calibrate(mb: xr.Dataset, *, fraction: float, seed: int, dtype: str | None =
         train = [r for r in cpts if r["collective"] == c and not r["held_out"]]
         try:
             fit = fit_alpha_beta(
-                c, [r["P"] for r in train], [r["nbytes"] for r in train], [r["t_median"] for r in train]
+                c, [r["P"] for r in train], [r["nbytes"] for r in train], [r["t_measured"] for r in train]
             )
         except FitError as exc:
             raise CalibrationError(
@@ -160,6 +169,20 @@ def calibrate(mb: xr.Dataset, *, fraction: float, seed: int, dtype: str | None =
         for r in cpts:
             if r["collective"] == c:
                 r["t_predicted"] = float(fit.predict(r["P"], r["nbytes"]))
+        held = [r for r in cpts if r["collective"] == c and r["held_out"]]
+        err = [abs(r["t_predicted"] / r["t_measured"] - 1) for r in held]
+        log.info(
+            "%s: alpha = %.1f us (+- %.1f), beta = %.3g GB/s (+- %.2g) from %d points; held-out median |rel. "
+            "error| of the time %s over %d points",
+            c,
+            fit.alpha * 1e6,
+            fit.alpha_stderr * 1e6,
+            fit.beta / 1e9,
+            fit.beta_stderr / 1e9,
+            fit.n_points,
+            f"{100 * np.median(err):.1f} %" if err else "n/a",
+            len(held),
+        )
     opts = op_points(mb, dtype=dtype, fraction=fraction, seed=seed)
     ops = [o for o in mb["op"].values.tolist() if any(r["op"] == o for r in opts)]
     rates = []
@@ -182,7 +205,22 @@ def calibrate(mb: xr.Dataset, *, fraction: float, seed: int, dtype: str | None =
         for r in opts:
             if r["op"] == o:
                 r["t_compute_predicted"] = float(cf.predict(r["flops"], r["traffic_bytes"]))
+        held = [r for r in opts if r["op"] == o and r["held_out"]]
+        err = [abs(r["t_compute_predicted"] / r["t_compute"] - 1) for r in held]
+        log.info(
+            "%s: compute t = %.1f us + FLOPs / %s + traffic / %s (%d points); achieved %s; held-out median "
+            "|rel. error| of the compute time %s over %d points",
+            o,
+            cf.overhead * 1e6,
+            _rate(cf.rate, "FLOP"),
+            _rate(cf.bandwidth, "B"),
+            cf.n_points,
+            _rate(rates[-1], "FLOP"),
+            f"{100 * np.median(err):.1f} %" if err else "n/a",
+            len(held),
+        )
     seq = sequence_factors(mb, opts, {f.collective: f for f in fits}, ops, dtype=dtype)
+    log.info("sequence factors (back-to-back / alone): %s", ", ".join(f"{o} {v:.2f}" for o, v in seq.items()))
     world_sizes = sorted({r["P"] for r in cpts if not r["held_out"]})
     # calibration_dataset (owned by the cost model) builds and validates the schema.
     ds = calibration_dataset(
@@ -203,9 +241,11 @@ def calibrate(mb: xr.Dataset, *, fraction: float, seed: int, dtype: str | None =
     ds["achieved_flops"].attrs["long_name"] = (
         "median over training points of modelled FLOPs / compute-only time"
     )
-    ds["n_points"].attrs["long_name"] = "training points in the fit"
+    ds["n_points"].attrs["long_name"] = "training points in the fit (held-out points excluded)"
     ds.attrs.update(
         {
+            "title": "hsitp calibration: alpha, beta per collective and compute model per op, fitted to "
+            "microbenchmarks",
             "holdout_fraction": fraction,
             "holdout_seed": seed,
             "measured": "fitted to measurements on the device named in `device`",
@@ -217,9 +257,20 @@ def calibrate(mb: xr.Dataset, *, fraction: float, seed: int, dtype: str | None =
 def run_calibrate(microbench: str | Path, out: str | Path, *, config: Mapping[str, Any]) -> Path:
     mb = read_input(microbench, MICROBENCH_KIND)
     fit_cfg = config["bench"]["fit"]
+    log.info(
+        "read %s: P = %s, dtypes %s, on %s; holding out %.0f %% of the points (seed %d)",
+        microbench,
+        ", ".join(str(int(p)) for p in mb["P"].values),
+        ", ".join(mb["dtype"].values.tolist()),
+        mb.attrs.get("device", "?"),
+        100 * fit_cfg["holdout_fraction"],
+        int(config["seed"]),
+    )
     cal = calibrate(mb, fraction=fit_cfg["holdout_fraction"], seed=int(config["seed"]))
     prov = provenance(config=config, inputs={"microbench": microbench})
-    return write_netcdf(cal, out, kind=KIND, prov=prov)
+    path = write_netcdf(cal, out, kind=KIND, prov=prov)
+    log.info("wrote %s", path)
+    return path
 
 
 def fit_points(cal: xr.Dataset) -> dict[str, list[dict[str, Any]]]:

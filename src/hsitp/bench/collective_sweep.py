@@ -102,11 +102,13 @@ def sweep_collectives(
     warmup: int,
     repeats: int,
     min_region_s: float = 0.0,
+    on_step: Callable[[str], None] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Time every collective at every size on ``rt``'s group.
 
     Returns ``times`` (collective, size, rep) in seconds and ``full_bytes`` (collective, size) actually moved
     (sizes are rounded to whole elements divisible by P). At P = 1 nothing is communicated and both are NaN.
+    ``on_step(what)`` is called after each collective and size (progress, and a safe point to stop).
     """
     import torch
 
@@ -130,4 +132,6 @@ def sweep_collectives(
                 min_region_s=min_region_s,
             )
             full_bytes[i, j] = call.full_bytes
+            if on_step is not None:
+                on_step(f"{name} {int(nbytes)} B")
     return times, full_bytes

@@ -18,18 +18,26 @@ from hsitp.config import add_config_args, config_from_args
 
 def _run(args: argparse.Namespace) -> int:
     from hsitp.bench.runner import run_partial
+    from hsitp.signals import Interrupted
 
-    run_partial(config_from_args(args), world_size=args.world_size, out=args.out)
+    code = 0
+    try:
+        run_partial(config_from_args(args), world_size=args.world_size, out=args.out)
+    except Interrupted as exc:
+        # every rank stopped at the same point and the group is torn down; one line, from rank 0
+        if os.environ.get("RANK", "0") == "0":
+            print(f"hsitp: {exc}; nothing written", file=sys.stderr)
+        code = exc.exit_code
     if args.world_size > 1:
         # torch 2.13 + gloo: after destroy_process_group, interpreter finalisation intermittently aborts
         # ("terminate called without an active exception", SIGABRT; 3-6 runs in 10 with set_num_threads(1),
-        # cf. pytorch/pytorch#179291), which would fail the Snakemake job. The file is written and the group is
-        # destroyed, so leave without running C++ static destructors.
+        # cf. pytorch/pytorch#179291), which would fail the Snakemake job. The file is written (or, interrupted,
+        # nothing is) and the group is destroyed, so leave without running C++ static destructors.
         logging.shutdown()
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(0)
-    return 0
+        os._exit(code)
+    return code
 
 
 def _merge(args: argparse.Namespace) -> int:

@@ -16,6 +16,7 @@ calibration) or fitted. P = 1 points have no communication, so their CCR error i
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -26,14 +27,23 @@ import xarray as xr
 from hsitp.bench.calibrate import fit_points
 from hsitp.bench.predict import predict
 from hsitp.bench.results import KIND as MICROBENCH_KIND
-from hsitp.bench.results import POINT_DIMS, head_padding, point_at, read_input, trace_records
+from hsitp.bench.results import (
+    POINT_COORD_ATTRS,
+    POINT_DIMS,
+    head_padding,
+    point_at,
+    read_input,
+    trace_records,
+)
 from hsitp.cost.calibration import CALIBRATION_KIND
 from hsitp.cost.hardware import hardware_from_calibration
 from hsitp.cost.refined import collectives_time
-from hsitp.io import provenance, write_netcdf
+from hsitp.io import describe, provenance, write_netcdf
 from hsitp.names import COST_MODELS
 
 KIND = "model_vs_measured"
+log = logging.getLogger(__name__)
+TITLE = "hsitp: measured CCR per layer vs the paper's stated and the calibrated refined cost model"
 MODELS = (*COST_MODELS, "traced")  # traced: a diagnostic beside the two cost models (docstring)
 FLAG_NOT_MEASURED, FLAG_FITTED, FLAG_HELD_OUT = -1, 0, 1
 
@@ -56,7 +66,7 @@ def compare(mb: xr.Dataset, cal: xr.Dataset, calibration_path: str | Path) -> xr
     extra = ("t_comp_model", "t_comm_refined", "t_comm_traced", "n_collectives_refined", "bytes_refined")
     pred.update({k: np.full(shape, np.nan) for k in extra})
     flag = np.full(shape, FLAG_NOT_MEASURED, dtype=np.int8)
-    comp = mbd["time_median"].sel(mode="compute", drop=True)
+    comp = mbd["time_mean"].sel(mode="compute", drop=True)
     for index in np.ndindex(*shape):
         idx = {d: mbd[d].values[i] for d, i in zip(POINT_DIMS, index, strict=True)}
         if not np.isfinite(float(comp.sel(idx))):
@@ -79,32 +89,37 @@ def compare(mb: xr.Dataset, cal: xr.Dataset, calibration_path: str | Path) -> xr
     coords = {d: mbd[d].values for d in POINT_DIMS}
     ds = xr.Dataset(coords=coords)
     measured = mbd["ccr_measured"]
-    ds["ccr_measured"] = measured.assign_attrs(long_name="measured: collective-only / compute-only time")
-    ds["ccr_exposed"] = mbd["ccr_exposed"].assign_attrs(
-        long_name="measured: (full - compute-only) / compute-only"
+    ds["ccr_measured"] = measured.assign_attrs(
+        units="1", long_name="measured: collective-only / compute-only time"
     )
-    ds["t_comp_measured"] = comp.assign_attrs(units="s", long_name="measured compute-only time (median)")
+    ds["ccr_exposed"] = mbd["ccr_exposed"].assign_attrs(
+        units="1", long_name="measured: (full - compute-only) / compute-only"
+    )
+    ds["ccr_measured_iqr"] = mbd["ccr_measured_iqr"].assign_attrs(
+        units="1", long_name="measured: inter-quartile range over repeats of the per-repeat CCR"
+    )
+    ds["t_comp_measured"] = comp.assign_attrs(
+        units="s", long_name="measured compute-only time (mean over repeats)"
+    )
     ds["t_comm_measured"] = (
-        mbd["time_median"].sel(mode="comm", drop=True).assign_attrs(units="s", long_name="measured")
+        mbd["time_mean"]
+        .sel(mode="comm", drop=True)
+        .assign_attrs(units="s", long_name="measured collective-only time (mean over repeats)")
     )
     for name, values in pred.items():
         ds[name] = (POINT_DIMS, values)
     ds["n_collectives_traced"] = mbd["n_collectives"].assign_attrs(
-        long_name="collective calls the layer issued"
+        units="1", long_name="collective calls the layer issued"
     )
     ds["bytes_traced"] = mbd["bytes_moved"].assign_attrs(
         units="B", long_name="full-tensor bytes the layer moved"
     )
-    ds["n_collectives_refined"].attrs["long_name"] = "collective calls in the refined model"
-    ds["bytes_refined"].attrs = {"units": "B", "long_name": "full-tensor bytes in the refined model"}
-    ds["ccr_stated"].attrs["long_name"] = "paper's stated model with calibrated F (median over ops) and beta"
-    ds["ccr_refined"].attrs["long_name"] = "refined cost model with the calibration (alpha, beta, F per op)"
-    ds["ccr_traced"].attrs["long_name"] = "diagnostic: calibrated ring model on the traced collectives"
+    describe(ds, PREDICTION_ATTRS)
     for m in MODELS:
         with np.errstate(divide="ignore", invalid="ignore"):
             err = (ds[f"ccr_{m}"] - measured) / measured
         ds[f"rel_err_{m}"] = err.where(measured > 0).assign_attrs(
-            long_name=f"(ccr_{m} - measured) / measured"
+            units="1", long_name=f"relative error of ccr_{m}: (ccr_{m} - measured) / measured"
         )
     ds["held_out"] = (POINT_DIMS, flag)
     ds["held_out"].attrs = {
@@ -113,6 +128,7 @@ def compare(mb: xr.Dataset, cal: xr.Dataset, calibration_path: str | Path) -> xr
         "long_name": "was this point held out of the calibration fit?",
     }
     ds.attrs = {
+        "title": TITLE,
         "device": mb.attrs.get("device", "unknown"),
         "hardware": hw.description,
         "dtype": dtype,
@@ -122,6 +138,28 @@ def compare(mb: xr.Dataset, cal: xr.Dataset, calibration_path: str | Path) -> xr
         "fitted on the 'fitted' points of the same device; traced = diagnostic",
     }
     return ds
+
+
+PREDICTION_ATTRS: dict[str, dict[str, str]] = {
+    **POINT_COORD_ATTRS,
+    "ccr_stated": {
+        "units": "1",
+        "long_name": "paper's stated model with calibrated F (median over ops) and beta",
+    },
+    "ccr_refined": {
+        "units": "1",
+        "long_name": "refined cost model with the calibration (alpha, beta, F per op)",
+    },
+    "ccr_traced": {"units": "1", "long_name": "diagnostic: calibrated ring model on the traced collectives"},
+    "t_comp_model": {"units": "s", "long_name": "calibrated compute model's time of the op (fwd+bwd)"},
+    "t_comm_refined": {"units": "s", "long_name": "refined model's collective time with the calibration"},
+    "t_comm_traced": {
+        "units": "s",
+        "long_name": "calibrated ring model's time of the traced collectives, times the sequence factor",
+    },
+    "n_collectives_refined": {"units": "1", "long_name": "collective calls in the refined model"},
+    "bytes_refined": {"units": "B", "long_name": "full-tensor bytes in the refined model"},
+}
 
 
 def summary(ds: xr.Dataset) -> dict[str, dict[str, float]]:
@@ -143,6 +181,32 @@ def run_compare(
 ) -> Path:
     mb = read_input(microbench, MICROBENCH_KIND)
     cal = read_input(calibration, CALIBRATION_KIND)
+    log.info(
+        "read %s and %s (calibrated %s on %s)",
+        microbench,
+        calibration,
+        cal.attrs["dtype"],
+        cal.attrs["device"],
+    )
     ds = compare(mb, cal, calibration)
+    log_summary(ds)
     prov = provenance(config=config, inputs={"microbench": microbench, "calibration": calibration})
-    return write_netcdf(ds, out, kind=KIND, prov=prov)
+    path = write_netcdf(ds, out, kind=KIND, prov=prov)
+    log.info("wrote %s", path)
+    return path
+
+
+def log_summary(ds: xr.Dataset) -> None:
+    """Log the median |relative error| of each model on held-out and fitted points, overall and per op."""
+
+    def errors(row: Mapping[str, float]) -> str:
+        return ", ".join(f"{m} {100 * row[f'median_abs_rel_err_{m}']:.1f} %" for m in MODELS)
+
+    for label, row in ds.attrs["summary"].items():
+        log.info(
+            "%s points (%d, P >= 2): median |rel. error| of the CCR: %s", label, row["n_points"], errors(row)
+        )
+    for op, by in ds.attrs["summary_by_op"].items():
+        row = by["held_out"]
+        if row["n_points"]:
+            log.info("  %s held out (%d): %s", op, row["n_points"], errors(row))

@@ -193,11 +193,13 @@ def time_ops(
     *,
     dtypes: Iterable[str],
     reps: np.ndarray,
+    on_step: Callable[[str], None] | None = None,
 ) -> None:
     """Time every point for the repeats ``reps`` (indices into ``rep``) and fill ``ds`` in place.
 
     Fills ``time`` at those repeats and, from the trace, ``bytes_moved``, ``n_collectives``, ``trace_count`` and
     ``trace_bytes``. Ops that do not depend on L are timed at the first L only (the other L stay NaN).
+    ``on_step(what)`` is called after each point (progress, and a safe point to stop).
     """
     import torch
 
@@ -206,16 +208,19 @@ def time_ops(
     last_op = None
     for (i, j, k, m, q), pt in sweep_points(config, rt.world_size, dtypes):
         if rt.rank == 0 and pt.op != last_op:
-            log.info("P=%d %s (repeats %s)", rt.world_size, pt.op, reps.tolist())
+            log.debug("P=%d %s (repeats %s)", rt.world_size, pt.op, reps.tolist())
         last_op = pt.op
         res = time_point(
             pt, rt, bc, head_padding=par["head_padding"], seed=int(config["seed"]), repeats=len(reps)
         )
         idx = (i, 0, j, k, m, q)
+        what = f"{pt.op} N={pt.shape.N} D={pt.shape.D} L={pt.shape.L}"
         if "skipped" in res:
             skipped.append({**dataclasses.asdict(pt), "reason": res["skipped"]})
             if rt.rank == 0:
                 log.warning("skipped %s: %s", pt, res["skipped"])
+            if on_step is not None:
+                on_step(what)
             continue
         ds["time"].values[idx][:, reps] = res["times"]  # (mode, rep) view
         ds["bytes_moved"].values[idx] = res["bytes"]
@@ -224,6 +229,8 @@ def time_ops(
         ds["trace_bytes"].values[idx] = res["trace_bytes"]
         if rt.is_cuda:
             torch.cuda.empty_cache()
+        if on_step is not None:
+            on_step(what)
     ds["group_size"].values[0] = [rt.world.size, *mesh_2d(rt.world_size)]  # TRACED_GROUPS order
     ds.attrs["skipped_points"] = skipped
     ds.attrs["mesh_2d"] = list(mesh_2d(rt.world_size))

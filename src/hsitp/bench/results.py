@@ -2,9 +2,11 @@
 
 Dims: op, P, N, D, L, dtype, mode (full | compute | comm), rep for layer timings; collective, nbytes, rep for the
 collective sweep; traced_collective and traced_group for what each layer issued. A point that was not run (e.g.
-an op that does not depend on L, at every L but the first) is NaN. Medians, IQRs, exposed communication, the
-compute + comm vs full sanity ratio and the measured CCR are derived here, in one place, so a merged file and a
-partial file always agree.
+an op that does not depend on L, at every L but the first) is NaN. Means, medians, IQRs, exposed communication,
+the compute + comm vs full sanity ratio and the measured CCR are derived here, in one place, so a merged file and
+a partial file always agree. Every derived time and ratio uses the mean over repeats
+(:func:`hsitp.bench.timing.mean_over_repeats`: the estimate that stays consistent between points under the
+changing load of a shared machine); the median and IQR say how much the repeats spread.
 
 The file holds measurements (times, and the collectives the layers issued) and the settings they were taken
 with: the layer-shape fields the coordinates do not hold (``layer_shape``) and ``head_padding``. Modelled
@@ -15,6 +17,7 @@ quantities (FLOPs, memory traffic, ring-model times) are computed where used, fr
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,13 +27,16 @@ import xarray as xr
 
 from hsitp.bench.collective_sweep import COLLECTIVES
 from hsitp.bench.predict import Point
-from hsitp.bench.timing import median_iqr
+from hsitp.bench.timing import mean_over_repeats, median_iqr
 from hsitp.errors import HsitpError
-from hsitp.io import ResultFileError, provenance, read_netcdf, write_netcdf
+from hsitp.io import ResultFileError, describe, provenance, read_netcdf, write_netcdf
 from hsitp.shape import LayerShape
+
+log = logging.getLogger(__name__)
 
 MODES = ("full", "compute", "comm")
 KIND = "microbench"
+TITLE = "hsitp microbenchmarks: measured times of tensor-parallel layers (full, compute-only, comm-only) and collectives"
 POINT_DIMS = ("op", "P", "N", "D", "L", "dtype")
 SWEPT = (
     "N",
@@ -41,6 +47,41 @@ SWEPT = (
 # The process groups a layer communicates on, named as the cost model names them: all P ranks, or the channel
 # and token axes of the attn_2d mesh.
 TRACED_GROUPS = ("tp", "channel", "token")
+
+# Coordinates of a benchmark point, as every bench file (microbench, model_vs_measured, bench_shard) labels them.
+POINT_COORD_ATTRS: dict[str, dict[str, str]] = {
+    "op": {"long_name": "parallel layer (hsitp.names.OP_NAMES)"},
+    "P": {"units": "1", "long_name": "ranks the layer is split over"},
+    "N": {"units": "1", "long_name": "spatial tokens"},
+    "D": {"units": "1", "long_name": "embedding (feature) dimension"},
+    "L": {"units": "1", "long_name": "spectral bands (aggregation ops)"},
+    "dtype": {"long_name": "tensor dtype of the layer"},
+}
+# Everything else a microbench file holds that its builder does not describe where it creates it.
+MICROBENCH_ATTRS: dict[str, dict[str, str]] = {
+    **POINT_COORD_ATTRS,
+    "mode": {
+        "long_name": "full = fwd+bwd; compute = collectives replaced by same-shape no-ops; "
+        "comm = the traced collectives replayed alone"
+    },
+    "rep": {"units": "1", "long_name": "repeat index (repeats of all points interleaved)"},
+    "collective": {"long_name": "collective of the sweep"},
+    "traced_collective": {"long_name": "collective a layer issued"},
+    "traced_group": {
+        "long_name": "process group a layer communicated on (tp: all P; channel, token: the attn_2d mesh axes)"
+    },
+    "nbytes": {"units": "B", "long_name": "requested full tensor size"},
+    "coll_rep": {"units": "1", "long_name": "repeat index of the collective sweep"},
+    "device": {"long_name": "device the launch measured on"},
+    "backend": {"long_name": "process-group backend (none at P = 1)"},
+    "threads_per_rank": {"units": "1", "long_name": "torch threads per rank"},
+    "cores": {"units": "1", "long_name": "cores the launch could run on"},
+    "oversubscribed": {
+        "long_name": "1 when ranks x threads per rank exceed the cores (or ranks > GPUs)",
+        "flag_values": [0, 1],
+        "flag_meanings": "no yes",
+    },
+}
 
 
 class MergeError(HsitpError):
@@ -120,12 +161,12 @@ def empty_partial(
             "n_collectives": (
                 POINT_DIMS,
                 nan_point.copy(),
-                {"long_name": "collective calls traced, fwd+bwd"},
+                {"units": "1", "long_name": "collective calls traced, fwd+bwd"},
             ),
             "trace_count": (
                 (*POINT_DIMS, "traced_collective", "traced_group"),
                 np.full(trace_shape, np.nan),
-                {"long_name": "traced calls of each collective on each group, fwd+bwd"},
+                {"units": "1", "long_name": "traced calls of each collective on each group, fwd+bwd"},
             ),
             "trace_bytes": (
                 (*POINT_DIMS, "traced_collective", "traced_group"),
@@ -139,8 +180,9 @@ def empty_partial(
                 ("P", "traced_group"),
                 np.full((1, len(TRACED_GROUPS)), np.nan),
                 {
+                    "units": "1",
                     "long_name": "ranks in each process group the layers used (tp: all P; channel, token: the "
-                    "attn_2d mesh)"
+                    "attn_2d mesh)",
                 },
             ),
             "coll_time": (
@@ -158,39 +200,58 @@ def empty_partial(
     )
     ds.attrs["layer_shape"] = dict(layer_shape)
     ds.attrs["head_padding"] = bool(head_padding)
-    ds["nbytes"].attrs = {"units": "B", "long_name": "requested full tensor size"}
-    ds["mode"].attrs = {
-        "long_name": "full = fwd+bwd; compute = collectives replaced by same-shape no-ops; "
-        "comm = the traced collectives replayed alone"
-    }
-    return ds
+    return describe(ds, MICROBENCH_ATTRS)
 
 
 def add_summaries(ds: xr.Dataset) -> xr.Dataset:
-    """Medians, IQRs and the quantities derived from them (recomputed, never merged)."""
+    """Means, medians, IQRs and the quantities derived from the means (recomputed, never merged)."""
     ds = ds.copy()
     med, iqr = median_iqr(ds["time"].values, axis=-1)
     dims = ds["time"].dims[:-1]
+    ds["time_mean"] = (
+        dims,
+        mean_over_repeats(ds["time"].values, axis=-1),
+        {"units": "s", "long_name": "mean over repeats (measured; the estimate every derived quantity uses)"},
+    )
     ds["time_median"] = (dims, med, {"units": "s", "long_name": "median over repeats (measured)"})
     ds["time_iqr"] = (dims, iqr, {"units": "s", "long_name": "inter-quartile range over repeats"})
-    full = ds["time_median"].sel(mode="full", drop=True)
-    comp = ds["time_median"].sel(mode="compute", drop=True)
-    comm = ds["time_median"].sel(mode="comm", drop=True)
+    full = ds["time_mean"].sel(mode="full", drop=True)
+    comp = ds["time_mean"].sel(mode="compute", drop=True)
+    comm = ds["time_mean"].sel(mode="comm", drop=True)
     ds["exposed_comm"] = (full - comp).assign_attrs(
         units="s", long_name="exposed communication = full - compute-only (measured)"
     )
+    # Ratios of times: xarray would carry the operands' units ("s") over, so every ratio names its own.
     ds["sanity_ratio"] = ((comp + comm) / full).assign_attrs(
-        long_name="(compute-only + collective-only) / full; near 1 when the decomposition holds"
+        units="1", long_name="(compute-only + collective-only) / full; near 1 when the decomposition holds"
     )
     ds["ccr_measured"] = (comm / comp).assign_attrs(
-        long_name="measured CCR = collective-only time / compute-only time"
+        units="1", long_name="measured CCR = collective-only time / compute-only time"
     )
     ds["ccr_exposed"] = (ds["exposed_comm"] / comp).assign_attrs(
-        long_name="exposed-communication CCR = (full - compute-only) / compute-only"
+        units="1", long_name="exposed-communication CCR = (full - compute-only) / compute-only"
+    )
+    # Spread of the CCR itself: each repeat times compute and comm back to back, so their ratio is a sample.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_rep = ds["time"].sel(mode="comm", drop=True) / ds["time"].sel(mode="compute", drop=True)
+    _, ccr_iqr = median_iqr(per_rep.values, axis=-1)
+    ds["ccr_measured_iqr"] = (
+        per_rep.dims[:-1],
+        ccr_iqr,
+        {
+            "units": "1",
+            "long_name": "inter-quartile range over repeats of the per-repeat CCR (comm / compute)",
+        },
     )
     cmed, ciqr = median_iqr(ds["coll_time"].values, axis=-1)
-    ds["coll_time_median"] = (ds["coll_time"].dims[:-1], cmed, {"units": "s"})
-    ds["coll_time_iqr"] = (ds["coll_time"].dims[:-1], ciqr, {"units": "s"})
+    cdims = ds["coll_time"].dims[:-1]
+    ds["coll_time_mean"] = (
+        cdims,
+        mean_over_repeats(ds["coll_time"].values, axis=-1),
+        {"units": "s", "long_name": "mean collective time over repeats (the calibration's estimate)"},
+    )
+    ds["coll_time_median"] = (cdims, cmed, {"units": "s", "long_name": "median collective time over repeats"})
+    ds["coll_time_iqr"] = (cdims, ciqr, {"units": "s", "long_name": "inter-quartile range over repeats"})
     return ds
 
 
@@ -204,11 +265,12 @@ def write_partial(
         ds[key] = ("P", np.array([str(attrs[key])], dtype=object))
     for key in ("threads_per_rank", "cores", "oversubscribed"):
         ds[key] = ("P", np.array([int(attrs[key])]))
-    ds["oversubscribed"].attrs["long_name"] = (
-        "1 when ranks x threads per rank exceed the cores (or ranks > GPUs)"
-    )
+    describe(ds, MICROBENCH_ATTRS)
     ds.attrs.update({"world_size": p, "measured": "yes", **{k: attrs[k] for k in ("device", "backend")}})
-    return write_netcdf(ds, path, kind=KIND, prov=provenance(config=config, extra={"run": dict(attrs)}))
+    title = f"{TITLE}, one launch at P = {p}"
+    return write_netcdf(
+        ds, path, kind=KIND, prov=provenance(config=config, extra={"run": dict(attrs)}), title=title
+    )
 
 
 def merge_partials(paths: Sequence[str | Path], out: str | Path, *, config: Mapping[str, Any]) -> Path:
@@ -216,6 +278,15 @@ def merge_partials(paths: Sequence[str | Path], out: str | Path, *, config: Mapp
     if not paths:
         raise MergeError("bench merge: no partial files given")
     parts = [read_input(p, KIND) for p in paths]
+    for path, ds in zip(paths, parts, strict=True):
+        measured = int(np.isfinite(ds["time"].sel(mode="full")).any("rep").sum())
+        log.info(
+            "read %s: P=%s on %s, %d layer points measured",
+            path,
+            ",".join(str(int(p)) for p in ds["P"].values),
+            ds.attrs.get("device", "?"),
+            measured,
+        )
     seen: dict[int, str] = {}
     for path, ds in zip(paths, parts, strict=True):
         for p in ds["P"].values.tolist():
@@ -236,8 +307,15 @@ def merge_partials(paths: Sequence[str | Path], out: str | Path, *, config: Mapp
                     f"{path}: its {key} {ds.attrs.get(key)} differs from {paths[0]}'s {ref.attrs.get(key)}; "
                     "re-run every P with the same bench and parallel config"
                 )
-    raw = [ds.drop_vars([v for v in ds.data_vars if v.startswith(("time_", "coll_time_"))]) for ds in parts]
-    merged = xr.concat(raw, dim="P", data_vars="minimal", coords="minimal", combine_attrs="drop").sortby("P")
+    raw = [
+        ds.drop_vars([v for v in ds.data_vars if v.startswith(("time_", "coll_time_", "ccr_measured_"))])
+        for ds in parts
+    ]
+    # combine_attrs="override": every variable keeps the first file's units and long_name (the files' own
+    # attributes are replaced below).
+    merged = xr.concat(raw, dim="P", data_vars="minimal", coords="minimal", combine_attrs="override").sortby(
+        "P"
+    )
     merged = add_summaries(merged)
     skipped = [pt for ds in parts for pt in json.loads(ds.attrs.get("skipped_points", "[]"))]
     meshes = {str(int(ds["P"].values[0])): json.loads(ds.attrs.get("mesh_2d", "null")) for ds in parts}
@@ -267,7 +345,26 @@ def merge_partials(paths: Sequence[str | Path], out: str | Path, *, config: Mapp
         "note": "timings and traced collectives are measured on the device named above; nothing here is modelled",
     }
     inputs = {Path(p).name: p for p in paths}
-    return write_netcdf(merged, out, kind=KIND, prov=provenance(config=config, inputs=inputs))
+    sizes = ", ".join(str(p) for p in merged.attrs["world_sizes"])
+    for p, s in sanity.items():
+        log.info(
+            "P=%s: sanity ratio (compute + comm) / full median %.2f (10-90 %%: %.2f-%.2f) over %d points",
+            p,
+            s["median"],
+            s["q10"],
+            s["q90"],
+            s["n"],
+        )
+    if skipped:
+        log.warning(
+            "%d points were skipped by the runs (listed in the skipped_points attribute)", len(skipped)
+        )
+    if merged.attrs["oversubscribed_P"]:
+        log.warning("oversubscribed (ranks x threads > cores) at P = %s", merged.attrs["oversubscribed_P"])
+    prov = provenance(config=config, inputs=inputs)
+    path = write_netcdf(merged, out, kind=KIND, prov=prov, title=f"{TITLE}, P = {sizes}")
+    log.info("wrote %s (P = %s)", path, sizes)
+    return path
 
 
 def point_at(mb: xr.Dataset, *, op: str, P: int, N: int, D: int, L: int, dtype: str) -> Point:

@@ -80,24 +80,36 @@ def run_roofline(
     ds = xr.Dataset(
         {
             "time": (("shape", "rep"), times, {"units": "s", "long_name": "measured GEMM time"}),
-            "time_median": ("shape", med, {"units": "s"}),
-            "time_iqr": ("shape", iqr, {"units": "s"}),
-            "m": ("shape", [s[0] for s in shapes]),
-            "n": ("shape", [s[1] for s in shapes]),
-            "k": ("shape", [s[2] for s in shapes]),
+            "time_median": ("shape", med, {"units": "s", "long_name": "median GEMM time over repeats"}),
+            "time_iqr": ("shape", iqr, {"units": "s", "long_name": "inter-quartile range over repeats"}),
+            "m": ("shape", [s[0] for s in shapes], {"units": "1", "long_name": "rows of A and C"}),
+            "n": ("shape", [s[1] for s in shapes], {"units": "1", "long_name": "columns of B and C"}),
+            "k": ("shape", [s[2] for s in shapes], {"units": "1", "long_name": "contraction length"}),
             "flops": ("shape", flops, {"units": "FLOP", "long_name": "2mnk"}),
             "intensity": ("shape", intensity, {"units": "FLOP/B", "long_name": "arithmetic intensity"}),
-            "achieved_flops": ("shape", achieved, {"units": "FLOP/s", "long_name": "measured"}),
+            "achieved_flops": (
+                "shape",
+                achieved,
+                {"units": "FLOP/s", "long_name": "measured GEMM rate (FLOPs / median time)"},
+            ),
             "attainable_flops": (
                 "shape",
                 attainable,
                 {"units": "FLOP/s", "long_name": "min(compute roof, intensity x memory roof), both measured"},
             ),
-            "roofline_ratio": ("shape", achieved / attainable, {"long_name": "achieved / attainable"}),
+            "roofline_ratio": (
+                "shape",
+                achieved / attainable,
+                {"units": "1", "long_name": "achieved / attainable"},
+            ),
         },
-        coords={"shape": shape_label, "rep": np.arange(repeats)},
+        coords={
+            "shape": ("shape", shape_label, {"long_name": "GEMM shape MxNxK"}),
+            "rep": ("rep", np.arange(repeats), {"units": "1", "long_name": "repeat index"}),
+        },
     )
     ds.attrs = {
+        "title": "hsitp GEMM roofline: measured GEMM rates against the measured compute and memory roofs",
         "device": torch.cuda.get_device_name(dev)
         if dev.type == "cuda"
         else f"CPU: {device_description()['cpu']} ({torch.get_num_threads()} threads)",
@@ -112,4 +124,5 @@ def run_roofline(
 
 def write_roofline(out: str | Path, *, config: Mapping[str, Any], **kwargs: Any) -> Path:
     ds = run_roofline(**kwargs)
-    return write_netcdf(ds, out, kind=KIND, prov=provenance(config=config, extra={"roofline": kwargs}))
+    prov = provenance(config=config, extra={"roofline": kwargs})
+    return write_netcdf(ds, out, kind=KIND, prov=prov)

@@ -3,6 +3,10 @@
 The process-group backend and timeout, the attention heads and head padding are the ``parallel`` section's (the
 layers' own settings); everything else is ``bench``'s. A sweep the layers would refuse (heads the ranks do not
 divide, with ``parallel.head_padding: false``) is refused before anything is timed.
+
+Rank 0 reports progress (a bar on a terminal, a log line with an ETA every few seconds under Snakemake). SIGINT and
+SIGTERM stop every rank after the point being timed (:mod:`hsitp.signals`): the ranks agree to stop, tear the
+process group down and raise :class:`~hsitp.signals.Interrupted`; nothing is written.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from hsitp.bench.collective_sweep import sweep_collectives
 from hsitp.bench.predict import check_points
 from hsitp.bench.results import SWEPT, empty_partial, write_partial
 from hsitp.config import ConfigError
+from hsitp.progress import Progress
+from hsitp.signals import StopRequest, stop_on_signals
 
 if TYPE_CHECKING:
     from hsitp.parallel.runtime import Runtime
@@ -41,14 +47,16 @@ def run_partial(config: Mapping[str, Any], *, world_size: int, out: str | Path) 
     from hsitp.parallel.runtime import RuntimeSettings, start
 
     check_passes(config["bench"])
-    rt = start(RuntimeSettings.from_config(config, section="bench", world_size=world_size))
-    try:
-        return _run(config, rt, Path(out))
-    finally:
-        rt.stop()
+    with stop_on_signals(f"bench run at P={world_size}") as stop:
+        rt = start(RuntimeSettings.from_config(config, section="bench", world_size=world_size))
+        try:
+            return _run(config, rt, Path(out), stop)
+        finally:
+            rt.stop()
 
 
-def _run(config: Mapping[str, Any], rt: Runtime, out: Path) -> Path | None:
+def _run(config: Mapping[str, Any], rt: Runtime, out: Path, stop: StopRequest | None = None) -> Path | None:
+    stop = stop or StopRequest()  # no signal handlers: only the other ranks can stop this one
     from hsitp.bench.ops import sweep_points, time_ops
     from hsitp.parallel.runtime import dtype_name, resolve_dtype
 
@@ -77,7 +85,19 @@ def _run(config: Mapping[str, Any], rt: Runtime, out: Path) -> Path | None:
         head_padding=par["head_padding"],
     )
     if rt.rank == 0:
-        log.info("bench P=%d on %s (oversubscribed=%s)", rt.world_size, rt.device_label, rt.oversubscribed)
+        log.info(
+            "bench P=%d on %s (oversubscribed=%s): %d layer points x %d repeats, %d collectives x %d sizes x %d "
+            "repeats, %d passes",
+            rt.world_size,
+            rt.device_label,
+            rt.oversubscribed,
+            len(points),
+            bc["repeats"],
+            len(cc["names"]),
+            len(cc["sizes_bytes"]),
+            cc["repeats"],
+            bc["passes"],
+        )
     # Round-robin passes: each pass times the collective sweep and then every layer point with its share of the
     # repeats, so slow drifts of a shared machine's load hit the calibration and every point alike.
     passes = bc["passes"]
@@ -86,15 +106,30 @@ def _run(config: Mapping[str, Any], rt: Runtime, out: Path) -> Path | None:
         "sizes_bytes": cc["sizes_bytes"],
         "dtype": resolved[names[0]],
         "warmup": cc["warmup"],
-        "min_region_s": bc["min_region_s"],
+        "min_region_s": cc["min_region_s"],
     }
     coll_reps = np.array_split(np.arange(cc["repeats"]), passes)
     op_reps = np.array_split(np.arange(bc["repeats"]), passes)
-    for creps, oreps in zip(coll_reps, op_reps, strict=True):
-        times, full_bytes = sweep_collectives(rt, repeats=len(creps), **sweep)
-        ds["coll_time"].values[:, 0][..., creps] = times
-        ds["coll_bytes"].values[:, 0] = full_bytes
-        time_ops(ds, rt, config, dtypes=names, reps=oreps)
+    sweep_steps = len(cc["names"]) * len(cc["sizes_bytes"]) if rt.world_size > 1 else 0
+    total = passes * (sweep_steps + len(points))
+    with Progress(total, f"bench P={rt.world_size}", logger=log, enabled=rt.rank == 0, unit="point") as bar:
+
+        def done(note: str) -> None:
+            """One point or collective size timed: report it, then stop here if any rank was signalled."""
+            bar.update(1, note)
+            stop.check(rt.group, rt.device)
+
+        stop.check(rt.group, rt.device)  # a signal during start-up
+        for k, (creps, oreps) in enumerate(zip(coll_reps, op_reps, strict=True)):
+            tag = f"pass {k + 1}/{passes}"
+            times, full_bytes = sweep_collectives(
+                rt, repeats=len(creps), on_step=lambda what, tag=tag: done(f"{tag} {what}"), **sweep
+            )
+            ds["coll_time"].values[:, 0][..., creps] = times
+            ds["coll_bytes"].values[:, 0] = full_bytes
+            time_ops(
+                ds, rt, config, dtypes=names, reps=oreps, on_step=lambda what, tag=tag: done(f"{tag} {what}")
+            )
     ds.attrs["collective_dtype"] = names[0]
     ds.attrs["passes"] = passes
     if rt.rank != 0:

@@ -21,9 +21,10 @@ import xarray as xr
 
 from hsitp.bench.ops import make_step, sweep_points, trace_point
 from hsitp.bench.predict import check_points, mesh_2d, op_work, predict
+from hsitp.bench.results import POINT_COORD_ATTRS
 from hsitp.bench.timing import median_iqr, time_region
 from hsitp.errors import HsitpError
-from hsitp.io import device_description, provenance, write_netcdf
+from hsitp.io import describe, device_description, provenance, write_netcdf
 
 log = logging.getLogger(__name__)
 KIND = "bench_shard"
@@ -137,7 +138,7 @@ def _dataset(
                 {"units": "s", "long_name": "measured: rank 0's shard, fwd+bwd, collectives as no-ops"},
             ),
             "t_comp_measured": (POINT_DIMS, med, {"units": "s", "long_name": "measured (median)"}),
-            "t_comp_iqr": (POINT_DIMS, iqr, {"units": "s"}),
+            "t_comp_iqr": (POINT_DIMS, iqr, {"units": "s", "long_name": "inter-quartile range over repeats"}),
             "flops": (
                 POINT_DIMS,
                 out["flops"],
@@ -172,13 +173,16 @@ def _dataset(
         coords={**coords, "rep": np.arange(times.shape[-1])},
     )
     ds["ccr_half_measured"] = (ds["t_comm_modelled"] / ds["t_comp_measured"]).assign_attrs(
-        long_name="half-measured CCR: modelled communication / measured compute"
+        units="1", long_name="half-measured CCR: modelled communication / measured compute"
     )
     ds["ccr_refined"] = (ds["t_comm_refined"] / ds["t_comp_refined"]).assign_attrs(
-        long_name="modelled CCR: refined cost model on the preset"
+        units="1", long_name="modelled CCR: refined cost model on the preset"
     )
+    describe(ds, {**POINT_COORD_ATTRS, "rep": {"units": "1", "long_name": "repeat index"}})
 
     ds.attrs = {
+        "title": "hsitp shard mode (half-measured): rank 0's compute measured on one device, communication "
+        f"modelled from {hw.name}",
         "label": "half-measured",
         "measured": f"compute of rank 0's shard on one device: "
         f"{torch.cuda.get_device_name(device) if device.type == 'cuda' else 'CPU: ' + device_description()['cpu']}",

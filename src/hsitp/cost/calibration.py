@@ -89,9 +89,17 @@ def calibration_dataset(
     }
     for name, values, units in (("alpha_stderr", alpha_stderr, "s"), ("beta_stderr", beta_stderr, "B/s")):
         if values is not None:
-            data[name] = ("collective", [float(values.get(c, np.nan)) for c in colls], {"units": units})
+            data[name] = (
+                "collective",
+                [float(values.get(c, np.nan)) for c in colls],
+                {"units": units, "long_name": f"standard error of {name.removesuffix('_stderr')}"},
+            )
     if n_points is not None:
-        data["n_points"] = ("collective", [int(n_points.get(c, 0)) for c in colls])
+        data["n_points"] = (
+            "collective",
+            [int(n_points.get(c, 0)) for c in colls],
+            {"units": "1", "long_name": "points in the fit"},
+        )
     if compute_model is not None:
         meta = {
             "compute_overhead": ("s", "fixed time per call of the op"),
@@ -105,11 +113,17 @@ def calibration_dataset(
         data["sequence_factor"] = (
             "op",
             [float(sequence_factor[o]) for o in ops],
-            {"long_name": "time of the op's collectives back to back / their ring-model time timed alone"},
+            {
+                "units": "1",
+                "long_name": "time of the op's collectives back to back / their ring-model time timed alone",
+            },
         )
     ds = xr.Dataset(
         data,
-        coords={"collective": colls, "op": ops},
+        coords={
+            "collective": ("collective", colls, {"long_name": "collective (ring model per collective)"}),
+            "op": ("op", ops, {"long_name": "parallel layer (hsitp.names.OP_NAMES)"}),
+        },
         attrs={
             "device": device,
             "backend": backend,

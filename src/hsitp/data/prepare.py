@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -197,21 +198,33 @@ def prepare_arrays(
                 "a guard band one patch wide",
             },
         ),
-        "y": ("y", np.arange(rows, dtype=np.int32), {"long_name": "row (pixel index)"}),
-        "x": ("x", np.arange(cols, dtype=np.int32), {"long_name": "column (pixel index)"}),
+        "y": ("y", np.arange(rows, dtype=np.int32), {"units": "1", "long_name": "row (pixel index)"}),
+        "x": ("x", np.arange(cols, dtype=np.int32), {"units": "1", "long_name": "column (pixel index)"}),
         "band": (
             "band",
             band_numbers,
-            {"long_name": "original band number (1-based)", "comment": spec.band_numbering},
+            {"units": "1", "long_name": "original band number (1-based)", "comment": spec.band_numbering},
         ),
     }
     if spec.wavelengths_nm is not None:
-        coords["wavelength"] = ("band", np.asarray(spec.wavelengths_nm, dtype=np.float64), {"units": "nm"})
+        coords["wavelength"] = (
+            "band",
+            np.asarray(spec.wavelengths_nm, dtype=np.float64),
+            {"units": "nm", "long_name": "band centre wavelength"},
+        )
+    # CF flag attributes: one blank-free word per class (the exact names stay in class_names).
+    labelled = [c for c in classes if c != 0]
+    class_words = ["unlabelled"] + [re.sub(r"\s+", "_", spec.classes[c].strip()) for c in labelled]
     data_vars: dict[str, Any] = {
         "labels": (
             ("y", "x"),
             labels16,
-            {"long_name": "class label (0 = unlabelled)", "class_names": dict(spec.classes)},
+            {
+                "long_name": "class label (0 = unlabelled)",
+                "class_names": dict(spec.classes),
+                "flag_values": np.array([0, *labelled], dtype=np.int16),
+                "flag_meanings": " ".join(class_words),
+            },
         ),
         "split": (
             ("protocol", "y", "x"),
@@ -223,8 +236,17 @@ def prepare_arrays(
                 "comment": "read one protocol with hsitp.data.split.read_split(ds, protocol)",
             },
         ),
-        "norm_low": ("band", low, {"long_name": f"per-band clip low (q={q[0]}) in raw units"}),
-        "norm_high": ("band", high, {"long_name": f"per-band clip high (q={q[1]}) in raw units"}),
+        # raw units: the source file's values (sensor digital numbers or scaled reflectance, dimensionless)
+        "norm_low": (
+            "band",
+            low,
+            {"units": "1", "long_name": f"per-band clip low (q={q[0]}) in the source file's raw values"},
+        ),
+        "norm_high": (
+            "band",
+            high,
+            {"units": "1", "long_name": f"per-band clip high (q={q[1]}) in the source file's raw values"},
+        ),
     }
     cube_attrs = {
         "long_name": "per-band robust-normalised radiance/reflectance",
@@ -239,7 +261,7 @@ def prepare_arrays(
         coords["component"] = (
             "component",
             np.arange(1, int(k) + 1, dtype=np.int32),
-            {"long_name": "PCA component"},
+            {"units": "1", "long_name": "PCA component (1-based)"},
         )
         data_vars["cube"] = (
             ("y", "x", "component"),
@@ -250,9 +272,21 @@ def prepare_arrays(
                 "comment": NORMALISATION + "; then PCA",
             },
         )
-        data_vars["pca_components"] = (("component", "band"), comps, {"long_name": "PCA loadings"})
-        data_vars["pca_mean"] = ("band", mean, {"long_name": "per-band mean removed before PCA"})
-        data_vars["pca_explained_variance_ratio"] = ("component", ratio, {"units": "1"})
+        data_vars["pca_components"] = (
+            ("component", "band"),
+            comps,
+            {"units": "1", "long_name": "PCA loadings"},
+        )
+        data_vars["pca_mean"] = (
+            "band",
+            mean,
+            {"units": "1", "long_name": "per-band mean removed before PCA"},
+        )
+        data_vars["pca_explained_variance_ratio"] = (
+            "component",
+            ratio,
+            {"units": "1", "long_name": "fraction of the variance each component explains"},
+        )
         pca_text = f"{k} components fitted on all pixels of the normalised cube (labels unused)"
 
     ds = xr.Dataset(data_vars, coords=coords)

@@ -14,6 +14,7 @@ from hsitp.cost import stated
 from hsitp.cost.hardware import Hardware, get_hardware
 from hsitp.cost.refined import BLOCK_SPLITS
 from hsitp.cost.tables.common import (
+    COORD_ATTRS,
     block_costs,
     common_attrs,
     hardware_list,
@@ -21,6 +22,7 @@ from hsitp.cost.tables.common import (
     n_tokens,
 )
 from hsitp.data import registry
+from hsitp.io import describe
 
 REGIONS = ("data_parallel", "channel", "token", "2d")
 
@@ -67,7 +69,7 @@ def boundary_table(cost: Mapping[str, Any]) -> xr.Dataset:
                 region_r[di, ri, ti] = _region(vals)
     points = _boundary_points(cost, P)
     flag_attrs = {"flag_values": list(range(len(REGIONS))), "flag_meanings": " ".join(REGIONS)}
-    return xr.Dataset(
+    ds = xr.Dataset(
         {
             "N": (("D", "rho"), Ns, {"long_name": "tokens at this rho: round(D / rho)"}),
             "ccr_channel_stated": (("D", "rho", "threshold"), cs, {"long_name": "P F/(beta C_in), C_in = D"}),
@@ -95,6 +97,21 @@ def boundary_table(cost: Mapping[str, Any]) -> xr.Dataset:
             "refined_beta": "beta_intra = beta_inter = P * F / threshold (alpha and F from the preset)",
         },
     )
+    return describe(ds, {**COORD_ATTRS, **_ATTRS})
+
+
+_ATTRS: dict[str, dict[str, Any]] = {
+    "rho": {"units": "1", "long_name": "rho = C / N (C = D)"},
+    "threshold": {"units": "1", "long_name": "stated scale threshold P F / beta"},
+    "N": {"units": "1"},
+    "ccr_channel_stated": {"units": "1"},
+    "ccr_token_stated": {"units": "1"},
+    "ccr_refined": {"units": "1"},
+    "point_label": {"long_name": "dataset|hardware|D of a point placed on the boundary"},
+    "point_rho": {"units": "1", "long_name": "rho = D / N of the point"},
+    "point_threshold": {"units": "1", "long_name": "P F / beta of the point's hardware"},
+    "point_D": {"units": "1", "long_name": "embedding dimension of the point"},
+}
 
 
 def _with_beta(hw: Hardware, beta: float) -> Hardware:

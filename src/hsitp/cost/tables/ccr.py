@@ -13,6 +13,7 @@ from hsitp.cost import stated
 from hsitp.cost.memory import memory_breakdown
 from hsitp.cost.refined import BLOCK_SPLITS, SCHEMES, model_cost
 from hsitp.cost.tables.common import (
+    COORD_ATTRS,
     block_costs,
     common_attrs,
     cost_switches,
@@ -22,6 +23,7 @@ from hsitp.cost.tables.common import (
     training_setup,
 )
 from hsitp.data import registry
+from hsitp.io import describe
 from hsitp.names import COST_MODELS
 
 LAYER_NAMES = ("ln1", "attn", "ln2", "mlp")
@@ -135,7 +137,7 @@ def ccr_table(cost: Mapping[str, Any]) -> xr.Dataset:
             "scheme_memory": (
                 ("case", "P", "g", "scheme"),
                 sch_mem,
-                {"units": "bytes", "long_name": "refined per-device training memory (no data parallelism)"},
+                {"units": "B", "long_name": "refined per-device training memory (no data parallelism)"},
             ),
             **quotes,
         },
@@ -163,7 +165,42 @@ def ccr_table(cost: Mapping[str, Any]) -> xr.Dataset:
             "their product; throughput P/(1+CCR); D-CHAG CCR/g",
         },
     )
-    return ds
+    return describe(ds, {**COORD_ATTRS, **_ATTRS})
+
+
+# Units of the counts and ratios, and what each coordinate and quote variable holds. Every quoted number of the
+# paper is dimensionless (a CCR, a throughput, a fraction or a token count): see its quote_statement.
+_ATTRS: dict[str, dict[str, Any]] = {
+    "case": {
+        "long_name": "the paper's N values (paper_N...) and each registry scene at the configured patch"
+    },
+    "layer": {"long_name": "layer of one transformer block"},
+    "axis": {"long_name": "axis of the 2-D mesh (P_c channel, P_t token)"},
+    "g": {"units": "1", "long_name": "D-CHAG groups"},
+    "quote": {"long_name": "numbered statement of the paper checked against the model"},
+    "N": {"units": "1"},
+    "ccr": {"units": "1"},
+    "relative_throughput": {"units": "1"},
+    "ccr_worst_layer": {"units": "1"},
+    "mesh": {"units": "1"},
+    "layer_ccr": {"units": "1"},
+    "scheme_ccr": {"units": "1"},
+    "scheme_relative_throughput": {"units": "1"},
+    "scheme_memory": {"units": "B"},
+    "quote_section": {"long_name": "section of the paper"},
+    "quote_statement": {"long_name": "the paper's statement"},
+    "quoted_low": {"units": "1", "long_name": "lower end of the quoted value (NaN for a rule)"},
+    "quoted_high": {"units": "1", "long_name": "upper end of the quoted value (NaN for a rule)"},
+    "quoted_text": {"long_name": "the quoted value as text"},
+    "computed": {"units": "1", "long_name": "the model's value of the quoted quantity"},
+    "computed_text": {"long_name": "the model's value as text"},
+    "quote_consistent": {
+        "long_name": "does the computed value fall in the quoted range (or the rule hold)?",
+        "flag_values": [0, 1],
+        "flag_meanings": "inconsistent consistent",
+    },
+    "quote_how": {"long_name": "how the computed value was obtained"},
+}
 
 
 def _quotes_for_ccr(

@@ -15,6 +15,20 @@ from hsitp.shape import DTYPE_BYTES, LayerShape
 
 ORIGIN = "modelled (hsitp.cost), not measured"
 
+# Coordinates several tables share, described once (each table adds its own with hsitp.io.describe).
+COORD_ATTRS: dict[str, dict[str, str]] = {
+    "P": {"units": "1", "long_name": "devices the layer or block is split over"},
+    "hardware": {"long_name": "hardware preset (hsitp.cost.hardware) or measured:PATH"},
+    "split": {"long_name": "split of a block: channel (hidden dim and heads), token (sequence) or 2d (both)"},
+    "model": {"long_name": "cost model: stated (the paper's formulas) or refined (per-layer model)"},
+    "scheme": {
+        "long_name": "pure TP (tp) or D-CHAG with linear (dchag_l) or cross-attention (dchag_c) aggregators"
+    },
+    "dataset": {"long_name": "registry dataset"},
+    "patch": {"units": "1", "long_name": "patch size p (pixels per side of a token)"},
+    "D": {"units": "1", "long_name": "embedding dimension"},
+}
+
 
 def n_tokens(rows: int, cols: int, patch: int, grid: str = "crop") -> int:
     """N = floor(H/p)·floor(W/p) (crop, the default) or ceil(H/p)·ceil(W/p) (pad)."""

@@ -11,8 +11,16 @@ import xarray as xr
 
 from hsitp.cost import stated
 from hsitp.cost.refined import BLOCK_SPLITS
-from hsitp.cost.tables.common import block_costs, common_attrs, hardware_list, layer_shape, n_tokens
+from hsitp.cost.tables.common import (
+    COORD_ATTRS,
+    block_costs,
+    common_attrs,
+    hardware_list,
+    layer_shape,
+    n_tokens,
+)
 from hsitp.data import registry
+from hsitp.io import describe
 from hsitp.names import COST_MODELS
 
 C_DEFINITIONS = ("bands", "pca", "embed")
@@ -130,4 +138,19 @@ def rho_table(cost: Mapping[str, Any]) -> xr.Dataset:
             "token_grid": grid,
         },
     )
-    return ds
+    return describe(ds, {**COORD_ATTRS, **_ATTRS})
+
+
+# Units of the counts and ratios above, and the coordinates only this table has.
+_ATTRS: dict[str, dict[str, Any]] = {
+    "H": {"units": "1"},
+    "W": {"units": "1"},
+    "L": {"units": "1"},
+    "raw_bands": {"units": "1"},
+    "verified": {"flag_values": [0, 1], "flag_meanings": "unverified verified"},
+    "N": {"units": "1"},
+    "C": {"units": "1"},
+    "rho": {"units": "1"},
+    "ccr": {"units": "1"},
+    "c_def": {"long_name": "definition of the channel dimension C: bands, pca or embed"},
+}

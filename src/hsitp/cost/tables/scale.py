@@ -14,7 +14,15 @@ from hsitp.cost import stated
 from hsitp.cost.hardware import Hardware
 from hsitp.cost.memory import KINDS, PARTS, TrainingSetup, memory_breakdown, parameter_count
 from hsitp.cost.refined import SCHEMES, Switches, collective_time, model_cost
-from hsitp.cost.tables.common import common_attrs, cost_switches, hardware_list, n_tokens, training_setup
+from hsitp.cost.tables.common import (
+    COORD_ATTRS,
+    common_attrs,
+    cost_switches,
+    hardware_list,
+    n_tokens,
+    training_setup,
+)
+from hsitp.io import describe
 from hsitp.names import COST_MODELS
 from hsitp.shape import LayerShape
 
@@ -96,11 +104,15 @@ def scale_table(cost: Mapping[str, Any]) -> xr.Dataset:
                 ("tp", "scheme", "part", "kind"),
                 mem,
                 {
-                    "units": "bytes",
+                    "units": "B",
                     "long_name": "refined per-device training memory (computed also where infeasible)",
                 },
             ),
-            "memory_total": (("tp", "scheme"), mem.sum(axis=(2, 3)), {"units": "bytes"}),
+            "memory_total": (
+                ("tp", "scheme"),
+                mem.sum(axis=(2, 3)),
+                {"units": "B", "long_name": "refined per-device training memory, all parts and kinds"},
+            ),
             "parameters_per_tp_rank": (
                 ("tp", "scheme"),
                 params,
@@ -123,7 +135,11 @@ def scale_table(cost: Mapping[str, Any]) -> xr.Dataset:
                     "long_name": "samples/s vs one device running pure TP (ideal = devices); NaN where infeasible"
                 },
             ),
-            "scaling_efficiency": (("hardware", "tp", "scheme"), tput / devices),
+            "scaling_efficiency": (
+                ("hardware", "tp", "scheme"),
+                tput / devices,
+                {"units": "1", "long_name": "relative throughput / devices (ideal 1)"},
+            ),
             "t_step": (
                 ("hardware", "tp", "scheme"),
                 t_step,
@@ -134,7 +150,15 @@ def scale_table(cost: Mapping[str, Any]) -> xr.Dataset:
                 t_dp,
                 {"units": "s", "long_name": "DP/FSDP traffic time"},
             ),
-            "feasible": (("hardware", "tp", "scheme"), feasible),
+            "feasible": (
+                ("hardware", "tp", "scheme"),
+                feasible,
+                {
+                    "long_name": "the layout is possible (see reason where not)",
+                    "flag_values": [0, 1],
+                    "flag_meanings": "infeasible feasible",
+                },
+            ),
             "reason": (("hardware", "tp", "scheme"), reason.astype(str), {"long_name": "why infeasible"}),
             **ref,
         },
@@ -174,7 +198,18 @@ def scale_table(cost: Mapping[str, Any]) -> xr.Dataset:
             "dp_overlap": float(sc["dp_overlap"]),
         },
     )
-    return ds
+    return describe(ds, {**COORD_ATTRS, **_ATTRS})
+
+
+_ATTRS: dict[str, dict[str, Any]] = {
+    "tp": {"units": "1", "long_name": "TP degree inside a node"},
+    "part": {"long_name": "part of the model"},
+    "kind": {"long_name": "kind of memory"},
+    "parameters_per_tp_rank": {"units": "1"},
+    "dp": {"units": "1"},
+    "ccr": {"units": "1"},
+    "relative_throughput": {"units": "1"},
+}
 
 
 def _infeasible(
@@ -228,6 +263,14 @@ def _dchag_reference() -> dict[str, Any]:
     return {
         "reference_memory_reported": (("reference", "scheme"), reported, {"units": "GiB", "long_name": note}),
         "reference_memory_modelled": (("reference", "scheme"), modelled, {"units": "GiB", "long_name": note}),
-        "reference": ("reference", [r[0] for r in DCHAG_REFERENCE]),
-        "reference_embed_dim": ("reference", [r[1] for r in DCHAG_REFERENCE], {"long_name": "inferred D"}),
+        "reference": (
+            "reference",
+            [r[0] for r in DCHAG_REFERENCE],
+            {"long_name": "model size reported by the D-CHAG paper"},
+        ),
+        "reference_embed_dim": (
+            "reference",
+            [r[1] for r in DCHAG_REFERENCE],
+            {"units": "1", "long_name": "inferred D"},
+        ),
     }
