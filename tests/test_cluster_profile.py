@@ -94,7 +94,7 @@ def test_dry_run_through_the_profile_asks_for_every_rank(slurm_workflow):
     # a site override (README) adds to the job's request; the timing job's exclusive node survives it
     assert res["constraint"] == "h100" and res["slurm_extra"] == "--exclusive"
     assert jobs[target]["shell"].startswith(
-        "torchrun --standalone --nnodes 1 --nproc-per-node 4 -m hsitp bench run"
+        "python -m hsitp.torchrun --standalone --nnodes 1 --nproc-per-node 4 -m hsitp bench run"
     )
 
 
