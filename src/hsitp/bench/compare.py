@@ -205,7 +205,10 @@ def log_summary(ds: xr.Dataset) -> None:
 
     for label, row in ds.attrs["summary"].items():
         log.info(
-            "%s points (%d, P >= 2): median |rel. error| of the CCR: %s", label, row["n_points"], errors(row)
+            "%s points (%d with P >= 2 and CCR > 0): median |rel. error| of the CCR: %s",
+            label,
+            row["n_points"],
+            errors(row),
         )
     for op, by in ds.attrs["summary_by_op"].items():
         row = by["held_out"]
