@@ -163,10 +163,11 @@ PREDICTION_ATTRS: dict[str, dict[str, str]] = {
 
 
 def summary(ds: xr.Dataset) -> dict[str, dict[str, float]]:
-    """Median |relative error| of each model over held-out and fitted points (P >= 2 only), and the counts."""
+    """Median |relative error| of each model over held-out and fitted points, and their counts: points with P >= 2
+    that communicate (measured CCR > 0; the relative error of a layer without collectives is undefined)."""
     out: dict[str, dict[str, float]] = {}
     for label, flag in (("held_out", FLAG_HELD_OUT), ("fitted", FLAG_FITTED)):
-        sel = (ds["held_out"] == flag) & (ds["P"] > 1) & np.isfinite(ds["ccr_measured"])
+        sel = (ds["held_out"] == flag) & (ds["P"] > 1) & (ds["ccr_measured"] > 0)
         row: dict[str, float] = {"n_points": int(sel.sum())}
         for m in MODELS:
             err = np.abs(ds[f"rel_err_{m}"].where(sel).values)
@@ -204,7 +205,10 @@ def log_summary(ds: xr.Dataset) -> None:
 
     for label, row in ds.attrs["summary"].items():
         log.info(
-            "%s points (%d, P >= 2): median |rel. error| of the CCR: %s", label, row["n_points"], errors(row)
+            "%s points (%d with P >= 2 and CCR > 0): median |rel. error| of the CCR: %s",
+            label,
+            row["n_points"],
+            errors(row),
         )
     for op, by in ds.attrs["summary_by_op"].items():
         row = by["held_out"]

@@ -45,10 +45,11 @@ def per_run(runs: Sequence[xr.Dataset]) -> list[dict[str, Any]]:
 
 
 def ccr_table(runs: Sequence[xr.Dataset]) -> xr.DataArray:
-    """Measured CCR (run, point) at every point with P >= 2 measured in every run."""
+    """Measured CCR (run, point) at every point with P >= 2 that communicates (CCR > 0: not the replicated
+    LayerNorm) and was measured in every run."""
     stacked = xr.concat([ds["ccr_measured"] for ds in runs], dim="run").stack(point=POINT)
-    stacked = stacked.where(stacked["P"] > 1, drop=True)
-    return stacked.dropna("point", how="any")
+    stacked = stacked.dropna("point", how="any")
+    return stacked.isel(point=((stacked["P"] > 1) & (stacked > 0).all("run")).values)
 
 
 def spread(ccr: xr.DataArray) -> dict[str, Any]:
@@ -69,7 +70,7 @@ def report(run_dirs: Sequence[str | Path], *, points: bool = True) -> str:
     """The text ``repeat_bench.sh`` prints."""
     runs = load_runs(run_dirs)
     lines = [f"machine: {runs[0].attrs.get('device', '?')}"]
-    lines.append("held-out (and fitted) median |rel. error| of the CCR, P >= 2:")
+    lines.append("held-out (and fitted) median |rel. error| of the CCR, points with P >= 2 and CCR > 0:")
     for d, row in zip(run_dirs, per_run(runs), strict=True):
         held, fit = row["held_out"], row["fitted"]
         models = "  ".join(
@@ -80,7 +81,7 @@ def report(run_dirs: Sequence[str | Path], *, points: bool = True) -> str:
     ccr = ccr_table(runs)
     s = spread(ccr)
     lines.append(
-        f"run-to-run spread of the measured CCR over {s['n_points']} points (P >= 2), {len(runs)} runs: "
+        f"run-to-run spread of the measured CCR over {s['n_points']} points (P >= 2, CCR > 0), {len(runs)} runs: "
         f"(max - min) / mean median {100 * s['median_range']:.1f} %, 90th percentile {100 * s['q90_range']:.1f} %; "
         f"|one run / mean - 1| median {100 * s['median_deviation']:.1f} % (the held-out error that measurement "
         "noise alone gives)"
