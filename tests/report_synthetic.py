@@ -72,9 +72,19 @@ def probe_files(folder: Path) -> dict[str, Path]:
     }
 
 
-def train_record(folder: Path, plan: str, P: int, g: int, *, accuracy: bool, prediction: bool) -> Path:  # noqa: N803
-    """One train record of 4 epochs; overall accuracy at epochs 2 and 4 and a 6 x 5 predicted map if asked."""
-    rng = np.random.default_rng(P + len(plan))
+def train_record(
+    folder: Path,
+    plan: str,
+    P: int,  # noqa: N803
+    g: int,
+    *,
+    accuracy: bool,
+    prediction: bool,
+    split: str = "random",
+    seed: int = 0,
+) -> Path:
+    """One train record of 4 epochs; OA, AA and kappa at epochs 2 and 4 and a 6 x 5 predicted map if asked."""
+    rng = np.random.default_rng(P + len(plan) + 10 * seed)
     E = 4  # noqa: N806
     ds = xr.Dataset(
         {
@@ -91,11 +101,47 @@ def train_record(folder: Path, plan: str, P: int, g: int, *, accuracy: bool, pre
     for name in ("loss", "tokens_per_s", "step_time", "ccr_inline", "peak_allocated"):
         ds[f"{name}_summary"] = last[name]
     if accuracy:
-        ds["overall_accuracy"] = ("epoch", [np.nan, 0.5, np.nan, 0.7])
+        last_oa = 0.7 + 0.01 * seed
+        ds["oa"] = ("epoch", [np.nan, 0.5, np.nan, last_oa])
+        ds["aa"] = ("epoch", [np.nan, 0.4, np.nan, last_oa - 0.1])
+        ds["kappa"] = ("epoch", [np.nan, 0.45, np.nan, last_oa - 0.05])
     if prediction:
         ds["prediction"] = (("y", "x"), rng.integers(0, 4, (6, 5)))
-    ds.attrs.update({"dataset": "synthetic", "plan": plan, "P": P, "g": g, "split": "random", "seed": 0,
+    ds.attrs.update({"dataset": "synthetic", "plan": plan, "P": P, "g": g, "split": split, "seed": seed,
                      "dtype": "float32", "device": DEVICE, "summary_epochs": 2,
                      "activation_checkpointing": "none"})  # fmt: skip
-    name = f"{plan}_P{P}_g{g}_random_s0.nc"
+    name = f"{plan}_P{P}_g{g}_{split}_s{seed}.nc"
     return write_netcdf(ds, folder / "train" / "synthetic" / name, kind="train", prov=provenance())
+
+
+def baseline_file(folder: Path, split: str, seed: int) -> Path:
+    """One classical-baseline file (classifiers svm, rf) on the synthetic scene's ``split``."""
+    oa = np.array([0.8, 0.75]) - (0.3 if split == "block" else 0.0) + 0.01 * seed
+    ds = xr.Dataset(
+        {
+            "overall_accuracy": ("classifier", oa),
+            "average_accuracy": ("classifier", oa - 0.1),
+            "kappa": ("classifier", oa - 0.05),
+        },
+        coords={"classifier": ["svm", "rf"]},
+        attrs={"dataset": "synthetic", "protocol": split, "seed": seed},
+    )
+    return write_netcdf(
+        ds, folder / "baseline" / f"synthetic_{split}_s{seed}.nc", kind="baseline", prov=provenance()
+    )
+
+
+def train_summary(folder: Path) -> tuple[Path, list[Path]]:
+    """train/summary.nc made by the real `summarize` from synthetic records (tp, dchag_l at P = 2; both splits;
+    seeds 0, 1) and baseline files; returns it and the records."""
+    from hsitp.train.summary import KIND, summarize
+
+    records = [
+        train_record(folder, plan, 2, g, accuracy=True, prediction=True, split=split, seed=seed)
+        for plan, g in (("tp", 1), ("dchag_l", 2))
+        for split in ("random", "block")
+        for seed in (0, 1)
+    ]
+    baselines = [baseline_file(folder, split, seed) for split in ("random", "block") for seed in (0, 1)]
+    ds = summarize(records, baselines)
+    return write_netcdf(ds, folder / "train" / "summary.nc", kind=KIND, prov=provenance()), records

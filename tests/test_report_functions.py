@@ -114,9 +114,9 @@ def test_stage_inputs_follow_the_upstream_targets():
     assert json.loads(rules.notebook_params(b, "r"))["out_dir"] == "r"
     probe = [f"r/probe/{p}.nc" for p in ("memory", "throughput", "estimate")]
     assert rules.stage_inputs("probe", data, cost, bench, probe)["estimate"] == "r/probe/estimate.nc"
-    assert rules.stage_inputs("train", data, cost, bench, probe, ["r/train/a/tp_P2.nc"]) == {
-        "records": ["r/train/a/tp_P2.nc"]
-    }
+    assert rules.stage_inputs(
+        "train", data, cost, bench, probe, ["r/train/a/tp_P2.nc", "r/train/summary.nc"]
+    ) == {"records": ["r/train/a/tp_P2.nc"], "summary": "r/train/summary.nc"}
     with pytest.raises(ValueError, match="no report page"):
         rules.stage_inputs("audit", data, cost, bench)
 
@@ -135,6 +135,7 @@ def test_notebook_defaults_are_the_smoke_run_and_match_the_rule_parameters():
 
     smoke = load_config([ROOT / "config" / "config.yaml", ROOT / "config" / "smoke.yaml"])
     train = [f"results/smoke/train/{d}/{run_name(*j)}.nc" for d, *j in jobs(smoke)]
+    train.append("results/smoke/train/summary.nc")
     for stage in STAGES:
         nb = nbformat.read(ROOT / "notebooks" / f"{stage}.ipynb", as_version=4)
         cells = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
@@ -447,6 +448,41 @@ def test_train_page_with_and_without_accuracy_and_prediction(tmp_path):
     assert row["overall accuracy (last evaluated)"] == 0.7 and np.isnan(
         tab.iloc[1]["overall accuracy (last evaluated)"]
     )
+    plt.close("all")
+
+
+def test_accuracy_table_and_figure_from_the_summary(tmp_path):
+    """Catches: an accuracy table whose mean/std are not the seeds' (or that drops the classical baseline of the
+    same split, or mixes splits), a learning-curve figure without the baseline lines, or titles losing the device."""
+    import matplotlib.pyplot as plt
+    from report_synthetic import DEVICE, train_summary
+
+    path, records = train_summary(tmp_path)
+    summary = rt.load_summary(path)
+    runs = rt.load_records(records)
+    tab = rt.accuracy_table(summary)
+    assert list(dict.fromkeys(zip(tab["dataset"], tab["split"], strict=True))) == [
+        ("synthetic", "block"),
+        ("synthetic", "random"),
+    ]
+    tp = tab[(tab["split"] == "random") & (tab["model"] == "tp P=2")].iloc[0]
+    oas = [float(read_netcdf(r)["oa"].values[-1]) for r in records if "tp_P2_g1_random" in r.name]
+    assert tp["seeds"] == 2 and tp["OA mean"] == pytest.approx(np.mean(oas))
+    assert tp["OA std"] == pytest.approx(np.std(oas, ddof=1)) and np.isnan(tp["ΔOA vs tp mean"])
+    svm = tab[(tab["split"] == "block") & (tab["model"] == "SVM (RBF)")].iloc[0]
+    assert svm["kind"].startswith("classical baseline") and svm["seeds"] == 2
+    assert svm["OA mean"] == pytest.approx(np.mean([0.5, 0.51]))  # block baseline of seeds 0 and 1
+    dchag = tab[(tab["split"] == "block") & (tab["model"] == "dchag_l P=2 g=2")].iloc[0]
+    assert dchag["ΔOA vs tp mean"] == pytest.approx(0.0)  # same synthetic OA per seed
+    fig = rt.curves_figure(runs, summary)
+    assert len(fig.axes) == 4  # loss and OA for each split
+    col = [ax.get_title() for ax in fig.axes[:2]].index("synthetic, block split")
+    assert any(
+        abs(line.get_ydata()[0] - 0.505) < 1e-9 for line in fig.axes[2 + col].lines
+    )  # block SVM mean OA
+    for shown in (fig, rt.accuracy_figure(summary, runs)):
+        title = shown._suptitle.get_text().replace("\n", " ")
+        assert "measured" in title and DEVICE in title
     plt.close("all")
 
 

@@ -221,13 +221,17 @@ def train_summary_baselines(wildcards):
     ]
 
 
+STAGE_TARGETS = {
+    "data": data_targets,
+    "cost": cost_targets,
+    "bench": bench_targets,
+    "probe": probe_targets,
+    "train": train_targets,
+    "baseline": baseline_targets,
+    "audit": audit_targets,
+}
+
+
 def all_targets():
-    return (
-        data_targets()
-        + cost_targets()
-        + bench_targets()
-        + probe_targets()
-        + train_targets()
-        + baseline_targets()
-        + audit_targets()
-    )
+    """The final files of the stages listed in `stages` (all by default)."""
+    return [f for stage in config["stages"] for f in STAGE_TARGETS[stage]()]

@@ -23,7 +23,12 @@ REPORT_INPUTS = {
     )
     for stage in ("data", "cost", "bench", "probe", "train")
 }
-REPORT_TARGETS = report_rules.targets(RESULTS, config["datasets"])
+# Pages of the stages `stages` lists (a report page per stage that has one).
+REPORT_TARGETS = report_rules.targets(
+    RESULTS,
+    config["datasets"],
+    [s for s in report_rules.STAGES if s in config["stages"]],
+)
 
 
 # Rendering takes seconds: run it where Snakemake runs, never as a cluster job.

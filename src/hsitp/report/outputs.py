@@ -105,6 +105,13 @@ OUTPUTS: tuple[Output, ...] = (
     Output("train", "resources", "figure", "measured per-rank peak memory and tokens/s per run"),
     Output("train", "prediction", "figure", "predicted class map per run (where the record holds one)"),
     Output("train", "summary", "table", "mean of the last epochs per run (the paper's summary)"),
+    Output(
+        "train",
+        "accuracy",
+        "table",
+        "OA, AA and κ mean ± std over seeds per model, beside the classical baseline",
+    ),
+    Output("train", "accuracy_plot", "figure", "OA, AA and κ per model and classical baseline, over seeds"),
 )
 
 

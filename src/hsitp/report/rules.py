@@ -47,8 +47,11 @@ def stage_inputs(
     if stage == "probe":
         probe_by = {Path(p).stem: p for p in probe}
         return {k: probe_by[k] for k in ("memory", "throughput", "estimate")}
-    if stage == "train":
-        return {"records": list(train)}
+    if stage == "train":  # the records and their summary over seeds (train/summary.nc)
+        return {
+            "records": [p for p in train if Path(p).name != "summary.nc"],
+            "summary": next((p for p in train if Path(p).name == "summary.nc"), None),
+        }
     raise ValueError(f"no report page for stage {stage!r}; one of {', '.join(STAGES)}")
 
 

@@ -53,49 +53,105 @@ def _need_runs(records: Sequence[xr.Dataset]) -> None:
 
 
 def _accuracy(ds: xr.Dataset) -> pd.DataFrame | None:
-    """Overall accuracy per evaluated epoch (NaN epochs dropped), or None when the record has none."""
-    if "overall_accuracy" not in ds:
+    """Overall accuracy (``oa``) per evaluated epoch (NaN epochs dropped), or None when the record has none."""
+    if "oa" not in ds:
         return None
-    oa = ds["overall_accuracy"]
+    oa = ds["oa"]
     if oa.ndim != 1:
         return None
     df = pd.DataFrame({"epoch": oa[oa.dims[0]].values, "overall_accuracy": oa.values})
     return df[np.isfinite(df["overall_accuracy"])]
 
 
+def _panel_key(ds: xr.Dataset) -> tuple[str, str]:
+    return str(ds.attrs.get("dataset", "?")), str(ds.attrs.get("split", "?"))
+
+
+def model_label(plan: str, P: int, g: int) -> str:  # noqa: N803
+    """'dchag_l P=2 g=2', 'tp P=2', 'dense P=1': one model of the comparison."""
+    return f"{plan} P={P}" + (f" g={g}" if str(plan).startswith("dchag") else "")
+
+
 # --- figures -------------------------------------------------------------------------------------------------------
-def curves_figure(records: Sequence[xr.Dataset]) -> Figure:
-    """Loss per epoch per run, and overall accuracy per evaluated epoch where any record holds it."""
+def curves_figure(records: Sequence[xr.Dataset], summary: xr.Dataset | None = None) -> Figure:
+    """Learning curves: loss per epoch (top) and overall accuracy per evaluated epoch (bottom, where any record
+    holds it), one column per (dataset, split); colour = model (plan, P, g), line style = seed. With ``summary``
+    (train/summary.nc), the classical baselines' mean overall accuracy on the same split is drawn as horizontal
+    lines, so the transformer is seen beside them."""
     _need_runs(records)
-    acc = [(run_label(r), _accuracy(r)) for r in records]
-    acc = [(lbl, a) for lbl, a in acc if a is not None and not a.empty]
-    ncol = 2 if acc else 1
-    fig, axes = plt.subplots(1, ncol, figsize=(4.6 * ncol, 3.4), squeeze=False, layout="constrained")
-    colours = dict(
-        zip([run_label(r) for r in records], sns.color_palette("tab10", len(records)), strict=True)
+    panels = list(dict.fromkeys(_panel_key(r) for r in records))
+    has_acc = any((a := _accuracy(r)) is not None and not a.empty for r in records)
+    nrow = 2 if has_acc else 1
+    fig, axes = plt.subplots(
+        nrow, len(panels), figsize=(4.4 * len(panels), 2.9 * nrow + 0.8), squeeze=False,
+        layout="constrained", sharex="col",
+    )  # fmt: skip
+    models = list(
+        dict.fromkeys(model_label(r.attrs.get("plan"), r.attrs.get("P"), r.attrs.get("g")) for r in records)
     )
+    colours = dict(zip(models, sns.color_palette("tab10", len(models)), strict=True))
+    seeds = sorted({int(r.attrs.get("seed", 0)) for r in records})
+    styles = dict(zip(seeds, ["-", "--", ":", "-."] * (len(seeds) // 4 + 1), strict=False))
     for r in records:
-        lbl = run_label(r)
-        axes[0, 0].plot(r["epoch"].values, r["loss"].values, "-", marker=".", color=colours[lbl], label=lbl)
-    axes[0, 0].set_xlabel("epoch")
-    axes[0, 0].set_ylabel("training loss (cross-entropy, train pixels)")
-    axes[0, 0].set_title("loss", fontsize=8)
-    if acc:
-        for lbl, a in acc:
-            axes[0, 1].plot(a["epoch"], a["overall_accuracy"], "o-", color=colours[lbl], label=lbl)
-        axes[0, 1].set_xlabel("epoch")
-        axes[0, 1].set_ylabel("overall accuracy (test pixels)")
-        axes[0, 1].set_title("overall accuracy, evaluated epochs", fontsize=8)
-    handles, names = axes[0, 0].get_legend_handles_labels()
-    fig.legend(handles, names, loc="outside lower center", ncol=min(3, len(names)), fontsize=7, frameon=False)
+        col = panels.index(_panel_key(r))
+        model = model_label(r.attrs.get("plan"), r.attrs.get("P"), r.attrs.get("g"))
+        style = {"color": colours[model], "ls": styles[int(r.attrs.get("seed", 0))], "lw": 1.2}
+        axes[0, col].plot(r["epoch"].values, r["loss"].values, **style)
+        acc = _accuracy(r)
+        if has_acc and acc is not None and not acc.empty:
+            axes[1, col].plot(acc["epoch"], acc["overall_accuracy"], marker=".", **style)
+    for col, (dataset, split) in enumerate(panels):
+        axes[0, col].set_title(f"{dataset}, {split} split", fontsize=8)
+        axes[0, col].set_ylabel("training loss (cross-entropy, train pixels)" if col == 0 else "")
+        axes[-1, col].set_xlabel("epoch")
+        if has_acc:
+            axes[1, col].set_ylabel("overall accuracy (test pixels)" if col == 0 else "")
+            axes[1, col].set_ylim(0, 1)
+            for name, ls, oa in _baseline_oa(summary, dataset, split):
+                axes[1, col].axhline(oa, color="0.35", ls=ls, lw=1)
+                axes[1, col].annotate(f"{name} {oa:.3f}", (0.01, oa), xycoords=("axes fraction", "data"),
+                                      fontsize=6, color="0.3", va="bottom")  # fmt: skip
+    handles = [plt.Line2D([], [], color=colours[m], label=m) for m in models]
+    if len(seeds) > 1:
+        handles += [plt.Line2D([], [], color="0.3", ls=styles[s], label=f"seed {s}") for s in seeds]
+    if summary is not None and has_acc:
+        handles += [plt.Line2D([], [], color="0.35", ls=ls, label=f"{name} (mean over seeds)")
+                    for name, ls in BASELINE_STYLES.values()]  # fmt: skip
+    fig.legend(
+        handles=handles, loc="outside lower center", ncol=min(4, len(handles)), fontsize=7, frameon=False
+    )
     fig.suptitle(
         headline(
-            "Training curves per run" + ("" if acc else " (no record holds an overall accuracy)"),
-            MEASURED,
+            "Learning curves per run" + ("" if has_acc else " (no record holds an overall accuracy)"),
+            MEASURED
+            + ("; classical baselines on the same split as grey lines" if summary is not None else ""),
             trained_on(records),
         )
     )
     return fig
+
+
+BASELINE_STYLES = {
+    "svm": ("SVM (RBF)", "--"),
+    "rf": ("random forest", ":"),
+}  # classifier -> (name, line style)
+
+
+def _baseline_oa(summary: xr.Dataset | None, dataset: str, split: str) -> list[tuple[str, str, float]]:
+    """(name, line style, mean OA) of each classical baseline on (dataset, split), from the summary."""
+    if summary is None or "baseline_oa_mean" not in summary:
+        return []
+    cells = [i for i in range(summary.sizes["cell"])
+             if str(summary["dataset"].values[i]) == dataset and str(summary["split"].values[i]) == split]  # fmt: skip
+    if not cells:
+        return []
+    out = []
+    for j, clf in enumerate(summary["classifier"].values):
+        name, ls = BASELINE_STYLES.get(str(clf), (str(clf), "-."))
+        oa = float(summary["baseline_oa_mean"].values[cells[0], j])
+        if np.isfinite(oa):
+            out.append((name, ls, oa))
+    return out
 
 
 def resources_figure(records: Sequence[xr.Dataset]) -> Figure:
@@ -212,3 +268,100 @@ def summary_caption(records: Sequence[xr.Dataset]) -> str:
         f"and ccr_inline (slowest rank) and peak memory (fullest rank), the last evaluated overall accuracy where "
         f"recorded ({MEASURED}; {trained_on(records)})."
     )
+
+
+# --- accuracy over seeds (train/summary.nc) -------------------------------------------------------------------------
+METRICS = {"oa": "OA", "aa": "AA", "kappa": "κ"}
+
+
+def load_summary(path: str | os.PathLike[str]) -> xr.Dataset:
+    """``train/summary.nc`` (kind ``train_summary``): accuracy per cell over seeds, with the baselines."""
+    ds = load(path, kind="train_summary")
+    need(ds, "oa_mean", "oa_std", "aa_mean", "kappa_mean", "seeds")
+    return ds
+
+
+def _cells(summary: xr.Dataset) -> list[dict[str, object]]:
+    return [
+        {k: summary[k].values[i].item() if hasattr(summary[k].values[i], "item") else summary[k].values[i]
+         for k in ("dataset", "split", "plan", "P", "g")} | {"i": i}
+        for i in range(summary.sizes["cell"])
+    ]  # fmt: skip
+
+
+def accuracy_table(summary: xr.Dataset) -> pd.DataFrame:
+    """One row per model and per classical baseline, grouped by (dataset, split): OA, AA and κ as mean and sample
+    std over seeds (std blank with one seed), and each plan's paired OA difference to tp at the same P."""
+    rows: list[dict[str, object]] = []
+    cells = _cells(summary)
+    for dataset, split in dict.fromkeys((str(c["dataset"]), str(c["split"])) for c in cells):
+        here = [c for c in cells if c["dataset"] == dataset and c["split"] == split]
+        for c in sorted(here, key=lambda c: (int(c["P"]), str(c["plan"]), int(c["g"]))):  # type: ignore[call-overload]
+            i = int(c["i"])  # type: ignore[call-overload]
+            row: dict[str, object] = {
+                "dataset": dataset, "split": split, "model": model_label(str(c["plan"]), int(c["P"]), int(c["g"])),  # type: ignore[call-overload]
+                "kind": "transformer (measured)", "seeds": int(summary["seeds"].values[i]),
+            }  # fmt: skip
+            for m, name in METRICS.items():
+                row[f"{name} mean"] = float(summary[f"{m}_mean"].values[i])
+                row[f"{name} std"] = float(summary[f"{m}_std"].values[i])
+            row["ΔOA vs tp mean"] = (
+                float(summary["d_oa_vs_tp_mean"].values[i]) if c["plan"] != "tp" else np.nan
+            )
+            row["ΔOA vs tp std"] = float(summary["d_oa_vs_tp_std"].values[i]) if c["plan"] != "tp" else np.nan
+            rows.append(row)
+        if "classifier" in summary.coords:
+            i = int(here[0]["i"])  # type: ignore[call-overload]
+            for j, clf in enumerate(summary["classifier"].values):
+                row = {"dataset": dataset, "split": split, "model": BASELINE_STYLES.get(str(clf), (str(clf),))[0],
+                       "kind": "classical baseline (measured)",
+                       "seeds": int(summary["baseline_seeds"].values[i]) if "baseline_seeds" in summary else np.nan}  # fmt: skip
+                for m, name in METRICS.items():
+                    row[f"{name} mean"] = float(summary[f"baseline_{m}_mean"].values[i, j])
+                    row[f"{name} std"] = float(summary[f"baseline_{m}_std"].values[i, j])
+                row["ΔOA vs tp mean"] = row["ΔOA vs tp std"] = np.nan
+                rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def accuracy_caption(summary: xr.Dataset, records: Sequence[xr.Dataset]) -> str:
+    return (
+        "Accuracy on the test pixels of each split protocol after the last epoch: mean and sample standard deviation "
+        "(ddof 1) over seeds of overall accuracy (OA), average accuracy (AA, mean recall over the classes with test "
+        "pixels) and Cohen's κ; ΔOA vs tp is the plan's OA minus tp's at the same P, paired by seed. The classical "
+        "baselines (RBF SVM, random forest on pixel spectra, hyper-parameters chosen on train pixels only) are fit on "
+        f"the same split ({MEASURED}; {trained_on(records)})."
+    )
+
+
+def accuracy_figure(summary: xr.Dataset, records: Sequence[xr.Dataset]) -> Figure:
+    """OA, AA and κ (rows) per model and baseline, mean ± std over seeds, one column per (dataset, split)."""
+    tab = accuracy_table(summary)
+    panels = list(dict.fromkeys(zip(tab["dataset"], tab["split"], strict=True)))
+    fig, axes = plt.subplots(
+        len(METRICS), len(panels), figsize=(4.4 * len(panels), 2.2 * len(METRICS) + 1.0), squeeze=False,
+        layout="constrained", sharey="col",
+    )  # fmt: skip
+    for col, (dataset, split) in enumerate(panels):
+        t = tab[(tab["dataset"] == dataset) & (tab["split"] == split)].reset_index(drop=True)
+        colours = ["0.55" if k.startswith("classical") else "C0" for k in t["kind"]]
+        for row, name in enumerate(METRICS.values()):
+            ax = axes[row, col]
+            y = np.arange(len(t))
+            ax.barh(y, t[f"{name} mean"], xerr=t[f"{name} std"].fillna(0), color=colours, capsize=2)
+            ax.set_yticks(y, t["model"], fontsize=7)
+            ax.invert_yaxis()
+            ax.set_xlim(0, 1)
+            ax.set_xlabel(name + " (test pixels)", fontsize=8)
+            if row == 0:
+                ax.set_title(f"{dataset}, {split} split", fontsize=8)
+    seeds = sorted(set(tab["seeds"].dropna().astype(int)))
+    fig.suptitle(
+        headline(
+            f"Accuracy per model beside the classical baselines (grey): mean ± std over {'/'.join(map(str, seeds))} "
+            "seeds",
+            MEASURED,
+            trained_on(records),
+        )
+    )
+    return fig

@@ -104,6 +104,18 @@ def _n_classes(ds: xr.Dataset) -> int:
     return int(ds["labels"].max())
 
 
+def standardise(cube: np.ndarray, train: np.ndarray) -> np.ndarray:
+    """Each band to zero mean and unit variance over the train pixels' spectra (as the classical baseline's
+    StandardScaler; no test pixel enters the statistics). Why: the prepared cube is in [0, 1] per band, all
+    positive; on it the per-band patch embeddings start nearly collinear and the transformer sat at the class
+    prior for ~200 steps on Indian Pines, against ~60 steps standardised (measured, dim 64, depth 4)."""
+    pixels = cube[train]  # (train pixels, L)
+    mean = pixels.mean(axis=0, dtype=np.float64)
+    std = pixels.std(axis=0, dtype=np.float64)
+    std = np.where(std > 0, std, 1.0)  # a constant band stays constant (0) instead of dividing by 0
+    return ((cube - mean) / std).astype(np.float32)  # (H, W, L)
+
+
 def load_scene(path: str | Path, protocol: str) -> Scene:
     """Read the prepared file and keep only what training needs (labels 1..K remapped to 0..K-1)."""
     from hsitp.io import read_netcdf
@@ -124,6 +136,7 @@ def load_scene(path: str | Path, protocol: str) -> Scene:
     }
     if counts["train_pixels"] == 0:
         raise TrainDataError(f"{path}: the {protocol!r} split has no train pixels")
+    cube = standardise(cube, train)
     return Scene(
         name=str(ds.attrs.get("dataset", Path(path).stem)),
         cube=torch.from_numpy(np.ascontiguousarray(cube.transpose(2, 0, 1))),  # (L, H, W)

@@ -103,14 +103,13 @@ def check_job(
 
 
 def jobs(config: Mapping[str, Any]) -> list[tuple[str, str, int, int, str, int]]:
-    """(dataset, plan, P, g, split, seed) of every configured training job; dense only at P = 1."""
+    """(dataset, plan, P, g, split, seed) of every configured training job; dense once, at P = 1, whatever
+    ``train.world_sizes`` holds (it is the reference every parallel plan is compared with)."""
     tc = config["train"]
     out = []
     for dataset in tc["datasets"] or config["datasets"]:
         for plan in tc["plans"]:
-            for P in tc["world_sizes"]:  # noqa: N806
-                if plan == "dense" and P != 1:
-                    continue
+            for P in [1] if plan == "dense" else tc["world_sizes"]:  # noqa: N806
                 for g in tc["groups"].get(plan, [1]) if plan in DCHAG_PARTIAL else [1]:
                     for split in tc["splits"]:
                         for seed in tc["seeds"]:

@@ -155,6 +155,11 @@ def summarize(records: Sequence[str | Path], baselines: Sequence[str | Path] = (
                 np.array(std),
                 {"units": "1", "long_name": f"standard deviation (ddof 1) over baseline seeds of {what}"},
             )
+        data["baseline_seeds"] = (
+            "cell",
+            [len(base.get((c[0], c[4]), {}).get("oa", [])) for c in cells],
+            {"units": "1", "long_name": "baseline seeds (files) on the cell's dataset and split"},
+        )
     ds = xr.Dataset(data, coords=coords)
     ds.attrs.update(
         {
