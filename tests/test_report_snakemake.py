@@ -154,7 +154,9 @@ def test_editing_a_notebook_or_report_code_reruns_only_rendering(run):
 
 
 def _chromium() -> str:
-    exe = os.environ.get("HSITP_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    from hsitp.report.browser import chromium_path
+
+    exe = chromium_path()
     if not exe:
         pytest.skip("chromium not installed (CI: apt-get install chromium, see .ci/run)")
     pytest.importorskip("playwright.sync_api", reason="playwright not installed (pip install '.[test]')")
@@ -165,57 +167,22 @@ def _chromium() -> str:
 def test_snakemake_report_opens_in_chromium_with_every_figure(run):
     """Catches: a report that misses a figure or table, a figure whose embedded image does not decode, captions
     that do not name the hardware, or a report page that logs errors in a browser."""
-    exe = _chromium()  # skips without chromium or playwright
-    from playwright.sync_api import sync_playwright
+    from hsitp.report.browser import check_report
 
+    exe = _chromium()  # skips without chromium or playwright
     report = run.root / run.results / "report.html"
     shots = run.root / run.results / "report"
-    shots.mkdir(parents=True, exist_ok=True)
+    seen = check_report(
+        report, shots, figure="bench_predicted_vs_measured", chromium=exe
+    )  # raises on failure
     expected = {f.rsplit("/", 1)[1] for f in run.targets() if f.endswith((".png", ".csv"))}
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=exe, args=["--no-sandbox", "--disable-gpu"])
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
-            errors: list[str] = []
-            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(report.as_uri())
-            page.wait_for_load_state("networkidle")
-            page.screenshot(path=str(shots / "front.png"))
-
-            entries = page.evaluate(
-                "() => Object.values(results).map(r => ({name: r.name, mime: r.mime, caption: r.caption}))"
-            )
-            assert {e["name"] for e in entries} == expected
-            for e in entries:
-                stage = e["name"].split("_", 1)[0]
-                hardware = {"data": "no hardware-dependent number", "cost": "modelled for paper-intra",
-                            "bench": "measured on CPU"}[stage]  # fmt: skip
-                assert hardware in e["caption"], e["name"]
-            widths = page.evaluate(
-                """async () => Promise.all(Object.values(results)
-                    .filter(r => r.data_uri.startsWith('data:image/'))
-                    .map(r => new Promise(done => {
-                        const img = new Image();
-                        img.onload = () => done([r.name, img.naturalWidth]);
-                        img.onerror = () => done([r.name, 0]);
-                        img.src = r.data_uri;
-                    })))"""
-            )
-            figures = {o.base(d) + ".png" for o in OUTPUTS if o.kind == "figure" and o.stage in TESTED_STAGES
-                       for d in (run.datasets if o.per_dataset else [None])}  # fmt: skip
-            assert {name for name, _ in widths} == figures
-            assert all(width > 0 for _, width in widths), widths
-
-            # one figure page through the UI: category, subcategory, the row's view button
-            page.get_by_role("link", name="bench").click()
-            page.get_by_role("link", name="figures").click()
-            page.locator("tr", has_text="bench_predicted_vs_measured").locator("a").first.click()
-            shown = page.locator("img[src^='data:image/png']")
-            shown.first.wait_for()
-            assert page.evaluate("(img) => img.naturalWidth", shown.first.element_handle()) > 0
-            page.screenshot(path=str(shots / "figure.png"))
-            assert errors == []
-        finally:
-            browser.close()
+    assert set(seen.entries) == expected
+    for name, caption in seen.entries.items():
+        hardware = {"data": "no hardware-dependent number", "cost": "modelled for paper-intra",
+                    "bench": "measured on CPU"}[name.split("_", 1)[0]]  # fmt: skip
+        assert hardware in caption, name
+    figures = {o.base(d) + ".png" for o in OUTPUTS if o.kind == "figure" and o.stage in TESTED_STAGES
+               for d in (run.datasets if o.per_dataset else [None])}  # fmt: skip
+    assert set(seen.image_widths) == figures and all(w > 0 for w in seen.image_widths.values())
+    assert seen.errors == []
     assert (shots / "front.png").stat().st_size > 0 and (shots / "figure.png").stat().st_size > 0

@@ -39,6 +39,23 @@ def test_tile_origins_cover_the_scene_flush_with_the_edges() -> None:
         assert covered.all() and starts[-1] + size == extent
 
 
+def test_scene_bands_standardised_on_train_pixels_only(tmp_path: Path) -> None:
+    """Catches standardisation statistics taken over test pixels (test information leaking into the input) or
+    over the wrong axis: every band has mean 0 and std 1 over the train pixels, not over the test pixels, and a
+    constant band does not become NaN."""
+    from hsitp.train.data import TRAIN, standardise
+
+    scene = load_scene(write_scene(tmp_path / "scene.nc"), "random")
+    cube = scene.cube.numpy()  # (L, H, W)
+    train = (scene.split == TRAIN) & (scene.labels > 0)
+    np.testing.assert_allclose(cube[:, train].mean(axis=1), 0.0, atol=1e-5)  # float32 sums of ~100 pixels
+    np.testing.assert_allclose(cube[:, train].std(axis=1), 1.0, rtol=1e-4)
+    test = (scene.split == TEST) & (scene.labels > 0)
+    assert np.abs(cube[:, test].mean(axis=1)).max() > 1e-3  # the test pixels were not used
+    flat = standardise(np.ones((2, 2, 3), dtype=np.float32), np.ones((2, 2), dtype=bool))
+    assert np.array_equal(flat, np.zeros((2, 2, 3), dtype=np.float32))
+
+
 def test_evaluation_equals_metrics_on_the_same_prediction(tmp_path: Path) -> None:
     """Catches an evaluation that scores the wrong pixels (train or unlabelled ones, a 0-based label map), loses
     the far-edge tiles, or stitches tiles at the wrong place: its scores must be metrics.scores of its own map on

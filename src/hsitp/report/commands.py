@@ -1,4 +1,5 @@
-"""``hsitp report notebook STAGE``: execute one stage's notebook with papermill and convert it to HTML.
+"""``hsitp report notebook STAGE``: execute one stage's notebook with papermill and convert it to HTML;
+``hsitp report check REPORT``: open a Snakemake report in headless Chromium and check it (hsitp.report.browser).
 
 The notebook (``notebooks/STAGE.ipynb``) reads the stage's netCDF files and writes its figures and tables through
 :mod:`hsitp.report`; this command only injects the parameters (input paths, output folder), runs it, and writes
@@ -34,6 +35,32 @@ def register(sub: argparse._SubParsersAction) -> None:
     nb.add_argument("--html", required=True, help="HTML rendering of the executed notebook")
     nb.add_argument("--timeout", type=int, default=600, help="seconds per cell before the run is abandoned")
     nb.set_defaults(func=_notebook)
+    ck = rsub.add_parser(
+        "check",
+        help="open a Snakemake report in headless Chromium: every figure decodes, captions name the hardware, "
+        "no console error; screenshots of the front page and one figure page",
+    )
+    ck.add_argument("report", help="the report, e.g. results/smoke/report.html")
+    ck.add_argument(
+        "--shots", required=True, help="folder for front.png and figure.png, e.g. results/smoke/report"
+    )
+    ck.add_argument(
+        "--figure",
+        default="bench_predicted_vs_measured",
+        help="figure to open through the navigation (name prefix)",
+    )
+    ck.set_defaults(func=_check)
+
+
+def _check(args: argparse.Namespace) -> int:
+    from hsitp.report.browser import check_report
+
+    res = check_report(args.report, args.shots, figure=args.figure)
+    print(
+        f"{args.report}: {len(res.entries)} entries, {len(res.image_widths)} embedded images, all decode; "
+        f"no console error; screenshots {', '.join(str(p) for p in res.screenshots)}"
+    )
+    return 0
 
 
 def _notebook(args: argparse.Namespace) -> int:
