@@ -36,13 +36,14 @@ def _cpu_name() -> str:
     return platform.processor() or "unknown CPU"
 
 
-def _timed(step, finish, steps: int) -> float:
+def _timed(step, finish, steps: int, device: torch.device | None = None) -> float:
     dist.barrier()
     t0 = time.perf_counter()
     for _ in range(steps):
         step()
     finish()  # read the input gradient: waits for any collective still in flight (DTensor issues them async)
-    elapsed = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
+    # on the rank's device: NCCL reduces CUDA tensors only
+    elapsed = torch.tensor([time.perf_counter() - t0], dtype=torch.float64, device=device)
     dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)  # the slowest rank sets the step time
     return float(elapsed) / steps
 
@@ -91,11 +92,11 @@ def bench_one(tp: Any, mesh: Any, n: int, args: argparse.Namespace, device: torc
     t_ours, t_theirs, ratios = [], [], []
     for rep in range(args.repeats):
         if rep % 2 == 0:  # A-B then B-A: slow drifts of a shared machine hit both sides equally
-            a = _timed(step_ours, finish_ours, args.steps)
-            b = _timed(step_theirs, finish_theirs, args.steps)
+            a = _timed(step_ours, finish_ours, args.steps, device)
+            b = _timed(step_theirs, finish_theirs, args.steps, device)
         else:
-            b = _timed(step_theirs, finish_theirs, args.steps)
-            a = _timed(step_ours, finish_ours, args.steps)
+            b = _timed(step_theirs, finish_theirs, args.steps, device)
+            a = _timed(step_ours, finish_ours, args.steps, device)
         t_ours.append(a)
         t_theirs.append(b)
         ratios.append(a / b)
