@@ -107,10 +107,10 @@ def train_record(
         ds["kappa"] = ("epoch", [np.nan, 0.45, np.nan, last_oa - 0.05])
     if prediction:
         ds["prediction"] = (("y", "x"), rng.integers(0, 4, (6, 5)))
-    ds.attrs.update({"dataset": "synthetic", "plan": plan, "P": P, "g": g, "split": split, "seed": seed,
+    ds.attrs.update({"dataset": "synthetic", "plan": plan, "P": P, "g": g, "split": split, "seed": seed, "tokens": 9,
                      "dtype": "float32", "device": DEVICE, "summary_epochs": 2,
                      "activation_checkpointing": "none"})  # fmt: skip
-    name = f"{plan}_P{P}_g{g}_{split}_s{seed}.nc"
+    name = f"{plan}_N9_P{P}_g{g}_{split}_s{seed}.nc"
     return write_netcdf(ds, folder / "train" / "synthetic" / name, kind="train", prov=provenance())
 
 

@@ -466,7 +466,7 @@ def test_accuracy_table_and_figure_from_the_summary(tmp_path):
         ("synthetic", "random"),
     ]
     tp = tab[(tab["split"] == "random") & (tab["model"] == "tp P=2")].iloc[0]
-    oas = [float(read_netcdf(r)["oa"].values[-1]) for r in records if "tp_P2_g1_random" in r.name]
+    oas = [float(read_netcdf(r)["oa"].values[-1]) for r in records if "tp_N9_P2_g1_random" in r.name]
     assert tp["seeds"] == 2 and tp["OA mean"] == pytest.approx(np.mean(oas))
     assert tp["OA std"] == pytest.approx(np.std(oas, ddof=1)) and np.isnan(tp["ΔOA vs tp mean"])
     svm = tab[(tab["split"] == "block") & (tab["model"] == "SVM (RBF)")].iloc[0]

@@ -3,6 +3,7 @@ a dead rank."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -13,7 +14,7 @@ import pytest
 import torch
 import xarray as xr
 from dist_utils import spawn_world
-from train_utils import tiny_config, write_scene
+from train_utils import TINY_CROP, tiny_config, write_scene
 
 from hsitp.io import read_netcdf
 from hsitp.parallel.runtime import RuntimeSettings, start
@@ -25,12 +26,14 @@ from hsitp.train.loop import InjectedFailure, TrainError, TrainJob, train_rank
 def _job(tmp: Path, data: Path, plan: str = "dense", P: int = 1, tag: str = "a") -> TrainJob:  # noqa: N803
     return TrainJob(
         data=data,
-        out=tmp / tag / "train" / "synthetic" / f"{plan}_P{P}_g1_random_s0.nc",
+        out=tmp / tag / "train" / "synthetic" / f"{plan}_N9_P{P}_g1_random_s0.nc",
         plan=plan,
         world_size=P,
         groups=1,
         split="random",
         seed=0,
+        tokens=TINY_CROP["tokens"],
+        patch=TINY_CROP["patch"],
     )
 
 
@@ -123,10 +126,24 @@ def test_plan_that_does_not_fit_is_refused_before_launch(tmp_path: Path, monkeyp
     for k, v in {"RANK": "0", "WORLD_SIZE": "4", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1"}.items():
         monkeypatch.setenv(k, v)
     monkeypatch.setenv("MASTER_PORT", "9")
-    cfg = '{"train": {"patch": 4, "tokens": 9, "model": {"dim": 12, "heads": 6, "depth": 1, "mlp_ratio": 1}}}'
+    model = {"dim": 12, "heads": 6, "depth": 1, "mlp_ratio": 1}
+    cfg = json.dumps({"train": {"crops": [TINY_CROP], "model": model}})
     t0 = time.monotonic()
     code = main(
-        ["train", str(data), "--plan", "tp", "--world-size", "4", "--split", "random", "--seed", "0"]
+        [
+            "train",
+            str(data),
+            "--plan",
+            "tp",
+            "--tokens",
+            "9",
+            "--world-size",
+            "4",
+            "--split",
+            "random",
+            "--seed",
+            "0",
+        ]
         + ["--out", str(tmp_path / "x.nc"), "--config-json", cfg]
     )
     assert code == 2
@@ -185,8 +202,8 @@ def test_dag_refuses_a_plan_that_does_not_fit() -> None:
 
     cfg = load_config(["config/config.yaml", "config/smoke.yaml"])
     check_jobs(cfg)  # the smoke config fits
-    assert ("indian_pines", "dense", 1, 1, "random", 0) in jobs(cfg)
-    assert not any(plan == "dense" and P > 1 for _, plan, P, *_ in jobs(cfg))
+    assert ("indian_pines", "dense", 324, 1, 1, "random", 0) in jobs(cfg)
+    assert not any(plan == "dense" and P > 1 for _, plan, _, P, *_ in jobs(cfg))
     cfg["train"]["world_sizes"] = [3]
     with pytest.raises(PlanError, match="model.heads = 4 is not divisible by P = 3"):
         check_jobs(cfg)

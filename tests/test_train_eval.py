@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 from dist_utils import run_world
-from train_utils import tiny_config, write_scene
+from train_utils import TINY_CROP, tiny_config, write_scene
 
 from hsitp.evaluate.metrics import scores
 from hsitp.parallel.groups import TPGroup
@@ -22,7 +22,10 @@ def _model(scene, plan: str, tp):  # noqa: ANN001, ANN202
     from hsitp.models.model import SpectralSpatialTransformer
     from hsitp.models.plans import parallelize
 
-    arch = check_job(tiny_config()["train"], plan, tp.size, 1, scene.bands, scene.classes)
+    arch = check_job(
+        tiny_config()["train"], plan, tp.size, 1, scene.bands, scene.classes,
+        patch=TINY_CROP["patch"], tokens=TINY_CROP["tokens"],
+    )  # fmt: skip
     return parallelize(SpectralSpatialTransformer(arch, seed=0), plan, tp, device="cpu"), arch
 
 
@@ -129,8 +132,17 @@ def _fake_record(tmp: Path, plan: str, seed: int, oa: float, tok: float, peak: t
             "ccr_inline_summary": ("rank", [0.5, 0.7]),
         }
     )
-    ds.attrs.update({"dataset": "synthetic", "plan": plan, "P": 2, "g": 1, "split": "random", "seed": seed})
-    return write_netcdf(ds, tmp / f"{plan}_P2_g1_random_s{seed}.nc", kind="train", prov=provenance({}))
+    attrs = {
+        "dataset": "synthetic",
+        "plan": plan,
+        "P": 2,
+        "g": 1,
+        "split": "random",
+        "seed": seed,
+        "tokens": 9,
+    }
+    ds.attrs.update(attrs)
+    return write_netcdf(ds, tmp / f"{plan}_N9_P2_g1_random_s{seed}.nc", kind="train", prov=provenance({}))
 
 
 def _fake_baseline(tmp: Path, seed: int, oa: tuple[float, float]) -> Path:

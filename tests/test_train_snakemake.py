@@ -10,7 +10,7 @@ from train_utils import write_scene
 
 from hsitp.io import read_netcdf
 
-TARGET = "results/smoke/train/synthetic/token_P2_g1_random_s0.nc"
+TARGET = "results/smoke/train/synthetic/token_N9_P2_g1_random_s0.nc"
 TINY = {
     "train": {
         "datasets": ["synthetic"],
@@ -19,8 +19,7 @@ TINY = {
         "epochs": 1,
         "steps_per_epoch": 2,
         "warmup_steps": 1,
-        "patch": 4,
-        "tokens": 9,
+        "crops": [{"patch": 4, "tokens": 9, "datasets": None}],
         "model": {"dim": 16, "heads": 2, "depth": 1, "mlp_ratio": 2},
         "device": "cpu",
     }
@@ -46,7 +45,7 @@ def test_train_dag_one_job_then_nothing_to_do(workflow_copy):
     assert (ds["comm_time"] > 0).all()  # token plan: K/V gathers and the gradient all-reduce were timed
     assert (ds["peak_allocated"] > 0).all()
     assert (
-        root / "results/smoke/train/synthetic/checkpoints/token_P2_g1_random_s0/epoch_0001/manifest.json"
+        root / "results/smoke/train/synthetic/checkpoints/token_N9_P2_g1_random_s0/epoch_0001/manifest.json"
     ).exists()
 
     assert workflow_copy.planned(*args) == {}

@@ -12,14 +12,15 @@ from hsitp.config import validate_config
 from hsitp.io import provenance, write_netcdf
 
 
-def write_scene(path: Path, *, both_protocols: bool = False, seed: int = 0) -> Path:
-    """A 16 x 16 scene, 12 bands, 3 classes in vertical stripes (learnable from the spectra), random split."""
+def write_scene(path: Path, *, both_protocols: bool = False, seed: int = 0, bands: int = 12) -> Path:
+    """A 16 x 16 scene, 12 bands (103: Pavia University's count), 3 classes in vertical stripes (learnable from
+    the spectra), random split."""
     rng = np.random.default_rng(seed)
     h = w = 16
     labels = np.zeros((h, w), dtype=np.int16)
     labels[:, 1:15] = 1 + (np.arange(1, 15) * 3 // 15)[None, :]
     labels[0, :] = 0  # an unlabelled row
-    cube = rng.random((h, w, 12), dtype=np.float32) * 0.2
+    cube = rng.random((h, w, bands), dtype=np.float32) * 0.2
     for c in (1, 2, 3):
         cube[labels == c, c * 3 : c * 3 + 3] += 0.8  # class c lights up its own bands
     split_random = np.where(labels > 0, np.where(rng.random((h, w)) < 0.5, 1, 2), 0).astype(np.int8)
@@ -44,6 +45,9 @@ def write_scene(path: Path, *, both_protocols: bool = False, seed: int = 0) -> P
     return write_netcdf(ds, path, kind="dataset", prov=provenance({}))
 
 
+TINY_CROP = {"patch": 4, "tokens": 9, "datasets": None}  # S = 4 x 3 = 12
+
+
 def tiny_config(**train: Any) -> dict[str, Any]:
     """A validated config whose model trains on the synthetic scene in well under a second per step."""
     base: dict[str, Any] = {
@@ -51,8 +55,7 @@ def tiny_config(**train: Any) -> dict[str, Any]:
         "steps_per_epoch": 2,
         "warmup_steps": 1,
         "eval_every": 2,  # epochs 2 and 3 evaluated, epoch 1 not (NaN in the record)
-        "patch": 4,
-        "tokens": 9,  # S = 12 on the 16 x 16 scene
+        "crops": [TINY_CROP],  # S = 12 on the 16 x 16 scene
         "model": {"dim": 16, "heads": 2, "depth": 1, "mlp_ratio": 2},
         "device": "cpu",
     }

@@ -22,6 +22,14 @@ from hsitp.errors import HsitpError
 
 SCHEMA_RESOURCE = "config.schema.yaml"
 
+# Keys the schema no longer has -> what replaced them (the error names the new key, not only "unexpected").
+REPLACED = {
+    "train.patch": "train.crops (a list of {patch, tokens, datasets}: e.g. crops: [{patch: 8, tokens: 324, "
+    "datasets: null}])",
+    "train.tokens": "train.crops (a list of {patch, tokens, datasets}: e.g. crops: [{patch: 8, tokens: 324, "
+    "datasets: null}])",
+}
+
 
 class ConfigError(HsitpError, ValueError):
     """The config is invalid; the message names the key, the bad value and what is allowed."""
@@ -77,6 +85,11 @@ def validate_config(config: Mapping[str, Any]) -> dict[str, Any]:
             if err.validator == "additionalProperties":
                 allowed = sorted(err.schema.get("properties", {}))
                 lines.append(f"{where}: {err.message}; allowed keys: {', '.join(allowed)}")
+                extra = sorted(set(err.instance) - set(allowed)) if isinstance(err.instance, Mapping) else []
+                for key in extra:
+                    dotted = f"{'.'.join(str(p) for p in err.absolute_path)}.{key}".lstrip(".")
+                    if dotted in REPLACED:
+                        lines.append(f"{dotted} was replaced by {REPLACED[dotted]}")
             else:
                 lines.append(f"{where}: {err.message}")
         raise ConfigError("invalid config:\n  " + "\n  ".join(lines) + f"\n(schema: {schema_path()})")

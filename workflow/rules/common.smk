@@ -189,12 +189,12 @@ def probe_targets():
 
 
 def train_record_targets():
-    """One per-epoch training record per (dataset, plan, P, g, split, seed) of the `train` section."""
+    """One per-epoch training record per (dataset, plan, N, P, g, split, seed) of the `train` section."""
     from hsitp.train.plan import jobs, run_name
 
     return [
-        result(f"train/{d}/{run_name(plan, P, g, split, seed)}.nc")
-        for d, plan, P, g, split, seed in jobs(config)
+        result(f"train/{d}/{run_name(plan, N, P, g, split, seed)}.nc")
+        for d, plan, N, P, g, split, seed in jobs(config)
     ]
 
 
@@ -207,7 +207,7 @@ def train_summary_baselines(wildcards):
     """Baseline files on the datasets and splits that were trained (the baseline rule's own grid)."""
     from hsitp.train.plan import jobs
 
-    trained = {(d, split) for d, _, _, _, split, _ in jobs(config)}
+    trained = {(d, split) for d, _, _, _, _, split, _ in jobs(config)}
     return [
         f
         for d, split in sorted(trained)

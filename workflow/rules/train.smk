@@ -1,19 +1,27 @@
-# Training under results/<run>/train/DATASET/: one torchrun launch of P ranks per (dataset, plan, P, g, split,
-# seed). Checkpoints live beside the records in checkpoints/<name>/ and are not rule outputs (Snakemake would
-# delete them before a re-run, and a re-run resumes from them). A P the model does not fit is refused when the
-# DAG is built (hsitp.train.plan.check_jobs, from the registry) and again by `hsitp train` before its runtime
-# starts. Training jobs hold `bench_slot` too: timings never overlap.
-from hsitp.train.plan import check_jobs, jobs
+# Training under results/<run>/train/DATASET/: one torchrun launch of P ranks per (dataset, crop N, plan, P, g,
+# split, seed); N (the crop's tokens, an entry of train.crops) is in the file name and the crop's patch is on the
+# command line. Checkpoints live beside the records in checkpoints/<name>/ and are not rule outputs (Snakemake
+# would delete them before a re-run, and a re-run resumes from them). A P the model does not fit, or a crop larger
+# than the scene, is refused when the DAG is built (hsitp.train.plan.check_jobs, from the registry) and again by
+# `hsitp train` before its runtime starts. Training jobs hold `bench_slot` too: timings never overlap.
+from hsitp.train.plan import check_jobs, crop_patch
 
 check_jobs(config)
 
-# What `hsitp train` reads: every train key but the ones that shape the DAG (each job gets its own dataset, plan,
-# P, g, split, seed on the command line), and the process-group settings.
+# What `hsitp train` reads: every train key but the ones that shape the DAG (each job gets its own dataset, crop,
+# plan, P, g, split, seed on the command line), and the process-group settings.
 TRAIN_KEYS = [
     "parallel.backend",
     "parallel.timeout_s",
     *keys_except(
-        "train", "datasets", "plans", "world_sizes", "groups", "splits", "seeds"
+        "train",
+        "datasets",
+        "crops",
+        "plans",
+        "world_sizes",
+        "groups",
+        "splits",
+        "seeds",
     ),
 ]
 
@@ -22,12 +30,14 @@ rule train:
     input:
         result("data/{dataset}.nc"),
     output:
-        result("train/{dataset}/{plan}_P{P}_g{g}_{split}_s{seed}.nc"),
+        result("train/{dataset}/{plan}_N{N}_P{P}_g{g}_{split}_s{seed}.nc"),
     log:
-        log_file("train/{dataset}/{plan}_P{P}_g{g}_{split}_s{seed}.log"),
+        log_file("train/{dataset}/{plan}_N{N}_P{P}_g{g}_{split}_s{seed}.log"),
     wildcard_constraints:
         dataset=r"[A-Za-z0-9_]+",
         plan="dense|tp|dchag_l|dchag_c|token",
+        N=r"\d+",
+        P=r"\d+",
         g=r"\d+",
         split="random|block",
         seed=r"\d+",
@@ -39,14 +49,18 @@ rule train:
         bench_slot=1,
     params:
         cfg=stage_config(*TRAIN_KEYS),
+        patch=lambda wildcards: crop_patch(
+            config["train"], wildcards.dataset, int(wildcards.N)
+        ),
         launch=rank_launch("train", "train"),
     shell:
-        "{params.launch} train {input:q} --plan {wildcards.plan} --world-size {wildcards.P}"
-        " --groups {wildcards.g} --split {wildcards.split} --seed {wildcards.seed} --out {output:q}"
-        " --config-json {params.cfg:q} > {log} 2>&1"
+        "{params.launch} train {input:q} --plan {wildcards.plan} --tokens {wildcards.N} --patch {params.patch}"
+        " --world-size {wildcards.P} --groups {wildcards.g} --split {wildcards.split} --seed {wildcards.seed}"
+        " --out {output:q} --config-json {params.cfg:q} > {log} 2>&1"
 
 
-# Mean +- std over seeds per (dataset, plan, P, g, split), plan-minus-tp accuracy, the baseline beside it.
+# Mean +- std over seeds per (dataset, plan, P, g, split, N), plan-minus-tp accuracy at the same N, the baseline
+# beside it.
 rule train_summary:
     input:
         records=train_record_targets(),

@@ -1,7 +1,11 @@
-"""``hsitp train``: one training job (dataset, plan, P, g, split, seed), launched by torchrun with P ranks::
+"""``hsitp train``: one training job (dataset, plan, N, P, g, split, seed), launched by torchrun with P ranks::
 
     torchrun --standalone --nnodes 1 --nproc_per_node P -m hsitp train results/RUN/data/DATASET.nc \\
-        --plan tp --world-size P --groups 1 --split random --seed 0 --out results/RUN/train/DATASET/NAME.nc
+        --plan tp --tokens 324 --patch 8 --world-size P --groups 1 --split random --seed 0 \\
+        --out results/RUN/train/DATASET/NAME.nc
+
+``--tokens N`` picks the crop; ``--patch`` defaults to the patch of the ``train.crops`` entry with that N for the
+scene's dataset (the Snakemake rule passes both).
 
 ``hsitp train summary RECORD... [--baseline FILE...] --out results/RUN/train/summary.nc`` reduces the records over
 seeds (``hsitp.train.summary``).
@@ -65,7 +69,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         raise HsitpError(f"hsitp train: one prepared scene expected, got {args.data}")
     missing = [
         f"--{k.replace('_', '-')}"
-        for k in ("plan", "world_size", "split", "seed")
+        for k in ("plan", "tokens", "world_size", "split", "seed")
         if getattr(args, k) is None
     ]
     if missing:
@@ -76,12 +80,25 @@ def _dispatch(args: argparse.Namespace) -> int:
     return _train(args)
 
 
+def _dataset_name(path: Path) -> str:
+    """The prepared file's ``dataset`` attribute (its stem when it has none), without loading the cube."""
+    from hsitp.io import read_netcdf
+
+    ds = read_netcdf(path, kind="dataset", load=False)
+    try:
+        return str(ds.attrs.get("dataset", path.stem))
+    finally:
+        ds.close()
+
+
 def _train(args: argparse.Namespace) -> int:
     from hsitp.train.data import scene_header
     from hsitp.train.loop import TrainJob
-    from hsitp.train.plan import check_job
+    from hsitp.train.plan import check_job, crop_patch
 
     cfg = config_from_args(args)
+    dataset = _dataset_name(Path(args.data))
+    patch = args.patch if args.patch is not None else crop_patch(cfg["train"], dataset, args.tokens)
     job = TrainJob(
         data=Path(args.data),
         out=Path(args.out),
@@ -90,10 +107,15 @@ def _train(args: argparse.Namespace) -> int:
         groups=args.groups,
         split=args.split,
         seed=args.seed,
+        tokens=args.tokens,
+        patch=patch,
     )
     bands, classes, rows, cols = scene_header(job.data)
     # before any rank starts: a P the model does not fit, a crop larger than the scene
-    check_job(cfg["train"], job.plan, job.world_size, job.groups, bands, classes, rows=rows, cols=cols)
+    check_job(
+        cfg["train"], job.plan, job.world_size, job.groups, bands, classes,
+        patch=job.patch, tokens=job.tokens, rows=rows, cols=cols, dataset=dataset,
+    )  # fmt: skip
 
     from hsitp.parallel.runtime import RuntimeSettings, start
     from hsitp.train.loop import train_rank
@@ -137,6 +159,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="prepared scene, results/RUN/data/DATASET.nc; or `summary` followed by the training records",
     )
     p.add_argument("--plan", choices=["dense", "tp", "dchag_l", "dchag_c", "token"], help="(training) plan")
+    p.add_argument(
+        "--tokens", type=int, help="(training) N, spatial tokens per crop: one crop of train.crops"
+    )
+    p.add_argument(
+        "--patch",
+        type=int,
+        help="(training) patch edge p of the crop; default: that of the train.crops entry with N = --tokens",
+    )
     p.add_argument("--world-size", type=int, help="(training) P; must equal torchrun's --nproc_per_node")
     p.add_argument("--groups", type=int, default=1, help="D-CHAG groups per rank g (dchag plans; else 1)")
     p.add_argument("--split", help="(training) split protocol of the prepared file: random or block")

@@ -160,8 +160,8 @@ class CropSampler:
     def __init__(self, scene: Scene, size: int, batch: int, seed: int, *, augment: bool = True) -> None:
         if size > scene.height or size > scene.width:
             raise TrainDataError(
-                f"crop S = {size} (train.patch x sqrt(train.tokens)) does not fit the {scene.height} x "
-                f"{scene.width} scene {scene.name}; lower train.tokens or train.patch"
+                f"crop S = {size} (patch x sqrt(tokens) of an entry of train.crops) does not fit the "
+                f"{scene.height} x {scene.width} scene {scene.name}; lower that crop's tokens or patch"
             )
         self.scene, self.size, self.batch, self.augment = scene, size, batch, augment
         self.gen = torch.Generator().manual_seed(seed)

@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 ACTIVATION_CHECKPOINTING = "none"  # the policy the memory numbers were measured under
 # Keys of `train` that do not change the trajectory: a checkpoint made under other values is resumed from.
 _NOT_TRAJECTORY = ("debug", "checkpoint", "summary_epochs", "datasets", "plans", "world_sizes", "groups")
-_NOT_TRAJECTORY += ("splits", "seeds", "device", "threads_per_rank")
+_NOT_TRAJECTORY += ("splits", "seeds", "device", "threads_per_rank", "crops")  # the job's crop is in "model"
 
 
 class TrainError(HsitpError):
@@ -178,7 +178,16 @@ def train_rank(
     torch.manual_seed(job.seed)
 
     scene = load_scene(job.data, job.split)
-    arch = check_job(tc, job.plan, job.world_size, job.groups, scene.bands, scene.classes)
+    arch = check_job(
+        tc,
+        job.plan,
+        job.world_size,
+        job.groups,
+        scene.bands,
+        scene.classes,
+        patch=job.patch,
+        tokens=job.tokens,
+    )
     from hsitp.models.model import SpectralSpatialTransformer
     from hsitp.models.plans import parallelize
 

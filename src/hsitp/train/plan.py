@@ -1,10 +1,14 @@
-"""Which architecture a training job trains, and whether its P fits, in pure Python (no torch): the CLI calls
-it before the runtime starts and the Snakemake targets call it when the DAG is built."""
+"""Which architecture a training job trains, and whether its P and crop fit, in pure Python (no torch): the CLI
+calls it before the runtime starts and the Snakemake targets call it when the DAG is built.
+
+A job is (dataset, plan, N, P, g, split, seed): N is the spatial tokens of one of the dataset's crops
+(``train.crops``: each ``{patch, tokens, datasets}``, datasets null = every trained dataset), and the crop's patch
+goes with it (one crop per N per dataset, so N names it)."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,20 +21,25 @@ __all__ = [
     "TrainConfigError",
     "check_job",
     "check_jobs",
+    "crop_patch",
     "crop_size",
+    "dataset_crops",
     "jobs",
     "model_config",
     "run_name",
+    "trained_datasets",
 ]
+
+Job = tuple[str, str, int, int, int, str, int]  # dataset, plan, N, P, g, split, seed
 
 
 class TrainConfigError(HsitpError, ValueError):
     """A training job's settings do not fit together (names the `train.` key)."""
 
 
-def run_name(plan: str, P: int, g: int, split: str, seed: int) -> str:  # noqa: N803
-    """The file stem of one job: ``{plan}_P{P}_g{g}_{split}_s{seed}``."""
-    return f"{plan}_P{P}_g{g}_{split}_s{seed}"
+def run_name(plan: str, N: int, P: int, g: int, split: str, seed: int) -> str:  # noqa: N803
+    """The file stem of one job: ``{plan}_N{N}_P{P}_g{g}_{split}_s{seed}`` (N = the crop's spatial tokens)."""
+    return f"{plan}_N{N}_P{P}_g{g}_{split}_s{seed}"
 
 
 @dataclass(frozen=True)
@@ -38,16 +47,18 @@ class TrainJob:
     """What one training job trains and where its files go."""
 
     data: Path  # results/<run>/data/DATASET.nc
-    out: Path  # results/<run>/train/DATASET/{plan}_P{P}_g{g}_{split}_s{seed}.nc
+    out: Path  # results/<run>/train/DATASET/{plan}_N{N}_P{P}_g{g}_{split}_s{seed}.nc
     plan: str
     world_size: int  # P, the TP size
     groups: int  # g (1 unless a dchag plan)
     split: str
     seed: int
+    tokens: int  # N, spatial tokens per crop (a perfect square)
+    patch: int  # p; the crop edge is S = p x sqrt(N)
 
     @property
     def name(self) -> str:
-        return run_name(self.plan, self.world_size, self.groups, self.split, self.seed)
+        return run_name(self.plan, self.tokens, self.world_size, self.groups, self.split, self.seed)
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -58,20 +69,65 @@ def crop_size(patch: int, tokens: int) -> int:
     """S = patch x sqrt(N); N must be a perfect square (a square grid of tokens)."""
     side = math.isqrt(tokens)
     if side * side != tokens:
-        raise TrainConfigError(f"train.tokens = {tokens} is not a perfect square (the crop is a square grid)")
+        raise TrainConfigError(
+            f"train.crops: tokens = {tokens} is not a perfect square (the crop is a square grid of tokens)"
+        )
     return patch * side
 
 
-def model_config(train_cfg: Mapping[str, Any], bands: int, classes: int) -> ModelConfig:
-    """The base ModelConfig of a run: sizes from ``train.model``, crop from ``train.patch`` and ``train.tokens``."""
-    s = crop_size(int(train_cfg["patch"]), int(train_cfg["tokens"]))
+def trained_datasets(config: Mapping[str, Any]) -> list[str]:
+    """``train.datasets``, or the top-level ``datasets`` when it is null."""
+    return list(config["train"]["datasets"] or config["datasets"])
+
+
+def dataset_crops(train_cfg: Mapping[str, Any], dataset: str) -> list[tuple[int, int]]:
+    """(patch, tokens) of every crop of ``train.crops`` that applies to ``dataset`` (datasets null = all), in
+    config order; TrainConfigError when none does or when two share N (their run names would collide)."""
+    out: list[tuple[int, int]] = []
+    for crop in train_cfg["crops"]:
+        names = crop.get("datasets")
+        if names is None or dataset in names:
+            patch, tokens = int(crop["patch"]), int(crop["tokens"])
+            if any(n == tokens for _, n in out):
+                raise TrainConfigError(
+                    f"train.crops: two crops with tokens = {tokens} apply to {dataset} (N names the job's files); "
+                    "give them distinct tokens or disjoint `datasets`"
+                )
+            out.append((patch, tokens))
+    if not out:
+        raise TrainConfigError(
+            f"train.crops: no crop applies to {dataset}; add it to a crop's `datasets` or add a crop with "
+            "datasets: null"
+        )
+    return out
+
+
+def crop_patch(train_cfg: Mapping[str, Any], dataset: str, tokens: int) -> int:
+    """The patch of ``dataset``'s crop with ``tokens`` spatial tokens (TrainConfigError when it has none)."""
+    crops = dataset_crops(train_cfg, dataset)
+    for patch, n in crops:
+        if n == int(tokens):
+            return patch
+    raise TrainConfigError(
+        f"train.crops: {dataset} has no crop with tokens = {tokens} (its crops: "
+        + ", ".join(f"patch {p}, tokens {n}" for p, n in crops)
+        + ")"
+    )
+
+
+def model_config(
+    train_cfg: Mapping[str, Any], bands: int, classes: int, *, patch: int, tokens: int
+) -> ModelConfig:
+    """The base ModelConfig of a run: sizes from ``train.model``, crop S = patch x sqrt(tokens) (one crop of
+    ``train.crops``)."""
+    s = crop_size(int(patch), int(tokens))
     m = train_cfg["model"]
     return ModelConfig(
         bands=bands,
         height=s,
         width=s,
         classes=classes,
-        patch=int(train_cfg["patch"]),
+        patch=int(patch),
         dim=int(m["dim"]),
         heads=int(m["heads"]),
         depth=int(m["depth"]),
@@ -87,46 +143,82 @@ def check_job(
     bands: int,
     classes: int,
     *,
+    patch: int,
+    tokens: int,
     rows: int | None = None,
     cols: int | None = None,
+    dataset: str | None = None,
 ) -> ModelConfig:
     """The architecture the job trains; PlanError / TrainConfigError (naming the key) when it does not fit."""
     if plan not in DCHAG_PARTIAL and g != 1:
         raise TrainConfigError(f"plan {plan!r} has no band groups: g must be 1, got {g}")
-    arch = architecture_for(model_config(train_cfg, bands, classes), plan, P, g)
+    arch = architecture_for(model_config(train_cfg, bands, classes, patch=patch, tokens=tokens), plan, P, g)
     if rows is not None and cols is not None and (arch.height > rows or arch.width > cols):
+        scene = f"the {dataset} scene" if dataset else "the scene"
         raise TrainConfigError(
-            f"crop S = {arch.height} (train.patch x sqrt(train.tokens)) does not fit the {rows} x {cols} scene; "
-            "lower train.tokens or train.patch"
+            f"train.crops: the crop patch {patch}, tokens {tokens} (S = {arch.height} = patch x sqrt(tokens)) does "
+            f"not fit {scene} ({rows} x {cols}); lower that crop's tokens or patch, or list only the scenes it "
+            "fits in its `datasets`"
         )
     return arch
 
 
-def jobs(config: Mapping[str, Any]) -> list[tuple[str, str, int, int, str, int]]:
-    """(dataset, plan, P, g, split, seed) of every configured training job; dense once, at P = 1, whatever
-    ``train.world_sizes`` holds (it is the reference every parallel plan is compared with)."""
+def jobs(config: Mapping[str, Any]) -> list[Job]:
+    """(dataset, plan, N, P, g, split, seed) of every configured training job: every crop of ``train.crops`` that
+    applies to the dataset, every plan; dense once per crop, at P = 1, whatever ``train.world_sizes`` holds (it is
+    the reference every parallel plan is compared with)."""
     tc = config["train"]
     out = []
-    for dataset in tc["datasets"] or config["datasets"]:
-        for plan in tc["plans"]:
-            for P in [1] if plan == "dense" else tc["world_sizes"]:  # noqa: N806
-                for g in tc["groups"].get(plan, [1]) if plan in DCHAG_PARTIAL else [1]:
-                    for split in tc["splits"]:
-                        for seed in tc["seeds"]:
-                            out.append((dataset, plan, int(P), int(g), split, int(seed)))
+    for dataset in trained_datasets(config):
+        for _, N in dataset_crops(tc, dataset):  # noqa: N806
+            for plan in tc["plans"]:
+                for P in [1] if plan == "dense" else tc["world_sizes"]:  # noqa: N806
+                    for g in tc["groups"].get(plan, [1]) if plan in DCHAG_PARTIAL else [1]:
+                        for split in tc["splits"]:
+                            for seed in tc["seeds"]:
+                                out.append((dataset, plan, int(N), int(P), int(g), split, int(seed)))
     return out
 
 
+def _check_crop_names(config: Mapping[str, Any], known: Sequence[str]) -> None:
+    """A crop's `datasets` may name a registry scene that is not trained (an overlay that trains fewer scenes
+    keeps the paper's crops), never an unknown name (a typo would silently drop the crop)."""
+    trained = set(trained_datasets(config))
+    for i, crop in enumerate(config["train"]["crops"]):
+        unknown = [d for d in crop.get("datasets") or [] if d not in trained and d not in known]
+        if unknown:
+            raise TrainConfigError(
+                f"train.crops[{i}].datasets names {unknown}: neither trained ({sorted(trained)}) nor a registry "
+                "dataset"
+            )
+
+
 def check_jobs(config: Mapping[str, Any]) -> None:
-    """Refuse, when the DAG is built, any job whose P does not fit (bands and classes from the registry; scenes
-    the registry does not know, or a PCA-reduced cube, are checked by the CLI against the prepared file)."""
+    """Refuse, when the DAG is built, any job whose P or crop does not fit (bands, classes and scene size from the
+    registry; scenes the registry does not know, or a PCA-reduced cube, are checked by the CLI against the
+    prepared file)."""
     from hsitp.data import registry
 
     known = set(registry.names())
+    _check_crop_names(config, sorted(known))
     pca = config.get("data", {}).get("pca_components")
-    for dataset, plan, P, g, _, _ in jobs(config):  # noqa: N806
+    tc = config["train"]
+    for dataset, plan, N, P, g, _, _ in jobs(config):  # noqa: N806
         if dataset not in known:
+            crop_size(crop_patch(tc, dataset, N), N)  # N a perfect square, at least
             continue
         spec = registry.get(dataset)
         bands = int(pca) if pca else spec.bands
-        check_job(config["train"], plan, P, g, bands, spec.n_classes, rows=spec.rows, cols=spec.cols)
+        check_job(
+            tc,
+            plan,
+            P,
+            g,
+            bands,
+            spec.n_classes,
+            patch=crop_patch(tc, dataset, N),
+            tokens=N,
+            rows=spec.rows,
+            cols=spec.cols,
+            dataset=dataset,
+        )

@@ -1,11 +1,12 @@
 """``results/<run>/train/summary.nc``: the training records reduced to the paper's table, one row per cell.
 
-A cell is (dataset, plan, P, g, split); its seeds are reduced to mean and sample standard deviation (ddof = 1; NaN
-with one seed). Accuracy is the last epoch's (always evaluated); throughput, peak memory and ccr_inline are the
+A cell is (dataset, plan, P, g, split, N), N the crop's spatial tokens (the record's ``tokens``: one scene may be
+trained at several crops of ``train.crops``); its seeds are reduced to mean and sample standard deviation (ddof = 1;
+NaN with one seed). Accuracy is the last epoch's (always evaluated); throughput, peak memory and ccr_inline are the
 records' means over their last ``train.summary_epochs`` epochs (``*_summary``). Accuracy differences are paired
-by seed: plan minus ``tp`` at the same dataset, P and split (NaN where ``tp`` did not run that seed). The classical
-baseline (results/<run>/baseline/DATASET_{protocol}_s{seed}.nc) on the same dataset and split stands beside every
-cell when its files are given.
+by seed: plan minus ``tp`` at the same dataset, P, split and N (NaN where ``tp`` did not run that seed). The
+classical baseline (results/<run>/baseline/DATASET_{protocol}_s{seed}.nc) on the same dataset and split stands
+beside every cell (whatever its N) when its files are given.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ class SummaryError(HsitpError, ValueError):
     """The records or baseline files cannot be summarised together (names the file)."""
 
 
-Cell = tuple[str, str, int, int, str]  # dataset, plan, P, g, split
+Cell = tuple[str, str, int, int, str, int]  # dataset, plan, P, g, split, N
 
 
 def _std(values: Sequence[float]) -> float:
@@ -68,7 +69,18 @@ def summarize(records: Sequence[str | Path], baselines: Sequence[str | Path] = (
     for path in records:
         ds = read_netcdf(path, kind="train")
         a = ds.attrs
-        cell = (str(a["dataset"]), str(a["plan"]), int(a["P"]), int(a["g"]), str(a["split"]))
+        if "tokens" not in a:
+            raise SummaryError(
+                f"{path}: no `tokens` attribute (N of the crop): not a training record of this version"
+            )
+        cell = (
+            str(a["dataset"]),
+            str(a["plan"]),
+            int(a["P"]),
+            int(a["g"]),
+            str(a["split"]),
+            int(a["tokens"]),
+        )
         runs[cell][int(a["seed"])] = record_numbers(ds)
     base: dict[tuple[str, str], dict[str, list[np.ndarray]]] = defaultdict(lambda: defaultdict(list))
     classifiers: list[str] = []
@@ -101,11 +113,11 @@ def summarize(records: Sequence[str | Path], baselines: Sequence[str | Path] = (
         )
     for m in ACCURACY:
         diffs = []
-        for d, _plan, p, _g, s in cells:
-            ref = runs.get((d, "tp", p, 1, s), {})
-            mine = runs[(d, _plan, p, _g, s)]
+        for d, _plan, p, _g, s, n in cells:
+            ref = runs.get((d, "tp", p, 1, s, n), {})
+            mine = runs[(d, _plan, p, _g, s, n)]
             diffs.append([mine[seed][m] - ref[seed][m] for seed in sorted(mine) if seed in ref])
-        note = f"plan minus tp at the same dataset, P, split and seed ({m}); NaN without a tp run"
+        note = f"plan minus tp at the same dataset, P, split, N and seed ({m}); NaN without a tp run"
         data[f"d_{m}_vs_tp_mean"] = (
             "cell",
             [_mean(v) for v in diffs],
@@ -132,6 +144,11 @@ def summarize(records: Sequence[str | Path], baselines: Sequence[str | Path] = (
             {"units": "1", "long_name": "D-CHAG groups"},
         ),
         "split": ("cell", np.array([c[4] for c in cells], dtype=object), {"long_name": "split protocol"}),
+        "N": (
+            "cell",
+            np.array([c[5] for c in cells], dtype=np.int32),
+            {"units": "1", "long_name": "spatial tokens per crop (the crop of train.crops)"},
+        ),
     }
     if classifiers:
         coords["classifier"] = (
@@ -166,7 +183,7 @@ def summarize(records: Sequence[str | Path], baselines: Sequence[str | Path] = (
             "title": "hsitp training summary: accuracy, throughput, memory and ccr_inline per cell, over seeds",
             "std": "sample standard deviation over seeds (ddof = 1); NaN with one seed",
             "accuracy": "the last epoch's evaluation (whole-scene tiled prediction, test pixels, rank 0's map)",
-            "differences": "paired by seed: plan minus tp at the same dataset, P and split",
+            "differences": "paired by seed: plan minus tp at the same dataset, P, split and N",
             "records": len(records),
             "baseline_files": len(baselines),
         }
