@@ -83,7 +83,8 @@ def test_crop_larger_than_the_scene_is_refused_naming_train_crops(
 def test_two_crops_of_one_scene_give_distinct_records_and_cells(tmp_path: Path) -> None:
     """Catches run names without N (the second crop's record would overwrite the first's, and Snakemake would
     see one output for two jobs), a loop that trains every job at one crop, and a summary that merges the two
-    crops into one cell or pairs plan-minus-tp across crops: dense and tp at P = 1, each at N = 9 (patch 4,
+    crops into one cell or pairs plan-minus-tp across crops, or an accuracy table that shows both crops under one
+    model name: dense and tp at P = 1, each at N = 9 (patch 4,
     S = 12) and N = 16 (patch 2, S = 8), on a synthetic 103-band scene, one epoch of one step each."""
     from hsitp.io import read_netcdf
     from hsitp.parallel.runtime import RuntimeSettings, start
@@ -144,3 +145,7 @@ def test_two_crops_of_one_scene_give_distinct_records_and_cells(tmp_path: Path) 
     for n in (9, 16):
         cell = ds.isel(cell=int(np.flatnonzero((ds["plan"].values == "dense") & (ds["N"].values == n))[0]))
         assert float(cell["d_oa_vs_tp_mean"]) == pytest.approx(oa[("dense", n)] - oa[("tp", n)])
+    from hsitp.report.train import accuracy_table
+
+    models = accuracy_table(ds)["model"].tolist()
+    assert sorted(models) == ["dense P=1 N=16", "dense P=1 N=9", "tp P=1 N=16", "tp P=1 N=9"]

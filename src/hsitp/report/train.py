@@ -37,7 +37,8 @@ def load_records(paths: Sequence[str | os.PathLike[str]]) -> list[xr.Dataset]:
 def run_label(ds: xr.Dataset) -> str:
     a = ds.attrs
     g = f" g={a.get('g')}" if str(a.get("plan", "")).startswith("dchag") else ""
-    return f"{a.get('dataset', '?')}: {a.get('plan', '?')} P={a.get('P', '?')}{g} {a.get('split', '')} s{a.get('seed', '')}"
+    n = f" N={a.get('tokens')}" if "tokens" in a else ""  # the crop (train.crops): one scene may have two
+    return f"{a.get('dataset', '?')}: {a.get('plan', '?')} P={a.get('P', '?')}{g}{n} {a.get('split', '')} s{a.get('seed', '')}"
 
 
 def trained_on(records: Sequence[xr.Dataset]) -> str:
@@ -67,9 +68,15 @@ def _panel_key(ds: xr.Dataset) -> tuple[str, str]:
     return str(ds.attrs.get("dataset", "?")), str(ds.attrs.get("split", "?"))
 
 
-def model_label(plan: str, P: int, g: int) -> str:  # noqa: N803
-    """'dchag_l P=2 g=2', 'tp P=2', 'dense P=1': one model of the comparison."""
-    return f"{plan} P={P}" + (f" g={g}" if str(plan).startswith("dchag") else "")
+def model_label(plan: str, P: int, g: int, N: int | None = None) -> str:  # noqa: N803
+    """'dchag_l P=2 g=2', 'tp P=2', 'dense P=1': one model of the comparison; ' N=5776' appended when given (a
+    scene trained at more than one crop of train.crops)."""
+    return f"{plan} P={P}" + (f" g={g}" if str(plan).startswith("dchag") else "") + (f" N={N}" if N else "")
+
+
+def _record_model(ds: xr.Dataset, with_n: bool) -> str:
+    a = ds.attrs
+    return model_label(a.get("plan"), a.get("P"), a.get("g"), a.get("tokens") if with_n else None)
 
 
 # --- figures -------------------------------------------------------------------------------------------------------
@@ -86,15 +93,14 @@ def curves_figure(records: Sequence[xr.Dataset], summary: xr.Dataset | None = No
         nrow, len(panels), figsize=(4.4 * len(panels), 2.9 * nrow + 0.8), squeeze=False,
         layout="constrained", sharex="col",
     )  # fmt: skip
-    models = list(
-        dict.fromkeys(model_label(r.attrs.get("plan"), r.attrs.get("P"), r.attrs.get("g")) for r in records)
-    )
+    with_n = len({r.attrs.get("tokens") for r in records}) > 1  # N shown once the records hold two crops
+    models = list(dict.fromkeys(_record_model(r, with_n) for r in records))
     colours = dict(zip(models, sns.color_palette("tab10", len(models)), strict=True))
     seeds = sorted({int(r.attrs.get("seed", 0)) for r in records})
     styles = dict(zip(seeds, ["-", "--", ":", "-."] * (len(seeds) // 4 + 1), strict=False))
     for r in records:
         col = panels.index(_panel_key(r))
-        model = model_label(r.attrs.get("plan"), r.attrs.get("P"), r.attrs.get("g"))
+        model = _record_model(r, with_n)
         style = {"color": colours[model], "ls": styles[int(r.attrs.get("seed", 0))], "lw": 1.2}
         axes[0, col].plot(r["epoch"].values, r["loss"].values, **style)
         acc = _accuracy(r)
@@ -245,6 +251,7 @@ def summary_table(records: Sequence[xr.Dataset]) -> pd.DataFrame:
         rows.append(
             {
                 "dataset": a.get("dataset"), "plan": a.get("plan"), "P": a.get("P"), "g": a.get("g"),
+                "N": a.get("tokens"),
                 "split": a.get("split"), "seed": a.get("seed"), "epochs": int(r.sizes["epoch"]),
                 "summary epochs": a.get("summary_epochs"),
                 "loss": float(s("loss")),
@@ -284,7 +291,7 @@ def load_summary(path: str | os.PathLike[str]) -> xr.Dataset:
 def _cells(summary: xr.Dataset) -> list[dict[str, object]]:
     return [
         {k: summary[k].values[i].item() if hasattr(summary[k].values[i], "item") else summary[k].values[i]
-         for k in ("dataset", "split", "plan", "P", "g")} | {"i": i}
+         for k in ("dataset", "split", "plan", "P", "g", "N") if k in summary} | {"i": i}
         for i in range(summary.sizes["cell"])
     ]  # fmt: skip
 
@@ -296,10 +303,12 @@ def accuracy_table(summary: xr.Dataset) -> pd.DataFrame:
     cells = _cells(summary)
     for dataset, split in dict.fromkeys((str(c["dataset"]), str(c["split"])) for c in cells):
         here = [c for c in cells if c["dataset"] == dataset and c["split"] == split]
-        for c in sorted(here, key=lambda c: (int(c["P"]), str(c["plan"]), int(c["g"]))):  # type: ignore[call-overload]
+        with_n = len({c.get("N") for c in here}) > 1  # the scene trained at two crops: N in the model's name
+        for c in sorted(here, key=lambda c: (int(c.get("N", 0)), int(c["P"]), str(c["plan"]), int(c["g"]))):  # type: ignore[call-overload]
             i = int(c["i"])  # type: ignore[call-overload]
+            n = int(c["N"]) if with_n else None  # type: ignore[call-overload]
             row: dict[str, object] = {
-                "dataset": dataset, "split": split, "model": model_label(str(c["plan"]), int(c["P"]), int(c["g"])),  # type: ignore[call-overload]
+                "dataset": dataset, "split": split, "model": model_label(str(c["plan"]), int(c["P"]), int(c["g"]), n),  # type: ignore[call-overload]
                 "kind": "transformer (measured)", "seeds": int(summary["seeds"].values[i]),
             }  # fmt: skip
             for m, name in METRICS.items():
@@ -328,9 +337,9 @@ def accuracy_caption(summary: xr.Dataset, records: Sequence[xr.Dataset]) -> str:
     return (
         "Accuracy on the test pixels of each split protocol after the last epoch: mean and sample standard deviation "
         "(ddof 1) over seeds of overall accuracy (OA), average accuracy (AA, mean recall over the classes with test "
-        "pixels) and Cohen's κ; ΔOA vs tp is the plan's OA minus tp's at the same P, paired by seed. The classical "
-        "baselines (RBF SVM, random forest on pixel spectra, hyper-parameters chosen on train pixels only) are fit on "
-        f"the same split ({MEASURED}; {trained_on(records)})."
+        "pixels) and Cohen's κ; ΔOA vs tp is the plan's OA minus tp's at the same P and crop (N), paired by seed. "
+        "The classical baselines (RBF SVM, random forest on pixel spectra, hyper-parameters chosen on train pixels "
+        f"only) are fit on the same split ({MEASURED}; {trained_on(records)})."
     )
 
 
