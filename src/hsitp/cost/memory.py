@@ -462,33 +462,67 @@ def plan_timeline(
             grad_input=A,
             grad_gelu=H,
         )
+        if plan == "token" and P > 1:
+            # the attention's kv reduce-scatter (all-gather's backward), after the MLP's and SDPA's saved tensors
+            # are released: the gradients of x1 and q, the stacked gradient of the gathered k, v, its rank-major
+            # contiguous copy, the (B, N_local, 2, h, hd) result, and (gloo, CPU) the per-rank chunks c10d copies
+            # it into (reduce_scatter_tensor is emulated on gloo)
+            mlp_grads = (
+                2 * D * m.hidden + m.hidden + D + 2 * D + D * D + D
+            )  # fc1, fc2, ln2, proj of this block
+            moment(
+                "blocks",
+                "backward",
+                # the blocks below, this block's input, ln1 output and statistics (qkv went with SDPA's q view)
+                saved=acts["aggregation"] + i * per_block + 2 * A + 2 * m.ln_stat_bytes * M,
+                loss=loss,
+                grads=grads["head"] + (m.depth - 1 - i) * block_grads + e * mlp_grads,
+                grad_x1_q=2 * A,
+                grad_kv=2 * A * P,
+                rank_major=2 * A * P,
+                scattered=2 * A,
+                gloo_chunks=2 * A * P if m.device != "cuda" else 0.0,
+            )
     later = grads["head"] + grads["blocks"]
-    # aggregation
+    # aggregation: its largest attention (the only one under tp-like plans; D-CHAG's level 1, back-propagated last)
+    # holds its saved tensors and the gradients of k and v; the gradients of the aggregation's parameters already
+    # back-propagated are live (the output projection; D-CHAG: the final attention, level 2, level 1's projection)
+    shard_xattn = 4 * D * D / tp + 3 * D / tp + 2 * D  # head-sharded cross-attention: q, kv column; proj row
+    full_xattn = 4 * D * D + 5 * D  # query, q, kv, proj of an unsharded cross-attention
     if plan in ("dense", "tp", "token"):
         kv = 2 * T / tp
         grad_q = 2 * e * M * D / tp  # SDPA's incoming output gradient and the expanded query's gradient
         sdpa = kv + T + kv + grad_q  # saved kv input and kv, the gradients of k and v (and of q, o)
         mm = T + kv + T  # saved kv input, the gradient of kv, the gradient of the kv input
-        small = acts["aggregation"] - T - kv
-        moment("aggregation", "backward", saved=small, loss=loss, grads=later, aggregation=max(sdpa, mm))
+        moment(
+            "aggregation",
+            "backward",
+            saved=acts["aggregation"] - T - kv,  # the attention's query, output and log-sum-exp
+            loss=loss,
+            grads=later + e * (D * D / tp + D),  # and the output projection's
+            aggregation=max(sdpa, mm),
+        )
     elif plan == "dchag_l":
         # level 1 runs last: the final attention's and level 2's saved tensors are already released
+        level2 = g + 1 if g > 1 else 0.0  # level 2's Linear(g, 1)
         moment(
             "aggregation",
             "backward",
             loss=loss,
-            grads=later,
+            grads=later
+            + e * (shard_xattn + level2 + slots / g + 1),  # final, level 2, level 1's Linear(s, 1)
             grad_output=e * M * g * D,  # the gradient of level 1's (M, g, D) output
             fold=T_s,  # the saved fold
             grad_fold=T_s,  # and its gradient (matmul's mm backward)
         )
     else:
         level1 = _xattn_bytes(m, M * g, slots / g, 1)  # its kv input, k, v, query, output, log-sum-exp
+        level2 = full_xattn if g > 1 else 0.0
         moment(
             "aggregation",
             "backward",
             loss=loss,
-            grads=later,
+            grads=later + e * (shard_xattn + level2 + D * D + D),  # final, level 2, level 1's proj
             level1=level1,
             grad_kv=2 * T_s,  # SDPA's gradients of k and v
             grad_q=2 * e * M * g * D,  # its incoming output gradient and the expanded query's gradient
