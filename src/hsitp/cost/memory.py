@@ -245,7 +245,8 @@ def plan_memory(
     checkpointing: str = "none",
 ) -> dict[tuple[str, str], float]:
     """Rank 0's bytes per (part, kind) for one training step of ``plan``, plus ``("step", "peak")``: the
-    modelled peak, and the transient under the part where the peak falls (see ``plan_peak``)."""
+    modelled peak, ``("step", "transient")``: the peak less parameters, optimizer state and saved activations, also
+    filed under the part where the peak falls (see ``plan_timeline``)."""
     params = plan_parameters(plan, m, P, g)
     acts = plan_activations(plan, m, P, g, checkpointing)
     e = m.dtype_bytes
@@ -261,6 +262,7 @@ def plan_memory(
     if part in PLAN_PARTS:
         out[(part, "transient")] = transient
     out[("step", "peak")] = peak
+    out[("step", "transient")] = transient
     return out
 
 
@@ -493,7 +495,8 @@ def plan_timeline(
         kv = 2 * T / tp
         grad_q = 2 * e * M * D / tp  # SDPA's incoming output gradient and the expanded query's gradient
         sdpa = kv + T + kv + grad_q  # saved kv input and kv, the gradients of k and v (and of q, o)
-        mm = T + kv + T  # saved kv input, the gradient of kv, the gradient of the kv input
+        # saved kv input, the gradient of kv, the gradients of the kv input and of kv's weight and bias
+        mm = T + kv + T + e * (2 * D * D + 2 * D) / tp
         moment(
             "aggregation",
             "backward",
@@ -502,7 +505,21 @@ def plan_timeline(
             grads=later + e * (D * D / tp + D),  # and the output projection's
             aggregation=max(sdpa, mm),
         )
-    elif plan == "dchag_l":
+    if dchag:
+        # the final head-sharded attention over the P gathered partial aggregates runs first, while every saved
+        # tensor of the aggregation is live: SDPA's gradients of k and v (and of q, o), then kv's input gradient
+        # (the gathered tokens' gradient) and kv's weight and bias gradients
+        gathered = e * M * P * D  # the (B N, P, D) gathered partial aggregates
+        kv_f = 2 * gathered / tp
+        moment(
+            "aggregation",
+            "backward",
+            saved=acts["aggregation"],
+            loss=loss,
+            grads=later + e * (D * D / tp + D),  # and the final output projection's
+            final=max(kv_f + 2 * e * M * D / tp, gathered + e * (2 * D * D + 2 * D) / tp),
+        )
+    if plan == "dchag_l":
         # level 1 runs last: the final attention's and level 2's saved tensors are already released
         level2 = g + 1 if g > 1 else 0.0  # level 2's Linear(g, 1)
         moment(
@@ -515,7 +532,7 @@ def plan_timeline(
             fold=T_s,  # the saved fold
             grad_fold=T_s,  # and its gradient (matmul's mm backward)
         )
-    else:
+    elif plan == "dchag_c":
         level1 = _xattn_bytes(m, M * g, slots / g, 1)  # its kv input, k, v, query, output, log-sum-exp
         level2 = full_xattn if g > 1 else 0.0
         moment(
