@@ -25,6 +25,7 @@ TINY = {
         "device": "cpu",
     },
 }
+PEAK_SECTION = {"patch": 2, "classes": 3, "dim": 32, "heads": 4, "depth": 2, "mlp_ratio": 4}
 
 
 def tiny_config() -> dict[str, Any]:
@@ -37,3 +38,40 @@ def probe_all(rt: Any) -> list[dict[str, Any]]:
 
     cfg = tiny_config()
     return [probe_point(pt, cfg, rt) for pt in points(cfg["probe"], rt.world_size)]
+
+
+def peak_points(rt: Any, cases: list[tuple[str, str, int, int, int, int]]) -> list[dict[str, Any]]:
+    """Per case (plan, checkpointing, batch, L, N, g) at P = world size: rank 0's measured peak and transient
+    (``measure_step`` after one warm-up step, real collectives) beside the memory model's."""
+    import torch
+
+    from hsitp.cost.memory import plan_memory
+    from hsitp.probe.build import Point, build_point
+    from hsitp.probe.memory import measure_step
+    from hsitp.probe.model import size_of
+
+    out = []
+    for plan, ck, batch, L, N, g in cases:  # noqa: N806
+        pc = {**PEAK_SECTION, "batch": batch}
+        b = build_point(
+            Point(plan, rt.world_size, g, L, N, ck),
+            pc,
+            rt.world,
+            dtype=torch.float32,
+            device=rt.device,
+            seed=0,
+        )
+        b.step()
+        mem = measure_step(b.model, b.step, optimizer=b.optimizer, device=rt.device)
+        model = plan_memory(plan, size_of(pc, L, N, "float32"), rt.world_size, g, ck)
+        out.append(
+            {
+                "case": (plan, rt.world_size, ck, batch, L, N, g),
+                "peak": mem.peak_allocated,
+                "peak_model": model[("step", "peak")],
+                "transient": mem.transient,
+                "transient_model": model[("step", "transient")],
+                "at": f"{mem.peak_part}/{mem.peak_phase}",
+            }
+        )
+    return out

@@ -125,6 +125,9 @@ class PlanSize:
     # LayerNorm's saved mean / rstd: fp32 on CUDA and for fp32 inputs; the CPU kernel keeps them in a 16-bit
     # input's dtype (2)
     ln_stat_bytes: int = 4
+    # where the step is measured: "cpu" (and fake tensors): PyTorch's MemTracker, a dispatch mode, around the step
+    # and the for-loop AdamW; "cuda": the caching allocator's counters (no mode) and the foreach AdamW
+    device: str = "cpu"
 
     @property
     def hidden(self) -> int:
@@ -183,6 +186,16 @@ def plan_parameters(plan: str, m: PlanSize, P: int, g: int = 1) -> dict[str, tup
     }
 
 
+def _xattn_bytes(m: PlanSize, rows: float, keys: float, shards: int) -> float:
+    """Saved by a single-query cross-attention over ``keys`` tokens per row, heads split ``shards`` ways: kv
+    input, k and v, the expanded query, the output and the fp32 log-sum-exp."""
+    e, D = m.dtype_bytes, m.D
+    return (
+        e * (rows * keys * D + 2 * rows * keys * D / shards + rows * D / shards + D / shards)
+        + STAT_BYTES * rows * m.heads / shards
+    )
+
+
 def plan_activations(
     plan: str, m: PlanSize, P: int, g: int = 1, checkpointing: str = "none"
 ) -> dict[str, float]:  # noqa: N803
@@ -197,12 +210,7 @@ def plan_activations(
     tok = e * m.B * bands * m.patch**2 * n_loc  # the conv's input
 
     def xattn(rows: float, keys: float, shards: int) -> float:
-        """Single-query cross-attention over ``keys`` tokens per row, heads split ``shards`` ways: kv input,
-        k and v, the expanded query, the output and the fp32 log-sum-exp."""
-        return (
-            e * (rows * keys * D + 2 * rows * keys * D / shards + rows * D / shards + D / shards)
-            + f * rows * h / shards
-        )
+        return _xattn_bytes(m, rows, keys, shards)
 
     if plan in ("tp", "dense", "token"):
         agg = xattn(M, m.L, tp)
@@ -237,7 +245,8 @@ def plan_memory(
     checkpointing: str = "none",
 ) -> dict[tuple[str, str], float]:
     """Rank 0's bytes per (part, kind) for one training step of ``plan``, plus ``("step", "peak")``: the
-    modelled peak, and the transient under the part where the peak falls (see ``plan_peak``)."""
+    modelled peak, ``("step", "transient")``: the peak less parameters, optimizer state and saved activations, also
+    filed under the part where the peak falls (see ``plan_timeline``)."""
     params = plan_parameters(plan, m, P, g)
     acts = plan_activations(plan, m, P, g, checkpointing)
     e = m.dtype_bytes
@@ -253,6 +262,304 @@ def plan_memory(
     if part in PLAN_PARTS:
         out[(part, "transient")] = transient
     out[("step", "peak")] = peak
+    out[("step", "transient")] = transient
+    return out
+
+
+def _block_elements(m: PlanSize, tp: int) -> float:
+    """Parameters of one transformer block on a rank (two LayerNorms; qkv, proj, fc1, fc2 sharded ``tp`` ways,
+    the row-parallel biases whole)."""
+    D, h = m.D, m.hidden
+    return 4 * D + (3 * D * D + 3 * D) / tp + D * D / tp + D + (h * D + h) / tp + D * h / tp + D
+
+
+def _largest_parameter(plan: str, m: PlanSize, P: int, g: int) -> float:  # noqa: N803
+    """Elements of rank 0's largest parameter tensor (AdamW's per-tensor temporaries are its size)."""
+    tp = P if plan in ("tp", "dchag_l", "dchag_c") else 1
+    bands = band_slots(m.L, P, g)[1] if plan.startswith("dchag") else m.L
+    D = m.D
+    sizes = [
+        bands * D * m.patch**2,  # the tokenizer's grouped convolution weight
+        m.N * D,  # the position embedding
+        3 * D * D / tp,  # a block's qkv weight
+        m.hidden * D / tp,  # a block's fc1 (and fc2) weight
+        2 * D * D / tp,  # the aggregating attention's kv weight (head-sharded under tp and D-CHAG)
+        D * m.classes * m.patch**2,  # the head
+    ]
+    if plan == "dchag_c":
+        sizes.append(2 * D * D)  # the rank-local partial cross-attention's kv weight (unsharded)
+    return max(sizes)
+
+
+@dataclass(frozen=True)
+class Moment:
+    """One moment of the step: the part and phase running, and the bytes live then (every term named)."""
+
+    part: str
+    phase: str
+    terms: dict[str, float]
+
+    @property
+    def total(self) -> float:
+        return sum(self.terms.values())
+
+
+def plan_timeline(
+    plan: str,
+    m: PlanSize,
+    P: int,  # noqa: N803
+    g: int,
+    checkpointing: str,
+    state: dict[tuple[str, str], float],
+) -> list[Moment]:
+    """The moments of one training step of ``plan`` on rank 0 where the live bytes peak, part by part.
+
+    ``state`` is ``plan_memory``'s (part, kind) table (parameters, gradients, optimizer state, saved activations).
+    What is live at a moment is what the probe's tracker sees (every tensor an operator returns, until it is freed):
+
+    - always: parameters and AdamW state (``base``); the batch, cloned inside the step, which is also what the
+      tokeniser's convolution saves (so it is the tokenisation's activations, live until the step ends);
+    - no gradient when the step starts (``zero_grad(set_to_none=True)``); a part's parameter gradients appear in
+      its backward and stay until the optimizer step;
+    - in forward, the activations saved by the parts already run, plus the running part's live temporaries;
+    - in backward (head, blocks, aggregation, tokenisation), the activations of the parts not yet back-propagated,
+      the gradient flowing through the part and its temporaries; the model's output and the squared error stay
+      referenced by the step until it ends;
+    - in the update: every gradient, the token plan's flattened all-reduce buffer, AdamW's temporaries.
+
+    The tokenizer's output (B, N, bands, D) is laid out (B, bands, D, N) in memory (the convolution's layout,
+    permuted), so folding it to (B N, bands, D) is a view only when B = 1; then the consuming ``F.linear`` copies
+    it (matmul's fold) instead. Linear layers on a non-contiguous input take matmul's path and add their bias out
+    of place when a dispatch mode is active (the CPU tracker; ``m.device == "cpu"``), in place on CUDA.
+    """
+    e, f = m.dtype_bytes, STAT_BYTES
+    D, heads, C, p2 = m.D, m.heads, m.classes, m.patch**2
+    n_loc = _ceil(m.N, P) if plan == "token" else m.N
+    M = m.B * n_loc  # rows (B N_local)
+    tp = P if plan in ("tp", "dchag_l", "dchag_c") else 1
+    dchag = plan.startswith("dchag")
+    slots, bands = band_slots(m.L, P, g) if dchag else (m.L, m.L)
+    mode = m.device != "cuda"  # out-of-place bias add on matmul's path under the tracker's dispatch mode
+    view = m.B == 1  # the tokenizer output folds to (B N, bands, D) without a copy
+    A = e * M * D  # one (B, N_local, D) activation
+    H = e * M * m.hidden / tp  # one (B, N_local, hidden / tp) activation
+    Z = e * M * C * p2  # one (B, classes, p, N_local p) output-sized tensor (logits, the error)
+    T = e * M * bands * D  # the tokenizer's output: B N_local tokens per band, this rank's bands
+    T_s = e * M * slots * D  # D-CHAG: the band slots (padded to a multiple of g) the partial aggregator reads
+    lse = f * M * heads / tp  # SDPA's fp32 log-sum-exp of a block's attention
+    parts = list(PLAN_PARTS)
+    base = sum(state[(p, k)] for p in parts for k in ("parameters", "optimizer"))
+    acts = {p: state[(p, "activations")] for p in parts}
+    grads = {p: state[(p, "gradients")] for p in parts}
+    X = acts["tokenisation"]  # the batch (the convolution's saved input), live the whole step
+    loss = 2 * Z  # the model's output and the squared error, referenced by the step to its end
+    out: list[Moment] = []
+
+    def moment(part: str, phase: str, **terms: float) -> None:
+        out.append(Moment(part, phase, {"parameters+optimizer": base, "batch": X, **terms}))
+
+    # --- forward ------------------------------------------------------------------------------------------------
+    # tokenisation: the grouped convolution's output (B, bands D, H/p, W/p) and the band-embedded copy of it
+    moment("tokenisation", "forward", conv_output=T, tokens=T)
+    # aggregation: the kv projection over every band token, then the end of the part (everything it saves, the
+    # tokenizer output still held by its frame, and the output projection's tensors)
+    row_proj = 2 * A  # a row-parallel projection: its partial sum and its + bias, (B N, D) each
+    if plan in ("dense", "tp", "token"):
+        kv = 2 * T / tp  # k and v of every band token, this rank's heads
+        moment(
+            "aggregation",
+            "forward",
+            tokens=T,  # the tokenizer output, held by the aggregator's frame
+            kv_input=T,  # its (B N, L, D) copy: reshape's (B > 1) or the kv linear's fold (B = 1); saved
+            kv=kv,  # the kv projection (addmm, or matmul's mm)
+            kv_bias=kv if (view and mode) else 0.0,  # matmul's path: bias added out of place (tracker only)
+        )
+        proj = row_proj if plan == "tp" else A  # dense and token keep the dense aggregator: one addmm
+        moment("aggregation", "forward", tokens=T, saved=acts["aggregation"], projection=proj)
+    else:
+        pad = slots > bands  # zero band slots appended (torch.cat): the slots tensor replaces the tokens
+        tokens = T_s if pad else T  # the tokenizer output (or its reshape copy, or the padded concatenation)
+        if plan == "dchag_l":
+            moment(
+                "aggregation",
+                "forward",
+                tokens=tokens,
+                masked=T_s if pad else 0.0,  # padded slots zeroed: tokens * valid
+                fold=T_s,  # the level-1 linear's input (M, g, D, s) folded by matmul: a copy; saved
+            )
+        else:
+            moment(
+                "aggregation",
+                "forward",
+                tokens=tokens,
+                # the level-1 cross-attention's (M g, s, D) input: a copy when the tokens are the strided view
+                kv_input=T_s if (view and not pad) else 0.0,
+                kv=2 * T_s,  # its k and v of every band slot (addmm, unsharded: rank-local weights); saved
+            )
+        moment(
+            "aggregation",
+            "forward",
+            tokens=tokens,
+            saved=acts["aggregation"],
+            partial=A,  # the rank-local partial aggregate (B N, D), held while gathered
+            # all-gather's (P B N, 1, D) buffer; the gathered (B N, P, D) is a view of it
+            gather_buffer=A * P if P > 1 else 0.0,
+            projection=row_proj,
+        )
+    # blocks
+    if checkpointing == "none":
+        # the last block's MLP output before the residual add (row-parallel: its partial sum, then + bias) and the
+        # block's output, which the head's LayerNorm saves
+        moment("blocks", "forward", saved=acts["aggregation"] + acts["blocks"], mlp_output=A, block_output=A)
+        if plan == "token" and P > 1:
+            # the last block's kv all-gather: the local k, v made contiguous, the gather buffer (P ranks) and, for
+            # B > 1, its reordered copy (B = 1: a view); the block's later activations are not saved yet
+            # saved later in the block: gathered kv, o, lse, x1, ln2 output and statistics, fc1 and GELU outputs
+            later = 2 * A * P + A + lse + A + A + 2 * m.ln_stat_bytes * M + 2 * H
+            moment(
+                "blocks",
+                "forward",
+                saved=acts["aggregation"] + acts["blocks"] - later,
+                kv_local=2 * A,
+                gather_buffer=2 * A * P,
+                gathered=2 * A * P if m.B > 1 else 0.0,
+            )
+    else:
+        # a checkpointed block keeps only its input; inside the last one, whatever its frames hold
+        # a row-parallel projection: partial sum, then + bias (two tensors; nn.Linear: one addmm): the attention's
+        # proj under every plan but dense, fc2 under the Megatron plans (token keeps the dense MLP)
+        rowp_attn = A if plan != "dense" else 0.0
+        rowp_mlp = A if plan == "tp" or dchag else 0.0
+        kvg = 2 * A * P if (plan == "token" and P > 1) else 0.0  # token: the gathered k, v of all N tokens
+        saved = acts["aggregation"] + acts["blocks"]
+        # ln1 out, qkv, (gathered kv), o, lse, projection
+        attn = A + 3 * A / tp + kvg + A / tp + lse + A + rowp_attn
+        gelu = A + A + 2 * H  # x1, ln2 out, fc1 and GELU outputs
+        fc2 = A + A + H + A + rowp_mlp  # x1, ln2 out, GELU output, fc2 output(s)
+        # token: at the all-gather, ln1 out, qkv, contiguous local k v, buffer (and its copy when B > 1)
+        gather = A + 3 * A + 2 * A + 2 * A * P + (2 * A * P if m.B > 1 else 0.0) if kvg else 0.0
+        moment("blocks", "forward", saved=saved, block_temporaries=max(attn, gelu, fc2, gather))
+    # head: LayerNorm, the head linear's logits and un-patchify's copy of them (the model's output)
+    every = sum(acts.values()) - X
+    moment("head", "forward", saved=every, logits=Z)  # un-patchify's copy (the output) comes after the head
+    # the loss and its backward (before the head's gradient): output, difference, square (token: masked square)
+    # and, in pow's backward, the error's gradient, d^1, 2 d^1 and grad * 2 d
+    moment("other", "forward", saved=every, loss_tensors=3 * Z, loss_backward=4 * Z)
+
+    # --- backward -----------------------------------------------------------------------------------------------
+    # head: the logits' gradient (un-patchify's backward copies it), the head input's gradient, the head's grads
+    moment("head", "backward", saved=every, loss=loss, grad_logits=Z, grad_input=A, grads=grads["head"])
+    # blocks, last to first: the incoming gradient, fc2's grad of the GELU output, the block's fc2 gradients
+    blocks_full = plan_activations(plan, m, P, g, "none")["blocks"] / m.depth
+    per_block = acts["blocks"] / m.depth  # what a block keeps through forward (its input when checkpointed)
+    block_grads = e * _block_elements(m, tp)
+    for i in reversed(range(m.depth)):
+        moment(
+            "blocks",
+            "backward",
+            # the blocks below, and this block's activations (recomputed when checkpointed)
+            saved=acts["aggregation"] + i * per_block + blocks_full,
+            loss=loss,
+            grads=grads["head"] + (m.depth - 1 - i) * block_grads + e * (D * m.hidden / tp + D),
+            grad_input=A,
+            grad_gelu=H,
+        )
+        if plan == "token" and P > 1:
+            # the attention's kv reduce-scatter (all-gather's backward), after the MLP's and SDPA's saved tensors
+            # are released: the gradients of x1 and q, the stacked gradient of the gathered k, v, its rank-major
+            # contiguous copy, the (B, N_local, 2, h, hd) result, and (gloo, CPU) the per-rank chunks c10d copies
+            # it into (reduce_scatter_tensor is emulated on gloo)
+            mlp_grads = (
+                2 * D * m.hidden + m.hidden + D + 2 * D + D * D + D
+            )  # fc1, fc2, ln2, proj of this block
+            moment(
+                "blocks",
+                "backward",
+                # the blocks below, this block's input, ln1 output and statistics (qkv went with SDPA's q view)
+                saved=acts["aggregation"] + i * per_block + 2 * A + 2 * m.ln_stat_bytes * M,
+                loss=loss,
+                grads=grads["head"] + (m.depth - 1 - i) * block_grads + e * mlp_grads,
+                grad_x1_q=2 * A,
+                grad_kv=2 * A * P,
+                rank_major=2 * A * P,
+                scattered=2 * A,
+                gloo_chunks=2 * A * P if m.device != "cuda" else 0.0,
+            )
+    later = grads["head"] + grads["blocks"]
+    # aggregation: its largest attention (the only one under tp-like plans; D-CHAG's level 1, back-propagated last)
+    # holds its saved tensors and the gradients of k and v; the gradients of the aggregation's parameters already
+    # back-propagated are live (the output projection; D-CHAG: the final attention, level 2, level 1's projection)
+    shard_xattn = 4 * D * D / tp + 3 * D / tp + 2 * D  # head-sharded cross-attention: q, kv column; proj row
+    full_xattn = 4 * D * D + 5 * D  # query, q, kv, proj of an unsharded cross-attention
+    if plan in ("dense", "tp", "token"):
+        kv = 2 * T / tp
+        grad_q = 2 * e * M * D / tp  # SDPA's incoming output gradient and the expanded query's gradient
+        sdpa = kv + T + kv + grad_q  # saved kv input and kv, the gradients of k and v (and of q, o)
+        # saved kv input, the gradient of kv, the gradients of the kv input and of kv's weight and bias
+        mm = T + kv + T + e * (2 * D * D + 2 * D) / tp
+        moment(
+            "aggregation",
+            "backward",
+            saved=acts["aggregation"] - T - kv,  # the attention's query, output and log-sum-exp
+            loss=loss,
+            grads=later + e * (D * D / tp + D),  # and the output projection's
+            aggregation=max(sdpa, mm),
+        )
+    if dchag:
+        # the final head-sharded attention over the P gathered partial aggregates runs first, while every saved
+        # tensor of the aggregation is live: SDPA's gradients of k and v (and of q, o), then kv's input gradient
+        # (the gathered tokens' gradient) and kv's weight and bias gradients
+        gathered = e * M * P * D  # the (B N, P, D) gathered partial aggregates
+        kv_f = 2 * gathered / tp
+        moment(
+            "aggregation",
+            "backward",
+            saved=acts["aggregation"],
+            loss=loss,
+            grads=later + e * (D * D / tp + D),  # and the final output projection's
+            final=max(kv_f + 2 * e * M * D / tp, gathered + e * (2 * D * D + 2 * D) / tp),
+        )
+    if plan == "dchag_l":
+        # level 1 runs last: the final attention's and level 2's saved tensors are already released
+        level2 = g + 1 if g > 1 else 0.0  # level 2's Linear(g, 1)
+        moment(
+            "aggregation",
+            "backward",
+            loss=loss,
+            grads=later
+            + e * (shard_xattn + level2 + slots / g + 1),  # final, level 2, level 1's Linear(s, 1)
+            grad_output=e * M * g * D,  # the gradient of level 1's (M, g, D) output
+            fold=T_s,  # the saved fold
+            grad_fold=T_s,  # and its gradient (matmul's mm backward)
+        )
+    elif plan == "dchag_c":
+        level1 = _xattn_bytes(m, M * g, slots / g, 1)  # its kv input, k, v, query, output, log-sum-exp
+        level2 = full_xattn if g > 1 else 0.0
+        moment(
+            "aggregation",
+            "backward",
+            loss=loss,
+            grads=later + e * (shard_xattn + level2 + D * D + D),  # final, level 2, level 1's proj
+            level1=level1,
+            grad_kv=2 * T_s,  # SDPA's gradients of k and v
+            grad_q=2 * e * M * g * D,  # its incoming output gradient and the expanded query's gradient
+        )
+    # tokenisation: the tokens' gradient (D-CHAG: a view of the padded slots' gradient) enters the convolution
+    moment(
+        "tokenisation",
+        "backward",
+        loss=loss,
+        grads=sum(grads.values()),
+        grad_tokens=T_s if dchag else T,
+    )
+
+    # --- update -------------------------------------------------------------------------------------------------
+    every_grad = sum(grads.values())
+    if plan == "token" and P > 1:
+        moment("other", "update", loss=loss, grads=every_grad, flat=every_grad)  # reduce_grads' one buffer
+    big = e * _largest_parameter(plan, m, P, g)
+    adamw = every_grad if m.device == "cuda" else 2 * big  # foreach: sqrt of every exp_avg_sq; else sqrt, /
+    moment("other", "update", loss=loss, grads=every_grad, adamw=adamw)
     return out
 
 
@@ -264,44 +571,8 @@ def plan_peak(
     checkpointing: str,
     state: dict[tuple[str, str], float],
 ) -> tuple[float, str, float]:
-    """(peak bytes, part where it falls, transient = peak - parameters - optimizer state - saved activations).
-
-    Parameters and optimizer state are always live; ``zero_grad(set_to_none=True)`` means no gradient exists when
-    the step starts. Backward runs the parts in reverse (head, blocks, aggregation, tokenisation); during part k's
-    backward the activations of parts up to k are still saved, the gradients of the parts after k exist, the batch
-    is live, and the gradient flowing through the part is a transient buffer: the logits' and the loss's
-    (head), a (B N D) gradient plus one hidden-sized buffer and, checkpointed, one recomputed block (blocks), the
-    gradient of the band tokens and of k and v (aggregation), the band tokens' gradient (tokenisation). The
-    optimizer step holds every gradient plus AdamW's temporaries (about one parameter-sized buffer of the
-    largest part). The peak is the largest of these five moments.
-    """
-    e = m.dtype_bytes
-    n_loc = _ceil(m.N, P) if plan == "token" else m.N
-    M = m.B * n_loc
-    tp = P if plan in ("tp", "dchag_l", "dchag_c") else 1
-    pix = m.B * n_loc * m.patch**2
-    order = list(PLAN_PARTS)
-    base = sum(state[(p, k)] for p in order for k in ("parameters", "optimizer"))
-    acts = {p: state[(p, "activations")] for p in order}
-    grads = {p: state[(p, "gradients")] for p in order}
-    bands = band_slots(m.L, P, g)[1] if plan.startswith("dchag") else m.L
-    keys = band_slots(m.L, P, g)[0] if plan.startswith("dchag") else m.L
-    x_in = e * pix * bands  # the input, cloned in the step
-    logits = e * pix * m.classes
-    flow = {
-        "head": x_in + 4 * logits + e * M * m.D,
-        "blocks": x_in + logits + e * M * m.D * (2 + m.mlp_ratio / tp),
-        "aggregation": x_in + e * (M * keys * m.D + 2 * M * keys * m.D / (1 if plan == "dchag_c" else tp)),
-        "tokenisation": x_in + e * M * bands * m.D,
-    }
-    if checkpointing == "blocks":
-        full = plan_activations(plan, m, P, g, "none")["blocks"] / m.depth
-        flow["blocks"] += full - e * M * m.D
-    moments = []
-    for k, part in enumerate(order):
-        live = sum(acts[p] for p in order[: k + 1]) + sum(grads[p] for p in order[k + 1 :])
-        moments.append((base + live + flow[part], part))
-    update = sum(grads.values()) + max(state[(p, "parameters")] for p in order)
-    moments.append((base + update, "other"))
-    peak, part = max(moments)
-    return peak, part, peak - base - sum(acts.values())
+    """(peak bytes, part where it falls, transient = peak - parameters - optimizer state - saved activations):
+    the largest moment of ``plan_timeline``."""
+    best = max(plan_timeline(plan, m, P, g, checkpointing, state), key=lambda mo: mo.total)
+    steady = sum(state[(p, k)] for p in PLAN_PARTS for k in ("parameters", "optimizer", "activations"))
+    return best.total, best.part, best.total - steady

@@ -13,7 +13,9 @@ from hsitp.probe.memory import KINDS, PARTS
 from hsitp.shape import DTYPE_BYTES
 
 
-def size_of(pc: Mapping[str, Any], L: int, N: int, dtype: str) -> PlanSize:  # noqa: N803
+def size_of(pc: Mapping[str, Any], L: int, N: int, dtype: str, device: str = "cpu") -> PlanSize:  # noqa: N803
+    """The model's size for a probe section; ``device`` where the step was measured (a CUDA device: the allocator's
+    counters and the foreach AdamW; anything else: the CPU tracker and the for-loop AdamW)."""
     return PlanSize(
         B=int(pc["batch"]),
         N=int(N),
@@ -25,12 +27,16 @@ def size_of(pc: Mapping[str, Any], L: int, N: int, dtype: str) -> PlanSize:  # n
         classes=int(pc["classes"]),
         mlp_ratio=int(pc["mlp_ratio"]),
         dtype_bytes=DTYPE_BYTES[dtype],
+        device="cuda" if str(device).startswith("cuda") else "cpu",
     )
 
 
-def add_model(ds: xr.Dataset, pc: Mapping[str, Any], dtype: str) -> xr.Dataset:
+def add_model(
+    ds: xr.Dataset, pc: Mapping[str, Any], dtype: str, devices: Mapping[int, str] | None = None
+) -> xr.Dataset:
     """Add ``memory_model`` (…, part, kind), ``peak_model`` and the relative errors against rank 0's measurement
-    (the model prices rank 0; D-CHAG's uneven band counts make other ranks differ by one band at most)."""
+    (the model prices rank 0; D-CHAG's uneven band counts make other ranks differ by one band at most).
+    ``devices``: the device each world size ran on (P -> "cpu" / "cuda:0"; default CPU)."""
     dims = ("plan", "P", "g", "L", "N", "checkpointing")
     shape = tuple(ds.sizes[d] for d in dims)
     mem = np.full((*shape, len(PARTS), len(KINDS)), np.nan)
@@ -40,7 +46,8 @@ def add_model(ds: xr.Dataset, pc: Mapping[str, Any], dtype: str) -> xr.Dataset:
         if not np.isfinite(ds["memory"].values[idx]).any():
             continue  # not run (dense at P > 1)
         gg = int(g) if str(plan).startswith("dchag") else 1
-        m = plan_memory(str(plan), size_of(pc, int(L), int(N), dtype), int(P), gg, str(ck))
+        device = (devices or {}).get(int(P), "cpu")
+        m = plan_memory(str(plan), size_of(pc, int(L), int(N), dtype, device), int(P), gg, str(ck))
         mem[idx] = [[m[(p, k)] for k in KINDS] for p in PARTS]
         peak[idx] = m[("step", "peak")]
     out = ds.copy()

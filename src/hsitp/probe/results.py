@@ -181,7 +181,8 @@ def merge(
     from hsitp.probe.model import add_model
 
     mem = merged[["memory", "peak_allocated", "peak_reserved", "transient", "peak_part", "tokens_per_step"]]
-    mem = add_model(mem, pc, dtype)
+    devices = {int(P): str(d) for P, d in zip(merged["P"].values, merged["device"].values, strict=True)}  # noqa: N806
+    mem = add_model(mem, pc, dtype, devices)
     run_attrs = {
         k: merged[k].values.tolist()
         for k in ("device", "backend", "threads_per_rank", "cores", "oversubscribed")
