@@ -16,36 +16,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import statistics
-import time
 from typing import Any
 
 import torch
-import torch.distributed as dist
+from interleave import interleaved  # benchmarks/interleave.py (the script's own folder is on sys.path)
 
-
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
-def _timed(step, finish, steps: int, device: torch.device | None = None) -> float:
-    dist.barrier()
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        step()
-    finish()  # read the input gradient: waits for any collective still in flight (DTensor issues them async)
-    # on the rank's device: NCCL reduces CUDA tensors only
-    elapsed = torch.tensor([time.perf_counter() - t0], dtype=torch.float64, device=device)
-    dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)  # the slowest rank sets the step time
-    return float(elapsed) / steps
+from hsitp.io import cpu_model
 
 
 def bench_one(tp: Any, mesh: Any, n: int, args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
@@ -86,31 +62,21 @@ def bench_one(tp: Any, mesh: Any, n: int, args: argparse.Namespace, device: torc
     yb.backward(gy)
     torch.testing.assert_close(xa.grad, xb.grad, rtol=1e-4, atol=1e-5)
 
-    for _ in range(args.warmup):
-        step_ours()
-        step_theirs()
-    t_ours, t_theirs, ratios = [], [], []
-    for rep in range(args.repeats):
-        if rep % 2 == 0:  # A-B then B-A: slow drifts of a shared machine hit both sides equally
-            a = _timed(step_ours, finish_ours, args.steps, device)
-            b = _timed(step_theirs, finish_theirs, args.steps, device)
-        else:
-            b = _timed(step_theirs, finish_theirs, args.steps, device)
-            a = _timed(step_ours, finish_ours, args.steps, device)
-        t_ours.append(a)
-        t_theirs.append(b)
-        ratios.append(a / b)
+    times = interleaved(
+        (step_ours, finish_ours),
+        (step_theirs, finish_theirs),
+        warmup=args.warmup,
+        repeats=args.repeats,
+        steps=args.steps,
+        device=device,
+    )
     return {
         "N": n,
         "D": args.D,
         "hidden": hidden,
         "P": tp.size,
         "batch": args.batch,
-        "ours_median_s": statistics.median(t_ours),
-        "torch_median_s": statistics.median(t_theirs),
-        "ratio_min": min(ratios),
-        "ratio_median": statistics.median(ratios),
-        "ratio_max": max(ratios),
+        **{k: v for k, v in times.items() if k != "ratios"},
         "repeats": args.repeats,
         "steps_per_sample": args.steps,
     }
@@ -190,7 +156,7 @@ def main() -> None:
             p.join()
     if rows is None:
         return
-    device = torch.cuda.get_device_name() if args.backend == "nccl" else _cpu_name()
+    device = torch.cuda.get_device_name() if args.backend == "nccl" else cpu_model()
     print(f"measured on {device}; backend {args.backend}, P={args.P}, {args.threads} thread(s)/rank, float32")
     print("   N     D  ours[ms]  torch[ms]  ratio ours/torch min / median / max")
     for r in rows:

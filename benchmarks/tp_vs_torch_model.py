@@ -38,17 +38,16 @@ import argparse
 import json
 import math
 import os
-import platform
 import queue
-import statistics
 import sys
-import time
-from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.distributed as dist
+from interleave import interleaved  # benchmarks/interleave.py (the script's own folder is on sys.path)
 from torch import nn
+
+from hsitp.io import cpu_model
 
 # How equal ours and PyTorch must be. Both sides run the same per-rank GEMMs on the same weight shards; they
 # differ only in how an op is dispatched (F.linear vs DTensor's decomposition, the row-parallel bias added before
@@ -81,17 +80,6 @@ def differs(a: torch.Tensor, b: torch.Tensor) -> str | None:
     if not err <= SCALED[a.dtype] * scale:  # also catches NaN
         return f"max |difference| {err:.3g} > {SCALED[a.dtype]} x max |torch| {scale:.3g}"
     return None
-
-
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def grid_for(n: int) -> tuple[int, int]:
@@ -226,18 +214,6 @@ def check_equal(
     return failures
 
 
-def _timed(step: Callable[[], None], finish: Callable[[], None], steps: int, device: torch.device) -> float:
-    dist.barrier()
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        step()
-    finish()  # read the input gradient: waits for the device and any collective still in flight
-    # on the rank's device: a NCCL process group cannot reduce a CPU tensor
-    elapsed = torch.tensor([time.perf_counter() - t0], dtype=torch.float64, device=device)
-    dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)  # the slowest rank sets the step time
-    return float(elapsed) / steps
-
-
 def bench_one(rt: Any, mesh: Any, n: int, args: argparse.Namespace, dtype: torch.dtype) -> dict[str, Any]:
     """Build both sides for N tokens, check them equal, then time interleaved samples."""
     from hsitp.models import ModelConfig, SpectralSpatialTransformer, parallelize
@@ -292,28 +268,15 @@ def bench_one(rt: Any, mesh: Any, n: int, args: argparse.Namespace, dtype: torch
     def finish_theirs() -> None:
         float(xb.grad.view(-1)[0])
 
-    for _ in range(args.warmup):
-        step_ours()
-        step_theirs()
-    t_ours, t_theirs, ratios = [], [], []
-    for rep in range(args.repeats):
-        if rep % 2 == 0:  # A-B then B-A: slow drifts of a shared machine hit both sides equally
-            a = _timed(step_ours, finish_ours, args.steps, device)
-            b = _timed(step_theirs, finish_theirs, args.steps, device)
-        else:
-            b = _timed(step_theirs, finish_theirs, args.steps, device)
-            a = _timed(step_ours, finish_ours, args.steps, device)
-        t_ours.append(a)
-        t_theirs.append(b)
-        ratios.append(a / b)
-    return row | {
-        "ours_median_s": statistics.median(t_ours),
-        "torch_median_s": statistics.median(t_theirs),
-        "ratio_min": min(ratios),
-        "ratio_median": statistics.median(ratios),
-        "ratio_max": max(ratios),
-        "ratios": ratios,
-    }
+    times = interleaved(
+        (step_ours, finish_ours),
+        (step_theirs, finish_theirs),
+        warmup=args.warmup,
+        repeats=args.repeats,
+        steps=args.steps,
+        device=device,
+    )
+    return row | times
 
 
 def bench_rank(rt: Any, args: argparse.Namespace) -> dict[str, Any] | None:
@@ -336,7 +299,7 @@ def bench_rank(rt: Any, args: argparse.Namespace) -> dict[str, Any] | None:
         "dtype": dtype_name(dtype),
         "backend": rt.backend,
         "world_size": rt.world_size,
-        "device": torch.cuda.get_device_name(rt.device) if rt.is_cuda else _cpu_name(),
+        "device": torch.cuda.get_device_name(rt.device) if rt.is_cuda else cpu_model(),
         "oversubscribed": rt.oversubscribed,
     }
 

@@ -130,7 +130,7 @@ def package_versions(names: Iterable[str] = _TRACKED_PACKAGES) -> dict[str, str]
 
 def device_description() -> dict[str, str]:
     """What the numbers were computed on: CPU model and, if torch sees one, the GPU."""
-    desc = {"machine": platform.machine(), "cpu": _cpu_model(), "python": platform.python_version()}
+    desc = {"machine": platform.machine(), "cpu": cpu_model(), "python": platform.python_version()}
     try:
         import torch
 
@@ -145,7 +145,8 @@ def device_description() -> dict[str, str]:
     return desc
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo (else platform.processor())."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
