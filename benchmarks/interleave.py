@@ -58,3 +58,26 @@ def interleaved(
         "ratio_max": max(ratios),
         "ratios": ratios,
     }
+
+
+def time_backward(
+    ours: Callable[[torch.Tensor], torch.Tensor],
+    theirs: Callable[[torch.Tensor], torch.Tensor],
+    x: torch.Tensor,
+    grad_out: torch.Tensor,
+    *,
+    warmup: int,
+    repeats: int,
+    steps: int,
+    device: torch.device | None,
+) -> dict[str, Any]:
+    """:func:`interleaved` on forward + backward of two modules from the same input and output gradient."""
+    xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
+    return interleaved(
+        (lambda: ours(xa).backward(grad_out), lambda: float(xa.grad.view(-1)[0])),
+        (lambda: theirs(xb).backward(grad_out), lambda: float(xb.grad.view(-1)[0])),
+        warmup=warmup,
+        repeats=repeats,
+        steps=steps,
+        device=device,
+    )

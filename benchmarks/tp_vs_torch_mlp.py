@@ -19,7 +19,7 @@ import os
 from typing import Any
 
 import torch
-from interleave import interleaved  # benchmarks/interleave.py (the script's own folder is on sys.path)
+from interleave import time_backward  # benchmarks/interleave.py (the script's own folder is on sys.path)
 
 from hsitp.io import cpu_model
 
@@ -40,35 +40,16 @@ def bench_one(tp: Any, mesh: Any, n: int, args: argparse.Namespace, device: torc
     gen = torch.Generator().manual_seed(args.seed)
     x0 = torch.randn(args.batch, n, args.D, generator=gen).to(device)  # (B, N, D), same on every rank
     gy = torch.randn(args.batch, n, args.D, generator=gen).to(device)  # (B, N, D) output gradient
-    xa = x0.clone().requires_grad_()
-    xb = x0.clone().requires_grad_()
-
-    def step_ours() -> None:
-        ours(xa).backward(gy)
-
-    def step_theirs() -> None:
-        theirs(xb).backward(gy)
-
-    def finish_ours() -> None:
-        float(xa.grad.view(-1)[0])
-
-    def finish_theirs() -> None:
-        float(xb.grad.view(-1)[0])
-
     # Same maths: outputs and input gradients agree (float32 summation order differs slightly).
+    xa, xb = x0.clone().requires_grad_(), x0.clone().requires_grad_()
     ya, yb = ours(xa), theirs(xb)
     torch.testing.assert_close(ya, yb, rtol=1e-4, atol=1e-5)
     ya.backward(gy)
     yb.backward(gy)
     torch.testing.assert_close(xa.grad, xb.grad, rtol=1e-4, atol=1e-5)
 
-    times = interleaved(
-        (step_ours, finish_ours),
-        (step_theirs, finish_theirs),
-        warmup=args.warmup,
-        repeats=args.repeats,
-        steps=args.steps,
-        device=device,
+    times = time_backward(
+        ours, theirs, x0, gy, warmup=args.warmup, repeats=args.repeats, steps=args.steps, device=device
     )
     return {
         "N": n,

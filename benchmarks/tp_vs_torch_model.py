@@ -44,7 +44,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from interleave import interleaved  # benchmarks/interleave.py (the script's own folder is on sys.path)
+from interleave import time_backward  # benchmarks/interleave.py (the script's own folder is on sys.path)
 from torch import nn
 
 from hsitp.io import cpu_model
@@ -254,27 +254,8 @@ def bench_one(rt: Any, mesh: Any, n: int, args: argparse.Namespace, dtype: torch
     if int(bad) > 0:
         return row
 
-    xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
-
-    def step_ours() -> None:
-        ours(xa).backward(gy)
-
-    def step_theirs() -> None:
-        theirs(xb).backward(gy)
-
-    def finish_ours() -> None:
-        float(xa.grad.view(-1)[0])
-
-    def finish_theirs() -> None:
-        float(xb.grad.view(-1)[0])
-
-    times = interleaved(
-        (step_ours, finish_ours),
-        (step_theirs, finish_theirs),
-        warmup=args.warmup,
-        repeats=args.repeats,
-        steps=args.steps,
-        device=device,
+    times = time_backward(
+        ours, theirs, x, gy, warmup=args.warmup, repeats=args.repeats, steps=args.steps, device=device
     )
     return row | times
 
