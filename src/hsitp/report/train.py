@@ -44,6 +44,8 @@ def run_label(ds: xr.Dataset) -> str:
 def trained_on(records: Sequence[xr.Dataset]) -> str:
     """The device(s) the runs trained on, with dtype, and their activation-checkpointing policy."""
     devices = list(dict.fromkeys(labels.measured_on(r.attrs) for r in records))
+    # A P = 1 run has no process group (backend "none"); it is the same device as the multi-rank runs' entry.
+    devices = [d for d in devices if ", none)" not in d] or devices
     ckpt = sorted({str(r.attrs.get("activation_checkpointing", "none")) for r in records})
     return f"measured on {'; '.join(devices) or 'an unrecorded device'}; activation checkpointing: {', '.join(ckpt)}"
 
@@ -97,11 +99,16 @@ def curves_figure(records: Sequence[xr.Dataset], summary: xr.Dataset | None = No
     models = list(dict.fromkeys(_record_model(r, with_n) for r in records))
     colours = dict(zip(models, sns.color_palette("tab10", len(models)), strict=True))
     seeds = sorted({int(r.attrs.get("seed", 0)) for r in records})
-    styles = dict(zip(seeds, ["-", "--", ":", "-."] * (len(seeds) // 4 + 1), strict=False))
+    # seed line styles, none of them the baselines' ("-." and ":")
+    styles = dict(
+        zip(seeds, ["-", "--", (0, (4, 1, 1, 1, 1, 1)), (0, (8, 2))] * (len(seeds) // 4 + 1), strict=False)
+    )
     for r in records:
         col = panels.index(_panel_key(r))
         model = _record_model(r, with_n)
-        style = {"color": colours[model], "ls": styles[int(r.attrs.get("seed", 0))], "lw": 1.2}
+        # Earlier models drawn wider, so a model that equals another (dense P=1 and tp P=2 at one seed) shows.
+        width = 1.2 + 1.6 * (len(models) - 1 - models.index(model)) / max(len(models) - 1, 1)
+        style = {"color": colours[model], "ls": styles[int(r.attrs.get("seed", 0))], "lw": width}
         axes[0, col].plot(r["epoch"].values, r["loss"].values, **style)
         acc = _accuracy(r)
         if has_acc and acc is not None and not acc.empty:
@@ -138,7 +145,7 @@ def curves_figure(records: Sequence[xr.Dataset], summary: xr.Dataset | None = No
 
 
 BASELINE_STYLES = {
-    "svm": ("SVM (RBF)", "--"),
+    "svm": ("SVM (RBF)", "-."),
     "rf": ("random forest", ":"),
 }  # classifier -> (name, line style)
 
