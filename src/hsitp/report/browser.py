@@ -73,7 +73,7 @@ def check_report(
     exe = chromium or chromium_path()
     if not exe:
         raise BrowserCheckError("no chromium found: apt-get install chromium, or set HSITP_CHROMIUM")
-    report, shots = Path(report), Path(shots)
+    report, shots = Path(report).resolve(), Path(shots)
     if not report.is_file():
         raise BrowserCheckError(f"{report}: no such report (snakemake --report {report} ...)")
     shots.mkdir(parents=True, exist_ok=True)
