@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -154,14 +155,13 @@ def _baseline_oa(summary: xr.Dataset | None, dataset: str, split: str) -> list[t
     """(name, line style, mean OA) of each classical baseline on (dataset, split), from the summary."""
     if summary is None or "baseline_oa_mean" not in summary:
         return []
-    cells = [i for i in range(summary.sizes["cell"])
-             if str(summary["dataset"].values[i]) == dataset and str(summary["split"].values[i]) == split]  # fmt: skip
-    if not cells:
+    here = [c for c in summary_cells(summary) if (c.dataset, c.split) == (dataset, split)]
+    if not here:
         return []
     out = []
     for j, clf in enumerate(summary["classifier"].values):
         name, ls = BASELINE_STYLES.get(str(clf), (str(clf), "-."))
-        oa = float(summary["baseline_oa_mean"].values[cells[0], j])
+        oa = float(summary["baseline_oa_mean"].values[here[0].i, j])
         if np.isfinite(oa):
             out.append((name, ls, oa))
     return out
@@ -295,10 +295,25 @@ def load_summary(path: str | os.PathLike[str]) -> xr.Dataset:
     return ds
 
 
-def _cells(summary: xr.Dataset) -> list[dict[str, object]]:
+@dataclass(frozen=True)
+class Cell:
+    """One cell of train/summary.nc: its index and coordinates."""
+
+    i: int
+    dataset: str
+    split: str
+    plan: str
+    P: int  # noqa: N815
+    g: int
+    N: int | None  # the crop's tokens (None in a summary written before train.crops)
+
+
+def summary_cells(summary: xr.Dataset) -> list[Cell]:
+    """The summary's cells, in file order."""
+    n = summary["N"].values if "N" in summary else [None] * summary.sizes["cell"]
     return [
-        {k: summary[k].values[i].item() if hasattr(summary[k].values[i], "item") else summary[k].values[i]
-         for k in ("dataset", "split", "plan", "P", "g", "N") if k in summary} | {"i": i}
+        Cell(i, str(summary["dataset"].values[i]), str(summary["split"].values[i]), str(summary["plan"].values[i]),
+             int(summary["P"].values[i]), int(summary["g"].values[i]), None if n[i] is None else int(n[i]))
         for i in range(summary.sizes["cell"])
     ]  # fmt: skip
 
@@ -307,27 +322,24 @@ def accuracy_table(summary: xr.Dataset) -> pd.DataFrame:
     """One row per model and per classical baseline, grouped by (dataset, split): OA, AA and κ as mean and sample
     std over seeds (std blank with one seed), and each plan's paired OA difference to tp at the same P."""
     rows: list[dict[str, object]] = []
-    cells = _cells(summary)
-    for dataset, split in dict.fromkeys((str(c["dataset"]), str(c["split"])) for c in cells):
-        here = [c for c in cells if c["dataset"] == dataset and c["split"] == split]
-        with_n = len({c.get("N") for c in here}) > 1  # the scene trained at two crops: N in the model's name
-        for c in sorted(here, key=lambda c: (int(c.get("N", 0)), int(c["P"]), str(c["plan"]), int(c["g"]))):  # type: ignore[call-overload]
-            i = int(c["i"])  # type: ignore[call-overload]
-            n = int(c["N"]) if with_n else None  # type: ignore[call-overload]
+    cells = summary_cells(summary)
+    for dataset, split in dict.fromkeys((c.dataset, c.split) for c in cells):
+        here = [c for c in cells if (c.dataset, c.split) == (dataset, split)]
+        with_n = len({c.N for c in here}) > 1  # the scene trained at two crops: N in the model's name
+        for c in sorted(here, key=lambda c: (c.N or 0, c.P, c.plan, c.g)):
             row: dict[str, object] = {
-                "dataset": dataset, "split": split, "model": model_label(str(c["plan"]), int(c["P"]), int(c["g"]), n),  # type: ignore[call-overload]
-                "kind": "transformer (measured)", "seeds": int(summary["seeds"].values[i]),
+                "dataset": dataset, "split": split, "model": model_label(c.plan, c.P, c.g, c.N if with_n else None),
+                "kind": "transformer (measured)", "seeds": int(summary["seeds"].values[c.i]),
             }  # fmt: skip
             for m, name in METRICS.items():
-                row[f"{name} mean"] = float(summary[f"{m}_mean"].values[i])
-                row[f"{name} std"] = float(summary[f"{m}_std"].values[i])
-            row["ΔOA vs tp mean"] = (
-                float(summary["d_oa_vs_tp_mean"].values[i]) if c["plan"] != "tp" else np.nan
-            )
-            row["ΔOA vs tp std"] = float(summary["d_oa_vs_tp_std"].values[i]) if c["plan"] != "tp" else np.nan
+                row[f"{name} mean"] = float(summary[f"{m}_mean"].values[c.i])
+                row[f"{name} std"] = float(summary[f"{m}_std"].values[c.i])
+            vs_tp = c.plan != "tp"  # tp minus itself is not a comparison
+            row["ΔOA vs tp mean"] = float(summary["d_oa_vs_tp_mean"].values[c.i]) if vs_tp else np.nan
+            row["ΔOA vs tp std"] = float(summary["d_oa_vs_tp_std"].values[c.i]) if vs_tp else np.nan
             rows.append(row)
         if "classifier" in summary.coords:
-            i = int(here[0]["i"])  # type: ignore[call-overload]
+            i = here[0].i  # every cell of (dataset, split) holds the same baseline numbers
             for j, clf in enumerate(summary["classifier"].values):
                 row = {"dataset": dataset, "split": split, "model": BASELINE_STYLES.get(str(clf), (str(clf),))[0],
                        "kind": "classical baseline (measured)",
