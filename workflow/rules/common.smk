@@ -94,6 +94,11 @@ def rank_layout_of(rule, section, wildcards):
     )
 
 
+RANK_RULES = (
+    {}
+)  # rank rule -> its config section (threads_per_rank), filled by rank_resources
+
+
 def rank_threads(rule, section):
     """Snakemake ``threads`` of a rank job: P x threads_per_rank (never the cores of the host planning the DAG)."""
     return lambda wildcards: rank_layout_of(rule, section, wildcards).threads
@@ -102,6 +107,8 @@ def rank_threads(rule, section):
 def rank_resources(rule, section):
     """The job's resources (launch.RESOURCE_KEYS: mem_mb, nodes, tasks, cpus_per_task, gpu / gres, mpi, ...) and
     its runtime from ``resources.<rule>.runtime``."""
+
+    RANK_RULES[rule] = section
 
     def one(key):
         return lambda wildcards: rank_layout_of(rule, section, wildcards).resources()[
@@ -123,6 +130,78 @@ def rank_launch(rule, section):
     return lambda wildcards: launch.launch_prefix(
         rank_layout_of(rule, section, wildcards)
     )
+
+
+# --- before the first SLURM job is submitted: does every job fit a node of its partition? ----------------------
+def resource_key(rule):
+    """The `resources` section a single-process rule reads (report_* share `report`, the audit rules
+    `cost_table`)."""
+    if rule.startswith("report_"):
+        return "report"
+    if rule.startswith("audit"):
+        return "cost_table"
+    return rule
+
+
+def job_request(job):
+    """A job's per-node request and the config keys behind each amount (hsitp.cluster)."""
+    from hsitp.cluster import request_from_resources
+
+    name = job.rule.name
+    label = ", ".join(f"{k}={v}" for k, v in job.wildcards_dict.items())
+    if name in RANK_RULES:
+        section = RANK_RULES[name]
+        lay = rank_layout_of(name, section, job.wildcards)
+        spread = config["resources"][name]["ranks_per_node"]
+        per = (
+            f"x {lay.ranks_per_node} ranks per node; resources.{name}.ranks_per_node = "
+            f"{'null' if spread is None else spread}"
+        )
+        keys = {
+            "cpus": f"{section}.threads_per_rank = {lay.threads_per_rank} {per}",
+            "mem": f"resources.{name}.mem_mb_per_rank = {lay.mem_mb_per_rank} {per}",
+            "gpus": f"resources.{name}.gpus_per_rank = {lay.gpus_per_rank} {per}",
+        }
+    else:
+        key = resource_key(name)
+        threads = (
+            f"resources.{key}.threads"
+            if "threads" in config["resources"].get(key, {})
+            else "threads: 1 in the rule"
+        )
+        keys = {
+            "cpus": threads,
+            "mem": f"resources.{key}.mem_mb",
+            "gpus": "no GPU asked",
+        }
+    res = {
+        k: job.resources.get(k)
+        for k in ("cpus_per_task", "mem_mb", "gpu", "gres", "nodes", "slurm_partition")
+    }
+    return request_from_resources(name, label, res, job.threads, keys)
+
+
+onstart:
+    # Only for jobs that SLURM will run: a job larger than every node of its partition stays PENDING forever.
+    if (
+        workflow.executor_plugin is not None
+        and workflow.executor_plugin.name == "slurm"
+    ):
+        from snakemake.exceptions import WorkflowError
+        from hsitp.cluster import (
+            ClusterFitError,
+            fit_report,
+            misfits,
+            read_partitions,
+        )
+
+        jobs = [j for j in workflow.dag.needrun_jobs() if not j.is_local]
+        try:
+            lines = misfits([job_request(j) for j in jobs], read_partitions())
+        except ClusterFitError as e:
+            raise WorkflowError(f"hsitp: {e}")
+        if lines:
+            raise WorkflowError("hsitp: " + fit_report(lines))
 
 
 # --- targets --------------------------------------------------------------------------------------------------------

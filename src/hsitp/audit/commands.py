@@ -37,8 +37,11 @@ def _check(args: argparse.Namespace) -> int:
     atomic_write_text(args.out, text)
     if rep.drift:
         print(text, file=sys.stderr)
+        # Under Snakemake the report is a failed job's output, deleted on exit 1: the last line then names the log
+        # that holds this text (--log), which Snakemake keeps.
+        where = f"listed above in {args.log}" if args.log else f"in {args.out}"
         print(
-            f"hsitp: audit: {len(rep.drift)} difference line(s) against {ref}; report {args.out}",
+            f"hsitp: audit: {len(rep.drift)} difference line(s) against {ref}, {where}",
             file=sys.stderr,
         )
         return 1
@@ -76,5 +79,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--out", required=True, type=Path, help="report to write (e.g. results/RUN/audit/report.md)"
+    )
+    p.add_argument(
+        "--log",
+        type=Path,
+        default=None,
+        help="the log this command's output goes to (the rule's log:); named on failure, since Snakemake "
+        "deletes the report of a failed job",
     )
     p.set_defaults(func=_check)

@@ -1,5 +1,5 @@
 """How much the microbenchmarks move between runs: each run's held-out error and the run-to-run spread of the
-measured CCR per point (``benchmarks/repeat_bench.sh`` prints this after running the smoke bench several times).
+measured CCR per point (``benchmarks/repeat_bench.sh`` prints this after running the bench-cpu sweep (config/bench-cpu.yaml) several times).
 
 ``python -m hsitp.bench.repeat RUN_DIR [RUN_DIR ...]`` reads ``RUN_DIR/bench/model_vs_measured.nc`` of each run.
 A point's run-to-run deviation is |CCR of one run / mean over the runs - 1|; its median over points and runs is
