@@ -3,20 +3,21 @@
 # bring up the two-node SLURM of .ci/slurm.sh, run the workflow through `snakemake --cores all --profile slurm`
 # exactly as a user would, check what it wrote, exercise the failure paths, and stop the daemons on any exit.
 #
-#  1. Subset of the smoke pipeline (run `slurmci`: config/smoke.yaml + the tiny sweep of
-#     tests/test_bench_snakemake.py at P = 2 only): data_fetch (local rule) -> data_prepare; cost_table rho;
-#     bench_run at P = 2 (torchrun --standalone on one exclusive node) -> bench_merge. P = 1, calibrate and
-#     compare are left to the tests: more jobs add status polls (each SLURM job costs ~15-40 s of polling and
-#     workflow parsing here), not coverage of the cluster path.
-#  2. bench_run at P = 2 over two nodes (run `slurm2n`, resources.bench_run.ranks_per_node: 1, a one-op sweep):
-#     srun, one torchrun per node, gloo between the two network namespaces.
+#  1. A job too large for any node (config overlay: resources.baseline.threads 8 on 2-CPU nodes): the workflow must
+#     stop before submitting anything, within 60 s, with one line naming resources.baseline.threads and the
+#     node's 2 CPUs (hsitp.cluster, the onstart hook in workflow/rules/common.smk).
+#  2. The whole smoke DAG (config/smoke.yaml + a CI overlay: resources.probe_run.ranks_per_node 2, so the probe at
+#     P = 4 runs as srun + one torchrun per node over both 2-CPU nodes, gloo between two network namespaces):
+#     every rule kind, data_fetch and the report_* rules on the submit host, the rest as SLURM jobs. Then the audit
+#     job forced alone, which must pass. Outputs stay in $HSITP_SLURM_WORK (set by .ci/run), whose
+#     results/smoke the second pytest call walks (tests/test_run_outputs.py --run-dir).
 #  3. Planted rules (.ci/slurm_planted.smk), one snakemake call: a rule that fails (exit status nonzero, the
 #     rule's log and the SLURM job log named), one that finishes, and one that runs until it is scancel'ed
 #     (reported as failed); then the rerun, which runs only the cancelled job.
 # Each snakemake call has a hard timeout, so a stuck status loop cannot hang CI.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-LIMIT=${HSITP_SLURM_RUN_LIMIT:-420}
+LIMIT=${HSITP_SLURM_RUN_LIMIT:-1500} # seconds per snakemake call (the whole smoke DAG is the longest)
 T0=$SECONDS
 
 cleanup() {
@@ -34,36 +35,21 @@ fail() {
   exit 1
 }
 
-WORK=$(mktemp -d /tmp/hsitp-slurm-ci.XXXXXX)
+WORK=${HSITP_SLURM_WORK:-$(mktemp -d /tmp/hsitp-slurm-ci.XXXXXX)}
+mkdir -p "$WORK"
 "$ROOT/.ci/slurm.sh" up
 
-cp -r "$ROOT"/{Snakefile,workflow,config,envs,slurm} "$ROOT/.ci/slurm_planted.smk" "$WORK"/
+# what a user's checkout holds that the rules read: the workflow, configs, notebooks and the committed reference
+cp -r "$ROOT"/{Snakefile,workflow,config,envs,slurm,notebooks} "$ROOT/.ci/slurm_planted.smk" "$WORK"/
+mkdir -p "$WORK/results" && cp -r "$ROOT/results/reference" "$WORK/results/"
 cd "$WORK"
 cat >config/slurm_ci.yaml <<'EOF'
-run: slurmci
-bench:
-  world_sizes: [2]
-  ops: [mlp, attn_token, layernorm_sharded, agg_dchag_l]
-  N: [16, 36]
-  D: [16]
-  L: [4]
-  warmup: 1
-  repeats: 3
-  passes: 1
-  min_region_s: 0.0
-  collectives: {sizes_bytes: [4096, 1048576, 4194304, 16777216], warmup: 1, repeats: 6}
 resources:
-  bench_run: {mem_mb_per_rank: 1000, runtime: 10}
+  probe_run: {ranks_per_node: 2}  # P = 4: two nodes of 2 ranks (srun, one torchrun per node)
 EOF
-cat >config/two_nodes.yaml <<'EOF'
-run: slurm2n
-bench:
-  ops: [mlp]
-  N: [16]
-  repeats: 2
-  collectives: {names: [all_reduce], sizes_bytes: [4096, 65536, 1048576], repeats: 2}
+cat >config/too_large.yaml <<'EOF'
 resources:
-  bench_run: {ranks_per_node: 1}
+  baseline: {threads: 8}  # no node has 8 CPUs: must stop before submitting, naming this key
 EOF
 
 # The user's command, plus the CI overlay of the profile: first status check after 2 s, not 40.
@@ -85,57 +71,61 @@ run_snake() { # logfile args...: run, tee to the log, return snakemake's status
   return "$rc"
 }
 
-step "1. smoke subset through --profile slurm"
-TARGETS=(results/slurmci/data/indian_pines.nc results/slurmci/cost/rho.nc results/slurmci/bench/microbench.nc)
-run_snake main.log "${CFG[@]}" -- "${TARGETS[@]}" || {
-  tail -n 60 main.log
-  fail "the smoke subset did not complete"
+step "1. a job too large for any node stops the run before anything is submitted"
+t1=$SECONDS
+if run_snake too_large.log "${CFG[@]}" config/too_large.yaml -- results/smoke/baseline/indian_pines_random_s0.nc; then
+  fail "the run with a job too large for any node did not stop"
+fi
+took=$((SECONDS - t1))
+grep -E "^  baseline \(.*\) on partition ci: needs 8 CPUs per node \(resources.baseline.threads\), largest node 2$" \
+  too_large.log || {
+  tail -n 30 too_large.log
+  fail "no one-line report naming resources.baseline.threads and the node's CPUs"
+}
+if grep -q "submitted with SLURM jobid" too_large.log; then fail "a job was submitted before the check"; fi
+[ "$took" -le 60 ] || fail "the too-large job was reported after ${took}s (limit 60 s)"
+rm -rf results/smoke logs/smoke
+echo "too-large job OK: stopped in ${took}s before submitting"
+
+step "2. the whole smoke DAG through --profile slurm (P = 4 over both nodes)"
+run_snake main.log "${CFG[@]}" || {
+  tail -n 80 main.log
+  fail "the smoke DAG did not complete through --profile slurm"
 }
 python - <<'EOF'
 import re
 from pathlib import Path
 
-from hsitp.io import json_attr, read_netcdf
-
 log = Path("main.log").read_text()
 submitted = re.findall(r"has been submitted with SLURM jobid (\d+) \(log: (\S+)\)", log)
-# data_prepare, cost_table rho, bench_run P=2, bench_merge: four SLURM jobs; data_fetch stays local
-assert len(submitted) == 4, submitted
-assert "localrule data_fetch" in log, "data_fetch should run on the submit host"
+local = sorted(set(re.findall(r"^localrule (\w+):", log, flags=re.M)))
+remote = sorted(set(re.findall(r"^rule (\w+):", log, flags=re.M)))
+assert local == ["all", "data_fetch", "report_bench", "report_cost", "report_data", "report_probe",
+                 "report_train"], local
+expected = {"audit", "audit_claims", "baseline", "bench_calibrate", "bench_compare", "bench_merge", "bench_run",
+            "cost_table", "data_prepare", "probe_estimate", "probe_merge", "probe_run", "train", "train_summary"}
+assert set(remote) == expected, set(remote) ^ expected
+n_remote = sum(1 for line in log.splitlines() if re.match(r"^rule \w+:", line))
+assert len(submitted) == n_remote, (len(submitted), n_remote)
 for _, slurm_log in submitted:
     assert Path(slurm_log.rstrip(").")).is_file(), slurm_log
-assert read_netcdf("results/slurmci/data/indian_pines.nc").attrs["kind"] == "dataset"
-assert read_netcdf("results/slurmci/cost/rho.nc", kind="cost_rho").sizes
-mb = read_netcdf("results/slurmci/bench/microbench.nc", kind="microbench")
-assert mb["P"].values.tolist() == [2] and mb.attrs["backend"] == "gloo", (mb["P"].values, mb.attrs["backend"])
-assert json_attr(mb, "world_sizes") == [2]
-assert (mb["time_median"].sel(mode="comm", P=2, dtype="float32") > 0).all()
-p2 = Path("logs/slurmci/bench/run_P2.log").read_text()
-assert "bench P=2" in p2, p2[-2000:]
-print(f"smoke subset OK: SLURM jobs {[j for j, _ in submitted]}, microbench P = {mb['P'].values.tolist()}")
-EOF
-
-step "2. bench_run P=2 over two nodes (srun + torchrun per node)"
-run_snake two_nodes.log "${CFG[@]}" config/two_nodes.yaml -- results/slurm2n/bench/partial/microbench_P2.nc || {
-  tail -n 60 two_nodes.log
-  cat logs/slurm2n/bench/run_P2.log || true
-  fail "the two-node launch did not complete"
-}
-python - <<'EOF'
-from pathlib import Path
-
-from hsitp.io import read_netcdf
-
-log = Path("logs/slurm2n/bench/run_P2.log").read_text()
+p4 = Path("logs/smoke/probe/run_P4.log").read_text()
+assert "srun --nodes=2 --ntasks=2 --ntasks-per-node=1" in p4, p4[:3000]
 for node, name in ((0, "ci1"), (1, "ci2")):
-    line = f"hsitp launch: node {node} of 2 (" 
-    assert line in log and f"SLURM node {name})" in log, log[:3000]
-assert "srun --nodes=2 --ntasks=2 --ntasks-per-node=1" in log
-mb = read_netcdf("results/slurm2n/bench/partial/microbench_P2.nc", kind="microbench")
-assert mb["P"].values.tolist() == [2] and mb.attrs["backend"] == "gloo"
-print("two-node launch OK: one torchrun on ci1 (node 0) and one on ci2 (node 1), one P = 2 world")
+    assert f"hsitp launch: node {node} of 2 (" in p4 and f"SLURM node {name})" in p4, p4[:3000]
+print(f"smoke DAG OK: {len(submitted)} SLURM jobs ({', '.join(remote)}); on the submit host: {', '.join(local)}; "
+      "the probe at P = 4 ran on ci1 and ci2")
 EOF
-grep -h "hsitp launch" logs/slurm2n/bench/run_P2.log | cut -c1-160
+grep -h "hsitp launch" logs/smoke/probe/run_P4.log | cut -c1-160
+run_snake audit.log "${CFG[@]}" --forcerun audit -- results/smoke/audit/report.md || {
+  tail -n 40 audit.log
+  cat logs/smoke/audit/check.log || true
+  fail "the forced audit failed on the finished smoke run"
+}
+[ "$(grep -c "submitted with SLURM jobid" audit.log)" -eq 1 ] || fail "the forced audit ran more than the audit job"
+grep -q "^# Audit of results/smoke against results/reference/smoke: PASS" results/smoke/audit/report.md ||
+  fail "the audit report does not say PASS"
+echo "forced audit OK: $(tail -n 1 logs/smoke/audit/check.log)"
 
 step "3. planted rules: one fails, one finishes, one is scancel'ed; then the rerun"
 set +e
@@ -187,5 +177,5 @@ if grep -q "^rule planted_quick" rerun.log; then fail "the rerun rebuilt the fin
 echo "rerun OK: only planted_sleep ran again"
 
 cd /
-rm -rf "$WORK"
+[ -n "${HSITP_SLURM_WORK:-}" ] || rm -rf "$WORK" # .ci/run walks $HSITP_SLURM_WORK/results/smoke, then removes it
 step "done"

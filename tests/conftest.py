@@ -165,3 +165,11 @@ def workflow_copy(repo_root: Path, tmp_path: Path) -> WorkflowCopy:
             shutil.copy(src, tmp_path / item)
     bindir = str(Path(sys.executable).parent)
     return WorkflowCopy(tmp_path, {**os.environ, "PATH": bindir + os.pathsep + os.environ.get("PATH", "")})
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--run-dir",
+        default=None,
+        help="results/RUN of a finished run for tests/test_run_outputs.py (default: small synthetic stage files)",
+    )

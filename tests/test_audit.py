@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import xarray as xr
+from audit_synthetic import bench_files
 
 from hsitp.audit import claims as cl
 from hsitp.audit.audit import audit_run, read_claims_csv, report_text
@@ -235,56 +236,17 @@ def test_audit_bench_schema_and_bands(tmp_path: Path) -> None:
     assert not any("cost/" in d for d in rep.drift)
 
 
-def _labelled(ds: xr.Dataset) -> xr.Dataset:
-    """Every variable and coordinate named and, where numeric, in units (times s, the rest 1), as io requires."""
-    for name, var in ds.variables.items():
-        var.attrs["long_name"] = str(name)
-        if var.dtype.kind in "fiu":
-            var.attrs["units"] = "s" if "time" in str(name) else "1"
-    return ds
-
-
-def _bench_files(run: Path, zero_at: dict | None = None) -> None:
-    """Synthetic bench files shaped as the pipeline writes them, with the zeros a real run has: comm-only time and
-    measured CCR are 0 where nothing is communicated (P = 1, op = layernorm_replicated). ``zero_at`` plants one
-    more zero in time_median (full mode) and ccr_measured."""
-    ops, Ps, modes = ["mlp", "layernorm_replicated"], [1, 2], ["full", "compute", "comm"]
-    dims = ("op", "P", "N", "D", "L", "dtype")
-    coords = {"op": ops, "P": Ps, "N": [144], "D": [64], "L": [8], "dtype": ["float32"]}
-    t = xr.DataArray(1e-3, coords=coords, dims=dims).expand_dims(mode=modes).transpose(*dims, "mode").copy()
-    silent = (t["P"] == 1) | (t["op"] == "layernorm_replicated")
-    t = t.where(~((t["mode"] == "comm") & silent), 0.0)
-    ccr = xr.DataArray(0.5, coords=coords, dims=dims).where(~silent, 0.0)
-    if zero_at:
-        t.loc[{**zero_at, "mode": "full"}] = 0.0
-        ccr.loc[zero_at] = 0.0
-    coll = xr.DataArray([[[1e-4, 2e-4]]], dims=("collective", "P", "nbytes"),
-                        coords={"collective": ["all_reduce"], "P": [2], "nbytes": [4096, 65536]})  # fmt: skip
-    mb = _labelled(xr.Dataset({"time_median": t, "ccr_measured": ccr, "coll_time_median": coll}))
-    title = "synthetic bench file for the audit tests"
-    write_netcdf(mb, run / "bench/microbench.nc", kind="microbench", prov=provenance(), title=title)
-    mvm = xr.Dataset(
-        {
-            "ccr_measured": ccr.sel(dtype="float32", drop=True),
-            "ccr_refined": ccr.sel(dtype="float32", drop=True) * 1.1,
-            "held_out": xr.zeros_like(ccr.sel(dtype="float32", drop=True)),
-        }
-    )
-    write_netcdf(_labelled(mvm), run / "bench/model_vs_measured.nc", kind="model_vs_measured", prov=provenance(),
-                 title=title)  # fmt: skip
-
-
 def test_audit_bench_zeros_only_where_nothing_is_communicated(tmp_path: Path, run_template: Path) -> None:
     """A finished smoke run has comm time 0 and measured CCR 0 at P = 1 and for the replicated LayerNorm (nothing to
     communicate): the audit passes them. Catches the audit that failed every complete smoke run on those zeros, and
     one that lets a zero through anywhere else (a planted zero in mlp at P = 2 fails, named by its coordinates)."""
     run = _fresh_run(tmp_path, run_template)
-    _bench_files(run)
+    bench_files(run)
     rep = audit_run(run, REF)
     assert not rep.drift, rep.drift
     assert any(c.startswith("bench/microbench.nc: schema") for c in rep.checked)
 
-    _bench_files(run, zero_at={"op": "mlp", "P": 2})
+    bench_files(run, zero_at={"op": "mlp", "P": 2})
     joined = "\n".join(audit_run(run, REF).drift)
     assert "bench/microbench.nc:time_median: 1 of 12 value(s) zero, negative or non-finite" in joined
     assert "at op=mlp, P=2, N=144, D=64, L=8, dtype=float32, mode=full: 0" in joined
@@ -300,7 +262,7 @@ def test_audit_failure_names_the_log_that_holds_the_differences(tmp_path: Path, 
     import sys
 
     run = _fresh_run(tmp_path, run_template)
-    _bench_files(run, zero_at={"op": "mlp", "P": 2})
+    bench_files(run, zero_at={"op": "mlp", "P": 2})
     log = tmp_path / "check.log"
     out = run / "audit/report.md"
     cmd = [sys.executable, "-m", "hsitp", "audit", "check", "--run-dir", str(run), "--reference", str(REF),
@@ -314,7 +276,7 @@ def test_audit_failure_names_the_log_that_holds_the_differences(tmp_path: Path, 
 
 
 @pytest.mark.slow
-def test_audit_job_reads_the_bench_files(workflow_copy) -> None:
+def test_audit_job_reads_thebench_files(workflow_copy) -> None:
     """Dry run of the smoke config: the audit job lists every file `hsitp audit check` reads, the bench files
     included. Catches an audit that runs before the bench (it then prints 'not checked') or, under SLURM's order or
     any rerun, checks bench files it never declared."""

@@ -19,6 +19,8 @@ rule audit_claims:
         json=result("tables/paper_claims.json"),
     log:
         log_file("audit/claims.log"),
+    benchmark:
+        benchmark_file("audit_claims", "job")
     conda:
         ENV
     threads: 1
@@ -32,14 +34,6 @@ rule audit_claims:
         "--out {output.csv:q} > {log} 2>&1"
 
 
-def audit_check_inputs(wildcards):
-    """Every file `hsitp audit check` reads: the cost tables and, where the run has the bench stage, the bench files
-    (so the check runs after them, in any order a scheduler picks, and again when they change).
-    """
-    bench = bench_targets() if "bench" in config["stages"] else []
-    return expand(result("cost/{table}.nc"), table=COST_TABLES) + bench
-
-
 rule audit:
     input:
         audit_check_inputs,
@@ -49,6 +43,8 @@ rule audit:
         result("audit/report.md"),
     log:
         log_file("audit/check.log"),
+    benchmark:
+        benchmark_file("audit", "job")
     conda:
         ENV
     threads: 1

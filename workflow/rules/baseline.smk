@@ -19,6 +19,8 @@ rule baseline:
         result("baseline/{dataset}_{protocol}_s{seed}.nc"),
     log:
         log_file("baseline/{dataset}_{protocol}_s{seed}.log"),
+    benchmark:
+        benchmark_file("baseline", "{dataset}_{protocol}_s{seed}")
     conda:
         ENV
     threads: config["resources"]["baseline"]["threads"]

@@ -33,6 +33,8 @@ rule bench_run:
         result("bench/partial/microbench_P{P}.nc"),
     log:
         log_file("bench/run_P{P}.log"),
+    benchmark:
+        benchmark_file("bench_run", "P{P}")
     conda:
         rank_env("bench_run")
     threads: rank_threads("bench_run", "bench")
@@ -65,6 +67,8 @@ rule bench_merge:
         result("bench/microbench.nc"),
     log:
         log_file("bench/merge.log"),
+    benchmark:
+        benchmark_file("bench_merge", "job")
     conda:
         ENV
     threads: 1
@@ -83,6 +87,8 @@ rule bench_calibrate:
         result("bench/calibration.nc"),
     log:
         log_file("bench/calibrate.log"),
+    benchmark:
+        benchmark_file("bench_calibrate", "job")
     conda:
         ENV
     threads: 1
@@ -102,6 +108,8 @@ rule bench_compare:
         result("bench/model_vs_measured.nc"),
     log:
         log_file("bench/compare.log"),
+    benchmark:
+        benchmark_file("bench_compare", "job")
     conda:
         ENV
     threads: 1

@@ -30,6 +30,13 @@ def log_file(path):
     return f"{LOGS}/{path}"
 
 
+def benchmark_file(rule, name):
+    """``logs/<run>/benchmarks/<rule>/<name>.tsv``: Snakemake's per-job measurement (wall s, CPU s, max RSS; also
+    under SLURM, where the job step writes it), read by `hsitp report jobs`. Not the benchmarks/ scripts.
+    """
+    return f"{LOGS}/benchmarks/{rule}/{name}.tsv"
+
+
 # --- the config a rule passes to its subcommand --------------------------------------------------------------------
 def _config_value(path):
     node = config
@@ -201,7 +208,7 @@ onstart:
         except ClusterFitError as e:
             raise WorkflowError(f"hsitp: {e}")
         if lines:
-            raise WorkflowError("hsitp: " + fit_report(lines))
+            raise WorkflowError(f"hsitp: {fit_report(lines)}")
 
 
 # --- targets --------------------------------------------------------------------------------------------------------
@@ -246,6 +253,14 @@ def bench_targets():
 def audit_targets():
     """The claims table and the drift check against results/reference/smoke (rules in audit.smk)."""
     return [result("tables/paper_claims.csv"), result("audit/report.md")]
+
+
+def audit_check_inputs(wildcards):
+    """Every file `hsitp audit check` reads: the cost tables and, where the run has the bench stage, the bench files
+    (so the check runs after them, in any order a scheduler picks, and again when they change).
+    """
+    bench = bench_targets() if "bench" in config["stages"] else []
+    return [*expand(result("cost/{table}.nc"), table=COST_TABLES), *bench]
 
 
 def baseline_targets():

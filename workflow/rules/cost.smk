@@ -21,6 +21,8 @@ rule cost_table:
         result("cost/{table}.nc"),
     log:
         log_file("cost/{table}.log"),
+    benchmark:
+        benchmark_file("cost_table", "{table}")
     wildcard_constraints:
         table="|".join(COST_TABLES),
     conda:

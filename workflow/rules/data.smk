@@ -31,6 +31,8 @@ rule data_fetch:
         result("data/fetch/{dataset}.json"),
     log:
         log_file("data/fetch_{dataset}.log"),
+    benchmark:
+        benchmark_file("data_fetch", "{dataset}")
     conda:
         ENV
     threads: 1
@@ -49,6 +51,8 @@ rule data_prepare:
         result("data/{dataset}.nc"),
     log:
         log_file("data/prepare_{dataset}.log"),
+    benchmark:
+        benchmark_file("data_prepare", "{dataset}")
     conda:
         ENV
     threads: 1

@@ -18,6 +18,8 @@ rule probe_run:
         result("probe/partial/probe_P{P}.nc"),
     log:
         log_file("probe/run_P{P}.log"),
+    benchmark:
+        benchmark_file("probe_run", "P{P}")
     conda:
         rank_env("probe_run")
     threads: rank_threads("probe_run", "probe")
@@ -43,6 +45,8 @@ rule probe_merge:
         throughput=result("probe/throughput.nc"),
     log:
         log_file("probe/merge.log"),
+    benchmark:
+        benchmark_file("probe_merge", "job")
     conda:
         ENV
     threads: 1
@@ -60,6 +64,8 @@ rule probe_estimate:
         result("probe/estimate.nc"),
     log:
         log_file("probe/estimate.log"),
+    benchmark:
+        benchmark_file("probe_estimate", "job")
     conda:
         ENV
     threads: 1

@@ -50,6 +50,8 @@ rule report_data:
         **report_rules.notebook_files("data", RESULTS),
     log:
         log_file("report/data.log"),
+    benchmark:
+        benchmark_file("report_data", "job")
     conda:
         ENV
     threads: 1
@@ -73,6 +75,8 @@ rule report_cost:
         **report_rules.notebook_files("cost", RESULTS),
     log:
         log_file("report/cost.log"),
+    benchmark:
+        benchmark_file("report_cost", "job")
     conda:
         ENV
     threads: 1
@@ -98,6 +102,8 @@ rule report_bench:
         **report_rules.notebook_files("bench", RESULTS),
     log:
         log_file("report/bench.log"),
+    benchmark:
+        benchmark_file("report_bench", "job")
     conda:
         ENV
     threads: 1
@@ -123,6 +129,8 @@ rule report_probe:
         **report_rules.notebook_files("probe", RESULTS),
     log:
         log_file("report/probe.log"),
+    benchmark:
+        benchmark_file("report_probe", "job")
     conda:
         ENV
     threads: 1
@@ -148,6 +156,8 @@ rule report_train:
         **report_rules.notebook_files("train", RESULTS),
     log:
         log_file("report/train.log"),
+    benchmark:
+        benchmark_file("report_train", "job")
     conda:
         ENV
     threads: 1

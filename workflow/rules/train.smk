@@ -33,6 +33,8 @@ rule train:
         result("train/{dataset}/{plan}_N{N}_P{P}_g{g}_{split}_s{seed}.nc"),
     log:
         log_file("train/{dataset}/{plan}_N{N}_P{P}_g{g}_{split}_s{seed}.log"),
+    benchmark:
+        benchmark_file("train", "{dataset}/{plan}_N{N}_P{P}_g{g}_{split}_s{seed}")
     wildcard_constraints:
         dataset=r"[A-Za-z0-9_]+",
         plan="dense|tp|dchag_l|dchag_c|token",
@@ -69,6 +71,8 @@ rule train_summary:
         result("train/summary.nc"),
     log:
         log_file("train/summary.log"),
+    benchmark:
+        benchmark_file("train_summary", "job")
     conda:
         ENV
     resources:

@@ -1,5 +1,6 @@
 """``hsitp report notebook STAGE``: execute one stage's notebook with papermill and convert it to HTML;
-``hsitp report check REPORT``: open a Snakemake report in headless Chromium and check it (hsitp.report.browser).
+``hsitp report check REPORT``: open a Snakemake report in headless Chromium and check it (hsitp.report.browser);
+``hsitp report jobs RUN``: where a run's time went, from Snakemake's per-job benchmark files (hsitp.report.jobs).
 
 The notebook (``notebooks/STAGE.ipynb``) reads the stage's netCDF files and writes its figures and tables through
 :mod:`hsitp.report`; this command only injects the parameters (input paths, output folder), runs it, and writes
@@ -50,6 +51,26 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="figure to open through the navigation (name prefix)",
     )
     ck.set_defaults(func=_check)
+    jb = rsub.add_parser(
+        "jobs",
+        help="per stage: jobs, summed wall and CPU s, largest max RSS, from Snakemake's per-job benchmark files "
+        "(logs/RUN/benchmarks/); writes results/RUN/tables/jobs_time{,_rules}.{csv,md}",
+    )
+    jb.add_argument("run", help="the run name (config `run`), e.g. smoke")
+    jb.add_argument("--logs", default="logs", type=Path, help="logs root (default logs)")
+    jb.add_argument("--results", default="results", type=Path, help="results root (default results)")
+    jb.set_defaults(func=_jobs)
+
+
+def _jobs(args: argparse.Namespace) -> int:
+    from hsitp.io import cpu_model
+    from hsitp.report.jobs import write_jobs_tables
+
+    machine = f"{cpu_model()}, {os.cpu_count()} cores (load average {os.getloadavg()[0]:.1f} now)"
+    text, paths = write_jobs_tables(args.run, args.logs, args.results, machine)
+    print(text)
+    print(f"wrote {', '.join(map(str, paths))}")
+    return 0
 
 
 def _check(args: argparse.Namespace) -> int:

@@ -1,0 +1,59 @@
+"""`hsitp report jobs RUN`: per-stage sums of Snakemake's per-job benchmark files."""
+
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+
+import pytest
+
+from hsitp.cli import main
+from hsitp.errors import HsitpError
+from hsitp.report.jobs import read_jobs, span_s, table_rows
+
+HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+
+
+def _bench(root: Path, rule: str, name: str, wall: float, rss: str, cpu: str, end: float) -> None:
+    f = root / rule / f"{name}.tsv"
+    f.parent.mkdir(parents=True, exist_ok=True)
+    f.write_text(HEADER + f"{wall}\t0:00:01\t{rss}\t1\t1\t1\t0\t0\t50\t{cpu}\n")
+    os.utime(f, (end, end))
+
+
+def test_jobs_table_sums_per_stage_and_rule(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Catches a jobs table that drops a job in a wildcard sub-folder (train/<dataset>/...), sums RSS instead of
+    taking the largest, counts an unmeasured 'NA' as 0 in the largest RSS, or files report_* and audit* rules
+    under stages of their own."""
+    bench = tmp_path / "logs" / "r" / "benchmarks"
+    _bench(bench, "train", "indian_pines/tp_N324_P2_g1_random_s0", 10.0, "300.5", "18.0", 1000.0)
+    _bench(bench, "train", "indian_pines/tp_N324_P1_g1_random_s0", 6.0, "NA", "5.0", 1004.0)
+    _bench(bench, "report_train", "job", 3.0, "200", "2.5", 1010.0)
+    _bench(bench, "report_cost", "job", 2.0, "150", "1.5", 1012.0)
+    _bench(bench, "audit_claims", "job", 1.0, "90", "0.8", 1013.0)
+    jobs = read_jobs(bench)
+    assert len(jobs) == 5
+    rows = {r["stage"]: r for r in table_rows(jobs)}
+    assert rows["train"] == {"stage": "train", "jobs": 2, "wall_s": 16.0, "cpu_s": 23.0, "max_rss_mb": 300.5}
+    assert rows["report"]["jobs"] == 2 and rows["report"]["max_rss_mb"] == 200.0
+    assert rows["audit"]["jobs"] == 1
+    assert rows["total"]["jobs"] == 5 and rows["total"]["wall_s"] == 22.0
+    assert span_s(jobs) == pytest.approx(1013.0 - (1000.0 - 10.0))
+
+    assert (
+        main(["report", "jobs", "r", "--logs", str(tmp_path / "logs"), "--results", str(tmp_path / "res")])
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "| train | 2 | 16.0 | 23.0 | 300.5 |" in out
+    with (tmp_path / "res" / "r" / "tables" / "jobs_time.csv").open() as fh:
+        stages = [r["stage"] for r in csv.DictReader(fh)]
+    assert stages[0] == "train" and stages[-1] == "total"  # by wall time, then the total
+    assert (tmp_path / "res" / "r" / "tables" / "jobs_time_rules.md").read_text().count("| report_") == 2
+
+
+def test_jobs_table_without_benchmarks_says_where_it_looked(tmp_path: Path) -> None:
+    """Catches a bare traceback (or an empty table) for a run that has not run yet."""
+    with pytest.raises(HsitpError, match="no benchmark files"):
+        read_jobs(tmp_path / "logs" / "nope" / "benchmarks")
