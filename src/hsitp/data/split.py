@@ -28,9 +28,10 @@ import xarray as xr
 from scipy.ndimage import distance_transform_cdt
 
 from hsitp.errors import HsitpError
+from hsitp.names import SPLIT_PROTOCOLS
 
 UNUSED, TRAIN, TEST = 0, 1, 2
-PROTOCOLS = ("random", "block")  # canonical order of the ``protocol`` coordinate
+PROTOCOLS = SPLIT_PROTOCOLS  # canonical order of the ``protocol`` coordinate
 
 
 class SplitError(HsitpError):
