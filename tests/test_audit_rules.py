@@ -26,6 +26,7 @@ DOC = ROOT / "docs" / "audit.md"
 PAPER_DIR = ROOT.parent / "shared" / "paper"
 if not PAPER_DIR.is_dir():  # a worktree beside the main checkout
     PAPER_DIR = Path("/work/shared/paper")
+LOCATOR = re.compile(r"§|Table|Figure|abstract|title|method|results|artifact")
 PUBLIC_SOURCE = re.compile(r"arXiv[: ]\s*\d{4}\.\d{4,5}|doi:10\.\d{4,}/|https?://|paper §")
 
 
@@ -62,6 +63,10 @@ def test_rule1_scope_covers_every_p_the_sentence_names(by_id: dict[str, dict]) -
 
 
 # --- rule 2: the paper's formulas first; findings ------------------------------------------------------------------
+def _fns(check: dict) -> list[dict]:
+    return [check, *[s for sub in check.get("checks") or [] for s in _fns(sub)]]
+
+
 def test_rule2_findings_refine_a_claim_and_stay_out_of_the_counts(
     claims: list[dict], rows: list[dict], tmp_path: Path
 ) -> None:
@@ -79,6 +84,14 @@ def test_rule2_findings_refine_a_claim_and_stay_out_of_the_counts(
         if c["kind"] != "finding" and c["check"]["fn"] == "any_of":
             labels = {s["label"] for s in c["check"]["checks"]}
             assert not {"stated model", "refined model"} <= labels, c["id"]
+        for s in _fns(c["check"]):  # a CCR read without naming the model would mix stated and refined points
+            if s.get("file") in ("ccr", "rho") and s.get("variable") in (
+                "ccr",
+                "relative_throughput",
+                "lower_split",
+            ):
+                keys = {**(s.get("sel") or {}), **(s.get("lhs") or {}), **(s.get("rhs") or {})}
+                assert "model" in keys, c["id"]
     counts = cl.verdict_counts(rows)
     assert sum(counts.values()) == sum(r["kind"] != "finding" for r in rows)
     n_find = sum(r["kind"] == "finding" for r in rows)
@@ -99,10 +112,6 @@ def test_rule2_findings_refine_a_claim_and_stay_out_of_the_counts(
 
 
 # --- rule 3: no circular evidence ----------------------------------------------------------------------------------
-def _fns(check: dict) -> list[dict]:
-    return [check, *[s for sub in check.get("checks") or [] for s in _fns(sub)]]
-
-
 def test_rule3_evidence_by_construction_is_labelled_and_judged_by_reading(
     claims: list[dict], by_id: dict[str, dict]
 ) -> None:
@@ -248,6 +257,11 @@ def test_rule7_reading_verdicts_quote_the_paper_and_cite_a_public_source(rows: l
             continue
         cited = r["source"].split("; evidence:")[0]
         assert PUBLIC_SOURCE.search(cited), r["id"]
+        for part in cited.split(
+            ";"
+        ):  # an arXiv id or DOI names where in it: section, table, figure, abstract, ...
+            if re.search(r"arXiv|doi:", part):
+                assert LOCATOR.search(part), (r["id"], part)
         assert "../shared" not in r["source"] and "/shared/" not in r["source"], r["id"]
         assert r["zh"] and r["en"], r["id"]
     papers = sorted(PAPER_DIR.glob("*.txt")) if PAPER_DIR.is_dir() else []
