@@ -26,7 +26,15 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from hsitp.audit.claims import COLUMNS, COST_TABLES, VERDICTS, Context, evaluate_claims, verdict_counts
+from hsitp.audit.claims import (
+    COLUMNS,
+    COST_TABLES,
+    VERDICTS,
+    Context,
+    evaluate_claims,
+    finding_counts,
+    verdict_counts,
+)
 from hsitp.errors import HsitpError
 from hsitp.io import atomic_write_text, read_netcdf
 
@@ -114,10 +122,17 @@ def _md_text(rows: Sequence[Mapping[str, Any]], inputs: Mapping[str, Any]) -> st
     out = [
         "# The paper's claims, one by one",
         "",
-        f"{len(rows)} claims. Verdicts: " + ", ".join(f"{v} {n}" for v, n in counts.items()) + ".",
+        f"{sum(r['kind'] != 'finding' for r in rows)} claims. Verdicts: "
+        + ", ".join(f"{v} {n}" for v, n in counts.items())
+        + f". Findings (our refined model's answers, not counted): {sum(r['kind'] == 'finding' for r in rows)}"
+        + "".join(f", {v} {n}" for v, n in finding_counts(rows).items())
+        + ".",
         "",
         "Basis: *computed* (from the cost tables, the registry, the stated formulas or the config, under the "
-        "tolerance shown), *reading* (a source is cited), *pending* (a stage not built yet). Inputs: "
+        "tolerance shown), *reading* (a source is cited; evidence that holds by our own construction is labelled "
+        "so), *pending* (a stage not built yet), *measured* (the accuracy run's train/summary.nc). A verdict marked "
+        "**knife edge** moves with a 2 % change of its value or one point of its share; *hedged* claims say "
+        "可能/约 (rules: docs/audit.md). Inputs: "
         + ", ".join(f"`{k}`: {v}" for k, v in inputs.items())
         + ".",
         "",
@@ -127,8 +142,38 @@ def _md_text(rows: Sequence[Mapping[str, Any]], inputs: Mapping[str, Any]) -> st
     out += [
         f"- **{r['id']}** (§{r['section']}) {r['en']}: {r['reason'] or r['how']}"
         for r in rows
-        if r["verdict"] == "contradicted"
+        if r["verdict"] == "contradicted" and r["kind"] != "finding"
     ]
+    claim_ids = {r["id"] for r in rows}
+    out += [
+        "",
+        "## Findings",
+        "",
+        "Our refined model's answer, under the claim it refines (left out of the counts).",
+        "",
+    ]
+    out += [
+        "| claim | its verdict | finding | refined value | finding's verdict | reason |",
+        "|" + "---|" * 6,
+    ]
+    verdict_of_id = {r["id"]: r["verdict"] for r in rows}
+    for r in rows:
+        if r["kind"] == "finding" and r["refines"] in claim_ids:
+            out.append(
+                "| "
+                + " | ".join(
+                    _md_cell(x)
+                    for x in (
+                        r["refines"],
+                        verdict_of_id[r["refines"]],
+                        r["id"],
+                        r["pipeline_value"],
+                        r["verdict"],
+                        r["reason"] or r["how"],
+                    )
+                )
+                + " |"
+            )
     out += [
         "",
         "## All claims",
@@ -146,12 +191,12 @@ def _md_text(rows: Sequence[Mapping[str, Any]], inputs: Mapping[str, Any]) -> st
                     r["id"],
                     r["section"],
                     r["kind"],
-                    f"{r['zh']} ({r['en']})",
+                    f"{r['zh']} ({r['en']})" + (" *hedged*" if r["hedged"] else ""),
                     r["paper_value"],
                     r["pipeline_value"],
                     f"{r['how']}; {r['source']}",
                     r["tolerance"],
-                    r["verdict"],
+                    r["verdict"] + (f" **knife edge** ({r['edge']})" if r["knife_edge"] else ""),
                     r["basis"],
                     r["reason"],
                 )
@@ -171,7 +216,14 @@ def write_claims(
     atomic_write_text(out_csv, _csv_text(rows))
     atomic_write_text(md, _md_text(rows, {k: str(v) for k, v in inputs.items()}))
     clean = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()} for r in rows]
-    doc = {"counts": verdict_counts(rows), "n_claims": len(rows), "provenance": dict(prov), "claims": clean}
+    doc = {
+        "counts": verdict_counts(rows),
+        "n_claims": sum(r["kind"] != "finding" for r in rows),
+        "finding_counts": finding_counts(rows),
+        "n_findings": sum(r["kind"] == "finding" for r in rows),
+        "provenance": dict(prov),
+        "claims": clean,
+    }
     atomic_write_text(js, json.dumps(doc, indent=1, ensure_ascii=False, default=str) + "\n")
     return [out_csv, md, js]
 
@@ -312,6 +364,14 @@ def check_claims(new_csv: Path, ref_csv: Path, rep: Report) -> None:
         )
     for cid in sorted(set(ref) & set(new)):
         r, n = ref[cid], new[cid]
+        if "measured" in (r.get("basis"), n.get("basis")):
+            # decided by the accuracy run's measurements: compared by presence and schema, never by verdict
+            if n.get("basis") != "measured" or n.get("verdict") not in VERDICTS:
+                rep.drift.append(
+                    f"claims: {cid} is measured-basis in the reference; new basis {n.get('basis')!r}, "
+                    f"verdict {n.get('verdict')!r}"
+                )
+            continue
         if r["verdict"] != n["verdict"]:
             rep.drift.append(
                 f"claims: {cid} verdict: reference {r['verdict']}, new {n['verdict']} "
@@ -322,8 +382,11 @@ def check_claims(new_csv: Path, ref_csv: Path, rep: Report) -> None:
             fa, fb = float(a or "nan"), float(b or "nan")
             if not (math.isnan(fa) and math.isnan(fb)) and not abs(fa - fb) <= MODELLED_RTOL * abs(fa):
                 rep.drift.append(f"claims: {cid} pipeline_number: reference {a}, new {b}")
-    counts = {v: sum(r["verdict"] == v for r in new.values()) for v in VERDICTS}
-    rep.checked.append(f"{new_csv.name}: {len(new)} claims, verdicts equal, numbers exact; counts {counts}")
+    counts = verdict_counts(list(new.values()))  # findings left out, as in the table's own counts
+    rep.checked.append(
+        f"{new_csv.name}: {len(new)} claims and findings, verdicts equal (measured-basis claims by presence), "
+        f"numbers exact; counts {counts}"
+    )
 
 
 def _band_lines(kind: str, var: str, ds: xr.Dataset, max_lines: int = 5) -> list[str]:

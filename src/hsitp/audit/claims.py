@@ -5,6 +5,10 @@ Each claim names one check (``check.fn``). A check reads cached results only (th
 :class:`Outcome`: the pipeline's value, where it came from, and either a boolean, a fraction of points where the
 claim holds, or a verdict stated by reading (with its reason and source). :func:`verdict_of` turns that into one of
 :data:`VERDICTS` under the claim's declared tolerance, so a number that decides a verdict is never typed by hand.
+
+The rules every claim is held to (scope, the paper's formulas first, findings, "by construction" evidence, knife
+edges, hedged claims, the flip test, sources, the measured basis) are written down in ``docs/audit.md``; the
+functions here implement the checkable ones (:func:`decide`, :func:`knife_edge`, :func:`hedged`).
 """
 
 from __future__ import annotations
@@ -35,10 +39,20 @@ KINDS = (
     "estimate",
     "conclusion",
     "reference_fact",
+    "finding",  # our refined model's answer to a claim judged by the paper's formulas (``refines``: that claim)
 )
 VERDICTS = ("holds", "conditional", "contradicted", "not_reproducible", "needs_gpu", "pending")
-# How a verdict was reached: computed from cached results, read from a source, or waiting on a stage.
-BASES = ("computed", "reading", "pending")
+# How a verdict was reached: computed from cached results, read from a source, waiting on a stage, or decided by
+# measurements (results/<audit.accuracy_run>/train/summary.nc; pending while that file or its variable is absent).
+BASES = ("computed", "reading", "pending", "measured")
+# Quote markers that hedge a claim (rule 5). 可能 ("may") hedges its scope: the claim holds if the effect occurs in at
+# least one configuration of the stated scope. 约/大约/左右 ("about") hedge a number: the claim states its tolerance
+# (field ``about``). 约束 ("constraint"), 归约/规约 ("reduce"), 节约, 约定 are not hedges.
+POSSIBILITY_MARKERS = ("可能",)
+APPROX_MARKERS = ("大约", "约", "左右")
+NOT_HEDGES = ("约束", "归约", "规约", "节约", "约定")
+KNIFE_EDGE_RTOL = 0.02  # rule 4: |value - edge| <= 2 % of a finite non-zero edge
+DEFAULT_ACCURACY_RUN = "cpu"  # audit.accuracy_run's schema default
 REQUIRED_FIELDS = ("id", "section", "kind", "zh", "en", "check")
 COST_TABLES = ("rho", "ccr", "boundary", "scale")
 # Columns of paper_claims.{csv,md,json}, in order.
@@ -57,6 +71,10 @@ COLUMNS = (
     "verdict",
     "basis",
     "reason",
+    "hedged",
+    "knife_edge",
+    "edge",
+    "refines",
 )
 
 
@@ -78,16 +96,39 @@ class Outcome:
     tolerance: str = ""
     paper_value: str = ""
     labels: list[str] = field(default_factory=list)  # any_of: the conditions under which it holds
+    # What decides it (so the flip test and the knife-edge mark can move the value): a numeric band [low, high]
+    # for ``value`` (exact: an ``expect`` check), or the number of points behind ``fraction``.
+    band: tuple[float, float] | None = None
+    exact: bool = False
+    n_points: int | None = None
+    parts: list[tuple[str, Outcome, Mapping[str, Any]]] = field(
+        default_factory=list
+    )  # any_of: label, outcome, check
+    basis: str | None = None  # "measured" for a check reading the accuracy run
 
 
 class Context:
-    """Cached inputs of one audit: the run's cost tables (read once), the registry, the run's config."""
+    """Cached inputs of one audit: the run's cost tables (read once), the registry, the run's config, and (for
+    measured-basis claims) ``results/<audit.accuracy_run>/train/summary.nc`` beside the run's folder."""
 
-    def __init__(self, cost_dir: Path, config: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self, cost_dir: Path, config: Mapping[str, Any] | None = None, results_root: Path | None = None
+    ) -> None:
         self.cost_dir = Path(cost_dir)
         self.config = dict(config or {})
+        # results/ (the run folder's parent): where the accuracy run's folder sits
+        self.results_root = Path(results_root) if results_root is not None else self.cost_dir.parent.parent
         self._tables: dict[str, xr.Dataset] = {}
         self.inputs: dict[str, Path] = {}
+
+    @property
+    def accuracy_run(self) -> str:
+        return str((self.config.get("audit") or {}).get("accuracy_run", DEFAULT_ACCURACY_RUN))
+
+    @property
+    def accuracy_summary(self) -> Path:
+        """``results/<audit.accuracy_run>/train/summary.nc``: the input of measured-basis claims."""
+        return self.results_root / self.accuracy_run / "train" / "summary.nc"
 
     def table(self, name: str) -> xr.Dataset:
         """``cost/NAME.nc`` (kind ``cost_NAME``; ``model_NAME`` accepted: the files written before issue 8's
@@ -142,6 +183,10 @@ def _fmt(x: Any) -> str:
     if isinstance(x, float | np.floating):
         return f"{float(x):.6g}"
     return str(x)
+
+
+def _is_exact(args: Mapping[str, Any]) -> bool:
+    return "expect" in args
 
 
 def _bounds(args: Mapping[str, Any]) -> tuple[float, float, str]:
@@ -204,13 +249,20 @@ def check_quote(ctx: Context, a: Mapping[str, Any]) -> Outcome:
         value = float(q["computed"].values)
         lo, hi = float(q["quoted_low"].values), float(q["quoted_high"].values)
         paper, tol = f"[{_fmt(lo)}, {_fmt(hi)}]", f"quoted range [{_fmt(lo)}, {_fmt(hi)}]"
+    ok = bool(int(q["quote_consistent"].values))
+    band = None if text else (lo, hi)
+    if band is not None and ok != (lo <= value <= hi):
+        raise ClaimsError(
+            f"quote {key!r}: quote_consistent {ok} disagrees with computed {value} in [{lo}, {hi}]"
+        )
     return Outcome(
         value=value,
         how=str(q["quote_how"].values),
         source=f"cost/ccr.nc:computed[quote={key}]",
-        ok=bool(int(q["quote_consistent"].values)),
+        ok=ok,
         tolerance=tol,
         paper_value=paper,
+        band=band,
     )
 
 
@@ -231,7 +283,15 @@ def check_formula_value(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     """A formula (paper's stated model, constants F, beta_intra, beta_inter, n_tokens) against the paper's number."""
     v = _eval(a["expr"], a.get("at"))
     lo, hi, tol = _bounds(a)
-    return Outcome(value=v, how=a["expr"], source="hsitp.cost.stated", ok=lo <= v <= hi, tolerance=tol)
+    return Outcome(
+        value=v,
+        how=a["expr"],
+        source="hsitp.cost.stated",
+        ok=lo <= v <= hi,
+        tolerance=tol,
+        band=(lo, hi),
+        exact=_is_exact(a),
+    )
 
 
 def check_formula_identity(ctx: Context, a: Mapping[str, Any]) -> Outcome:
@@ -248,6 +308,7 @@ def check_formula_identity(ctx: Context, a: Mapping[str, Any]) -> Outcome:
         source="hsitp.cost.stated",
         ok=worst <= rtol,
         tolerance=f"rtol {rtol:g}",
+        band=(0.0, rtol),
     )
 
 
@@ -288,6 +349,8 @@ def check_table_value(ctx: Context, a: Mapping[str, Any]) -> Outcome:
         source=f"cost/{a['file']}.nc:{a['variable']}",
         ok=lo <= v <= hi,
         tolerance=tol,
+        band=(lo, hi),
+        exact=_is_exact(a),
     )
 
 
@@ -320,13 +383,23 @@ def check_table_compare(ctx: Context, a: Mapping[str, Any]) -> Outcome:
         f" at {_sel_text(base) or 'every point'}",
         source=f"cost/{a['file']}.nc:{var}" + (f",{rvar}" if rvar != var else ""),
         fraction=frac,
+        n_points=int(truth.size),
         tolerance=f"holds if share ≥ {a.get('min_fraction', 1.0)}",
     )
 
 
 def check_table_fraction(ctx: Context, a: Mapping[str, Any]) -> Outcome:
-    """Fraction of a table's selected values satisfying ``OP value`` (or within [low, high])."""
-    da = _sel(ctx.table(a["file"])[a["variable"]], a.get("sel"))
+    """Fraction of a table's selected values satisfying ``OP value`` (or within [low, high]); optionally of their
+    ratio to another selection (``ratio_to``) or of their minimum over one dim (``min_over``, e.g. the better split)."""
+    ds = ctx.table(a["file"])
+    da = _sel(ds[a["variable"]], a.get("sel"))
+    extra = ""
+    if a.get("ratio_to"):
+        da = da / _sel(ds[a["variable"]], a["ratio_to"])
+        extra += f" / {a['variable']}{_sel_text(a['ratio_to'])}"
+    if a.get("min_over"):
+        da = da.min(a["min_over"])
+        extra += f" (min over {a['min_over']})"
     vals = np.asarray(da.values).ravel()
     if "op" in a:
         truth = np.asarray(_op(a["op"])(vals, a["value"]), dtype=bool)
@@ -338,9 +411,10 @@ def check_table_fraction(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     frac = float(truth.mean())
     return Outcome(
         value=frac,
-        how=f"share of {vals.size} value(s) of {a['variable']}{_sel_text(a.get('sel'))} {cond}",
+        how=f"share of {vals.size} value(s) of {a['variable']}{_sel_text(a.get('sel'))}{extra} {cond}",
         source=f"cost/{a['file']}.nc:{a['variable']}",
         fraction=frac,
+        n_points=int(vals.size),
         tolerance=f"holds if share ≥ {a.get('min_fraction', 1.0)}",
     )
 
@@ -357,6 +431,7 @@ def check_table_spread(ctx: Context, a: Mapping[str, Any]) -> Outcome:
         source=f"cost/{a['file']}.nc:{a['variable']}",
         ok=v <= rtol,
         tolerance=f"spread ≤ {rtol:g}",
+        band=(0.0, rtol),
     )
 
 
@@ -380,6 +455,27 @@ def check_lower_split_rule(ctx: Context, a: Mapping[str, Any]) -> Outcome:
         how=f"share of {n} points where the '{a['rule']}' rule picks the 1-D split with the lower {model} CCR",
         source="cost/rho.nc:ccr,C,N",
         fraction=frac,
+        n_points=n,
+        tolerance=f"holds if share ≥ {a.get('min_fraction', 1.0)}",
+    )
+
+
+def check_split_regime(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+    """Share of rho.nc points (after ``sel``) where the choice between the two 1-D splits decides the regime: the
+    better split's CCR is below 1 and the worse split's above 1 (``max(C, N) > P F/beta > min(C, N)`` under the
+    stated model). Where both are above 1 (or both below), picking the wrong split changes no regime."""
+    ds = ctx.table("rho")
+    ccr = _sel(ds["ccr"].sel(split=["channel", "token"]), a.get("sel"))
+    lo, hi = ccr.min("split"), ccr.max("split")
+    decides = np.asarray(((lo < 1.0) & (hi > 1.0)).values, dtype=bool).ravel()
+    frac = float(decides.mean()) if decides.size else 0.0
+    return Outcome(
+        value=frac,
+        how=f"share of {decides.size} point(s) of ccr{_sel_text(a.get('sel'))} where min(channel, token) < 1 < "
+        "max(channel, token)",
+        source="cost/rho.nc:ccr",
+        fraction=frac,
+        n_points=int(decides.size),
         tolerance=f"holds if share ≥ {a.get('min_fraction', 1.0)}",
     )
 
@@ -424,6 +520,7 @@ def check_dataset_range(ctx: Context, a: Mapping[str, Any]) -> Outcome:
             vals[name] = getattr(spec, a["attr"])
     inside = [n for n, v in vals.items() if lo <= v <= hi]
     frac = len(inside) / len(vals)
+    n_points = len(vals)
     what = f"tokens at p = {a['patch']}" if a["attr"] == "tokens" else a["attr"]
     return Outcome(
         value=frac,
@@ -431,6 +528,7 @@ def check_dataset_range(ctx: Context, a: Mapping[str, Any]) -> Outcome:
         + ", ".join(f"{n}={v}" for n, v in vals.items()),
         source=f"hsitp.data.registry ({what})",
         fraction=frac,
+        n_points=n_points,
         tolerance=f"holds if share ≥ {a.get('min_fraction', 1.0)}",
     )
 
@@ -475,31 +573,30 @@ def check_preset_value(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     v = float(eval(a["field"], {"__builtins__": {}}, {"hw": hw}))  # noqa: S307 - attribute access on a preset
     lo, hi, tol = _bounds(a)
     return Outcome(
-        value=v, how=a["field"], source=f"hsitp.cost.hardware:{a['preset']}", ok=lo <= v <= hi, tolerance=tol
+        value=v,
+        how=a["field"],
+        source=f"hsitp.cost.hardware:{a['preset']}",
+        ok=lo <= v <= hi,
+        tolerance=tol,
+        band=(lo, hi),
+        exact=_is_exact(a),
     )
 
 
 def check_any_of(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     """Sub-checks under named conditions (e.g. intra- and inter-node β): all hold → holds, some → conditional on
     those, none → contradicted."""
-    parts = []
-    for sub in a["checks"]:
-        o = evaluate_check(ctx, sub)
-        ok = (
-            o.ok
-            if o.ok is not None
-            else (o.fraction is not None and o.fraction >= sub.get("min_fraction", 1.0))
-        )
-        parts.append((sub["label"], ok, o))
-    held = [lbl for lbl, ok, _ in parts if ok]
+    parts = [(sub["label"], evaluate_check(ctx, sub), sub) for sub in a["checks"]]
+    held = [lbl for lbl, o, sub in parts if _holds(o, sub)]
     return Outcome(
-        value="; ".join(f"{lbl}: {_fmt(o.value)}" for lbl, _, o in parts),
-        how="; ".join(f"{lbl}: {o.how}" for lbl, _, o in parts),
-        source="; ".join(sorted({o.source for _, _, o in parts})),
+        value="; ".join(f"{lbl}: {_fmt(o.value)}" for lbl, o, _ in parts),
+        how="; ".join(f"{lbl}: {o.how}" for lbl, o, _ in parts),
+        source="; ".join(sorted({o.source for _, o, _ in parts})),
         fraction=len(held) / len(parts),
         labels=held,
-        tolerance="; ".join(f"{lbl}: {o.tolerance}" for lbl, _, o in parts),
-        paper_value=next((o.paper_value for _, _, o in parts if o.paper_value), ""),
+        tolerance="; ".join(f"{lbl}: {o.tolerance}" for lbl, o, _ in parts),
+        paper_value=next((o.paper_value for _, o, _ in parts if o.paper_value), ""),
+        parts=parts,
     )
 
 
@@ -520,6 +617,63 @@ def check_needs_gpu(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     return Outcome(verdict="needs_gpu", reason=a["reason"], how="-", source=a.get("source", "-"))
 
 
+def check_measured(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+    """A claim decided by measurements: a variable of ``results/<audit.accuracy_run>/train/summary.nc`` (kind
+    ``train_summary``, one value per cell), as the share of the selected cells equal to ``equals`` (e.g. a verdict
+    variable) or within [low, high]. Basis ``measured``; pending, with what it waits for, while the file or the
+    variable is absent (the drift check compares such claims by presence and schema, never by verdict)."""
+    path = ctx.accuracy_summary
+    waits = a.get("waits_for", "")
+    if not path.exists():
+        return Outcome(
+            verdict="pending",
+            basis="measured",
+            how="-",
+            source=str(path),
+            reason=f"pending: no {path} (run the accuracy run `{ctx.accuracy_run}`: audit.accuracy_run). {waits}".strip(),
+        )
+    from hsitp.io import read_netcdf
+
+    ds = read_netcdf(path, kind="train_summary")
+    ctx.inputs["accuracy_summary"] = path
+    var = a["variable"]
+    if var not in ds:
+        return Outcome(
+            verdict="pending",
+            basis="measured",
+            how="-",
+            source=f"{path}:{var}",
+            reason=f"pending: {path} has no variable {var!r} yet. {waits}".strip(),
+        )
+    da = ds[var]
+    for key, want in (a.get("sel") or {}).items():  # cell coordinates (dataset, plan, P, split, ...)
+        if key not in da.coords:
+            raise ClaimsError(f"measured check: {var!r} has no coordinate {key!r} (coords {list(da.coords)})")
+        keep = np.isin(np.asarray(da[key].values), np.asarray(want if isinstance(want, list) else [want]))
+        da = da.isel({da[key].dims[0]: np.flatnonzero(keep)})
+    vals = np.asarray(da.values).ravel()
+    if vals.size == 0:
+        raise ClaimsError(f"measured check: no cell of {var!r} in {path} matches {dict(a.get('sel') or {})}")
+    if "equals" in a:
+        truth = vals.astype(str) == str(a["equals"])
+        cond = f"== {a['equals']!r}"
+    else:
+        lo, hi, _ = _bounds(a)
+        num = vals.astype(float)
+        truth = (num >= lo) & (num <= hi)
+        cond = f"in [{_fmt(lo)}, {_fmt(hi)}]"
+    frac = float(truth.mean())
+    return Outcome(
+        value=frac,
+        how=f"share of {vals.size} cell(s) of {var}{_sel_text(a.get('sel'))} {cond}",
+        source=f"{path}:{var}",
+        fraction=frac,
+        n_points=int(vals.size),
+        tolerance=f"holds if share ≥ {a.get('min_fraction', 1.0)}",
+        basis="measured",
+    )
+
+
 CHECKS: dict[str, Callable[[Context, Mapping[str, Any]], Outcome]] = {
     "quote": check_quote,
     "quote_texts_agree": check_quote_texts_agree,
@@ -530,6 +684,7 @@ CHECKS: dict[str, Callable[[Context, Mapping[str, Any]], Outcome]] = {
     "table_fraction": check_table_fraction,
     "table_spread": check_table_spread,
     "lower_split_rule": check_lower_split_rule,
+    "split_regime": check_split_regime,
     "dataset_grid": check_dataset_grid,
     "dataset_attr": check_dataset_attr,
     "dataset_range": check_dataset_range,
@@ -540,6 +695,7 @@ CHECKS: dict[str, Callable[[Context, Mapping[str, Any]], Outcome]] = {
     "reading": check_reading,
     "pending": check_pending,
     "needs_gpu": check_needs_gpu,
+    "measured": check_measured,
 }
 # Verdict mapping keys a claim may set on its check.
 VERDICT_KEYS = ("if_true", "if_false", "if_partial")
@@ -552,22 +708,140 @@ def evaluate_check(ctx: Context, check: Mapping[str, Any]) -> Outcome:
     return CHECKS[fn](ctx, check)
 
 
-def verdict_of(o: Outcome, check: Mapping[str, Any]) -> tuple[str, str]:
-    """(verdict, basis) of an outcome under the claim's mapping (``if_true``/``if_false``/``if_partial``)."""
+def hedged(zh: str) -> bool:
+    """Rule 5: the quote contains 可能, 约, 大约 or 左右 (words such as 约束 or 归约 are not hedges)."""
+    text = str(zh)
+    for word in NOT_HEDGES:
+        text = text.replace(word, "")
+    return any(m in text for m in POSSIBILITY_MARKERS + APPROX_MARKERS)
+
+
+def possibility_hedged(zh: str) -> bool:
+    """The quote says 可能 ("may"): the claim holds if the effect occurs in at least one configuration of its scope."""
+    return any(m in str(zh) for m in POSSIBILITY_MARKERS)
+
+
+def approximate(zh: str) -> bool:
+    """The quote says 约/大约/左右 ("about"): the claim must state its tolerance (field ``about``)."""
+    text = str(zh)
+    for word in NOT_HEDGES:
+        text = text.replace(word, "")
+    return any(m in text for m in APPROX_MARKERS)
+
+
+def _holds(o: Outcome, check: Mapping[str, Any], existential: bool = False) -> bool:
+    """Whether one outcome meets its check: the value in its band, the share at least ``min_fraction`` (any point
+    at all for an existential, i.e. 可能-hedged, claim), the boolean, or all/any sub-checks of an any_of."""
+    if o.parts:
+        held = [_holds(po, pc) for _, po, pc in o.parts]
+        return any(held) if existential else all(held)
+    if o.band is not None:
+        return bool(o.band[0] <= float(o.value) <= o.band[1])
+    if o.fraction is not None:
+        f = float(o.fraction)
+        return f > 0 if existential else f >= float(check.get("min_fraction", 1.0))
+    return bool(o.ok)
+
+
+def decide(o: Outcome, check: Mapping[str, Any], existential: bool = False) -> tuple[str, str]:
+    """(verdict, basis) of an outcome under the claim's mapping (``if_true``/``if_false``/``if_partial``).
+
+    The only place a number becomes a verdict: the flip test and the knife-edge mark move the outcome's value (or
+    share, or one sub-check) and call this again. ``existential``: the claim is 可能-hedged (rule 5)."""
     if o.verdict is not None:
-        return o.verdict, ("pending" if o.verdict == "pending" else "reading")
-    if o.ok is not None:
-        ok = o.ok
-        partial = False
+        return o.verdict, o.basis or ("pending" if o.verdict == "pending" else "reading")
+    basis = o.basis or "computed"
+    if o.parts:
+        held = [_holds(po, pc) for _, po, pc in o.parts]
+        ok = any(held) if existential else all(held)
+        partial = not ok and any(held)
+    elif o.band is not None or o.fraction is None:
+        ok, partial = _holds(o, check), False
     else:
-        f = float(o.fraction or 0.0)
-        ok = f >= float(check.get("min_fraction", 1.0))
-        partial = not ok and f > 0
+        ok = _holds(o, check, existential)
+        partial = not ok and float(o.fraction) > 0
     if ok:
-        return check.get("if_true", "holds"), "computed"
+        return check.get("if_true", "holds"), basis
     if partial:
-        return check.get("if_partial", "conditional"), "computed"
-    return check.get("if_false", "contradicted"), "computed"
+        return check.get("if_partial", "conditional"), basis
+    return check.get("if_false", "contradicted"), basis
+
+
+def verdict_of(o: Outcome, check: Mapping[str, Any]) -> tuple[str, str]:
+    """(verdict, basis) of an outcome of a claim that is not 可能-hedged (see :func:`decide`)."""
+    return decide(o, check)
+
+
+def _flip_one(o: Outcome, check: Mapping[str, Any]) -> Outcome:
+    """The outcome with its deciding point moved across: the value to the other side of the band, the share by one
+    point (towards and across ``min_fraction``), the boolean negated."""
+    import dataclasses
+
+    if o.band is not None:
+        lo, hi = o.band
+        v = float(o.value)
+        inside = lo <= v <= hi
+        if inside:  # out across the nearer finite edge
+            edges = [e for e in (lo, hi) if math.isfinite(e)]
+            e = min(edges, key=lambda x: abs(v - x))
+            return dataclasses.replace(o, value=e + (1 if e == hi else -1) * max(abs(e), 1e-300) * 1e-6)
+        e = lo if v < lo else hi
+        return dataclasses.replace(o, value=e)
+    if o.fraction is not None and o.n_points:
+        m = float(check.get("min_fraction", 1.0))
+        k = round(float(o.fraction) * o.n_points)
+        k = k - 1 if float(o.fraction) >= m else k + 1
+        return dataclasses.replace(o, fraction=min(max(k, 0), o.n_points) / o.n_points)
+    return dataclasses.replace(o, ok=not o.ok)
+
+
+def knife_edge(o: Outcome, check: Mapping[str, Any], existential: bool = False) -> tuple[bool, str]:
+    """Rule 4: (knife_edge, which edge). A band check is on a knife edge when |value − edge| ≤ 2 % of a finite
+    non-zero edge (an exact ``expect`` check only when it misses by at most 2 %: a match of an exact number is not
+    an edge); a share check when moving one point changes the verdict; an any_of when one of its sub-checks is on a
+    knife edge and flipping that sub-check changes the verdict. Only the holds / does-not-hold threshold counts: a
+    universal share check (min_fraction 1) that holds at every point is not marked, nor a share of 0 where one point
+    would only turn contradicted into conditional."""
+    if o.verdict is not None:
+        return False, ""
+    if o.parts:
+        base = decide(o, check, existential)[0]
+        notes = []
+        for i, (label, po, pc) in enumerate(o.parts):
+            sub_knife, sub_note = knife_edge(po, pc)
+            if not sub_knife:
+                continue
+            flipped = list(o.parts)
+            flipped[i] = (label, _flip_one(po, pc), pc)
+            import dataclasses
+
+            if decide(dataclasses.replace(o, parts=flipped), check, existential)[0] != base:
+                notes.append(f"{label}: {sub_note}")
+        return bool(notes), "; ".join(notes)
+    if o.band is not None:
+        v = float(o.value)
+        lo, hi = o.band
+        if o.exact:
+            e = (lo + hi) / 2
+            miss = abs(v - e)
+            near = not (lo <= v <= hi) and e != 0 and miss <= KNIFE_EDGE_RTOL * abs(e)
+            return near, (f"{_fmt(v)} vs {_fmt(e)} ({100 * miss / abs(e):.2g} %)" if near else "")
+        for e in (lo, hi):
+            if math.isfinite(e) and e != 0 and abs(v - e) <= KNIFE_EDGE_RTOL * abs(e):
+                return True, f"{_fmt(v)} vs edge {_fmt(e)} ({100 * abs(v - e) / abs(e):.2g} %)"
+        return False, ""
+    if o.fraction is not None and o.n_points:
+        n, f = o.n_points, float(o.fraction)
+        k = round(f * n)
+        m = 1.0 / n if existential else float(check.get("min_fraction", 1.0))
+        ok = k / n >= m
+        if ok and (m >= 1.0 and not existential):
+            return False, ""
+        if ok and (k - 1) / n < m:
+            return True, f"{k} of {n} points, threshold {_fmt(m)}: one point fewer changes the verdict"
+        if not ok and (k + 1) / n >= m:
+            return True, f"{k} of {n} points, threshold {_fmt(m)}: one point more changes the verdict"
+    return False, ""
 
 
 def load_claims(path: Path = CLAIMS_FILE) -> list[dict[str, Any]]:
@@ -598,6 +872,8 @@ def _check_problems(cid: str, check: Any) -> list[str]:
         for k in ("reason", "source"):
             if not check.get(k):
                 out.append(f"{cid}: a reading check needs a {k}")
+    if check["fn"] == "measured" and not check.get("variable"):
+        out.append(f"{cid}: a measured check needs a variable of train/summary.nc")
     if check["fn"] == "pending" and not (check.get("stage") and check.get("reason")):
         out.append(f"{cid}: a pending check needs stage and reason")
     if check["fn"] == "needs_gpu" and not check.get("reason"):
@@ -634,6 +910,29 @@ def validate_claims(claims: Sequence[Any]) -> list[str]:
             problems.append(f"{cid}: kind {c.get('kind')!r} not in {', '.join(KINDS)}")
         if "check" in c:
             problems += _check_problems(cid, c["check"])
+        if c.get("kind") == "finding" and not c.get("refines"):
+            problems.append(f"{cid}: a finding names the claim it refines (refines: ID)")
+        if c.get("refines") and c.get("kind") != "finding":
+            problems.append(f"{cid}: only a finding (kind: finding) refines another claim")
+        if approximate(c.get("zh", "")) and not c.get("about"):
+            problems.append(f"{cid}: the quote says 约/大约/左右; state the tolerance (about: ...)")
+        if c.get("by_construction"):
+            r = c.get("reading")
+            if not isinstance(r, Mapping) or r.get("verdict") not in VERDICTS or not r.get("reason"):
+                problems.append(
+                    f"{cid}: by_construction evidence needs a reading verdict (reading: verdict, reason)"
+                )
+            elif not r.get("source"):
+                problems.append(f"{cid}: a reading verdict needs a source")
+    ids = {str(c.get("id")) for c in claims if isinstance(c, Mapping)}
+    kind_of = {str(c.get("id")): c.get("kind") for c in claims if isinstance(c, Mapping)}
+    for c in claims:
+        if isinstance(c, Mapping) and c.get("refines"):
+            target = str(c["refines"])
+            if target not in ids:
+                problems.append(f"{c.get('id')}: refines {target!r}, which is not a claim")
+            elif kind_of[target] == "finding":
+                problems.append(f"{c.get('id')}: refines {target!r}, itself a finding")
     return problems
 
 
@@ -644,6 +943,8 @@ def config_keys(claims: Sequence[Mapping[str, Any]] | None = None) -> list[str]:
     def walk(check: Mapping[str, Any]) -> None:
         if check.get("fn") == "config_value":
             keys.add(check["key"])
+        if check.get("fn") == "measured":
+            keys.add("audit.accuracy_run")
         for sub in check.get("checks") or []:
             walk(sub)
 
@@ -652,18 +953,42 @@ def config_keys(claims: Sequence[Mapping[str, Any]] | None = None) -> list[str]:
     return sorted(keys)
 
 
+def evaluate_claim(ctx: Context, c: Mapping[str, Any]) -> tuple[Outcome, str, str]:
+    """(outcome, verdict, basis) of one claim. Evidence that holds by our own construction (``by_construction``) is
+    shown but does not decide: the claim's ``reading`` verdict does (rule 3)."""
+    try:
+        o = evaluate_check(ctx, c["check"])
+    except (KeyError, TypeError) as exc:
+        raise ClaimsError(f"claim {c['id']}: check {c['check'].get('fn')!r} is missing {exc}") from exc
+    if c.get("by_construction"):
+        r = c["reading"]
+        return o, r["verdict"], "reading"
+    verdict, basis = decide(o, c["check"], possibility_hedged(c["zh"]))
+    return o, verdict, basis
+
+
 def evaluate_claims(ctx: Context, claims: Sequence[Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
     """One row per claim (:data:`COLUMNS`), verdicts computed where a number decides them."""
     rows = []
     for c in claims if claims is not None else load_claims():
-        try:
-            o = evaluate_check(ctx, c["check"])
-        except (KeyError, TypeError) as exc:
-            raise ClaimsError(f"claim {c['id']}: check {c['check'].get('fn')!r} is missing {exc}") from exc
-        verdict, basis = verdict_of(o, c["check"])
+        o, verdict, basis = evaluate_claim(ctx, c)
+        existential = possibility_hedged(c["zh"])
         reason = o.reason or str(c.get("reason", "")).strip()
-        if o.labels and verdict == "conditional":
-            reason = (f"holds only under: {', '.join(o.labels)}. " + reason).strip()
+        how, source, tolerance = o.how, o.source, o.tolerance
+        if c.get("by_construction"):
+            r = c["reading"]
+            reason = str(r["reason"]).strip()
+            how = f"by construction ({c['by_construction']}): {o.how}"
+            source = f"{r['source']}; evidence: {o.source}"
+        elif o.parts and verdict in ("conditional", "holds") and basis != "reading":
+            held = [lbl for lbl, po, pc in o.parts if _holds(po, pc)]
+            if verdict == "conditional" or (existential and len(held) < len(o.parts)):
+                reason = (f"holds only under: {', '.join(held)}. " + reason).strip()
+        if c.get("about"):
+            tolerance = f"about: {c['about']}; {tolerance}".strip("; ")
+        if existential and basis in ("computed", "measured") and (o.parts or o.fraction is not None):
+            tolerance = f"{tolerance}; hedged (可能): holds if it occurs at one point or more".strip("; ")
+        knife, edge = (False, "") if c.get("by_construction") else knife_edge(o, c["check"], existential)
         number = (
             o.value
             if isinstance(o.value, int | float | np.number) and not isinstance(o.value, bool)
@@ -679,16 +1004,28 @@ def evaluate_claims(ctx: Context, claims: Sequence[Mapping[str, Any]] | None = N
                 "paper_value": str(c.get("paper_value", "") or o.paper_value),
                 "pipeline_value": _fmt(o.value) if not isinstance(o.value, list) else str(o.value),
                 "pipeline_number": float(number) if number is not None else math.nan,
-                "how": o.how,
-                "source": o.source,
-                "tolerance": o.tolerance,
+                "how": how,
+                "source": source,
+                "tolerance": tolerance,
                 "verdict": verdict,
                 "basis": basis,
                 "reason": reason,
+                "hedged": hedged(c["zh"]),
+                "knife_edge": knife,
+                "edge": edge,
+                "refines": str(c.get("refines", "") or ""),
             }
         )
     return rows
 
 
 def verdict_counts(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    return {v: sum(r["verdict"] == v for r in rows) for v in VERDICTS}
+    """Verdicts of the claims; findings (our refined model's answers, kind ``finding``) are left out (rule 2)."""
+    claims = [r for r in rows if r["kind"] != "finding"]
+    return {v: sum(r["verdict"] == v for r in claims) for v in VERDICTS}
+
+
+def finding_counts(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """Verdicts of the findings alone (what the refined model says of the claims they refine)."""
+    found = [r for r in rows if r["kind"] == "finding"]
+    return {v: n for v in VERDICTS if (n := sum(r["verdict"] == v for r in found))}

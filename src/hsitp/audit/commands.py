@@ -23,7 +23,11 @@ def _claims(args: argparse.Namespace) -> int:
     )
     paths = write_claims(rows, args.out, inputs, prov)
     counts = ", ".join(f"{k} {v}" for k, v in verdict_counts(rows).items())
-    print(f"wrote {', '.join(map(str, paths))}: {len(rows)} claims ({counts})")
+    n_findings = sum(r["kind"] == "finding" for r in rows)
+    print(
+        f"wrote {', '.join(map(str, paths))}: {len(rows) - n_findings} claims ({counts}) "
+        f"and {n_findings} findings"
+    )
     return 0
 
 

@@ -1,0 +1,365 @@
+"""The rules of docs/audit.md, one test per rule that can be checked, on the committed reference tables.
+
+Everything reads results/reference/smoke (committed) and, for the quotes, the paper under ../shared when present.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from hsitp.audit import claims as cl
+from hsitp.audit.audit import audit_run, read_claims_csv, write_claims
+from hsitp.config import load_config
+from hsitp.io import provenance, write_netcdf
+
+ROOT = Path(__file__).resolve().parent.parent
+REF = ROOT / "results" / "reference" / "smoke"
+DOC = ROOT / "docs" / "audit.md"
+PAPER_DIR = ROOT.parent / "shared" / "paper"  # ../shared/paper; the quote check skips without it
+LOCATOR = re.compile(r"§|Table|Figure|abstract|title|method|results|artifact")
+PUBLIC_SOURCE = re.compile(r"arXiv[: ]\s*\d{4}\.\d{4,5}|doi:10\.\d{4,}/|https?://|paper §")
+
+
+@pytest.fixture(scope="module")
+def claims() -> list[dict]:
+    return cl.load_claims()
+
+
+@pytest.fixture(scope="module")
+def ctx() -> cl.Context:
+    cfg = load_config([ROOT / "config/config.yaml", ROOT / "config/smoke.yaml"])
+    return cl.Context(REF / "cost", cfg)
+
+
+@pytest.fixture(scope="module")
+def rows(ctx: cl.Context, claims: list[dict]) -> list[dict]:
+    return cl.evaluate_claims(ctx, claims)
+
+
+@pytest.fixture(scope="module")
+def by_id(rows: list[dict]) -> dict[str, dict]:
+    return {r["id"]: r for r in rows}
+
+
+# --- rule 1: scope ---------------------------------------------------------------------------------------------------
+def test_rule1_scope_covers_every_p_the_sentence_names(by_id: dict[str, dict]) -> None:
+    """Catches a claim judged on part of its stated scope: §6.2's 'P 取 2 或 4' checked at P = 2 only (it held on
+    Indian Pines' refined P = 2 alone), §11's small-model claim checked on one scene."""
+    r = by_id["s6_2_lower_p_way_out"]
+    assert "P=[2, 4]" in r["how"] and r["pipeline_number"] == pytest.approx(10 / 18)
+    assert r["verdict"] == "conditional"
+    r = by_id["s11_small_models_fail"]
+    assert "27 point(s)" in r["how"] and r["pipeline_number"] == pytest.approx(12 / 27)
+
+
+# --- rule 2: the paper's formulas first; findings ------------------------------------------------------------------
+def _fns(check: dict) -> list[dict]:
+    return [check, *[s for sub in check.get("checks") or [] for s in _fns(sub)]]
+
+
+def test_rule2_findings_refine_a_claim_and_stay_out_of_the_counts(
+    claims: list[dict], rows: list[dict], tmp_path: Path
+) -> None:
+    """Catches §8.1/§8.2 counted twice (a refined-model answer counted as a verdict of its own), a finding that
+    refines nothing, and a claim whose verdict mixes the stated and the refined model."""
+    ids = {c["id"]: c for c in claims}
+    for fid, target in (
+        ("s8_1_n5776_refined_order", "s8_1_n5776_order_of_magnitude"),
+        ("s8_2_refined_ccr_factor", "s8_2_ratio_vs_g"),
+        ("s6_1_both_gt1_refined", "s6_1_both_gt1"),
+        ("s8_1_n324_ccr_gt1_refined", "s8_1_n324_ccr_gt1"),
+    ):
+        assert ids[fid]["kind"] == "finding" and ids[fid]["refines"] == target
+    for c in claims:
+        if c["kind"] != "finding" and c["check"]["fn"] == "any_of":
+            labels = {s["label"] for s in c["check"]["checks"]}
+            assert not {"stated model", "refined model"} <= labels, c["id"]
+        for s in _fns(c["check"]):  # a CCR read without naming the model would mix stated and refined points
+            if s.get("file") in ("ccr", "rho") and s.get("variable") in (
+                "ccr",
+                "relative_throughput",
+                "lower_split",
+            ):
+                keys = {**(s.get("sel") or {}), **(s.get("lhs") or {}), **(s.get("rhs") or {})}
+                assert "model" in keys, c["id"]
+    counts = cl.verdict_counts(rows)
+    assert sum(counts.values()) == sum(r["kind"] != "finding" for r in rows)
+    n_find = sum(r["kind"] == "finding" for r in rows)
+    assert n_find >= 10 and sum(cl.finding_counts(rows).values()) == n_find
+    paths = write_claims(rows, tmp_path / "paper_claims.csv", {}, {})
+    md = paths[1].read_text()
+    findings = md.split("## Findings")[1].split("## All claims")[0]
+    for r in rows:
+        if r["kind"] == "finding":
+            assert f"| {r['refines']} |" in findings and r["id"] in findings
+    contradicted = md.split("## Contradicted")[1].split("## Findings")[0]
+    assert "s8_1_n5776_refined_order" not in contradicted
+    bad = [{**ids["s6_1_both_gt1_refined"], "refines": "s6_1_both_gt1_refined", "id": "x_f"}]
+    bad.append({**ids["s6_1_both_gt1"], "id": "x_c", "refines": "s6_1_both_gt1"})
+    problems = " | ".join(cl.validate_claims(bad))
+    assert "refines 's6_1_both_gt1_refined', which is not a claim" in problems
+    assert "only a finding" in problems
+
+
+# --- rule 3: no circular evidence ----------------------------------------------------------------------------------
+def test_rule3_evidence_by_construction_is_labelled_and_judged_by_reading(
+    claims: list[dict], by_id: dict[str, dict]
+) -> None:
+    """Catches a verdict computed from a config value we chose (or a layer we left unsplit) presented as a
+    computed finding about the paper."""
+    for c in claims:
+        chosen = any(
+            s["fn"] in ("config_value", "table_attr")
+            or (s["fn"] == "preset_value" and str(s["preset"]).startswith("paper-"))
+            for s in _fns(c["check"])
+        )
+        if chosen:
+            assert c.get("by_construction"), c["id"]
+    for cid in (
+        "s2_3_pca_lowers_rho",
+        "s2_3_pca_tens",
+        "s4_3_layernorm_allreduce",
+        "s10_4_layernorm_before_split",
+        "s3_4_sync_points_small_tensors",
+    ):
+        r = by_id[cid]
+        assert r["basis"] == "reading" and r["how"].startswith("by construction"), cid
+        assert "evidence:" in r["source"], cid
+    # C = k by construction; with C = embed PCA changes nothing
+    assert by_id["s2_3_pca_lowers_rho"]["verdict"] == "conditional"
+    bad = [{**claims[0], "id": "z", "by_construction": "ours", "reading": {"verdict": "holds"}}]
+    assert "needs a reading verdict" in " ".join(cl.validate_claims(bad))
+
+
+# --- rule 4: knife edges -------------------------------------------------------------------------------------------
+def test_rule4_knife_edge_marks(by_id: dict[str, dict]) -> None:
+    """Catches a verdict resting on a value within 2 % of its band edge (or one point of a share) shown without the
+    mark: §8.2's 0.04 from the quoted CCR 250 gives 0.0319 against the edge 0.032."""
+    r = by_id["s8_2_tput_004"]
+    assert r["knife_edge"] is True and "from the quoted CCR 250" in r["edge"]
+    assert "intra-node" not in r["edge"] and "inter-node" not in r["edge"]
+    assert by_id["s6_2_near_critical"]["knife_edge"] is True  # 6 of 9 against 0.75
+    assert by_id["s2_1_tokens_indian_pines"]["knife_edge"] is False  # an exact count that matches
+    o = cl.Outcome(value=0.99, band=(1.0, math.inf))
+    assert cl.knife_edge(o, {})[0]
+    assert not cl.knife_edge(dataclasses.replace(o, value=0.97), {})[0]
+    assert not cl.knife_edge(cl.Outcome(value=3.0, band=(3.0, 3.0), exact=True), {})[0]
+    assert cl.knife_edge(cl.Outcome(value=3.05, band=(3.0, 3.0), exact=True), {})[0]
+    share = cl.Outcome(fraction=5 / 9, n_points=9)
+    assert cl.knife_edge(share, {"min_fraction": 0.5})[0]  # 5/9 holds, 4/9 would not
+    assert not cl.knife_edge(cl.Outcome(fraction=1.0, n_points=9), {})[0]  # universal, unanimous
+    from hsitp.audit.audit import _md_text
+
+    assert "**knife edge**" in _md_text([r], {})
+
+
+# --- rule 5: hedged claims -----------------------------------------------------------------------------------------
+def test_rule5_hedged_claims(claims: list[dict], by_id: dict[str, dict]) -> None:
+    """Catches a 可能-claim judged as universal, a 约-claim without a stated tolerance, and 归约 ('reduce') or 约束
+    ('constraint') taken for a hedge."""
+    assert cl.hedged("可能达到数万") and cl.hedged("约 250") and cl.hedged("左右")
+    assert not cl.hedged("反向时通过 Reduce-Scatter 归约梯度") and not cl.hedged("整除性约束")
+    for c in claims:
+        assert by_id[c["id"]]["hedged"] == cl.hedged(c["zh"])
+        if cl.approximate(c["zh"]):
+            assert c.get("about") and by_id[c["id"]]["tolerance"].startswith("about:"), c["id"]
+    one = cl.Outcome(fraction=1 / 9, n_points=9)
+    assert cl.decide(one, {}, existential=True)[0] == "holds"
+    assert cl.decide(one, {})[0] == "conditional"
+    assert cl.decide(cl.Outcome(fraction=0.0, n_points=9), {}, existential=True)[0] == "contradicted"
+    r = by_id["s7_2_parallelism_dominates"]  # 2(1 - a_s) >= 1 in D-CHAG's six published configs
+    assert r["hedged"] and r["verdict"] == "holds" and r["pipeline_number"] == 1.0
+    bad = [{"id": "a", "section": "1", "kind": "number", "zh": "约 5", "en": "e", "check": {"fn": "reading"}}]
+    assert "state the tolerance" in " ".join(cl.validate_claims(bad))
+
+
+# --- rule 6: a computed verdict can flip ---------------------------------------------------------------------------
+def _step(edge: float, width: float) -> float:
+    return 0.01 * abs(edge) if edge != 0 else 0.01 * (width if math.isfinite(width) and width > 0 else 1.0)
+
+
+def _sides(o: cl.Outcome, check: dict, existential: bool) -> list[tuple[cl.Outcome, cl.Outcome]] | None:
+    """(just inside, just outside) versions of the outcome at its deciding edge: the band edge nearest the value
+    ± 1 % of the edge (or of the band width), the share threshold ± 1 %, or each sub-check of an any_of."""
+    if o.parts:
+        pairs = []
+        for i, (label, po, pc) in enumerate(o.parts):
+            for a, b in _sides(po, pc, False) or []:
+                pa, pb = list(o.parts), list(o.parts)
+                pa[i], pb[i] = (label, a, pc), (label, b, pc)
+                pairs.append((dataclasses.replace(o, parts=pa), dataclasses.replace(o, parts=pb)))
+        return pairs or None
+    if o.band is not None:
+        lo, hi = o.band
+        if o.exact:
+            e = (lo + hi) / 2
+            return [(dataclasses.replace(o, value=e), dataclasses.replace(o, value=e + _step(e, 0)))]
+        finite = [e for e in (lo, hi) if math.isfinite(e)]
+        e = min(finite, key=lambda x: abs(float(o.value) - x))
+        d = _step(e, hi - lo)
+        inside = e + min(d, (hi - lo) / 2) if e == lo else e - min(d, (hi - lo) / 2)
+        outside = e - d if e == lo else e + d
+        return [(dataclasses.replace(o, value=inside), dataclasses.replace(o, value=outside))]
+    if o.fraction is not None and o.n_points:
+        m = 0.0 if existential else float(check.get("min_fraction", 1.0))
+        d = _step(m, 1.0)
+        inside = 0.01 if existential else min(1.0, m + d)
+        outside = 0.0 if existential else m - d
+        return [(dataclasses.replace(o, fraction=inside), dataclasses.replace(o, fraction=outside))]
+    return None
+
+
+def _documented_cannot_flip() -> set[str]:
+    text = DOC.read_text()
+    part = text.split("### Claims that cannot flip")[1].split("\n## ")[0].split("\n### ")[0]
+    return set(re.findall(r"^- `([a-z0-9_]+)`", part, re.M))
+
+
+def test_rule6_every_computed_verdict_can_flip(ctx: cl.Context, claims: list[dict]) -> None:
+    """Catches a computed verdict that no value could change (a band on the wrong side, an if_true equal to its
+    if_false, an any_of whose sub-checks cannot move it), and a non-flippable claim missing from docs/audit.md."""
+    cannot, flipped = set(), 0
+    for c in claims:
+        o, verdict, basis = cl.evaluate_claim(ctx, c)
+        if basis not in ("computed", "measured"):
+            continue
+        existential = cl.possibility_hedged(c["zh"])
+        pairs = _sides(o, c["check"], existential)
+        if pairs is None:
+            cannot.add(c["id"])
+            continue
+        moved = [
+            cl.decide(a, c["check"], existential)[0] != cl.decide(b, c["check"], existential)[0]
+            for a, b in pairs
+        ]
+        assert any(moved), c["id"]
+        flipped += 1
+    assert flipped >= 80
+    assert cannot == _documented_cannot_flip()
+
+
+# --- rule 7: sources -----------------------------------------------------------------------------------------------
+def test_rule7_reading_verdicts_quote_the_paper_and_cite_a_public_source(rows: list[dict]) -> None:
+    """Catches a reading verdict that cites only our own files or ../shared, and a quote the paper does not contain
+    (e.g. '220 → 200', which the paper never writes)."""
+    for r in rows:
+        if r["basis"] != "reading" or r["verdict"] == "needs_gpu":
+            continue
+        cited = r["source"].split("; evidence:")[0]
+        assert PUBLIC_SOURCE.search(cited), r["id"]
+        for part in cited.split(
+            ";"
+        ):  # an arXiv id or DOI names where in it: section, table, figure, abstract, ...
+            if re.search(r"arXiv|doi:", part):
+                assert LOCATOR.search(part), (r["id"], part)
+        assert "../shared" not in r["source"] and "/shared/" not in r["source"], r["id"]
+        assert r["zh"] and r["en"], r["id"]
+    papers = sorted(PAPER_DIR.glob("*.txt")) if PAPER_DIR.is_dir() else []
+    if not papers:
+        pytest.skip("the paper (../shared/paper) is not here")
+
+    def norm(s: str) -> str:
+        return re.sub(r"[\s“”\"]", "", s)
+
+    text = norm(papers[0].read_text())
+    for r in rows:
+        for frag in re.split(r"……|…", r["zh"]):
+            assert norm(frag) in text, (r["id"], frag)
+
+
+# --- rule 8: the measured basis ------------------------------------------------------------------------------------
+def _summary(path: Path, verdicts: list[str]) -> None:
+    ds = xr.Dataset(
+        {
+            "oa_verdict": ("cell", np.array(verdicts)),
+            "oa_mean": ("cell", np.linspace(0.5, 0.6, len(verdicts))),
+        },
+        coords={"plan": ("cell", ["dchag_l"] * len(verdicts)), "P": ("cell", [2] * len(verdicts))},
+    )
+    write_netcdf(ds, path, kind="train_summary", prov=provenance())
+
+
+def test_rule8_measured_basis_reads_the_accuracy_run(tmp_path: Path) -> None:
+    """Catches a measured-basis claim decided without its file (it must stay pending, naming what it waits for),
+    one reading the wrong run (audit.accuracy_run), and a variable read with the wrong share."""
+    run = tmp_path / "results" / "smoke"
+    ctx = cl.Context(run / "cost", {"audit": {"accuracy_run": "acc"}})
+    check = {"fn": "measured", "variable": "oa_verdict", "equals": "equal", "waits_for": "issue 24"}
+    o = cl.check_measured(ctx, check)
+    assert cl.decide(o, check) == ("pending", "measured")
+    assert str(tmp_path / "results" / "acc" / "train" / "summary.nc") in o.reason and "issue 24" in o.reason
+    _summary(tmp_path / "results" / "acc" / "train" / "summary.nc", ["equal", "equal", "not_equal"])
+    o = cl.check_measured(ctx, {**check, "min_fraction": 0.5})
+    assert o.fraction == pytest.approx(2 / 3) and cl.decide(o, {**check, "min_fraction": 0.5}) == (
+        "holds",
+        "measured",
+    )
+    o = cl.check_measured(ctx, {"fn": "measured", "variable": "oa_ci_low"})
+    assert o.verdict == "pending" and "no variable 'oa_ci_low'" in o.reason
+    o = cl.check_measured(
+        ctx, {"fn": "measured", "variable": "oa_mean", "low": 0.56, "sel": {"plan": "dchag_l"}}
+    )
+    assert o.fraction == pytest.approx(1 / 3)
+    assert cl.config_keys([{"id": "m", "check": check}]) == ["audit.accuracy_run"]
+    assert (
+        cl.Context(run / "cost", {}).accuracy_summary == tmp_path / "results" / "cpu" / "train" / "summary.nc"
+    )
+
+
+def test_rule8_drift_check_compares_measured_claims_by_presence_and_schema(tmp_path: Path) -> None:
+    """Catches a drift check that fails a run because the accuracy run's verdict moved (measured-basis claims are
+    compared by presence and schema, not by verdict) or that lets such a claim vanish or lose its basis."""
+    run = tmp_path / "run"
+    shutil.copytree(REF / "cost", run / "cost")
+    ref = tmp_path / "ref"
+    shutil.copytree(REF, ref)
+    rows = read_claims_csv(REF / "paper_claims.csv")
+    target = next(r for r in rows if r["verdict"] == "pending")["id"]
+
+    def write(path: Path, verdict: str, basis: str, drop: bool = False) -> None:
+        text = path.read_text().splitlines()
+        out = []
+        for line in text:
+            if line.startswith(target + ","):
+                if drop:
+                    continue
+                line = line.replace(",pending,pending,", f",{verdict},{basis},", 1)
+            out.append(line)
+        path.write_text("\n".join(out) + "\n")
+
+    write(ref / "paper_claims.csv", "pending", "measured")
+    new = run / "paper_claims.csv"
+    shutil.copy(REF / "paper_claims.csv", new)
+    write(new, "holds", "measured")
+    rep = audit_run(run, ref, claims_csv=new)
+    assert not [d for d in rep.drift if "claims:" in d]
+    shutil.copy(REF / "paper_claims.csv", new)
+    write(new, "holds", "computed")
+    assert any(f"{target} is measured-basis" in d for d in audit_run(run, ref, claims_csv=new).drift)
+    shutil.copy(REF / "paper_claims.csv", new)
+    write(new, "x", "x", drop=True)
+    assert any(
+        f"{target} in the reference, missing now" in d for d in audit_run(run, ref, claims_csv=new).drift
+    )
+
+
+# --- rule 9: the record --------------------------------------------------------------------------------------------
+def test_rule9_changelog_and_counts_match_the_reference(rows: list[dict]) -> None:
+    """Catches docs/audit.md's counts or changelog drifting from the committed reference table."""
+    text = DOC.read_text()
+    counts = cl.verdict_counts(read_claims_csv(REF / "paper_claims.csv"))
+    line = ", ".join(f"{v} {n}" for v, n in counts.items())
+    assert line in text
+    assert cl.verdict_counts(rows) == counts
+    log = text.split("## Changelog")[1]
+    ids = {r["id"] for r in rows}
+    logged = set(re.findall(r"^\| `([a-z0-9_]+)` \|", log, re.M))
+    assert logged and logged <= ids
