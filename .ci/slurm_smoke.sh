@@ -3,9 +3,11 @@
 # bring up the two-node SLURM of .ci/slurm.sh, run the workflow through `snakemake --cores all --profile slurm`
 # exactly as a user would, check what it wrote, exercise the failure paths, and stop the daemons on any exit.
 #
-#  1. A job too large for any node (config overlay: resources.baseline.threads 8 on 2-CPU nodes): the workflow must
-#     stop before submitting anything, within 60 s, with one line naming resources.baseline.threads and the
-#     node's 2 CPUs (hsitp.cluster, the onstart hook in workflow/rules/common.smk).
+#  1. A job too large for any node (config overlay: resources.baseline.mem_mb 100000 on nodes of this machine's
+#     memory): the workflow must stop before submitting anything, within 60 s, with one line naming
+#     resources.baseline.mem_mb and the node's memory (hsitp.cluster, the onstart hook in workflow/rules/common.smk).
+#     (Not CPUs: Snakemake caps a single-process rule's threads at the submit host's --cores before SLURM sees
+#     them; a rank rule's cpus_per_task is not capped.)
 #  2. The whole smoke DAG (config/smoke.yaml + a CI overlay: resources.probe_run.ranks_per_node 2, so the probe at
 #     P = 4 runs as srun + one torchrun per node over both 2-CPU nodes, gloo between two network namespaces):
 #     every rule kind, data_fetch and the report_* rules on the submit host, the rest as SLURM jobs. Then the audit
@@ -39,8 +41,9 @@ WORK=${HSITP_SLURM_WORK:-$(mktemp -d /tmp/hsitp-slurm-ci.XXXXXX)}
 mkdir -p "$WORK"
 "$ROOT/.ci/slurm.sh" up
 
-# what a user's checkout holds that the rules read: the workflow, configs, notebooks and the committed reference
-cp -r "$ROOT"/{Snakefile,workflow,config,envs,slurm,notebooks} "$ROOT/.ci/slurm_planted.smk" "$WORK"/
+# what a user's checkout holds that the rules read: the workflow, configs, notebooks, src/ (the report and audit
+# code are rule inputs; the jobs run the installed package) and the committed reference
+cp -r "$ROOT"/{Snakefile,workflow,config,envs,slurm,notebooks,src} "$ROOT/.ci/slurm_planted.smk" "$WORK"/
 mkdir -p "$WORK/results" && cp -r "$ROOT/results/reference" "$WORK/results/"
 cd "$WORK"
 cat >config/slurm_ci.yaml <<'EOF'
@@ -49,7 +52,7 @@ resources:
 EOF
 cat >config/too_large.yaml <<'EOF'
 resources:
-  baseline: {threads: 8}  # no node has 8 CPUs: must stop before submitting, naming this key
+  baseline: {mem_mb: 100000}  # no node has 100 GB: must stop before submitting, naming this key
 EOF
 
 # The user's command, plus the CI overlay of the profile: first status check after 2 s, not 40.
@@ -77,10 +80,10 @@ if run_snake too_large.log "${CFG[@]}" config/too_large.yaml -- results/smoke/ba
   fail "the run with a job too large for any node did not stop"
 fi
 took=$((SECONDS - t1))
-grep -E "^  baseline \(.*\) on partition ci: needs 8 CPUs per node \(resources.baseline.threads\), largest node 2$" \
+grep -E "^  baseline \(.*\) on partition ci: needs 100000 MB per node \(resources.baseline.mem_mb\), largest node [0-9]+ MB$" \
   too_large.log || {
   tail -n 30 too_large.log
-  fail "no one-line report naming resources.baseline.threads and the node's CPUs"
+  fail "no one-line report naming resources.baseline.mem_mb and the node's memory"
 }
 if grep -q "submitted with SLURM jobid" too_large.log; then fail "a job was submitted before the check"; fi
 [ "$took" -le 60 ] || fail "the too-large job was reported after ${took}s (limit 60 s)"
