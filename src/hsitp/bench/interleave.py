@@ -101,7 +101,9 @@ def interleave(
 ) -> Interleaved:
     """Warm every side up (untimed), then ``repeats`` rounds of one sample per side in alternating order."""
     if repeats < 1 or steps < 1 or warmup < 0:
-        raise ValueError(f"interleave: repeats {repeats} and steps {steps} must be >= 1, warmup {warmup} >= 0")
+        raise ValueError(
+            f"interleave: repeats {repeats} and steps {steps} must be >= 1, warmup {warmup} >= 0"
+        )
     names = list(sides)
     for name in names:
         step, finish = sides[name]

@@ -31,7 +31,9 @@ def check_matches_train(config: Mapping[str, Any]) -> None:
     why = "(probe.match_train: the probe measures the trained models)"
     for key in ("dim", "heads", "depth", "mlp_ratio"):
         if int(pc[key]) != int(tc["model"][key]):
-            raise ConfigError(f"probe.{key} = {pc[key]} differs from train.model.{key} = {tc['model'][key]} {why}")
+            raise ConfigError(
+                f"probe.{key} = {pc[key]} differs from train.model.{key} = {tc['model'][key]} {why}"
+            )
     if int(pc["batch"]) != int(tc["batch"]):
         raise ConfigError(f"probe.batch = {pc['batch']} differs from train.batch = {tc['batch']} {why}")
     trained = set(tc["datasets"])
@@ -48,7 +50,9 @@ def check_matches_train(config: Mapping[str, Any]) -> None:
     bands = sorted({b for _, b, _ in scenes})
     if bands and sorted(int(v) for v in pc["L"]) != bands:
         names = ", ".join(d for d, _, _ in scenes)
-        raise ConfigError(f"probe.L = {list(pc['L'])} differs from the bands of train.datasets ({names}): {bands} {why}")
+        raise ConfigError(
+            f"probe.L = {list(pc['L'])} differs from the bands of train.datasets ({names}): {bands} {why}"
+        )
     classes = {c for _, _, c in scenes}
     if classes and int(pc["classes"]) not in classes:
         raise ConfigError(
