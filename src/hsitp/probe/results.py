@@ -237,7 +237,7 @@ def oversubscribed_note(P: int, threads_per_rank: int, cores: int) -> str:  # no
     if P * threads_per_rank <= cores:
         return ""
     threads = f" x {threads_per_rank} threads" if threads_per_rank > 1 else ""
-    return f"oversubscribed: {P} ranks{threads} on {cores} cores"
+    return f"oversubscribed: {P} ranks{threads} on {cores} core{'s' if cores != 1 else ''}"
 
 
 def _throughput(merged: xr.Dataset, orders: Mapping[int, Any]) -> xr.Dataset:
