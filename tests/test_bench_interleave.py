@@ -77,3 +77,16 @@ def test_two_sided_helper_and_bad_arguments(clock: FakeClock) -> None:
     assert out["ratio_median"] == 0.5 and out["ratios"] == [0.5] * 3
     with pytest.raises(ValueError, match="repeats 0"):
         il.interleave({"a": clock.side("a", 1.0)}, warmup=1, repeats=0, steps=1)
+
+
+def test_no_warmup_reads_nothing_before_the_first_sample(clock: FakeClock) -> None:
+    """Catches a timer that calls ``finish`` after zero warm-up steps: the benchmarks' finish reads the input
+    gradient, which does not exist before the first backward (tp_vs_torch_model.py --warmup 0 crashed so)."""
+    ran = []
+
+    def finish() -> None:
+        assert ran, "finish before any step"
+
+    step = clock.side("a", 1.0)[0]
+    res = il.interleave({"a": (lambda: (ran.append(1), step()), finish)}, warmup=0, repeats=1, steps=1)
+    assert res.times["a"] == [1.0]

@@ -109,7 +109,8 @@ def interleave(
         step, finish = sides[name]
         for _ in range(warmup):
             step()
-        finish()
+        if warmup:
+            finish()  # wait for the warm-up's device work (nothing to wait for, maybe nothing to read, without)
     out = Interleaved(names, {n: [] for n in names}, warmup=warmup, steps=steps)
     for rnd in range(repeats):
         order = round_order(names, rnd)
