@@ -559,3 +559,16 @@ def test_probe_and_train_hardware_lines(tmp_path):
     assert stage_hardware(
         "train", [train_record(tmp_path, "tp", 2, 1, accuracy=False, prediction=False)]
     ) == (f"measured on {DEVICE}, float32")
+
+
+def test_answer_says_whether_the_probe_measured_the_trained_model():
+    """Catches a caption claiming "the trained model's size" for a probe of another model (the smoke probe is
+    smaller than the smoke training), or denying it when the sizes agree (config/cpu.yaml)."""
+    pc = {"dim": 64, "depth": 4, "mlp_ratio": 2, "patch": 4, "heads": 4}
+    mem = xr.Dataset(coords={"L": [200], "N": [324]}, attrs={"probe": json.dumps(pc)})
+    model = {**pc, "bands": 200, "heads": 4}
+    rec = xr.Dataset(attrs={"model": json.dumps(model), "tokens": 324})
+    assert rt.probe_sizes(mem, [rec]).startswith("the trained model's size (D = 64, depth 4, patch 4")
+    other = xr.Dataset(attrs={"model": json.dumps({**model, "depth": 2}), "tokens": 324})
+    assert "not the trained model's" in rt.probe_sizes(mem, [rec, other])
+    assert "not the trained model's" in rt.probe_sizes(mem, [])  # nothing to compare with: no claim

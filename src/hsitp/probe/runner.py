@@ -30,7 +30,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from hsitp.bench.interleave import Interleaved, interleave
+from hsitp.bench.interleave import Interleaved, interleave, round_order
 from hsitp.bench.timing import synchronize
 from hsitp.probe.build import DCHAG_PLANS, Point, build_point, points
 from hsitp.probe.memory import KINDS, PARTS, PHASES, PartTimeline, measure_step
@@ -102,7 +102,7 @@ def probe_point(point: Point, config: Mapping[str, Any], rt: Runtime) -> dict[st
     part_t = np.zeros((len(MODES), len(TIME_PARTS), len(PHASES), steps))
     step_t = np.zeros((len(MODES), steps))
     for rep in range(steps):
-        order = MODES if rep % 2 == 0 else MODES[::-1]  # interleaved: drift hits both modes alike
+        order = round_order(MODES, rep)  # interleaved: drift hits both modes alike
         for mode in order:
             b = built if mode == "full" else twin
             if rt.world_size > 1:

@@ -20,7 +20,7 @@ import xarray as xr
 from matplotlib.figure import Figure
 
 from hsitp.report import labels
-from hsitp.report.common import MEASURED, headline, load, need
+from hsitp.report.common import MEASURED, headline, json_attr, load, need
 
 MIB = 2.0**20
 
@@ -504,11 +504,38 @@ def answer_table(
     return pd.DataFrame(rows).sort_values("P", kind="stable").reset_index(drop=True)  # P by P, plans in order
 
 
-def answer_caption(memory: xr.Dataset | None, throughput: xr.Dataset | None) -> str:
+SIZE_KEYS = (
+    "dim",
+    "depth",
+    "mlp_ratio",
+    "patch",
+)  # what a plan keeps of the base model (heads may be padded)
+
+
+def probe_sizes(memory: xr.Dataset, records: Sequence[xr.Dataset] = ()) -> str:
+    """Whether the probe measured the trained models: 'the trained model's size (...)' when its D, depth, MLP
+    ratio, patch, L and N equal every record's, else the probe's own sizes, said plainly."""
+    pc = json_attr(memory, "probe", {}) or {}
+    own = f"D = {pc.get('dim')}, depth {pc.get('depth')}, patch {pc.get('patch')}"
+    shape = {(int(L), int(N)) for L in memory["L"].values for N in memory["N"].values}  # noqa: N806
+    same = bool(records)
+    for r in records:
+        m = json_attr(r, "model", {}) or {}
+        same &= (
+            all(m.get(k) == pc.get(k) for k in SIZE_KEYS) and (m.get("bands"), r.attrs.get("tokens")) in shape
+        )
+    if same:
+        return f"the trained model's size ({own}, equal to every training record's)"
+    return f"the probe's own size ({own}), not the trained model's: no training record has it"
+
+
+def answer_caption(
+    memory: xr.Dataset | None, throughput: xr.Dataset | None, records: Sequence[xr.Dataset] = ()
+) -> str:
     if memory is None or throughput is None:
         return f"The paper's question per plan and P: {NO_PROBE}."
     return (
-        "The paper's question (§7.4), per plan and P at the trained model's size: per-rank peak memory of the "
+        f"The paper's question (§7.4), per plan and P at {probe_sizes(memory, records)}: per-rank peak memory of the "
         "fullest rank (MemTracker on CPU, one training step, the activation-checkpointing policy named per row) "
         "and its ratio to tp at the same P; the tokens/s ratio to tp, median [min, max] over "
         f"{throughput.sizes.get('repeat', '?')} interleaved rounds in which every plan at that P ran in the same "
