@@ -137,3 +137,16 @@ def test_modelled_peak_follows_the_step(P: int, plans: tuple[str, ...], batch: i
         if abs(ep) > PEAK_BOUND or abs(et) > 0.10:
             bad.append(f"{r['case']} at {r['at']}: peak {ep:+.3f}, transient {et:+.3f}")
     assert not bad, "\n".join(bad)
+
+
+def test_probe_divisibility_errors_name_the_probe_keys() -> None:
+    """Catches a probe grid error that names ModelConfig's internal 'model.heads' (a key no config file has)
+    instead of probe.heads / probe.dim, the keys the user edits."""
+    from hsitp.config import ConfigError, load_config
+    from hsitp.probe.build import points
+
+    pc = load_config(["config/config.yaml", "config/smoke.yaml"])["probe"]
+    with pytest.raises(ConfigError, match=r"probe\.heads = 1 is not divisible by P = 2"):
+        points({**pc, "heads": 1}, 2)
+    with pytest.raises(ConfigError, match=r"probe\.heads = 3 does not divide probe\.dim = 32"):
+        points({**pc, "heads": 3}, 2)

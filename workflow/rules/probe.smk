@@ -27,6 +27,8 @@ rule probe_run:
     params:
         cfg=stage_config(*PROBE_RUN_KEYS),
         launch=rank_launch("probe_run", "probe"),
+    message:
+        "memory probe, P = {wildcards.P} ranks (minutes; quiet here): tail -f {log}"
     shell:
         "{params.launch} probe run"
         " --world-size {wildcards.P} --out {output:q} --config-json {params.cfg:q} > {log} 2>&1"
