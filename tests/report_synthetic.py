@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import xarray as xr
+from nc_checks import described
 
 from hsitp.io import provenance, write_netcdf
 
@@ -66,9 +67,11 @@ def probe_files(folder: Path) -> dict[str, Path]:
     )
     prov = provenance()
     return {
-        "memory": write_netcdf(ds, folder / "memory.nc", kind="probe_memory", prov=prov),
-        "throughput": write_netcdf(thr, folder / "throughput.nc", kind="probe_throughput", prov=prov),
-        "estimate": write_netcdf(est, folder / "estimate.nc", kind="probe_estimate", prov=prov),
+        "memory": write_netcdf(described(ds), folder / "memory.nc", kind="probe_memory", prov=prov),
+        "throughput": write_netcdf(
+            described(thr), folder / "throughput.nc", kind="probe_throughput", prov=prov
+        ),
+        "estimate": write_netcdf(described(est), folder / "estimate.nc", kind="probe_estimate", prov=prov),
     }
 
 
@@ -111,7 +114,7 @@ def train_record(
                      "dtype": "float32", "device": DEVICE, "summary_epochs": 2,
                      "activation_checkpointing": "none"})  # fmt: skip
     name = f"{plan}_N9_P{P}_g{g}_{split}_s{seed}.nc"
-    return write_netcdf(ds, folder / "train" / "synthetic" / name, kind="train", prov=provenance())
+    return write_netcdf(described(ds), folder / "train" / "synthetic" / name, kind="train", prov=provenance())
 
 
 def baseline_file(folder: Path, split: str, seed: int) -> Path:
@@ -127,7 +130,7 @@ def baseline_file(folder: Path, split: str, seed: int) -> Path:
         attrs={"dataset": "synthetic", "protocol": split, "seed": seed},
     )
     return write_netcdf(
-        ds, folder / "baseline" / f"synthetic_{split}_s{seed}.nc", kind="baseline", prov=provenance()
+        described(ds), folder / "baseline" / f"synthetic_{split}_s{seed}.nc", kind="baseline", prov=provenance()
     )
 
 

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 from dist_utils import run_world
+from nc_checks import assert_described
 from probe_workers import probe_all, tiny_config
 
 from hsitp.cost.memory import PlanSize, plan_memory
@@ -43,6 +44,8 @@ def test_probe_two_plans_at_p2_writes_and_merges(tmp_path) -> None:  # noqa: ANN
     assert float(np.nanmax(np.abs(err.values))) < 0.10
     assert (thr["step_time_median"] > 0).all() and (thr["tokens_per_s"] > 0).all()
     assert "time_collectives" in thr
+    for path in (part, mem_p, thr_p):  # every name labelled (issue 26: the probe files had none)
+        assert_described(xr.open_dataset(path), path.name)
 
 
 def test_fake_estimate_at_p8_tiny() -> None:

@@ -14,6 +14,8 @@ import xarray as xr
 
 matplotlib.use("Agg")
 
+from nc_checks import described
+
 from hsitp.io import ResultFileError, json_attr, provenance, read_netcdf, write_netcdf  # noqa: E402
 from hsitp.report import bench as rb  # noqa: E402
 from hsitp.report import cost as rc  # noqa: E402
@@ -68,7 +70,7 @@ def scene(tmp_path) -> xr.Dataset:
         attrs={"dataset": "synthetic", "title": "synthetic test scene", "seed": 0,
                "class_names": json.dumps({"1": "a", "2": "b", "3": "c"})},
     )  # fmt: skip
-    path = write_netcdf(ds, tmp_path / "synthetic.nc", kind="dataset", prov=provenance())
+    path = write_netcdf(described(ds), tmp_path / "synthetic.nc", kind="dataset", prov=provenance())
     return rd.load_scene(path)
 
 

@@ -20,9 +20,10 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from hsitp.io import provenance, write_netcdf
+from hsitp.io import describe_missing, provenance, write_netcdf
 from hsitp.probe.build import DCHAG_PLANS, Point, base_config, section_keys
 from hsitp.probe.memory import KINDS, PARTS
+from hsitp.probe.results import ATTRS
 
 log = logging.getLogger(__name__)
 KIND = "probe_estimate"
@@ -173,6 +174,7 @@ def run_estimate(config: Mapping[str, Any], out: str | Path) -> Path:
             "dchag_settings": str(DCHAG_SETTINGS),
         },
     )
+    describe_missing(ds, ATTRS)
     return write_netcdf(
         ds, out, kind=KIND, prov=provenance(config=config), title="probe estimate (fake tensors)"
     )
