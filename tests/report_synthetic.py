@@ -130,7 +130,10 @@ def baseline_file(folder: Path, split: str, seed: int) -> Path:
         attrs={"dataset": "synthetic", "protocol": split, "seed": seed},
     )
     return write_netcdf(
-        described(ds), folder / "baseline" / f"synthetic_{split}_s{seed}.nc", kind="baseline", prov=provenance()
+        described(ds),
+        folder / "baseline" / f"synthetic_{split}_s{seed}.nc",
+        kind="baseline",
+        prov=provenance(),
     )
 
 

@@ -47,7 +47,7 @@ ATTRS: dict[str, dict[str, str]] = {
     "mode": {"long_name": "'full': the step as run; 'compute': the same step on a no-op twin group"},
     "step": {"units": "1", "long_name": "timed step (after warm-up)"},
     # memory
-    "memory": {"units": "bytes", "long_name": "measured per-rank memory of one training step by part and kind"},
+    "memory": {"units": "bytes", "long_name": "measured per-rank memory of a training step by part and kind"},
     "memory_model": {"units": "bytes", "long_name": "memory model (cost/memory.py plan_memory), rank 0"},
     "rel_err": {"units": "1", "long_name": "(model - measured) / measured, rank 0"},
     "peak_allocated": {"units": "bytes", "long_name": "peak memory allocated during the step"},
