@@ -76,10 +76,11 @@ def points(mvm: xr.Dataset) -> pd.DataFrame:
 def _basis(mvm: xr.Dataset) -> str:
     """Measured vs modelled, with the counts of the points shown (P > 1: the ones with communication)."""
     df = points(mvm)
+    df = df[df["ccr_measured"] > 0]  # the points with communication, as the file's summary counts them
     held, fitted = int((df["subset"] == "held out").sum()), int((df["subset"] == "fitted").sum())
     return (
         f"{MEASURED} points; stated (paper's formulas) and refined models calibrated on the same device "
-        f"(points with P > 1: {fitted} fitted, {held} held out from the fit)"
+        f"(points with communication, P > 1: {fitted} fitted, {held} held out from the fit)"
     )
 
 
@@ -187,7 +188,9 @@ def predicted_vs_measured_figure(mvm: xr.Dataset) -> Figure:
         err = summary.get("held_out", {}).get(f"median_abs_rel_err_{model}")
         fit = summary.get("fitted", {}).get(f"median_abs_rel_err_{model}")
         ax.set_title(f"{model}: median |rel. error|\nheld out {_pct(err)}, fitted {_pct(fit)}")
-    handles = [Line2D([], [], color=colours[o], marker=marks[o], ls="none", label=o) for o in ops]
+    silent = {o for o in ops if not (df[df["op"] == o]["ccr_measured"] > 0).any()}
+    handles = [Line2D([], [], color=colours[o], marker=marks[o], ls="none",
+                      label=f"{o} (no collective: CCR = 0, not drawn)" if o in silent else o) for o in ops]  # fmt: skip
     handles += [
         Line2D([], [], color="0.3", marker="o", ls="none", label="fitted point (filled)"),
         Line2D([], [], color="0.3", marker="o", mfc="none", ls="none", label="held-out point (hollow)"),

@@ -134,6 +134,7 @@ def boundary_figure(boundary: xr.Dataset) -> Figure:
     labels = [str(s).split("|") for s in boundary["point_label"].values]  # dataset|hardware|D=...
     hw_names = list(dict.fromkeys(lab[1] if len(lab) > 1 else "?" for lab in labels))
     markers = dict(zip(hw_names, ["o", "s", "^", "D", "v", "P", "X"], strict=False))
+    to_place: list[tuple] = []  # (axes, dataset names, point x, point y): placed once the layout is final
     for i, D in enumerate(Ds):
         for j, model in enumerate(MODELS):
             ax = axes[i, j]
@@ -160,13 +161,14 @@ def boundary_figure(boundary: xr.Dataset) -> Figure:
                 name = labels[k][0]
                 if name not in by_ds or y > by_ds[name][1]:
                     by_ds[name] = (x, y)
-            texts = [ax.text(x, y, name, fontsize=7.5, ha="center", va="bottom",
-                             bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8})
-                     for name, (x, y) in by_ds.items()]  # fmt: skip
-            xs = boundary["point_rho"].values[sel]
-            ys = boundary["point_threshold"].values[sel]
-            adjust_text(texts, x=xs, y=ys, ax=ax, ensure_inside_axes=True,
-                        arrowprops={"arrowstyle": "-", "color": "0.3", "lw": 0.5})  # fmt: skip
+            # start staggered over three heights (neighbours in rho start apart), adjustText then separates them
+            ordered = sorted(by_ds.items(), key=lambda kv: kv[1][0])
+            texts = [ax.text(x, y * 2.2 ** (1 + k % 3), name, fontsize=7.5, ha="center", va="bottom",
+                             bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.85})
+                     for k, (name, (x, y)) in enumerate(ordered)]  # fmt: skip
+            to_place.append(
+                (ax, texts, boundary["point_rho"].values[sel], boundary["point_threshold"].values[sel])
+            )
             ax.set_title(f"{model} model, D = {int(D)}")
             ax.set_xlabel("rho = C / N (dimensionless)")
             if j == 0:
@@ -187,6 +189,11 @@ def boundary_figure(boundary: xr.Dataset) -> Figure:
             modelled_for(boundary, hw_names),
         )
     )
+    style.wrap_suptitle(fig)
+    fig.canvas.draw()  # the layout (and so the axes' size) final before the labels are placed
+    for ax, texts, xs, ys in to_place:
+        adjust_text(texts, x=xs, y=ys, ax=ax, ensure_inside_axes=True, expand=(1.1, 1.3), force_text=(0.3, 0.6),
+                    iter_lim=500, arrowprops={"arrowstyle": "-", "color": "0.3", "lw": 0.5})  # fmt: skip
     return fig
 
 

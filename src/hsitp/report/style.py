@@ -6,7 +6,8 @@ eight also get distinct markers), fonts of at least :data:`MIN_FONT_PT` points o
 and no figure wider than :data:`MAX_WIDTH_PX` pixels or more elongated than :data:`MAX_ASPECT` : 1.
 
 The check (:func:`figure_problems`) runs on a figure laid out as it is saved: every text artist (titles, suptitle,
-legends, axis and tick labels, annotations) must lie inside the figure, no two tick labels of one axis may overlap,
+legends, axis and tick labels, annotations) must lie inside the figure, no two tick labels of one axis and no two
+annotations of one axes may overlap,
 no text may be smaller than the minimum, and the size and aspect must be within the limits. :class:`Publisher`
 (``hsitp.report.common``) runs it on every figure it saves and records the result in the PNG
 (:data:`CHECK_KEY`); :func:`png_problems` / :func:`check_figures` check saved PNGs (size, aspect, the recorded
@@ -214,6 +215,14 @@ def figure_problems(fig: Figure, dpi: float = DPI) -> list[str]:
     for ax in fig.axes:
         if not ax.get_visible():
             continue
+        notes = [t for t in ax.texts if _shown(t)]  # annotations (e.g. dataset names on a map) apart
+        boxes = [t.get_window_extent(renderer) for t in notes]
+        for i in range(len(boxes)):
+            for j in range(i + 1, len(boxes)):
+                if _overlap(boxes[i], boxes[j]):
+                    problems.append(
+                        f"{_name(ax)} annotations {notes[i].get_text()!r} and {notes[j].get_text()!r} overlap"
+                    )
         for axis, which in ((ax.xaxis, "x"), (ax.yaxis, "y")):
             labels = [t for t in drawn_ticklabels(axis) if _shown(t)]
             boxes = [t.get_window_extent(renderer) for t in labels]

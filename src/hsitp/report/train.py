@@ -236,9 +236,13 @@ def resources_figure(records: Sequence[xr.Dataset]) -> Figure:
     sns.barplot(data=fullest, y="run", x="peak [MiB]", ax=axes[0], color="0.85", orient="h")
     ranks = sorted(set(df["rank"]))
     sns.stripplot(data=df, y="run", x="peak [MiB]", hue="rank", ax=axes[0], orient="h", size=5, jitter=False,
-                  palette=dict(zip(ranks, style.palette(len(ranks)), strict=True)))  # fmt: skip
+                  dodge=True, palette=dict(zip(ranks, style.palette(len(ranks)), strict=True)))  # fmt: skip
     axes[0].set_xlabel("peak memory of the tracked step [MiB]\n(bar: fullest rank; dots: ranks)")
-    axes[0].legend(title="rank", frameon=False, loc="lower right")
+    handles, names = axes[0].get_legend_handles_labels()
+    axes[0].get_legend().remove()  # below the panels: inside, it hides dots
+    fig.legend(
+        handles, [f"rank {n}" for n in names], loc="outside lower center", ncol=len(names), frameon=False
+    )
     tps = df.groupby("run", sort=False)["tokens/s"].first().reset_index()
     sns.barplot(data=tps, y="run", x="tokens/s", ax=axes[1], color=style.OKABE_ITO[0], orient="h")
     axes[1].set_xlabel("tokens / s\n(batch x N per slowest rank's mean step)")
@@ -456,7 +460,14 @@ def accuracy_figure(summary: xr.Dataset, records: Sequence[xr.Dataset]) -> Figur
         for row, name in enumerate(METRICS.values()):
             ax = axes[row, col]
             y = np.arange(len(t))
-            ax.barh(y, t[f"{name} mean"], xerr=t[f"{name} std"].fillna(0), color=colours, capsize=2)
+            std = t[f"{name} std"]
+            ax.barh(
+                y,
+                t[f"{name} mean"],
+                xerr=None if std.isna().all() else std.fillna(0),
+                color=colours,
+                capsize=2,
+            )
             ax.set_yticks(y, t["model"], fontsize=7.5)
             ax.invert_yaxis()
             ax.set_xlim(0, 1)
