@@ -51,7 +51,7 @@ rule bench_run:
         launch=rank_launch("bench_run", "bench"),
         cfg=stage_config(*BENCH_RUN_KEYS),
     message:
-        "bench run, P = {wildcards.P} ranks (minutes; quiet here): tail -f {log}"
+        "bench_run: P = {wildcards.P} ranks, minutes, quiet here; follow it with: tail -f {log}"
     shell:
         "{params.launch} bench run --world-size {wildcards.P} --out {output:q} --config-json {params.cfg:q}"
         " > {log} 2>&1"

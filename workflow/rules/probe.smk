@@ -28,7 +28,7 @@ rule probe_run:
         cfg=stage_config(*PROBE_RUN_KEYS),
         launch=rank_launch("probe_run", "probe"),
     message:
-        "memory probe, P = {wildcards.P} ranks (minutes; quiet here): tail -f {log}"
+        "probe_run: P = {wildcards.P} ranks, minutes, quiet here; follow it with: tail -f {log}"
     shell:
         "{params.launch} probe run"
         " --world-size {wildcards.P} --out {output:q} --config-json {params.cfg:q} > {log} 2>&1"

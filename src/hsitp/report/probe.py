@@ -17,7 +17,7 @@ import seaborn as sns
 import xarray as xr
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import LogLocator, MaxNLocator, NullFormatter, ScalarFormatter
 
 from hsitp.report import labels, style
 from hsitp.report.common import MEASURED, MODELLED, computed_on, headline, load, need
@@ -168,7 +168,8 @@ def memory_vs_p_figure(mem: xr.Dataset) -> Figure:
             name = " ≡ ".join(group)
             c, m = colours[group[0]], marks[group[0]]
             ax.plot(g["P"], g["measured"] / MIB, marker=m, color=c, lw=2.2, ms=7, alpha=0.55, zorder=2)
-            ax.plot(g["P"], g["model"] / MIB, marker=m, color=c, lw=1.0, ms=7, mfc="none", ls=(0, (4, 2)),
+            # the model dark, thin and on top: visible even where it equals the measurement
+            ax.plot(g["P"], g["model"] / MIB, marker=m, color="0.15", lw=0.9, ms=4.5, mfc="none", ls=(0, (4, 2)),
                     zorder=3)  # fmt: skip
             handles.setdefault(name, Line2D([], [], color=c, marker=m, lw=2.2, alpha=0.7, label=name))
         ax.set_xscale("log", base=2)
@@ -176,20 +177,23 @@ def memory_vs_p_figure(mem: xr.Dataset) -> Figure:
         ax.minorticks_off()
         ax.set_xlim(min(Ps) / 1.3, max(Ps) * 1.3)
         ax.set_yscale("log")
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(ScalarFormatter())
+        ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("P (ranks)")
         ax.set_ylabel("MiB on the fullest rank")
         ax.set_title(_ckpt(ck))
     legend = list(handles.values()) + [
         Line2D([], [], color="0.3", marker="o", lw=2.2, alpha=0.55, label="measured (filled, solid)"),
-        Line2D([], [], color="0.3", marker="o", mfc="none", lw=1.0, ls=(0, (4, 2)),
-               label="memory model (hollow, dashed)"),
+        Line2D([], [], color="0.15", marker="o", mfc="none", ms=4.5, lw=0.9, ls=(0, (4, 2)),
+               label="memory model (dark, dashed, on top)"),
     ]  # fmt: skip
     fig.legend(handles=legend, loc="outside lower center", ncol=3, frameon=False)
     fig.suptitle(
         headline(
             f"Per-rank memory vs P per plan (parameters + gradients + AdamW state + saved activations; L = {L0}, "
             f"N = {N0})",
-            f"{MEASURED} (solid) beside the memory model, {MODELLED} (dashed)",
+            f"{MEASURED} (thick, solid) beside the memory model, {MODELLED} (dark, dashed)",
             f"measured on {probe_device(mem)}",
             width=95,
         )
@@ -276,21 +280,29 @@ def estimate_figure(est: xr.Dataset) -> Figure:
             "reported reserved [GiB] (D-CHAG paper, MI250X)": "D-CHAG paper, reported (MI250X)"}  # fmt: skip
     colours = dict(zip(cols.values(), style.palette(len(cols)), strict=True))
     marks = dict(zip(cols.values(), ["o", "D", "s"], strict=True))
+    vals = df[list(cols)].to_numpy(float)
+    lo, hi = np.nanmin(vals[vals > 0]), np.nanmax(vals)
+    unit, scale = ("MiB", 1024.0) if hi < 1 else ("GiB", 1.0)  # the unit the sizes read in
     fig, ax = plt.subplots(figsize=style.figsize(8.5, 0.24 * len(df) + 2.2), layout="constrained")
     y = np.arange(len(df))
     for col, name in cols.items():
-        v = df[col].to_numpy(float)
+        v = df[col].to_numpy(float) * scale
         ok = np.isfinite(v) & (v > 0)
+        if not ok.any():
+            continue  # e.g. no D-CHAG config in this grid: no legend entry for its report
         hollow = col == "peak modelled [GiB]"  # the model hollow: an estimate equal to it still shows
         ax.plot(v[ok], y[ok], marks[name], color=colours[name], mfc="none" if hollow else colours[name], ms=6,
                 mew=1.2, ls="none", label=name)  # fmt: skip
     ax.set_yticks(y, df["config"], fontsize=7)
     ax.set_ylim(len(df) - 0.5, -0.5)
     ax.set_xscale("log")
-    vals = df[list(cols)].to_numpy(float)
-    lo, hi = np.nanmin(vals[vals > 0]), np.nanmax(vals)
-    ax.set_xlim(lo / 1.5, hi * 1.5)
-    ax.set_xlabel("rank-0 peak memory [GiB], log scale (activation checkpointing: last field of the label)")
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))  # 10, 20, 50, 100: plain numbers
+    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlim(lo * scale / 1.5, hi * scale * 1.5)
+    ax.set_xlabel(
+        f"rank-0 peak memory [{unit}], log scale (activation checkpointing: last field of the label)"
+    )
     ax.set_ylabel("")
     ax.legend(loc="best", frameon=True, framealpha=0.9)
     span = f"{fmt_gib(lo)} to {fmt_gib(hi)}"
