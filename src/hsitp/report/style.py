@@ -6,8 +6,8 @@ eight also get distinct markers), fonts of at least :data:`MIN_FONT_PT` points o
 and no figure wider than :data:`MAX_WIDTH_PX` pixels or more elongated than :data:`MAX_ASPECT` : 1.
 
 The check (:func:`figure_problems`) runs on a figure laid out as it is saved: every text artist (titles, suptitle,
-legends, axis and tick labels, annotations) must lie inside the figure, no two tick labels of one axis and no two
-annotations of one axes may overlap,
+legends, axis and tick labels, annotations) must lie inside the figure, no two tick labels of one axis, no two
+annotations of one axes and no two titles or axis labels may overlap,
 no text may be smaller than the minimum, and the size and aspect must be within the limits. :class:`Publisher`
 (``hsitp.report.common``) runs it on every figure it saves and records the result in the PNG
 (:data:`CHECK_KEY`); :func:`png_problems` / :func:`check_figures` check saved PNGs (size, aspect, the recorded
@@ -212,6 +212,17 @@ def figure_problems(fig: Figure, dpi: float = DPI) -> list[str]:
         for t in leg.get_texts():
             if _shown(t) and t.get_fontsize() < MIN_FONT_PT - 1e-9:
                 problems.append(f"{where} entry {t.get_text()!r} is {t.get_fontsize():g} pt")
+    # titles, axis labels and legends of different axes apart (two panels' x labels running into each other)
+    named = [
+        (w, t) for w, t in _texts(fig) if _shown(t) and ("label" in w or "title" in w) and "tick" not in w
+    ]
+    boxes = [t.get_window_extent(renderer) for _, t in named]
+    for i in range(len(boxes)):
+        for j in range(i + 1, len(boxes)):
+            if _overlap(boxes[i], boxes[j]):
+                problems.append(
+                    f"{named[i][0]} {_first(named[i][1])!r} and {named[j][0]} {_first(named[j][1])!r} overlap"
+                )
     for ax in fig.axes:
         if not ax.get_visible():
             continue
@@ -234,6 +245,10 @@ def figure_problems(fig: Figure, dpi: float = DPI) -> list[str]:
                             f"{labels[j].get_text()!r} overlap"
                         )
     return problems
+
+
+def _first(t: Text) -> str:
+    return t.get_text().strip().splitlines()[0][:50]
 
 
 def _contains(outer: Bbox, box: Bbox) -> bool:
