@@ -119,6 +119,7 @@ def memory_parts_figure(mem: xr.Dataset) -> Figure:
     fig, axes = plt.subplots(nrow, ncol, figsize=style.figsize(3.4 * ncol, 3.0 * nrow + 1.6), squeeze=False,
                              layout="constrained")  # fmt: skip
     colours = dict(zip(PARTS, style.palette(len(PARTS)), strict=True))
+    most = max(df.groupby(["checkpointing", "P"])["label"].nunique())
     for ax, (ck, P) in zip(axes.flat, panels, strict=False):  # noqa: N806
         sub = df[(df["checkpointing"] == ck) & (df["P"] == P)]
         plans = list(dict.fromkeys(sub["label"]))
@@ -127,7 +128,7 @@ def memory_parts_figure(mem: xr.Dataset) -> Figure:
             v = np.array([sub[(sub["label"] == p) & (sub["part"] == part)]["measured"].sum() for p in plans])
             ax.barh(plans, v / MIB, left=left, color=colours[part], label=part, edgecolor="0.3", lw=0.3)
             left += v / MIB
-        ax.invert_yaxis()
+        ax.set_ylim(most - 0.5, -0.5)  # the same bar thickness in every panel, first plan on top
         ax.set_title(f"P = {P}, {_ckpt(ck)}", fontsize=8.5)
         ax.set_xlabel("MiB on the fullest rank")
         ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
