@@ -128,3 +128,8 @@ def test_writer_refuses_unlabelled_variables_and_the_walk_finds_them(tmp_path):
         "variable 'v' has no units",
         "title '' does not say what the file holds",
     }
+    from hsitp.cli import main
+
+    assert main(["report", "check-metadata", str(tmp_path)]) == 1  # what CI runs on its smoke results
+    (tmp_path / "sub" / "old.nc").unlink()
+    assert main(["report", "check-metadata", str(tmp_path)]) == 0

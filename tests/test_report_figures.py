@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 from report_synthetic import render_every_figure  # noqa: E402
 
+from hsitp.cli import main  # noqa: E402
 from hsitp.report import style  # noqa: E402
 from hsitp.report.common import Publisher  # noqa: E402
 from hsitp.report.outputs import OUTPUTS  # noqa: E402
@@ -33,10 +34,13 @@ def test_every_figure_is_readable_at_page_width(rendered):
     assert set(pngs) == {f"{o.stage}_{o.name}" for o in OUTPUTS if o.kind == "figure"}
     problems = style.check_figures(folder / "figures")
     assert problems == {}, "\n".join(f"{p.name}: {'; '.join(v)}" for p, v in problems.items())
+    assert (
+        main(["report", "check-figures", str(folder / "figures")]) == 0
+    )  # what CI runs on its smoke figures
 
 
 @pytest.mark.filterwarnings("ignore:constrained_layout not applied")  # the deliberately broken figures
-def test_the_check_sees_cut_text_and_strips(tmp_path):
+def test_the_check_sees_cut_text_and_strips(tmp_path, capsys):
     """Catches a figure check that passes what issue 26 found: a legend outside the figure, a suptitle wider than
     the figure, a 3393 x 390 px strip, overlapping tick labels, two panels' axis labels running into each other
     and 5 pt text; and a PNG check that misses ink at the edge or a PNG not saved through the Publisher."""
@@ -73,4 +77,8 @@ def test_the_check_sees_cut_text_and_strips(tmp_path):
     fig, ax = plt.subplots(figsize=(4, 3))
     fig.savefig(other)
     assert any("not saved by hsitp.report's Publisher" in p for p in style.png_problems(other))
+    capsys.readouterr()
+    assert main(["report", "check-figures", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "other.png: no hsitp-layout-check record" in out and "2 of 2 figures have problems" in out
     plt.close("all")
