@@ -42,7 +42,7 @@ def rho_figure(rho: xr.Dataset) -> Figure:
     df = rho["rho"].to_dataframe().reset_index()
     c_defs = list(rho["c_def"].values)
     fig, axes = plt.subplots(
-        1, len(c_defs), figsize=(4.2 * len(c_defs), 4.2), sharey=True, layout="constrained"
+        1, len(c_defs), figsize=style.figsize(3.6 * len(c_defs), 4.6), sharey=True, layout="constrained"
     )
     axes = np.atleast_1d(axes)
     meaning = rho.attrs.get("c_def_meaning", "")
@@ -55,7 +55,11 @@ def rho_figure(rho: xr.Dataset) -> Figure:
         ax.set_xlabel("")
         ax.set_ylabel("rho = C / N")
         ax.tick_params(axis="x", rotation=90, labelsize=7.5)
-        ax.legend(title="patch p", fontsize=7, title_fontsize=7)
+        ax.get_legend().remove()  # one key below the panels, over no bar
+    handles, names = axes[0].get_legend_handles_labels()
+    fig.legend(
+        handles, names, title="patch p (pixels)", loc="outside lower center", ncol=len(names), frameon=False
+    )
     fig.suptitle(
         headline(
             "rho = C/N per dataset and patch size (N = spatial tokens of the registry grid; rho < 1: more tokens "
