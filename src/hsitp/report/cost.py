@@ -208,7 +208,7 @@ def scale_figure(scale: xr.Dataset) -> Figure:
     schemes = [str(s) for s in scale["scheme"].values]
     colours = dict(zip(schemes, style.palette(len(schemes)), strict=True))
     tp = scale["tp"].values
-    fig = plt.figure(figsize=(3.0 * len(hws), 6.6), layout="constrained")
+    fig = plt.figure(figsize=style.figsize(2.3 * len(hws) + 0.6, 7.0), layout="constrained")
     grid = fig.add_gridspec(2, len(hws))
     top = [fig.add_subplot(grid[0, j]) for j in range(len(hws))]
     for ax, hw in zip(top, hws, strict=True):
