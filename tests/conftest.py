@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -134,7 +135,8 @@ class WorkflowCopy:
 
     def planned(self, *args: str, timeout: float = 120) -> dict[str, list[str]]:
         """Dry run: {path: [rule, reason]} for every output and log of every job Snakemake would run ({} = nothing
-        to do)."""
+        to do). A rule with a ``message:`` (bench_run, probe_run, train) prints only its message: those jobs are
+        keyed by the log their message names ("RULE: ...; follow it with: tail -f LOG")."""
         run = self.snakemake(*args, "--dry-run", timeout=timeout)
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
         jobs: dict[str, list[str]] = {}
@@ -143,9 +145,11 @@ class WorkflowCopy:
         for line in run.stdout.splitlines():
             if line.startswith(("rule ", "localrule ")):
                 rule, outputs = line.split()[1].rstrip(":"), []
+            elif m := re.match(r"Job \d+: (\w+): .*tail -f (\S+)$", line):
+                rule, outputs = m.group(1), [m.group(2)]
             elif line.strip().startswith(("output:", "log:")):
                 outputs += [o.strip() for o in line.split(":", 1)[1].split(",")]
-            elif line.strip().startswith("reason:"):
+            elif line.strip().lower().startswith("reason:"):
                 jobs.update({o: [rule, line.split(":", 1)[1].strip()] for o in outputs})
         if not jobs:
             assert "Nothing to be done" in run.stdout + run.stderr, run.stdout[-3000:]

@@ -30,3 +30,14 @@ def assert_described(ds: xr.Dataset, where: str = "") -> None:
         if RATIO.match(str(name)) and var.dtype.kind in "iufc" and var.attrs.get("units") != "1":
             problems.append(f"ratio {name!r} has units {var.attrs.get('units')!r}, not '1'")
     assert not problems, f"{where or ds.attrs.get('kind')}:\n  " + "\n  ".join(problems)
+
+
+def described(ds: xr.Dataset, title: str = "synthetic test data") -> xr.Dataset:
+    """``ds`` with a placeholder long_name (and units '1' where numeric) on every name that lacks one, and a title:
+    for made-up fixture data only (``write_netcdf`` refuses unlabelled variables; real stages label their own)."""
+    for var in ds.variables.values():
+        var.attrs.setdefault("long_name", "synthetic test value")
+        if var.dtype.kind in "iufc" and "flag_values" not in var.attrs:
+            var.attrs.setdefault("units", "1")
+    ds.attrs.setdefault("title", title)
+    return ds

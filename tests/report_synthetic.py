@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import xarray as xr
+from nc_checks import described
 
 from hsitp.io import provenance, write_netcdf
 
@@ -73,9 +74,11 @@ def probe_files(folder: Path) -> dict[str, Path]:
     )
     prov = provenance()
     return {
-        "memory": write_netcdf(ds, folder / "memory.nc", kind="probe_memory", prov=prov),
-        "throughput": write_netcdf(thr, folder / "throughput.nc", kind="probe_throughput", prov=prov),
-        "estimate": write_netcdf(est, folder / "estimate.nc", kind="probe_estimate", prov=prov),
+        "memory": write_netcdf(described(ds), folder / "memory.nc", kind="probe_memory", prov=prov),
+        "throughput": write_netcdf(
+            described(thr), folder / "throughput.nc", kind="probe_throughput", prov=prov
+        ),
+        "estimate": write_netcdf(described(est), folder / "estimate.nc", kind="probe_estimate", prov=prov),
     }
 
 
@@ -113,12 +116,12 @@ def train_record(
         ds["aa"] = ("epoch", [np.nan, 0.4, np.nan, last_oa - 0.1])
         ds["kappa"] = ("epoch", [np.nan, 0.45, np.nan, last_oa - 0.05])
     if prediction:
-        ds["prediction"] = (("y", "x"), rng.integers(0, 4, (6, 5)))
+        ds["prediction"] = (("y", "x"), rng.integers(1, 4, (20, 27)))  # labels 1..3 over the synthetic scene
     ds.attrs.update({"dataset": "synthetic", "plan": plan, "P": P, "g": g, "split": split, "seed": seed, "tokens": 9,
                      "dtype": "float32", "device": DEVICE, "summary_epochs": 2,
                      "activation_checkpointing": "none"})  # fmt: skip
     name = f"{plan}_N9_P{P}_g{g}_{split}_s{seed}.nc"
-    return write_netcdf(ds, folder / "train" / "synthetic" / name, kind="train", prov=provenance())
+    return write_netcdf(described(ds), folder / "train" / "synthetic" / name, kind="train", prov=provenance())
 
 
 def baseline_file(folder: Path, split: str, seed: int) -> Path:
@@ -134,7 +137,10 @@ def baseline_file(folder: Path, split: str, seed: int) -> Path:
         attrs={"dataset": "synthetic", "protocol": split, "seed": seed},
     )
     return write_netcdf(
-        ds, folder / "baseline" / f"synthetic_{split}_s{seed}.nc", kind="baseline", prov=provenance()
+        described(ds),
+        folder / "baseline" / f"synthetic_{split}_s{seed}.nc",
+        kind="baseline",
+        prov=provenance(),
     )
 
 
@@ -152,3 +158,87 @@ def train_summary(folder: Path) -> tuple[Path, list[Path]]:
     baselines = [baseline_file(folder, split, seed) for split in ("random", "block") for seed in (0, 1)]
     ds = summarize(records, baselines)
     return write_netcdf(ds, folder / "train" / "summary.nc", kind=KIND, prov=provenance()), records
+
+
+def scene_file(folder: Path) -> Path:
+    """A synthetic 20 x 27 scene with 6 bands and 3 classes, written as a `dataset` file (not real data)."""
+    rng = np.random.default_rng(0)
+    labels = np.zeros((20, 27), np.int16)
+    labels[2:10, 3:12], labels[11:18, 5:20], labels[3:9, 15:25] = 1, 2, 3
+    split = np.stack(  # protocol "random": pixel by pixel; "block": left part train, right part test
+        [
+            np.where(labels > 0, np.where(rng.random(labels.shape) < 0.2, 1, 2), 0),
+            np.where(labels > 0, np.where(np.arange(27)[None, :] < 9, 1, 2), 0),
+        ]
+    ).astype(np.int8)
+    ds = xr.Dataset(
+        {
+            "cube": (("y", "x", "band"), rng.random((20, 27, 6), dtype=np.float32)),
+            "labels": (("y", "x"), labels),
+            "split": (("protocol", "y", "x"), split),
+        },
+        coords={"y": np.arange(20), "x": np.arange(27), "band": np.arange(1, 7), "protocol": ["random", "block"]},
+        attrs={"dataset": "synthetic", "title": "synthetic test scene", "seed": 0,
+               "class_names": json.dumps({"1": "a", "2": "b", "3": "c"})},
+    )  # fmt: skip
+    return write_netcdf(described(ds), folder / "synthetic.nc", kind="dataset", prov=provenance())
+
+
+def render_every_figure(folder: Path) -> dict[str, Path]:
+    """Every figure of the five report pages, saved by the real ``Publisher`` under ``folder/figures``, from small
+    files: the committed smoke cost tables, the bench fixture (tests/fixtures/report_bench) and the synthetic
+    scene, probe and train files above. Returns figure name -> PNG."""
+    from hsitp.report import bench as rb
+    from hsitp.report import cost as rc
+    from hsitp.report import data as rd
+    from hsitp.report import probe as rp
+    from hsitp.report import train as rt
+    from hsitp.report.common import Publisher, load_cost
+
+    root = Path(__file__).resolve().parents[1]
+    cost = {
+        t: load_cost(root / "results/reference/smoke/cost" / f"{t}.nc", t)
+        for t in ("rho", "ccr", "boundary", "scale")
+    }
+    bench = root / "tests/fixtures/report_bench"
+    mvm = rb.load_model_vs_measured(bench / "model_vs_measured.nc")
+    mb = rb.load_microbench(bench / "microbench.nc")
+    scene = rd.load_scene(scene_file(folder))
+    probe = probe_files(folder)
+    mem, thr, est = (rp.load_memory(probe["memory"]), rp.load_throughput(probe["throughput"]),
+                     rp.load_estimate(probe["estimate"]))  # fmt: skip
+    summary_path, record_paths = train_summary(folder)
+    runs, summary = rt.load_records(record_paths), rt.load_summary(summary_path)
+    pages = {
+        "data": {"scene": lambda: rd.scene_figure(scene)},
+        "cost": {
+            "rho": lambda: rc.rho_figure(cost["rho"]),
+            "ccr_vs_p": lambda: rc.ccr_vs_p_figure(cost["ccr"]),
+            "boundary": lambda: rc.boundary_figure(cost["boundary"]),
+            "scale": lambda: rc.scale_figure(cost["scale"]),
+        },
+        "bench": {
+            "ccr_vs_p": lambda: rb.ccr_vs_p_figure(mvm),
+            "predicted_vs_measured": lambda: rb.predicted_vs_measured_figure(mvm),
+            "compute_vs_comm": lambda: rb.compute_vs_comm_figure(mb),
+        },
+        "probe": {
+            "memory_parts": lambda: rp.memory_parts_figure(mem),
+            "memory_vs_p": lambda: rp.memory_vs_p_figure(mem),
+            "throughput": lambda: rp.throughput_figure(thr),
+            "estimate": lambda: rp.estimate_figure(est),
+        },
+        "train": {
+            "curves": lambda: rt.curves_figure(runs, summary),
+            "accuracy_plot": lambda: rt.accuracy_figure(summary, runs),
+            "resources": lambda: rt.resources_figure(runs),
+            "prediction": lambda: rt.prediction_figure(runs, [scene]),
+        },
+    }
+    out: dict[str, Path] = {}
+    for stage, figures in pages.items():
+        pub = Publisher(folder, stage)
+        for name, make in figures.items():
+            dataset = "synthetic" if (stage, name) == ("data", "scene") else None
+            out[f"{stage}_{name}"] = pub.figure(make(), name, dataset).png
+    return out

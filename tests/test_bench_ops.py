@@ -169,7 +169,8 @@ def test_head_padding_off_refuses_before_timing_and_on_pads(monkeypatch):
 
 def test_bench_run_refuses_indivisible_heads_before_timing(monkeypatch, tmp_path):
     """Catches `hsitp bench run` timing (or skipping point by point) a sweep the layers refuse: with head padding
-    off, heads = 6 at P = 4 stops the launch before the collective sweep or any layer is timed."""
+    off, heads = 6 at P = 4 stops the launch before the collective sweep or any layer is timed, naming the key the
+    user writes (parallel.heads), not a bare 'heads'."""
     from types import SimpleNamespace
 
     import hsitp.bench.runner as runner
@@ -180,5 +181,5 @@ def test_bench_run_refuses_indivisible_heads_before_timing(monkeypatch, tmp_path
     monkeypatch.setattr(runner, "sweep_collectives", no_timing)
     rt = SimpleNamespace(world_size=4, rank=0, device=CPU)
     cfg = _shard_config(heads=6, head_padding=False)
-    with pytest.raises(ValueError, match=r"heads = 6 is not divisible.*parallel\.head_padding"):
+    with pytest.raises(ValueError, match=r"parallel\.heads = 6 is not divisible.*parallel\.head_padding"):
         runner._run(cfg, rt, tmp_path / "P4.nc")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import xarray as xr
+from nc_checks import described
 
 from hsitp.bench.repeat import ccr_table, load_runs, main, report, spread
 from hsitp.io import write_netcdf
@@ -26,7 +27,9 @@ def _run(root, name: str, scale: float, err: float) -> None:
     )
     row = {"n_points": 1, **{f"median_abs_rel_err_{m}": err for m in ("stated", "refined", "traced")}}
     ds.attrs = {"device": "CPU: test", "summary": {"held_out": row, "fitted": {**row, "n_points": 2}}}
-    write_netcdf(ds, root / name / "bench" / "model_vs_measured.nc", kind="model_vs_measured", prov={})
+    write_netcdf(
+        described(ds), root / name / "bench" / "model_vs_measured.nc", kind="model_vs_measured", prov={}
+    )
 
 
 def test_spread_and_report(tmp_path, capsys):

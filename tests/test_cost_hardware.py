@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
+from nc_checks import described
 
 from hsitp.config import load_schema
 from hsitp.cost.calibration import (
@@ -106,7 +107,7 @@ def test_missing_or_invalid_calibration_is_named(tmp_path: Path):
         fit_points=[],
     )
     bad = good.drop_vars("beta")
-    path = write_netcdf(bad, tmp_path / "bad.nc", kind="calibration", prov=provenance())
+    path = write_netcdf(described(bad), tmp_path / "bad.nc", kind="calibration", prov=provenance())
     with pytest.raises(CalibrationError, match=r"(?s)bad\.nc.*missing variable 'beta'"):
         get_hardware(f"measured:{path}")
     neg = good.copy()
@@ -131,6 +132,8 @@ def test_missing_or_invalid_calibration_is_named(tmp_path: Path):
     ).drop_vars("sequence_factor")
     with pytest.raises(CalibrationError, match="give all or none"):
         validate_calibration(half, "half.nc")
-    one = get_hardware(f"measured:{write_netcdf(good, tmp_path / 'one.nc', kind='calibration', prov={})}")
+    one = get_hardware(
+        f"measured:{write_netcdf(described(good), tmp_path / 'one.nc', kind='calibration', prov={})}"
+    )
     assert one.link("all_reduce", "intra") == (0.0, 1e9)  # absent collectives borrow the all_gather fit
     assert np.isclose(one.flops, 1e9)

@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 import xarray as xr
+from nc_checks import described
 
 from hsitp.cli import main
 from hsitp.config import validate_config
@@ -106,7 +107,7 @@ def test_class_without_test_pixels_is_nan_and_block_folds_need_enough_blocks() -
 def test_cli_writes_netcdf_with_provenance(tmp_path) -> None:
     """Catches the subcommand not registered, not reading the prepared file, or writing without provenance."""
     ds = _prepared()
-    data = write_netcdf(ds, tmp_path / "synthetic.nc", kind="dataset", prov={"test": 1})
+    data = write_netcdf(described(ds), tmp_path / "synthetic.nc", kind="dataset", prov={"test": 1})
     out = tmp_path / "bl.nc"
     overrides = json.dumps({"baseline": {**FAST, "methods": ["rf"]}})
     args = [

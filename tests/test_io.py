@@ -12,10 +12,17 @@ import xarray as xr
 from hsitp import io
 
 
-def _ds() -> xr.Dataset:
+def _ds(scale: float = 1.0) -> xr.Dataset:
     return xr.Dataset(
-        {"v": (("a",), np.arange(3, dtype="float32"), {"units": "1", "flags": {"x": 1}})},
-        attrs={"names": {"1": "Oats"}, "ok": True},
+        {
+            "v": (
+                ("a",),
+                scale * np.arange(3, dtype="float32"),
+                {"units": "1", "long_name": "v", "flags": {"x": 1}},
+            )
+        },
+        coords={"a": ("a", [0, 1, 2], {"units": "1", "long_name": "index"})},
+        attrs={"names": {"1": "Oats"}, "ok": True, "title": "io test data"},
     )
 
 
@@ -51,7 +58,7 @@ def test_failed_write_leaves_previous_file(tmp_path, monkeypatch):
 
     monkeypatch.setattr(xr.Dataset, "to_netcdf", boom)
     with pytest.raises(OSError, match="disk full"):
-        io.write_netcdf(_ds() * 2, path, kind="test", prov={})
+        io.write_netcdf(_ds(2.0), path, kind="test", prov={})
     assert os.listdir(tmp_path) == ["r.nc"]
     monkeypatch.undo()
     xr.testing.assert_allclose(io.read_netcdf(path)["v"], _ds()["v"])
@@ -94,3 +101,35 @@ def test_truncated_or_foreign_input_is_one_clear_line(tmp_path, capsys):
     assert code == 2 and len(err) == 1, err
     assert "microbench.nc" in err[0] and "hsitp bench" in err[0]
     assert not (tmp_path / "cal.nc").exists()
+
+
+def test_writer_refuses_unlabelled_variables_and_the_walk_finds_them(tmp_path):
+    """Catches a stage that writes a variable or coordinate without long_name/units (a reader cannot tell what
+    or in which unit): write_netcdf must refuse and leave no file, and tree_metadata_problems must name every such
+    name in files already on disk (the walk CI runs over its smoke results)."""
+    bare = _ds().assign(w=("a", np.ones(3)))  # no long_name, no units
+    bare["a"].attrs.clear()
+    with pytest.raises(
+        io.IncompleteMetadataError, match=r"r\.nc \(test\).*'w' has no long_name.*'w' has no units"
+    ):
+        io.write_netcdf(bare, tmp_path / "r.nc", kind="test", prov={})
+    assert os.listdir(tmp_path) == []
+    io.write_netcdf(_ds(), tmp_path / "ok.nc", kind="test", prov={})
+    (tmp_path / "sub").mkdir()
+    bare.drop_attrs().to_netcdf(tmp_path / "sub" / "old.nc")  # written before the writer refused
+    found = io.tree_metadata_problems(tmp_path)
+    assert list(found) == [tmp_path / "sub" / "old.nc"]
+    assert set(found[tmp_path / "sub" / "old.nc"]) == {
+        "variable 'w' has no long_name",
+        "variable 'w' has no units",
+        "coordinate 'a' has no long_name",
+        "coordinate 'a' has no units",
+        "variable 'v' has no long_name",
+        "variable 'v' has no units",
+        "title '' does not say what the file holds",
+    }
+    from hsitp.cli import main
+
+    assert main(["report", "check-metadata", str(tmp_path)]) == 1  # what CI runs on its smoke results
+    (tmp_path / "sub" / "old.nc").unlink()
+    assert main(["report", "check-metadata", str(tmp_path)]) == 0

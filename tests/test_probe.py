@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 from dist_utils import run_world
+from nc_checks import assert_described
 from probe_workers import probe_all, tiny_config
 
 from hsitp.cost.memory import PlanSize, plan_memory
@@ -57,6 +58,8 @@ def test_probe_two_plans_at_p2_writes_and_merges(tmp_path) -> None:  # noqa: ANN
     assert (r["ratio_vs_tp_min"] <= r["ratio_vs_tp_median"]).all()
     assert (r["ratio_vs_tp_median"] <= r["ratio_vs_tp_max"]).all()
     assert str(thr["oversubscribed_note"].sel(P=2).item()) == ""  # 2 ranks on 2 cores
+    for path in (part, mem_p, thr_p):  # every name labelled (issue 26: the probe files had none)
+        assert_described(xr.open_dataset(path), path.name)
 
 
 def test_ratio_to_tp_is_per_round_tokens_per_s_at_the_same_point(tmp_path) -> None:  # noqa: ANN001
@@ -217,3 +220,16 @@ def test_probe_at_the_trained_sizes_is_checked_against_train(repo_root) -> None:
     check_matches_train(
         off
     )  # unchecked unless asked (the smoke probe is smaller than its training on purpose)
+
+
+def test_probe_divisibility_errors_name_the_probe_keys() -> None:
+    """Catches a probe grid error that names ModelConfig's internal 'model.heads' (a key no config file has)
+    instead of probe.heads / probe.dim, the keys the user edits."""
+    from hsitp.config import ConfigError, load_config
+    from hsitp.probe.build import points
+
+    pc = load_config(["config/config.yaml", "config/smoke.yaml"])["probe"]
+    with pytest.raises(ConfigError, match=r"probe\.heads = 1 is not divisible by P = 2"):
+        points({**pc, "heads": 1}, 2)
+    with pytest.raises(ConfigError, match=r"probe\.heads = 3 does not divide probe\.dim = 32"):
+        points({**pc, "heads": 3}, 2)

@@ -14,7 +14,7 @@ import xarray as xr
 
 matplotlib.use("Agg")
 
-from hsitp.io import ResultFileError, json_attr, provenance, read_netcdf, write_netcdf  # noqa: E402
+from hsitp.io import ResultFileError, json_attr, read_netcdf  # noqa: E402
 from hsitp.report import bench as rb  # noqa: E402
 from hsitp.report import cost as rc  # noqa: E402
 from hsitp.report import data as rd  # noqa: E402
@@ -49,27 +49,9 @@ def microbench() -> xr.Dataset:
 @pytest.fixture
 def scene(tmp_path) -> xr.Dataset:
     """A synthetic 20 x 27 scene with 6 bands and 3 classes, written as a `dataset` file (not real data)."""
-    rng = np.random.default_rng(0)
-    labels = np.zeros((20, 27), np.int16)
-    labels[2:10, 3:12], labels[11:18, 5:20], labels[3:9, 15:25] = 1, 2, 3
-    split = np.stack(  # protocol "random": pixel by pixel; "block": left part train, right part test
-        [
-            np.where(labels > 0, np.where(rng.random(labels.shape) < 0.2, 1, 2), 0),
-            np.where(labels > 0, np.where(np.arange(27)[None, :] < 9, 1, 2), 0),
-        ]
-    ).astype(np.int8)
-    ds = xr.Dataset(
-        {
-            "cube": (("y", "x", "band"), rng.random((20, 27, 6), dtype=np.float32)),
-            "labels": (("y", "x"), labels),
-            "split": (("protocol", "y", "x"), split),
-        },
-        coords={"y": np.arange(20), "x": np.arange(27), "band": np.arange(1, 7), "protocol": ["random", "block"]},
-        attrs={"dataset": "synthetic", "title": "synthetic test scene", "seed": 0,
-               "class_names": json.dumps({"1": "a", "2": "b", "3": "c"})},
-    )  # fmt: skip
-    path = write_netcdf(ds, tmp_path / "synthetic.nc", kind="dataset", prov=provenance())
-    return rd.load_scene(path)
+    from report_synthetic import scene_file
+
+    return rd.load_scene(scene_file(tmp_path))
 
 
 # --- the registry of outputs ---------------------------------------------------------------------------------------
@@ -118,6 +100,7 @@ def test_stage_inputs_follow_the_upstream_targets():
     assert rules.stage_inputs("train", data, cost, bench, probe, train) == {
         "records": ["r/train/a/tp_P2.nc"],
         "summary": "r/train/summary.nc",
+        "datasets": data,
         "probe_memory": "r/probe/memory.nc",
         "probe_throughput": "r/probe/throughput.nc",
     }
@@ -374,10 +357,10 @@ def test_probe_figures_say_measured_modelled_estimated_and_the_hardware(probe_fi
     # the stacked bars of one panel add up to the fullest rank's steady bytes
     ax = figs["memory_parts"].axes[0]
     assert ax.get_title() == "P = 1, activation checkpointing: none"
-    tops = {}
+    tops = {}  # horizontal stacks: one row per plan, the right end of its last segment
     for patch in ax.patches:
-        x = round(patch.get_x(), 3)
-        tops[x] = max(tops.get(x, 0.0), patch.get_y() + patch.get_height())
+        y = round(patch.get_y(), 3)
+        tops[y] = max(tops.get(y, 0.0), patch.get_x() + patch.get_width())
     steady = mem["memory"].sel(P=1, g=2, checkpointing="none", kind=list(rp.STEADY_KINDS), rank=0)
     expect = steady.sum(("part", "kind")).sel(plan=["dense", "tp", "dchag_l"]).values / rp.MIB
     # P = 1: rank 0 is the only rank
@@ -427,9 +410,10 @@ def test_probe_tables_are_the_files_values(probe_files):
 
 def test_train_page_with_and_without_accuracy_and_prediction(tmp_path):
     """Catches: a train page that fails on records without overall accuracy or prediction (the record gains
-    them later), a title that loses the device, or a summary table whose numbers are not the record's."""
+    them later), a title that loses the device, a summary table whose numbers are not the record's, or a predicted
+    map without the scene's ground truth beside it and a class colour key (issue 26)."""
     import matplotlib.pyplot as plt
-    from report_synthetic import DEVICE, train_record
+    from report_synthetic import DEVICE, scene_file, train_record
 
     full = train_record(tmp_path, "tp", 2, 1, accuracy=True, prediction=True)
     bare = train_record(tmp_path, "dchag_l", 1, 2, accuracy=False, prediction=False)
@@ -446,7 +430,20 @@ def test_train_page_with_and_without_accuracy_and_prediction(tmp_path):
         in rt.curves_figure(rt.load_records([bare]))._suptitle.get_text()
     )
     shown = rt.prediction_figure(rt.load_records([full, bare])).axes[0].images[0].get_array()
-    assert np.asarray(shown).tolist() == read_netcdf(full)["prediction"].values.tolist()
+    pred = read_netcdf(full)["prediction"].values
+    assert np.allclose(shown, rd.class_image(pred, sorted(np.unique(pred).tolist())))  # its classes' colours
+    scene = rd.load_scene(scene_file(tmp_path))
+    fig = rt.prediction_figure(rt.load_records([full]), [scene])
+    truth = np.asarray(fig.axes[0].images[0].get_array())
+    labels = scene["labels"].values
+    assert fig.axes[0].get_title().endswith("ground truth") and np.allclose(
+        truth, rd.class_image(labels, [1, 2, 3])
+    )
+    shown = np.asarray(fig.axes[1].images[0].get_array())
+    assert np.allclose(
+        shown, rd.class_image(np.where(labels > 0, pred, 0), [1, 2, 3])
+    )  # labelled pixels only
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["1 a", "2 b", "3 c"]  # the class colour key
     tab = rt.summary_table(rt.load_records([full, bare]))
     ref = read_netcdf(full)
     row = tab.iloc[0]

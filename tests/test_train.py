@@ -147,7 +147,7 @@ def test_plan_that_does_not_fit_is_refused_before_launch(tmp_path: Path, monkeyp
         + ["--out", str(tmp_path / "x.nc"), "--config-json", cfg]
     )
     assert code == 2
-    assert "model.heads = 6 is not divisible by P = 4" in capsys.readouterr().err
+    assert "train.model.heads = 6 is not divisible by P = 4" in capsys.readouterr().err
     assert time.monotonic() - t0 < 30
     assert not torch.distributed.is_initialized()
 
@@ -196,7 +196,7 @@ def test_dead_rank_makes_the_other_fail_within_timeout(tmp_path: Path) -> None:
 
 def test_dag_refuses_a_plan_that_does_not_fit() -> None:
     """Catches a DAG that schedules jobs whose P does not fit the model (it would only fail after the launch):
-    check_jobs, called when train.smk is parsed, names the key."""
+    check_jobs, called when train.smk is parsed, names the key as the user writes it (train.model.heads)."""
     from hsitp.config import load_config
     from hsitp.train.plan import PlanError, check_jobs, jobs
 
@@ -205,5 +205,5 @@ def test_dag_refuses_a_plan_that_does_not_fit() -> None:
     assert ("indian_pines", "dense", 324, 1, 1, "random", 0) in jobs(cfg)
     assert not any(plan == "dense" and P > 1 for _, plan, _, P, *_ in jobs(cfg))
     cfg["train"]["world_sizes"] = [3]
-    with pytest.raises(PlanError, match="model.heads = 4 is not divisible by P = 3"):
+    with pytest.raises(PlanError, match=r"train\.model\.heads = 4 is not divisible by P = 3"):
         check_jobs(cfg)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 from dist_utils import run_world
+from nc_checks import described
 from train_utils import TINY_CROP, tiny_config, write_scene
 
 from hsitp.evaluate.metrics import scores
@@ -142,7 +143,9 @@ def _fake_record(tmp: Path, plan: str, seed: int, oa: float, tok: float, peak: t
         "tokens": 9,
     }
     ds.attrs.update(attrs)
-    return write_netcdf(ds, tmp / f"{plan}_N9_P2_g1_random_s{seed}.nc", kind="train", prov=provenance({}))
+    return write_netcdf(
+        described(ds), tmp / f"{plan}_N9_P2_g1_random_s{seed}.nc", kind="train", prov=provenance({})
+    )
 
 
 def _fake_baseline(tmp: Path, seed: int, oa: tuple[float, float]) -> Path:
@@ -159,7 +162,9 @@ def _fake_baseline(tmp: Path, seed: int, oa: tuple[float, float]) -> Path:
         coords={"classifier": ["svm", "rf"]},
     )
     ds.attrs.update({"dataset": "synthetic", "protocol": "random", "seed": seed})
-    return write_netcdf(ds, tmp / f"synthetic_random_s{seed}.nc", kind="baseline", prov=provenance({}))
+    return write_netcdf(
+        described(ds), tmp / f"synthetic_random_s{seed}.nc", kind="baseline", prov=provenance({})
+    )
 
 
 def test_summary_over_two_seeds_by_hand(tmp_path: Path) -> None:

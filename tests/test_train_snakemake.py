@@ -29,7 +29,7 @@ TINY = {
 @pytest.mark.slow
 def test_train_dag_one_job_then_nothing_to_do(workflow_copy):
     """Catches a broken torchrun launch line or CLI wiring, a record missing its per-rank numbers, rule params
-    that change between runs (re-running forever)."""
+    that change between runs (re-running forever), and a FutureWarning in the P = 2 log."""
     root = workflow_copy.root
     write_scene(root / "results" / "smoke" / "data" / "synthetic.nc")
     (root / "config" / "tiny_train.yaml").write_text(yaml.safe_dump(TINY))
@@ -37,6 +37,7 @@ def test_train_dag_one_job_then_nothing_to_do(workflow_copy):
     run = workflow_copy.snakemake(*args, timeout=240)
     logs = "".join(p.read_text() for p in sorted((root / "logs" / "smoke" / "train").rglob("*.log")))
     assert run.returncode == 0, run.stderr[-3000:] + logs[-3000:]
+    assert "FutureWarning" not in logs, logs[-3000:]  # issue 26: deprecated all_gather_into_tensor at P >= 2
 
     ds = read_netcdf(root / TARGET, kind="train")
     assert ds.attrs["plan"] == "token" and int(ds.attrs["P"]) == 2 and ds.attrs["backend"] == "gloo"

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 import xarray as xr
+from nc_checks import described
 
 from hsitp.config import validate_config
 from hsitp.io import provenance, write_netcdf
@@ -42,7 +43,7 @@ def write_scene(path: Path, *, both_protocols: bool = False, seed: int = 0, band
     ds.attrs.update(
         {"dataset": "synthetic", "split_mode": "random"} if not both_protocols else {"dataset": "synthetic"}
     )
-    return write_netcdf(ds, path, kind="dataset", prov=provenance({}))
+    return write_netcdf(described(ds), path, kind="dataset", prov=provenance({}))
 
 
 TINY_CROP = {"patch": 4, "tokens": 9, "datasets": None}  # S = 4 x 3 = 12

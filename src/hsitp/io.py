@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import platform
 import subprocess
@@ -24,8 +23,6 @@ from typing import Any
 import xarray as xr
 
 from hsitp.errors import HsitpError
-
-log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = "1"
 NETCDF_ENGINE = "netcdf4"
@@ -78,6 +75,11 @@ class ResultFileError(HsitpError):
     """A result file is missing, unreadable (truncated, not netCDF) or of another kind or schema version.
 
     The message is one line naming the file and the stage that writes it."""
+
+
+class IncompleteMetadataError(HsitpError, ValueError):
+    """A dataset about to be written lacks a long_name, units or a title (:func:`metadata_problems`): refused, so
+    no file the pipeline writes leaves its reader guessing. The message names the file, its kind and each name."""
 
 
 class SchemaVersionError(ResultFileError):
@@ -200,6 +202,16 @@ def describe(ds: xr.Dataset, attrs: Mapping[str, Mapping[str, Any]]) -> xr.Datas
     return ds
 
 
+def describe_missing(ds: xr.Dataset, attrs: Mapping[str, Mapping[str, Any]]) -> xr.Dataset:
+    """Like :func:`describe`, but an attribute the variable already has is kept: a stage's table of defaults
+    fills what its writers left out, and a writer's more specific ``long_name`` stays."""
+    for name, extra in attrs.items():
+        if name in ds.variables:
+            for key, value in extra.items():
+                ds[name].attrs.setdefault(key, value)
+    return ds
+
+
 def generic_title(kind: str) -> str:
     """The fallback title ``write_netcdf`` gives a file whose writer named none (metadata_problems flags it)."""
     return f"hsitp {kind}"
@@ -226,6 +238,19 @@ def metadata_problems(ds: xr.Dataset) -> list[str]:
     return problems
 
 
+def tree_metadata_problems(root: str | os.PathLike[str]) -> dict[Path, list[str]]:
+    """Every ``.nc`` file under ``root`` (a run's results folder) with what its reader would miss
+    (:func:`metadata_problems`); files with no problem are left out, so an empty dict means all are described.
+    CI calls it on its smoke run (``hsitp report check-metadata results/smoke``)."""
+    out: dict[Path, list[str]] = {}
+    for path in sorted(Path(root).rglob("*.nc")):
+        with xr.open_dataset(path, engine=NETCDF_ENGINE, decode_times=False, decode_timedelta=False) as ds:
+            problems = metadata_problems(ds)
+        if problems:
+            out[path] = problems
+    return out
+
+
 def write_netcdf(
     ds: xr.Dataset,
     path: str | os.PathLike[str],
@@ -236,8 +261,8 @@ def write_netcdf(
 ) -> Path:
     """Write ``ds`` atomically with schema version, kind, CF-style attrs and provenance JSON.
 
-    Variables without ``units`` or ``long_name`` and a missing title are logged as a warning
-    (:func:`metadata_problems`); the file is still written.
+    Refused (:class:`IncompleteMetadataError`, nothing written) when a variable or coordinate lacks ``units`` or
+    ``long_name`` or the file a descriptive title (:func:`metadata_problems`).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -262,7 +287,10 @@ def write_netcdf(
                 obj.attrs[key] = json.dumps(val, default=str)
     problems = metadata_problems(ds)
     if problems:
-        log.warning("%s (%s): incomplete metadata: %s", path, kind, "; ".join(problems))
+        raise IncompleteMetadataError(
+            f"{path} ({kind}): not written, incomplete metadata: {'; '.join(problems)} (set them where the "
+            "stage builds the dataset; hsitp.io.describe)"
+        )
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:

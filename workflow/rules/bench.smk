@@ -52,6 +52,8 @@ rule bench_run:
     params:
         launch=rank_launch("bench_run", "bench"),
         cfg=stage_config(*BENCH_RUN_KEYS),
+    message:
+        "bench_run: P = {wildcards.P} ranks, minutes, quiet here; follow it with: tail -f {log}"
     shell:
         "{params.launch} bench run --world-size {wildcards.P} --out {output:q} --config-json {params.cfg:q}"
         " > {log} 2>&1"

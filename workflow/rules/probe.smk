@@ -34,6 +34,8 @@ rule probe_run:
     params:
         cfg=stage_config(*PROBE_RUN_KEYS),
         launch=rank_launch("probe_run", "probe"),
+    message:
+        "probe_run: P = {wildcards.P} ranks, minutes, quiet here; follow it with: tail -f {log}"
     shell:
         "{params.launch} probe run"
         " --world-size {wildcards.P} --out {output:q} --config-json {params.cfg:q} > {log} 2>&1"

@@ -55,6 +55,9 @@ rule train:
             config["train"], wildcards.dataset, int(wildcards.N)
         ),
         launch=rank_launch("train", "train"),
+    message:
+        "train: {wildcards.dataset} {wildcards.plan} N={wildcards.N} P={wildcards.P} g={wildcards.g}"
+        " {wildcards.split} seed {wildcards.seed}, minutes, quiet here; follow it with: tail -f {log}"
     shell:
         "{params.launch} train {input:q} --plan {wildcards.plan} --tokens {wildcards.N} --patch {params.patch}"
         " --world-size {wildcards.P} --groups {wildcards.g} --split {wildcards.split} --seed {wildcards.seed}"

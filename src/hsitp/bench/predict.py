@@ -75,9 +75,15 @@ def op_work(pt: Point, *, head_padding: bool) -> tuple[float, float]:
 
 def check_points(points: Iterable[Point], *, head_padding: bool) -> None:
     """Refuse, before anything is timed, a sweep the layers would refuse: with ``parallel.head_padding`` off, a
-    head count that the ranks splitting it do not divide raises the cost model's error naming that key."""
+    head count that the ranks splitting it do not divide raises the cost model's error naming ``parallel.heads``
+    (the bench's heads) and that key."""
+    from hsitp.cost.layers import HeadSplitError
+
     for pt in points:
-        _parts(pt, "paper-intra", head_padding)
+        try:
+            _parts(pt, "paper-intra", head_padding)
+        except HeadSplitError as exc:
+            raise exc.keyed("parallel.heads") from None
 
 
 @dataclass(frozen=True)

@@ -102,7 +102,21 @@ def shard(x: float, parts: int, pad: bool) -> float:
 
 
 class HeadSplitError(HsitpError, ValueError):
-    """Heads that the ranks splitting them do not divide, with head padding off."""
+    """Heads that the ranks splitting them do not divide, with head padding off. ``key`` is the config key the
+    heads came from (``parallel.heads`` in the bench, ``cost.heads`` in the cost tables): :meth:`keyed` renames it.
+    """
+
+    def __init__(self, op: str, heads: int, ranks: int, key: str = "heads") -> None:
+        self.op, self.heads, self.ranks, self.key = op, heads, ranks, key
+        super().__init__(
+            f"{op}: {key} = {heads} is not divisible by the {ranks} ranks that split them: every rank must hold "
+            f"whole heads. Set parallel.head_padding: true (pads to {-(-heads // ranks) * ranks} heads, the "
+            f"extra ones zero), or choose {key} divisible by {ranks}"
+        )
+
+    def keyed(self, key: str) -> HeadSplitError:
+        """The same error naming the heads by ``key``."""
+        return HeadSplitError(self.op, self.heads, self.ranks, key)
 
 
 def head_split(op: str, P: int, mesh: tuple[int, int]) -> int:
@@ -141,11 +155,7 @@ def build_terms(
         raise ValueError(f"op {op!r} cannot be costed under split {split!r}; allowed: {SPLITS[op]}")
     ranks = head_split(op, P, mesh)
     if pad and not head_padding and s.heads % ranks:
-        raise HeadSplitError(
-            f"{op}: heads = {s.heads} is not divisible by the {ranks} ranks that split them: every rank must hold "
-            f"whole heads. Set parallel.head_padding: true (pads to {-(-s.heads // ranks) * ranks} heads, the "
-            f"extra ones zero), or choose heads divisible by {ranks}"
-        )
+        raise HeadSplitError(op, s.heads, ranks)
     return _BUILDERS[op](s, P, mesh, pad, drop_n2, split)
 
 

@@ -216,8 +216,12 @@ def run_baseline(
         coords={
             # not `method`/`class`: ds.sel(method=...) is xarray's inexact-match argument, `class` a Python keyword
             "classifier": ("classifier", np.array(methods, dtype=object), {"long_name": "classifier"}),
-            "label": ("label", classes, {"long_name": "true class label (1..K)"}),
-            "predicted_label": ("predicted_label", classes, {"long_name": "predicted class label (1..K)"}),
+            "label": ("label", classes, {"units": "1", "long_name": "true class label (1..K)"}),
+            "predicted_label": (
+                "predicted_label",
+                classes,
+                {"units": "1", "long_name": "predicted class label (1..K)"},
+            ),
         },
     )
     res.attrs.update(

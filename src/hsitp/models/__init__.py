@@ -16,6 +16,7 @@ from hsitp.models.config import (
     PlanError,
     architecture_for,
     check_plan,
+    config_keys,
 )
 
 _LAZY = {
@@ -33,6 +34,7 @@ __all__ = [
     "SpectralSpatialTransformer",
     "architecture_for",
     "check_plan",
+    "config_keys",
     "parallelize",
 ]
 

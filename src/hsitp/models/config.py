@@ -16,6 +16,9 @@ Plans (how the model is split over P ranks; ``hsitp.models.plans`` builds them):
 from __future__ import annotations
 
 import dataclasses
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from hsitp.errors import HsitpError
@@ -32,6 +35,22 @@ class ModelConfigError(HsitpError, ValueError):
 
 class PlanError(HsitpError, ValueError):
     """A parallel plan cannot split this model over P ranks (names the plan and the key that does not fit)."""
+
+
+_MODEL_KEY = re.compile(r"\bmodel\.([a-z_]+)\b")
+
+
+@contextmanager
+def config_keys(keys: Mapping[str, str]) -> Iterator[None]:
+    """Inside the block, a ModelConfigError or PlanError names the keys as the user writes them in the config:
+    ``keys`` maps a ModelConfig field to its config key (``{"heads": "train.model.heads"}``); fields not in
+    ``keys`` keep their ``model.`` name. ModelConfig knows no config file, so its callers say where it came from.
+    """
+    try:
+        yield
+    except (ModelConfigError, PlanError) as exc:
+        text = _MODEL_KEY.sub(lambda m: keys.get(m.group(1), m.group(0)), str(exc))
+        raise type(exc)(text) from exc
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,12 @@ import torch.distributed as dist
 
 from hsitp.parallel.groups import TPGroup
 
-_all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-_reduce_scatter_single = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+# newer torch (2.13 here) names these all_gather_single / reduce_scatter_single (the *_tensor names warn FutureWarning).
+ALL_GATHER_SINGLE = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+REDUCE_SCATTER_SINGLE = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+# what the collectives below call; hsitp.train.ccr.timed_collectives swaps these for timed wrappers
+_all_gather_single = ALL_GATHER_SINGLE
+_reduce_scatter_single = REDUCE_SCATTER_SINGLE
 
 
 # --- raw collectives (no autograd), honouring comm="noop" and tracing --------------------------------------------

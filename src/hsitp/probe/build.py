@@ -26,7 +26,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from hsitp.config import ConfigError
-from hsitp.models import ModelConfig, architecture_for, check_plan
+from hsitp.models import ModelConfig, architecture_for, check_plan, config_keys
 from hsitp.probe.memory import PartTimeline
 
 CHECKPOINTING = ("none", "blocks")
@@ -53,6 +53,13 @@ def crop_side(N: int, patch: int, *, key: str = "probe.N") -> int:  # noqa: N803
             f"{key}: N = {N} is not a square number of tokens (square crops: N = (side / patch)^2)"
         )
     return root * patch
+
+
+def section_keys(section: str) -> dict[str, str]:
+    """ModelConfig field -> the key of a probe section (``probe``, ``probe.estimate.grid``) that sets it, for
+    errors that name the key as the user writes it."""
+    fields = ("dim", "heads", "depth", "mlp_ratio", "patch", "classes")
+    return {k: f"{section}.{k}" for k in fields} | {"bands": f"{section}.L"}
 
 
 def base_config(pc: Mapping[str, Any], L: int, N: int) -> ModelConfig:  # noqa: N803
@@ -87,9 +94,12 @@ def points(pc: Mapping[str, Any], P: int) -> list[Point]:  # noqa: N803
         for L in pc["L"]:
             for N in pc["N"]:
                 for g in groups:
-                    base = base_config(pc, L, N)
                     try:
-                        check_plan(architecture_for(base, plan, P, g if plan in DCHAG_PLANS else 1), plan, P)
+                        with config_keys(section_keys("probe")):
+                            base = base_config(pc, L, N)
+                            check_plan(
+                                architecture_for(base, plan, P, g if plan in DCHAG_PLANS else 1), plan, P
+                            )
                     except Exception as exc:
                         raise ConfigError(
                             f"probe: plan {plan!r} at P = {P}, L = {L}, N = {N}, g = {g}: {exc}"

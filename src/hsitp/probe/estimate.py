@@ -20,9 +20,10 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from hsitp.io import provenance, write_netcdf
-from hsitp.probe.build import DCHAG_PLANS, Point, base_config
+from hsitp.io import describe_missing, provenance, write_netcdf
+from hsitp.probe.build import DCHAG_PLANS, Point, base_config, section_keys
 from hsitp.probe.memory import KINDS, PARTS
+from hsitp.probe.results import ATTRS
 
 log = logging.getLogger(__name__)
 KIND = "probe_estimate"
@@ -41,7 +42,7 @@ DCHAG_SETTINGS = {  # D-CHAG's synthetic benchmark (../shared/notes/dchag.md)
 
 def estimate_points(ec: Mapping[str, Any]) -> list[tuple[str, Point, dict[str, Any]]]:
     """(label, point, section) for the paper grid and the D-CHAG configs."""
-    from hsitp.models import architecture_for, check_plan
+    from hsitp.models import architecture_for, check_plan, config_keys
 
     out = []
     gc = ec["grid"]
@@ -61,11 +62,12 @@ def estimate_points(ec: Mapping[str, Any]) -> list[tuple[str, Point, dict[str, A
                 pt = Point(plan, int(cfg["tp"]), 1, int(cfg["bands"]), N, ck)
                 out.append((f"dchag/{cfg['name']}/{plan}/{ck}", pt, sec))
     for label, pt, sec in out:
-        arch = architecture_for(
-            base_config(sec, pt.L, pt.N), pt.plan, pt.P, pt.g if pt.plan in DCHAG_PLANS else 1
-        )
-        check_plan(arch, pt.plan, pt.P)
-        del label
+        # the D-CHAG configs' sizes are fixed here (DCHAG_SETTINGS), not config keys
+        with config_keys(section_keys("probe.estimate.grid") if label.startswith("grid/") else {}):
+            arch = architecture_for(
+                base_config(sec, pt.L, pt.N), pt.plan, pt.P, pt.g if pt.plan in DCHAG_PLANS else 1
+            )
+            check_plan(arch, pt.plan, pt.P)
     return out
 
 
@@ -172,6 +174,7 @@ def run_estimate(config: Mapping[str, Any], out: str | Path) -> Path:
             "dchag_settings": str(DCHAG_SETTINGS),
         },
     )
+    describe_missing(ds, ATTRS)
     return write_netcdf(
         ds, out, kind=KIND, prov=provenance(config=config), title="probe estimate (fake tensors)"
     )

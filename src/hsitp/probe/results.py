@@ -14,7 +14,7 @@ import numpy as np
 import xarray as xr
 
 from hsitp.errors import HsitpError
-from hsitp.io import provenance, read_netcdf, write_netcdf
+from hsitp.io import describe_missing, provenance, read_netcdf, write_netcdf
 from hsitp.probe.build import DCHAG_PLANS, Point
 from hsitp.probe.memory import KINDS, PARTS, PHASES
 
@@ -23,6 +23,57 @@ MEMORY_KIND = "probe_memory"
 THROUGHPUT_KIND = "probe_throughput"
 TIME_PARTS = (*PARTS, "other")
 MODES = ("full", "compute")
+
+
+# units and long_name of every variable and coordinate of the probe's files (partial, memory, throughput,
+# estimate); a writer's own more specific long_name is kept (io.describe_missing).
+ATTRS: dict[str, dict[str, str]] = {
+    # coordinates: one measured (or estimated) point
+    "plan": {"long_name": "parallel plan (dense, tp, dchag_l, dchag_c, token)"},
+    "P": {"units": "1", "long_name": "ranks in the tensor-parallel group"},
+    "g": {"units": "1", "long_name": "D-CHAG band groups per rank (plans without groups: repeated)"},
+    "L": {"units": "1", "long_name": "spectral bands of the input"},
+    "N": {"units": "1", "long_name": "spatial tokens per crop"},
+    "D": {"units": "1", "long_name": "token width"},
+    "depth": {"units": "1", "long_name": "transformer blocks"},
+    "batch": {"units": "1", "long_name": "crops per step"},
+    "dtype": {"long_name": "parameter and activation dtype"},
+    "checkpointing": {"long_name": "activation-checkpointing policy"},
+    "config": {"long_name": "estimated configuration (grid/plan/P/g/L/N/policy or dchag/name/plan/policy)"},
+    "part": {"long_name": "model part (tokenisation, aggregation, blocks, head)"},
+    "kind": {"long_name": "kind of memory (parameters, gradients, optimizer, activations, transient)"},
+    "rank": {"units": "1", "long_name": "rank in the group"},
+    "time_part": {"long_name": "model part a time is spent in ('other': the rest of the step)"},
+    "phase": {"long_name": "training-step phase (forward, backward, update)"},
+    "mode": {"long_name": "'full': the step as run; 'compute': the same step on a no-op twin group"},
+    "step": {"units": "1", "long_name": "timed step (after warm-up)"},
+    # memory
+    "memory": {"units": "bytes", "long_name": "measured per-rank memory of a training step by part and kind"},
+    "memory_model": {"units": "bytes", "long_name": "memory model (cost/memory.py plan_memory), rank 0"},
+    "rel_err": {"units": "1", "long_name": "(model - measured) / measured, rank 0"},
+    "peak_allocated": {"units": "bytes", "long_name": "peak memory allocated during the step"},
+    "peak_reserved": {"units": "bytes", "long_name": "peak memory reserved by the CUDA caching allocator"},
+    "transient": {"units": "bytes", "long_name": "peak minus steady memory: temporaries of the step"},
+    "peak_part": {"long_name": "part/phase in which the peak was reached"},
+    "peak_model": {"units": "bytes", "long_name": "memory model's step peak, rank 0"},
+    "peak_rel_err": {"units": "1", "long_name": "(model - measured) / measured peak, rank 0"},
+    "reported_reserved_gib": {"units": "GiB", "long_name": "D-CHAG paper: rank-0 max_memory_reserved"},
+    # time
+    "part_time": {"units": "s", "long_name": "median time per part, phase and rank"},
+    "step_time": {"units": "s", "long_name": "step time of the slowest rank"},
+    "step_time_median": {"units": "s", "long_name": "median over steps of the slowest rank"},
+    "tokens_per_step": {"units": "1", "long_name": "tokens per step (batch x N)"},
+    "tokens_per_s": {"units": "1/s", "long_name": "B N / median full step time (all ranks together)"},
+    "time_with_collectives": {"units": "s", "long_name": "time per part with collectives (full mode)"},
+    "time_compute": {"units": "s", "long_name": "the same step on the no-op twin group"},
+    "time_collectives": {"units": "s", "long_name": "full - compute per part: collectives as they show"},
+    # the launch, per P
+    "device": {"long_name": "device the launch ran on"},
+    "backend": {"long_name": "process-group backend"},
+    "threads_per_rank": {"units": "1", "long_name": "torch threads per rank"},
+    "cores": {"units": "1", "long_name": "CPU cores available to the launch"},
+    "oversubscribed": {"units": "1", "long_name": "1 when ranks x threads exceeded the cores"},
+}
 
 
 class ProbeMergeError(HsitpError, ValueError):
@@ -142,6 +193,7 @@ def write_partial(
     )
     run = {k: v for k, v in attrs.items() if k != "interleave_orders"}
     prov = provenance(config=config, extra={"run": run})
+    describe_missing(ds, ATTRS)
     return write_netcdf(ds, out, kind=PARTIAL_KIND, prov=prov, title=f"memory probe, one launch at P = {P}")
 
 
@@ -227,6 +279,8 @@ def merge(
     thr.attrs.update(common)
     inputs = {str(p): p for p in paths}
     prov = provenance(config=config, inputs=inputs)
+    describe_missing(mem, ATTRS)
+    describe_missing(thr, ATTRS)
     m = write_netcdf(mem, memory_out, kind=MEMORY_KIND, prov=prov, title="per-rank memory by part and kind")
     t = write_netcdf(thr, throughput_out, kind=THROUGHPUT_KIND, prov=prov, title="probe throughput")
     return m, t

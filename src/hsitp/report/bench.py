@@ -19,6 +19,7 @@ import xarray as xr
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from hsitp.report import style
 from hsitp.report.common import (
     MEASURED,
     MODELLED,
@@ -73,99 +74,110 @@ def points(mvm: xr.Dataset) -> pd.DataFrame:
 
 
 def _basis(mvm: xr.Dataset) -> str:
+    """Measured vs modelled, with the counts of the points shown (P > 1: the ones with communication)."""
+    df = points(mvm)
+    df = df[df["ccr_measured"] > 0]  # the points with communication, as the file's summary counts them
+    held, fitted = int((df["subset"] == "held out").sum()), int((df["subset"] == "fitted").sum())
     return (
         f"{MEASURED} points; stated (paper's formulas) and refined models calibrated on the same device "
-        f"(fit on the 'fitted' points, {int((mvm['held_out'] == HELD_OUT).sum())} held out)"
+        f"(points with communication, P > 1: {fitted} fitted, {held} held out from the fit)"
     )
+
+
+def _comm_sizes(df: pd.DataFrame) -> list[int]:
+    return sorted(int(p) for p in set(df["P"]))
 
 
 # --- figures -------------------------------------------------------------------------------------------------------
 def ccr_vs_p_figure(mvm: xr.Dataset) -> Figure:
-    """CCR vs P per op (the attention ops are the three splits): measured points, stated and refined lines."""
+    """CCR vs P per op (the attention ops are the three splits): measured points, stated and refined lines. When
+    the bench measured a single P with communication, CCR is drawn against N at that P (one P shows no trend)."""
     df = points(mvm)
     if df.empty:
         raise ValueError("model_vs_measured holds no point with P > 1: nothing communicates, no CCR to plot")
     L0, dt0 = mvm["L"].values[0], mvm["dtype"].values[0]
-    df = df[(df["L"] == L0) & (df["dtype"] == dt0)]
-    df["shape"] = [f"N={n}, D={d}" for n, d in zip(df["N"], df["D"], strict=True)]
-    ops = [o for o in mvm["op"].values if o in set(df["op"])]
+    df = df[(df["L"] == L0) & (df["dtype"] == dt0)].copy()
+    Ps = _comm_sizes(df)
+    by_p = len(Ps) > 1
+    xvar = "P" if by_p else "N"
+    df["shape"] = [f"N={n}, D={d}" if by_p else f"D={d}" for n, d in zip(df["N"], df["D"], strict=True)]
+    ops = [str(o) for o in mvm["op"].values if o in set(df["op"])]
     shapes = list(dict.fromkeys(df.sort_values(["D", "N"])["shape"]))
-    colours = dict(zip(shapes, sns.color_palette("viridis", len(shapes)), strict=True))
-    ncol = min(4, len(ops))
+    colours = dict(zip(shapes, style.palette(len(shapes)), strict=True))
+    ncol = min(3, len(ops))
     nrow = int(np.ceil(len(ops) / ncol))
-    fig, axes = plt.subplots(
-        nrow, ncol, figsize=(3.4 * ncol, 3.0 * nrow), squeeze=False, layout="constrained"
-    )
-    lo, hi = log_limits(list(df["ccr_measured"]) + list(df["ccr_refined"]) + list(df["ccr_stated"]))
-    Ps = sorted(set(df["P"]))
+    fig, axes = plt.subplots(nrow, ncol, figsize=(3.5 * ncol, 2.7 * nrow + 1.4), squeeze=False,
+                             layout="constrained")  # fmt: skip
+    positive = [v for c in ("ccr_measured", "ccr_refined", "ccr_stated") for v in df[c] if v > 0]
+    lo, hi = log_limits(positive)
+    xs = sorted(set(df[xvar]))
     for ax, op in zip(axes.flat, ops, strict=False):
         sub = df[df["op"] == op]
         for shape, g in sub.groupby("shape", sort=False):
-            g = g.sort_values("P")
+            g = g.sort_values(xvar)
             c = colours[shape]
             for model in ("stated", "refined"):
-                ax.plot(g["P"], g[f"ccr_{model}"], color=c, ls=MODEL_STYLE[model], lw=1,
+                ax.plot(g[xvar], g[f"ccr_{model}"], color=c, ls=MODEL_STYLE[model], lw=1,
                         marker=MODEL_MARKER[model], mfc="none", ms=5)  # fmt: skip
             for subset, marker in (("fitted", "o"), ("held out", "X")):
                 h = g[g["subset"] == subset]
-                ax.plot(h["P"], h["ccr_measured"], marker, color=c, ms=5, mec="k", mew=0.4, ls="none")
+                ax.plot(h[xvar], h["ccr_measured"], marker, color=c, ms=6, mec="k", mew=0.4, ls="none")
+        if not (sub["ccr_measured"] > 0).any():
+            ax.text(0.5, 0.5, "no collective in this layer:\nCCR = 0 (nothing to draw\non a log axis)",
+                    transform=ax.transAxes, ha="center", va="center", fontsize=8, color="0.3")  # fmt: skip
         ax.axhline(1.0, color="0.3", lw=0.7, ls=":")
         ax.set_yscale("log")
         ax.set_ylim(lo, hi)
         ax.set_xscale("log", base=2)
-        ax.set_xticks(Ps, [str(p) for p in Ps])
-        ax.set_xlim(min(Ps) / 1.4, max(Ps) * 1.4)
-        ax.set_title(op, fontsize=9)
-        ax.set_xlabel("P")
+        ax.set_xticks(xs, [str(x) for x in xs])
+        ax.minorticks_off()
+        ax.set_xlim(min(xs) / 1.3, max(xs) * 1.3)
+        ax.set_title(op)
+        ax.set_xlabel("P (ranks)" if by_p else f"N (tokens), at P = {Ps[0]}")
         ax.set_ylabel("CCR = T_comm / T_comp")
     for ax in list(axes.flat)[len(ops) :]:
         ax.set_visible(False)
     handles = [Line2D([], [], color=colours[s], marker="s", ls="none", label=s) for s in shapes]
     handles += [
-        Line2D([], [], color="0.3", marker="o", ls="none", label="measured (fitted)"),
-        Line2D([], [], color="0.3", marker="X", ls="none", label="measured (held out)"),
+        Line2D([], [], color="0.3", marker="o", mec="k", ls="none", label="measured (fitted)"),
+        Line2D([], [], color="0.3", marker="X", mec="k", ls="none", label="measured (held out)"),
         Line2D([], [], color="0.3", ls=MODEL_STYLE["stated"], marker="v", mfc="none", label="stated model"),
         Line2D([], [], color="0.3", ls=MODEL_STYLE["refined"], marker="^", mfc="none", label="refined model"),
     ]
-    fig.legend(
-        handles=handles, loc="outside lower center", ncol=min(len(handles), 6), fontsize=7, frameon=False
-    )
+    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 4), frameon=False)
+    what = "CCR vs P per layer" if by_p else f"CCR vs N per layer at P = {Ps[0]} (the only P > 1 measured)"
     fig.suptitle(
         headline(
-            f"CCR vs P per layer (attn_channel / attn_token / attn_2d = the three splits; L = {L0}, {dt0}; "
-            "P = 1 has no communication)",
+            f"{what}; attn_channel / attn_token / attn_2d = the three splits; L = {L0}, {dt0}",
             _basis(mvm),
             f"measured on {measured_on(mvm)}",
+            width=95,
         )
     )
     return fig
 
 
 def predicted_vs_measured_figure(mvm: xr.Dataset) -> Figure:
-    """Predicted vs measured CCR on log-log axes with the identity line, one panel per model, held out marked."""
+    """Predicted vs measured CCR on log-log axes with the identity line, one panel per model; colour and marker
+    name the op, a filled marker a fitted point and a hollow one a held-out point."""
     df = points(mvm)
     if df.empty:
         raise ValueError("model_vs_measured holds no point with P > 1: nothing to compare")
     summary = json_attr(mvm, "summary", {}) or {}
     ops = list(dict.fromkeys(df["op"]))
-    colours = dict(zip(ops, sns.color_palette("colorblind", len(ops)), strict=True))
-    lo, hi = log_limits(list(df["ccr_measured"]) + list(df["ccr_stated"]) + list(df["ccr_refined"]))
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4.8), sharex=True, sharey=True, layout="constrained")
+    colours = dict(zip(ops, style.palette(len(ops)), strict=True))
+    marks = dict(zip(ops, style.markers(len(ops)), strict=True))
+    positive = [v for c in ("ccr_measured", "ccr_stated", "ccr_refined") for v in df[c] if v > 0]
+    lo, hi = log_limits(positive)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 5.6), sharex=True, sharey=True, layout="constrained")
     for ax, model in zip(axes, ("stated", "refined"), strict=True):
-        ax.plot([lo, hi], [lo, hi], color="0.3", lw=0.8, label="identity")
+        ax.plot([lo, hi], [lo, hi], color="0.3", lw=0.8)
         for op in ops:
-            for subset, marker, fill in (("fitted", "o", colours[op]), ("held out", "X", colours[op])):
+            for subset in ("fitted", "held out"):
                 h = df[(df["op"] == op) & (df["subset"] == subset)]
-                ax.plot(
-                    h["ccr_measured"],
-                    h[f"ccr_{model}"],
-                    marker,
-                    color=fill,
-                    mec="k",
-                    mew=0.4,
-                    ms=6,
-                    ls="none",
-                )
+                face = colours[op] if subset == "fitted" else "none"
+                ax.plot(h["ccr_measured"], h[f"ccr_{model}"], marks[op], color=colours[op], mfc=face, mew=1.2,
+                        ms=6, ls="none")  # fmt: skip
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlim(lo, hi)
@@ -175,24 +187,22 @@ def predicted_vs_measured_figure(mvm: xr.Dataset) -> Figure:
         ax.set_ylabel(f"{model} model CCR (calibrated)")
         err = summary.get("held_out", {}).get(f"median_abs_rel_err_{model}")
         fit = summary.get("fitted", {}).get(f"median_abs_rel_err_{model}")
-        ax.set_title(
-            f"{model}: median |rel. error| held out {_pct(err)}, fitted {_pct(fit)}",
-            fontsize=9,
-        )
-    handles = [Line2D([], [], color=colours[o], marker="s", ls="none", label=o) for o in ops]
+        ax.set_title(f"{model}: median |rel. error|\nheld out {_pct(err)}, fitted {_pct(fit)}")
+    silent = {o for o in ops if not (df[df["op"] == o]["ccr_measured"] > 0).any()}
+    handles = [Line2D([], [], color=colours[o], marker=marks[o], ls="none",
+                      label=f"{o} (no collective: CCR = 0, not drawn)" if o in silent else o) for o in ops]  # fmt: skip
     handles += [
-        Line2D([], [], color="0.3", marker="o", ls="none", label="fitted point"),
-        Line2D([], [], color="0.3", marker="X", ls="none", label="held-out point"),
+        Line2D([], [], color="0.3", marker="o", ls="none", label="fitted point (filled)"),
+        Line2D([], [], color="0.3", marker="o", mfc="none", ls="none", label="held-out point (hollow)"),
         Line2D([], [], color="0.3", label="identity"),
     ]
-    fig.legend(
-        handles=handles, loc="outside lower center", ncol=min(len(handles), 6), fontsize=7, frameon=False
-    )
+    fig.legend(handles=handles, loc="outside lower center", ncol=4, frameon=False)
     fig.suptitle(
         headline(
-            "Predicted vs measured CCR (each point: one layer at one P, N, D, L)",
+            "Predicted vs measured CCR (each point: one layer at one P > 1, N, D, L)",
             _basis(mvm),
             measured_on(mvm),
+            width=95,
         )
     )
     return fig
@@ -203,56 +213,56 @@ def _pct(x: float | None) -> str:
 
 
 def compute_vs_comm_figure(mb: xr.Dataset) -> Figure:
-    """Per op and P > 1: compute-only time, collective-only time and exposed communication (full − compute)."""
-    need(mb, "time_median", "exposed_comm")
+    """Per op and P > 1: compute-only time, collective-only time and exposed communication (full − compute),
+    the mean over repeats (the estimate every derived quantity uses), one panel per op and P, wrapped in rows."""
+    need(mb, "time", "exposed_comm")
+    # the mean over repeats (files written before time_mean existed: recomputed from the repeats)
+    mean = mb["time_mean"] if "time_mean" in mb else mb["time"].mean(mb["time"].dims[-1])
     L0, dt0 = mb["L"].values[0], mb["dtype"].values[0]
     Ps = [int(p) for p in mb["P"].values if p > 1]
     if not Ps:
         raise ValueError("microbench holds only P = 1: no communication to show")
+    parts = ("compute only", "collectives only", "exposed comm (full − compute)")
     rows = []
     for op in mb["op"].values:
         for P in Ps:
             for N in mb["N"].values:
                 for D in mb["D"].values:
                     sel = {"op": op, "P": P, "N": N, "D": D, "L": L0, "dtype": dt0}
-                    t = mb["time_median"].sel(**sel)
-                    shape = f"N={int(N)}\nD={int(D)}"
-                    rows += [
-                        {"op": op, "P": P, "shape": shape, "part": "compute only", "ms": 1e3 * float(t.sel(mode="compute"))},
-                        {"op": op, "P": P, "shape": shape, "part": "collectives only", "ms": 1e3 * float(t.sel(mode="comm"))},
-                        {"op": op, "P": P, "shape": shape, "part": "exposed comm (full − compute)",
-                         "ms": 1e3 * float(mb["exposed_comm"].sel(**sel))},
-                    ]  # fmt: skip
+                    t = mean.sel(**sel)
+                    values = (t.sel(mode="compute"), t.sel(mode="comm"), mb["exposed_comm"].sel(**sel))
+                    for part, v in zip(parts, values, strict=True):
+                        rows.append({"op": str(op), "P": P, "shape": f"N={int(N)}\nD={int(D)}", "part": part,
+                                     "ms": 1e3 * float(v)})  # fmt: skip
     df = pd.DataFrame(rows).dropna()
-    ops = list(dict.fromkeys(df["op"]))
+    panels = list(dict.fromkeys(zip(df["op"], df["P"], strict=True)))
+    ncol = min(3, len(panels))
+    nrow = int(np.ceil(len(panels) / ncol))
+    n_shapes = len(set(df["shape"]))
+    width = min(style.FULL_WIDTH_IN, max(2.2, 0.55 * n_shapes + 1.0) * ncol)
     fig, axes = plt.subplots(
-        len(Ps),
-        len(ops),
-        figsize=(2.9 * len(ops), 3.0 * len(Ps)),
-        squeeze=False,
-        sharey="row",
-        layout="constrained",
+        nrow, ncol, figsize=(width, 2.3 * nrow + 1.3), squeeze=False, layout="constrained"
     )
-    palette = dict(zip(["compute only", "collectives only", "exposed comm (full − compute)"],
-                       sns.color_palette("Set2", 3), strict=True))  # fmt: skip
-    for i, P in enumerate(Ps):
-        for j, op in enumerate(ops):
-            ax = axes[i, j]
-            sub = df[(df["op"] == op) & (df["P"] == P)]
-            sns.barplot(sub, x="shape", y="ms", hue="part", palette=palette, ax=ax, legend=False)
-            ax.axhline(0, color="0.2", lw=0.6)
-            ax.set_title(f"{op}, P = {P}", fontsize=8)
-            ax.set_xlabel("")
-            ax.set_ylabel("median time [ms]" if j == 0 else "")
-            ax.tick_params(axis="x", labelsize=6)
+    palette = dict(zip(parts, style.palette(3), strict=True))
+    for ax, (op, P) in zip(axes.flat, panels, strict=False):
+        sub = df[(df["op"] == op) & (df["P"] == P)]
+        sns.barplot(sub, x="shape", y="ms", hue="part", palette=palette, ax=ax, legend=False)
+        ax.axhline(0, color="0.2", lw=0.6)
+        ax.set_title(f"{op}, P = {P}")
+        ax.set_xlabel("")
+        ax.set_ylabel("mean time [ms]")
+        ax.tick_params(axis="x", labelsize=7)
+    for ax in list(axes.flat)[len(panels) :]:
+        ax.set_visible(False)
     handles = [plt.Rectangle((0, 0), 1, 1, color=c, label=k) for k, c in palette.items()]
-    fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=8, frameon=False)
+    fig.legend(handles=handles, loc="outside lower center", ncol=3, frameon=False)
     fig.suptitle(
         headline(
             f"Compute vs exposed communication per layer (fwd + bwd, L = {L0}, {dt0}; exposed < collectives "
             "only: overlap or noise)",
-            f"{MEASURED} (median over repeats)",
+            f"{MEASURED} (mean over repeats)",
             measured_on(mb),
+            width=95,
         )
     )
     return fig
@@ -353,9 +363,33 @@ def ccr_8_1_table(
     return pd.DataFrame(rows)
 
 
+def grid_gaps(ccr: xr.Dataset, mvm: xr.Dataset | None, cases: Sequence[str] | None = None) -> str:
+    """One line: which P, N and D = C of a section 8.1/8.2 table the bench grid lacks (their measured cells stay
+    empty), e.g. 'The bench measured P = 1, 2, N = 144, 324, 576, D = 128, 256; it lacks P = 4, 8 and N = 5776'."""
+    if mvm is None:
+        return "No bench file: every measured cell is empty."
+    cases = list(cases) if cases else [str(c) for c in ccr["case"].values]
+    want = {
+        "P": sorted({int(p) for p in ccr["P"].values}),
+        "N": sorted({int(ccr["N"].sel(case=c)) for c in cases}),
+        "D": [int(ccr.attrs.get("embed_dim", 0))],
+    }
+    have = {k: sorted({int(v) for v in mvm[k].values}) for k in want}
+    lacks = [f"{k} = {', '.join(map(str, sorted(set(want[k]) - set(have[k]))))}" for k in want
+             if set(want[k]) - set(have[k])]  # fmt: skip
+    measured = ", ".join(f"{k} = {', '.join(map(str, have[k]))}" for k in want)
+    if not lacks:
+        return f"The bench measured {measured}: every row has its measured point."
+    return (
+        f"The bench measured {measured}; it lacks {' and '.join(lacks)} of this table, so those rows have no "
+        "measured cell (the reason is given per row)."
+    )
+
+
 def ccr_8_1_caption(ccr: xr.Dataset, mvm: xr.Dataset | None) -> str:
     dev = measured_on(mvm) if mvm is not None else "no bench file"
     return (
+        f"{grid_gaps(ccr, mvm)}  \n"  # a line of its own in Markdown (hard break), a space in LaTeX
         f"Paper section 8.1, reproduced: block CCR (stated and refined) and stated relative throughput, "
         f"{MODELLED}, {modelled_for(ccr, list(ccr['hardware'].values))}; beside them the attention layer of the "
         f"same split {MEASURED} on {dev} at the same N, D = C and P with both models calibrated on that device "

@@ -1,6 +1,8 @@
 """``hsitp report notebook STAGE``: execute one stage's notebook with papermill and convert it to HTML;
 ``hsitp report check REPORT``: open a Snakemake report in headless Chromium and check it (hsitp.report.browser);
-``hsitp report jobs RUN``: where a run's time went, from Snakemake's per-job benchmark files (hsitp.report.jobs).
+``hsitp report jobs RUN``: where a run's time went, from Snakemake's per-job benchmark files (hsitp.report.jobs);
+``hsitp report check-figures DIR``: every figure readable at page width (hsitp.report.style);
+``hsitp report check-metadata DIR``: every netCDF name labelled (hsitp.io.tree_metadata_problems).
 
 The notebook (``notebooks/STAGE.ipynb``) reads the stage's netCDF files and writes its figures and tables through
 :mod:`hsitp.report`; this command only injects the parameters (input paths, output folder), runs it, and writes
@@ -61,6 +63,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     jb.add_argument("--results", default="results", type=Path, help="results root (default results)")
     jb.set_defaults(func=_jobs)
 
+    cf = rsub.add_parser(
+        "check-figures",
+        help="every PNG under DIR readable at page width: text inside the figure, tick labels apart, fonts >= 7 pt "
+        "(recorded when saved), width <= 2400 px, aspect <= 3:1, nothing cut at the border; exit 1 otherwise",
+    )
+    cf.add_argument("dir", help="a folder of report figures, e.g. results/smoke/figures")
+    cf.set_defaults(func=_check_figures)
+    cm = rsub.add_parser(
+        "check-metadata",
+        help="every variable and coordinate of every .nc under DIR has a long_name (and units where numeric) and "
+        "each file a descriptive title; exit 1 otherwise",
+    )
+    cm.add_argument("dir", help="a run's results folder, e.g. results/smoke")
+    cm.set_defaults(func=_check_metadata)
+
 
 def _jobs(args: argparse.Namespace) -> int:
     from hsitp.io import cpu_model
@@ -71,6 +88,39 @@ def _jobs(args: argparse.Namespace) -> int:
     print(text)
     print(f"wrote {', '.join(map(str, paths))}")
     return 0
+
+
+def _report_problems(what: str, found: dict[Path, list[str]], checked: int) -> int:
+    for path, problems in found.items():
+        for problem in problems:
+            print(f"{path}: {problem}")
+    if found:
+        print(f"{len(found)} of {checked} {what} have problems")
+        return 1
+    print(f"{checked} {what}: no problem")
+    return 0
+
+
+def _check_figures(args: argparse.Namespace) -> int:
+    from hsitp.report.style import check_figures
+
+    if not Path(args.dir).is_dir():
+        raise HsitpError(f"report check-figures: {args.dir}: no such folder")
+    checked = len(list(Path(args.dir).rglob("*.png")))
+    if not checked:
+        raise HsitpError(f"report check-figures: {args.dir} holds no PNG")
+    return _report_problems("figures", check_figures(args.dir), checked)
+
+
+def _check_metadata(args: argparse.Namespace) -> int:
+    from hsitp.io import tree_metadata_problems
+
+    if not Path(args.dir).is_dir():
+        raise HsitpError(f"report check-metadata: {args.dir}: no such folder")
+    checked = len(list(Path(args.dir).rglob("*.nc")))
+    if not checked:
+        raise HsitpError(f"report check-metadata: {args.dir} holds no .nc file")
+    return _report_problems("netCDF files", tree_metadata_problems(args.dir), checked)
 
 
 def _check(args: argparse.Namespace) -> int:

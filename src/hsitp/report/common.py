@@ -8,6 +8,7 @@ to a notebook or a plotting function costs seconds.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import textwrap
@@ -18,17 +19,18 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import seaborn as sns
 import xarray as xr
 from matplotlib.figure import Figure
 
 from hsitp.errors import HsitpError
 from hsitp.io import ResultFileError, atomic_write_text, read_netcdf
-from hsitp.report import labels
+from hsitp.report import labels, style
 from hsitp.report.outputs import Output, output
 
 # Kinds of the cost tables: `cost_<table>` (written by `hsitp cost`), `model_<table>` (older files, `hsitp model`).
 COST_KIND_PREFIXES = ("cost_", "model_")
+
+log = logging.getLogger(__name__)
 
 MODELLED = "modelled, not measured"
 MEASURED = "measured"
@@ -119,15 +121,16 @@ def preset_notes(ds: xr.Dataset, names: Iterable[str] | None = None) -> pd.DataF
 
 # --- figures -------------------------------------------------------------------------------------------------------
 def theme() -> None:
-    """One look for every figure (seaborn paper context, white grid)."""
-    sns.set_theme(context="paper", style="whitegrid", font_scale=1.0)
-    plt.rcParams.update({"figure.dpi": 110, "savefig.dpi": 130, "axes.titlesize": 9, "figure.titlesize": 10})
+    """One look for every figure (:mod:`hsitp.report.style`: colour-blind-safe palette, legible fonts)."""
+    style.theme()
 
 
-def headline(what: str, basis: str, hardware: str, width: int = 110) -> str:
-    """Figure title: what is shown, then whether it is measured or modelled and on which hardware."""
-    second = textwrap.fill(f"{basis} — {hardware}", width=width)
-    return f"{what}\n{second}"
+def headline(what: str, basis: str, hardware: str, width: int | None = None) -> str:
+    """Figure title: what is shown, then whether it is measured or modelled and on which hardware. ``Publisher``
+    wraps each line to the figure's width when it saves (:func:`hsitp.report.style.wrap_suptitle`); ``width``
+    (characters) wraps it here already."""
+    lines = [what, f"{basis} — {hardware}"]
+    return "\n".join(textwrap.fill(t, width=width) if width else t for t in lines)
 
 
 def log_limits(values: Iterable[float], pad: float = 1.6) -> tuple[float, float]:
@@ -204,9 +207,18 @@ class Publisher:
             raise ValueError(f"{out.base()} is a table")
         paths = self._paths(out, dataset)
         try:
+            # checked as laid out for saving; the result travels in the PNG (hsitp report check-figures reads it)
+            style.wrap_suptitle(fig)
+            problems = style.figure_problems(fig)
+            for p in problems:
+                log.warning("%s: %s", out.base(dataset), p)
             for path in paths:
                 tmp = path.with_name(f".{path.name}.tmp")
-                metadata = {"CreationDate": None} if path.suffix == ".pdf" else {"Software": None}
+                metadata = (
+                    {"CreationDate": None}
+                    if path.suffix == ".pdf"
+                    else {"Software": None, style.CHECK_KEY: "\n".join(problems) or "ok"}
+                )
                 fig.savefig(tmp, format=path.suffix[1:], metadata=metadata)
                 os.replace(tmp, path)
                 self.written.append(path)

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 import xarray as xr
+from adjustText import adjust_text
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -20,6 +21,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
 
 from hsitp.cost.tables import n_tokens
+from hsitp.report import style
 from hsitp.report.common import MODELLED, headline, json_attr, log_limits, modelled_for, need, presets
 
 SPLITS = ("channel", "token", "2d")
@@ -28,7 +30,7 @@ MODEL_STYLE = {
     "stated": (0, (4, 2)),
     "refined": "solid",
 }  # the paper's formulas dashed, the refined model solid
-SPLIT_COLOURS = dict(zip(SPLITS, sns.color_palette("deep", 3), strict=True))
+SPLIT_COLOURS = dict(zip(SPLITS, style.palette(3), strict=True))
 REGIONS = ("data_parallel", "channel", "token", "2d")  # boundary.nc region codes 0..3
 REGION_COLOURS = ["#d9d9d9", "#9ecae1", "#fdae6b", "#a1d99b"]
 
@@ -40,7 +42,7 @@ def rho_figure(rho: xr.Dataset) -> Figure:
     df = rho["rho"].to_dataframe().reset_index()
     c_defs = list(rho["c_def"].values)
     fig, axes = plt.subplots(
-        1, len(c_defs), figsize=(4.2 * len(c_defs), 4.2), sharey=True, layout="constrained"
+        1, len(c_defs), figsize=style.figsize(3.6 * len(c_defs), 4.6), sharey=True, layout="constrained"
     )
     axes = np.atleast_1d(axes)
     meaning = rho.attrs.get("c_def_meaning", "")
@@ -52,8 +54,12 @@ def rho_figure(rho: xr.Dataset) -> Figure:
         ax.set_title(f"C = {c_def}")
         ax.set_xlabel("")
         ax.set_ylabel("rho = C / N")
-        ax.tick_params(axis="x", rotation=60, labelsize=7)
-        ax.legend(title="patch p", fontsize=7, title_fontsize=7)
+        ax.tick_params(axis="x", rotation=90, labelsize=7.5)
+        ax.get_legend().remove()  # one key below the panels, over no bar
+    handles, names = axes[0].get_legend_handles_labels()
+    fig.legend(
+        handles, names, title="patch p (pixels)", loc="outside lower center", ncol=len(names), frameon=False
+    )
     fig.suptitle(
         headline(
             "rho = C/N per dataset and patch size (N = spatial tokens of the registry grid; rho < 1: more tokens "
@@ -132,6 +138,7 @@ def boundary_figure(boundary: xr.Dataset) -> Figure:
     labels = [str(s).split("|") for s in boundary["point_label"].values]  # dataset|hardware|D=...
     hw_names = list(dict.fromkeys(lab[1] if len(lab) > 1 else "?" for lab in labels))
     markers = dict(zip(hw_names, ["o", "s", "^", "D", "v", "P", "X"], strict=False))
+    to_place: list[tuple] = []  # (axes, dataset names, point x, point y): placed once the layout is final
     for i, D in enumerate(Ds):
         for j, model in enumerate(MODELS):
             ax = axes[i, j]
@@ -149,27 +156,33 @@ def boundary_figure(boundary: xr.Dataset) -> Figure:
                     mfc="white",
                     ls="none",
                 )
-            # one name per dataset, above its highest point
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            # one name per dataset at its highest point, placed by adjustText so no two names overlap
             by_ds: dict[str, tuple[float, float]] = {}
             for k in np.flatnonzero(sel):
                 x, y = boundary["point_rho"].values[k], boundary["point_threshold"].values[k]
                 name = labels[k][0]
                 if name not in by_ds or y > by_ds[name][1]:
                     by_ds[name] = (x, y)
-            for name, (x, y) in by_ds.items():
-                ax.annotate(name, (x, y), xytext=(2, 4), textcoords="offset points", fontsize=6, rotation=60)
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-            ax.set_title(f"{model} model, D = {int(D)}", fontsize=9)
-            ax.set_xlabel("rho = C / N")
+            # start staggered over three heights (neighbours in rho start apart), adjustText then separates them
+            ordered = sorted(by_ds.items(), key=lambda kv: kv[1][0])
+            texts = [ax.text(x, y * 2.2 ** (1 + k % 3), name, fontsize=7.5, ha="center", va="bottom",
+                             bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.85})
+                     for k, (name, (x, y)) in enumerate(ordered)]  # fmt: skip
+            to_place.append(
+                (ax, texts, boundary["point_rho"].values[sel], boundary["point_threshold"].values[sel])
+            )
+            ax.set_title(f"{model} model, D = {int(D)}")
+            ax.set_xlabel("rho = C / N (dimensionless)")
             if j == 0:
-                ax.set_ylabel("threshold P·F / beta")
+                ax.set_ylabel("threshold P·F / β [FLOP/byte]")
             ax.grid(False)
     handles = [Patch(color=c, label=r) for c, r in zip(REGION_COLOURS, REGIONS, strict=True)]
     handles += [
         Line2D([], [], marker=m, color="k", mfc="white", ls="none", label=h) for h, m in markers.items()
     ]
-    fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=8, frameon=False)
+    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 5), frameon=False)
     refined_hw = boundary.attrs.get("refined_hardware", "?")
     fig.suptitle(
         headline(
@@ -180,6 +193,11 @@ def boundary_figure(boundary: xr.Dataset) -> Figure:
             modelled_for(boundary, hw_names),
         )
     )
+    style.wrap_suptitle(fig)
+    fig.canvas.draw()  # the layout (and so the axes' size) final before the labels are placed
+    for ax, texts, xs, ys in to_place:
+        adjust_text(texts, x=xs, y=ys, ax=ax, ensure_inside_axes=True, expand=(1.1, 1.3), force_text=(0.3, 0.6),
+                    iter_lim=500, arrowprops={"arrowstyle": "-", "color": "0.3", "lw": 0.5})  # fmt: skip
     return fig
 
 
@@ -188,9 +206,9 @@ def scale_figure(scale: xr.Dataset) -> Figure:
     need(scale, "relative_throughput", "memory_total", "feasible")
     hws = [str(h) for h in scale["hardware"].values]
     schemes = [str(s) for s in scale["scheme"].values]
-    colours = dict(zip(schemes, sns.color_palette("colorblind", len(schemes)), strict=True))
+    colours = dict(zip(schemes, style.palette(len(schemes)), strict=True))
     tp = scale["tp"].values
-    fig = plt.figure(figsize=(3.0 * len(hws), 6.6), layout="constrained")
+    fig = plt.figure(figsize=style.figsize(2.3 * len(hws) + 0.6, 7.0), layout="constrained")
     grid = fig.add_gridspec(2, len(hws))
     top = [fig.add_subplot(grid[0, j]) for j in range(len(hws))]
     for ax, hw in zip(top, hws, strict=True):
@@ -218,7 +236,7 @@ def scale_figure(scale: xr.Dataset) -> Figure:
     for gib, names in limits.items():
         mem_ax.axhline(gib, color="0.4", lw=0.7, ls="--")
         mem_ax.annotate(
-            f"device memory: {', '.join(names)}", (tp[-1], gib), fontsize=6, ha="right", va="bottom"
+            f"device memory: {', '.join(names)}", (tp[-1], gib), fontsize=7, ha="right", va="bottom"
         )
     mem_ax.set_xscale("log", base=2)
     mem_ax.set_xticks(tp, [str(t) for t in tp])

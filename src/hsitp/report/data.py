@@ -10,13 +10,13 @@ import os
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import seaborn as sns
 import xarray as xr
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from hsitp.data.split import TEST, TRAIN, UNUSED, read_split
+from hsitp.report import style
 from hsitp.report.common import computed_on, headline, json_attr, load, need
 
 # Fractions along the band axis used as red, green and blue: long, middle and short wavelengths of the cube
@@ -57,29 +57,27 @@ def scene_figure(ds: xr.Dataset) -> Figure:
     band_ids = [ds[band_dim].values[i].item() for i in rgb_bands(ds)]
 
     n = 2 + len(protocols)
-    fig, axes = plt.subplots(1, n, figsize=(4.4 * n, 4.8), layout="constrained")
+    ncol = 2 if n > 3 else n  # two per row: four panels in one row would be a strip
+    nrow = int(np.ceil(n / ncol))
+    fig, grid = plt.subplots(nrow, ncol, figsize=(9.5, 4.4 * nrow + 0.6), squeeze=False, layout="constrained")
+    axes = list(grid.flat)
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    axes = axes[:n]
     axes[0].imshow(false_colour(ds), interpolation="nearest")
-    axes[0].set_title(f"false colour: {band_dim}s {band_ids[0]}, {band_ids[1]}, {band_ids[2]} as R, G, B")
+    axes[0].set_title(f"false colour: {band_dim}s {band_ids[0]}, {band_ids[1]}, {band_ids[2]}\nas R, G, B")
 
-    palette = sns.color_palette("tab20" if len(classes) <= 20 else "husl", max(len(classes), 1))
-    lut = np.zeros((int(labels.max()) + 1, 3))
-    for colour, c in zip(palette, classes, strict=False):
-        lut[c] = colour
-    gt = lut[labels]
-    gt[labels == 0] = 1.0  # unlabelled: white
-    axes[1].imshow(gt, interpolation="nearest")
-    axes[1].set_title(f"ground truth: {len(classes)} classes, {int((labels > 0).sum())} labelled pixels")
-    handles = [
-        Patch(color=palette[i], label=f"{c} {names.get(c, '')}".strip()) for i, c in enumerate(classes)
-    ]
-    axes[1].legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=6, frameon=False)
+    axes[1].imshow(class_image(labels, classes), interpolation="nearest")
+    axes[1].set_title(f"ground truth: {len(classes)} classes,\n{int((labels > 0).sum())} labelled pixels")
+    axes[1].legend(handles=class_handles(classes, names), loc="upper left", bbox_to_anchor=(1.0, 1.0),
+                   fontsize=7, frameon=False)  # fmt: skip
 
     split_colours = ListedColormap(["#ffffff", "#1b9e77", "#d95f02"])  # unused, train, test
     for ax, protocol in zip(axes[2:], protocols, strict=True):
         split = read_split(ds, protocol)
         ax.imshow(split, cmap=split_colours, vmin=0, vmax=2, interpolation="nearest")
         counts = {code: int((split == code).sum()) for code in (TRAIN, TEST)}
-        ax.set_title(f"split '{protocol}': {counts[TRAIN]} train, {counts[TEST]} test pixels")
+        ax.set_title(f"split '{protocol}':\n{counts[TRAIN]} train, {counts[TEST]} test pixels")
     axes[-1].legend(
         handles=[
             Patch(color="#1b9e77", label="train"),
@@ -105,6 +103,22 @@ def scene_figure(ds: xr.Dataset) -> Figure:
         )
     )
     return fig
+
+
+def class_image(labels: np.ndarray, classes: list[int]) -> np.ndarray:
+    """(H, W, 3) RGB of a class map in the shared class colours (style.class_colours); label 0 (unlabelled) and
+    labels outside ``classes`` white."""
+    colours = style.class_colours(classes)
+    lut = np.ones((max(int(np.nanmax(labels)), max(classes, default=0)) + 1, 3))
+    for c, col in colours.items():
+        lut[c] = col
+    return lut[np.clip(labels.astype(int), 0, len(lut) - 1)]
+
+
+def class_handles(classes: list[int], names: dict[int, str]) -> list[Patch]:
+    """Legend entries of the class colour key: 'label name' per class."""
+    colours = style.class_colours(classes)
+    return [Patch(color=colours[c], label=f"{c} {names.get(c, '')}".strip()) for c in sorted(classes)]
 
 
 def split_protocols(ds: xr.Dataset) -> list[str]:

@@ -16,8 +16,10 @@ import pandas as pd
 import seaborn as sns
 import xarray as xr
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.ticker import LogLocator, MaxNLocator, NullFormatter, ScalarFormatter
 
-from hsitp.report import labels
+from hsitp.report import labels, style
 from hsitp.report.common import MEASURED, MODELLED, computed_on, headline, load, need
 
 PARTS = ("tokenisation", "aggregation", "blocks", "head")
@@ -112,27 +114,28 @@ def memory_parts_figure(mem: xr.Dataset) -> Figure:
     if df.empty:
         raise ValueError(f"{mem.attrs.get('_source_path', 'probe memory')}: no measured point")
     panels = list(dict.fromkeys(zip(df["checkpointing"], df["P"], strict=True)))
-    ncol = min(4, len(panels))
+    ncol = min(3, len(panels))
     nrow = int(np.ceil(len(panels) / ncol))
-    fig, axes = plt.subplots(
-        nrow, ncol, figsize=(3.3 * ncol, 3.2 * nrow), squeeze=False, layout="constrained"
-    )
-    colours = dict(zip(PARTS, sns.color_palette("Set2", len(PARTS)), strict=True))
+    fig, axes = plt.subplots(nrow, ncol, figsize=style.figsize(3.4 * ncol, 3.0 * nrow + 1.6), squeeze=False,
+                             layout="constrained")  # fmt: skip
+    colours = dict(zip(PARTS, style.palette(len(PARTS)), strict=True))
+    most = max(df.groupby(["checkpointing", "P"])["label"].nunique())
     for ax, (ck, P) in zip(axes.flat, panels, strict=False):  # noqa: N806
         sub = df[(df["checkpointing"] == ck) & (df["P"] == P)]
         plans = list(dict.fromkeys(sub["label"]))
-        bottom = np.zeros(len(plans))
-        for part in PARTS:
+        left = np.zeros(len(plans))
+        for part in PARTS:  # horizontal stacks: plan names read without rotation or overlap
             v = np.array([sub[(sub["label"] == p) & (sub["part"] == part)]["measured"].sum() for p in plans])
-            ax.bar(plans, v / MIB, bottom=bottom, color=colours[part], label=part, edgecolor="0.3", lw=0.3)
-            bottom += v / MIB
-        ax.set_title(f"P = {P}, {_ckpt(ck)}", fontsize=8)
-        ax.set_ylabel("MiB on the fullest rank")
-        ax.tick_params(axis="x", rotation=40, labelsize=7)
+            ax.barh(plans, v / MIB, left=left, color=colours[part], label=part, edgecolor="0.3", lw=0.3)
+            left += v / MIB
+        ax.set_ylim(most - 0.5, -0.5)  # the same bar thickness in every panel, first plan on top
+        ax.set_title(f"P = {P}, {_ckpt(ck)}", fontsize=8.5)
+        ax.set_xlabel("MiB on the fullest rank")
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
     for ax in list(axes.flat)[len(panels) :]:
         ax.set_visible(False)
     handles, names = axes.flat[0].get_legend_handles_labels()
-    fig.legend(handles, names, loc="outside lower center", ncol=len(PARTS), fontsize=7, frameon=False)
+    fig.legend(handles, names, loc="outside lower center", ncol=len(PARTS), frameon=False)
     fig.suptitle(
         headline(
             f"Per-rank memory by part (parameters + gradients + AdamW state + saved activations; L = {L0}, N = {N0})",
@@ -144,41 +147,75 @@ def memory_parts_figure(mem: xr.Dataset) -> Figure:
 
 
 def memory_vs_p_figure(mem: xr.Dataset) -> Figure:
-    """Steady per-rank memory vs P per plan: measured (markers, solid) beside the memory model (dashed), one
-    panel per checkpointing policy."""
+    """Steady per-rank memory vs P per plan: measured (filled markers, solid) beside the memory model (hollow
+    markers, dashed, drawn on top so neither hides the other), one panel per checkpointing policy. Plans whose
+    measured curves coincide share one labelled line ('tp ≡ token')."""
     L0, N0 = _first_LN(mem)  # noqa: N806
     df = memory_by_part(mem)
     df = df[(df["L"] == L0) & (df["N"] == N0)]
     tot = df.groupby(["checkpointing", "label", "P"], sort=False)[["measured", "model"]].sum().reset_index()
     policies = list(dict.fromkeys(tot["checkpointing"]))
-    fig, axes = plt.subplots(1, len(policies), figsize=(3.8 * len(policies), 3.3), squeeze=False,
-                             layout="constrained")  # fmt: skip
+    fig, axes = plt.subplots(1, len(policies), figsize=(min(style.FULL_WIDTH_IN, 4.6 * len(policies)), 4.6),
+                             squeeze=False, layout="constrained", sharey=True)  # fmt: skip
     plans = list(dict.fromkeys(tot["label"]))
-    colours = dict(zip(plans, sns.color_palette("tab10", len(plans)), strict=True))
+    colours = dict(zip(plans, style.palette(len(plans)), strict=True))
+    marks = dict(zip(plans, style.markers(len(plans)), strict=True))
     Ps = sorted(set(tot["P"]))  # noqa: N806
+    handles: dict[str, Line2D] = {}
     for ax, ck in zip(axes.flat, policies, strict=True):
         sub = tot[tot["checkpointing"] == ck]
-        for plan, g in sub.groupby("label", sort=False):
-            g = g.sort_values("P")
-            ax.plot(g["P"], g["measured"] / MIB, "o-", color=colours[plan], label=f"{plan} measured")
-            ax.plot(g["P"], g["model"] / MIB, "x--", color=colours[plan], lw=1, label=f"{plan} modelled")
+        for group in _coinciding(sub, plans):
+            g = sub[sub["label"] == group[0]].sort_values("P")
+            name = " ≡ ".join(group)
+            c, m = colours[group[0]], marks[group[0]]
+            ax.plot(g["P"], g["measured"] / MIB, marker=m, color=c, lw=2.2, ms=7, alpha=0.55, zorder=2)
+            # the model dark, thin and on top: visible even where it equals the measurement
+            ax.plot(g["P"], g["model"] / MIB, marker=m, color="0.15", lw=0.9, ms=4.5, mfc="none", ls=(0, (4, 2)),
+                    zorder=3)  # fmt: skip
+            handles.setdefault(name, Line2D([], [], color=c, marker=m, lw=2.2, alpha=0.7, label=name))
         ax.set_xscale("log", base=2)
         ax.set_xticks(Ps, [str(p) for p in Ps])
+        ax.minorticks_off()
+        ax.set_xlim(min(Ps) / 1.3, max(Ps) * 1.3)
         ax.set_yscale("log")
-        ax.set_xlabel("P")
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(ScalarFormatter())
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel("P (ranks)")
         ax.set_ylabel("MiB on the fullest rank")
-        ax.set_title(_ckpt(ck), fontsize=8)
-    handles, names = axes.flat[0].get_legend_handles_labels()
-    fig.legend(handles, names, loc="outside right center", fontsize=7, frameon=False)
+        ax.set_title(_ckpt(ck))
+    legend = list(handles.values()) + [
+        Line2D([], [], color="0.3", marker="o", lw=2.2, alpha=0.55, label="measured (filled, solid)"),
+        Line2D([], [], color="0.15", marker="o", mfc="none", ms=4.5, lw=0.9, ls=(0, (4, 2)),
+               label="memory model (dark, dashed, on top)"),
+    ]  # fmt: skip
+    fig.legend(handles=legend, loc="outside lower center", ncol=3, frameon=False)
     fig.suptitle(
         headline(
             f"Per-rank memory vs P per plan (parameters + gradients + AdamW state + saved activations; L = {L0}, "
             f"N = {N0})",
-            f"{MEASURED} (solid) beside the memory model, {MODELLED} (dashed)",
+            f"{MEASURED} (thick, solid) beside the memory model, {MODELLED} (dark, dashed)",
             f"measured on {probe_device(mem)}",
+            width=95,
         )
     )
     return fig
+
+
+def _coinciding(tot: pd.DataFrame, plans: list[str]) -> list[list[str]]:
+    """Plans grouped where their measured totals agree at every P (within 0.1 %): one line, one name each."""
+    series = {p: tot[tot["label"] == p].set_index("P")["measured"].sort_index() for p in plans
+              if (tot["label"] == p).any()}  # fmt: skip
+    groups: list[list[str]] = []
+    for plan, s in series.items():
+        for group in groups:
+            ref = series[group[0]]
+            if ref.index.equals(s.index) and np.allclose(ref.values, s.values, rtol=1e-3, atol=0):
+                group.append(plan)
+                break
+        else:
+            groups.append([plan])
+    return groups
 
 
 def throughput_figure(thr: xr.Dataset) -> Figure:
@@ -235,31 +272,55 @@ def estimate_frame(est: xr.Dataset) -> pd.DataFrame:
 
 
 def estimate_figure(est: xr.Dataset) -> Figure:
-    """Rank-0 peak memory per config: estimated with fake tensors beside the memory model (and D-CHAG's report)."""
+    """Rank-0 peak memory per config: estimated with fake tensors beside the memory model (and D-CHAG's report),
+    as dots on a log axis (a bar's length on a log axis would exaggerate ratios)."""
     df = estimate_frame(est)
     df["config"] = [f"{c} [{ck}]" if not c.endswith(ck) else c for c, ck in zip(df["config"], df["checkpointing"],
                                                                                 strict=True)]  # fmt: skip
     cols = {"peak estimated [GiB]": "estimated with fake tensors", "peak modelled [GiB]": "memory model (modelled)",
             "reported reserved [GiB] (D-CHAG paper, MI250X)": "D-CHAG paper, reported (MI250X)"}  # fmt: skip
-    long = df.melt(id_vars="config", value_vars=list(cols), var_name="source", value_name="GiB")
-    long["source"] = long["source"].map(cols)
-    long = long[np.isfinite(long["GiB"])]
-    fig, ax = plt.subplots(figsize=(7.5, 0.28 * len(df) + 1.8), layout="constrained")
-    sns.barplot(data=long, y="config", x="GiB", hue="source", ax=ax, orient="h")
+    colours = dict(zip(cols.values(), style.palette(len(cols)), strict=True))
+    marks = dict(zip(cols.values(), ["o", "D", "s"], strict=True))
+    vals = df[list(cols)].to_numpy(float)
+    lo, hi = np.nanmin(vals[vals > 0]), np.nanmax(vals)
+    unit, scale = ("MiB", 1024.0) if hi < 1 else ("GiB", 1.0)  # the unit the sizes read in
+    fig, ax = plt.subplots(figsize=style.figsize(8.5, 0.24 * len(df) + 2.2), layout="constrained")
+    y = np.arange(len(df))
+    for col, name in cols.items():
+        v = df[col].to_numpy(float) * scale
+        ok = np.isfinite(v) & (v > 0)
+        if not ok.any():
+            continue  # e.g. no D-CHAG config in this grid: no legend entry for its report
+        hollow = col == "peak modelled [GiB]"  # the model hollow: an estimate equal to it still shows
+        ax.plot(v[ok], y[ok], marks[name], color=colours[name], mfc="none" if hollow else colours[name], ms=6,
+                mew=1.2, ls="none", label=name)  # fmt: skip
+    ax.set_yticks(y, df["config"], fontsize=7)
+    ax.set_ylim(len(df) - 0.5, -0.5)
     ax.set_xscale("log")
-    ax.set_xlabel("rank-0 peak memory [GiB] (activation checkpointing: last field of the label)")
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))  # 10, 20, 50, 100: plain numbers
+    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlim(lo * scale / 1.5, hi * scale * 1.5)
+    ax.set_xlabel(
+        f"rank-0 peak memory [{unit}], log scale (activation checkpointing: last field of the label)"
+    )
     ax.set_ylabel("")
-    ax.tick_params(axis="y", labelsize=6)
-    ax.legend(fontsize=7, frameon=False)
+    ax.legend(loc="best", frameon=True, framealpha=0.9)
+    span = f"{fmt_gib(lo)} to {fmt_gib(hi)}"
     fig.suptitle(
         headline(
-            "Rank-0 peak memory of configurations beyond this machine",
+            f"Rank-0 peak memory per configuration, estimated without running it ({span})",
             f"{ESTIMATED}, beside the memory model ({MODELLED})",
             f"no device memory used; estimated on {computed_on(est)}",
             width=90,
         )
     )
     return fig
+
+
+def fmt_gib(gib: float) -> str:
+    """'20 MiB', '3.1 GiB': a memory size in the unit that reads best."""
+    return f"{gib * 1024:.3g} MiB" if gib < 1 else f"{gib:.3g} GiB"
 
 
 # --- tables ----------------------------------------------------------------------------------------------------------

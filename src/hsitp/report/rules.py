@@ -14,12 +14,16 @@ from typing import Any
 from hsitp.report.outputs import STAGES, stage_outputs
 
 # Code every page runs (module files under src/hsitp/report/): rendering-rule inputs, so an edit re-runs them.
-COMMON_MODULES = ("__init__", "outputs", "labels", "common", "commands")
+COMMON_MODULES = ("__init__", "outputs", "labels", "style", "common", "commands")
+
+
+# Other pages' modules a page uses (the train page draws the scenes' ground truth with the data page's code).
+BORROWED = {"train": ("data",)}
 
 
 def code_inputs(stage: str) -> list[str]:
     """The report modules a stage's rendering job runs, as paths relative to the repository root."""
-    return [f"src/hsitp/report/{m}.py" for m in (*COMMON_MODULES, stage)]
+    return [f"src/hsitp/report/{m}.py" for m in (*COMMON_MODULES, *BORROWED.get(stage, ()), stage)]
 
 
 def stage_inputs(
@@ -52,11 +56,12 @@ def stage_inputs(
         return {k: probe_by[k] for k in ("memory", "throughput", "estimate")}
     if (
         stage == "train"
-    ):  # the records, their summary over seeds (train/summary.nc) and the probe's answer table
+    ):  # the records, their summary over seeds, the scenes' ground truth, the probe's answer table
         probe_by = {Path(p).stem: p for p in probe} if "probe" in stages else {}
         return {
             "records": [p for p in train if Path(p).name != "summary.nc"],
             "summary": next((p for p in train if Path(p).name == "summary.nc"), None),
+            "datasets": list(data),
             "probe_memory": probe_by.get("memory"),
             "probe_throughput": probe_by.get("throughput"),
         }

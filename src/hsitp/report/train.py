@@ -18,8 +18,9 @@ import pandas as pd
 import seaborn as sns
 import xarray as xr
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
-from hsitp.report import labels
+from hsitp.report import labels, style
 from hsitp.report.common import MEASURED, headline, json_attr, load, need
 
 MIB = 2.0**20
@@ -83,66 +84,111 @@ def _record_model(ds: xr.Dataset, with_n: bool) -> str:
 
 
 # --- figures -------------------------------------------------------------------------------------------------------
+def _same_curves(a: xr.Dataset, b: xr.Dataset) -> bool:
+    """Two records that trained one model: equal loss (and overall accuracy) at every epoch, to float32 noise."""
+    if a["loss"].shape != b["loss"].shape or not np.allclose(a["loss"].values, b["loss"].values, rtol=1e-5):
+        return False
+    oa, ob = _accuracy(a), _accuracy(b)
+    if (oa is None) != (ob is None):
+        return False
+    return oa is None or (
+        oa.shape == ob.shape and np.allclose(oa.values, ob.values, rtol=1e-5, equal_nan=True)
+    )
+
+
+def coinciding_runs(records: Sequence[xr.Dataset]) -> list[list[xr.Dataset]]:
+    """Records grouped where they trained one model (same panel, same seed, same curves): dense at P = 1, tp and
+    token at seed 0 are one model computed three ways, so they are one line named 'dense P=1 ≡ tp P=2 ≡ ...'."""
+    groups: list[list[xr.Dataset]] = []
+    for r in records:
+        key = (_panel_key(r), int(r.attrs.get("seed", 0)))
+        for g in groups:
+            if (_panel_key(g[0]), int(g[0].attrs.get("seed", 0))) == key and _same_curves(g[0], r):
+                g.append(r)
+                break
+        else:
+            groups.append([r])
+    return groups
+
+
 def curves_figure(records: Sequence[xr.Dataset], summary: xr.Dataset | None = None) -> Figure:
     """Learning curves: loss per epoch (top) and overall accuracy per evaluated epoch (bottom, where any record
-    holds it), one column per (dataset, split); colour = model (plan, P, g), line style = seed. With ``summary``
-    (train/summary.nc), the classical baselines' mean overall accuracy on the same split is drawn as horizontal
-    lines, so the transformer is seen beside them."""
+    holds it), one column per (dataset, split); colour and marker = model (plan, P, g), line style = seed. Runs
+    that trained one model (identical curves) are one line whose label names every run ('dense P=1 ≡ tp P=2').
+    With ``summary`` (train/summary.nc), the classical baselines' mean overall accuracy on the same split is drawn
+    as horizontal lines, so the transformer is seen beside them."""
     _need_runs(records)
     panels = list(dict.fromkeys(_panel_key(r) for r in records))
     has_acc = any((a := _accuracy(r)) is not None and not a.empty for r in records)
     nrow = 2 if has_acc else 1
-    fig, axes = plt.subplots(
-        nrow, len(panels), figsize=(4.4 * len(panels), 2.9 * nrow + 0.8), squeeze=False,
-        layout="constrained", sharex="col",
-    )  # fmt: skip
     with_n = len({r.attrs.get("tokens") for r in records}) > 1  # N shown once the records hold two crops
-    models = list(dict.fromkeys(_record_model(r, with_n) for r in records))
-    colours = dict(zip(models, sns.color_palette("tab10", len(models)), strict=True))
+    groups = coinciding_runs(records)
+    names = list(dict.fromkeys(" ≡ ".join(_record_model(r, with_n) for r in g) for g in groups))
+    colours = dict(zip(names, style.palette(len(names)), strict=True))
+    marks = dict(zip(names, style.markers(len(names)), strict=True))
     seeds = sorted({int(r.attrs.get("seed", 0)) for r in records})
     # seed line styles, none of them the baselines' ("-." and ":")
     styles = dict(
         zip(seeds, ["-", "--", (0, (4, 1, 1, 1, 1, 1)), (0, (8, 2))] * (len(seeds) // 4 + 1), strict=False)
     )
-    for r in records:
+    width = min(style.FULL_WIDTH_IN, max(7.5, 4.4 * len(panels)))
+    legend_rows = int(np.ceil((len(names) + (len(seeds) if len(seeds) > 1 else 0) + 2) / 2))
+    fig, axes = plt.subplots(
+        nrow, len(panels), figsize=(width, 2.9 * nrow + 1.2 + 0.22 * legend_rows), squeeze=False,
+        layout="constrained", sharex="col",
+    )  # fmt: skip
+    for g in groups:
+        r = g[0]
         col = panels.index(_panel_key(r))
-        model = _record_model(r, with_n)
-        # Earlier models drawn wider, so a model that equals another (dense P=1 and tp P=2 at one seed) shows.
-        width = 1.2 + 1.6 * (len(models) - 1 - models.index(model)) / max(len(models) - 1, 1)
-        style = {"color": colours[model], "ls": styles[int(r.attrs.get("seed", 0))], "lw": width}
-        axes[0, col].plot(r["epoch"].values, r["loss"].values, **style)
+        name = " ≡ ".join(_record_model(x, with_n) for x in g)
+        line = {"color": colours[name], "ls": styles[int(r.attrs.get("seed", 0))], "lw": 1.4,
+                "marker": marks[name], "ms": 4, "markevery": max(1, r.sizes["epoch"] // 8)}  # fmt: skip
+        axes[0, col].plot(r["epoch"].values, r["loss"].values, **line)
         acc = _accuracy(r)
         if has_acc and acc is not None and not acc.empty:
-            axes[1, col].plot(acc["epoch"], acc["overall_accuracy"], marker=".", **style)
+            axes[1, col].plot(acc["epoch"], acc["overall_accuracy"], **{**line, "markevery": 1})
     for col, (dataset, split) in enumerate(panels):
-        axes[0, col].set_title(f"{dataset}, {split} split", fontsize=8)
-        axes[0, col].set_ylabel("training loss (cross-entropy, train pixels)" if col == 0 else "")
+        axes[0, col].set_title(f"{dataset}, {split} split")
+        axes[0, col].set_ylabel("training loss\n(cross-entropy, train pixels)" if col == 0 else "")
         axes[-1, col].set_xlabel("epoch")
+        axes[-1, col].xaxis.set_major_locator(MaxNLocator(integer=True))
         if has_acc:
-            axes[1, col].set_ylabel("overall accuracy (test pixels)" if col == 0 else "")
+            axes[1, col].set_ylabel("overall accuracy\n(test pixels)" if col == 0 else "")
             axes[1, col].set_ylim(0, 1)
             for name, ls, oa in _baseline_oa(summary, dataset, split):
                 axes[1, col].axhline(oa, color="0.35", ls=ls, lw=1)
                 axes[1, col].annotate(f"{name} {oa:.3f}", (0.01, oa), xycoords=("axes fraction", "data"),
-                                      fontsize=6, color="0.3", va="bottom")  # fmt: skip
-    handles = [plt.Line2D([], [], color=colours[m], label=m) for m in models]
+                                      fontsize=7, color="0.3", va="bottom")  # fmt: skip
+    handles = [plt.Line2D([], [], color=colours[m], marker=marks[m], label=m) for m in names]
     if len(seeds) > 1:
         handles += [plt.Line2D([], [], color="0.3", ls=styles[s], label=f"seed {s}") for s in seeds]
     if summary is not None and has_acc:
-        handles += [plt.Line2D([], [], color="0.35", ls=ls, label=f"{name} (mean over seeds)")
+        n_seeds = _baseline_seeds(summary)
+        handles += [plt.Line2D([], [], color="0.35", ls=ls, label=f"{name} ({n_seeds})")
                     for name, ls in BASELINE_STYLES.values()]  # fmt: skip
-    fig.legend(
-        handles=handles, loc="outside lower center", ncol=min(4, len(handles)), fontsize=7, frameon=False
-    )
+    fig.legend(handles=handles, loc="outside lower center", ncol=2, frameon=False)
     fig.suptitle(
         headline(
             "Learning curves per run" + ("" if has_acc else " (no record holds an overall accuracy)"),
             MEASURED
             + ("; classical baselines on the same split as grey lines" if summary is not None else ""),
             trained_on(records),
+            width=int(11 * width),
         )
     )
     return fig
+
+
+def _baseline_seeds(summary: xr.Dataset) -> str:
+    """'mean over 3 seeds' or 'one seed' for the baselines' lines (a mean of one seed is that seed)."""
+    n = (
+        sorted({int(v) for v in np.atleast_1d(summary["baseline_seeds"].values)})
+        if "baseline_seeds" in summary
+        else []
+    )
+    if not n:
+        return "mean over seeds"
+    return "one seed" if n == [1] else f"mean over {'/'.join(map(str, n))} seeds"
 
 
 BASELINE_STYLES = {
@@ -185,20 +231,25 @@ def resources_figure(records: Sequence[xr.Dataset]) -> Figure:
         for rank, v in zip(peak["rank"].values, peak.values, strict=True):
             rows.append({"run": run_label(r), "rank": int(rank), "peak [MiB]": v / MIB, "tokens/s": tps})
     df = pd.DataFrame(rows)
-    fig, axes = plt.subplots(
-        1, 2, figsize=(9.5, 0.35 * len(records) + 2.2), layout="constrained", sharey=True
-    )
+    fig, axes = plt.subplots(1, 2, figsize=(10, 0.32 * len(records) + 2.4), layout="constrained", sharey=True)
     fullest = df.groupby("run", sort=False)["peak [MiB]"].max().reset_index()
-    sns.barplot(data=fullest, y="run", x="peak [MiB]", ax=axes[0], color="0.8", orient="h")
-    sns.stripplot(data=df, y="run", x="peak [MiB]", hue="rank", ax=axes[0], orient="h", size=4, jitter=False)
-    axes[0].set_xlabel("peak memory of the tracked step [MiB] (bar: fullest rank; dots: ranks)")
-    axes[0].legend(title="rank", fontsize=6, title_fontsize=7, frameon=False)
+    sns.barplot(data=fullest, y="run", x="peak [MiB]", ax=axes[0], color="0.85", orient="h")
+    ranks = sorted(set(df["rank"]))
+    sns.stripplot(data=df, y="run", x="peak [MiB]", hue="rank", ax=axes[0], orient="h", size=5, jitter=False,
+                  dodge=True, palette=dict(zip(ranks, style.palette(len(ranks)), strict=True)))  # fmt: skip
+    axes[0].set_xlabel("peak memory of the tracked step [MiB]\n(bar: fullest rank; dots: ranks)")
+    handles, names = axes[0].get_legend_handles_labels()
+    axes[0].get_legend().remove()  # below the panels: inside, it hides dots
+    fig.legend(
+        handles, [f"rank {n}" for n in names], loc="outside lower center", ncol=len(names), frameon=False
+    )
     tps = df.groupby("run", sort=False)["tokens/s"].first().reset_index()
-    sns.barplot(data=tps, y="run", x="tokens/s", ax=axes[1], color="C0", orient="h")
-    axes[1].set_xlabel("tokens / s (batch x N per slowest rank's mean step)")
+    sns.barplot(data=tps, y="run", x="tokens/s", ax=axes[1], color=style.OKABE_ITO[0], orient="h")
+    axes[1].set_xlabel("tokens / s\n(batch x N per slowest rank's mean step)")
     for ax in axes:
         ax.set_ylabel("")
-        ax.tick_params(axis="y", labelsize=7)
+        ax.tick_params(axis="y", labelsize=7.5)
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
     k = sorted({int(r.attrs.get("summary_epochs", 0)) for r in records})
     fig.suptitle(
         headline(
@@ -210,8 +261,11 @@ def resources_figure(records: Sequence[xr.Dataset]) -> Figure:
     return fig
 
 
-def prediction_figure(records: Sequence[xr.Dataset]) -> Figure:
-    """Predicted class map (y, x) of every run whose record holds one; a note when none does."""
+def prediction_figure(records: Sequence[xr.Dataset], scenes: Sequence[xr.Dataset] = ()) -> Figure:
+    """Predicted class map (y, x) of every run whose record holds one, on the labelled pixels, after its scene's
+    ground truth (from ``scenes``, the prepared files), in the class colours of the data page with their key."""
+    from hsitp.report.data import class_handles, class_image
+
     _need_runs(records)
     maps = [r for r in records if "prediction" in r and r["prediction"].ndim == 2]
     if not maps:
@@ -219,22 +273,51 @@ def prediction_figure(records: Sequence[xr.Dataset]) -> Figure:
         ax.axis("off")
         ax.text(0.5, 0.5, "no training record holds a predicted class map ('prediction' (y, x))",
                 ha="center", va="center", fontsize=9)  # fmt: skip
-        fig.suptitle(headline("Predicted class maps", f"{MEASURED} (none recorded)", trained_on(records)))
+        fig.suptitle(
+            headline("Predicted class maps", f"{MEASURED} (none recorded)", trained_on(records), width=70)
+        )
         return fig
-    ncol = min(4, len(maps))
-    nrow = int(np.ceil(len(maps) / ncol))
-    fig, axes = plt.subplots(
-        nrow, ncol, figsize=(3.2 * ncol, 3.2 * nrow + 0.6), squeeze=False, layout="constrained"
-    )
-    vmax = max(float(np.nanmax(r["prediction"].values)) for r in maps)
-    for ax, r in zip(axes.flat, maps, strict=False):
-        ax.imshow(r["prediction"].values, cmap="tab20", vmin=0, vmax=max(vmax, 1), interpolation="nearest")
-        ax.set_title(run_label(r), fontsize=7)
+    truth = {str(s.attrs.get("dataset")): s for s in scenes}
+    panels: list[tuple[str, np.ndarray, xr.Dataset | None]] = []
+    for dataset in dict.fromkeys(str(r.attrs.get("dataset")) for r in maps):
+        scene = truth.get(dataset)
+        labels = scene["labels"].values if scene is not None else None
+        if labels is not None:
+            panels.append((f"{dataset}\nground truth", labels, None))
+        for r in (m for m in maps if str(m.attrs.get("dataset")) == dataset):
+            pred = r["prediction"].values.astype(int)
+            if labels is not None and labels.shape == pred.shape:
+                pred = np.where(labels > 0, pred, 0)  # the labelled pixels, as the ground truth shows
+            panels.append((f"{_record_model(r, False)}\n{r.attrs.get('split', '')} split, seed "
+                           f"{r.attrs.get('seed', '')}", pred, r))  # fmt: skip
+    classes = sorted({int(c) for _, m, _ in panels for c in np.unique(m) if c > 0})
+    names: dict[int, str] = {}
+    for scene in scenes:
+        names.update({int(k): v for k, v in (json_attr(scene, "class_names", {}) or {}).items()})
+    ncol = min(4, len(panels))
+    nrow = int(np.ceil(len(panels) / ncol))
+    key_rows = int(np.ceil(len(classes) / 4))
+    fig, axes = plt.subplots(nrow, ncol, figsize=(2.6 * ncol + 0.4, 2.9 * nrow + 1.2 + 0.2 * key_rows),
+                             squeeze=False, layout="constrained")  # fmt: skip
+    for ax, (title, m, _) in zip(axes.flat, panels, strict=False):
+        ax.imshow(class_image(m, classes), interpolation="nearest")
+        ax.set_title(title, fontsize=8)
         ax.set_xticks([])
         ax.set_yticks([])
-    for ax in list(axes.flat)[len(maps) :]:
+        ax.grid(False)
+    for ax in list(axes.flat)[len(panels) :]:
         ax.set_visible(False)
-    fig.suptitle(headline("Predicted class maps per run (final model)", MEASURED, trained_on(records)))
+    fig.legend(handles=class_handles(classes, names), loc="outside lower center", ncol=4, frameon=False,
+               fontsize=7.5, title="class (white: unlabelled)")  # fmt: skip
+    where = "labelled pixels; " if truth else ""
+    fig.suptitle(
+        headline(
+            "Predicted class maps per run (final model) beside the ground truth",
+            f"{MEASURED} ({where}train and test pixels both shown)",
+            trained_on(records),
+            width=int(11 * (2.6 * ncol + 0.4)),
+        )
+    )
     return fig
 
 
@@ -366,30 +449,43 @@ def accuracy_figure(summary: xr.Dataset, records: Sequence[xr.Dataset]) -> Figur
     """OA, AA and κ (rows) per model and baseline, mean ± std over seeds, one column per (dataset, split)."""
     tab = accuracy_table(summary)
     panels = list(dict.fromkeys(zip(tab["dataset"], tab["split"], strict=True)))
+    width = min(style.FULL_WIDTH_IN, max(7.5, 4.4 * len(panels)))
     fig, axes = plt.subplots(
-        len(METRICS), len(panels), figsize=(4.4 * len(panels), 2.2 * len(METRICS) + 1.0), squeeze=False,
+        len(METRICS), len(panels), figsize=(width, 2.2 * len(METRICS) + 1.2), squeeze=False,
         layout="constrained", sharey="col",
     )  # fmt: skip
     for col, (dataset, split) in enumerate(panels):
         t = tab[(tab["dataset"] == dataset) & (tab["split"] == split)].reset_index(drop=True)
-        colours = ["0.55" if k.startswith("classical") else "C0" for k in t["kind"]]
+        colours = ["0.6" if k.startswith("classical") else style.OKABE_ITO[0] for k in t["kind"]]
         for row, name in enumerate(METRICS.values()):
             ax = axes[row, col]
             y = np.arange(len(t))
-            ax.barh(y, t[f"{name} mean"], xerr=t[f"{name} std"].fillna(0), color=colours, capsize=2)
-            ax.set_yticks(y, t["model"], fontsize=7)
+            std = t[f"{name} std"]
+            ax.barh(
+                y,
+                t[f"{name} mean"],
+                xerr=None if std.isna().all() else std.fillna(0),
+                color=colours,
+                capsize=2,
+            )
+            ax.set_yticks(y, t["model"], fontsize=7.5)
             ax.invert_yaxis()
             ax.set_xlim(0, 1)
             ax.set_xlabel(name + " (test pixels)", fontsize=8)
             if row == 0:
                 ax.set_title(f"{dataset}, {split} split", fontsize=8)
     seeds = sorted(set(tab["seeds"].dropna().astype(int)))
+    spread = (
+        "one seed per model (no spread to show)"
+        if seeds == [1]
+        else f"mean ± std over {'/'.join(map(str, seeds))} seeds"
+    )
     fig.suptitle(
         headline(
-            f"Accuracy per model beside the classical baselines (grey): mean ± std over {'/'.join(map(str, seeds))} "
-            "seeds",
+            f"Accuracy per model beside the classical baselines (grey): {spread}",
             MEASURED,
             trained_on(records),
+            width=int(11 * width),
         )
     )
     return fig

@@ -34,6 +34,7 @@ import torch.nn.functional as F  # noqa: N812
 
 from hsitp.errors import HsitpError
 from hsitp.models.config import ModelConfig
+from hsitp.parallel.collectives import ALL_GATHER_SINGLE
 from hsitp.parallel.groups import TPGroup
 from hsitp.parallel.runtime import Runtime
 from hsitp.probe.memory import KINDS, PARTS, measure_step
@@ -101,7 +102,7 @@ def _gather_rows(row: torch.Tensor, tp: TPGroup) -> np.ndarray:
     if tp.size == 1:
         return row.detach().cpu().double().numpy()[None]
     out = row.new_empty(tp.size * row.numel())  # ranks concatenated (gloo wants matching 1-D shapes)
-    dist.all_gather_into_tensor(out, row.contiguous(), group=tp.group)
+    ALL_GATHER_SINGLE(out, row.contiguous(), group=tp.group)  # untimed, and not the deprecated *_into_tensor
     return out.view(tp.size, -1).cpu().double().numpy()
 
 

@@ -14,7 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from hsitp.errors import HsitpError
-from hsitp.models.config import DCHAG_PARTIAL, ModelConfig, PlanError, architecture_for
+from hsitp.models.config import DCHAG_PARTIAL, ModelConfig, PlanError, architecture_for, config_keys
+
+# ModelConfig fields set from train.model (errors name these keys, not ModelConfig's model.*).
+MODEL_KEYS = {k: f"train.model.{k}" for k in ("dim", "heads", "depth", "mlp_ratio")} | {
+    "patch": "train.crops patch"
+}
 
 __all__ = [
     "PlanError",
@@ -122,17 +127,18 @@ def model_config(
     ``train.crops``)."""
     s = crop_size(int(patch), int(tokens))
     m = train_cfg["model"]
-    return ModelConfig(
-        bands=bands,
-        height=s,
-        width=s,
-        classes=classes,
-        patch=int(patch),
-        dim=int(m["dim"]),
-        heads=int(m["heads"]),
-        depth=int(m["depth"]),
-        mlp_ratio=int(m["mlp_ratio"]),
-    )
+    with config_keys(MODEL_KEYS):
+        return ModelConfig(
+            bands=bands,
+            height=s,
+            width=s,
+            classes=classes,
+            patch=int(patch),
+            dim=int(m["dim"]),
+            heads=int(m["heads"]),
+            depth=int(m["depth"]),
+            mlp_ratio=int(m["mlp_ratio"]),
+        )
 
 
 def check_job(
@@ -152,7 +158,9 @@ def check_job(
     """The architecture the job trains; PlanError / TrainConfigError (naming the key) when it does not fit."""
     if plan not in DCHAG_PARTIAL and g != 1:
         raise TrainConfigError(f"plan {plan!r} has no band groups: g must be 1, got {g}")
-    arch = architecture_for(model_config(train_cfg, bands, classes, patch=patch, tokens=tokens), plan, P, g)
+    base = model_config(train_cfg, bands, classes, patch=patch, tokens=tokens)
+    with config_keys(MODEL_KEYS):
+        arch = architecture_for(base, plan, P, g)
     if rows is not None and cols is not None and (arch.height > rows or arch.width > cols):
         scene = f"the {dataset} scene" if dataset else "the scene"
         raise TrainConfigError(
