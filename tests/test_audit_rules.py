@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
+from nc_checks import described
 
 from hsitp.audit import claims as cl
 from hsitp.audit.audit import audit_run, read_claims_csv, write_claims
@@ -284,7 +285,7 @@ def _summary(path: Path, verdicts: list[str]) -> None:
         },
         coords={"plan": ("cell", ["dchag_l"] * len(verdicts)), "P": ("cell", [2] * len(verdicts))},
     )
-    write_netcdf(ds, path, kind="train_summary", prov=provenance())
+    write_netcdf(described(ds), path, kind="train_summary", prov=provenance())
 
 
 def test_rule8_measured_basis_reads_the_accuracy_run(tmp_path: Path) -> None:

@@ -49,8 +49,7 @@ def test_cost_tables_equal_reference(table: str, tmp_path: Path, repo_root: Path
     assert main(["cost", table, *CONFIGS, "--out", str(out)]) == 0
     with xr.open_dataset(out) as new, xr.open_dataset(REF / "cost" / f"{table}.nc") as ref:
         xr.testing.assert_allclose(strip_volatile(new.load()), strip_volatile(ref.load()), rtol=1e-12, atol=0)
-        # the one documented difference: issue 8 renamed the kind with the stage (`hsitp model` -> `hsitp cost`)
-        assert (new.attrs["kind"], ref.attrs["kind"]) == (f"cost_{table}", f"model_{table}")
+        assert new.attrs["kind"] == ref.attrs["kind"] == f"cost_{table}"
         assert _attrs(new, skip="kind") == _attrs(ref, skip="kind")
 
 
