@@ -1,4 +1,5 @@
-"""Checks that walk a run's outputs: the audit passes, and every netCDF file says what each variable is.
+"""Checks that walk a run's outputs: the audit passes, every netCDF file says what each variable is, every figure is
+readable.
 
 By default (the README's test command) they walk small synthetic stage files built here. CI walks its whole smoke
 run through `--profile slurm` the same way: `pytest tests/test_run_outputs.py --run-dir results/smoke` (.ci/run).
@@ -65,3 +66,18 @@ def test_every_netcdf_names_and_units_every_variable(run_dir: Path) -> None:
     assert len(files) >= 8, files
     problems = {str(f.relative_to(run_dir)): p for f in files if (p := metadata_problems(read_netcdf(f)))}
     assert not problems, "\n".join(f"{k}: {'; '.join(v)}" for k, v in problems.items())
+
+
+def test_every_figure_is_readable(run_dir: Path) -> None:
+    """Every figure of the run readable at page width: text inside the figure, nothing overlapping, fonts >= 7 pt,
+    width <= 2400 px, aspect <= 3:1 (hsitp.report.style, recorded in each PNG when saved). Catches a figure whose
+    title or legend is cut off or whose labels overlap, as a reader at page width would see it."""
+    from hsitp.report.style import check_figures
+
+    figures = run_dir / "figures"
+    if not figures.is_dir():
+        pytest.skip("synthetic run: its figures are rendered and checked by tests/test_report_figures.py")
+    pngs = sorted(figures.rglob("*.png"))
+    assert len(pngs) >= 10, pngs
+    problems = check_figures(figures)
+    assert not problems, "\n".join(f"{p.name}: {'; '.join(v)}" for p, v in problems.items())
