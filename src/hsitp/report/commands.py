@@ -101,26 +101,26 @@ def _report_problems(what: str, found: dict[Path, list[str]], checked: int) -> i
     return 0
 
 
+def _walk(command: str, folder: str, pattern: str, what: str, check) -> int:  # noqa: ANN001 (a checker)
+    """Run ``check(folder)`` over the files ``pattern`` finds under ``folder``; one line per problem, exit 1 on any."""
+    if not Path(folder).is_dir():
+        raise HsitpError(f"report {command}: {folder}: no such folder")
+    checked = len(list(Path(folder).rglob(pattern)))
+    if not checked:
+        raise HsitpError(f"report {command}: {folder} holds no {pattern} file")
+    return _report_problems(what, check(folder), checked)
+
+
 def _check_figures(args: argparse.Namespace) -> int:
     from hsitp.report.style import check_figures
 
-    if not Path(args.dir).is_dir():
-        raise HsitpError(f"report check-figures: {args.dir}: no such folder")
-    checked = len(list(Path(args.dir).rglob("*.png")))
-    if not checked:
-        raise HsitpError(f"report check-figures: {args.dir} holds no PNG")
-    return _report_problems("figures", check_figures(args.dir), checked)
+    return _walk("check-figures", args.dir, "*.png", "figures", check_figures)
 
 
 def _check_metadata(args: argparse.Namespace) -> int:
     from hsitp.io import tree_metadata_problems
 
-    if not Path(args.dir).is_dir():
-        raise HsitpError(f"report check-metadata: {args.dir}: no such folder")
-    checked = len(list(Path(args.dir).rglob("*.nc")))
-    if not checked:
-        raise HsitpError(f"report check-metadata: {args.dir} holds no .nc file")
-    return _report_problems("netCDF files", tree_metadata_problems(args.dir), checked)
+    return _walk("check-metadata", args.dir, "*.nc", "netCDF files", tree_metadata_problems)
 
 
 def _check(args: argparse.Namespace) -> int:
