@@ -652,6 +652,17 @@ def check_measured(ctx: Context, a: Mapping[str, Any]) -> Outcome:
         keep = np.isin(np.asarray(da[key].values), np.asarray(want if isinstance(want, list) else [want]))
         da = da.isel({da[key].dims[0]: np.flatnonzero(keep)})
     vals = np.asarray(da.values).ravel()
+    if (
+        "flag_values" in da.attrs and "flag_meanings" in da.attrs
+    ):  # CF flags (e.g. oa_verdict): compare by name
+        names = dict(
+            zip(
+                np.atleast_1d(da.attrs["flag_values"]).tolist(),
+                str(da.attrs["flag_meanings"]).split(),
+                strict=True,
+            )
+        )
+        vals = np.array([names.get(v, str(v)) for v in vals.tolist()], dtype=object)
     if vals.size == 0:
         raise ClaimsError(f"measured check: no cell of {var!r} in {path} matches {dict(a.get('sel') or {})}")
     if "equals" in a:
