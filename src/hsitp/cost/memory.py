@@ -128,6 +128,14 @@ class PlanSize:
     # where the step is measured: "cpu" (and fake tensors): PyTorch's MemTracker, a dispatch mode, around the step
     # and the for-loop AdamW; "cuda": the caching allocator's counters (no mode) and the foreach AdamW
     device: str = "cpu"
+    # mixed precision (``hsitp advise plan``): 16-bit parameters and gradients, AdamW's moments and an fp32 master
+    # copy of the weights in fp32 (12 B per parameter). The probe's own runs keep everything in one dtype (False).
+    master_fp32: bool = False
+
+    @property
+    def optimizer_dtype_bytes(self) -> int:
+        """Element size of AdamW's exp_avg and exp_avg_sq (fp32 under mixed precision with master weights)."""
+        return 4 if self.master_fp32 else self.dtype_bytes
 
     @property
     def hidden(self) -> int:
@@ -255,7 +263,9 @@ def plan_memory(
         n, t = params[part]
         out[(part, "parameters")] = n * e
         out[(part, "gradients")] = n * e
-        out[(part, "optimizer")] = adamw_bytes(n, t, e)
+        out[(part, "optimizer")] = adamw_bytes(n, t, m.optimizer_dtype_bytes) + (
+            4 * n if m.master_fp32 else 0.0
+        )
         out[(part, "activations")] = acts[part]
         out[(part, "transient")] = 0.0
     peak, part, transient = plan_peak(plan, m, P, g, checkpointing, out)
@@ -656,7 +666,9 @@ def _update(s: StepSizes) -> list[Moment]:
     if s.token_gather:
         out.append(s.moment("other", "update", loss=s.loss, grads=every_grad, flat=every_grad))  # one buffer
     big = s.m.dtype_bytes * _largest_parameter(s.plan, s.m, s.P, s.g)
-    adamw = every_grad if s.m.device == "cuda" else 2 * big
+    # AdamW's temporaries are the size of its state (fp32 under mixed precision)
+    scale = s.m.optimizer_dtype_bytes / s.m.dtype_bytes
+    adamw = (every_grad if s.m.device == "cuda" else 2 * big) * scale
     out.append(s.moment("other", "update", loss=s.loss, grads=every_grad, adamw=adamw))
     return out
 
