@@ -450,6 +450,25 @@ def _aggregation_forward(s: StepSizes) -> list[Moment]:
             kv_input=T_s if (view and not pad) else 0.0,
             kv=2 * T_s,  # its k and v of every band slot (addmm, unsharded: rank-local weights); saved
         )
+    moments = [partial]
+    if s.plan == "dchag_l" and s.g > 1:
+        # level 2's Linear(g, 1) while level 1's tensors are still held by the partial aggregator's frame: the
+        # level-1 output (M, g, D) (masked by the valid groups when padded: the product replaces it), its
+        # transposed (M, D, g) copy (matmul's fold; saved), the (M, D) product and its bias add
+        level1 = m.dtype_bytes * s.M * s.g * m.D
+        moments.append(
+            s.moment(
+                "aggregation",
+                "forward",
+                tokens=tokens,
+                masked=T_s if pad else 0.0,
+                fold=T_s,
+                level1_output=level1,
+                level2_fold=level1,
+                level2_output=A,
+                level2_bias=A if mode else 0.0,
+            )
+        )
     end = s.moment(
         "aggregation",
         "forward",
@@ -460,7 +479,7 @@ def _aggregation_forward(s: StepSizes) -> list[Moment]:
         gather_buffer=A * s.P if s.P > 1 else 0.0,
         projection=row_proj,
     )
-    return [partial, end]
+    return [*moments, end]
 
 
 def _blocks_forward(s: StepSizes) -> list[Moment]:
