@@ -19,8 +19,8 @@ import os
 from typing import Any
 
 import torch
-from interleave import time_backward  # benchmarks/interleave.py (the script's own folder is on sys.path)
 
+from hsitp.bench.interleave import time_backward  # the one interleaved timer (probe, benchmarks, planner)
 from hsitp.io import cpu_model
 
 

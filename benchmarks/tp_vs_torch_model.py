@@ -44,9 +44,9 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from interleave import time_backward  # benchmarks/interleave.py (the script's own folder is on sys.path)
 from torch import nn
 
+from hsitp.bench.interleave import time_backward  # the one interleaved timer (probe, benchmarks, planner)
 from hsitp.io import cpu_model
 
 # How equal ours and PyTorch must be. Both sides run the same per-rank GEMMs on the same weight shards; they

@@ -21,6 +21,7 @@ TINY = {
         "classes": 3,
         "batch": 2,
         "steps": 2,
+        "throughput": {"repeats": 5, "steps": 1, "warmup": 1},
         "checkpointing": ["none", "blocks"],
         "device": "cpu",
     },
@@ -34,10 +35,15 @@ def tiny_config() -> dict[str, Any]:
 
 def probe_all(rt: Any) -> list[dict[str, Any]]:
     from hsitp.probe.build import points
-    from hsitp.probe.runner import probe_point
+    from hsitp.probe.runner import probe_point, throughput_phase
 
     cfg = tiny_config()
-    return [probe_point(pt, cfg, rt) for pt in points(cfg["probe"], rt.world_size)]
+    pts = points(cfg["probe"], rt.world_size)
+    results = [probe_point(pt, cfg, rt) for pt in pts]
+    samples, orders = throughput_phase(pts, cfg, rt)  # as run_partial: every plan interleaved
+    for res in results:
+        res["sample_time"] = samples[res["point"]]
+    return {"results": results, "orders": orders}
 
 
 def peak_points(rt: Any, cases: list[tuple[str, str, int, int, int, int]]) -> list[dict[str, Any]]:

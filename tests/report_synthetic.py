@@ -47,7 +47,14 @@ def probe_files(folder: Path) -> dict[str, Path]:
         },
     )
     tokens = np.where(np.isnan(peak[..., 0]), np.nan, rng.uniform(100, 1000, shape))
-    thr = xr.Dataset({"tokens_per_s": (dims, tokens), "device": ("P", [DEVICE, DEVICE])}, coords=pt,
+    rounds = rng.uniform(0.5, 2.0, (*shape, 1)) * np.array([0.8, 0.9, 1.0, 1.1, 1.2])  # 5 rounds
+    ratio = np.where(np.isnan(tokens)[..., None], np.nan, rounds)
+    ratio[1] = 1.0  # tp vs itself
+    ratio[:, 0] = np.nan  # P = 1: no tp to compare with
+    thr = xr.Dataset({"tokens_per_s": (dims, tokens), "device": ("P", [DEVICE, DEVICE]),
+                      "ratio_vs_tp_median": (dims, np.median(ratio, -1)), "ratio_vs_tp_min": (dims, ratio.min(-1)),
+                      "ratio_vs_tp_max": (dims, ratio.max(-1)),
+                      "oversubscribed_note": ("P", ["", "oversubscribed: 2 ranks on 1 core"])}, coords=pt,
                      attrs={"dtype": "float32"})  # fmt: skip
     configs = ["grid/tp/8/1/200/5776/none", "dchag/small/dchag_l/blocks"]
     est = xr.Dataset(

@@ -3,6 +3,9 @@ must match the measurement."""
 
 from __future__ import annotations
 
+import json
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -21,9 +24,11 @@ def test_probe_two_plans_at_p2_writes_and_merges(tmp_path) -> None:  # noqa: ANN
     tokenisation + aggregation against tp on the same model (the point of the plan)."""
     from hsitp.probe.results import merge, write_partial
 
-    results = run_world(probe_all, 2)[0]
+    out = run_world(probe_all, 2)[0]
+    results = out["results"]
     cfg = tiny_config()
-    attrs = {"device": "cpu", "backend": "gloo", "threads_per_rank": 1, "cores": 2, "oversubscribed": 0}
+    attrs = {"device": "cpu", "backend": "gloo", "threads_per_rank": 1, "cores": 2, "oversubscribed": 0,
+             "interleave_orders": out["orders"]}  # fmt: skip
     part = write_partial(results, config=cfg, attrs=attrs, out=tmp_path / "P2.nc", world_size=2)
     mem_p, thr_p = merge([part], memory_out=tmp_path / "m.nc", throughput_out=tmp_path / "t.nc", config=cfg)
     import xarray as xr
@@ -43,6 +48,49 @@ def test_probe_two_plans_at_p2_writes_and_merges(tmp_path) -> None:  # noqa: ANN
     assert float(np.nanmax(np.abs(err.values))) < 0.10
     assert (thr["step_time_median"] > 0).all() and (thr["tokens_per_s"] > 0).all()
     assert "time_collectives" in thr
+    # the throughput phase: both plans timed in every round, the order reversed every other round
+    assert np.isfinite(thr["sample_time"].sel(g=2)).all() and thr.sizes["repeat"] == 5
+    orders = json.loads(thr.attrs["interleave_orders"])["2"]["L6/N16/none"]
+    assert orders[0] == ["tp", "dchag_l g=2"] and orders[1] == ["dchag_l g=2", "tp"] and len(orders) == 5
+    r = thr.sel(P=2, g=2, L=6, N=16)
+    assert (r["ratio_vs_tp_median"].sel(plan="tp") == 1).all()
+    assert (r["ratio_vs_tp_min"] <= r["ratio_vs_tp_median"]).all()
+    assert (r["ratio_vs_tp_median"] <= r["ratio_vs_tp_max"]).all()
+    assert str(thr["oversubscribed_note"].sel(P=2).item()) == ""  # 2 ranks on 2 cores
+
+
+def test_ratio_to_tp_is_per_round_tokens_per_s_at_the_same_point(tmp_path) -> None:  # noqa: ANN001
+    """Catches a ratio inverted (time instead of tokens/s), taken against tp at another checkpointing policy, or
+    formed from medians instead of per round (rounds are what interleaving pairs); and an oversubscribed P that
+    does not say so. Known sample times in a hand-made partial, no ranks."""
+    from hsitp.probe.build import points
+    from hsitp.probe.results import merge, write_partial
+
+    cfg = tiny_config()
+    pts = points(cfg["probe"], 2)
+    tp_t = {"none": [1.0, 2.0, 1.0, 2.0, 4.0], "blocks": [3.0] * 5}
+    dc_t = {"none": [0.5, 0.5, 2.0, 1.0, 1.0], "blocks": [1.0] * 5}
+    results = []
+    for pt in pts:
+        rank = {"memory": np.ones((4, 5)), "peak_allocated": 1, "peak_reserved": None, "transient": 0,
+                "peak_part": "blocks", "peak_phase": "forward", "peak_categories": {}, "method": "test",
+                "part_time": np.ones((2, 5, 3, 2)), "step_time": np.ones((2, 2))}  # fmt: skip
+        times = (tp_t if pt.plan == "tp" else dc_t)[pt.checkpointing]
+        results.append({"point": pt, "ranks": [rank] * 2, "dtype": "float32", "tokens_per_step": 16,
+                        "sample_time": times})  # fmt: skip
+    attrs = {"device": "cpu", "backend": "gloo", "threads_per_rank": 1, "cores": 1, "oversubscribed": 1}
+    part = write_partial(results, config=cfg, attrs=attrs, out=tmp_path / "P2.nc", world_size=2)
+    _, thr_p = merge([part], memory_out=tmp_path / "m.nc", throughput_out=tmp_path / "t.nc", config=cfg)
+    import xarray as xr
+
+    thr = xr.open_dataset(thr_p).sel(P=2, g=2, L=6, N=16, plan="dchag_l")
+    # tokens/s ratio = t_tp / t_dchag per round: 2, 4, 0.5, 2, 4 (none); 3 every round (blocks)
+    assert thr["ratio_vs_tp_median"].sel(checkpointing="none") == 2.0
+    assert thr["ratio_vs_tp_min"].sel(checkpointing="none") == 0.5
+    assert thr["ratio_vs_tp_max"].sel(checkpointing="none") == 4.0
+    assert (thr["ratio_vs_tp"].sel(checkpointing="blocks") == 3.0).all()
+    assert float(thr["tokens_per_s"].sel(checkpointing="none")) == 16.0  # B N / median step time (1 s)
+    assert str(thr["oversubscribed_note"].item()) == "oversubscribed: 2 ranks on 1 core"
 
 
 def test_fake_estimate_at_p8_tiny() -> None:
@@ -155,3 +203,35 @@ def test_fake_estimate_peak_matches_the_model(plan: str, P: int, L: int, g: int)
         B=1, N=324, D=256, L=L, heads=8, depth=2, patch=4, classes=16, dtype_bytes=2, ln_stat_bytes=2
     )
     assert plan_memory(plan, size, P, g)[("step", "peak")] == pytest.approx(sm.peak_allocated, rel=0.02)
+
+
+def test_probe_at_the_trained_sizes_is_checked_against_train(repo_root) -> None:  # noqa: ANN001
+    """Catches config/cpu.yaml's probe drifting from the trained model (memory and throughput measured on a model
+    whose accuracy nobody judges): every differing size fails with one line naming both keys; cpu.yaml passes."""
+    import copy
+
+    from hsitp.config import ConfigError, load_config
+    from hsitp.probe.match import check_matches_train
+
+    cfg = load_config([repo_root / "config" / "config.yaml", repo_root / "config" / "cpu.yaml"])
+    assert cfg["probe"]["match_train"] and "probe" in cfg["stages"]
+    check_matches_train(cfg)
+    cases = [
+        (("probe", "depth"), 2, "probe.depth = 2 differs from train.model.depth = "),
+        (("probe", "batch"), 3, "probe.batch = 3 differs from train.batch = "),
+        (("probe", "patch"), 8, "probe.patch = 8 differs from train.crops[0].patch = "),
+        (("probe", "N"), [100], "probe.N = [100] differs from the tokens of train.crops"),
+        (("probe", "L"), [103], "probe.L = [103] differs from the bands of train.datasets (indian_pines)"),
+        (("probe", "classes"), 9, "probe.classes = 9 differs from the classes of train.datasets"),
+    ]
+    for (section, key), value, msg in cases:
+        bad = copy.deepcopy(cfg)
+        bad[section][key] = value
+        with pytest.raises(ConfigError, match=re.escape(msg)) as exc:
+            check_matches_train(bad)
+        assert "\n" not in str(exc.value)
+    off = copy.deepcopy(cfg)
+    off["probe"].update(match_train=False, depth=2)
+    check_matches_train(
+        off
+    )  # unchecked unless asked (the smoke probe is smaller than its training on purpose)

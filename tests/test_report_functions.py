@@ -114,9 +114,16 @@ def test_stage_inputs_follow_the_upstream_targets():
     assert json.loads(rules.notebook_params(b, "r"))["out_dir"] == "r"
     probe = [f"r/probe/{p}.nc" for p in ("memory", "throughput", "estimate")]
     assert rules.stage_inputs("probe", data, cost, bench, probe)["estimate"] == "r/probe/estimate.nc"
-    assert rules.stage_inputs(
-        "train", data, cost, bench, probe, ["r/train/a/tp_P2.nc", "r/train/summary.nc"]
-    ) == {"records": ["r/train/a/tp_P2.nc"], "summary": "r/train/summary.nc"}
+    train = ["r/train/a/tp_P2.nc", "r/train/summary.nc"]
+    assert rules.stage_inputs("train", data, cost, bench, probe, train) == {
+        "records": ["r/train/a/tp_P2.nc"],
+        "summary": "r/train/summary.nc",
+        "probe_memory": "r/probe/memory.nc",
+        "probe_throughput": "r/probe/throughput.nc",
+    }
+    # a run without the probe stage: the train page's answer table says so, and its rule needs no probe file
+    no_probe = rules.stage_inputs("train", data, cost, bench, probe, train, stages=["data", "train"])
+    assert no_probe["probe_memory"] is None and "probe_memory" not in rules.rule_inputs(no_probe)
     with pytest.raises(ValueError, match="no report page"):
         rules.stage_inputs("audit", data, cost, bench)
 
@@ -486,6 +493,61 @@ def test_accuracy_table_and_figure_from_the_summary(tmp_path):
     plt.close("all")
 
 
+def test_answer_table_reads_the_probe_and_the_verdict(tmp_path, probe_files):
+    """Catches: the one-table answer dividing other numbers than the files' (peak of a rank that is not the
+    fullest, a ratio to tp at another P or policy), an oversubscribed P whose throughput cell does not say so, a
+    row without its machine, or a verdict column that shows a number before issue 24's verdict exists (and
+    misreads its flag values once it does)."""
+    from report_synthetic import DEVICE, train_summary
+
+    mem, thr, _ = probe_files
+    path, _ = train_summary(tmp_path)
+    summary = rt.load_summary(path)
+    tab = rt.answer_table(mem, thr, summary)
+    assert {("dense", 1), ("tp", 2), ("dchag_l", 2)} <= set(zip(tab["plan"], tab["P"], strict=True))
+    assert len(tab) == len(set(zip(tab["plan"], tab["P"], strict=True))) * 2  # x 2 checkpointing policies
+    row = tab[
+        (tab["plan"] == "dchag_l") & (tab["P"] == 2) & (tab["activation checkpointing"] == "blocks")
+    ].iloc[0]
+    peak = mem["peak_allocated"].sel(P=2, g=2, L=20, N=16, checkpointing="blocks").max("rank")
+    assert (
+        row["peak vs tp (fullest rank, measured on CPU)"]
+        == f"{float(peak.sel(plan='dchag_l') / peak.sel(plan='tp')):.2f}"
+    )
+    r = thr.sel(P=2, g=2, L=20, N=16, checkpointing="blocks", plan="dchag_l")
+    med, lo, hi = (float(r[f"ratio_vs_tp_{k}"]) for k in ("median", "min", "max"))
+    assert row["tokens/s vs tp, median [min, max] (measured on CPU, interleaved)"] == (
+        f"oversubscribed: 2 ranks on 1 core: {med:.2f} [{lo:.2f}, {hi:.2f}], no conclusion"
+    )
+    assert all(DEVICE in on for on in tab["measured on"])
+    no_tp1 = mem.assign(peak_allocated=mem["peak_allocated"].where((mem["plan"] != "tp") | (mem["P"] != 1)))
+    dense = rt.answer_table(no_tp1, thr).query("plan == 'dense'").iloc[0]  # as the probe runs: no tp at P = 1
+    assert dense["peak vs tp (fullest rank, measured on CPU)"] == "n/a (no tp at P = 1)"
+    assert set(tab["OA verdict vs tp (measured on CPU)"]) == {rt.NO_VERDICT}  # before issue 24
+    # issue 24's verdict as CF flag values, at the probe's crop
+    flags = xr.DataArray(np.ones(summary.sizes["cell"], dtype=np.int8), dims="cell",
+                         attrs={"flag_values": np.array([0, 1, 2, 3], dtype=np.int8),
+                                "flag_meanings": "equal better worse undecided"})  # fmt: skip
+    summary = summary.assign(oa_verdict=flags, N=("cell", np.full(summary.sizes["cell"], 16)))
+    tab = rt.answer_table(mem, thr, summary)
+    row = tab[(tab["plan"] == "dchag_l") & (tab["P"] == 2)].iloc[0]
+    assert row["OA verdict vs tp, synthetic random split (measured on CPU)"] == "better"
+    assert (
+        tab.query("plan == 'tp' and P == 2").iloc[0][
+            "OA verdict vs tp, synthetic block split (measured on CPU)"
+        ]
+        == "reference"
+    )
+    assert (
+        tab[tab["plan"] == "dense"].iloc[0]["OA verdict vs tp, synthetic block split (measured on CPU)"]
+        == "not trained"
+    )
+    assert "measured on CPU" in rt.answer_caption(mem, thr) and "oversubscribed" in rt.answer_caption(
+        mem, thr
+    )
+    assert list(rt.answer_table(None, None, summary)["answer"]) == [rt.NO_PROBE]
+
+
 def test_probe_and_train_hardware_lines(tmp_path):
     from report_synthetic import DEVICE, probe_files, train_record
 
@@ -497,3 +559,16 @@ def test_probe_and_train_hardware_lines(tmp_path):
     assert stage_hardware(
         "train", [train_record(tmp_path, "tp", 2, 1, accuracy=False, prediction=False)]
     ) == (f"measured on {DEVICE}, float32")
+
+
+def test_answer_says_whether_the_probe_measured_the_trained_model():
+    """Catches a caption claiming "the trained model's size" for a probe of another model (the smoke probe is
+    smaller than the smoke training), or denying it when the sizes agree (config/cpu.yaml)."""
+    pc = {"dim": 64, "depth": 4, "mlp_ratio": 2, "patch": 4, "heads": 4}
+    mem = xr.Dataset(coords={"L": [200], "N": [324]}, attrs={"probe": json.dumps(pc)})
+    model = {**pc, "bands": 200, "heads": 4}
+    rec = xr.Dataset(attrs={"model": json.dumps(model), "tokens": 324})
+    assert rt.probe_sizes(mem, [rec]).startswith("the trained model's size (D = 64, depth 4, patch 4")
+    other = xr.Dataset(attrs={"model": json.dumps({**model, "depth": 2}), "tokens": 324})
+    assert "not the trained model's" in rt.probe_sizes(mem, [rec, other])
+    assert "not the trained model's" in rt.probe_sizes(mem, [])  # nothing to compare with: no claim

@@ -42,6 +42,7 @@ def test_train_dag_one_job_then_nothing_to_do(workflow_copy):
     assert ds.attrs["plan"] == "token" and int(ds.attrs["P"]) == 2 and ds.attrs["backend"] == "gloo"
     assert ds.sizes["epoch"] == 1 and ds.sizes["rank"] == 2
     assert np.isfinite(ds["loss"]).all() and (ds["tokens_per_s"] > 0).all()
+    assert ds["tokens_per_s"].attrs["comparable"] == "within this record only"  # never divided by another's
     assert (ds["comm_time"] > 0).all()  # token plan: K/V gathers and the gradient all-reduce were timed
     assert (ds["peak_allocated"] > 0).all()
     assert (

@@ -1,13 +1,18 @@
 # Memory probe under results/<run>/probe/: one torchrun launch per P -> memory.nc + throughput.nc (measured, with
 # the memory model beside), and estimate.nc (paper-scale configs with fake tensors, one process). Probe launches
 # time steps, so they hold the `bench_slot` resource like the microbenchmarks (never two timing jobs at once).
+# Each launch ends with the throughput phase: every plan at its P timed interleaved (hsitp.bench.interleave).
+from hsitp.probe.match import check_matches_train
 
-# What `hsitp probe run` reads: the probe section but the DAG's world_sizes and the estimate's settings.
+# probe.match_train: the probe's sizes must equal the trained models' (one line naming both keys otherwise).
+check_matches_train(config)
+
+# What `hsitp probe run` reads: the probe section but the DAG's world_sizes and match_train and the estimate's settings.
 PROBE_RUN_KEYS = [
     "seed",
     "parallel.backend",
     "parallel.timeout_s",
-    *keys_except("probe", "world_sizes", "estimate"),
+    *keys_except("probe", "world_sizes", "estimate", "match_train"),
 ]
 PROBE_MERGE_KEYS = PROBE_RUN_KEYS
 PROBE_ESTIMATE_KEYS = ["seed", "probe.estimate"]

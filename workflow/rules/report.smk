@@ -20,6 +20,7 @@ REPORT_INPUTS = {
         bench_targets(),
         probe_targets(),
         train_targets(),
+        config["stages"],
     )
     for stage in ("data", "cost", "bench", "probe", "train")
 }
@@ -148,7 +149,7 @@ rule report_probe:
 
 rule report_train:
     input:
-        **REPORT_INPUTS["train"],
+        **report_rules.rule_inputs(REPORT_INPUTS["train"]),
         notebook="notebooks/train.ipynb",
         code=report_rules.code_inputs("train"),
     output:

@@ -1,6 +1,7 @@
 """The probe's files: one partial file per torchrun launch (``probe_partial``), merged into ``memory.nc``
 (``probe_memory``: measured per-rank memory by part and kind beside the memory model's) and ``throughput.nc``
-(``probe_throughput``: step time, tokens/s, time per part in both modes, collectives = full - compute)."""
+(``probe_throughput``: every plan at one P timed interleaved in one run, tokens/s and its ratio to tp as median,
+min and max over rounds; per point, step time and time per part in both modes, collectives = full - compute)."""
 
 from __future__ import annotations
 
@@ -43,6 +44,7 @@ def _coords(results: list[dict[str, Any]], pc: Mapping[str, Any], P: int) -> dic
         "phase": list(PHASES),
         "mode": list(MODES),
         "step": list(range(int(pc["steps"]))),
+        "repeat": list(range(int(pc["throughput"]["repeats"]))),
     }
 
 
@@ -68,6 +70,7 @@ def write_partial(
     peak_part = np.full((*shape, P), "", dtype=object)
     ptime = np.full((*shape, len(MODES), len(TIME_PARTS), len(PHASES), P), np.nan)
     stime = np.full((*shape, len(MODES), len(c["step"])), np.nan)
+    sample = np.full((*shape, len(c["repeat"])), np.nan)
     tokens = np.full(shape, np.nan)
     methods: set[str] = set()
     categories: dict[str, Any] = {}
@@ -96,6 +99,8 @@ def write_partial(
                     "peak_categories"
                 ]
             stime[idx] = np.max([rr["step_time"] for rr in res["ranks"]], axis=0)  # slowest rank per step
+            if "sample_time" in res:  # the throughput phase (slowest rank already)
+                sample[idx] = res["sample_time"]
     per_p = {k: ("P", np.array([attrs[k]])) for k in ("device", "backend", "threads_per_rank", "cores")}
     per_p["oversubscribed"] = ("P", np.array([int(attrs["oversubscribed"])]))
     ds = xr.Dataset(
@@ -115,6 +120,14 @@ def write_partial(
             "part_time": ((*pt_dims, "mode", "time_part", "phase", "rank"), ptime, {"units": "s"}),
             "step_time": ((*pt_dims, "mode", "step"), stime, {"units": "s"}),
             "tokens_per_step": (pt_dims, tokens),
+            "sample_time": (
+                (*pt_dims, "repeat"),
+                sample,
+                {
+                    "units": "s",
+                    "long_name": "seconds per training step (slowest rank) of each interleaved round",
+                },
+            ),
             **per_p,
         },
         coords={k: v for k, v in c.items()},
@@ -124,9 +137,11 @@ def write_partial(
             "peak_categories": json.dumps(categories),
             "dtype": results[0]["dtype"] if results else "",
             "world_size": P,
+            "interleave_orders": json.dumps(attrs.get("interleave_orders", {})),
         },
     )
-    prov = provenance(config=config, extra={"run": dict(attrs)})
+    run = {k: v for k, v in attrs.items() if k != "interleave_orders"}
+    prov = provenance(config=config, extra={"run": run})
     return write_netcdf(ds, out, kind=PARTIAL_KIND, prov=prov, title=f"memory probe, one launch at P = {P}")
 
 
@@ -155,7 +170,7 @@ def merge(
         if p in seen:
             raise ProbeMergeError(f"P={p} appears in both {seen[p]} and {path}; pass each launch's file once")
         seen[p] = str(path)
-        for dim in ("g", "L", "N", "checkpointing", "step"):
+        for dim in ("g", "L", "N", "checkpointing", "step", "repeat"):
             if not np.array_equal(ds[dim].values, parts[0][dim].values):
                 raise ProbeMergeError(
                     f"{path}: its {dim} coordinate {ds[dim].values.tolist()} differs from {paths[0]}'s "
@@ -201,7 +216,14 @@ def merge(
     )
     for key in ("device", "backend", "threads_per_rank", "cores", "oversubscribed"):
         mem[key] = merged[key]
-    thr = _throughput(merged)
+    orders = {int(ds["P"].values[0]): json.loads(ds.attrs.get("interleave_orders", "{}")) for ds in parts}
+    thr = _throughput(merged, orders)
+    tc = pc.get("throughput", {})
+    thr.attrs["interleave"] = (
+        f"per P, every plan built at once; {tc.get('warmup')} untimed warm-up step(s) per plan, then "
+        f"{tc.get('repeats')} rounds of one sample of {tc.get('steps')} step(s) per plan, the order reversed every "
+        "other round; same process, same threads"
+    )
     thr.attrs.update(common)
     inputs = {str(p): p for p in paths}
     prov = provenance(config=config, inputs=inputs)
@@ -210,20 +232,61 @@ def merge(
     return m, t
 
 
-def _throughput(merged: xr.Dataset) -> xr.Dataset:
-    """Step time (slowest rank), tokens/s, and per part: time with collectives, compute alone, the difference."""
+def oversubscribed_note(P: int, threads_per_rank: int, cores: int) -> str:  # noqa: N803
+    """'oversubscribed: 4 ranks on 2 cores' where P ranks x threads exceed the cores, else ''."""
+    if P * threads_per_rank <= cores:
+        return ""
+    threads = f" x {threads_per_rank} threads" if threads_per_rank > 1 else ""
+    return f"oversubscribed: {P} ranks{threads} on {cores} core{'s' if cores != 1 else ''}"
+
+
+def _throughput(merged: xr.Dataset, orders: Mapping[int, Any]) -> xr.Dataset:
+    """The interleaved throughput (every plan at one P timed in one run: tokens/s and its ratio to tp per round,
+    median with min and max), and per point the step time and time per part with collectives, compute alone and
+    the difference (one point at a time: compare within a point only)."""
     step = merged["step_time"]
     med = step.median("step")
     part = merged["part_time"].sum("phase")  # (…, mode, time_part, rank)
     full, comp = part.sel(mode="full"), part.sel(mode="compute")
+    sample = merged["sample_time"]
+    rate = merged["tokens_per_step"] / sample  # tokens/s per round (all ranks together)
+    has_tp = "tp" in [str(p) for p in merged["plan"].values]
+    # tp is repeated along g, so every g of a D-CHAG plan has its reference
+    ratio = rate / rate.sel(plan="tp", drop=True) if has_tp else xr.full_like(rate, np.nan)
+    rnote = "tokens/s of the plan / tokens/s of tp at the same P, L, N and checkpointing, in the same round"
+    within = "interleaved in one run with every plan at this P (hsitp.bench.interleave)"
+    notes = [
+        oversubscribed_note(int(P), int(t), int(c))
+        for P, t, c in zip(  # noqa: N806
+            merged["P"].values, merged["threads_per_rank"].values, merged["cores"].values, strict=True
+        )
+    ]
     ds = xr.Dataset(
         {
-            "step_time": step,
-            "step_time_median": med.assign_attrs(
-                units="s", long_name="median over steps of the slowest rank"
+            "sample_time": sample,
+            "sample_time_median": sample.median("repeat").assign_attrs(
+                units="s", long_name="median over interleaved rounds of seconds per step (slowest rank)"
             ),
-            "tokens_per_s": (merged["tokens_per_step"] / med.sel(mode="full")).assign_attrs(
-                units="1/s", long_name="B N / median full step time (all ranks together)"
+            "tokens_per_s": (merged["tokens_per_step"] / sample.median("repeat")).assign_attrs(
+                units="1/s",
+                long_name="B N / median interleaved step time (all ranks together)",
+                comparable=f"across plans at one P: {within}",
+            ),
+            "ratio_vs_tp": ratio.assign_attrs(units="1", long_name=f"{rnote}, per round"),
+            "ratio_vs_tp_median": ratio.median("repeat").assign_attrs(
+                units="1", long_name=f"median over rounds of {rnote}", comparable=within
+            ),
+            "ratio_vs_tp_min": ratio.min("repeat").assign_attrs(units="1", long_name=f"min over rounds of {rnote}"),
+            "ratio_vs_tp_max": ratio.max("repeat").assign_attrs(units="1", long_name=f"max over rounds of {rnote}"),
+            "oversubscribed_note": ("P", np.array(notes, dtype=object), {
+                "long_name": "'oversubscribed: P ranks on C cores' where ranks x threads exceed the cores: no "
+                "conclusion rests on these timings",
+            }),
+            "step_time": step.assign_attrs(comparable="within one point only (full vs compute mode)"),
+            "step_time_median": med.assign_attrs(
+                units="s",
+                long_name="median over steps of the slowest rank (one point at a time)",
+                comparable="within one point only (full vs compute mode)",
             ),
             "part_time": merged["part_time"],
             "time_with_collectives": full.assign_attrs(units="s"),
@@ -232,7 +295,8 @@ def _throughput(merged: xr.Dataset) -> xr.Dataset:
                 units="s", long_name="full - compute per part: collectives as they show in the step"
             ),
         }
-    )
+    )  # fmt: skip
     for key in ("device", "backend", "threads_per_rank", "cores", "oversubscribed"):
         ds[key] = merged[key]
+    ds.attrs["interleave_orders"] = json.dumps({str(k): v for k, v in orders.items()})
     return ds

@@ -10,6 +10,12 @@ backward and update; collectives time per part = full - compute. Per-rank result
 On a CPU the ranks are gloo processes on shared cores; every file records backend, threads per rank, cores and the
 oversubscription flag. On CUDA the timeline synchronises the device at every part boundary (it perturbs the
 timing a little; the step total is measured the same way in both modes).
+
+Then the throughput phase (``throughput_phase``): per (L, N, checkpointing), every plan (and g) of the grid at this
+P is built at once and timed by ``hsitp.bench.interleave`` (``probe.throughput``: warm-up steps of every plan,
+excluded; ``repeats`` rounds of one sample of ``steps`` training steps per plan, the order reversed every other
+round; the slowest rank's seconds per step). Same process, same threads, same minutes for every plan: these are the
+only timings whose ratio between plans the pipeline reports (memory stays measured one point at a time, above).
 """
 
 from __future__ import annotations
@@ -24,7 +30,9 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from hsitp.probe.build import Point, build_point, points
+from hsitp.bench.interleave import Interleaved, interleave, round_order
+from hsitp.bench.timing import synchronize
+from hsitp.probe.build import DCHAG_PLANS, Point, build_point, points
 from hsitp.probe.memory import KINDS, PARTS, PHASES, PartTimeline, measure_step
 
 if TYPE_CHECKING:
@@ -43,11 +51,15 @@ def run_partial(config: Mapping[str, Any], *, world_size: int, out: str | Path) 
     rt = start(RuntimeSettings.from_config(config, section="probe", world_size=world_size))
     try:
         results = [probe_point(pt, config, rt) for pt in pts]
+        samples, orders = throughput_phase(pts, config, rt)
         if rt.rank != 0:
             return None
+        for res in results:
+            res["sample_time"] = samples[res["point"]]
         from hsitp.probe.results import write_partial
 
-        return write_partial(results, config=config, attrs=rt.attrs(), out=Path(out), world_size=world_size)
+        attrs = {**rt.attrs(), "interleave_orders": orders}
+        return write_partial(results, config=config, attrs=attrs, out=Path(out), world_size=world_size)
     finally:
         rt.stop()
 
@@ -90,7 +102,7 @@ def probe_point(point: Point, config: Mapping[str, Any], rt: Runtime) -> dict[st
     part_t = np.zeros((len(MODES), len(TIME_PARTS), len(PHASES), steps))
     step_t = np.zeros((len(MODES), steps))
     for rep in range(steps):
-        order = MODES if rep % 2 == 0 else MODES[::-1]  # interleaved: drift hits both modes alike
+        order = round_order(MODES, rep)  # interleaved: drift hits both modes alike
         for mode in order:
             b = built if mode == "full" else twin
             if rt.world_size > 1:
@@ -135,6 +147,49 @@ def probe_point(point: Point, config: Mapping[str, Any], rt: Runtime) -> dict[st
         "dtype": dtype_name(dtype),
         "tokens_per_step": twin_tokens(point, pc),
     }
+
+
+def side_name(point: Point) -> str:
+    """A plan's name in the interleaved rounds: 'tp', 'dchag_l g=2'."""
+    return point.plan + (f" g={point.g}" if point.plan in DCHAG_PLANS else "")
+
+
+def throughput_phase(
+    pts: list[Point], config: Mapping[str, Any], rt: Runtime
+) -> tuple[dict[Point, list[float]], dict[str, list[list[str]]]]:
+    """Seconds per training step (slowest rank) of every point, one sample per round, the plans of each (L, N,
+    checkpointing) interleaved in one run; and the order each round ran in, per (L, N, checkpointing)."""
+    from hsitp.parallel.runtime import resolve_dtype
+
+    pc = config["probe"]
+    tc = pc["throughput"]
+    seed = int(config["seed"])
+    dtype = resolve_dtype(pc["dtype"], rt.device, key="probe.dtype")
+    samples: dict[Point, list[float]] = {}
+    orders: dict[str, list[list[str]]] = {}
+    for key in dict.fromkeys((pt.L, pt.N, pt.checkpointing) for pt in pts):
+        here = [pt for pt in pts if (pt.L, pt.N, pt.checkpointing) == key]
+        built = {pt: build_point(pt, pc, rt.world, dtype=dtype, device=rt.device, seed=seed) for pt in here}
+        sides = {side_name(pt): (b.step, lambda: synchronize(rt.device)) for pt, b in built.items()}
+        res: Interleaved = interleave(
+            sides,
+            warmup=int(tc["warmup"]),
+            repeats=int(tc["repeats"]),
+            steps=int(tc["steps"]),
+            device=rt.device,
+            group=rt.group,
+        )
+        for pt in here:
+            samples[pt] = res.times[side_name(pt)]
+        orders[f"L{key[0]}/N{key[1]}/{key[2]}"] = res.orders
+        del built, sides
+        if rt.rank == 0:
+            log.info(
+                "throughput P=%d L=%d N=%d ckpt=%s, %d interleaved rounds: %s",
+                rt.world_size, *key, res.repeats,
+                ", ".join(f"{n} {res.median(n):.3f} s/step" for n in res.names),
+            )  # fmt: skip
+    return samples, orders
 
 
 def twin_tokens(point: Point, pc: Mapping[str, Any]) -> int:

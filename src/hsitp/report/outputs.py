@@ -98,7 +98,13 @@ OUTPUTS: tuple[Output, ...] = (
         "table",
         "fake-tensor estimates beside the memory model and D-CHAG's report",
     ),
-    # train: measured training runs
+    # train: measured training runs, opened by the answer to the paper's question (probe + summary)
+    Output(
+        "train",
+        "answer",
+        "table",
+        "per plan and P: peak memory, interleaved tokens/s and accuracy verdict vs tp",
+    ),
     Output(
         "train", "curves", "figure", "training loss (and overall accuracy where evaluated) per epoch per run"
     ),

@@ -29,10 +29,13 @@ def stage_inputs(
     bench: Sequence[str],
     probe: Sequence[str] = (),
     train: Sequence[str] = (),
+    stages: Sequence[str] = STAGES,
 ) -> dict[str, Any]:
-    """The netCDF one stage's page reads, keyed like the notebook's parameters.
+    """The netCDF one stage's page reads, keyed like the notebook's parameters (None: a file of a stage this run
+    does not build; the page says what is missing).
 
-    ``data``, ``cost``, ``bench``, ``probe`` and ``train`` are the upstream stages' target lists (common.smk)."""
+    ``data``, ``cost``, ``bench``, ``probe`` and ``train`` are the upstream stages' target lists (common.smk);
+    ``stages`` the run's (config ``stages``): the train page reads the probe's files only when the probe runs."""
     cost_by = {Path(p).stem: p for p in cost}
     bench_by = {Path(p).stem: p for p in bench}
     if stage == "data":
@@ -47,12 +50,22 @@ def stage_inputs(
     if stage == "probe":
         probe_by = {Path(p).stem: p for p in probe}
         return {k: probe_by[k] for k in ("memory", "throughput", "estimate")}
-    if stage == "train":  # the records and their summary over seeds (train/summary.nc)
+    if (
+        stage == "train"
+    ):  # the records, their summary over seeds (train/summary.nc) and the probe's answer table
+        probe_by = {Path(p).stem: p for p in probe} if "probe" in stages else {}
         return {
             "records": [p for p in train if Path(p).name != "summary.nc"],
             "summary": next((p for p in train if Path(p).name == "summary.nc"), None),
+            "probe_memory": probe_by.get("memory"),
+            "probe_throughput": probe_by.get("throughput"),
         }
     raise ValueError(f"no report page for stage {stage!r}; one of {', '.join(STAGES)}")
+
+
+def rule_inputs(inputs: dict[str, Any]) -> dict[str, Any]:
+    """A page's inputs as a rule declares them: the files this run builds (None entries left out)."""
+    return {k: v for k, v in inputs.items() if v is not None}
 
 
 def notebook_params(inputs: dict[str, Any], results: str) -> str:

@@ -20,7 +20,7 @@ import xarray as xr
 from matplotlib.figure import Figure
 
 from hsitp.report import labels
-from hsitp.report.common import MEASURED, headline, load, need
+from hsitp.report.common import MEASURED, headline, json_attr, load, need
 
 MIB = 2.0**20
 
@@ -393,3 +393,154 @@ def accuracy_figure(summary: xr.Dataset, records: Sequence[xr.Dataset]) -> Figur
         )
     )
     return fig
+
+
+# --- the answer in one table: memory, throughput and accuracy vs tp per plan and P (probe + summary) ---------------
+NO_VERDICT = "not computed yet (issue 24)"
+
+
+def load_probe(
+    memory: str | os.PathLike[str], throughput: str | os.PathLike[str]
+) -> tuple[xr.Dataset, xr.Dataset]:
+    """``probe/memory.nc`` and ``probe/throughput.nc`` of the same run (the probe at the trained sizes)."""
+    mem = load(memory, kind="probe_memory")
+    need(mem, "peak_allocated", "device")
+    thr = load(throughput, kind="probe_throughput")
+    need(thr, "ratio_vs_tp_median", "ratio_vs_tp_min", "ratio_vs_tp_max", "oversubscribed_note")
+    return mem, thr
+
+
+def _verdict(summary: xr.Dataset, i: int) -> str:
+    """One cell's accuracy verdict (``oa_verdict``: flag values or text), with its CI and seeds to decide."""
+    var = summary["oa_verdict"]
+    raw = var.values[i]
+    values, meanings = var.attrs.get("flag_values"), var.attrs.get("flag_meanings")
+    if values is not None and meanings:
+        names = dict(zip(np.atleast_1d(values).tolist(), str(meanings).split(), strict=False))
+        text = names.get(raw.item() if hasattr(raw, "item") else raw, str(raw))
+    else:
+        text = str(raw)
+    if "d_oa_vs_tp_ci_low" in summary and "d_oa_vs_tp_ci_high" in summary:
+        lo, hi = float(summary["d_oa_vs_tp_ci_low"].values[i]), float(summary["d_oa_vs_tp_ci_high"].values[i])
+        if np.isfinite(lo) and np.isfinite(hi):
+            text += f" (ΔOA 95 % CI [{100 * lo:+.1f}, {100 * hi:+.1f}] pp, {int(summary['seeds'].values[i])} seeds)"
+    if "seeds_to_decide" in summary and text.startswith("undecided"):
+        k = summary["seeds_to_decide"].values[i]
+        text += (
+            f"; seeds to decide: {int(k)}" if np.isfinite(k) and k > 0 else "; more seeds cannot decide it"
+        )
+    return text
+
+
+def _verdict_columns(summary: xr.Dataset | None, plan: str, P: int, g: int, N: int) -> dict[str, str]:  # noqa: N803
+    """'OA verdict vs tp, DATASET SPLIT split' -> the verdict of this (plan, P, g, N), per dataset and split."""
+    if summary is None or "oa_verdict" not in summary:
+        return {"OA verdict vs tp (measured on CPU)": NO_VERDICT}
+    out = {}
+    for c in summary_cells(summary):
+        col = f"OA verdict vs tp, {c.dataset} {c.split} split (measured on CPU)"
+        out.setdefault(col, "not trained")
+        g_ok = c.g == g if plan.startswith("dchag") else True
+        if (c.plan, c.P, c.N or N) == (plan, P, N) and g_ok:
+            out[col] = "reference" if plan == "tp" else _verdict(summary, c.i)
+    return out
+
+
+NO_PROBE = "no probe stage in this run (config `stages`): no per-rank memory or interleaved tokens/s to show"
+
+
+def answer_table(
+    memory: xr.Dataset | None, throughput: xr.Dataset | None, summary: xr.Dataset | None = None
+) -> pd.DataFrame:
+    """The paper's question in one table, one row per probed (plan, P, g, L, N, checkpointing):
+
+    per-rank peak memory of the fullest rank and its ratio to tp's (``probe/memory.nc``, one point at a time); the
+    tokens/s ratio to tp, median [min, max] over the interleaved rounds (``probe/throughput.nc``; oversubscribed P
+    says so, and no conclusion rests on it); the accuracy verdict of the plan against tp (``oa_verdict`` of
+    ``train/summary.nc``, per dataset and split; "not computed yet" before issue 24). Each row names the machine.
+    Without the probe's files: one row saying so."""
+    if memory is None or throughput is None:
+        return pd.DataFrame([{"answer": NO_PROBE}])
+    peak = memory["peak_allocated"].max("rank", skipna=True)  # the fullest rank
+    notes = dict(
+        zip(throughput["P"].values.tolist(), throughput["oversubscribed_note"].values.tolist(), strict=True)
+    )
+    devices = dict(zip(memory["P"].values.tolist(), memory["device"].values.tolist(), strict=True))
+    dtype = memory.attrs.get("dtype", "")
+    rows = []
+    for idx in np.ndindex(*peak.shape):
+        here = {d: peak[d].values[i] for d, i in zip(peak.dims, idx, strict=True)}
+        value = float(peak.values[idx])
+        if not np.isfinite(value):
+            continue  # not probed (dense at P > 1)
+        plan, P, g, ck = str(here["plan"]), int(here["P"]), int(here["g"]), str(here["checkpointing"])  # noqa: N806
+        if not plan.startswith("dchag") and g != int(peak["g"].values[0]):
+            continue  # plans without groups are repeated along g: one row
+        sel = {k: v for k, v in here.items()}
+        tp_sel = {**sel, "plan": "tp"}
+        has_tp = "tp" in peak["plan"].values and np.isfinite(float(peak.sel(tp_sel)))
+        if plan == "tp":
+            mem_vs, thr_vs = "1 (reference)", "1 (reference)"
+        elif not has_tp:
+            mem_vs = thr_vs = f"n/a (no tp at P = {P})"
+        else:
+            mem_vs = f"{value / float(peak.sel(tp_sel)):.2f}"
+            med, lo, hi = (float(throughput[f"ratio_vs_tp_{s}"].sel(sel)) for s in ("median", "min", "max"))
+            thr_vs = f"{med:.2f} [{lo:.2f}, {hi:.2f}]" if np.isfinite(med) else "not timed"
+        if notes.get(P) and plan != "tp" and has_tp:
+            thr_vs = f"{notes[P]}: {thr_vs}, no conclusion"
+        on = labels.measured_on({"device": devices.get(P, ""), "dtype": dtype})
+        rows.append(
+            {
+                "plan": plan, "P": P, "g": g if plan.startswith("dchag") else "", "L": int(here["L"]),
+                "N": int(here["N"]), "activation checkpointing": ck,
+                "peak per rank [MiB] (fullest rank, measured on CPU)": f"{value / MIB:.1f}",
+                "peak vs tp (fullest rank, measured on CPU)": mem_vs,
+                "tokens/s vs tp, median [min, max] (measured on CPU, interleaved)": thr_vs,
+                **_verdict_columns(summary, plan, P, g, int(here["N"])),
+                "measured on": on + (f"; {notes[P]}" if notes.get(P) else ""),
+            }
+        )  # fmt: skip
+    return pd.DataFrame(rows).sort_values("P", kind="stable").reset_index(drop=True)  # P by P, plans in order
+
+
+SIZE_KEYS = (
+    "dim",
+    "depth",
+    "mlp_ratio",
+    "patch",
+)  # what a plan keeps of the base model (heads may be padded)
+
+
+def probe_sizes(memory: xr.Dataset, records: Sequence[xr.Dataset] = ()) -> str:
+    """Whether the probe measured the trained models: 'the trained model's size (...)' when its D, depth, MLP
+    ratio, patch, L and N equal every record's, else the probe's own sizes, said plainly."""
+    pc = json_attr(memory, "probe", {}) or {}
+    own = f"D = {pc.get('dim')}, depth {pc.get('depth')}, patch {pc.get('patch')}"
+    shape = {(int(L), int(N)) for L in memory["L"].values for N in memory["N"].values}  # noqa: N806
+    same = bool(records)
+    for r in records:
+        m = json_attr(r, "model", {}) or {}
+        same &= (
+            all(m.get(k) == pc.get(k) for k in SIZE_KEYS) and (m.get("bands"), r.attrs.get("tokens")) in shape
+        )
+    if same:
+        return f"the trained model's size ({own}, equal to every training record's)"
+    return f"the probe's own size ({own}), not the trained model's: no training record has it"
+
+
+def answer_caption(
+    memory: xr.Dataset | None, throughput: xr.Dataset | None, records: Sequence[xr.Dataset] = ()
+) -> str:
+    if memory is None or throughput is None:
+        return f"The paper's question per plan and P: {NO_PROBE}."
+    return (
+        f"The paper's question (§7.4), per plan and P at {probe_sizes(memory, records)}: per-rank peak memory of the "
+        "fullest rank (MemTracker on CPU, one training step, the activation-checkpointing policy named per row) "
+        "and its ratio to tp at the same P; the tokens/s ratio to tp, median [min, max] over "
+        f"{throughput.sizes.get('repeat', '?')} interleaved rounds in which every plan at that P ran in the same "
+        "process, threads and minutes (A-B / B-A order; training records' own tokens/s are comparable within "
+        "a record only and are never divided here); and the accuracy verdict of the plan vs tp from the training "
+        f"summary. Every cell {MEASURED} on CPU ({'; '.join(dict.fromkeys(map(str, memory['device'].values)))}), "
+        "not on a GPU; a P whose ranks outnumber the cores is marked oversubscribed and no conclusion rests on it."
+    )

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from hsitp.train.plan import TrainJob
 
 KIND = "train"
+# tokens/s of a record: timed at its own moment on a shared machine, so no ratio with another record's (issue 25)
+COMPARABLE = "within this record only"
 CCR_INLINE_NOTE = (
     "ccr_inline = time inside the model's collectives / the rest of the step, measured inside real training steps "
     "(perf_counter around gloo's synchronous calls on CPU, CUDA events on GPU). Not the bench stage's "
@@ -102,6 +104,9 @@ def build_dataset(
                     "units": "1/s",
                     "long_name": "training throughput: tokens (batch x N) per second of the slowest rank's "
                     "mean step time",
+                    # timed at this run's own moment on a shared machine: never divide it by another record's
+                    # (plan-to-plan ratios come from the probe's interleaved rounds, probe/throughput.nc)
+                    "comparable": COMPARABLE,
                 },
             ),
             "step_time": (
