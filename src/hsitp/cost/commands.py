@@ -1,4 +1,4 @@
-"""``hsitp cost TABLE --out FILE`` (one Snakemake job per table: rho, ccr, boundary, scale) and ``hsitp advise
+"""``hsitp cost TABLE --out FILE`` (one Snakemake job per table: rho, ccr, boundary, scale, plan) and ``hsitp advise
 split|plan``."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ TABLE_HELP = {
     "ccr": "the paper's 8.1/8.2 CCR grid under both models, D-CHAG schemes and its quoted numbers",
     "boundary": "decision boundary over (rho, P F/beta)",
     "scale": "projection to many devices: TP in a node x data/FSDP across nodes, memory by part",
+    "plan": "hsitp advise plan over P: per-rank memory and tokens/s per plan, dataset and GPU preset",
 }
 # Config keys holding hardware names, per table (measured:PATH entries become provenance inputs).
 _HARDWARE_KEYS = {
@@ -22,6 +23,7 @@ _HARDWARE_KEYS = {
     "ccr": ("ccr", "hardware"),
     "boundary": ("boundary", "point_hardware"),
     "scale": ("scale", "hardware"),
+    "plan": ("plan", "hardware"),
 }
 
 
