@@ -213,3 +213,22 @@ def test_dchag_published_memory_order_and_ratio():
     assert len(rows) == 3 and len(checked) == 8
     assert all(p["agree"] for p in checked), [(r["name"], p["pair"]) for r in rows for p in r["pairs"]]
     assert all(1.0 < v < 2.0 for r in rows for v in r["ratio"].values())
+
+
+def test_a_peak_within_two_percent_of_the_limit_is_borderline(capsys: pytest.CaptureFixture[str]):
+    """Catches a fit decided on a margin smaller than the memory model's own 2 % error: a device sized so the
+    dense row's peak is 1 % under the usable memory is flagged borderline (and one 10 % under is not)."""
+    a = _plan(capsys, "--devices", "1")
+    peak = a["rows"][0]["memory_bytes"]["peak"]
+
+    def device_gb(usable: float) -> str:
+        return str((usable / 1e9 + 1.5) / 0.9)  # the default headroom: 10 % and 1.5 GB
+
+    near = _plan(capsys, "--devices", "1", "--device-memory-gb", device_gb(peak * 1.01))
+    far = _plan(capsys, "--devices", "1", "--device-memory-gb", device_gb(peak * 1.10))
+    assert near["recommendation"]["memory_borderline"] and not far["recommendation"]["memory_borderline"]
+    assert (
+        main([*IP, "--devices", "1", "--device-memory-gb", device_gb(peak * 1.01), "--config-json", "{}"])
+        == 0
+    )
+    assert "borderline" in capsys.readouterr().out

@@ -92,6 +92,7 @@ class Row:
     tokens_per_s: float = math.nan
     rank: int = 0
     tie: bool = False
+    borderline: bool = False  # peak within the memory model's 2 % of the usable memory
     why_not: str = ""
 
     @property
@@ -123,6 +124,7 @@ class Row:
             "tokens_per_s": fin(self.tokens_per_s),
             "rank": self.rank or None,
             "tie_with_best": self.tie,
+            "memory_borderline": self.borderline,
             "why_not": self.why_not or None,
         }
 
@@ -279,6 +281,8 @@ def price(
             continue
         r.memory = memory_by_part(r.plan, m, r.P, r.g, r.checkpointing)
         r.fits = r.memory["peak"] <= usable
+        # within the memory model's own error of the limit: neither "fits" nor "does not fit" is certain
+        r.borderline = abs(r.memory["peak"] - usable) <= MEMORY_ERROR * usable
         r.t_compute, r.t_comm_exposed = step_time(r.plan, x, r.P, r.g, r.checkpointing, hw, sw, overlap)
         r.t_dp_allreduce = (1.0 - dp_overlap) * dp_allreduce(r.plan, x, r.P, r.g, hw, sw)
         r.replicas = x.devices // r.P
@@ -290,7 +294,8 @@ def _why_not(r: Row, best: Row, usable: float, time_error: float) -> tuple[str, 
     if r.excluded:
         return r.excluded, False
     if not r.fits:
-        return f"needs {r.memory['peak'] / GB:.1f} GB per rank > {usable / GB:.1f} GB usable", False
+        near = " (within the memory model's 2 %: borderline)" if r.borderline else ""
+        return f"needs {r.memory['peak'] / GB:.1f} GB per rank > {usable / GB:.1f} GB usable{near}", False
     slower = best.tokens_per_s / r.tokens_per_s - 1.0
     if slower <= time_error:
         return (
@@ -334,25 +339,26 @@ def rank_rows(rows: list[Row], usable: float, time_error: float) -> Row | None:
 def what_would_fit(x: Inputs, hw: Hardware, device: str, usable: float) -> list[str]:
     """When nothing fits: more devices, checkpointing or a smaller batch, with the numbers."""
     out = []
-    biggest = max(x.heads, 1)
-    for P in [p for p in divisors(biggest) if p > (x.fixed_P or 1)] or []:  # noqa: N806
-        for plan in ("tp", "dchag_l", "dchag_c", "token"):
-            for g in x.groups if plan.startswith("dchag") else (1,):
-                if exclusion(plan, P, g, x):
-                    continue
-                peak = memory_by_part(plan, size(x, device), P, g, "blocks")["peak"]
-                if peak <= usable:
-                    nodes = -(-P // x.devices_per_node)
-                    out.append(
-                        f"more devices: {plan} at P = {P}{f', g = {g}' if plan.startswith('dchag') else ''} "
-                        f"with checkpointed blocks needs {peak / GB:.1f} GB per rank "
-                        f"(at least {nodes} node{'s' if nodes > 1 else ''} of {x.devices_per_node})"
-                    )
-                    break
-            if out:
+    P = 2 * (x.fixed_P or x.devices)  # noqa: N806
+    while 64 * x.devices >= P and not out:  # groups beyond this allocation, doubling
+        for plan in PLANNED:
+            g = (
+                next((g for g in x.groups if not exclusion(plan, P, g, x)), 1)
+                if plan.startswith("dchag")
+                else 1
+            )
+            if exclusion(plan, P, g, x):
+                continue
+            peak = memory_by_part(plan, size(x, device), P, g, "blocks")["peak"]
+            if peak <= usable:
+                nodes = -(-P // x.devices_per_node)
+                out.append(
+                    f"more devices: {plan} at P = {P}{f', g = {g}' if plan.startswith('dchag') else ''} "
+                    f"with checkpointed blocks needs {peak / GB:.1f} GB per rank "
+                    f"({nodes} node{'s' if nodes > 1 else ''} of {x.devices_per_node})"
+                )
                 break
-        if out:
-            break
+        P *= 2  # noqa: N806
     Ps = [x.fixed_P] if x.fixed_P else divisors(x.devices)  # noqa: N806
     for B in range(x.batch - 1, 0, -1):  # noqa: N806
         m = size(x, device, batch=B)
@@ -492,6 +498,11 @@ def format_text(a: Mapping[str, Any], limit: int = 20) -> str:
             f"{rec['tokens_per_s']:.3g} tokens/s on {x['devices']} devices ({rec['replicas']} replicas), "
             f"{rec['memory_bytes']['peak'] / GB:.2f} GB per rank"
             + (f"; ties (within the models' error): {', '.join(a['ties'])}" if a["ties"] else "")
+            + (
+                "; its peak is within the memory model's 2 % of the usable memory: borderline"
+                if rec["memory_borderline"]
+                else ""
+            )
         )
     else:
         lines.append("recommendation: nothing fits; what would: " + "; ".join(a["what_would_fit"]))
