@@ -232,3 +232,14 @@ def test_a_peak_within_two_percent_of_the_limit_is_borderline(capsys: pytest.Cap
         == 0
     )
     assert "borderline" in capsys.readouterr().out
+
+
+def test_measured_calibration_needs_memory_and_is_labelled(capsys: pytest.CaptureFixture[str], repo_root):
+    """Catches a calibration file used without a device memory (it has none) or labelled as a GPU preset: the
+    memory comes from --device-memory-gb, the label names the measured calibration, no CUDA-side line."""
+    cal = f"measured:{repo_root / 'tests' / 'fixtures' / 'calibration_small.nc'}"
+    assert "--device-memory-gb is needed" in _err(capsys, [*IP, "--hardware", cal])
+    a = _plan(capsys, "--hardware", cal, "--device-memory-gb", "4", "--devices-per-node", "2")
+    text = " ".join(a["labels"])
+    assert "measured calibration" in text and "CUDA-side" not in text and a["hardware"]["measured"]
+    assert a["inputs"]["device_memory_gb"] == 4.0 and a["recommendation"]
