@@ -148,7 +148,7 @@ def test_known_contradictions_are_computed(ref_rows: list[dict]) -> None:
 
 def _write_cost(run: Path) -> None:
     """The reference cost tables as a run writes them: kind cost_TABLE (issue 8's rename of model_TABLE)."""
-    for table in ("rho", "ccr", "boundary", "scale"):
+    for table in ("rho", "ccr", "boundary", "scale", "plan"):
         ds = read_netcdf(REF / "cost" / f"{table}.nc")
         # the committed reference files predate labels on every name (write_netcdf now refuses them unlabelled)
         write_netcdf(described(ds), run / "cost" / f"{table}.nc", kind=f"cost_{table}", prov=provenance())

@@ -1,4 +1,4 @@
-"""``hsitp advise``: N from the registry grid, both models' CCRs, one recommendation, clear errors."""
+"""``hsitp advise split`` (formerly ``hsitp advise``): N from the registry grid, both models' CCRs, one recommendation, clear errors."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import pytest
 
 from hsitp.cli import main
 
-BASE = ["advise", "--patch", "8", "--devices", "8", "--config-json", "{}"]
+NO_CONFIG = ["--config-json", "{}"]
+BASE = ["advise", "split", "--patch", "8", "--devices", "8", "--config-json", "{}"]
 
 
 def _advise_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
@@ -62,7 +63,7 @@ def test_unknown_names_list_valid_ones(capsys: pytest.CaptureFixture[str], args:
 def test_patch_larger_than_scene(capsys: pytest.CaptureFixture[str]):
     """Catches N = 0 slipping into a division: a patch bigger than the scene is a clear error."""
     assert (
-        main(["advise", "--dataset", "salinas_a", "--patch", "90", "--devices", "2", "--config-json", "{}"])
+        main(["advise", "split", "--dataset", "salinas_a", "--patch", "90", "--devices", "2", *NO_CONFIG])
         == 2
     )
     assert "larger than salinas_a's 83x86 grid" in capsys.readouterr().err
@@ -81,14 +82,14 @@ def test_patch_larger_than_scene(capsys: pytest.CaptureFixture[str]):
 def test_every_argument_is_validated(capsys: pytest.CaptureFixture[str], args: list[str], message: str):
     """Catches --embed-dim 0 silently becoming the config's 256, and device counts no layer can be split into
     answered with numbers instead of an error (issue 9)."""
-    argv = ["advise", "--dataset", "indian_pines", "--patch", "8", "--config-json", "{}", *args]
+    argv = ["advise", "split", "--dataset", "indian_pines", "--patch", "8", "--config-json", "{}", *args]
     assert main(argv) == 2
     assert message in capsys.readouterr().err
 
 
 def test_one_device_needs_no_parallelism(capsys: pytest.CaptureFixture[str]):
     """Catches a CCR/throughput table reported for P = 1, where nothing is split or communicated."""
-    argv = ["advise", "--dataset", "indian_pines", "--patch", "8", "--devices", "1", "--config-json", "{}"]
+    argv = ["advise", "split", "--dataset", "indian_pines", "--patch", "8", "--devices", "1", *NO_CONFIG]
     assert main([*argv, "--json"]) == 0
     a = json.loads(capsys.readouterr().out)
     assert a["recommendation"] == "none" and a["splits"] == {} and "no parallelism needed" in a["reason"]
@@ -101,7 +102,7 @@ def test_measured_calibration_outside_its_world_sizes_warns(capsys: pytest.Captu
     """Catches a calibration fitted at P = 2, 4 silently used for P = 8, and labels that call the same run both
     'measured' and 'not measured'."""
     cal = repo_root / "tests" / "fixtures" / "calibration_small.nc"
-    argv = ["advise", "--dataset", "indian_pines", "--patch", "8", "--config-json", "{}"]
+    argv = ["advise", "split", "--dataset", "indian_pines", "--patch", "8", "--config-json", "{}"]
     assert main([*argv, "--devices", "8", "--hardware", f"measured:{cal}", "--json"]) == 0
     a = json.loads(capsys.readouterr().out)
     assert any("not at P = 8" in w for w in a["warnings"])

@@ -133,3 +133,32 @@ def test_every_table_describes_its_variables(cost: dict, name: str):
     """Catches a cost table whose ratios say nothing (or "s"), a variable or coordinate without units or long
     name, or a table without a descriptive title."""
     assert_described(tables.TABLES[name](cost), f"cost_{name}")
+
+
+def test_plan_table_is_the_planner_over_p(cost: dict):
+    """Catches the report's plan figure drifting from `hsitp advise plan`: plan.nc's peak and tokens/s at the
+    recommended row equal the planner's for the same preset and dataset; dense only at P = 1, every other plan
+    only above it; the §7.4 model on Indian Pines is N = 324 and fits every GPU preset."""
+    import json
+
+    from hsitp.cli import main
+
+    ds = tables.plan_table(cost)
+    assert list(ds["P"].values) == [1, 2, 4, 8] and int(ds["N"].sel(dataset="indian_pines")) == 324
+    assert np.isfinite(ds["peak_memory"].sel(plan="dense", P=1)).all()
+    assert np.isnan(ds["peak_memory"].sel(plan="dense", P=[2, 4, 8])).all()
+    assert np.isnan(ds["peak_memory"].sel(plan="tp", P=1)).all()
+    assert (ds["peak_memory"] < ds["usable_memory"]).sum() == np.isfinite(ds["peak_memory"]).sum()
+    assert "not been measured" in ds.attrs["cuda_peak"]
+    import contextlib
+    import io
+
+    buf = io.StringIO()
+    argv = ["advise", "plan", "--dataset", "indian_pines", "--hardware", "mi250x-frontier", "--groups", "4"]
+    with contextlib.redirect_stdout(buf):
+        assert main([*argv, "--config-json", "{}", "--json"]) == 0
+    rec = json.loads(buf.getvalue())["recommendation"]
+    at = {"hardware": "mi250x-frontier", "dataset": "indian_pines", "plan": rec["plan"], "P": rec["P"]}
+    cell = ds.sel({**at, "checkpointing": rec["checkpointing"]})
+    assert float(cell["peak_memory"]) == pytest.approx(rec["memory_bytes"]["peak"])
+    assert float(cell["tokens_per_s"]) == pytest.approx(rec["tokens_per_s"])

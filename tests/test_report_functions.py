@@ -33,7 +33,7 @@ CAPTIONS = ROOT / "workflow" / "report" / "captions"
 
 @pytest.fixture(scope="module")
 def cost_tables() -> dict[str, xr.Dataset]:
-    return {t: load_cost(COST / f"{t}.nc", t) for t in ("rho", "ccr", "boundary", "scale")}
+    return {t: load_cost(COST / f"{t}.nc", t) for t in ("rho", "ccr", "boundary", "scale", "plan")}
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +88,7 @@ def test_rule_files_cover_every_output_and_mark_pngs_and_csvs_for_the_report():
 def test_stage_inputs_follow_the_upstream_targets():
     """Catches: a page reading a file its rule does not declare (no re-render when that file changes)."""
     data = ["r/data/a.nc"]
-    cost = [f"r/cost/{t}.nc" for t in ("rho", "ccr", "boundary", "scale")]
+    cost = [f"r/cost/{t}.nc" for t in ("rho", "ccr", "boundary", "scale", "plan")]
     bench = [f"r/bench/{b}.nc" for b in ("microbench", "calibration", "model_vs_measured")]
     assert rules.stage_inputs("cost", data, cost, bench)["datasets"] == data
     b = rules.stage_inputs("bench", data, cost, bench)
@@ -117,7 +117,7 @@ def test_notebook_defaults_are_the_smoke_run_and_match_the_rule_parameters():
     import nbformat
 
     data = ["results/smoke/data/indian_pines.nc"]
-    cost = [f"results/smoke/cost/{t}.nc" for t in ("rho", "ccr", "boundary", "scale")]
+    cost = [f"results/smoke/cost/{t}.nc" for t in ("rho", "ccr", "boundary", "scale", "plan")]
     bench = [f"results/smoke/bench/{b}.nc" for b in ("microbench", "calibration", "model_vs_measured")]
     probe = [f"results/smoke/probe/{p}.nc" for p in ("memory", "throughput", "estimate")]
     from hsitp.config import load_config
@@ -265,11 +265,13 @@ def test_figures_say_measured_or_modelled_and_on_which_hardware(cost_tables, mvm
         "ccr_vs_p": rc.ccr_vs_p_figure(cost_tables["ccr"]),
         "boundary": rc.boundary_figure(cost_tables["boundary"]),
         "scale": rc.scale_figure(cost_tables["scale"]),
+        "plan": rc.plan_figure(cost_tables["plan"]),
     }
     for name, fig in modelled.items():
         title = fig._suptitle.get_text()
         assert "modelled, not measured" in title, name
-        assert name == "rho" or "modelled for paper-intra" in title, name
+        first = "h100-nvlink-ib" if name == "plan" else "paper-intra"  # plan.nc: GPU presets (device memory)
+        assert name == "rho" or f"modelled for {first}" in title.replace("\n", " "), name
     measured = {
         "ccr_vs_p": rb.ccr_vs_p_figure(mvm),
         "predicted_vs_measured": rb.predicted_vs_measured_figure(mvm),

@@ -25,7 +25,7 @@ from hsitp.report.outputs import OUTPUTS
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = {
-    **{f"{t}.nc": ROOT / "results" / "reference" / "smoke" / "cost" / f"{t}.nc" for t in ("rho", "ccr", "boundary", "scale")},
+    **{f"{t}.nc": ROOT / "results" / "reference" / "smoke" / "cost" / f"{t}.nc" for t in ("rho", "ccr", "boundary", "scale", "plan")},
     **{p.name: p for p in (ROOT / "tests" / "fixtures" / "report_bench").glob("*.nc")},
 }  # fmt: skip
 UPSTREAM_RULES = re.compile(r"^(cost_table|model_table|bench_\w+)$")
@@ -91,7 +91,9 @@ def run(tmp_path_factory) -> Run:
     rows = [line.split("\t") for line in summary.stdout.splitlines()[1:] if "\t" in line]
     data_files = [path for path, _, rule, *_ in rows if rule == "data_prepare"]
     placed = [(path, FIXTURES[Path(path).name]) for path, _, rule, *_ in rows if UPSTREAM_RULES.match(rule)]
-    assert data_files and len(placed) == 9, rows  # 4 cost tables, 2 partials, merged, calibration, comparison
+    assert data_files and len(placed) == 10, (
+        rows
+    )  # 5 cost tables, 2 partials, merged, calibration, comparison
 
     prep = r.snakemake(*data_files, "--cores", "2", *CONFIG, timeout=240)
     assert prep.returncode == 0, prep.stderr[-3000:]

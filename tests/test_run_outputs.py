@@ -24,7 +24,7 @@ REF = ROOT / "results" / "reference" / "smoke"
 def _synthetic_run(run: Path) -> Path:
     """A run folder as the smoke DAG leaves it, small: the reference cost tables, the claims table the CLI writes
     from them, bench, probe, baseline and train files."""
-    for table in ("rho", "ccr", "boundary", "scale"):
+    for table in ("rho", "ccr", "boundary", "scale", "plan"):
         ds = read_netcdf(REF / "cost" / f"{table}.nc")
         write_netcdf(ds, run / "cost" / f"{table}.nc", kind=f"cost_{table}", prov=provenance())
     cfg = ["--config", str(ROOT / "config/config.yaml"), "--config", str(ROOT / "config/smoke.yaml")]

@@ -217,13 +217,14 @@ def data_targets():
     return expand(result("data/{dataset}.nc"), dataset=config["datasets"])
 
 
-COST_TABLES = ["rho", "ccr", "boundary", "scale"]
+COST_TABLES = ["rho", "ccr", "boundary", "scale", "plan"]
 # Config keys (under `cost`) that name hardware, per table; `measured:PATH` names become rule inputs.
 COST_HARDWARE_KEYS = {
     "rho": [("rho", "hardware")],
     "ccr": [("ccr", "hardware")],
     "boundary": [("boundary", "point_hardware"), ("boundary", "hardware")],
     "scale": [("scale", "hardware")],
+    "plan": [("plan", "hardware")],
 }
 
 

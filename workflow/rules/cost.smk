@@ -1,4 +1,4 @@
-# Cost-model tables, modelled not measured: results/<run>/cost/{rho,ccr,boundary,scale}.nc (`hsitp cost TABLE`).
+# Cost-model tables, modelled not measured: results/<run>/cost/{rho,ccr,boundary,scale,plan}.nc (`hsitp cost TABLE`).
 # Pure arithmetic on the registry's grids and the hardware presets; a `measured:PATH` preset in the config makes
 # that calibration file an input of the tables that use it.
 
@@ -11,6 +11,7 @@ COST_TABLE_KEYS = {
     "ccr": [*COST_SHARED_KEYS, "cost.ccr"],
     "boundary": [*COST_SHARED_KEYS, "cost.boundary", "cost.ccr.patch"],
     "scale": [*COST_SHARED_KEYS, "cost.scale"],
+    "plan": [*COST_SHARED_KEYS, "cost.plan"],
 }
 
 

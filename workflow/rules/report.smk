@@ -86,7 +86,7 @@ rule report_cost:
     params:
         nb=report_rules.notebook_params(REPORT_INPUTS["cost"], RESULTS),
         hardware=lambda wildcards, input: stage_hardware(
-            "cost", [input.rho, input.ccr, input.boundary, input.scale]
+            "cost", [input.rho, input.ccr, input.boundary, input.scale, input.plan]
         ),
     shell:
         "hsitp report notebook cost --notebook {input.notebook:q} --params-json {params.nb:q}"

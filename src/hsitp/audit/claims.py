@@ -54,7 +54,7 @@ NOT_HEDGES = ("约束", "归约", "规约", "节约", "约定")
 KNIFE_EDGE_RTOL = 0.02  # rule 4: |value - edge| <= 2 % of a finite non-zero edge
 DEFAULT_ACCURACY_RUN = "cpu"  # audit.accuracy_run's schema default
 REQUIRED_FIELDS = ("id", "section", "kind", "zh", "en", "check")
-COST_TABLES = ("rho", "ccr", "boundary", "scale")
+COST_TABLES = ("rho", "ccr", "boundary", "scale", "plan")
 # Columns of paper_claims.{csv,md,json}, in order.
 COLUMNS = (
     "id",

@@ -1,4 +1,5 @@
-"""``hsitp cost TABLE --out FILE`` (one Snakemake job per table: rho, ccr, boundary, scale) and ``hsitp advise``."""
+"""``hsitp cost TABLE --out FILE`` (one Snakemake job per table: rho, ccr, boundary, scale, plan) and ``hsitp advise
+split|plan``."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ TABLE_HELP = {
     "ccr": "the paper's 8.1/8.2 CCR grid under both models, D-CHAG schemes and its quoted numbers",
     "boundary": "decision boundary over (rho, P F/beta)",
     "scale": "projection to many devices: TP in a node x data/FSDP across nodes, memory by part",
+    "plan": "hsitp advise plan over P: per-rank memory and tokens/s per plan, dataset and GPU preset",
 }
 # Config keys holding hardware names, per table (measured:PATH entries become provenance inputs).
 _HARDWARE_KEYS = {
@@ -21,6 +23,7 @@ _HARDWARE_KEYS = {
     "ccr": ("ccr", "hardware"),
     "boundary": ("boundary", "point_hardware"),
     "scale": ("scale", "hardware"),
+    "plan": ("plan", "hardware"),
 }
 
 
@@ -76,8 +79,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         add_config_args(p)
         p.set_defaults(func=_table)
 
-    p = sub.add_parser(
+    adv = sub.add_parser(
         "advise",
+        help="split: which dimension to split; plan: which plan, P, g and checkpointing fit and train fastest",
+        description="`hsitp advise split` is what `hsitp advise` answered before (same flags); `hsitp advise plan` "
+        "sizes a whole allocation. Modelled, not measured.",
+    )
+    asub = adv.add_subparsers(dest="action", required=True, metavar="{split,plan}")
+    p = asub.add_parser(
+        "split",
         help="which dimension to split (channel, token, 2-D) for a dataset, patch, device count and hardware",
         description="Predicted CCR under the paper's stated model and the refined model for channel, token and "
         "2-D split of one transformer block, per-layer compute and communication time, and one recommendation. "
@@ -95,3 +105,73 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="emit the same fields as JSON")
     add_config_args(p)
     p.set_defaults(func=_advise)
+    _register_plan(asub, preset_names())
+
+
+def _register_plan(asub: argparse._SubParsersAction, presets: list[str]) -> None:
+    p = asub.add_parser(
+        "plan",
+        help="which plan (tp, dchag_l/dchag_c with g, token), P and checkpointing fit and train fastest",
+        description="Per-rank peak memory by part against the device memory (less cost.advise.headroom), step "
+        "time split into compute and exposed communication, tokens/s of the whole allocation (data-parallel "
+        "replicas less their gradient all-reduce), a why-not for every candidate below the best. Modelled, not "
+        "measured. Hardware: "
+        + ", ".join(presets)
+        + " or measured:PATH. Defaults for the model come from the "
+        "config's cost section (the paper's 7.4 model: D 256, depth 12, 8 heads).",
+    )
+    p.add_argument("--embed-dim", type=int, default=None, help="D (default cost.embed_dim)")
+    p.add_argument("--depth", type=int, default=None, help="transformer blocks (default cost.depth)")
+    p.add_argument("--heads", type=int, default=None, help="attention heads (default cost.heads)")
+    p.add_argument("--mlp-ratio", type=int, default=None, help="MLP hidden / D (default cost.mlp_ratio)")
+    p.add_argument("--dataset", default=None, help="registry name: bands, grid and classes of the scene")
+    p.add_argument("--bands", type=int, default=None, help="L (instead of --dataset, with --height/--width)")
+    p.add_argument("--height", type=int, default=None, help="scene rows H (instead of --dataset)")
+    p.add_argument("--width", type=int, default=None, help="scene columns W (instead of --dataset)")
+    p.add_argument(
+        "--classes", type=int, default=None, help="output classes (default: the dataset's, else 16)"
+    )
+    p.add_argument("--patch", type=int, default=8, help="patch size p (default 8: Indian Pines N = 324)")
+    p.add_argument(
+        "--batch", type=int, default=None, help="scenes (crops) per group per step (default cost.batch)"
+    )
+    p.add_argument(
+        "--hardware", default="h100-nvlink-ib", help="preset or measured:PATH (default h100-nvlink-ib)"
+    )
+    p.add_argument("--nodes", type=int, default=1, help="nodes in the allocation (default 1)")
+    p.add_argument(
+        "--devices-per-node", type=int, default=None, help="devices per node (default: the preset's)"
+    )
+    p.add_argument(
+        "--device-memory-gb",
+        type=float,
+        default=None,
+        help="device memory in GB (1e9 B; default: the preset's)",
+    )
+    p.add_argument("--devices", type=int, default=None, help="fix the TP degree P (default: every divisor)")
+    p.add_argument(
+        "--groups", type=int, nargs="+", default=None, help="D-CHAG g values (default cost.advise.groups)"
+    )
+    p.add_argument(
+        "--dtype", choices=["bfloat16", "float16", "float32"], default=None, help="default cost.dtype"
+    )
+    p.add_argument(
+        "--master-fp32",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="fp32 master weights and AdamW state in 16-bit training (default cost.master_fp32)",
+    )
+    p.add_argument(
+        "--checkpointing", nargs="+", choices=["none", "blocks"], default=["none", "blocks"], help="policies"
+    )
+    p.add_argument("--json", action="store_true", help="emit rows, inputs, versions and sources as JSON")
+    add_config_args(p)
+    p.set_defaults(func=_plan)
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from hsitp.cost.planner import run_plan
+
+    cost = config_from_args(args)["cost"]
+    print(run_plan(cost, args))
+    return 0

@@ -128,6 +128,14 @@ class PlanSize:
     # where the step is measured: "cpu" (and fake tensors): PyTorch's MemTracker, a dispatch mode, around the step
     # and the for-loop AdamW; "cuda": the caching allocator's counters (no mode) and the foreach AdamW
     device: str = "cpu"
+    # mixed precision (``hsitp advise plan``): 16-bit parameters and gradients, AdamW's moments and an fp32 master
+    # copy of the weights in fp32 (12 B per parameter). The probe's own runs keep everything in one dtype (False).
+    master_fp32: bool = False
+
+    @property
+    def optimizer_dtype_bytes(self) -> int:
+        """Element size of AdamW's exp_avg and exp_avg_sq (fp32 under mixed precision with master weights)."""
+        return 4 if self.master_fp32 else self.dtype_bytes
 
     @property
     def hidden(self) -> int:
@@ -255,7 +263,9 @@ def plan_memory(
         n, t = params[part]
         out[(part, "parameters")] = n * e
         out[(part, "gradients")] = n * e
-        out[(part, "optimizer")] = adamw_bytes(n, t, e)
+        out[(part, "optimizer")] = adamw_bytes(n, t, m.optimizer_dtype_bytes) + (
+            4 * n if m.master_fp32 else 0.0
+        )
         out[(part, "activations")] = acts[part]
         out[(part, "transient")] = 0.0
     peak, part, transient = plan_peak(plan, m, P, g, checkpointing, out)
@@ -304,6 +314,398 @@ class Moment:
         return sum(self.terms.values())
 
 
+@dataclass(frozen=True)
+class StepSizes:
+    """What one step of ``plan`` on rank 0 is made of, in bytes: the sizes every phase of ``plan_timeline`` sums.
+
+    ``A``: one (B, N_local, D) activation; ``H``: one (B, N_local, hidden / tp); ``Z``: one output-sized tensor
+    (logits, the error); ``T``: the tokenizer's output, B N_local tokens per band of this rank; ``T_s``: D-CHAG's
+    band slots (padded to a multiple of g) the partial aggregator reads; ``lse``: SDPA's fp32 log-sum-exp of a
+    block's attention. ``base``: parameters and AdamW state; ``X``: the batch (the convolution's saved input),
+    live the whole step; ``loss``: the model's output and the squared error, referenced by the step to its end.
+    """
+
+    plan: str
+    m: PlanSize
+    P: int
+    g: int
+    checkpointing: str
+    M: float  # rows (B N_local)
+    tp: int
+    slots: int
+    bands: int
+    A: float
+    H: float
+    Z: float
+    T: float
+    T_s: float
+    lse: float
+    base: float
+    acts: dict[str, float]
+    grads: dict[str, float]
+
+    @property
+    def dchag(self) -> bool:
+        return self.plan.startswith("dchag")
+
+    @property
+    def token_gather(self) -> bool:
+        """The token plan's blocks all-gather k and v (P > 1)."""
+        return self.plan == "token" and self.P > 1
+
+    @property
+    def X(self) -> float:  # noqa: N802
+        return self.acts["tokenisation"]
+
+    @property
+    def loss(self) -> float:
+        return 2 * self.Z
+
+    def moment(self, part: str, phase: str, **terms: float) -> Moment:
+        """A moment of ``part`` in ``phase``: ``terms`` live besides parameters, optimizer state and the batch."""
+        return Moment(part, phase, {"parameters+optimizer": self.base, "batch": self.X, **terms})
+
+
+def step_sizes(
+    plan: str,
+    m: PlanSize,
+    P: int,  # noqa: N803
+    g: int,
+    checkpointing: str,
+    state: dict[tuple[str, str], float],
+) -> StepSizes:
+    """The sizes of one step (see ``StepSizes``) from ``plan_memory``'s (part, kind) table ``state``."""
+    e = m.dtype_bytes
+    n_loc = _ceil(m.N, P) if plan == "token" else m.N
+    M = m.B * n_loc
+    tp = P if plan in ("tp", "dchag_l", "dchag_c") else 1
+    slots, bands = band_slots(m.L, P, g) if plan.startswith("dchag") else (m.L, m.L)
+    return StepSizes(
+        plan=plan,
+        m=m,
+        P=P,
+        g=g,
+        checkpointing=checkpointing,
+        M=M,
+        tp=tp,
+        slots=slots,
+        bands=bands,
+        A=e * M * m.D,
+        H=e * M * m.hidden / tp,
+        Z=e * M * m.classes * m.patch**2,
+        T=e * M * bands * m.D,
+        T_s=e * M * slots * m.D,
+        lse=STAT_BYTES * M * m.heads / tp,
+        base=sum(state[(p, k)] for p in PLAN_PARTS for k in ("parameters", "optimizer")),
+        acts={p: state[(p, "activations")] for p in PLAN_PARTS},
+        grads={p: state[(p, "gradients")] for p in PLAN_PARTS},
+    )
+
+
+def _tokenisation_forward(s: StepSizes) -> list[Moment]:
+    """The grouped convolution's output (B, bands D, H/p, W/p) and the band-embedded copy of it."""
+    return [s.moment("tokenisation", "forward", conv_output=s.T, tokens=s.T)]
+
+
+def _aggregation_forward(s: StepSizes) -> list[Moment]:
+    """The kv projection over every band token (D-CHAG: the partial aggregator's input over the band slots), then
+    the end of the part: everything it saves, the tokenizer output still held by its frame, the output
+    projection's tensors (D-CHAG: the partial aggregate and the all-gather's buffer)."""
+    m, A, T, T_s = s.m, s.A, s.T, s.T_s
+    mode = m.device != "cuda"  # out-of-place bias add on matmul's path under the tracker's dispatch mode
+    view = m.B == 1  # the tokenizer output folds to (B N, bands, D) without a copy
+    row_proj = 2 * A  # a row-parallel projection: its partial sum and its + bias, (B N, D) each
+    saved = s.acts["aggregation"]
+    if not s.dchag:
+        kv = 2 * T / s.tp  # k and v of every band token, this rank's heads
+        proj = row_proj if s.plan == "tp" else A  # dense and token keep the dense aggregator: one addmm
+        return [
+            s.moment(
+                "aggregation",
+                "forward",
+                tokens=T,  # the tokenizer output, held by the aggregator's frame
+                kv_input=T,  # its (B N, L, D) copy: reshape's (B > 1) or the kv linear's fold (B = 1); saved
+                kv=kv,  # the kv projection (addmm, or matmul's mm)
+                # matmul's path: bias added out of place (tracker only)
+                kv_bias=kv if (view and mode) else 0.0,
+            ),
+            s.moment("aggregation", "forward", tokens=T, saved=saved, projection=proj),
+        ]
+    pad = s.slots > s.bands  # zero band slots appended (torch.cat): the slots tensor replaces the tokens
+    tokens = T_s if pad else T  # the tokenizer output (or its reshape copy, or the padded concatenation)
+    if s.plan == "dchag_l":
+        partial = s.moment(
+            "aggregation",
+            "forward",
+            tokens=tokens,
+            masked=T_s if pad else 0.0,  # padded slots zeroed: tokens * valid
+            fold=T_s,  # the level-1 linear's input (M, g, D, s) folded by matmul: a copy; saved
+        )
+    else:
+        partial = s.moment(
+            "aggregation",
+            "forward",
+            tokens=tokens,
+            # the level-1 cross-attention's (M g, s, D) input: a copy when the tokens are the strided view
+            kv_input=T_s if (view and not pad) else 0.0,
+            kv=2 * T_s,  # its k and v of every band slot (addmm, unsharded: rank-local weights); saved
+        )
+    moments = [partial]
+    if s.plan == "dchag_l" and s.g > 1:
+        # level 2's Linear(g, 1) while level 1's tensors are still held by the partial aggregator's frame: the
+        # level-1 output (M, g, D) (masked by the valid groups when padded: the product replaces it), its
+        # transposed (M, D, g) copy (matmul's fold; saved), the (M, D) product and its bias add
+        level1 = m.dtype_bytes * s.M * s.g * m.D
+        moments.append(
+            s.moment(
+                "aggregation",
+                "forward",
+                tokens=tokens,
+                masked=T_s if pad else 0.0,
+                fold=T_s,
+                level1_output=level1,
+                level2_fold=level1,
+                level2_output=A,
+                level2_bias=A if mode else 0.0,
+            )
+        )
+    end = s.moment(
+        "aggregation",
+        "forward",
+        tokens=tokens,
+        saved=saved,
+        partial=A,  # the rank-local partial aggregate (B N, D), held while gathered
+        # all-gather's (P B N, 1, D) buffer; the gathered (B N, P, D) is a view of it
+        gather_buffer=A * s.P if s.P > 1 else 0.0,
+        projection=row_proj,
+    )
+    return [*moments, end]
+
+
+def _blocks_forward(s: StepSizes) -> list[Moment]:
+    """The end of the last block (without checkpointing), the token plan's kv all-gather in it, or (checkpointed)
+    the largest temporaries inside the last block."""
+    m, A, H, P, tp = s.m, s.A, s.H, s.P, s.tp
+    saved = s.acts["aggregation"] + s.acts["blocks"]
+    if s.checkpointing == "none":
+        # the last block's MLP output before the residual add (row-parallel: its partial sum, then + bias) and the
+        # block's output, which the head's LayerNorm saves
+        out = [s.moment("blocks", "forward", saved=saved, mlp_output=A, block_output=A)]
+        if s.token_gather:
+            # the last block's kv all-gather: the local k, v made contiguous, the gather buffer (P ranks) and, for
+            # B > 1, its reordered copy (B = 1: a view); the block's later activations are not saved yet
+            # saved later in the block: gathered kv, o, lse, x1, ln2 output and statistics, fc1 and GELU outputs
+            later = 2 * A * P + A + s.lse + A + A + 2 * m.ln_stat_bytes * s.M + 2 * H
+            out.append(
+                s.moment(
+                    "blocks",
+                    "forward",
+                    saved=saved - later,
+                    kv_local=2 * A,
+                    gather_buffer=2 * A * P,
+                    gathered=2 * A * P if m.B > 1 else 0.0,
+                )
+            )
+        return out
+    # a checkpointed block keeps only its input; inside the last one, whatever its frames hold
+    # a row-parallel projection: partial sum, then + bias (two tensors; nn.Linear: one addmm): the attention's
+    # proj under every plan but dense, fc2 under the Megatron plans (token keeps the dense MLP)
+    rowp_attn = A if s.plan != "dense" else 0.0
+    rowp_mlp = A if s.plan == "tp" or s.dchag else 0.0
+    kvg = 2 * A * P if s.token_gather else 0.0  # token: the gathered k, v of all N tokens
+    # ln1 out, qkv, (gathered kv), o, lse, projection
+    attn = A + 3 * A / tp + kvg + A / tp + s.lse + A + rowp_attn
+    gelu = A + A + 2 * H  # x1, ln2 out, fc1 and GELU outputs
+    fc2 = A + A + H + A + rowp_mlp  # x1, ln2 out, GELU output, fc2 output(s)
+    # token: at the all-gather, ln1 out, qkv, contiguous local k v, buffer (and its copy when B > 1)
+    gather = A + 3 * A + 2 * A + 2 * A * P + (2 * A * P if m.B > 1 else 0.0) if kvg else 0.0
+    return [s.moment("blocks", "forward", saved=saved, block_temporaries=max(attn, gelu, fc2, gather))]
+
+
+def _head_and_loss_forward(s: StepSizes) -> list[Moment]:
+    """The head's logits (un-patchify's copy, the model's output, comes after the head), then the loss and its
+    backward before the head's gradient: output, difference, square (token: masked square) and, in pow's
+    backward, the error's gradient, d^1, 2 d^1 and grad * 2 d."""
+    every = sum(s.acts.values()) - s.X
+    return [
+        s.moment("head", "forward", saved=every, logits=s.Z),
+        s.moment("other", "forward", saved=every, loss_tensors=3 * s.Z, loss_backward=4 * s.Z),
+    ]
+
+
+def _head_backward(s: StepSizes) -> list[Moment]:
+    """The logits' gradient (un-patchify's backward copies it), the head input's gradient, the head's grads."""
+    every = sum(s.acts.values()) - s.X
+    return [
+        s.moment(
+            "head",
+            "backward",
+            saved=every,
+            loss=s.loss,
+            grad_logits=s.Z,
+            grad_input=s.A,
+            grads=s.grads["head"],
+        )
+    ]
+
+
+def _blocks_backward(s: StepSizes) -> list[Moment]:
+    """Blocks, last to first: the incoming gradient, fc2's gradient of the GELU output, the block's fc2 gradients
+    (and, under the token plan, the attention's kv reduce-scatter)."""
+    m, A, P, tp, e = s.m, s.A, s.P, s.tp, s.m.dtype_bytes
+    D = m.D
+    blocks_full = plan_activations(s.plan, m, P, s.g, "none")["blocks"] / m.depth
+    per_block = s.acts["blocks"] / m.depth  # what a block keeps through forward (its input when checkpointed)
+    block_grads = e * _block_elements(m, tp)
+    out = []
+    for i in reversed(range(m.depth)):
+        # gradients of the parts already back-propagated
+        done = s.grads["head"] + (m.depth - 1 - i) * block_grads
+        out.append(
+            s.moment(
+                "blocks",
+                "backward",
+                # the blocks below, and this block's activations (recomputed when checkpointed)
+                saved=s.acts["aggregation"] + i * per_block + blocks_full,
+                loss=s.loss,
+                grads=done + e * (D * m.hidden / tp + D),
+                grad_input=A,
+                grad_gelu=s.H,
+            )
+        )
+        if s.token_gather:
+            # the attention's kv reduce-scatter (all-gather's backward), after the MLP's and SDPA's saved tensors
+            # are released: the gradients of x1 and q, the stacked gradient of the gathered k, v, its rank-major
+            # contiguous copy, the (B, N_local, 2, h, hd) result, and (gloo, CPU) the per-rank chunks c10d copies
+            # it into (reduce_scatter_tensor is emulated on gloo)
+            # fc1, fc2, ln2, proj of this block
+            mlp_grads = 2 * D * m.hidden + m.hidden + D + 2 * D + D * D + D
+            out.append(
+                s.moment(
+                    "blocks",
+                    "backward",
+                    # the blocks below, this block's input, ln1 output and statistics (qkv went with SDPA's q view)
+                    saved=s.acts["aggregation"] + i * per_block + 2 * A + 2 * m.ln_stat_bytes * s.M,
+                    loss=s.loss,
+                    grads=done + e * mlp_grads,
+                    grad_x1_q=2 * A,
+                    grad_kv=2 * A * P,
+                    rank_major=2 * A * P,
+                    scattered=2 * A,
+                    gloo_chunks=2 * A * P if m.device != "cuda" else 0.0,
+                )
+            )
+    return out
+
+
+def _aggregation_backward(s: StepSizes) -> list[Moment]:
+    """Its largest attention (the only one under tp-like plans; D-CHAG: the final attention, then level 1,
+    back-propagated last) holds its saved tensors and the gradients of k and v; the gradients of the aggregation's
+    parameters already back-propagated are live (the output projection; D-CHAG: the final attention, level 2,
+    level 1's projection)."""
+    m, e, M, tp, T, T_s = s.m, s.m.dtype_bytes, s.M, s.tp, s.T, s.T_s
+    D, g = m.D, s.g
+    later = s.grads["head"] + s.grads["blocks"]
+    shard_xattn = 4 * D * D / tp + 3 * D / tp + 2 * D  # head-sharded cross-attention: q, kv column; proj row
+    full_xattn = 4 * D * D + 5 * D  # query, q, kv, proj of an unsharded cross-attention
+    if not s.dchag:
+        kv = 2 * T / tp
+        grad_q = 2 * e * M * D / tp  # SDPA's incoming output gradient and the expanded query's gradient
+        sdpa = kv + T + kv + grad_q  # saved kv input and kv, the gradients of k and v (and of q, o)
+        # saved kv input, the gradient of kv, the gradients of the kv input and of kv's weight and bias
+        mm = T + kv + T + e * (2 * D * D + 2 * D) / tp
+        return [
+            s.moment(
+                "aggregation",
+                "backward",
+                saved=s.acts["aggregation"] - T - kv,  # the attention's query, output and log-sum-exp
+                loss=s.loss,
+                grads=later + e * (D * D / tp + D),  # and the output projection's
+                aggregation=max(sdpa, mm),
+            )
+        ]
+    # the final head-sharded attention over the P gathered partial aggregates runs first, while every saved
+    # tensor of the aggregation is live: SDPA's gradients of k and v (and of q, o), then kv's input gradient
+    # (the gathered tokens' gradient) and kv's weight and bias gradients
+    gathered = e * M * s.P * D  # the (B N, P, D) gathered partial aggregates
+    kv_f = 2 * gathered / tp
+    final = s.moment(
+        "aggregation",
+        "backward",
+        saved=s.acts["aggregation"],
+        loss=s.loss,
+        grads=later + e * (D * D / tp + D),  # and the final output projection's
+        final=max(kv_f + 2 * e * M * D / tp, gathered + e * (2 * D * D + 2 * D) / tp),
+    )
+    if s.plan == "dchag_l":
+        # level 1 runs last: the final attention's and level 2's saved tensors are already released
+        level2 = g + 1 if g > 1 else 0.0  # level 2's Linear(g, 1)
+        level1 = s.moment(
+            "aggregation",
+            "backward",
+            loss=s.loss,
+            # final, level 2, level 1's Linear(s, 1)
+            grads=later + e * (shard_xattn + level2 + s.slots / g + 1),
+            grad_output=e * M * g * D,  # the gradient of level 1's (M, g, D) output
+            fold=T_s,  # the saved fold
+            grad_fold=T_s,  # and its gradient (matmul's mm backward)
+        )
+    else:
+        level2 = full_xattn if g > 1 else 0.0
+        level1 = s.moment(
+            "aggregation",
+            "backward",
+            loss=s.loss,
+            grads=later + e * (shard_xattn + level2 + D * D + D),  # final, level 2, level 1's proj
+            level1=_xattn_bytes(m, M * g, s.slots / g, 1),  # its kv input, k, v, query, output, log-sum-exp
+            grad_kv=2 * T_s,  # SDPA's gradients of k and v
+            grad_q=2 * e * M * g * D,  # its incoming output gradient and the expanded query's gradient
+        )
+    return [final, level1]
+
+
+def _tokenisation_backward(s: StepSizes) -> list[Moment]:
+    """The tokens' gradient (D-CHAG: a view of the padded slots' gradient) enters the convolution."""
+    return [
+        s.moment(
+            "tokenisation",
+            "backward",
+            loss=s.loss,
+            grads=sum(s.grads.values()),
+            grad_tokens=s.T_s if s.dchag else s.T,
+        )
+    ]
+
+
+def _update(s: StepSizes) -> list[Moment]:
+    """Every gradient, the token plan's flattened all-reduce buffer, AdamW's temporaries (foreach on CUDA: the
+    sqrt of every exp_avg_sq; the for-loop on CPU: sqrt and division of the largest tensor)."""
+    every_grad = sum(s.grads.values())
+    out = []
+    if s.token_gather:
+        out.append(s.moment("other", "update", loss=s.loss, grads=every_grad, flat=every_grad))  # one buffer
+    big = s.m.dtype_bytes * _largest_parameter(s.plan, s.m, s.P, s.g)
+    # AdamW's temporaries are the size of its state (fp32 under mixed precision)
+    scale = s.m.optimizer_dtype_bytes / s.m.dtype_bytes
+    adamw = (every_grad if s.m.device == "cuda" else 2 * big) * scale
+    out.append(s.moment("other", "update", loss=s.loss, grads=every_grad, adamw=adamw))
+    return out
+
+
+# The phases of one step in order; ``plan_timeline`` is their concatenation.
+PHASES = (
+    _tokenisation_forward,
+    _aggregation_forward,
+    _blocks_forward,
+    _head_and_loss_forward,
+    _head_backward,
+    _blocks_backward,
+    _aggregation_backward,
+    _tokenisation_backward,
+    _update,
+)
+
+
 def plan_timeline(
     plan: str,
     m: PlanSize,
@@ -312,7 +714,8 @@ def plan_timeline(
     checkpointing: str,
     state: dict[tuple[str, str], float],
 ) -> list[Moment]:
-    """The moments of one training step of ``plan`` on rank 0 where the live bytes peak, part by part.
+    """The moments of one training step of ``plan`` on rank 0 where the live bytes peak, part by part: one
+    function per phase (``PHASES``), each summing the sizes of ``step_sizes``.
 
     ``state`` is ``plan_memory``'s (part, kind) table (parameters, gradients, optimizer state, saved activations).
     What is live at a moment is what the probe's tracker sees (every tensor an operator returns, until it is freed):
@@ -332,235 +735,8 @@ def plan_timeline(
     it (matmul's fold) instead. Linear layers on a non-contiguous input take matmul's path and add their bias out
     of place when a dispatch mode is active (the CPU tracker; ``m.device == "cpu"``), in place on CUDA.
     """
-    e, f = m.dtype_bytes, STAT_BYTES
-    D, heads, C, p2 = m.D, m.heads, m.classes, m.patch**2
-    n_loc = _ceil(m.N, P) if plan == "token" else m.N
-    M = m.B * n_loc  # rows (B N_local)
-    tp = P if plan in ("tp", "dchag_l", "dchag_c") else 1
-    dchag = plan.startswith("dchag")
-    slots, bands = band_slots(m.L, P, g) if dchag else (m.L, m.L)
-    mode = m.device != "cuda"  # out-of-place bias add on matmul's path under the tracker's dispatch mode
-    view = m.B == 1  # the tokenizer output folds to (B N, bands, D) without a copy
-    A = e * M * D  # one (B, N_local, D) activation
-    H = e * M * m.hidden / tp  # one (B, N_local, hidden / tp) activation
-    Z = e * M * C * p2  # one (B, classes, p, N_local p) output-sized tensor (logits, the error)
-    T = e * M * bands * D  # the tokenizer's output: B N_local tokens per band, this rank's bands
-    T_s = e * M * slots * D  # D-CHAG: the band slots (padded to a multiple of g) the partial aggregator reads
-    lse = f * M * heads / tp  # SDPA's fp32 log-sum-exp of a block's attention
-    parts = list(PLAN_PARTS)
-    base = sum(state[(p, k)] for p in parts for k in ("parameters", "optimizer"))
-    acts = {p: state[(p, "activations")] for p in parts}
-    grads = {p: state[(p, "gradients")] for p in parts}
-    X = acts["tokenisation"]  # the batch (the convolution's saved input), live the whole step
-    loss = 2 * Z  # the model's output and the squared error, referenced by the step to its end
-    out: list[Moment] = []
-
-    def moment(part: str, phase: str, **terms: float) -> None:
-        out.append(Moment(part, phase, {"parameters+optimizer": base, "batch": X, **terms}))
-
-    # --- forward ------------------------------------------------------------------------------------------------
-    # tokenisation: the grouped convolution's output (B, bands D, H/p, W/p) and the band-embedded copy of it
-    moment("tokenisation", "forward", conv_output=T, tokens=T)
-    # aggregation: the kv projection over every band token, then the end of the part (everything it saves, the
-    # tokenizer output still held by its frame, and the output projection's tensors)
-    row_proj = 2 * A  # a row-parallel projection: its partial sum and its + bias, (B N, D) each
-    if plan in ("dense", "tp", "token"):
-        kv = 2 * T / tp  # k and v of every band token, this rank's heads
-        moment(
-            "aggregation",
-            "forward",
-            tokens=T,  # the tokenizer output, held by the aggregator's frame
-            kv_input=T,  # its (B N, L, D) copy: reshape's (B > 1) or the kv linear's fold (B = 1); saved
-            kv=kv,  # the kv projection (addmm, or matmul's mm)
-            kv_bias=kv if (view and mode) else 0.0,  # matmul's path: bias added out of place (tracker only)
-        )
-        proj = row_proj if plan == "tp" else A  # dense and token keep the dense aggregator: one addmm
-        moment("aggregation", "forward", tokens=T, saved=acts["aggregation"], projection=proj)
-    else:
-        pad = slots > bands  # zero band slots appended (torch.cat): the slots tensor replaces the tokens
-        tokens = T_s if pad else T  # the tokenizer output (or its reshape copy, or the padded concatenation)
-        if plan == "dchag_l":
-            moment(
-                "aggregation",
-                "forward",
-                tokens=tokens,
-                masked=T_s if pad else 0.0,  # padded slots zeroed: tokens * valid
-                fold=T_s,  # the level-1 linear's input (M, g, D, s) folded by matmul: a copy; saved
-            )
-        else:
-            moment(
-                "aggregation",
-                "forward",
-                tokens=tokens,
-                # the level-1 cross-attention's (M g, s, D) input: a copy when the tokens are the strided view
-                kv_input=T_s if (view and not pad) else 0.0,
-                kv=2 * T_s,  # its k and v of every band slot (addmm, unsharded: rank-local weights); saved
-            )
-        moment(
-            "aggregation",
-            "forward",
-            tokens=tokens,
-            saved=acts["aggregation"],
-            partial=A,  # the rank-local partial aggregate (B N, D), held while gathered
-            # all-gather's (P B N, 1, D) buffer; the gathered (B N, P, D) is a view of it
-            gather_buffer=A * P if P > 1 else 0.0,
-            projection=row_proj,
-        )
-    # blocks
-    if checkpointing == "none":
-        # the last block's MLP output before the residual add (row-parallel: its partial sum, then + bias) and the
-        # block's output, which the head's LayerNorm saves
-        moment("blocks", "forward", saved=acts["aggregation"] + acts["blocks"], mlp_output=A, block_output=A)
-        if plan == "token" and P > 1:
-            # the last block's kv all-gather: the local k, v made contiguous, the gather buffer (P ranks) and, for
-            # B > 1, its reordered copy (B = 1: a view); the block's later activations are not saved yet
-            # saved later in the block: gathered kv, o, lse, x1, ln2 output and statistics, fc1 and GELU outputs
-            later = 2 * A * P + A + lse + A + A + 2 * m.ln_stat_bytes * M + 2 * H
-            moment(
-                "blocks",
-                "forward",
-                saved=acts["aggregation"] + acts["blocks"] - later,
-                kv_local=2 * A,
-                gather_buffer=2 * A * P,
-                gathered=2 * A * P if m.B > 1 else 0.0,
-            )
-    else:
-        # a checkpointed block keeps only its input; inside the last one, whatever its frames hold
-        # a row-parallel projection: partial sum, then + bias (two tensors; nn.Linear: one addmm): the attention's
-        # proj under every plan but dense, fc2 under the Megatron plans (token keeps the dense MLP)
-        rowp_attn = A if plan != "dense" else 0.0
-        rowp_mlp = A if plan == "tp" or dchag else 0.0
-        kvg = 2 * A * P if (plan == "token" and P > 1) else 0.0  # token: the gathered k, v of all N tokens
-        saved = acts["aggregation"] + acts["blocks"]
-        # ln1 out, qkv, (gathered kv), o, lse, projection
-        attn = A + 3 * A / tp + kvg + A / tp + lse + A + rowp_attn
-        gelu = A + A + 2 * H  # x1, ln2 out, fc1 and GELU outputs
-        fc2 = A + A + H + A + rowp_mlp  # x1, ln2 out, GELU output, fc2 output(s)
-        # token: at the all-gather, ln1 out, qkv, contiguous local k v, buffer (and its copy when B > 1)
-        gather = A + 3 * A + 2 * A + 2 * A * P + (2 * A * P if m.B > 1 else 0.0) if kvg else 0.0
-        moment("blocks", "forward", saved=saved, block_temporaries=max(attn, gelu, fc2, gather))
-    # head: LayerNorm, the head linear's logits and un-patchify's copy of them (the model's output)
-    every = sum(acts.values()) - X
-    moment("head", "forward", saved=every, logits=Z)  # un-patchify's copy (the output) comes after the head
-    # the loss and its backward (before the head's gradient): output, difference, square (token: masked square)
-    # and, in pow's backward, the error's gradient, d^1, 2 d^1 and grad * 2 d
-    moment("other", "forward", saved=every, loss_tensors=3 * Z, loss_backward=4 * Z)
-
-    # --- backward -----------------------------------------------------------------------------------------------
-    # head: the logits' gradient (un-patchify's backward copies it), the head input's gradient, the head's grads
-    moment("head", "backward", saved=every, loss=loss, grad_logits=Z, grad_input=A, grads=grads["head"])
-    # blocks, last to first: the incoming gradient, fc2's grad of the GELU output, the block's fc2 gradients
-    blocks_full = plan_activations(plan, m, P, g, "none")["blocks"] / m.depth
-    per_block = acts["blocks"] / m.depth  # what a block keeps through forward (its input when checkpointed)
-    block_grads = e * _block_elements(m, tp)
-    for i in reversed(range(m.depth)):
-        moment(
-            "blocks",
-            "backward",
-            # the blocks below, and this block's activations (recomputed when checkpointed)
-            saved=acts["aggregation"] + i * per_block + blocks_full,
-            loss=loss,
-            grads=grads["head"] + (m.depth - 1 - i) * block_grads + e * (D * m.hidden / tp + D),
-            grad_input=A,
-            grad_gelu=H,
-        )
-        if plan == "token" and P > 1:
-            # the attention's kv reduce-scatter (all-gather's backward), after the MLP's and SDPA's saved tensors
-            # are released: the gradients of x1 and q, the stacked gradient of the gathered k, v, its rank-major
-            # contiguous copy, the (B, N_local, 2, h, hd) result, and (gloo, CPU) the per-rank chunks c10d copies
-            # it into (reduce_scatter_tensor is emulated on gloo)
-            mlp_grads = (
-                2 * D * m.hidden + m.hidden + D + 2 * D + D * D + D
-            )  # fc1, fc2, ln2, proj of this block
-            moment(
-                "blocks",
-                "backward",
-                # the blocks below, this block's input, ln1 output and statistics (qkv went with SDPA's q view)
-                saved=acts["aggregation"] + i * per_block + 2 * A + 2 * m.ln_stat_bytes * M,
-                loss=loss,
-                grads=grads["head"] + (m.depth - 1 - i) * block_grads + e * mlp_grads,
-                grad_x1_q=2 * A,
-                grad_kv=2 * A * P,
-                rank_major=2 * A * P,
-                scattered=2 * A,
-                gloo_chunks=2 * A * P if m.device != "cuda" else 0.0,
-            )
-    later = grads["head"] + grads["blocks"]
-    # aggregation: its largest attention (the only one under tp-like plans; D-CHAG's level 1, back-propagated last)
-    # holds its saved tensors and the gradients of k and v; the gradients of the aggregation's parameters already
-    # back-propagated are live (the output projection; D-CHAG: the final attention, level 2, level 1's projection)
-    shard_xattn = 4 * D * D / tp + 3 * D / tp + 2 * D  # head-sharded cross-attention: q, kv column; proj row
-    full_xattn = 4 * D * D + 5 * D  # query, q, kv, proj of an unsharded cross-attention
-    if plan in ("dense", "tp", "token"):
-        kv = 2 * T / tp
-        grad_q = 2 * e * M * D / tp  # SDPA's incoming output gradient and the expanded query's gradient
-        sdpa = kv + T + kv + grad_q  # saved kv input and kv, the gradients of k and v (and of q, o)
-        # saved kv input, the gradient of kv, the gradients of the kv input and of kv's weight and bias
-        mm = T + kv + T + e * (2 * D * D + 2 * D) / tp
-        moment(
-            "aggregation",
-            "backward",
-            saved=acts["aggregation"] - T - kv,  # the attention's query, output and log-sum-exp
-            loss=loss,
-            grads=later + e * (D * D / tp + D),  # and the output projection's
-            aggregation=max(sdpa, mm),
-        )
-    if dchag:
-        # the final head-sharded attention over the P gathered partial aggregates runs first, while every saved
-        # tensor of the aggregation is live: SDPA's gradients of k and v (and of q, o), then kv's input gradient
-        # (the gathered tokens' gradient) and kv's weight and bias gradients
-        gathered = e * M * P * D  # the (B N, P, D) gathered partial aggregates
-        kv_f = 2 * gathered / tp
-        moment(
-            "aggregation",
-            "backward",
-            saved=acts["aggregation"],
-            loss=loss,
-            grads=later + e * (D * D / tp + D),  # and the final output projection's
-            final=max(kv_f + 2 * e * M * D / tp, gathered + e * (2 * D * D + 2 * D) / tp),
-        )
-    if plan == "dchag_l":
-        # level 1 runs last: the final attention's and level 2's saved tensors are already released
-        level2 = g + 1 if g > 1 else 0.0  # level 2's Linear(g, 1)
-        moment(
-            "aggregation",
-            "backward",
-            loss=loss,
-            grads=later
-            + e * (shard_xattn + level2 + slots / g + 1),  # final, level 2, level 1's Linear(s, 1)
-            grad_output=e * M * g * D,  # the gradient of level 1's (M, g, D) output
-            fold=T_s,  # the saved fold
-            grad_fold=T_s,  # and its gradient (matmul's mm backward)
-        )
-    elif plan == "dchag_c":
-        level1 = _xattn_bytes(m, M * g, slots / g, 1)  # its kv input, k, v, query, output, log-sum-exp
-        level2 = full_xattn if g > 1 else 0.0
-        moment(
-            "aggregation",
-            "backward",
-            loss=loss,
-            grads=later + e * (shard_xattn + level2 + D * D + D),  # final, level 2, level 1's proj
-            level1=level1,
-            grad_kv=2 * T_s,  # SDPA's gradients of k and v
-            grad_q=2 * e * M * g * D,  # its incoming output gradient and the expanded query's gradient
-        )
-    # tokenisation: the tokens' gradient (D-CHAG: a view of the padded slots' gradient) enters the convolution
-    moment(
-        "tokenisation",
-        "backward",
-        loss=loss,
-        grads=sum(grads.values()),
-        grad_tokens=T_s if dchag else T,
-    )
-
-    # --- update -------------------------------------------------------------------------------------------------
-    every_grad = sum(grads.values())
-    if plan == "token" and P > 1:
-        moment("other", "update", loss=loss, grads=every_grad, flat=every_grad)  # reduce_grads' one buffer
-    big = e * _largest_parameter(plan, m, P, g)
-    adamw = every_grad if m.device == "cuda" else 2 * big  # foreach: sqrt of every exp_avg_sq; else sqrt, /
-    moment("other", "update", loss=loss, grads=every_grad, adamw=adamw)
-    return out
+    s = step_sizes(plan, m, P, g, checkpointing, state)
+    return [mo for phase in PHASES for mo in phase(s)]
 
 
 def plan_peak(

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from hsitp.cost.tables.scale import DCHAG_SETTINGS
 from hsitp.io import describe_missing, provenance, write_netcdf
 from hsitp.probe.build import DCHAG_PLANS, Point, base_config, section_keys
 from hsitp.probe.memory import KINDS, PARTS
@@ -27,17 +28,6 @@ from hsitp.probe.results import ATTRS
 
 log = logging.getLogger(__name__)
 KIND = "probe_estimate"
-DCHAG_SETTINGS = {  # D-CHAG's synthetic benchmark (../shared/notes/dchag.md)
-    "height": 128,
-    "width": 256,
-    "patch": 4,
-    "depth": 32,
-    "heads": 32,
-    "batch": 2,
-    "mlp_ratio": 4,
-    "classes": 1,
-    "dtype": "bfloat16",
-}
 
 
 def estimate_points(ec: Mapping[str, Any]) -> list[tuple[str, Point, dict[str, Any]]]:

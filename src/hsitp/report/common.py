@@ -49,7 +49,7 @@ def load(path: str | os.PathLike[str], kind: str) -> xr.Dataset:
 
 
 def load_cost(path: str | os.PathLike[str], table: str) -> xr.Dataset:
-    """A cost-model table (rho, ccr, boundary, scale) under either kind name (``cost_<table>``/``model_<table>``)."""
+    """A cost-model table (rho, ccr, boundary, scale, plan) under either kind name (``cost_<table>``/``model_<table>``)."""
     ds = read_netcdf(path)
     kinds = [p + table for p in COST_KIND_PREFIXES]
     if ds.attrs.get("kind") not in kinds:

@@ -386,3 +386,66 @@ def dchag_memory_caption(scale: xr.Dataset) -> str:
         "Peak memory per device: reported by the D-CHAG paper (measured there on MI250X GCDs, not here) beside "
         f"this project's memory model at the same settings. {units}"
     )
+
+
+# --- hsitp advise plan over P (plan.nc): kept in its own section so the figure-style branch merges cleanly -------
+PLAN_STYLE = {"dense": "o", "tp": "s", "dchag_l": "^", "dchag_c": "v", "token": "D"}
+DATASET_LINES = ("-", "--", ":", "-.")
+
+
+def plan_figure(plan: xr.Dataset, checkpointing: str = "none") -> Figure:
+    """Per-rank peak memory vs P for each plan with the device-memory and usable (less headroom) lines (top), and
+    tokens/s of the whole allocation vs P (bottom), one column per GPU preset, one line style per dataset."""
+    need(plan, "peak_memory", "tokens_per_s", "device_memory", "usable_memory")
+    hws = [str(h) for h in plan["hardware"].values]
+    names = [str(d) for d in plan["dataset"].values]
+    plans = [str(p) for p in plan["plan"].values]
+    colours = dict(zip(plans, sns.color_palette("colorblind", len(plans)), strict=True))
+    P = plan["P"].values  # noqa: N806
+    fig, axes = plt.subplots(2, len(hws), figsize=(3.2 * len(hws), 6.4), layout="constrained", squeeze=False)
+    for j, hw in enumerate(hws):
+        mem_ax, tps_ax = axes[0, j], axes[1, j]
+        for di, name in enumerate(names):
+            ls = DATASET_LINES[di % len(DATASET_LINES)]
+            for p in plans:
+                sel = {"hardware": hw, "dataset": name, "plan": p, "checkpointing": checkpointing}
+                mem = plan["peak_memory"].sel(sel).values / 1e9
+                tps = plan["tokens_per_s"].sel(sel).values
+                ok = np.isfinite(mem)
+                if not ok.any():
+                    continue
+                style = {"color": colours[p], "ls": ls, "marker": PLAN_STYLE.get(p, "o"), "ms": 3}
+                mem_ax.plot(P[ok], mem[ok], **style)
+                tps_ax.plot(P[ok], tps[ok], **style)
+        dev = float(plan["device_memory"].sel(hardware=hw)) / 1e9
+        use = float(plan["usable_memory"].sel(hardware=hw)) / 1e9
+        mem_ax.axhline(dev, color="0.3", lw=0.8, ls="--")
+        mem_ax.axhline(use, color="0.3", lw=0.8, ls=":")
+        mem_ax.annotate(f"device {dev:g} GB", (P[-1], dev), fontsize=6, ha="right", va="bottom")
+        mem_ax.annotate(f"usable {use:.1f} GB", (P[-1], use), fontsize=6, ha="right", va="top")
+        for ax in (mem_ax, tps_ax):
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(P, [str(int(x)) for x in P])
+            ax.set_yscale("log")
+        mem_ax.set_title(hw, fontsize=8)
+        tps_ax.set_xlabel("TP degree P (replicas = devices / P)")
+    axes[0, 0].set_ylabel("per-rank peak memory [GB]")
+    axes[1, 0].set_ylabel("tokens/s of the allocation")
+    handles = [Line2D([], [], color=colours[p], marker=PLAN_STYLE.get(p, "o"), label=p) for p in plans]
+    handles += [
+        Line2D([], [], color="0.3", ls=DATASET_LINES[i % len(DATASET_LINES)], label=n)
+        for i, n in enumerate(names)
+    ]
+    axes[0, -1].legend(handles=handles, fontsize=6, loc="center right")
+    model = json_attr(plan, "model", {}) or {}
+    fig.suptitle(
+        headline(
+            f"advise plan over P: D = {model.get('embed_dim', '?')}, depth {model.get('depth', '?')}, "
+            f"{model.get('heads', '?')} heads, batch {model.get('batch', '?')}, g = {plan.attrs.get('groups', '?')}, "
+            f"checkpointing {checkpointing}",
+            f"{MODELLED} (memory model and refined time model; CUDA-side peak not measured here)",
+            modelled_for(plan, hws),
+            width=90,
+        )
+    )
+    return fig

@@ -62,6 +62,7 @@ OUTPUTS: tuple[Output, ...] = (
     Output("cost", "ccr_vs_p", "figure", "modelled CCR vs P for the three splits under both models"),
     Output("cost", "boundary", "figure", "decision-boundary map with each dataset placed on it"),
     Output("cost", "scale", "figure", "projection to many devices: throughput and memory per scheme"),
+    Output("cost", "plan", "figure", "advise plan: per-rank memory and tokens/s vs P per plan (GPU presets)"),
     Output("cost", "rho_2_2", "table", "paper section 2.2: rho per dataset, registry vs prepared here"),
     Output("cost", "scale_9_1", "table", "paper section 9.1: pure TP vs D-CHAG+TP at scale (modelled)"),
     Output("cost", "dchag_memory", "table", "D-CHAG paper's reported memory vs this memory model"),

@@ -1,4 +1,4 @@
-"""The cost model's tables as xarray Datasets (``results/model/{rho,ccr,boundary,scale}.nc``).
+"""The cost model's tables as xarray Datasets (``results/model/{rho,ccr,boundary,scale,plan}.nc``).
 
 Everything here is modelled, never measured: each Dataset says so in its ``origin`` attribute and names the
 hardware presets (peak numbers, efficiencies, sources) it used. Grid sizes come from the dataset registry, never
@@ -18,6 +18,7 @@ import xarray as xr
 from hsitp.cost.tables.boundary import REGIONS, boundary_table
 from hsitp.cost.tables.ccr import LAYER_NAMES, ccr_table
 from hsitp.cost.tables.common import ORIGIN, n_tokens
+from hsitp.cost.tables.plan import plan_table
 from hsitp.cost.tables.rho import C_DEFINITIONS, rho_table
 from hsitp.cost.tables.scale import DCHAG_REFERENCE, scale_table
 
@@ -31,6 +32,7 @@ __all__ = [
     "boundary_table",
     "ccr_table",
     "n_tokens",
+    "plan_table",
     "rho_table",
     "scale_table",
 ]
@@ -40,4 +42,5 @@ TABLES: dict[str, Callable[[Mapping[str, Any]], xr.Dataset]] = {
     "ccr": ccr_table,
     "boundary": boundary_table,
     "scale": scale_table,
+    "plan": plan_table,
 }

@@ -36,6 +36,19 @@ DCHAG_REFERENCE = (
 )
 
 
+DCHAG_SETTINGS = {  # D-CHAG's synthetic benchmark (../shared/notes/dchag.md), shared by every D-CHAG row above
+    "height": 128,
+    "width": 256,
+    "patch": 4,
+    "depth": 32,
+    "heads": 32,
+    "batch": 2,
+    "mlp_ratio": 4,
+    "classes": 1,
+    "dtype": "bfloat16",
+}
+
+
 def scale_table(cost: Mapping[str, Any]) -> xr.Dataset:
     """Projection to many devices: TP degree inside a node × data/FSDP degree across nodes, per preset and scheme:
     CCR, relative throughput and per-device memory by part and kind; infeasible points are NaN with a reason."""
