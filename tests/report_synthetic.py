@@ -198,7 +198,7 @@ def render_every_figure(folder: Path) -> dict[str, Path]:
     root = Path(__file__).resolve().parents[1]
     cost = {
         t: load_cost(root / "results/reference/smoke/cost" / f"{t}.nc", t)
-        for t in ("rho", "ccr", "boundary", "scale")
+        for t in ("rho", "ccr", "boundary", "scale", "plan")
     }
     bench = root / "tests/fixtures/report_bench"
     mvm = rb.load_model_vs_measured(bench / "model_vs_measured.nc")
@@ -216,6 +216,7 @@ def render_every_figure(folder: Path) -> dict[str, Path]:
             "ccr_vs_p": lambda: rc.ccr_vs_p_figure(cost["ccr"]),
             "boundary": lambda: rc.boundary_figure(cost["boundary"]),
             "scale": lambda: rc.scale_figure(cost["scale"]),
+            "plan": lambda: rc.plan_figure(cost["plan"]),
         },
         "bench": {
             "ccr_vs_p": lambda: rb.ccr_vs_p_figure(mvm),

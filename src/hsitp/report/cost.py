@@ -421,8 +421,8 @@ def plan_figure(plan: xr.Dataset, checkpointing: str = "none") -> Figure:
         use = float(plan["usable_memory"].sel(hardware=hw)) / 1e9
         mem_ax.axhline(dev, color="0.3", lw=0.8, ls="--")
         mem_ax.axhline(use, color="0.3", lw=0.8, ls=":")
-        mem_ax.annotate(f"device {dev:g} GB", (P[-1], dev), fontsize=6, ha="right", va="bottom")
-        mem_ax.annotate(f"usable {use:.1f} GB", (P[-1], use), fontsize=6, ha="right", va="top")
+        mem_ax.annotate(f"device {dev:g} GB", (P[-1], dev), fontsize=7, ha="right", va="bottom")
+        mem_ax.annotate(f"usable {use:.1f} GB", (P[-1], use), fontsize=7, ha="right", va="top")
         for ax in (mem_ax, tps_ax):
             ax.set_xscale("log", base=2)
             ax.set_xticks(P, [str(int(x)) for x in P])
@@ -436,7 +436,7 @@ def plan_figure(plan: xr.Dataset, checkpointing: str = "none") -> Figure:
         Line2D([], [], color="0.3", ls=DATASET_LINES[i % len(DATASET_LINES)], label=n)
         for i, n in enumerate(names)
     ]
-    axes[0, -1].legend(handles=handles, fontsize=6, loc="center right")
+    fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=8, frameon=False)
     model = json_attr(plan, "model", {}) or {}
     fig.suptitle(
         headline(
