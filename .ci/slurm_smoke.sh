@@ -102,13 +102,15 @@ from pathlib import Path
 log = Path("main.log").read_text()
 submitted = re.findall(r"has been submitted with SLURM jobid (\d+) \(log: (\S+)\)", log)
 local = sorted(set(re.findall(r"^localrule (\w+):", log, flags=re.M)))
-remote = sorted(set(re.findall(r"^rule (\w+):", log, flags=re.M)))
+# a job prints its rule block ("rule NAME:") or, for the rank rules with a `message:`, "Job N: NAME: ..."
+started = re.findall(r"^(?:rule (\w+):|Job \d+: (\w+): )", log, flags=re.M)
+remote = sorted({a or b for a, b in started})
 assert local == ["all", "data_fetch", "report_bench", "report_cost", "report_data", "report_probe",
                  "report_train"], local
 expected = {"audit", "audit_claims", "baseline", "bench_calibrate", "bench_compare", "bench_merge", "bench_run",
             "cost_table", "data_prepare", "probe_estimate", "probe_merge", "probe_run", "train", "train_summary"}
 assert set(remote) == expected, set(remote) ^ expected
-n_remote = sum(1 for line in log.splitlines() if re.match(r"^rule \w+:", line))
+n_remote = len(started)
 assert len(submitted) == n_remote, (len(submitted), n_remote)
 for _, slurm_log in submitted:
     assert Path(slurm_log.rstrip(").")).is_file(), slurm_log

@@ -53,7 +53,10 @@ def slurm_workflow(workflow_copy):
 
 
 def _dry_run(wf, *args: str) -> dict[str, dict[str, Any]]:
-    """{output: {"resources": {...}, "threads": n, "shell": str}} of every job `snakemake -n -p` would run."""
+    """{key: {"resources": {...}, "threads": n, "shell": str}} of every job `snakemake -n -p` would run, keyed by
+    output. A rank rule (bench_run, probe_run, train) prints its `message:` instead of its resources: that message
+    carries the request (`asks for nodes=... tasks=... cpus_per_task=... mem_mb=... runtime=...`), and the job is
+    keyed by the log it names (`tail -f LOG`)."""
     run = wf.snakemake("-n", "-p", *args, timeout=180)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     jobs: dict[str, dict[str, Any]] = {}
@@ -61,7 +64,14 @@ def _dry_run(wf, *args: str) -> dict[str, dict[str, Any]]:
     lines = run.stdout.splitlines()
     for i, line in enumerate(lines):
         s = line.strip()
-        if s.startswith("output:"):
+        message = re.match(r"^(?:Job \d+: )?(\w+): .*asks for (.*?); .*tail -f (\S+)$", s)
+        if message:
+            job = {
+                "rule": message.group(1),
+                "resources": dict(kv.split("=", 1) for kv in message.group(2).split()),
+            }
+            jobs[message.group(3)] = job
+        elif s.startswith("output:"):
             job = {"output": s.split(":", 1)[1].strip()}
             jobs[job["output"]] = job
         elif s.startswith("threads:"):
@@ -87,13 +97,14 @@ def test_dry_run_through_the_profile_asks_for_every_rank(slurm_workflow):
     target = "results/smoke/bench/partial/microbench_P4.nc"
     jobs = _dry_run(wf, "--profile", "slurm", "--cores", "1", "--configfile", "config/smoke.yaml",
                     "config/tiny.yaml", "--set-resources", "bench_run:constraint=h100", "--", target)  # fmt: skip
-    res = jobs[target]["resources"]
+    job = jobs["logs/smoke/bench/run_P4.log"]
+    res = job["resources"]
     assert res["cpus_per_task"] == "12" and res["mem_mb"] == "8000"  # 4 ranks x 3 threads, 4 x 2000 MB
-    assert (res["nodes"], res["tasks"], res["tasks_per_gpu"]) == ("1", "1", "0")
-    assert "mpi" not in res
-    # a site override (README) adds to the job's request; the timing job's exclusive node survives it
-    assert res["constraint"] == "h100" and res["slurm_extra"] == "--exclusive"
-    assert jobs[target]["shell"].startswith(
+    assert (res["nodes"], res["tasks"]) == ("1", "1")
+    # a site override (README) adds to the job's request; the timing job's exclusive node survives it (the
+    # override itself is the plugin's: test_sbatch_for_one_node_cpu_and_gpu_jobs)
+    assert res["slurm_extra"] == "--exclusive"
+    assert job["shell"].startswith(
         "python -m hsitp.torchrun --standalone --nnodes 1 --nproc-per-node 4 -m hsitp bench run"
     )
 
@@ -108,10 +119,11 @@ def test_dry_run_over_two_nodes(slurm_workflow):
     target = "results/smoke/bench/partial/microbench_P4.nc"
     jobs = _dry_run(wf, "--profile", "slurm", "--cores", "1", "--configfile", "config/smoke.yaml",
                     "config/two.yaml", "--", target)  # fmt: skip
-    res = jobs[target]["resources"]
+    job = jobs["logs/smoke/bench/run_P4.log"]
+    res = job["resources"]
     assert (res["nodes"], res["tasks"], res["cpus_per_task"], res["mem_mb"]) == ("2", "2", "6", "4000")
-    assert res["mpi"] == "srun" and res["gres"] == "gpu:2" and "gpu" not in res
-    assert jobs[target]["shell"].startswith(
+    # gres per node, mpi and no per-job gpu (RankLayout.resources): test_sbatch_for_multi_node_jobs
+    assert job["shell"].startswith(
         "hsitp launch --nodes 2 --ranks-per-node 2 --cpus-per-node 6 --gpus-per-node 2 -- bench run --world-size 4"
     )
 

@@ -53,7 +53,8 @@ rule bench_run:
         launch=rank_launch("bench_run", "bench"),
         cfg=stage_config(*BENCH_RUN_KEYS),
     message:
-        "bench_run: P = {wildcards.P} ranks, minutes, quiet here; follow it with: tail -f {log}"
+        f"bench_run: P = {{wildcards.P}} ranks, {RANK_REQUEST} slurm_extra={{resources.slurm_extra}}; "
+        "minutes, quiet here; follow it with: tail -f {log}"
     shell:
         "{params.launch} bench run --world-size {wildcards.P} --out {output:q} --config-json {params.cfg:q}"
         " > {log} 2>&1"

@@ -106,6 +106,15 @@ RANK_RULES = (
 )  # rank rule -> its config section (threads_per_rank), filled by rank_resources
 
 
+# What a rank job asks the executor for, in its `message:` (the terminal line of a running job and of a dry run,
+# which shows a rule's message instead of its resources): the keys every rank job carries (gpu, gres, mpi only
+# where set, so not here; `snakemake -n` on a rule without a message lists them all).
+RANK_REQUEST = (
+    "asks for nodes={resources.nodes} tasks={resources.tasks} cpus_per_task={resources.cpus_per_task} "
+    "mem_mb={resources.mem_mb} runtime={resources.runtime}"
+)
+
+
 def rank_threads(rule, section):
     """Snakemake ``threads`` of a rank job: P x threads_per_rank (never the cores of the host planning the DAG)."""
     return lambda wildcards: rank_layout_of(rule, section, wildcards).threads

@@ -35,7 +35,8 @@ rule probe_run:
         cfg=stage_config(*PROBE_RUN_KEYS),
         launch=rank_launch("probe_run", "probe"),
     message:
-        "probe_run: P = {wildcards.P} ranks, minutes, quiet here; follow it with: tail -f {log}"
+        f"probe_run: P = {{wildcards.P}} ranks, {RANK_REQUEST}; "
+        "minutes, quiet here; follow it with: tail -f {log}"
     shell:
         "{params.launch} probe run"
         " --world-size {wildcards.P} --out {output:q} --config-json {params.cfg:q} > {log} 2>&1"

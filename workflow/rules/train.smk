@@ -57,7 +57,8 @@ rule train:
         launch=rank_launch("train", "train"),
     message:
         "train: {wildcards.dataset} {wildcards.plan} N={wildcards.N} P={wildcards.P} g={wildcards.g}"
-        " {wildcards.split} seed {wildcards.seed}, minutes, quiet here; follow it with: tail -f {log}"
+        f" {{wildcards.split}} seed {{wildcards.seed}}, {RANK_REQUEST}; "
+        "minutes, quiet here; follow it with: tail -f {log}"
     shell:
         "{params.launch} train {input:q} --plan {wildcards.plan} --tokens {wildcards.N} --patch {params.patch}"
         " --world-size {wildcards.P} --groups {wildcards.g} --split {wildcards.split} --seed {wildcards.seed}"
