@@ -47,7 +47,10 @@ ATTRS: dict[str, dict[str, str]] = {
     "phase": {"long_name": "training-step phase (forward, backward, update)"},
     "mode": {"long_name": "'full': the step as run; 'compute': the same step on a no-op twin group"},
     "step": {"units": "1", "long_name": "timed step (after warm-up)"},
-    "repeat": {"units": "1", "long_name": "interleaved round of the throughput phase (every plan timed once per round)"},
+    "repeat": {
+        "units": "1",
+        "long_name": "interleaved round of the throughput phase (every plan timed once per round)",
+    },
     # memory
     "memory": {"units": "bytes", "long_name": "measured per-rank memory of a training step by part and kind"},
     "memory_model": {"units": "bytes", "long_name": "memory model (cost/memory.py plan_memory), rank 0"},
