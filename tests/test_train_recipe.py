@@ -192,13 +192,36 @@ def _record(tmp: Path, seed: int, rh: str, oa: float) -> Path:
     return write_netcdf(ds, tmp / f"{rh}_s{seed}.nc", kind="train", prov=provenance({}))
 
 
+def _baseline(tmp: Path, seed: int, per_class: list[float]) -> Path:
+    one = {"units": "1", "long_name": "x"}
+    ds = xr.Dataset(
+        {
+            "overall_accuracy": ("classifier", [0.5], one),
+            "average_accuracy": ("classifier", [0.5], one),
+            "kappa": ("classifier", [0.5], one),
+            "class_accuracy": (("classifier", "label"), [per_class], one),
+        },
+        coords={"classifier": ["svm"]},
+        attrs={"title": "baseline", "dataset": "s", "protocol": "random", "seed": seed},
+    )
+    return write_netcdf(ds, tmp / f"s_random_s{seed}.nc", kind="baseline", prov=provenance({}))
+
+
 def test_summary_refuses_mixed_recipes_and_reduces_validation(tmp_path: Path) -> None:
     """Catches a summary that silently averages runs of two recipes, loses the recipe hash, or drops the
-    validation and per-class numbers."""
+    validation and per-class numbers (the model's and the baseline's) that the train page's per-class table shows."""
+    from hsitp.report.train import per_class_table
+
     a0, a1 = _record(tmp_path, 0, "aaaa", 0.6), _record(tmp_path, 1, "aaaa", 0.8)
-    ds = summarize([a0, a1])
+    bases = [_baseline(tmp_path, seed, [0.5 + 0.2 * seed, np.nan]) for seed in (0, 1)]
+    ds = summarize([a0, a1], bases)
     assert ds.attrs["recipe_hash"] == "aaaa"
     assert float(ds["val_oa_mean"][0]) == pytest.approx(0.8)
     np.testing.assert_allclose(ds["per_class_accuracy_mean"].values[0], [0.7, np.nan])
+    np.testing.assert_allclose(ds["baseline_per_class_accuracy_mean"].values[0, 0], [0.6, np.nan])
+    tab = per_class_table(ds)
+    assert list(tab["class"]) == [1, 2]
+    assert tab["s random: tp P=2"].tolist()[0] == pytest.approx(0.7)
+    assert tab["s random: SVM (RBF)"].tolist()[0] == pytest.approx(0.6)
     with pytest.raises(SummaryError, match="recipe bbbb.*recipe aaaa|recipe aaaa.*recipe bbbb"):
         summarize([a0, a1, _record(tmp_path, 2, "bbbb", 0.7)])

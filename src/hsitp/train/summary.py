@@ -135,6 +135,8 @@ def summarize(records: Sequence[str | Path], baselines: Sequence[str | Path] = (
         key = (str(ds.attrs["dataset"]), str(ds.attrs["protocol"]))
         for m, var in BASELINE_VARS.items():
             base[key][m].append(np.asarray(ds[var].values, dtype=np.float64))
+        if "class_accuracy" in ds:
+            base[key]["per_class"].append(np.asarray(ds["class_accuracy"].values, dtype=np.float64))
 
     if not runs:
         raise SummaryError("train summary: no training records given")
@@ -232,6 +234,20 @@ def summarize(records: Sequence[str | Path], baselines: Sequence[str | Path] = (
                 ("cell", "classifier"),
                 np.array(std),
                 {"units": "1", "long_name": f"standard deviation (ddof 1) over baseline seeds of {what}"},
+            )
+        rows_pc = [base.get((c[0], c[4]), {}).get("per_class", []) for c in cells]
+        if all(rows_pc):
+            with warnings.catch_warnings():  # a class with no test pixel: NaN in every seed
+                warnings.simplefilter("ignore", RuntimeWarning)
+                pc = np.stack([np.nanmean([_pad(r, classes) for r in rs], axis=0) for rs in rows_pc])
+            data["baseline_per_class_accuracy_mean"] = (
+                ("cell", "classifier", "label"),
+                pc,
+                {
+                    "units": "1",
+                    "long_name": "mean over baseline seeds of each class's recall on the test pixels of the same "
+                    "dataset and split; NaN for a class with no test pixel",
+                },
             )
         data["baseline_seeds"] = (
             "cell",
