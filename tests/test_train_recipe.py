@@ -225,3 +225,51 @@ def test_summary_refuses_mixed_recipes_and_reduces_validation(tmp_path: Path) ->
     assert tab["s random: SVM (RBF)"].tolist()[0] == pytest.approx(0.6)
     with pytest.raises(SummaryError, match="recipe bbbb.*recipe aaaa|recipe aaaa.*recipe bbbb"):
         summarize([a0, a1, _record(tmp_path, 2, "bbbb", 0.7)])
+
+
+def _val_record(path: Path, val: float, test: float) -> None:
+    one = {"units": "1", "long_name": "x"}
+    ds = xr.Dataset({m: ("epoch", [np.nan, val], one) for m in ("val_oa", "val_aa", "val_kappa")})
+    for m in ("oa", "aa", "kappa"):
+        ds[m] = ("epoch", [np.nan, test], one)
+    ds.attrs.update({"title": "record", "recipe_hash": path.parent.name})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_netcdf(ds, path, kind="train", prov=provenance({}))
+
+
+def test_ablation_chain_keeps_only_steps_that_raise_validation_oa(tmp_path: Path, monkeypatch) -> None:
+    """Catches a greedy chain that keeps a step on test OA or on a tie, builds a later row without the kept steps
+    (or with a dropped one), or marks a row kept before all its records exist."""
+    from hsitp.train.ablation import resolve, table
+
+    monkeypatch.chdir(tmp_path)
+    spec = {
+        "base": [], "run": "abl", "data": "scene.nc", "dataset": "synthetic", "plan": "dense",
+        "splits": ["random", "block"], "seeds": [0],
+        "rows": [
+            {"name": "control", "train": {}},
+            {"name": "lr", "train": {"lr": 0.003}},
+            {"name": "smooth", "train": {"label_smoothing": 0.1}},
+            {"name": "final", "final": True, "seeds": [0, 1], "train": {"epochs": 7}},
+        ],
+    }  # fmt: skip
+    vals = {"control": 0.5, "lr": 0.6, "smooth": 0.6}  # smooth ties lr: dropped, whatever its test OA
+    for entry in resolve(spec)[:1]:
+        assert entry["val_oa"] is None and entry["kept"] is None  # nothing trained yet
+    for name, val in vals.items():
+        for entry in resolve(spec):
+            if entry["row"]["name"] == name:
+                for job in entry["jobs"]:
+                    _val_record(
+                        job["record"], val, 0.9 if name == "smooth" else 0.1
+                    )  # test OA must not count
+    chain = resolve(spec)
+    assert [e["kept"] for e in chain] == [True, True, False, None]
+    final = chain[-1]["config"]["train"]
+    assert final["lr"] == 0.003 and final["epochs"] == 7
+    assert final["label_smoothing"] == 0.0  # the dropped step is not in the final recipe
+    assert len(chain[-1]["jobs"]) == 4  # 2 splits x its own 2 seeds
+    ds = table(spec)
+    assert list(ds["verdict"].values) == ["control", "kept", "dropped", "final"]
+    assert float(ds["val_oa"].sel(row="lr", split="block")) == pytest.approx(0.6)
+    assert float(ds["oa"].sel(row="smooth", split="random")) == pytest.approx(0.9)

@@ -5,15 +5,19 @@ single-process equivalent, which the parity tests show equals tp), then reduced 
     python -m hsitp.train.ablation config/cpu-ablation.yaml            # train what is missing (resumable)
     python -m hsitp.train.ablation config/cpu-ablation.yaml --table    # the table only (markdown + netCDF)
 
-The ablation file is not a pipeline overlay: ``base`` lists the overlays every row starts from, each row adds its
-``train`` keys (validated by the config schema like any overlay). Every keep/drop decision reads validation OA
-(``val_oa``); test OA stands beside it and decides nothing. Records go to results/<run>/train/DATASET/<row>/, each
-with a ``.wall.json`` beside it (the run's wall time), the table to results/<run>/ablation.{nc,md}.
+The ablation file is not a pipeline overlay: ``base`` lists the overlays every row starts from. The rows are a
+greedy chain: the first is the control; every later row adds its ``train`` keys on top of the steps kept so far
+and is kept when its validation OA (``val_oa``, mean over splits and seeds) beats the best kept row's; a row marked
+``final: true`` is the kept recipe plus its keys (e.g. more steps), run whatever it scores. The rule is applied to
+the records, so the table and the configs are rebuilt from them alone. Test OA stands beside validation OA and
+decides nothing. Records go to results/<run>/train/DATASET/<row>/, each with a ``.wall.json`` beside it (the run's
+wall time), the table to results/<run>/ablation.{nc,md}.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import subprocess
@@ -28,7 +32,7 @@ import numpy as np
 import xarray as xr
 import yaml
 
-from hsitp.config import load_config
+from hsitp.config import deep_merge, load_config
 from hsitp.errors import HsitpError
 from hsitp.train.plan import crop_patch, run_name
 
@@ -53,31 +57,73 @@ def read_spec(path: str | Path) -> dict[str, Any]:
     return spec
 
 
-def row_config(spec: Mapping[str, Any], row: Mapping[str, Any]) -> dict[str, Any]:
-    """The full validated config of one row (base overlays, then the row's train keys, then the run name)."""
-    overrides = {"run": spec["run"], "train": dict(row.get("train") or {})}
-    return load_config([Path(p) for p in spec["base"]], overrides)
+def row_config(
+    spec: Mapping[str, Any], row: Mapping[str, Any], kept: Mapping[str, Any] | None = None
+) -> dict:
+    """The full validated config of one row: base overlays, the kept steps' train keys, the row's, the run name."""
+    train = deep_merge(dict(kept or {}), dict(row.get("train") or {}))
+    key = json.dumps([spec["base"], spec["run"], train], sort_keys=True)
+    if key not in _CONFIGS:  # schema validation takes seconds; the chain is re-walked after every row
+        _CONFIGS[key] = load_config([Path(p) for p in spec["base"]], {"run": spec["run"], "train": train})
+    return copy.deepcopy(_CONFIGS[key])
 
 
-def _jobs(spec: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+_CONFIGS: dict[str, dict[str, Any]] = {}
+
+
+def _row_jobs(
+    spec: Mapping[str, Any], row: Mapping[str, Any], cfg: Mapping[str, Any]
+) -> list[dict[str, Any]]:
     out = []
     results = Path("results") / spec["run"]
-    data = Path(spec["data"])
-    for row in rows:
-        cfg = row_config(spec, row)
-        crop = cfg["train"]["crops"][0]
-        tokens = int(crop["tokens"])
-        patch = crop_patch(cfg["train"], spec["dataset"], tokens)
-        for split in spec["splits"]:
-            for seed in row.get("seeds", spec["seeds"]):
-                name = run_name(spec["plan"], tokens, 1, 1, split, int(seed))
-                rec = results / "train" / spec["dataset"] / row["name"] / f"{name}.nc"
-                cmd = [
-                    sys.executable, "-m", "hsitp", "train", str(data), "--plan", spec["plan"],
-                    "--tokens", str(tokens), "--patch", str(patch), "--world-size", "1", "--split", split,
-                    "--seed", str(seed), "--out", str(rec), "--config-json", json.dumps(cfg),
-                ]  # fmt: skip
-                out.append({"row": row["name"], "record": rec, "cmd": cmd, "data": data})
+    crop = cfg["train"]["crops"][0]
+    tokens = int(crop["tokens"])
+    patch = crop_patch(cfg["train"], spec["dataset"], tokens)
+    for split in spec["splits"]:
+        for seed in row.get("seeds", spec["seeds"]):
+            name = run_name(spec["plan"], tokens, 1, 1, split, int(seed))
+            rec = results / "train" / spec["dataset"] / row["name"] / f"{name}.nc"
+            cmd = [
+                sys.executable, "-m", "hsitp", "train", str(spec["data"]), "--plan", spec["plan"],
+                "--tokens", str(tokens), "--patch", str(patch), "--world-size", "1", "--split", split,
+                "--seed", str(seed), "--out", str(rec), "--config-json", json.dumps(cfg),
+            ]  # fmt: skip
+            out.append({"row": row["name"], "split": split, "record": rec, "cmd": cmd})
+    return out
+
+
+def _val_oa(jobs: Sequence[Mapping[str, Any]]) -> float | None:
+    """Mean validation OA of a row's records; None while any is missing."""
+    from hsitp.io import read_netcdf
+
+    if not all(j["record"].exists() for j in jobs):
+        return None
+    return float(np.mean([float(read_netcdf(j["record"], kind="train")["val_oa"].values[-1]) for j in jobs]))
+
+
+def resolve(spec: Mapping[str, Any], *, upto: int | None = None) -> list[dict[str, Any]]:
+    """Walk the greedy chain over the records present: per row its config, jobs, validation OA, whether it was kept,
+    and the steps kept before it. Stops at the first row whose records are incomplete (its config is known, its
+    verdict is not), or after row ``upto``."""
+    kept: dict[str, Any] = {}
+    best: float | None = None
+    out = []
+    for i, row in enumerate(spec["rows"]):
+        if upto is not None and i > upto:
+            break
+        cfg = row_config(spec, row, kept)
+        jobs = _row_jobs(spec, row, cfg)
+        val = _val_oa(jobs)
+        entry = {"row": row, "config": cfg, "jobs": jobs, "val_oa": val, "kept_before": dict(kept)}
+        out.append(entry)
+        if val is None:
+            entry["kept"] = None
+            break
+        final = bool(row.get("final"))
+        entry["kept"] = i == 0 or final or (best is not None and val > best)
+        if entry["kept"] and not final:
+            kept = deep_merge(kept, dict(row.get("train") or {}))
+            best = val
     return out
 
 
@@ -98,34 +144,45 @@ def _run_one(job: Mapping[str, Any]) -> None:
     print(f"done {rec} in {wall:.0f} s", flush=True)
 
 
-def train_rows(spec: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], workers: int) -> None:
-    """Train every missing record of ``rows`` (``workers`` processes at a time, one thread each)."""
-    jobs = _jobs(spec, rows)
-    if not jobs[0]["data"].exists():
+def train_chain(spec: Mapping[str, Any], workers: int, only: Sequence[str] | None = None) -> None:
+    """Train the chain row by row (a row's config needs the verdicts before it), ``workers`` processes at a time,
+    one thread each; rows not in ``only`` (when given) are not trained, so the chain stops at the first of them
+    whose records are missing."""
+    if not Path(spec["data"]).exists():
         raise AblationError(
-            f"{jobs[0]['data']} (`data`) missing: make it with snakemake {jobs[0]['data']} --cores 1 "
+            f"{spec['data']} (`data`) missing: make it with snakemake {spec['data']} --cores 1 "
             f"--configfile {' '.join(spec['base'][1:])}"
         )
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        list(pool.map(_run_one, jobs))
+    for i, row in enumerate(spec["rows"]):
+        entry = resolve(spec, upto=i)[-1]
+        if entry["row"] is not row:
+            return  # an earlier row is incomplete
+        if entry["val_oa"] is None:
+            if only is not None and row["name"] not in only:
+                return
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                list(pool.map(_run_one, entry["jobs"]))
+        print(f"row {row['name']}: val OA {resolve(spec, upto=i)[-1]['val_oa']}", flush=True)
 
 
-def table(spec: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> xr.Dataset:
-    """(row, split) means over the seeds found of validation and test OA/AA/kappa, steps and wall time."""
+def table(spec: Mapping[str, Any]) -> xr.Dataset:
+    """(row, split) means over the seeds found of validation and test OA/AA/kappa and wall time; steps, the
+    verdict of each row, and what it changes."""
     from hsitp.io import read_netcdf
 
+    chain = resolve(spec)
     splits = list(spec["splits"])
-    shape = (len(rows), len(splits))
+    shape = (len(chain), len(splits))
     vals = {m: np.full(shape, np.nan) for m in (*METRICS, "wall_s", "seeds")}
-    steps = np.zeros(len(rows), dtype=np.int64)
-    for i, row in enumerate(rows):
-        cfg = row_config(spec, row)
-        steps[i] = int(cfg["train"]["epochs"]) * int(cfg["train"]["steps_per_epoch"])
+    steps = np.zeros(len(chain), dtype=np.int64)
+    for i, entry in enumerate(chain):
+        tc = entry["config"]["train"]
+        steps[i] = int(tc["epochs"]) * int(tc["steps_per_epoch"])
         for j, split in enumerate(splits):
             got: dict[str, list[float]] = {m: [] for m in (*METRICS, "wall_s")}
-            for job in _jobs(spec, [row]):
+            for job in entry["jobs"]:
                 rec = job["record"]
-                if f"_{split}_s" not in rec.name or not rec.exists():
+                if job["split"] != split or not rec.exists():
                     continue
                 ds = read_netcdf(rec, kind="train")
                 for m in METRICS:
@@ -142,22 +199,39 @@ def table(spec: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> xr.Data
         for m, v in vals.items()
     }
     data["steps"] = ("row", steps, {"units": "1", "long_name": "optimizer steps (epochs x steps_per_epoch)"})
+    verdict = ["pending" if e["kept"] is None else "kept" if e["kept"] else "dropped" for e in chain]
+    verdict[0] = "control" if chain else verdict[0]
+    for i, e in enumerate(chain):
+        if e["row"].get("final"):
+            verdict[i] = "final"
     ds = xr.Dataset(
         data,
         coords={
             "row": (
                 "row",
-                [r["name"] for r in rows],
-                {"long_name": "recipe step (config/cpu-ablation.yaml)"},
+                [e["row"]["name"] for e in chain],
+                {"long_name": "recipe step (cpu-ablation.yaml)"},
             ),
             "split": ("split", splits, {"long_name": "split protocol"}),
         },
     )
-    ds["what"] = ("row", [str(r.get("what", "")) for r in rows], {"long_name": "what the row changes"})
+    ds["what"] = (
+        "row",
+        [str(e["row"].get("what", "")) for e in chain],
+        {"long_name": "what the row changes"},
+    )
+    ds["verdict"] = ("row", verdict, {"long_name": "control / kept / dropped (by validation OA) / final"})
+    ds["recipe_hash"] = (
+        "row",
+        [read_netcdf(e["jobs"][0]["record"], kind="train").attrs["recipe_hash"] if e["jobs"][0]["record"].exists()
+         else "" for e in chain],
+        {"long_name": "recipe hash of the row's records (hsitp.train.plan.recipe_hash)"},
+    )  # fmt: skip
     ds.attrs.update(
         {
             "title": "hsitp training-recipe ablation: validation and test accuracy per recipe step",
-            "decision": "keep/drop by validation OA (train pixels held out of the loss); test OA decides nothing",
+            "decision": "greedy: a row is kept when its validation OA (mean over splits and seeds; train pixels "
+            "held out of the loss) beats the best kept row's; test OA decides nothing",
             "plan": f"{spec['plan']} at P = 1 in one process (the single-process equivalent of tp)",
             "hardware": "CPU, OMP_NUM_THREADS=1 per run, on a 2-core machine shared with other jobs",
         }
@@ -179,16 +253,22 @@ def _long(m: str) -> str:
 def markdown(ds: xr.Dataset) -> str:
     """The ablation table in markdown: one line per row, validation and test OA (and AA) per split."""
     splits = [str(s) for s in ds["split"].values]
-    head = ["row", "what", "steps"]
+    head = ["row", "what", "verdict", "steps"]
     for s in splits:
         head += [f"{s} val OA", f"{s} test OA", f"{s} test AA"]
     head += ["seeds", "wall/run (s)"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for i, name in enumerate(ds["row"].values):
-        cells = [str(name), str(ds["what"].values[i]), str(int(ds["steps"].values[i]))]
+        cells = [
+            str(name),
+            str(ds["what"].values[i]),
+            str(ds["verdict"].values[i]),
+            str(int(ds["steps"].values[i])),
+        ]
         for j in range(len(splits)):
             cells += [f"{ds[m].values[i, j]:.3f}" for m in ("val_oa", "oa", "aa")]
         cells += [f"{int(np.nanmin(ds['seeds'].values[i]))}", f"{np.nanmean(ds['wall_s'].values[i]):.0f}"]
+        cells = [c.replace("nan", "–") for c in cells]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -196,23 +276,20 @@ def markdown(ds: xr.Dataset) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m hsitp.train.ablation", description=__doc__.split("\n")[0])
     ap.add_argument("spec", help="config/cpu-ablation.yaml")
-    ap.add_argument("--rows", help="comma-separated row names (default: every row)")
+    ap.add_argument("--rows", help="comma-separated row names to train (default: every row, in chain order)")
     ap.add_argument("--workers", type=int, default=1, help="training processes at a time (one thread each)")
     ap.add_argument("--table", action="store_true", help="only build the table from the records present")
     args = ap.parse_args(argv)
     spec = read_spec(args.spec)
-    rows = spec["rows"]
-    if args.rows:
-        wanted = args.rows.split(",")
-        unknown = sorted(set(wanted) - {r["name"] for r in rows})
-        if unknown:
-            raise AblationError(f"--rows: no row named {unknown} in {args.spec}")
-        rows = [r for r in rows if r["name"] in wanted]
+    only = args.rows.split(",") if args.rows else None
+    unknown = sorted(set(only or ()) - {r["name"] for r in spec["rows"]})
+    if unknown:
+        raise AblationError(f"--rows: no row named {unknown} in {args.spec}")
     if not args.table:
-        train_rows(spec, rows, args.workers)
+        train_chain(spec, args.workers, only)
     from hsitp.io import provenance, write_netcdf
 
-    ds = table(spec, rows)
+    ds = table(spec)
     out = Path("results") / spec["run"] / "ablation.nc"
     write_netcdf(ds, out, kind=KIND, prov=provenance({}, inputs={"spec": Path(args.spec)}))
     text = markdown(ds)
