@@ -7,9 +7,9 @@ single-process equivalent, which the parity tests show equals tp), then reduced 
 
 The ablation file is not a pipeline overlay: ``base`` lists the overlays every row starts from. The rows are a
 greedy chain: the first is the control; every later row adds its ``train`` keys on top of the steps kept so far
-and is kept when its validation OA (``val_oa``, mean over splits and seeds) beats the best kept row's; a row marked
-``final: true`` is the kept recipe plus its keys (e.g. more steps), run whatever it scores. The rule is applied to
-the records, so the table and the configs are rebuilt from them alone. Test OA stands beside validation OA and
+and is kept when its validation OA (``val_oa``, mean over splits and the seeds both rows ran) beats the best kept
+row's; a row marked ``final: true`` is the kept recipe plus its keys (e.g. more steps), run whatever it scores. The
+rule is applied to the records, so the table and the configs are rebuilt from them alone. Test OA stands beside validation OA and
 decides nothing. Records go to results/<run>/train/DATASET/<row>/, each with a ``.wall.json`` beside it (the run's
 wall time), the table to results/<run>/ablation.{nc,md}.
 """
@@ -88,17 +88,29 @@ def _row_jobs(
                 "--tokens", str(tokens), "--patch", str(patch), "--world-size", "1", "--split", split,
                 "--seed", str(seed), "--out", str(rec), "--config-json", json.dumps(cfg),
             ]  # fmt: skip
-            out.append({"row": row["name"], "split": split, "record": rec, "cmd": cmd})
+            out.append({"row": row["name"], "split": split, "seed": str(seed), "record": rec, "cmd": cmd})
     return out
 
 
-def _val_oa(jobs: Sequence[Mapping[str, Any]]) -> float | None:
-    """Mean validation OA of a row's records; None while any is missing."""
+def _val_oa(jobs: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], float] | None:
+    """Validation OA of each (split, seed) record of a row; None while any is missing."""
     from hsitp.io import read_netcdf
 
     if not all(j["record"].exists() for j in jobs):
         return None
-    return float(np.mean([float(read_netcdf(j["record"], kind="train")["val_oa"].values[-1]) for j in jobs]))
+    return {
+        (j["split"], j["seed"]): float(read_netcdf(j["record"], kind="train")["val_oa"].values[-1])
+        for j in jobs
+    }
+
+
+def _beats(mine: Mapping[tuple[str, str], float], best: Mapping[tuple[str, str], float]) -> bool:
+    """Higher mean validation OA than the best kept row over the (split, seed) runs both have (rows screened
+    with fewer seeds are compared on those seeds only)."""
+    common = sorted(set(mine) & set(best))
+    if not common:
+        raise AblationError("two rows of the chain share no (split, seed): they cannot be compared")
+    return float(np.mean([mine[k] for k in common])) > float(np.mean([best[k] for k in common]))
 
 
 def resolve(spec: Mapping[str, Any], *, upto: int | None = None) -> list[dict[str, Any]]:
@@ -106,7 +118,7 @@ def resolve(spec: Mapping[str, Any], *, upto: int | None = None) -> list[dict[st
     and the steps kept before it. Stops at the first row whose records are incomplete (its config is known, its
     verdict is not), or after row ``upto``."""
     kept: dict[str, Any] = {}
-    best: float | None = None
+    best: dict[tuple[str, str], float] | None = None
     out = []
     for i, row in enumerate(spec["rows"]):
         if upto is not None and i > upto:
@@ -114,13 +126,19 @@ def resolve(spec: Mapping[str, Any], *, upto: int | None = None) -> list[dict[st
         cfg = row_config(spec, row, kept)
         jobs = _row_jobs(spec, row, cfg)
         val = _val_oa(jobs)
-        entry = {"row": row, "config": cfg, "jobs": jobs, "val_oa": val, "kept_before": dict(kept)}
+        entry = {
+            "row": row,
+            "config": cfg,
+            "jobs": jobs,
+            "val_oa": None if val is None else float(np.mean(list(val.values()))),
+            "kept_before": dict(kept),
+        }
         out.append(entry)
         if val is None:
             entry["kept"] = None
             break
         final = bool(row.get("final"))
-        entry["kept"] = i == 0 or final or (best is not None and val > best)
+        entry["kept"] = i == 0 or final or (best is not None and _beats(val, best))
         if entry["kept"] and not final:
             kept = deep_merge(kept, dict(row.get("train") or {}))
             best = val
