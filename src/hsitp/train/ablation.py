@@ -38,6 +38,7 @@ from hsitp.train.plan import crop_patch, run_name
 
 KIND = "train_ablation"
 METRICS = ("val_oa", "oa", "val_aa", "aa", "val_kappa", "kappa")
+FIT = "train_oa"  # OA of the final map on the run's own loss pixels: under- or over-fitting
 
 
 class AblationError(HsitpError, ValueError):
@@ -191,13 +192,13 @@ def table(spec: Mapping[str, Any]) -> xr.Dataset:
     chain = resolve(spec)
     splits = list(spec["splits"])
     shape = (len(chain), len(splits))
-    vals = {m: np.full(shape, np.nan) for m in (*METRICS, "wall_s", "seeds")}
+    vals = {m: np.full(shape, np.nan) for m in (*METRICS, FIT, "wall_s", "seeds")}
     steps = np.zeros(len(chain), dtype=np.int64)
     for i, entry in enumerate(chain):
         tc = entry["config"]["train"]
         steps[i] = int(tc["epochs"]) * int(tc["steps_per_epoch"])
         for j, split in enumerate(splits):
-            got: dict[str, list[float]] = {m: [] for m in (*METRICS, "wall_s")}
+            got: dict[str, list[float]] = {m: [] for m in (*METRICS, FIT, "wall_s")}
             for job in entry["jobs"]:
                 rec = job["record"]
                 if job["split"] != split or not rec.exists():
@@ -205,6 +206,7 @@ def table(spec: Mapping[str, Any]) -> xr.Dataset:
                 ds = read_netcdf(rec, kind="train")
                 for m in METRICS:
                     got[m].append(float(ds[m].values[-1]))
+                got[FIT].append(_train_oa(spec, entry["config"], split, ds["prediction"].values))
                 wall = rec.with_suffix(".wall.json")
                 if wall.exists():
                     got["wall_s"].append(float(json.loads(wall.read_text())["wall_s"]))
@@ -257,6 +259,21 @@ def table(spec: Mapping[str, Any]) -> xr.Dataset:
     return ds
 
 
+def _train_oa(spec: Mapping[str, Any], cfg: Mapping[str, Any], split: str, prediction: np.ndarray) -> float:
+    """OA of a record's final map on the pixels its loss saw (train pixels less the validation ones)."""
+    from hsitp.train.data import load_scene
+
+    key = (split, float(cfg["train"]["validation"]["fraction"]), int(cfg["seed"]))
+    if key not in _SCENES:
+        scene = load_scene(spec["data"], split, validation=key[1], validation_seed=key[2])
+        _SCENES[key] = (scene.labels, scene.train_mask.numpy())
+    labels, loss_pixels = _SCENES[key]
+    return float((prediction[loss_pixels] == labels[loss_pixels]).mean())
+
+
+_SCENES: dict[tuple[str, float, int], tuple[np.ndarray, np.ndarray]] = {}
+
+
 def _long(m: str) -> str:
     if m == "wall_s":
         return (
@@ -264,6 +281,8 @@ def _long(m: str) -> str:
         )
     if m == "seeds":
         return "seeds found"
+    if m == FIT:
+        return "mean over seeds of the overall accuracy of the final map on the run's loss pixels (fit, not skill)"
     where = "validation pixels" if m.startswith("val_") else "test pixels"
     return f"mean over seeds of {m.removeprefix('val_')} on the {where} after the last epoch"
 
@@ -273,7 +292,7 @@ def markdown(ds: xr.Dataset) -> str:
     splits = [str(s) for s in ds["split"].values]
     head = ["row", "what", "verdict", "steps"]
     for s in splits:
-        head += [f"{s} val OA", f"{s} test OA", f"{s} test AA"]
+        head += [f"{s} train OA", f"{s} val OA", f"{s} test OA", f"{s} test AA"]
     head += ["seeds", "wall/run (s)"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for i, name in enumerate(ds["row"].values):
@@ -284,7 +303,7 @@ def markdown(ds: xr.Dataset) -> str:
             str(int(ds["steps"].values[i])),
         ]
         for j in range(len(splits)):
-            cells += [f"{ds[m].values[i, j]:.3f}" for m in ("val_oa", "oa", "aa")]
+            cells += [f"{ds[m].values[i, j]:.3f}" for m in (FIT, "val_oa", "oa", "aa")]
         cells += [f"{int(np.nanmin(ds['seeds'].values[i]))}", f"{np.nanmean(ds['wall_s'].values[i]):.0f}"]
         cells = [c.replace("nan", "–") for c in cells]
         lines.append("| " + " | ".join(cells) + " |")
