@@ -206,7 +206,8 @@ def table(spec: Mapping[str, Any]) -> xr.Dataset:
                 ds = read_netcdf(rec, kind="train")
                 for m in METRICS:
                     got[m].append(float(ds[m].values[-1]))
-                got[FIT].append(_train_oa(spec, entry["config"], split, ds["prediction"].values))
+                if "prediction" in ds:
+                    got[FIT].append(_train_oa(spec, entry["config"], split, ds["prediction"].values))
                 wall = rec.with_suffix(".wall.json")
                 if wall.exists():
                     got["wall_s"].append(float(json.loads(wall.read_text())["wall_s"]))
