@@ -227,20 +227,21 @@ def test_summary_refuses_mixed_recipes_and_reduces_validation(tmp_path: Path) ->
         summarize([a0, a1, _record(tmp_path, 2, "bbbb", 0.7)])
 
 
-def _val_record(path: Path, val: float, test: float) -> None:
+def _val_record(path: Path, val: float, test: float, rh: str) -> None:
     one = {"units": "1", "long_name": "x"}
     ds = xr.Dataset({m: ("epoch", [np.nan, val], one) for m in ("val_oa", "val_aa", "val_kappa")})
     for m in ("oa", "aa", "kappa"):
         ds[m] = ("epoch", [np.nan, test], one)
-    ds.attrs.update({"title": "record", "recipe_hash": path.parent.name})
+    ds.attrs.update({"title": "record", "recipe_hash": rh})
     path.parent.mkdir(parents=True, exist_ok=True)
     write_netcdf(ds, path, kind="train", prov=provenance({}))
 
 
 def test_ablation_chain_keeps_only_steps_that_raise_validation_oa(tmp_path: Path, monkeypatch) -> None:
     """Catches a greedy chain that keeps a step on test OA or on a tie, builds a later row without the kept steps
-    (or with a dropped one), or marks a row kept before all its records exist."""
-    from hsitp.train.ablation import resolve, table
+    (or with a dropped one), marks a row kept before all its records exist, or reads records trained under another
+    recipe than their row now has (its base overlay edited afterwards)."""
+    from hsitp.train.ablation import AblationError, resolve, table
 
     monkeypatch.chdir(tmp_path)
     spec = {
@@ -273,3 +274,6 @@ def test_ablation_chain_keeps_only_steps_that_raise_validation_oa(tmp_path: Path
     assert list(ds["verdict"].values) == ["control", "kept", "dropped", "final"]
     assert float(ds["val_oa"].sel(row="lr", split="block")) == pytest.approx(0.6)
     assert float(ds["oa"].sel(row="smooth", split="random")) == pytest.approx(0.9)
+    spec["rows"][1]["train"] = {"lr": 0.002}  # the file changed after its records were trained
+    with pytest.raises(AblationError, match="trained under recipe"):
+        resolve(spec)

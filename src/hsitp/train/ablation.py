@@ -34,7 +34,7 @@ import yaml
 
 from hsitp.config import deep_merge, load_config
 from hsitp.errors import HsitpError
-from hsitp.train.plan import crop_patch, run_name
+from hsitp.train.plan import crop_patch, recipe_hash, run_name
 
 KIND = "train_ablation"
 METRICS = ("val_oa", "oa", "val_aa", "aa", "val_kappa", "kappa")
@@ -89,7 +89,8 @@ def _row_jobs(
                 "--tokens", str(tokens), "--patch", str(patch), "--world-size", "1", "--split", split,
                 "--seed", str(seed), "--out", str(rec), "--config-json", json.dumps(cfg),
             ]  # fmt: skip
-            out.append({"row": row["name"], "split": split, "seed": str(seed), "record": rec, "cmd": cmd})
+            job = {"row": row["name"], "split": split, "seed": str(seed), "record": rec, "cmd": cmd}
+            out.append({**job, "recipe_hash": recipe_hash(cfg)})
     return out
 
 
@@ -99,10 +100,17 @@ def _val_oa(jobs: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], float] |
 
     if not all(j["record"].exists() for j in jobs):
         return None
-    return {
-        (j["split"], j["seed"]): float(read_netcdf(j["record"], kind="train")["val_oa"].values[-1])
-        for j in jobs
-    }
+    out = {}
+    for j in jobs:
+        ds = read_netcdf(j["record"], kind="train")
+        if ds.attrs.get("recipe_hash") != j["recipe_hash"]:
+            raise AblationError(
+                f"{j['record']} was trained under recipe {ds.attrs.get('recipe_hash')}, but its row now resolves to "
+                f"{j['recipe_hash']}: the ablation file, its base overlays or an earlier verdict changed; restore "
+                "them or delete the row's records"
+            )
+        out[(j["split"], j["seed"])] = float(ds["val_oa"].values[-1])
+    return out
 
 
 def _beats(mine: Mapping[tuple[str, str], float], best: Mapping[tuple[str, str], float]) -> bool:
