@@ -261,9 +261,8 @@ def test_ablation_chain_keeps_only_steps_that_raise_validation_oa(tmp_path: Path
         for entry in resolve(spec):
             if entry["row"]["name"] == name:
                 for job in entry["jobs"]:
-                    _val_record(
-                        job["record"], val, 0.9 if name == "smooth" else 0.1
-                    )  # test OA must not count
+                    test = 0.9 if name == "smooth" else 0.1  # test OA must not count
+                    _val_record(job["record"], val, test, job["recipe_hash"])
     chain = resolve(spec)
     assert [e["kept"] for e in chain] == [True, True, False, None]
     final = chain[-1]["config"]["train"]
