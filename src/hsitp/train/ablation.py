@@ -212,6 +212,8 @@ def table(spec: Mapping[str, Any]) -> xr.Dataset:
                 if job["split"] != split or not rec.exists():
                     continue
                 ds = read_netcdf(rec, kind="train")
+                if ds.attrs.get("recipe_hash") != job["recipe_hash"]:
+                    raise AblationError(f"{rec}: trained under another recipe than its row's (see resolve)")
                 for m in METRICS:
                     got[m].append(float(ds[m].values[-1]))
                 if "prediction" in ds:
