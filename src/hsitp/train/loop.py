@@ -105,10 +105,13 @@ def _gather_rows(row: torch.Tensor, tp: TPGroup) -> np.ndarray:
     return out.view(tp.size, -1).cpu().double().numpy()
 
 
-def _trajectory_meta(train_cfg: Mapping[str, Any], job: TrainJob, arch: ModelConfig) -> dict[str, Any]:
+def _trajectory_meta(
+    train_cfg: Mapping[str, Any], job: TrainJob, arch: ModelConfig, master_seed: int
+) -> dict[str, Any]:
     keys = {k: v for k, v in train_cfg.items() if k not in _NOT_TRAJECTORY}
     return {
         "train": json.loads(json.dumps(keys, sort_keys=True)),
+        "master_seed": master_seed,  # draws the validation pixels
         "plan": job.plan,
         "P": job.world_size,
         "g": job.groups,
@@ -216,7 +219,7 @@ def train_rank(
     )
     prediction = None  # (H, W) int16: the last evaluation's map
 
-    meta = _trajectory_meta(tc, job, arch)
+    meta = _trajectory_meta(tc, job, arch, int(config["seed"]))
     history: list[dict[str, Any]] = []
     resumed_at: list[int] = []
     start_epoch = 0
