@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,7 @@ def write_scene(path: Path, *, both_protocols: bool = False, seed: int = 0, band
     ds.attrs.update(
         {"dataset": "synthetic", "split_mode": "random"} if not both_protocols else {"dataset": "synthetic"}
     )
+    ds.attrs["split_settings"] = json.dumps({"block": 4})  # the block split's grid (validation blocks)
     return write_netcdf(described(ds), path, kind="dataset", prov=provenance({}))
 
 

@@ -55,6 +55,7 @@ KIND_PRODUCERS: dict[str, str] = {
     "probe_estimate": "`hsitp probe estimate` (rule probe_estimate)",
     "train": "`hsitp train` (rule train)",
     "baseline": "`hsitp baseline` (rule baseline)",
+    "train_ablation": "`python -m hsitp.train.ablation config/cpu-ablation.yaml` (not in the DAG)",
 }
 
 

@@ -8,9 +8,10 @@ from hsitp.train.plan import check_jobs, crop_patch
 
 check_jobs(config)
 
-# What `hsitp train` reads: every train key but the ones that shape the DAG (each job gets its own dataset, crop,
+# What `hsitp train` reads: the master seed, every train key but the ones that shape the DAG (each job gets its own dataset, crop,
 # plan, P, g, split, seed on the command line), and the process-group settings.
 TRAIN_KEYS = [
+    "seed",  # draws the validation pixels (train.validation); part of the recipe hash
     "parallel.backend",
     "parallel.timeout_s",
     *keys_except(

@@ -119,6 +119,9 @@ OUTPUTS: tuple[Output, ...] = (
         "OA, AA and κ mean ± std over seeds per model, beside the classical baseline",
     ),
     Output("train", "accuracy_plot", "figure", "OA, AA and κ per model and classical baseline, over seeds"),
+    Output(
+        "train", "per_class_accuracy", "table", "test recall of each class per model and baseline, over seeds"
+    ),
 )
 
 

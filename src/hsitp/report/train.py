@@ -435,6 +435,34 @@ def accuracy_table(summary: xr.Dataset) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def per_class_table(summary: xr.Dataset) -> pd.DataFrame | None:
+    """Test recall per class (rows: labels 1..K) per model and baseline (columns, per dataset and split), mean over
+    seeds; None for a summary without per-class numbers (written before issue 23)."""
+    if "per_class_accuracy_mean" not in summary:
+        return None
+    cols: dict[str, np.ndarray] = {}
+    cells = summary_cells(summary)
+    for c in cells:
+        cols[f"{c.dataset} {c.split}: {model_label(c.plan, c.P, c.g)}"] = summary[
+            "per_class_accuracy_mean"
+        ].values[c.i]
+    if "baseline_per_class_accuracy_mean" in summary:
+        for dataset, split in dict.fromkeys((c.dataset, c.split) for c in cells):
+            i = next(c.i for c in cells if (c.dataset, c.split) == (dataset, split))
+            for j, clf in enumerate(summary["classifier"].values):
+                name = BASELINE_STYLES.get(str(clf), (str(clf),))[0]
+                cols[f"{dataset} {split}: {name}"] = summary["baseline_per_class_accuracy_mean"].values[i, j]
+    return pd.DataFrame({"class": summary["label"].values.astype(int), **cols})
+
+
+def per_class_caption(summary: xr.Dataset, records: Sequence[xr.Dataset]) -> str:
+    return (
+        "Recall of each class on the test pixels after the last epoch, mean over seeds (blank: no test pixel of that "
+        "class in the split). OA hides the minority classes; on the block split some classes have no train pixel at "
+        f"all, so no model can learn them ({MEASURED}; {trained_on(records)})."
+    )
+
+
 def accuracy_caption(summary: xr.Dataset, records: Sequence[xr.Dataset]) -> str:
     return (
         "Accuracy on the test pixels of each split protocol after the last epoch: mean and sample standard deviation "

@@ -5,6 +5,11 @@ The model sees the whole crop's spectra (labelled or not, train or test pixels a
 input); only train-split labels enter the loss: pixels that are not ``TRAIN`` get the ignore mask. The scene also
 keeps the labels (1..K) and split flags, read only by the evaluation (``hsitp.train.evaluate``), never by the
 sampler.
+
+Validation pixels (``train.validation.fraction`` of the train pixels, :func:`validation_mask`) are train pixels
+held out of the loss: every recipe decision is taken on them, never on the test pixels. Their draw depends on the
+master ``seed`` only (not the job's seed), so every job of a run, whatever its plan or seed, holds out the same
+pixels.
 """
 
 from __future__ import annotations
@@ -69,6 +74,7 @@ class Scene:
     counts: dict[str, int]
     labels: np.ndarray  # (H, W) int16, 1..K, 0 = unlabelled: read by the evaluation only
     split: np.ndarray  # (H, W) int8 split flags of the protocol (0 unused / 1 train / 2 test)
+    validation: np.ndarray  # (H, W) bool: train-split pixels held out of the loss (validation)
 
     @property
     def bands(self) -> int:
@@ -116,8 +122,66 @@ def standardise(cube: np.ndarray, train: np.ndarray) -> np.ndarray:
     return ((cube - mean) / std).astype(np.float32)  # (H, W, L)
 
 
-def load_scene(path: str | Path, protocol: str) -> Scene:
-    """Read the prepared file and keep only what training needs (labels 1..K remapped to 0..K-1)."""
+def validation_mask(
+    labels: np.ndarray,
+    train: np.ndarray,
+    protocol: str,
+    fraction: float,
+    seed: int,
+    *,
+    block: int | None = None,
+) -> np.ndarray:
+    """(H, W) bool: the train pixels held out as validation pixels (never in the loss).
+
+    ``random``: per class, round(fraction x its train pixels) drawn at random, at most all but one (a class keeps
+    >= 1 train pixel; a class with one train pixel gives none). ``block``: whole training blocks of the split's
+    ``block`` x ``block`` grid (the prepared file's ``split_settings``), drawn in random order until they hold
+    >= fraction of the train pixels, so validation is spatially apart from most of the loss pixels as the test
+    blocks are (no guard band between a validation block and its training neighbours). Seeded by ``seed``.
+    """
+    val = np.zeros(train.shape, dtype=bool)
+    if fraction <= 0:
+        return val
+    rng = np.random.default_rng(seed)
+    if protocol == "block":
+        if not block:
+            raise TrainDataError(
+                "train.validation.fraction > 0 on the block split needs the split's block size (the prepared "
+                "file's split_settings, written by `hsitp data prepare`): re-prepare it or set the fraction to 0"
+            )
+        yy, xx = np.indices(train.shape)
+        nbx = -(-train.shape[1] // block)
+        block_id = (yy // block) * nbx + (xx // block)
+        ids = np.unique(block_id[train])
+        want = fraction * int(train.sum())
+        held = 0
+        for b in rng.permutation(ids)[:-1]:  # the last block always stays in training
+            if held >= want:
+                break
+            inside = train & (block_id == b)
+            val |= inside
+            held += int(inside.sum())
+        return val
+    for c in np.unique(labels[train]):
+        idx = np.flatnonzero((train & (labels == c)).ravel())
+        n = min(int(round(fraction * idx.size)), idx.size - 1)
+        if n > 0:
+            val.ravel()[rng.choice(idx, size=n, replace=False)] = True
+    return val
+
+
+def _split_block(ds: xr.Dataset) -> int | None:
+    settings: Any = ds.attrs.get("split_settings")
+    if isinstance(settings, str):
+        settings = json.loads(settings)
+    return int(settings["block"]) if settings and "block" in settings else None
+
+
+def load_scene(
+    path: str | Path, protocol: str, *, validation: float = 0.0, validation_seed: int = 0
+) -> Scene:
+    """Read the prepared file and keep only what training needs (labels 1..K remapped to 0..K-1); with
+    ``validation`` > 0, that fraction of the train pixels becomes validation pixels (:func:`validation_mask`)."""
     from hsitp.io import read_netcdf
 
     ds = read_netcdf(path, kind="dataset")
@@ -128,9 +192,12 @@ def load_scene(path: str | Path, protocol: str) -> Scene:
     if labels.max() > classes:
         raise TrainDataError(f"{path}: label {labels.max()} exceeds the {classes} classes of class_names")
     train = (split == TRAIN) & (labels > 0)
+    val = validation_mask(labels, train, protocol, validation, validation_seed, block=_split_block(ds))
+    train = train & ~val
     target = np.where(train, labels - 1, -1)
     counts = {
         "train_pixels": int(train.sum()),
+        "validation_pixels": int(val.sum()),
         "test_pixels": int(((split == TEST) & (labels > 0)).sum()),
         "labelled_pixels": int((labels > 0).sum()),
     }
@@ -147,23 +214,37 @@ def load_scene(path: str | Path, protocol: str) -> Scene:
         counts=counts,
         labels=labels.astype(np.int16),
         split=split,
+        validation=val,
     )
 
 
 class CropSampler:
-    """Seeded batches of random S x S crops with random flips and rot90.
+    """Seeded batches of random S x S crops with random flips and rot90, and (``per_class`` = k) stratified loss
+    masks: of the train pixels inside the step's crops, at most k per class keep their label, drawn without
+    replacement; the rest get the ignore label. Why: whole-crop training sees the majority classes' gradients
+    almost only (FPGA's GS^2 sampling, shared/notes/training.md); k caps each class's share of every step.
 
     Its own ``torch.Generator`` (not the global RNG) so its state is saved and restored exactly, and every rank of
-    a TP group, seeded alike, draws the same crops.
+    a TP group, seeded alike, draws the same crops and the same masks.
     """
 
-    def __init__(self, scene: Scene, size: int, batch: int, seed: int, *, augment: bool = True) -> None:
+    def __init__(
+        self,
+        scene: Scene,
+        size: int,
+        batch: int,
+        seed: int,
+        *,
+        augment: bool = True,
+        per_class: int | None = None,
+    ) -> None:
         if size > scene.height or size > scene.width:
             raise TrainDataError(
                 f"crop S = {size} (patch x sqrt(tokens) of an entry of train.crops) does not fit the "
                 f"{scene.height} x {scene.width} scene {scene.name}; lower that crop's tokens or patch"
             )
         self.scene, self.size, self.batch, self.augment = scene, size, batch, augment
+        self.per_class = per_class
         self.gen = torch.Generator().manual_seed(seed)
 
     def _int(self, high: int) -> int:
@@ -187,7 +268,22 @@ class CropSampler:
                 x, y = torch.rot90(x, k, (-2, -1)), torch.rot90(y, k, (-2, -1))
             xs.append(x)
             ys.append(y)
-        return torch.stack(xs).contiguous(), torch.stack(ys).contiguous()
+        y = torch.stack(ys).contiguous()
+        if self.per_class is not None:
+            y = self._stratify(y)
+        return torch.stack(xs).contiguous(), y
+
+    def _stratify(self, y: torch.Tensor) -> torch.Tensor:
+        """At most ``per_class`` train pixels per class keep their label (a class absent from the crops adds
+        nothing); one randperm per class present, in class order, from the sampler's generator."""
+        flat = y.reshape(-1)
+        out = torch.full_like(flat, -1)
+        for c in torch.unique(flat[flat >= 0]).tolist():
+            idx = torch.nonzero(flat == c).view(-1)
+            if idx.numel() > self.per_class:
+                idx = idx[torch.randperm(idx.numel(), generator=self.gen)[: self.per_class]]
+            out[idx] = c
+        return out.view_as(y)
 
     def state_dict(self) -> dict[str, Any]:
         return {"gen": self.gen.get_state()}

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from hsitp.evaluate.metrics import Scores, score_map
-from hsitp.train.data import Scene
+from hsitp.train.data import TEST, Scene
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,8 @@ class Evaluation:
     """One evaluation: the predicted map (H, W) int16 in 1..K and its scores on the test pixels."""
 
     prediction: np.ndarray  # (H, W) int16, labels 1..K
-    scores: Scores
+    scores: Scores  # on the test pixels
+    validation: Scores | None = None  # on the validation pixels (None when the run holds none out)
 
 
 def tile_origins(extent: int, size: int) -> list[int]:
@@ -74,6 +75,17 @@ def predict_scene(
 def evaluate_scene(
     model: Any, scene: Scene, size: int, *, batch: int, device: torch.device, autocast: Any
 ) -> Evaluation:
-    """Predict the whole scene and score it on the test pixels of the scene's split protocol."""
+    """Predict the whole scene and score it on the test pixels of the scene's split protocol, and on its
+    validation pixels (from the same map)."""
     pred = predict_scene(model, scene, size, batch=batch, device=device, autocast=autocast)
-    return Evaluation(prediction=pred, scores=score_map(pred, scene.labels, scene.split, scene.classes))
+    validation = None
+    if scene.validation.any():
+        flags = np.where(scene.validation, TEST, 0).astype(
+            np.int8
+        )  # score_map scores the pixels flagged TEST
+        validation = score_map(pred, scene.labels, flags, scene.classes)
+    return Evaluation(
+        prediction=pred,
+        scores=score_map(pred, scene.labels, scene.split, scene.classes),
+        validation=validation,
+    )

@@ -106,10 +106,13 @@ def _gather_rows(row: torch.Tensor, tp: TPGroup) -> np.ndarray:
     return out.view(tp.size, -1).cpu().double().numpy()
 
 
-def _trajectory_meta(train_cfg: Mapping[str, Any], job: TrainJob, arch: ModelConfig) -> dict[str, Any]:
+def _trajectory_meta(
+    train_cfg: Mapping[str, Any], job: TrainJob, arch: ModelConfig, master_seed: int
+) -> dict[str, Any]:
     keys = {k: v for k, v in train_cfg.items() if k not in _NOT_TRAJECTORY}
     return {
         "train": json.loads(json.dumps(keys, sort_keys=True)),
+        "master_seed": master_seed,  # draws the validation pixels
         "plan": job.plan,
         "P": job.world_size,
         "g": job.groups,
@@ -178,7 +181,12 @@ def train_rank(
     np.random.seed(job.seed)
     torch.manual_seed(job.seed)
 
-    scene = load_scene(job.data, job.split)
+    scene = load_scene(
+        job.data,
+        job.split,
+        validation=float(tc["validation"]["fraction"]),
+        validation_seed=int(config["seed"]),
+    )
     arch = check_job(
         tc,
         job.plan,
@@ -197,7 +205,12 @@ def train_rank(
     total_steps = epochs * spe
     opt = torch.optim.AdamW(model.parameters(), lr=float(tc["lr"]), weight_decay=float(tc["weight_decay"]))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(int(tc["warmup_steps"]), total_steps))
-    sampler = CropSampler(scene, arch.height, int(tc["batch"]), job.seed, augment=bool(tc["augment"]))
+    sampling = tc["sampling"]
+    per_class = int(sampling["per_class"]) if sampling["mode"] == "stratified" else None
+    sampler = CropSampler(
+        scene, arch.height, int(tc["batch"]), job.seed, augment=bool(tc["augment"]), per_class=per_class
+    )
+    smoothing = float(tc["label_smoothing"])
     tokens_per_step = int(tc["batch"]) * arch.n_tokens
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if cuda else _nullcontext()
     valid = model.output_valid()  # (1, 1, ...) bool or None: this rank's padded output locations
@@ -207,7 +220,7 @@ def train_rank(
     )
     prediction = None  # (H, W) int16: the last evaluation's map
 
-    meta = _trajectory_meta(tc, job, arch)
+    meta = _trajectory_meta(tc, job, arch, int(config["seed"]))
     history: list[dict[str, Any]] = []
     resumed_at: list[int] = []
     start_epoch = 0
@@ -268,6 +281,7 @@ def train_rank(
                     sched=sched,
                     batch=(x_local, target, mask, n_train),
                     inject_nan=nan_at is not None and gstep == nan_at,
+                    smoothing=smoothing,
                     autocast=autocast,
                     tp=tp,
                     where=where,
@@ -297,8 +311,10 @@ def train_rank(
                 result = evaluate()
                 prediction = result.prediction
                 rec.update(_accuracy(result.scores))
+                rec.update(_accuracy(result.validation, scene.classes, prefix="val_"))
             else:
                 rec.update(_accuracy(None, scene.classes))
+                rec.update(_accuracy(None, scene.classes, prefix="val_"))
             history.append(rec)
             state = {
                 "model": model.state_dict(),
@@ -356,6 +372,7 @@ def _one_step(
     sched: Any,
     batch: tuple[torch.Tensor, torch.Tensor, torch.Tensor, int],
     inject_nan: bool,
+    smoothing: float,
     autocast: Any,
     tp: TPGroup,
     where: str,
@@ -367,7 +384,9 @@ def _one_step(
     opt.zero_grad(set_to_none=True)
     with autocast:
         logits = model(x_local)  # (B, K, ...) this rank's pixels
-    ce = F.cross_entropy(logits.float(), target.clamp(min=0), reduction="none")  # (B, ...)
+    ce = F.cross_entropy(
+        logits.float(), target.clamp(min=0), reduction="none", label_smoothing=smoothing
+    )  # (B, ...)
     loss = (ce * mask).sum() / n_train
     if inject_nan:
         loss = loss * float("nan")  # train.debug.nan_at_step
@@ -397,16 +416,19 @@ def _global_loss(loss: torch.Tensor, plan: str, tp: TPGroup) -> float:
     return float(value)
 
 
-def _accuracy(scores: Any, classes: int = 0) -> dict[str, Any]:
-    """The record's accuracy entries of one epoch (NaN when the epoch was not evaluated)."""
+def _accuracy(scores: Any, classes: int = 0, prefix: str = "") -> dict[str, Any]:
+    """The record's accuracy entries of one epoch (NaN when the epoch was not evaluated or, for the validation
+    entries, ``prefix="val_"``, when the run holds no validation pixels)."""
     if scores is None:
-        return {"oa": math.nan, "aa": math.nan, "kappa": math.nan, "per_class": np.full(classes, np.nan)}
-    return {
-        "oa": scores.oa,
-        "aa": scores.aa,
-        "kappa": scores.kappa,
-        "per_class": np.asarray(scores.per_class, dtype=np.float64),
-    }
+        values = {"oa": math.nan, "aa": math.nan, "kappa": math.nan, "per_class": np.full(classes, np.nan)}
+    else:
+        values = {
+            "oa": scores.oa,
+            "aa": scores.aa,
+            "kappa": scores.kappa,
+            "per_class": np.asarray(scores.per_class, dtype=np.float64),
+        }
+    return {prefix + k: v for k, v in values.items()}
 
 
 def _memory_method(device: torch.device) -> str:

@@ -7,6 +7,8 @@ goes with it (one crop per N per dataset, so N names it)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -22,6 +24,7 @@ MODEL_KEYS = {k: f"train.model.{k}" for k in ("dim", "heads", "depth", "mlp_rati
 }
 
 __all__ = [
+    "RECIPE_EXCLUDED",
     "PlanError",
     "TrainConfigError",
     "check_job",
@@ -31,6 +34,8 @@ __all__ = [
     "dataset_crops",
     "jobs",
     "model_config",
+    "recipe",
+    "recipe_hash",
     "run_name",
     "trained_datasets",
 ]
@@ -68,6 +73,29 @@ class TrainJob:
     @property
     def checkpoint_dir(self) -> Path:
         return self.out.parent / "checkpoints" / self.name
+
+
+# train keys that are no part of the recipe: the job matrix (one job's dataset, crop, plan, P, g, split, seed are
+# its cell), where and how it runs, what is recorded, and fault injection
+RECIPE_EXCLUDED = (
+    "datasets", "crops", "plans", "world_sizes", "groups", "splits", "seeds", "device", "threads_per_rank",
+    "deterministic", "eval_every", "summary_epochs", "checkpoint", "debug",
+)  # fmt: skip
+
+
+def recipe(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The training recipe of a run: every `train` key that shapes the trained weights apart from the job's cell
+    (optimiser, schedule, steps, model sizes, sampling, augmentation, smoothing, validation), plus the master
+    `seed` (it draws the split and the validation pixels)."""
+    tc = config["train"]
+    keep = {k: v for k, v in sorted(tc.items()) if k not in RECIPE_EXCLUDED}
+    return json.loads(json.dumps({"train": keep, "seed": config.get("seed")}, sort_keys=True))
+
+
+def recipe_hash(config: Mapping[str, Any]) -> str:
+    """12 hex digits of the SHA-256 of :func:`recipe` (sorted-key JSON): equal recipes, equal hashes."""
+    text = json.dumps(recipe(config), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def crop_size(patch: int, tokens: int) -> int:

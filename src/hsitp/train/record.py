@@ -57,6 +57,14 @@ def build_dataset(
     classes = len(np.asarray(history[0]["per_class"])) if history else 0
     evaluated = "; NaN at epochs not evaluated (train.eval_every)"
     test_note = "on the labelled test pixels of the run's split protocol, whole-scene tiled prediction"
+    val_note = (
+        "on the validation pixels (train.validation: train pixels held out of the loss; every recipe decision is "
+        "taken on these), same prediction; NaN when the run holds none out"
+    )
+
+    def per_epoch_nan() -> np.ndarray:
+        return np.full(len(history), np.nan)
+
     ds = xr.Dataset(
         {
             "oa": (
@@ -88,12 +96,37 @@ def build_dataset(
                     "long_name": f"recall of each class {test_note}; NaN for a class with no test pixel{evaluated}",
                 },
             ),
+            **{
+                f"val_{m}": (
+                    "epoch",
+                    per_epoch(f"val_{m}") if history and f"val_{m}" in history[0] else per_epoch_nan(),
+                    {"units": "1", "long_name": f"{what} {val_note}{evaluated}"},
+                )
+                for m, what in (
+                    ("oa", "overall accuracy"),
+                    ("aa", "average accuracy"),
+                    ("kappa", "Cohen's kappa"),
+                )
+            },
+            "val_per_class_accuracy": (
+                ("epoch", "label"),
+                np.stack(
+                    [
+                        np.asarray(h.get("val_per_class", np.full(classes, np.nan)), dtype=np.float64)
+                        for h in history
+                    ]
+                )
+                if history
+                else np.zeros((0, 0)),
+                {"units": "1", "long_name": f"recall of each class {val_note}; NaN for a class with none"},
+            ),
             "loss": (
                 "epoch",
                 per_epoch("loss"),
                 {
                     "units": "1",
-                    "long_name": "mean training cross-entropy of the epoch's steps (train pixels)",
+                    "long_name": "mean training cross-entropy of the epoch's steps (loss pixels; label-smoothed under "
+                    "train.label_smoothing > 0)",
                 },
             ),
             "lr": ("epoch", per_epoch("lr"), {"units": "1", "long_name": "learning rate after the epoch"}),
@@ -188,8 +221,12 @@ def write_record(
     memory_method: str,
     prediction: np.ndarray,
 ) -> Path:
+    from hsitp.train.plan import recipe, recipe_hash
+
     tc = config["train"]
     attrs: dict[str, Any] = {
+        "recipe_hash": recipe_hash(config),
+        "recipe": recipe(config),
         "title": f"hsitp training record: {job.name} on {scene.name}",
         "dataset": scene.name,
         "plan": job.plan,
@@ -209,8 +246,9 @@ def write_record(
         "memory_method": memory_method,
         "memory_tracked_step": "the last step of every epoch (its time is not in step_time)",
         "resumed_at_epochs": list(resumed_at),
-        "loss_pixels": "train-split pixels of each crop only (labels 1..K as 0..K-1); the model sees every "
-        "pixel's spectrum of the crop, never a test label",
+        "loss_pixels": "train-split pixels of each crop only (labels 1..K as 0..K-1), less the validation pixels "
+        "(train.validation) and, under train.sampling stratified, all but per_class of each class per step; the "
+        "model sees every pixel's spectrum of the crop, never a test or validation label",
         **rt.attrs(),
     }
     ds = build_dataset(
