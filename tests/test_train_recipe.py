@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 import xarray as xr
+from nc_checks import described
 from train_utils import TINY_CROP, tiny_config, write_scene
 
 from hsitp.config import ConfigError
@@ -189,7 +190,7 @@ def _record(tmp: Path, seed: int, rh: str, oa: float) -> Path:
         {"title": "record", "dataset": "s", "plan": "tp", "P": 2, "g": 1, "split": "random", "seed": seed}
     )
     ds.attrs.update({"tokens": 9, "recipe_hash": rh, "recipe": json.dumps({"h": rh})})
-    return write_netcdf(ds, tmp / f"{rh}_s{seed}.nc", kind="train", prov=provenance({}))
+    return write_netcdf(described(ds), tmp / f"{rh}_s{seed}.nc", kind="train", prov=provenance({}))
 
 
 def _baseline(tmp: Path, seed: int, per_class: list[float]) -> Path:
@@ -204,7 +205,7 @@ def _baseline(tmp: Path, seed: int, per_class: list[float]) -> Path:
         coords={"classifier": ["svm"]},
         attrs={"title": "baseline", "dataset": "s", "protocol": "random", "seed": seed},
     )
-    return write_netcdf(ds, tmp / f"s_random_s{seed}.nc", kind="baseline", prov=provenance({}))
+    return write_netcdf(described(ds), tmp / f"s_random_s{seed}.nc", kind="baseline", prov=provenance({}))
 
 
 def test_summary_refuses_mixed_recipes_and_reduces_validation(tmp_path: Path) -> None:
@@ -234,7 +235,7 @@ def _val_record(path: Path, val: float, test: float, rh: str) -> None:
         ds[m] = ("epoch", [np.nan, test], one)
     ds.attrs.update({"title": "record", "recipe_hash": rh})
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_netcdf(ds, path, kind="train", prov=provenance({}))
+    write_netcdf(described(ds), path, kind="train", prov=provenance({}))
 
 
 def test_ablation_chain_keeps_only_steps_that_raise_validation_oa(tmp_path: Path, monkeypatch) -> None:
