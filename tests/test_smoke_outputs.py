@@ -11,11 +11,15 @@ FIXTURE = Path(__file__).parent / "fixtures" / "smoke_outputs.txt"
 # Deliberate differences from 206be13, each with its reason: path -> why it was added (+) or dropped (-).
 _PLAN = "issue 27: `hsitp cost plan` (advise plan over P on the GPU presets) and its figure on the cost page"
 _ANSWER = "issue 25: the train page opens with the one-table answer (memory, throughput ratio, verdict vs tp)"
+_PER_CLASS = (
+    "issue 23: per-class test accuracy of every model beside the baselines (OA hides minority classes)"
+)
 ADDED: dict[str, str] = {
     "results/smoke/cost/plan.nc": _PLAN,
     "results/smoke/figures/cost_plan.pdf": _PLAN,
     "results/smoke/figures/cost_plan.png": _PLAN,
     **{f"results/smoke/tables/train_answer.{ext}": _ANSWER for ext in ("csv", "md", "tex")},
+    **{f"results/smoke/tables/train_per_class_accuracy.{ext}": _PER_CLASS for ext in ("csv", "md", "tex")},
 }
 DROPPED: dict[str, str] = {}
 
