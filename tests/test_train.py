@@ -14,10 +14,9 @@ import pytest
 import torch
 import xarray as xr
 from dist_utils import spawn_world
-from train_utils import TINY_CROP, tiny_config, write_scene
+from train_utils import TINY_CROP, tiny_config, train_p1, write_scene
 
 from hsitp.io import read_netcdf
-from hsitp.parallel.runtime import RuntimeSettings, start
 from hsitp.train import checkpoint as ckpt
 from hsitp.train.data import TrainDataError, read_split
 from hsitp.train.loop import InjectedFailure, TrainError, TrainJob, train_rank
@@ -35,14 +34,6 @@ def _job(tmp: Path, data: Path, plan: str = "dense", P: int = 1, tag: str = "a")
         tokens=TINY_CROP["tokens"],
         patch=TINY_CROP["patch"],
     )
-
-
-def _train_p1(cfg: dict, job: TrainJob) -> Path | None:
-    rt = start(RuntimeSettings.from_config(cfg, section="train", world_size=1))
-    try:
-        return train_rank(rt, cfg, job)
-    finally:
-        rt.stop()
 
 
 def _final_weights(job: TrainJob, rank: int = 0) -> dict[str, torch.Tensor]:
@@ -73,16 +64,16 @@ def test_resume_mid_epoch_is_bitwise(tmp_path: Path) -> None:
     must end with the same weights and per-epoch losses, bit for bit (CPU fp32, deterministic algorithms)."""
     data = write_scene(tmp_path / "scene.nc")
     straight = _job(tmp_path, data, tag="straight")
-    out = _train_p1(tiny_config(), straight)
+    out = train_p1(tiny_config(), straight)
     assert out is not None
     ref = read_netcdf(out, kind="train")
 
     crashed = _job(tmp_path, data, tag="crashed")
     with pytest.raises(InjectedFailure):
-        _train_p1(tiny_config(debug={"fail_at_step": 3}), crashed)  # epoch 2, second step
+        train_p1(tiny_config(debug={"fail_at_step": 3}), crashed)  # epoch 2, second step
     assert ckpt.complete_epochs(crashed.checkpoint_dir) == [1]
     assert not crashed.out.exists()
-    out2 = _train_p1(tiny_config(), crashed)
+    out2 = train_p1(tiny_config(), crashed)
     assert out2 is not None
     got = read_netcdf(out2, kind="train")
 
@@ -109,7 +100,7 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path: Path) -> None:
     data = write_scene(tmp_path / "scene.nc")
     job = _job(tmp_path, data)
     with pytest.raises(TrainError, match=r"loss is nan at .*step 3 \(epoch 2, step 2 of 2\).*epoch_0001"):
-        _train_p1(tiny_config(debug={"nan_at_step": 3}), job)
+        train_p1(tiny_config(debug={"nan_at_step": 3}), job)
     assert ckpt.complete_epochs(job.checkpoint_dir) == [1]
     state = _final_weights(job)
     assert all(torch.isfinite(v).all() for v in state.values())

@@ -11,15 +11,14 @@ import pytest
 import torch
 import xarray as xr
 from nc_checks import described
-from train_utils import TINY_CROP, tiny_config, write_scene
+from train_utils import TINY_CROP, tiny_config, train_p1, write_scene
 
 from hsitp.config import ConfigError
 from hsitp.evaluate.metrics import score_map
 from hsitp.io import provenance, read_netcdf, write_netcdf
-from hsitp.parallel.runtime import RuntimeSettings, start
 from hsitp.train import checkpoint as ckpt
 from hsitp.train.data import TEST, CropSampler, TrainDataError, load_scene, validation_mask
-from hsitp.train.loop import InjectedFailure, TrainJob, train_rank
+from hsitp.train.loop import InjectedFailure, TrainJob
 from hsitp.train.plan import recipe_hash
 from hsitp.train.summary import SummaryError, summarize
 
@@ -117,26 +116,18 @@ def _job(tmp: Path, data: Path, tag: str) -> TrainJob:
     )
 
 
-def _train(cfg: dict, job: TrainJob) -> Path | None:
-    rt = start(RuntimeSettings.from_config(cfg, section="train", world_size=1))
-    try:
-        return train_rank(rt, cfg, job)
-    finally:
-        rt.stop()
-
-
 def test_recipe_run_resumes_bitwise_and_records_validation(tmp_path: Path) -> None:
     """Catches a stratified draw or smoothed loss that breaks exact resume, validation scores that are not those of
     the recorded map on the held-out pixels, and a record without its recipe hash."""
     data = write_scene(tmp_path / "scene.nc")
     recipe = {"sampling": {"mode": "stratified", "per_class": 4}, "label_smoothing": 0.1}
     cfg = tiny_config(**recipe, validation={"fraction": 0.3})
-    ref = read_netcdf(_train(cfg, _job(tmp_path, data, "straight")), kind="train")
+    ref = read_netcdf(train_p1(cfg, _job(tmp_path, data, "straight")), kind="train")
     crashed = _job(tmp_path, data, "crashed")
     with pytest.raises(InjectedFailure):
-        _train(tiny_config(**recipe, validation={"fraction": 0.3}, debug={"fail_at_step": 3}), crashed)
+        train_p1(tiny_config(**recipe, validation={"fraction": 0.3}, debug={"fail_at_step": 3}), crashed)
     assert ckpt.complete_epochs(crashed.checkpoint_dir) == [1]
-    got = read_netcdf(_train(cfg, crashed), kind="train")
+    got = read_netcdf(train_p1(cfg, crashed), kind="train")
     for name in ("loss", "oa", "val_oa", "val_per_class_accuracy", "prediction"):
         np.testing.assert_array_equal(got[name].values, ref[name].values, err_msg=name)
 

@@ -64,3 +64,15 @@ def tiny_config(**train: Any) -> dict[str, Any]:
     }
     base.update(train)
     return validate_config({"train": base, "parallel": {"timeout_s": 20}})
+
+
+def train_p1(cfg: dict[str, Any], job: Any) -> Path | None:
+    """Train one job in this process at P = 1 (a runtime started and stopped around it)."""
+    from hsitp.parallel.runtime import RuntimeSettings, start
+    from hsitp.train.loop import train_rank
+
+    rt = start(RuntimeSettings.from_config(cfg, section="train", world_size=1))
+    try:
+        return train_rank(rt, cfg, job)
+    finally:
+        rt.stop()
