@@ -87,12 +87,29 @@ def job_resources(rule):
 
 # A rule that starts P ranks (bench_run; later the probe and train rules) takes its threads, resources and launch
 # line from one RankLayout (src/hsitp/launch.py), so what it asks for and what it starts cannot disagree.
+# rank rules that share another rule's `resources` section (the equivalence checks are training jobs)
+RESOURCES_OF = {"train_check": "train"}
+
+
+def rank_resources_key(rule):
+    """The `resources` section of a rank rule."""
+    return RESOURCES_OF.get(rule, rule)
+
+
+def launched_ranks(rule, wildcards):
+    """Processes a rank job starts: P (wildcard), or 1 for train under train.equivalent (the single-process
+    equivalent of the plan at P)."""
+    if rule == "train" and config["train"]["equivalent"]:
+        return 1
+    return int(wildcards.P)
+
+
 def rank_layout_of(rule, section, wildcards):
-    """P ranks (wildcard P) of ``rule``: threads per rank from config ``<section>.threads_per_rank``, and memory,
-    GPUs and ranks per node from ``resources.<rule>``."""
-    res = config["resources"][rule]
+    """The launched ranks (launched_ranks) of ``rule``: threads per rank from config
+    ``<section>.threads_per_rank``, and memory, GPUs and ranks per node from ``resources.<rule>``."""
+    res = config["resources"][rank_resources_key(rule)]
     return launch.rank_layout(
-        int(wildcards.P),
+        launched_ranks(rule, wildcards),
         ranks_per_node=res["ranks_per_node"],
         threads_per_rank=config[section]["threads_per_rank"],
         mem_mb_per_rank=res["mem_mb_per_rank"],
@@ -132,13 +149,17 @@ def rank_resources(rule, section):
         ]
 
     return {key: one(key) for key in launch.RESOURCE_KEYS} | {
-        "runtime": config["resources"][rule]["runtime"]
+        "runtime": config["resources"][rank_resources_key(rule)]["runtime"]
     }
 
 
 def rank_env(rule):
     """The conda environment of a rank rule: the CUDA build where resources.<rule>.gpus_per_rank > 0."""
-    return ENV_CUDA if config["resources"][rule]["gpus_per_rank"] > 0 else ENV
+    return (
+        ENV_CUDA
+        if config["resources"][rank_resources_key(rule)]["gpus_per_rank"] > 0
+        else ENV
+    )
 
 
 def rank_launch(rule, section):
@@ -168,7 +189,7 @@ def job_request(job):
     if name in RANK_RULES:
         section = RANK_RULES[name]
         lay = rank_layout_of(name, section, job.wildcards)
-        spread = config["resources"][name]["ranks_per_node"]
+        spread = config["resources"][rank_resources_key(name)]["ranks_per_node"]
         per = (
             f"x {lay.ranks_per_node} ranks per node; resources.{name}.ranks_per_node = "
             f"{'null' if spread is None else spread}"
@@ -302,9 +323,35 @@ def train_record_targets():
     ]
 
 
+def train_check_targets():
+    """Under train.equivalent: one P-rank check run per (plan, P, g), stopped after train.equivalence.epochs."""
+    from hsitp.train.plan import check_runs, run_name
+
+    return [
+        result(f"train/{d}/check/{run_name(plan, N, P, g, split, seed)}.nc")
+        for d, plan, N, P, g, split, seed in check_runs(config)
+    ]
+
+
+def train_equivalence_inputs(wildcards):
+    """The check runs and the single-process equivalents they are compared with."""
+    from hsitp.train.plan import check_runs, equivalent_of, run_name
+
+    checks = check_runs(config)
+    pairs = sorted({equivalent_of(config, job) for job in checks})
+    return train_check_targets() + [
+        result(f"train/{d}/{run_name(plan, N, P, g, split, seed)}.nc")
+        for d, plan, N, P, g, split, seed in pairs
+    ]
+
+
 def train_targets():
-    """Every training record and their summary over seeds (train/summary.nc)."""
-    return train_record_targets() + [result("train/summary.nc")]
+    """Every training record and their summary over seeds (train/summary.nc); under train.equivalent the
+    equivalence of each (plan, P) with its single-process equivalent (train/equivalence.nc)."""
+    out = train_record_targets() + [result("train/summary.nc")]
+    if train_check_targets():
+        out.append(result("train/equivalence.nc"))
+    return out
 
 
 def train_summary_baselines(wildcards):

@@ -3,7 +3,9 @@
 # command line. Checkpoints live beside the records in checkpoints/<name>/ and are not rule outputs (Snakemake
 # would delete them before a re-run, and a re-run resumes from them). A P the model does not fit, or a crop larger
 # than the scene, is refused when the DAG is built (hsitp.train.plan.check_jobs, from the registry) and again by
-# `hsitp train` before its runtime starts. Training jobs hold `bench_slot` too: timings never overlap.
+# `hsitp train` before its runtime starts. Training jobs hold `bench_slot` too: timings never overlap. Under
+# train.equivalent (accuracy runs) each job trains its plan's single-process equivalent on 1 rank and holds no
+# bench_slot; train_check runs each (plan, P) for real on P ranks for a few epochs, train_equivalence compares them.
 from hsitp.train.plan import check_jobs, crop_patch
 
 check_jobs(config)
@@ -49,9 +51,10 @@ rule train:
     threads: rank_threads("train", "train")
     resources:
         **rank_resources("train", "train"),
-        bench_slot=1,
+        bench_slot=0 if config["train"]["equivalent"] else 1,
     params:
         cfg=stage_config(*TRAIN_KEYS),
+        ranks=lambda wildcards: launched_ranks("train", wildcards),
         patch=lambda wildcards: crop_patch(
             config["train"], wildcards.dataset, int(wildcards.N)
         ),
@@ -62,8 +65,69 @@ rule train:
         "minutes, quiet here; follow it with: tail -f {log}"
     shell:
         "{params.launch} train {input:q} --plan {wildcards.plan} --tokens {wildcards.N} --patch {params.patch}"
+        " --world-size {wildcards.P} --ranks {params.ranks} --groups {wildcards.g} --split {wildcards.split}"
+        " --seed {wildcards.seed} --out {output:q} --config-json {params.cfg:q} > {log} 2>&1"
+
+
+# One real P-rank run per (plan, P, g) under train.equivalent, on the whole run's LR schedule, stopped after
+# train.equivalence.epochs: it holds bench_slot (its tokens/s and memory are the plan's own).
+rule train_check:
+    input:
+        result("data/{dataset}.nc"),
+    output:
+        result("train/{dataset}/check/{plan}_N{N}_P{P}_g{g}_{split}_s{seed}.nc"),
+    log:
+        log_file("train/{dataset}/check/{plan}_N{N}_P{P}_g{g}_{split}_s{seed}.log"),
+    benchmark:
+        benchmark_file("train_check", "{dataset}/{plan}_N{N}_P{P}_g{g}_{split}_s{seed}")
+    wildcard_constraints:
+        dataset=r"[A-Za-z0-9_]+",
+        plan="tp|dchag_l|dchag_c|token",
+        N=r"\d+",
+        P=r"\d+",
+        g=r"\d+",
+        split="random|block",
+        seed=r"\d+",
+    conda:
+        rank_env("train_check")
+    threads: rank_threads("train_check", "train")
+    resources:
+        **rank_resources("train_check", "train"),
+        bench_slot=1,
+    params:
+        cfg=stage_config(*TRAIN_KEYS),
+        patch=lambda wildcards: crop_patch(
+            config["train"], wildcards.dataset, int(wildcards.N)
+        ),
+        epochs=config["train"]["equivalence"]["epochs"],
+        launch=rank_launch("train_check", "train"),
+    message:
+        "train_check: {wildcards.dataset} {wildcards.plan} P={wildcards.P} g={wildcards.g} for"
+        f" {{params.epochs}} epochs, {RANK_REQUEST}; follow it with: tail -f {{log}}"
+    shell:
+        "{params.launch} train {input:q} --plan {wildcards.plan} --tokens {wildcards.N} --patch {params.patch}"
         " --world-size {wildcards.P} --groups {wildcards.g} --split {wildcards.split} --seed {wildcards.seed}"
-        " --out {output:q} --config-json {params.cfg:q} > {log} 2>&1"
+        " --stop-after {params.epochs} --out {output:q} --config-json {params.cfg:q} > {log} 2>&1"
+
+
+# Each check run against its single-process equivalent at the check epoch (OA within train.equivalence.tolerance).
+rule train_equivalence:
+    input:
+        train_equivalence_inputs,
+    output:
+        result("train/equivalence.nc"),
+    log:
+        log_file("train/equivalence.log"),
+    benchmark:
+        benchmark_file("train_equivalence", "job")
+    conda:
+        ENV
+    resources:
+        **job_resources("train_summary"),
+    params:
+        tolerance=config["train"]["equivalence"]["tolerance"],
+    shell:
+        "hsitp train equivalence {input:q} --tolerance {params.tolerance} --out {output:q} > {log} 2>&1"
 
 
 # Mean +- std over seeds per (dataset, plan, P, g, split, N), plan-minus-tp accuracy at the same N, the baseline
@@ -82,5 +146,9 @@ rule train_summary:
         ENV
     resources:
         **job_resources("train_summary"),
+    params:
+        margin=config["train"]["verdict"]["margin"],
+        level=config["train"]["verdict"]["level"],
     shell:
-        "hsitp train summary {input.records:q} --baseline {input.baselines:q} --out {output:q} > {log} 2>&1"
+        "hsitp train summary {input.records:q} --baseline {input.baselines:q} --margin {params.margin}"
+        " --level {params.level} --out {output:q} > {log} 2>&1"

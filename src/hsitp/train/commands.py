@@ -10,6 +10,10 @@ scene's dataset (the Snakemake rule passes both).
 ``hsitp train summary RECORD... [--baseline FILE...] --out results/RUN/train/summary.nc`` reduces the records over
 seeds (``hsitp.train.summary``).
 
+``--ranks 1`` trains the single-process equivalent of (plan, P, g) (``train.equivalent``); ``--stop-after E`` stops
+after epoch E on the whole run's schedule (the equivalence check). ``hsitp train equivalence RECORD... --out
+results/RUN/train/equivalence.nc`` compares each check run with its equivalent (``hsitp.train.equivalence``).
+
 A P the model does not fit is refused (``hsitp.models.check_plan``, via ``check_job``) before the runtime starts.
 SIGTERM is turned into the same quiet exit as Ctrl-C (status 130); under torchrun (P > 1) every rank leaves with
 ``os._exit`` after its own teardown, as ``hsitp bench run`` does, so a failure on one rank never hangs the job.
@@ -54,17 +58,34 @@ def _summary(args: argparse.Namespace) -> int:
     from hsitp.train.summary import KIND, summarize
 
     records, baselines = args.data[1:], list(args.baseline)
-    ds = summarize(records, baselines)
+    ds = summarize(records, baselines, margin=args.margin, level=args.level)
     inputs = {str(p): p for p in [*records, *baselines]}
     write_netcdf(ds, args.out, kind=KIND, prov=provenance({}, inputs=inputs))
     print(f"wrote {args.out} ({ds.sizes['cell']} cells from {len(records)} records)")
     return 0
 
 
+def _equivalence(args: argparse.Namespace) -> int:
+    from hsitp.io import provenance, write_netcdf
+    from hsitp.train.equivalence import KIND, compare, failures
+
+    records = args.data[1:]
+    ds = compare(records, tolerance=args.tolerance)
+    write_netcdf(ds, args.out, kind=KIND, prov=provenance({}, inputs={str(p): p for p in records}))
+    bad = failures(ds)
+    print(f"wrote {args.out} ({ds.sizes['check']} checks, {len(bad)} outside the tolerance)")
+    for line in bad:
+        print(f"hsitp: equivalence: {line}", file=sys.stderr)
+    return 1 if bad else 0
+
+
 def _dispatch(args: argparse.Namespace) -> int:
-    """``hsitp train summary ...`` or ``hsitp train DATA --plan ...`` (one parser keeps the old call working)."""
+    """``hsitp train summary ...``, ``hsitp train equivalence ...`` or ``hsitp train DATA --plan ...`` (one parser
+    keeps the old call working)."""
     if args.data[0] == "summary":
         return _summary(args)
+    if args.data[0] == "equivalence":
+        return _equivalence(args)
     if len(args.data) != 1:
         raise HsitpError(f"hsitp train: one prepared scene expected, got {args.data}")
     missing = [
@@ -109,7 +130,11 @@ def _train(args: argparse.Namespace) -> int:
         seed=args.seed,
         tokens=args.tokens,
         patch=patch,
+        ranks=args.ranks or 0,
+        stop_after=args.stop_after,
     )
+    if job.launched not in (1, job.world_size):
+        raise HsitpError(f"hsitp train: --ranks {args.ranks}: 1 (the single-process equivalent) or P")
     bands, classes, rows, cols = scene_header(job.data)
     # before any rank starts: a P the model does not fit, a crop larger than the scene
     check_job(
@@ -121,7 +146,7 @@ def _train(args: argparse.Namespace) -> int:
     from hsitp.train.loop import train_rank
 
     install_signal_handlers()
-    rt = start(RuntimeSettings.from_config(cfg, section="train", world_size=job.world_size))
+    rt = start(RuntimeSettings.from_config(cfg, section="train", world_size=job.launched))
     if rt.world_size == 1:
         try:
             train_rank(rt, cfg, job)
@@ -169,6 +194,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--world-size", type=int, help="(training) P; must equal torchrun's --nproc_per_node")
     p.add_argument("--groups", type=int, default=1, help="D-CHAG groups per rank g (dchag plans; else 1)")
+    p.add_argument(
+        "--ranks",
+        type=int,
+        help="(training) processes: P (default) or 1, the single-process equivalent of (plan, P, g)",
+    )
+    p.add_argument(
+        "--margin", type=float, default=0.01, help="(summary) verdict margin delta (train.verdict.margin)"
+    )
+    p.add_argument(
+        "--level", type=float, default=0.95, help="(summary) verdict confidence level (train.verdict.level)"
+    )
+    p.add_argument(
+        "--tolerance",
+        type=float,
+        default=5e-4,
+        help="(equivalence) largest |OA difference| that passes (train.equivalence.tolerance)",
+    )
+    p.add_argument(
+        "--stop-after", type=int, help="(training) stop after this epoch, on the whole run's LR schedule"
+    )
     p.add_argument("--split", help="(training) split protocol of the prepared file: random or block")
     p.add_argument("--seed", type=int, help="(training) seed")
     p.add_argument(

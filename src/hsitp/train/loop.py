@@ -9,8 +9,8 @@ plan). Rank 0 writes the per-epoch record. Semantics of one optimizer step:
     (token plan: the ranks' losses sum to the full loss; other plans: every rank holds the full loss)
     backward -> model.reduce_grads() -> AdamW step -> LR schedule step (linear warm-up, cosine to 0)
 
-Every ``train.eval_every`` epochs and after the last one, the whole scene is predicted by tiled inference and scored
-on the split's test pixels (``hsitp.train.evaluate``; no randomness, so resume stays exact); the record holds OA,
+Every ``train.eval_every`` epochs, in each of the last ``train.summary_epochs`` epochs (the paper's §7.4 averages
+them) and after the last one, the whole scene is predicted by tiled inference and scored on the split's test pixels (``hsitp.train.evaluate``; no randomness, so resume stays exact); the record holds OA,
 AA, kappa and per-class accuracy per epoch (NaN where not evaluated) and the final predicted map.
 """
 
@@ -50,6 +50,11 @@ ACTIVATION_CHECKPOINTING = "none"  # the policy the memory numbers were measured
 # Keys of `train` that do not change the trajectory: a checkpoint made under other values is resumed from.
 _NOT_TRAJECTORY = ("debug", "checkpoint", "summary_epochs", "datasets", "plans", "world_sizes", "groups")
 _NOT_TRAJECTORY += ("splits", "seeds", "device", "threads_per_rank", "crops")  # the job's crop is in "model"
+_NOT_TRAJECTORY += (
+    "equivalent",
+    "equivalence",
+    "verdict",
+)  # the launched ranks are in the checkpoint's layout
 
 
 class TrainError(HsitpError):
@@ -80,6 +85,21 @@ def lr_lambda(warmup: int, total: int) -> Callable[[int], float]:
         return 0.5 * (1.0 + math.cos(math.pi * min(1.0, (step - warmup) / span)))
 
     return f
+
+
+def evaluated_epochs(train_cfg: Mapping[str, Any], stop_after: int | None = None) -> set[int]:
+    """The 1-based epochs whose end evaluates the model: every ``eval_every``, the last ``summary_epochs``, the
+    last epoch run, and the equivalence check's epoch under ``train.equivalent`` (both sides score it)."""
+    epochs, every = int(train_cfg["epochs"]), int(train_cfg["eval_every"])
+    k = min(epochs, int(train_cfg["summary_epochs"]))
+    out = {e for e in range(1, epochs + 1) if e % every == 0 or e > epochs - k}
+    out.add(epochs)
+    check = int((train_cfg.get("equivalence") or {}).get("epochs", 0))
+    if train_cfg.get("equivalent") and 0 < check <= epochs:
+        out.add(check)
+    if stop_after is not None:
+        out.add(min(stop_after, epochs))
+    return out
 
 
 def _rng_state(device: torch.device) -> dict[str, Any]:
@@ -115,6 +135,7 @@ def _trajectory_meta(
         "master_seed": master_seed,  # draws the validation pixels
         "plan": job.plan,
         "P": job.world_size,
+        "ranks": job.launched,
         "g": job.groups,
         "split": job.split,
         "seed": job.seed,
@@ -172,7 +193,7 @@ def train_rank(
     Resumes from the newest complete checkpoint of the same configuration. ``on_step(global_step)`` runs before
     every step (tests use it to kill a rank)."""
     tc = config["train"]
-    tp = tp_group(rt, job.world_size)
+    tp = tp_group(rt, job.launched)
     device = rt.device
     cuda = device.type == "cuda"
     if tc["deterministic"] and not cuda:
@@ -200,8 +221,11 @@ def train_rank(
     from hsitp.models.model import SpectralSpatialTransformer
     from hsitp.models.plans import parallelize
 
-    model = parallelize(SpectralSpatialTransformer(arch, seed=job.seed), job.plan, tp, device=device)
+    # the single-process equivalent trains the plan's architecture whole, on one rank (plan "dense")
+    applied = "dense" if job.equivalent else job.plan
+    model = parallelize(SpectralSpatialTransformer(arch, seed=job.seed), applied, tp, device=device)
     epochs, spe = int(tc["epochs"]), int(tc["steps_per_epoch"])
+    last_epoch = epochs if job.stop_after is None else min(epochs, int(job.stop_after))
     total_steps = epochs * spe
     opt = torch.optim.AdamW(model.parameters(), lr=float(tc["lr"]), weight_decay=float(tc["weight_decay"]))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(int(tc["warmup_steps"]), total_steps))
@@ -214,7 +238,7 @@ def train_rank(
     tokens_per_step = int(tc["batch"]) * arch.n_tokens
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if cuda else _nullcontext()
     valid = model.output_valid()  # (1, 1, ...) bool or None: this rank's padded output locations
-    eval_every = int(tc["eval_every"])
+    eval_at = evaluated_epochs(tc, job.stop_after)
     evaluate = functools.partial(
         evaluate_scene, model, scene, arch.height, batch=int(tc["batch"]), device=device, autocast=autocast
     )
@@ -242,9 +266,9 @@ def train_rank(
     nan_at, fail_at = tc["debug"]["nan_at_step"], tc["debug"]["fail_at_step"]
     timer = CommTimer(device)
     last_good = ckpt.epoch_dir(job.checkpoint_dir, start_epoch) if start_epoch else None
-    progress = _Progress(tp.rank, total_steps, start_epoch * spe, epochs)
+    progress = _Progress(tp.rank, last_epoch * spe, start_epoch * spe, last_epoch)
     try:
-        for epoch in range(start_epoch, epochs):
+        for epoch in range(start_epoch, last_epoch):
             losses: list[float] = []
             step_times: list[float] = []
             comm_times: list[float] = []
@@ -307,7 +331,7 @@ def train_rank(
             assert memory is not None
             rec = _epoch_record(epoch, losses, step_times, comm_times, memory, tp, tokens_per_step, device)
             rec["lr"] = float(sched.get_last_lr()[0])
-            if (epoch + 1) % eval_every == 0 or epoch + 1 == epochs:
+            if epoch + 1 in eval_at:
                 result = evaluate()
                 prediction = result.prediction
                 rec.update(_accuracy(result.scores))

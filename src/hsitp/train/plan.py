@@ -32,8 +32,11 @@ __all__ = [
     "crop_patch",
     "crop_size",
     "dataset_crops",
+    "check_runs",
+    "equivalent_of",
     "jobs",
     "model_config",
+    "plan_world_sizes",
     "recipe",
     "recipe_hash",
     "run_name",
@@ -65,6 +68,20 @@ class TrainJob:
     seed: int
     tokens: int  # N, spatial tokens per crop (a perfect square)
     patch: int  # p; the crop edge is S = p x sqrt(N)
+    ranks: int = 0  # processes launched: P (0 = P), or 1 for the single-process equivalent of (plan, P, g)
+    stop_after: int | None = (
+        None  # stop after this epoch (same schedule as the whole run): the equivalence check
+    )
+
+    @property
+    def launched(self) -> int:
+        """Ranks this job runs on: P, or 1 when it trains the plan's single-process equivalent."""
+        return self.ranks or self.world_size
+
+    @property
+    def equivalent(self) -> bool:
+        """One process training ``architecture_for(base, plan, P, g)``, the model the plan splits over P ranks."""
+        return self.launched != self.world_size
 
     @property
     def name(self) -> str:
@@ -79,7 +96,7 @@ class TrainJob:
 # its cell), where and how it runs, what is recorded, and fault injection
 RECIPE_EXCLUDED = (
     "datasets", "crops", "plans", "world_sizes", "groups", "splits", "seeds", "device", "threads_per_rank",
-    "deterministic", "eval_every", "summary_epochs", "checkpoint", "debug",
+    "deterministic", "eval_every", "summary_epochs", "checkpoint", "debug", "equivalent", "equivalence", "verdict",
 )  # fmt: skip
 
 
@@ -199,21 +216,61 @@ def check_job(
     return arch
 
 
+def plan_world_sizes(config: Mapping[str, Any], plan: str) -> list[int]:
+    """The P a plan is trained at: dense at 1; under ``train.equivalent`` tp at the smallest P only (its
+    architecture does not depend on P: one model at every P); else every P of ``train.world_sizes``."""
+    tc = config["train"]
+    if plan == "dense":
+        return [1]
+    if plan == "tp" and tc.get("equivalent"):
+        return [min(int(p) for p in tc["world_sizes"])]
+    return [int(p) for p in tc["world_sizes"]]
+
+
 def jobs(config: Mapping[str, Any]) -> list[Job]:
     """(dataset, plan, N, P, g, split, seed) of every configured training job: every crop of ``train.crops`` that
     applies to the dataset, every plan; dense once per crop, at P = 1, whatever ``train.world_sizes`` holds (it is
-    the reference every parallel plan is compared with)."""
+    the reference every parallel plan is compared with); under ``train.equivalent`` tp once (plan_world_sizes)."""
     tc = config["train"]
     out = []
     for dataset in trained_datasets(config):
         for _, N in dataset_crops(tc, dataset):  # noqa: N806
             for plan in tc["plans"]:
-                for P in [1] if plan == "dense" else tc["world_sizes"]:  # noqa: N806
+                for P in plan_world_sizes(config, plan):  # noqa: N806
                     for g in tc["groups"].get(plan, [1]) if plan in DCHAG_PARTIAL else [1]:
                         for split in tc["splits"]:
                             for seed in tc["seeds"]:
                                 out.append((dataset, plan, int(N), int(P), int(g), split, int(seed)))
     return out
+
+
+def check_runs(config: Mapping[str, Any]) -> list[Job]:
+    """The equivalence checks of ``train.equivalent``: one real P-rank run per (dataset, N, plan, P, g) of the
+    parallel plans (tp at every P of ``train.world_sizes``), at ``train.equivalence.seed`` on the first split,
+    stopped after ``train.equivalence.epochs`` epochs; none without ``train.equivalent`` or with epochs 0."""
+    tc = config["train"]
+    check = tc.get("equivalence") or {}
+    if not tc.get("equivalent") or not int(check.get("epochs", 0)):
+        return []
+    seed, split = int(check["seed"]), tc["splits"][0]
+    out = []
+    for dataset in trained_datasets(config):
+        for _, N in dataset_crops(tc, dataset):  # noqa: N806
+            for plan in tc["plans"]:
+                if plan == "dense":
+                    continue
+                for P in tc["world_sizes"]:  # noqa: N806
+                    for g in tc["groups"].get(plan, [1]) if plan in DCHAG_PARTIAL else [1]:
+                        out.append((dataset, plan, int(N), int(P), int(g), split, seed))
+    return out
+
+
+def equivalent_of(config: Mapping[str, Any], job: Job) -> Job:
+    """The accuracy job a check run is compared with: the same cell, tp at its one trained P."""
+    dataset, plan, N, P, g, split, seed = job  # noqa: N806
+    if plan == "tp":
+        P = plan_world_sizes(config, "tp")[0]  # noqa: N806
+    return (dataset, plan, N, P, g, split, seed)
 
 
 def _check_crop_names(config: Mapping[str, Any], known: Sequence[str]) -> None:
@@ -237,6 +294,12 @@ def check_jobs(config: Mapping[str, Any]) -> None:
 
     known = set(registry.names())
     _check_crop_names(config, sorted(known))
+    check = config["train"].get("equivalence") or {}
+    if check_runs(config) and int(check["seed"]) not in [int(s) for s in config["train"]["seeds"]]:
+        raise TrainConfigError(
+            f"train.equivalence.seed = {check['seed']} is not one of train.seeds {config['train']['seeds']}: the "
+            "check run is compared with that seed's single-process equivalent"
+        )
     pca = config.get("data", {}).get("pca_components")
     tc = config["train"]
     for dataset, plan, N, P, g, _, _ in jobs(config):  # noqa: N806

@@ -191,6 +191,13 @@ def build_dataset(
     )
     k = summary_window(len(epochs), summary_epochs)
     last = ds.isel(epoch=slice(-k, None))
+    for name in ("oa", "aa", "kappa"):  # §7.4: the test set scored in each of the last k epochs, averaged
+        vals = last[name].values
+        attrs_ = dict(ds[name].attrs)
+        attrs_["long_name"] = (
+            f"mean over the last {k} epochs of: {attrs_['long_name']} (epochs not evaluated are skipped)"
+        )
+        ds[f"{name}_summary"] = ((), float(np.nanmean(vals)) if np.isfinite(vals).any() else np.nan, attrs_)
     for name, dims in (
         ("loss", ()),
         ("tokens_per_s", ()),
@@ -231,6 +238,15 @@ def write_record(
         "dataset": scene.name,
         "plan": job.plan,
         "P": job.world_size,
+        "ranks": job.launched,
+        "trained_as": (
+            f"single-process equivalent: architecture_for(base, {job.plan!r}, P={job.world_size}, g={job.groups}) "
+            "in one process (the parity tests show it equals the plan over P ranks); its tokens/s and memory are "
+            "one process's, not the plan's"
+            if job.equivalent
+            else f"{job.plan} over {job.world_size} rank(s)"
+        ),
+        "stopped_after_epochs": int(job.stop_after) if job.stop_after is not None else 0,
         "g": job.groups,
         "split": job.split,
         "seed": job.seed,
@@ -252,7 +268,7 @@ def write_record(
         **rt.attrs(),
     }
     ds = build_dataset(
-        history, world_size=job.world_size, summary_epochs=int(tc["summary_epochs"]), attrs=attrs
+        history, world_size=job.launched, summary_epochs=int(tc["summary_epochs"]), attrs=attrs
     )
     ds["prediction"] = (
         ("y", "x"),
@@ -270,6 +286,7 @@ def write_record(
         "data-parallel replicas, so no cross-replica reduction"
     )
     ds.attrs["eval_every"] = int(tc["eval_every"])
+    ds.attrs["evaluated"] = "every eval_every epochs, each of the last summary_epochs, and the last epoch run"
     prov = provenance(
         config, inputs={"dataset": job.data}, extra={"dataset": scene.name, "run_name": job.name}
     )

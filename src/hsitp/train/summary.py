@@ -2,22 +2,25 @@
 
 A cell is (dataset, plan, P, g, split, N), N the crop's spatial tokens (the record's ``tokens``: one scene may be
 trained at several crops of ``train.crops``); its seeds are reduced to mean and sample standard deviation (ddof = 1;
-NaN with one seed). Accuracy is the last epoch's (always evaluated); throughput, peak memory and ccr_inline are the
-records' means over their last ``train.summary_epochs`` epochs (``*_summary``). Accuracy differences are paired
-by seed: plan minus ``tp`` at the same dataset, P, split and N (NaN where ``tp`` did not run that seed). The
-classical baseline (results/<run>/baseline/DATASET_{protocol}_s{seed}.nc) on the same dataset and split stands
-beside every cell (whatever its N) when its files are given.
+NaN with one seed). As the paper's §7.4 says, test OA, AA and kappa are each record's mean over its last
+``train.summary_epochs`` epochs (each evaluated), and so are throughput, peak memory and ccr_inline
+(``*_summary``); the last epoch's accuracy stands beside them (``oa_final``, ...). Accuracy differences are paired
+by seed: plan minus ``tp`` at the same dataset, P, split and N, or the one tp cell trained as a single-process
+equivalent (``train.equivalent``: tp is one model at every P). Each pair of series gets a verdict
+(``hsitp.evaluate.verdict``): equal / better / worse / undecided from the 95 % interval and the margin δ, with the
+seeds that would decide an undecided one. The classical baseline (results/<run>/baseline/DATASET_{protocol}_s{seed}.nc)
+on the same dataset and split stands beside every cell (whatever its N) when its files are given.
 
 Every record carries its recipe hash (``hsitp.train.plan.recipe_hash``); records of different recipes are refused,
 so a summary never compares runs trained differently. Validation accuracy (``val_*``, the pixels every recipe
-decision is taken on) and the per-class test accuracy are reduced beside the test numbers.
+decision is taken on, last epoch) and the per-class test accuracy (last epoch) are reduced beside the test numbers.
 """
 
 from __future__ import annotations
 
 import warnings
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,16 +28,25 @@ import numpy as np
 import xarray as xr
 
 from hsitp.errors import HsitpError
+from hsitp.evaluate.verdict import DEFAULT_MARGIN, LEVEL, VERDICTS, paired_verdict
 from hsitp.io import read_netcdf
 
 KIND = "train_summary"
 ACCURACY = ("oa", "aa", "kappa")
+FINAL = ("oa_final", "aa_final", "kappa_final")
+VERDICT_METRICS = ("oa", "aa")  # the verdict variables: oa_verdict, aa_verdict (and their intervals)
+# flag values of the verdict variables: the verdicts, then the cells that have none
+VERDICT_FLAGS = (*VERDICTS, "reference", "unpaired")
 VALIDATION = ("val_oa", "val_aa", "val_kappa")
 BASELINE_VARS = {"oa": "overall_accuracy", "aa": "average_accuracy", "kappa": "kappa"}
 LONG = {
-    "oa": "overall accuracy on the test pixels after the last epoch",
-    "aa": "average accuracy (mean per-class recall) on the test pixels after the last epoch",
-    "kappa": "Cohen's kappa on the test pixels after the last epoch",
+    "oa": "overall accuracy on the test pixels, the record's mean over its last summary epochs",
+    "aa": "average accuracy (mean per-class recall) on the test pixels, the record's mean over its last summary "
+    "epochs",
+    "kappa": "Cohen's kappa on the test pixels, the record's mean over its last summary epochs",
+    "oa_final": "overall accuracy on the test pixels after the last epoch",
+    "aa_final": "average accuracy on the test pixels after the last epoch",
+    "kappa_final": "Cohen's kappa on the test pixels after the last epoch",
     "val_oa": "overall accuracy on the validation pixels (train.validation) after the last epoch",
     "val_aa": "average accuracy on the validation pixels after the last epoch",
     "val_kappa": "Cohen's kappa on the validation pixels after the last epoch",
@@ -43,6 +55,9 @@ LONG = {
     "ccr_inline": "in-training comm / (step - comm), mean over ranks and the record's last summary epochs",
 }
 UNITS = {
+    "oa_final": "1",
+    "aa_final": "1",
+    "kappa_final": "1",
     "oa": "1",
     "aa": "1",
     "kappa": "1",
@@ -78,9 +93,13 @@ def record_numbers(ds: xr.Dataset) -> dict[str, Any]:
         "per_class": np.asarray(ds["per_class_accuracy"].values[-1], dtype=np.float64)
         if "per_class_accuracy" in ds
         else np.zeros(0),
-        "oa": float(ds["oa"].values[-1]),
-        "aa": float(ds["aa"].values[-1]),
-        "kappa": float(ds["kappa"].values[-1]),
+        # the window mean (§7.4); records written before it fall back to the last epoch
+        **{
+            m: float(ds[f"{m}_summary"]) if f"{m}_summary" in ds else float(ds[m].values[-1])
+            for m in ACCURACY
+        },
+        **{f"{m}_final": float(ds[m].values[-1]) for m in ACCURACY},
+        "ranks": int(ds.attrs.get("ranks", ds.attrs["P"])),
         "tokens_per_s": float(ds["tokens_per_s_summary"]),
         "peak_memory": float(ds["peak_allocated_summary"].max()),
         "ccr_inline": float(ds["ccr_inline_summary"].mean()),
@@ -94,9 +113,114 @@ def _pad(values: np.ndarray, classes: int) -> np.ndarray:
     return out
 
 
-def summarize(records: Sequence[str | Path], baselines: Sequence[str | Path] = ()) -> xr.Dataset:
-    """The summary Dataset (dims cell, classifier) of the training records and baseline files given."""
+def _reference(runs: Mapping[Cell, Any], cell: Cell, ranks: Mapping[Cell, int]) -> Cell | None:
+    """The tp cell a cell is compared with: tp at the same dataset, P, split and N, else the one tp cell of that
+    dataset, split and N trained as a single-process equivalent (tp's architecture does not depend on P)."""
+    d, _plan, p, _g, s, n = cell
+    same = (d, "tp", p, 1, s, n)
+    if same in runs:
+        return same
+    anyp = [c for c in runs if c[1] == "tp" and (c[0], c[4], c[5]) == (d, s, n) and ranks[c] == 1]
+    return anyp[0] if len(anyp) == 1 else None
+
+
+def _verdict_vars(
+    runs: Mapping[Cell, Mapping[int, Mapping[str, Any]]],
+    cells: Sequence[Cell],
+    ranks: Mapping[Cell, int],
+    margin: float,
+    level: float,
+) -> dict[str, Any]:
+    """d_{m}_vs_tp mean/std/ci_low/ci_high, {m}_verdict (CF flags) and seeds_to_decide (OA; aa_seeds_to_decide)."""
+    data: dict[str, Any] = {}
+    flag_attrs = {
+        "flag_values": np.arange(len(VERDICT_FLAGS), dtype=np.int8),
+        "flag_meanings": " ".join(VERDICT_FLAGS),
+    }
+    for m in ACCURACY:
+        cols: dict[str, list[float]] = defaultdict(list)
+        flags, need = [], []
+        for c in cells:
+            ref = _reference(runs, c, ranks)
+            mine = runs[c]
+            seeds = sorted(s for s in mine if ref is not None and s in runs[ref])
+            d = [mine[s][m] - runs[ref][s][m] for s in seeds] if ref is not None else []
+            cols["mean"].append(_mean(d))
+            cols["std"].append(_std(d))
+            if c[1] == "tp" and ref == c:
+                flag, low, high, k = "reference", np.nan, np.nan, -1
+            elif len(d) < 2:
+                flag, low, high, k = "unpaired" if not d else "undecided", np.nan, np.nan, -1
+            else:
+                v = paired_verdict(
+                    [mine[s][m] for s in seeds], [runs[ref][s][m] for s in seeds], margin, level
+                )
+                flag, low, high = v.verdict, v.ci_low, v.ci_high
+                k = -1 if v.seeds_to_decide is None else v.seeds_to_decide
+            cols["low"].append(low)
+            cols["high"].append(high)
+            flags.append(VERDICT_FLAGS.index(flag))
+            need.append(k)
+        note = (
+            f"plan minus tp ({m}) paired by seed, at the same dataset, split and N and the same P (or tp's one "
+            "single-process equivalent); NaN without a tp run"
+        )
+        data[f"d_{m}_vs_tp_mean"] = ("cell", cols["mean"], {"units": "1", "long_name": f"mean of {note}"})
+        data[f"d_{m}_vs_tp_std"] = (
+            "cell",
+            cols["std"],
+            {"units": "1", "long_name": f"standard deviation (ddof 1) of {note}"},
+        )
+        if m not in VERDICT_METRICS:
+            continue
+        ci = f"{level:.0%} two-sided t interval (k - 1 degrees of freedom) of the mean of {note}"
+        data[f"d_{m}_vs_tp_ci_low"] = (
+            "cell",
+            cols["low"],
+            {"units": "1", "long_name": f"low end of the {ci}"},
+        )
+        data[f"d_{m}_vs_tp_ci_high"] = (
+            "cell",
+            cols["high"],
+            {"units": "1", "long_name": f"high end of the {ci}"},
+        )
+        data[f"{m}_verdict"] = (
+            "cell",
+            np.array(flags, dtype=np.int8),
+            {
+                **flag_attrs,
+                "long_name": f"{m.upper()} of the plan vs tp: equal if the interval lies in [-margin, margin], else "
+                "better (low > 0), worse (high < 0) or undecided; reference = tp itself, unpaired = no tp run",
+                "margin": margin,
+                "level": level,
+                "multiplicity": "per comparison: a table of n verdicts holds n such intervals (no correction)",
+            },
+        )
+        name = "seeds_to_decide" if m == "oa" else f"{m}_seeds_to_decide"
+        data[name] = (
+            "cell",
+            np.array(need, dtype=np.int32),
+            {
+                "units": "1",
+                "long_name": f"the fewest seeds whose interval of the {m.upper()} difference would fit in the margin "
+                "if its mean and sd stayed as measured (undecided cells); -1 = not applicable or no number does "
+                "(|mean| >= margin, one seed)",
+            },
+        )
+    return data
+
+
+def summarize(
+    records: Sequence[str | Path],
+    baselines: Sequence[str | Path] = (),
+    *,
+    margin: float = DEFAULT_MARGIN,
+    level: float = LEVEL,
+) -> xr.Dataset:
+    """The summary Dataset (dims cell, classifier) of the training records and baseline files given; verdicts at
+    equivalence margin ``margin`` and confidence ``level``."""
     runs: dict[Cell, dict[int, dict[str, Any]]] = defaultdict(dict)
+    ranks: dict[Cell, int] = {}
     recipes: dict[str, str] = {}  # recipe hash -> the first record with it
     recipe_json = ""
     for path in records:
@@ -123,7 +247,12 @@ def summarize(records: Sequence[str | Path], baselines: Sequence[str | Path] = (
             str(a["split"]),
             int(a["tokens"]),
         )
-        runs[cell][int(a["seed"])] = record_numbers(ds)
+        runs[cell][int(a["seed"])] = numbers = record_numbers(ds)
+        if ranks.setdefault(cell, numbers["ranks"]) != numbers["ranks"]:
+            raise SummaryError(
+                f"{path}: trained on {numbers['ranks']} rank(s), other seeds of its cell on {ranks[cell]}: summarise "
+                "single-process equivalents and P-rank runs apart"
+            )
     base: dict[tuple[str, str], dict[str, list[np.ndarray]]] = defaultdict(lambda: defaultdict(list))
     classifiers: list[str] = []
     for path in baselines:
@@ -142,7 +271,7 @@ def summarize(records: Sequence[str | Path], baselines: Sequence[str | Path] = (
         raise SummaryError("train summary: no training records given")
     cells = sorted(runs)
     data: dict[str, Any] = {}
-    for m in (*ACCURACY, *VALIDATION, "tokens_per_s", "peak_memory", "ccr_inline"):
+    for m in (*ACCURACY, *FINAL, *VALIDATION, "tokens_per_s", "peak_memory", "ccr_inline"):
         vals = [[r[m] for r in runs[c].values()] for c in cells]
         attrs = {"units": UNITS[m]}
         if m == "tokens_per_s":  # each record timed at its own moment: no ratio between cells
@@ -157,23 +286,7 @@ def summarize(records: Sequence[str | Path], baselines: Sequence[str | Path] = (
             [_std(v) for v in vals],
             {**attrs, "long_name": f"standard deviation (ddof 1) over seeds of {LONG[m]}"},
         )
-    for m in ACCURACY:
-        diffs = []
-        for d, _plan, p, _g, s, n in cells:
-            ref = runs.get((d, "tp", p, 1, s, n), {})
-            mine = runs[(d, _plan, p, _g, s, n)]
-            diffs.append([mine[seed][m] - ref[seed][m] for seed in sorted(mine) if seed in ref])
-        note = f"plan minus tp at the same dataset, P, split, N and seed ({m}); NaN without a tp run"
-        data[f"d_{m}_vs_tp_mean"] = (
-            "cell",
-            [_mean(v) for v in diffs],
-            {"units": "1", "long_name": f"mean of {note}"},
-        )
-        data[f"d_{m}_vs_tp_std"] = (
-            "cell",
-            [_std(v) for v in diffs],
-            {"units": "1", "long_name": f"standard deviation (ddof 1) of {note}"},
-        )
+    data.update(_verdict_vars(runs, cells, ranks, margin, level))
     per_class = [np.stack([r["per_class"] for r in runs[c].values()]) for c in cells]  # (seeds, K) per cell
     classes = max(pc.shape[1] for pc in per_class)
     with warnings.catch_warnings():  # a class with no test pixel is NaN in every seed: mean of nothing
@@ -189,6 +302,15 @@ def summarize(records: Sequence[str | Path], baselines: Sequence[str | Path] = (
         },
     )
     data["seeds"] = ("cell", [len(runs[c]) for c in cells], {"units": "1", "long_name": "seeds in the cell"})
+    data["ranks"] = (
+        "cell",
+        np.array([ranks[c] for c in cells], dtype=np.int32),
+        {
+            "units": "1",
+            "long_name": "processes each run of the cell trained on: P, or 1 for the plan's single-process "
+            "equivalent (train.equivalent; its tokens/s and memory are one process's, not the plan's)",
+        },
+    )
     coords: dict[str, Any] = {
         "cell": ("cell", np.arange(len(cells), dtype=np.int32), {"units": "1", "long_name": "cell index"}),
         "dataset": ("cell", np.array([c[0] for c in cells], dtype=object), {"long_name": "dataset"}),
@@ -261,8 +383,13 @@ def summarize(records: Sequence[str | Path], baselines: Sequence[str | Path] = (
         {
             "title": "hsitp training summary: accuracy, throughput, memory and ccr_inline per cell, over seeds",
             "std": "sample standard deviation over seeds (ddof = 1); NaN with one seed",
-            "accuracy": "the last epoch's evaluation (whole-scene tiled prediction, test pixels, rank 0's map)",
-            "differences": "paired by seed: plan minus tp at the same dataset, P, split and N",
+            "accuracy": "each record's mean over its last summary_epochs evaluations (whole-scene tiled prediction, "
+            "test pixels, rank 0's map); *_final: the last epoch's",
+            "differences": "paired by seed: plan minus tp at the same dataset, P, split and N (or tp's single-process "
+            "equivalent, one model at every P)",
+            "verdict_margin": margin,
+            "verdict_level": level,
+            "verdict_scope": f"{level:.0%} per comparison; n comparisons hold n intervals (no multiplicity correction)",
             "records": len(records),
             "recipe_hash": next(iter(recipes)),
             "recipe": recipe_json,

@@ -1,0 +1,177 @@
+"""``results/<run>/train/equivalence.nc``: does each single-process equivalent train like its plan over P ranks?
+
+Under ``train.equivalent`` the accuracy runs train ``architecture_for(base, plan, P, g)`` in one process. The parity
+tests show one step of it equals the plan over P ranks; this file shows whole training curves agree: for each
+(plan, P, g), one real P-rank run (``hsitp train --stop-after E``, same seed, split and LR schedule) against the
+equivalent's record at the same epoch E. Test OA must agree within ``train.equivalence.tolerance`` (0.0005: equal
+to 3 decimals); the mean training loss of each epoch up to E stands beside it (float reassociation across ranks
+makes the curves differ in the last bits, not more). tp's equivalent is one model for every P.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+from hsitp.errors import HsitpError
+from hsitp.io import read_netcdf
+
+KIND = "train_equivalence"
+DEFAULT_TOLERANCE = 5e-4
+
+
+class EquivalenceError(HsitpError, ValueError):
+    """Check runs without their equivalent, or records that are neither (names the file)."""
+
+
+def _key(ds: xr.Dataset, *, any_p: bool) -> tuple:
+    a = ds.attrs
+    return (
+        str(a["dataset"]),
+        str(a["plan"]),
+        None if any_p else int(a["P"]),
+        int(a["g"]),
+        str(a["split"]),
+        int(a["seed"]),
+        int(a["tokens"]),
+    )
+
+
+def compare(records: Sequence[str | Path], tolerance: float = DEFAULT_TOLERANCE) -> xr.Dataset:
+    """Pair every check record (stopped after E epochs, P ranks) with its equivalent (1 rank) and compare at E."""
+    checks, equivalents = [], {}
+    for path in records:
+        ds = read_netcdf(path, kind="train")
+        ranks, stop = int(ds.attrs.get("ranks", ds.attrs["P"])), int(ds.attrs.get("stopped_after_epochs", 0))
+        if stop and ranks == int(ds.attrs["P"]):
+            checks.append((path, ds))
+        elif ranks == 1 and not stop:
+            equivalents[_key(ds, any_p=False)] = (path, ds)
+            if str(ds.attrs["plan"]) == "tp":
+                equivalents[_key(ds, any_p=True)] = (path, ds)
+        else:
+            raise EquivalenceError(
+                f"{path}: neither a check run (P ranks, stopped_after_epochs > 0) nor a single-process equivalent "
+                f"(ranks 1, whole schedule): ranks {ranks}, P {ds.attrs['P']}, stopped after {stop}"
+            )
+    if not checks:
+        raise EquivalenceError("train equivalence: no check run among the records")
+    rows = []
+    for path, ds in checks:
+        any_p = str(ds.attrs["plan"]) == "tp"
+        found = equivalents.get(_key(ds, any_p=any_p))
+        if found is None:
+            raise EquivalenceError(
+                f"{path}: no single-process equivalent record of the same cell and seed given"
+            )
+        epath, eq = found
+        e = int(ds.attrs["stopped_after_epochs"])
+        if e not in eq["epoch"].values or not np.isfinite(float(eq["oa"].sel(epoch=e))):
+            raise EquivalenceError(
+                f"{epath}: not evaluated at epoch {e}, the check's last (train.equivalence)"
+            )
+        oa_c, oa_e = float(ds["oa"].sel(epoch=e)), float(eq["oa"].sel(epoch=e))
+        loss_c = ds["loss"].sel(epoch=slice(1, e)).values
+        loss_e = eq["loss"].sel(epoch=slice(1, e)).values
+        rows.append(
+            {
+                "plan": str(ds.attrs["plan"]),
+                "P": int(ds.attrs["P"]),
+                "g": int(ds.attrs["g"]),
+                "dataset": str(ds.attrs["dataset"]),
+                "split": str(ds.attrs["split"]),
+                "seed": int(ds.attrs["seed"]),
+                "N": int(ds.attrs["tokens"]),
+                "epoch": e,
+                "oa_check": oa_c,
+                "oa_equivalent": oa_e,
+                "loss_max_rel_diff": float(
+                    np.max(np.abs(loss_c - loss_e) / np.maximum(np.abs(loss_e), 1e-12))
+                ),
+                "recipe_match": ds.attrs.get("recipe_hash") == eq.attrs.get("recipe_hash"),
+            }
+        )
+    rows.sort(key=lambda r: (r["dataset"], r["plan"], r["P"], r["g"]))
+    d_oa = np.array([r["oa_check"] - r["oa_equivalent"] for r in rows])
+    passed = (np.abs(d_oa) <= tolerance) & np.array([r["recipe_match"] for r in rows])
+    n = len(rows)
+
+    def coord(key: str, dtype: type, long: str, units: str | None = None) -> tuple:
+        attrs = {"long_name": long} | ({"units": units} if units else {})
+        return ("check", np.array([r[key] for r in rows], dtype=dtype), attrs)
+
+    ds_out = xr.Dataset(
+        {
+            "oa_check": (
+                "check",
+                [r["oa_check"] for r in rows],
+                {"units": "1", "long_name": "test OA of the P-rank run at the check epoch"},
+            ),
+            "oa_equivalent": (
+                "check",
+                [r["oa_equivalent"] for r in rows],
+                {"units": "1", "long_name": "test OA of the single-process equivalent at the same epoch"},
+            ),
+            "d_oa": (
+                "check",
+                d_oa,
+                {"units": "1", "long_name": "OA of the P-rank run minus its equivalent's"},
+            ),
+            "loss_max_rel_diff": (
+                "check",
+                [r["loss_max_rel_diff"] for r in rows],
+                {
+                    "units": "1",
+                    "long_name": "largest relative difference of the epochs' mean training loss up to the check epoch",
+                },
+            ),
+            "passed": (
+                "check",
+                passed.astype(np.int8),
+                {
+                    "units": "1",
+                    "long_name": f"1 where |d_oa| <= {tolerance:g} and both runs share the recipe hash",
+                    "flag_values": np.array([0, 1], dtype=np.int8),
+                    "flag_meanings": "failed passed",
+                },
+            ),
+        },
+        coords={
+            "check": ("check", np.arange(n, dtype=np.int32), {"units": "1", "long_name": "check index"}),
+            "plan": coord("plan", object, "parallel plan"),
+            "P": coord("P", np.int32, "TP size of the check run (ranks)", "1"),
+            "g": coord("g", np.int32, "D-CHAG groups", "1"),
+            "dataset": coord("dataset", object, "dataset"),
+            "split": coord("split", object, "split protocol"),
+            "seed": coord("seed", np.int32, "seed", "1"),
+            "N": coord("N", np.int32, "spatial tokens per crop", "1"),
+            "epoch": coord(
+                "epoch", np.int32, "epochs trained by the check run (train.equivalence.epochs)", "1"
+            ),
+        },
+    )
+    ds_out.attrs.update(
+        {
+            "title": "hsitp training equivalence: each plan over P ranks vs its single-process equivalent",
+            "tolerance": float(tolerance),
+            "method": __doc__.split("\n\n")[1].replace("\n", " "),
+            "measured": "both runs on this machine's CPU/gloo (or CUDA/NCCL where the record says so)",
+        }
+    )
+    return ds_out
+
+
+def failures(ds: xr.Dataset) -> list[str]:
+    """One line per failed check, naming the cell and the OA difference."""
+    out = []
+    for i in np.flatnonzero(np.asarray(ds["passed"].values) == 0):
+        c = ds.isel(check=int(i))
+        out.append(
+            f"{c['plan'].item()} P={int(c['P'])} g={int(c['g'])} {c['split'].item()} seed {int(c['seed'])}: OA "
+            f"{float(c['oa_check']):.4f} over P ranks vs {float(c['oa_equivalent']):.4f} in one process after "
+            f"epoch {int(c['epoch'])} (tolerance {ds.attrs['tolerance']:g})"
+        )
+    return out
