@@ -58,6 +58,7 @@ def tiny_config(**train: Any) -> dict[str, Any]:
         "steps_per_epoch": 2,
         "warmup_steps": 1,
         "eval_every": 2,  # epochs 2 and 3 evaluated, epoch 1 not (NaN in the record)
+        "summary_epochs": 2,  # the last 2 epochs (each evaluated) are the record's summary window
         "crops": [TINY_CROP],  # S = 12 on the 16 x 16 scene
         "model": {"dim": 16, "heads": 2, "depth": 1, "mlp_ratio": 2},
         "device": "cpu",

@@ -420,6 +420,10 @@ def accuracy_table(summary: xr.Dataset) -> pd.DataFrame:
             vs_tp = c.plan != "tp"  # tp minus itself is not a comparison
             row["ΔOA vs tp mean"] = float(summary["d_oa_vs_tp_mean"].values[c.i]) if vs_tp else np.nan
             row["ΔOA vs tp std"] = float(summary["d_oa_vs_tp_std"].values[c.i]) if vs_tp else np.nan
+            if "oa_verdict" in summary:
+                row["verdict"] = _verdict(summary, c.i) if vs_tp else "reference"
+            if "ranks" in summary:
+                row["trained as"] = _trained_as(c.plan, c.P, int(summary["ranks"].values[c.i]))
             rows.append(row)
         if "classifier" in summary.coords:
             i = here[0].i  # every cell of (dataset, split) holds the same baseline numbers
@@ -431,8 +435,21 @@ def accuracy_table(summary: xr.Dataset) -> pd.DataFrame:
                     row[f"{name} mean"] = float(summary[f"baseline_{m}_mean"].values[i, j])
                     row[f"{name} std"] = float(summary[f"baseline_{m}_std"].values[i, j])
                 row["ΔOA vs tp mean"] = row["ΔOA vs tp std"] = np.nan
+                if "oa_verdict" in summary:
+                    row["verdict"] = ""
+                if "ranks" in summary:
+                    row["trained as"] = "one process"
                 rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _trained_as(plan: str, P: int, ranks: int) -> str:  # noqa: N803
+    """How a cell's runs were trained: over P ranks, or as the plan's single-process equivalent."""
+    if ranks == P:
+        return f"{P} ranks"
+    if plan == "tp":
+        return "1 process (tp's equivalent: one model at every P)"
+    return f"1 process (equivalent of P = {P})"
 
 
 def per_class_table(summary: xr.Dataset) -> pd.DataFrame | None:
@@ -464,10 +481,26 @@ def per_class_caption(summary: xr.Dataset, records: Sequence[xr.Dataset]) -> str
 
 
 def accuracy_caption(summary: xr.Dataset, records: Sequence[xr.Dataset]) -> str:
+    window = (
+        f"each run's mean over its last {int(records[0].attrs.get('summary_epochs', 0))} epochs (§7.4)"
+        if records and "oa_final_mean" in summary
+        else "after the last epoch"
+    )
+    verdict = ""
+    if "oa_verdict" in summary:
+        a = summary["oa_verdict"].attrs
+        verdict = (
+            f" The verdict: equal when the {float(a.get('level', 0.95)):.0%} t interval of the paired ΔOA lies "
+            f"within ±{100 * float(a.get('margin', 0.01)):g} pp, better / worse when it excludes 0 on one side, "
+            "else undecided with the seeds that would decide it; per comparison, no multiplicity correction. "
+            "A cell trained as a single-process equivalent trains the plan's exact architecture in one process "
+            "(train/equivalence.nc shows it tracks the real P-rank run)."
+        )
     return (
-        "Accuracy on the test pixels of each split protocol after the last epoch: mean and sample standard deviation "
+        f"Accuracy on the test pixels of each split protocol, {window}: mean and sample standard deviation "
         "(ddof 1) over seeds of overall accuracy (OA), average accuracy (AA, mean recall over the classes with test "
-        "pixels) and Cohen's κ; ΔOA vs tp is the plan's OA minus tp's at the same P and crop (N), paired by seed. "
+        "pixels) and Cohen's κ; ΔOA vs tp is the plan's OA minus tp's at the same P and crop (N), paired by seed."
+        f"{verdict} "
         "The classical baselines (RBF SVM, random forest on pixel spectra, hyper-parameters chosen on train pixels "
         f"only) are fit on the same split ({MEASURED}; {trained_on(records)})."
     )
@@ -565,7 +598,9 @@ def _verdict_columns(summary: xr.Dataset | None, plan: str, P: int, g: int, N: i
         col = f"OA verdict vs tp, {c.dataset} {c.split} split (measured on CPU)"
         out.setdefault(col, "not trained")
         g_ok = c.g == g if plan.startswith("dchag") else True
-        if (c.plan, c.P, c.N or N) == (plan, P, N) and g_ok:
+        if plan == "tp" and c.plan == "tp" and (c.N or N) == N:
+            out[col] = "reference"  # tp trained once (single-process equivalent) is tp at every P
+        elif (c.plan, c.P, c.N or N) == (plan, P, N) and g_ok:
             out[col] = "reference" if plan == "tp" else _verdict(summary, c.i)
     return out
 

@@ -189,6 +189,7 @@ def _verdict_vars(
             np.array(flags, dtype=np.int8),
             {
                 **flag_attrs,
+                "units": "1",
                 "long_name": f"{m.upper()} of the plan vs tp: equal if the interval lies in [-margin, margin], else "
                 "better (low > 0), worse (high < 0) or undecided; reference = tp itself, unpaired = no tp run",
                 "margin": margin,
