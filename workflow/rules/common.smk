@@ -106,7 +106,8 @@ def launched_ranks(rule, wildcards):
 
 def rank_layout_of(rule, section, wildcards):
     """The launched ranks (launched_ranks) of ``rule``: threads per rank from config
-    ``<section>.threads_per_rank``, and memory, GPUs and ranks per node from ``resources.<rule>``."""
+    ``<section>.threads_per_rank``, and memory, GPUs and ranks per node from ``resources.<rule>``.
+    """
     res = config["resources"][rank_resources_key(rule)]
     return launch.rank_layout(
         launched_ranks(rule, wildcards),
@@ -347,7 +348,8 @@ def train_equivalence_inputs(wildcards):
 
 def train_targets():
     """Every training record and their summary over seeds (train/summary.nc); under train.equivalent the
-    equivalence of each (plan, P) with its single-process equivalent (train/equivalence.nc)."""
+    equivalence of each (plan, P) with its single-process equivalent (train/equivalence.nc).
+    """
     out = train_record_targets() + [result("train/summary.nc")]
     if train_check_targets():
         out.append(result("train/equivalence.nc"))

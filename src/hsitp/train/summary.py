@@ -100,6 +100,8 @@ def record_numbers(ds: xr.Dataset) -> dict[str, Any]:
         },
         **{f"{m}_final": float(ds[m].values[-1]) for m in ACCURACY},
         "ranks": int(ds.attrs.get("ranks", ds.attrs["P"])),
+        "epochs": int(ds.sizes["epoch"]),
+        "window": int(ds.attrs.get("summary_epochs", 1)),
         "tokens_per_s": float(ds["tokens_per_s_summary"]),
         "peak_memory": float(ds["peak_allocated_summary"].max()),
         "ccr_inline": float(ds["ccr_inline_summary"].mean()),
@@ -303,6 +305,19 @@ def summarize(
         },
     )
     data["seeds"] = ("cell", [len(runs[c]) for c in cells], {"units": "1", "long_name": "seeds in the cell"})
+    for key, name, long in (
+        ("epochs", "epochs", "epochs trained by every run of the cell (fewest over its seeds)"),
+        (
+            "window",
+            "summary_epochs",
+            "epochs averaged into the cell's accuracy, tokens/s and memory (§7.4: the last 10)",
+        ),
+    ):
+        data[name] = (
+            "cell",
+            np.array([min(r[key] for r in runs[c].values()) for c in cells], dtype=np.int32),
+            {"units": "1", "long_name": long},
+        )
     data["ranks"] = (
         "cell",
         np.array([ranks[c] for c in cells], dtype=np.int32),
