@@ -179,3 +179,10 @@ def test_equivalent_trains_like_the_plan_over_two_ranks(tmp_path: Path, plan: st
     assert failures(ds) == [], failures(ds)
     assert float(ds["loss_max_rel_diff"][0]) < 1e-4
     assert json.loads(json.dumps(int(ds["passed"][0]))) == 1
+    from hsitp.report.train import NO_CHECK, equivalence_table
+
+    path = write_netcdf(ds, tmp_path / "equivalence.nc", kind="train_equivalence", prov=provenance({}))
+    tab = equivalence_table(path)
+    assert list(tab["within tolerance"]) == ["yes"] and list(tab["epochs"]) == [2]
+    assert float(tab["OA over P ranks (measured)"][0]) == pytest.approx(float(ds["oa_check"][0]))
+    assert list(equivalence_table(None)["equivalence"]) == [NO_CHECK]

@@ -122,6 +122,12 @@ OUTPUTS: tuple[Output, ...] = (
     Output(
         "train", "per_class_accuracy", "table", "test recall of each class per model and baseline, over seeds"
     ),
+    Output(
+        "train",
+        "equivalence",
+        "table",
+        "each plan over P ranks vs its single-process equivalent (OA after the check's epochs)",
+    ),
 )
 
 

@@ -556,6 +556,48 @@ def accuracy_figure(summary: xr.Dataset, records: Sequence[xr.Dataset]) -> Figur
 NO_VERDICT = "not computed yet (issue 24)"
 
 
+NO_CHECK = (
+    "no equivalence check in this run: every run trained its plan over P ranks (train.equivalent false), or the "
+    "check is off (train.equivalence.epochs 0)"
+)
+
+
+def equivalence_table(path: str | os.PathLike[str] | None) -> pd.DataFrame:
+    """One row per (plan, P, g): test OA of the real P-rank run and of its single-process equivalent after the
+    check's epochs, their difference, the loss curves' largest relative gap, passed or not
+    (``train/equivalence.nc``); one row saying so when the run has no check."""
+    if path is None:
+        return pd.DataFrame([{"equivalence": NO_CHECK}])
+    ds = load(path, kind="train_equivalence")
+    need(ds, "oa_check", "oa_equivalent", "d_oa", "passed")
+    rows = []
+    for i in range(ds.sizes["check"]):
+        c = ds.isel(check=i)
+        plan = str(c["plan"].values)
+        rows.append(
+            {
+                "dataset": str(c["dataset"].values), "split": str(c["split"].values), "seed": int(c["seed"]),
+                "model": model_label(plan, int(c["P"]), int(c["g"])), "epochs": int(c["epoch"]),
+                "OA over P ranks (measured)": float(c["oa_check"]),
+                "OA, 1 process (measured)": float(c["oa_equivalent"]), "ΔOA": float(c["d_oa"]),
+                "loss: largest relative gap": float(c["loss_max_rel_diff"]),
+                "within tolerance": "yes" if int(c["passed"]) else f"NO (tolerance {ds.attrs['tolerance']:g})",
+            }
+        )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def equivalence_caption(path: str | os.PathLike[str] | None, records: Sequence[xr.Dataset]) -> str:
+    if path is None:
+        return f"No equivalence check: {NO_CHECK}."
+    return (
+        "The accuracy runs train each plan's single-process equivalent (architecture_for(base, plan, P, g) in one "
+        "process). Here each (plan, P, g) also ran for real over P ranks (gloo), on the same seed, split and LR "
+        "schedule, stopped after the epochs shown: test OA of both at that epoch, and the largest relative gap of "
+        f"their per-epoch mean training loss ({MEASURED}; {trained_on(records)})."
+    )
+
+
 def load_probe(
     memory: str | os.PathLike[str], throughput: str | os.PathLike[str]
 ) -> tuple[xr.Dataset, xr.Dataset]:
