@@ -51,3 +51,39 @@ def test_train_dag_one_job_then_nothing_to_do(workflow_copy):
     ).exists()
 
     assert workflow_copy.planned(*args) == {}
+
+
+EQUIVALENT = {
+    "train": {
+        **TINY["train"],
+        "plans": ["dchag_l"],
+        "groups": {"dchag_l": [2]},
+        "epochs": 2,
+        "summary_epochs": 1,
+        "equivalent": True,
+        "equivalence": {"epochs": 1, "seed": 0},
+    }
+}
+
+
+@pytest.mark.slow
+def test_equivalent_run_launches_one_rank_and_checks_against_p_ranks(workflow_copy):
+    """Catches the accuracy runs of train.equivalent still launching P ranks (or holding bench_slot), a check run
+    that is not launched over P ranks or not stopped after train.equivalence.epochs, and the equivalence rule not
+    wired to both records."""
+    root = workflow_copy.root
+    write_scene(root / "results" / "smoke" / "data" / "synthetic.nc")
+    (root / "config" / "tiny_eq.yaml").write_text(yaml.safe_dump(EQUIVALENT))
+    target = "results/smoke/train/equivalence.nc"
+    args = [target, "--cores", "2", "--configfile", "config/smoke.yaml", "config/tiny_eq.yaml"]
+    run = workflow_copy.snakemake(*args, timeout=240)
+    logs = "".join(p.read_text() for p in sorted((root / "logs" / "smoke" / "train").rglob("*.log")))
+    assert run.returncode == 0, run.stderr[-3000:] + logs[-3000:]
+    eq = read_netcdf(root / "results/smoke/train/synthetic/dchag_l_N9_P2_g2_random_s0.nc", kind="train")
+    check = read_netcdf(
+        root / "results/smoke/train/synthetic/check/dchag_l_N9_P2_g2_random_s0.nc", kind="train"
+    )
+    assert (int(eq.attrs["ranks"]), eq.sizes["rank"], eq.sizes["epoch"]) == (1, 1, 2)
+    assert (int(check.attrs["ranks"]), check.sizes["rank"], check.sizes["epoch"]) == (2, 2, 1)
+    ds = read_netcdf(root / target, kind="train_equivalence")
+    assert list(ds["plan"].values) == ["dchag_l"] and int(ds["passed"][0]) == 1
