@@ -14,7 +14,9 @@ _ANSWER = "issue 25: the train page opens with the one-table answer (memory, thr
 _PER_CLASS = (
     "issue 23: per-class test accuracy of every model beside the baselines (OA hides minority classes)"
 )
-_EQUIVALENCE = "issue 24: the train page's table of single-process equivalents vs P-rank runs (one row saying none)"
+_EQUIVALENCE = (
+    "issue 24: the train page's table of single-process equivalents vs P-rank runs (one row saying none)"
+)
 ADDED: dict[str, str] = {
     **{f"results/smoke/tables/train_equivalence.{ext}": _EQUIVALENCE for ext in ("csv", "md", "tex")},
     "results/smoke/cost/plan.nc": _PLAN,

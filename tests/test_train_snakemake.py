@@ -68,9 +68,12 @@ EQUIVALENT = {
 
 @pytest.mark.slow
 def test_equivalent_run_launches_one_rank_and_checks_against_p_ranks(workflow_copy):
-    """Catches the accuracy runs of train.equivalent still launching P ranks (or holding bench_slot), a check run
-    that is not launched over P ranks or not stopped after train.equivalence.epochs, and the equivalence rule not
-    wired to both records."""
+    """Catches the accuracy runs of train.equivalent still launching P ranks, a check run that is not launched over
+    P ranks or not stopped after train.equivalence.epochs, the equivalence rule not wired to both records, and a
+    single-process equivalent that is not the model the plan splits (another architecture, other initial weights,
+    another sampler stream): its loss and test OA after the check's epoch must match the real P = 2 run. Tolerance:
+    OA within 0.0005 (3 decimals), mean loss of the epoch within 1e-4 relative (float32 reassociation across
+    ranks moves the last bits only)."""
     root = workflow_copy.root
     write_scene(root / "results" / "smoke" / "data" / "synthetic.nc")
     (root / "config" / "tiny_eq.yaml").write_text(yaml.safe_dump(EQUIVALENT))
@@ -87,3 +90,10 @@ def test_equivalent_run_launches_one_rank_and_checks_against_p_ranks(workflow_co
     assert (int(check.attrs["ranks"]), check.sizes["rank"], check.sizes["epoch"]) == (2, 2, 1)
     ds = read_netcdf(root / target, kind="train_equivalence")
     assert list(ds["plan"].values) == ["dchag_l"] and int(ds["passed"][0]) == 1
+    assert float(ds["loss_max_rel_diff"][0]) < 1e-4
+    from hsitp.report.train import NO_CHECK, equivalence_table
+
+    tab = equivalence_table(root / target)
+    assert list(tab["within tolerance"]) == ["yes"] and list(tab["epochs"]) == [1]
+    assert float(tab["OA over P ranks (measured)"][0]) == pytest.approx(float(ds["oa_check"][0]))
+    assert list(equivalence_table(None)["equivalence"]) == [NO_CHECK]
