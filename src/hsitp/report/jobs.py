@@ -34,6 +34,8 @@ STAGE_OF_RULE = {
     "probe_estimate": "probe",
     "train": "train",
     "train_summary": "train",
+    "train_check": "train",
+    "train_equivalence": "train",
     "baseline": "baseline",
 }
 
