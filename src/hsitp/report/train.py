@@ -626,7 +626,9 @@ def _verdict(summary: xr.Dataset, i: int) -> str:
     if "seeds_to_decide" in summary and text.startswith("undecided"):
         k = summary["seeds_to_decide"].values[i]
         text += (
-            f"; seeds to decide: {int(k)}" if np.isfinite(k) and k > 0 else "; more seeds cannot decide it"
+            f"; seeds to decide: {int(k)}"
+            if np.isfinite(k) and k > 0
+            else "; |mean ΔOA| ≥ the margin: no number of seeds makes it equal"
         )
     return text
 
