@@ -99,9 +99,8 @@ def rank_resources_key(rule):
 def launched_ranks(rule, wildcards):
     """Processes a rank job starts: P (wildcard), or 1 for train under train.equivalent (the single-process
     equivalent of the plan at P)."""
-    if rule == "train" and config["train"]["equivalent"]:
-        return 1
-    return int(wildcards.P)
+    equivalent = config["train"]["equivalent"] and rule == "train"
+    return 1 if equivalent else int(wildcards.P)
 
 
 def rank_layout_of(rule, section, wildcards):
