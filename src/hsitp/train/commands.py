@@ -58,7 +58,8 @@ def _summary(args: argparse.Namespace) -> int:
     from hsitp.train.summary import KIND, summarize
 
     records, baselines = args.data[1:], list(args.baseline)
-    ds = summarize(records, baselines, margin=args.margin, level=args.level)
+    given = {k: v for k, v in (("margin", args.margin), ("level", args.level)) if v is not None}
+    ds = summarize(records, baselines, **given)  # unset: hsitp.evaluate.verdict's defaults
     inputs = {str(p): p for p in [*records, *baselines]}
     write_netcdf(ds, args.out, kind=KIND, prov=provenance({}, inputs=inputs))
     print(f"wrote {args.out} ({ds.sizes['cell']} cells from {len(records)} records)")
@@ -70,7 +71,7 @@ def _equivalence(args: argparse.Namespace) -> int:
     from hsitp.train.equivalence import KIND, compare, failures
 
     records = args.data[1:]
-    ds = compare(records, tolerance=args.tolerance)
+    ds = compare(records, **({} if args.tolerance is None else {"tolerance": args.tolerance}))
     write_netcdf(ds, args.out, kind=KIND, prov=provenance({}, inputs={str(p): p for p in records}))
     bad = failures(ds)
     print(f"wrote {args.out} ({ds.sizes['check']} checks, {len(bad)} outside the tolerance)")
@@ -200,16 +201,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="(training) processes: P (default) or 1, the single-process equivalent of (plan, P, g)",
     )
     p.add_argument(
-        "--margin", type=float, default=0.01, help="(summary) verdict margin delta (train.verdict.margin)"
+        "--margin", type=float, help="(summary) verdict margin delta (train.verdict.margin; default 0.01)"
     )
     p.add_argument(
-        "--level", type=float, default=0.95, help="(summary) verdict confidence level (train.verdict.level)"
+        "--level", type=float, help="(summary) verdict confidence level (train.verdict.level; default 0.95)"
     )
     p.add_argument(
         "--tolerance",
         type=float,
-        default=5e-4,
-        help="(equivalence) largest |OA difference| that passes (train.equivalence.tolerance)",
+        help="(equivalence) largest |OA difference| that passes (train.equivalence.tolerance; default 0.0005)",
     )
     p.add_argument(
         "--stop-after", type=int, help="(training) stop after this epoch, on the whole run's LR schedule"

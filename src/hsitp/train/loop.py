@@ -50,11 +50,8 @@ ACTIVATION_CHECKPOINTING = "none"  # the policy the memory numbers were measured
 # Keys of `train` that do not change the trajectory: a checkpoint made under other values is resumed from.
 _NOT_TRAJECTORY = ("debug", "checkpoint", "summary_epochs", "datasets", "plans", "world_sizes", "groups")
 _NOT_TRAJECTORY += ("splits", "seeds", "device", "threads_per_rank", "crops")  # the job's crop is in "model"
-_NOT_TRAJECTORY += (
-    "equivalent",
-    "equivalence",
-    "verdict",
-)  # the launched ranks are in the checkpoint's layout
+# the launched ranks are in the checkpoint's layout; the check and the verdict are read after training
+_NOT_TRAJECTORY += ("equivalent", "equivalence", "verdict")
 
 
 class TrainError(HsitpError):

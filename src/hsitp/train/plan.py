@@ -36,6 +36,7 @@ __all__ = [
     "equivalent_of",
     "jobs",
     "model_config",
+    "plan_groups",
     "plan_world_sizes",
     "recipe",
     "recipe_hash",
@@ -69,9 +70,7 @@ class TrainJob:
     tokens: int  # N, spatial tokens per crop (a perfect square)
     patch: int  # p; the crop edge is S = p x sqrt(N)
     ranks: int = 0  # processes launched: P (0 = P), or 1 for the single-process equivalent of (plan, P, g)
-    stop_after: int | None = (
-        None  # stop after this epoch (same schedule as the whole run): the equivalence check
-    )
+    stop_after: int | None = None  # last epoch run, on the whole run's schedule (the equivalence check)
 
     @property
     def launched(self) -> int:
@@ -216,6 +215,11 @@ def check_job(
     return arch
 
 
+def plan_groups(train_cfg: Mapping[str, Any], plan: str) -> list[int]:
+    """The g a plan is trained at: ``train.groups[plan]`` for the D-CHAG plans, 1 for every other plan."""
+    return [int(g) for g in train_cfg["groups"].get(plan, [1])] if plan in DCHAG_PARTIAL else [1]
+
+
 def plan_world_sizes(config: Mapping[str, Any], plan: str) -> list[int]:
     """The P a plan is trained at: dense at 1; under ``train.equivalent`` tp at the smallest P only (its
     architecture does not depend on P: one model at every P); else every P of ``train.world_sizes``."""
@@ -237,7 +241,7 @@ def jobs(config: Mapping[str, Any]) -> list[Job]:
         for _, N in dataset_crops(tc, dataset):  # noqa: N806
             for plan in tc["plans"]:
                 for P in plan_world_sizes(config, plan):  # noqa: N806
-                    for g in tc["groups"].get(plan, [1]) if plan in DCHAG_PARTIAL else [1]:
+                    for g in plan_groups(tc, plan):
                         for split in tc["splits"]:
                             for seed in tc["seeds"]:
                                 out.append((dataset, plan, int(N), int(P), int(g), split, int(seed)))
@@ -260,7 +264,7 @@ def check_runs(config: Mapping[str, Any]) -> list[Job]:
                 if plan == "dense":
                     continue
                 for P in tc["world_sizes"]:  # noqa: N806
-                    for g in tc["groups"].get(plan, [1]) if plan in DCHAG_PARTIAL else [1]:
+                    for g in plan_groups(tc, plan):
                         out.append((dataset, plan, int(N), int(P), int(g), split, seed))
     return out
 

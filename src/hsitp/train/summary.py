@@ -139,11 +139,12 @@ def _verdict_vars(
         "flag_values": np.arange(len(VERDICT_FLAGS), dtype=np.int8),
         "flag_meanings": " ".join(VERDICT_FLAGS),
     }
+    refs = {c: _reference(runs, c, ranks) for c in cells}
     for m in ACCURACY:
         cols: dict[str, list[float]] = defaultdict(list)
         flags, need = [], []
         for c in cells:
-            ref = _reference(runs, c, ranks)
+            ref = refs[c]
             mine = runs[c]
             seeds = sorted(s for s in mine if ref is not None and s in runs[ref])
             d = [mine[s][m] - runs[ref][s][m] for s in seeds] if ref is not None else []
