@@ -101,7 +101,12 @@ net_up() {
         echo "$(node_addr "$j") ${NODES[$j]}"
       done
       echo "$(node_addr "$i") $(hostname) $(hostname -s)"
+      echo "::1 localhost ip6-localhost"
     } >"/etc/netns/$ns/hosts"
+    # No DNS server is reachable from a node's namespace: a reverse lookup that misses the hosts file (c10d names
+    # each store client, IPv4-mapped ::ffff:a.b.c.d included) waited 10 s for the host's resolver on every torch
+    # job start. A resolver on the node's own loopback, where nothing listens, fails such a lookup at once.
+    printf 'nameserver 127.0.0.1\noptions timeout:1 attempts:1\n' >"/etc/netns/$ns/resolv.conf"
   done
   # traffic between the nodes crosses the bridge; where br_netfilter is loaded, let iptables pass it
   if [ -e /proc/sys/net/bridge/bridge-nf-call-iptables ] && command -v iptables >/dev/null; then
@@ -201,10 +206,11 @@ up() {
   for node in "${NODES[@]}"; do
     mkdir -p "$STATE/spool/$node"
     # nsenter, not `ip netns exec`: that remounts /sys for the namespace, hiding /sys/fs/cgroup, which slurmd
-    # needs. A private mount namespace puts the node's hosts file over /etc/hosts for slurmd and its jobs.
+    # needs. A private mount namespace puts the node's hosts and resolv.conf over /etc's for slurmd and its jobs.
     start_bg slurmd "$STATE/log/slurmd-$node.out" unshare --mount --propagation private \
-      sh -c 'mount --bind "$1" /etc/hosts && exec nsenter --net="/run/netns/$2" slurmd -D -N "$3"' \
-      sh "/etc/netns/$(node_ns "$node")/hosts" "$(node_ns "$node")" "$node"
+      sh -c 'mount --bind "$1/hosts" /etc/hosts && mount --bind "$1/resolv.conf" /etc/resolv.conf &&
+        exec nsenter --net="/run/netns/$2" slurmd -D -N "$3"' \
+      sh "/etc/netns/$(node_ns "$node")" "$(node_ns "$node")" "$node"
   done
   if ! wait_for 60 "both nodes idle" nodes_idle_or_dead; then
     sinfo -N -l >&2 || true

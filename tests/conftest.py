@@ -177,3 +177,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="results/RUN of a finished run for tests/test_run_outputs.py (default: small synthetic stage files)",
     )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Files holding a `slow` test (a spawned group, a Snakemake run) first, each file's tests kept together and
+    in order: under `-n auto --dist loadfile` the workers start on the long files and the short ones fill the
+    tail, instead of one worker finishing a Snakemake run alone at the end."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)  # stable: file and test order kept otherwise

@@ -11,31 +11,24 @@ TARGET = "results/smoke/data/indian_pines.nc"  # config/smoke.yaml sets run: smo
 
 
 @pytest.mark.slow
-def test_smoke_indian_pines_then_nothing_to_do(workflow_copy):
-    """Catches: a broken data rule (paths, params, log), a non-offline smoke config, or a DAG that re-runs forever."""
+def test_smoke_indian_pines_then_nothing_to_do_and_runs_share_the_download_cache(workflow_copy):
+    """Catches: a broken data rule (paths, params, log), a non-offline smoke config, a DAG that re-runs forever;
+    outputs or logs that ignore the config's `run` (a paper-scale dry run planning to overwrite the smoke results,
+    or a second run whose download makes the first one's jobs look out of date). One data run serves both checks."""
     # the target goes before --configfile, which takes several values in Snakemake 9
-    args = [TARGET, "--cores", "1", "--configfile", "config/smoke.yaml"]
-    run = workflow_copy.snakemake(*args)
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    smoke = ["--cores", "1", "--configfile", "config/smoke.yaml"]
+    first = workflow_copy.snakemake(TARGET, *smoke)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     ds = read_netcdf(workflow_copy.root / TARGET, kind="dataset")
     assert ds["cube"].shape == (145, 145, 200) and ds.attrs["source"] == "package"
     assert np.bincount(ds.labels.values.ravel())[1:].tolist() == [
         46, 1428, 830, 237, 483, 730, 28, 478, 20, 972, 2455, 593, 205, 1265, 386, 93
     ]  # fmt: skip
     assert (workflow_copy.root / "logs/smoke/data/prepare_indian_pines.log").is_file()
-    assert workflow_copy.planned(*args) == {}
-
-
-@pytest.mark.slow
-def test_runs_share_the_download_cache_but_not_outputs(workflow_copy):
-    """Catches outputs or logs that ignore the config's `run` (a paper-scale dry run planning to overwrite the
-    smoke results, or a second run whose download makes the first one's jobs look out of date)."""
-    smoke = ["--cores", "1", "--configfile", "config/smoke.yaml"]
-    other = [*smoke, "--config", "run=other"]
-    first = workflow_copy.snakemake(TARGET, *smoke)
-    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    assert workflow_copy.planned(TARGET, *smoke) == {}
 
     # every target of the paper-scale config and of another run name: nothing of theirs writes into results/smoke/
+    other = [*smoke, "--config", "run=other"]
     for args in (["--configfile", "config/config.yaml"], other):
         plan = workflow_copy.planned(*args)
         assert plan, "the dry run planned nothing: the check below would pass vacuously"

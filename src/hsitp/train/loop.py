@@ -236,6 +236,9 @@ def train_rank(
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if cuda else _nullcontext()
     valid = model.output_valid()  # (1, 1, ...) bool or None: this rank's padded output locations
     eval_at = evaluated_epochs(tc, job.stop_after)
+    # memory is tracked (one step of the epoch under the tracker, several times a plain step's time on CPU) only in
+    # the epochs the summary averages (§7.4: the last summary_epochs of this run); NaN in the others
+    tracked_from = last_epoch - min(last_epoch, int(tc["summary_epochs"]))
     evaluate = functools.partial(
         evaluate_scene, model, scene, arch.height, batch=int(tc["batch"]), device=device, autocast=autocast
     )
@@ -309,7 +312,8 @@ def train_rank(
                     box=box,
                 )
 
-                tracked = i == spe - 1  # after >= 1 step of the run the optimizer state exists
+                # the epoch's last step: after >= 1 step of the run the optimizer state exists
+                tracked = i == spe - 1 and epoch >= tracked_from
                 timer.reset()
                 t0 = time.perf_counter()
                 with timed_collectives(timer):
@@ -320,12 +324,11 @@ def train_rank(
                 if cuda:
                     torch.cuda.synchronize(device)
                 dt = time.perf_counter() - t0
-                if not tracked or spe == 1:  # the tracked step runs under the memory tracker: not timed
+                if not tracked or spe == 1:  # a tracked step runs under the memory tracker: not timed
                     step_times.append(dt)
                     comm_times.append(timer.seconds())
                 losses.append(box["loss"])
                 progress.step(box["loss"], tokens_per_step / dt)
-            assert memory is not None
             rec = _epoch_record(epoch, losses, step_times, comm_times, memory, tp, tokens_per_step, device)
             rec["lr"] = float(sched.get_last_lr()[0])
             if epoch + 1 in eval_at:
@@ -472,17 +475,23 @@ def _epoch_record(
     losses: list[float],
     step_times: list[float],
     comm_times: list[float],
-    memory: Any,
+    memory: Any | None,
     tp: TPGroup,
     tokens_per_step: int,
     device: torch.device,
 ) -> dict[str, Any]:
-    """One epoch's numbers, per-rank values gathered onto every rank (so every rank's checkpoint has them)."""
+    """One epoch's numbers, per-rank values gathered onto every rank (so every rank's checkpoint has them); the
+    memory numbers are NaN in an epoch whose memory was not tracked (``memory`` None)."""
     step = float(np.mean(step_times))
     comm = float(np.mean(comm_times))
-    mem = [memory.by_part[p][k] for p in PARTS for k in KINDS]
-    peak_r = -1.0 if memory.peak_reserved is None else float(memory.peak_reserved)
-    row = torch.tensor([step, comm, float(memory.peak_allocated or 0), peak_r, *mem], dtype=torch.float64)
+    if memory is None:
+        mem = [math.nan] * (len(PARTS) * len(KINDS))
+        peak_a, peak_r = math.nan, -1.0
+    else:
+        mem = [memory.by_part[p][k] for p in PARTS for k in KINDS]
+        peak_a = float(memory.peak_allocated or 0)
+        peak_r = -1.0 if memory.peak_reserved is None else float(memory.peak_reserved)
+    row = torch.tensor([step, comm, peak_a, peak_r, *mem], dtype=torch.float64)
     rows = _gather_rows(row.to(device), tp)
     step_r, comm_r = rows[:, 0], rows[:, 1]
     slowest = float(step_r.max())  # the group advances at the slowest rank's pace

@@ -160,7 +160,11 @@ def build_dataset(
             "peak_allocated": (
                 ("epoch", "rank"),
                 per_rank("peak_allocated"),
-                {"units": "bytes", "long_name": f"peak memory of the tracked step, {bytes_note}"},
+                {
+                    "units": "bytes",
+                    "long_name": f"peak memory of the tracked step, {bytes_note}; NaN before the summary epochs "
+                    "(memory is tracked only in the epochs the summary averages)",
+                },
             ),
             "peak_reserved": (
                 ("epoch", "rank"),
@@ -172,7 +176,8 @@ def build_dataset(
                 per_rank("memory"),
                 {
                     "units": "bytes",
-                    "long_name": f"memory of the tracked step by model part and kind, {bytes_note}",
+                    "long_name": f"memory of the tracked step by model part and kind, {bytes_note}; NaN before "
+                    "the summary epochs",
                     "activation_checkpointing": "none",
                 },
             ),
