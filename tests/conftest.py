@@ -177,6 +177,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="results/RUN of a finished run for tests/test_run_outputs.py (default: small synthetic stage files)",
     )
+    parser.addoption(
+        "--workflow-dir",
+        default=None,
+        help="a folder where the smoke DAG has finished, for tests/test_workflow_run.py (default: those tests skip)",
+    )
+    parser.addoption(
+        "--workflow-config",
+        action="append",
+        default=[],
+        help="a config file the finished run used after config/smoke.yaml (repeatable; relative to --workflow-dir)",
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

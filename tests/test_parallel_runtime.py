@@ -1,6 +1,6 @@
 """The one runtime (hsitp.parallel.runtime) on a single process: settings validation, the launch checks that must
 fail before any rendezvous, and a P = 1 start/stop. Spawned multi-rank starts are exercised by every parity and
-failure test (tests/dist_utils.py) and, under torchrun, by tests/test_bench_snakemake.py."""
+failure test (tests/dist_utils.py) and, under torchrun, by the bench jobs of a workflow run (tests/test_workflow_run.py)."""
 
 from __future__ import annotations
 

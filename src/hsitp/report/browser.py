@@ -2,7 +2,7 @@
 every entry's caption names its hardware, the page logs no error; screenshots of the front page and of one figure
 page opened through the report's own navigation.
 
-Used by ``hsitp report check`` (for any run's report.html) and by tests/test_report_snakemake.py. Drives Debian's
+Used by ``hsitp report check`` (for any run's report.html) and by tests/test_workflow_run.py. Drives Debian's
 ``chromium`` through Playwright (``pip install '.[test]'``; never ``playwright install``).
 """
 
