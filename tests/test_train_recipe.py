@@ -231,8 +231,9 @@ def _val_record(path: Path, val: float, test: float, rh: str) -> None:
 
 def test_ablation_chain_keeps_only_steps_that_raise_validation_oa(tmp_path: Path, monkeypatch) -> None:
     """Catches a greedy chain that keeps a step on test OA or on a tie, builds a later row without the kept steps
-    (or with a dropped one), marks a row kept before all its records exist, or reads records trained under another
-    recipe than their row now has (its base overlay edited afterwards)."""
+    (or with a dropped one), marks a row kept before all its records exist, reads records trained under another
+    recipe than their row now has (its base overlay edited afterwards), or a `from:` row that does not start from
+    the named row's recipe (its step count) or is judged against another row than it."""
     from hsitp.train.ablation import AblationError, resolve, table
 
     monkeypatch.chdir(tmp_path)
@@ -244,9 +245,12 @@ def test_ablation_chain_keeps_only_steps_that_raise_validation_oa(tmp_path: Path
             {"name": "lr", "train": {"lr": 0.003}},
             {"name": "smooth", "train": {"label_smoothing": 0.1}},
             {"name": "final", "final": True, "seeds": [0, 1], "train": {"epochs": 7}},
+            {"name": "wd", "from": "final", "train": {"weight_decay": 0.2}},
+            {"name": "wd_more", "train": {"weight_decay": 0.5}},
         ],
     }  # fmt: skip
-    vals = {"control": 0.5, "lr": 0.6, "smooth": 0.6}  # smooth ties lr: dropped, whatever its test OA
+    # smooth ties lr: dropped, whatever its test OA; wd beats final (0.7), not lr (0.6): judged against final
+    vals = {"control": 0.5, "lr": 0.6, "smooth": 0.6, "final": 0.7, "wd": 0.65, "wd_more": 0.72}
     for entry in resolve(spec)[:1]:
         assert entry["val_oa"] is None and entry["kept"] is None  # nothing trained yet
     for name, val in vals.items():
@@ -256,13 +260,16 @@ def test_ablation_chain_keeps_only_steps_that_raise_validation_oa(tmp_path: Path
                     test = 0.9 if name == "smooth" else 0.1  # test OA must not count
                     _val_record(job["record"], val, test, job["recipe_hash"])
     chain = resolve(spec)
-    assert [e["kept"] for e in chain] == [True, True, False, None]
-    final = chain[-1]["config"]["train"]
+    assert [e["kept"] for e in chain] == [True, True, False, True, False, True]
+    final = chain[3]["config"]["train"]
     assert final["lr"] == 0.003 and final["epochs"] == 7
     assert final["label_smoothing"] == 0.0  # the dropped step is not in the final recipe
-    assert len(chain[-1]["jobs"]) == 4  # 2 splits x its own 2 seeds
+    assert len(chain[3]["jobs"]) == 4  # 2 splits x its own 2 seeds
+    wd, wd_more = chain[4]["config"]["train"], chain[5]["config"]["train"]
+    assert (wd["epochs"], wd["lr"], wd["weight_decay"], wd["label_smoothing"]) == (7, 0.003, 0.2, 0.0)
+    assert wd_more["epochs"] == 7 and wd_more["weight_decay"] == 0.5  # on from final: wd was dropped
     ds = table(spec)
-    assert list(ds["verdict"].values) == ["control", "kept", "dropped", "final"]
+    assert list(ds["verdict"].values) == ["control", "kept", "dropped", "final", "dropped", "kept"]
     assert float(ds["val_oa"].sel(row="lr", split="block")) == pytest.approx(0.6)
     assert float(ds["oa"].sel(row="smooth", split="random")) == pytest.approx(0.9)
     spec["rows"][1]["train"] = {"lr": 0.002}  # the file changed after its records were trained

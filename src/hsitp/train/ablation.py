@@ -8,7 +8,9 @@ single-process equivalent, which the parity tests show equals tp), then reduced 
 The ablation file is not a pipeline overlay: ``base`` lists the overlays every row starts from. The rows are a
 greedy chain: the first is the control; every later row adds its ``train`` keys on top of the steps kept so far
 and is kept when its validation OA (``val_oa``, mean over splits and the seeds both rows ran) beats the best kept
-row's; a row marked ``final: true`` is the kept recipe plus its keys (e.g. more steps), run whatever it scores. The
+row's; a row marked ``final: true`` is the kept recipe plus its keys (e.g. more steps), run whatever it scores. A
+row with ``from: NAME`` (``on`` would read as YAML's true) starts a new stretch of the chain from an earlier row (a final one, say, at its step count):
+it is that row's recipe plus its own keys, judged against that row, and the chain goes on from there. The
 rule is applied to the records, so the table and the configs are rebuilt from them alone. Test OA stands beside validation OA and
 decides nothing. Records go to results/<run>/train/DATASET/<row>/, each with a ``.wall.json`` beside it (the run's
 wall time), the table to results/<run>/ablation.{nc,md}.
@@ -55,6 +57,9 @@ def read_spec(path: str | Path) -> dict[str, Any]:
     names = [r.get("name") for r in spec["rows"]]
     if len(set(names)) != len(names) or not all(names):
         raise AblationError(f"{path}: rows need unique non-empty `name`s, got {names}")
+    for i, row in enumerate(spec["rows"]):
+        if "from" in row and row["from"] not in names[:i]:
+            raise AblationError(f"{path}: row {row['name']!r}: `from: {row['from']}` names no earlier row")
     return spec
 
 
@@ -128,10 +133,14 @@ def resolve(spec: Mapping[str, Any], *, upto: int | None = None) -> list[dict[st
     verdict is not), or after row ``upto``."""
     kept: dict[str, Any] = {}
     best: dict[tuple[str, str], float] | None = None
-    out = []
+    out: list[dict[str, Any]] = []
     for i, row in enumerate(spec["rows"]):
         if upto is not None and i > upto:
             break
+        if "from" in row:  # a new stretch: the named row's recipe is what is kept, its score what to beat
+            ref = next(e for e in out if e["row"]["name"] == row["from"])
+            kept = deep_merge(ref["kept_before"], dict(ref["row"].get("train") or {}))
+            best = ref["val"]
         cfg = row_config(spec, row, kept)
         jobs = _row_jobs(spec, row, cfg)
         val = _val_oa(jobs)
@@ -141,6 +150,7 @@ def resolve(spec: Mapping[str, Any], *, upto: int | None = None) -> list[dict[st
             "jobs": jobs,
             "val_oa": None if val is None else float(np.mean(list(val.values()))),
             "kept_before": dict(kept),
+            "val": val,  # (split, seed) -> validation OA
         }
         out.append(entry)
         if val is None:
