@@ -11,6 +11,8 @@ validation).
         predicted (refined model on this machine's calibration) vs measured step time, the probe's interleaved
         rounds (hsitp.bench.interleave), P <= cores; the predicted ranking of each pair of plans must match
         wherever the measured per-round ratio stays on one side of 1 (the gap exceeds the run-to-run spread).
+        Calibrate at the probe's sizes (config/bench-planner.yaml, within the hour of the probe); a probe size
+        outside the calibration's fitted range is printed as extrapolated.
 
 Exit status 1 when a check fails.
 """
@@ -84,6 +86,8 @@ def check_time(throughput: Path, calibration: Path) -> bool:
 
     import xarray as xr
 
+    from hsitp.bench.calibrate import fit_points
+    from hsitp.bench.predict import L_DEPENDENT_OPS
     from hsitp.cost.hardware import get_hardware
     from hsitp.cost.planner import Inputs, step_time
     from hsitp.cost.refined import Switches
@@ -91,6 +95,7 @@ def check_time(throughput: Path, calibration: Path) -> bool:
     hw = get_hardware(f"measured:{calibration}")
     ds = xr.open_dataset(throughput)
     pc = json.loads(ds.attrs["probe"])
+    fitted = [r for r in fit_points(xr.open_dataset(calibration))["ops"] if not r["held_out"]]
     dtype = str(ds.attrs.get("dtype", "float32"))
     dtype = dtype if dtype in ("float32", "bfloat16", "float16") else "float32"
     cores = os.cpu_count() or 1
@@ -107,6 +112,12 @@ def check_time(throughput: Path, calibration: Path) -> bool:
             classes=int(pc["classes"]), dtype=dtype, master_fp32=False, nodes=1, devices_per_node=P,
             device_memory_gb=1.0,
         )  # fmt: skip
+        notes = []
+        for key, value in (("L", int(L)), ("N", int(N)), ("D", int(pc["dim"]))):
+            got = [r[key] for r in fitted if key != "L" or r["op"] in L_DEPENDENT_OPS]
+            if not min(got) <= value <= max(got):
+                notes.append(f"    note: the probe's {key} = {value} is outside the calibration's fitted {key} "
+                             f"{min(got)}-{max(got)}: its compute models are extrapolated")  # fmt: skip
         rows = {}
         for plan, g in itertools.product(ds["plan"].values, ds["g"].values):
             s = sample.sel(plan=plan, P=P, g=g, L=L, N=N, checkpointing=ck).values
@@ -120,6 +131,8 @@ def check_time(throughput: Path, calibration: Path) -> bool:
         print(
             f"P = {P}, L = {int(L)}, N = {int(N)}, checkpointing {ck}: step time, predicted vs measured median"
         )
+        for note in notes:
+            print(note)
         for name, (pred, s) in rows.items():
             med = statistics.median(s)
             print(f"    {name:12s} predicted {pred * 1e3:8.2f} ms  measured {med * 1e3:8.2f} ms "

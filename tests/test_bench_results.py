@@ -7,7 +7,7 @@ import pytest
 
 from hsitp.bench.calibrate import calibrate, fit_points, run_calibrate
 from hsitp.bench.fit import ring_factor
-from hsitp.bench.predict import op_work
+from hsitp.bench.predict import Point, op_work, predict, tokenize_work
 from hsitp.bench.results import MergeError, empty_partial, merge_partials, point_at, write_partial
 from hsitp.config import validate_config
 from hsitp.cost.calibration import CalibrationError, load_calibration
@@ -22,17 +22,22 @@ SIZES = [4096, 65536, 1048576, 4194304]
 SHAPE = {"batch": 1, "heads": 8, "mlp_ratio": 4, "groups": 1, "patch": 4}
 
 
-def _config():
-    return validate_config({"bench": {"ops": list(RATE), "N": [16, 32, 64], "D": [8], "L": [4, 8]}})
+# The tokeniser timed alone, at a rate of its own: an aggregation point's compute time is then its own work at
+# its rate plus the tokeniser's work at the tokeniser's.
+RATE_TOK = {**RATE, "tokenize": 2.5e9}
 
 
-def _partial(p: int, *, seed: int = 0, nbytes=SIZES, layer_shape=SHAPE):
+def _config(rates=RATE):
+    return validate_config({"bench": {"ops": list(rates), "N": [16, 32, 64], "D": [8], "L": [4, 8]}})
+
+
+def _partial(p: int, *, seed: int = 0, nbytes=SIZES, layer_shape=SHAPE, rates=RATE):
     """A one-P partial whose times follow the ring model and the cost model's FLOPs / F exactly, times (1 +- 1 %)
-    noise. Each layer issued two all-reduces of 4 KiB x N/16 over its P ranks (a traced record), and replaying
-    them took SEQUENCE[op] x their ring-model time."""
+    noise. Each layer but the tokeniser issued two all-reduces of 4 KiB x N/16 over its P ranks (a traced record),
+    and replaying them took SEQUENCE[op] x their ring-model time."""
     rng = np.random.default_rng(seed + p)
     ds = empty_partial(
-        ops=list(RATE), world_size=p, N=[16, 32, 64], D=[8], L=[4, 8], dtypes=["float32"], repeats=5,
+        ops=list(rates), world_size=p, N=[16, 32, 64], D=[8], L=[4, 8], dtypes=["float32"], repeats=5,
         collectives=list(ALPHA), sizes_bytes=list(nbytes), coll_repeats=4, layer_shape=layer_shape,
         head_padding=False,
     )  # fmt: skip
@@ -43,13 +48,14 @@ def _partial(p: int, *, seed: int = 0, nbytes=SIZES, layer_shape=SHAPE):
                 ds["coll_time"].values[i, 0, j] = t * (1 + 0.01 * rng.standard_normal(4))
                 ds["coll_bytes"].values[i, 0, j] = nb
     ds["group_size"].values[0] = [p, p, 1]
-    for i, op in enumerate(RATE):
+    for i, op in enumerate(rates):
         for k, n in enumerate([16, 32, 64]):
             pt = point_at(ds, op=op, P=p, N=n, D=8, L=4, dtype="float32")
-            comp = op_work(pt, head_padding=False)[0] / RATE[op]
-            calls, total = (2, 2 * 4096 * n / 16) if p > 1 else (0, 0.0)
+            tok = tokenize_work(pt, head_padding=False)[0] if "tokenize" in rates else 0.0
+            comp = (op_work(pt, head_padding=False)[0] - tok) / rates[op] + tok / rates.get("tokenize", 1.0)
+            calls, total = (2, 2 * 4096 * n / 16) if p > 1 and op != "tokenize" else (0, 0.0)
             ring = calls * ALPHA["all_reduce"] + ring_factor("all_reduce", p) * total / BETA["all_reduce"]
-            comm = SEQUENCE[op] * ring
+            comm = SEQUENCE.get(op, 1.0) * ring
             ds["trace_count"].values[i, 0, k, 0, 0, 0] = 0
             ds["trace_bytes"].values[i, 0, k, 0, 0, 0] = 0
             ds["trace_count"].values[i, 0, k, 0, 0, 0, 0, 0] = calls  # all_reduce on the tp group
@@ -62,11 +68,14 @@ def _partial(p: int, *, seed: int = 0, nbytes=SIZES, layer_shape=SHAPE):
 _ATTRS = {"device": "CPU: test", "backend": "gloo", "threads_per_rank": 1, "cores": 2, "oversubscribed": 0}
 
 
-def _merged(tmp_path):
-    cfg = _config()
+def _merged(tmp_path, rates=RATE):
+    cfg = _config(rates)
     paths = [
         write_partial(
-            _partial(p), tmp_path / f"P{p}.nc", config=cfg, attrs={**_ATTRS, "oversubscribed": int(p > 2)}
+            _partial(p, rates=rates),
+            tmp_path / f"P{p}.nc",
+            config=cfg,
+            attrs={**_ATTRS, "oversubscribed": int(p > 2)},
         )
         for p in (4, 1, 2)
     ]
@@ -179,6 +188,34 @@ def test_calibration_file_follows_contract_and_recovers_truth(tmp_path):
     held = [r for r in pts["ops"] if r["held_out"]]
     assert held and len(held) < len(pts["ops"])
     assert all(r["held_out"] in (True, False) and "t_predicted" in r for r in pts["collectives"])
+
+
+def test_tokenize_timed_alone_is_taken_out_of_the_aggregation_fit(tmp_path):
+    """Catches an aggregation's compute model fitted on its time with the tokeniser's inside while the planner
+    prices `tokenize` apart (tokenisation counted twice, or at the aggregation's rate: issue 27's tp vs dchag_c
+    ranking on CPU), and a prediction of an aggregation point that does not sum the two models. Synthetic truth:
+    the tokeniser runs at 2.5 GFLOP/s, the aggregation's own work at 10 GFLOP/s; both must come back (5 %)."""
+    mb, cfg = _merged(tmp_path, RATE_TOK)
+    out = run_calibrate(mb, tmp_path / "calibration.nc", config=cfg)
+    cal = load_calibration(out)
+    assert cal["op"].values.tolist() == list(RATE_TOK)  # the sweep's order, though tokenize is fitted first
+    for op, rate in RATE_TOK.items():
+        assert float(cal["achieved_flops"].sel(op=op)) == pytest.approx(rate, rel=0.05), op
+    hw = hardware_from_calibration(out)
+    for r in fit_points(cal)["ops"]:
+        assert r["t_compute_predicted"] == pytest.approx(r["t_compute"], rel=0.05), r
+        if r["op"] == "agg_tp":
+            assert 0 < r["tokenize_flops"] < r["flops"]
+            shape = point_at(read_netcdf(mb), **{k: r[k] for k in ("op", "P", "N", "D", "L", "dtype")}).shape
+            pred = predict(Point("agg_tp", r["P"], shape), hw, head_padding=False)
+            assert pred.t_comp == pytest.approx(r["t_compute"], rel=0.05)
+    # the old fit (no tokenize op) would put agg_tp's rate between the two: its own work at 10 GFLOP/s is slowed
+    # by the tokeniser's at 2.5
+    total = sum(r["flops"] for r in fit_points(cal)["ops"] if r["op"] == "agg_tp")
+    assert (
+        total / sum(r["t_compute"] for r in fit_points(cal)["ops"] if r["op"] == "agg_tp")
+        < 0.9 * RATE["agg_tp"]
+    )
 
 
 def test_calibrate_without_multi_rank_sweep_says_what_to_do(tmp_path):

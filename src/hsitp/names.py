@@ -15,6 +15,7 @@ OP_NAMES: tuple[str, ...] = (
     "agg_tp",  # cross-band aggregation, TP baseline
     "agg_dchag_l",  # D-CHAG with linear partial aggregators
     "agg_dchag_c",  # D-CHAG with cross-attention partial aggregators
+    "tokenize",  # per-band patch embedding alone, every band on every rank (what the TP baseline replicates)
 )
 
 COLLECTIVES: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter")

@@ -68,10 +68,14 @@ BENCH_POSITIVE = {
 }
 
 
+# Ops computed whole on every rank, whose trace is empty at any P: the replicated LayerNorm and the tokeniser.
+SILENT_OPS = ("layernorm_replicated", "tokenize")
+_SILENT = "P = 1 or op in " + ", ".join(SILENT_OPS)
+
+
 def _communicates_nothing(ds: xr.Dataset) -> xr.DataArray:
-    """Points with no collective at all: one rank (P = 1), or the replicated LayerNorm (computed whole on every
-    rank, so its trace is empty at any P)."""
-    return (ds["P"] == 1) | (ds["op"] == "layernorm_replicated")
+    """Points with no collective at all: one rank (P = 1), or an op of SILENT_OPS."""
+    return (ds["P"] == 1) | ds["op"].isin(list(SILENT_OPS))
 
 
 # The only places a measured value may be exactly 0, each with the reason the schema gives for it: a point that
@@ -79,15 +83,15 @@ def _communicates_nothing(ds: xr.Dataset) -> xr.DataArray:
 # zero, negative or non-finite value is drift.
 LEGIT_ZEROS: dict[tuple[str, str], tuple[str, Any]] = {
     ("microbench", "time_median"): (
-        "mode = comm where P = 1 or op = layernorm_replicated (nothing to communicate)",
+        f"mode = comm where {_SILENT} (nothing to communicate)",
         lambda ds: (ds["mode"] == "comm") & _communicates_nothing(ds),
     ),
     ("microbench", "ccr_measured"): (
-        "P = 1 or op = layernorm_replicated (nothing to communicate)",
+        f"{_SILENT} (nothing to communicate)",
         _communicates_nothing,
     ),
     ("model_vs_measured", "ccr_measured"): (
-        "P = 1 or op = layernorm_replicated (nothing to communicate)",
+        f"{_SILENT} (nothing to communicate)",
         _communicates_nothing,
     ),
 }
@@ -473,7 +477,7 @@ def report_text(rep: Report, run_dir: Path, ref_dir: Path) -> str:
         "",
         f"Tolerances: modelled values exact (rtol {MODELLED_RTOL:g}, NaN = NaN); claims' verdicts equal; measured "
         f"(bench) files by schema, positive/finite (zero only where nothing is communicated: comm time and "
-        f"measured CCR at P = 1 or op = layernorm_replicated), medians within {MEASURED_BAND:g}x of the "
+        f"measured CCR at {_SILENT}), medians within {MEASURED_BAND:g}x of the "
         "reference's.",
         "",
         "## Differences" if rep.drift else "## No differences",

@@ -7,6 +7,9 @@ training points give each op's compute model (per-call overhead + FLOP term + me
 traffic are the refined cost model's, computed here by :func:`hsitp.bench.predict.op_work`) and its sequence
 factor: the median ratio of its training points' replayed collectives to their ring-model time with the sweep's
 alpha and beta (collectives issued back to back run slower than the same collectives timed alone). The held-out
+points are listed in the ``fit_points`` attribute. ``tokenize`` (timed alone) is fitted first; each aggregation op
+is then fitted on its points' time less the tokeniser's modelled time, on its own work, so the planner can price
+tokenisation and aggregation apart, as the cost model splits them. The held-out
 points are listed in the ``fit_points`` attribute so ``model_vs_measured.nc`` can say, for each point, whether the
 calibration saw it.
 """
@@ -31,7 +34,7 @@ from hsitp.bench.fit import (
     fit_compute,
     holdout_mask,
 )
-from hsitp.bench.predict import op_work
+from hsitp.bench.predict import TOKENIZE, op_work, tokenize_work
 from hsitp.bench.results import KIND as MICROBENCH_KIND
 from hsitp.bench.results import head_padding, point_at, read_input, trace_records
 from hsitp.cost.calibration import CALIBRATION_KIND, CalibrationError, calibration_dataset
@@ -97,6 +100,7 @@ def op_points(mb: xr.Dataset, *, dtype: str, fraction: float, seed: int) -> list
         if np.isfinite(t):
             point = {"op": str(op), "P": int(p), "N": int(n), "D": int(d), "L": int(bands), "dtype": dtype}
             flops, traffic = op_work(point_at(mb, **point), head_padding=pad)
+            tok_flops, tok_traffic = tokenize_work(point_at(mb, **point), head_padding=pad)
             rows.append(
                 {
                     **point,
@@ -104,6 +108,8 @@ def op_points(mb: xr.Dataset, *, dtype: str, fraction: float, seed: int) -> list
                     "t_comm": float(comm.values[i]),
                     "flops": flops,
                     "traffic_bytes": traffic,
+                    "tokenize_flops": tok_flops,  # the tokeniser's share of an aggregation point (else 0)
+                    "tokenize_traffic_bytes": tok_traffic,
                 }
             )
     mask = holdout_mask(
@@ -115,6 +121,22 @@ def op_points(mb: xr.Dataset, *, dtype: str, fraction: float, seed: int) -> list
     for r, held in zip(rows, mask, strict=True):
         r["held_out"] = bool(held)
     return rows
+
+
+def _own_work(row: Mapping[str, Any], tok_fit: Any) -> dict[str, Any]:
+    """A point's work and time less its tokeniser's (modelled by ``tok_fit``, the ``tokenize`` op's compute
+    model; none fitted: the whole point is the op's own)."""
+    if tok_fit is None or not row["tokenize_flops"]:
+        own = (row["flops"], row["traffic_bytes"], row["t_compute"], 0.0)
+    else:
+        tok_t = float(tok_fit.predict(row["tokenize_flops"], row["tokenize_traffic_bytes"]))
+        own = (
+            row["flops"] - row["tokenize_flops"],
+            row["traffic_bytes"] - row["tokenize_traffic_bytes"],
+            row["t_compute"] - tok_t,
+            tok_t,
+        )
+    return {**row, **dict(zip(("own_flops", "own_traffic", "own_t", "tok_t"), own, strict=True))}
 
 
 def sequence_factors(
@@ -185,26 +207,36 @@ def calibrate(mb: xr.Dataset, *, fraction: float, seed: int, dtype: str | None =
         )
     opts = op_points(mb, dtype=dtype, fraction=fraction, seed=seed)
     ops = [o for o in mb["op"].values.tolist() if any(r["op"] == o for r in opts)]
-    rates = []
+    rates: dict[str, float] = {}
     models: dict[str, dict[str, float]] = {"compute_overhead": {}, "compute_rate": {}, "mem_bandwidth": {}}
-    for o in ops:
-        train = [r for r in opts if r["op"] == o and not r["held_out"]]
+    tok_fit = None
+    for o in sorted(ops, key=lambda name: name != TOKENIZE):  # tokenize first: the aggregations need it
+        rows = [_own_work(r, tok_fit) for r in opts if r["op"] == o]
+        train = [r for r in rows if not r["held_out"]]
         # The rate while all P ranks compute at once (shared cores, memory bandwidth) is the one a P-way layer
         # sees; P = 1 points only stand in when an op has no multi-rank training point.
         train = [r for r in train if r["P"] >= 2] or train
-        rates.append(achieved_flops([r["flops"] for r in train], [r["t_compute"] for r in train]))
+        kept = [r for r in train if r["own_t"] > 0]
+        if len(kept) < len(train):
+            log.warning(
+                "%s: %d training points left out: the tokeniser's modelled time exceeds the measured time",
+                o,
+                len(train) - len(kept),
+            )
+        rates[o] = achieved_flops([r["own_flops"] for r in kept], [r["own_t"] for r in kept])
         cf = fit_compute(
             o,
-            [r["flops"] for r in train],
-            [r["traffic_bytes"] for r in train],
-            [r["t_compute"] for r in train],
+            [r["own_flops"] for r in kept],
+            [r["own_traffic"] for r in kept],
+            [r["own_t"] for r in kept],
         )
         models["compute_overhead"][o] = cf.overhead
         models["compute_rate"][o] = cf.rate
         models["mem_bandwidth"][o] = cf.bandwidth
-        for r in opts:
-            if r["op"] == o:
-                r["t_compute_predicted"] = float(cf.predict(r["flops"], r["traffic_bytes"]))
+        for r, own in zip([r for r in opts if r["op"] == o], rows, strict=True):
+            r["t_compute_predicted"] = float(cf.predict(own["own_flops"], own["own_traffic"])) + own["tok_t"]
+        if o == TOKENIZE:
+            tok_fit = cf
         held = [r for r in opts if r["op"] == o and r["held_out"]]
         err = [abs(r["t_compute_predicted"] / r["t_compute"] - 1) for r in held]
         log.info(
@@ -215,7 +247,7 @@ def calibrate(mb: xr.Dataset, *, fraction: float, seed: int, dtype: str | None =
             _rate(cf.rate, "FLOP"),
             _rate(cf.bandwidth, "B"),
             cf.n_points,
-            _rate(rates[-1], "FLOP"),
+            _rate(rates[o], "FLOP"),
             f"{100 * np.median(err):.1f} %" if err else "n/a",
             len(held),
         )
@@ -226,7 +258,7 @@ def calibrate(mb: xr.Dataset, *, fraction: float, seed: int, dtype: str | None =
     ds = calibration_dataset(
         alpha={f.collective: f.alpha for f in fits},
         beta={f.collective: f.beta for f in fits},
-        achieved_flops=dict(zip(ops, rates, strict=True)),
+        achieved_flops={o: rates[o] for o in ops},
         device=mb.attrs.get("device", "unknown"),
         backend=mb.attrs.get("backend", "gloo"),
         dtype=dtype,

@@ -4,7 +4,10 @@ models' predictions of its CCR.
 The bench's aggregation ops are the parallel layers as built (``hsitp.parallel.build_op``): they take the raw
 band cube, so they *include* the per-band tokenisation. The cost model keeps tokenisation as its own op
 (``tokenize``), so an aggregation point here is ``tokenize`` (replicated for the TP baseline, the rank's own bands
-for D-CHAG) plus the aggregation op, and its compute time uses the compute model calibrated for the bench op.
+for D-CHAG) plus the aggregation op. The bench also times ``tokenize`` alone; where the calibration fitted it a
+compute model of its own, an aggregation point's compute time is the aggregation's model on its own work plus
+``tokenize``'s on the tokeniser's (the split the planner sums, ``hsitp.cost.refined``), else the bench op's model
+on the sum (calibrations without the ``tokenize`` op).
 Everything else is :func:`hsitp.cost.refined.op_cost` with default switches (the refined model, no overlap);
 LayerNorm's two bench ops are the cost model's LayerNorm under its one placement.
 
@@ -22,7 +25,8 @@ from hsitp.cost.refined import OpCost, default_mesh, op_cost
 from hsitp.shape import LayerShape
 
 AGG_OPS = ("agg_tp", "agg_dchag_l", "agg_dchag_c")
-L_DEPENDENT_OPS = AGG_OPS  # the other ops' cost and layers do not depend on the band count
+TOKENIZE = "tokenize"  # timed alone too, so that the aggregators' compute models can be fitted without it
+L_DEPENDENT_OPS = (*AGG_OPS, TOKENIZE)  # the other ops' cost and layers do not depend on the band count
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,26 @@ def op_work(pt: Point, *, head_padding: bool) -> tuple[float, float]:
     return float(sum(c.flops for c in parts)), float(sum(c.traffic_bytes for c in parts))
 
 
+def tokenize_work(pt: Point, *, head_padding: bool) -> tuple[float, float]:
+    """(FLOPs, memory traffic [B]) of the tokenisation inside an aggregation point (0, 0 for other ops)."""
+    parts = _parts(pt, "paper-intra", head_padding)
+    if pt.op not in AGG_OPS:
+        return 0.0, 0.0
+    return float(parts[1].flops), float(parts[1].traffic_bytes)
+
+
+def compute_time(
+    hw: Any, op: str, work: tuple[float, float], tokenize: tuple[float, float] = (0.0, 0.0)
+) -> float:
+    """Compute time [s] of a bench point of ``op`` doing ``work`` (FLOPs, traffic) in all, ``tokenize`` of it
+    the tokeniser's: the two compute models summed where ``hw`` holds one for ``tokenize``, else ``op``'s on
+    the whole."""
+    if tokenize[0] > 0 and TOKENIZE in hw.op_compute_rate:
+        rest = (work[0] - tokenize[0], work[1] - tokenize[1])
+        return hw.compute_time(op, *rest) + hw.compute_time(TOKENIZE, *tokenize)
+    return hw.compute_time(op, *work)
+
+
 def check_points(points: Iterable[Point], *, head_padding: bool) -> None:
     """Refuse, before anything is timed, a sweep the layers would refuse: with ``parallel.head_padding`` off, a
     head count that the ranks splitting it do not divide raises the cost model's error naming ``parallel.heads``
@@ -102,8 +126,9 @@ def predict(pt: Point, hardware: Any, *, head_padding: bool) -> Prediction:
 
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
     parts = _parts(pt, hw, head_padding)
-    flops = sum(c.flops for c in parts)
-    t_comp = hw.compute_time(pt.op, flops, sum(c.traffic_bytes for c in parts))
+    work = (float(sum(c.flops for c in parts)), float(sum(c.traffic_bytes for c in parts)))
+    tok = (float(parts[1].flops), float(parts[1].traffic_bytes)) if pt.op in AGG_OPS else (0.0, 0.0)
+    t_comp = compute_time(hw, pt.op, work, tok)
     t_comm = float(sum(c.t_comm for c in parts))
     nbytes = float(sum(k.bytes for c in parts for k in c.collectives if k.group_size > 1))
     # a collective over a group of one (e.g. the token axis of a P_c x 1 mesh) is not issued

@@ -34,7 +34,7 @@ GELU_FLOPS = 8  # tanh form: x^3, ×0.0447, +x, ×sqrt(2/pi), tanh, +1, ×x, ×0
 BIAS_FLOPS = 1
 
 CONTRACT_OPS = OP_NAMES
-COST_ONLY_OPS = ("linear_column", "tokenize", "layernorm")
+COST_ONLY_OPS = ("linear_column", "layernorm")
 OPS = CONTRACT_OPS + COST_ONLY_OPS
 # Splits each op can be costed under; the first is the op's default (what the contract's layer does).
 SPLITS: dict[str, tuple[str, ...]] = {

@@ -17,7 +17,7 @@ from torch import nn
 
 from hsitp.names import OP_NAMES
 from hsitp.parallel.aggregation import DCHAGAggregator, TPAggregator
-from hsitp.parallel.dense import dense_layernorm
+from hsitp.parallel.dense import BandTokenizer, dense_layernorm, seeded
 from hsitp.parallel.errors import ShardingError
 from hsitp.parallel.groups import Mesh2D, TPGroup
 from hsitp.parallel.tensor_parallel import (
@@ -97,6 +97,10 @@ def build_op(
         mod = ReplicatedLayerNorm.from_dense(dense_layernorm(D, seed=seed).to(device=device, dtype=dtype))
         return BuiltOp(mod, randn(B, N, D))
     h, w = token_grid(N)
+    if op_name == "tokenize":  # replicated: no collective; timed apart so the aggregators' fit excludes it
+        with seeded(seed):
+            mod = BandTokenizer(L, D, patch)
+        return BuiltOp(mod.to(device=device, dtype=dtype), randn(B, L, h * patch, w * patch, grad=False))
     if op_name == "agg_tp":
         mod = TPAggregator(L, D, heads, patch, tp, head_padding=head_padding, **kw)
         return BuiltOp(mod, randn(B, L, h * patch, w * patch, grad=False))
