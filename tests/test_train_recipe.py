@@ -246,7 +246,7 @@ def test_ablation_chain_keeps_only_steps_that_raise_validation_oa(tmp_path: Path
             {"name": "smooth", "train": {"label_smoothing": 0.1}},
             {"name": "final", "final": True, "seeds": [0, 1], "train": {"epochs": 7}},
             {"name": "wd", "from": "final", "train": {"weight_decay": 0.2}},
-            {"name": "wd_more", "train": {"weight_decay": 0.5}},
+            {"name": "wd_more", "splits": ["block"], "train": {"weight_decay": 0.5}},  # one split only
         ],
     }  # fmt: skip
     # smooth ties lr: dropped, whatever its test OA; wd beats final (0.7), not lr (0.6): judged against final
@@ -268,6 +268,7 @@ def test_ablation_chain_keeps_only_steps_that_raise_validation_oa(tmp_path: Path
     wd, wd_more = chain[4]["config"]["train"], chain[5]["config"]["train"]
     assert (wd["epochs"], wd["lr"], wd["weight_decay"], wd["label_smoothing"]) == (7, 0.003, 0.2, 0.0)
     assert wd_more["epochs"] == 7 and wd_more["weight_decay"] == 0.5  # on from final: wd was dropped
+    assert [(j["split"], j["seed"]) for j in chain[5]["jobs"]] == [("block", "0")]  # its own splits
     ds = table(spec)
     assert list(ds["verdict"].values) == ["control", "kept", "dropped", "final", "dropped", "kept"]
     assert float(ds["val_oa"].sel(row="lr", split="block")) == pytest.approx(0.6)

@@ -49,7 +49,7 @@ class AblationError(HsitpError, ValueError):
 
 def read_spec(path: str | Path) -> dict[str, Any]:
     """The ablation file, checked: base overlays, run, data (the prepared scene), dataset, plan, splits, seeds,
-    rows (unique names; a row may set its own ``seeds``)."""
+    rows (unique names; a row may set its own ``seeds`` and ``splits``)."""
     spec = yaml.safe_load(Path(path).read_text())
     for key in ("base", "run", "data", "dataset", "plan", "splits", "seeds", "rows"):
         if key not in spec:
@@ -85,7 +85,7 @@ def _row_jobs(
     crop = cfg["train"]["crops"][0]
     tokens = int(crop["tokens"])
     patch = crop_patch(cfg["train"], spec["dataset"], tokens)
-    for split in spec["splits"]:
+    for split in row.get("splits", spec["splits"]):
         for seed in row.get("seeds", spec["seeds"]):
             name = run_name(spec["plan"], tokens, 1, 1, split, int(seed))
             rec = results / "train" / spec["dataset"] / row["name"] / f"{name}.nc"
