@@ -7,7 +7,7 @@ import pytest
 
 from hsitp.bench.calibrate import calibrate, fit_points, run_calibrate
 from hsitp.bench.fit import ring_factor
-from hsitp.bench.predict import Point, op_work, predict, tokenize_work
+from hsitp.bench.predict import Point, op_work, predict, work_split
 from hsitp.bench.results import MergeError, empty_partial, merge_partials, point_at, write_partial
 from hsitp.config import validate_config
 from hsitp.cost.calibration import CalibrationError, load_calibration
@@ -51,7 +51,7 @@ def _partial(p: int, *, seed: int = 0, nbytes=SIZES, layer_shape=SHAPE, rates=RA
     for i, op in enumerate(rates):
         for k, n in enumerate([16, 32, 64]):
             pt = point_at(ds, op=op, P=p, N=n, D=8, L=4, dtype="float32")
-            tok = tokenize_work(pt, head_padding=False)[0] if "tokenize" in rates else 0.0
+            tok = work_split(pt, head_padding=False)[1][0] if "tokenize" in rates else 0.0
             comp = (op_work(pt, head_padding=False)[0] - tok) / rates[op] + tok / rates.get("tokenize", 1.0)
             calls, total = (2, 2 * 4096 * n / 16) if p > 1 and op != "tokenize" else (0, 0.0)
             ring = calls * ALPHA["all_reduce"] + ring_factor("all_reduce", p) * total / BETA["all_reduce"]

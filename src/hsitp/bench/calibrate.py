@@ -4,7 +4,7 @@ alpha and beta per collective come from the collective sweep, achieved F per op 
 (every time is a point's mean over repeats, ``time_mean`` / ``coll_time_mean``); both are fitted on a training subset
 only. Beyond the required fields (see :mod:`hsitp.cost.calibration`), the same
 training points give each op's compute model (per-call overhead + FLOP term + memory-traffic term; FLOPs and
-traffic are the refined cost model's, computed here by :func:`hsitp.bench.predict.op_work`) and its sequence
+traffic are the refined cost model's, computed here by :func:`hsitp.bench.predict.work_split`) and its sequence
 factor: the median ratio of its training points' replayed collectives to their ring-model time with the sweep's
 alpha and beta (collectives issued back to back run slower than the same collectives timed alone). The held-out
 points are listed in the ``fit_points`` attribute. ``tokenize`` (timed alone) is fitted first; each aggregation op
@@ -34,7 +34,7 @@ from hsitp.bench.fit import (
     fit_compute,
     holdout_mask,
 )
-from hsitp.bench.predict import TOKENIZE, op_work, tokenize_work
+from hsitp.bench.predict import TOKENIZE, work_split
 from hsitp.bench.results import KIND as MICROBENCH_KIND
 from hsitp.bench.results import head_padding, point_at, read_input, trace_records
 from hsitp.cost.calibration import CALIBRATION_KIND, CalibrationError, calibration_dataset
@@ -99,8 +99,7 @@ def op_points(mb: xr.Dataset, *, dtype: str, fraction: float, seed: int) -> list
         t = float(comp.values[i])
         if np.isfinite(t):
             point = {"op": str(op), "P": int(p), "N": int(n), "D": int(d), "L": int(bands), "dtype": dtype}
-            flops, traffic = op_work(point_at(mb, **point), head_padding=pad)
-            tok_flops, tok_traffic = tokenize_work(point_at(mb, **point), head_padding=pad)
+            (flops, traffic), (tok_flops, tok_traffic) = work_split(point_at(mb, **point), head_padding=pad)
             rows.append(
                 {
                     **point,

@@ -70,19 +70,23 @@ def _parts(pt: Point, hardware: Any, head_padding: bool) -> list[OpCost]:
     return parts
 
 
-def op_work(pt: Point, *, head_padding: bool) -> tuple[float, float]:
+def _work(pt: Point, parts: list[OpCost]) -> tuple[tuple[float, float], tuple[float, float]]:
+    """(FLOPs, traffic) of all the parts, and of the tokenisation among them ((0, 0) but for aggregations)."""
+    total = (float(sum(c.flops for c in parts)), float(sum(c.traffic_bytes for c in parts)))
+    tok = (float(parts[1].flops), float(parts[1].traffic_bytes)) if pt.op in AGG_OPS else (0.0, 0.0)
+    return total, tok
+
+
+def work_split(pt: Point, *, head_padding: bool) -> tuple[tuple[float, float], tuple[float, float]]:
     """(FLOPs, memory traffic [B]) per rank, forward + backward, of the op as the bench times it (refined
-    model's counts; padded heads included when ``head_padding`` is on)."""
-    parts = _parts(pt, "paper-intra", head_padding)
-    return float(sum(c.flops for c in parts)), float(sum(c.traffic_bytes for c in parts))
+    model's counts; padded heads included when ``head_padding`` is on), and of the tokenisation inside it
+    ((0, 0) for ops other than the aggregations)."""
+    return _work(pt, _parts(pt, "paper-intra", head_padding))
 
 
-def tokenize_work(pt: Point, *, head_padding: bool) -> tuple[float, float]:
-    """(FLOPs, memory traffic [B]) of the tokenisation inside an aggregation point (0, 0 for other ops)."""
-    parts = _parts(pt, "paper-intra", head_padding)
-    if pt.op not in AGG_OPS:
-        return 0.0, 0.0
-    return float(parts[1].flops), float(parts[1].traffic_bytes)
+def op_work(pt: Point, *, head_padding: bool) -> tuple[float, float]:
+    """(FLOPs, memory traffic [B]) of the op as the bench times it (:func:`work_split`'s first pair)."""
+    return work_split(pt, head_padding=head_padding)[0]
 
 
 def compute_time(
@@ -126,9 +130,7 @@ def predict(pt: Point, hardware: Any, *, head_padding: bool) -> Prediction:
 
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
     parts = _parts(pt, hw, head_padding)
-    work = (float(sum(c.flops for c in parts)), float(sum(c.traffic_bytes for c in parts)))
-    tok = (float(parts[1].flops), float(parts[1].traffic_bytes)) if pt.op in AGG_OPS else (0.0, 0.0)
-    t_comp = compute_time(hw, pt.op, work, tok)
+    t_comp = compute_time(hw, pt.op, *_work(pt, parts))
     t_comm = float(sum(c.t_comm for c in parts))
     nbytes = float(sum(k.bytes for c in parts for k in c.collectives if k.group_size > 1))
     # a collective over a group of one (e.g. the token axis of a P_c x 1 mesh) is not issued
