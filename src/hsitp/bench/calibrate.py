@@ -6,11 +6,10 @@ only. Beyond the required fields (see :mod:`hsitp.cost.calibration`), the same
 training points give each op's compute model (per-call overhead + FLOP term + memory-traffic term; FLOPs and
 traffic are the refined cost model's, computed here by :func:`hsitp.bench.predict.work_split`) and its sequence
 factor: the median ratio of its training points' replayed collectives to their ring-model time with the sweep's
-alpha and beta (collectives issued back to back run slower than the same collectives timed alone). The held-out
-points are listed in the ``fit_points`` attribute. ``tokenize`` (timed alone) is fitted first; each aggregation op
-is then fitted on its points' time less the tokeniser's modelled time, on its own work, so the planner can price
-tokenisation and aggregation apart, as the cost model splits them. The held-out
-points are listed in the ``fit_points`` attribute so ``model_vs_measured.nc`` can say, for each point, whether the
+alpha and beta (collectives issued back to back run slower than the same collectives timed alone).
+``tokenize`` (timed alone) is fitted first; each aggregation op is then fitted on its points' time less the
+tokeniser's modelled time, on its own work, so the planner can price tokenisation and aggregation apart, as the
+cost model splits them. The held-out points are listed in the ``fit_points`` attribute so ``model_vs_measured.nc`` can say, for each point, whether the
 calibration saw it.
 """
 
