@@ -9,8 +9,8 @@ factor: the median ratio of its training points' replayed collectives to their r
 alpha and beta (collectives issued back to back run slower than the same collectives timed alone).
 ``tokenize`` (timed alone) is fitted first; each aggregation op is then fitted on its points' time less the
 tokeniser's modelled time, on its own work, so the planner can price tokenisation and aggregation apart, as the
-cost model splits them. The held-out points are listed in the ``fit_points`` attribute so ``model_vs_measured.nc`` can say, for each point, whether the
-calibration saw it.
+cost model splits them. The held-out points are listed in the ``fit_points`` attribute so ``model_vs_measured.nc``
+can say, for each point, whether the calibration saw it.
 """
 
 from __future__ import annotations
