@@ -1,5 +1,5 @@
 """The check that stops a SLURM run before submitting a job that no node of its partition can hold (hsitp.cluster
-and the workflow's onstart hook), and the smoke config's requests. No SLURM needed: a fake `sinfo` on PATH."""
+and the workflow's onstart hook), and the smoke config's requests. No SLURM needed: fake client tools on PATH (sinfo, squeue, sacct, scontrol, sbatch, scancel)."""
 
 from __future__ import annotations
 
@@ -102,6 +102,30 @@ def test_smoke_config_asks_for_no_gpu():
     assert gpus and set(gpus.values()) == {0}, gpus
 
 
+# Every SLURM client tool the executor plugin (snakemake-executor-plugin-slurm 2.x) or the fit check runs. The
+# plugin refuses to load when neither `sacct` nor `squeue` is on PATH and asks `scontrol show config` for MinJobAge,
+# so faking `sinfo` alone made the test pass only where SLURM's client tools happen to be installed (CI) and fail on
+# a plain machine. `sbatch` leaves a marker: the test asserts nothing was submitted.
+FAKE_SLURM = {
+    "sinfo": "echo 'ci*|2|24000|(null)'",
+    "squeue": "exit 0",
+    "sacct": "exit 0",
+    "scontrol": "echo 'MinJobAge               = 300 sec'",
+    "scancel": "exit 0",
+    "sbatch": 'touch "$HSITP_FAKE_SBATCH_MARK"; echo "fake sbatch: no job may be submitted" >&2; exit 1',
+}
+
+
+def _fake_slurm_client(bindir: Path, *, submitted: Path) -> Path:
+    """A directory of fake SLURM client tools (a cluster of 2-CPU nodes) for the front of PATH."""
+    bindir.mkdir()
+    for tool, body in FAKE_SLURM.items():
+        body = body.replace("$HSITP_FAKE_SBATCH_MARK", str(submitted))
+        (bindir / tool).write_text(f"#!/bin/sh\n{body}\n")
+        (bindir / tool).chmod(0o755 | stat.S_IXUSR)
+    return bindir
+
+
 @pytest.mark.slow
 def test_slurm_run_stops_before_submitting_a_job_no_node_holds(workflow_copy):
     """The whole smoke DAG through `--profile slurm` against a cluster of 2-CPU nodes (a fake sinfo): probe_run at
@@ -111,10 +135,7 @@ def test_slurm_run_stops_before_submitting_a_job_no_node_holds(workflow_copy):
     wf = workflow_copy
     (wf.root / "slurm").mkdir()
     (wf.root / "slurm" / "config.yaml").write_text((ROOT / "slurm" / "config.yaml").read_text())
-    fake = wf.root / "bin"
-    fake.mkdir()
-    (fake / "sinfo").write_text("#!/bin/sh\necho 'ci*|2|24000|(null)'\n")
-    (fake / "sinfo").chmod(0o755 | stat.S_IXUSR)
+    fake = _fake_slurm_client(wf.root / "bin", submitted=wf.root / "sbatch_called")
     wf.env["PATH"] = f"{fake}{os.pathsep}{wf.env['PATH']}"
     t0 = time.monotonic()
     run = wf.snakemake(
@@ -129,3 +150,4 @@ def test_slurm_run_stops_before_submitting_a_job_no_node_holds(workflow_copy):
     assert "4 CPUs per node (probe.threads_per_rank = 1 x 4 ranks per node" in lines[0]
     assert "largest node 2" in lines[0]
     assert "submitted with SLURM jobid" not in out
+    assert not (wf.root / "sbatch_called").exists(), "sbatch was called"

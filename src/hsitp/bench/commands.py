@@ -12,32 +12,42 @@ import argparse
 import logging
 import os
 import sys
+from pathlib import Path
+from typing import NoReturn
 
 from hsitp.config import add_config_args, config_from_args
 
 
-def _run(args: argparse.Namespace) -> int:
-    from hsitp.bench.runner import run_partial
-    from hsitp.signals import Interrupted
+def _run(args: argparse.Namespace) -> NoReturn:
+    from hsitp.signals import Interrupted, stop_on_signals
 
-    code = 0
-    try:
-        run_partial(config_from_args(args), world_size=args.world_size, out=args.out)
-    except Interrupted as exc:
-        # every rank stopped at the same point and the group is torn down; one line, from rank 0
-        if os.environ.get("RANK", "0") == "0":
-            print(f"hsitp: {exc}; nothing written", file=sys.stderr)
-        code = exc.exit_code
-    if args.world_size > 1:
+    # SIGINT / SIGTERM are recorded from here to the process's exit, not only during the sweep: a signal during
+    # start-up, the sweep, the write or the teardown ends the job the same way (one line, 128 + signal, no file).
+    with stop_on_signals(f"bench run at P={args.world_size}") as stop:
+        code, written = 0, None
+        try:
+            from hsitp.bench.runner import run_partial
+
+            written = run_partial(config_from_args(args), world_size=args.world_size, out=args.out, stop=stop)
+            stop.check()  # a signal while the file was written or the group torn down: stopped all the same
+        except Interrupted as exc:
+            # every rank stopped at the same point (or, after the teardown, this rank alone); one line, from rank 0.
+            # A file this rank wrote after all is removed: a stopped job leaves no output for Snakemake to trust.
+            if written is not None:
+                Path(written).unlink(missing_ok=True)
+            if os.environ.get("RANK", "0") == "0":
+                print(f"hsitp: {exc}; nothing written", file=sys.stderr)
+            code = exc.exit_code
         # torch 2.13 + gloo: after destroy_process_group, interpreter finalisation intermittently aborts
         # ("terminate called without an active exception", SIGABRT; 3-6 runs in 10 with set_num_threads(1),
         # cf. pytorch/pytorch#179291), which would fail the Snakemake job. The file is written (or, interrupted,
-        # nothing is) and the group is destroyed, so leave without running C++ static destructors.
+        # nothing is) and the group is destroyed, so leave without running C++ static destructors, and leave from
+        # inside the signal block: a signal after the last check finds the job done and its result stands.
         logging.shutdown()
         sys.stdout.flush()
         sys.stderr.flush()
+        # (At P = 1 too: returning would restore the default handlers before the interpreter exits.)
         os._exit(code)
-    return code
 
 
 def _merge(args: argparse.Namespace) -> int:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Mapping
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,12 +43,18 @@ def check_passes(bc: Mapping[str, Any]) -> None:
         )
 
 
-def run_partial(config: Mapping[str, Any], *, world_size: int, out: str | Path) -> Path | None:
-    """Run the configured sweep at P = ``world_size``; returns the file written (rank 0) or None (other ranks)."""
+def run_partial(
+    config: Mapping[str, Any], *, world_size: int, out: str | Path, stop: StopRequest | None = None
+) -> Path | None:
+    """Run the configured sweep at P = ``world_size``; returns the file written (rank 0) or None (other ranks).
+
+    ``stop``: the caller's signal recorder when it covers more than the sweep (``hsitp bench run`` installs it
+    from the command's start to its exit); without one, signals are recorded only while this function runs.
+    """
     from hsitp.parallel.runtime import RuntimeSettings, start
 
     check_passes(config["bench"])
-    with stop_on_signals(f"bench run at P={world_size}") as stop:
+    with nullcontext(stop) if stop is not None else stop_on_signals(f"bench run at P={world_size}") as stop:
         rt = start(RuntimeSettings.from_config(config, section="bench", world_size=world_size))
         try:
             return _run(config, rt, Path(out), stop)
@@ -132,6 +139,7 @@ def _run(config: Mapping[str, Any], rt: Runtime, out: Path, stop: StopRequest | 
             )
     ds.attrs["collective_dtype"] = names[0]
     ds.attrs["passes"] = passes
+    stop.check(rt.group, rt.device)  # the last safe point before the file: all ranks agree to write it or not
     if rt.rank != 0:
         return None
     return write_partial(ds, out, config=config, attrs=rt.attrs())
