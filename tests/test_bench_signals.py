@@ -97,8 +97,8 @@ def test_bench_run_stops_quietly_on_signal(tmp_path, signum, world_size, moment)
     try:
         deadline = time.monotonic() + 120
         while not reached.wait(timeout=0.05):
-            assert proc.poll() is None and time.monotonic() < deadline, f"never reached {moment}:\n" + "".join(
-                lines
+            assert proc.poll() is None and time.monotonic() < deadline, (
+                f"never reached {moment}:\n" + "".join(lines)
             )
         sent = time.monotonic()
         if signum == signal.SIGINT:
