@@ -32,8 +32,8 @@ MEMORY_BOUND = 0.05
 def check_memory(config: list[str], only: str) -> bool:
     from hsitp.config import load_config
     from hsitp.cost.memory import plan_memory
-    from hsitp.probe.build import DCHAG_PLANS
     from hsitp.probe.estimate import estimate_one, estimate_points
+    from hsitp.probe.grid import DCHAG_PLANS
     from hsitp.probe.model import size_of
 
     cfg = load_config(config)

@@ -34,7 +34,7 @@ def tiny_config() -> dict[str, Any]:
 
 
 def probe_all(rt: Any) -> list[dict[str, Any]]:
-    from hsitp.probe.build import points
+    from hsitp.probe.grid import points
     from hsitp.probe.runner import probe_point, throughput_phase
 
     cfg = tiny_config()
@@ -52,7 +52,8 @@ def peak_points(rt: Any, cases: list[tuple[str, str, int, int, int, int]]) -> li
     import torch
 
     from hsitp.cost.memory import plan_memory
-    from hsitp.probe.build import Point, build_point
+    from hsitp.probe.build import build_point
+    from hsitp.probe.grid import Point
     from hsitp.probe.memory import measure_step
     from hsitp.probe.model import size_of
 

@@ -15,7 +15,8 @@ from probe_workers import probe_all, tiny_config
 
 from hsitp.cost.memory import PlanSize, plan_memory
 from hsitp.parallel import TPGroup
-from hsitp.probe.build import Point, build_point
+from hsitp.probe.build import build_point
+from hsitp.probe.grid import Point
 from hsitp.probe.memory import KINDS, PARTS, measure_step
 
 
@@ -66,7 +67,7 @@ def test_ratio_to_tp_is_per_round_tokens_per_s_at_the_same_point(tmp_path) -> No
     """Catches a ratio inverted (time instead of tokens/s), taken against tp at another checkpointing policy, or
     formed from medians instead of per round (rounds are what interleaving pairs); and an oversubscribed P that
     does not say so. Known sample times in a hand-made partial, no ranks."""
-    from hsitp.probe.build import points
+    from hsitp.probe.grid import points
     from hsitp.probe.results import merge, write_partial
 
     cfg = tiny_config()
@@ -244,7 +245,7 @@ def test_probe_divisibility_errors_name_the_probe_keys() -> None:
     """Catches a probe grid error that names ModelConfig's internal 'model.heads' (a key no config file has)
     instead of probe.heads / probe.dim, the keys the user edits."""
     from hsitp.config import ConfigError, load_config
-    from hsitp.probe.build import points
+    from hsitp.probe.grid import points
 
     pc = load_config(["config/config.yaml", "config/smoke.yaml"])["probe"]
     with pytest.raises(ConfigError, match=r"probe\.heads = 1 is not divisible by P = 2"):

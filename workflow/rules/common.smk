@@ -1,12 +1,19 @@
 # Shared by every rule file, included first by the Snakefile. Config validation, run-rooted paths, the config
 # keys each rule passes to its subcommand, the resources each job asks for, and the target functions.
 import json
+import sys
 
 from hsitp import launch
-from hsitp.config import validate_config
+from hsitp.errors import HsitpError
+from hsitp.preflight import error_log_path, one_line, preflight
 
-# One validation when the DAG starts: a bad key or value stops here with a message naming it.
-config.update(validate_config(config))
+# One check when the DAG is built, before any job: the schema, then every stage's sizes at every P it will run
+# (hsitp.preflight). A refusal is one line naming the key; the full text goes to logs/<run>/config_error.log.
+try:
+    config.update(preflight(config))
+except HsitpError as exc:
+    print(one_line(exc, error_log_path(config)), file=sys.stderr)
+    sys.exit(2)
 
 # Conda environments (--software-deployment-method conda), paths relative to the rule files. Every rule runs in ENV
 # except a rank rule whose ranks have GPUs (rank_env), which gets PyTorch's CUDA build.

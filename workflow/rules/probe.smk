@@ -2,10 +2,8 @@
 # the memory model beside), and estimate.nc (paper-scale configs with fake tensors, one process). Probe launches
 # time steps, so they hold the `bench_slot` resource like the microbenchmarks (never two timing jobs at once).
 # Each launch ends with the throughput phase: every plan at its P timed interleaved (hsitp.bench.interleave).
-from hsitp.probe.match import check_matches_train
-
-# probe.match_train: the probe's sizes must equal the trained models' (one line naming both keys otherwise).
-check_matches_train(config)
+# probe.match_train: the probe's sizes must equal the trained models' (checked with every P when the DAG is built,
+# hsitp.preflight: one line naming both keys otherwise).
 
 # What `hsitp probe run` reads: the probe section but the DAG's world_sizes and match_train and the estimate's settings.
 PROBE_RUN_KEYS = [

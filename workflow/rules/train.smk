@@ -2,13 +2,11 @@
 # split, seed); N (the crop's tokens, an entry of train.crops) is in the file name and the crop's patch is on the
 # command line. Checkpoints live beside the records in checkpoints/<name>/ and are not rule outputs (Snakemake
 # would delete them before a re-run, and a re-run resumes from them). A P the model does not fit, or a crop larger
-# than the scene, is refused when the DAG is built (hsitp.train.plan.check_jobs, from the registry) and again by
+# than the scene, is refused when the DAG is built (hsitp.preflight: hsitp.train.plan.check_jobs, from the registry) and again by
 # `hsitp train` before its runtime starts. Training jobs hold `bench_slot` too: timings never overlap. Under
 # train.equivalent (accuracy runs) each job trains its plan's single-process equivalent on 1 rank and holds no
 # bench_slot; train_check runs each (plan, P) for real on P ranks for a few epochs, train_equivalence compares them.
-from hsitp.train.plan import check_jobs, crop_patch
-
-check_jobs(config)
+from hsitp.train.plan import crop_patch
 
 # What `hsitp train` reads: the master seed, every train key but the ones that shape the DAG (each job gets its own dataset, crop,
 # plan, P, g, split, seed on the command line), and the process-group settings.

@@ -16,7 +16,6 @@ artifact does for its blocks. Only each block's input is then kept; the block re
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -26,87 +25,9 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from hsitp.config import ConfigError
-from hsitp.models import ModelConfig, architecture_for, check_plan, config_keys
+from hsitp.models import ModelConfig, architecture_for
+from hsitp.probe.grid import CHECKPOINTING, DCHAG_PLANS, Point, base_config
 from hsitp.probe.memory import PartTimeline
-
-CHECKPOINTING = ("none", "blocks")
-DCHAG_PLANS = ("dchag_l", "dchag_c")
-
-
-@dataclass(frozen=True)
-class Point:
-    """One probed configuration: plan at P ranks, g groups (D-CHAG), L bands, N tokens, checkpointing policy."""
-
-    plan: str
-    P: int
-    g: int
-    L: int
-    N: int
-    checkpointing: str
-
-
-def crop_side(N: int, patch: int, *, key: str = "probe.N") -> int:  # noqa: N803
-    """Pixels per side of a square crop of N = (side / patch)^2 tokens."""
-    root = math.isqrt(N)
-    if root * root != N:
-        raise ConfigError(
-            f"{key}: N = {N} is not a square number of tokens (square crops: N = (side / patch)^2)"
-        )
-    return root * patch
-
-
-def section_keys(section: str) -> dict[str, str]:
-    """ModelConfig field -> the key of a probe section (``probe``, ``probe.estimate.grid``) that sets it, for
-    errors that name the key as the user writes it."""
-    fields = ("dim", "heads", "depth", "mlp_ratio", "patch", "classes")
-    return {k: f"{section}.{k}" for k in fields} | {"bands": f"{section}.L"}
-
-
-def base_config(pc: Mapping[str, Any], L: int, N: int) -> ModelConfig:  # noqa: N803
-    """The dense model of a probe section at L bands and N tokens (architecture_for then picks the plan's); a
-    section with ``height`` and ``width`` (the estimate's D-CHAG configs) gives the crop itself."""
-    if "height" in pc:
-        height, width = int(pc["height"]), int(pc["width"])
-    else:
-        height = width = crop_side(N, int(pc["patch"]))
-    return ModelConfig(
-        bands=L,
-        height=height,
-        width=width,
-        classes=int(pc["classes"]),
-        patch=int(pc["patch"]),
-        dim=int(pc["dim"]),
-        heads=int(pc["heads"]),
-        depth=int(pc["depth"]),
-        mlp_ratio=int(pc["mlp_ratio"]),
-    )
-
-
-def points(pc: Mapping[str, Any], P: int) -> list[Point]:  # noqa: N803
-    """Every point of the probe grid at P (dense only at P = 1; plans without groups once, at the first g).
-
-    Raises ConfigError, naming the key, when a plan cannot split the model at P."""
-    out = []
-    for plan in pc["plans"]:
-        if (plan == "dense") != (P == 1):
-            continue
-        groups = pc["groups"] if plan in DCHAG_PLANS else pc["groups"][:1]
-        for L in pc["L"]:
-            for N in pc["N"]:
-                for g in groups:
-                    try:
-                        with config_keys(section_keys("probe")):
-                            base = base_config(pc, L, N)
-                            check_plan(
-                                architecture_for(base, plan, P, g if plan in DCHAG_PLANS else 1), plan, P
-                            )
-                    except Exception as exc:
-                        raise ConfigError(
-                            f"probe: plan {plan!r} at P = {P}, L = {L}, N = {N}, g = {g}: {exc}"
-                        ) from exc
-                    for ck in pc["checkpointing"]:
-                        out.append(Point(plan, P, int(g), int(L), int(N), ck))
-    return out
 
 
 class CheckpointedBlock(nn.Module):

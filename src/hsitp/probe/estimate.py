@@ -22,43 +22,12 @@ import xarray as xr
 
 from hsitp.cost.tables.scale import DCHAG_SETTINGS
 from hsitp.io import describe_missing, provenance, write_netcdf
-from hsitp.probe.build import DCHAG_PLANS, Point, base_config, section_keys
+from hsitp.probe.grid import DCHAG_PLANS, Point, estimate_points
 from hsitp.probe.memory import KINDS, PARTS
 from hsitp.probe.results import ATTRS
 
 log = logging.getLogger(__name__)
 KIND = "probe_estimate"
-
-
-def estimate_points(ec: Mapping[str, Any]) -> list[tuple[str, Point, dict[str, Any]]]:
-    """(label, point, section) for the paper grid and the D-CHAG configs."""
-    from hsitp.models import architecture_for, check_plan, config_keys
-
-    out = []
-    gc = ec["grid"]
-    for plan in gc["plans"]:
-        for P in [1] if plan == "dense" else gc["world_sizes"]:  # noqa: N806
-            for g in gc["groups"] if plan in DCHAG_PLANS else [1]:
-                for L in gc["L"]:
-                    for N in gc["N"]:
-                        for ck in gc["checkpointing"]:
-                            pt = Point(plan, P, g, L, N, ck)
-                            out.append((f"grid/{plan}/P{P}/g{g}/L{L}/N{N}/{ck}", pt, dict(gc)))
-    for cfg in ec["dchag"]:
-        sec = {**DCHAG_SETTINGS, "dim": cfg["dim"]}
-        N = (sec["height"] // sec["patch"]) * (sec["width"] // sec["patch"])  # noqa: N806
-        for plan in ec["dchag_plans"]:
-            for ck in ec["dchag_checkpointing"]:
-                pt = Point(plan, int(cfg["tp"]), 1, int(cfg["bands"]), N, ck)
-                out.append((f"dchag/{cfg['name']}/{plan}/{ck}", pt, sec))
-    for label, pt, sec in out:
-        # the D-CHAG configs' sizes are fixed here (DCHAG_SETTINGS), not config keys
-        with config_keys(section_keys("probe.estimate.grid") if label.startswith("grid/") else {}):
-            arch = architecture_for(
-                base_config(sec, pt.L, pt.N), pt.plan, pt.P, pt.g if pt.plan in DCHAG_PLANS else 1
-            )
-            check_plan(arch, pt.plan, pt.P)
-    return out
 
 
 def estimate_one(pt: Point, sec: Mapping[str, Any], seed: int = 0) -> Any:

@@ -15,7 +15,7 @@ import xarray as xr
 
 from hsitp.errors import HsitpError
 from hsitp.io import describe_missing, provenance, read_netcdf, write_netcdf
-from hsitp.probe.build import DCHAG_PLANS, Point
+from hsitp.probe.grid import DCHAG_PLANS, Point
 from hsitp.probe.memory import KINDS, PARTS, PHASES
 
 PARTIAL_KIND = "probe_partial"

@@ -32,7 +32,8 @@ import torch.distributed as dist
 
 from hsitp.bench.interleave import Interleaved, interleave, round_order
 from hsitp.bench.timing import synchronize
-from hsitp.probe.build import DCHAG_PLANS, Point, build_point, points
+from hsitp.probe.build import build_point
+from hsitp.probe.grid import DCHAG_PLANS, Point, points
 from hsitp.probe.memory import KINDS, PARTS, PHASES, PartTimeline, measure_step
 
 if TYPE_CHECKING:

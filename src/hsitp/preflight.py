@@ -1,0 +1,111 @@
+"""What the workflow checks when the DAG is built, before any job runs (workflow/rules/common.smk).
+
+The config's schema first, then every stage's sizes at every P it will run: the microbenchmark's sweep at each
+``bench.world_sizes``, the probe's grid at each ``probe.world_sizes`` and the estimate's grid, every training job,
+and the probe against the trained sizes. Each of these is the very check its job runs again before its runtime
+starts, so the DAG refuses exactly what a job would refuse, only minutes earlier and in one line instead of the
+ranks' lines run together behind a rule's message. Nothing here imports torch (the DAG is built in about a second).
+
+A refusal is one line on the terminal naming the key (and, for a schema error, the allowed values or keys); the
+full text, every error and the traceback go to ``logs/<run>/config_error.log``.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from hsitp.config import ConfigError, validate_config
+from hsitp.errors import HsitpError
+
+__all__ = ["check_stage_sizes", "error_log_path", "one_line", "preflight"]
+
+
+def preflight(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The validated config (schema defaults filled), once every stage's sizes were checked; HsitpError otherwise."""
+    cfg = validate_config(config)
+    check_stage_sizes(cfg)
+    return cfg
+
+
+def check_stage_sizes(config: Mapping[str, Any]) -> None:
+    """Refuse, naming the key, a P that a stage listed in ``stages`` cannot run (ConfigError / PlanError)."""
+    stages = set(config["stages"])
+    if "bench" in stages:
+        _check_bench(config)
+    if "probe" in stages:
+        _check_probe(config)
+    if "train" in stages:
+        from hsitp.train.plan import check_jobs
+
+        check_jobs(config)
+    if "probe" in stages and "train" in stages:
+        from hsitp.probe.match import check_matches_train
+
+        check_matches_train(config)
+
+
+def _check_bench(config: Mapping[str, Any]) -> None:
+    from hsitp.bench.ops import sweep_points
+    from hsitp.bench.predict import check_points
+    from hsitp.bench.runner import check_passes
+
+    bc = config["bench"]
+    check_passes(bc)
+    # "auto" is bfloat16 on CUDA, float32 on CPU: the element type does not decide whether a split fits
+    dtypes = list(dict.fromkeys("float32" if d == "auto" else d for d in bc["dtypes"]))
+    for P in bc["world_sizes"]:  # noqa: N806
+        try:
+            check_points(
+                [pt for _, pt in sweep_points(config, int(P), dtypes)],
+                head_padding=config["parallel"]["head_padding"],
+            )
+        except HsitpError as exc:
+            raise ConfigError(f"bench.world_sizes: P = {P}: {exc}") from exc
+
+
+def _check_probe(config: Mapping[str, Any]) -> None:
+    from hsitp.probe.grid import estimate_points, points
+
+    pc = config["probe"]
+    for P in pc["world_sizes"]:  # noqa: N806
+        try:
+            points(pc, int(P))
+        except HsitpError as exc:
+            # points() names the plan, P, L, N and g already ("probe: plan 'tp' at P = 3, ...")
+            raise ConfigError(f"probe.world_sizes: {str(exc).removeprefix('probe: ')}") from exc
+    try:
+        estimate_points(pc["estimate"])
+    except HsitpError as exc:
+        raise ConfigError(f"probe.estimate: {exc}") from exc
+
+
+def error_log_path(config: Mapping[str, Any]) -> Path:
+    """Where the full text of a refused config goes: ``logs/<run>/config_error.log`` (``logs/`` when the run's
+    name is itself what is wrong)."""
+    run = config.get("run")
+    ok = isinstance(run, str) and run and "/" not in run and not run.startswith(".")
+    return Path("logs") / (run if ok else "") / "config_error.log"
+
+
+def one_line(exc: BaseException, log_path: Path | None = None) -> str:
+    """The terminal's line for a refused config: the first error (key and message) and how many more there are;
+    with ``log_path``, the full text and the traceback are written there and the line points to it."""
+    text = str(exc).strip()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    head, details = (lines[0], lines[1:]) if lines else (type(exc).__name__, [])
+    errors = [ln for ln in details if not ln.startswith("(schema:")]
+    if head.endswith(":") and errors:  # "invalid config:" then one error a line
+        head, errors = f"{head} {errors[0]}", errors[1:]
+    more = f" (and {len(errors)} more)" if errors else ""
+    where = ""
+    if log_path is not None:
+        try:
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            log_path.write_text(text + "\n\n" + "".join(traceback.format_exception(exc)))
+            where = f"; full text in {log_path}"
+        except OSError:
+            pass  # an unwritable log must not hide the error itself
+    return f"hsitp: {head}{more}{where}"

@@ -1,0 +1,123 @@
+"""The probe's grid without torch: which (plan, P, g, L, N, checkpointing) points a probe section names, and the
+check that every plan can split its model at P. Light enough for the DAG's preflight (hsitp.preflight), where a P
+that a plan cannot split stops the run before any job starts; the probe's runner checks the same again.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from hsitp.config import ConfigError
+from hsitp.cost.tables.scale import DCHAG_SETTINGS
+from hsitp.models.config import ModelConfig, architecture_for, check_plan, config_keys
+
+CHECKPOINTING = ("none", "blocks")
+DCHAG_PLANS = ("dchag_l", "dchag_c")
+
+
+@dataclass(frozen=True)
+class Point:
+    """One probed configuration: plan at P ranks, g groups (D-CHAG), L bands, N tokens, checkpointing policy."""
+
+    plan: str
+    P: int
+    g: int
+    L: int
+    N: int
+    checkpointing: str
+
+
+def crop_side(N: int, patch: int, *, key: str = "probe.N") -> int:  # noqa: N803
+    """Pixels per side of a square crop of N = (side / patch)^2 tokens."""
+    root = math.isqrt(N)
+    if root * root != N:
+        raise ConfigError(
+            f"{key}: N = {N} is not a square number of tokens (square crops: N = (side / patch)^2)"
+        )
+    return root * patch
+
+
+def section_keys(section: str) -> dict[str, str]:
+    """ModelConfig field -> the key of a probe section (``probe``, ``probe.estimate.grid``) that sets it, for
+    errors that name the key as the user writes it."""
+    fields = ("dim", "heads", "depth", "mlp_ratio", "patch", "classes")
+    return {k: f"{section}.{k}" for k in fields} | {"bands": f"{section}.L"}
+
+
+def base_config(pc: Mapping[str, Any], L: int, N: int) -> ModelConfig:  # noqa: N803
+    """The dense model of a probe section at L bands and N tokens (architecture_for then picks the plan's); a
+    section with ``height`` and ``width`` (the estimate's D-CHAG configs) gives the crop itself."""
+    if "height" in pc:
+        height, width = int(pc["height"]), int(pc["width"])
+    else:
+        height = width = crop_side(N, int(pc["patch"]))
+    return ModelConfig(
+        bands=L,
+        height=height,
+        width=width,
+        classes=int(pc["classes"]),
+        patch=int(pc["patch"]),
+        dim=int(pc["dim"]),
+        heads=int(pc["heads"]),
+        depth=int(pc["depth"]),
+        mlp_ratio=int(pc["mlp_ratio"]),
+    )
+
+
+def points(pc: Mapping[str, Any], P: int) -> list[Point]:  # noqa: N803
+    """Every point of the probe grid at P (dense only at P = 1; plans without groups once, at the first g).
+
+    Raises ConfigError, naming the key, when a plan cannot split the model at P."""
+    out = []
+    for plan in pc["plans"]:
+        if (plan == "dense") != (P == 1):
+            continue
+        groups = pc["groups"] if plan in DCHAG_PLANS else pc["groups"][:1]
+        for L in pc["L"]:
+            for N in pc["N"]:
+                for g in groups:
+                    try:
+                        with config_keys(section_keys("probe")):
+                            base = base_config(pc, L, N)
+                            check_plan(
+                                architecture_for(base, plan, P, g if plan in DCHAG_PLANS else 1), plan, P
+                            )
+                    except Exception as exc:
+                        raise ConfigError(
+                            f"probe: plan {plan!r} at P = {P}, L = {L}, N = {N}, g = {g}: {exc}"
+                        ) from exc
+                    for ck in pc["checkpointing"]:
+                        out.append(Point(plan, P, int(g), int(L), int(N), ck))
+    return out
+
+
+def estimate_points(ec: Mapping[str, Any]) -> list[tuple[str, Point, dict[str, Any]]]:
+    """(label, point, section) for the paper grid and the D-CHAG configs."""
+    out = []
+    gc = ec["grid"]
+    for plan in gc["plans"]:
+        for P in [1] if plan == "dense" else gc["world_sizes"]:  # noqa: N806
+            for g in gc["groups"] if plan in DCHAG_PLANS else [1]:
+                for L in gc["L"]:
+                    for N in gc["N"]:
+                        for ck in gc["checkpointing"]:
+                            pt = Point(plan, P, g, L, N, ck)
+                            out.append((f"grid/{plan}/P{P}/g{g}/L{L}/N{N}/{ck}", pt, dict(gc)))
+    for cfg in ec["dchag"]:
+        sec = {**DCHAG_SETTINGS, "dim": cfg["dim"]}
+        N = (sec["height"] // sec["patch"]) * (sec["width"] // sec["patch"])  # noqa: N806
+        for plan in ec["dchag_plans"]:
+            for ck in ec["dchag_checkpointing"]:
+                pt = Point(plan, int(cfg["tp"]), 1, int(cfg["bands"]), N, ck)
+                out.append((f"dchag/{cfg['name']}/{plan}/{ck}", pt, sec))
+    for label, pt, sec in out:
+        # the D-CHAG configs' sizes are fixed here (DCHAG_SETTINGS), not config keys
+        with config_keys(section_keys("probe.estimate.grid") if label.startswith("grid/") else {}):
+            arch = architecture_for(
+                base_config(sec, pt.L, pt.N), pt.plan, pt.P, pt.g if pt.plan in DCHAG_PLANS else 1
+            )
+            check_plan(arch, pt.plan, pt.P)
+    return out

@@ -1,0 +1,87 @@
+"""The DAG's preflight (hsitp.preflight, called by workflow/rules/common.smk): every stage's sizes at every P are
+checked when the DAG is built, and a refusal is one line naming the key, with the full text in a log."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hsitp.config import load_config
+from hsitp.errors import HsitpError
+from hsitp.preflight import error_log_path, one_line, preflight
+
+ROOT = Path(__file__).resolve().parents[1]
+SMOKE = [ROOT / "config/config.yaml", ROOT / "config/smoke.yaml"]
+
+
+def _raw_smoke() -> dict:
+    from hsitp.config import deep_merge
+
+    return deep_merge(*(yaml.safe_load(p.read_text()) for p in SMOKE))  # two files: base, overlay
+
+
+@pytest.mark.parametrize(
+    ("overlay", "key"),
+    [
+        ({"bench": {"world_sizes": [1, 3]}}, "bench.world_sizes: P = 3: attn_channel: parallel.heads = 8"),
+        ({"probe": {"world_sizes": [1, 2, 3]}}, "probe.world_sizes: plan 'tp' at P = 3"),
+        ({"probe": {"estimate": {"grid": {"world_sizes": [3]}}}}, "probe.estimate: plan 'tp'"),
+        ({"train": {"world_sizes": [1, 3]}}, "train.model.heads = 4 is not divisible by P = 3"),
+    ],
+    ids=["bench", "probe", "probe-estimate", "train"],
+)
+def test_every_stage_refuses_an_indivisible_p_when_the_dag_is_built(overlay: dict, key: str) -> None:
+    """Catches a stage whose P is checked only when its job runs (minutes later, behind the rule's message, with
+    the ranks' lines run together): bench and probe P were, train's was not."""
+    from hsitp.config import deep_merge
+
+    with pytest.raises(HsitpError) as info:
+        preflight(deep_merge(_raw_smoke(), overlay))
+    assert key in str(info.value)
+
+
+def test_shipped_configs_pass_the_preflight() -> None:
+    """Catches a preflight stricter than the jobs: every shipped run config must pass it."""
+    for extra in ("smoke.yaml", "cpu.yaml", "cpu-accuracy.yaml"):
+        files = [ROOT / "config/config.yaml", ROOT / "config" / extra]
+        if extra == "cpu-accuracy.yaml":
+            files.insert(1, ROOT / "config/cpu.yaml")
+        preflight(load_config(files))
+    preflight(load_config([ROOT / "config/config.yaml"]))
+
+
+def test_one_line_names_the_first_error_and_writes_the_rest(tmp_path: Path) -> None:
+    """Catches a refusal that prints several lines (a schema path, a traceback) or drops the other errors: the
+    terminal gets one line, the log every error and the traceback."""
+    bad = _raw_smoke() | {"run": "smoke"}
+    bad["train"] = {**bad["train"], "epochs": -1, "bogus": 1}
+    with pytest.raises(HsitpError) as info:
+        preflight(bad)
+    log = tmp_path / "logs" / "config_error.log"
+    line = one_line(info.value, log)
+    assert "\n" not in line and line.startswith("hsitp: invalid config: train")
+    assert "(and 1 more)" in line and str(log) in line
+    text = log.read_text()
+    assert "epochs" in text and "bogus" in text and "Traceback" in text
+    assert error_log_path({"run": "smoke"}) == Path("logs/smoke/config_error.log")
+    assert error_log_path({"run": "../x"}) == Path("logs/config_error.log")
+
+
+@pytest.mark.slow
+def test_snakemake_stops_with_one_line_before_any_job(workflow_copy) -> None:
+    """Catches a DAG that starts jobs (or prints Snakemake's traceback with a common.smk line number) for a P the
+    probe cannot split: exit 2, one `hsitp:` line on stderr, the detail in logs/smoke/config_error.log."""
+    wf = workflow_copy
+    (wf.root / "config" / "bad.yaml").write_text(yaml.safe_dump({"probe": {"world_sizes": [1, 3]}}))
+    run = wf.snakemake(
+        "-n", "--cores", "1", "--configfile", "config/smoke.yaml", "config/bad.yaml", timeout=120
+    )
+    err = run.stderr
+    assert run.returncode == 2, err[-2000:]
+    ours = [ln for ln in err.splitlines() if ln.startswith("hsitp:")]
+    assert len(ours) == 1 and "probe.world_sizes" in ours[0], err
+    assert "Traceback" not in err and "common.smk" not in err, err
+    assert "Job stats" not in run.stdout
+    assert (wf.root / "logs/smoke/config_error.log").is_file()
