@@ -43,7 +43,7 @@ mkdir -p "$WORK"
 
 # what a user's checkout holds that the rules read: the workflow, configs, notebooks, src/ (the report and audit
 # code are rule inputs; the jobs run the installed package) and the committed reference
-cp -r "$ROOT"/{Snakefile,workflow,config,envs,slurm,notebooks,src} "$ROOT/.ci/slurm_planted.smk" "$WORK"/
+cp -r "$ROOT"/{Snakefile,workflow,profiles,config,envs,slurm,notebooks,src} "$ROOT/.ci/slurm_planted.smk" "$WORK"/
 mkdir -p "$WORK/results" && cp -r "$ROOT/results/reference" "$WORK/results/"
 cd "$WORK"
 cat >config/slurm_ci.yaml <<'EOF'

@@ -57,3 +57,35 @@ def test_jobs_table_without_benchmarks_says_where_it_looked(tmp_path: Path) -> N
     """Catches a bare traceback (or an empty table) for a run that has not run yet."""
     with pytest.raises(HsitpError, match="no benchmark files"):
         read_jobs(tmp_path / "logs" / "nope" / "benchmarks")
+
+
+def test_jobs_table_reports_the_last_complete_call_that_built_all(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Catches a table that folds later re-renders and audits into the run (a 196 s span for a 138 s run), that
+    reports a killed (incomplete) call, or that leaves out which call it reports."""
+    from hsitp.report.jobs import finish_invocation, start_invocation
+
+    monkeypatch.chdir(tmp_path)
+    logs = Path("logs")
+    bench = logs / "r" / "benchmarks"
+    _bench(bench, "train", "a", 10.0, "300", "9.0", 1000.0)
+    _bench(bench, "train", "b", 20.0, "310", "19.0", 1010.0)
+    _bench(bench, "report_train", "job", 3.0, "200", "2.5", 5000.0)
+    main_call = start_invocation(
+        logs / "r",
+        [("train", f"{bench}/train/a.tsv"), ("train", f"{bench}/train/b.tsv"), ("all", None)],
+        ["x"],
+    )
+    finish_invocation(main_call)
+    rerender = start_invocation(logs / "r", [("report_train", f"{bench}/report_train/job.tsv")], ["y"])
+    finish_invocation(rerender)
+    start_invocation(
+        logs / "r", [("train", f"{bench}/train/a.tsv"), ("all", None)], ["killed"]
+    )  # never finished
+    assert main(["report", "jobs", "r", "--logs", str(logs), "--results", "res"]) == 0
+    out = capsys.readouterr().out
+    assert "one snakemake call: the last complete one that built `all`" in out
+    assert "3 Snakemake steps (2 jobs with a benchmark file)" in out
+    assert "1 later call(s) (re-renders, audits) left out" in out
+    assert "| train | 2 | 30.0 | 28.0 | 310.0 |" in out and "report" not in out.split("| stage |")[1]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +33,7 @@ from hsitp.io import json_attr, read_netcdf
 from hsitp.report import rules
 from hsitp.report.outputs import OUTPUTS, STAGES
 
-SOURCES = ("Snakefile", "workflow", "config", "envs", "notebooks", "src", "results/reference")
+SOURCES = ("Snakefile", "workflow", "profiles", "config", "envs", "notebooks", "src", "results/reference")
 RENDER_JOBS = {f"report_{stage}" for stage in STAGES}
 
 
@@ -84,6 +85,40 @@ def test_nothing_to_do_after_the_run(finished: FinishedRun) -> None:
     """Catches rule params, inputs or code that change between runs (a DAG that re-runs forever), and a copy of
     the run that Snakemake no longer recognises (the edit checks below would then prove nothing)."""
     assert finished.planned(*finished.args()) == {}
+
+
+def test_the_auditors_command_says_the_verdict_every_time(finished: FinishedRun) -> None:
+    """The README's audit command on a finished run: PASS with the claims' counts, from a re-check of the present
+    outputs (only the audit job runs; its time is measured in docs/measured.md, not asserted); then a planted drift in a cost table: FAIL, exit 1. Catches
+    the command that printed only "Nothing to be done" on a finished run, and a verdict that is not re-checked."""
+    target = f"{finished.results}/audit/report.md"
+    run = finished.snakemake(*finished.args("--forcerun", "audit", "--", target), timeout=120)
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out[-3000:]
+    lines = [ln for ln in out.splitlines() if ln.startswith("hsitp audit: ")]
+    assert len(lines) == 1 and lines[0].startswith("hsitp audit: PASS"), out[-3000:]
+    assert "claims: holds " in lines[0] and "contradicted " in lines[0]
+    assert "1 of 1 steps" in out, out[-3000:]  # the audit re-ran, nothing upstream did
+
+    # a drift planted straight into the verdict's inputs (the claims table), then the verdict alone
+    claims = finished.root / finished.results / "tables/paper_claims.csv"
+    text = claims.read_text()
+    planted = text.replace(",holds,", ",contradicted,", 1)
+    assert planted != text
+    claims.write_text(planted)
+    try:
+        check = subprocess.run(
+            ["hsitp", "audit", "verdict", "--run-dir", finished.results],
+            cwd=finished.root,
+            env=finished.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        claims.write_text(text)
+    assert check.returncode == 1, check.stdout + check.stderr
+    assert check.stdout.startswith("hsitp audit: FAIL"), check.stdout
 
 
 def test_bench_files_hold_every_op_p_and_collective(finished: FinishedRun) -> None:

@@ -2,6 +2,7 @@
 # keys each rule passes to its subcommand, the resources each job asks for, and the target functions.
 import json
 import sys
+from pathlib import Path
 
 from hsitp import launch
 from hsitp.errors import HsitpError
@@ -225,7 +226,60 @@ def job_request(job):
     return request_from_resources(name, label, res, job.threads, keys)
 
 
+INVOCATION = (
+    []
+)  # the record of this snakemake call (hsitp.report.jobs), set by onstart when jobs will run
+
+
+def record_invocation():
+    """Record this call's jobs and their benchmark files (`hsitp report jobs` reports one call, not a history)."""
+    from hsitp.report.jobs import start_invocation
+
+    jobs = [
+        (j.rule.name, str(j.benchmark) if j.benchmark else None)
+        for j in workflow.dag.needrun_jobs()
+    ]
+    INVOCATION.append(start_invocation(Path(LOGS), jobs, sys.argv))
+
+
+def finish_invocation():
+    from hsitp.report.jobs import finish_invocation as finish
+
+    for record in INVOCATION:
+        finish(record)
+
+
+def audit_verdict():
+    """The auditor's line, at the end of every call whose DAG holds the audit (onsuccess below): the
+    present outputs re-checked against the reference (`hsitp audit verdict`: about a second, nothing written),
+    PASS or FAIL with the claims' counts; a FAIL ends Snakemake with exit status 1. The README's audit command
+    forces the audit job (--forcerun audit), so a finished run still prints it."""
+    if not any(job.rule.name == "audit" for job in workflow.dag.jobs):
+        return
+    import subprocess
+
+    verdict = subprocess.run(
+        [
+            "hsitp",
+            "audit",
+            "verdict",
+            "--run-dir",
+            RESULTS,
+            "--reference",
+            AUDIT_REFERENCE,
+        ]
+    )
+    if verdict.returncode != 0:
+        sys.exit(1)
+
+
+onsuccess:
+    finish_invocation()
+    audit_verdict()
+
+
 onstart:
+    record_invocation()
     # Only for jobs that SLURM will run: a job larger than every node of its partition stays PENDING forever.
     if (
         workflow.executor_plugin is not None

@@ -53,6 +53,40 @@ def _check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _verdict(args: argparse.Namespace) -> int:
+    """The auditor's line: the run's present outputs re-checked against the reference, nothing written."""
+    import csv
+    import time
+
+    from hsitp.audit.audit import audit_run
+    from hsitp.audit.claims import verdict_counts
+    from hsitp.errors import HsitpError
+
+    t0 = time.monotonic()
+    run_dir, ref = Path(args.run_dir), Path(args.reference)
+    claims = Path(args.claims) if args.claims else run_dir / "tables" / "paper_claims.csv"
+    if not claims.is_file():
+        raise HsitpError(f"audit verdict: {claims} does not exist (build the run's audit first)")
+    rep = audit_run(run_dir, ref, claims)
+    with claims.open(newline="") as fh:
+        counts = verdict_counts(list(csv.DictReader(fh)))
+    summary = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in counts.items())
+    took = time.monotonic() - t0
+    state = "FAIL" if rep.drift else "PASS"
+    diff = f"{len(rep.drift)} difference line(s)" if rep.drift else "no differences"
+    print(
+        f"hsitp audit: {state}: {run_dir} against {ref}: {len(rep.checked)} checks, {diff}; "
+        f"{sum(counts.values())} claims: {summary} (re-checked now from the present outputs in {took:.1f} s)"
+    )
+    if rep.drift:
+        for line in rep.drift[:10]:
+            print(f"  {line}")
+        if len(rep.drift) > 10:
+            print(f"  ... and {len(rep.drift) - 10} more: `hsitp audit check` writes them all")
+        return 1
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     audit = sub.add_parser(
         "audit", help="the paper's claims, one by one, and the drift check against the reference"
@@ -92,3 +126,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "deletes the report of a failed job",
     )
     p.set_defaults(func=_check)
+    p = asub.add_parser(
+        "verdict",
+        help="re-check a finished run's outputs against the reference now; one line: PASS or FAIL and the "
+        "claims' counts (writes nothing; exit 1 on FAIL)",
+    )
+    p.add_argument("--run-dir", required=True, type=Path, help="results/RUN")
+    p.add_argument("--reference", default=Path("results/reference/smoke"), type=Path, help="reference folder")
+    p.add_argument(
+        "--claims", type=Path, default=None, help="claims CSV (default RUN/tables/paper_claims.csv)"
+    )
+    p.set_defaults(func=_verdict)

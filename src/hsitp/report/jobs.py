@@ -2,23 +2,33 @@
 
 Every rule has a ``benchmark:`` directive writing ``logs/<run>/benchmarks/<rule>/<wildcards>.tsv`` (Snakemake's
 columns: ``s`` wall seconds, ``max_rss`` MB, ``cpu_time`` s, ...; under SLURM the job step writes the same file).
-This sums them per stage: jobs, wall s, CPU s, the largest max RSS, and the run's span (first job start to last
-job end, from the files' modification times: meaningful when one snakemake call wrote them all). Measured on the
-machine that ran the jobs; nothing is modelled.
+This sums them per stage: jobs, wall s, CPU s, the largest max RSS, and the run's span. Measured on the machine
+that ran the jobs; nothing is modelled.
+
+One invocation, not a folder's history: the workflow records each snakemake call that runs jobs
+(``logs/<run>/invocations/<start>.json``, written by the ``onstart`` / ``onsuccess`` hooks of common.smk: start,
+end, the command, each job's benchmark file, whether it built the ``all`` target). The table is the last complete
+invocation that built ``all`` (the main job, or the resumed part of a killed one), its span that call's start to
+end; later re-renders and audits are left out and said so. Without records (a run from before them) every
+benchmark file is read, as before, and the note says so.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from hsitp.errors import HsitpError
 from hsitp.io import atomic_write_text
+
+INVOCATIONS = "invocations"  # logs/<run>/invocations/: one JSON record per snakemake call that ran jobs
 
 # Rule -> stage (the README's stage table); report_* and audit* by prefix.
 STAGE_OF_RULE = {
@@ -145,14 +155,86 @@ def _md(rows: Sequence[dict[str, object]], note: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def start_invocation(run_logs: Path, jobs: Sequence[tuple[str, str | None]], command: Sequence[str]) -> Path:
+    """Record a snakemake call that is about to run ``jobs`` ((rule, benchmark file or None) each); returns the
+    record, which :func:`finish_invocation` completes."""
+    start = time.time()
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(start)) + f"{start % 1:.6f}"[1:]
+    record = {
+        "start": start,
+        "end": None,
+        "complete": False,
+        "command": list(command),
+        "builds_all": any(rule == "all" for rule, _ in jobs),
+        "jobs": [{"rule": rule, "benchmark": bench} for rule, bench in jobs],
+    }
+    return atomic_write_text(run_logs / INVOCATIONS / f"{stamp}.json", json.dumps(record, indent=1) + "\n")
+
+
+def finish_invocation(record: Path) -> None:
+    """Mark the call of ``record`` complete (every job done) with its end time."""
+    data = json.loads(record.read_text())
+    data.update(end=time.time(), complete=True)
+    atomic_write_text(record, json.dumps(data, indent=1) + "\n")
+
+
+@dataclass(frozen=True)
+class Invocation:
+    start: float  # epoch s
+    end: float  # epoch s
+    command: list[str]
+    benchmarks: list[str]  # the benchmark files of its jobs (relative to the working directory)
+    steps: int  # its jobs as Snakemake counts them (the `all` target and rules without a benchmark included)
+    later: int  # complete invocations after it (re-renders, audits) left out of the table
+
+
+def last_complete_invocation(run_logs: Path) -> Invocation | None:
+    """The last complete snakemake call that built ``all``, or None without such a record."""
+    records = []
+    for f in sorted((run_logs / INVOCATIONS).glob("*.json")):
+        try:
+            records.append(json.loads(f.read_text()))
+        except (OSError, ValueError):
+            continue  # a record being written by a running call
+    complete = [r for r in records if r.get("complete")]
+    full = [r for r in complete if r.get("builds_all")]
+    if not full:
+        return None
+    last = full[-1]
+    later = sum(r["start"] > last["start"] for r in complete)
+    benches = [j["benchmark"] for j in last["jobs"] if j.get("benchmark")]
+    start, end = float(last["start"]), float(last["end"])
+    return Invocation(start, end, list(last["command"]), benches, len(last["jobs"]), later)
+
+
 def write_jobs_tables(run: str, logs_root: Path, results_root: Path, machine: str) -> tuple[str, list[Path]]:
     """Read ``logs_root/<run>/benchmarks``, write ``results_root/<run>/tables/jobs_time.{csv,md}`` (per stage) and
     ``jobs_time_rules.{csv,md}`` (per rule); return the printed text and the paths."""
-    jobs = read_jobs(logs_root / run / "benchmarks")
+    bench_dir = logs_root / run / "benchmarks"
+    jobs = read_jobs(bench_dir)
+    inv = last_complete_invocation(logs_root / run)
+    if inv is None:
+        which = (
+            f"every benchmark file under logs/{run}/benchmarks/ (no invocation record: a run from before them, "
+            f"so later re-renders and audits are folded in). Span (first job start to last end): "
+            f"{span_s(jobs):.0f} s."
+        )
+    else:
+        mine = {str(Path(b).relative_to(f"logs/{run}/benchmarks")) for b in inv.benchmarks}
+        jobs = [j for j in jobs if str(Path(j.rule) / j.name) + ".tsv" in mine]
+        if not jobs:
+            raise HsitpError(f"{bench_dir}: none of the last complete invocation's benchmark files is there")
+        started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(inv.start))
+        left = f"; {inv.later} later call(s) (re-renders, audits) left out" if inv.later else ""
+        which = (
+            f"one snakemake call: the last complete one that built `all`, started {started}, "
+            f"{inv.steps} Snakemake steps ({len(jobs)} jobs with a benchmark file), "
+            f"{inv.end - inv.start:.0f} s from start to end{left}."
+        )
     note = (
-        f"Measured by Snakemake's `benchmark:` per job (logs/{run}/benchmarks/), run `{run}`, on {machine}. "
-        f"wall_s and cpu_s are summed over jobs (jobs run side by side, so the sum exceeds the elapsed time); "
-        f"max_rss_mb is the largest job's. Span of the run (first job start to last end): {span_s(jobs):.0f} s."
+        f"Measured by Snakemake's `benchmark:` per job (logs/{run}/benchmarks/), run `{run}`, on {machine}: "
+        f"{which} wall_s and cpu_s are summed over jobs (jobs run side by side, so the sum exceeds the elapsed "
+        f"time); max_rss_mb is the largest job's."
     )
     out_dir = results_root / run / "tables"
     paths = []
