@@ -161,7 +161,8 @@ def workflow_copy(repo_root: Path, tmp_path: Path) -> WorkflowCopy:
     """Snakefile, rules, configs, envs, notebooks, src and the committed reference copied to tmp_path; rules find `hsitp`/`torchrun` of this venv on PATH
     even when the venv is not activated (pytest run as .venv/bin/python -m pytest)."""
     # rules also read notebooks/, the report and audit code (rendering inputs) and the committed reference
-    for item in ("Snakefile", "workflow", "profiles", "config", "envs", "notebooks", "src", "results/reference"):
+    sources = ("Snakefile", "workflow", "profiles", "config", "envs", "notebooks", "src", "results/reference")
+    for item in sources:
         src = repo_root / item
         if src.is_dir():
             shutil.copytree(src, tmp_path / item, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
