@@ -26,3 +26,44 @@ def test_tp_vs_torch_model_runs_and_agrees(repo_root: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "median ratio ours/torch (P = 2, model): " in proc.stdout, proc.stdout
     assert "DIFFER" not in proc.stdout + proc.stderr
+
+
+@pytest.mark.slow
+def test_step_speed_against_a_revision_times_both_and_compares_losses(repo_root: Path) -> None:
+    """benchmarks/step_speed.py --against HEAD: HEAD's code in a temporary worktree against the checkout's, one
+    alternating round. Catches a worker that imports the checkout's hsitp for both sides (losses then trivially
+    equal, ratios meaningless), a worktree left behind, or an output line the docs' table cannot be read from."""
+    import re
+
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "benchmarks/step_speed.py",
+            "--against",
+            "HEAD",
+            "--rounds",
+            "1",
+            "--steps",
+            "1",
+            "--loss-steps",
+            "2",
+            "--plans",
+            "dchag_l",
+            "--profile-steps",
+            "1",
+        ],  # fmt: skip
+        cwd=repo_root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    line = re.search(r"^dchag_l: old/new (\S+) \[(\S+), (\S+)\], max rel diff (\S+);", proc.stdout, re.M)
+    assert line, proc.stdout
+    assert float(line.group(1)) > 0 and float(line.group(4).rstrip(";")) < 1e-5
+    assert "GEMM rate" in proc.stdout and "FLOP floor" in proc.stdout
+    assert "aten::copy_ + aten::cat + aten::fill_" in proc.stdout
+    worktrees = subprocess.run(
+        ["git", "worktree", "list"], cwd=repo_root, capture_output=True, text=True
+    ).stdout
+    assert "step_speed_" not in worktrees
