@@ -82,3 +82,102 @@ def test_the_check_sees_cut_text_and_strips(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "other.png: no hsitp-layout-check record" in out and "2 of 2 figures have problems" in out
     plt.close("all")
+
+
+# --- wording (issue 40): what reads wrong although it fits ------------------------------------------------------------
+def _wording(fig) -> str:
+    found = "\n".join(style.wording_problems(fig))
+    plt.close(fig)
+    return found
+
+
+def test_the_check_fails_a_title_over_two_lines():
+    """Catches bench_ccr_vs_p's suptitle that ran to 4 lines (and any axes title over two): a title that long is a
+    caption, and the figure's panels shrink under it."""
+    fig, ax = plt.subplots(figsize=(4, 3), layout="constrained")
+    fig.suptitle("CCR vs N per layer\nthe three splits\nmeasured points\nmeasured on CPU")
+    ax.set_title("one\ntwo\nthree")
+    found = _wording(fig)
+    assert "suptitle 'CCR vs N per layer' runs to 4 lines (> 2)" in found
+    assert "axes 'one' title 'one' runs to 3 lines (> 2)" in found
+    fig, ax = plt.subplots(figsize=(4, 3), layout="constrained")
+    fig.suptitle("what is shown\nmeasured on CPU")  # two lines: fine
+    assert "runs to" not in _wording(fig)
+
+
+def test_the_check_fails_a_legend_titled_with_a_raw_column_name():
+    """Catches probe_throughput's legend titled 'label' (the data frame's column) and cost_scale's 'scheme';
+    a symbol ('P') or a phrase ('patch p (pixels)') is a label a reader understands."""
+    for raw in ("label", "scheme", "tokens_per_s"):
+        fig, ax = plt.subplots(figsize=(4, 3), layout="constrained")
+        ax.plot([0, 1], [0, 1], label="tp")
+        ax.legend(title=raw)
+        assert f"legend is titled with the raw column name {raw!r}" in _wording(fig), raw
+    for fine in ("P", "g", "patch p (pixels)", "plan (g: D-CHAG groups)", "TP scheme"):
+        fig, ax = plt.subplots(figsize=(4, 3), layout="constrained")
+        ax.plot([0, 1], [0, 1], label="tp")
+        fig.legend(title=fine)
+        assert "raw column name" not in _wording(fig), fine
+
+
+def test_the_check_fails_a_repeated_word():
+    """Catches probe_throughput's "measured — measured on CPU" (basis and hardware both saying it) and a word
+    doubled back to back ("the the"), in a title, a label or a legend entry."""
+    fig, ax = plt.subplots(figsize=(6, 3), layout="constrained")
+    fig.suptitle("Throughput vs P\nmeasured — measured on CPU: AMD EPYC")
+    ax.set_xlabel("P (ranks of the the group)")
+    ax.plot([0, 1], [0, 1], label="fitted point point")
+    ax.legend()
+    found = _wording(fig)
+    assert "repeats 'measured' ('measured — measured')" in found
+    assert "repeats 'the' ('the the')" in found and "repeats 'point'" in found
+    fig, ax = plt.subplots(figsize=(6, 3), layout="constrained")
+    fig.suptitle("Throughput vs P\nmeasured on CPU: AMD EPYC; tp P=1 ≡ tp P=2")
+    assert "repeats" not in _wording(fig)
+
+
+def test_the_check_fails_one_with_a_plural_unit():
+    """Catches "1 threads/rank" in every measured figure's title (the device line as the runtime writes it), and
+    "1 seeds" or "1 epochs" anywhere; '21 threads', '0.1 seconds' or '1 process' read right."""
+    fig, ax = plt.subplots(figsize=(6, 3), layout="constrained")
+    fig.suptitle("Learning curves\nmeasured on CPU: AMD EPYC (1 threads/rank, gloo)")
+    ax.set_xlabel("epoch (mean over 1 seeds)")
+    found = _wording(fig)
+    assert "'1' with a plural unit ('1 threads')" in found and "('1 seeds')" in found
+    fig, ax = plt.subplots(figsize=(6, 3), layout="constrained")
+    fig.suptitle("Learning curves\nmeasured on CPU (1 thread/rank; 21 threads, 0.1 seconds, 1 process)")
+    assert "plural" not in _wording(fig)
+
+
+def test_the_check_fails_a_line_broken_inside_a_name_and_the_wrap_keeps_names_whole():
+    """Catches the suptitles wrapped inside a preset's name ("h100-nvlink-" / "ib") and between "L =" and its
+    value (probe_memory_vs_p); and a wrap_suptitle that breaks there itself."""
+    fig, ax = plt.subplots(figsize=(4, 3), layout="constrained")
+    ax.set_title("modelled for h100-nvlink-\nib")
+    ax.set_xlabel("memory (L =\n200)")
+    found = _wording(fig)
+    assert "breaks a line inside a name or a value (" in found and "h100-nvlink-' / 'ib')" in found
+    assert "('memory (L =' / '200)')" in found
+    fig = plt.figure(figsize=(3.0, 2.5), layout="constrained")
+    fig.suptitle("Boundary, L = 200, device 80 GB, modelled for paper-intra, h100-nvlink-ib, mi250x-frontier")
+    style.wrap_suptitle(fig)
+    lines = [line.replace(style.NBSP, " ") for line in fig._suptitle.get_text().split("\n")]
+    assert (
+        len(lines) > 1 and any("L = 200" in line for line in lines) and any("80 GB" in line for line in lines)
+    )
+    assert any("h100-nvlink-ib" in line for line in lines) and any(
+        "mi250x-frontier" in line for line in lines
+    )
+    assert "breaks a line" not in _wording(fig)
+
+
+def test_wrap_suptitle_shrinks_a_title_to_two_lines_before_it_wraps_to_three():
+    """Catches a title wrapped to a third line that a slightly smaller font would have kept on two."""
+    fig = plt.figure(figsize=(8, 4), layout="constrained")
+    line = "measured on CPU: AMD EPYC (1 thread/rank, gloo), float32, beside the stated and the refined models there"
+    assert 98 < len(line) < 108  # too long for one line at 10 pt on 8 in (~97 characters), not at 9 pt (~108)
+    fig.suptitle(f"What is shown\n{line}")
+    style.wrap_suptitle(fig)
+    assert fig._suptitle.get_text().count("\n") == 1 and fig._suptitle.get_fontsize() < 10
+    assert fig._suptitle.get_fontsize() >= style.MIN_TITLE_PT
+    plt.close(fig)

@@ -346,7 +346,7 @@ def test_probe_figures_say_measured_modelled_estimated_and_the_hardware(probe_fi
     """Catches: a probe figure that hides whether a number is measured, modelled or estimated with fake tensors,
     the device it ran on, or the activation-checkpointing policy of a memory number."""
     import matplotlib.pyplot as plt
-    from report_synthetic import DEVICE
+    from report_synthetic import DEVICE_SHOWN
 
     mem, thr, est = probe_files
     figs = {
@@ -356,7 +356,7 @@ def test_probe_figures_say_measured_modelled_estimated_and_the_hardware(probe_fi
     }
     for name, fig in figs.items():
         title = fig._suptitle.get_text().replace("\n", " ")
-        assert "measured" in title and DEVICE in title and "float32" in title, name
+        assert "measured" in title and DEVICE_SHOWN in title and "float32" in title, name
         panels = [ax.get_title() for ax in fig.axes if ax.get_visible() and ax.get_title()]
         assert panels and all("activation checkpointing: " in t for t in panels), name
     assert "modelled" in figs["memory_vs_p"]._suptitle.get_text()
@@ -372,7 +372,7 @@ def test_probe_figures_say_measured_modelled_estimated_and_the_hardware(probe_fi
     # P = 1: rank 0 is the only rank
     np.testing.assert_allclose(sorted(tops.values()), sorted(expect.ravel()))
     title = rp.estimate_figure(est)._suptitle.get_text().replace("\n", " ")
-    assert "estimated with fake tensors" in title and "modelled" in title and "estimated on" in title
+    assert "estimated with fake tensors on " in title and "modelled" in title
     plt.close("all")
 
 
@@ -419,7 +419,7 @@ def test_train_page_with_and_without_accuracy_and_prediction(tmp_path):
     them later), a title that loses the device, a summary table whose numbers are not the record's, or a predicted
     map without the scene's ground truth beside it and a class colour key (issue 26)."""
     import matplotlib.pyplot as plt
-    from report_synthetic import DEVICE, scene_file, train_record
+    from report_synthetic import DEVICE_SHOWN, scene_file, train_record
 
     full = train_record(tmp_path, "tp", 2, 1, accuracy=True, prediction=True)
     bare = train_record(tmp_path, "dchag_l", 1, 2, accuracy=False, prediction=False)
@@ -429,7 +429,7 @@ def test_train_page_with_and_without_accuracy_and_prediction(tmp_path):
                  [rt.curves_figure(runs[:1]), rt.prediction_figure(rt.load_records([bare]))]):  # fmt: skip
         for fig in figs:
             title = fig._suptitle.get_text().replace("\n", " ")
-            assert "measured" in title and DEVICE in title and "activation checkpointing: none" in title
+            assert "measured" in title and DEVICE_SHOWN in title and "activation checkpointing: none" in title
     assert len(rt.curves_figure(rt.load_records([full])).axes) == 2  # loss and OA
     assert (
         "no record holds an overall accuracy"
@@ -465,7 +465,7 @@ def test_accuracy_table_and_figure_from_the_summary(tmp_path):
     """Catches: an accuracy table whose mean/std are not the seeds' (or that drops the classical baseline of the
     same split, or mixes splits), a learning-curve figure without the baseline lines, or titles losing the device."""
     import matplotlib.pyplot as plt
-    from report_synthetic import DEVICE, train_summary
+    from report_synthetic import DEVICE_SHOWN, train_summary
 
     path, records = train_summary(tmp_path)
     summary = rt.load_summary(path)
@@ -492,7 +492,7 @@ def test_accuracy_table_and_figure_from_the_summary(tmp_path):
     )  # block SVM mean OA
     for shown in (fig, rt.accuracy_figure(summary, runs)):
         title = shown._suptitle.get_text().replace("\n", " ")
-        assert "measured" in title and DEVICE in title
+        assert "measured" in title and DEVICE_SHOWN in title
     plt.close("all")
 
 
@@ -501,7 +501,7 @@ def test_answer_table_reads_the_probe_and_the_verdict(tmp_path, probe_files):
     fullest, a ratio to tp at another P or policy), an oversubscribed P whose throughput cell does not say so, a
     row without its machine, or a verdict column that shows a number before issue 24's verdict exists (and
     misreads its flag values once it does)."""
-    from report_synthetic import DEVICE, train_summary
+    from report_synthetic import DEVICE_SHOWN, train_summary
 
     mem, thr, _ = probe_files
     path, _ = train_summary(tmp_path)
@@ -522,7 +522,7 @@ def test_answer_table_reads_the_probe_and_the_verdict(tmp_path, probe_files):
     assert row["tokens/s vs tp, median [min, max] (measured on CPU, interleaved)"] == (
         f"oversubscribed: 2 ranks on 1 core: {med:.2f} [{lo:.2f}, {hi:.2f}], no conclusion"
     )
-    assert all(DEVICE in on for on in tab["measured on"])
+    assert all(DEVICE_SHOWN in on for on in tab["measured on"])
     no_tp1 = mem.assign(peak_allocated=mem["peak_allocated"].where((mem["plan"] != "tp") | (mem["P"] != 1)))
     dense = rt.answer_table(no_tp1, thr).query("plan == 'dense'").iloc[0]  # as the probe runs: no tp at P = 1
     assert dense["peak vs tp (fullest rank, measured on CPU)"] == "n/a (no tp at P = 1)"
@@ -553,16 +553,16 @@ def test_answer_table_reads_the_probe_and_the_verdict(tmp_path, probe_files):
 
 
 def test_probe_and_train_hardware_lines(tmp_path):
-    from report_synthetic import DEVICE, probe_files, train_record
+    from report_synthetic import DEVICE_SHOWN, probe_files, train_record
 
     f = probe_files(tmp_path)
-    assert stage_hardware("probe", [f["memory"]]) == f"measured on {DEVICE}, float32"
+    assert stage_hardware("probe", [f["memory"]]) == f"measured on {DEVICE_SHOWN}, float32"
     assert stage_hardware("probe", [f["estimate"]]).endswith(
         "estimates with fake tensors (no device memory used)"
     )
     assert stage_hardware(
         "train", [train_record(tmp_path, "tp", 2, 1, accuracy=False, prediction=False)]
-    ) == (f"measured on {DEVICE}, float32")
+    ) == (f"measured on {DEVICE_SHOWN}, float32")
 
 
 def test_answer_says_whether_the_probe_measured_the_trained_model():
@@ -576,3 +576,87 @@ def test_answer_says_whether_the_probe_measured_the_trained_model():
     other = xr.Dataset(attrs={"model": json.dumps({**model, "depth": 2}), "tokens": 324})
     assert "not the trained model's" in rt.probe_sizes(mem, [rec, other])
     assert "not the trained model's" in rt.probe_sizes(mem, [])  # nothing to compare with: no claim
+
+
+# --- figures a reader does not stumble on (issue 40) ---------------------------------------------------------------
+def test_bench_ccr_vs_p_plots_ccr_against_p(mvm):
+    """Catches bench_ccr_vs_p drawing CCR against N (its name says P): every point sits at a P of the file (the
+    shapes side by side within a factor 2**0.3), the x axis is P, and a bench with a single P > 1 says so."""
+    import matplotlib.pyplot as plt
+
+    fig = rb.ccr_vs_p_figure(mvm)
+    comm = sorted(int(p) for p in rb.points(mvm)["P"].unique())
+    for ax in (a for a in fig.axes if a.get_visible()):
+        assert ax.get_xlabel() == "P (ranks)" and [float(t) for t in ax.get_xticks()] == comm
+        for line in ax.lines:
+            xs, ys = np.asarray(line.get_xdata(), float), np.asarray(line.get_ydata(), float)
+            if xs.size == 0 or np.allclose(ys, 1.0):
+                continue  # empty subset, or the CCR = 1 line
+            off = np.abs(np.log2(xs[:, None] / np.asarray(comm, float)[None, :])).min(axis=1)
+            assert (off <= 0.3).all(), (ax.get_title(), xs)
+    title = fig._suptitle.get_text().replace("\n", " ")
+    assert title.startswith("CCR vs P per layer") and (len(comm) > 1 or f"P = {comm[0]} only" in title)
+    plt.close("all")
+
+
+def test_boundary_names_sit_next_to_their_points(cost_tables):
+    """Catches cost_boundary's dataset names placed far from their points (adjustText pushed them away): each name
+    is an annotation of one of its dataset's points, a few points right or left of it and at most a few lines
+    above or below, and no two names overlap."""
+    import matplotlib.pyplot as plt
+
+    from hsitp.report import style
+
+    b = cost_tables["boundary"]
+    fig = rc.boundary_figure(b)
+    names = [str(s).split("|")[0] for s in b["point_label"].values]
+    points = {(n, float(x), float(y)) for n, x, y in zip(names, b["point_rho"].values, b["point_threshold"].values,
+                                                         strict=True)}  # fmt: skip
+    for ax in fig.axes:
+        notes = [t for t in ax.texts if t.get_text()]
+        assert sorted(t.get_text() for t in notes) == sorted(set(names))
+        for t in notes:
+            assert (t.get_text(), float(t.xy[0]), float(t.xy[1])) in points
+            dx, dy = t.xyann
+            assert abs(dx) <= 3 and abs(dy) <= 3 + 11 * (7.5 + 3.5), (t.get_text(), t.xyann)
+    assert not [p for p in style.figure_problems(fig) if "annotations" in p]
+    plt.close("all")
+
+
+def test_plan_names_the_device_lines_without_labels_on_them(cost_tables):
+    """Catches cost_plan's "device 80 GB" and "usable 70.5 GB" labels written on two lines 10 % apart (they overlap
+    each other and the lines): the values are in the panel titles, the line styles in the legend."""
+    import matplotlib.pyplot as plt
+
+    fig = rc.plan_figure(cost_tables["plan"])
+    top = [
+        ax for ax in fig.axes if ax.get_ylabel() == "per-rank peak memory [GB]" or "usable" in ax.get_title()
+    ]
+    assert top and all(not ax.texts for ax in fig.axes)
+    assert all("device " in ax.get_title() and " GB, usable " in ax.get_title() for ax in top)
+    entries = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "device memory" in entries and "usable (device less headroom)" in entries
+    plt.close("all")
+
+
+def test_accuracy_figures_of_an_untrained_run_say_so(tmp_path):
+    """Catches the smoke run's training figures (OA ~0.1 beside the SVM's 0.8, noise-like class maps) shown with
+    no word that the run tests the machinery, not accuracy; and the note on a run that did learn."""
+    import matplotlib.pyplot as plt
+    from report_synthetic import scene_file, train_summary
+
+    scene = rd.load_scene(scene_file(tmp_path))
+    for oa, noted in ((0.1, True), (0.7, False)):
+        path, records = train_summary(tmp_path / f"oa{oa}", oa=oa)
+        summary, runs = rt.load_summary(path), rt.load_records(records)
+        note = rt.accuracy_note(summary, runs)
+        assert (note is not None) == noted, oa
+        if noted:
+            assert "not trained yet" in note and "4 epochs of 3 steps" in note and "not accuracy" in note
+        figs = (rt.curves_figure(runs, summary), rt.accuracy_figure(summary, runs),
+                rt.prediction_figure(runs, [scene], summary))  # fmt: skip
+        for fig in figs:
+            shown = " ".join(t.get_text().replace("\n", " ") for ax in fig.axes for t in ax.texts)
+            assert ("A smoke run tests the machinery, not accuracy" in shown) == noted, (oa, fig)
+        plt.close("all")
+    assert rt.accuracy_note(None, []) is None

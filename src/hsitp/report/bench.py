@@ -73,55 +73,62 @@ def points(mvm: xr.Dataset) -> pd.DataFrame:
     return df.reset_index(drop=True)
 
 
-def _basis(mvm: xr.Dataset) -> str:
-    """Measured vs modelled, with the counts of the points shown (P > 1: the ones with communication)."""
+def _counts(mvm: xr.Dataset) -> dict[str, int]:
+    """Points with communication (P > 1, CCR > 0) per subset, as the file's summary counts them."""
     df = points(mvm)
-    df = df[df["ccr_measured"] > 0]  # the points with communication, as the file's summary counts them
-    held, fitted = int((df["subset"] == "held out").sum()), int((df["subset"] == "fitted").sum())
-    return (
-        f"{MEASURED} points; stated (paper's formulas) and refined models calibrated on the same device "
-        f"(points with communication, P > 1: {fitted} fitted, {held} held out from the fit)"
-    )
+    df = df[df["ccr_measured"] > 0]
+    return {s: int((df["subset"] == s).sum()) for s in ("fitted", "held out")}
+
+
+def _basis(mvm: xr.Dataset) -> str:
+    """The second title line: measured on which device, beside which models (the counts go to the legend)."""
+    return f"{MEASURED} on {measured_on(mvm)}, beside the stated (paper's formulas) and refined models calibrated there"
 
 
 def _comm_sizes(df: pd.DataFrame) -> list[int]:
     return sorted(int(p) for p in set(df["P"]))
 
 
+def _op_title(op: str) -> str:
+    """'attn_channel (channel split)': the attention ops named by the split they implement."""
+    split = {v: k for k, v in SPLIT_OPS.items()}.get(op)
+    return f"{op} ({split} split)" if split else op
+
+
 # --- figures -------------------------------------------------------------------------------------------------------
 def ccr_vs_p_figure(mvm: xr.Dataset) -> Figure:
-    """CCR vs P per op (the attention ops are the three splits): measured points, stated and refined lines. When
-    the bench measured a single P with communication, CCR is drawn against N at that P (one P shows no trend)."""
+    """CCR vs P per op (the attention ops are the three splits): measured points, stated and refined lines, one
+    colour per layer shape (N, D), the shapes side by side at each P. P = 1 has no communication (CCR = 0, not on a
+    log axis); when the bench measured a single P > 1 the title says so: one point per shape, no trend in P."""
     df = points(mvm)
     if df.empty:
         raise ValueError("model_vs_measured holds no point with P > 1: nothing communicates, no CCR to plot")
     L0, dt0 = mvm["L"].values[0], mvm["dtype"].values[0]
     df = df[(df["L"] == L0) & (df["dtype"] == dt0)].copy()
     Ps = _comm_sizes(df)
-    by_p = len(Ps) > 1
-    xvar = "P" if by_p else "N"
-    df["shape"] = [f"N={n}, D={d}" if by_p else f"D={d}" for n, d in zip(df["N"], df["D"], strict=True)]
+    df["shape"] = [f"N={n}, D={d}" for n, d in zip(df["N"], df["D"], strict=True)]
     ops = [str(o) for o in mvm["op"].values if o in set(df["op"])]
     shapes = list(dict.fromkeys(df.sort_values(["D", "N"])["shape"]))
     colours = dict(zip(shapes, style.palette(len(shapes)), strict=True))
+    # side by side at each P: a factor 2**(±0.1 per shape) on the log2 axis, the same for every P of a shape
+    dodge = {s: 2.0 ** (0.1 * (i - (len(shapes) - 1) / 2)) for i, s in enumerate(shapes)}
     ncol = min(3, len(ops))
     nrow = int(np.ceil(len(ops) / ncol))
     fig, axes = plt.subplots(nrow, ncol, figsize=(3.5 * ncol, 2.7 * nrow + 1.4), squeeze=False,
                              layout="constrained")  # fmt: skip
     positive = [v for c in ("ccr_measured", "ccr_refined", "ccr_stated") for v in df[c] if v > 0]
     lo, hi = log_limits(positive)
-    xs = sorted(set(df[xvar]))
     for ax, op in zip(axes.flat, ops, strict=False):
         sub = df[df["op"] == op]
         for shape, g in sub.groupby("shape", sort=False):
-            g = g.sort_values(xvar)
-            c = colours[shape]
+            g = g.sort_values("P")
+            c, x = colours[shape], g["P"] * dodge[shape]
             for model in ("stated", "refined"):
-                ax.plot(g[xvar], g[f"ccr_{model}"], color=c, ls=MODEL_STYLE[model], lw=1,
-                        marker=MODEL_MARKER[model], mfc="none", ms=5)  # fmt: skip
+                ax.plot(x, g[f"ccr_{model}"], color=c, ls=MODEL_STYLE[model], lw=1, marker=MODEL_MARKER[model],
+                        mfc="none", ms=5)  # fmt: skip
             for subset, marker in (("fitted", "o"), ("held out", "X")):
-                h = g[g["subset"] == subset]
-                ax.plot(h[xvar], h["ccr_measured"], marker, color=c, ms=6, mec="k", mew=0.4, ls="none")
+                h = g["subset"] == subset
+                ax.plot(x[h], g["ccr_measured"][h], marker, color=c, ms=6, mec="k", mew=0.4, ls="none")
         if not (sub["ccr_measured"] > 0).any():
             ax.text(0.5, 0.5, "no collective in this layer:\nCCR = 0 (nothing to draw\non a log axis)",
                     transform=ax.transAxes, ha="center", va="center", fontsize=8, color="0.3")  # fmt: skip
@@ -129,31 +136,31 @@ def ccr_vs_p_figure(mvm: xr.Dataset) -> Figure:
         ax.set_yscale("log")
         ax.set_ylim(lo, hi)
         ax.set_xscale("log", base=2)
-        ax.set_xticks(xs, [str(x) for x in xs])
+        ax.set_xticks(Ps, [str(p) for p in Ps])
         ax.minorticks_off()
-        ax.set_xlim(min(xs) / 1.3, max(xs) * 1.3)
-        ax.set_title(op)
-        ax.set_xlabel("P (ranks)" if by_p else f"N (tokens), at P = {Ps[0]}")
+        ax.set_xlim(min(Ps) / 1.5, max(Ps) * 1.5)
+        ax.set_title(_op_title(op))
+        ax.set_xlabel("P (ranks)")
         ax.set_ylabel("CCR = T_comm / T_comp")
     for ax in list(axes.flat)[len(ops) :]:
         ax.set_visible(False)
+    n = _counts(mvm)
     handles = [Line2D([], [], color=colours[s], marker="s", ls="none", label=s) for s in shapes]
     handles += [
-        Line2D([], [], color="0.3", marker="o", mec="k", ls="none", label="measured (fitted)"),
-        Line2D([], [], color="0.3", marker="X", mec="k", ls="none", label="measured (held out)"),
+        Line2D(
+            [], [], color="0.3", marker="o", mec="k", ls="none", label=f"measured, fitted ({n['fitted']})"
+        ),
+        Line2D(
+            [], [], color="0.3", marker="X", mec="k", ls="none", label=f"measured, held out ({n['held out']})"
+        ),
         Line2D([], [], color="0.3", ls=MODEL_STYLE["stated"], marker="v", mfc="none", label="stated model"),
         Line2D([], [], color="0.3", ls=MODEL_STYLE["refined"], marker="^", mfc="none", label="refined model"),
     ]
     fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 4), frameon=False)
-    what = "CCR vs P per layer" if by_p else f"CCR vs N per layer at P = {Ps[0]} (the only P > 1 measured)"
-    fig.suptitle(
-        headline(
-            f"{what}; attn_channel / attn_token / attn_2d = the three splits; L = {L0}, {dt0}",
-            _basis(mvm),
-            f"measured on {measured_on(mvm)}",
-            width=95,
-        )
-    )
+    what = f"CCR vs P per layer (L = {L0}, {dt0})"
+    if len(Ps) == 1:
+        what += f": P = {Ps[0]} only (P = 1 has no communication), so one point per shape and no trend in P"
+    fig.suptitle(headline(what, MEASURED, _basis(mvm)))
     return fig
 
 
@@ -191,18 +198,17 @@ def predicted_vs_measured_figure(mvm: xr.Dataset) -> Figure:
     silent = {o for o in ops if not (df[df["op"] == o]["ccr_measured"] > 0).any()}
     handles = [Line2D([], [], color=colours[o], marker=marks[o], ls="none",
                       label=f"{o} (no collective: CCR = 0, not drawn)" if o in silent else o) for o in ops]  # fmt: skip
+    n = _counts(mvm)
     handles += [
-        Line2D([], [], color="0.3", marker="o", ls="none", label="fitted point (filled)"),
-        Line2D([], [], color="0.3", marker="o", mfc="none", ls="none", label="held-out point (hollow)"),
+        Line2D([], [], color="0.3", marker="o", ls="none", label=f"fitted point (filled, {n['fitted']})"),
+        Line2D([], [], color="0.3", marker="o", mfc="none", ls="none",
+               label=f"held-out point (hollow, {n['held out']})"),
         Line2D([], [], color="0.3", label="identity"),
-    ]
+    ]  # fmt: skip
     fig.legend(handles=handles, loc="outside lower center", ncol=4, frameon=False)
     fig.suptitle(
         headline(
-            "Predicted vs measured CCR (each point: one layer at one P > 1, N, D, L)",
-            _basis(mvm),
-            measured_on(mvm),
-            width=95,
+            "Predicted vs measured CCR (each point: one layer at one P > 1, N, D, L)", MEASURED, _basis(mvm)
         )
     )
     return fig
@@ -222,7 +228,11 @@ def compute_vs_comm_figure(mb: xr.Dataset) -> Figure:
     Ps = [int(p) for p in mb["P"].values if p > 1]
     if not Ps:
         raise ValueError("microbench holds only P = 1: no communication to show")
-    parts = ("compute only", "collectives only", "exposed comm (full − compute)")
+    parts = (
+        "compute only",
+        "collectives only",
+        "exposed comm (full − compute; under collectives only: overlap or noise)",
+    )
     rows = []
     for op in mb["op"].values:
         for P in Ps:
@@ -255,14 +265,12 @@ def compute_vs_comm_figure(mb: xr.Dataset) -> Figure:
     for ax in list(axes.flat)[len(panels) :]:
         ax.set_visible(False)
     handles = [plt.Rectangle((0, 0), 1, 1, color=c, label=k) for k, c in palette.items()]
-    fig.legend(handles=handles, loc="outside lower center", ncol=3, frameon=False)
+    fig.legend(handles=handles, loc="outside lower center", ncol=3 if width >= 8 else 1, frameon=False)
     fig.suptitle(
         headline(
-            f"Compute vs exposed communication per layer (fwd + bwd, L = {L0}, {dt0}; exposed < collectives "
-            "only: overlap or noise)",
-            f"{MEASURED} (mean over repeats)",
-            measured_on(mb),
-            width=95,
+            f"Compute vs exposed communication per layer (fwd + bwd, L = {L0}, {dt0})",
+            MEASURED,
+            f"{MEASURED} on {measured_on(mb)}; mean over repeats",
         )
     )
     return fig

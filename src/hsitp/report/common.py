@@ -11,7 +11,6 @@ import json
 import logging
 import math
 import os
-import textwrap
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -126,11 +125,15 @@ def theme() -> None:
 
 
 def headline(what: str, basis: str, hardware: str, width: int | None = None) -> str:
-    """Figure title: what is shown, then whether it is measured or modelled and on which hardware. ``Publisher``
-    wraps each line to the figure's width when it saves (:func:`hsitp.report.style.wrap_suptitle`); ``width``
-    (characters) wraps it here already."""
-    lines = [what, f"{basis} — {hardware}"]
-    return "\n".join(textwrap.fill(t, width=width) if width else t for t in lines)
+    """Figure title of two lines: what is shown, then whether it is measured or modelled and on which hardware
+    ('measured (mean over repeats) — CPU: ...'). A hardware line that starts with the basis itself ('measured on
+    CPU: ...' after 'measured') stands alone, so no word is said twice. ``Publisher`` fits each line to the
+    figure's width when it saves (:func:`hsitp.report.style.wrap_suptitle`); ``width`` (characters) wraps it here
+    already, at spaces only. Keep each line short enough to fit one line: the figure check fails a title of more
+    than two lines (detail belongs in a panel title, the legend or the caption)."""
+    second = hardware if hardware.startswith(f"{basis} ") else f"{basis} — {hardware}"
+    lines = [what, second]
+    return "\n".join(line for t in lines for line in (style.wrap_lines(t, width) if width else [t]))
 
 
 def log_limits(values: Iterable[float], pad: float = 1.6) -> tuple[float, float]:

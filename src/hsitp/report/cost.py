@@ -13,12 +13,13 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 import xarray as xr
-from adjustText import adjust_text
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
+from matplotlib.text import Text
 from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
+from matplotlib.transforms import Bbox
 
 from hsitp.cost.tables import n_tokens
 from hsitp.report import style
@@ -30,6 +31,7 @@ MODEL_STYLE = {
     "stated": (0, (4, 2)),
     "refined": "solid",
 }  # the paper's formulas dashed, the refined model solid
+MODEL_MEANING = {"stated": "the paper's formulas", "refined": "per-layer ring model"}
 SPLIT_COLOURS = dict(zip(SPLITS, style.palette(3), strict=True))
 REGIONS = ("data_parallel", "channel", "token", "2d")  # boundary.nc region codes 0..3
 REGION_COLOURS = ["#d9d9d9", "#9ecae1", "#fdae6b", "#a1d99b"]
@@ -45,13 +47,13 @@ def rho_figure(rho: xr.Dataset) -> Figure:
         1, len(c_defs), figsize=style.figsize(3.6 * len(c_defs), 4.6), sharey=True, layout="constrained"
     )
     axes = np.atleast_1d(axes)
-    meaning = rho.attrs.get("c_def_meaning", "")
+    meaning = _c_meanings(rho.attrs.get("c_def_meaning", ""))
     for ax, c_def in zip(axes, c_defs, strict=True):
         sub = df[df["c_def"] == c_def]
         sns.barplot(sub, x="dataset", y="rho", hue="patch", ax=ax, palette="crest")
         ax.axhline(1.0, color="0.2", lw=0.8, ls="--")
         ax.set_yscale("log")
-        ax.set_title(f"C = {c_def}")
+        ax.set_title(f"C = {c_def}" + (f"\n({meaning[c_def]})" if c_def in meaning else ""))
         ax.set_xlabel("")
         ax.set_ylabel("rho = C / N")
         ax.tick_params(axis="x", rotation=90, labelsize=7.5)
@@ -65,10 +67,17 @@ def rho_figure(rho: xr.Dataset) -> Figure:
             "rho = C/N per dataset and patch size (N = spatial tokens of the registry grid; rho < 1: more tokens "
             "than channels)",
             f"{MODELLED}, from the registry grids",
-            f"no hardware dependence ({meaning})" if meaning else "no hardware dependence",
+            "no hardware dependence",
         )
     )
     return fig
+
+
+def _c_meanings(text: str) -> dict[str, str]:
+    """'bands: L of the prepared cube; pca: k components' -> {'bands': 'L of the prepared cube', ...}: what C is
+    under each definition (the rho file's ``c_def_meaning``), for the panel titles."""
+    pairs = (part.split(":", 1) for part in text.split(";") if ":" in part)
+    return {k.strip(): v.strip() for k, v in pairs}
 
 
 def paper_cases(ccr: xr.Dataset) -> list[str]:
@@ -111,14 +120,15 @@ def ccr_vs_p_figure(ccr: xr.Dataset, cases: Sequence[str] | None = None) -> Figu
             if i == len(hws) - 1:
                 ax.set_xlabel("P (devices in the TP group)")
     handles = [Line2D([], [], color=SPLIT_COLOURS[s], label=f"{s} split") for s in SPLITS]
-    handles += [Line2D([], [], color="0.3", ls=MODEL_STYLE[m], label=f"{m} model") for m in MODELS]
-    fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=8, frameon=False)
+    handles += [Line2D([], [], color="0.3", ls=MODEL_STYLE[m], label=f"{m} model ({MODEL_MEANING[m]})")
+                for m in MODELS]  # fmt: skip
+    ncol = len(handles) if 3.3 * len(cases) >= 9 else 3  # one row where the figure is wide enough
+    fig.legend(handles=handles, loc="outside lower center", ncol=ncol, fontsize=8, frameon=False)
     fig.suptitle(
         headline(
-            f"CCR vs P, C = D = {ccr.attrs.get('embed_dim', '?')}, patch {ccr.attrs.get('patch', '?')} "
+            f"Block CCR vs P, C = D = {ccr.attrs.get('embed_dim', '?')}, patch {ccr.attrs.get('patch', '?')} "
             "(CCR < 1: compute-bound)",
-            f"{MODELLED} (stated = the paper's formulas, refined = per-layer ring model; no measured point: the "
-            "bench page has those)",
+            MODELLED,
             modelled_for(ccr, hws),
         )
     )
@@ -126,7 +136,8 @@ def ccr_vs_p_figure(ccr: xr.Dataset, cases: Sequence[str] | None = None) -> Figu
 
 
 def boundary_figure(boundary: xr.Dataset) -> Figure:
-    """Which split wins over (rho, P·F/beta), stated and refined, with each dataset x preset placed on the map."""
+    """Which split wins over (rho, P·F/beta), stated and refined, with each dataset x preset placed on the map and
+    each dataset named next to its highest point."""
     need(boundary, "region_stated", "region_refined", "point_rho", "point_threshold", "point_label")
     Ds = boundary["D"].values
     fig, axes = plt.subplots(
@@ -138,42 +149,30 @@ def boundary_figure(boundary: xr.Dataset) -> Figure:
     labels = [str(s).split("|") for s in boundary["point_label"].values]  # dataset|hardware|D=...
     hw_names = list(dict.fromkeys(lab[1] if len(lab) > 1 else "?" for lab in labels))
     markers = dict(zip(hw_names, ["o", "s", "^", "D", "v", "P", "X"], strict=False))
-    to_place: list[tuple] = []  # (axes, dataset names, point x, point y): placed once the layout is final
+    to_name: list[
+        tuple[plt.Axes, dict[str, tuple[float, float, float]]]
+    ] = []  # named once the layout is final
+    refined = f"P = {boundary.attrs.get('refined_P', '?')}, F and α of {boundary.attrs.get('refined_hardware', '?')}"
     for i, D in enumerate(Ds):
         for j, model in enumerate(MODELS):
             ax = axes[i, j]
             region = boundary[f"region_{model}"].sel(D=D).values  # (rho, threshold)
             ax.pcolormesh(rho, thr, region.T, cmap=cmap, vmin=-0.5, vmax=3.5, shading="nearest")
             sel = boundary["point_D"].values == D
+            by_ds: dict[
+                str, tuple[float, float, float]
+            ] = {}  # each dataset's column: x, lowest and highest y
             for k in np.flatnonzero(sel):
                 lab = labels[k]
-                ax.plot(
-                    boundary["point_rho"].values[k],
-                    boundary["point_threshold"].values[k],
-                    marker=markers.get(lab[1] if len(lab) > 1 else "?", "o"),
-                    color="k",
-                    ms=4,
-                    mfc="white",
-                    ls="none",
-                )
+                x, y = boundary["point_rho"].values[k], boundary["point_threshold"].values[k]
+                ax.plot(x, y, marker=markers.get(lab[1] if len(lab) > 1 else "?", "o"), color="k", ms=4,
+                        mfc="white", ls="none")  # fmt: skip
+                _, low, high = by_ds.get(lab[0], (x, y, y))
+                by_ds[lab[0]] = (x, min(low, y), max(high, y))
+            to_name.append((ax, by_ds))
             ax.set_xscale("log")
             ax.set_yscale("log")
-            # one name per dataset at its highest point, placed by adjustText so no two names overlap
-            by_ds: dict[str, tuple[float, float]] = {}
-            for k in np.flatnonzero(sel):
-                x, y = boundary["point_rho"].values[k], boundary["point_threshold"].values[k]
-                name = labels[k][0]
-                if name not in by_ds or y > by_ds[name][1]:
-                    by_ds[name] = (x, y)
-            # start staggered over three heights (neighbours in rho start apart), adjustText then separates them
-            ordered = sorted(by_ds.items(), key=lambda kv: kv[1][0])
-            texts = [ax.text(x, y * 2.2 ** (1 + k % 3), name, fontsize=7.5, ha="center", va="bottom",
-                             bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.85})
-                     for k, (name, (x, y)) in enumerate(ordered)]  # fmt: skip
-            to_place.append(
-                (ax, texts, boundary["point_rho"].values[sel], boundary["point_threshold"].values[sel])
-            )
-            ax.set_title(f"{model} model, D = {int(D)}")
+            ax.set_title(f"{model} model, D = {int(D)}" + (f" ({refined})" if model == "refined" else ""))
             ax.set_xlabel("rho = C / N (dimensionless)")
             if j == 0:
                 ax.set_ylabel("threshold P·F / β [FLOP/byte]")
@@ -182,23 +181,79 @@ def boundary_figure(boundary: xr.Dataset) -> Figure:
     handles += [
         Line2D([], [], marker=m, color="k", mfc="white", ls="none", label=h) for h, m in markers.items()
     ]
-    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 5), frameon=False)
-    refined_hw = boundary.attrs.get("refined_hardware", "?")
+    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 5), frameon=False,
+               title="region: the split with the lowest CCR; marker: a dataset at the preset's threshold")  # fmt: skip
     fig.suptitle(
         headline(
-            "Decision boundary: split with the lowest CCR where it is < 1, else data parallel "
-            f"(refined: P = {boundary.attrs.get('refined_P', '?')}, F and alpha of {refined_hw}, "
-            "beta = P·F / threshold)",
-            f"{MODELLED}; points: the registry datasets at each preset's threshold",
+            "Decision boundary: the split with the lowest CCR where it is < 1, else data parallel",
+            MODELLED,
             modelled_for(boundary, hw_names),
         )
     )
     style.wrap_suptitle(fig)
-    fig.canvas.draw()  # the layout (and so the axes' size) final before the labels are placed
-    for ax, texts, xs, ys in to_place:
-        adjust_text(texts, x=xs, y=ys, ax=ax, ensure_inside_axes=True, expand=(1.1, 1.3), force_text=(0.3, 0.6),
-                    iter_lim=500, arrowprops={"arrowstyle": "-", "color": "0.3", "lw": 0.5})  # fmt: skip
+    fig.canvas.draw()  # the layout (and so the axes' size) final before the names are placed
+    for ax, by_ds in to_name:
+        name_points(ax, by_ds)
     return fig
+
+
+def name_points(
+    ax: plt.Axes, points: dict[str, tuple[float, float, float]], fontsize: float = 7.5
+) -> list[Text]:
+    """Name each column of points (name -> x, lowest y, highest y) next to it: a few points right of and above its
+    highest point, else left of it, else below its lowest point, else a line further out (with a thin leader
+    line): the first place where the name overlaps no name placed before and stays inside the axes, a leader that
+    crosses no name if there is one (a leader that must cross passes under the names placed before). Columns are
+    taken left to right; call it once the figure's layout is final (``fig.canvas.draw()``)."""
+    renderer = ax.figure.canvas.get_renderer()
+    inside = ax.get_window_extent(renderer)
+    placed: list[Bbox] = []
+    texts: list[Text] = []
+    step = fontsize + 3.5  # one line of names, in points
+
+    def put(name: str, xy: tuple[float, float], offset: tuple[float, float], leader: bool) -> Text:
+        return ax.annotate(
+            name, xy, xytext=offset, textcoords="offset points", fontsize=fontsize,
+            ha="left" if offset[0] >= 0 else "right", va="bottom" if offset[1] >= 0 else "top",
+            bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.9},
+            arrowprops={"arrowstyle": "-", "color": "0.3", "lw": 0.5, "shrinkA": 0, "shrinkB": 2} if leader else None,
+            zorder=4 - 0.01 * len(texts),  # earlier names above later leaders
+        )  # fmt: skip
+
+    def free(xy: tuple[float, float], offset: tuple[float, float], leader: bool, strict: bool) -> bool:
+        t = put(name, xy, offset, leader=False)  # measured without its leader (drawn once placed)
+        box = t.get_window_extent(renderer)
+        t.remove()
+        start = ax.transData.transform(xy)
+        corner = (box.x0 if offset[0] >= 0 else box.x1, box.y0 if offset[1] >= 0 else box.y1)
+        if not (box.x0 >= inside.x0 and box.x1 <= inside.x1 and box.y0 >= inside.y0 and box.y1 <= inside.y1):
+            return False
+        if any(box.overlaps(b) or (strict and leader and _crosses(start, corner, b)) for b in placed):
+            return False
+        placed.append(box.padded(6.0))  # a gap a reader sees between two names
+        return True
+
+    for name, (x, low, high) in sorted(points.items(), key=lambda kv: kv[1][0]):
+        spots = [
+            ((x, y), (3.0 * side, sign * (3 + level * step)))
+            for level in range(12)
+            for y, sign in ((high, 1), (low, -1))
+            for side in (1, -1)
+        ]
+        found = next(
+            ((xy, off, k >= 4) for strict in (True, False) for k, (xy, off) in enumerate(spots)
+             if free(xy, off, k >= 4, strict)),
+            (spots[0][0], spots[0][1], False),  # nowhere free: above the point, overlapping (the check names it)
+        )  # fmt: skip
+        texts.append(put(name, *found))
+    return texts
+
+
+def _crosses(a: Sequence[float], b: Sequence[float], box: Bbox, n: int = 24) -> bool:
+    """Whether the segment a-b (display coordinates) passes through ``box``."""
+    t = np.linspace(0.0, 1.0, n)
+    x, y = a[0] + t * (b[0] - a[0]), a[1] + t * (b[1] - a[1])
+    return bool(((x > box.x0) & (x < box.x1) & (y > box.y0) & (y < box.y1)).any())
 
 
 def scale_figure(scale: xr.Dataset) -> Figure:
@@ -223,7 +278,7 @@ def scale_figure(scale: xr.Dataset) -> Figure:
         ax.set_title(hw, fontsize=8)
         ax.set_xlabel("TP degree")
     top[0].set_ylabel("throughput vs 1 device (ideal = devices)")
-    top[0].legend(fontsize=7, title="scheme", title_fontsize=7)
+    top[0].legend(fontsize=7, title="TP scheme", title_fontsize=7)
     mem_ax = fig.add_subplot(grid[1, :])
     for s in schemes:
         mem_ax.plot(
@@ -246,7 +301,7 @@ def scale_figure(scale: xr.Dataset) -> Figure:
     mem_ax.yaxis.set_minor_formatter(NullFormatter())
     mem_ax.set_xlabel("TP degree (data/FSDP degree = devices / TP)")
     mem_ax.set_ylabel("training memory per device [GiB]")
-    mem_ax.legend(fontsize=7, title="scheme", title_fontsize=7)
+    mem_ax.legend(fontsize=7, title="TP scheme", title_fontsize=7)
     model = json_attr(scale, "model", {}) or {}
     fig.suptitle(
         headline(
@@ -391,6 +446,8 @@ def dchag_memory_caption(scale: xr.Dataset) -> str:
 # --- hsitp advise plan over P (plan.nc): kept in its own section so the figure-style branch merges cleanly -------
 PLAN_STYLE = {"dense": "o", "tp": "s", "dchag_l": "^", "dchag_c": "v", "token": "D"}
 DATASET_LINES = ("-", "--", ":", "-.")
+# dashed and dotted (as the report's caption says), thin and lighter than the datasets' lines
+DEVICE_LINES = {"device": (0, (6, 3)), "usable": (0, (1, 1.5))}
 
 
 def plan_figure(plan: xr.Dataset, checkpointing: str = "none") -> Figure:
@@ -419,15 +476,15 @@ def plan_figure(plan: xr.Dataset, checkpointing: str = "none") -> Figure:
                 tps_ax.plot(P[ok], tps[ok], **style)
         dev = float(plan["device_memory"].sel(hardware=hw)) / 1e9
         use = float(plan["usable_memory"].sel(hardware=hw)) / 1e9
-        mem_ax.axhline(dev, color="0.3", lw=0.8, ls="--")
-        mem_ax.axhline(use, color="0.3", lw=0.8, ls=":")
-        mem_ax.annotate(f"device {dev:g} GB", (P[-1], dev), fontsize=7, ha="right", va="bottom")
-        mem_ax.annotate(f"usable {use:.1f} GB", (P[-1], use), fontsize=7, ha="right", va="top")
+        # the lines only: their values in the panel title, their meaning in the legend (labels beside two lines
+        # 10 % apart on a log axis overlap each other and the lines)
+        mem_ax.axhline(dev, color="0.45", lw=0.8, ls=DEVICE_LINES["device"])
+        mem_ax.axhline(use, color="0.45", lw=0.8, ls=DEVICE_LINES["usable"])
         for ax in (mem_ax, tps_ax):
             ax.set_xscale("log", base=2)
             ax.set_xticks(P, [str(int(x)) for x in P])
             ax.set_yscale("log")
-        mem_ax.set_title(hw, fontsize=8)
+        mem_ax.set_title(f"{hw}: device {dev:g} GB, usable {use:.1f} GB", fontsize=8)
         tps_ax.set_xlabel("TP degree P (replicas = devices / P)")
     axes[0, 0].set_ylabel("per-rank peak memory [GB]")
     axes[1, 0].set_ylabel("tokens/s of the allocation")
@@ -436,16 +493,22 @@ def plan_figure(plan: xr.Dataset, checkpointing: str = "none") -> Figure:
         Line2D([], [], color="0.3", ls=DATASET_LINES[i % len(DATASET_LINES)], label=n)
         for i, n in enumerate(names)
     ]
-    fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=8, frameon=False)
+    handles += [
+        Line2D([], [], color="0.45", lw=0.8, ls=DEVICE_LINES["device"], label="device memory"),
+        Line2D(
+            [], [], color="0.45", lw=0.8, ls=DEVICE_LINES["usable"], label="usable (device less headroom)"
+        ),
+    ]
+    fig.legend(handles=handles, loc="outside lower center", ncol=int(np.ceil(len(handles) / 2)), fontsize=8,
+               frameon=False)  # fmt: skip
     model = json_attr(plan, "model", {}) or {}
     fig.suptitle(
         headline(
             f"advise plan over P: D = {model.get('embed_dim', '?')}, depth {model.get('depth', '?')}, "
             f"{model.get('heads', '?')} heads, batch {model.get('batch', '?')}, g = {plan.attrs.get('groups', '?')}, "
             f"checkpointing {checkpointing}",
-            f"{MODELLED} (memory model and refined time model; CUDA-side peak not measured here)",
+            f"{MODELLED} (memory and refined time models)",
             modelled_for(plan, hws),
-            width=90,
         )
     )
     return fig

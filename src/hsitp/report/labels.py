@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -31,12 +32,21 @@ def computed_on(attrs: Mapping[str, Any]) -> str:
     return cpu if gpu in ("none", "", None) else f"{gpu} ({cpu})"
 
 
+_ONE_PLURAL = re.compile(r"(?<![\w.,/])1 (thread|rank|core|process|GPU|node|device)(?:es|s)\b")
+
+
+def singular(text: str) -> str:
+    """'1 threads/rank' -> '1 thread/rank': the count 1 with its unit in the singular (the runtime writes the
+    device line with a plural whatever the count)."""
+    return _ONE_PLURAL.sub(r"1 \1", text)
+
+
 def measured_on(attrs: Mapping[str, Any]) -> str:
-    """The device a bench file was timed on, with dtype: e.g. 'CPU: AMD EPYC (1 threads/rank, gloo), float32'.
+    """The device a bench file was timed on, with dtype: e.g. 'CPU: AMD EPYC (1 thread/rank, gloo), float32'.
 
     The ``device`` attribute lists one entry per world size; repeated entries are shown once, and the P = 1
     launch (no process group: backend 'none') is dropped when a multi-rank entry names the device."""
-    raw = str(attrs.get("device", "")).strip()
+    raw = singular(str(attrs.get("device", "")).strip())
     parts = list(dict.fromkeys(p.strip() for p in raw.split(";") if p.strip()))
     parts = [p for p in parts if not p.endswith(", none)")] or parts
     text = "; ".join(parts) if parts else f"unrecorded device (file written on {computed_on(attrs)})"

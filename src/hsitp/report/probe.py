@@ -25,7 +25,8 @@ from hsitp.report.common import MEASURED, MODELLED, computed_on, headline, load,
 PARTS = ("tokenisation", "aggregation", "blocks", "head")
 # What a rank keeps through a step (README "Memory probe"): the transient is shown apart, as the peak.
 STEADY_KINDS = ("parameters", "gradients", "optimizer", "activations")
-ESTIMATED = "estimated with fake tensors (FakeTensorMode, rank 0 of P in one process, nothing allocated)"
+FAKE = "estimated with fake tensors"
+ESTIMATED = f"{FAKE} (FakeTensorMode, rank 0 of P in one process, nothing allocated)"
 MIB = 2.0**20
 GIB = 2.0**30
 
@@ -139,8 +140,8 @@ def memory_parts_figure(mem: xr.Dataset) -> Figure:
     fig.suptitle(
         headline(
             f"Per-rank memory by part (parameters + gradients + AdamW state + saved activations; L = {L0}, N = {N0})",
-            f"{MEASURED} (one training step, the fullest rank)",
-            f"measured on {probe_device(mem)}",
+            MEASURED,
+            f"{MEASURED} on {probe_device(mem)} (one training step, the fullest rank)",
         )
     )
     return fig
@@ -194,9 +195,8 @@ def memory_vs_p_figure(mem: xr.Dataset) -> Figure:
         headline(
             f"Per-rank memory vs P per plan (parameters + gradients + AdamW state + saved activations; L = {L0}, "
             f"N = {N0})",
-            f"{MEASURED} (thick, solid) beside the memory model, {MODELLED} (dark, dashed)",
-            f"measured on {probe_device(mem)}",
-            width=95,
+            MEASURED,
+            f"{MEASURED} on {probe_device(mem)}, beside the memory model ({MODELLED})",
         )
     )
     return fig
@@ -234,6 +234,8 @@ def throughput_figure(thr: xr.Dataset) -> Figure:
     for ax, ck in zip(axes.flat, policies, strict=True):
         sns.lineplot(data=df[df["checkpointing"] == ck], x="P", y="tokens_per_s", hue="label", marker="o", ax=ax,
                      legend=ax is axes.flat[0])  # fmt: skip
+        if ax.get_legend() is not None:
+            ax.get_legend().set_title("plan (g: D-CHAG groups)")  # not the frame's column name 'label'
         ax.set_xscale("log", base=2)
         ax.set_xticks(Ps, [str(p) for p in Ps])
         ax.set_ylabel("tokens / s (B·N per median step)")
@@ -242,7 +244,7 @@ def throughput_figure(thr: xr.Dataset) -> Figure:
         headline(
             f"Training-step throughput vs P per plan (L = {L0}, N = {N0}, slowest rank)",
             MEASURED,
-            f"measured on {probe_device(thr)}",
+            f"{MEASURED} on {probe_device(thr)}",
         )
     )
     return fig
@@ -284,7 +286,7 @@ def estimate_figure(est: xr.Dataset) -> Figure:
     vals = df[list(cols)].to_numpy(float)
     lo, hi = np.nanmin(vals[vals > 0]), np.nanmax(vals)
     unit, scale = ("MiB", 1024.0) if hi < 1 else ("GiB", 1.0)  # the unit the sizes read in
-    fig, ax = plt.subplots(figsize=style.figsize(8.5, 0.24 * len(df) + 2.2), layout="constrained")
+    fig, ax = plt.subplots(figsize=style.figsize(10.0, 0.24 * len(df) + 2.2), layout="constrained")
     y = np.arange(len(df))
     for col, name in cols.items():
         v = df[col].to_numpy(float) * scale
@@ -310,9 +312,9 @@ def estimate_figure(est: xr.Dataset) -> Figure:
     fig.suptitle(
         headline(
             f"Rank-0 peak memory per configuration, estimated without running it ({span})",
-            f"{ESTIMATED}, beside the memory model ({MODELLED})",
-            f"no device memory used; estimated on {computed_on(est)}",
-            width=90,
+            FAKE,
+            f"{FAKE} on {computed_on(est)} (rank 0 of P in one process, nothing allocated), beside the memory "
+            "model (modelled)",
         )
     )
     return fig

@@ -8,7 +8,10 @@ and no figure wider than :data:`MAX_WIDTH_PX` pixels or more elongated than :dat
 The check (:func:`figure_problems`) runs on a figure laid out as it is saved: every text artist (titles, suptitle,
 legends, axis and tick labels, annotations) must lie inside the figure, no two tick labels of one axis, no two
 annotations of one axes and no two titles or axis labels may overlap,
-no text may be smaller than the minimum, and the size and aspect must be within the limits. :class:`Publisher`
+no text may be smaller than the minimum, and the size and aspect must be within the limits. Its wording is
+checked too (:func:`wording_problems`): no title over :data:`MAX_TITLE_LINES` lines, no line broken inside a
+hyphenated name or after an ``=``, no word twice in a row ("measured — measured"), no "1" with a plural unit
+("1 threads/rank"), and no legend titled with a raw column name ("label", "scheme"). :class:`Publisher`
 (``hsitp.report.common``) runs it on every figure it saves and records the result in the PNG
 (:data:`CHECK_KEY`); :func:`png_problems` / :func:`check_figures` check saved PNGs (size, aspect, the recorded
 result, and a blank border: text cut at an edge leaves ink there), as ``hsitp report check-figures DIR`` does.
@@ -17,6 +20,7 @@ result, and a blank border: text cut at an edge leaves ink there), as ``hsitp re
 from __future__ import annotations
 
 import os
+import re
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,6 +42,8 @@ FULL_WIDTH_IN = 11.0  # a full-width figure: 9 pt text on 11 in still reads as ~
 MAX_ASPECT = 3.0  # longer side / shorter side
 MIN_FONT_PT = 7.0
 CHECK_KEY = "hsitp-layout-check"  # PNG text chunk: "ok" or the problems found when the figure was saved
+MAX_TITLE_LINES = 2  # a title longer than this is a caption: shorten it, move detail to a panel or the legend
+MIN_TITLE_PT = 9.0  # wrap_suptitle shrinks a suptitle down to this size before it wraps to a third line
 
 # Okabe & Ito (2008), colour-blind safe; then Paul Tol's "muted" scheme (also colour-blind safe) for more.
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
@@ -100,15 +106,49 @@ def theme() -> None:
     )
 
 
+NBSP = "\u00a0"
+# joins a line must not break at: 'L = 200', 'P > 1', '80 GB', '18 MiB', '5 %' (a value away from its name or unit)
+_JOINS = (
+    re.compile(r"(?<=\S) ([=<>≤≥≈×≡]) (?=\S)"),
+    re.compile(r"(?<=\d) (?=(?:[KMGT]i?B|[KMGT]?FLOP|ms|s|%|pp|px|pt)\b)"),
+)
+
+
+def keep_together(text: str) -> str:
+    """``text`` with non-breaking spaces where a line must not break: around ``=``, ``>``, ``≡``... between a name
+    and its value ('L = 200'), and between a number and its unit ('80 GB')."""
+    text = _JOINS[0].sub(lambda m: f"{NBSP}{m.group(1)}{NBSP}", text)
+    return _JOINS[1].sub(NBSP, text)
+
+
+def wrap_lines(text: str, width: int) -> list[str]:
+    """Lines of at most ``width`` characters, broken at spaces only: never inside a hyphenated name
+    ('h100-nvlink-ib') nor inside a join of :func:`keep_together`."""
+    out: list[str] = []
+    for line in keep_together(text).split("\n"):
+        out += textwrap.wrap(line, width=width, break_on_hyphens=False, break_long_words=False) or [""]
+    return out
+
+
 def wrap_suptitle(fig: Figure) -> None:
-    """Wrap each line of the figure's suptitle to the figure's width (a title wider than its figure is cut at both
-    sides); lines already short enough are kept as they are."""
+    """Fit the figure's suptitle to the figure's width (a title wider than its figure is cut at both sides): each
+    line wrapped at spaces only (:func:`wrap_lines`), the font shrunk towards :data:`MIN_TITLE_PT` first when that
+    keeps the title within :data:`MAX_TITLE_LINES` lines; lines already short enough are kept as they are."""
     t = getattr(fig, "_suptitle", None)
     if t is None or not t.get_text():
         return
-    chars_per_inch = 72.0 / (0.56 * t.get_fontsize())  # average glyph of DejaVu Sans ~0.56 em
-    width = max(20, int(fig.get_figwidth() * chars_per_inch * 0.95))
-    t.set_text("\n".join(textwrap.fill(line, width=width) for line in t.get_text().split("\n")))
+    text, size = t.get_text(), t.get_fontsize()
+    sizes = [size] + [s for s in np.arange(size - 0.5, MIN_TITLE_PT - 1e-9, -0.5) if s < size]
+    for s in sizes:
+        chars_per_inch = 72.0 / (0.56 * s)  # average glyph of DejaVu Sans ~0.56 em
+        lines = wrap_lines(text, max(20, int(fig.get_figwidth() * chars_per_inch * 0.95)))
+        if len(lines) <= MAX_TITLE_LINES:
+            break
+    else:
+        s = size  # too long at any size: wrapped at the figure's own size (the check names it)
+        lines = wrap_lines(text, max(20, int(fig.get_figwidth() * 72.0 / (0.56 * s) * 0.95)))
+    t.set_fontsize(s)
+    t.set_text("\n".join(lines))
 
 
 def figsize(width: float, height: float) -> tuple[float, float]:
@@ -227,7 +267,8 @@ def figure_problems(fig: Figure, dpi: float = DPI) -> list[str]:
         if not ax.get_visible():
             continue
         notes = [t for t in ax.texts if _shown(t)]  # annotations (e.g. dataset names on a map) apart
-        boxes = [t.get_window_extent(renderer) for t in notes]
+        # the text only: an annotation's leader line is no text to keep apart
+        boxes = [Text.get_window_extent(t, renderer) for t in notes]
         for i in range(len(boxes)):
             for j in range(i + 1, len(boxes)):
                 if _overlap(boxes[i], boxes[j]):
@@ -244,11 +285,79 @@ def figure_problems(fig: Figure, dpi: float = DPI) -> list[str]:
                             f"{_name(ax)} {which} tick labels {labels[i].get_text()!r} and "
                             f"{labels[j].get_text()!r} overlap"
                         )
+    return problems + wording_problems(fig)
+
+
+# --- wording: what reads wrong although it fits ---------------------------------------------------------------------
+# "the the", "measured — measured"
+_REPEATED = re.compile(r"\b([A-Za-z]{2,})\b(?:\s*[—–-]\s*|\s+)\1\b", re.IGNORECASE)
+_ONE_PLURAL = re.compile(r"(?<![\w.,/])1\s+([A-Za-z]{3,}(?<![su])s)\b")  # "1 threads/rank", "1 seeds"
+# verbs after a "1" ("P = 1 means"), not plural units
+_VERBS = frozenset(
+    {"does", "means", "holds", "shows", "keeps", "gives", "takes", "makes", "goes", "lies", "runs"}
+)
+# a legend title that is a column or variable name: an identifier with "_" ("tokens_per_s"), or a bare lower-case
+# word ("label", "scheme", "plan"); a symbol ("P", "N", "g") or words with a space or unit read as a label
+_RAW_NAME = re.compile(r"[A-Za-z0-9]*_[A-Za-z0-9_]*|[a-z][a-z0-9]+")
+
+
+def text_problems(text: str) -> list[str]:
+    """What reads wrong in one text, whatever its place: a word twice in a row or around a dash ("measured —
+    measured"), a "1" with a plural unit ("1 threads/rank"), a line broken inside a hyphenated name
+    ("h100-nvlink-" / "ib") or between a name and its value ("L =" / "200")."""
+    out = []
+    flat = " ".join(text.split())
+    for m in _REPEATED.finditer(flat):
+        out.append(f"repeats {m.group(1)!r} ({m.group(0)!r})")
+    for m in _ONE_PLURAL.finditer(flat):
+        if m.group(1).lower() not in _VERBS:
+            out.append(f"'1' with a plural unit ({m.group(0)!r})")
+    lines = [line.strip() for line in text.strip().split("\n")]
+    for a, b in zip(lines, lines[1:], strict=False):
+        if re.search(r"\w-$", a) or a.endswith(("=", "<", ">")) or b.startswith(("=", "<", ">")):
+            out.append(f"breaks a line inside a name or a value ({a[-20:]!r} / {b[:20]!r})")
+    return out
+
+
+def _titles(fig: Figure) -> Iterator[tuple[str, Text]]:
+    t = getattr(fig, "_suptitle", None)
+    if t is not None:
+        yield "suptitle", t
+    for ax in fig.axes:
+        if ax.get_visible():
+            for loc, t in (("", ax.title), (" left", ax._left_title), (" right", ax._right_title)):
+                yield f"{_name(ax)}{loc} title", t
+
+
+def wording_problems(fig: Figure) -> list[str]:
+    """Wording a reader stumbles on although every text fits (issue 40): a title (suptitle or axes title) over
+    :data:`MAX_TITLE_LINES` lines, a legend titled with a raw column name, and :func:`text_problems` in any text
+    (titles, labels, annotations, legend entries and titles, tick labels)."""
+    problems: list[str] = []
+    for where, t in _titles(fig):
+        n = len(t.get_text().strip().split("\n"))
+        if _shown(t) and n > MAX_TITLE_LINES:
+            problems.append(
+                f"{where} {_first(t)!r} runs to {n} lines (> {MAX_TITLE_LINES}): shorten it, move detail to a "
+                "panel title, the legend or the caption"
+            )
+    texts = [(w, t) for w, t in _texts(fig) if _shown(t)]
+    for where, leg in _legends(fig):
+        title = leg.get_title()
+        if _shown(title):
+            texts.append((f"{where} title", title))
+            if _RAW_NAME.fullmatch(title.get_text().strip()):
+                problems.append(
+                    f"{where} is titled with the raw column name {title.get_text()!r}: name what it shows"
+                )
+        texts += [(f"{where} entry", e) for e in leg.get_texts() if _shown(e)]
+    for where, t in texts:
+        problems += [f"{where} {_first(t)!r} {p}" for p in text_problems(t.get_text())]
     return problems
 
 
 def _first(t: Text) -> str:
-    return t.get_text().strip().splitlines()[0][:50]
+    return t.get_text().strip().splitlines()[0][:50].replace(NBSP, " ")
 
 
 def _contains(outer: Bbox, box: Bbox) -> bool:

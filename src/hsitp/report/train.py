@@ -120,6 +120,7 @@ def curves_figure(records: Sequence[xr.Dataset], summary: xr.Dataset | None = No
     _need_runs(records)
     panels = list(dict.fromkeys(_panel_key(r) for r in records))
     has_acc = any((a := _accuracy(r)) is not None and not a.empty for r in records)
+    note = accuracy_note(summary, records) if has_acc else None
     nrow = 2 if has_acc else 1
     with_n = len({r.attrs.get("tokens") for r in records}) > 1  # N shown once the records hold two crops
     groups = coinciding_runs(records)
@@ -155,28 +156,85 @@ def curves_figure(records: Sequence[xr.Dataset], summary: xr.Dataset | None = No
         if has_acc:
             axes[1, col].set_ylabel("overall accuracy\n(test pixels)" if col == 0 else "")
             axes[1, col].set_ylim(0, 1)
-            for name, ls, oa in _baseline_oa(summary, dataset, split):
+            baselines = _baseline_oa(summary, dataset, split)
+            for name, ls, oa in baselines:
                 axes[1, col].axhline(oa, color="0.35", ls=ls, lw=1)
                 axes[1, col].annotate(f"{name} {oa:.3f}", (0.01, oa), xycoords=("axes fraction", "data"),
                                       fontsize=7, color="0.3", va="bottom")  # fmt: skip
+            if note:  # between the runs' OA and the lowest baseline: where the gap is
+                runs_oa = [a["overall_accuracy"].max() for r in records if _panel_key(r) == (dataset, split)
+                           and (a := _accuracy(r)) is not None and not a.empty]  # fmt: skip
+                lo, hi = max(runs_oa, default=0.0), min((oa for *_, oa in baselines), default=1.0)
+                stamp(axes[1, col], note, (0.5, (lo + hi) / 2), width_in=width / len(panels) - 1.0)
     handles = [plt.Line2D([], [], color=colours[m], marker=marks[m], label=m) for m in names]
     if len(seeds) > 1:
         handles += [plt.Line2D([], [], color="0.3", ls=styles[s], label=f"seed {s}") for s in seeds]
     if summary is not None and has_acc:
         n_seeds = _baseline_seeds(summary)
-        handles += [plt.Line2D([], [], color="0.35", ls=ls, label=f"{name} ({n_seeds})")
+        handles += [plt.Line2D([], [], color="0.35", ls=ls, label=f"{name}, same split ({n_seeds})")
                     for name, ls in BASELINE_STYLES.values()]  # fmt: skip
     fig.legend(handles=handles, loc="outside lower center", ncol=2, frameon=False)
     fig.suptitle(
         headline(
             "Learning curves per run" + ("" if has_acc else " (no record holds an overall accuracy)"),
-            MEASURED
-            + ("; classical baselines on the same split as grey lines" if summary is not None else ""),
+            MEASURED,
             trained_on(records),
-            width=int(11 * width),
         )
     )
     return fig
+
+
+FAR_BELOW = 0.5  # a transformer under this fraction of the best classical baseline's OA has not learnt yet
+
+
+def accuracy_note(summary: xr.Dataset | None, records: Sequence[xr.Dataset] = ()) -> str | None:
+    """A note for the accuracy figures (curves, accuracy bars, predicted maps) of a run whose models have not learnt:
+    on every (dataset, split) the best transformer's mean OA is under :data:`FAR_BELOW` of the best classical
+    baseline's (the summary's ``oa_mean``, ``baseline_oa_mean``); without a summary, every record's last OA is under
+    twice chance (2 / classes). The smoke config trains 2 epochs of 3 steps: its OA of ~0.1 beside the SVM's 0.8
+    and its noise-like maps say the machinery ran, not how accurate a plan is. None when the models are not far
+    below, or nothing tells."""
+    far: list[bool] = []
+    by_baseline = summary is not None and "oa_mean" in summary and "baseline_oa_mean" in summary
+    if by_baseline:
+        cells = summary_cells(summary)
+        for key in dict.fromkeys((c.dataset, c.split) for c in cells):
+            here = [c.i for c in cells if (c.dataset, c.split) == key]
+            runs = summary["oa_mean"].values[here]
+            base = summary["baseline_oa_mean"].values[here[0]]
+            if np.isfinite(runs).any() and np.isfinite(base).any():
+                far.append(bool(np.nanmax(runs) < FAR_BELOW * np.nanmax(base)))
+    else:
+        for r in records:
+            acc, k = _accuracy(r), int(r.attrs.get("classes", 0) or 0)
+            if acc is not None and not acc.empty and k > 1:
+                far.append(bool(acc["overall_accuracy"].iloc[-1] < 2.0 / k))
+    if not far or not all(far):
+        return None
+    steps = {(r.attrs.get("epochs"), r.attrs.get("steps_per_epoch")) for r in records}
+    short = ""
+    if len(steps) == 1 and None not in (step := next(iter(steps))):
+        e, n = int(step[0]), int(step[1])
+        short = f" after {e} epoch{'s' * (e != 1)} of {n} step{'s' * (n != 1)}"
+    base = "the classical baseline" if by_baseline else "twice chance"
+    return f"not trained yet: OA far below {base}{short}. A smoke run tests the machinery, not accuracy."
+
+
+def stamp(
+    ax: plt.Axes,
+    note: str,
+    xy: tuple[float, float],
+    ha: str = "center",
+    va: str = "center",
+    width_in: float = 3.0,
+) -> None:
+    """``note`` in a framed box at ``xy`` (axes fraction), wrapped to about ``width_in`` inches: a warning the
+    reader sees on the panel itself (:func:`accuracy_note`)."""
+    size = 8.0
+    chars = max(20, int(width_in * 72.0 / (0.56 * size)))
+    ax.text(*xy, "\n".join(style.wrap_lines(note, chars)), transform=ax.transAxes, ha=ha, va=va, fontsize=size,
+            color="#8b0000", zorder=5,
+            bbox={"boxstyle": "round,pad=0.4", "fc": "white", "ec": "#8b0000", "lw": 0.8, "alpha": 0.95})  # fmt: skip
 
 
 def _baseline_seeds(summary: xr.Dataset) -> str:
@@ -261,9 +319,12 @@ def resources_figure(records: Sequence[xr.Dataset]) -> Figure:
     return fig
 
 
-def prediction_figure(records: Sequence[xr.Dataset], scenes: Sequence[xr.Dataset] = ()) -> Figure:
+def prediction_figure(
+    records: Sequence[xr.Dataset], scenes: Sequence[xr.Dataset] = (), summary: xr.Dataset | None = None
+) -> Figure:
     """Predicted class map (y, x) of every run whose record holds one, on the labelled pixels, after its scene's
-    ground truth (from ``scenes``, the prepared files), in the class colours of the data page with their key."""
+    ground truth (from ``scenes``, the prepared files), in the class colours of the data page with their key. The
+    first map carries :func:`accuracy_note` when the runs are far below the classical baselines (``summary``)."""
     from hsitp.report.data import class_handles, class_image
 
     _need_runs(records)
@@ -273,9 +334,7 @@ def prediction_figure(records: Sequence[xr.Dataset], scenes: Sequence[xr.Dataset
         ax.axis("off")
         ax.text(0.5, 0.5, "no training record holds a predicted class map ('prediction' (y, x))",
                 ha="center", va="center", fontsize=9)  # fmt: skip
-        fig.suptitle(
-            headline("Predicted class maps", f"{MEASURED} (none recorded)", trained_on(records), width=70)
-        )
+        fig.suptitle(headline("Predicted class maps: none recorded", MEASURED, trained_on(records), width=70))
         return fig
     truth = {str(s.attrs.get("dataset")): s for s in scenes}
     panels: list[tuple[str, np.ndarray, xr.Dataset | None]] = []
@@ -307,15 +366,18 @@ def prediction_figure(records: Sequence[xr.Dataset], scenes: Sequence[xr.Dataset
         ax.grid(False)
     for ax in list(axes.flat)[len(panels) :]:
         ax.set_visible(False)
+    note = accuracy_note(summary, records)
+    first = next((i for i, (_, _, r) in enumerate(panels) if r is not None), None)
+    if note and first is not None:  # on the first predicted map: the one a reader would take for a result
+        stamp(axes.flat[first], note, (0.5, 0.5), width_in=2.4)
     fig.legend(handles=class_handles(classes, names), loc="outside lower center", ncol=4, frameon=False,
                fontsize=7.5, title="class (white: unlabelled)")  # fmt: skip
-    where = "labelled pixels; " if truth else ""
     fig.suptitle(
         headline(
-            "Predicted class maps per run (final model) beside the ground truth",
-            f"{MEASURED} ({where}train and test pixels both shown)",
-            trained_on(records),
-            width=int(11 * (2.6 * ncol + 0.4)),
+            "Predicted class maps per run (final model)"
+            + (" on the labelled pixels beside the ground truth" if truth else ""),
+            MEASURED,
+            f"{trained_on(records)}; train and test pixels both shown",
         )
     )
     return fig
@@ -535,18 +597,21 @@ def accuracy_figure(summary: xr.Dataset, records: Sequence[xr.Dataset]) -> Figur
             ax.set_xlabel(name + " (test pixels)", fontsize=8)
             if row == 0:
                 ax.set_title(f"{dataset}, {split} split", fontsize=8)
+    note = accuracy_note(summary, records)
+    if note:  # top right of the OA panels: right of the runs' short bars, above the baselines' long ones
+        for ax in axes[0]:
+            stamp(ax, note, (0.98, 0.96), ha="right", va="top", width_in=width / len(panels) / 2)
     seeds = sorted(set(tab["seeds"].dropna().astype(int)))
     spread = (
-        "one seed per model (no spread to show)"
+        "one seed: no spread to show"
         if seeds == [1]
         else f"mean ± std over {'/'.join(map(str, seeds))} seeds"
     )
     fig.suptitle(
         headline(
-            f"Accuracy per model beside the classical baselines (grey): {spread}",
+            f"Accuracy per model beside the classical baselines (grey); {spread}",
             MEASURED,
             trained_on(records),
-            width=int(11 * width),
         )
     )
     return fig
@@ -744,6 +809,6 @@ def answer_caption(
         f"{throughput.sizes.get('repeat', '?')} interleaved rounds in which every plan at that P ran in the same "
         "process, threads and minutes (A-B / B-A order; training records' own tokens/s are comparable within "
         "a record only and are never divided here); and the accuracy verdict of the plan vs tp from the training "
-        f"summary. Every cell {MEASURED} on CPU ({'; '.join(dict.fromkeys(map(str, memory['device'].values)))}), "
+        f"summary. Every cell {MEASURED} on CPU ({'; '.join(dict.fromkeys(map(labels.singular, map(str, memory['device'].values))))}), "
         "not on a GPU; a P whose ranks outnumber the cores is marked oversubscribed and no conclusion rests on it."
     )
