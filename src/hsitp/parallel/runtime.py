@@ -256,7 +256,8 @@ def _label(device: torch.device, backend: str, threads: int) -> str:
 
     if device.type == "cuda":
         return f"{torch.cuda.get_device_name(device)} ({backend})"
-    return f"CPU: {device_description()['cpu']} ({threads} threads/rank, {backend})"
+    unit = "thread" if threads == 1 else "threads"
+    return f"CPU: {device_description()['cpu']} ({threads} {unit}/rank, {backend})"
 
 
 def start(
