@@ -228,7 +228,7 @@ def write_jobs_tables(run: str, logs_root: Path, results_root: Path, machine: st
         left = f"; {inv.later} later call(s) (re-renders, audits) left out" if inv.later else ""
         which = (
             f"one snakemake call: the last complete one that built `all`, started {started}, "
-            f"{inv.steps} Snakemake steps ({len(jobs)} jobs with a benchmark file), "
+            f"{inv.steps} Snakemake steps ({len(jobs)} job{'' if len(jobs) == 1 else 's'} with a benchmark file), "
             f"{inv.end - inv.start:.0f} s from start to end{left}."
         )
     note = (
