@@ -53,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except HsitpError as exc:
-        print(f"hsitp: error: {exc}", file=sys.stderr)
+        print(f"hsitp: error: {one_line(str(exc))}", file=sys.stderr)
         return 2
     except Interrupted as exc:  # a stage that stops at safe points (hsitp.signals)
         print(f"hsitp: {exc}", file=sys.stderr)
@@ -65,6 +65,43 @@ def main(argv: Sequence[str] | None = None) -> int:
         # `hsitp data list | head`: the reader left; silence Python's flush of the dead pipe at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except OSError as exc:
+        # A file a stage reads or writes that the system refuses (a folder where a file was expected, no
+        # permission, disk full, an image PIL cannot identify) and that no reader translated: one line naming the
+        # file, the traceback under -v. Programming errors (TypeError, KeyError, ...) are not caught.
+        logging.getLogger("hsitp").debug("traceback", exc_info=True)
+        print(f"hsitp: error: {os_error_line(exc)}", file=sys.stderr)
+        return 2
+    except UnicodeDecodeError as exc:
+        # A binary file where a stage expected text (a notebook, a CSV table) and its reader did not say which.
+        logging.getLogger("hsitp").debug("traceback", exc_info=True)
+        print(
+            f"hsitp: error: an input file is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset "
+            f"{exc.start}): check the paths given to `hsitp {args.command}` (-v shows where it was read)",
+            file=sys.stderr,
+        )
+        return 2
+
+
+def one_line(message: str) -> str:
+    """An error message on one line: a multi-line one (``invalid config:`` then one problem a line) is joined
+    with ``; `` so the terminal's and the log's last line holds all of it."""
+    lines = [ln.strip() for ln in message.splitlines() if ln.strip()]
+    if not lines:
+        return message.strip()
+    out = lines[0]
+    for ln in lines[1:]:
+        out += " " + ln if out.endswith(":") or ln.startswith("(") else "; " + ln
+    return out
+
+
+def os_error_line(exc: OSError) -> str:
+    """``PATH: what the system said`` for an OSError (Python's text quotes the path after the reason)."""
+    paths = [str(p) for p in (exc.filename, exc.filename2) if p is not None]
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    if not paths:
+        return " ".join(str(reason).split())
+    return f"{' -> '.join(paths)}: {' '.join(str(reason).split())}"
 
 
 if __name__ == "__main__":

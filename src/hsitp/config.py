@@ -106,24 +106,87 @@ def validate_config(config: Mapping[str, Any]) -> dict[str, Any]:
     return cfg
 
 
+class _StrictLoader(_YAML_LOADER):  # type: ignore[misc,valid-type]
+    """The safe loader, refusing a key given twice in one mapping (YAML would keep the last one silently: a
+    second ``train:`` section would replace the first without a word)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, yaml.Mark] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor`: its keys may be overridden here
+                continue
+            key = self.construct_object(key_node, deep=True)
+            if not isinstance(key, str | int | float):  # unhashable keys: the constructor refuses them itself
+                continue
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"key {key!r} given twice (first on line {seen[key].line + 1})",
+                    key_node.start_mark,
+                )
+            seen[key] = key_node.start_mark
+        return super().construct_mapping(node, deep=deep)
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """A YAML error on one line: what is wrong and where (PyYAML's own text spans several lines)."""
+    if isinstance(exc, yaml.MarkedYAMLError):
+        mark = exc.problem_mark or exc.context_mark
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        what = "; ".join(str(part) for part in (exc.context, exc.problem) if part)
+        return f"{what}{where}"
+    return " ".join(str(exc).split())
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """One config file's mapping; :class:`ConfigError` naming the file when it is missing, not a regular file,
+    unreadable, not UTF-8 text, empty (or only comments: almost always a mistake, never "all defaults"), not YAML,
+    has a key twice or holds something other than a mapping."""
+    p = Path(path)
+    if not p.exists():
+        raise ConfigError(f"config file {p} does not exist")
+    if p.is_dir():
+        raise ConfigError(f"config file {p} is a directory, not a YAML file")
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"config file {p} cannot be read ({exc.strerror or exc})") from exc
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"config file {p} is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
+            "expected a YAML config"
+        ) from exc
+    if not text.strip():
+        raise ConfigError(
+            f"config file {p} is empty; give a YAML mapping of settings (see config/config.yaml)"
+        )
+    try:
+        data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a safe loader)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {p} is not valid YAML: {_yaml_problem(exc)}") from exc
+    if data is None:
+        raise ConfigError(
+            f"config file {p} holds no settings (only comments); give a YAML mapping of settings"
+        )
+    if not isinstance(data, Mapping):
+        raise ConfigError(
+            f"config file {p} must hold a mapping at the top level, found {type(data).__name__}"
+        )
+    return dict(data)
+
+
 def load_config(
     paths: Sequence[str | Path] = (), overrides: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
     """Merge YAML files in order, then ``overrides``, and validate."""
     merged: dict[str, Any] = {}
     for p in paths:
-        p = Path(p)
-        if not p.exists():
-            raise ConfigError(f"config file {p} does not exist")
-        try:
-            data = yaml_load(p.read_text()) or {}
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"config file {p} is not valid YAML: {exc}") from exc
-        if not isinstance(data, Mapping):
-            raise ConfigError(
-                f"config file {p} must hold a mapping at the top level, found {type(data).__name__}"
-            )
-        merged = deep_merge(merged, data)
+        merged = deep_merge(merged, read_config_file(p))
+    if overrides is not None and not isinstance(overrides, Mapping):
+        raise ConfigError(f"config overrides must be a mapping, found {type(overrides).__name__}")
     if overrides:
         merged = deep_merge(merged, overrides)
     return validate_config(merged)
@@ -155,10 +218,17 @@ def config_from_cli(paths: Sequence[str | Path] | None, config_json: str | None)
         paths = [Path("config/config.yaml")]
     overrides = None
     if config_json is not None:
+        if not config_json.strip():
+            raise ConfigError(
+                '--config-json is empty; give a JSON object, e.g. --config-json \'{"run": "smoke"}\''
+            )
         try:
             overrides = json.loads(config_json)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"--config-json is not valid JSON: {exc}") from exc
+        if not isinstance(overrides, dict):
+            found = "null" if overrides is None else type(overrides).__name__
+            raise ConfigError(f"--config-json must be a JSON object ({{...}}), found {found}")
     return load_config(paths, overrides)
 
 

@@ -245,7 +245,7 @@ def tree_metadata_problems(root: str | os.PathLike[str]) -> dict[Path, list[str]
     CI calls it on its smoke run (``hsitp report check-metadata results/smoke``)."""
     out: dict[Path, list[str]] = {}
     for path in sorted(Path(root).rglob("*.nc")):
-        with xr.open_dataset(path, engine=NETCDF_ENGINE, decode_times=False, decode_timedelta=False) as ds:
+        with open_netcdf(path, decode_times=False, decode_timedelta=False) as ds:
             problems = metadata_problems(ds)
         if problems:
             out[path] = problems
@@ -304,26 +304,62 @@ def write_netcdf(
     return path
 
 
-def read_netcdf(path: str | os.PathLike[str], *, kind: str | None = None, load: bool = True) -> xr.Dataset:
-    """Open a project netCDF, checking its schema version (and kind, if given).
+def _open_error(exc: BaseException) -> str:
+    """The reason netCDF4/xarray gave, on one line and without the path they quote again."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return " ".join(str(exc.strerror).split())
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
-    Every failure is a :class:`ResultFileError` whose one-line message names the file and the stage that writes
-    it: missing, truncated or foreign (not netCDF, or not written by hsitp), other schema version, other kind.
-    """
+
+def open_netcdf(
+    path: str | os.PathLike[str],
+    *,
+    rerun: str = "re-run the stage that writes it",
+    load: bool = False,
+    **kwargs: Any,
+) -> xr.Dataset:
+    """``xr.open_dataset`` (``kwargs`` passed on; ``load``: read it all and close the file) with every way a path
+    can fail to be a netCDF file a one-line :class:`ResultFileError` naming it and ending in ``rerun``: missing, a
+    folder, empty, unreadable, not netCDF, truncated."""
     path = Path(path)
-    rerun = f"re-run {producer(kind)}"
     if not path.exists():
         raise ResultFileError(f"{path}: no such result; {rerun} (see README).")
+    if path.is_dir():
+        raise ResultFileError(f"{path}: is a directory, not a netCDF file; {rerun}.")
     try:
-        ds = xr.open_dataset(path, engine=NETCDF_ENGINE)
+        if path.stat().st_size == 0:
+            raise ResultFileError(f"{path}: is empty (0 bytes), not a netCDF file; delete it and {rerun}.")
+        ds = xr.open_dataset(path, engine=NETCDF_ENGINE, **kwargs)
         if load:
             ds = ds.load()
             ds.close()
     except (OSError, ValueError, RuntimeError) as exc:
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise ResultFileError(
-            f"{path}: not a readable netCDF (truncated or not written by hsitp: {reason}); delete it and {rerun}."
+            f"{path}: not a readable netCDF (truncated or not written by hsitp: {_open_error(exc)}); "
+            f"delete it and {rerun}."
         ) from exc
+    return ds
+
+
+def read_netcdf(
+    path: str | os.PathLike[str],
+    *,
+    kind: str | None = None,
+    load: bool = True,
+    require_vars: Iterable[str] = (),
+    require_attrs: Iterable[str] = (),
+) -> xr.Dataset:
+    """Open a project netCDF, checking its schema version (and kind, if given).
+
+    Every failure is a :class:`ResultFileError` whose one-line message names the file and the stage that writes
+    it: missing, a folder, empty, truncated or foreign (not netCDF, or not written by hsitp), other schema
+    version, other kind, or (``require_vars``, ``require_attrs``) lacking a variable or attribute the reader needs
+    (a file an older hsitp wrote under the same schema version).
+    """
+    path = Path(path)
+    rerun = f"re-run {producer(kind)}"
+    ds = open_netcdf(path, rerun=rerun, load=load)
     found = ds.attrs.get("schema_version")
     if found is None:
         raise SchemaVersionError(f"{path}: not written by hsitp (no schema_version attribute); {rerun}.")
@@ -335,6 +371,13 @@ def read_netcdf(path: str | os.PathLike[str], *, kind: str | None = None, load: 
         raise SchemaVersionError(
             f"{path}: holds kind {ds.attrs.get('kind')!r} (written by {producer(ds.attrs.get('kind'))}), "
             f"expected {kind!r}; {rerun}."
+        )
+    lacking = [f"variable {v!r}" for v in require_vars if v not in ds.variables]
+    lacking += [f"attribute {a!r}" for a in require_attrs if a not in ds.attrs]
+    if lacking:
+        raise SchemaVersionError(
+            f"{path}: lacks {', '.join(lacking)} that this hsitp reads (written by an older version?); "
+            f"delete it and {rerun}."
         )
     return ds
 

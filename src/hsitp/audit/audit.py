@@ -232,11 +232,33 @@ def write_claims(
     return [out_csv, md, js]
 
 
+CLAIMS_COLUMNS = ("id", "verdict")  # what the comparison reads from every row
+
+
 def read_claims_csv(path: Path) -> list[dict[str, str]]:
-    if not Path(path).exists():
-        raise HsitpError(f"{path}: no claims table; run `hsitp audit claims` (rule audit_claims)")
-    with open(path, newline="") as fh:
-        return list(csv.DictReader(fh))
+    """The rows of a claims table; :class:`HsitpError` naming the file when it is missing, a folder, not UTF-8
+    text, empty or lacks the ``id`` and ``verdict`` columns (not a table ``hsitp audit claims`` wrote)."""
+    path = Path(path)
+    rerun = "run `hsitp audit claims` (rule audit_claims)"
+    if not path.exists():
+        raise HsitpError(f"{path}: no claims table; {rerun}")
+    if path.is_dir():
+        raise HsitpError(f"{path}: is a directory, not a claims table (CSV); {rerun}")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise HsitpError(
+            f"{path}: not a claims table (not UTF-8 text: {exc.reason} at byte {exc.start})"
+        ) from exc
+    if not text.strip():
+        raise HsitpError(f"{path}: empty claims table; {rerun}")
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    missing = [c for c in CLAIMS_COLUMNS if c not in (reader.fieldnames or [])]
+    if missing:
+        raise HsitpError(
+            f"{path}: not a claims table (no {', '.join(missing)} column in its header {reader.fieldnames}); {rerun}"
+        )
+    return list(reader)
 
 
 # --- comparisons ---------------------------------------------------------------------------------------------------
@@ -462,8 +484,15 @@ def check_bench(run_dir: Path, ref_dir: Path, rep: Report) -> None:
 
 def audit_run(run_dir: Path, ref_dir: Path, claims_csv: Path | None = None) -> Report:
     rep = Report()
+    if not run_dir.is_dir():
+        raise HsitpError(f"{run_dir}: no such run folder (--run-dir: results/RUN)")
     if not ref_dir.is_dir():
         raise HsitpError(f"{ref_dir}: no reference folder (committed under results/reference/)")
+    # A table the user named (--claims) that is absent is a typo, not a run's missing output (that is drift).
+    if claims_csv is not None and not claims_csv.exists():
+        raise HsitpError(
+            f"{claims_csv}: no such claims table (--claims); run `hsitp audit claims` (rule audit_claims)"
+        )
     check_cost(run_dir, ref_dir, rep)
     check_claims(claims_csv or run_dir / "tables" / "paper_claims.csv", ref_dir / "paper_claims.csv", rep)
     check_bench(run_dir, ref_dir, rep)

@@ -92,10 +92,22 @@ class BenchInputError(HsitpError):
     """An input file of a bench step is missing or was written by something else."""
 
 
+# What the bench steps read from each kind of input beyond the dimensions: a file an older hsitp wrote under the
+# same schema version lacks some of them, and is refused with their names instead of a KeyError deep in a fit.
+REQUIRED: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {  # kind -> (variables, attributes)
+    "microbench": (
+        ("time_mean", "coll_time_mean", "coll_bytes", "trace_count", "trace_bytes", "group_size"),
+        ("head_padding", "layer_shape"),
+    ),
+    "calibration": ((), ("dtype", "device", "fit_points")),
+}
+
+
 def read_input(path: str | Path, kind: str) -> xr.Dataset:
     """``read_netcdf`` with a user-facing error naming the file and the step that writes it."""
+    variables, attributes = REQUIRED.get(kind, ((), ()))
     try:
-        return read_netcdf(path, kind=kind)
+        return read_netcdf(path, kind=kind, require_vars=variables, require_attrs=attributes)
     except ResultFileError as exc:
         raise BenchInputError(
             f"{exc} (expected a {kind!r} file: microbench <- `hsitp bench run` + `merge`, "

@@ -473,7 +473,11 @@ def read_manifest(
         result = FetchResult(files=files, **raw)
     except FileNotFoundError:
         raise ManifestError(f"{path}: no fetch manifest; run `hsitp data fetch {spec.name}` first.") from None
-    except (ValueError, TypeError, KeyError) as exc:
+    except IsADirectoryError:
+        raise ManifestError(
+            f"{path}: is a directory, not a fetch manifest (the fetch.json file `hsitp data fetch` writes)."
+        ) from None
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise ManifestError(
             f"{path}: unreadable fetch manifest ({exc}); delete it and run `hsitp data fetch`."
         ) from exc
