@@ -375,6 +375,44 @@ def test_check_figures_unreadable_png(bad: dict[str, str], capsys: pytest.Captur
     assert str(Path(bad["figs"]) / "x.png") in line, line
 
 
+NOTEBOOK_CASES = [
+    # (--notebook, --params-json, what the line must say)
+    ("{empty}", "{{}}", "is empty, not a notebook"),
+    ("{garbage}", "{{}}", "is not UTF-8 text"),
+    ("{text}", "{{}}", "not a readable notebook"),
+    (str(ROOT / "notebooks" / "cost.ipynb"), "[1]", "--params-json must be a JSON object"),
+]
+
+
+@pytest.mark.parametrize(
+    ("notebook", "params", "says"), NOTEBOOK_CASES, ids=["empty", "binary", "text", "list"]
+)
+def test_report_notebook_bad_input(
+    notebook: str,
+    params: str,
+    says: str,
+    bad: dict[str, str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Catches ``report notebook`` ending in an nbformat NotJSONError or a TypeError traceback (an empty or binary
+    notebook file, --params-json a JSON list) instead of one line naming the file or the option."""
+    out, html = tmp_path / "page.ipynb", tmp_path / "page.html"
+    argv = [
+        "report",
+        "notebook",
+        "cost",
+        "--notebook",
+        notebook.format(**bad),
+        "--params-json",
+        params.format(),
+    ]
+    line = refused([*argv, "--out", str(out), "--html", str(html)], capsys, [out, html])
+    assert says in line, line
+    if "{" in notebook:
+        assert notebook.format(**bad) in line, line
+
+
 # --- the CLI's own contract ---------------------------------------------------------------------------------------
 def test_programming_errors_still_raise(monkeypatch: pytest.MonkeyPatch) -> None:
     """Catches a cli.main that turns every exception into exit 2 (a KeyError or TypeError is a bug: it must keep

@@ -143,9 +143,33 @@ def _notebook(args: argparse.Namespace) -> int:
         params = json.loads(args.params_json)
     except json.JSONDecodeError as exc:
         raise HsitpError(f"report notebook: --params-json is not JSON ({exc})") from exc
+    if not isinstance(params, dict):
+        raise HsitpError(
+            f"report notebook: --params-json must be a JSON object ({{...}}), found {type(params).__name__}"
+        )
     run_notebook(args.notebook, params, args.out, args.html, timeout=args.timeout)
     print(f"wrote {args.out} and {args.html}")
     return 0
+
+
+def _check_notebook_file(notebook: Path) -> None:
+    """Refuse, naming the file, a notebook papermill would fail on with a traceback: empty, not UTF-8, not JSON."""
+    import nbformat
+
+    raw = notebook.read_bytes()
+    if not raw.strip():
+        raise NotebookError(f"{notebook}: is empty, not a notebook (.ipynb JSON)")
+    try:
+        nbformat.reads(raw.decode("utf-8"), as_version=4)
+    except UnicodeDecodeError as exc:
+        raise NotebookError(
+            f"{notebook}: is not UTF-8 text (byte at offset {exc.start}), not a notebook"
+        ) from exc
+    except (
+        Exception
+    ) as exc:  # nbformat's NotJSONError, a ValidationError, a KeyError on a JSON of another kind
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise NotebookError(f"{notebook}: not a readable notebook ({first[:160]})") from exc
 
 
 def run_notebook(
@@ -163,6 +187,7 @@ def run_notebook(
     notebook, out, html = Path(notebook), Path(out), Path(html)
     if not notebook.is_file():
         raise NotebookError(f"{notebook}: no such notebook")
+    _check_notebook_file(notebook)
     out.parent.mkdir(parents=True, exist_ok=True)
     try:
         pm.execute_notebook(
