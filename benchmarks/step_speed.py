@@ -323,9 +323,8 @@ def main(argv: list[str] | None = None) -> int:
             )
         if args.profile_steps:
             for plan in args.plans:
-                _print_profile(
-                    plan, new.ask(op="profile", plan=plan, sizes=sizes, steps=args.profile_steps)["table"]
-                )
+                prof = new.ask(op="profile", plan=plan, sizes=sizes, steps=args.profile_steps)["table"]
+                _print_profile("today's", plan, prof)
             if args.against:
                 old = workers[0]
                 for plan in args.plans:

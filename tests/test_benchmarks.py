@@ -51,7 +51,8 @@ def test_step_speed_against_a_revision_times_both_and_compares_losses(repo_root:
             "dchag_l",
             "--profile-steps",
             "1",
-        ],  # fmt: skip
+            "--tiny",
+        ],
         cwd=repo_root,
         capture_output=True,
         text=True,
