@@ -88,6 +88,20 @@ def _argv(template: list[str], bad: dict[str, str], out: Path) -> list[str]:
     return [part.format(out=out, **bad) for part in template]
 
 
+# `advise split` reading a measured calibration (hardware `measured:PATH`), PATH appended by each case
+ADVISE_SPLIT = [
+    "advise",
+    "split",
+    "--dataset",
+    "indian_pines",
+    "--patch",
+    "8",
+    "--devices",
+    "4",
+    "--hardware",
+]
+
+
 # --- config files and --config-json -------------------------------------------------------------------------------
 CONFIG_FILES = [
     # (file, what the line must say)
@@ -200,18 +214,7 @@ NETCDF_INPUTS = {
     "probe merge": ["probe", "merge", "{bad}", "--memory-out", "{out}", "--throughput-out", "{out}.t.nc"],
     "train summary": ["train", "summary", "{bad}", "--out", "{out}"],
     "baseline": ["baseline", "indian_pines", "--protocol", "random", "--data", "{bad}", "--out", "{out}"],
-    "advise split": [
-        "advise",
-        "split",
-        "--dataset",
-        "indian_pines",
-        "--patch",
-        "8",
-        "--devices",
-        "4",
-        "--hardware",
-        "measured:{bad}",
-    ],  # fmt: skip
+    "advise split": [*ADVISE_SPLIT, "measured:{bad}"],
 }
 BAD_NETCDF = {
     "missing": ("{adir}/missing.nc", "no such"),
@@ -272,21 +275,7 @@ WRONG_KIND = {
         ["baseline", "indian_pines", "--protocol", "random", "--data", "{calibration}", "--out", "{out}"],
         "expected 'dataset'",
     ),
-    "advise split": (
-        [
-            "advise",
-            "split",
-            "--dataset",
-            "indian_pines",
-            "--patch",
-            "8",
-            "--devices",
-            "4",
-            "--hardware",
-            "measured:{microbench}",
-        ],
-        "expected 'calibration'",
-    ),  # fmt: skip
+    "advise split": ([*ADVISE_SPLIT, "measured:{microbench}"], "expected 'calibration'"),
 }
 
 
