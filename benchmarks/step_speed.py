@@ -17,7 +17,9 @@ load hits both alike. Per plan it prints ``PLAN: old/new RATIO [min, max], max r
 per-round ratios of REV's time to today's with their range, and the largest relative difference of the first
 ``--loss-steps`` losses, both workers starting from the same seed and batch.
 
-Then a torch.profiler table of today's code (top operators by self CPU time, and the share of aten::copy_,
+Then the evaluation's share: one whole-scene prediction (the training stage's tiled inference over Indian Pines'
+145 x 145 pixels) timed in each worker, and its share of a cpu-accuracy run (2000 steps) and a cpu run at
+today's step time. Then a torch.profiler table of today's code (top operators by self CPU time, and the share of aten::copy_,
 aten::cat and aten::fill_), and each plan's step against its FLOP count at the GEMM rate measured in the same run
 (a 1024^3 float32 matmul on one thread).
 """
@@ -47,6 +49,8 @@ SIZES = {
     "depth": 4,
     "mlp_ratio": 2,
 }
+# The runs whose evaluation share is reported: evaluated epochs (train.eval_every, the last summary_epochs) vs steps.
+EVAL_RUNS = {"cpu-accuracy": ["cpu.yaml", "cpu-accuracy.yaml"], "cpu": ["cpu.yaml"]}
 TINY = SIZES | {
     "bands": 16,
     "height": 16,
@@ -137,6 +141,60 @@ def _step_flops(arch: object) -> float:
     return 2 * (2 * tok + 3 * (agg + blocks + head))
 
 
+def eval_time(plan: str, sizes: dict[str, int], scene_hw: list[int], repeats: int) -> float:
+    """Seconds of one whole-scene prediction (the training stage's tiled inference, ``predict_scene``) of the
+    plan's single-process equivalent over a synthetic scene of ``scene_hw`` pixels (median of ``repeats``; the
+    values do not change the time)."""
+    import numpy as np
+    import torch
+
+    from hsitp.models.plans import parallelize
+    from hsitp.parallel.groups import TPGroup
+    from hsitp.train.data import Scene
+    from hsitp.train.evaluate import predict_scene
+
+    st = Stepper(plan, sizes)
+    model = parallelize(st.model, "dense", TPGroup.single())
+    h, w = scene_hw
+    k = sizes["classes"]
+    labels = np.ones((h, w), dtype=np.int16)
+    scene = Scene(
+        name="synthetic",
+        cube=torch.rand(sizes["bands"], h, w),
+        target=torch.full((h, w), -1, dtype=torch.int64),
+        train_mask=torch.zeros(h, w, dtype=torch.bool),
+        classes=k,
+        protocol="random",
+        counts={},
+        labels=labels,
+        split=np.zeros((h, w), dtype=np.int8),
+        validation=np.zeros((h, w), dtype=bool),
+    )
+    times = []
+    for _ in range(repeats + 1):  # the first one warms up
+        t0 = time.perf_counter()
+        predict_scene(model, scene, sizes["height"], batch=1, device=torch.device("cpu"), autocast=_Null())
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times[1:])
+
+
+class _Null:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _evaluations(config_files: list[Path]) -> tuple[int, int]:
+    """(evaluated epochs, steps) of a run of ``config_files`` (the training stage's own rule)."""
+    from hsitp.config import load_config
+    from hsitp.train.loop import evaluated_epochs
+
+    tc = load_config(config_files)["train"]
+    return len(evaluated_epochs(tc)), int(tc["epochs"]) * int(tc["steps_per_epoch"])
+
+
 def gemm_rate() -> float:
     """FLOP/s of a 1024^3 float32 matmul on this thread (best of 5)."""
     import torch
@@ -171,6 +229,8 @@ def worker(src: str) -> None:
         elif cmd["op"] == "losses":
             st = Stepper(cmd["plan"], cmd["sizes"])
             out = {"losses": [st.step() for _ in range(cmd["steps"])]}
+        elif cmd["op"] == "eval":
+            out = {"s": eval_time(cmd["plan"], cmd["sizes"], cmd["scene"], cmd["repeats"])}
         elif cmd["op"] == "gemm":
             out = {"flops_per_s": gemm_rate()}
         elif cmd["op"] == "profile":
@@ -265,6 +325,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plans", nargs="+", default=list(PLANS), choices=PLANS)
     ap.add_argument("--profile-steps", type=int, default=3, help="steps under the profiler (0: no profile)")
     ap.add_argument("--tiny", action="store_true", help="tiny sizes: checks the harness, measures nothing")
+    ap.add_argument(
+        "--eval-repeats",
+        type=int,
+        default=3,
+        help="whole-scene predictions timed per plan and worker (0: none)",
+    )
     ap.add_argument("--worker", metavar="SRC", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
@@ -321,6 +387,27 @@ def main(argv: list[str] | None = None) -> int:
                 f"{line}; FLOP floor {1e3 * floor:.1f} ms ({flops[plan] / 1e9:.2f} GFLOP), step = "
                 f"{t_new / floor:.1f}x the floor"
             )
+        if args.eval_repeats:
+            scene = [145, 145] if not args.tiny else [40, 40]  # Indian Pines' 145 x 145 pixels
+            runs = {
+                name: _evaluations([ROOT / "config" / "config.yaml", *(ROOT / "config" / f for f in files)])
+                for name, files in EVAL_RUNS.items()
+            }
+            print(f"\nevaluation (whole-scene tiled inference, {scene[0]} x {scene[1]} pixels, one thread):")
+            for plan in args.plans:
+                t_step = statistics.median(times[("today's", plan)])
+                for w in workers:
+                    t_eval = w.ask(op="eval", plan=plan, sizes=sizes, scene=scene, repeats=args.eval_repeats)[
+                        "s"
+                    ]
+                    shares = ", ".join(
+                        f"{name} ({n} evaluations, {steps} steps): {100 * n * t_eval / (n * t_eval + steps * t_step):.1f} %"
+                        for name, (n, steps) in runs.items()
+                    )
+                    print(
+                        f"  {plan} ({w.label}): {t_eval:.2f} s per prediction; share of a run at today's step time: "
+                        f"{shares}"
+                    )
         if args.profile_steps:
             for plan in args.plans:
                 prof = new.ask(op="profile", plan=plan, sizes=sizes, steps=args.profile_steps)["table"]

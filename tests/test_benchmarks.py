@@ -52,6 +52,8 @@ def test_step_speed_against_a_revision_times_both_and_compares_losses(repo_root:
             "--profile-steps",
             "1",
             "--tiny",
+            "--eval-repeats",
+            "1",
         ],
         cwd=repo_root,
         capture_output=True,
@@ -64,6 +66,10 @@ def test_step_speed_against_a_revision_times_both_and_compares_losses(repo_root:
     assert float(line.group(1)) > 0 and float(line.group(4).rstrip(";")) < 1e-5
     assert "GEMM rate" in proc.stdout and "FLOP floor" in proc.stdout
     assert "aten::copy_ + aten::cat + aten::fill_" in proc.stdout
+    assert re.search(
+        r"dchag_l \(today's\): \S+ s per prediction; .*cpu-accuracy \(\d+ evaluations, 2000 steps\)",
+        proc.stdout,
+    )
     worktrees = subprocess.run(
         ["git", "worktree", "list"], cwd=repo_root, capture_output=True, text=True
     ).stdout
