@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Mapping
-from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +24,7 @@ from hsitp.bench.predict import check_points
 from hsitp.bench.results import SWEPT, empty_partial, write_partial
 from hsitp.config import ConfigError
 from hsitp.progress import Progress
-from hsitp.signals import StopRequest, stop_on_signals
+from hsitp.signals import StopRequest
 
 if TYPE_CHECKING:
     from hsitp.parallel.runtime import Runtime
@@ -44,22 +43,21 @@ def check_passes(bc: Mapping[str, Any]) -> None:
 
 
 def run_partial(
-    config: Mapping[str, Any], *, world_size: int, out: str | Path, stop: StopRequest | None = None
+    config: Mapping[str, Any], *, world_size: int, out: str | Path, stop: StopRequest
 ) -> Path | None:
     """Run the configured sweep at P = ``world_size``; returns the file written (rank 0) or None (other ranks).
 
-    ``stop``: the caller's signal recorder when it covers more than the sweep (``hsitp bench run`` installs it
-    from the command's start to its exit); without one, signals are recorded only while this function runs.
+    ``stop``: the caller's signal recorder (``hsitp bench run`` installs it from the command's start to its exit,
+    so a signal at any moment, not only during the sweep, stops the job the same way).
     """
     from hsitp.parallel.runtime import RuntimeSettings, start
 
     check_passes(config["bench"])
-    with nullcontext(stop) if stop is not None else stop_on_signals(f"bench run at P={world_size}") as stop:
-        rt = start(RuntimeSettings.from_config(config, section="bench", world_size=world_size))
-        try:
-            return _run(config, rt, Path(out), stop)
-        finally:
-            rt.stop()
+    rt = start(RuntimeSettings.from_config(config, section="bench", world_size=world_size))
+    try:
+        return _run(config, rt, Path(out), stop)
+    finally:
+        rt.stop()
 
 
 def _run(config: Mapping[str, Any], rt: Runtime, out: Path, stop: StopRequest | None = None) -> Path | None:

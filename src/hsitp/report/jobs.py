@@ -182,7 +182,6 @@ def finish_invocation(record: Path) -> None:
 class Invocation:
     start: float  # epoch s
     end: float  # epoch s
-    command: list[str]
     benchmarks: list[str]  # the benchmark files of its jobs (relative to the working directory)
     steps: int  # its jobs as Snakemake counts them (the `all` target and rules without a benchmark included)
     later: int  # complete invocations after it (re-renders, audits) left out of the table
@@ -204,7 +203,7 @@ def last_complete_invocation(run_logs: Path) -> Invocation | None:
     later = sum(r["start"] > last["start"] for r in complete)
     benches = [j["benchmark"] for j in last["jobs"] if j.get("benchmark")]
     start, end = float(last["start"]), float(last["end"])
-    return Invocation(start, end, list(last["command"]), benches, len(last["jobs"]), later)
+    return Invocation(start, end, benches, len(last["jobs"]), later)
 
 
 def write_jobs_tables(run: str, logs_root: Path, results_root: Path, machine: str) -> tuple[str, list[Path]]:
