@@ -187,3 +187,40 @@ def test_mesh_noop_and_traced_keep_axes_apart() -> None:
     module(*make_input()).sum().backward()
     assert {r.name for r in tok} >= {"all_gather", "reduce_scatter"} and {r.group_size for r in tok} == {3}
     assert {r.name for r in ch} == {"all_reduce"} and {r.group_size for r in ch} == {2}
+
+
+@pytest.mark.parametrize(
+    ("dtype", "tol"),
+    [
+        # float64: both sides sum the same p p products per output, in a different order: rounding only
+        (torch.float64, 1e-12),
+        # float32: the weight's gradient sums B N products per element (here 3 x 12): a few ulps of its size
+        (torch.float32, 1e-5),
+    ],
+)
+@pytest.mark.parametrize("batch", [1, 3])
+def test_band_patch_embed_equals_the_grouped_convolution(dtype: torch.dtype, tol: float, batch: int) -> None:
+    """Catches a location-major tokenizer that is not the grouped convolution plus band embedding it replaces
+    (the bugs: a patch's pixels read in the wrong order, bands or locations swapped in the output, the band
+    embedding added per location instead of per band, a weight gradient summed over the wrong axis, an input
+    gradient scattered back to the wrong pixels): forward, input, weight, bias and band-embedding gradients against
+    ``F.conv2d(groups=L)`` permuted to (B, N, L, D), with a random output gradient."""
+    import torch.nn.functional as F  # noqa: N812
+
+    from hsitp.parallel.dense import BandTokenizer
+
+    torch.manual_seed(0)
+    bands, dim, patch = 5, 6, 2
+    tok = BandTokenizer(bands, dim, patch).to(dtype)
+    x = torch.randn(batch, bands, 6, 8, dtype=dtype, requires_grad=True)
+    out = tok(x)  # (B, N, L, D)
+    grad = torch.randn_like(out)
+    got = [out, *torch.autograd.grad(out, [x, tok.proj.weight, tok.proj.bias, tok.band_embed], grad)]
+
+    ref_out = F.conv2d(x, tok.proj.weight, tok.proj.bias, stride=patch, groups=bands)  # (B, L D, h, w)
+    ref_out = ref_out.view(batch, bands, dim, -1).permute(0, 3, 1, 2) + tok.band_embed  # (B, N, L, D)
+    ref = [ref_out, *torch.autograd.grad(ref_out, [x, tok.proj.weight, tok.proj.bias, tok.band_embed], grad)]
+    assert out.is_contiguous()  # location-major: the aggregator folds it to (B N, L, D) without a copy
+    for name, a, b in zip(("output", "input", "weight", "bias", "band_embed"), got, ref, strict=True):
+        assert a.shape == b.shape, name
+        torch.testing.assert_close(a, b, rtol=tol, atol=tol, msg=name)

@@ -146,13 +146,87 @@ def dense_layernorm(dim: int, *, seed: int = 0, eps: float = 1e-5) -> nn.LayerNo
     return ln
 
 
+def _band_patches(x: torch.Tensor, patch: int) -> torch.Tensor:
+    """(B, L, H, W) -> (L, B N, p p): band l's non-overlapping p x p patches, location-major (a copy of x)."""
+    b, bands, height, width = x.shape
+    h, w = height // patch, width // patch
+    x = x.view(b, bands, h, patch, w, patch).permute(1, 0, 2, 4, 3, 5)  # (L, B, h, w, p, p)
+    return x.reshape(bands, b * h * w, patch * patch)  # (L, B N, p p)
+
+
+class _BandPatchEmbed(torch.autograd.Function):
+    """The per-band patch embedding (grouped Conv2d, kernel = stride = p) written location-major.
+
+    forward: tokens[b, n, l] = patches[l, (b, n)] @ W[l] + bias[l], (B, N, L, D) contiguous. A grouped
+    convolution writes (B, L D, H/p, W/p); folding that to (B N, L, D) for the cross-band aggregator is a
+    transposing copy of every token (the slowest operation of a CPU step). One batched product per band into a
+    (L, B N, D) buffer, then a row copy, costs the same two token-sized tensors the convolution's output and
+    its band-embedded copy took, and no transposition.
+    backward: the weight's gradient, one batched product per band of the patches (recomputed from x, which the
+    convolution saved too) with the tokens' gradient; the bias's, the tokens' gradient summed over locations. x
+    gets one only when it asks (the parity tests' inputs; a model's batch needs none).
+    """
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, patch: int) -> torch.Tensor:
+        b, bands, height, width = x.shape  # (B, L, H, W)
+        dim = bias.shape[-1]
+        patches = _band_patches(x, patch)  # (L, B N, p p)
+        w = weight.view(bands, dim, patch * patch).transpose(1, 2)  # (L, p p, D)
+        per_band = torch.baddbmm(bias[:, None, :], patches, w)  # (L, B N, D)
+        del patches
+        tokens = per_band.transpose(0, 1).contiguous()  # (B N, L, D)
+        ctx.save_for_backward(x, weight)  # the batch and a parameter: neither costs activation memory
+        ctx.patch = patch
+        return tokens.view(b, -1, bands, dim)  # (B, N, L, D)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        x, weight = ctx.saved_tensors
+        bands, dim = grad.shape[2], grad.shape[3]
+        g = grad.reshape(-1, bands, dim)  # (B N, L, D)
+        grad_weight = grad_bias = None
+        if ctx.needs_input_grad[1]:
+            patches = _band_patches(x, ctx.patch)  # (L, B N, p p)
+            gw = torch.bmm(patches.transpose(1, 2), g.transpose(0, 1))  # (L, p p, D)
+            grad_weight = gw.transpose(1, 2).reshape(weight.shape)  # (L D, 1, p, p)
+        if ctx.needs_input_grad[2]:
+            grad_bias = g.sum(dim=0)  # (L, D)
+        grad_x = None
+        if ctx.needs_input_grad[0]:  # the parity tests' input gradient (a model's batch needs none)
+            b, _, height, width = x.shape
+            p = ctx.patch
+            weight_view = weight.view(bands, dim, p * p)  # (L, D, p p)
+            gp = torch.bmm(g.transpose(0, 1), weight_view)  # (L, B N, p p)
+            gp = gp.view(bands, b, height // p, width // p, p, p).permute(
+                1, 0, 2, 4, 3, 5
+            )  # (B, L, h, p, w, p)
+            grad_x = gp.reshape(x.shape)
+        return grad_x, grad_weight, grad_bias, None
+
+
+def band_patch_embed(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, patch: int) -> torch.Tensor:
+    """Per-band patch embedding: x (B, L, H, W), weight (L D, 1, p, p) as a grouped Conv2d's, bias (L, D)
+    -> (B, N, L, D) tokens, location-major and contiguous (see ``_BandPatchEmbed``).
+
+    Under autocast it runs in the autocast dtype, as the convolution it replaces would (conv2d is on autocast's
+    lower-precision list); the casts' backward returns the parameters' gradients in their own dtype."""
+    device = x.device.type
+    if device in ("cpu", "cuda") and torch.is_autocast_enabled(device):  # (meta: no autocast)
+        low = torch.get_autocast_dtype(device)
+        with torch.autocast(device, enabled=False):
+            return _BandPatchEmbed.apply(x.to(low), weight.to(low), bias.to(low), patch)
+    return _BandPatchEmbed.apply(x, weight, bias, patch)
+
+
 class BandTokenizer(nn.Module):
     """Per-band patch embedding: band l has its own Conv2d(1 -> D, kernel = stride = p), plus a learned
     per-band embedding initialised sin-cos (ClimaX / D-CHAG tokenisation).
 
     Stored as one grouped convolution (groups = bands), which is exactly the stack of the per-band Conv2d's
-    (same default initialisation: fan_in = p * p). Output is location-major, (B, N, L, D), the layout the
-    cross-band aggregators fold into (B * N, L, D).
+    (same default initialisation: fan_in = p * p), but computed by ``band_patch_embed``: one batched product per
+    band written location-major, (B, N, L, D) contiguous, the layout the cross-band aggregators fold into
+    (B * N, L, D) without a copy; the band embedding rides in the bias.
     """
 
     def __init__(self, bands: int, dim: int, patch: int, *, first_band: int = 0) -> None:
@@ -180,9 +254,8 @@ class BandTokenizer(nn.Module):
                 f"tokenizer expects (B, {self.bands}, H, W) with H, W multiples of patch {self.patch}; "
                 f"got {tuple(x.shape)}"
             )
-        y = self.proj(x)  # (B, L * D, H/p, W/p)
-        y = y.view(b, bands, self.dim, -1).permute(0, 3, 1, 2)  # (B, N, L, D)
-        return y + self.band_embed  # (B, N, L, D)
+        bias = self.proj.bias.view(bands, self.dim) + self.band_embed  # (L, D): conv bias + band embedding
+        return band_patch_embed(x, self.proj.weight, bias, self.patch)  # (B, N, L, D)
 
 
 class SingleQueryCrossAttention(nn.Module):
