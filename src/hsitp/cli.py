@@ -27,6 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     from hsitp.probe import commands as probe_commands
     from hsitp.report import commands as report_commands
     from hsitp.train import commands as train_commands
+    from hsitp.tune import commands as tune_commands
 
     parser = argparse.ArgumentParser(prog="hsitp", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"hsitp {__version__}")
@@ -39,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     audit_commands.register(sub)
     evaluate_commands.register(sub)
     train_commands.register(sub)
+    tune_commands.register(sub)
     probe_commands.register(sub)
     launch.register(sub)
     return parser

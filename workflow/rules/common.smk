@@ -365,6 +365,18 @@ def baseline_targets():
     )
 
 
+def tune_targets():
+    """One tuning study per dataset x plan x split protocol of the `tune` section (trained datasets only)."""
+    from hsitp.train.plan import trained_datasets
+
+    return expand(
+        result("tune/{dataset}/{plan}_{split}.nc"),
+        dataset=trained_datasets(config),
+        plan=config["tune"]["plans"],
+        split=config["tune"]["splits"],
+    )
+
+
 def probe_targets():
     """Measured per-rank memory and throughput of every plan, and the fake-tensor estimates."""
     return [
@@ -441,6 +453,7 @@ STAGE_TARGETS = {
     "probe": probe_targets,
     "train": train_targets,
     "baseline": baseline_targets,
+    "tune": tune_targets,
     "audit": audit_targets,
 }
 

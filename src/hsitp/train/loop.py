@@ -184,11 +184,13 @@ def train_rank(
     job: TrainJob,
     *,
     on_step: Callable[[int], None] | None = None,
+    on_epoch: Callable[[int, Mapping[str, Any]], None] | None = None,
 ) -> Path | None:
     """Train ``job`` on this rank (every rank of the group calls it); rank 0 returns the record's path.
 
     Resumes from the newest complete checkpoint of the same configuration. ``on_step(global_step)`` runs before
-    every step (tests use it to kill a rank)."""
+    every step (tests use it to kill a rank); ``on_epoch(epoch, record)`` after every epoch's checkpoint, with that
+    epoch's record (``hsitp tune`` reports validation OA to its pruner there, and stops a pruned trial by raising)."""
     tc = config["train"]
     tp = tp_group(rt, job.launched)
     device = rt.device
@@ -360,6 +362,8 @@ def train_rank(
                 barrier=lambda: _barrier(tp),
             )
             progress.epoch(epoch + 1, (epoch + 1) * spe, _rank0(rec))
+            if on_epoch is not None:
+                on_epoch(epoch + 1, rec)
     finally:
         progress.close()
     if prediction is None:  # resumed after the last epoch: the same weights give the same map

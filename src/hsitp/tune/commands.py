@@ -1,0 +1,137 @@
+"""``hsitp tune``: one tuning study (dataset, plan, split protocol) with the run's equal budget::
+
+    hsitp tune results/RUN/data/DATASET.nc --plan dchag_l --split block --tokens 324 \\
+        --out results/RUN/tune/DATASET/dchag_l_block.nc --config-json CFG
+
+Runs (or resumes) the study in ``results/RUN/tune/DATASET/PLAN_SPLIT.journal`` until ``tune.trials`` trials count,
+one progress line per trial, then writes every trial and the budget curves to ``--out`` (``hsitp.tune.study``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from hsitp.config import add_config_args, config_from_args
+from hsitp.errors import HsitpError
+
+
+def _run(args: argparse.Namespace) -> int:
+    from hsitp.io import provenance, write_netcdf
+    from hsitp.train.commands import _dataset_name, install_signal_handlers
+    from hsitp.train.data import scene_header
+    from hsitp.train.plan import TrainJob, check_job, crop_patch
+    from hsitp.tune.study import KIND, StudySpec, run_study, study_dataset
+
+    cfg = config_from_args(args)
+    tune = cfg["tune"]
+    data = Path(args.data)
+    dataset = _dataset_name(data)
+    patch = args.patch if args.patch is not None else crop_patch(cfg["train"], dataset, args.tokens)
+    spec = StudySpec(
+        data=data, out=Path(args.out), plan=args.plan, split=args.split, tokens=args.tokens, patch=patch
+    )
+    bands, classes, rows, cols = scene_header(data)
+    P = int(tune["world_size"])  # noqa: N806
+
+    def fits(g: int) -> bool:
+        try:
+            check_job(
+                cfg["train"],
+                spec.plan,
+                P,
+                g,
+                bands,
+                classes,
+                patch=patch,
+                tokens=args.tokens,
+                rows=rows,
+                cols=cols,
+            )
+        except HsitpError:
+            return False
+        return True
+
+    check_job(cfg["train"], spec.plan, P, 1 if spec.plan == "tp" else _first_fit(tune, fits), bands, classes,
+              patch=patch, tokens=args.tokens, rows=rows, cols=cols, dataset=dataset)  # fmt: skip
+
+    from hsitp.parallel.runtime import RuntimeSettings, start
+    from hsitp.train.loop import train_rank
+
+    install_signal_handlers()
+    rt = start(RuntimeSettings.from_config(cfg, section="train", world_size=1))
+
+    def train_trial(
+        params: Mapping[str, Any],
+        trial_cfg: Mapping[str, Any],
+        workdir: Path,
+        on_epoch: Callable[[int, Mapping[str, Any]], None],
+    ) -> float:
+        job = TrainJob(
+            data=data,
+            out=workdir / "trial.nc",
+            plan=spec.plan,
+            world_size=P,
+            groups=int(params["groups"]),
+            split=spec.split,
+            seed=int(tune["seed"]),
+            tokens=spec.tokens,
+            patch=patch,
+            ranks=1,
+        )
+        last: dict[str, float] = {}
+
+        def record(epoch: int, rec: Mapping[str, Any]) -> None:
+            last["val_oa"] = float(rec["val_oa"])
+            on_epoch(epoch, rec)
+
+        train_rank(rt, trial_cfg, job, on_epoch=record)
+        return last["val_oa"]
+
+    try:
+        study = run_study(spec, cfg, train_trial, fits=fits)
+    finally:
+        rt.stop()
+    ds = study_dataset(study, spec, cfg)
+    write_netcdf(
+        ds,
+        spec.out,
+        kind=KIND,
+        prov=provenance({"tune": tune, "train": cfg["train"], "seed": cfg["seed"]}, inputs={"data": data}),
+        title=f"Tuning study of {spec.plan} on the {spec.split} split of {dataset} (validation pixels only)",
+    )
+    print(f"wrote {spec.out} ({ds.sizes['trial']} trials; best validation OA {float(ds['score'].max()):.3f})")
+    return 0
+
+
+def _first_fit(tune: Mapping[str, Any], fits: Callable[[int], bool]) -> int:
+    for g in tune["space"]["groups"]:
+        if fits(int(g)):
+            return int(g)
+    return int(tune["space"]["groups"][0])  # check_job then names what does not fit
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "tune",
+        help="tune one plan's recipe on one split protocol (Optuna TPE, median pruning, equal budget per plan; "
+        "resumable study in a journal file beside --out)",
+    )
+    p.add_argument("data", help="prepared scene, results/RUN/data/DATASET.nc")
+    p.add_argument(
+        "--plan", required=True, choices=["tp", "dchag_l", "dchag_c"], help="plan whose recipe is tuned"
+    )
+    p.add_argument(
+        "--split", required=True, choices=["random", "block"], help="split protocol (validation pixels)"
+    )
+    p.add_argument(
+        "--tokens", type=int, required=True, help="N, spatial tokens per crop: one crop of train.crops"
+    )
+    p.add_argument(
+        "--patch", type=int, help="patch edge p; default: that of the train.crops entry with N = --tokens"
+    )
+    p.add_argument("--out", required=True, help="the study's netCDF, results/RUN/tune/DATASET/PLAN_SPLIT.nc")
+    add_config_args(p)
+    p.set_defaults(func=_run)

@@ -1,0 +1,375 @@
+"""One tuning study: a TPE search over the recipe of one plan on one split protocol, with an equal budget.
+
+Every plan gets the same search space (``tune.space``), the same number of trials (``tune.trials``, counting
+completed, pruned and diverged trials alike) and the same steps per trial (``tune.epochs`` x
+``tune.steps_per_epoch``). A trial trains the plan's single-process equivalent at ``tune.world_size`` (its
+architecture at that P) on the split's training pixels, less ``tune.validation_fraction`` of them held out; its
+score is the validation OA of its last epoch. The test pixels are scored by the shared evaluation but never
+recorded here and never read by the search. A median pruner stops a trial whose validation OA falls below the
+median of earlier trials at the same epoch, after ``tune.prune.warmup_epochs``.
+
+The study lives in an Optuna journal file beside its netCDF (``results/RUN/tune/DATASET/PLAN_SPLIT.journal``); a
+killed or interrupted study resumes: its finished trials are kept, the trial that was running is marked failed (not
+counted) and its parameters are queued again, and that retry resumes from the trial's own training checkpoint.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from hsitp.errors import HsitpError
+
+log = logging.getLogger(__name__)
+
+KIND = "tune_study"
+# The searched recipe keys, in the order the netCDF lists them; groups only for the D-CHAG plans.
+PARAMS = ("lr", "weight_decay", "label_smoothing", "warmup_steps", "per_class", "groups")
+DCHAG_PLANS = ("dchag_l", "dchag_c")
+
+
+class TuneError(HsitpError):
+    """A tuning study that cannot run as configured."""
+
+
+@dataclass(frozen=True)
+class StudySpec:
+    """What one study tunes and where it keeps its files."""
+
+    data: Path  # results/RUN/data/DATASET.nc
+    out: Path  # results/RUN/tune/DATASET/PLAN_SPLIT.nc
+    plan: str
+    split: str
+    tokens: int  # N of the crop the trials train on
+    patch: int
+
+    @property
+    def journal(self) -> Path:
+        return self.out.with_suffix(".journal")
+
+    @property
+    def trial_root(self) -> Path:
+        return self.out.parent / "trials" / self.out.stem
+
+
+def allowed_groups(space: Mapping[str, Any], plan: str, fits: Callable[[int], bool]) -> list[int]:
+    """The g values of ``space.groups`` the plan's band split allows (``fits(g)``); [1] for plans without groups."""
+    if plan not in DCHAG_PLANS:
+        return [1]
+    allowed = [int(g) for g in space["groups"] if fits(int(g))]
+    if not allowed:
+        raise TuneError(f"tune.space.groups: none of {list(space['groups'])} fits plan {plan}'s band split")
+    return allowed
+
+
+def suggest(trial: Any, space: Mapping[str, Any], groups: list[int]) -> dict[str, Any]:
+    """One point of the search space (the same space for every plan; groups where the plan has them)."""
+    params: dict[str, Any] = {
+        "lr": trial.suggest_float("lr", *map(float, space["lr"]), log=True),
+        "weight_decay": trial.suggest_float("weight_decay", *map(float, space["weight_decay"]), log=True),
+        "label_smoothing": trial.suggest_float("label_smoothing", *map(float, space["label_smoothing"])),
+        "warmup_steps": trial.suggest_int("warmup_steps", *map(int, space["warmup_steps"])),
+        "per_class": trial.suggest_int("per_class", *map(int, space["per_class"])),
+    }
+    if len(groups) > 1:
+        params["groups"] = trial.suggest_categorical("groups", groups)
+    else:
+        params["groups"] = groups[0]
+    return params
+
+
+def trial_config(
+    config: Mapping[str, Any], tune: Mapping[str, Any], params: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The training config one trial runs: the run's train section with the trial's recipe and the study's
+    budget (epochs, steps, validation pixels every epoch, one memory-tracked step)."""
+    cfg = copy.deepcopy(dict(config))
+    tc = cfg["train"]
+    tc.update(
+        lr=float(params["lr"]),
+        weight_decay=float(params["weight_decay"]),
+        label_smoothing=float(params["label_smoothing"]),
+        warmup_steps=int(params["warmup_steps"]),
+        sampling={"mode": "stratified", "per_class": int(params["per_class"])},
+        epochs=int(tune["epochs"]),
+        steps_per_epoch=int(tune["steps_per_epoch"]),
+        validation={"fraction": float(tune["validation_fraction"])},
+        eval_every=1,  # the pruner reads every epoch's validation OA
+        summary_epochs=1,  # the memory tracker (slow on CPU) runs on one step only
+        equivalent=True,
+    )
+    return cfg
+
+
+def trial_key(params: Mapping[str, Any]) -> str:
+    """A short stable name for a trial's parameters: its working folder, so a retried trial finds its checkpoint."""
+    text = json.dumps({k: params[k] for k in sorted(params)}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def _storage(journal: Path) -> Any:
+    import optuna
+
+    journal.parent.mkdir(parents=True, exist_ok=True)
+    return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(journal)))
+
+
+def open_study(spec: StudySpec, tune: Mapping[str, Any]) -> Any:
+    """The study in the journal (created or resumed); a trial left running by a killed study is marked failed
+    (user attr ``interrupted``) and its parameters queued again."""
+    import optuna
+    from optuna.trial import TrialState
+
+    optuna.logging.disable_default_handler()  # Optuna's lines go through logging (the CLI's handler), not its own
+    optuna.logging.enable_propagation()
+    sampler = optuna.samplers.TPESampler(seed=int(tune["seed"]), n_startup_trials=int(tune["startup_trials"]))
+    pruner = optuna.pruners.MedianPruner(
+        n_startup_trials=int(tune["prune"]["startup_trials"]),
+        n_warmup_steps=int(tune["prune"]["warmup_epochs"]),
+    )
+    storage = _storage(spec.journal)
+    study = optuna.create_study(
+        study_name=spec.out.stem,
+        storage=storage,
+        sampler=sampler,
+        pruner=pruner,
+        direction="maximize",
+        load_if_exists=True,
+    )
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):  # the process was killed
+        storage.set_trial_user_attr(t._trial_id, "interrupted", True)
+        storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+    # a failed trial (killed, Ctrl-C, SIGTERM) is run again once with its parameters: its checkpoint resumes it
+    retried = {t.user_attrs.get("retry_of") for t in study.get_trials(deepcopy=False)}
+    for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,)):
+        if t.number not in retried:
+            study.enqueue_trial(t.params, user_attrs={"retry_of": t.number})
+            log.info("trial %d did not finish: queued again with the same parameters", t.number)
+    return study
+
+
+def counted(study: Any) -> int:
+    """Trials that count against the budget: completed and pruned (a diverged recipe ends pruned, with its
+    ``failure``); a trial failed by an interruption or by an error of the code does not count."""
+    from optuna.trial import TrialState
+
+    return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)))
+
+
+def run_study(
+    spec: StudySpec,
+    config: Mapping[str, Any],
+    train_trial: Callable[
+        [Mapping[str, Any], Mapping[str, Any], Path, Callable[[int, Mapping[str, Any]], None]], float
+    ],
+    *,
+    fits: Callable[[int], bool],
+    say: Callable[[str], None] = print,
+) -> Any:
+    """Run trials until ``tune.trials`` count; return the study.
+
+    ``train_trial(params, trial_config, workdir, on_epoch)`` trains one trial and returns its score (validation OA
+    of the last epoch); ``on_epoch(epoch, record)`` reports to the pruner and raises ``optuna.TrialPruned``."""
+    import optuna
+
+    tune = config["tune"]
+    space = tune["space"]
+    groups = allowed_groups(space, spec.plan, fits)
+    study = open_study(spec, tune)
+    budget = int(tune["trials"])
+
+    def objective(trial: optuna.Trial) -> float:
+        params = suggest(trial, space, groups)
+        trial.set_user_attr("groups", int(params["groups"]))  # also when fixed (not a searched parameter)
+        workdir = spec.trial_root / trial_key(params)
+        t0 = time.perf_counter()
+
+        def on_epoch(epoch: int, rec: Mapping[str, Any]) -> None:
+            value = float(rec["val_oa"])
+            trial.report(value, epoch)
+            if trial.should_prune():
+                trial.set_user_attr("wall_s", time.perf_counter() - t0)
+                raise optuna.TrialPruned(f"validation OA {value:.3f} after epoch {epoch}: below the median")
+
+        try:
+            score = train_trial(params, trial_config(config, tune, params), workdir, on_epoch)
+        except HsitpError as exc:  # a diverged recipe (NaN loss) is a result of the search, counted
+            trial.set_user_attr("wall_s", time.perf_counter() - t0)
+            trial.set_user_attr("failure", str(exc).splitlines()[0])
+            raise optuna.TrialPruned(f"failed: {exc}") from exc
+        trial.set_user_attr("wall_s", time.perf_counter() - t0)
+        return score
+
+    while (done := counted(study)) < budget:
+        study.optimize(objective, n_trials=1, catch=())
+        last = study.trials[-1]
+        best = _best(study)
+        value = _outcome(last)
+        best_text = f"best so far {best[1]:.3f} (trial {best[0] + 1})" if best else "no completed trial yet"
+        say(f"tune {spec.out.stem}: trial {done + 1} of {budget}: {value}; {best_text}")
+    return study
+
+
+def _outcome(trial: Any) -> str:
+    """How a trial ended, for its progress line."""
+    from optuna.trial import TrialState
+
+    if trial.state == TrialState.COMPLETE:
+        return f"validation OA {trial.value:.3f}"
+    if trial.user_attrs.get("failure"):
+        return f"failed ({trial.user_attrs['failure']})"
+    seen = trial.intermediate_values
+    if seen:
+        epoch = max(seen)
+        return f"pruned after epoch {epoch} at validation OA {seen[epoch]:.3f}"
+    return trial.state.name.lower()
+
+
+def _best(study: Any) -> tuple[int, float] | None:
+    from optuna.trial import TrialState
+
+    done = [t for t in study.get_trials(deepcopy=False) if t.state == TrialState.COMPLETE]
+    if not done:
+        return None
+    t = max(done, key=lambda t: t.value)
+    return t.number, float(t.value)
+
+
+def study_dataset(study: Any, spec: StudySpec, config: Mapping[str, Any]) -> xr.Dataset:
+    """Every trial (parameters, validation OA per epoch, state, wall time) and the budget curves, as netCDF."""
+    from optuna.trial import TrialState
+
+    from hsitp.tune.budget import best_so_far, expected_best
+
+    tune = config["tune"]
+    trials = [
+        t for t in study.get_trials(deepcopy=False) if t.state in (TrialState.COMPLETE, TrialState.PRUNED)
+    ]
+    epochs = int(tune["epochs"])
+    n = len(trials)
+    curve = np.full((n, epochs), np.nan)
+    score = np.full(n, np.nan)  # completed: the last epoch's validation OA; pruned: its last reported one
+    for i, t in enumerate(trials):
+        for step, v in t.intermediate_values.items():
+            if 1 <= step <= epochs:
+                curve[i, step - 1] = v
+        if t.state == TrialState.COMPLETE:
+            score[i] = t.value
+        elif t.intermediate_values:
+            score[i] = t.intermediate_values[max(t.intermediate_values)]
+    state = np.array(
+        [
+            "complete"
+            if t.state == TrialState.COMPLETE
+            else ("failed" if t.user_attrs.get("failure") else "pruned")
+            for t in trials
+        ]
+    )
+    completed = np.where(state == "complete", score, np.nan)
+    startup = int(tune["startup_trials"])
+    eb_mean, eb_std = expected_best(completed[:startup], n_max=max(startup, 1))
+    trial_coord = ("trial", np.arange(1, n + 1))
+    ds = xr.Dataset(
+        {
+            "val_oa": (
+                ("trial", "epoch"),
+                curve,
+                {"units": "1", "long_name": "validation OA after each epoch"},
+            ),
+            "score": (
+                "trial",
+                score,
+                {"units": "1", "long_name": "validation OA of the last epoch run (pruned: where it stopped)"},
+            ),
+            "state": ("trial", state, {"units": "1", "long_name": "complete, pruned or failed (diverged)"}),
+            "wall_s": (
+                "trial",
+                np.array([float(t.user_attrs.get("wall_s", np.nan)) for t in trials]),
+                {"units": "s", "long_name": "wall time of the trial"},
+            ),
+            "epochs_run": (
+                "trial",
+                np.array([len(t.intermediate_values) for t in trials]),
+                {"units": "1", "long_name": "epochs trained before the trial ended"},
+            ),
+            "best_so_far": (
+                "trial",
+                best_so_far(completed),
+                {
+                    "units": "1",
+                    "long_name": "best completed validation OA among the first k trials (the search as run)",
+                },
+            ),
+            "expected_best": (
+                "n",
+                eb_mean,
+                {
+                    "units": "1",
+                    "long_name": "expected best validation OA of n random start-up trials (Dodge et al.)",
+                },
+            ),
+            "expected_best_std": (
+                "n",
+                eb_std,
+                {"units": "1", "long_name": "spread of the best of n random start-up trials (Dodge et al.)"},
+            ),
+        },
+        coords={
+            "trial": (
+                "trial",
+                trial_coord[1],
+                {"units": "1", "long_name": "trial, in the order the study ran them"},
+            ),
+            "epoch": ("epoch", np.arange(1, epochs + 1), {"units": "1", "long_name": "epoch of the trial"}),
+            "n": (
+                "n",
+                np.arange(1, max(startup, 1) + 1),
+                {"units": "1", "long_name": "trials drawn at random"},
+            ),
+        },
+    )
+    for name in PARAMS:
+        values = np.array([float(t.params.get(name, np.nan)) for t in trials])
+        if name == "groups":
+            values = np.array([float(t.params.get("groups", _fixed_groups(t))) for t in trials])
+        ds[name] = ("trial", values, {"units": "1", "long_name": f"searched {name.replace('_', ' ')}"})
+    best = _best(study)
+    ds.attrs.update(
+        plan=spec.plan,
+        split=spec.split,
+        tokens=spec.tokens,
+        patch=spec.patch,
+        world_size=int(tune["world_size"]),
+        budget_trials=int(tune["trials"]),
+        steps_per_trial=int(tune["epochs"]) * int(tune["steps_per_epoch"]),
+        startup_trials=startup,
+        best_trial=-1 if best is None else best[0] + 1,
+        best_params=json.dumps(_best_params(study)),
+        estimator_note=(
+            "expected_best is Dodge et al.'s estimator on the TPE start-up trials (drawn at random, i.i.d.); "
+            "best_so_far is the search as run"
+        ),
+    )
+    return ds
+
+
+def _fixed_groups(trial: Any) -> float:
+    return float(trial.user_attrs.get("groups", 1))
+
+
+def _best_params(study: Any) -> dict[str, Any]:
+    best = _best(study)
+    if best is None:
+        return {}
+    t = study.trials[best[0]]
+    return {"groups": int(t.user_attrs.get("groups", 1)), **t.params}

@@ -1,0 +1,129 @@
+"""The tuning stage (issue 36): a tiny study through ``hsitp tune``, its resume after a kill, and the budget curves."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from train_utils import TINY_CROP, write_scene
+
+from hsitp.io import read_netcdf
+from hsitp.tune.budget import best_so_far, expected_best
+
+TUNE = {
+    "trials": 3,
+    "startup_trials": 2,
+    "epochs": 2,
+    "steps_per_epoch": 2,
+    "prune": {"startup_trials": 1, "warmup_epochs": 1},
+    "space": {"groups": [1, 2, 4]},
+}
+TRAIN = {
+    "crops": [TINY_CROP],
+    "model": {"dim": 16, "heads": 2, "depth": 1, "mlp_ratio": 2},
+    "device": "cpu",
+    "summary_epochs": 1,
+}
+
+
+def _tune(scene: Path, out: Path, plan: str, **tune: object) -> int:
+    from hsitp.cli import main
+
+    cfg = {"tune": {**TUNE, **tune}, "train": TRAIN, "parallel": {"timeout_s": 20}}
+    return main(
+        ["tune", str(scene), "--plan", plan, "--split", "random", "--tokens", "9", "--out", str(out),
+         "--config-json", json.dumps(cfg)]
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def scene(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_scene(tmp_path_factory.mktemp("tune") / "scene.nc")
+
+
+def test_tiny_study_records_every_trial_and_resumes(scene: Path, tmp_path: Path, capsys) -> None:
+    """Catches a study that does not keep its equal budget or cannot resume (the bugs: trials counted wrongly, a
+    second call re-running the finished trials, a D-CHAG g outside the band split, the test set's scores in the
+    study file, no progress line): 3 trials of dchag_l with g searched among those the 12 bands at P = 2 allow,
+    each with its validation curve; then the same call with a budget of 4 runs exactly one more trial."""
+    out = tmp_path / "dchag_l_random.nc"
+    assert _tune(scene, out, "dchag_l") == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("tune ")]
+    assert [ln.split(":")[1].strip() for ln in lines] == ["trial 1 of 3", "trial 2 of 3", "trial 3 of 3"]
+    ds = read_netcdf(out, kind="tune_study")
+    assert ds.sizes["trial"] == 3 and ds.sizes["epoch"] == 2
+    assert set(ds["state"].values) <= {"complete", "pruned", "failed"}
+    done = ds["state"].values == "complete"
+    assert done.any()
+    # a completed trial has a validation OA after each epoch, and its score is the last one
+    np.testing.assert_allclose(ds["score"].values[done], ds["val_oa"].values[done, -1])
+    assert set(ds["groups"].values) <= {
+        1,
+        2,
+        4,
+    }  # 6 bands a rank at P = 2: g = 4 pads to 8 slots, as train does
+    assert not any("test" in name or name in ("oa", "aa", "kappa") for name in ds.data_vars)
+    assert np.all(np.isfinite(ds["wall_s"].values)) and np.all(ds["wall_s"].values > 0)
+    best = json.loads(ds.attrs["best_params"])
+    assert {"lr", "weight_decay", "label_smoothing", "warmup_steps", "per_class", "groups"} <= set(best)
+    first = ds[["lr", "score"]].isel(trial=slice(0, 3)).load()
+
+    assert _tune(scene, out, "dchag_l", trials=4) == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("tune ")]
+    assert [ln.split(":")[1].strip() for ln in lines] == ["trial 4 of 4"]
+    again = read_netcdf(out, kind="tune_study")
+    assert again.sizes["trial"] == 4
+    assert again[["lr", "score"]].isel(trial=slice(0, 3)).equals(first)  # by value: the finished trials kept
+
+
+def test_interrupted_trial_is_retried_with_its_parameters(scene: Path, tmp_path: Path) -> None:
+    """Catches a killed study that loses or double-counts the trial it was running (the bug: a RUNNING trial in
+    the journal forever, never finished and never counted, or counted with no score): a trial left running is
+    marked interrupted, not counted, and its parameters run again as the next trial."""
+    import optuna
+
+    from hsitp.tune.study import StudySpec, counted, open_study
+
+    out = tmp_path / "tp_random.nc"
+    spec = StudySpec(data=scene, out=out, plan="tp", split="random", tokens=9, patch=4)
+    from hsitp.config import validate_config
+
+    tune = validate_config({"tune": TUNE})["tune"]
+    study = open_study(spec, tune)
+    trial = study.ask()
+    trial.suggest_float("lr", 1e-3, 1e-2, log=True)
+    lr = trial.params["lr"]  # the process "dies" here: the trial stays RUNNING in the journal
+    del study, trial
+    study = open_study(spec, tune)
+    states = [t.state for t in study.get_trials()]
+    assert states == [optuna.trial.TrialState.FAIL, optuna.trial.TrialState.WAITING]
+    assert counted(study) == 0
+    retry = study.ask()  # the queued trial comes first, with the interrupted one's parameters
+    assert retry.suggest_float("lr", 1e-3, 1e-2, log=True) == lr
+    assert retry.user_attrs["retry_of"] == 0
+
+
+def test_groups_searched_only_where_the_band_split_allows() -> None:
+    """Catches a D-CHAG g the plan cannot run entering the search (or tp searching g at all)."""
+    from hsitp.tune.study import TuneError, allowed_groups
+
+    space = {"groups": [1, 2, 4]}
+    assert allowed_groups(space, "dchag_c", lambda g: g != 4) == [1, 2]
+    assert allowed_groups(space, "tp", lambda g: False) == [1]
+    with pytest.raises(TuneError, match="tune.space.groups"):
+        allowed_groups(space, "dchag_l", lambda g: False)
+
+
+def test_budget_curves() -> None:
+    """Catches a wrong expected-best estimator (the bug: the mean instead of the expected maximum, or n-th powers
+    of the wrong CDF): E[max of 1] is the mean, E[max of n] rises to the best, and best-so-far skips failures."""
+    v = [0.2, 0.5, 0.4, float("nan")]
+    mean, std = expected_best(v, n_max=50)
+    assert mean[0] == pytest.approx(np.mean([0.2, 0.5, 0.4]))
+    assert np.all(np.diff(mean) >= -1e-12) and mean[-1] == pytest.approx(0.5, abs=1e-6)
+    # two draws from {0.2, 0.4, 0.5}: max is 0.2 w.p. 1/9, 0.4 w.p. 3/9, 0.5 w.p. 5/9
+    assert mean[1] == pytest.approx((0.2 + 3 * 0.4 + 5 * 0.5) / 9)
+    assert std[0] == pytest.approx(np.std([0.2, 0.5, 0.4]))
+    np.testing.assert_allclose(best_so_far([float("nan"), 0.3, 0.2, 0.6]), [np.nan, 0.3, 0.3, 0.6])

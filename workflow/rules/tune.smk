@@ -1,0 +1,38 @@
+# Tuning under results/<run>/tune/DATASET/: one Optuna study per (dataset, plan, split) with the same budget
+# (tune.trials trials of tune.epochs x tune.steps_per_epoch steps) and search space for every plan, scored on
+# validation pixels only. The study's journal (PLAN_SPLIT.journal) and its trials' checkpoints (trials/) live
+# beside the netCDF and are not rule outputs: a killed study resumes from them.
+from hsitp.train.plan import dataset_crops
+
+# What `hsitp tune` reads: the tune section, the train section (the model, crops, runtime settings the trials
+# inherit), the master seed and the process-group settings.
+TUNE_KEYS = ["seed", "tune", "train", "parallel.backend", "parallel.timeout_s"]
+
+
+rule tune:
+    input:
+        result("data/{dataset}.nc"),
+    output:
+        result("tune/{dataset}/{plan}_{split}.nc"),
+    log:
+        log_file("tune/{dataset}/{plan}_{split}.log"),
+    benchmark:
+        benchmark_file("tune", "{dataset}/{plan}_{split}")
+    wildcard_constraints:
+        dataset=r"[A-Za-z0-9_]+",
+        plan="tp|dchag_l|dchag_c",
+        split="random|block",
+    conda:
+        ENV
+    threads: 1
+    resources:
+        **job_resources("tune"),
+    params:
+        cfg=stage_config(*TUNE_KEYS),
+        tokens=lambda wildcards: dataset_crops(config["train"], wildcards.dataset)[0][1],
+    message:
+        "tune: {wildcards.dataset} {wildcards.plan} {wildcards.split}, {config[tune][trials]} trials; "
+        "a line per trial in {log}"
+    shell:
+        "hsitp tune {input:q} --plan {wildcards.plan} --split {wildcards.split} --tokens {params.tokens}"
+        " --out {output:q} --config-json {params.cfg:q} > {log} 2>&1"
