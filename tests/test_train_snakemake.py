@@ -3,6 +3,8 @@ re-run."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import yaml
@@ -97,3 +99,55 @@ def test_equivalent_run_launches_one_rank_and_checks_against_p_ranks(workflow_co
     assert list(tab["within tolerance"]) == ["yes"] and list(tab["epochs"]) == [1]
     assert float(tab["OA over P ranks (measured)"][0]) == pytest.approx(float(ds["oa_check"][0]))
     assert list(equivalence_table(None)["equivalence"]) == [NO_CHECK]
+
+
+TUNED = {
+    "train": {
+        **TINY["train"],
+        "recipe": "tuned",
+        "plans": ["tp", "dchag_l"],
+        "epochs": 2,
+        "summary_epochs": 1,
+        "seeds": [0],
+        "equivalent": True,
+        "equivalence": {"epochs": 0},
+    },
+    "tune": {
+        "plans": ["tp", "dchag_l"],
+        "splits": ["random"],
+        "trials": 2,
+        "startup_trials": 2,
+        "epochs": 1,
+        "steps_per_epoch": 2,
+        "space": {"groups": [1, 2]},
+    },
+}
+
+
+@pytest.mark.slow
+def test_tuned_recipes_train_each_plan_on_its_own_study(workflow_copy):
+    """Catches the fair matrix not training on the tuned recipes (the bugs: every plan on the config's recipe, a
+    D-CHAG job at train.groups' g instead of its study's, the summary refusing per-plan recipes or mixing them
+    silently, the training jobs planned before the studies exist): tune tp and dchag_l, then train each on its
+    study's best trial through the checkpoint, and summarise."""
+    from hsitp.train.recipe import read_best
+
+    root = workflow_copy.root
+    write_scene(root / "results" / "smoke" / "data" / "synthetic.nc")
+    (root / "config" / "tiny_tuned.yaml").write_text(yaml.safe_dump(TUNED))
+    target = "results/smoke/train/summary.nc"
+    args = [target, "--cores", "2", "--configfile", "config/smoke.yaml", "config/tiny_tuned.yaml"]
+    run = workflow_copy.snakemake(*args, timeout=400)
+    logs = "".join(p.read_text() for p in sorted((root / "logs" / "smoke").rglob("*.log")))
+    assert run.returncode == 0, run.stderr[-3000:] + logs[-3000:]
+    tune_dir = root / "results/smoke/tune/synthetic"
+    best = {plan: read_best(tune_dir / f"{plan}_random.nc")["best"] for plan in ("tp", "dchag_l")}
+    g = int(best["dchag_l"]["groups"])
+    for plan, name in (("tp", "tp_N9_P2_g1_random_s0"), ("dchag_l", f"dchag_l_N9_P2_g{g}_random_s0")):
+        ds = read_netcdf(root / f"results/smoke/train/synthetic/{name}.nc", kind="train")
+        recipe = json.loads(ds.attrs["recipe"])["train"]
+        assert recipe["lr"] == pytest.approx(best[plan]["lr"]) and recipe["recipe"] == "tuned"
+        assert recipe["sampling"]["per_class"] == best[plan]["per_class"]
+    summary = read_netcdf(root / target, kind="train_summary")
+    assert summary.attrs["recipe_hash"].startswith("per plan and split")
+    assert workflow_copy.planned(*args) == {}

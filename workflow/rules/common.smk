@@ -386,14 +386,47 @@ def probe_targets():
     ]
 
 
+def tuned():
+    """train.recipe tuned: every plan trains on its own tuning study's best recipe (stage tune runs first)."""
+    return config["train"]["recipe"] == "tuned"
+
+
+def study_file(dataset, plan, split):
+    """The tuning study of (dataset, plan, split): rule tune's output."""
+    return result(f"tune/{dataset}/{plan}_{split}.nc")
+
+
+def train_jobs():
+    """The training jobs; under train.recipe tuned each D-CHAG plan at its study's best g, read once the study's
+    checkpoint job has run (Snakemake plans the training jobs again then). Call it from input functions only."""
+    from hsitp.train.plan import jobs
+    from hsitp.train.recipe import best_groups
+
+    if not tuned():
+        return jobs(config)
+
+    def groups_of(dataset, plan, split):
+        path = checkpoints.tune.get(dataset=dataset, plan=plan, split=split).output[0]
+        return [best_groups(path)]
+
+    return jobs(config, groups_of=groups_of)
+
+
 def train_record_targets():
     """One per-epoch training record per (dataset, plan, N, P, g, split, seed) of the `train` section."""
-    from hsitp.train.plan import jobs, run_name
+    from hsitp.train.plan import run_name
 
     return [
         result(f"train/{d}/{run_name(plan, N, P, g, split, seed)}.nc")
-        for d, plan, N, P, g, split, seed in jobs(config)
+        for d, plan, N, P, g, split, seed in train_jobs()
     ]
+
+
+def train_recipe_input(wildcards):
+    """Under train.recipe tuned, the job's own tuning study (its recipe); else nothing."""
+    if not tuned():
+        return []
+    return study_file(wildcards.dataset, wildcards.plan, wildcards.split)
 
 
 def train_check_targets():
@@ -422,7 +455,8 @@ def train_targets():
     """Every training record and their summary over seeds (train/summary.nc); under train.equivalent the
     equivalence of each (plan, P) with its single-process equivalent (train/equivalence.nc).
     """
-    out = train_record_targets() + [result("train/summary.nc")]
+    # under train.recipe tuned the records' g is known after tuning: the summary's input function names them
+    out = ([] if tuned() else train_record_targets()) + [result("train/summary.nc")]
     if train_check_targets():
         out.append(result("train/equivalence.nc"))
     return out

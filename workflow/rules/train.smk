@@ -29,7 +29,8 @@ TRAIN_KEYS = [
 
 rule train:
     input:
-        result("data/{dataset}.nc"),
+        data=result("data/{dataset}.nc"),
+        recipe=train_recipe_input,
     output:
         result("train/{dataset}/{plan}_N{N}_P{P}_g{g}_{split}_s{seed}.nc"),
     log:
@@ -57,14 +58,15 @@ rule train:
             config["train"], wildcards.dataset, int(wildcards.N)
         ),
         launch=rank_launch("train", "train"),
+        recipe=lambda wildcards, input: f"--recipe {input.recipe}" if input.recipe else "",
     message:
         "train: {wildcards.dataset} {wildcards.plan} N={wildcards.N} P={wildcards.P} g={wildcards.g}"
         f" {{wildcards.split}} seed {{wildcards.seed}}, {RANK_REQUEST}; "
         "minutes, quiet here; follow it with: tail -f {log}"
     shell:
-        "{params.launch} train {input:q} --plan {wildcards.plan} --tokens {wildcards.N} --patch {params.patch}"
+        "{params.launch} train {input.data:q} --plan {wildcards.plan} --tokens {wildcards.N} --patch {params.patch}"
         " --world-size {wildcards.P} --ranks {params.ranks} --groups {wildcards.g} --split {wildcards.split}"
-        " --seed {wildcards.seed} --out {output:q} --config-json {params.cfg:q} > {log} 2>&1"
+        " --seed {wildcards.seed} {params.recipe} --out {output:q} --config-json {params.cfg:q} > {log} 2>&1"
 
 
 # One real P-rank run per (plan, P, g) under train.equivalent, on the whole run's LR schedule, stopped after
@@ -132,7 +134,7 @@ rule train_equivalence:
 # beside it.
 rule train_summary:
     input:
-        records=train_record_targets(),
+        records=lambda wildcards: train_record_targets(),
         baselines=train_summary_baselines,
     output:
         result("train/summary.nc"),

@@ -119,6 +119,10 @@ def _train(args: argparse.Namespace) -> int:
     from hsitp.train.plan import check_job, crop_patch
 
     cfg = config_from_args(args)
+    if args.recipe:
+        from hsitp.train.recipe import apply_recipe
+
+        cfg = apply_recipe(cfg, args.recipe, plan=args.plan, split=args.split, groups=args.groups)
     dataset = _dataset_name(Path(args.data))
     patch = args.patch if args.patch is not None else crop_patch(cfg["train"], dataset, args.tokens)
     job = TrainJob(
@@ -213,6 +217,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--stop-after", type=int, help="(training) stop after this epoch, on the whole run's LR schedule"
+    )
+    p.add_argument(
+        "--recipe",
+        help="(training) a tuning study (results/RUN/tune/DATASET/PLAN_SPLIT.nc): train on its best trial's lr, "
+        "weight decay, label smoothing, warm-up and per_class (train.recipe: tuned)",
     )
     p.add_argument("--split", help="(training) split protocol of the prepared file: random or block")
     p.add_argument("--seed", type=int, help="(training) seed")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -231,21 +231,34 @@ def plan_world_sizes(config: Mapping[str, Any], plan: str) -> list[int]:
     return [int(p) for p in tc["world_sizes"]]
 
 
-def jobs(config: Mapping[str, Any]) -> list[Job]:
+def jobs(
+    config: Mapping[str, Any], groups_of: Callable[[str, str, str], list[int]] | None = None
+) -> list[Job]:
     """(dataset, plan, N, P, g, split, seed) of every configured training job: every crop of ``train.crops`` that
     applies to the dataset, every plan; dense once per crop, at P = 1, whatever ``train.world_sizes`` holds (it is
-    the reference every parallel plan is compared with); under ``train.equivalent`` tp once (plan_world_sizes)."""
+    the reference every parallel plan is compared with); under ``train.equivalent`` tp once (plan_world_sizes).
+    ``groups_of(dataset, plan, split)``, when given, replaces ``train.groups`` for the D-CHAG plans (under
+    ``train.recipe: tuned``, the g of the plan's tuning study on that split)."""
     tc = config["train"]
     out = []
     for dataset in trained_datasets(config):
         for _, N in dataset_crops(tc, dataset):  # noqa: N806
             for plan in tc["plans"]:
                 for P in plan_world_sizes(config, plan):  # noqa: N806
-                    for g in plan_groups(tc, plan):
-                        for split in tc["splits"]:
-                            for seed in tc["seeds"]:
-                                out.append((dataset, plan, int(N), int(P), int(g), split, int(seed)))
+                    for g, split in _groups_and_splits(tc, plan, dataset, groups_of):
+                        for seed in tc["seeds"]:
+                            out.append((dataset, plan, int(N), int(P), int(g), split, int(seed)))
     return out
+
+
+def _groups_and_splits(
+    tc: Mapping[str, Any], plan: str, dataset: str, groups_of: Callable[[str, str, str], list[int]] | None
+) -> list[tuple[int, str]]:
+    """(g, split) pairs of a plan's jobs, g outer as ``train.groups`` lists them (or per split, ``groups_of``)."""
+    if groups_of is None or plan not in DCHAG_PARTIAL:
+        return [(g, split) for g in plan_groups(tc, plan) for split in tc["splits"]]
+    pairs = [(int(g), split) for split in tc["splits"] for g in groups_of(dataset, plan, split)]
+    return sorted(pairs, key=lambda p: (p[0], list(tc["splits"]).index(p[1])))
 
 
 def check_runs(config: Mapping[str, Any]) -> list[Job]:

@@ -18,6 +18,7 @@ decision is taken on, last epoch) and the per-class test accuracy (last epoch) a
 
 from __future__ import annotations
 
+import json
 import warnings
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -214,6 +215,14 @@ def _verdict_vars(
     return data
 
 
+def _tuned(recipe_json: str) -> bool:
+    """Whether a record's recipe came from a tuning study (train.recipe "tuned")."""
+    try:
+        return json.loads(recipe_json).get("train", {}).get("recipe") == "tuned"
+    except (ValueError, AttributeError):
+        return False
+
+
 def summarize(
     records: Sequence[str | Path],
     baselines: Sequence[str | Path] = (),
@@ -225,20 +234,27 @@ def summarize(
     equivalence margin ``margin`` and confidence ``level``."""
     runs: dict[Cell, dict[int, dict[str, Any]]] = defaultdict(dict)
     ranks: dict[Cell, int] = {}
-    recipes: dict[str, str] = {}  # recipe hash -> the first record with it
+    # recipe hash -> the first record with it, per recipe scope: the whole summary, or under train.recipe "tuned"
+    # (each plan on its own study's recipe) each (dataset, plan, split)
+    recipes: dict[tuple[str, ...], dict[str, str]] = defaultdict(dict)
     recipe_json = ""
+    tuned = False
     for path in records:
         ds = read_netcdf(path, kind="train")
         a = ds.attrs
         rh = str(a.get("recipe_hash", "none"))
-        recipes.setdefault(rh, str(path))
-        if len(recipes) > 1:
-            (h0, p0), (h1, p1) = list(recipes.items())[:2]
+        recipe_json = str(a.get("recipe", ""))
+        tuned = _tuned(recipe_json)
+        scope = (str(a.get("dataset")), str(a.get("plan")), str(a.get("split"))) if tuned else ()
+        seen = recipes[scope]
+        seen.setdefault(rh, str(path))
+        if len(seen) > 1:
+            (h0, p0), (h1, p1) = list(seen.items())[:2]
             raise SummaryError(
                 f"{p1}: trained under recipe {h1}, but {p0} under recipe {h0}: a summary never mixes recipes "
-                "(train.* keys other than the job matrix); summarise each recipe's records apart"
+                "(train.* keys other than the job matrix; under train.recipe tuned, within a plan and split); "
+                "summarise each recipe's records apart"
             )
-        recipe_json = str(a.get("recipe", ""))
         if "tokens" not in a:
             raise SummaryError(
                 f"{path}: no `tokens` attribute (N of the crop): not a training record of this version"
@@ -408,8 +424,10 @@ def summarize(
             "verdict_level": level,
             "verdict_scope": f"{level:.0%} per comparison; n comparisons hold n intervals (no multiplicity correction)",
             "records": len(records),
-            "recipe_hash": next(iter(recipes)),
-            "recipe": recipe_json,
+            "recipe_hash": "per plan and split (train.recipe tuned)" if tuned else next(iter(recipes[()])),
+            "recipe": json.dumps({"/".join(k): next(iter(v)) for k, v in recipes.items()})
+            if tuned
+            else recipe_json,
             "baseline_files": len(baselines),
         }
     )

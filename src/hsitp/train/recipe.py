@@ -1,0 +1,72 @@
+"""A tuned recipe: the best trial of a tuning study (``hsitp tune``'s netCDF, kind ``tune_study``) applied to the
+training config of one job (``hsitp train --recipe STUDY``).
+
+The study file is read here by its attributes only (``plan``, ``split``, ``best_params``), so training does not
+depend on the tuning code (``hsitp.tune`` depends on training, not the other way round).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from hsitp.errors import HsitpError
+
+STUDY_KIND = "tune_study"  # hsitp.tune.study.KIND
+# The searched recipe keys a study's best trial sets; groups is the job's g (its file name), checked, not set.
+RECIPE_KEYS = ("lr", "weight_decay", "label_smoothing", "warmup_steps", "per_class")
+
+
+class RecipeError(HsitpError):
+    """A study that cannot give this job its recipe."""
+
+
+def read_best(path: str | Path) -> dict[str, Any]:
+    """The study's plan, split and best parameters (RecipeError when the study has no completed trial)."""
+    from hsitp.io import read_netcdf
+
+    ds = read_netcdf(path, kind=STUDY_KIND, load=False)
+    try:
+        attrs = dict(ds.attrs)
+    finally:
+        ds.close()
+    best = json.loads(str(attrs.get("best_params", "{}")))
+    if not best:
+        raise RecipeError(f"{path}: the study has no completed trial, so no recipe; give it more trials")
+    return {"plan": str(attrs["plan"]), "split": str(attrs["split"]), "best": best}
+
+
+def best_groups(path: str | Path) -> int:
+    """g of the study's best trial (1 for tp)."""
+    return int(read_best(path)["best"].get("groups", 1))
+
+
+def apply_recipe(
+    config: Mapping[str, Any], study: str | Path, *, plan: str, split: str, groups: int
+) -> dict[str, Any]:
+    """``config`` with the train keys of the study's best trial; the study must be this job's plan and split, and
+    its best g the job's g."""
+    found = read_best(study)
+    if found["plan"] != plan or found["split"] != split:
+        raise RecipeError(
+            f"--recipe {study}: a study of {found['plan']} on the {found['split']} split, but this job trains "
+            f"{plan} on the {split} split; each plan trains on its own study's recipe"
+        )
+    best = found["best"]
+    if int(best.get("groups", 1)) != int(groups):
+        raise RecipeError(
+            f"--recipe {study}: its best trial has g = {best.get('groups', 1)}, this job g = {groups}"
+        )
+    cfg = copy.deepcopy(dict(config))
+    tc = cfg["train"]
+    tc.update(
+        lr=float(best["lr"]),
+        weight_decay=float(best["weight_decay"]),
+        label_smoothing=float(best["label_smoothing"]),
+        warmup_steps=int(best["warmup_steps"]),
+        sampling={"mode": "stratified", "per_class": int(best["per_class"])},
+    )
+    return cfg
