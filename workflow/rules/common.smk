@@ -398,7 +398,8 @@ def study_file(dataset, plan, split):
 
 def train_jobs():
     """The training jobs; under train.recipe tuned each D-CHAG plan at its study's best g, read once the study's
-    checkpoint job has run (Snakemake plans the training jobs again then). Call it from input functions only."""
+    checkpoint job has run (Snakemake plans the training jobs again then). Call it from input functions only.
+    """
     from hsitp.train.plan import jobs
     from hsitp.train.recipe import best_groups
 

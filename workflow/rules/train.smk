@@ -58,7 +58,9 @@ rule train:
             config["train"], wildcards.dataset, int(wildcards.N)
         ),
         launch=rank_launch("train", "train"),
-        recipe=lambda wildcards, input: f"--recipe {input.recipe}" if input.recipe else "",
+        recipe=lambda wildcards, input: (
+            f"--recipe {input.recipe}" if input.recipe else ""
+        ),
     message:
         "train: {wildcards.dataset} {wildcards.plan} N={wildcards.N} P={wildcards.P} g={wildcards.g}"
         f" {{wildcards.split}} seed {{wildcards.seed}}, {RANK_REQUEST}; "
