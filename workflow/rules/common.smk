@@ -463,6 +463,24 @@ def train_targets():
     return out
 
 
+def train_page_inputs():
+    """The train report page's inputs. Under train.recipe tuned its records are known only after tuning: call it
+    from input functions (Snakemake re-plans after the tune checkpoints), as report_train does.
+    """
+    from hsitp.report import rules as report_rules
+
+    records = train_record_targets() if tuned() else []
+    return report_rules.stage_inputs(
+        "train",
+        data_targets(),
+        cost_targets(),
+        bench_targets(),
+        probe_targets(),
+        records + train_targets(),
+        config["stages"],
+    )
+
+
 def train_summary_baselines(wildcards):
     """Baseline files on the datasets and splits that were trained (the baseline rule's own grid)."""
     from hsitp.train.plan import jobs

@@ -149,7 +149,7 @@ rule report_probe:
 
 rule report_train:
     input:
-        **report_rules.rule_inputs(REPORT_INPUTS["train"]),
+        unpack(lambda wildcards: report_rules.rule_inputs(train_page_inputs())),
         notebook="notebooks/train.ipynb",
         code=report_rules.code_inputs("train"),
     output:
@@ -165,7 +165,7 @@ rule report_train:
     resources:
         **job_resources("report"),
     params:
-        nb=report_rules.notebook_params(REPORT_INPUTS["train"], RESULTS),
+        nb=lambda wildcards: report_rules.notebook_params(train_page_inputs(), RESULTS),
         hardware=lambda wildcards, input: stage_hardware("train", input.records),
     shell:
         "hsitp report notebook train --notebook {input.notebook:q} --params-json {params.nb:q}"
