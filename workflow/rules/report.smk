@@ -166,7 +166,10 @@ rule report_train:
         **job_resources("report"),
     params:
         nb=lambda wildcards: report_rules.notebook_params(train_page_inputs(), RESULTS),
-        hardware=lambda wildcards, input: stage_hardware("train", input.records),
+        # (no records yet while the DAG waits on the tune checkpoints)
+        hardware=lambda wildcards, input: stage_hardware(
+            "train", input.get("records", [])
+        ),
     shell:
         "hsitp report notebook train --notebook {input.notebook:q} --params-json {params.nb:q}"
         " --out {output.notebook:q} --html {output.html:q} > {log} 2>&1"

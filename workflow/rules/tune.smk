@@ -4,9 +4,29 @@
 # beside the netCDF and are not rule outputs: a killed study resumes from them.
 from hsitp.train.plan import dataset_crops
 
-# What `hsitp tune` reads: the tune section, the train section (the model, crops, runtime settings the trials
-# inherit), the master seed and the process-group settings.
-TUNE_KEYS = ["seed", "tune", "train", "parallel.backend", "parallel.timeout_s"]
+# What `hsitp tune` reads: the tune section, the train keys its trials inherit (the model, the crops, how a job
+# runs), the master seed and the process-group settings. Not the job matrix nor the keys a trial sets itself
+# (lr, schedule, sampling, epochs, validation, ...): changing those must not re-run a finished study.
+TUNE_KEYS = [
+    "seed",
+    "tune",
+    "parallel.backend",
+    "parallel.timeout_s",
+    *(
+        f"train.{k}"
+        for k in (
+            "crops",
+            "model",
+            "batch",
+            "augment",
+            "device",
+            "threads_per_rank",
+            "deterministic",
+            "checkpoint",
+            "debug",
+        )
+    ),
+]
 
 
 # A checkpoint: under train.recipe tuned the D-CHAG training jobs' g is the study's best, known when it has run.
