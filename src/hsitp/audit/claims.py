@@ -665,6 +665,17 @@ def check_measured(ctx: Context, a: Mapping[str, Any]) -> Outcome:
         vals = np.array([names.get(v, str(v)) for v in vals.tolist()], dtype=object)
     if vals.size == 0:
         raise ClaimsError(f"measured check: no cell of {var!r} in {path} matches {dict(a.get('sel') or {})}")
+    if "undecided" in a and bool(np.all(vals.astype(str) == str(a["undecided"]))):
+        # no cell decided either way: the measurement cannot judge the claim (not a contradiction of it); a share
+        # of 0 with a decided cell is one (if_false: contradicted)
+        return Outcome(
+            verdict="not_reproducible",
+            basis="measured",
+            value=0.0,
+            how=f"every one of {vals.size} cell(s) of {var}{_sel_text(a.get('sel'))} is {a['undecided']!r}",
+            source=f"{path}:{var}",
+            reason=f"no selected cell was decided ({a['undecided']}): more seeds could decide it",
+        )
     if "equals" in a:
         truth = vals.astype(str) == str(a["equals"])
         cond = f"== {a['equals']!r}"
