@@ -215,7 +215,11 @@ def run_study(
         last = study.trials[-1]
         best = _best(study)
         value = _outcome(last)
-        best_text = f"best so far {best[1]:.3f} (trial {best[0] + 1})" if best else "no completed trial yet"
+        best_text = (
+            f"best so far {best[1]:.3f} (trial {_position(study, best[0])})"
+            if best
+            else "no completed trial yet"
+        )
         say(f"tune {spec.out.stem}: trial {done + 1} of {budget}: {value}; {best_text}")
     return study
 
@@ -233,6 +237,15 @@ def _outcome(trial: Any) -> str:
         epoch = max(seen)
         return f"pruned after epoch {epoch} at validation OA {seen[epoch]:.3f}"
     return trial.state.name.lower()
+
+
+def _position(study: Any, number: int) -> int:
+    """1-based position of Optuna trial ``number`` among the counted trials (the netCDF's ``trial`` coordinate;
+    an interrupted trial is not counted, so Optuna's numbers can run ahead)."""
+    from optuna.trial import TrialState
+
+    done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
+    return 1 + [t.number for t in done].index(number)
 
 
 def _best(study: Any) -> tuple[int, float] | None:
@@ -353,7 +366,7 @@ def study_dataset(study: Any, spec: StudySpec, config: Mapping[str, Any]) -> xr.
         budget_trials=int(tune["trials"]),
         steps_per_trial=int(tune["epochs"]) * int(tune["steps_per_epoch"]),
         startup_trials=startup,
-        best_trial=-1 if best is None else best[0] + 1,
+        best_trial=-1 if best is None else _position(study, best[0]),
         best_params=json.dumps(_best_params(study)),
         estimator_note=(
             "expected_best is Dodge et al.'s estimator on the TPE start-up trials (drawn at random, i.i.d.); "
