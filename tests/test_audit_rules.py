@@ -352,6 +352,36 @@ def test_rule7_reading_verdicts_quote_the_paper_and_cite_a_public_source(rows: l
             assert norm(frag) in text, (r["id"], frag)
 
 
+CLAUSE_ENDS = set("，。；：！？,;:!?（）()")  # an elision may skip whole clauses or a parenthesis, never words inside one
+
+
+def test_rule7_quotes_elide_no_words_inside_a_clause(rows: list[dict]) -> None:
+    """Catches a quote whose elision removes decisive words from inside the clause a verdict rests on (the bug issue
+    37 names: the abstract's 'a boundary set jointly by three factors' quoted as '存在一条……决策边界', the three factors
+    elided): between two fragments of a quote the paper's skipped text must hold a clause boundary or a parenthesis."""
+    papers = sorted(PAPER_DIR.glob("*.txt")) if PAPER_DIR.is_dir() else []
+    if not papers:
+        pytest.skip("the paper (../shared/paper) is not here")
+
+    def norm(s: str) -> str:
+        return re.sub(r"[\s“”\"]", "", s)
+
+    text = norm(papers[0].read_text())
+    bad = []
+    for r in rows:
+        frags = [norm(f) for f in re.split(r"……|…", r["zh"])]
+        if len(frags) < 2:
+            continue
+        at = text.find(frags[0]) + len(frags[0])
+        for frag in frags[1:]:
+            nxt = text.find(frag, at)
+            gap = text[at:nxt]
+            if not set(gap) & CLAUSE_ENDS:
+                bad.append(f"{r['id']}: '{gap}' elided inside a clause")
+            at = nxt + len(frag)
+    assert not bad, "\n".join(bad)
+
+
 # --- rule 8: the measured basis ------------------------------------------------------------------------------------
 def _summary(path: Path, verdicts: list[str]) -> None:
     ds = xr.Dataset(
