@@ -14,6 +14,11 @@ on the same dataset and split stands beside every cell (whatever its N) when its
 Every record carries its recipe hash (``hsitp.train.plan.recipe_hash``); records of different recipes are refused,
 so a summary never compares runs trained differently. Validation accuracy (``val_*``, the pixels every recipe
 decision is taken on, last epoch) and the per-class test accuracy (last epoch) are reduced beside the test numbers.
+
+Time to accuracy (MLPerf's training metric; issue 36): per cell, the training steps until the seed-mean test OA
+curve first reaches each of two targets (dim ``target``): the RBF SVM baseline's OA on the same dataset and split
+(``svm``), and tp's summary OA on the same dataset, split and N less the verdict margin δ (``tp_minus_delta``);
+``steps_to_target`` with ``steps_to_target_min`` / ``_max`` over each seed's own first crossing.
 """
 
 from __future__ import annotations
@@ -71,6 +76,20 @@ UNITS = {
 }
 
 
+TARGETS = ("svm", "tp_minus_delta")  # the time-to-accuracy targets (dim ``target``)
+SVM = "svm"  # the baseline classifier whose OA is the first target
+TIME_TO_ACCURACY_NOTE = (
+    "steps_to_target*: training steps (epoch x the record's steps_per_epoch, train.steps_per_epoch) until the "
+    "test OA first reaches the target, read from the test OA curve at the evaluated epochs only (train.eval_every, "
+    "each of the last summary_epochs and the last epoch; the other epochs are NaN in the records), so a crossing "
+    "is known to eval_every epochs' steps; steps, not seconds (seconds = steps x the per-step time, which the "
+    "probe's interleaved throughput ratio gives; not computed here). Targets: svm = the RBF SVM baseline's OA "
+    "(mean over baseline seeds) on the same dataset and split; tp_minus_delta = tp's oa_mean on the same dataset, "
+    "split and N (the cell the verdicts pair with) less verdict_margin. The curve is the test pixels': reported "
+    "only, used for no decision (recipe decisions are taken on the validation pixels)."
+)
+
+
 class SummaryError(HsitpError, ValueError):
     """The records or baseline files cannot be summarised together (names the file)."""
 
@@ -106,7 +125,24 @@ def record_numbers(ds: xr.Dataset) -> dict[str, Any]:
         "tokens_per_s": float(ds["tokens_per_s_summary"]),
         "peak_memory": float(ds["peak_allocated_summary"].max()),
         "ccr_inline": float(ds["ccr_inline_summary"].mean()),
+        # the test OA curve (NaN at epochs not evaluated) and the steps behind each epoch: time to accuracy
+        "curve": (
+            np.asarray(ds["epoch"].values, dtype=np.int64),
+            np.asarray(ds["oa"].values, dtype=np.float64),
+        ),
+        "steps_per_epoch": _steps_per_epoch(ds.attrs),
     }
+
+
+def _steps_per_epoch(attrs: Mapping[str, Any]) -> float:
+    """The record's optimizer steps per epoch: its ``steps_per_epoch`` attribute, else its recipe's
+    train.steps_per_epoch; NaN when neither says (records written before either)."""
+    if "steps_per_epoch" in attrs:
+        return float(attrs["steps_per_epoch"])
+    try:
+        return float(json.loads(str(attrs.get("recipe", "")))["train"]["steps_per_epoch"])
+    except (ValueError, KeyError, TypeError):
+        return float("nan")
 
 
 def _pad(values: np.ndarray, classes: int) -> np.ndarray:
@@ -213,6 +249,132 @@ def _verdict_vars(
             },
         )
     return data
+
+
+def _first_crossing(epochs: np.ndarray, oa: np.ndarray, target: float, steps_per_epoch: float) -> float:
+    """Steps (epoch x steps_per_epoch) at the first evaluated epoch whose OA >= target; NaN when none is or the
+    target is NaN."""
+    if not np.isfinite(target):
+        return float("nan")
+    with np.errstate(invalid="ignore"):
+        hit = np.flatnonzero(np.isfinite(oa) & (oa >= target))
+    return float(epochs[hit[0]] * steps_per_epoch) if hit.size else float("nan")
+
+
+def _seed_mean_curve(curves: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """The epochs every seed ran and the mean OA over seeds at each (NaN where a seed did not evaluate it)."""
+    common = sorted(set.intersection(*(set(e.tolist()) for e, _ in curves)))
+    epochs = np.array(common, dtype=np.int64)
+    stack = (
+        np.stack([oa[np.searchsorted(e, epochs)] for e, oa in curves])
+        if common
+        else np.zeros((len(curves), 0))
+    )
+    return epochs, stack.mean(axis=0)  # NaN in any seed: the epoch was not evaluated in the cell
+
+
+def _time_to_accuracy(
+    runs: Mapping[Cell, Mapping[int, Mapping[str, Any]]],
+    cells: Sequence[Cell],
+    ranks: Mapping[Cell, int],
+    svm_oa: Mapping[Cell, float],
+    margin: float,
+) -> dict[str, Any]:
+    """target_oa, steps_to_target (seed-mean curve), its _min / _max over seeds, target_reached and
+    seeds_reaching_target, each (cell, target); steps_per_epoch (cell)."""
+    nan = float("nan")
+    shape = (len(cells), len(TARGETS))
+    target_oa, steps, low, high = (np.full(shape, nan) for _ in range(4))
+    reached = np.zeros(shape, dtype=np.int8)
+    reaching = np.zeros(shape, dtype=np.int32)
+    spe = np.full(len(cells), nan)
+    for i, c in enumerate(cells):
+        seeds = [runs[c][s] for s in sorted(runs[c])]
+        per_epoch = {r["steps_per_epoch"] for r in seeds if np.isfinite(r["steps_per_epoch"])}
+        if len(per_epoch) > 1:
+            raise SummaryError(
+                f"cell {c}: seeds trained at different steps_per_epoch {sorted(per_epoch)} (one recipe has one)"
+            )
+        spe[i] = per_epoch.pop() if per_epoch else nan
+        ref = _reference(runs, c, ranks)
+        tp_oa = _mean([r["oa"] for r in runs[ref].values()]) if ref is not None else nan
+        target_oa[i] = (svm_oa.get(c, nan), tp_oa - margin)
+        epochs, mean = _seed_mean_curve([r["curve"] for r in seeds])
+        for j, t in enumerate(target_oa[i]):
+            if not np.isfinite(t):
+                continue
+            hit = _first_crossing(
+                epochs, mean, t, 1.0
+            )  # the epoch, then steps (NaN steps_per_epoch stays known)
+            reached[i, j] = int(np.isfinite(hit))
+            steps[i, j] = hit * spe[i]
+            each = np.array([_first_crossing(*r["curve"], t, r["steps_per_epoch"]) for r in seeds])
+            ok = np.array([np.isfinite(_first_crossing(*r["curve"], t, 1.0)) for r in seeds])
+            reaching[i, j] = int(ok.sum())
+            if ok.any():
+                low[i, j] = float(np.min(each[ok]))
+            if ok.all():
+                high[i, j] = float(np.max(each))
+    cd = ("cell", "target")
+    curve = "the seed-mean test OA (mean over seeds at each epoch every seed evaluated)"
+    return {
+        "target_oa": (
+            cd,
+            target_oa,
+            {
+                "units": "1",
+                "long_name": "target OA of time to accuracy: svm = the RBF SVM baseline's OA on the same dataset "
+                "and split (mean over baseline seeds); tp_minus_delta = tp's oa_mean on the same dataset, split "
+                "and N less the verdict margin; NaN without a baseline or a tp cell",
+            },
+        ),
+        "steps_to_target": (
+            cd,
+            steps,
+            {
+                "units": "1",
+                "long_name": "training steps until the seed-mean test OA first reaches the target (NaN: never "
+                "within the run)",
+            },
+        ),
+        "steps_to_target_min": (
+            cd,
+            low,
+            {
+                "units": "1",
+                "long_name": "fewest training steps over seeds until a seed's own test OA first reaches the target "
+                "(the fastest seed; NaN when no seed reaches it within the run)",
+            },
+        ),
+        "steps_to_target_max": (
+            cd,
+            high,
+            {
+                "units": "1",
+                "long_name": "most training steps over seeds until a seed's own test OA first reaches the target "
+                "(the slowest seed; NaN when some seed never reaches it within the run: seeds_reaching_target)",
+            },
+        ),
+        "target_reached": (
+            cd,
+            reached,
+            {"units": "1", "long_name": f"1 if {curve} reaches the target within the run, else 0"},
+        ),
+        "seeds_reaching_target": (
+            cd,
+            reaching,
+            {"units": "1", "long_name": "seeds whose own test OA reaches the target within the run"},
+        ),
+        "steps_per_epoch": (
+            "cell",
+            spe,
+            {
+                "units": "1",
+                "long_name": "optimizer steps per epoch of the cell's records (train.steps_per_epoch; NaN: not "
+                "recorded)",
+            },
+        ),
+    }
 
 
 def _tuned(recipe_json: str) -> bool:
@@ -411,6 +573,21 @@ def summarize(
             [len(base.get((c[0], c[4]), {}).get("oa", [])) for c in cells],
             {"units": "1", "long_name": "baseline seeds (files) on the cell's dataset and split"},
         )
+    svm_oa: dict[Cell, float] = {}
+    if SVM in classifiers:
+        k = classifiers.index(SVM)
+        for c in cells:
+            rows_oa = base.get((c[0], c[4]), {}).get("oa", [])
+            if rows_oa:
+                svm_oa[c] = float(np.mean([r[k] for r in rows_oa]))
+    data.update(_time_to_accuracy(runs, cells, ranks, svm_oa, margin))
+    coords["target"] = (
+        "target",
+        np.array(TARGETS, dtype=object),
+        {
+            "long_name": "time-to-accuracy target: svm (the RBF SVM baseline's OA), tp_minus_delta (tp's OA - margin)"
+        },
+    )
     ds = xr.Dataset(data, coords=coords)
     ds.attrs.update(
         {
@@ -429,6 +606,7 @@ def summarize(
             if tuned
             else recipe_json,
             "baseline_files": len(baselines),
+            "time_to_accuracy": TIME_TO_ACCURACY_NOTE,
         }
     )
     return ds
