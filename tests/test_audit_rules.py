@@ -352,7 +352,9 @@ def test_rule7_reading_verdicts_quote_the_paper_and_cite_a_public_source(rows: l
             assert norm(frag) in text, (r["id"], frag)
 
 
-CLAUSE_ENDS = set("，。；：！？,;:!?（）()")  # an elision may skip whole clauses or a parenthesis, never words inside one
+CLAUSE_ENDS = set(
+    "，。；：！？,;:!?（）()"
+)  # an elision may skip whole clauses or a parenthesis, never words inside one
 
 
 def test_rule7_quotes_elide_no_words_inside_a_clause(rows: list[dict]) -> None:
