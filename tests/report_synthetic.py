@@ -234,6 +234,7 @@ def render_every_figure(folder: Path) -> dict[str, Path]:
             "estimate": lambda: rp.estimate_figure(est),
         },
         "train": {
+            "pareto": lambda: rt.pareto_figure(*rt.load_probe(probe["memory"], probe["throughput"]), summary),
             "curves": lambda: rt.curves_figure(runs, summary),
             "accuracy_plot": lambda: rt.accuracy_figure(summary, runs),
             "resources": lambda: rt.resources_figure(runs),

@@ -660,3 +660,33 @@ def test_accuracy_figures_of_an_untrained_run_say_so(tmp_path):
             assert ("A smoke run tests the machinery, not accuracy" in shown) == noted, (oa, fig)
         plt.close("all")
     assert rt.accuracy_note(None, []) is None
+
+
+def test_pareto_points_pair_memory_with_time_to_accuracy(tmp_path):
+    """Catches a memory-vs-time-to-accuracy point built from the wrong numbers (the bugs: the memory ratio of another
+    P or g, the interleaved tokens/s ratio used as a time ratio instead of its inverse, a cell that never reached
+    the target plotted at some value, an oversubscribed P timed): each D-CHAG cell's point is its probed peak over
+    tp's at the same P and g (no checkpointing) and its steps over tp's times tp's tokens/s over its own."""
+    from report_synthetic import probe_files, train_summary
+
+    probe = probe_files(tmp_path)
+    summary = rt.load_summary(train_summary(tmp_path)[0])
+    mem, thr = rt.load_probe(probe["memory"], probe["throughput"])
+    mem, thr = (ds.assign_coords(N=[9]) for ds in (mem, thr))  # the synthetic probe at the records' crop
+    busy = thr["oversubscribed_note"].copy()
+    thr = thr.assign(oversubscribed_note=xr.full_like(busy, ""))  # as if P = 2 had its two cores
+    pts = rt.pareto_points(mem, thr, summary).set_index("split")
+    peak = mem["peak_allocated"].max("rank").sel(P=2, g=2, checkpointing="none").isel(L=0, N=0)
+    med = float(thr["ratio_vs_tp_median"].sel(plan="dchag_l", P=2, g=2, checkpointing="none").isel(L=0, N=0))
+    assert pts.loc["block", "memory_ratio"] == pytest.approx(
+        float(peak.sel(plan="dchag_l") / peak.sel(plan="tp"))
+    )
+    steps = (
+        summary["steps_to_target"].sel(target="tp_minus_delta").values
+    )  # dchag_l block, random; tp block, random
+    assert pts.loc["block", "time_ratio"] == pytest.approx(steps[0] / steps[2] / med)
+    never = summary.copy(deep=True)
+    never["steps_to_target"].loc[{"target": "tp_minus_delta"}] = [np.nan, 12.0, 12.0, 12.0]
+    pts = rt.pareto_points(mem, thr, never).set_index("split")
+    assert np.isnan(pts.loc["block", "time_ratio"]) and np.isfinite(pts.loc["random", "time_ratio"])
+    assert rt.pareto_points(mem, thr.assign(oversubscribed_note=busy), summary)["time_ratio"].isna().all()

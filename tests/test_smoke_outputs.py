@@ -17,7 +17,9 @@ _PER_CLASS = (
 _EQUIVALENCE = (
     "issue 24: the train page's table of single-process equivalents vs P-rank runs (one row saying none)"
 )
+_PARETO = "issue 36: memory per rank vs time to accuracy, each over tp's, beside the one-table answer"
 ADDED: dict[str, str] = {
+    **{f"results/smoke/figures/train_pareto.{ext}": _PARETO for ext in ("pdf", "png")},
     **{f"results/smoke/tables/train_equivalence.{ext}": _EQUIVALENCE for ext in ("csv", "md", "tex")},
     "results/smoke/cost/plan.nc": _PLAN,
     "results/smoke/figures/cost_plan.pdf": _PLAN,

@@ -107,6 +107,12 @@ OUTPUTS: tuple[Output, ...] = (
         "per plan and P: peak memory, interleaved tokens/s and accuracy verdict vs tp",
     ),
     Output(
+        "train",
+        "pareto",
+        "figure",
+        "per D-CHAG plan and P: memory per rank vs time to accuracy, each over tp's, marked by accuracy verdict",
+    ),
+    Output(
         "train", "curves", "figure", "training loss (and overall accuracy where evaluated) per epoch per run"
     ),
     Output("train", "resources", "figure", "measured per-rank peak memory and tokens/s per run"),

@@ -8,6 +8,7 @@ map are shown only where a record holds them (``overall_accuracy`` per evaluated
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -714,6 +715,64 @@ def _verdict_columns(summary: xr.Dataset | None, plan: str, P: int, g: int, N: i
     return out
 
 
+def _tp_cell(cells: Sequence[Cell], c: Cell) -> Cell | None:
+    """tp's cell paired with ``c``: the same dataset, split and N, at c's P or (trained once) any P."""
+    same = [t for t in cells if t.plan == "tp" and (t.dataset, t.split, t.N) == (c.dataset, c.split, c.N)]
+    return next((t for t in same if t.P == c.P), same[0] if same else None)
+
+
+def time_to_accuracy_ratio(
+    summary: xr.Dataset, c: Cell, step_time_ratio: float, target: str = "tp_minus_delta"
+) -> tuple[float, str]:
+    """(ratio, text) of cell ``c``'s time to ``target`` against tp's: its steps over tp's steps (the seed-mean test
+    OA curves of train/summary.nc) times ``step_time_ratio``, its measured time per step over tp's (the inverse of
+    the probe's interleaved tokens/s ratio; NaN: steps only). NaN ratio with the reason when it cannot be given."""
+    if "steps_to_target" not in summary:
+        return math.nan, "not computed (a summary written before time to accuracy)"
+    steps = summary["steps_to_target"].sel(target=target)
+    tp = _tp_cell(summary_cells(summary), c)
+    if tp is None:
+        return math.nan, "no tp cell to compare with"
+    mine, ref = float(steps.values[c.i]), float(steps.values[tp.i])
+    if not np.isfinite(ref):
+        return math.nan, "tp's own curve never reaches it"
+    if not np.isfinite(mine):
+        return math.nan, "never reached within the run"
+    if c.plan == "tp":
+        return 1.0, f"1 (reference: {int(ref)} steps)"
+    by_steps = mine / ref
+    if not np.isfinite(step_time_ratio):
+        return (
+            math.nan,
+            f"steps {int(mine)} vs tp's {int(ref)} ({by_steps:.2f}x); no interleaved time per step",
+        )
+    ratio = by_steps * step_time_ratio
+    return ratio, f"{ratio:.2f} ({int(mine)} vs {int(ref)} steps, x {step_time_ratio:.2f} time per step)"
+
+
+def _time_columns(
+    summary: xr.Dataset | None,
+    plan: str,
+    P: int,
+    g: int,
+    N: int,
+    step_time_ratio: float,  # noqa: N803
+) -> dict[str, str]:
+    """'time to tp's OA - delta vs tp, DATASET SPLIT split' -> the ratio of this (plan, P, g, N), per dataset and split."""
+    if summary is None or "steps_to_target" not in summary:
+        return {}
+    out = {}
+    for c in summary_cells(summary):
+        col = f"time to tp's OA − δ vs tp, {c.dataset} {c.split} split (measured on CPU)"
+        out.setdefault(col, "not trained")
+        g_ok = c.g == g if plan.startswith("dchag") else True
+        if (plan == "tp" and c.plan == "tp" and (c.N or N) == N) or (
+            (c.plan, c.P, c.N or N) == (plan, P, N) and g_ok
+        ):
+            out[col] = time_to_accuracy_ratio(summary, c, step_time_ratio)[1]
+    return out
+
+
 NO_PROBE = "no probe stage in this run (config `stages`): no per-rank memory or interleaved tokens/s to show"
 
 
@@ -747,16 +806,19 @@ def answer_table(
         sel = {k: v for k, v in here.items()}
         tp_sel = {**sel, "plan": "tp"}
         has_tp = "tp" in peak["plan"].values and np.isfinite(float(peak.sel(tp_sel)))
+        step_time = math.nan  # this plan's time per step over tp's, from the interleaved tokens/s ratio
         if plan == "tp":
-            mem_vs, thr_vs = "1 (reference)", "1 (reference)"
+            mem_vs, thr_vs, step_time = "1 (reference)", "1 (reference)", 1.0
         elif not has_tp:
             mem_vs = thr_vs = f"n/a (no tp at P = {P})"
         else:
             mem_vs = f"{value / float(peak.sel(tp_sel)):.2f}"
             med, lo, hi = (float(throughput[f"ratio_vs_tp_{s}"].sel(sel)) for s in ("median", "min", "max"))
             thr_vs = f"{med:.2f} [{lo:.2f}, {hi:.2f}]" if np.isfinite(med) else "not timed"
+            step_time = 1.0 / med if np.isfinite(med) and med > 0 else math.nan
         if notes.get(P) and plan != "tp" and has_tp:
             thr_vs = f"{notes[P]}: {thr_vs}, no conclusion"
+            step_time = math.nan  # an oversubscribed P times nothing
         on = labels.measured_on({"device": devices.get(P, ""), "dtype": dtype})
         rows.append(
             {
@@ -766,10 +828,104 @@ def answer_table(
                 "peak vs tp (fullest rank, measured on CPU)": mem_vs,
                 "tokens/s vs tp, median [min, max] (measured on CPU, interleaved)": thr_vs,
                 **_verdict_columns(summary, plan, P, g, int(here["N"])),
+                **_time_columns(summary, plan, P, g, int(here["N"]), step_time),
                 "measured on": on + (f"; {notes[P]}" if notes.get(P) else ""),
             }
         )  # fmt: skip
     return pd.DataFrame(rows).sort_values("P", kind="stable").reset_index(drop=True)  # P by P, plans in order
+
+
+VERDICT_MARKERS = {"equal": "o", "better": "^", "worse": "v", "undecided": "s"}
+
+
+def _no_checkpointing(da: xr.DataArray) -> xr.DataArray:
+    """The probe's numbers without activation checkpointing (the first policy when it has no "none")."""
+    if "checkpointing" not in da.dims:
+        return da
+    return da.sel(checkpointing="none") if "none" in da["checkpointing"].values else da.isel(checkpointing=0)
+
+
+def _first(da: xr.DataArray) -> float:
+    """The value at the first index of every dimension left (the probe's one L, one N)."""
+    return float(da.isel({d: 0 for d in da.dims}))
+
+
+def pareto_points(
+    memory: xr.Dataset | None, throughput: xr.Dataset | None, summary: xr.Dataset | None
+) -> pd.DataFrame:
+    """One row per trained D-CHAG cell that the probe measured: its per-rank peak memory over tp's (fullest rank,
+    no activation checkpointing, ``probe/memory.nc``) and its time to tp's OA − δ over tp's
+    (:func:`time_to_accuracy_ratio`, the interleaved tokens/s ratio of ``probe/throughput.nc``), with its verdict;
+    NaN where either is missing (never reached, oversubscribed, not probed)."""
+    cols = ["dataset", "split", "plan", "P", "g", "memory_ratio", "time_ratio", "verdict"]
+    if memory is None or throughput is None or summary is None or "steps_to_target" not in summary:
+        return pd.DataFrame(columns=cols)
+    peak = _no_checkpointing(memory["peak_allocated"].max("rank", skipna=True))
+    ratio_vs_tp = _no_checkpointing(throughput["ratio_vs_tp_median"])
+    notes = dict(
+        zip(throughput["P"].values.tolist(), throughput["oversubscribed_note"].values.tolist(), strict=True)
+    )
+    rows = []
+    for c in summary_cells(summary):
+        if not c.plan.startswith("dchag"):
+            continue
+        at = {"P": c.P, "g": c.g}
+        if "N" in peak.dims and c.N is not None:
+            at["N"] = c.N
+        try:
+            here, tp, thr = (
+                _first(x.sel(**at))
+                for x in (peak.sel(plan=c.plan), peak.sel(plan="tp"), ratio_vs_tp.sel(plan=c.plan))
+            )
+        except KeyError:
+            continue  # this (P, g, N) was not probed
+        mem = float(here) / float(tp) if float(tp) > 0 else math.nan
+        med = float(thr)
+        step_time = 1.0 / med if np.isfinite(med) and med > 0 and not notes.get(c.P) else math.nan
+        ratio = time_to_accuracy_ratio(summary, c, step_time)[0]
+        verdict = _verdict(summary, c.i).split(" ")[0] if "oa_verdict" in summary else "undecided"
+        rows.append([c.dataset, c.split, c.plan, c.P, c.g, mem, ratio, verdict])
+    return pd.DataFrame(rows, columns=cols)
+
+
+def pareto_figure(
+    memory: xr.Dataset | None, throughput: xr.Dataset | None, summary: xr.Dataset | None
+) -> Figure:
+    """Memory per rank against time to accuracy, each over tp's, one point per D-CHAG plan and P, marker = accuracy
+    verdict; one panel per dataset and split. Below 1 on both axes: less memory and sooner at tp's accuracy."""
+    pts = pareto_points(memory, throughput, summary)
+    panels = sorted({(d, s) for d, s in zip(pts["dataset"], pts["split"], strict=True)}) or [("", "")]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels) + 0.6, 4.2), layout="constrained",
+                             squeeze=False)  # fmt: skip
+    plans = sorted(set(pts["plan"])) or ["dchag_l", "dchag_c"]
+    colours = dict(zip(plans, style.palette(len(plans)), strict=True))
+    shown = pts.dropna(subset=["memory_ratio", "time_ratio"])
+    for ax, (dataset, split) in zip(axes[0], panels, strict=True):
+        here = shown[(shown["dataset"] == dataset) & (shown["split"] == split)]
+        for row in here.itertuples():
+            ax.scatter(row.memory_ratio, row.time_ratio, color=colours[row.plan], s=60,
+                       marker=VERDICT_MARKERS.get(row.verdict, "s"), edgecolor="black", linewidth=0.5)  # fmt: skip
+            ax.annotate(f"P = {row.P}, g = {row.g}", (row.memory_ratio, row.time_ratio), fontsize=7.5,
+                        xytext=(4, 4), textcoords="offset points")  # fmt: skip
+        ax.axhline(1.0, color="0.6", lw=0.8, ls="--")
+        ax.axvline(1.0, color="0.6", lw=0.8, ls="--")
+        ax.set_xlabel("peak memory per rank / tp's (fullest rank, no checkpointing)")
+        ax.set_ylabel("time to tp's OA − δ / tp's")
+        missing = len(pts[(pts["dataset"] == dataset) & (pts["split"] == split)]) - len(here)
+        title = f"{dataset} {split} split" if dataset else "no D-CHAG cell with both ratios yet"
+        if missing > 0:
+            title += f"\n{missing} cell(s) without a ratio (never reached, oversubscribed or not probed)"
+        ax.set_title(title, fontsize=9)
+        if here.empty:
+            ax.text(0.5, 0.5, "nothing to plot yet", ha="center", va="center", transform=ax.transAxes)
+    handles = [plt.Line2D([], [], ls="", marker="o", color=colours[p], label=p) for p in plans]
+    handles += [plt.Line2D([], [], ls="", marker=m, color="0.4", label=v) for v, m in VERDICT_MARKERS.items()]
+    fig.legend(handles=handles, loc="outside lower center", ncol=3, frameon=False,
+               title="plan (colour) and accuracy verdict vs tp (marker)")  # fmt: skip
+    hardware = labels.measured_on({"device": str(memory["device"].values[0]) if memory is not None else "",
+                                   "dtype": memory.attrs.get("dtype", "") if memory is not None else ""})  # fmt: skip
+    fig.suptitle(headline("Memory per rank vs time to accuracy, each over tp's", MEASURED, hardware))
+    return fig
 
 
 SIZE_KEYS = (
