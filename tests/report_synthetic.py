@@ -147,6 +147,39 @@ def baseline_file(folder: Path, split: str, seed: int) -> Path:
     )
 
 
+def study_files(folder: Path) -> list[Path]:
+    """Two tiny tuning studies (tp, dchag_l) on the block split, as ``hsitp tune`` writes them: 5 trials, the best
+    so far rising then flat, Dodge et al.'s expected best over 3 start-up trials."""
+    from hsitp.tune.budget import best_so_far, expected_best
+
+    out = []
+    for plan, scores in (
+        ("tp", [0.40, 0.55, np.nan, 0.58, 0.57]),
+        ("dchag_l", [0.45, 0.50, 0.61, 0.60, 0.62]),
+    ):
+        mean, std = expected_best(scores[:3], n_max=3)
+        ds = xr.Dataset(
+            {
+                "score": ("trial", np.array(scores)),
+                "best_so_far": ("trial", best_so_far(scores)),
+                "expected_best": ("n", mean),
+                "expected_best_std": ("n", std),
+                "val_oa": (("trial", "epoch"), np.tile(np.array(scores)[:, None], (1, 2))),
+            },
+            coords={"trial": np.arange(1, 6), "n": np.arange(1, 4), "epoch": [1, 2]},
+            attrs={
+                "plan": plan,
+                "split": "block",
+                "budget_trials": 5,
+                "steps_per_trial": 80,
+                "startup_trials": 3,
+            },
+        )
+        path = folder / "tune" / f"{plan}_block.nc"
+        out.append(write_netcdf(described(ds), path, kind="tune_study", prov=provenance({})))
+    return out
+
+
 def train_summary(folder: Path, oa: float = 0.7) -> tuple[Path, list[Path]]:
     """train/summary.nc made by the real `summarize` from synthetic records (tp, dchag_l at P = 2; both splits;
     seeds 0, 1; last OA ``oa`` + 0.01 x seed: 0.1 is a smoke run's, far below the baselines' 0.5-0.8) and baseline
@@ -235,6 +268,7 @@ def render_every_figure(folder: Path) -> dict[str, Path]:
         },
         "train": {
             "pareto": lambda: rt.pareto_figure(*rt.load_probe(probe["memory"], probe["throughput"]), summary),
+            "tune_budget": lambda: rt.budget_figure(rt.load_studies(study_files(folder))),
             "curves": lambda: rt.curves_figure(runs, summary),
             "accuracy_plot": lambda: rt.accuracy_figure(summary, runs),
             "resources": lambda: rt.resources_figure(runs),

@@ -104,7 +104,10 @@ def test_stage_inputs_follow_the_upstream_targets():
         "datasets": data,
         "probe_memory": "r/probe/memory.nc",
         "probe_throughput": "r/probe/throughput.nc",
+        "studies": [],  # no tune stage
     }
+    tuned = rules.stage_inputs("train", data, cost, bench, probe, train, tune=["r/tune/a/tp_block.nc"])
+    assert tuned["studies"] == ["r/tune/a/tp_block.nc"]  # the budget curves' files, declared as inputs
     with_check = rules.stage_inputs("train", data, cost, bench, probe, [*train, "r/train/equivalence.nc"])
     assert with_check["equivalence"] == "r/train/equivalence.nc"  # never read as a training record
     assert with_check["records"] == ["r/train/a/tp_P2.nc"]
@@ -690,3 +693,20 @@ def test_pareto_points_pair_memory_with_time_to_accuracy(tmp_path):
     pts = rt.pareto_points(mem, thr, never).set_index("split")
     assert np.isnan(pts.loc["block", "time_ratio"]) and np.isfinite(pts.loc["random", "time_ratio"])
     assert rt.pareto_points(mem, thr.assign(oversubscribed_note=busy), summary)["time_ratio"].isna().all()
+
+
+def test_budget_figure_draws_each_study(tmp_path):
+    """Catches budget curves drawn from the wrong variable or dropped (the bug: a study whose best-so-far or
+    expected-best curve is missing, the plan's colour or the split's panel mixed up), and a page that fails when
+    the run has no tune stage."""
+    from report_synthetic import study_files
+
+    studies = rt.load_studies(study_files(tmp_path))
+    fig = rt.budget_figure(studies)
+    ax = fig.axes[0]
+    assert ax.get_title() == "block split (5 trials of 80 steps)"
+    best = {line.get_label(): line.get_ydata() for line in ax.get_lines()}
+    np.testing.assert_allclose(best["dchag_l: best so far"], [0.45, 0.50, 0.61, 0.61, 0.62])
+    np.testing.assert_allclose(best["tp: expected best"], studies[0]["expected_best"].values)
+    empty = rt.budget_figure([])
+    assert empty.axes[0].get_title() == "no tuning study in this run"

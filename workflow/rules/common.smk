@@ -478,6 +478,7 @@ def train_page_inputs():
         probe_targets(),
         records + train_targets(),
         config["stages"],
+        tune_targets() if "tune" in config["stages"] else [],
     )
 
 

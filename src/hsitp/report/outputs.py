@@ -113,6 +113,12 @@ OUTPUTS: tuple[Output, ...] = (
         "per D-CHAG plan and P: memory per rank vs time to accuracy, each over tp's, marked by accuracy verdict",
     ),
     Output(
+        "train",
+        "tune_budget",
+        "figure",
+        "per plan and split: best validation OA against tuning trials, the search as run and Dodge et al.'s expected best",
+    ),
+    Output(
         "train", "curves", "figure", "training loss (and overall accuracy where evaluated) per epoch per run"
     ),
     Output("train", "resources", "figure", "measured per-rank peak memory and tokens/s per run"),

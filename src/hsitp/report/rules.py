@@ -34,12 +34,14 @@ def stage_inputs(
     probe: Sequence[str] = (),
     train: Sequence[str] = (),
     stages: Sequence[str] = STAGES,
+    tune: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The netCDF one stage's page reads, keyed like the notebook's parameters (None: a file of a stage this run
     does not build; the page says what is missing).
 
     ``data``, ``cost``, ``bench``, ``probe`` and ``train`` are the upstream stages' target lists (common.smk);
-    ``stages`` the run's (config ``stages``): the train page reads the probe's files only when the probe runs."""
+    ``stages`` the run's (config ``stages``): the train page reads the probe's files only when the probe runs;
+    ``tune`` the tuning studies (tune_targets) it draws the budget curves of."""
     cost_by = {Path(p).stem: p for p in cost}
     bench_by = {Path(p).stem: p for p in bench}
     if stage == "data":
@@ -69,6 +71,7 @@ def stage_inputs(
             "datasets": list(data),
             "probe_memory": probe_by.get("memory"),
             "probe_throughput": probe_by.get("throughput"),
+            "studies": list(tune),  # the tuning studies (stage tune): the budget curves
         }
     raise ValueError(f"no report page for stage {stage!r}; one of {', '.join(STAGES)}")
 

@@ -928,6 +928,63 @@ def pareto_figure(
     return fig
 
 
+def load_studies(paths: Sequence[str | os.PathLike[str]]) -> list[xr.Dataset]:
+    """The tuning studies (``hsitp tune``'s netCDF, kind ``tune_study``)."""
+    out = []
+    for path in paths:
+        ds = load(path, kind="tune_study")
+        need(ds, "score", "best_so_far", "expected_best", "expected_best_std")
+        out.append(ds)
+    return out
+
+
+def _study_device(studies: Sequence[xr.Dataset]) -> str:
+    """'measured on CPU: ...' (or the GPU) from the studies' provenance."""
+    dev = (json_attr(studies[0], "provenance", {}) or {}).get("device", {}) if studies else {}
+    if not isinstance(dev, dict) or not dev:
+        return "measured on an unrecorded device"
+    gpu = str(dev.get("gpu", "none"))
+    return f"measured on GPU: {gpu}" if gpu not in ("none", "") else f"measured on CPU: {dev.get('cpu', '?')}"
+
+
+def budget_figure(studies: Sequence[xr.Dataset]) -> Figure:
+    """Best validation OA against the number of tuning trials, per split (panel) and plan (colour): the search as
+    run (best so far, solid) and Dodge et al.'s expected best of n random start-up trials with its spread (dashed,
+    band). A curve still rising at the last trial says the budget was too small to decide."""
+    splits = sorted({str(s.attrs["split"]) for s in studies}) or ["none"]
+    budget = sorted({(int(s.attrs["budget_trials"]), int(s.attrs["steps_per_trial"])) for s in studies})
+    what = ", ".join(f"{t} trials of {st} steps" for t, st in budget)
+    fig, axes = plt.subplots(1, len(splits), figsize=(max(7.0, 4.8 * len(splits) + 0.6), 3.9), layout="constrained",
+                             squeeze=False, sharey=True)  # fmt: skip
+    plans = sorted({str(s.attrs["plan"]) for s in studies})
+    colours = dict(zip(plans, style.palette(max(len(plans), 1)), strict=False))
+    for ax, split in zip(axes[0], splits, strict=True):
+        for s in (s for s in studies if str(s.attrs["split"]) == split):
+            plan = str(s.attrs["plan"])
+            k = s["trial"].values
+            ax.plot(k, s["best_so_far"].values, color=colours[plan], lw=1.8, label=f"{plan}: best so far")
+            n = s["n"].values
+            mean, std = s["expected_best"].values, s["expected_best_std"].values
+            ax.plot(n, mean, color=colours[plan], lw=1.2, ls="--", label=f"{plan}: expected best")
+            ax.fill_between(n, mean - std, mean + std, color=colours[plan], alpha=0.15, lw=0)
+        ax.set_title(f"{split} split ({what})" if studies else "no tuning study in this run", fontsize=9)
+        ax.set_xlabel("trials")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=6))
+        if not studies:
+            ax.text(0.5, 0.5, "stage tune not run", ha="center", va="center", transform=ax.transAxes)
+    axes[0][0].set_ylabel("validation OA")
+    handles = [plt.Line2D([], [], color=colours[p], lw=1.8, label=p) for p in plans]
+    handles += [plt.Line2D([], [], color="0.3", lw=1.8, label="best so far (the search as run)"),
+                plt.Line2D([], [], color="0.3", lw=1.2, ls="--", label="expected best of n random trials ± sd")]  # fmt: skip
+    fig.legend(
+        handles=handles, loc="outside lower center", ncol=2, frameon=False, title="plan (colour) and curve"
+    )
+    fig.suptitle(
+        headline("Best validation OA against tuning trials, per plan", MEASURED, _study_device(studies))
+    )
+    return fig
+
+
 SIZE_KEYS = (
     "dim",
     "depth",
