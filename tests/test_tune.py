@@ -127,3 +127,16 @@ def test_budget_curves() -> None:
     assert mean[1] == pytest.approx((0.2 + 3 * 0.4 + 5 * 0.5) / 9)
     assert std[0] == pytest.approx(np.std([0.2, 0.5, 0.4]))
     np.testing.assert_allclose(best_so_far([float("nan"), 0.3, 0.2, 0.6]), [np.nan, 0.3, 0.3, 0.6])
+
+
+def test_a_resumed_study_does_not_redraw_its_first_points(scene: Path, tmp_path: Path) -> None:
+    """Catches a resumed study whose seeded sampler starts its random stream again (the bug the cpu-fair run hit:
+    after a restart the random start-up trials repeated the first trials' parameters, the repeat found the first
+    one's finished checkpoint, trained nothing and failed): a second call that adds one random trial draws new
+    parameters, and still ends with a score."""
+    out = tmp_path / "tp_random.nc"
+    assert _tune(scene, out, "tp", trials=1, startup_trials=4) == 0
+    assert _tune(scene, out, "tp", trials=2, startup_trials=4) == 0
+    ds = read_netcdf(out, kind="tune_study")
+    assert ds.sizes["trial"] == 2 and ds["lr"].values[0] != ds["lr"].values[1]
+    assert np.all(np.isfinite(ds["score"].values))

@@ -87,7 +87,14 @@ def _run(args: argparse.Namespace) -> int:
             last["val_oa"] = float(rec["val_oa"])
             on_epoch(epoch, rec)
 
-        train_rank(rt, trial_cfg, job, on_epoch=record)
+        path = train_rank(rt, trial_cfg, job, on_epoch=record)
+        if (
+            "val_oa" not in last
+        ):  # resumed after its last epoch (killed before the study recorded it): the record
+            from hsitp.io import read_netcdf
+
+            with read_netcdf(path, kind="train") as ds:
+                last["val_oa"] = float(ds["val_oa"].values[-1])
         return last["val_oa"]
 
     try:

@@ -132,7 +132,6 @@ def open_study(spec: StudySpec, tune: Mapping[str, Any]) -> Any:
 
     optuna.logging.disable_default_handler()  # Optuna's lines go through logging (the CLI's handler), not its own
     optuna.logging.enable_propagation()
-    sampler = optuna.samplers.TPESampler(seed=int(tune["seed"]), n_startup_trials=int(tune["startup_trials"]))
     pruner = optuna.pruners.MedianPruner(
         n_startup_trials=int(tune["prune"]["startup_trials"]),
         n_warmup_steps=int(tune["prune"]["warmup_epochs"]),
@@ -141,21 +140,36 @@ def open_study(spec: StudySpec, tune: Mapping[str, Any]) -> Any:
     study = optuna.create_study(
         study_name=spec.out.stem,
         storage=storage,
-        sampler=sampler,
+        sampler=_sampler(tune, 0),
         pruner=pruner,
         direction="maximize",
         load_if_exists=True,
     )
+    # a seeded sampler restarts its random stream in every process: a resumed study would draw its first points
+    # again; seeding by the trials already there continues the search (deterministic given the journal)
+    study.sampler = _sampler(tune, len(study.get_trials(deepcopy=False)))
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):  # the process was killed
         storage.set_trial_user_attr(t._trial_id, "interrupted", True)
         storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
     # a failed trial (killed, Ctrl-C, SIGTERM) is run again once with its parameters: its checkpoint resumes it
     retried = {t.user_attrs.get("retry_of") for t in study.get_trials(deepcopy=False)}
+    finished = [
+        t.params for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
+    ]
     for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,)):
-        if t.number not in retried:
+        if t.number not in retried and t.params not in finished:  # (a repeat of a finished trial: not again)
             study.enqueue_trial(t.params, user_attrs={"retry_of": t.number})
             log.info("trial %d did not finish: queued again with the same parameters", t.number)
     return study
+
+
+def _sampler(tune: Mapping[str, Any], offset: int) -> Any:
+    """TPE with ``tune.startup_trials`` random start-up trials, seeded ``tune.seed + offset``."""
+    import optuna
+
+    return optuna.samplers.TPESampler(
+        seed=int(tune["seed"]) + offset, n_startup_trials=int(tune["startup_trials"])
+    )
 
 
 def counted(study: Any) -> int:
