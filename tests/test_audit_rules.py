@@ -339,17 +339,23 @@ def test_rule7_reading_verdicts_quote_the_paper_and_cite_a_public_source(rows: l
                 assert LOCATOR.search(part), (r["id"], part)
         assert "../shared" not in r["source"] and "/shared/" not in r["source"], r["id"]
         assert r["zh"] and r["en"], r["id"]
+    text = _paper_text()
+    for r in rows:
+        for frag in re.split(r"……|…", r["zh"]):
+            assert _norm(frag) in text, (r["id"], frag)
+
+
+def _norm(s: str) -> str:
+    """The paper's text and a quote compared without spaces and quotation marks."""
+    return re.sub(r"[\s“”\"]", "", s)
+
+
+def _paper_text() -> str:
+    """The paper (../shared/paper), normalised; the test skips without it."""
     papers = sorted(PAPER_DIR.glob("*.txt")) if PAPER_DIR.is_dir() else []
     if not papers:
         pytest.skip("the paper (../shared/paper) is not here")
-
-    def norm(s: str) -> str:
-        return re.sub(r"[\s“”\"]", "", s)
-
-    text = norm(papers[0].read_text())
-    for r in rows:
-        for frag in re.split(r"……|…", r["zh"]):
-            assert norm(frag) in text, (r["id"], frag)
+    return _norm(papers[0].read_text())
 
 
 CLAUSE_ENDS = set(
@@ -361,17 +367,10 @@ def test_rule7_quotes_elide_no_words_inside_a_clause(rows: list[dict]) -> None:
     """Catches a quote whose elision removes decisive words from inside the clause a verdict rests on (the bug issue
     37 names: the abstract's 'a boundary set jointly by three factors' quoted as '存在一条……决策边界', the three factors
     elided): between two fragments of a quote the paper's skipped text must hold a clause boundary or a parenthesis."""
-    papers = sorted(PAPER_DIR.glob("*.txt")) if PAPER_DIR.is_dir() else []
-    if not papers:
-        pytest.skip("the paper (../shared/paper) is not here")
-
-    def norm(s: str) -> str:
-        return re.sub(r"[\s“”\"]", "", s)
-
-    text = norm(papers[0].read_text())
+    text = _paper_text()
     bad = []
     for r in rows:
-        frags = [norm(f) for f in re.split(r"……|…", r["zh"])]
+        frags = [_norm(f) for f in re.split(r"……|…", r["zh"])]
         if len(frags) < 2:
             continue
         at = text.find(frags[0]) + len(frags[0])

@@ -61,12 +61,17 @@ def apply_recipe(
             f"--recipe {study}: its best trial has g = {best.get('groups', 1)}, this job g = {groups}"
         )
     cfg = copy.deepcopy(dict(config))
-    tc = cfg["train"]
-    tc.update(
-        lr=float(best["lr"]),
-        weight_decay=float(best["weight_decay"]),
-        label_smoothing=float(best["label_smoothing"]),
-        warmup_steps=int(best["warmup_steps"]),
-        sampling={"mode": "stratified", "per_class": int(best["per_class"])},
-    )
+    cfg["train"].update(recipe_keys(best))
     return cfg
+
+
+def recipe_keys(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The train keys a searched recipe sets (lr, weight decay, label smoothing, warm-up, stratified per_class):
+    what a tuning trial trains with and what ``--recipe`` applies from its best trial."""
+    return {
+        "lr": float(params["lr"]),
+        "weight_decay": float(params["weight_decay"]),
+        "label_smoothing": float(params["label_smoothing"]),
+        "warmup_steps": int(params["warmup_steps"]),
+        "sampling": {"mode": "stratified", "per_class": int(params["per_class"])},
+    }

@@ -93,14 +93,12 @@ def trial_config(
 ) -> dict[str, Any]:
     """The training config one trial runs: the run's train section with the trial's recipe and the study's
     budget (epochs, steps, validation pixels every epoch, one memory-tracked step)."""
+    from hsitp.train.recipe import recipe_keys
+
     cfg = copy.deepcopy(dict(config))
     tc = cfg["train"]
     tc.update(
-        lr=float(params["lr"]),
-        weight_decay=float(params["weight_decay"]),
-        label_smoothing=float(params["label_smoothing"]),
-        warmup_steps=int(params["warmup_steps"]),
-        sampling={"mode": "stratified", "per_class": int(params["per_class"])},
+        **recipe_keys(params),
         epochs=int(tune["epochs"]),
         steps_per_epoch=int(tune["steps_per_epoch"]),
         validation={"fraction": float(tune["validation_fraction"])},
