@@ -230,7 +230,7 @@ def test_rule6_every_computed_verdict_can_flip(ctx: cl.Context, claims: list[dic
     cannot, flipped = set(), 0
     for c in claims:
         o, verdict, basis = cl.evaluate_claim(ctx, c)
-        if basis not in ("computed", "measured"):
+        if basis not in ("computed", "circular", "measured"):
             continue
         existential = cl.possibility_hedged(c["zh"])
         pairs = _sides(o, c["check"], existential)
@@ -288,7 +288,7 @@ def test_rule10_every_computed_or_measured_claim_can_be_contradicted(
         fn = c["check"]["fn"]
         if fn == "measured" and o.verdict is not None:  # pending: no file here; what the file would give
             o = cl.Outcome(fraction=0.5, n_points=4, basis="measured")
-        elif basis not in ("computed", "measured"):
+        elif basis not in ("computed", "circular", "measured"):
             continue
         verdict = cl.decide(_against(o, c["check"]), c["check"], cl.possibility_hedged(c["zh"]))[0]
         if verdict != "contradicted":
@@ -471,3 +471,29 @@ def test_rule9_changelog_and_counts_match_the_reference(rows: list[dict]) -> Non
     ids = {r["id"] for r in rows}
     logged = set(re.findall(r"^\| `([a-z0-9_]+)` \|", log, re.M))
     assert logged and logged <= ids
+
+
+# --- rule 11: circular evidence ------------------------------------------------------------------------------------
+def test_rule11_circular_evidence_says_consistent(rows: list[dict], claims: list[dict]) -> None:
+    """Catches a verdict that rests on the paper's own formula at the paper's own numbers presented as `holds`
+    (issue 37: it cannot come out against the paper, so it says `consistent`, basis `circular`), and the opposite
+    mistake: a check that reads our refined model, the registry or a measurement labelled circular."""
+    assert cl.circular({"fn": "formula_value"}) and cl.circular({"fn": "quote", "key": "threshold_p8_intra"})
+    assert not cl.circular(
+        {"fn": "quote", "key": "grid_pavia_university"}
+    )  # the registry's scene, not the paper's
+    assert cl.circular({"fn": "table_value", "sel": {"model": "stated", "hardware": "paper-intra"}})
+    assert not cl.circular({"fn": "table_value", "sel": {"model": "refined", "hardware": "paper-intra"}})
+    assert not cl.circular({"fn": "table_value", "sel": {"model": "stated"}})  # every preset, ours among them
+    assert not cl.circular({"fn": "dataset_grid"}) and not cl.circular({"fn": "measured"})
+    by_id = {c["id"]: c for c in claims}
+    for r in rows:
+        c = by_id.get(r["id"])
+        if c is None or c.get("by_construction"):
+            continue
+        if r["basis"] == "circular":
+            assert cl.circular(c["check"]) and r["verdict"] != "holds", r["id"]
+        if r["verdict"] == "consistent":
+            assert r["basis"] == "circular", r["id"]
+    counts = cl.basis_counts(rows)
+    assert counts["circular"]["consistent"] >= 20 and "holds" not in counts["circular"]

@@ -31,6 +31,7 @@ from hsitp.audit.claims import (
     COST_TABLES,
     VERDICTS,
     Context,
+    basis_counts,
     evaluate_claims,
     finding_counts,
     verdict_counts,
@@ -132,8 +133,15 @@ def _md_text(rows: Sequence[Mapping[str, Any]], inputs: Mapping[str, Any]) -> st
         + "".join(f", {v} {n}" for v, n in finding_counts(rows).items())
         + ".",
         "",
+        "By basis: "
+        + "; ".join(
+            f"{b}: " + ", ".join(f"{v} {n}" for v, n in c.items()) for b, c in basis_counts(rows).items()
+        )
+        + ".",
+        "",
         "Basis: *computed* (from the cost tables, the registry, the stated formulas or the config, under the "
-        "tolerance shown), *reading* (a source is cited; evidence that holds by our own construction is labelled "
+        "tolerance shown), *circular* (the paper's own formulas at the paper's own numbers: agreement is "
+        "*consistent* with its own assumptions, not *holds*), *reading* (a source is cited; evidence that holds by our own construction is labelled "
         "so), *pending* (a stage not built yet), *measured* (the accuracy run's train/summary.nc). A verdict marked "
         "**knife edge** moves with a 2 % change of its value or one point of its share; *hedged* claims say "
         "可能/约 (rules: docs/audit.md). Inputs: "

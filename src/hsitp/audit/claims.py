@@ -41,10 +41,18 @@ KINDS = (
     "reference_fact",
     "finding",  # our refined model's answer to a claim judged by the paper's formulas (``refines``: that claim)
 )
-VERDICTS = ("holds", "conditional", "contradicted", "not_reproducible", "needs_gpu", "pending")
+# "consistent": holds, but only by the paper's own formulas applied to the paper's own numbers (basis circular)
+VERDICTS = ("holds", "consistent", "conditional", "contradicted", "not_reproducible", "needs_gpu", "pending")
 # How a verdict was reached: computed from cached results, read from a source, waiting on a stage, or decided by
 # measurements (results/<audit.accuracy_run>/train/summary.nc; pending while that file or its variable is absent).
-BASES = ("computed", "reading", "pending", "measured")
+BASES = ("computed", "circular", "reading", "pending", "measured")
+# The paper's own presets: a stated-model table selection limited to these evaluates the paper with itself.
+PAPER_PRESETS = frozenset({"paper-intra", "paper-inter"})
+# Checks that evaluate the paper's own formulas at the paper's own numbers (rule 11).
+CIRCULAR_CHECKS = frozenset({"formula_identity", "formula_value", "preset_value"})
+# Quotes recomputed by the paper's own formulas and parameters alone (not those needing the registry's scenes or
+# the refined memory model, which hsitp.cost adds beside them).
+OWN_QUOTES = frozenset(q.key for q in stated.paper_quotes())
 # Quote markers that hedge a claim (rule 5). 可能 ("may") hedges its scope: the claim holds if the effect occurs in at
 # least one configuration of the stated scope. 约/大约/左右 ("about") hedge a number: the claim states its tolerance
 # (field ``about``). 约束 ("constraint"), 归约/规约 ("reduce"), 节约, 约定 are not hedges.
@@ -975,9 +983,33 @@ def config_keys(claims: Sequence[Mapping[str, Any]] | None = None) -> list[str]:
     return sorted(keys)
 
 
+def circular(check: Mapping[str, Any]) -> bool:
+    """Rule 11: the check evaluates the paper's own formulas at the paper's own numbers (a formula identity or value,
+    a quote its own formulas and parameters recompute, a preset copied from the paper, or a stated-model table
+    limited to the paper's presets), so
+    agreement says the paper is consistent with its own assumptions, not that it holds."""
+    fn = str(check.get("fn", ""))
+    if fn in CIRCULAR_CHECKS:
+        return True
+    if fn == "quote":
+        return str(check.get("key")) in OWN_QUOTES
+    if fn == "any_of":
+        return bool(check.get("checks")) and all(circular(sub) for sub in check["checks"])
+    sel = check.get("sel") or {}
+    hw = sel.get("hardware")
+    hardware = set(hw if isinstance(hw, list) else [hw]) if hw is not None else set()
+    return (
+        (fn.startswith("table_") or fn == "split_regime")
+        and sel.get("model") == "stated"
+        and bool(hardware)
+        and hardware <= PAPER_PRESETS
+    )
+
+
 def evaluate_claim(ctx: Context, c: Mapping[str, Any]) -> tuple[Outcome, str, str]:
     """(outcome, verdict, basis) of one claim. Evidence that holds by our own construction (``by_construction``) is
-    shown but does not decide: the claim's ``reading`` verdict does (rule 3)."""
+    shown but does not decide: the claim's ``reading`` verdict does (rule 3). A computed claim whose check is
+    circular (rule 11) has basis ``circular``, and says ``consistent`` where it would say ``holds``."""
     try:
         o = evaluate_check(ctx, c["check"])
     except (KeyError, TypeError) as exc:
@@ -986,6 +1018,8 @@ def evaluate_claim(ctx: Context, c: Mapping[str, Any]) -> tuple[Outcome, str, st
         r = c["reading"]
         return o, r["verdict"], "reading"
     verdict, basis = decide(o, c["check"], possibility_hedged(c["zh"]))
+    if basis == "computed" and circular(c["check"]):
+        return o, "consistent" if verdict == "holds" else verdict, "circular"
     return o, verdict, basis
 
 
@@ -1008,7 +1042,11 @@ def evaluate_claims(ctx: Context, claims: Sequence[Mapping[str, Any]] | None = N
                 reason = (f"holds only under: {', '.join(held)}. " + reason).strip()
         if c.get("about"):
             tolerance = f"about: {c['about']}; {tolerance}".strip("; ")
-        if existential and basis in ("computed", "measured") and (o.parts or o.fraction is not None):
+        if (
+            existential
+            and basis in ("computed", "circular", "measured")
+            and (o.parts or o.fraction is not None)
+        ):
             tolerance = f"{tolerance}; hedged (可能): holds if it occurs at one point or more".strip("; ")
         knife, edge = (False, "") if c.get("by_construction") else knife_edge(o, c["check"], existential)
         number = (
@@ -1045,6 +1083,18 @@ def verdict_counts(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     """Verdicts of the claims; findings (our refined model's answers, kind ``finding``) are left out (rule 2)."""
     claims = [r for r in rows if r["kind"] != "finding"]
     return {v: sum(r["verdict"] == v for r in claims) for v in VERDICTS}
+
+
+def basis_counts(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
+    """Verdicts of the claims by basis (measured, computed, circular, reading, pending): which verdicts this run's
+    measurements decided, which the paper's own assumptions did (rule 11)."""
+    claims = [r for r in rows if r["kind"] != "finding"]
+    out: dict[str, dict[str, int]] = {}
+    for b in BASES:
+        here = {v: n for v in VERDICTS if (n := sum(r["verdict"] == v and r["basis"] == b for r in claims))}
+        if here:
+            out[b] = here
+    return out
 
 
 def finding_counts(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
