@@ -115,8 +115,8 @@ TUNED = {
     "tune": {
         "plans": ["tp", "dchag_l"],
         "splits": ["random"],
-        "trials": 2,
-        "startup_trials": 2,
+        "trials": 1,  # the machinery, not the search: one trial a study
+        "startup_trials": 1,
         "epochs": 1,
         "steps_per_epoch": 2,
         "space": {"groups": [1, 2]},
