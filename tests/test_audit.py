@@ -137,7 +137,9 @@ def test_known_contradictions_are_computed(ref_rows: list[dict]) -> None:
         ("s8_2_tput_004", None),
     ):
         # computed, or circular where the paper's prose disagrees with its own formulas (rule 11)
-        assert by_id[cid]["verdict"] == "contradicted" and by_id[cid]["basis"] in ("computed", "circular"), cid
+        assert by_id[cid]["verdict"] == "contradicted" and by_id[cid]["basis"] in ("computed", "circular"), (
+            cid
+        )
         if value is not None:
             assert by_id[cid]["pipeline_number"] == value
     # true only under a condition the paper does not state
