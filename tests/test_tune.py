@@ -66,6 +66,9 @@ def test_tiny_study_records_every_trial_and_resumes(scene: Path, tmp_path: Path,
     }  # 6 bands a rank at P = 2: g = 4 pads to 8 slots, as train does
     assert not any("test" in name or name in ("oa", "aa", "kappa") for name in ds.data_vars)
     assert np.all(np.isfinite(ds["wall_s"].values)) and np.all(ds["wall_s"].values > 0)
+    assert not list(
+        out.parent.rglob("checkpoints/*/epoch_*")
+    )  # ended trials keep their record, not checkpoints
     best = json.loads(ds.attrs["best_params"])
     assert {"lr", "weight_decay", "label_smoothing", "warmup_steps", "per_class", "groups"} <= set(best)
     first = ds[["lr", "score"]].isel(trial=slice(0, 3)).load()

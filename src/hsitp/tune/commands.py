@@ -10,6 +10,7 @@ one progress line per trial, then writes every trial and the budget curves to ``
 from __future__ import annotations
 
 import argparse
+import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,8 @@ from hsitp.errors import HsitpError
 
 
 def _run(args: argparse.Namespace) -> int:
+    from optuna import TrialPruned
+
     from hsitp.io import provenance, write_netcdf
     from hsitp.train.commands import _dataset_name, install_signal_handlers
     from hsitp.train.data import scene_header
@@ -87,10 +90,14 @@ def _run(args: argparse.Namespace) -> int:
             last["val_oa"] = float(rec["val_oa"])
             on_epoch(epoch, rec)
 
-        path = train_rank(rt, trial_cfg, job, on_epoch=record)
-        if (
-            "val_oa" not in last
-        ):  # resumed after its last epoch (killed before the study recorded it): the record
+        try:
+            path = train_rank(rt, trial_cfg, job, on_epoch=record)
+        except (TrialPruned, HsitpError):
+            shutil.rmtree(job.checkpoint_dir, ignore_errors=True)  # an ended trial resumes nothing
+            raise
+        # ended: its record keeps the result (a killed trial never gets here and keeps its checkpoints)
+        shutil.rmtree(job.checkpoint_dir, ignore_errors=True)
+        if "val_oa" not in last:  # resumed after its last epoch (killed before the study recorded it)
             from hsitp.io import read_netcdf
 
             with read_netcdf(path, kind="train") as ds:
