@@ -675,16 +675,20 @@ def load_probe(
     return mem, thr
 
 
-def _verdict(summary: xr.Dataset, i: int) -> str:
-    """One cell's accuracy verdict (``oa_verdict``: flag values or text), with its CI and seeds to decide."""
+def _verdict_name(summary: xr.Dataset, i: int) -> str:
+    """One cell's ``oa_verdict`` as its name (equal, better, worse, undecided; flag values or text)."""
     var = summary["oa_verdict"]
     raw = var.values[i]
     values, meanings = var.attrs.get("flag_values"), var.attrs.get("flag_meanings")
     if values is not None and meanings:
         names = dict(zip(np.atleast_1d(values).tolist(), str(meanings).split(), strict=False))
-        text = names.get(raw.item() if hasattr(raw, "item") else raw, str(raw))
-    else:
-        text = str(raw)
+        return names.get(raw.item() if hasattr(raw, "item") else raw, str(raw))
+    return str(raw)
+
+
+def _verdict(summary: xr.Dataset, i: int) -> str:
+    """One cell's accuracy verdict (``oa_verdict``: flag values or text), with its CI and seeds to decide."""
+    text = _verdict_name(summary, i)
     if "d_oa_vs_tp_ci_low" in summary and "d_oa_vs_tp_ci_high" in summary:
         lo, hi = float(summary["d_oa_vs_tp_ci_low"].values[i]), float(summary["d_oa_vs_tp_ci_high"].values[i])
         if np.isfinite(lo) and np.isfinite(hi):
@@ -707,18 +711,23 @@ def _verdict_columns(summary: xr.Dataset | None, plan: str, P: int, g: int, N: i
     for c in summary_cells(summary):
         col = f"OA verdict vs tp, {c.dataset} {c.split} split (measured on CPU)"
         out.setdefault(col, "not trained")
-        g_ok = c.g == g if plan.startswith("dchag") else True
-        if plan == "tp" and c.plan == "tp" and (c.N or N) == N:
-            out[col] = "reference"  # tp trained once (single-process equivalent) is tp at every P
-        elif (c.plan, c.P, c.N or N) == (plan, P, N) and g_ok:
+        if _answers(c, plan, P, g, N):
             out[col] = "reference" if plan == "tp" else _verdict(summary, c.i)
     return out
 
 
-def _tp_cell(cells: Sequence[Cell], c: Cell) -> Cell | None:
-    """tp's cell paired with ``c``: the same dataset, split and N, at c's P or (trained once) any P."""
-    same = [t for t in cells if t.plan == "tp" and (t.dataset, t.split, t.N) == (c.dataset, c.split, c.N)]
-    return next((t for t in same if t.P == c.P), same[0] if same else None)
+def _answers(c: Cell, plan: str, P: int, g: int, N: int) -> bool:  # noqa: N803
+    """Whether summary cell ``c`` is the answer row's (plan, P, g, N); tp, trained once (single-process
+    equivalent), is tp at every P."""
+    if plan == "tp":
+        return c.plan == "tp" and (c.N or N) == N
+    return (c.plan, c.P, c.N or N) == (plan, P, N) and (c.g == g or not plan.startswith("dchag"))
+
+
+def _tp_cell(summary: xr.Dataset, c: Cell) -> int | None:
+    """Index of the tp cell the summary pairs ``c`` with (``tp_cell``, the verdicts' pairing), or None."""
+    i = int(summary["tp_cell"].values[c.i]) if "tp_cell" in summary else -1
+    return i if i >= 0 else None
 
 
 def time_to_accuracy_ratio(
@@ -730,10 +739,10 @@ def time_to_accuracy_ratio(
     if "steps_to_target" not in summary:
         return math.nan, "not computed (a summary written before time to accuracy)"
     steps = summary["steps_to_target"].sel(target=target)
-    tp = _tp_cell(summary_cells(summary), c)
+    tp = _tp_cell(summary, c)
     if tp is None:
         return math.nan, "no tp cell to compare with"
-    mine, ref = float(steps.values[c.i]), float(steps.values[tp.i])
+    mine, ref = float(steps.values[c.i]), float(steps.values[tp])
     if not np.isfinite(ref):
         return math.nan, "tp's own curve never reaches it"
     if not np.isfinite(mine):
@@ -765,10 +774,7 @@ def _time_columns(
     for c in summary_cells(summary):
         col = f"time to tp's OA − δ vs tp, {c.dataset} {c.split} split (measured on CPU)"
         out.setdefault(col, "not trained")
-        g_ok = c.g == g if plan.startswith("dchag") else True
-        if (plan == "tp" and c.plan == "tp" and (c.N or N) == N) or (
-            (c.plan, c.P, c.N or N) == (plan, P, N) and g_ok
-        ):
+        if _answers(c, plan, P, g, N):
             out[col] = time_to_accuracy_ratio(summary, c, step_time_ratio)[1]
     return out
 
@@ -815,10 +821,9 @@ def answer_table(
             mem_vs = f"{value / float(peak.sel(tp_sel)):.2f}"
             med, lo, hi = (float(throughput[f"ratio_vs_tp_{s}"].sel(sel)) for s in ("median", "min", "max"))
             thr_vs = f"{med:.2f} [{lo:.2f}, {hi:.2f}]" if np.isfinite(med) else "not timed"
-            step_time = 1.0 / med if np.isfinite(med) and med > 0 else math.nan
+            step_time = _step_time_ratio(med, notes.get(P))
         if notes.get(P) and plan != "tp" and has_tp:
             thr_vs = f"{notes[P]}: {thr_vs}, no conclusion"
-            step_time = math.nan  # an oversubscribed P times nothing
         on = labels.measured_on({"device": devices.get(P, ""), "dtype": dtype})
         rows.append(
             {
@@ -836,6 +841,13 @@ def answer_table(
 
 
 VERDICT_MARKERS = {"equal": "o", "better": "^", "worse": "v", "undecided": "s"}
+
+
+def _step_time_ratio(tokens_per_s_ratio: float, oversubscribed: str | None) -> float:
+    """A plan's time per step over tp's: the inverse of the interleaved tokens/s ratio (NaN when not timed, or at an
+    oversubscribed P, which times nothing)."""
+    ok = np.isfinite(tokens_per_s_ratio) and tokens_per_s_ratio > 0 and not oversubscribed
+    return 1.0 / tokens_per_s_ratio if ok else math.nan
 
 
 def _no_checkpointing(da: xr.DataArray) -> xr.DataArray:
@@ -879,11 +891,9 @@ def pareto_points(
             )
         except KeyError:
             continue  # this (P, g, N) was not probed
-        mem = float(here) / float(tp) if float(tp) > 0 else math.nan
-        med = float(thr)
-        step_time = 1.0 / med if np.isfinite(med) and med > 0 and not notes.get(c.P) else math.nan
-        ratio = time_to_accuracy_ratio(summary, c, step_time)[0]
-        verdict = _verdict(summary, c.i).split(" ")[0] if "oa_verdict" in summary else "undecided"
+        mem = here / tp if tp > 0 else math.nan
+        ratio = time_to_accuracy_ratio(summary, c, _step_time_ratio(thr, notes.get(c.P)))[0]
+        verdict = _verdict_name(summary, c.i) if "oa_verdict" in summary else "undecided"
         rows.append([c.dataset, c.split, c.plan, c.P, c.g, mem, ratio, verdict])
     return pd.DataFrame(rows, columns=cols)
 
@@ -939,12 +949,8 @@ def load_studies(paths: Sequence[str | os.PathLike[str]]) -> list[xr.Dataset]:
 
 
 def _study_device(studies: Sequence[xr.Dataset]) -> str:
-    """'measured on CPU: ...' (or the GPU) from the studies' provenance."""
-    dev = (json_attr(studies[0], "provenance", {}) or {}).get("device", {}) if studies else {}
-    if not isinstance(dev, dict) or not dev:
-        return "measured on an unrecorded device"
-    gpu = str(dev.get("gpu", "none"))
-    return f"measured on GPU: {gpu}" if gpu not in ("none", "") else f"measured on CPU: {dev.get('cpu', '?')}"
+    """'measured on <the machine that ran the studies>' (their provenance)."""
+    return f"measured on {labels.computed_on(studies[0].attrs)}" if studies else "measured on no machine yet"
 
 
 def budget_figure(studies: Sequence[xr.Dataset]) -> Figure:

@@ -102,7 +102,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     return _train(args)
 
 
-def _dataset_name(path: Path) -> str:
+def dataset_name(path: Path) -> str:
     """The prepared file's ``dataset`` attribute (its stem when it has none), without loading the cube."""
     from hsitp.io import read_netcdf
 
@@ -123,7 +123,7 @@ def _train(args: argparse.Namespace) -> int:
         from hsitp.train.recipe import apply_recipe
 
         cfg = apply_recipe(cfg, args.recipe, plan=args.plan, split=args.split, groups=args.groups)
-    dataset = _dataset_name(Path(args.data))
+    dataset = dataset_name(Path(args.data))
     patch = args.patch if args.patch is not None else crop_patch(cfg["train"], dataset, args.tokens)
     job = TrainJob(
         data=Path(args.data),

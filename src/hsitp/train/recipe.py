@@ -15,9 +15,7 @@ from typing import Any
 
 from hsitp.errors import HsitpError
 
-STUDY_KIND = "tune_study"  # hsitp.tune.study.KIND
-# The searched recipe keys a study's best trial sets; groups is the job's g (its file name), checked, not set.
-RECIPE_KEYS = ("lr", "weight_decay", "label_smoothing", "warmup_steps", "per_class")
+STUDY_KIND = "tune_study"  # the kind of a tuning study's netCDF (hsitp.tune.study writes it)
 
 
 class RecipeError(HsitpError):

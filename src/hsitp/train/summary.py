@@ -251,14 +251,14 @@ def _verdict_vars(
     return data
 
 
-def _first_crossing(epochs: np.ndarray, oa: np.ndarray, target: float, steps_per_epoch: float) -> float:
-    """Steps (epoch x steps_per_epoch) at the first evaluated epoch whose OA >= target; NaN when none is or the
-    target is NaN."""
+def _first_crossing(epochs: np.ndarray, oa: np.ndarray, target: float) -> float:
+    """The first evaluated epoch whose OA >= target (x steps_per_epoch: the steps); NaN when none is or the target
+    is NaN."""
     if not np.isfinite(target):
         return float("nan")
     with np.errstate(invalid="ignore"):
         hit = np.flatnonzero(np.isfinite(oa) & (oa >= target))
-    return float(epochs[hit[0]] * steps_per_epoch) if hit.size else float("nan")
+    return float(epochs[hit[0]]) if hit.size else float("nan")
 
 
 def _seed_mean_curve(curves: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
@@ -288,6 +288,8 @@ def _time_to_accuracy(
     reached = np.zeros(shape, dtype=np.int8)
     reaching = np.zeros(shape, dtype=np.int32)
     spe = np.full(len(cells), nan)
+    position = {c: i for i, c in enumerate(cells)}
+    tp_cell = np.full(len(cells), -1, dtype=np.int32)
     for i, c in enumerate(cells):
         seeds = [runs[c][s] for s in sorted(runs[c])]
         per_epoch = {r["steps_per_epoch"] for r in seeds if np.isfinite(r["steps_per_epoch"])}
@@ -297,6 +299,7 @@ def _time_to_accuracy(
             )
         spe[i] = per_epoch.pop() if per_epoch else nan
         ref = _reference(runs, c, ranks)
+        tp_cell[i] = position.get(ref, -1) if ref is not None else -1
         tp_oa = _mean([r["oa"] for r in runs[ref].values()]) if ref is not None else nan
         target_oa[i] = (svm_oa.get(c, nan), tp_oa - margin)
         epochs, mean = _seed_mean_curve([r["curve"] for r in seeds])
@@ -304,12 +307,13 @@ def _time_to_accuracy(
             if not np.isfinite(t):
                 continue
             hit = _first_crossing(
-                epochs, mean, t, 1.0
-            )  # the epoch, then steps (NaN steps_per_epoch stays known)
+                epochs, mean, t
+            )  # reached even where steps_per_epoch is unknown (NaN steps)
             reached[i, j] = int(np.isfinite(hit))
             steps[i, j] = hit * spe[i]
-            each = np.array([_first_crossing(*r["curve"], t, r["steps_per_epoch"]) for r in seeds])
-            ok = np.array([np.isfinite(_first_crossing(*r["curve"], t, 1.0)) for r in seeds])
+            at_epoch = np.array([_first_crossing(*r["curve"], t) for r in seeds])  # each seed's crossing
+            ok = np.isfinite(at_epoch)
+            each = at_epoch * np.array([r["steps_per_epoch"] for r in seeds])
             reaching[i, j] = int(ok.sum())
             if ok.any():
                 low[i, j] = float(np.min(each[ok]))
@@ -318,6 +322,15 @@ def _time_to_accuracy(
     cd = ("cell", "target")
     curve = "the seed-mean test OA (mean over seeds at each epoch every seed evaluated)"
     return {
+        "tp_cell": (
+            "cell",
+            tp_cell,
+            {
+                "units": "1",
+                "long_name": "index of the tp cell this cell is compared with (its differences, verdict and time "
+                "to accuracy); -1: none",
+            },
+        ),
         "target_oa": (
             cd,
             target_oa,

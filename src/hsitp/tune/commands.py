@@ -23,7 +23,7 @@ def _run(args: argparse.Namespace) -> int:
     from optuna import TrialPruned
 
     from hsitp.io import provenance, write_netcdf
-    from hsitp.train.commands import _dataset_name, install_signal_handlers
+    from hsitp.train.commands import dataset_name, install_signal_handlers
     from hsitp.train.data import scene_header
     from hsitp.train.plan import TrainJob, check_job, crop_patch
     from hsitp.tune.study import KIND, StudySpec, run_study, study_dataset
@@ -31,7 +31,7 @@ def _run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     tune = cfg["tune"]
     data = Path(args.data)
-    dataset = _dataset_name(data)
+    dataset = dataset_name(data)
     patch = args.patch if args.patch is not None else crop_patch(cfg["train"], dataset, args.tokens)
     spec = StudySpec(
         data=data, out=Path(args.out), plan=args.plan, split=args.split, tokens=args.tokens, patch=patch
@@ -39,26 +39,20 @@ def _run(args: argparse.Namespace) -> int:
     bands, classes, rows, cols = scene_header(data)
     P = int(tune["world_size"])  # noqa: N806
 
+    def check(g: int, **named: Any) -> None:
+        """The job's sizes at P = tune.world_size and g: check_job's errors."""
+        check_job(cfg["train"], spec.plan, P, g, bands, classes, patch=patch, tokens=args.tokens, rows=rows,
+                  cols=cols, **named)  # fmt: skip
+
     def fits(g: int) -> bool:
         try:
-            check_job(
-                cfg["train"],
-                spec.plan,
-                P,
-                g,
-                bands,
-                classes,
-                patch=patch,
-                tokens=args.tokens,
-                rows=rows,
-                cols=cols,
-            )
+            check(g)
         except HsitpError:
             return False
         return True
 
-    check_job(cfg["train"], spec.plan, P, 1 if spec.plan == "tp" else _first_fit(tune, fits), bands, classes,
-              patch=patch, tokens=args.tokens, rows=rows, cols=cols, dataset=dataset)  # fmt: skip
+    # before any trial: a plan that fits at no g of the space is refused with check_job's message
+    check(1 if spec.plan == "tp" else _first_fit(tune, fits), dataset=dataset)
 
     from hsitp.parallel.runtime import RuntimeSettings, start
     from hsitp.train.loop import train_rank

@@ -29,13 +29,15 @@ import numpy as np
 import xarray as xr
 
 from hsitp.errors import HsitpError
+from hsitp.models.config import DCHAG_PARTIAL
+from hsitp.train.recipe import STUDY_KIND, recipe_keys
 
 log = logging.getLogger(__name__)
 
-KIND = "tune_study"
-# The searched recipe keys, in the order the netCDF lists them; groups only for the D-CHAG plans.
+KIND = STUDY_KIND
+# The searched recipe keys, in the order the netCDF lists them (groups: searched for the D-CHAG plans only, and
+# kept for every trial in its user attrs).
 PARAMS = ("lr", "weight_decay", "label_smoothing", "warmup_steps", "per_class", "groups")
-DCHAG_PLANS = ("dchag_l", "dchag_c")
 
 
 class TuneError(HsitpError):
@@ -64,7 +66,7 @@ class StudySpec:
 
 def allowed_groups(space: Mapping[str, Any], plan: str, fits: Callable[[int], bool]) -> list[int]:
     """The g values of ``space.groups`` the plan's band split allows (``fits(g)``); [1] for plans without groups."""
-    if plan not in DCHAG_PLANS:
+    if plan not in DCHAG_PARTIAL:
         return [1]
     allowed = [int(g) for g in space["groups"] if fits(int(g))]
     if not allowed:
@@ -93,8 +95,6 @@ def trial_config(
 ) -> dict[str, Any]:
     """The training config one trial runs: the run's train section with the trial's recipe and the study's
     budget (epochs, steps, validation pixels every epoch, one memory-tracked step)."""
-    from hsitp.train.recipe import recipe_keys
-
     cfg = copy.deepcopy(dict(config))
     tc = cfg["train"]
     tc.update(
@@ -151,9 +151,7 @@ def open_study(spec: StudySpec, tune: Mapping[str, Any]) -> Any:
         storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
     # a failed trial (killed, Ctrl-C, SIGTERM) is run again once with its parameters: its checkpoint resumes it
     retried = {t.user_attrs.get("retry_of") for t in study.get_trials(deepcopy=False)}
-    finished = [
-        t.params for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
-    ]
+    finished = [t.params for t in counted_trials(study)]
     for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,)):
         if t.number not in retried and t.params not in finished:  # (a repeat of a finished trial: not again)
             study.enqueue_trial(t.params, user_attrs={"retry_of": t.number})
@@ -170,12 +168,17 @@ def _sampler(tune: Mapping[str, Any], offset: int) -> Any:
     )
 
 
-def counted(study: Any) -> int:
-    """Trials that count against the budget: completed and pruned (a diverged recipe ends pruned, with its
-    ``failure``); a trial failed by an interruption or by an error of the code does not count."""
+def counted_trials(study: Any) -> list[Any]:
+    """The trials that count against the budget, in the order they ran: completed and pruned (a diverged recipe
+    ends pruned, with its ``failure``); a trial failed by an interruption or by an error of the code does not."""
     from optuna.trial import TrialState
 
-    return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)))
+    return study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
+
+
+def counted(study: Any) -> int:
+    """How many trials count against the budget (:func:`counted_trials`)."""
+    return len(counted_trials(study))
 
 
 def run_study(
@@ -254,10 +257,7 @@ def _outcome(trial: Any) -> str:
 def _position(study: Any, number: int) -> int:
     """1-based position of Optuna trial ``number`` among the counted trials (the netCDF's ``trial`` coordinate;
     an interrupted trial is not counted, so Optuna's numbers can run ahead)."""
-    from optuna.trial import TrialState
-
-    done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
-    return 1 + [t.number for t in done].index(number)
+    return 1 + [t.number for t in counted_trials(study)].index(number)
 
 
 def _best(study: Any) -> tuple[int, float] | None:
@@ -277,9 +277,7 @@ def study_dataset(study: Any, spec: StudySpec, config: Mapping[str, Any]) -> xr.
     from hsitp.tune.budget import best_so_far, expected_best
 
     tune = config["tune"]
-    trials = [
-        t for t in study.get_trials(deepcopy=False) if t.state in (TrialState.COMPLETE, TrialState.PRUNED)
-    ]
+    trials = counted_trials(study)
     epochs = int(tune["epochs"])
     n = len(trials)
     curve = np.full((n, epochs), np.nan)
@@ -302,8 +300,9 @@ def study_dataset(study: Any, spec: StudySpec, config: Mapping[str, Any]) -> xr.
     )
     completed = np.where(state == "complete", score, np.nan)
     startup = int(tune["startup_trials"])
+    # a pruned start-up trial's final score is unknown: the estimator takes the completed ones (a curve biased
+    # upward where the pruner stopped start-up trials, said in the attrs)
     eb_mean, eb_std = expected_best(completed[:startup], n_max=max(startup, 1))
-    trial_coord = ("trial", np.arange(1, n + 1))
     ds = xr.Dataset(
         {
             "val_oa": (
@@ -340,7 +339,8 @@ def study_dataset(study: Any, spec: StudySpec, config: Mapping[str, Any]) -> xr.
                 eb_mean,
                 {
                     "units": "1",
-                    "long_name": "expected best validation OA of n random start-up trials (Dodge et al.)",
+                    "long_name": "expected best validation OA of n random start-up trials, from the completed "
+                    "ones (Dodge et al.)",
                 },
             ),
             "expected_best_std": (
@@ -352,7 +352,7 @@ def study_dataset(study: Any, spec: StudySpec, config: Mapping[str, Any]) -> xr.
         coords={
             "trial": (
                 "trial",
-                trial_coord[1],
+                np.arange(1, n + 1),
                 {"units": "1", "long_name": "trial, in the order the study ran them"},
             ),
             "epoch": ("epoch", np.arange(1, epochs + 1), {"units": "1", "long_name": "epoch of the trial"}),
@@ -364,10 +364,14 @@ def study_dataset(study: Any, spec: StudySpec, config: Mapping[str, Any]) -> xr.
         },
     )
     for name in PARAMS:
-        values = np.array([float(t.params.get(name, np.nan)) for t in trials])
-        if name == "groups":
-            values = np.array([float(t.params.get("groups", _fixed_groups(t))) for t in trials])
-        ds[name] = ("trial", values, {"units": "1", "long_name": f"searched {name.replace('_', ' ')}"})
+        values = [
+            t.user_attrs.get("groups", 1) if name == "groups" else t.params.get(name, np.nan) for t in trials
+        ]
+        ds[name] = (
+            "trial",
+            np.array(values, dtype=float),
+            {"units": "1", "long_name": f"searched {name.replace('_', ' ')}"},
+        )
     best = _best(study)
     ds.attrs.update(
         plan=spec.plan,
@@ -381,15 +385,12 @@ def study_dataset(study: Any, spec: StudySpec, config: Mapping[str, Any]) -> xr.
         best_trial=-1 if best is None else _position(study, best[0]),
         best_params=json.dumps(_best_params(study)),
         estimator_note=(
-            "expected_best is Dodge et al.'s estimator on the TPE start-up trials (drawn at random, i.i.d.); "
-            "best_so_far is the search as run"
+            "expected_best is Dodge et al.'s estimator on the completed ones among the TPE start-up trials (drawn "
+            "at random, i.i.d.; a start-up trial the pruner stopped has no final score and is left out, which "
+            "biases the curve upward); best_so_far is the search as run"
         ),
     )
     return ds
-
-
-def _fixed_groups(trial: Any) -> float:
-    return float(trial.user_attrs.get("groups", 1))
 
 
 def _best_params(study: Any) -> dict[str, Any]:
