@@ -710,3 +710,23 @@ def test_budget_figure_draws_each_study(tmp_path):
     np.testing.assert_allclose(best["tp: expected best"], studies[0]["expected_best"].values)
     empty = rt.budget_figure([])
     assert empty.axes[0].get_title() == "no tuning study in this run"
+
+
+def test_tuning_effect_pairs_each_control_cell_with_its_tuned_cell(tmp_path):
+    """Catches the untuned-control table pairing a control cell with the wrong tuned cell (another split or P), the
+    sign of what tuning gained flipped, or tp listed as if compared with itself; and a page failing without a
+    control."""
+    from report_synthetic import train_summary
+
+    summary = rt.load_summary(train_summary(tmp_path)[0])
+    control = summary.copy(deep=True)
+    dchag = np.flatnonzero(summary["plan"].values == "dchag_l")
+    control["d_oa_vs_tp_mean"].values[dchag] = [-0.10, -0.02]  # block, random on tp's recipe
+    table = rt.tuning_effect_table(summary, control).set_index("split")
+    assert list(table["plan"]) == ["dchag_l", "dchag_l"]
+    for i, split in zip(dchag, summary["split"].values[dchag], strict=True):
+        own = 100 * float(summary["d_oa_vs_tp_mean"].values[i])
+        assert table.loc[split, "ΔOA vs tp on its own recipe (pp)"] == pytest.approx(own)
+        untuned = 100 * float(control["d_oa_vs_tp_mean"].values[i])
+        assert table.loc[split, "tuning gained (pp)"] == pytest.approx(own - untuned)
+    assert rt.tuning_effect_table(summary, None)["plan"].tolist() == ["none"]

@@ -18,10 +18,12 @@ _EQUIVALENCE = (
     "issue 24: the train page's table of single-process equivalents vs P-rank runs (one row saying none)"
 )
 _PARETO = "issue 36: memory per rank vs time to accuracy, each over tp's, beside the one-table answer"
+_CONTROL = "issue 36: the untuned control beside each plan's own tuned recipe (a row saying none without one)"
 _BUDGET = "issue 36: the tuning studies' budget curves (a panel saying none where the run has no tune stage)"
 ADDED: dict[str, str] = {
     **{f"results/smoke/figures/train_pareto.{ext}": _PARETO for ext in ("pdf", "png")},
     **{f"results/smoke/figures/train_tune_budget.{ext}": _BUDGET for ext in ("pdf", "png")},
+    **{f"results/smoke/tables/train_tuning_effect.{ext}": _CONTROL for ext in ("csv", "md", "tex")},
     **{f"results/smoke/tables/train_equivalence.{ext}": _EQUIVALENCE for ext in ("csv", "md", "tex")},
     "results/smoke/cost/plan.nc": _PLAN,
     "results/smoke/figures/cost_plan.pdf": _PLAN,

@@ -308,3 +308,44 @@ def test_cpu_accuracy_config_trains_the_recipe_the_ablation_kept(monkeypatch) ->
     assert steps["ours"][0] * steps["ours"][1] == steps["kept"][0] * steps["kept"][1] == 2000
     assert ours == kept
     assert (ours["validation"]["fraction"], ours["label_smoothing"], ours["weight_decay"]) == (0.0, 0.1, 0.3)
+
+
+def test_control_jobs_train_dchag_on_tp_recipe_only_under_tuned(tmp_path: Path) -> None:
+    """Catches the untuned control (issue 36) being planned when the recipe is not tuned, at a P the tuned matrix
+    lacks (nothing to compare it with), for tp itself, or at the study's g instead of train.groups."""
+    from hsitp.train.plan import TrainConfigError, control_jobs
+
+    train = {
+        "datasets": ["s"], "crops": [{"patch": 1, "tokens": 9, "datasets": None}], "plans": ["tp", "dchag_l"],
+        "world_sizes": [2, 4], "groups": {"dchag_l": [2]}, "splits": ["block"], "seeds": [0, 1],
+        "recipe": "tuned", "control": {"world_sizes": [2]}, "equivalent": True,
+    }  # fmt: skip
+    config = {"datasets": ["s"], "train": train}
+    assert control_jobs(config) == [
+        ("s", "dchag_l", 9, 2, 2, "block", 0),
+        ("s", "dchag_l", 9, 2, 2, "block", 1),
+    ]
+    assert control_jobs({**config, "train": {**train, "recipe": "config"}}) == []
+    assert control_jobs({**config, "train": {**train, "control": {"world_sizes": []}}}) == []
+    with pytest.raises(TrainConfigError, match="not in train.world_sizes"):
+        control_jobs({**config, "train": {**train, "control": {"world_sizes": [8]}}})
+
+
+def test_apply_recipe_control_takes_tp_study_and_keeps_job_g(tmp_path: Path) -> None:
+    """Catches a control job silently trained on its own study (or a D-CHAG job on another plan's study without
+    saying so): the study's plan must be --recipe-plan, the job keeps its g, and the recipe records recipe_plan."""
+    from hsitp.train.recipe import STUDY_KIND, RecipeError, apply_recipe
+
+    best = {"lr": 0.002, "weight_decay": 0.1, "label_smoothing": 0.05, "warmup_steps": 10, "per_class": 8}
+    study = tmp_path / "tp_block.nc"
+    attrs = {"plan": "tp", "split": "block", "best_params": json.dumps(best)}
+    write_netcdf(described(xr.Dataset(attrs=attrs)), study, kind=STUDY_KIND, prov=provenance({}))
+    cfg = {"train": {"lr": 0.001, "sampling": {"mode": "all", "per_class": 16}}}
+    out = apply_recipe(cfg, study, plan="dchag_l", split="block", groups=4, recipe_plan="tp")
+    assert out["train"]["lr"] == 0.002 and out["train"]["recipe_plan"] == "tp"
+    assert out["train"]["sampling"] == {"mode": "stratified", "per_class": 8}
+    assert "recipe_plan" not in apply_recipe(cfg, study, plan="tp", split="block", groups=1)["train"]
+    with pytest.raises(RecipeError, match="own study"):
+        apply_recipe(cfg, study, plan="dchag_l", split="block", groups=4)
+    with pytest.raises(RecipeError, match="random split"):
+        apply_recipe(cfg, study, plan="dchag_l", split="random", groups=4, recipe_plan="tp")

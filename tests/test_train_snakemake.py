@@ -111,6 +111,7 @@ TUNED = {
         "seeds": [0],
         "equivalent": True,
         "equivalence": {"epochs": 0},
+        "control": {"world_sizes": [2]},  # dchag_l also on tp's recipe at train.groups' g = 2
     },
     "tune": {
         "plans": ["tp", "dchag_l"],
@@ -129,14 +130,24 @@ def test_tuned_recipes_train_each_plan_on_its_own_study(workflow_copy):
     """Catches the fair matrix not training on the tuned recipes (the bugs: every plan on the config's recipe, a
     D-CHAG job at train.groups' g instead of its study's, the summary refusing per-plan recipes or mixing them
     silently, the training jobs planned before the studies exist): tune tp and dchag_l, then train each on its
-    study's best trial through the checkpoint, and summarise."""
+    study's best trial through the checkpoint, and summarise. The untuned control (train.control) catches a control
+    run trained on its own recipe or at the study's g, or summarised with the tuned cells."""
     from hsitp.train.recipe import read_best
 
     root = workflow_copy.root
     write_scene(root / "results" / "smoke" / "data" / "synthetic.nc")
     (root / "config" / "tiny_tuned.yaml").write_text(yaml.safe_dump(TUNED))
     target = "results/smoke/train/summary.nc"
-    args = [target, "--cores", "2", "--configfile", "config/smoke.yaml", "config/tiny_tuned.yaml"]
+    control_target = "results/smoke/train/control_summary.nc"
+    args = [
+        target,
+        control_target,
+        "--cores",
+        "2",
+        "--configfile",
+        "config/smoke.yaml",
+        "config/tiny_tuned.yaml",
+    ]
     run = workflow_copy.snakemake(*args, timeout=400)
     logs = "".join(p.read_text() for p in sorted((root / "logs" / "smoke").rglob("*.log")))
     assert run.returncode == 0, run.stderr[-3000:] + logs[-3000:]
@@ -150,4 +161,18 @@ def test_tuned_recipes_train_each_plan_on_its_own_study(workflow_copy):
         assert recipe["sampling"]["per_class"] == best[plan]["per_class"]
     summary = read_netcdf(root / target, kind="train_summary")
     assert summary.attrs["recipe_hash"].startswith("per plan and split")
+    control = read_netcdf(
+        root / "results/smoke/train/synthetic/control/dchag_l_N9_P2_g2_random_s0.nc", kind="train"
+    )
+    recipe = json.loads(control.attrs["recipe"])["train"]
+    assert recipe["lr"] == pytest.approx(best["tp"]["lr"]) and recipe["recipe_plan"] == "tp"
+    assert int(control.attrs["g"]) == 2
+    control_summary = read_netcdf(root / control_target, kind="train_summary")
+    assert set(control_summary["plan"].values) == {"tp", "dchag_l"}
+    assert "oa_verdict" in control_summary
+    # the control's records are not in the tuned summary: one tp cell and dchag_l at its study's g only
+    assert sorted(zip(summary["plan"].values, summary["g"].values.tolist(), strict=True)) == [
+        ("dchag_l", g),
+        ("tp", 1),
+    ]
     assert workflow_copy.planned(*args) == {}

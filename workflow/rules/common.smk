@@ -430,6 +430,27 @@ def train_recipe_input(wildcards):
     return study_file(wildcards.dataset, wildcards.plan, wildcards.split)
 
 
+def control_record_targets():
+    """The untuned control (train.control under train.recipe tuned): one record per D-CHAG job on tp's recipe."""
+    from hsitp.train.plan import control_jobs, run_name
+
+    return [
+        result(f"train/{d}/control/{run_name(plan, N, P, g, split, seed)}.nc")
+        for d, plan, N, P, g, split, seed in control_jobs(config)
+    ]
+
+
+def control_recipe_input(wildcards):
+    """A control job's recipe: tp's tuning study on the job's split."""
+    return study_file(wildcards.dataset, "tp", wildcards.split)
+
+
+def control_summary_records(wildcards):
+    """The control records and tp's own records (the control is paired with the same tp runs as the tuned cells)."""
+    tp = [f for f, job in zip(train_record_targets(), train_jobs()) if job[1] == "tp"]
+    return control_record_targets() + tp
+
+
 def train_check_targets():
     """Under train.equivalent: one P-rank check run per (plan, P, g), stopped after train.equivalence.epochs."""
     from hsitp.train.plan import check_runs, run_name
@@ -458,6 +479,8 @@ def train_targets():
     """
     # under train.recipe tuned the records' g is known after tuning: the summary's input function names them
     out = ([] if tuned() else train_record_targets()) + [result("train/summary.nc")]
+    if control_record_targets():
+        out.append(result("train/control_summary.nc"))
     if train_check_targets():
         out.append(result("train/equivalence.nc"))
     return out

@@ -71,6 +71,52 @@ rule train:
         " --seed {wildcards.seed} {params.recipe} --out {output:q} --config-json {params.cfg:q} > {log} 2>&1"
 
 
+# The untuned control of train.recipe tuned (train.control): a D-CHAG job trained on tp's tuned recipe on its split,
+# at its own g, as the plans were compared before each had its own recipe.
+rule train_control:
+    input:
+        data=result("data/{dataset}.nc"),
+        recipe=control_recipe_input,
+    output:
+        result("train/{dataset}/control/{plan}_N{N}_P{P}_g{g}_{split}_s{seed}.nc"),
+    log:
+        log_file("train/{dataset}/control/{plan}_N{N}_P{P}_g{g}_{split}_s{seed}.log"),
+    benchmark:
+        benchmark_file(
+            "train_control", "{dataset}/{plan}_N{N}_P{P}_g{g}_{split}_s{seed}"
+        )
+    wildcard_constraints:
+        dataset=r"[A-Za-z0-9_]+",
+        plan="dchag_l|dchag_c",
+        N=r"\d+",
+        P=r"\d+",
+        g=r"\d+",
+        split="random|block",
+        seed=r"\d+",
+    conda:
+        rank_env("train")
+    threads: rank_threads("train", "train")
+    resources:
+        **rank_resources("train", "train"),
+        bench_slot=0 if config["train"]["equivalent"] else 1,
+    params:
+        cfg=stage_config(*TRAIN_KEYS),
+        ranks=lambda wildcards: launched_ranks("train", wildcards),
+        patch=lambda wildcards: crop_patch(
+            config["train"], wildcards.dataset, int(wildcards.N)
+        ),
+        launch=rank_launch("train", "train"),
+    message:
+        "train_control: {wildcards.dataset} {wildcards.plan} on tp's recipe N={wildcards.N} P={wildcards.P}"
+        f" g={{wildcards.g}} {{wildcards.split}} seed {{wildcards.seed}}, {RANK_REQUEST}; "
+        "minutes, quiet here; follow it with: tail -f {log}"
+    shell:
+        "{params.launch} train {input.data:q} --plan {wildcards.plan} --tokens {wildcards.N} --patch {params.patch}"
+        " --world-size {wildcards.P} --ranks {params.ranks} --groups {wildcards.g} --split {wildcards.split}"
+        " --seed {wildcards.seed} --recipe {input.recipe:q} --recipe-plan tp --out {output:q}"
+        " --config-json {params.cfg:q} > {log} 2>&1"
+
+
 # One real P-rank run per (plan, P, g) under train.equivalent, on the whole run's LR schedule, stopped after
 # train.equivalence.epochs: it holds bench_slot (its tokens/s and memory are the plan's own).
 rule train_check:
@@ -144,6 +190,29 @@ rule train_summary:
         log_file("train/summary.log"),
     benchmark:
         benchmark_file("train_summary", "job")
+    conda:
+        ENV
+    resources:
+        **job_resources("train_summary"),
+    params:
+        margin=config["train"]["verdict"]["margin"],
+        level=config["train"]["verdict"]["level"],
+    shell:
+        "hsitp train summary {input.records:q} --baseline {input.baselines:q} --margin {params.margin}"
+        " --level {params.level} --out {output:q} > {log} 2>&1"
+
+
+# The untuned control's summary: its D-CHAG cells on tp's recipe against the same tp runs (train/summary.nc's tp).
+rule train_control_summary:
+    input:
+        records=control_summary_records,
+        baselines=train_summary_baselines,
+    output:
+        result("train/control_summary.nc"),
+    log:
+        log_file("train/control_summary.log"),
+    benchmark:
+        benchmark_file("train_control_summary", "job")
     conda:
         ENV
     resources:

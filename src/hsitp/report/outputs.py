@@ -114,6 +114,12 @@ OUTPUTS: tuple[Output, ...] = (
     ),
     Output(
         "train",
+        "tuning_effect",
+        "table",
+        "per D-CHAG plan, P and split: ΔOA vs tp on tp's recipe (the untuned control) beside its own tuned recipe",
+    ),
+    Output(
+        "train",
         "tune_budget",
         "figure",
         "per plan and split: best validation OA against tuning trials, the search as run and Dodge et al.'s expected best",

@@ -63,11 +63,16 @@ def stage_inputs(
         stage == "train"
     ):  # the records, their summary over seeds, the scenes' ground truth, the probe's answer table
         probe_by = {Path(p).stem: p for p in probe} if "probe" in stages else {}
-        reduced = ("summary.nc", "equivalence.nc")  # files over the records, not records
+        reduced = (
+            "summary.nc",
+            "equivalence.nc",
+            "control_summary.nc",
+        )  # files over the records, not records
         return {
             "records": [p for p in train if Path(p).name not in reduced],
             "summary": next((p for p in train if Path(p).name == "summary.nc"), None),
             "equivalence": next((p for p in train if Path(p).name == "equivalence.nc"), None),
+            "control": next((p for p in train if Path(p).name == "control_summary.nc"), None),
             "datasets": list(data),
             "probe_memory": probe_by.get("memory"),
             "probe_throughput": probe_by.get("throughput"),

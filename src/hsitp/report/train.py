@@ -843,6 +843,46 @@ def answer_table(
 VERDICT_MARKERS = {"equal": "o", "better": "^", "worse": "v", "undecided": "s"}
 
 
+def tuning_effect_table(summary: xr.Dataset, control: xr.Dataset | None) -> pd.DataFrame:
+    """What tuning D-CHAG's own recipe changed (issue 36): per D-CHAG cell of the untuned control
+    (``train/control_summary.nc``: the plan on tp's tuned recipe, at train.groups' g) the OA difference to tp and
+    its verdict, beside the same plan, P and split on its own tuned recipe (``train/summary.nc``, at its study's g),
+    both paired by seed with the same tp runs. One row saying so when the run has no control."""
+    if control is None:
+        return pd.DataFrame(
+            [{"plan": "none", "note": "no untuned control in this run (train.control.world_sizes)"}]
+        )
+    tuned = {(c.dataset, c.split, c.plan, c.P, c.N): c for c in summary_cells(summary) if c.plan != "tp"}
+    rows: list[dict[str, object]] = []
+    for c in summary_cells(control):
+        if c.plan == "tp":
+            continue
+        own = tuned.get((c.dataset, c.split, c.plan, c.P, c.N))
+        d_tp = float(control["d_oa_vs_tp_mean"].values[c.i])
+        row: dict[str, object] = {
+            "dataset": c.dataset, "split": c.split, "plan": c.plan, "P": c.P,
+            "g on tp's recipe": c.g, "ΔOA vs tp on tp's recipe (pp)": 100 * d_tp,
+            "verdict on tp's recipe": _verdict(control, c.i),
+        }  # fmt: skip
+        if own is None:
+            row["verdict on its own recipe"] = "not trained at this P"
+        else:
+            d_own = float(summary["d_oa_vs_tp_mean"].values[own.i])
+            row |= {
+                "g on its own recipe": own.g, "ΔOA vs tp on its own recipe (pp)": 100 * d_own,
+                "verdict on its own recipe": _verdict(summary, own.i), "tuning gained (pp)": 100 * (d_own - d_tp),
+            }  # fmt: skip
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def tuning_effect_caption() -> str:
+    return (
+        "What tuning changed: each D-CHAG cell on tp's tuned recipe (the untuned control) beside its own tuned "
+        "recipe, ΔOA vs the same tp runs (paired by seed), measured on CPU."
+    )
+
+
 def _step_time_ratio(tokens_per_s_ratio: float, oversubscribed: str | None) -> float:
     """A plan's time per step over tp's: the inverse of the interleaved tokens/s ratio (NaN when not timed, or at an
     oversubscribed P, which times nothing)."""

@@ -122,7 +122,18 @@ def _train(args: argparse.Namespace) -> int:
     if args.recipe:
         from hsitp.train.recipe import apply_recipe
 
-        cfg = apply_recipe(cfg, args.recipe, plan=args.plan, split=args.split, groups=args.groups)
+        cfg = apply_recipe(
+            cfg,
+            args.recipe,
+            plan=args.plan,
+            split=args.split,
+            groups=args.groups,
+            recipe_plan=args.recipe_plan,
+        )
+    elif args.recipe_plan:
+        raise HsitpError(
+            "hsitp train: --recipe-plan names whose --recipe STUDY a job trains on; give --recipe"
+        )
     dataset = dataset_name(Path(args.data))
     patch = args.patch if args.patch is not None else crop_patch(cfg["train"], dataset, args.tokens)
     job = TrainJob(
@@ -222,6 +233,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--recipe",
         help="(training) a tuning study (results/RUN/tune/DATASET/PLAN_SPLIT.nc): train on its best trial's lr, "
         "weight decay, label smoothing, warm-up and per_class (train.recipe: tuned)",
+    )
+    p.add_argument(
+        "--recipe-plan",
+        help="(training) the plan whose study --recipe is (default: the job's own plan): tp for the untuned control, "
+        "a D-CHAG job on tp's recipe at its own g (train.control)",
     )
     p.add_argument("--split", help="(training) split protocol of the prepared file: random or block")
     p.add_argument("--seed", type=int, help="(training) seed")

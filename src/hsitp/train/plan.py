@@ -33,6 +33,7 @@ __all__ = [
     "crop_size",
     "dataset_crops",
     "check_runs",
+    "control_jobs",
     "equivalent_of",
     "jobs",
     "model_config",
@@ -96,6 +97,7 @@ class TrainJob:
 RECIPE_EXCLUDED = (
     "datasets", "crops", "plans", "world_sizes", "groups", "splits", "seeds", "device", "threads_per_rank",
     "deterministic", "eval_every", "summary_epochs", "checkpoint", "debug", "equivalent", "equivalence", "verdict",
+    "control",
 )  # fmt: skip
 
 
@@ -259,6 +261,25 @@ def _groups_and_splits(
         return [(g, split) for g in plan_groups(tc, plan) for split in tc["splits"]]
     pairs = [(int(g), split) for split in tc["splits"] for g in groups_of(dataset, plan, split)]
     return sorted(pairs, key=lambda p: (p[0], list(tc["splits"]).index(p[1])))
+
+
+def control_jobs(config: Mapping[str, Any]) -> list[Job]:
+    """The untuned control of ``train.recipe: tuned``: every D-CHAG plan of ``train.plans`` at each P of
+    ``train.control.world_sizes``, at ``train.groups``, every split and seed, each to be trained on tp's tuned recipe
+    (tp's study on its split). [] unless the recipe is tuned and the control names a P."""
+    tc = config["train"]
+    sizes = [int(p) for p in (tc.get("control") or {}).get("world_sizes") or []]
+    if tc.get("recipe") != "tuned" or not sizes:
+        return []
+    unknown = sorted(set(sizes) - {int(p) for p in tc["world_sizes"]})
+    if unknown:
+        raise TrainConfigError(
+            f"train.control.world_sizes: P = {unknown} is not in train.world_sizes {list(tc['world_sizes'])}: a "
+            "control cell is compared with the tuned cell at the same P"
+        )
+    plans = [p for p in tc["plans"] if p in DCHAG_PARTIAL]
+    sub = {**config, "train": {**tc, "plans": plans, "world_sizes": sizes}}
+    return jobs(sub)
 
 
 def check_runs(config: Mapping[str, Any]) -> list[Job]:

@@ -43,23 +43,35 @@ def best_groups(path: str | Path) -> int:
 
 
 def apply_recipe(
-    config: Mapping[str, Any], study: str | Path, *, plan: str, split: str, groups: int
+    config: Mapping[str, Any],
+    study: str | Path,
+    *,
+    plan: str,
+    split: str,
+    groups: int,
+    recipe_plan: str | None = None,
 ) -> dict[str, Any]:
     """``config`` with the train keys of the study's best trial; the study must be this job's plan and split, and
-    its best g the job's g."""
+    its best g the job's g. With ``recipe_plan`` (the untuned control: a D-CHAG job on tp's recipe) the study must
+    be that plan's on the job's split, the job keeps its own g, and ``train.recipe_plan`` records whose recipe it
+    trained on (it enters the recipe hash: a control run is never summarised as the plan's own recipe)."""
     found = read_best(study)
-    if found["plan"] != plan or found["split"] != split:
+    owner = recipe_plan or plan
+    if found["plan"] != owner or found["split"] != split:
+        whose = "its own study's recipe" if recipe_plan is None else f"{recipe_plan}'s study (--recipe-plan)"
         raise RecipeError(
             f"--recipe {study}: a study of {found['plan']} on the {found['split']} split, but this job trains "
-            f"{plan} on the {split} split; each plan trains on its own study's recipe"
+            f"{plan} on the {split} split on {whose}"
         )
     best = found["best"]
-    if int(best.get("groups", 1)) != int(groups):
+    if recipe_plan is None and int(best.get("groups", 1)) != int(groups):
         raise RecipeError(
             f"--recipe {study}: its best trial has g = {best.get('groups', 1)}, this job g = {groups}"
         )
     cfg = copy.deepcopy(dict(config))
     cfg["train"].update(recipe_keys(best))
+    if recipe_plan is not None and recipe_plan != plan:
+        cfg["train"]["recipe_plan"] = recipe_plan
     return cfg
 
 
