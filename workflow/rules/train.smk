@@ -23,6 +23,7 @@ TRAIN_KEYS = [
         "groups",
         "splits",
         "seeds",
+        "control",
     ),
 ]
 
