@@ -165,6 +165,8 @@ def study_files(folder: Path) -> list[Path]:
                 "expected_best": ("n", mean),
                 "expected_best_std": ("n", std),
                 "val_oa": (("trial", "epoch"), np.tile(np.array(scores)[:, None], (1, 2))),
+                "state": ("trial", np.where(np.isnan(scores), "pruned", "complete")),
+                "wall_s": ("trial", np.full(5, 60.0)),
             },
             coords={"trial": np.arange(1, 6), "n": np.arange(1, 4), "epoch": [1, 2]},
             attrs={
@@ -173,6 +175,16 @@ def study_files(folder: Path) -> list[Path]:
                 "budget_trials": 5,
                 "steps_per_trial": 80,
                 "startup_trials": 3,
+                "best_params": json.dumps(
+                    {
+                        "lr": 0.003,
+                        "weight_decay": 0.1,
+                        "label_smoothing": 0.1,
+                        "warmup_steps": 20,
+                        "per_class": 16,
+                    }
+                    | ({"groups": 2} if plan == "dchag_l" else {})
+                ),
             },
         )
         path = folder / "tune" / f"{plan}_block.nc"

@@ -101,6 +101,7 @@ def test_stage_inputs_follow_the_upstream_targets():
         "records": ["r/train/a/tp_P2.nc"],
         "summary": "r/train/summary.nc",
         "equivalence": None,  # no train.equivalent run
+        "control": None,  # no untuned control (train.control)
         "datasets": data,
         "probe_memory": "r/probe/memory.nc",
         "probe_throughput": "r/probe/throughput.nc",
@@ -111,6 +112,11 @@ def test_stage_inputs_follow_the_upstream_targets():
     with_check = rules.stage_inputs("train", data, cost, bench, probe, [*train, "r/train/equivalence.nc"])
     assert with_check["equivalence"] == "r/train/equivalence.nc"  # never read as a training record
     assert with_check["records"] == ["r/train/a/tp_P2.nc"]
+    with_control = rules.stage_inputs(
+        "train", data, cost, bench, probe, [*train, "r/train/control_summary.nc"]
+    )
+    assert with_control["control"] == "r/train/control_summary.nc"  # never read as a training record
+    assert with_control["records"] == ["r/train/a/tp_P2.nc"]
     # a run without the probe stage: the train page's answer table says so, and its rule needs no probe file
     no_probe = rules.stage_inputs("train", data, cost, bench, probe, train, stages=["data", "train"])
     assert no_probe["probe_memory"] is None and "probe_memory" not in rules.rule_inputs(no_probe)

@@ -77,6 +77,33 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     cm.add_argument("dir", help="a run's results folder, e.g. results/smoke")
     cm.set_defaults(func=_check_metadata)
+    ms = rsub.add_parser(
+        "measured",
+        help="rewrite the generated blocks of docs/measured.md and README.md from committed references "
+        "(results/reference/RUN); --check: exit 1 when a block differs from its regeneration",
+    )
+    ms.add_argument(
+        "--reference", nargs="+", required=True, help="reference folders, e.g. results/reference/cpu-fair"
+    )
+    ms.add_argument(
+        "--doc",
+        nargs="+",
+        default=["docs/measured.md", "README.md"],
+        help="documents holding generated blocks",
+    )
+    ms.add_argument("--check", action="store_true", help="rewrite nothing; exit 1 when a block would change")
+    ms.set_defaults(func=_measured)
+
+
+def _measured(args: argparse.Namespace) -> int:
+    from hsitp.report.measured import update
+
+    changed = update(args.doc, args.reference, check=args.check)
+    for doc in changed:
+        print(f"{doc}: {'differs from its regeneration' if args.check else 'rewritten'}")
+    if not changed:
+        print(f"{', '.join(args.doc)}: every generated block matches {', '.join(args.reference)}")
+    return 1 if changed and args.check else 0
 
 
 def _jobs(args: argparse.Namespace) -> int:

@@ -1,0 +1,62 @@
+"""The generated blocks of docs/measured.md and README.md (issue 41): written from committed references by
+`hsitp report measured`, and a regeneration of the committed documents is a no-op."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from hsitp.report.measured import MeasuredDocError, update
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = [ROOT / "docs" / "measured.md", ROOT / "README.md"]
+
+
+def _reference(tmp_path: Path) -> Path:
+    """A reference folder laid out as `hsitp report reference` writes it, from the synthetic report inputs."""
+    from report_synthetic import study_files, train_summary
+
+    ref = tmp_path / "reference" / "tiny"
+    (ref / "train").mkdir(parents=True)
+    shutil.copy(train_summary(tmp_path)[0], ref / "train" / "summary.nc")
+    (ref / "tune" / "synthetic").mkdir(parents=True)
+    for study in study_files(tmp_path):
+        shutil.copy(study, ref / "tune" / "synthetic" / study.name)
+    return ref
+
+
+def test_blocks_are_written_from_the_reference_and_checked(tmp_path: Path) -> None:
+    """Catches a hand-edited number in a generated table going unnoticed (the bug: prose and data drift apart), a
+    regeneration that is not idempotent, a block of another run rewritten, and a block whose end marker is lost
+    swallowing the rest of the document."""
+    ref = _reference(tmp_path)
+    doc = tmp_path / "measured.md"
+    other = (
+        "<!-- generated: other/fair (hsitp report measured) -->\nkept\n<!-- end generated: other/fair -->\n"
+    )
+    doc.write_text(
+        "# head\n<!-- generated: tiny/fair (hsitp report measured) -->\nstale\n<!-- end generated: tiny/fair -->\n"
+        "<!-- generated: tiny/recipes (hsitp report measured) -->\n<!-- end generated: tiny/recipes -->\n"
+        + other
+    )
+    assert update([doc], [ref]) == [doc]
+    text = doc.read_text()
+    assert "stale" not in text and "| dchag_l |" in text and "reference" in text and other in text
+    assert "0.003" in text  # the recipes block: the study's best lr
+    assert update([doc], [ref], check=True) == []  # idempotent
+    doc.write_text(text.replace("| dchag_l ", "| dchag_x ", 1))
+    assert update([doc], [ref], check=True) == [doc]
+    doc.write_text("<!-- generated: tiny/fair (hsitp report measured) -->\nno end\n")
+    with pytest.raises(MeasuredDocError, match="without its end"):
+        update([doc], [ref])
+
+
+def test_committed_docs_match_their_references() -> None:
+    """Catches a committed table in docs/measured.md or README.md that its reference no longer gives (the bug:
+    a rerun changed the numbers and the prose kept the old ones)."""
+    refs = [p for p in (ROOT / "results" / "reference").iterdir() if (p / "train" / "summary.nc").exists()]
+    if not any("<!-- generated: " in d.read_text(encoding="utf-8") for d in DOCS) or not refs:
+        pytest.skip("no generated block or no headline reference committed yet")
+    assert update(DOCS, refs, check=True) == []
