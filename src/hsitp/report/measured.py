@@ -12,7 +12,8 @@ in each document; ``--check`` rewrites nothing and exits 1 when a block differs 
 it, so committed prose and data cannot drift apart). Blocks: ``recipes`` (each study's best trial), ``budget`` (best
 validation OA after k trials and Dodge et al.'s expected best), ``fair`` (accuracy per plan, P and split with the
 verdicts vs tp, beside the SVM and the random forest), ``tuning`` (the untuned control beside the tuned cells) and
-``answer`` (memory, throughput and time to accuracy vs tp, where the reference has the probe's files)."""
+``answer`` (memory, throughput and time to accuracy vs tp, where the reference has the probe's files) and
+``headline`` (the README's sentences: tp against the SVM, the other cells' verdicts counted)."""
 
 from __future__ import annotations
 
@@ -173,12 +174,39 @@ def answer_block(reference: Path) -> str:
     return _md(df)
 
 
+def headline_block(reference: Path) -> str:
+    """The README's sentences: per split, tp's OA against the SVM's, and the D-CHAG cells' verdicts on their own
+    recipes counted, with the range of their OA differences to tp."""
+    summary = read_netcdf(reference / "train" / "summary.nc", kind="train_summary")
+    lines = []
+    for split in dict.fromkeys(map(str, summary["split"].values)):
+        cells = [i for i in range(summary.sizes["cell"]) if str(summary["split"].values[i]) == split]
+        tp = next(i for i in cells if str(summary["plan"].values[i]) == "tp")
+        others = [i for i in cells if str(summary["plan"].values[i]) != "tp"]
+        verdicts = pd.Series([_verdict_name(summary, i) for i in others]).value_counts()
+        counts = ", ".join(f"{int(n)} {v}" for v, n in verdicts.items())
+        d = PERCENT * summary["d_oa_vs_tp_mean"].values[others]
+        clf = list(map(str, summary["classifier"].values)) if "classifier" in summary.coords else []
+        svm = (
+            f" (SVM {PERCENT * float(summary['baseline_oa_mean'].values[tp, clf.index('svm')]):.1f})"
+            if "svm" in clf
+            else ""
+        )
+        lines.append(
+            f"- {split} split: tp OA {PERCENT * float(summary['oa_mean'].values[tp]):.1f} "
+            f"± {PERCENT * float(summary['oa_std'].values[tp]):.1f} %{svm}, {int(summary['seeds'].values[tp])} seeds; "
+            f"the {len(others)} other cells vs tp: {counts} (ΔOA {np.nanmin(d):+.1f} to {np.nanmax(d):+.1f} pp)"
+        )
+    return "\n".join(lines) + "\n"
+
+
 BLOCKS: Mapping[str, Callable[[Path], str]] = {
     "recipes": recipes_block,
     "budget": budget_block,
     "fair": fair_block,
     "tuning": tuning_block,
     "answer": answer_block,
+    "headline": headline_block,
 }
 
 
