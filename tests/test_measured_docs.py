@@ -39,6 +39,7 @@ def test_blocks_are_written_from_the_reference_and_checked(tmp_path: Path) -> No
     doc.write_text(
         "# head\n<!-- generated: tiny/fair (hsitp report measured) -->\nstale\n<!-- end generated: tiny/fair -->\n"
         "<!-- generated: tiny/recipes (hsitp report measured) -->\n<!-- end generated: tiny/recipes -->\n"
+        "<!-- generated: tiny/headline (hsitp report measured) -->\n<!-- end generated: tiny/headline -->\n"
         + other
     )
     assert update([doc], [ref]) == [doc]
