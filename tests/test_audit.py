@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import xarray as xr
-from audit_synthetic import bench_files
+from audit_synthetic import bench_files, measured_bench_files, probe_files
 from nc_checks import described
 
 from hsitp.audit import claims as cl
@@ -66,6 +66,23 @@ def test_claims_yaml_schema(claims: list[dict]) -> None:
         }
     )
     bad.append({"id": "v", "section": "1", "kind": "number", "en": "e", "check": {"fn": "reading"}})
+    bad.append(
+        {
+            "id": "u",
+            "section": "1",
+            "kind": "number",
+            "zh": "z",
+            "en": "e",
+            "check": {
+                "fn": "boundary_moves",
+                "boundary": "edge",
+                "factor": "dtype",
+                "hardware": ["paper-intra"],
+                "to": ["fp4"],
+                "direction": "sideways",
+            },  # fmt: skip
+        }
+    )
     problems = " | ".join(cl.validate_claims(bad))
     for needle in (
         "duplicate id",
@@ -75,6 +92,10 @@ def test_claims_yaml_schema(claims: list[dict]) -> None:
         "check.if_false 'maybe'",
         "v: missing zh",
         "needs a reason",
+        "boundary 'edge' not in",
+        "direction 'sideways' not in",
+        "needs its rates (rate) and their source",
+        "format 'fp4' not in",
     ):
         assert needle in problems, needle
 
@@ -294,3 +315,27 @@ def test_audit_job_reads_thebench_files(workflow_copy) -> None:
     for f in ("microbench.nc", "calibration.nc", "model_vs_measured.nc"):
         assert f"results/smoke/bench/{f}" in inputs, inputs
     assert "results/smoke/cost/ccr.nc" in inputs
+
+
+def test_audit_claims_on_a_measured_run_say_what_decided(tmp_path: Path, run_template: Path) -> None:
+    """Catches a run's own probe and bench files left unread (no claim decided by measurement), a claims table
+    that does not list what a measurement decided, and a drift check that fails a run because its measurement
+    decided where the reference (no such files) fell back to the paper's arithmetic."""
+    run = _fresh_run(tmp_path, run_template)
+    probe_files(run)
+    measured_bench_files(run)
+    out = run / "tables/paper_claims.csv"
+    assert main(["audit", "claims", "--run-dir", str(run), *CONFIGS, "--out", str(out)]) == 0
+    rows = {r["id"]: r for r in read_claims_csv(out)}
+    decided = {cid for cid, r in rows.items() if r["basis"] == "measured" and r["verdict"] != "pending"}
+    assert {"s4_2_memory_linear", "s7_3_dchag_lowers_ccr", "s3_3_rule_rho_lt1"} <= decided and len(
+        decided
+    ) >= 18
+    for cid in decided:
+        assert rows[cid]["reason"].startswith("Decided by measured"), cid
+        assert str(run) in rows[cid]["source"], cid
+    md = out.with_suffix(".md").read_text()
+    listed = md.split("## Decided by measurement")[1].split("## Contradicted")[0]
+    assert all(f"**{cid}**" in listed for cid in decided)
+    rep = audit_run(run, REF, claims_csv=out)
+    assert not [d for d in rep.drift if d.startswith("claims:")], rep.drift

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
+from audit_synthetic import measured_bench_files, probe_files
 from nc_checks import described
 
 from hsitp.audit import claims as cl
@@ -43,6 +44,22 @@ def ctx() -> cl.Context:
 @pytest.fixture(scope="module")
 def rows(ctx: cl.Context, claims: list[dict]) -> list[dict]:
     return cl.evaluate_claims(ctx, claims)
+
+
+@pytest.fixture(scope="module")
+def measured_ctx(tmp_path_factory: pytest.TempPathFactory) -> cl.Context:
+    """A run with every measured file (synthetic probe and bench files, made-up numbers) beside the reference's
+    cost tables: every measured sub-check decides there."""
+    run = tmp_path_factory.mktemp("measured") / "results" / "syn"
+    shutil.copytree(REF / "cost", run / "cost")
+    probe_files(run)
+    measured_bench_files(run)
+    return cl.Context(run / "cost", load_config([ROOT / "config/config.yaml", ROOT / "config/smoke.yaml"]))
+
+
+def _measured_subchecks(check: dict) -> list[dict]:
+    """The sub-checks of a claim that read the measured run's probe/bench files."""
+    return [s for s in _fns(check) if s.get("fn") in cl.RUN_MEASURED_CHECKS]
 
 
 @pytest.fixture(scope="module")
@@ -190,6 +207,7 @@ def _step(edge: float, width: float) -> float:
 def _sides(o: cl.Outcome, check: dict, existential: bool) -> list[tuple[cl.Outcome, cl.Outcome]] | None:
     """(just inside, just outside) versions of the outcome at its deciding edge: the band edge nearest the value
     ± 1 % of the edge (or of the band width), the share threshold ± 1 %, or each sub-check of an any_of."""
+    check = cl.deciding_check(o, check)
     if o.parts:
         pairs = []
         for i, (label, po, pc) in enumerate(o.parts):
@@ -247,10 +265,31 @@ def test_rule6_every_computed_verdict_can_flip(ctx: cl.Context, claims: list[dic
     assert cannot == _documented_cannot_flip()
 
 
+def test_rule6_every_measured_subcheck_can_flip(measured_ctx: cl.Context, claims: list[dict]) -> None:
+    """Catches a measured sub-check (probe memory, throughput, bench timings) whose verdict no measurement could
+    change: on a run with every measured file, each decides and flips at its edge."""
+    n = 0
+    for c in claims:
+        if not _measured_subchecks(c["check"]):
+            continue
+        o, verdict, basis = cl.evaluate_claim(measured_ctx, c)
+        assert basis == "measured" and verdict != "pending" and o.decided_by.startswith("measured"), c["id"]
+        existential = cl.possibility_hedged(c["zh"])
+        pairs = _sides(o, c["check"], existential)
+        assert pairs, c["id"]
+        assert any(
+            cl.decide(a, c["check"], existential)[0] != cl.decide(b, c["check"], existential)[0]
+            for a, b in pairs
+        ), c["id"]
+        n += 1
+    assert n >= 18
+
+
 # --- rule 10: every verdict can come out against the paper ---------------------------------------------------------
 def _against(o: cl.Outcome, check: dict) -> cl.Outcome:
     """The outcome as a measurement contradicting the paper everywhere would give it: the value far outside its
     band, a share of 0, the boolean false, every sub-check of an any_of so."""
+    check = cl.deciding_check(o, check)
     if o.parts:
         return dataclasses.replace(o, parts=[(lbl, _against(po, pc), pc) for lbl, po, pc in o.parts])
     if o.band is not None:
@@ -302,6 +341,35 @@ def test_rule10_every_computed_or_measured_claim_can_be_contradicted(
     assert not bad, "\n".join(bad)
     assert exempt == _documented_not_contradictions()
     assert judged >= 100
+
+
+def test_rule10_every_measured_subcheck_can_be_contradicted(
+    measured_ctx: cl.Context, claims: list[dict]
+) -> None:
+    """Catches a measured sub-check that cannot come out against the paper: on a run with every measured file each
+    claim's measured sub-check decides (basis measured), and fed an outcome contradicting the paper at every point
+    it reaches `contradicted`; the modelled estimate (probe/estimate.nc, which decides where memory.nc is absent)
+    too."""
+    judged, bad = 0, []
+    for c in claims:
+        if not _measured_subchecks(c["check"]):
+            continue
+        o, _, basis = cl.evaluate_claim(measured_ctx, c)
+        assert basis == "measured", c["id"]
+        verdict = cl.decide(_against(o, c["check"]), c["check"], cl.possibility_hedged(c["zh"]))[0]
+        if verdict != "contradicted":
+            bad.append(f"{c['id']}: {verdict}")
+        judged += 1
+    est = cl.Context(measured_ctx.cost_dir, {"audit": {"measured_run": "estimate_only"}})
+    probe_files(est.measured_dir, memory=False, throughput=False)
+    c = next(c for c in claims if c["id"] == "s8_2_memory_saving")
+    o, _, basis = cl.evaluate_claim(est, c)
+    assert basis == "computed" and o.decided_by.startswith("modelled") and "not measured" in o.how
+    assert cl.decide(_against(o, c["check"]), c["check"])[0] == "contradicted"
+    print(f"rule 10: {judged} claims' measured sub-checks fed a contradicting outcome; "
+          f"{judged - len(bad)} reach contradicted; the modelled estimate of s8_2_memory_saving too")  # fmt: skip
+    assert not bad, "\n".join(bad)
+    assert judged >= 18
 
 
 def test_rule10_equal_accuracy_undecided_is_not_reproducible_worse_is_contradicted(tmp_path: Path) -> None:
@@ -422,6 +490,60 @@ def test_rule8_measured_basis_reads_the_accuracy_run(tmp_path: Path) -> None:
     )
 
 
+def test_rule8_measured_subchecks_read_the_runs_own_files(tmp_path: Path, claims: list[dict]) -> None:
+    """Catches a measured sub-check that decides without its file (it must stay pending, naming the run and the
+    file, and leave the verdict to the paper's arithmetic), reads the wrong run (audit.measured_run), lets an
+    oversubscribed P or a point within its noise decide, or a verdict that does not say which sub-check decided."""
+    by_id = {c["id"]: c for c in claims}
+    run = tmp_path / "results" / "smoke"
+    shutil.copytree(REF / "cost", run / "cost")
+    ctx = cl.Context(run / "cost", {})
+    assert ctx.measured_run == "smoke" and ctx.measured_dir == run
+    c = by_id["s4_2_memory_linear"]
+    o, verdict, basis = cl.evaluate_claim(ctx, c)
+    assert basis == "computed" and o.decided_by.startswith("refined model")
+    assert f"{run / 'probe' / 'memory.nc'}" in o.others and "run `smoke`" in o.others
+    row = cl.evaluate_claims(ctx, [c])[0]
+    assert row["reason"].startswith("Decided by refined model (cost/scale.nc) (basis computed); measured")
+    probe_files(run)
+    o, verdict, basis = cl.evaluate_claim(ctx, c)
+    assert basis == "measured" and o.decided_by == "measured (probe/memory.nc)"
+    assert "run `smoke`" in o.how and str(run / "probe" / "memory.nc") in o.source
+    row = cl.evaluate_claims(ctx, [c])[0]
+    assert row["reason"].startswith("Decided by measured (probe/memory.nc) (basis measured); refined model")
+    other = cl.Context(run / "cost", {"audit": {"measured_run": "gpu"}})  # another run's files, absent here
+    assert other.measured_dir == tmp_path / "results" / "gpu"
+    assert cl.evaluate_claim(other, c)[2] == "computed"
+    # an oversubscribed P decides nothing: at P = 4 alone (synthetic throughput.nc labels it) the check is pending
+    o = cl.check_probe_throughput(ctx, {"plans": ["dchag_l"], "P": [4], "op": ">", "value": 1.0})
+    assert (
+        o.verdict == "pending" and "P = 4 (oversubscribed: 4 ranks on 2 cores: decides nothing)" in o.reason
+    )
+    o = cl.check_probe_throughput(ctx, {"plans": ["dchag_l"], "P_min": 2, "op": ">", "value": 1.0})
+    assert o.n_points == 4 and "left out: P = 4" in o.how  # P = 2 and 8 at g = 4, 8
+    # a point within its repeats' IQR decides nothing
+    measured_bench_files(run)
+    mb = xr.open_dataset(run / "bench/microbench.nc").load()
+    mb["ccr_measured_iqr"] = mb["ccr_measured_iqr"] * 1e3
+    write_netcdf(mb, run / "bench/microbench_wide.nc", kind="microbench", prov=provenance())
+    (run / "bench/microbench_wide.nc").replace(run / "bench/microbench.nc")
+    wide = cl.Context(run / "cost", {})
+    o = cl.check_bench_compare(wide, {"lhs": "attn_channel", "rhs": "attn_token", "op": "<"})
+    assert o.verdict == "pending" and "within the repeats' IQR" in o.reason
+    assert cl.config_keys([{"id": "m", "check": by_id["s4_2_memory_linear"]["check"]}]) == [
+        "audit.measured_run"
+    ]
+    bad = [{**c, "id": "x", "check": {"fn": "first_decided", "checks": [{"label": "a", "fn": "formula_value",
+                                                                           "expr": "1", "expect": 1}]}}]  # fmt: skip
+    assert "at least two checks" in " ".join(cl.validate_claims(bad))
+    bad[0]["check"]["checks"].append({"label": "b", "fn": "formula_value", "expr": "1", "expect": 1})
+    assert "tries a measured check" in " ".join(cl.validate_claims(bad))
+    bad[0]["check"] = {"fn": "probe_memory", "lhs": {"plan": "tp"}}
+    assert "needs against" in " ".join(cl.validate_claims(bad)) and "needs op/value" in " ".join(
+        cl.validate_claims(bad)
+    )
+
+
 def test_rule8_drift_check_compares_measured_claims_by_presence_and_schema(tmp_path: Path) -> None:
     """Catches a drift check that fails a run because the accuracy run's verdict moved (measured-basis claims are
     compared by presence and schema, not by verdict) or that lets such a claim vanish or lose its basis."""
@@ -474,7 +596,9 @@ def test_rule9_changelog_and_counts_match_the_reference(rows: list[dict]) -> Non
 
 
 # --- rule 11: circular evidence ------------------------------------------------------------------------------------
-def test_rule11_circular_evidence_says_consistent(rows: list[dict], claims: list[dict]) -> None:
+def test_rule11_circular_evidence_says_consistent(
+    ctx: cl.Context, rows: list[dict], claims: list[dict]
+) -> None:
     """Catches a verdict that rests on the paper's own formula at the paper's own numbers presented as `holds`
     (issue 37: it cannot come out against the paper, so it says `consistent`, basis `circular`), and the opposite
     mistake: a check that reads our refined model, the registry or a measurement labelled circular."""
@@ -486,14 +610,61 @@ def test_rule11_circular_evidence_says_consistent(rows: list[dict], claims: list
     assert not cl.circular({"fn": "table_value", "sel": {"model": "refined", "hardware": "paper-intra"}})
     assert not cl.circular({"fn": "table_value", "sel": {"model": "stated"}})  # every preset, ours among them
     assert not cl.circular({"fn": "dataset_grid"}) and not cl.circular({"fn": "measured"})
+    assert not cl.circular({"fn": "probe_memory"}) and not cl.circular({"fn": "bench_compare"})
     by_id = {c["id"]: c for c in claims}
     for r in rows:
         c = by_id.get(r["id"])
         if c is None or c.get("by_construction"):
             continue
         if r["basis"] == "circular":
-            assert cl.circular(c["check"]) and r["verdict"] != "holds", r["id"]
+            o, _, _ = cl.evaluate_claim(ctx, c)  # a first_decided claim: the sub-check that decided
+            assert cl.circular(cl.deciding_check(o, c["check"])) and r["verdict"] != "holds", r["id"]
         if r["verdict"] == "consistent":
             assert r["basis"] == "circular", r["id"]
     counts = cl.basis_counts(rows)
     assert counts["circular"]["consistent"] >= 20 and "holds" not in counts["circular"]
+
+
+# --- rule 12: a factor that moves a boundary is judged by moving it ------------------------------------------------
+def test_rule12_a_factor_that_moves_a_boundary_is_judged_by_moving_it(by_id: dict[str, dict]) -> None:
+    """Catches a boundary claim judged by reading instead of recomputing (the bug issue 37 names: 'FP8 moves the
+    decision boundary' held by reading), a format change that moves F alone (not the bytes per element with it),
+    and a 'jointly set' boundary not judged factor by factor."""
+    ctx = cl.Context(REF / "cost")
+    base = {
+        "fn": "boundary_moves",
+        "boundary": "threshold",
+        "factor": "dtype",
+        "P": [8],
+        "direction": "moves",
+    }
+    rate = {"h100-nvlink-ib": {"fp8": 2.0}, "mi250x-frontier": {"int8": 1.0}}
+    # H100 FP8: F doubles and the bytes per element halve at once: P F b / (2 beta) stays
+    o = cl.check_boundary_moves(ctx, {**base, "hardware": ["h100-nvlink-ib"], "to": ["fp8"], "rate": rate})
+    assert o.fraction == 0.0 and "threshold 13186.7 → 13186.7" in o.how
+    # MI250X INT8: the rate stays, the bytes halve: the threshold halves
+    o = cl.check_boundary_moves(ctx, {**base, "hardware": ["mi250x-frontier"], "to": ["int8"], "rate": rate})
+    assert o.fraction == 1.0 and "threshold 22980 → 11490" in o.how
+    # a format the hardware lacks is not a point
+    o = cl.check_boundary_moves(ctx, {**base, "hardware": ["h100-nvlink-ib", "mi250x-frontier"], "to": ["int8"],
+                                      "rate": rate})  # fmt: skip
+    assert o.n_points == 1 and "not applicable" in o.how
+    # the split boundary rho* = 1 moves for no factor of the paper's formulas
+    for factor, to in (("dtype", "int8"), ("beta", "paper-intra"), ("preset", "h200-nvlink-ib")):
+        o = cl.check_boundary_moves(ctx, {**base, "boundary": "split", "factor": factor, "to": [to], "rate": rate,
+                                          "hardware": ["mi250x-frontier"]})  # fmt: skip
+        assert o.fraction == 0.0, factor
+    r = by_id["s9_2_precision"]
+    assert (
+        r["basis"] == "computed"
+        and r["verdict"] == "conditional"
+        and r["pipeline_number"] == pytest.approx(1 / 6)
+    )
+    r = by_id["abs_boundary_three_factors"]  # rho and beta enter, memory does not: two of three
+    assert r["basis"] == "computed" and r["verdict"] == "contradicted"
+    assert "per-device memory (H100 80 GB -> H200 141 GB): 0" in r["pipeline_value"]
+    assert by_id["s11_growth_crosses_threshold"]["verdict"] == "conditional"
+    assert "holds only under: intra-node beta" in by_id["s11_growth_crosses_threshold"]["reason"]
+    assert by_id["s11_faster_links_larger_p"]["verdict"] == "holds"
+    assert cl.circular({**base, "factor": "beta", "hardware": ["paper-inter"], "to": ["paper-intra"]})
+    assert not cl.circular({**base, "factor": "width", "hardware": ["paper-intra"], "to": [2048]})

@@ -1,15 +1,17 @@
 """Claims of the paper as data (``claims.yaml``), the check functions they name, and their verdicts.
 
 Each claim names one check (``check.fn``). A check reads cached results only (the cost tables
-``results/RUN/cost/*.nc``, the dataset registry, :mod:`hsitp.cost.stated`, the run's config) and returns an
+``results/RUN/cost/*.nc``, the dataset registry, :mod:`hsitp.cost.stated`, the run's config, and the measured files:
+the run's own probe/ and bench/ netCDF, the accuracy run's train/summary.nc) and returns an
 :class:`Outcome`: the pipeline's value, where it came from, and either a boolean, a fraction of points where the
 claim holds, or a verdict stated by reading (with its reason and source). :func:`verdict_of` turns that into one of
 :data:`VERDICTS` under the claim's declared tolerance, so a number that decides a verdict is never typed by hand.
 
 The rules every claim is held to (scope, the paper's formulas first, findings, "by construction" evidence, knife
-edges, hedged claims, the flip test, sources, the measured basis) are written down in ``docs/audit.md``; the
-functions here implement the checkable ones (:func:`decide`, :func:`knife_edge`, :func:`hedged`).
-"""
+edges, hedged claims, the flip test, sources, the measured basis, verdicts that can come out against the paper,
+circular evidence, boundaries judged by moving them) are written down in ``docs/audit.md``; the functions here
+implement the checkable ones (:func:`decide`, :func:`knife_edge`, :func:`hedged`, :func:`circular`,
+:func:`check_first_decided`, :func:`check_boundary_moves`)."""
 
 from __future__ import annotations
 
@@ -44,8 +46,23 @@ KINDS = (
 # "consistent": holds, but only by the paper's own formulas applied to the paper's own numbers (basis circular)
 VERDICTS = ("holds", "consistent", "conditional", "contradicted", "not_reproducible", "needs_gpu", "pending")
 # How a verdict was reached: computed from cached results, read from a source, waiting on a stage, or decided by
-# measurements (results/<audit.accuracy_run>/train/summary.nc; pending while that file or its variable is absent).
+# measurements: the run's own probe and bench files (results/<audit.measured_run or the audited run>/probe/*.nc,
+# bench/*.nc) or the accuracy run's results/<audit.accuracy_run>/train/summary.nc; a measured check is pending while
+# its file (or a point in its scope) is absent.
 BASES = ("computed", "circular", "reading", "pending", "measured")
+# The measured (and modelled) files a check may read, relative to the measured run's folder: (path, kind, stage).
+MEASURED_FILES: dict[str, tuple[str, str, str]] = {
+    "memory": ("probe/memory.nc", "probe_memory", "probe"),
+    "throughput": ("probe/throughput.nc", "probe_throughput", "probe"),
+    "estimate": ("probe/estimate.nc", "probe_estimate", "probe"),
+    "microbench": ("bench/microbench.nc", "microbench", "bench"),
+    "model_vs_measured": ("bench/model_vs_measured.nc", "model_vs_measured", "bench"),
+}
+# Checks reading the measured run's probe/bench files (config key audit.measured_run), and all measured checks.
+RUN_MEASURED_CHECKS = frozenset(
+    {"probe_memory", "probe_estimate", "probe_throughput", "bench_compare", "bench_trend", "bench_value"}
+)
+MEASURED_CHECKS = RUN_MEASURED_CHECKS | {"measured"}
 # The paper's own presets: a stated-model table selection limited to these evaluates the paper with itself.
 PAPER_PRESETS = frozenset({"paper-intra", "paper-inter"})
 # Checks that evaluate the paper's own formulas at the paper's own numbers (rule 11).
@@ -112,12 +129,18 @@ class Outcome:
     parts: list[tuple[str, Outcome, Mapping[str, Any]]] = field(
         default_factory=list
     )  # any_of: label, outcome, check
-    basis: str | None = None  # "measured" for a check reading the accuracy run
+    basis: str | None = None  # "measured" for a check reading a measured file (probe, bench, accuracy run)
+    # first_decided: the label and the check of the sub-check that decided (the verdict mapping, min_fraction and
+    # band of the outcome are that sub-check's); empty for any other check.
+    decided_by: str = ""
+    decides_with: Mapping[str, Any] | None = None
+    others: str = ""  # first_decided: what the sub-checks that did not decide said (a pending one: why)
 
 
 class Context:
     """Cached inputs of one audit: the run's cost tables (read once), the registry, the run's config, and (for
-    measured-basis claims) ``results/<audit.accuracy_run>/train/summary.nc`` beside the run's folder."""
+    measured-basis checks) the measured run's probe/ and bench/ files (``audit.measured_run``, default the audited
+    run) and ``results/<audit.accuracy_run>/train/summary.nc`` beside the run's folder."""
 
     def __init__(
         self, cost_dir: Path, config: Mapping[str, Any] | None = None, results_root: Path | None = None
@@ -127,7 +150,45 @@ class Context:
         # results/ (the run folder's parent): where the accuracy run's folder sits
         self.results_root = Path(results_root) if results_root is not None else self.cost_dir.parent.parent
         self._tables: dict[str, xr.Dataset] = {}
+        self._measured: dict[str, xr.Dataset] = {}
         self.inputs: dict[str, Path] = {}
+
+    @property
+    def measured_run(self) -> str:
+        """The run whose probe/ and bench/ files the measured checks read: ``audit.measured_run``, else the audited
+        run itself (the folder above ``cost/``)."""
+        name = (self.config.get("audit") or {}).get("measured_run")
+        return str(name) if name else self.cost_dir.parent.name
+
+    @property
+    def measured_dir(self) -> Path:
+        name = (self.config.get("audit") or {}).get("measured_run")
+        return self.results_root / str(name) if name else self.cost_dir.parent
+
+    def measured(self, name: str) -> tuple[xr.Dataset | None, Path, Outcome | None]:
+        """(dataset, path, None) of a measured file of the measured run (:data:`MEASURED_FILES`), or (None, path,
+        a pending outcome naming the file and the stage that writes it) while it is absent."""
+        rel, kind, stage = MEASURED_FILES[name]
+        path = self.measured_dir / rel
+        if not path.exists():
+            return (
+                None,
+                path,
+                Outcome(
+                    verdict="pending",
+                    basis="pending" if name == "estimate" else "measured",
+                    how="-",
+                    source=str(path),
+                    reason=f"pending: no {path} (the {stage} stage of run `{self.measured_run}`; "
+                    "audit.measured_run names another run)",
+                ),
+            )
+        if name not in self._measured:
+            from hsitp.io import read_netcdf
+
+            self._measured[name] = read_netcdf(path, kind=kind)
+            self.inputs[f"measured_{name}"] = path
+        return self._measured[name], path, None
 
     @property
     def accuracy_run(self) -> str:
@@ -704,6 +765,667 @@ def check_measured(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     )
 
 
+# --- measured checks: the run's own probe and bench files -----------------------------------------------------------
+def _undecided(path: Path, why: str, basis: str = "measured") -> Outcome:
+    """A measured check whose file is there but decides nothing (no point in scope, every point oversubscribed or
+    within its noise): pending, with why; a first_decided claim then falls through to its next sub-check."""
+    return Outcome(verdict="pending", basis=basis, how="-", source=str(path), reason=f"undecided: {why}")
+
+
+def _msel(da: xr.DataArray, sel: Mapping[str, Any] | None) -> tuple[xr.DataArray | None, str]:
+    """``da`` at coordinate values (a scalar drops the dim, a list keeps it); (None, what was not measured) when a
+    value is absent from the file (a point the run did not measure), :class:`ClaimsError` for an unknown name."""
+    for key, want in (sel or {}).items():
+        if key not in da.coords:
+            raise ClaimsError(
+                f"measured check: {da.name!r} has no coordinate {key!r} (coords {list(da.coords)})"
+            )
+        have = [v.item() if hasattr(v, "item") else v for v in np.atleast_1d(da[key].values)]
+        wants = want if isinstance(want, list) else [want]
+        absent = [w for w in wants if w not in have]
+        if absent:
+            return None, f"{key} = {', '.join(map(str, absent))} not measured ({key} = {have})"
+        da = da.sel({key: want}, drop=not isinstance(want, list))
+    return da, ""
+
+
+def _condition(a: Mapping[str, Any]) -> tuple[Callable[[float], bool], str]:
+    """The test a measured value must pass: ``op``/``value`` or the band ``low``/``high`` (or ``expect``)."""
+    if "op" in a:
+        f, x = _op(a["op"]), float(a["value"])
+        return (lambda v: bool(f(v, x))), f"{a['op']} {_fmt(x)}"
+    lo, hi, _ = _bounds(a)
+    return (lambda v: lo <= v <= hi), f"in [{_fmt(lo)}, {_fmt(hi)}]"
+
+
+def _labelled_points(q: xr.DataArray) -> list[tuple[str, float]]:
+    """(label, value) of every finite point of ``q``; the label names the coordinates that vary."""
+    q = q.squeeze()
+    if not q.dims:
+        v = float(q.values)
+        return [("", v)] if math.isfinite(v) else []
+    dims = list(q.dims)
+    st = q.stack(_pt=dims)
+    out = []
+    for i in range(st.sizes["_pt"]):
+        v = float(st.values[i])
+        if math.isfinite(v):
+            out.append((", ".join(f"{d}={_fmt(st[d].values[i].item())}" for d in dims), v))
+    return out
+
+
+MAX_LISTED = 12  # points listed in a measured check's `how`
+
+
+def _share(
+    points: Sequence[tuple[str, bool, str]],
+    a: Mapping[str, Any],
+    how: str,
+    source: str,
+    basis: str | None = "measured",
+    left_out: Sequence[str] = (),
+) -> Outcome:
+    """A share outcome over decided points (label, holds, shown value), listing them and what was left out."""
+    n = len(points)
+    held = sum(ok for _, ok, _ in points)
+    listed = "; ".join(f"{lbl}: {shown}{'' if ok else ' (no)'}" for lbl, ok, shown in points[:MAX_LISTED])
+    more = f"; and {n - MAX_LISTED} more" if n > MAX_LISTED else ""
+    out = f"; left out: {'; '.join(left_out)}" if left_out else ""
+    return Outcome(
+        value=held / n,
+        how=f"{how}: {listed}{more}{out}",
+        source=source,
+        fraction=held / n,
+        n_points=n,
+        tolerance=f"holds if share ≥ {a.get('min_fraction', 1.0)}",
+        basis=basis,
+    )
+
+
+def _probe_model(ds: xr.Dataset) -> str:
+    """The probe's model and device, as its attributes record them (the scale a measured verdict rests on)."""
+    import json
+
+    try:
+        p = json.loads(ds.attrs.get("probe", "{}"))
+    except ValueError:
+        p = {}
+    dev = sorted({str(d) for d in np.atleast_1d(ds["device"].values)}) if "device" in ds else []
+    model = ", ".join(f"{k} {p[k]}" for k in ("dim", "depth", "heads", "L", "N", "batch") if k in p)
+    return f"probe model {model}, {ds.attrs.get('dtype', '?')}; device {' / '.join(dev) or '?'}"
+
+
+def check_probe_memory(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+    """Measured per-rank memory of one training step (``probe/memory.nc``, real tensors under torchrun, the larger
+    rank's value) as a share of points passing ``op``/``value`` or ``low``/``high``: ``variable`` (peak_allocated,
+    or memory after ``sel`` summed over the ``sum`` dims, e.g. kind = activations) at ``lhs`` (plans, g) divided by
+    its value at ``against`` (the same P and other coordinates, e.g. {plan: tp}, or a fixed point, e.g. {plan:
+    dense, P: 1}), times P with ``scale_P`` (memory that falls as 1/P gives 1), over every measured P ≥ ``P_min``
+    (default 2). Memory does not depend on how busy the cores were, so oversubscribed P count. Pending while the
+    file, or a plan, P or g in scope, is absent."""
+    ds, path, absent = ctx.measured("memory")
+    if absent is not None:
+        return absent
+    var = a.get("variable", "peak_allocated")
+    ran = ds["peak_allocated"].notnull().any("rank")  # memory holds 0 where a point was not run
+    da, missing = _msel(ds[var].where(ran), a.get("sel"))
+    if da is None:
+        return _undecided(path, missing)
+    for d in a.get("sum") or []:
+        da = da.sum(d, min_count=1)
+    da = da.max("rank")
+    num, miss = _msel(da, a.get("lhs"))
+    den, miss2 = _msel(da, a.get("against"))
+    if num is None or den is None:
+        return _undecided(path, miss or miss2)
+    q = num / den.where(den > 0)
+    if a.get("scale_P"):
+        q = q * q["P"]
+    if "P" in q.dims:
+        q = q.where(q["P"] >= int(a.get("P_min", 2)))
+    cond, ctext = _condition(a)
+    pts = [(lbl, cond(v), _fmt(v)) for lbl, v in _labelled_points(q)]
+    if not pts:
+        return _undecided(
+            path, f"no measured point of {var}{_sel_text(a.get('lhs'))} at P ≥ {a.get('P_min', 2)}"
+        )
+    summed = f" summed over {', '.join(a['sum'])}" if a.get("sum") else ""
+    expr = (
+        f"{var}{_sel_text(a.get('sel'))}{summed} (larger rank) at {_sel_text(a.get('lhs'))} / at "
+        f"{_sel_text(a.get('against'))}{' × P' if a.get('scale_P') else ''}"
+    )
+    return _share(
+        pts,
+        a,
+        f"measured in run `{ctx.measured_run}` ({_probe_model(ds)}): share of {len(pts)} point(s) of {expr} {ctext}",
+        f"{path}:{var}",
+    )
+
+
+def check_probe_estimate(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+    """The planner's fake-tensor estimate (``probe/estimate.nc``: the model built under FakeTensorMode at the
+    configs it lists, rank 0): ``variable`` (peak_allocated, or memory after ``sel`` summed over part and kind) of
+    each config of a plan in ``lhs`` over the config of plan ``against`` with the same P, L, N, D, depth, batch,
+    dtype and checkpointing, as a share passing ``op``/``value`` or ``low``/``high``. Modelled, not measured: basis
+    computed, labelled so."""
+    ds, path, absent = ctx.measured("estimate")
+    if absent is not None:
+        return absent
+    var = a.get("variable", "peak_allocated")
+    da = ds[var]
+    if "part" in da.dims or "kind" in da.dims:
+        da, missing = _msel(da, a.get("sel"))
+        if da is None:
+            return _undecided(path, missing, basis="pending")
+        da = da.sum([d for d in ("part", "kind") if d in da.dims])
+    keys = [k for k in ("P", "L", "N", "D", "depth", "batch", "dtype", "checkpointing") if k in ds]
+    plans = [str(x) for x in ds["plan"].values]
+    sig = [tuple(str(ds[k].values[i]) for k in keys) for i in range(len(plans))]
+    want = a["lhs"] if isinstance(a["lhs"], list) else [a["lhs"]]
+    cond, ctext = _condition(a)
+    pts = []
+    for i, plan in enumerate(plans):
+        if plan not in want:
+            continue
+        j = next((j for j in range(len(plans)) if plans[j] == a["against"] and sig[j] == sig[i]), None)
+        if j is None or not float(da.values[j]) > 0:
+            continue
+        v = float(da.values[i]) / float(da.values[j])
+        pts.append((str(ds["config"].values[i]), cond(v), _fmt(v)))
+    if not pts:
+        return _undecided(path, f"no config of {want} with a matching {a['against']} config", basis="pending")
+    return _share(
+        pts,
+        a,
+        f"modelled with fake tensors in run `{ctx.measured_run}` (not measured: {ds.attrs.get('estimated', '')}): "
+        f"share of {len(pts)} config(s) where {var} of {want} / {a['against']} at the same P, L, N, D, depth "
+        f"{ctext}",
+        f"{path}:{var}",
+        basis="computed",
+    )
+
+
+def _oversubscribed(ds: xr.Dataset) -> dict[int, str]:
+    """P values whose timings decide nothing: ranks × threads per rank exceeded the cores (the file's own label)."""
+    import json
+
+    out: dict[int, str] = {}
+    if "oversubscribed" in ds and "P" in ds["oversubscribed"].dims:
+        note = ds.get("oversubscribed_note")
+        for i, P in enumerate(ds["P"].values):
+            if int(ds["oversubscribed"].values[i]):
+                text = str(note.values[i]) if note is not None else ""
+                out[int(P)] = text or "oversubscribed"
+    for P in json.loads(str(ds.attrs.get("oversubscribed_P", "[]")) or "[]"):
+        out.setdefault(int(P), "oversubscribed")
+    return out
+
+
+def check_probe_throughput(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+    """Measured throughput against tp (``probe/throughput.nc``: every plan at one P timed interleaved, in rounds)
+    as a share of decided points passing ``op`` ``value``: ``quantity`` ratio (tokens/s of the plan / tokens/s of
+    tp in the same round: a point decides only when its slowest and fastest round are on the same side of
+    ``value``) or ccr_ratio (the plan's CCR / tp's at the same P, CCR = the slowest rank's collective time over its
+    compute time, from each point's own full and compute-only steps). Plans ``plans``, P in ``P`` (or ≥ ``P_min``,
+    default 2); an oversubscribed P (the file's label) decides nothing. Pending while nothing decides."""
+    ds, path, absent = ctx.measured("throughput")
+    if absent is not None:
+        return absent
+    over = _oversubscribed(ds)
+    quantity = a.get("quantity", "ratio")
+    if quantity == "ratio":
+        med, lo, hi = ds["ratio_vs_tp_median"], ds["ratio_vs_tp_min"], ds["ratio_vs_tp_max"]
+        what = "tokens/s of the plan / tokens/s of tp, interleaved rounds (median [slowest, fastest round])"
+    elif quantity == "ccr_ratio":
+        coll = ds["time_collectives"].sum("time_part").max("rank")
+        comp = ds["time_compute"].sum("time_part").max("rank")
+        ccr = coll / comp.where(comp > 0)
+        med = ccr / ccr.sel(plan="tp", drop=True)
+        lo = hi = med
+        what = "CCR of the plan / CCR of tp (slowest rank's collective / compute time, medians)"
+    else:
+        raise ClaimsError(f"probe_throughput: quantity {quantity!r} is not ratio or ccr_ratio")
+    sel = {**(a.get("sel") or {}), "plan": list(a["plans"])}
+    arrays = []
+    for x in (med, lo, hi):
+        x, missing = _msel(x, sel)
+        if x is None:
+            return _undecided(path, missing)
+        arrays.append(x)
+    med, lo, hi = arrays
+    in_scope = [
+        int(P)
+        for P in med["P"].values
+        if (int(P) in a["P"] if a.get("P") else int(P) >= int(a.get("P_min", 2)))
+    ]
+    f, x = _op(a["op"]), float(a["value"])
+    pts, left = [], [f"P = {P} ({over[P]}: decides nothing)" for P in in_scope if P in over]
+    for P in in_scope:
+        if P in over:
+            continue
+        for (lbl, v), (_, vl), (_, vh) in zip(
+            _labelled_points(med.sel(P=[P])),
+            _labelled_points(lo.sel(P=[P])),
+            _labelled_points(hi.sel(P=[P])),
+            strict=True,
+        ):
+            shown = _fmt(v) if quantity != "ratio" else f"{_fmt(v)} [{_fmt(vl)}, {_fmt(vh)}]"
+            if bool(f(vl, x)) != bool(f(vh, x)):
+                left.append(f"{lbl} {shown} (rounds on both sides of {_fmt(x)})")
+                continue
+            pts.append((lbl, bool(f(v, x)), shown))
+    if not pts:
+        measured = [int(P) for P in med["P"].values]
+        why = "; ".join(left) if left else f"no P in scope measured (P = {measured})"
+        scope = f"P in {a['P']}" if a.get("P") else f"P ≥ {a.get('P_min', 2)}"
+        return _undecided(path, f"{why}; scope {scope}")
+    return _share(
+        pts,
+        a,
+        f"measured in run `{ctx.measured_run}` ({_probe_model(ds)}): share of {len(pts)} decided point(s) of "
+        f"{what} {a['op']} {_fmt(x)}",
+        f"{path}:{'ratio_vs_tp_median' if quantity == 'ratio' else 'time_collectives,time_compute'}",
+        left_out=left,
+    )
+
+
+def _bench_arrays(
+    ctx: Context, a: Mapping[str, Any], op: str, variable: str
+) -> tuple[xr.Dataset | None, Path, Outcome | None, xr.DataArray | None, xr.DataArray | None, list[str]]:
+    """(microbench, path, pending, values, half IQRs, P left out) of one op: communicating P (> 1) that are not
+    oversubscribed, after ``sel`` and the ``where`` filters on N, D and ρ = D/N (e.g. {rho: ["<", 1]})."""
+    ds, path, absent = ctx.measured("microbench")
+    if absent is not None:
+        return None, path, absent, None, None, []
+    if op not in [str(x) for x in ds["op"].values]:
+        return ds, path, _undecided(path, f"op {op} not benched"), None, None, []
+    v = ds[variable].sel(op=op, drop=True)
+    iqr_name = f"{variable}_iqr" if f"{variable}_iqr" in ds else None
+    h = ds[iqr_name].sel(op=op, drop=True) / 2 if iqr_name else xr.zeros_like(v)
+    v, missing = _msel(v, a.get("sel"))
+    if v is None:
+        return ds, path, _undecided(path, missing), None, None, []
+    h, _ = _msel(h, a.get("sel"))
+    over = _oversubscribed(ds)
+    keep = [int(P) for P in v["P"].values if int(P) > 1 and int(P) not in over]
+    left = [f"P = {P} ({over[P]}: decides nothing)" for P in v["P"].values if int(P) in over]
+    mask = v["P"].isin(keep)
+    for name, (opname, x) in (a.get("where") or {}).items():
+        coord = v["D"] / v["N"] if name == "rho" else v[name]
+        mask = mask & _op(opname)(coord, float(x))
+    return ds, path, None, v.where(mask), h.where(mask), left
+
+
+def _where_text(a: Mapping[str, Any]) -> str:
+    w = a.get("where") or {}
+    return (
+        " and ".join(f"{'ρ = D/N' if k == 'rho' else k} {o} {_fmt(x)}" for k, (o, x) in w.items()) or "any ρ"
+    )
+
+
+def check_bench_compare(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+    """Two ops of the microbenchmark at the same point (P, N, D, L, dtype; P > 1, not oversubscribed; ``where``
+    filters on N, D, ρ = D/N): the share of decided points where ``variable`` (default ccr_measured) of ``lhs``
+    ``op`` that of ``rhs``. A point decides only where the two values differ by more than half their IQRs together
+    (their inter-quartile bands do not overlap). With ``agree_with`` (a model variable of bench/model_vs_measured.nc,
+    e.g. ccr_stated), the share of decided points where that model orders the two ops as measured."""
+    var = a.get("variable", "ccr_measured")
+    ds, path, pend, L, hL, left = _bench_arrays(ctx, a, a["lhs"], var)
+    if pend is not None:
+        return pend
+    _, _, pend, R, hR, _ = _bench_arrays(ctx, a, a["rhs"], var)
+    if pend is not None:
+        return pend
+    f = _op(a["op"])
+    model = None
+    if a.get("agree_with"):
+        mvm, mpath, absent = ctx.measured("model_vs_measured")
+        if absent is not None:
+            return absent
+        mv = mvm[a["agree_with"]]
+        model = (mv.sel(op=a["lhs"], drop=True), mv.sel(op=a["rhs"], drop=True))
+    pts = []
+    # Walk the points once, by coordinates (the arrays share their dims).
+    stacked = xr.Dataset({"l": L, "r": R, "hl": hL, "hr": hR}).stack(_pt=list(L.dims))
+    undecided = 0
+    for i in range(stacked.sizes["_pt"]):
+        l_, r_ = float(stacked["l"].values[i]), float(stacked["r"].values[i])
+        if not (math.isfinite(l_) and math.isfinite(r_)):
+            continue
+        coords = {d: stacked[d].values[i].item() for d in L.dims}
+        lbl = ", ".join(f"{d}={_fmt(coords[d])}" for d in L.dims if L.sizes[d] > 1 or d in ("N", "D"))
+        if abs(l_ - r_) <= float(stacked["hl"].values[i]) + float(stacked["hr"].values[i]):
+            undecided += 1
+            continue
+        shown = f"{a['lhs']} {_fmt(l_)} vs {a['rhs']} {_fmt(r_)}"
+        if model is not None:
+            ml = float(model[0].sel({d: coords[d] for d in model[0].dims}).values)
+            mr = float(model[1].sel({d: coords[d] for d in model[1].dims}).values)
+            ok = bool(f(ml, mr)) == bool(f(l_, r_))
+            shown += f" (model {_fmt(ml)} vs {_fmt(mr)})"
+        else:
+            ok = bool(f(l_, r_))
+        pts.append((lbl, ok, shown))
+    if undecided:
+        left = [*left, f"{undecided} point(s) within the repeats' IQR"]
+    if not pts:
+        return _undecided(
+            path, "; ".join([f"no decided point of {a['lhs']} vs {a['rhs']} where {_where_text(a)}", *left])
+        )
+    rule = (
+        f"the model's {a['agree_with']} orders {a['lhs']} {a['op']} {a['rhs']} as measured"
+        if model is not None
+        else f"{var}({a['lhs']}) {a['op']} {var}({a['rhs']})"
+    )
+    return _share(
+        pts,
+        a,
+        f"measured in run `{ctx.measured_run}` (bench {ds.attrs.get('device', '?')}, batch "
+        f"{_layer_batch(ds)}): share of {len(pts)} decided point(s) where {_where_text(a)} at which {rule}",
+        f"{path}:{var}"
+        + (
+            f"; {ctx.measured_dir / MEASURED_FILES['model_vs_measured'][0]}:{a['agree_with']}"
+            if model is not None
+            else ""
+        ),
+        left_out=left,
+    )
+
+
+def _layer_batch(ds: xr.Dataset) -> str:
+    import json
+
+    try:
+        return str(json.loads(ds.attrs.get("layer_shape", "{}")).get("batch", "?"))
+    except ValueError:
+        return "?"
+
+
+def _collectives_text(ds: xr.Dataset, op: str) -> str:
+    """Collective calls the op issued (traced, forward + backward) at each communicating P."""
+    if "n_collectives" not in ds:
+        return ""
+    n = ds["n_collectives"].sel(op=op)
+    per_p = {
+        int(P): sorted({int(x) for x in np.ravel(n.sel(P=P).values) if np.isfinite(x)})
+        for P in n["P"].values
+        if int(P) > 1
+    }
+    return "; collective calls per step (traced, fwd + bwd): " + ", ".join(
+        f"P = {P}: {v}" for P, v in per_p.items()
+    )
+
+
+def check_bench_trend(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+    """How one op's ``variable`` (default ccr_measured) moves with the size of its tensor (N·D elements per crop):
+    the share of decided pairs of points (same P, L, dtype; different N·D; inter-quartile bands apart) where it
+    ``direction`` (falls: larger on the smaller tensor; rises) as the tensor grows."""
+    var = a.get("variable", "ccr_measured")
+    ds, path, pend, V, H, left = _bench_arrays(ctx, a, a["op"], var)
+    if pend is not None:
+        return pend
+    st = xr.Dataset({"v": V, "h": H}).stack(_pt=list(V.dims))
+    rows = []
+    for i in range(st.sizes["_pt"]):
+        v = float(st["v"].values[i])
+        if math.isfinite(v):
+            c = {d: st[d].values[i].item() for d in V.dims}
+            rows.append((c, v, float(st["h"].values[i])))
+    falls = a.get("direction", "falls") == "falls"
+    pts, undecided = [], 0
+    for i, (ci, vi, hi) in enumerate(rows):
+        for cj, vj, hj in rows[i + 1 :]:
+            same = all(ci[d] == cj[d] for d in ci if d not in ("N", "D"))
+            si, sj = ci["N"] * ci["D"], cj["N"] * cj["D"]
+            if not same or si == sj:
+                continue
+            (cs, vs), (cl_, vl) = ((ci, vi), (cj, vj)) if si < sj else ((cj, vj), (ci, vi))
+            if abs(vi - vj) <= hi + hj:
+                undecided += 1
+                continue
+            ok = vs > vl if falls else vs < vl
+            lbl = f"P={cs['P']}: N·D {cs['N']}·{cs['D']} vs {cl_['N']}·{cl_['D']}"
+            pts.append((lbl, ok, f"{_fmt(vs)} vs {_fmt(vl)}"))
+    if undecided:
+        left = [*left, f"{undecided} pair(s) within the repeats' IQR"]
+    if not pts:
+        return _undecided(path, "; ".join([f"no decided pair of {a['op']} points of different size", *left]))
+    return _share(
+        pts,
+        a,
+        f"measured in run `{ctx.measured_run}` (bench {ds.attrs.get('device', '?')}, batch {_layer_batch(ds)}"
+        f"{_collectives_text(ds, a['op'])}): share of {len(pts)} decided pair(s) where {var}({a['op']}) "
+        f"{'falls' if falls else 'rises'} as the tensor (N·D) grows",
+        f"{path}:{var}",
+        left_out=left,
+    )
+
+
+def check_bench_value(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+    """One op's ``variable`` (default ccr_measured) at every communicating, not oversubscribed point passing
+    ``op`` ``value``: the share of decided points (the inter-quartile band wholly on one side of ``value``)."""
+    var = a.get("variable", "ccr_measured")
+    ds, path, pend, V, H, left = _bench_arrays(ctx, a, a["of"], var)
+    if pend is not None:
+        return pend
+    f, x = _op(a["op"]), float(a["value"])
+    st = xr.Dataset({"v": V, "h": H}).stack(_pt=list(V.dims))
+    pts, undecided = [], 0
+    for i in range(st.sizes["_pt"]):
+        v, h = float(st["v"].values[i]), float(st["h"].values[i])
+        if not math.isfinite(v):
+            continue
+        c = {d: st[d].values[i].item() for d in V.dims}
+        lbl = ", ".join(f"{d}={_fmt(c[d])}" for d in V.dims if V.sizes[d] > 1 or d in ("N", "D"))
+        if bool(f(v - h, x)) != bool(f(v + h, x)):
+            undecided += 1
+            continue
+        pts.append((lbl, bool(f(v, x)), f"{_fmt(v)} ± {_fmt(h)}"))
+    if undecided:
+        left = [*left, f"{undecided} point(s) whose IQR straddles {_fmt(x)}"]
+    if not pts:
+        return _undecided(path, "; ".join([f"no decided point of {a['of']}", *left]))
+    return _share(
+        pts,
+        a,
+        f"measured in run `{ctx.measured_run}` (bench {ds.attrs.get('device', '?')}, batch {_layer_batch(ds)}"
+        f"{_collectives_text(ds, a['of'])}): share of {len(pts)} decided point(s) where {var}({a['of']}) "
+        f"(median ± half IQR) {a['op']} {_fmt(x)}",
+        f"{path}:{var}",
+        left_out=left,
+    )
+
+
+def check_first_decided(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+    """Sub-checks in order (``checks``, each labelled): the run's measurement first, a modelled estimate next,
+    the paper's arithmetic (or a reading) last. The first whose outcome is not pending decides the claim, with its
+    own verdict mapping, tolerance and basis; the verdict's reason names it and what the others said (a pending
+    one: why)."""
+    subs = [(s["label"], s, evaluate_check(ctx, s)) for s in a["checks"]]
+    pick = next((i for i, (_, _, o) in enumerate(subs) if o.verdict != "pending"), len(subs) - 1)
+    label, sub, o = subs[pick]
+    notes, hows, sources = [], [f"[{label}] {o.how}"], [o.source]
+    for i, (lbl, s, so) in enumerate(subs):
+        if i == pick:
+            continue
+        if so.verdict == "pending":
+            notes.append(f"{lbl}: {so.reason.rstrip('. ')}")
+        else:
+            v, b = decide(so, s)
+            if b == "computed" and circular(s):
+                v, b = ("consistent" if v == "holds" else v), "circular"
+            value = f", value {_fmt(so.value)}" if str(so.value) != "" else ""
+            notes.append(f"{lbl} would say {v} ({b}{value})")
+            if so.how != "-":
+                hows.append(f"[{lbl}] {so.how}")
+        if so.source not in sources and so.source != "-":
+            sources.append(so.source)
+    import dataclasses
+
+    return dataclasses.replace(
+        o,
+        how="; ".join(hows),
+        source="; ".join(sources),
+        decided_by=label,
+        decides_with=sub,
+        others="; ".join(notes),
+    )
+
+
+# --- boundary_moves: a factor that moves a boundary, judged by moving it ----------------------------------------
+# Bytes per element of the number formats the paper names (§9.2, §11: FP8, INT8) beside the training formats.
+FORMAT_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1, "int8": 1}
+BOUNDARIES = ("threshold", "split", "max_P", "layers", "decision")
+FACTORS = ("dtype", "beta", "preset", "width", "rho")
+DIRECTIONS = ("moves", "up", "down", "none")
+CIRCULAR_FACTORS = frozenset(
+    {"beta", "preset", "rho"}
+)  # on the paper's presets, only the paper's numbers move
+
+
+def _boundary_params(a: Mapping[str, Any], hw_name: str, P: int) -> dict[str, Any]:
+    from hsitp.cost.hardware import get_hardware
+
+    hw = get_hardware(hw_name)
+    return {
+        "hw": hw.name,
+        "P": int(P),
+        "F": float(hw.flops),
+        "beta": float(hw.beta_for(int(P))),
+        "bytes": FORMAT_BYTES[a.get("dtype", "bfloat16")],
+        "dtype": a.get("dtype", "bfloat16"),
+        "memory": hw.memory_bytes,
+        "D": int(a.get("D", stated.PAPER_C)),
+        "C_scale": 1.0,
+    }
+
+
+def _changed(a: Mapping[str, Any], p: dict[str, Any], to: Any) -> tuple[dict[str, Any] | None, str]:
+    """The parameters with the factor changed as the paper says, every quantity it touches at once; (None, why)
+    where the change does not apply (a format the hardware lacks)."""
+    from hsitp.cost.hardware import get_hardware
+
+    factor, q = a["factor"], dict(p)
+    if factor == "dtype":
+        rate = (a.get("rate") or {}).get(p["hw"], {}).get(str(to))
+        if rate is None:
+            return None, f"{p['hw']} has no dense {to} rate (not in `rate`)"
+        q.update(F=p["F"] * float(rate), bytes=FORMAT_BYTES[str(to)], dtype=str(to))
+        return (
+            q,
+            f"{p['dtype']} → {to} (F × {_fmt(float(rate))}, bytes per element {p['bytes']} → {q['bytes']})",
+        )
+    if factor == "beta":
+        new = get_hardware(str(to)).beta_for(p["P"]) if isinstance(to, str) else float(to)
+        q["beta"] = float(new)
+        return q, f"β {_fmt(p['beta'])} → {_fmt(q['beta'])} B/s ({to})"
+    if factor == "preset":
+        hw = get_hardware(str(to))
+        q.update(hw=hw.name, F=float(hw.flops), beta=float(hw.beta_for(p["P"])), memory=hw.memory_bytes)
+        return q, (
+            f"{p['hw']} → {hw.name} (F {_fmt(p['F'])} → {_fmt(q['F'])}, β {_fmt(p['beta'])} → {_fmt(q['beta'])}, "
+            f"memory {_fmt(p['memory'])} → {_fmt(q['memory'])} B)"
+        )
+    if factor == "width":
+        q["D"] = int(to)
+        return q, f"D {p['D']} → {q['D']}"
+    if factor == "rho":
+        q["C_scale"] = float(to)
+        return q, f"ρ × {_fmt(float(to))} (C {_fmt(p['D'])} → {_fmt(p['D'] * float(to))}, N fixed)"
+    raise ClaimsError(f"boundary_moves: unknown factor {factor!r}; one of {', '.join(FACTORS)}")
+
+
+def _boundary_value(kind: str, p: Mapping[str, Any], a: Mapping[str, Any]) -> Any:
+    """One boundary of the paper's decision under parameters ``p`` (the stated model, hsitp.cost.stated):
+    threshold X* = P·F·b/(2β), the dimension a 1-D split must exceed to be compute-bound (§6.2's P·F/β with the
+    bytes per element b and the 2 FLOPs per multiply-add its derivation cancels, §3.2); split: ρ* where
+    CCR_channel = CCR_token (§3.3: the ratio of their coefficients); max_P: the largest P with CCR < 1 at dimension
+    ``X`` (§11); layers: how many of a block's communicating layers (attention output projection, C_in = D; MLP
+    fc2, C_in = 4D) exceed the threshold; decision: §10.1's region (data parallel / channel / token) of every
+    registry scene at patch ``patch`` with C = D × the ρ factor."""
+    beta_e = 2.0 * p["beta"] / p["bytes"]  # β in elements per second × 2 FLOPs per multiply-add
+    X = float(stated.threshold(p["P"], p["F"], beta_e))
+    if kind == "threshold":
+        return X
+    if kind == "split":
+        return float(
+            stated.ccr_channel(p["P"], p["F"], beta_e, 1) / stated.ccr_token(p["P"], p["F"], beta_e, 1)
+        )
+    if kind == "max_P":
+        return float(a.get("X", stated.PAPER_N[1])) * beta_e / p["F"]
+    if kind == "layers":
+        c_ins = (p["D"], int(a.get("mlp_ratio", 4)) * p["D"])
+        return sum(c > X for c in c_ins)
+    if kind == "decision":
+        C = p["D"] * p["C_scale"]
+        out = []
+        for name in registry.names():
+            spec = registry.get(name)
+            N = _n_tokens(spec.rows, spec.cols, int(a.get("patch", 8)))
+            cc, ct = X / C, X / N
+            out.append("data_parallel" if min(cc, ct) >= 1 else ("channel" if cc < ct else "token"))
+        return tuple(out)
+    raise ClaimsError(f"boundary_moves: unknown boundary {kind!r}; one of {', '.join(BOUNDARIES)}")
+
+
+def _moved(kind: str, old: Any, new: Any, direction: str, rtol: float) -> bool:
+    """Whether a boundary moved as stated: a decision by any scene's region, a count of layers by one, a number by
+    more than ``rtol`` of itself."""
+    if kind == "decision":
+        up = down = old != new
+    elif kind == "layers":
+        up, down = new > old, new < old
+    else:
+        up, down = new > old * (1 + rtol), new < old * (1 - rtol)
+    return {"moves": up or down, "up": up, "down": down, "none": not (up or down)}[direction]
+
+
+def _show(kind: str, v: Any) -> str:
+    """A boundary's value as shown: a decision as its regions' counts over the scenes."""
+    if kind == "decision":
+        return "(" + ", ".join(f"{r} {v.count(r)}" for r in dict.fromkeys(v)) + ")"
+    return _fmt(v)
+
+
+def check_boundary_moves(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+    """Rule 12: a factor the paper says moves a boundary, judged by moving it. Each point (a preset of
+    ``hardware`` × ``P`` × a new value in ``to``) recomputes the ``boundary`` (one of :data:`BOUNDARIES`, or a list:
+    the point counts if any of them moves as stated) with the ``factor`` changed as the paper says, every quantity
+    it touches at once (a number format: the rate F at that format, from ``rate``, and the bytes per element, hence
+    β in elements per second; a preset: F, β and memory), and asks whether it moved in the paper's ``direction``
+    (moves / up / down / none; by more than ``rtol``, default 1 %). The outcome is the share of points."""
+    kinds = a["boundary"] if isinstance(a["boundary"], list) else [a["boundary"]]
+    direction, rtol = a.get("direction", "moves"), float(a.get("rtol", 0.01))
+    pts, skipped = [], []
+    for hw in a["hardware"]:
+        for P in a.get("P") or [8]:
+            base = _boundary_params(a, hw, P)
+            for to in a["to"]:
+                new, what = _changed(a, base, to)
+                if new is None:
+                    skipped.append(what)
+                    continue
+                moved, shown = False, []
+                for kind in kinds:
+                    old_v, new_v = _boundary_value(kind, base, a), _boundary_value(kind, new, a)
+                    moved |= _moved(kind, old_v, new_v, direction, rtol)
+                    shown.append(f"{kind} {_show(kind, old_v)} → {_show(kind, new_v)}")
+                pts.append((f"{hw} P={P} {what}", moved, ", ".join(shown)))
+    if not pts:
+        raise ClaimsError(f"boundary_moves: no point applies ({'; '.join(skipped)})")
+    left = [f"not applicable: {s}" for s in dict.fromkeys(skipped)]
+    return _share(
+        pts,
+        a,
+        f"stated model (hsitp.cost.stated) recomputed with {a['factor']} changed: share of {len(pts)} point(s) where "
+        f"{' or '.join(kinds)} {'moves' if direction == 'moves' else direction if direction != 'none' else 'stays'}"
+        f" (rtol {rtol:g})",
+        "hsitp.cost.stated, hsitp.cost.hardware" + (f"; {a['source']}" if a.get("source") else ""),
+        basis=None,
+        left_out=left,
+    )
+
+
 CHECKS: dict[str, Callable[[Context, Mapping[str, Any]], Outcome]] = {
     "quote": check_quote,
     "quote_texts_agree": check_quote_texts_agree,
@@ -726,6 +1448,14 @@ CHECKS: dict[str, Callable[[Context, Mapping[str, Any]], Outcome]] = {
     "pending": check_pending,
     "needs_gpu": check_needs_gpu,
     "measured": check_measured,
+    "probe_memory": check_probe_memory,
+    "probe_estimate": check_probe_estimate,
+    "probe_throughput": check_probe_throughput,
+    "bench_compare": check_bench_compare,
+    "bench_trend": check_bench_trend,
+    "bench_value": check_bench_value,
+    "first_decided": check_first_decided,
+    "boundary_moves": check_boundary_moves,
 }
 # Verdict mapping keys a claim may set on its check.
 VERDICT_KEYS = ("if_true", "if_false", "if_partial")
@@ -759,9 +1489,15 @@ def approximate(zh: str) -> bool:
     return any(m in text for m in APPROX_MARKERS)
 
 
+def deciding_check(o: Outcome, check: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The check whose mapping decides ``o``: the sub-check that decided a first_decided claim, else ``check``."""
+    return o.decides_with if o.decides_with is not None else check
+
+
 def _holds(o: Outcome, check: Mapping[str, Any], existential: bool = False) -> bool:
     """Whether one outcome meets its check: the value in its band, the share at least ``min_fraction`` (any point
     at all for an existential, i.e. 可能-hedged, claim), the boolean, or all/any sub-checks of an any_of."""
+    check = deciding_check(o, check)
     if o.parts:
         held = [_holds(po, pc) for _, po, pc in o.parts]
         return any(held) if existential else all(held)
@@ -777,7 +1513,9 @@ def decide(o: Outcome, check: Mapping[str, Any], existential: bool = False) -> t
     """(verdict, basis) of an outcome under the claim's mapping (``if_true``/``if_false``/``if_partial``).
 
     The only place a number becomes a verdict: the flip test and the knife-edge mark move the outcome's value (or
-    share, or one sub-check) and call this again. ``existential``: the claim is 可能-hedged (rule 5)."""
+    share, or one sub-check) and call this again. ``existential``: the claim is 可能-hedged (rule 5). A
+    first_decided outcome is decided under the mapping of the sub-check that decided it."""
+    check = deciding_check(o, check)
     if o.verdict is not None:
         return o.verdict, o.basis or ("pending" if o.verdict == "pending" else "reading")
     basis = o.basis or "computed"
@@ -807,6 +1545,7 @@ def _flip_one(o: Outcome, check: Mapping[str, Any]) -> Outcome:
     point (towards and across ``min_fraction``), the boolean negated."""
     import dataclasses
 
+    check = deciding_check(o, check)
     if o.band is not None:
         lo, hi = o.band
         v = float(o.value)
@@ -832,6 +1571,7 @@ def knife_edge(o: Outcome, check: Mapping[str, Any], existential: bool = False) 
     knife edge and flipping that sub-check changes the verdict. Only the holds / does-not-hold threshold counts: a
     universal share check (min_fraction 1) that holds at every point is not marked, nor a share of 0 where one point
     would only turn contradicted into conditional."""
+    check = deciding_check(o, check)
     if o.verdict is not None:
         return False, ""
     if o.parts:
@@ -904,6 +1644,7 @@ def _check_problems(cid: str, check: Any) -> list[str]:
                 out.append(f"{cid}: a reading check needs a {k}")
     if check["fn"] == "measured" and not check.get("variable"):
         out.append(f"{cid}: a measured check needs a variable of train/summary.nc")
+    out += _measured_problems(cid, check)
     if check["fn"] == "pending" and not (check.get("stage") and check.get("reason")):
         out.append(f"{cid}: a pending check needs stage and reason")
     if check["fn"] == "needs_gpu" and not check.get("reason"):
@@ -918,6 +1659,61 @@ def _check_problems(cid: str, check: Any) -> list[str]:
                     out.append(f"{cid}: every any_of check needs a label")
                 else:
                     out += _check_problems(cid, s)
+    return out
+
+
+# Arguments each measured or boundary check needs (beyond fn).
+REQUIRED_ARGS: dict[str, tuple[str, ...]] = {
+    "probe_memory": ("lhs", "against"),
+    "probe_estimate": ("lhs", "against"),
+    "probe_throughput": ("plans", "op", "value"),
+    "bench_compare": ("lhs", "rhs", "op"),
+    "bench_trend": ("op",),
+    "bench_value": ("of", "op", "value"),
+    "boundary_moves": ("boundary", "factor", "hardware", "to", "direction"),
+}
+
+
+def _measured_problems(cid: str, check: Mapping[str, Any]) -> list[str]:
+    """Problems of a measured-file, boundary or first_decided check: its required arguments and their values."""
+    fn, out = check["fn"], []
+    for k in REQUIRED_ARGS.get(fn, ()):
+        if k not in check:
+            out.append(f"{cid}: a {fn} check needs {k}")
+    if fn in ("probe_memory", "probe_estimate") and not ("op" in check or "low" in check or "high" in check):
+        out.append(f"{cid}: a {fn} check needs op/value or low/high")
+    if fn == "boundary_moves":
+        kinds = check.get("boundary")
+        for k in kinds if isinstance(kinds, list) else [kinds]:
+            if k not in BOUNDARIES:
+                out.append(f"{cid}: boundary {k!r} not in {', '.join(BOUNDARIES)}")
+        if check.get("factor") not in FACTORS:
+            out.append(f"{cid}: factor {check.get('factor')!r} not in {', '.join(FACTORS)}")
+        if check.get("direction") not in DIRECTIONS:
+            out.append(f"{cid}: direction {check.get('direction')!r} not in {', '.join(DIRECTIONS)}")
+        if check.get("factor") == "dtype":
+            if not check.get("rate") or not check.get("source"):
+                out.append(f"{cid}: a number-format change needs its rates (rate) and their source")
+            for to in check.get("to") or []:
+                if to not in FORMAT_BYTES:
+                    out.append(f"{cid}: format {to!r} not in {', '.join(FORMAT_BYTES)}")
+    if fn == "first_decided":
+        subs = check.get("checks")
+        if not isinstance(subs, list) or len(subs) < 2:
+            out.append(f"{cid}: first_decided needs a list of at least two checks")
+        else:
+            if not any(isinstance(s, Mapping) and s.get("fn") in MEASURED_CHECKS for s in subs[:-1]):
+                out.append(f"{cid}: first_decided tries a measured check before its last one")
+            for s in subs:
+                if not isinstance(s, Mapping) or not s.get("label"):
+                    out.append(f"{cid}: every first_decided check needs a label")
+                elif s.get("fn") == "first_decided":
+                    out.append(f"{cid}: first_decided does not nest")
+                else:
+                    out += _check_problems(cid, s)
+            for k in VERDICT_KEYS:
+                if k in check:
+                    out.append(f"{cid}: first_decided takes its mapping from each sub-check, not check.{k}")
     return out
 
 
@@ -975,6 +1771,8 @@ def config_keys(claims: Sequence[Mapping[str, Any]] | None = None) -> list[str]:
             keys.add(check["key"])
         if check.get("fn") == "measured":
             keys.add("audit.accuracy_run")
+        if check.get("fn") in RUN_MEASURED_CHECKS:
+            keys.add("audit.measured_run")
         for sub in check.get("checks") or []:
             walk(sub)
 
@@ -995,6 +1793,13 @@ def circular(check: Mapping[str, Any]) -> bool:
         return str(check.get("key")) in OWN_QUOTES
     if fn == "any_of":
         return bool(check.get("checks")) and all(circular(sub) for sub in check["checks"])
+    if (
+        fn == "boundary_moves"
+    ):  # the paper's formulas on the paper's presets, moved by the paper's own numbers
+        named = set(check.get("hardware") or [])
+        if check.get("factor") in ("beta", "preset"):
+            named |= {t for t in check.get("to") or [] if isinstance(t, str)}
+        return check.get("factor") in CIRCULAR_FACTORS and bool(named) and named <= PAPER_PRESETS
     sel = check.get("sel") or {}
     hw = sel.get("hardware")
     hardware = set(hw if isinstance(hw, list) else [hw]) if hw is not None else set()
@@ -1014,13 +1819,24 @@ def evaluate_claim(ctx: Context, c: Mapping[str, Any]) -> tuple[Outcome, str, st
         o = evaluate_check(ctx, c["check"])
     except (KeyError, TypeError) as exc:
         raise ClaimsError(f"claim {c['id']}: check {c['check'].get('fn')!r} is missing {exc}") from exc
-    if c.get("by_construction"):
+    if reading_decides(c, o):
         r = c["reading"]
         return o, r["verdict"], "reading"
     verdict, basis = decide(o, c["check"], possibility_hedged(c["zh"]))
-    if basis == "computed" and circular(c["check"]):
+    if basis == "computed" and circular(deciding_check(o, c["check"])):
         return o, "consistent" if verdict == "holds" else verdict, "circular"
     return o, verdict, basis
+
+
+def measured_decided(o: Outcome) -> bool:
+    """The outcome is a measurement that decided (basis measured, not pending)."""
+    return o.basis == "measured" and o.verdict != "pending"
+
+
+def reading_decides(c: Mapping[str, Any], o: Outcome) -> bool:
+    """Rule 3: a claim whose computed evidence holds by our own construction is decided by its reading, unless a
+    measured sub-check of it decided (a measurement is not our construction)."""
+    return bool(c.get("by_construction")) and not measured_decided(o)
 
 
 def evaluate_claims(ctx: Context, claims: Sequence[Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
@@ -1030,10 +1846,14 @@ def evaluate_claims(ctx: Context, claims: Sequence[Mapping[str, Any]] | None = N
         o, verdict, basis = evaluate_claim(ctx, c)
         existential = possibility_hedged(c["zh"])
         reason = o.reason or str(c.get("reason", "")).strip()
+        if o.decided_by:  # first_decided: say which sub-check decided, and what the others said
+            said = f"Decided by {o.decided_by} (basis {basis})" + (f"; {o.others}" if o.others else "") + "."
+            reason = " ".join(x for x in (said, o.reason, str(c.get("reason", "")).strip()) if x)
         how, source, tolerance = o.how, o.source, o.tolerance
-        if c.get("by_construction"):
+        by_reading = reading_decides(c, o)
+        if by_reading:
             r = c["reading"]
-            reason = str(r["reason"]).strip()
+            reason = str(r["reason"]).strip() + (f" (Other sub-checks: {o.others}.)" if o.others else "")
             how = f"by construction ({c['by_construction']}): {o.how}"
             source = f"{r['source']}; evidence: {o.source}"
         elif o.parts and verdict in ("conditional", "holds") and basis != "reading":
@@ -1048,7 +1868,7 @@ def evaluate_claims(ctx: Context, claims: Sequence[Mapping[str, Any]] | None = N
             and (o.parts or o.fraction is not None)
         ):
             tolerance = f"{tolerance}; hedged (可能): holds if it occurs at one point or more".strip("; ")
-        knife, edge = (False, "") if c.get("by_construction") else knife_edge(o, c["check"], existential)
+        knife, edge = (False, "") if by_reading else knife_edge(o, c["check"], existential)
         number = (
             o.value
             if isinstance(o.value, int | float | np.number) and not isinstance(o.value, bool)
