@@ -485,9 +485,27 @@ def test_rule8_measured_basis_reads_the_accuracy_run(tmp_path: Path) -> None:
     )
     assert o.fraction == pytest.approx(1 / 3)
     assert cl.config_keys([{"id": "m", "check": check}]) == ["audit.accuracy_run"]
-    assert (
-        cl.Context(run / "cost", {}).accuracy_summary == tmp_path / "results" / "cpu" / "train" / "summary.nc"
-    )
+    default = cl.Context(run / "cost", {})
+    assert default.accuracy_summary == tmp_path / "results" / "cpu-fair" / "train" / "summary.nc"
+
+
+def test_accuracy_claims_read_the_committed_reference_when_the_run_is_absent(tmp_path: Path) -> None:
+    """Catches (issue 41) an accuracy claim left pending on a fresh clone although the headline run's reference is
+    committed, one decided from the reference without saying so, and the reference preferred over a run present
+    here."""
+    run = tmp_path / "results" / "smoke"
+    ctx = cl.Context(run / "cost", {"audit": {"accuracy_run": "acc"}})
+    check = {"fn": "measured", "variable": "oa_verdict", "equals": "equal", "min_fraction": 1.0}
+    ref = tmp_path / "results" / "reference" / "acc" / "train" / "summary.nc"
+    _summary(ref, ["equal", "equal", "equal"])
+    o = cl.check_measured(ctx, check)
+    assert ctx.accuracy_summary == ref and cl.decide(o, check) == ("holds", "measured")
+    assert "from the committed reference" in o.reason and "not re-run here" in o.reason
+    _summary(tmp_path / "results" / "acc" / "train" / "summary.nc", ["worse", "worse", "worse"])
+    fresh = cl.Context(run / "cost", {"audit": {"accuracy_run": "acc"}})
+    o = cl.check_measured(fresh, check)
+    assert not fresh.accuracy_from_reference and "committed reference" not in o.reason
+    assert cl.decide(o, {**check, "if_false": "contradicted"})[0] == "contradicted"
 
 
 def test_rule8_measured_subchecks_read_the_runs_own_files(tmp_path: Path, claims: list[dict]) -> None:

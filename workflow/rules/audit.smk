@@ -12,6 +12,7 @@ CLAIMS_YAML = "src/hsitp/audit/claims.yaml"
 rule audit_claims:
     input:
         expand(result("cost/{table}.nc"), table=COST_TABLES),
+        measured=audit_measured_inputs,
         claims=CLAIMS_YAML,
     output:
         csv=result("tables/paper_claims.csv"),

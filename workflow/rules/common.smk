@@ -347,6 +347,16 @@ def audit_targets():
     return [result("tables/paper_claims.csv"), result("audit/report.md")]
 
 
+def audit_measured_inputs(wildcards):
+    """The run's own probe and bench files that the claims' measured sub-checks read (audit.measured_run null: the
+    audited run), when those stages run: the claims wait for them instead of calling them pending."""
+    if (config.get("audit") or {}).get("measured_run"):
+        return []
+    return (probe_targets() if "probe" in config["stages"] else []) + (
+        bench_targets() if "bench" in config["stages"] else []
+    )
+
+
 def audit_check_inputs(wildcards):
     """Every file `hsitp audit check` reads: the cost tables and, where the run has the bench stage, the bench files
     (so the check runs after them, in any order a scheduler picks, and again when they change).

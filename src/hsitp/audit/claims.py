@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +77,7 @@ POSSIBILITY_MARKERS = ("可能",)
 APPROX_MARKERS = ("大约", "约", "左右")
 NOT_HEDGES = ("约束", "归约", "规约", "节约", "约定")
 KNIFE_EDGE_RTOL = 0.02  # rule 4: |value - edge| <= 2 % of a finite non-zero edge
-DEFAULT_ACCURACY_RUN = "cpu"  # audit.accuracy_run's schema default
+DEFAULT_ACCURACY_RUN = "cpu-fair"  # audit.accuracy_run's schema default: the fair matrix (issue 36)
 REQUIRED_FIELDS = ("id", "section", "kind", "zh", "en", "check")
 COST_TABLES = ("rho", "ccr", "boundary", "scale", "plan")
 # Columns of paper_claims.{csv,md,json}, in order.
@@ -196,8 +196,17 @@ class Context:
 
     @property
     def accuracy_summary(self) -> Path:
-        """``results/<audit.accuracy_run>/train/summary.nc``: the input of measured-basis claims."""
-        return self.results_root / self.accuracy_run / "train" / "summary.nc"
+        """``results/<audit.accuracy_run>/train/summary.nc``: the input of measured-basis claims; when that run is
+        absent here, its committed reference ``results/reference/<audit.accuracy_run>/train/summary.nc`` (issue 41:
+        the headline run read from the reference, the verdict saying so)."""
+        run = self.results_root / self.accuracy_run / "train" / "summary.nc"
+        ref = self.results_root / "reference" / self.accuracy_run / "train" / "summary.nc"
+        return ref if not run.exists() and ref.exists() else run
+
+    @property
+    def accuracy_from_reference(self) -> bool:
+        """Whether the accuracy claims read the committed reference (the run is not here)."""
+        return self.accuracy_summary.parent.parent.parent.name == "reference"
 
     def table(self, name: str) -> xr.Dataset:
         """``cost/NAME.nc`` (kind ``cost_NAME``; ``model_NAME`` accepted: the files written before issue 8's
@@ -687,6 +696,15 @@ def check_needs_gpu(ctx: Context, a: Mapping[str, Any]) -> Outcome:
 
 
 def check_measured(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+    """:func:`_check_measured`, its reason saying when the summary is the committed reference, not a run here."""
+    out = _check_measured(ctx, a)
+    if ctx.accuracy_from_reference and out.verdict != "pending":
+        note = f"from the committed reference {ctx.accuracy_summary}, not re-run here"
+        out = replace(out, reason=f"{out.reason}; {note}" if out.reason else note)
+    return out
+
+
+def _check_measured(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     """A claim decided by measurements: a variable of ``results/<audit.accuracy_run>/train/summary.nc`` (kind
     ``train_summary``, one value per cell), as the share of the selected cells equal to ``equals`` (e.g. a verdict
     variable) or within [low, high]. Basis ``measured``; pending, with what it waits for, while the file or the
