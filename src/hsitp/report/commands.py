@@ -93,6 +93,35 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     ms.add_argument("--check", action="store_true", help="rewrite nothing; exit 1 when a block would change")
     ms.set_defaults(func=_measured)
+    rf = rsub.add_parser(
+        "reference",
+        help="collect a run's reported numbers for committing (results/reference/RUN): summaries, one row per "
+        "training record (train/runs.nc), tuning studies, probe files, manifest.json; no checkpoint or cube",
+    )
+    rf.add_argument("--run-dir", required=True, type=Path, help="the run, e.g. results/cpu-fair")
+    rf.add_argument(
+        "--out", required=True, type=Path, help="the reference folder, e.g. results/reference/cpu-fair"
+    )
+    rf.add_argument(
+        "--logs-dir",
+        type=Path,
+        help="the run's logs (wall times of its jobs); default logs/RUN beside results/",
+    )
+    rf.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        help="the run's YAML overlays, in order (recorded with their hash)",
+    )
+    rf.set_defaults(func=_reference)
+
+
+def _reference(args: argparse.Namespace) -> int:
+    from hsitp.report.reference import collect, describe_manifest
+
+    manifest = collect(args.run_dir, args.out, logs_dir=args.logs_dir, config_paths=args.config)
+    print(describe_manifest(manifest, args.out))
+    return 0
 
 
 def _measured(args: argparse.Namespace) -> int:

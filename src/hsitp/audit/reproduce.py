@@ -1,0 +1,905 @@
+"""``hsitp audit reproduce --reference results/reference/RUN --seed S --budget-min M``: a spot check of a reported
+experiment that fits in minutes (issue 41).
+
+1. **Cells picked by the auditor's seed.** A cell is one training run of the reference's ``train/runs.nc`` (plan, P,
+   g, split, seed, N, control). The cells are put in a canonical order, permuted by ``numpy.random.default_rng(S)``
+   and taken greedily in that order while the estimated time still fits the budget: the picks depend on the seed
+   and the reference only, so nobody can choose them. A run's estimate is its recorded wall time (Snakemake's
+   benchmark file) or, without one, its steps x recorded step time x 1.25 + 10 s of start-up; a D-CHAG cell's probe
+   re-measurement adds the probe's recorded wall time at its P scaled to the two points it re-measures. When a
+   cell's training fits but its probe does not, the cell is taken without the probe, and its lines say so.
+2. **Retrained exactly.** Each picked run is trained again through ``hsitp train`` (``python -m hsitp train``, or
+   ``python -m hsitp.torchrun ... -m hsitp train`` for a run launched on P ranks) in a work folder, with the
+   recorded recipe JSON as ``--config-json`` (the master seed and every train key that shapes the weights), the
+   recorded seed, P, g, split, crop, ranks launched, threads, evaluation cadence and summary window; the untuned
+   control's runs take tp's study from the reference (``--recipe ... --recipe-plan tp``), as the rule does. The
+   prepared scene is the one named by the reference: ``--data PATH``, else ``results/RUN/data/DATASET.nc`` when
+   present, else prepared in the work folder with ``hsitp data fetch`` + ``hsitp data prepare`` and the settings
+   the reference recorded; either way its content hash must equal the reference's.
+3. **Memory and throughput re-measured** for a D-CHAG cell with the probe (``hsitp probe run`` at the cell's P,
+   tp and the cell's plan at its g, L and N, no activation checkpointing; ``hsitp.probe.results.merge``), once per
+   (plan, P, g).
+4. **Verdict per cell.** ``reproduced`` when every judged check holds, else ``differs`` with by how much (``failed``
+   when the training itself did not finish):
+
+   - accuracy (test OA, AA and kappa averaged over the last summary epochs, and the final OA): identical to 1e-9
+     when this machine's torch version, torch CPU capability, CPU vendor and SIMD flags are the reference's
+     (``manifest.json``'s platform); otherwise within 3 standard deviations of the cell's own seeds (the
+     summary's ``*_std``; 3 sigma covers the difference of two draws, sqrt(2) x 1.96 = 2.8), or the verdict
+     margin where the cell has one seed; the recipe hash must be the recorded one;
+   - the run's own peak memory within 2 %;
+   - the probe's memory ratio vs tp within 2 %;
+   - timing: the probe's throughput ratio vs tp (median of the interleaved rounds) inside the reference's [min,
+     max] over rounds widened by that range's own width on each side; not judged where the reference or this
+     machine is oversubscribed, or under ``--no-timing``.
+
+A progress line per cell, an estimate before it starts, ``K of N cells reproduced`` last; exit 1 on any cell not
+reproduced.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hsitp.errors import HsitpError
+
+if TYPE_CHECKING:  # numpy and xarray are imported where used: `hsitp --help` builds this parser
+    import xarray as xr
+
+IDENTICAL = 1e-9  # |reproduced - reference| of an accuracy on the reference's platform
+SPREAD_SIGMAS = 3.0  # the tolerance elsewhere, in standard deviations of the cell's seeds
+MEMORY_REL = 0.02  # memory (the run's peak, the probe's ratio vs tp): within 2 %
+DEFAULT_MARGIN = 0.01  # the verdict margin, when the summary does not give its own
+START_S = 10.0  # start-up of one `hsitp train` process (imports, scene, runtime), added to steps x step time
+STEP_SLACK = 1.25  # step time x this: evaluation passes, the memory-tracked steps, checkpoints
+PROBE_FALLBACK_S = 30.0  # one probe launch when the reference recorded no probe wall time
+PREPARE_FALLBACK_S = 60.0  # fetch + prepare, when the reference recorded no data_prepare wall time
+ACCURACY = (
+    ("oa_summary", "OA last {k}", "oa"),
+    ("aa_summary", "AA last {k}", "aa"),
+    ("kappa_summary", "kappa last {k}", "kappa"),
+    ("oa_final", "final OA", "oa"),
+)
+
+
+class ReproduceError(HsitpError):
+    """The spot check cannot start (reference, budget, scene); the message says what to give."""
+
+
+# --- the reference ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Cell:
+    """One training run of the reference (a row of train/runs.nc)."""
+
+    row: int
+    name: str
+    dataset: str
+    plan: str
+    P: int  # noqa: N815
+    g: int
+    split: str
+    seed: int
+    N: int  # noqa: N815
+    control: bool
+
+    @property
+    def label(self) -> str:
+        return f"control/{self.name}" if self.control else self.name
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        """Canonical order of the cells (the seed permutes this order)."""
+        return (
+            self.dataset,
+            int(self.control),
+            self.plan,
+            self.P,
+            self.g,
+            self.split,
+            self.N,
+            self.seed,
+            self.name,
+        )
+
+    @property
+    def probe_key(self) -> tuple[str, int, int]:
+        return (self.plan, self.P, self.g)
+
+
+@dataclass
+class Reference:
+    path: Path
+    manifest: dict[str, Any]
+    runs: xr.Dataset
+    summaries: dict[bool, xr.Dataset | None]  # control? -> train/summary.nc or train/control_summary.nc
+    memory: xr.Dataset | None
+    throughput: xr.Dataset | None
+    cells: list[Cell] = field(default_factory=list)
+
+    def value(self, cell: Cell, var: str) -> Any:
+        v = self.runs[var].values[cell.row]
+        return v.item() if hasattr(v, "item") else v
+
+    @property
+    def run(self) -> str:
+        return str(self.manifest.get("run", self.path.name))
+
+
+def load_reference(path: str | os.PathLike[str]) -> Reference:
+    from hsitp.io import read_netcdf
+    from hsitp.report.reference import RUNS_FILE, RUNS_KIND, read_manifest
+
+    ref = Path(path)
+    manifest = read_manifest(ref)
+    runs = read_netcdf(ref / RUNS_FILE, kind=RUNS_KIND)
+
+    def optional(rel: str, kind: str) -> xr.Dataset | None:
+        return read_netcdf(ref / rel, kind=kind) if (ref / rel).is_file() else None
+
+    out = Reference(
+        path=ref,
+        manifest=manifest,
+        runs=runs,
+        summaries={
+            False: optional("train/summary.nc", "train_summary"),
+            True: optional("train/control_summary.nc", "train_summary"),
+        },
+        memory=optional("probe/memory.nc", "probe_memory"),
+        throughput=optional("probe/throughput.nc", "probe_throughput"),
+    )
+    for i in range(runs.sizes["run"]):
+        c = {
+            k: runs[k].values[i]
+            for k in ("name", "dataset", "plan", "P", "g", "split", "seed", "N", "control")
+        }
+        out.cells.append(
+            Cell(
+                row=i, name=str(c["name"]), dataset=str(c["dataset"]), plan=str(c["plan"]), P=int(c["P"]),
+                g=int(c["g"]), split=str(c["split"]), seed=int(c["seed"]), N=int(c["N"]), control=bool(c["control"]),
+            )
+        )  # fmt: skip
+    return out
+
+
+def tampered(ref: Reference) -> list[str]:
+    """Files of the reference whose sha256 is not the manifest's (edited after collection): said, not refused."""
+    from hsitp.io import sha256_file
+
+    out = []
+    for rel, meta in ref.manifest.get("files", {}).items():
+        p = ref.path / rel
+        if not p.is_file():
+            out.append(f"{rel} (missing)")
+        elif sha256_file(p) != meta.get("sha256"):
+            out.append(rel)
+    return out
+
+
+# --- the probe rows of the reference ----------------------------------------------------------------------------
+def _probe_sel(ds: xr.Dataset, cell: Cell, bands: int) -> dict[str, Any] | None:
+    """The selection of (plan, P, g, L, N, no checkpointing) in a probe file; None when not probed there."""
+    sel: dict[str, Any] = {"plan": cell.plan, "P": cell.P, "g": cell.g}
+    for dim, want in (("L", bands), ("N", cell.N)):
+        if dim in ds.dims:
+            values = [int(v) for v in ds[dim].values]
+            if want in values:
+                sel[dim] = want
+            elif len(values) == 1:
+                sel[dim] = values[0]
+            else:
+                return None
+    if "checkpointing" in ds.dims:
+        if "none" not in [str(v) for v in ds["checkpointing"].values]:
+            return None
+        sel["checkpointing"] = "none"
+    for dim in ("plan", "P", "g"):
+        if dim not in ds.dims or sel[dim] not in ds[dim].values.tolist():
+            return None
+    if "tp" not in ds["plan"].values.tolist():
+        return None
+    return sel
+
+
+def memory_ratio(memory: xr.Dataset, cell: Cell, bands: int) -> float:
+    """The cell's (plan, P, g) peak per rank (fullest rank) over tp's, as the report's answer table: NaN when not
+    probed."""
+    sel = _probe_sel(memory, cell, bands)
+    if sel is None:
+        return math.nan
+    peak = memory["peak_allocated"].max("rank", skipna=True)
+    here, tp = float(peak.sel(sel)), float(peak.sel({**sel, "plan": "tp"}))
+    return here / tp if tp > 0 and math.isfinite(here) else math.nan
+
+
+def throughput_ratio(throughput: xr.Dataset, cell: Cell, bands: int) -> tuple[float, float, float, str]:
+    """(median, min, max) of the interleaved tokens/s ratio vs tp over rounds, and the oversubscription note at P."""
+    sel = _probe_sel(throughput, cell, bands)
+    if sel is None:
+        return math.nan, math.nan, math.nan, ""
+    med, lo, hi = (float(throughput[f"ratio_vs_tp_{s}"].sel(sel)) for s in ("median", "min", "max"))
+    note = ""
+    if "oversubscribed_note" in throughput:
+        note = str(throughput["oversubscribed_note"].sel(P=cell.P).item())
+    return med, lo, hi, note
+
+
+def needs_probe(ref: Reference, cell: Cell) -> bool:
+    """A D-CHAG (or other non-tp) cell whose (plan, P, g) the reference's probe measured against tp."""
+    if cell.plan == "tp" or ref.memory is None or ref.throughput is None:
+        return False
+    return math.isfinite(memory_ratio(ref.memory, cell, int(ref.value(cell, "bands"))))
+
+
+# --- estimates and picks ------------------------------------------------------------------------------------------
+def train_estimate(ref: Reference, cell: Cell) -> tuple[float, str]:
+    """Seconds to retrain the cell, and where the number comes from."""
+    wall = float(ref.value(cell, "wall_s"))
+    if math.isfinite(wall) and wall > 0:
+        return wall, "recorded wall time"
+    steps, step = float(ref.value(cell, "steps")), float(ref.value(cell, "step_time_summary"))
+    if not math.isfinite(step):
+        step = 1.0
+    return START_S + steps * step * STEP_SLACK, "steps x recorded step time"
+
+
+def probe_estimate(ref: Reference, cell: Cell) -> float:
+    """Seconds to re-measure the cell's (plan, P, g) with the probe: the reference's probe launch at P (its wall
+    time) scaled to the two points re-measured (tp and the plan, no checkpointing)."""
+    wall = ref.manifest.get("probe_wall_s", {}).get(str(cell.P))
+    if wall is None or ref.memory is None:
+        return PROBE_FALLBACK_S
+    peak = ref.memory["peak_allocated"].max("rank", skipna=True).sel(P=cell.P)
+    import numpy as np
+
+    points = int(np.isfinite(peak.values).sum()) or 1
+    return START_S + max(float(wall) - START_S, 0.0) * min(2.0 / points, 1.0)
+
+
+@dataclass
+class Pick:
+    cell: Cell
+    train_s: float
+    train_from: str
+    probe: bool  # re-measure its probe row
+    probe_s: float  # 0 when the probe row is shared with an earlier pick or not re-measured
+    probe_skipped: str = ""  # why a probe row is not re-measured
+
+
+def pick_cells(ref: Reference, seed: int, budget_s: float, fixed_s: float = 0.0) -> list[Pick]:
+    """The cells the auditor's seed picks: canonical order, permuted by ``default_rng(seed)``, taken greedily while
+    the estimate fits ``budget_s`` (after ``fixed_s``, the scene's preparation)."""
+    import numpy as np
+
+    order = sorted(ref.cells, key=lambda c: c.key)
+    perm = np.random.default_rng(seed).permutation(len(order))
+    spent = fixed_s
+    probed: set[tuple[str, int, int]] = set()
+    picks: list[Pick] = []
+    for i in perm:
+        cell = order[int(i)]
+        t, source = train_estimate(ref, cell)
+        wants = needs_probe(ref, cell)
+        p = probe_estimate(ref, cell) if wants and cell.probe_key not in probed else 0.0
+        if spent + t + p <= budget_s:
+            picks.append(Pick(cell, t, source, wants, p))
+            spent += t + p
+            if wants:
+                probed.add(cell.probe_key)
+        elif wants and spent + t <= budget_s:
+            why = f"the probe at P = {cell.P} (est. {p / 60:.1f} min) did not fit the budget"
+            picks.append(Pick(cell, t, source, False, 0.0, why))
+            spent += t
+    return picks
+
+
+def cheapest_s(ref: Reference) -> float:
+    return min(train_estimate(ref, c)[0] for c in ref.cells)
+
+
+# --- platform -----------------------------------------------------------------------------------------------------
+def platform_comparison(manifest: Mapping[str, Any]) -> tuple[bool, str]:
+    """(same platform?, a line saying why): torch version, torch's CPU capability, CPU vendor and SIMD flags."""
+    from hsitp.report.reference import platform_now
+
+    ref, here = manifest.get("platform", {}), platform_now()
+    keys = (
+        ("torch", "torch"),
+        ("torch_cpu_capability", "torch CPU capability"),
+        ("cpu_vendor", "CPU vendor"),
+        ("simd_flags", "SIMD flags"),
+    )
+    unknown = [label for key, label in keys if ref.get(key) is None]
+    differ = [label for key, label in keys if ref.get(key) is not None and ref[key] != here[key]]
+    what = f"torch {here['torch']} ({here['torch_cpu_capability']}), {here['cpu_vendor']} {here['cpu_model']}"
+    if differ:
+        detail = []
+        for key, label in keys:
+            if label in differ:
+                if key == "simd_flags":
+                    a, b = set(ref[key]), set(here[key])
+                    detail.append(
+                        f"SIMD flags (only the reference's: {sorted(a - b)}; only here: {sorted(b - a)})"
+                    )
+                else:
+                    detail.append(f"{label} {ref[key]} there, {here[key]} here")
+        return False, f"another platform than the reference's: {'; '.join(detail)} ({what})"
+    if unknown:
+        return (
+            False,
+            f"the reference does not record its {', '.join(unknown)}: its platform is unknown ({what})",
+        )
+    return True, f"the reference's platform: {what}"
+
+
+# --- the scene ----------------------------------------------------------------------------------------------------
+def _run_logged(argv: Sequence[str], log: Path, env: Mapping[str, str] | None = None) -> int:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("w") as fh:
+        fh.write("$ " + " ".join(argv) + "\n")
+        fh.flush()
+        return subprocess.run(
+            list(argv), stdout=fh, stderr=subprocess.STDOUT, env=env, check=False
+        ).returncode
+
+
+def _tail(log: Path, lines: int = 3) -> str:
+    try:
+        text = [ln for ln in log.read_text().splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return " | ".join(text[-lines:])
+
+
+def hsitp_argv(ranks: int) -> list[str]:
+    """``python -m hsitp`` for one process, ``python -m hsitp.torchrun ... -m hsitp`` for P ranks (this Python)."""
+    if ranks <= 1:
+        return [sys.executable, "-m", "hsitp"]
+    from hsitp.launch import torchrun_argv
+
+    argv = torchrun_argv(ranks)
+    return [sys.executable, *argv[1:]] if argv[0] == "python" else argv
+
+
+def scene_for(ref: Reference, dataset: str, given: Mapping[str, Path], work: Path, say) -> Path:  # noqa: ANN001
+    """The prepared scene of ``dataset``: given, the run's own, or prepared here; its content hash checked."""
+    from hsitp.report.reference import scene_content_sha256
+
+    entry = ref.manifest.get("scenes", {}).get(dataset, {})
+    if dataset in given:
+        path, how = given[dataset], "given (--data)"
+    elif (Path("results") / ref.run / "data" / f"{dataset}.nc").is_file():
+        path, how = Path("results") / ref.run / "data" / f"{dataset}.nc", "the run's own"
+    else:
+        cfg = entry.get("prepare_config")
+        if not cfg:
+            raise ReproduceError(
+                f"the reference records no way to prepare {dataset!r} (not a registry scene?): give --data PATH"
+            )
+        path = work / "data" / f"{dataset}.nc"
+        fetch_json = work / "data" / "fetch" / f"{dataset}.json"
+        say(
+            f"preparing {dataset} with the reference's data settings in {path} (hsitp data fetch + prepare) ..."
+        )
+        cj = json.dumps(cfg, sort_keys=True)
+        logs = work / "logs" / "data"
+        for step, argv in (
+            ("fetch", [*hsitp_argv(1), "data", "fetch", dataset, "--out", str(fetch_json), "--config-json", cj]),
+            ("prepare", [*hsitp_argv(1), "data", "prepare", dataset, "--manifest", str(fetch_json), "--out",
+                         str(path), "--config-json", cj]),
+        ):  # fmt: skip
+            if _run_logged(argv, logs / f"{step}_{dataset}.log") != 0:
+                log = logs / f"{step}_{dataset}.log"
+                raise ReproduceError(f"hsitp data {step} {dataset} failed ({_tail(log)}); log {log}")
+        how = "prepared here"
+    if not path.is_file():
+        raise ReproduceError(f"--data {path}: no such file")
+    want = entry.get("content_sha256")
+    got = scene_content_sha256(path)
+    if want and got != want:
+        raise ReproduceError(
+            f"{path} ({how}): its arrays are not the reference's scene (content sha256 {got[:12]}, the reference's "
+            f"{want[:12]}): accuracy cannot be compared; give the run's prepared scene with --data"
+        )
+    say(f"scene {dataset}: {path} ({how}; content sha256 {got[:12]}{' = the reference' if want else ''})")
+    return path
+
+
+# --- retraining ---------------------------------------------------------------------------------------------------
+def train_config(ref: Reference, cell: Cell) -> tuple[dict[str, Any], list[str]]:
+    """The ``--config-json`` and the extra arguments of ``hsitp train`` that retrain the cell as recorded."""
+    recipe = json.loads(str(ref.value(cell, "recipe")))
+    train = dict(recipe.get("train", {}))
+    extra: list[str] = []
+    recipe_plan = train.pop("recipe_plan", None)
+    if (
+        recipe_plan is not None
+    ):  # the untuned control: the recipe of another plan's study, as the rule passes it
+        study = ref.path / "tune" / cell.dataset / f"{recipe_plan}_{cell.split}.nc"
+        if not study.is_file():
+            raise ReproduceError(
+                f"{cell.label}: trained on {recipe_plan}'s recipe, but the reference has no {study}"
+            )
+        extra += ["--recipe", str(study), "--recipe-plan", str(recipe_plan)]
+    device = str(ref.value(cell, "device"))
+    train.update(
+        {
+            "eval_every": int(ref.value(cell, "eval_every")),
+            "summary_epochs": int(ref.value(cell, "summary_epochs")),
+            "threads_per_rank": int(ref.value(cell, "threads_per_rank")),
+            "device": "cpu" if device.upper().startswith("CPU") or not device else "auto",
+        }
+    )
+    cfg: dict[str, Any] = {"train": train}
+    if recipe.get("seed") is not None:
+        cfg["seed"] = recipe["seed"]
+    backend = str(ref.value(cell, "backend"))
+    cfg["parallel"] = {"backend": backend if backend in ("gloo", "nccl") else "auto", "timeout_s": 600}
+    stopped = int(ref.value(cell, "stopped_after_epochs"))
+    if stopped:
+        extra += ["--stop-after", str(stopped)]
+    return cfg, extra
+
+
+def retrain(ref: Reference, cell: Cell, data: Path, work: Path) -> tuple[Path | None, Path]:
+    """Train the cell again in ``work``; (its record or None when the job failed, its log)."""
+    cfg, extra = train_config(ref, cell)
+    ranks = int(ref.value(cell, "ranks"))
+    sub = Path(cell.dataset) / ("control" if cell.control else "")
+    out = work / "train" / sub / f"{cell.name}.nc"
+    log = work / "logs" / "train" / sub / f"{cell.name}.log"
+    argv = [
+        *hsitp_argv(ranks), "train", str(data), "--plan", cell.plan, "--tokens", str(cell.N),
+        "--patch", str(int(ref.value(cell, "patch"))), "--world-size", str(cell.P), "--ranks", str(ranks),
+        "--groups", str(cell.g), "--split", cell.split, "--seed", str(cell.seed), *extra,
+        "--out", str(out), "--config-json", json.dumps(cfg, sort_keys=True),
+    ]  # fmt: skip
+    code = _run_logged(argv, log)
+    return (out if code == 0 and out.is_file() else None), log
+
+
+def remeasure_probe(ref: Reference, cell: Cell, work: Path) -> tuple[xr.Dataset, xr.Dataset] | str:
+    """The probe at the cell's P for tp and its plan at its g, L and N (no checkpointing): (memory, throughput),
+    or why not."""
+    import xarray as xr
+
+    from hsitp.config import validate_config
+    from hsitp.probe.results import merge
+
+    assert ref.memory is not None
+    pc = json.loads(str(ref.memory.attrs["probe"]))
+    bands = int(ref.value(cell, "bands"))
+    sel = _probe_sel(ref.memory, cell, bands)
+    assert sel is not None
+    pc.update(
+        plans=["tp", cell.plan],
+        groups=[cell.g],
+        checkpointing=["none"],
+        L=[int(sel.get("L", bands))],
+        N=[int(sel.get("N", cell.N))],
+        world_sizes=[cell.P],
+        match_train=False,
+    )
+    recipe = json.loads(str(ref.value(cell, "recipe")))
+    cfg = validate_config({"seed": int(recipe.get("seed") or 0), "probe": pc, "parallel": {"timeout_s": 600}})
+    folder = work / "probe" / f"{cell.plan}_P{cell.P}_g{cell.g}"
+    partial = folder / f"probe_P{cell.P}.nc"
+    log = work / "logs" / "probe" / f"{cell.plan}_P{cell.P}_g{cell.g}.log"
+    argv = [
+        *hsitp_argv(cell.P), "probe", "run", "--world-size", str(cell.P), "--out", str(partial),
+        "--config-json", json.dumps({k: cfg[k] for k in ("seed", "probe", "parallel")}, sort_keys=True),
+    ]  # fmt: skip
+    if _run_logged(argv, log) != 0 or not partial.is_file():
+        return f"the probe failed ({_tail(log)}); log {log}"
+    mem, thr = merge(
+        [partial], memory_out=folder / "memory.nc", throughput_out=folder / "throughput.nc", config=cfg
+    )
+    return xr.load_dataset(mem), xr.load_dataset(thr)
+
+
+# --- comparison ---------------------------------------------------------------------------------------------------
+@dataclass
+class Check:
+    kind: str  # accuracy, recipe, memory, timing
+    what: str
+    reference: Any
+    reproduced: Any
+    ok: bool | None  # None: not judged (said why in text)
+    text: str
+
+    def as_dict(self) -> dict[str, Any]:
+        def num(x: Any) -> Any:
+            return None if isinstance(x, float) and not math.isfinite(x) else x
+
+        return {
+            "kind": self.kind,
+            "what": self.what,
+            "reference": num(self.reference),
+            "reproduced": num(self.reproduced),
+            "ok": self.ok,
+            "text": self.text,
+        }
+
+
+def seed_spread(ref: Reference, cell: Cell, metric: str) -> tuple[float, str]:
+    """The standard deviation over seeds of the cell's metric (oa, aa, kappa): the summary's ``{metric}_std``,
+    else computed from runs.nc's rows of the same cell."""
+    import numpy as np
+
+    summary = ref.summaries.get(cell.control)
+    if summary is not None and f"{metric}_std" in summary:
+        c = summary["cell"]
+        mask = np.ones(c.size, dtype=bool)
+        for dim, want in (("dataset", cell.dataset), ("plan", cell.plan), ("P", cell.P), ("g", cell.g),
+                          ("split", cell.split), ("N", cell.N)):  # fmt: skip
+            if dim in summary.coords:
+                mask &= np.asarray(summary[dim].values).astype(type(want)) == want
+        if mask.sum() == 1:
+            sd = float(summary[f"{metric}_std"].values[int(np.argmax(mask))])
+            name = "control_summary.nc" if cell.control else "summary.nc"
+            return sd, f"{metric}_std of train/{name}"
+    runs = ref.runs
+    same = np.ones(runs.sizes["run"], dtype=bool)
+    for dim in ("dataset", "plan", "P", "g", "split", "N", "control"):
+        same &= runs[dim].values == runs[dim].values[cell.row]
+    vals = runs[f"{metric}_summary"].values[same]
+    vals = vals[np.isfinite(vals)]
+    sd = float(np.std(vals, ddof=1)) if len(vals) > 1 else math.nan
+    return sd, "the std of the cell's seeds in train/runs.nc"
+
+
+def margin(ref: Reference, cell: Cell) -> float:
+    summary = ref.summaries.get(cell.control) or ref.summaries.get(False)
+    if summary is not None and "verdict_margin" in summary.attrs:
+        return float(summary.attrs["verdict_margin"])
+    return DEFAULT_MARGIN
+
+
+def _fmt(x: float, digits: int = 6) -> str:
+    return f"{x:.{digits}f}" if math.isfinite(x) else "NaN"
+
+
+def recipe_check(want_hash: str, want: Mapping[str, Any], got_hash: str, got: Mapping[str, Any]) -> Check:
+    """The reproduced run's recipe against the recorded one: equal hashes, or (code that added train keys since:
+    their defaults enter the hash) every recorded key with its recorded value, the added keys named."""
+    if got_hash == want_hash:
+        return Check("recipe", "recipe", want_hash, got_hash, True, f"recipe {got_hash}: the recorded one")
+    wt, gt = dict(want.get("train", {})), dict(got.get("train", {}))
+    changed = sorted(k for k in wt if gt.get(k) != wt[k])
+    if want.get("seed") != got.get("seed"):
+        changed.append("seed")
+    added = sorted(set(gt) - set(wt))
+    if changed:
+        diffs = "; ".join(
+            f"{k}: {wt.get(k, want.get(k))!r} recorded, {gt.get(k, got.get(k))!r} here" for k in changed
+        )
+        return Check(
+            "recipe", "recipe", want_hash, got_hash, False, f"not trained on the recorded recipe: {diffs}"
+        )
+    return Check(
+        "recipe", "recipe", want_hash, got_hash, True,
+        f"recipe {got_hash} (recorded {want_hash}): every recorded key as recorded; train keys added since, at their "
+        f"defaults: {', '.join(f'{k} = {gt[k]!r}' for k in added)}",
+    )  # fmt: skip
+
+
+def accuracy_checks(ref: Reference, cell: Cell, record: Path, identical: bool) -> list[Check]:
+    from hsitp.io import read_netcdf
+    from hsitp.train.summary import record_numbers
+
+    ds = read_netcdf(record, kind="train", load=False)
+    try:
+        got = record_numbers(ds)
+        got_hash = str(ds.attrs.get("recipe_hash", ""))
+        got_recipe = json.loads(str(ds.attrs.get("recipe", "{}")))
+    finally:
+        ds.close()
+    k = int(ref.value(cell, "summary_epochs"))
+    checks = [recipe_check(str(ref.value(cell, "recipe_hash")), json.loads(str(ref.value(cell, "recipe"))),
+                           got_hash, got_recipe)]  # fmt: skip
+    for var, label, metric in ACCURACY:
+        label = label.format(k=k)
+        want = float(ref.value(cell, var))
+        have = float(got[{"oa_summary": "oa", "aa_summary": "aa", "kappa_summary": "kappa"}.get(var, var)])
+        delta = have - want
+        if identical:
+            allowed, why = IDENTICAL, "identical expected (same platform)"
+        else:
+            sd, source = seed_spread(ref, cell, metric)
+            if math.isfinite(sd) and sd > 0:
+                allowed, why = (
+                    SPREAD_SIGMAS * sd,
+                    f"{SPREAD_SIGMAS:g} sigma of the seeds ({source}, sigma {sd:.4f})",
+                )
+            else:
+                allowed, why = margin(ref, cell), "the verdict margin (no spread over seeds)"
+        ok = math.isfinite(delta) and abs(delta) <= allowed
+        if not math.isfinite(want) and not math.isfinite(have):
+            ok = True
+        text = f"{label}: reference {_fmt(want)}, reproduced {_fmt(have)} (Δ {delta:+.3g}; allowed ±{allowed:.3g}: {why})"
+        checks.append(Check("accuracy", label, want, have, ok, text))
+    want_mem, have_mem = float(ref.value(cell, "peak_allocated_summary")), float(got["peak_memory"])
+    if math.isfinite(want_mem) and want_mem > 0 and math.isfinite(have_mem):
+        rel = have_mem / want_mem - 1
+        checks.append(
+            Check(
+                "memory", "peak memory of the run", want_mem, have_mem, abs(rel) <= MEMORY_REL,
+                f"peak memory of the run: reference {want_mem / 2**20:.2f} MiB, reproduced {have_mem / 2**20:.2f} MiB "
+                f"({100 * rel:+.2f} %; allowed ±{100 * MEMORY_REL:g} %)",
+            )
+        )  # fmt: skip
+    return checks
+
+
+def probe_checks(
+    ref: Reference, cell: Cell, measured: tuple[xr.Dataset, xr.Dataset], *, timing: bool, cores: int
+) -> list[Check]:
+    assert ref.memory is not None and ref.throughput is not None
+    bands = int(ref.value(cell, "bands"))
+    mem_new, thr_new = measured
+    want = memory_ratio(ref.memory, cell, bands)
+    have = memory_ratio(mem_new, cell, bands)
+    rel = have / want - 1 if want > 0 else math.nan
+    checks = [
+        Check(
+            "memory", "memory vs tp (probe)", want, have, math.isfinite(rel) and abs(rel) <= MEMORY_REL,
+            f"memory per rank vs tp (probe, fullest rank): reference {want:.4f}, reproduced {have:.4f} "
+            f"({100 * rel:+.2f} %; allowed ±{100 * MEMORY_REL:g} %)",
+        )
+    ]  # fmt: skip
+    med, lo, hi, note = throughput_ratio(ref.throughput, cell, bands)
+    new_med, _, _, _ = throughput_ratio(thr_new, cell, bands)
+    width = hi - lo
+    a, b = lo - width, hi + width
+    threads = int(ref.value(cell, "threads_per_rank"))
+    here_over = cell.P * threads > cores
+    inside = math.isfinite(new_med) and a <= new_med <= b
+    text = (
+        f"timing: throughput vs tp (probe, interleaved median): reproduced {new_med:.3f}; reference {med:.3f} "
+        f"[{lo:.3f}, {hi:.3f}], accepted [{a:.3f}, {b:.3f}] (the range widened by its width)"
+    )
+    if not timing:
+        checks.append(
+            Check("timing", "throughput vs tp", med, new_med, None, text + ": not judged (--no-timing)")
+        )
+    elif note or here_over:
+        why = note or f"oversubscribed here: {cell.P} ranks x {threads} threads on {cores} cores"
+        checks.append(Check("timing", "throughput vs tp", med, new_med, None, f"{text}: not judged ({why})"))
+    else:
+        checks.append(Check("timing", "throughput vs tp", med, new_med, inside, text))
+    return checks
+
+
+# --- the command --------------------------------------------------------------------------------------------------
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def _minutes(s: float) -> str:
+    return f"{s / 60:.1f} min"
+
+
+def check_cells(
+    ref: Reference,
+    picks: Sequence[Pick],
+    given: Mapping[str, Path],
+    work: Path,
+    *,
+    identical: bool,
+    timing: bool,
+) -> list[dict[str, Any]]:
+    """Retrain and re-measure every pick in ``work``, print a progress line and the checks per cell; the cells'
+    results (verdict, seconds, checks)."""
+    cores = os.cpu_count() or 1
+    scenes = {d: scene_for(ref, d, given, work, _say) for d in sorted({p.cell.dataset for p in picks})}
+    probes: dict[tuple[str, int, int], tuple[xr.Dataset, xr.Dataset] | str] = {}
+    results = []
+    n = len(picks)
+    for k, p in enumerate(picks, 1):
+        c = p.cell
+        steps = int(ref.value(c, "steps"))
+        ranks = int(ref.value(c, "ranks"))
+        _say(
+            f"[{k}/{n}] {c.label}: training {steps} steps on {ranks} rank(s), seed {c.seed} "
+            f"(est. {_minutes(p.train_s)}) ..."
+        )
+        t_cell = time.monotonic()
+        record, log = retrain(ref, c, scenes[c.dataset], work)
+        checks: list[Check] = []
+        if record is None:
+            verdict = "failed"
+            checks.append(
+                Check("run", "training", None, None, False, f"training failed: {_tail(log)}; log {log}")
+            )
+        else:
+            checks += accuracy_checks(ref, c, record, identical)
+        if p.probe:
+            if c.probe_key not in probes:
+                _say(
+                    f"[{k}/{n}] {c.label}: re-measuring memory and throughput vs tp at P = {c.P}, g = {c.g} ..."
+                )
+                probes[c.probe_key] = remeasure_probe(ref, c, work)
+            measured = probes[c.probe_key]
+            if isinstance(measured, str):
+                checks.append(Check("memory", "probe", None, None, False, measured))
+            else:
+                checks += probe_checks(ref, c, measured, timing=timing, cores=cores)
+        elif p.probe_skipped:
+            checks.append(Check("memory", "probe", None, None, None, f"memory and throughput not re-measured: "
+                                f"{p.probe_skipped}"))  # fmt: skip
+        elif c.plan == "tp":
+            checks.append(Check("memory", "probe", None, None, None, "memory and throughput vs tp: tp is the "
+                                "reference of the ratios"))  # fmt: skip
+        else:
+            checks.append(Check("memory", "probe", None, None, None, "memory and throughput vs tp: not in the "
+                                "reference's probe"))  # fmt: skip
+        bad = [ch for ch in checks if ch.ok is False]
+        if record is not None:
+            verdict = "differs" if bad else "reproduced"
+        took = time.monotonic() - t_cell
+        head = f"[{k}/{n}] {c.label}: {verdict} in {_minutes(took)}"
+        if bad:
+            head += ": " + "; ".join(ch.text for ch in bad)
+        _say(head)
+        for ch in checks:
+            if ch.ok is not False:
+                _say(f"    {ch.text}")
+        results.append(
+            {
+                "cell": c.label,
+                "plan": c.plan, "P": c.P, "g": c.g, "split": c.split, "seed": c.seed, "N": c.N,
+                "control": c.control, "verdict": verdict, "seconds": round(took, 1),
+                "estimated_seconds": round(p.train_s + p.probe_s, 1), "checks": [ch.as_dict() for ch in checks],
+            }
+        )  # fmt: skip
+    return results
+
+
+def run_spot_check(args: argparse.Namespace) -> int:
+    t0 = time.monotonic()
+    ref_path = Path(args.reference) if args.reference else Path("results/reference") / args.run
+    ref = load_reference(ref_path)
+    seed, budget_s = int(args.seed), float(args.budget_min) * 60
+    if budget_s <= 0:
+        raise ReproduceError("--budget-min must be positive")
+    _say(
+        f"hsitp audit reproduce: {ref.path} (run {ref.run}: {len(ref.cells)} runs, collected "
+        f"{ref.manifest.get('collected_utc', '?')}); auditor seed {seed}, budget {args.budget_min:g} min"
+    )
+    edited = tampered(ref)
+    if edited:
+        _say(f"note: not as collected (sha256 differs from manifest.json): {', '.join(edited)}")
+    identical, platform_line = platform_comparison(ref.manifest)
+    rule = (
+        f"accuracy must be identical (|Δ| ≤ {IDENTICAL:g})"
+        if identical
+        else f"accuracy within {SPREAD_SIGMAS:g} sigma of the cell's seeds (the verdict margin for one seed)"
+    )
+    _say(f"platform: {platform_line}: {rule}")
+
+    given: dict[str, Path] = {}
+    for d in args.data or []:
+        from hsitp.train.commands import dataset_name
+
+        given[dataset_name(Path(d))] = Path(d)
+    datasets = sorted({c.dataset for c in ref.cells})
+    fixed_s = 0.0
+    for d in datasets:
+        if d not in given and not (Path("results") / ref.run / "data" / f"{d}.nc").is_file():
+            entry = ref.manifest.get("scenes", {}).get(d) or {}
+            if not entry.get("prepare_config"):
+                raise ReproduceError(
+                    f"the reference records no way to prepare {d!r} (not a registry scene): give --data PATH"
+                )
+            s = entry.get("prepare_wall_s")
+            fixed_s += float(s) + START_S if s else PREPARE_FALLBACK_S
+    picks = pick_cells(ref, seed, budget_s, fixed_s)
+    if not picks:
+        raise ReproduceError(
+            f"a budget of {args.budget_min:g} min fits no cell: the cheapest needs "
+            f"{_minutes(cheapest_s(ref) + fixed_s)} (its training{' and the scene' if fixed_s else ''}); "
+            "raise --budget-min"
+        )
+    train_s = sum(p.train_s for p in picks)
+    probe_s = sum(p.probe_s for p in picks)
+    n_probe = sum(1 for p in picks if p.probe_s > 0)
+    _say(
+        f"picked {len(picks)} of {len(ref.cells)} cells (seed {seed}, canonical order permuted by "
+        f"numpy.random.default_rng({seed}), taken while the estimate fits): "
+        + ", ".join(p.cell.label for p in picks)
+    )
+    est_s = fixed_s + train_s + probe_s
+    _say(
+        f"estimate: {_minutes(est_s)} of the {args.budget_min:g} min budget ({len(picks)} training(s) "
+        f"{_minutes(train_s)}, {n_probe} probe re-measurement(s) {_minutes(probe_s)}"
+        + (f", the scene {_minutes(fixed_s)}" if fixed_s else "")
+        + ")"
+    )
+    if args.dry_run:
+        for p in picks:
+            _say(
+                f"  {p.cell.label}: training {int(ref.value(p.cell, 'steps'))} steps, est. {_minutes(p.train_s)} "
+                f"({p.train_from})"
+                + (f"; probe est. {_minutes(p.probe_s)}" if p.probe_s else "")
+                + (f"; {p.probe_skipped}" if p.probe_skipped else "")
+            )
+        _say(f"dry run: nothing trained ({len(picks)} cells would be)")
+        return 0
+
+    keep = args.work is not None
+    work = Path(args.work) if keep else Path(tempfile.mkdtemp(prefix="hsitp-reproduce-"))
+    work.mkdir(parents=True, exist_ok=True)
+    _say(f"work folder: {work}{'' if keep else ' (removed at the end)'}")
+    try:
+        results = check_cells(ref, picks, given, work, identical=identical, timing=not args.no_timing)
+    finally:
+        if not keep:
+            shutil.rmtree(work, ignore_errors=True)
+    good = sum(r["verdict"] == "reproduced" for r in results)
+    wall = time.monotonic() - t0
+    if args.out:
+        from hsitp.io import atomic_write_text
+        from hsitp.report.reference import platform_now
+
+        report = {
+            "reference": str(ref.path),
+            "run": ref.run,
+            "seed": seed,
+            "budget_min": args.budget_min,
+            "platform": {"identical_expected": identical, "line": platform_line, "here": platform_now()},
+            "estimated_seconds": round(est_s, 1),
+            "wall_seconds": round(wall, 1),
+            "picked": [p.cell.label for p in picks],
+            "cells": results,
+            "reproduced": good,
+            "checked": len(results),
+        }
+        atomic_write_text(args.out, json.dumps(report, indent=1) + "\n")
+        _say(f"report: {args.out}")
+    _say(f"wall time {_minutes(wall)} (estimated {_minutes(est_s)})")
+    _say(f"{good} of {len(results)} cells reproduced")
+    return 0 if good == len(results) else 1
+
+
+def register(asub: argparse._SubParsersAction) -> None:
+    """``hsitp audit reproduce`` (called from hsitp.audit.commands.register)."""
+    p = asub.add_parser(
+        "reproduce",
+        help="spot check of a reported run: cells picked at random from the auditor's seed within a time budget, "
+        "retrained with the recorded recipe, memory and throughput re-measured; exit 1 unless all reproduced",
+    )
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--reference", type=Path, help="reference folder, e.g. results/reference/cpu-fair")
+    where.add_argument("--run", help="the run's name: --reference results/reference/RUN")
+    p.add_argument("--seed", type=int, required=True, help="the auditor's seed: it alone picks the cells")
+    p.add_argument(
+        "--budget-min", type=float, required=True, help="minutes the retraining may take (estimated)"
+    )
+    p.add_argument("--out", type=Path, help="JSON report of every cell and check")
+    p.add_argument("--work", type=Path, help="work folder, kept (default: a temporary one, removed)")
+    p.add_argument(
+        "--data",
+        action="append",
+        help="a prepared scene (results/RUN/data/DATASET.nc); default: the run's own when present, else prepared "
+        "with the reference's data settings; its content must equal the reference's",
+    )
+    p.add_argument(
+        "--no-timing",
+        action="store_true",
+        help="show the throughput ratio vs tp without judging it (a loaded machine)",
+    )
+    p.add_argument(
+        "--dry-run", action="store_true", help="print the picked cells and the estimate; train nothing"
+    )
+    p.set_defaults(func=run_spot_check)
