@@ -339,3 +339,43 @@ def test_audit_claims_on_a_measured_run_say_what_decided(tmp_path: Path, run_tem
     assert all(f"**{cid}**" in listed for cid in decided)
     rep = audit_run(run, REF, claims_csv=out)
     assert not [d for d in rep.drift if d.startswith("claims:")], rep.drift
+
+
+def test_audit_check_compares_a_headline_run_with_its_reference(tmp_path: Path) -> None:
+    """Catches (issue 41) `hsitp audit check` passing a headline run whose accuracy moved past its seeds' spread, whose
+    verdict vs tp changed, that lost a cell, or whose measured memory ratio vs tp moved more than 2 %."""
+    import json
+
+    import numpy as np
+    from report_synthetic import probe_files as report_probe_files
+    from report_synthetic import train_summary
+
+    from hsitp.audit.audit import audit_run
+    from hsitp.io import read_netcdf, write_netcdf
+
+    run, ref = tmp_path / "results" / "fair", tmp_path / "results" / "reference" / "fair"
+    summary = train_summary(tmp_path / "made")[0]
+    probe = report_probe_files(tmp_path / "made")
+    for folder in (run, ref):
+        (folder / "train").mkdir(parents=True)
+        (folder / "probe").mkdir()
+        shutil.copy(summary, folder / "train" / "summary.nc")
+        shutil.copy(probe["memory"], folder / "probe" / "memory.nc")
+    rep = audit_run(run, ref)
+    assert rep.drift == [] and any(c.startswith("train/summary.nc") for c in rep.checked)
+    ds = read_netcdf(summary, kind="train_summary")
+    moved = ds.copy(deep=True)
+    moved["oa_mean"].values[1] += 0.05
+    write_netcdf(
+        moved, run / "train" / "summary.nc", kind="train_summary", prov=json.loads(ds.attrs["provenance"])
+    )
+    drift = audit_run(run, ref).drift
+    assert len(drift) == 1 and "OA" in drift[0] and str(ds["plan"].values[1]) in drift[0]
+    mem = read_netcdf(probe["memory"], kind="probe_memory")
+    planted = mem.copy(deep=True)
+    dchag = int(np.flatnonzero(mem["plan"].values == "dchag_l")[0])
+    planted["peak_allocated"].values[dchag] *= 1.05
+    write_netcdf(
+        planted, run / "probe" / "memory.nc", kind="probe_memory", prov=json.loads(mem.attrs["provenance"])
+    )
+    assert any(line.startswith("probe/memory.nc: peak vs tp") for line in audit_run(run, ref).drift)

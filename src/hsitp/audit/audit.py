@@ -505,6 +505,98 @@ def check_bench(run_dir: Path, ref_dir: Path, rep: Report) -> None:
         )
 
 
+ACCURACY_FLOOR = 0.005  # OA: the smallest tolerance (0.5 pp) when the reference's seeds agree closely
+ACCURACY_SIGMAS = 3.0  # OA: a cell's mean may move this many of the reference's standard errors over seeds
+MEMORY_RTOL = 0.02  # measured memory ratios vs tp (deterministic allocations): within 2 %
+
+
+def _cells(ds: xr.Dataset) -> dict[tuple[Any, ...], int]:
+    keys = [k for k in ("dataset", "plan", "P", "g", "split", "N") if k in ds.coords]
+    return {tuple(ds[k].values[i].item() for k in keys): i for i in range(ds.sizes["cell"])}
+
+
+def _verdict_names(ds: xr.Dataset) -> list[str]:
+    var = ds["oa_verdict"]
+    names = dict(
+        zip(
+            np.atleast_1d(var.attrs.get("flag_values", [])).tolist(),
+            str(var.attrs.get("flag_meanings", "")).split(),
+            strict=False,
+        )
+    )
+    return [names.get(v, str(v)) for v in np.asarray(var.values).tolist()]
+
+
+def check_summary(run_dir: Path, ref_dir: Path, name: str, rep: Report) -> None:
+    """A headline run's accuracy summary against its reference (issue 41): the same cells and seeds, each cell's
+    mean OA within max(0.5 pp, 3 standard errors of the reference's seeds), the same verdict vs tp."""
+    ref_path, new_path = ref_dir / "train" / name, run_dir / "train" / name
+    if not ref_path.exists():
+        return
+    if not new_path.exists():
+        rep.notes.append(f"train/{name}: not in this run, not compared (the reference holds it)")
+        return
+    ref, new = read_netcdf(ref_path, kind="train_summary"), read_netcdf(new_path, kind="train_summary")
+    ref_cells, new_cells = _cells(ref), _cells(new)
+    for cell in sorted(set(ref_cells) ^ set(new_cells), key=str):
+        where = "the reference only" if cell in ref_cells else "this run only"
+        rep.drift.append(f"train/{name}: cell {cell} in {where}")
+    verdicts = (
+        (_verdict_names(ref), _verdict_names(new)) if "oa_verdict" in ref and "oa_verdict" in new else None
+    )
+    for cell in sorted(set(ref_cells) & set(new_cells), key=str):
+        i, j = ref_cells[cell], new_cells[cell]
+        seeds = int(ref["seeds"].values[i])
+        if int(new["seeds"].values[j]) != seeds:
+            rep.drift.append(
+                f"train/{name}: cell {cell}: {int(new['seeds'].values[j])} seeds, reference {seeds}"
+            )
+        std = float(ref["oa_std"].values[i])
+        tol = (
+            max(ACCURACY_FLOOR, ACCURACY_SIGMAS * std / math.sqrt(seeds))
+            if np.isfinite(std)
+            else ACCURACY_FLOOR
+        )
+        a, b = float(ref["oa_mean"].values[i]), float(new["oa_mean"].values[j])
+        if not abs(b - a) <= tol:
+            rep.drift.append(f"train/{name}: cell {cell}: OA {b:.4f}, reference {a:.4f} (allowed ±{tol:.4f})")
+        if verdicts and verdicts[0][i] != verdicts[1][j]:
+            rep.drift.append(
+                f"train/{name}: cell {cell}: verdict {verdicts[1][j]}, reference {verdicts[0][i]}"
+            )
+    rep.checked.append(
+        f"train/{name}: {len(ref_cells)} cells, OA within max({ACCURACY_FLOOR:g}, {ACCURACY_SIGMAS:g} standard "
+        "errors of the reference's seeds), verdicts equal"
+    )
+
+
+def check_probe_memory(run_dir: Path, ref_dir: Path, rep: Report) -> None:
+    """A headline run's measured per-rank memory against its reference: each plan's fullest-rank peak over tp's at
+    the same point within 2 % (allocations are deterministic; timings are never gated here)."""
+    ref_path, new_path = ref_dir / "probe" / "memory.nc", run_dir / "probe" / "memory.nc"
+    if not (ref_path.exists() and new_path.exists()):
+        if ref_path.exists():
+            rep.notes.append("probe/memory.nc: not in this run, not compared")
+        return
+
+    def ratio(ds: xr.Dataset) -> xr.DataArray:
+        peak = ds["peak_allocated"].max("rank", skipna=True)
+        return peak / peak.sel(plan="tp")
+
+    ref, new = (ratio(read_netcdf(p, kind="probe_memory")) for p in (ref_path, new_path))
+    ref, new = xr.align(ref, new, join="inner")
+    bad = np.abs(new - ref) > MEMORY_RTOL * np.abs(ref)
+    for idx in zip(*np.nonzero(bad.values), strict=True):
+        where = {d: ref[d].values[k].item() for d, k in zip(ref.dims, idx, strict=True)}
+        rep.drift.append(
+            f"probe/memory.nc: peak vs tp at {where}: {float(new.values[idx]):.4f}, reference "
+            f"{float(ref.values[idx]):.4f} (allowed ±{100 * MEMORY_RTOL:g} %)"
+        )
+    rep.checked.append(
+        f"probe/memory.nc: peak per rank vs tp within {100 * MEMORY_RTOL:g} % of the reference"
+    )
+
+
 def audit_run(run_dir: Path, ref_dir: Path, claims_csv: Path | None = None) -> Report:
     rep = Report()
     if not run_dir.is_dir():
@@ -519,6 +611,9 @@ def audit_run(run_dir: Path, ref_dir: Path, claims_csv: Path | None = None) -> R
     check_cost(run_dir, ref_dir, rep)
     check_claims(claims_csv or run_dir / "tables" / "paper_claims.csv", ref_dir / "paper_claims.csv", rep)
     check_bench(run_dir, ref_dir, rep)
+    for name in ("summary.nc", "control_summary.nc"):  # a headline run's reference (issue 41)
+        check_summary(run_dir, ref_dir, name, rep)
+    check_probe_memory(run_dir, ref_dir, rep)
     return rep
 
 
