@@ -146,12 +146,37 @@ def dense_layernorm(dim: int, *, seed: int = 0, eps: float = 1e-5) -> nn.LayerNo
     return ln
 
 
-def _band_patches(x: torch.Tensor, patch: int) -> torch.Tensor:
-    """(B, L, H, W) -> (L, B N, p p): band l's non-overlapping p x p patches, location-major (a copy of x)."""
+_PATCH_CHUNK_BYTES = 1 << 20  # patches a chunk of bands may copy at least (see ``_band_chunk``)
+_PATCH_CHUNKS = 8  # ... and at most this many chunks per pass
+
+
+def _band_chunk(x: torch.Tensor, patch: int) -> int:
+    """Bands per chunk of the tokenizer's patch copies: as many as fit in ``_PATCH_CHUNK_BYTES`` of patches, but
+    at least 1/``_PATCH_CHUNKS`` of the bands (a bounded count of batched products per pass). A whole-input copy
+    of the patches is a transient as large as the batch (B L H W; at p p > D larger than the tokens): chunks keep
+    it to max(1 MiB, batch / 8), and a chunk that fits in cache is read back by its product faster."""
     b, bands, height, width = x.shape
+    per_band = b * (height // patch) * (width // patch) * patch * patch * x.element_size()
+    return min(bands, max(1, _PATCH_CHUNK_BYTES // max(per_band, 1), math.ceil(bands / _PATCH_CHUNKS)))
+
+
+def _band_patches(x: torch.Tensor, patch: int, start: int, count: int) -> torch.Tensor:
+    """(B, L, H, W) -> (count, B N, p p): bands start..start+count's non-overlapping p x p patches, location-major.
+
+    One copying op reads them straight from x's storage (``as_strided_copy``): no op returns a view of x. (A view
+    of the batch, made inside a step measured by ``MemTracker``, registers the batch's whole storage with the
+    tracker, which then counts the batch, allocated before the step, in the step's peak; the grouped convolution
+    took x only as an input.)"""
+    b, _, height, width = x.shape
     h, w = height // patch, width // patch
-    x = x.view(b, bands, h, patch, w, patch).permute(1, 0, 2, 4, 3, 5)  # (L, B, h, w, p, p)
-    return x.reshape(bands, b * h * w, patch * patch)  # (L, B N, p p)
+    sb, sl, sh, sw = x.stride()
+    patches = torch.as_strided_copy(
+        x,
+        (count, b, h, w, patch, patch),  # (count, B, h, w, p, p)
+        (sl, sb, patch * sh, patch * sw, sh, sw),
+        x.storage_offset() + start * sl,
+    )
+    return patches.view(count, b * h * w, patch * patch)  # (count, B N, p p)
 
 
 class _BandPatchEmbed(torch.autograd.Function):
@@ -159,23 +184,35 @@ class _BandPatchEmbed(torch.autograd.Function):
 
     forward: tokens[b, n, l] = patches[l, (b, n)] @ W[l] + bias[l], (B, N, L, D) contiguous. A grouped
     convolution writes (B, L D, H/p, W/p); folding that to (B N, L, D) for the cross-band aggregator is a
-    transposing copy of every token (the slowest operation of a CPU step). One batched product per band into a
-    (L, B N, D) buffer, then a row copy, costs the same two token-sized tensors the convolution's output and
-    its band-embedded copy took, and no transposition.
-    backward: the weight's gradient, one batched product per band of the patches (recomputed from x, which the
-    convolution saved too) with the tokens' gradient; the bias's, the tokens' gradient summed over locations. x
-    gets one only when it asks (the parity tests' inputs; a model's batch needs none).
+    transposing copy of every token (the slowest operation of a CPU step). Here, chunk by chunk of bands
+    (``_band_chunk``), the chunk's patches are copied out of x, one batched product per band writes (c, B N, D),
+    and a row copy puts it into the (B N, L, D) tokens: one token-sized tensor plus a chunk's patches and
+    products, where the convolution took two token-sized tensors (its output and the band-embedded copy).
+    backward: the weight's gradient, chunk by chunk, one batched product per band of the tokens' gradient with
+    the chunk's patches (recomputed from x, which the convolution saved too) written in the weight's layout; the
+    bias's, the tokens' gradient summed over locations. x gets one only when it asks (the parity tests' inputs; a
+    model's batch needs none).
+
+    Memory (issue 35's regression, fixed): patches copied for all bands at once are a transient the size of the
+    batch, B L H W, in forward and again in backward, where the tokenizer's gradient then set the training peak
+    (smoke dchag_l at P = 1: 23.1 -> 49.9 MiB, tracked); chunks bound it to max(1 MiB, batch / 8).
     """
 
     @staticmethod
     def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, patch: int) -> torch.Tensor:
         b, bands, height, width = x.shape  # (B, L, H, W)
         dim = bias.shape[-1]
-        patches = _band_patches(x, patch)  # (L, B N, p p)
+        n = b * (height // patch) * (width // patch)  # B N
+        chunk = _band_chunk(x, patch)
         w = weight.view(bands, dim, patch * patch).transpose(1, 2)  # (L, p p, D)
-        per_band = torch.baddbmm(bias[:, None, :], patches, w)  # (L, B N, D)
-        del patches
-        tokens = per_band.transpose(0, 1).contiguous()  # (B N, L, D)
+        tokens = x.new_empty(n, bands, dim)  # (B N, L, D)
+        for start in range(0, bands, chunk):
+            stop = min(bands, start + chunk)
+            patches = _band_patches(x, patch, start, stop - start)  # (c, B N, p p)
+            per_band = torch.baddbmm(bias[start:stop, None, :], patches, w[start:stop])  # (c, B N, D)
+            del patches
+            tokens[:, start:stop].copy_(per_band.transpose(0, 1))
+            del per_band
         ctx.save_for_backward(x, weight)  # the batch and a parameter: neither costs activation memory
         ctx.patch = patch
         return tokens.view(b, -1, bands, dim)  # (B, N, L, D)
@@ -187,9 +224,14 @@ class _BandPatchEmbed(torch.autograd.Function):
         g = grad.reshape(-1, bands, dim)  # (B N, L, D)
         grad_weight = grad_bias = None
         if ctx.needs_input_grad[1]:
-            patches = _band_patches(x, ctx.patch)  # (L, B N, p p)
-            gw = torch.bmm(patches.transpose(1, 2), g.transpose(0, 1))  # (L, p p, D)
-            grad_weight = gw.transpose(1, 2).reshape(weight.shape)  # (L D, 1, p, p)
+            p = ctx.patch
+            chunk = _band_chunk(x, p)
+            g_t = g.permute(1, 2, 0)  # (L, D, B N), a view
+            gw = weight.new_empty(bands, dim, p * p)  # (L, D, p p): the weight's own layout
+            for start in range(0, bands, chunk):
+                stop = min(bands, start + chunk)
+                torch.bmm(g_t[start:stop], _band_patches(x, p, start, stop - start), out=gw[start:stop])
+            grad_weight = gw.view(weight.shape)  # (L D, 1, p, p)
         if ctx.needs_input_grad[2]:
             grad_bias = g.sum(dim=0)  # (L, D)
         grad_x = None
