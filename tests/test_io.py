@@ -38,6 +38,8 @@ def test_roundtrip_carries_provenance(tmp_path):
     assert got["input_sha256"]["raw"] == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
     assert got["config_hash"] == io.config_hash({"seed": 1})
     assert {"git_commit", "packages", "device", "created_utc"} <= set(got)
+    # the SIMD path and core count: a rerun on another machine can say why its last bits differ
+    assert {"cpu", "cpu_count", "torch_threads", "torch_cpu_capability"} <= set(got["device"])
     assert json.loads(back.attrs["names"]) == {"1": "Oats"}
     assert back.attrs["ok"] == 1
     assert back.attrs["schema_version"] == io.SCHEMA_VERSION

@@ -132,12 +132,20 @@ def package_versions(names: Iterable[str] = _TRACKED_PACKAGES) -> dict[str, str]
 
 
 def device_description() -> dict[str, str]:
-    """What the numbers were computed on: CPU model and, if torch sees one, the GPU."""
-    desc = {"machine": platform.machine(), "cpu": cpu_model(), "python": platform.python_version()}
+    """What the numbers were computed on: CPU model, its core count and the SIMD kernels PyTorch dispatches to
+    (two machines with the same CPU name can run different kernels, whose float sums differ in the last bits),
+    and, if torch sees one, the GPU."""
+    desc = {
+        "machine": platform.machine(),
+        "cpu": cpu_model(),
+        "cpu_count": str(os.cpu_count()),
+        "python": platform.python_version(),
+    }
     try:
         import torch
 
         desc["torch_threads"] = str(torch.get_num_threads())
+        desc["torch_cpu_capability"] = str(torch.backends.cpu.get_cpu_capability())  # e.g. AVX2, AVX512
         if torch.cuda.is_available():
             desc["gpu"] = torch.cuda.get_device_name(0)
             desc["gpu_count"] = str(torch.cuda.device_count())
