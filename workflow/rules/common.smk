@@ -349,7 +349,8 @@ def audit_targets():
 
 def audit_measured_inputs(wildcards):
     """The run's own probe and bench files that the claims' measured sub-checks read (audit.measured_run null: the
-    audited run), when those stages run: the claims wait for them instead of calling them pending."""
+    audited run), when those stages run: the claims wait for them instead of calling them pending.
+    """
     if (config.get("audit") or {}).get("measured_run"):
         return []
     return (probe_targets() if "probe" in config["stages"] else []) + (
