@@ -54,7 +54,7 @@ def peak_points(rt: Any, cases: list[tuple[str, str, int, int, int, int]]) -> li
     from hsitp.cost.memory import plan_memory
     from hsitp.probe.build import build_point
     from hsitp.probe.grid import Point
-    from hsitp.probe.memory import measure_step
+    from hsitp.memory import measure_step
     from hsitp.probe.model import size_of
 
     out = []

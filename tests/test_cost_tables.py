@@ -13,6 +13,7 @@ from hsitp.config import load_config
 from hsitp.cost import tables
 from hsitp.data import registry
 from hsitp.io import provenance, read_netcdf, write_netcdf
+from hsitp.shape import n_tokens
 
 
 @pytest.fixture(scope="module")
@@ -31,11 +32,11 @@ def ccr(cost: dict) -> xr.Dataset:
 
 def test_n_tokens_crop_and_pad():
     """Catches the wrong grid rule: Indian Pines 145//8 = 18 → 324 (the paper's number); pad rounds up."""
-    assert tables.n_tokens(145, 145, 8) == 324
-    assert tables.n_tokens(610, 340, 8) == 76 * 42
-    assert tables.n_tokens(145, 145, 8, "pad") == 19 * 19
+    assert n_tokens(145, 145, 8) == 324
+    assert n_tokens(610, 340, 8) == 76 * 42
+    assert n_tokens(145, 145, 8, "pad") == 19 * 19
     with pytest.raises(ValueError, match="crop"):
-        tables.n_tokens(145, 145, 8, "tile")
+        n_tokens(145, 145, 8, "tile")
 
 
 def test_rho_table_uses_registry_grids(cost: dict):

@@ -20,6 +20,7 @@ from hsitp.io import read_netcdf
 from hsitp.train import checkpoint as ckpt
 from hsitp.train.data import TrainDataError, read_split
 from hsitp.train.loop import InjectedFailure, TrainError, TrainJob, train_rank
+from hsitp.train.settings import TrainSettings
 
 
 def _job(tmp: Path, data: Path, plan: str = "dense", P: int = 1, tag: str = "a") -> TrainJob:  # noqa: N803
@@ -154,7 +155,7 @@ def _kill_rank1(rt, cfg: dict, job: TrainJob) -> str:
 
     t0 = time.monotonic()
     try:
-        train_rank(rt, cfg, job, on_step=on_step)
+        train_rank(rt, TrainSettings.from_config(cfg), job, on_step=on_step)
     except Exception as exc:  # the survivor: report how long it took to notice
         raise RuntimeError(f"TRAIN FAILED after {time.monotonic() - t0:.1f}s: {exc}") from exc
     return "finished"

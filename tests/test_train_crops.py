@@ -12,6 +12,7 @@ from train_utils import tiny_config, write_scene
 
 from hsitp.config import ConfigError, load_config, validate_config
 from hsitp.train.plan import TrainConfigError, check_jobs, crop_patch, jobs, run_name
+from hsitp.train.settings import TrainSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -27,11 +28,11 @@ def test_paper_config_trains_5776_only_on_pavia_university() -> None:
     for dataset, _, N, *_ in jobs(cfg):  # noqa: N806
         by_scene.setdefault(dataset, set()).add(N)
     assert by_scene == {"indian_pines": {324}, "pavia_university": {324, 5776}}
-    assert crop_patch(cfg["train"], "pavia_university", 5776) == 4
-    assert crop_patch(cfg["train"], "pavia_university", 324) == 8
-    assert crop_patch(cfg["train"], "indian_pines", 324) == 8
+    assert crop_patch(TrainSettings.from_config(cfg), "pavia_university", 5776) == 4
+    assert crop_patch(TrainSettings.from_config(cfg), "pavia_university", 324) == 8
+    assert crop_patch(TrainSettings.from_config(cfg), "indian_pines", 324) == 8
     with pytest.raises(TrainConfigError, match=r"train\.crops: indian_pines has no crop with tokens = 5776"):
-        crop_patch(cfg["train"], "indian_pines", 5776)
+        crop_patch(TrainSettings.from_config(cfg), "indian_pines", 5776)
     counts = {
         (d, N): 0 for d, N in [("indian_pines", 324), ("pavia_university", 324), ("pavia_university", 5776)]
     }
@@ -120,11 +121,11 @@ def test_two_crops_of_one_scene_give_distinct_records_and_cells(tmp_path: Path) 
             split=split,
             seed=seed,
             tokens=N,
-            patch=crop_patch(cfg["train"], dataset, N),
+            patch=crop_patch(TrainSettings.from_config(cfg), dataset, N),
         )
         rt = start(RuntimeSettings.from_config(cfg, section="train", world_size=1))
         try:
-            out = train_rank(rt, cfg, job)
+            out = train_rank(rt, TrainSettings.from_config(cfg), job)
         finally:
             rt.stop()
         assert out == job.out and job.checkpoint_dir.name == name

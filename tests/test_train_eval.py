@@ -17,6 +17,7 @@ from hsitp.train.data import TEST, load_scene
 from hsitp.train.evaluate import evaluate_scene, predict_scene, tile_origins
 from hsitp.train.loop import _nullcontext
 from hsitp.train.plan import check_job
+from hsitp.train.settings import TrainSettings
 
 
 def _model(scene, plan: str, tp):  # noqa: ANN001, ANN202
@@ -24,7 +25,7 @@ def _model(scene, plan: str, tp):  # noqa: ANN001, ANN202
     from hsitp.models.plans import parallelize
 
     arch = check_job(
-        tiny_config()["train"], plan, tp.size, 1, scene.bands, scene.classes,
+        TrainSettings.from_config(tiny_config()), plan, tp.size, 1, scene.bands, scene.classes,
         patch=TINY_CROP["patch"], tokens=TINY_CROP["tokens"],
     )  # fmt: skip
     return parallelize(SpectralSpatialTransformer(arch, seed=0), plan, tp, device="cpu"), arch

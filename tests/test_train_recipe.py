@@ -313,17 +313,19 @@ def test_cpu_accuracy_config_trains_the_recipe_the_ablation_kept(monkeypatch) ->
 def test_control_jobs_train_dchag_on_tp_recipe_only_under_tuned(tmp_path: Path) -> None:
     """Catches the untuned control (issue 36) being planned when the recipe is not tuned, at a P the tuned matrix
     lacks (nothing to compare it with), for tp itself, or at the study's g instead of train.groups."""
+    from hsitp.config import validate_config
     from hsitp.train.plan import TrainConfigError, control_jobs
 
     train = {
-        "datasets": ["s"], "crops": [{"patch": 1, "tokens": 9, "datasets": None}], "plans": ["tp", "dchag_l"],
+        "datasets": ["ksc"], "crops": [{"patch": 1, "tokens": 9, "datasets": None}], "plans": ["tp", "dchag_l"],
         "world_sizes": [2, 4], "groups": {"dchag_l": [2]}, "splits": ["block"], "seeds": [0, 1],
         "recipe": "tuned", "control": {"world_sizes": [2]}, "equivalent": True,
     }  # fmt: skip
-    config = {"datasets": ["s"], "train": train}
+    config = validate_config({"datasets": ["ksc"], "train": train})  # the DAG's functions read a validated config
+    train = config["train"]
     assert control_jobs(config) == [
-        ("s", "dchag_l", 9, 2, 2, "block", 0),
-        ("s", "dchag_l", 9, 2, 2, "block", 1),
+        ("ksc", "dchag_l", 9, 2, 2, "block", 0),
+        ("ksc", "dchag_l", 9, 2, 2, "block", 1),
     ]
     assert control_jobs({**config, "train": {**train, "recipe": "config"}}) == []
     assert control_jobs({**config, "train": {**train, "control": {"world_sizes": []}}}) == []

@@ -15,6 +15,7 @@ from hsitp.evaluate.verdict import paired_verdict
 from hsitp.io import provenance, write_netcdf
 from hsitp.train.loop import evaluated_epochs
 from hsitp.train.plan import TrainConfigError, check_jobs, check_runs, equivalent_of, jobs
+from hsitp.train.settings import TrainSettings
 from hsitp.train.summary import VERDICT_FLAGS, summarize
 
 
@@ -131,5 +132,5 @@ def test_evaluated_epochs_cover_the_summary_window_and_the_check() -> None:
     """Catches a §7.4 mean taken over epochs that were never evaluated (NaN skipped silently: a mean of 2 when the
     paper says 10), and an equivalent not evaluated at the check's epoch."""
     cfg = tiny_config(epochs=12, eval_every=5, summary_epochs=4, equivalent=True, equivalence={"epochs": 2})
-    assert evaluated_epochs(cfg["train"]) == {2, 5, 9, 10, 11, 12}
-    assert evaluated_epochs(cfg["train"], stop_after=3) == {2, 3, 5, 9, 10, 11, 12}
+    assert evaluated_epochs(TrainSettings.from_config(cfg)) == {2, 5, 9, 10, 11, 12}
+    assert evaluated_epochs(TrainSettings.from_config(cfg), stop_after=3) == {2, 3, 5, 9, 10, 11, 12}

@@ -12,6 +12,7 @@ from nc_checks import described
 
 from hsitp.config import validate_config
 from hsitp.io import provenance, write_netcdf
+from hsitp.train.settings import TrainSettings
 
 
 def write_scene(path: Path, *, both_protocols: bool = False, seed: int = 0, bands: int = 12) -> Path:
@@ -74,6 +75,6 @@ def train_p1(cfg: dict[str, Any], job: Any) -> Path | None:
 
     rt = start(RuntimeSettings.from_config(cfg, section="train", world_size=1))
     try:
-        return train_rank(rt, cfg, job)
+        return train_rank(rt, TrainSettings.from_config(cfg), job)
     finally:
         rt.stop()

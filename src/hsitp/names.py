@@ -1,9 +1,97 @@
 """Names every stage shares (torch-free, so the cost model can import them).
 
-Op names are the layers the parallel stage builds, the cost model prices and the microbenchmarks time;
-collective names are the ring collectives the cost model and the calibration know; cost-model names are the two
-variants every cost table and the model-vs-measured comparison report side by side.
+Plans are the ways the model is split over P ranks, each named once here with everything another stage spells
+for it (its display label, the model's aggregation and D-CHAG variant, the op the bench times, which P and g it
+accepts); every list of plans in the code is derived from :data:`PLANS`. Op names are the layers the parallel
+stage builds, the cost model prices and the microbenchmarks time; collective names are the ring collectives the
+cost model and the calibration know; cost-model names are the two variants every cost table and the
+model-vs-measured comparison report side by side.
 """
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Which P a plan accepts (Plan.ranks).
+ONE_RANK = "P = 1"  # one device
+WHOLE_HEADS = "P divides the heads"  # heads and hidden units sharded: every rank holds whole heads
+TOKEN_RANKS = "P <= N"  # the N spatial tokens split over the ranks: every rank owns at least one
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One parallel plan: how the model is split over P ranks (``hsitp.models.plans`` builds it)."""
+
+    name: str  # in configs, file names, netCDF coordinates and on the command line: "dchag_l"
+    label: str  # for a reader (titles, prose): "D-CHAG-L"
+    aggregation: str | None  # the cross-band aggregation it splits: "attention" (TP baseline), "hierarchical"
+    # (D-CHAG); None: the model's own, whichever it is
+    partial: (
+        str | None
+    )  # D-CHAG's partial aggregator, "linear" or "cross-attention"; None for the other plans
+    variant: str | None  # D-CHAG's letter for that aggregator (the model's and the paper's): "L" or "C"
+    op: str | None  # the aggregation op the bench times and the cost model prices for it (in OP_NAMES); None:
+    # a plan not compared by its aggregation
+    ranks: str  # which P it accepts: ONE_RANK, WHOLE_HEADS or TOKEN_RANKS
+    groups: bool  # accepts g > 1 band groups per rank (D-CHAG); every other plan runs at g = 1
+    sharded: (
+        bool  # its weights (heads, hidden units) are split over the P ranks; else every rank holds them whole
+    )
+
+
+PLANS: dict[str, Plan] = {
+    p.name: p
+    for p in (
+        Plan("dense", "Dense", None, None, None, None, ONE_RANK, groups=False, sharded=False),
+        Plan("tp", "TP", "attention", None, None, "agg_tp", WHOLE_HEADS, groups=False, sharded=True),
+        Plan(
+            "dchag_l",
+            "D-CHAG-L",
+            "hierarchical",
+            "linear",
+            "L",
+            "agg_dchag_l",
+            WHOLE_HEADS,
+            groups=True,
+            sharded=True,
+        ),
+        Plan(
+            "dchag_c",
+            "D-CHAG-C",
+            "hierarchical",
+            "cross-attention",
+            "C",
+            "agg_dchag_c",
+            WHOLE_HEADS,
+            groups=True,
+            sharded=True,
+        ),
+        Plan("token", "Token", None, None, None, None, TOKEN_RANKS, groups=False, sharded=False),
+    )
+}
+
+PLAN_NAMES: tuple[str, ...] = tuple(PLANS)  # every plan, in the order of every table and enum
+PARALLEL_PLANS: tuple[str, ...] = tuple(p for p, v in PLANS.items() if v.ranks != ONE_RANK)  # P > 1
+SHARDED_PLANS: tuple[str, ...] = tuple(p for p, v in PLANS.items() if v.sharded)  # tp and the D-CHAG plans
+DCHAG_PLANS: tuple[str, ...] = tuple(p for p, v in PLANS.items() if v.groups)  # the plans with band groups g
+# Pure TP against D-CHAG, the paper's comparison: the plans with an aggregation op (the cost model's per-plan CCR
+# and memory, the bench's aggregation layers, the tuned plans)
+COMPARED_PLANS: tuple[str, ...] = tuple(p for p, v in PLANS.items() if v.op)
+BY_OP: dict[str, Plan] = {v.op: v for v in PLANS.values() if v.op}  # "agg_dchag_l" -> dchag_l
+BY_VARIANT: dict[str, Plan] = {v.variant: v for v in PLANS.values() if v.variant}  # "L" -> dchag_l
+AGG_OPS: tuple[str, ...] = tuple(BY_OP)  # the aggregation ops: agg_tp, agg_dchag_l, agg_dchag_c
+DCHAG_OPS: tuple[str, ...] = tuple(
+    op for op, v in BY_OP.items() if v.groups
+)  # D-CHAG's: agg_dchag_l, agg_dchag_c
+
+
+def get_plan(name: str) -> Plan:
+    """The plan called ``name``; ValueError naming the plans when there is none."""
+    try:
+        return PLANS[name]
+    except KeyError:
+        raise ValueError(f"unknown plan {name!r}; expected one of {', '.join(PLAN_NAMES)}") from None
+
 
 OP_NAMES: tuple[str, ...] = (
     "mlp",  # Megatron MLP pair: column- then row-parallel linear
@@ -12,9 +100,7 @@ OP_NAMES: tuple[str, ...] = (
     "attn_2d",  # heads x tokens
     "layernorm_replicated",  # LayerNorm on the full D, replicated on every rank (Megatron): no communication
     "layernorm_sharded",  # LayerNorm over a D split across ranks (paper §4.3): statistics all-reduced
-    "agg_tp",  # cross-band aggregation, TP baseline
-    "agg_dchag_l",  # D-CHAG with linear partial aggregators
-    "agg_dchag_c",  # D-CHAG with cross-attention partial aggregators
+    *BY_OP,  # cross-band aggregation of each compared plan: agg_tp (TP baseline), agg_dchag_l, agg_dchag_c
     "tokenize",  # per-band patch embedding alone, every band on every rank (what the TP baseline replicates)
 )
 

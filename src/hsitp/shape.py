@@ -7,6 +7,7 @@ shape (they say how it is split): every function that needs them takes them as a
 
 from __future__ import annotations
 
+import math
 import numbers
 from dataclasses import dataclass, fields
 
@@ -51,3 +52,15 @@ class LayerShape:
     def dtype_bytes(self) -> int:
         """Bytes per element."""
         return DTYPE_BYTES[self.dtype]
+
+
+def n_tokens(rows: int, cols: int, patch: int, grid: str = "crop") -> int:
+    """N, the spatial tokens of an H x W scene at patch p: floor(H/p)·floor(W/p) (crop, the default) or
+    ceil(H/p)·ceil(W/p) (pad)."""
+    if patch < 1:
+        raise ShapeError(f"patch must be >= 1, got {patch}")
+    if grid == "crop":
+        return (rows // patch) * (cols // patch)
+    if grid == "pad":
+        return math.ceil(rows / patch) * math.ceil(cols / patch)
+    raise ShapeError(f"token grid must be 'crop' or 'pad', got {grid!r}")

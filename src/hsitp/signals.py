@@ -17,17 +17,22 @@ point is killed by its launcher as before.
         for step in steps:
             work(step)
             stop.check(group, device)      # raises Interrupted on every rank once any rank was signalled
+
+A rank of a torchrun launch (``hsitp bench run``, ``probe run``, ``train``) leaves through :func:`exit_rank`.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NoReturn
 
-__all__ = ["Interrupted", "StopRequest", "stop_on_signals"]
+__all__ = ["Interrupted", "StopRequest", "exit_rank", "stop_on_signals"]
 
 STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM)
 
@@ -109,3 +114,20 @@ def stop_on_signals(what: str = "", signals: Sequence[int] = STOP_SIGNALS) -> It
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler if handler is not None else signal.SIG_DFL)
+
+
+def exit_rank(code: int) -> NoReturn:
+    """End this rank's process with ``code`` now: flush the logs and the standard streams, then ``os._exit``.
+
+    Call it once the process group is torn down (``Runtime.stop``: every rank waits for the others, then
+    ``destroy_process_group``), or after a failure, when the peers may be stuck in a collective and waiting for
+    them would hang. torch 2.13 + gloo: after ``destroy_process_group``, interpreter finalisation intermittently
+    aborts ("terminate called without an active exception", SIGABRT; 3-6 runs in 10 with set_num_threads(1), cf.
+    pytorch/pytorch#179291), which would fail the Snakemake job; the job's file is written (or, stopped, nothing
+    is), so the process leaves without running C++ static destructors. Called inside :func:`stop_on_signals`, a
+    signal after the last safe point finds the job done and its result stands.
+    """
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

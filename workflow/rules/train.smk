@@ -6,7 +6,12 @@
 # `hsitp train` before its runtime starts. Training jobs hold `bench_slot` too: timings never overlap. Under
 # train.equivalent (accuracy runs) each job trains its plan's single-process equivalent on 1 rank and holds no
 # bench_slot; train_check runs each (plan, P) for real on P ranks for a few epochs, train_equivalence compares them.
+from hsitp.names import DCHAG_PLANS, PARALLEL_PLANS, PLAN_NAMES
 from hsitp.train.plan import crop_patch
+from hsitp.train.settings import TrainSettings
+
+# the validated train section, typed (common.smk validated the config)
+TRAIN = TrainSettings.from_config(config)
 
 # What `hsitp train` reads: the master seed, every train key but the ones that shape the DAG (each job gets its own dataset, crop,
 # plan, P, g, split, seed on the command line), and the process-group settings.
@@ -40,7 +45,7 @@ rule train:
         benchmark_file("train", "{dataset}/{plan}_N{N}_P{P}_g{g}_{split}_s{seed}")
     wildcard_constraints:
         dataset=r"[A-Za-z0-9_]+",
-        plan="dense|tp|dchag_l|dchag_c|token",
+        plan="|".join(PLAN_NAMES),
         N=r"\d+",
         P=r"\d+",
         g=r"\d+",
@@ -55,9 +60,7 @@ rule train:
     params:
         cfg=stage_config(*TRAIN_KEYS),
         ranks=lambda wildcards: launched_ranks("train", wildcards),
-        patch=lambda wildcards: crop_patch(
-            config["train"], wildcards.dataset, int(wildcards.N)
-        ),
+        patch=lambda wildcards: crop_patch(TRAIN, wildcards.dataset, int(wildcards.N)),
         launch=rank_launch("train", "train"),
         recipe=lambda wildcards, input: (
             f"--recipe {input.recipe}" if input.recipe else ""
@@ -88,7 +91,7 @@ rule train_control:
         )
     wildcard_constraints:
         dataset=r"[A-Za-z0-9_]+",
-        plan="dchag_l|dchag_c",
+        plan="|".join(DCHAG_PLANS),
         N=r"\d+",
         P=r"\d+",
         g=r"\d+",
@@ -103,9 +106,7 @@ rule train_control:
     params:
         cfg=stage_config(*TRAIN_KEYS),
         ranks=lambda wildcards: launched_ranks("train", wildcards),
-        patch=lambda wildcards: crop_patch(
-            config["train"], wildcards.dataset, int(wildcards.N)
-        ),
+        patch=lambda wildcards: crop_patch(TRAIN, wildcards.dataset, int(wildcards.N)),
         launch=rank_launch("train", "train"),
     message:
         "train_control: {wildcards.dataset} {wildcards.plan} on tp's recipe N={wildcards.N} P={wildcards.P}"
@@ -131,7 +132,7 @@ rule train_check:
         benchmark_file("train_check", "{dataset}/{plan}_N{N}_P{P}_g{g}_{split}_s{seed}")
     wildcard_constraints:
         dataset=r"[A-Za-z0-9_]+",
-        plan="tp|dchag_l|dchag_c|token",
+        plan="|".join(PARALLEL_PLANS),
         N=r"\d+",
         P=r"\d+",
         g=r"\d+",
@@ -145,9 +146,7 @@ rule train_check:
         bench_slot=1,
     params:
         cfg=stage_config(*TRAIN_KEYS),
-        patch=lambda wildcards: crop_patch(
-            config["train"], wildcards.dataset, int(wildcards.N)
-        ),
+        patch=lambda wildcards: crop_patch(TRAIN, wildcards.dataset, int(wildcards.N)),
         epochs=config["train"]["equivalence"]["epochs"],
         launch=rank_launch("train_check", "train"),
     message:

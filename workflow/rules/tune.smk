@@ -2,7 +2,9 @@
 # (tune.trials trials of tune.epochs x tune.steps_per_epoch steps) and search space for every plan, scored on
 # validation pixels only. The study's journal (PLAN_SPLIT.journal) and its trials' checkpoints (trials/) live
 # beside the netCDF and are not rule outputs: a killed study resumes from them.
+from hsitp.names import COMPARED_PLANS
 from hsitp.train.plan import dataset_crops
+from hsitp.train.settings import TrainSettings
 
 # What `hsitp tune` reads: the tune section, the train keys its trials inherit (the model, the crops, how a job
 # runs), the master seed and the process-group settings. Not the job matrix nor the keys a trial sets itself
@@ -41,7 +43,7 @@ checkpoint tune:
         benchmark_file("tune", "{dataset}/{plan}_{split}")
     wildcard_constraints:
         dataset=r"[A-Za-z0-9_]+",
-        plan="tp|dchag_l|dchag_c",
+        plan="|".join(COMPARED_PLANS),
         split="random|block",
     conda:
         ENV
@@ -50,7 +52,9 @@ checkpoint tune:
         **job_resources("tune"),
     params:
         cfg=stage_config(*TUNE_KEYS),
-        tokens=lambda wildcards: dataset_crops(config["train"], wildcards.dataset)[0][1],
+        tokens=lambda wildcards: dataset_crops(
+            TrainSettings.from_config(config), wildcards.dataset
+        )[0][1],
     message:
         "tune: {wildcards.dataset} {wildcards.plan} {wildcards.split}, {config[tune][trials]} trials; "
         "a line per trial in {log}"

@@ -173,82 +173,10 @@ def calibrate(mb: xr.Dataset, *, fraction: float, seed: int, dtype: str | None =
     if dtype not in dtypes:
         raise CalibrationError(f"calibration dtype {dtype!r} was not benchmarked; the file has {dtypes}")
     cpts = collective_points(mb, fraction=fraction, seed=seed)
-    fits: list[AlphaBetaFit] = []
-    for c in mb["collective"].values.tolist():
-        train = [r for r in cpts if r["collective"] == c and not r["held_out"]]
-        try:
-            fit = fit_alpha_beta(
-                c, [r["P"] for r in train], [r["nbytes"] for r in train], [r["t_measured"] for r in train]
-            )
-        except FitError as exc:
-            raise CalibrationError(
-                f"cannot calibrate {c}: {exc}. The bench sweep needs world_sizes with P >= 2 and at least "
-                "three collective sizes (bench.collectives.sizes_bytes)."
-            ) from exc
-        fits.append(fit)
-        for r in cpts:
-            if r["collective"] == c:
-                r["t_predicted"] = float(fit.predict(r["P"], r["nbytes"]))
-        held = [r for r in cpts if r["collective"] == c and r["held_out"]]
-        err = [abs(r["t_predicted"] / r["t_measured"] - 1) for r in held]
-        log.info(
-            "%s: alpha = %.1f us (+- %.1f), beta = %.3g GB/s (+- %.2g) from %d points; held-out median |rel. "
-            "error| of the time %s over %d points",
-            c,
-            fit.alpha * 1e6,
-            fit.alpha_stderr * 1e6,
-            fit.beta / 1e9,
-            fit.beta_stderr / 1e9,
-            fit.n_points,
-            f"{100 * np.median(err):.1f} %" if err else "n/a",
-            len(held),
-        )
+    fits = [_fit_collective(c, cpts) for c in mb["collective"].values.tolist()]
     opts = op_points(mb, dtype=dtype, fraction=fraction, seed=seed)
     ops = [o for o in mb["op"].values.tolist() if any(r["op"] == o for r in opts)]
-    rates: dict[str, float] = {}
-    models: dict[str, dict[str, float]] = {"compute_overhead": {}, "compute_rate": {}, "mem_bandwidth": {}}
-    tok_fit = None
-    for o in sorted(ops, key=lambda name: name != TOKENIZE):  # tokenize first: the aggregations need it
-        rows = [_own_work(r, tok_fit) for r in opts if r["op"] == o]
-        train = [r for r in rows if not r["held_out"]]
-        # The rate while all P ranks compute at once (shared cores, memory bandwidth) is the one a P-way layer
-        # sees; P = 1 points only stand in when an op has no multi-rank training point.
-        train = [r for r in train if r["P"] >= 2] or train
-        kept = [r for r in train if r["own_t"] > 0]
-        if len(kept) < len(train):
-            log.warning(
-                "%s: %d training points left out: the tokeniser's modelled time exceeds the measured time",
-                o,
-                len(train) - len(kept),
-            )
-        rates[o] = achieved_flops([r["own_flops"] for r in kept], [r["own_t"] for r in kept])
-        cf = fit_compute(
-            o,
-            [r["own_flops"] for r in kept],
-            [r["own_traffic"] for r in kept],
-            [r["own_t"] for r in kept],
-        )
-        models["compute_overhead"][o] = cf.overhead
-        models["compute_rate"][o] = cf.rate
-        models["mem_bandwidth"][o] = cf.bandwidth
-        for r, own in zip([r for r in opts if r["op"] == o], rows, strict=True):
-            r["t_compute_predicted"] = float(cf.predict(own["own_flops"], own["own_traffic"])) + own["tok_t"]
-        if o == TOKENIZE:
-            tok_fit = cf
-        held = [r for r in opts if r["op"] == o and r["held_out"]]
-        err = [abs(r["t_compute_predicted"] / r["t_compute"] - 1) for r in held]
-        log.info(
-            "%s: compute t = %.1f us + FLOPs / %s + traffic / %s (%d points); achieved %s; held-out median "
-            "|rel. error| of the compute time %s over %d points",
-            o,
-            cf.overhead * 1e6,
-            _rate(cf.rate, "FLOP"),
-            _rate(cf.bandwidth, "B"),
-            cf.n_points,
-            _rate(rates[o], "FLOP"),
-            f"{100 * np.median(err):.1f} %" if err else "n/a",
-            len(held),
-        )
+    rates, models = _fit_compute(ops, opts)
     seq = sequence_factors(mb, opts, {f.collective: f for f in fits}, ops, dtype=dtype)
     log.info("sequence factors (back-to-back / alone): %s", ", ".join(f"{o} {v:.2f}" for o, v in seq.items()))
     world_sizes = sorted({r["P"] for r in cpts if not r["held_out"]})
@@ -282,6 +210,80 @@ def calibrate(mb: xr.Dataset, *, fraction: float, seed: int, dtype: str | None =
         }
     )
     return ds
+
+
+def _fit_collective(c: str, cpts: list[dict[str, Any]]) -> AlphaBetaFit:
+    """alpha and beta of collective ``c`` from its training points; every point of ``c`` gets its prediction."""
+    train = [r for r in cpts if r["collective"] == c and not r["held_out"]]
+    try:
+        fit = fit_alpha_beta(
+            c, [r["P"] for r in train], [r["nbytes"] for r in train], [r["t_measured"] for r in train]
+        )
+    except FitError as exc:
+        raise CalibrationError(
+            f"cannot calibrate {c}: {exc}. The bench sweep needs world_sizes with P >= 2 and at least "
+            "three collective sizes (bench.collectives.sizes_bytes)."
+        ) from exc
+    for r in cpts:
+        if r["collective"] == c:
+            r["t_predicted"] = float(fit.predict(r["P"], r["nbytes"]))
+    held = [r["t_predicted"] / r["t_measured"] for r in cpts if r["collective"] == c and r["held_out"]]
+    alpha = f"alpha = {fit.alpha * 1e6:.1f} us (+- {fit.alpha_stderr * 1e6:.1f})"
+    beta = f"beta = {fit.beta / 1e9:.3g} GB/s (+- {fit.beta_stderr / 1e9:.2g})"
+    log.info("%s: %s, %s from %d points; %s", c, alpha, beta, fit.n_points, _held_out_error(held, "the time"))
+    return fit
+
+
+def _held_out_error(ratios: list[float], what: str) -> str:
+    """'held-out median |rel. error| of WHAT x % over n points', from the held-out points' predicted / measured."""
+    median = f"{100 * np.median(np.abs(np.asarray(ratios) - 1)):.1f} %" if ratios else "n/a"
+    return f"held-out median |rel. error| of {what} {median} over {len(ratios)} points"
+
+
+def _fit_compute(
+    ops: list[str], opts: list[dict[str, Any]]
+) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """Per op: the achieved FLOP rate and the compute model (overhead, rate, memory bandwidth) of its own work
+    (the aggregations less the tokeniser, fitted first); every point of the op gets its predicted compute time."""
+    rates: dict[str, float] = {}
+    models: dict[str, dict[str, float]] = {"compute_overhead": {}, "compute_rate": {}, "mem_bandwidth": {}}
+    tok_fit = None
+    for o in sorted(ops, key=lambda name: name != TOKENIZE):  # tokenize first: the aggregations need it
+        rows = [_own_work(r, tok_fit) for r in opts if r["op"] == o]
+        train = [r for r in rows if not r["held_out"]]
+        # The rate while all P ranks compute at once (shared cores, memory bandwidth) is the one a P-way layer
+        # sees; P = 1 points only stand in when an op has no multi-rank training point.
+        train = [r for r in train if r["P"] >= 2] or train
+        kept = [r for r in train if r["own_t"] > 0]
+        if len(kept) < len(train):
+            log.warning(
+                "%s: %d training points left out: the tokeniser's modelled time exceeds the measured time",
+                o,
+                len(train) - len(kept),
+            )
+        rates[o] = achieved_flops([r["own_flops"] for r in kept], [r["own_t"] for r in kept])
+        cf = fit_compute(
+            o, [r["own_flops"] for r in kept], [r["own_traffic"] for r in kept], [r["own_t"] for r in kept]
+        )
+        models["compute_overhead"][o] = cf.overhead
+        models["compute_rate"][o] = cf.rate
+        models["mem_bandwidth"][o] = cf.bandwidth
+        for r, own in zip([r for r in opts if r["op"] == o], rows, strict=True):
+            r["t_compute_predicted"] = float(cf.predict(own["own_flops"], own["own_traffic"])) + own["tok_t"]
+        if o == TOKENIZE:
+            tok_fit = cf
+        held = [r["t_compute_predicted"] / r["t_compute"] for r in opts if r["op"] == o and r["held_out"]]
+        log.info(
+            "%s: compute t = %.1f us + FLOPs / %s + traffic / %s (%d points); achieved %s; %s",
+            o,
+            cf.overhead * 1e6,
+            _rate(cf.rate, "FLOP"),
+            _rate(cf.bandwidth, "B"),
+            cf.n_points,
+            _rate(rates[o], "FLOP"),
+            _held_out_error(held, "the compute time"),
+        )
+    return rates, models
 
 
 def run_calibrate(microbench: str | Path, out: str | Path, *, config: Mapping[str, Any]) -> Path:

@@ -9,7 +9,6 @@ microbench.nc, ``calibrate`` fits calibration.nc, ``compare`` writes model_vs_me
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from pathlib import Path
@@ -19,7 +18,7 @@ from hsitp.config import add_config_args, config_from_args
 
 
 def _run(args: argparse.Namespace) -> NoReturn:
-    from hsitp.signals import Interrupted, stop_on_signals
+    from hsitp.signals import Interrupted, exit_rank, stop_on_signals
 
     # SIGINT / SIGTERM are recorded from here to the process's exit, not only during the sweep: a signal during
     # start-up, the sweep, the write or the teardown ends the job the same way (one line, 128 + signal, no file).
@@ -38,16 +37,9 @@ def _run(args: argparse.Namespace) -> NoReturn:
             if os.environ.get("RANK", "0") == "0":
                 print(f"hsitp: {exc}; nothing written", file=sys.stderr)
             code = exc.exit_code
-        # torch 2.13 + gloo: after destroy_process_group, interpreter finalisation intermittently aborts
-        # ("terminate called without an active exception", SIGABRT; 3-6 runs in 10 with set_num_threads(1),
-        # cf. pytorch/pytorch#179291), which would fail the Snakemake job. The file is written (or, interrupted,
-        # nothing is) and the group is destroyed, so leave without running C++ static destructors, and leave from
-        # inside the signal block: a signal after the last check finds the job done and its result stands.
-        logging.shutdown()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        # (At P = 1 too: returning would restore the default handlers before the interpreter exits.)
-        os._exit(code)
+        # the group is torn down (run_partial's finally); leave from inside the signal block (hsitp.signals.exit_rank),
+        # at P = 1 too: returning would restore the default handlers before the interpreter exits
+        exit_rank(code)
 
 
 def _merge(args: argparse.Namespace) -> int:

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from hsitp.cost.refined import OpCost, default_mesh, op_cost
+from hsitp.names import AGG_OPS, BY_OP
 from hsitp.shape import LayerShape
 
-AGG_OPS = ("agg_tp", "agg_dchag_l", "agg_dchag_c")
 TOKENIZE = "tokenize"  # timed alone too, so that the aggregators' compute models can be fitted without it
 L_DEPENDENT_OPS = (*AGG_OPS, TOKENIZE)  # the other ops' cost and layers do not depend on the band count
 
@@ -65,7 +65,7 @@ def _parts(pt: Point, hardware: Any, head_padding: bool) -> list[OpCost]:
     kw = {"P": pt.P, "hardware": hardware}
     parts = [op_cost(pt.op, pt.shape, per_step_alpha=True, head_padding=head_padding, **kw)]
     if pt.op in AGG_OPS:
-        split = "replicated" if pt.op == "agg_tp" else "dchag"
+        split = "dchag" if BY_OP[pt.op].groups else "replicated"  # D-CHAG: each rank tokenises its own bands
         parts.append(op_cost("tokenize", pt.shape, split=split, **kw))
     return parts
 

@@ -17,11 +17,11 @@ import numpy as np
 from hsitp.cost import stated
 from hsitp.cost.hardware import get_hardware
 from hsitp.cost.refined import StackCost
-from hsitp.cost.tables import ORIGIN, n_tokens
+from hsitp.cost.tables import ORIGIN
 from hsitp.cost.tables.common import block_costs, cost_switches
 from hsitp.data import registry
 from hsitp.errors import HsitpError
-from hsitp.shape import LayerShape
+from hsitp.shape import LayerShape, n_tokens
 
 
 def _finite(x: float) -> float | None:

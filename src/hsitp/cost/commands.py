@@ -12,7 +12,7 @@ from hsitp.config import add_config_args, config_from_args
 
 TABLE_HELP = {
     "rho": "rho = C/N per registry dataset x patch x definition of C, and the lower-CCR split (paper 2.2)",
-    "ccr": "the paper's 8.1/8.2 CCR grid under both models, D-CHAG schemes and its quoted numbers",
+    "ccr": "the paper's 8.1/8.2 CCR grid under both models, pure TP vs the D-CHAG plans and its quoted numbers",
     "boundary": "decision boundary over (rho, P F/beta)",
     "scale": "projection to many devices: TP in a node x data/FSDP across nodes, memory by part",
     "plan": "hsitp advise plan over P: per-rank memory and tokens/s per plan, dataset and GPU preset",

@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 from hsitp.errors import HsitpError
-from hsitp.names import OP_NAMES
+from hsitp.names import AGG_OPS, BY_OP, DCHAG_OPS, OP_NAMES
 from hsitp.shape import LayerShape
 
 # Elementwise FLOPs per element (conventions, documented so measured rates are comparable):
@@ -125,7 +125,7 @@ def head_split(op: str, P: int, mesh: tuple[int, int]) -> int:
     Head-parallel attention and the TP cross-attention of the aggregators (the baseline's, and D-CHAG's final one)
     split heads over all P ranks; 2-D attention over the channel axis P_c of its mesh.
     """
-    if op in ("attn_channel", "agg_tp", "agg_dchag_l", "agg_dchag_c"):
+    if op == "attn_channel" or op in AGG_OPS:
         return P
     if op == "attn_2d":
         return mesh[0]
@@ -451,9 +451,9 @@ def aggregation_only(op: str, s: LayerShape, P: int, *, pad: bool = True) -> Ter
     """Terms of an aggregation op (``agg_tp``, ``agg_dchag_l``, ``agg_dchag_c``): band tokens in, one token out."""
     if op == "agg_tp":
         return _tp_cross_attention(s, P, s.L, pad, "")
-    if op in ("agg_dchag_l", "agg_dchag_c"):
-        return _dchag_aggregation(s, P, pad, op[-1].upper())
-    raise ValueError(f"{op!r} is not an aggregation op (agg_tp, agg_dchag_l, agg_dchag_c)")
+    if op in DCHAG_OPS:
+        return _dchag_aggregation(s, P, pad, str(BY_OP[op].variant))
+    raise ValueError(f"{op!r} is not an aggregation op ({', '.join(AGG_OPS)})")
 
 
 def _agg_tp(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str) -> Terms:

@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hsitp.cost.layers import build_terms
-from hsitp.cost.refined import BLOCK_LAYERS, SCHEME_PARTS
+from hsitp.cost.refined import BLOCK_LAYERS, FRONT_LAYERS
+from hsitp.names import DCHAG_PLANS, ONE_RANK, PLAN_NAMES, PLANS, SHARDED_PLANS
 from hsitp.shape import LayerShape
 
 PARTS = ("tokenisation", "aggregation", "blocks")
@@ -49,10 +50,10 @@ def block_activation_bytes(shape: LayerShape, P: int) -> float:
 
 
 def memory_breakdown(
-    scheme: str, shape: LayerShape, P: int, dp: int, depth: int, setup: TrainingSetup, *, pad: bool = True
+    plan: str, shape: LayerShape, P: int, dp: int, depth: int, setup: TrainingSetup, *, pad: bool = True
 ) -> dict[tuple[str, str], float]:
     """Bytes per device for (part, kind) with TP degree P and data-parallel (or FSDP) degree dp."""
-    tok_split, agg = SCHEME_PARTS[scheme]
+    tok_split, agg = FRONT_LAYERS[plan]
     mesh = (P, 1)
     tok = build_terms("tokenize", tok_split, shape, P, mesh, pad=pad)
     aggr = build_terms(agg, "channel", shape, P, mesh, pad=pad)
@@ -80,9 +81,9 @@ def memory_breakdown(
     return out
 
 
-def parameter_count(scheme: str, shape: LayerShape, P: int, depth: int) -> float:
+def parameter_count(plan: str, shape: LayerShape, P: int, depth: int) -> float:
     """Parameters held by one TP rank (no FSDP) — the model size a P-way TP group holds per rank."""
-    tok_split, agg = SCHEME_PARTS[scheme]
+    tok_split, agg = FRONT_LAYERS[plan]
     mesh = (P, 1)
     blocks = sum(build_terms(op, sp, shape, P, mesh).params for op, sp in BLOCK_LAYERS["channel"])
     return (
@@ -93,7 +94,7 @@ def parameter_count(scheme: str, shape: LayerShape, P: int, depth: int) -> float
 
 
 # --- The probe's model: what this code keeps for one training step, by part and kind ---------------------------
-# The scheme-level breakdown above prices the paper's setting (Megatron's activation formula, 16-bit with fp32
+# The per-plan breakdown above prices the paper's setting (Megatron's activation formula, 16-bit with fp32
 # master weights). The model below prices what ``hsitp.models`` actually keeps, so it can be checked against the
 # memory probe (``hsitp probe``) part by part: every tensor autograd saves in each part, counted from the modules'
 # code (``hsitp.parallel.dense`` / ``aggregation``): scaled-dot-product attention keeps q, k, v, its output and
@@ -103,7 +104,6 @@ def parameter_count(scheme: str, shape: LayerShape, P: int, depth: int) -> float
 
 PLAN_PARTS = ("tokenisation", "aggregation", "blocks", "head")
 PLAN_KINDS = ("parameters", "gradients", "optimizer", "activations", "transient")
-PLANS = ("dense", "tp", "dchag_l", "dchag_c", "token")
 CHECKPOINTING = ("none", "blocks")
 STAT_BYTES = 4  # LayerNorm mean / rstd and the attention log-sum-exp are fp32 whatever the activation dtype
 
@@ -154,9 +154,9 @@ def band_slots(L: int, P: int, g: int) -> tuple[int, int]:  # noqa: N803
 
 def _check(plan: str, P: int, checkpointing: str) -> None:  # noqa: N803
     if plan not in PLANS:
-        raise ValueError(f"plan must be one of {PLANS}, got {plan!r}")
-    if plan == "dense" and P != 1:
-        raise ValueError("plan 'dense' runs at P = 1")
+        raise ValueError(f"plan must be one of {PLAN_NAMES}, got {plan!r}")
+    if PLANS[plan].ranks == ONE_RANK and P != 1:
+        raise ValueError(f"plan {plan!r} runs at P = 1")
     if checkpointing not in CHECKPOINTING:
         raise ValueError(f"checkpointing must be one of {CHECKPOINTING}, got {checkpointing!r}")
 
@@ -165,9 +165,9 @@ def plan_parameters(plan: str, m: PlanSize, P: int, g: int = 1) -> dict[str, tup
     """(elements, tensors) of rank 0's parameters per part."""
     _check(plan, P, "none")
     D, p2 = m.D, m.patch**2
-    sharded = plan in ("tp", "dchag_l", "dchag_c")
+    sharded = plan in SHARDED_PLANS
     tp = P if sharded else 1
-    bands = band_slots(m.L, P, g)[1] if plan.startswith("dchag") else m.L
+    bands = band_slots(m.L, P, g)[1] if plan in DCHAG_PLANS else m.L
     full_xattn = 4 * D * D + 5 * D  # query, q, kv, proj of a single-query cross-attention
     shard_xattn = (
         4 * D * D / tp + 3 * D / tp + 2 * D
@@ -213,14 +213,14 @@ def plan_activations(
     D, h, r = m.D, m.heads, m.mlp_ratio
     n_loc = _ceil(m.N, P) if plan == "token" else m.N
     M = m.B * n_loc  # (B N_local) rows
-    tp = P if plan in ("tp", "dchag_l", "dchag_c") else 1
-    bands = band_slots(m.L, P, g)[1] if plan.startswith("dchag") else m.L
+    tp = P if plan in SHARDED_PLANS else 1
+    bands = band_slots(m.L, P, g)[1] if plan in DCHAG_PLANS else m.L
     tok = e * m.B * bands * m.patch**2 * n_loc  # the conv's input
 
     def xattn(rows: float, keys: float, shards: int) -> float:
         return _xattn_bytes(m, rows, keys, shards)
 
-    if plan in ("tp", "dense", "token"):
+    if plan not in DCHAG_PLANS:
         agg = xattn(M, m.L, tp)
     else:
         slots = band_slots(m.L, P, g)[0]
@@ -285,8 +285,8 @@ def _block_elements(m: PlanSize, tp: int) -> float:
 
 def _largest_parameter(plan: str, m: PlanSize, P: int, g: int) -> float:  # noqa: N803
     """Elements of rank 0's largest parameter tensor (AdamW's per-tensor temporaries are its size)."""
-    tp = P if plan in ("tp", "dchag_l", "dchag_c") else 1
-    bands = band_slots(m.L, P, g)[1] if plan.startswith("dchag") else m.L
+    tp = P if plan in SHARDED_PLANS else 1
+    bands = band_slots(m.L, P, g)[1] if plan in DCHAG_PLANS else m.L
     D = m.D
     sizes = [
         bands * D * m.patch**2,  # the tokenizer's grouped convolution weight
@@ -346,7 +346,7 @@ class StepSizes:
 
     @property
     def dchag(self) -> bool:
-        return self.plan.startswith("dchag")
+        return self.plan in DCHAG_PLANS
 
     @property
     def token_gather(self) -> bool:
@@ -378,8 +378,8 @@ def step_sizes(
     e = m.dtype_bytes
     n_loc = _ceil(m.N, P) if plan == "token" else m.N
     M = m.B * n_loc
-    tp = P if plan in ("tp", "dchag_l", "dchag_c") else 1
-    slots, bands = band_slots(m.L, P, g) if plan.startswith("dchag") else (m.L, m.L)
+    tp = P if plan in SHARDED_PLANS else 1
+    slots, bands = band_slots(m.L, P, g) if plan in DCHAG_PLANS else (m.L, m.L)
     return StepSizes(
         plan=plan,
         m=m,

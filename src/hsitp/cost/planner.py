@@ -26,9 +26,9 @@ from hsitp.cost.hardware import Hardware
 from hsitp.cost.memory import PLAN_PARTS, PlanSize, plan_memory, plan_parameters
 from hsitp.cost.refined import BLOCK_LAYERS, OpCost, Switches, collective_time, evaluate, model_cost
 from hsitp.errors import HsitpError
+from hsitp.names import DCHAG_PLANS, PARALLEL_PLANS, SHARDED_PLANS
 from hsitp.shape import DTYPE_BYTES, LayerShape
 
-PLANNED = ("tp", "dchag_l", "dchag_c", "token")  # P > 1; P = 1 is the dense model
 MEMORY_ERROR = 0.02  # the memory model's peak vs the CPU probe's (tests/test_probe.py, PEAK_BOUND)
 GB = 1e9  # the presets' unit (datasheet GB)
 
@@ -97,7 +97,7 @@ class Row:
 
     @property
     def label(self) -> str:
-        g = f" g={self.g}" if self.plan.startswith("dchag") else ""
+        g = f" g={self.g}" if self.plan in DCHAG_PLANS else ""
         return f"{self.plan} P={self.P}{g} ckpt={self.checkpointing}"
 
     @property
@@ -136,9 +136,9 @@ def divisors(n: int) -> list[int]:
 def exclusion(plan: str, P: int, g: int, x: Inputs) -> str:  # noqa: N803
     """Why ``plan`` cannot split this model over P ranks with g groups ("" when it can). Bands and tokens that
     do not divide are padded (and priced), never refused; heads are not: every rank holds whole heads."""
-    if plan in ("tp", "dchag_l", "dchag_c") and x.heads % P:
+    if plan in SHARDED_PLANS and x.heads % P:
         return f"heads = {x.heads} not divisible by P = {P} (every rank holds whole heads)"
-    if plan.startswith("dchag"):
+    if plan in DCHAG_PLANS:
         per_rank = -(-x.L // P)
         if g > per_rank:
             return (
@@ -155,9 +155,9 @@ def candidates(x: Inputs) -> list[Row]:
     Ps = [x.fixed_P] if x.fixed_P else divisors(x.devices)  # noqa: N806
     rows = []
     for P in Ps:  # noqa: N806
-        plans = ["dense"] if P == 1 else list(PLANNED)
+        plans = ["dense"] if P == 1 else list(PARALLEL_PLANS)  # P = 1 is the dense model
         for plan in plans:
-            for g in x.groups if plan.startswith("dchag") else (1,):
+            for g in x.groups if plan in DCHAG_PLANS else (1,):
                 for ck in x.checkpointing:
                     rows.append(Row(plan, P, g, ck, excluded=exclusion(plan, P, g, x)))
     return rows
@@ -238,8 +238,8 @@ def step_time(
         comp = sum(op.t_comp for op in layers)
         comm = sum(op.t_comm_exposed for op in layers) + (1.0 - overlap) * sync
     else:
-        scheme = "tp" if plan == "dense" else plan
-        sc = model_cost(scheme, _shape(x, P, g), P, hw, x.depth, sw, **kw)
+        priced = "tp" if plan == "dense" else plan  # dense: tp's model at P = 1
+        sc = model_cost(priced, _shape(x, P, g), P, hw, x.depth, sw, **kw)
         layers = list(sc.layers)
         comp, comm = sc.t_comp, sc.t_comm_exposed
         blocks = layers[2 : 2 + len(BLOCK_LAYERS["channel"])]
@@ -341,19 +341,15 @@ def what_would_fit(x: Inputs, hw: Hardware, device: str, usable: float) -> list[
     out = []
     P = 2 * (x.fixed_P or x.devices)  # noqa: N806
     while 64 * x.devices >= P and not out:  # groups beyond this allocation, doubling
-        for plan in PLANNED:
-            g = (
-                next((g for g in x.groups if not exclusion(plan, P, g, x)), 1)
-                if plan.startswith("dchag")
-                else 1
-            )
+        for plan in PARALLEL_PLANS:
+            g = next((g for g in x.groups if not exclusion(plan, P, g, x)), 1) if plan in DCHAG_PLANS else 1
             if exclusion(plan, P, g, x):
                 continue
             peak = memory_by_part(plan, size(x, device), P, g, "blocks")["peak"]
             if peak <= usable:
                 nodes = -(-P // x.devices_per_node)
                 out.append(
-                    f"more devices: {plan} at P = {P}{f', g = {g}' if plan.startswith('dchag') else ''} "
+                    f"more devices: {plan} at P = {P}{f', g = {g}' if plan in DCHAG_PLANS else ''} "
                     f"with checkpointed blocks needs {peak / GB:.1f} GB per rank "
                     f"({nodes} node{'s' if nodes > 1 else ''} of {x.devices_per_node})"
                 )
@@ -366,8 +362,8 @@ def what_would_fit(x: Inputs, hw: Hardware, device: str, usable: float) -> list[
             (
                 (memory_by_part(plan, m, P, g, "blocks")["peak"], plan, P, g)
                 for P in Ps
-                for plan in (["dense"] if P == 1 else PLANNED)
-                for g in (x.groups if plan.startswith("dchag") else (1,))
+                for plan in (["dense"] if P == 1 else PARALLEL_PLANS)
+                for g in (x.groups if plan in DCHAG_PLANS else (1,))
                 if not exclusion(plan, P, g, x)
             ),
             default=None,
@@ -473,7 +469,7 @@ def format_text(a: Mapping[str, Any], limit: int = 20) -> str:
     shown_rows = priced[:limit] + [r for r in a["rows"] if r["excluded"]]
     for r in shown_rows:
         mem = r["memory_bytes"]
-        g = str(r["g"]) if r["plan"].startswith("dchag") else "-"
+        g = str(r["g"]) if r["plan"] in DCHAG_PLANS else "-"
         if r["excluded"]:
             lines.append(
                 f"{'':>3} {r['plan']:<9}{r['P']:>3}{g:>3} {r['checkpointing']:<7}excluded: {r['excluded']}"
@@ -492,7 +488,7 @@ def format_text(a: Mapping[str, Any], limit: int = 20) -> str:
         lines.append(f"    ... {hidden} more rows in --json")
     rec = a["recommendation"]
     if rec:
-        g = f", g = {rec['g']}" if rec["plan"].startswith("dchag") else ""
+        g = f", g = {rec['g']}" if rec["plan"] in DCHAG_PLANS else ""
         lines.append(
             f"recommendation: {rec['plan']} at P = {rec['P']}{g}, checkpointing {rec['checkpointing']}: "
             f"{rec['tokens_per_s']:.3g} tokens/s on {x['devices']} devices ({rec['replicas']} replicas), "
@@ -517,8 +513,8 @@ def _positive(name: str, value: float | None) -> None:
 
 def inputs_from_args(cost: Mapping[str, Any], args: Any, hw: Hardware) -> Inputs:
     """Inputs from the command line and the config's cost section, each bad value named in one line."""
-    from hsitp.cost.tables.common import n_tokens
     from hsitp.data import registry
+    from hsitp.shape import n_tokens
 
     for name in ("embed_dim", "depth", "heads", "mlp_ratio", "patch", "batch", "nodes", "devices_per_node"):
         _positive("--" + name.replace("_", "-"), getattr(args, name))

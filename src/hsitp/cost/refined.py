@@ -33,10 +33,10 @@ from hsitp.cost import stated
 from hsitp.cost.hardware import Hardware, get_hardware
 from hsitp.cost.layers import SPLITS, build_terms
 from hsitp.errors import HsitpError
+from hsitp.names import COMPARED_PLANS, DCHAG_OPS, PLANS
 from hsitp.shape import LayerShape
 
 BLOCK_SPLITS = ("channel", "token", "2d")
-SCHEMES = ("tp", "dchag_l", "dchag_c")
 # The ops of one transformer block under each split: (op, split).
 BLOCK_LAYERS: dict[str, tuple[tuple[str, str], ...]] = {
     "channel": (
@@ -48,11 +48,10 @@ BLOCK_LAYERS: dict[str, tuple[tuple[str, str], ...]] = {
     "token": (("layernorm", "token"), ("attn_token", "token"), ("layernorm", "token"), ("mlp", "token")),
     "2d": (("layernorm", "2d"), ("attn_2d", "2d"), ("layernorm", "2d"), ("mlp", "2d")),
 }
-# Tokeniser split and aggregation op of each scheme (blocks are Megatron channel split in all three).
-SCHEME_PARTS = {
-    "tp": ("replicated", "agg_tp"),
-    "dchag_l": ("dchag", "agg_dchag_l"),
-    "dchag_c": ("dchag", "agg_dchag_c"),
+# The layers in front of the blocks under each compared plan (pure TP, D-CHAG): the tokeniser's split (every band
+# on every rank, or each rank its own bands) and the aggregation op (the blocks are Megatron channel split in all).
+FRONT_LAYERS: dict[str, tuple[str, str]] = {
+    p: ("dchag" if PLANS[p].groups else "replicated", str(PLANS[p].op)) for p in COMPARED_PLANS
 }
 
 
@@ -253,7 +252,7 @@ def _stated_ccr(op: str, split: str, s: LayerShape, P: int, hw: Hardware) -> tup
         }
         if op in c_in:
             return float(stated.ccr_channel(P, F, beta, c_in[op])), float(c_in[op])
-        if op in ("agg_dchag_l", "agg_dchag_c"):
+        if op in DCHAG_OPS:
             return float(stated.ccr_dchag(stated.ccr_channel(P, F, beta, s.D), s.groups)), float(s.D)
     if split == "token":
         if op == "attn_token":
@@ -421,7 +420,7 @@ class StackCost:
     P: int
     mesh: tuple[int, int]
     layers: tuple[OpCost, ...]
-    t_single: float  # one device running the reference (for schemes: the pure-TP model) [s]
+    t_single: float  # one device running the reference (for a whole model: the pure-TP one) [s]
     ccr_stated: float
     note: str = ""
 
@@ -501,7 +500,7 @@ def block_cost(
 
 
 def model_cost(
-    scheme: str,
+    plan: str,
     shape: LayerShape,
     P: int,
     hw: Hardware,
@@ -513,16 +512,16 @@ def model_cost(
 ) -> StackCost:
     """Tokenisation + cross-band aggregation + ``depth`` channel-split blocks, as pure TP or D-CHAG+TP.
 
-    ``t_single`` is the *pure-TP* model on one device for every scheme, so relative throughput compares samples/s
+    ``t_single`` is the *pure-TP* model on one device for every plan, so relative throughput compares samples/s
     (the D-CHAG notes warn that per-variant FLOP counts differ). Stated CCR: P·F/(β·D), divided by g for D-CHAG.
     """
     sw = sw or Switches()
-    if scheme not in SCHEME_PARTS:
-        raise ValueError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
+    if plan not in FRONT_LAYERS:
+        raise ValueError(f"plan must be one of {COMPARED_PLANS}, got {plan!r}")
 
-    def layers_for(sch: str, p: int) -> list[OpCost]:
+    def layers_for(name: str, p: int) -> list[OpCost]:
         kw = {"overlap": overlap, "grad_accumulation": grad_accumulation}
-        tok_split, agg = SCHEME_PARTS[sch]
+        tok_split, agg = FRONT_LAYERS[name]
         out = [
             evaluate("tokenize", tok_split, shape, p, hw, sw, **kw),
             evaluate(agg, "channel", shape, p, hw, sw, **kw),
@@ -532,7 +531,7 @@ def model_cost(
 
     F, beta = hw.flops, hw.beta_for(P)
     ccr_s = float(stated.ccr_channel(P, F, beta, shape.D))
-    if scheme != "tp":
+    if PLANS[plan].groups:  # D-CHAG
         ccr_s = float(stated.ccr_dchag(ccr_s, shape.groups))
     t_single = sum(x.t_comp for x in layers_for("tp", 1))
-    return StackCost(scheme, P, (P, 1), tuple(layers_for(scheme, P)), t_single, ccr_s)
+    return StackCost(plan, P, (P, 1), tuple(layers_for(plan, P)), t_single, ccr_s)

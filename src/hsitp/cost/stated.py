@@ -113,7 +113,18 @@ def paper_quotes(
     Quotes needing the registry or the refined memory model (Pavia's grid, §8.2 memory) are added by
     :mod:`hsitp.cost.tables`.
     """
-    n_small, n_large = PAPER_N
+    return [
+        *_scale_quotes(F, beta_intra, C),
+        *_throughput_quotes(F, beta_intra, beta_inter, C),
+        *_dchag_quotes(F, beta_intra, beta_inter, C),
+        *_arithmetic_quotes(),
+        *_rule_quotes(F, beta_intra, C),
+    ]
+
+
+def _scale_quotes(F: float, beta_intra: float, C: int) -> list[Quote]:
+    """§6: the scale threshold P·F/β, and communication dominating both splits at N = 324."""
+    n_small = PAPER_N[0]
     q: list[Quote] = []
     thr8 = float(threshold(8, F, beta_intra))
     q.append(
@@ -139,6 +150,13 @@ def paper_quotes(
             how=f"min(CCR_channel = {cc:.4g}, CCR_token = {ct:.4g})",
         )
     )
+    return q
+
+
+def _throughput_quotes(F: float, beta_intra: float, beta_inter: float, C: int) -> list[Quote]:
+    """§8.1: relative throughput of both splits at the paper's two N, inside and across nodes."""
+    n_small, n_large = PAPER_N
+    q: list[Quote] = []
     for level, beta in (("intra", beta_intra), ("inter", beta_inter)):
         tputs = [
             float(relative_throughput(P, ccr(P, F, beta, dim)))
@@ -175,6 +193,13 @@ def paper_quotes(
                 how="min over P of tput_token / tput_channel",
             )
         )
+    return q
+
+
+def _dchag_quotes(F: float, beta_intra: float, beta_inter: float, C: int) -> list[Quote]:
+    """§8.2: D-CHAG against pure TP (CCR and throughput per level), and the internal consistency of its own pairs."""
+    n_large = PAPER_N[1]
+    q: list[Quote] = []
     P, g = PAPER_DCHAG["P"], PAPER_DCHAG["g"]
     for level, beta in (("intra", beta_intra), ("inter", beta_inter)):
         c_tp = float(ccr_channel(P, F, beta, C))
@@ -250,6 +275,13 @@ def paper_quotes(
             how="8/(1+40)",
         )
     )
+    return q
+
+
+def _arithmetic_quotes() -> list[Quote]:
+    """§4.3 and §5.3: padding and tokens per rank, plain arithmetic."""
+    n_small = PAPER_N[0]
+    q: list[Quote] = []
     q.append(
         Quote(
             "padding_c103_p8",
@@ -271,7 +303,13 @@ def paper_quotes(
             how="324/8",
         )
     )
-    # Prose rules vs the formulas: at ρ < 1 (N > C) the formulas give CCR_token < CCR_channel.
+    return q
+
+
+def _rule_quotes(F: float, beta_intra: float, C: int) -> list[Quote]:
+    """The prose rules against the formulas: at ρ < 1 (N > C) the formulas give CCR_token < CCR_channel."""
+    n_large = PAPER_N[1]
+    q: list[Quote] = []
     c_ex, n_ex = C, 2 * C
     q.append(
         Quote(

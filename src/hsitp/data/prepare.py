@@ -112,7 +112,54 @@ def prepare_arrays(
     where: str = "input",
 ) -> xr.Dataset:
     """The prepared Dataset from in-memory arrays (no file access; ``where`` names the source in errors)."""
-    warnings: list[str] = []
+    warnings: list[str] = []  # unverified registry facts the file disagrees with
+    cube = _checked_cube(spec, cube, labels, uncorrected=uncorrected, where=where, warnings=warnings)
+    labels16, counts = _checked_labels(spec, labels, where=where, warnings=warnings)
+    q = tuple(data_cfg["clip_quantiles"])
+    cube01, low, high = normalise_bands(cube, q)
+    split_cfg = data_cfg["split"]
+    protocols = ordered_protocols(split_cfg["protocols"])
+    splits = _splits(spec, labels16, split_cfg, protocols, seed)
+    coords = _coords(spec, labels16.shape, protocols)
+    data_vars = _label_vars(spec, labels16)
+    data_vars.update(_split_vars(splits, protocols))
+    data_vars.update(_clip_vars(low, high, q))
+    pca_text = _cube_vars(cube01, data_cfg.get("pca_components"), data_vars, coords)
+    ds = xr.Dataset(data_vars, coords=coords)
+    ds.attrs.update(
+        {
+            "title": f"{spec.title}: prepared scene",
+            "dataset": spec.name,
+            "class_names": {str(c): n for c, n in spec.classes.items()},
+            "class_counts": {str(c): n for c, n in counts.items()},
+            **_split_attrs(splits, protocols, split_cfg),
+            "seed": seed,
+            "normalisation": NORMALISATION.replace("q_low", str(q[0])).replace("q_high", str(q[1])),
+            "pca": pca_text,
+            "bad_bands_removed": list(spec.removed_bands) if uncorrected else [],
+            "band_numbering": spec.band_numbering,
+            "registry_verified": spec.verified,
+            "registry_check": "; ".join(warnings) or "grid, band count and class counts match the registry",
+            "unverified_registry_facts": dict(spec.unverified),
+            "sensor": spec.sensor,
+            "citation": spec.citation,
+            "licence": spec.licence,
+        }
+    )
+    return ds
+
+
+def _checked_cube(
+    spec: DatasetSpec,
+    cube: np.ndarray,
+    labels: np.ndarray,
+    *,
+    uncorrected: bool,
+    where: str,
+    warnings: list[str],
+) -> np.ndarray:
+    """The cube on the label map's grid, checked against the registry (grid, band count), bad bands removed from
+    an uncorrected source."""
     if cube.ndim != 3 or labels.ndim != 2 or cube.shape[:2] != labels.shape:
         raise PrepareError(
             f"{where}: expected a (rows, cols, bands) cube and a (rows, cols) label map on the same grid, "
@@ -132,9 +179,13 @@ def prepare_arrays(
     if uncorrected:
         drop = {b - 1 for b in spec.removed_bands}
         cube = cube[..., [i for i in range(n_in) if i not in drop]]  # (y, x, bands)
-    band_numbers = np.asarray(spec.band_numbers, dtype=np.int32)
+    return cube
 
-    # --- labels and class counts -----------------------------------------------------------------------
+
+def _checked_labels(
+    spec: DatasetSpec, labels: np.ndarray, *, where: str, warnings: list[str]
+) -> tuple[np.ndarray, dict[int, int]]:
+    """The label map as int16 and the pixels per registry class; PrepareError for a label that is no class."""
     if np.issubdtype(labels.dtype, np.floating) and np.array_equal(labels, np.round(labels)):
         labels = labels.astype(np.int64)  # MATLAB often stores label maps as double
     if (
@@ -161,24 +212,21 @@ def prepare_arrays(
         _check_or_warn(
             spec, "class_counts", f"class counts differ (label: (found, registry)) {diff}", where, warnings
         )
+    return labels16, counts
 
-    # --- values --------------------------------------------------------------------------------------------
-    q = tuple(data_cfg["clip_quantiles"])
-    cube01, low, high = normalise_bands(cube, q)
-    k = data_cfg.get("pca_components")
 
-    # --- splits: every configured protocol, each from its own seeded stream -----------------------------------
-    split_cfg = data_cfg["split"]
-    protocols = ordered_protocols(split_cfg["protocols"])
-    patch = int(split_cfg["patch"])
+def _splits(
+    spec: DatasetSpec, labels16: np.ndarray, split_cfg: Mapping[str, Any], protocols: Sequence[str], seed: int
+) -> dict[str, Any]:
+    """Every configured protocol's split, each from its own seeded stream; their warnings logged."""
     splits = {
         p: make_split(
             labels16,
-            classes,
+            sorted(spec.classes),
             protocol=p,
             train_fraction=float(split_cfg["train_fraction"]),
             min_train=int(split_cfg["min_train_per_class"]),
-            patch=patch,
+            patch=int(split_cfg["patch"]),
             block=int(split_cfg["block"]),
             seed_seq=dataset_seed(seed, spec.name),
         )
@@ -187,7 +235,12 @@ def prepare_arrays(
     for p, sres in splits.items():
         for w in sres.warnings:
             log.warning("%s %s split: %s", spec.name, p, w)
+    return splits
 
+
+def _coords(spec: DatasetSpec, grid: tuple[int, ...], protocols: Sequence[str]) -> dict[str, Any]:
+    """protocol, y, x, band (the original numbers) and, where the registry knows them, the wavelengths."""
+    rows, cols = grid
     coords: dict[str, Any] = {
         "protocol": (
             "protocol",
@@ -202,7 +255,7 @@ def prepare_arrays(
         "x": ("x", np.arange(cols, dtype=np.int32), {"units": "1", "long_name": "column (pixel index)"}),
         "band": (
             "band",
-            band_numbers,
+            np.asarray(spec.band_numbers, dtype=np.int32),
             {"units": "1", "long_name": "original band number (1-based)", "comment": spec.band_numbering},
         ),
     }
@@ -212,10 +265,14 @@ def prepare_arrays(
             np.asarray(spec.wavelengths_nm, dtype=np.float64),
             {"units": "nm", "long_name": "band centre wavelength"},
         )
-    # CF flag attributes: one blank-free word per class (the exact names stay in class_names).
-    labelled = [c for c in classes if c != 0]
+    return coords
+
+
+def _label_vars(spec: DatasetSpec, labels16: np.ndarray) -> dict[str, Any]:
+    """The label map with CF flag attributes: one blank-free word per class (the exact names in class_names)."""
+    labelled = [c for c in sorted(spec.classes) if c != 0]
     class_words = ["unlabelled"] + [re.sub(r"\s+", "_", spec.classes[c].strip()) for c in labelled]
-    data_vars: dict[str, Any] = {
+    return {
         "labels": (
             ("y", "x"),
             labels16,
@@ -225,7 +282,12 @@ def prepare_arrays(
                 "flag_values": np.array([0, *labelled], dtype=np.int16),
                 "flag_meanings": " ".join(class_words),
             },
-        ),
+        )
+    }
+
+
+def _split_vars(splits: Mapping[str, Any], protocols: Sequence[str]) -> dict[str, Any]:
+    return {
         "split": (
             ("protocol", "y", "x"),
             np.stack([splits[p].split for p in protocols]),  # (protocol, y, x)
@@ -235,8 +297,14 @@ def prepare_arrays(
                 "flag_meanings": "unused train test",
                 "comment": "read one protocol with hsitp.data.split.read_split(ds, protocol)",
             },
-        ),
-        # raw units: the source file's values (sensor digital numbers or scaled reflectance, dimensionless)
+        )
+    }
+
+
+def _clip_vars(low: np.ndarray, high: np.ndarray, q: Sequence[float]) -> dict[str, Any]:
+    """The per-band clip bounds, in raw units: the source file's values (sensor digital numbers or scaled
+    reflectance, dimensionless)."""
+    return {
         "norm_low": (
             "band",
             low,
@@ -248,75 +316,58 @@ def prepare_arrays(
             {"units": "1", "long_name": f"per-band clip high (q={q[1]}) in the source file's raw values"},
         ),
     }
-    cube_attrs = {
-        "long_name": "per-band robust-normalised radiance/reflectance",
-        "units": "1",
-        "comment": NORMALISATION,
-    }
-    if k is None:
-        data_vars["cube"] = (("y", "x", "band"), cube01, cube_attrs)
-        pca_text = "off"
-    else:
-        scores, comps, mean, ratio = pca_reduce(cube01, int(k))
-        coords["component"] = (
-            "component",
-            np.arange(1, int(k) + 1, dtype=np.int32),
-            {"units": "1", "long_name": "PCA component (1-based)"},
-        )
-        data_vars["cube"] = (
-            ("y", "x", "component"),
-            scores,
-            {
-                "long_name": "PCA scores of the normalised cube",
-                "units": "1",
-                "comment": NORMALISATION + "; then PCA",
-            },
-        )
-        data_vars["pca_components"] = (
-            ("component", "band"),
-            comps,
-            {"units": "1", "long_name": "PCA loadings"},
-        )
-        data_vars["pca_mean"] = (
-            "band",
-            mean,
-            {"units": "1", "long_name": "per-band mean removed before PCA"},
-        )
-        data_vars["pca_explained_variance_ratio"] = (
-            "component",
-            ratio,
-            {"units": "1", "long_name": "fraction of the variance each component explains"},
-        )
-        pca_text = f"{k} components fitted on all pixels of the normalised cube (labels unused)"
 
-    ds = xr.Dataset(data_vars, coords=coords)
-    ds.attrs.update(
-        {
-            "title": f"{spec.title}: prepared scene",
-            "dataset": spec.name,
-            "class_names": {str(c): n for c, n in spec.classes.items()},
-            "class_counts": {str(c): n for c, n in counts.items()},
-            "split_protocols": protocols,
-            "split_counts": {p: {str(c): v for c, v in r.counts.items()} for p, r in splits.items()},
-            "split_settings": {k: v for k, v in split_cfg.items() if k != "protocols"},
-            "split_warnings": {p: list(r.warnings) for p, r in splits.items()},
-            # leakage: test pixels whose (2 patch + 1)^2 window holds a train pixel (0 for block by construction)
-            "split_test_near_train": {p: near_train_fraction(r.split, patch) for p, r in splits.items()},
-            "split_test_near_train_radius": patch,
-            "seed": seed,
-            "normalisation": NORMALISATION.replace("q_low", str(q[0])).replace("q_high", str(q[1])),
-            "pca": pca_text,
-            "bad_bands_removed": list(spec.removed_bands) if uncorrected else [],
-            "band_numbering": spec.band_numbering,
-            "registry_verified": spec.verified,
-            "registry_check": "; ".join(warnings) or "grid, band count and class counts match the registry",
-            "unverified_registry_facts": dict(spec.unverified),
-            "sensor": spec.sensor,
-            "citation": spec.citation,
-            "licence": spec.licence,
+
+def _cube_vars(cube01: np.ndarray, k: Any, data_vars: dict[str, Any], coords: dict[str, Any]) -> str:
+    """The normalised cube into ``data_vars`` (with PCA to ``k`` components: its scores, loadings, mean and
+    explained variance, and the ``component`` coordinate); returns the ``pca`` attribute's text."""
+    if k is None:
+        cube_attrs = {
+            "long_name": "per-band robust-normalised radiance/reflectance",
+            "units": "1",
+            "comment": NORMALISATION,
         }
+        data_vars["cube"] = (("y", "x", "band"), cube01, cube_attrs)
+        return "off"
+    scores, comps, mean, ratio = pca_reduce(cube01, int(k))
+    coords["component"] = (
+        "component",
+        np.arange(1, int(k) + 1, dtype=np.int32),
+        {"units": "1", "long_name": "PCA component (1-based)"},
     )
-    return ds
+    data_vars["cube"] = (
+        ("y", "x", "component"),
+        scores,
+        {
+            "long_name": "PCA scores of the normalised cube",
+            "units": "1",
+            "comment": NORMALISATION + "; then PCA",
+        },
+    )
+    data_vars["pca_components"] = (("component", "band"), comps, {"units": "1", "long_name": "PCA loadings"})
+    data_vars["pca_mean"] = ("band", mean, {"units": "1", "long_name": "per-band mean removed before PCA"})
+    data_vars["pca_explained_variance_ratio"] = (
+        "component",
+        ratio,
+        {"units": "1", "long_name": "fraction of the variance each component explains"},
+    )
+    return f"{k} components fitted on all pixels of the normalised cube (labels unused)"
+
+
+def _split_attrs(
+    splits: Mapping[str, Any], protocols: Sequence[str], split_cfg: Mapping[str, Any]
+) -> dict[str, Any]:
+    """What the splits hold: counts per class, settings, warnings, and the leak (test pixels near a train one)."""
+    patch = int(split_cfg["patch"])
+    return {
+        "split_protocols": protocols,
+        "split_counts": {p: {str(c): v for c, v in r.counts.items()} for p, r in splits.items()},
+        "split_settings": {k: v for k, v in split_cfg.items() if k != "protocols"},
+        "split_warnings": {p: list(r.warnings) for p, r in splits.items()},
+        # leakage: test pixels whose (2 patch + 1)^2 window holds a train pixel (0 for block by construction)
+        "split_test_near_train": {p: near_train_fraction(r.split, patch) for p, r in splits.items()},
+        "split_test_near_train_radius": patch,
+    }
 
 
 def prepare(spec: DatasetSpec, fetched: FetchResult, variant: Variant, cfg: Mapping[str, Any]) -> xr.Dataset:

@@ -22,7 +22,8 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -96,33 +97,25 @@ def _plain(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
+@dataclass(frozen=True)
+class _Pixels:
+    """The labelled pixels of one split protocol: features and labels of its train and test pixels."""
+
+    classes: np.ndarray  # the class labels 1..K
+    x_train: np.ndarray  # (n_train, F) features
+    y_train: np.ndarray  # (n_train,) labels
+    groups: np.ndarray  # (n_train,) the block (data.split.block square) of each train pixel
+    x_test: np.ndarray  # (n_test, F)
+    y_test: np.ndarray  # (n_test,)
+
+
 def run_baseline(
     ds: xr.Dataset, protocol: str, seed: int, settings: Mapping[str, Any], threads: int = 1
 ) -> xr.Dataset:
     """Fit every method of ``settings["methods"]`` on the train pixels of ``protocol``, score the test pixels."""
-    from sklearn.model_selection import GridSearchCV
-
     t_start = time.perf_counter()
-    split = read_split(ds, protocol)  # (y, x)
-    labels = ds["labels"].values.astype(np.int64)  # (y, x)
-    cube = ds["cube"].transpose("y", "x", ...).values  # (y, x, F)
-    classes = np.array(sorted(int(c) for c in _attr(ds, "class_names")), dtype=np.int64)
-    n_classes = int(classes.size)
-    if not np.array_equal(classes, np.arange(1, n_classes + 1)):
-        raise BaselineError(f"class labels {classes.tolist()} are not 1..K; the metrics need 1..K")
-    block = int(_attr(ds, "split_settings")["block"])
-
-    train = (split == TRAIN) & (labels > 0)
-    test = (split == TEST) & (labels > 0)
-    if not train.any() or not test.any():
-        raise BaselineError(f"protocol {protocol!r}: {train.sum()} train and {test.sum()} test pixels")
-    yy, xx = np.nonzero(train)
-    n_bx = -(-split.shape[1] // block)
-    groups = (yy // block) * n_bx + (xx // block)  # (n_train,) block id of each train pixel
-    x_train, y_train = cube[train].astype(np.float64), labels[train]  # (n_train, F), (n_train,)
-    x_test, y_test = cube[test].astype(np.float64), labels[test]  # (n_test, F), (n_test,)
-    cv, cv_text = _folds(protocol, y_train, groups, int(settings["cv_folds"]), seed)
-
+    px = _pixels(ds, protocol)
+    cv, cv_text = _folds(protocol, px.y_train, px.groups, int(settings["cv_folds"]), seed)
     methods = list(settings["methods"])
     out: dict[str, Any] = {
         k: [] for k in ("oa", "aa", "kappa", "per_class", "confusion", "cv", "fit", "pred")
@@ -130,100 +123,12 @@ def run_baseline(
     chosen: dict[str, dict[str, Any]] = {}
     grids: dict[str, dict[str, list[Any]]] = {}
     for method in methods:
-        est, grid = _estimator(method, settings, seed)
-        search = GridSearchCV(
-            est, grid, cv=cv, scoring="accuracy", n_jobs=threads, refit=True, error_score="raise"
-        )
-        t0 = time.perf_counter()
-        search.fit(x_train, y_train, groups=groups if protocol == "block" else None)
-        t1 = time.perf_counter()
-        pred = search.predict(x_test)  # (n_test,) labels 1..K (only classes seen in training)
-        t2 = time.perf_counter()
-        s = scores(y_test, pred, n_classes)
-        log.info(
-            "%s %s seed %d: OA %.4f AA %.4f kappa %.4f (%s)",
-            method,
-            protocol,
-            seed,
-            s.oa,
-            s.aa,
-            s.kappa,
-            search.best_params_,
-        )
-        for k, v in zip(
-            out,
-            (s.oa, s.aa, s.kappa, s.per_class, s.confusion, search.best_score_, t1 - t0, t2 - t1),
-            strict=True,
-        ):
+        found, grid, best = _fit_one(method, px, cv, protocol, seed, settings, threads)
+        for k, v in found.items():
             out[k].append(v)
-        chosen[method] = {k.removeprefix("svc__"): _plain(v) for k, v in search.best_params_.items()}
+        chosen[method] = {k.removeprefix("svc__"): _plain(v) for k, v in best.items()}
         grids[method] = {k.removeprefix("svc__"): v for k, v in grid.items()}
-
-    train_counts = np.array([np.count_nonzero(y_train == c) for c in classes])
-    test_counts = np.array([np.count_nonzero(y_test == c) for c in classes])
-    frac = {"units": "1"}
-    res = xr.Dataset(
-        {
-            "overall_accuracy": (
-                "classifier",
-                np.array(out["oa"]),
-                {**frac, "long_name": "overall accuracy (OA) on test pixels"},
-            ),
-            "average_accuracy": (
-                "classifier",
-                np.array(out["aa"]),
-                {
-                    **frac,
-                    "long_name": "average accuracy (AA): mean per-class accuracy over classes with test pixels",
-                },
-            ),
-            "kappa": (
-                "classifier",
-                np.array(out["kappa"]),
-                {**frac, "long_name": "Cohen's kappa on test pixels"},
-            ),
-            "class_accuracy": (
-                ("classifier", "label"),
-                np.array(out["per_class"]),
-                {**frac, "long_name": "per-class accuracy (recall) on test pixels; NaN = no test pixel"},
-            ),
-            "confusion": (
-                ("classifier", "label", "predicted_label"),
-                np.array(out["confusion"], dtype=np.int64),
-                {**frac, "long_name": "test pixels by true class (rows) and predicted class (columns)"},
-            ),
-            "cv_accuracy": (
-                "classifier",
-                np.array(out["cv"]),
-                {
-                    **frac,
-                    "long_name": "mean cross-validation accuracy of the chosen hyper-parameters (train pixels)",
-                },
-            ),
-            "fit_time": (
-                "classifier",
-                np.array(out["fit"]),
-                {"units": "s", "long_name": "wall time of the grid search and the refit on all train pixels"},
-            ),
-            "predict_time": (
-                "classifier",
-                np.array(out["pred"]),
-                {"units": "s", "long_name": "wall time to predict test pixels"},
-            ),
-            "train_pixels": ("label", train_counts, {**frac, "long_name": "training pixels per class"}),
-            "test_pixels": ("label", test_counts, {**frac, "long_name": "test pixels per class"}),
-        },
-        coords={
-            # not `method`/`class`: ds.sel(method=...) is xarray's inexact-match argument, `class` a Python keyword
-            "classifier": ("classifier", np.array(methods, dtype=object), {"long_name": "classifier"}),
-            "label": ("label", classes, {"units": "1", "long_name": "true class label (1..K)"}),
-            "predicted_label": (
-                "predicted_label",
-                classes,
-                {"units": "1", "long_name": "predicted class label (1..K)"},
-            ),
-        },
-    )
+    res = xr.Dataset(_result_vars(out, px), coords=_result_coords(methods, px.classes))
     res.attrs.update(
         {
             "title": f"{ds.attrs.get('dataset', 'dataset')}: classical baseline, {protocol} split, seed {seed}",
@@ -233,9 +138,9 @@ def run_baseline(
             "split_seed": ds.attrs.get("seed", ""),
             "split_counts": _attr(ds, "split_counts").get(protocol, {}),
             "split_warnings": _attr(ds, "split_warnings").get(protocol, []),
-            "n_train": int(train.sum()),
-            "n_test": int(test.sum()),
-            "features": f"per-pixel vector of the prepared cube ({cube.shape[-1]} {ds['cube'].dims[-1]}s)",
+            "n_train": int(px.y_train.size),
+            "n_test": int(px.y_test.size),
+            "features": f"per-pixel vector of the prepared cube ({ds['cube'].shape[-1]} {ds['cube'].dims[-1]}s)",
             "methods": {m: METHOD_NAMES[m] for m in methods},
             "class_names": _attr(ds, "class_names"),
             "hyperparameters": chosen,
@@ -249,3 +154,129 @@ def run_baseline(
         }
     )
     return res
+
+
+def _pixels(ds: xr.Dataset, protocol: str) -> _Pixels:
+    """The train and test pixels of ``protocol`` in the prepared file, with each train pixel's block."""
+    split = read_split(ds, protocol)  # (y, x)
+    labels = ds["labels"].values.astype(np.int64)  # (y, x)
+    cube = ds["cube"].transpose("y", "x", ...).values  # (y, x, F)
+    classes = np.array(sorted(int(c) for c in _attr(ds, "class_names")), dtype=np.int64)
+    if not np.array_equal(classes, np.arange(1, classes.size + 1)):
+        raise BaselineError(f"class labels {classes.tolist()} are not 1..K; the metrics need 1..K")
+    block = int(_attr(ds, "split_settings")["block"])
+    train = (split == TRAIN) & (labels > 0)
+    test = (split == TEST) & (labels > 0)
+    if not train.any() or not test.any():
+        raise BaselineError(f"protocol {protocol!r}: {train.sum()} train and {test.sum()} test pixels")
+    yy, xx = np.nonzero(train)
+    n_bx = -(-split.shape[1] // block)
+    return _Pixels(
+        classes=classes,
+        x_train=cube[train].astype(np.float64),
+        y_train=labels[train],
+        groups=(yy // block) * n_bx + (xx // block),
+        x_test=cube[test].astype(np.float64),
+        y_test=labels[test],
+    )
+
+
+def _fit_one(
+    method: str,
+    px: _Pixels,
+    cv: Any,
+    protocol: str,
+    seed: int,
+    settings: Mapping[str, Any],
+    threads: int,
+) -> tuple[dict[str, Any], dict[str, list[Any]], dict[str, Any]]:
+    """Grid search one method on the train pixels and score its refit on the test pixels: (its numbers, the grid,
+    the chosen parameters)."""
+    from sklearn.model_selection import GridSearchCV
+
+    est, grid = _estimator(method, settings, seed)
+    search = GridSearchCV(
+        est, grid, cv=cv, scoring="accuracy", n_jobs=threads, refit=True, error_score="raise"
+    )
+    t0 = time.perf_counter()
+    search.fit(px.x_train, px.y_train, groups=px.groups if protocol == "block" else None)
+    t1 = time.perf_counter()
+    pred = search.predict(px.x_test)  # (n_test,) labels 1..K (only classes seen in training)
+    t2 = time.perf_counter()
+    s = scores(px.y_test, pred, int(px.classes.size))
+    log.info(
+        "%s %s seed %d: OA %.4f AA %.4f kappa %.4f (%s)",
+        method,
+        protocol,
+        seed,
+        s.oa,
+        s.aa,
+        s.kappa,
+        search.best_params_,
+    )
+    found = {
+        "oa": s.oa,
+        "aa": s.aa,
+        "kappa": s.kappa,
+        "per_class": s.per_class,
+        "confusion": s.confusion,
+        "cv": search.best_score_,
+        "fit": t1 - t0,
+        "pred": t2 - t1,
+    }
+    return found, grid, search.best_params_
+
+
+def _result_vars(out: Mapping[str, list[Any]], px: _Pixels) -> dict[str, Any]:
+    """Test scores, CV accuracy and times per classifier; train and test pixels per class."""
+    frac = {"units": "1"}
+    aa = "average accuracy (AA): mean per-class accuracy over classes with test pixels"
+    return {
+        "overall_accuracy": ("classifier", np.array(out["oa"]), {**frac, "long_name": "overall accuracy (OA) on test pixels"}),
+        "average_accuracy": ("classifier", np.array(out["aa"]), {**frac, "long_name": aa}),
+        "kappa": ("classifier", np.array(out["kappa"]), {**frac, "long_name": "Cohen's kappa on test pixels"}),
+        "class_accuracy": (
+            ("classifier", "label"),
+            np.array(out["per_class"]),
+            {**frac, "long_name": "per-class accuracy (recall) on test pixels; NaN = no test pixel"},
+        ),
+        "confusion": (
+            ("classifier", "label", "predicted_label"),
+            np.array(out["confusion"], dtype=np.int64),
+            {**frac, "long_name": "test pixels by true class (rows) and predicted class (columns)"},
+        ),
+        "cv_accuracy": (
+            "classifier",
+            np.array(out["cv"]),
+            {**frac, "long_name": "mean cross-validation accuracy of the chosen hyper-parameters (train pixels)"},
+        ),
+        "fit_time": (
+            "classifier",
+            np.array(out["fit"]),
+            {"units": "s", "long_name": "wall time of the grid search and the refit on all train pixels"},
+        ),
+        "predict_time": ("classifier", np.array(out["pred"]), {"units": "s", "long_name": "wall time to predict test pixels"}),
+        "train_pixels": (
+            "label",
+            np.array([np.count_nonzero(px.y_train == c) for c in px.classes]),
+            {**frac, "long_name": "training pixels per class"},
+        ),
+        "test_pixels": (
+            "label",
+            np.array([np.count_nonzero(px.y_test == c) for c in px.classes]),
+            {**frac, "long_name": "test pixels per class"},
+        ),
+    }  # fmt: skip
+
+
+def _result_coords(methods: Sequence[str], classes: np.ndarray) -> dict[str, Any]:
+    return {
+        # not `method`/`class`: ds.sel(method=...) is xarray's inexact-match argument, `class` a Python keyword
+        "classifier": ("classifier", np.array(methods, dtype=object), {"long_name": "classifier"}),
+        "label": ("label", classes, {"units": "1", "long_name": "true class label (1..K)"}),
+        "predicted_label": (
+            "predicted_label",
+            classes,
+            {"units": "1", "long_name": "predicted class label (1..K)"},
+        ),
+    }

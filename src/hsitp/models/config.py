@@ -22,11 +22,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from hsitp.errors import HsitpError
+from hsitp.names import BY_VARIANT, DCHAG_PLANS, ONE_RANK, PARALLEL_PLANS, PLAN_NAMES, PLANS, TOKEN_RANKS
 
-PLANS = ("dense", "tp", "dchag_l", "dchag_c", "token")
-AGGREGATIONS = ("attention", "hierarchical")
-PARTIALS = ("linear", "cross-attention")
-DCHAG_PARTIAL = {"dchag_l": "linear", "dchag_c": "cross-attention"}
+AGGREGATIONS = tuple(
+    dict.fromkeys(p.aggregation for p in PLANS.values() if p.aggregation)
+)  # attention, hierarchical
+PARTIALS = tuple(
+    v.partial for v in BY_VARIANT.values()
+)  # D-CHAG's partial aggregators: linear, cross-attention
 
 
 class ModelConfigError(HsitpError, ValueError):
@@ -123,7 +126,7 @@ class ModelConfig:
     @property
     def variant(self) -> str:
         """D-CHAG's name for the partial aggregator: "L" (linear) or "C" (cross-attention)."""
-        return "L" if self.partial == "linear" else "C"
+        return next(v for v, p in BY_VARIANT.items() if p.partial == self.partial)
 
 
 def architecture_for(base: ModelConfig, plan: str, P: int, g: int = 1) -> ModelConfig:  # noqa: N803
@@ -132,15 +135,16 @@ def architecture_for(base: ModelConfig, plan: str, P: int, g: int = 1) -> ModelC
 
     The dense model of the returned config is the reference the plan must equal.
     """
-    if plan in ("dchag_l", "dchag_c"):
+    spec = PLANS.get(plan)
+    if spec is not None and spec.groups:
         arch = dataclasses.replace(
-            base, aggregation="hierarchical", partial=DCHAG_PARTIAL[plan], parts=P, groups=g
+            base, aggregation=spec.aggregation, partial=spec.partial, parts=P, groups=g
         )
-    elif plan == "tp":
-        arch = dataclasses.replace(base, aggregation="attention", parts=1, groups=1)
+    elif spec is not None and spec.aggregation is not None:
+        arch = dataclasses.replace(base, aggregation=spec.aggregation, parts=1, groups=1)
     else:
         arch = base
-    check_plan(arch, plan, P, g if plan in DCHAG_PARTIAL else None)
+    check_plan(arch, plan, P, g if plan in DCHAG_PLANS else None)
     return arch
 
 
@@ -148,19 +152,19 @@ def check_plan(config: ModelConfig, plan: str, P: int, g: int | None = None) -> 
     """Raise PlanError, naming the key, when ``plan`` cannot split ``config`` over ``P`` ranks (``g``: D-CHAG
     groups per rank, checked against ``model.groups`` when given). Pure Python: call it before launching."""
     if plan not in PLANS:
-        raise PlanError(f"unknown plan {plan!r}; expected one of {', '.join(PLANS)}")
+        raise PlanError(f"unknown plan {plan!r}; expected one of {', '.join(PLAN_NAMES)}")
     if not isinstance(P, int) or isinstance(P, bool) or P < 1:
         raise PlanError(f"plan {plan!r}: P (ranks) must be a positive integer, got {P!r}")
-    if g is not None and plan not in DCHAG_PARTIAL and g != 1:
+    if g is not None and plan not in DCHAG_PLANS and g != 1:
         raise PlanError(f"plan {plan!r} has no band groups; g = {g} applies to the dchag plans only")
     n = config.n_tokens
-    if plan == "dense":
+    ranks = PLANS[plan].ranks
+    if ranks == ONE_RANK:
         if P != 1:
-            raise PlanError(
-                f"plan 'dense' runs on one device, got P = {P}; use 'tp', 'dchag_l', 'dchag_c' or 'token'"
-            )
+            others = ", ".join(repr(p) for p in PARALLEL_PLANS[:-1]) + f" or {PARALLEL_PLANS[-1]!r}"
+            raise PlanError(f"plan {plan!r} runs on one device, got P = {P}; use {others}")
         return
-    if plan == "token":
+    if ranks == TOKEN_RANKS:
         if n < P:
             raise PlanError(
                 f"plan 'token' splits N = {n} locations ((model.height / model.patch) x (model.width / "
@@ -172,14 +176,14 @@ def check_plan(config: ModelConfig, plan: str, P: int, g: int | None = None) -> 
         raise PlanError(
             f"plan {plan!r}: model.heads = {config.heads} is not divisible by P = {P} (every rank holds whole heads)"
         )
-    if plan == "tp":
-        if config.aggregation != "attention":
+    if plan not in DCHAG_PLANS:  # tp
+        if config.aggregation != PLANS[plan].aggregation:
             raise PlanError(
                 f"plan 'tp' parallelises the TP-baseline aggregation (model.aggregation = 'attention'), got "
                 f"{config.aggregation!r}; use a dchag plan or architecture_for(config, 'tp', P)"
             )
         return
-    want = DCHAG_PARTIAL[plan]
+    want = PLANS[plan].partial
     if config.aggregation != "hierarchical" or config.partial != want:
         raise PlanError(
             f"plan {plan!r} needs model.aggregation = 'hierarchical' with model.partial = {want!r}, got "

@@ -29,6 +29,7 @@ from torch import nn
 
 from hsitp.models.config import PLANS, ModelConfig, check_plan
 from hsitp.models.model import PositionEmbedding, SpectralSpatialTransformer
+from hsitp.names import DCHAG_PLANS
 from hsitp.parallel import (
     DCHAGAggregator,
     HeadParallelAttention,
@@ -190,7 +191,7 @@ def parallelize(
         local.aggregate = TPAggregator(c.bands, c.dim, c.heads, c.patch, tp, master=local.aggregate, **kw)
         _megatron_blocks(local, tp, **kw)
         out = ParallelModel(local, plan, tp)
-    elif plan in ("dchag_l", "dchag_c"):
+    elif plan in DCHAG_PLANS:
         local.aggregate = DCHAGAggregator(c.bands, c.dim, c.heads, c.patch, tp, master=local.aggregate, **kw)
         _megatron_blocks(local, tp, **kw)
         out = BandParallelModel(local, plan, tp)

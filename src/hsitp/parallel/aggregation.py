@@ -20,6 +20,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from hsitp.names import BY_VARIANT, PLANS
 from hsitp.parallel.collectives import gather_from_tp
 from hsitp.parallel.dense import (
     DenseDCHAG,
@@ -95,7 +96,7 @@ class TPAggregator(nn.Module):
     Input (B, L, H, W), identical on every rank (broadcast by the data loader); output (B, N, D) replicated.
     """
 
-    op_name = "agg_tp"
+    op_name = PLANS["tp"].op
 
     def __init__(
         self,
@@ -160,7 +161,7 @@ class DCHAGAggregator(nn.Module):
             raise ShardingError(
                 f"master D-CHAG emulates P = {master.split.parts} ranks, the group has {tp.size}"
             )
-        self.op_name = f"agg_dchag_{master.variant.lower()}"
+        self.op_name = BY_VARIANT[master.variant].op
         self.tp, self.bands, self.dim, self.patch = tp, bands, dim, patch
         self.variant, self.groups = master.variant, master.groups
         self.split: Split = master.split

@@ -16,10 +16,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from hsitp.names import BY_VARIANT
 from hsitp.parallel.errors import ShardingError
 from hsitp.parallel.padding import Split
 
-VARIANTS = ("L", "C")
+VARIANTS = tuple(BY_VARIANT)  # D-CHAG's partial aggregators: "L" (linear), "C" (cross-attention)
 
 
 @contextlib.contextmanager

@@ -15,7 +15,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from hsitp.names import OP_NAMES
+from hsitp.names import BY_OP, OP_NAMES
 from hsitp.parallel.aggregation import DCHAGAggregator, TPAggregator
 from hsitp.parallel.dense import BandTokenizer, dense_layernorm, seeded
 from hsitp.parallel.errors import ShardingError
@@ -104,7 +104,7 @@ def build_op(
     if op_name == "agg_tp":
         mod = TPAggregator(L, D, heads, patch, tp, head_padding=head_padding, **kw)
         return BuiltOp(mod, randn(B, L, h * patch, w * patch, grad=False))
-    variant = op_name[-1].upper()
+    variant = BY_OP[op_name].variant
     mod = DCHAGAggregator(
         L, D, heads, patch, tp, variant=variant, groups=shape.groups, head_padding=head_padding, **kw
     )

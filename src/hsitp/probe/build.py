@@ -26,8 +26,9 @@ from torch.utils.checkpoint import checkpoint
 
 from hsitp.config import ConfigError
 from hsitp.models import ModelConfig, architecture_for
-from hsitp.probe.grid import CHECKPOINTING, DCHAG_PLANS, Point, base_config
-from hsitp.probe.memory import PartTimeline
+from hsitp.names import DCHAG_PLANS
+from hsitp.probe.grid import CHECKPOINTING, Point, base_config
+from hsitp.memory import PartTimeline
 
 
 class CheckpointedBlock(nn.Module):

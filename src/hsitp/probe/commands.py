@@ -9,9 +9,6 @@ for paper-scale configs (one process).
 from __future__ import annotations
 
 import argparse
-import logging
-import os
-import sys
 
 from hsitp.config import add_config_args, config_from_args
 
@@ -20,11 +17,10 @@ def _run(args: argparse.Namespace) -> int:
     from hsitp.probe.runner import run_partial
 
     run_partial(config_from_args(args), world_size=args.world_size, out=args.out)
-    if args.world_size > 1:  # same gloo teardown abort as `bench run` (see hsitp.bench.commands)
-        logging.shutdown()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
+    if args.world_size > 1:  # the group is torn down (run_partial's finally): the gloo teardown abort
+        from hsitp.signals import exit_rank
+
+        exit_rank(0)
     return 0
 
 

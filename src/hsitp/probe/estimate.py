@@ -22,8 +22,9 @@ import xarray as xr
 
 from hsitp.cost.tables.scale import DCHAG_SETTINGS
 from hsitp.io import describe_missing, provenance, write_netcdf
-from hsitp.probe.grid import DCHAG_PLANS, Point, estimate_points
-from hsitp.probe.memory import KINDS, PARTS
+from hsitp.names import DCHAG_PLANS
+from hsitp.probe.grid import Point, estimate_points
+from hsitp.memory import KINDS, PARTS
 from hsitp.probe.results import ATTRS
 
 log = logging.getLogger(__name__)
@@ -39,7 +40,7 @@ def estimate_one(pt: Point, sec: Mapping[str, Any], seed: int = 0) -> Any:
 
     from hsitp.parallel import TPGroup
     from hsitp.probe.build import build_point
-    from hsitp.probe.memory import measure_step
+    from hsitp.memory import measure_step
 
     dtype = getattr(torch, sec["dtype"])
     started = False

@@ -13,9 +13,9 @@ from typing import Any
 from hsitp.config import ConfigError
 from hsitp.cost.tables.scale import DCHAG_SETTINGS
 from hsitp.models.config import ModelConfig, architecture_for, check_plan, config_keys
+from hsitp.names import DCHAG_PLANS
 
 CHECKPOINTING = ("none", "blocks")
-DCHAG_PLANS = ("dchag_l", "dchag_c")
 
 
 @dataclass(frozen=True)

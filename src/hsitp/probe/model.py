@@ -9,7 +9,8 @@ import numpy as np
 import xarray as xr
 
 from hsitp.cost.memory import PlanSize, plan_memory
-from hsitp.probe.memory import KINDS, PARTS
+from hsitp.names import DCHAG_PLANS
+from hsitp.memory import KINDS, PARTS
 from hsitp.shape import DTYPE_BYTES
 
 
@@ -45,7 +46,7 @@ def add_model(
         plan, P, g, L, N, ck = (ds[d].values[i] for d, i in zip(dims, idx, strict=True))  # noqa: N806
         if not np.isfinite(ds["memory"].values[idx]).any():
             continue  # not run (dense at P > 1)
-        gg = int(g) if str(plan).startswith("dchag") else 1
+        gg = int(g) if str(plan) in DCHAG_PLANS else 1
         device = (devices or {}).get(int(P), "cpu")
         m = plan_memory(str(plan), size_of(pc, int(L), int(N), dtype, device), int(P), gg, str(ck))
         mem[idx] = [[m[(p, k)] for k in KINDS] for p in PARTS]

@@ -19,6 +19,7 @@ import xarray as xr
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from hsitp.names import PLANS
 from hsitp.report import style
 from hsitp.report.common import (
     MEASURED,
@@ -40,11 +41,6 @@ SPLIT_OPS = {
     "token": "attn_token",
     "2d": "attn_2d",
 }  # the attention layer per split
-SCHEME_OPS = {
-    "tp": "agg_tp",
-    "dchag_l": "agg_dchag_l",
-    "dchag_c": "agg_dchag_c",
-}  # the aggregation per scheme
 
 
 def load_microbench(path: str | os.PathLike[str]) -> xr.Dataset:
@@ -456,7 +452,7 @@ def dchag_8_2_table(
                     row["memory/device [GiB]"] = (
                         float(ccr["scheme_memory"].sel(case=case, P=P, g=g, scheme=scheme)) / 2**30
                     )
-                    op = SCHEME_OPS.get(str(scheme), "")
+                    op = PLANS[str(scheme)].op if str(scheme) in PLANS else ""
                     if scheme != "tp" and (groups is None or int(g) != groups):
                         why = "unknown" if groups is None else str(groups)
                         meas, refined, stated, note = (float("nan"),) * 3 + (

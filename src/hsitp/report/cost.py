@@ -21,9 +21,10 @@ from matplotlib.text import Text
 from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
 from matplotlib.transforms import Bbox
 
-from hsitp.cost.tables import n_tokens
+from hsitp.names import PLAN_NAMES
 from hsitp.report import style
 from hsitp.report.common import MODELLED, headline, json_attr, log_limits, modelled_for, need, presets
+from hsitp.shape import n_tokens
 
 SPLITS = ("channel", "token", "2d")
 MODELS = ("stated", "refined")
@@ -444,7 +445,7 @@ def dchag_memory_caption(scale: xr.Dataset) -> str:
 
 
 # --- hsitp advise plan over P (plan.nc): kept in its own section so the figure-style branch merges cleanly -------
-PLAN_STYLE = {"dense": "o", "tp": "s", "dchag_l": "^", "dchag_c": "v", "token": "D"}
+PLAN_STYLE = dict(zip(PLAN_NAMES, ("o", "s", "^", "v", "D"), strict=True))  # a marker per plan
 DATASET_LINES = ("-", "--", ":", "-.")
 # dashed and dotted (as the report's caption says), thin and lighter than the datasets' lines
 DEVICE_LINES = {"device": (0, (6, 3)), "usable": (0, (1, 1.5))}

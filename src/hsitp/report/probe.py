@@ -19,6 +19,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import LogLocator, MaxNLocator, NullFormatter, ScalarFormatter
 
+from hsitp.names import DCHAG_PLANS
 from hsitp.report import labels, style
 from hsitp.report.common import MEASURED, MODELLED, computed_on, headline, load, need
 
@@ -56,7 +57,7 @@ def probe_device(ds: xr.Dataset) -> str:
 
 
 def _plan_label(plan: str, g: int) -> str:
-    return f"{plan} (g={g})" if str(plan).startswith("dchag") else str(plan)
+    return f"{plan} (g={g})" if str(plan) in DCHAG_PLANS else str(plan)
 
 
 def _points(mem: xr.Dataset) -> pd.DataFrame:
@@ -64,7 +65,7 @@ def _points(mem: xr.Dataset) -> pd.DataFrame:
     ran = np.isfinite(mem["memory"]).any(("part", "kind", "rank")).to_dataframe("ran").reset_index()
     ran = ran[ran["ran"]].drop(columns="ran")
     g0 = int(mem["g"].values[0])
-    keep = ran["plan"].astype(str).str.startswith("dchag") | (ran["g"] == g0)
+    keep = ran["plan"].astype(str).isin(DCHAG_PLANS) | (ran["g"] == g0)
     return ran[keep].reset_index(drop=True)
 
 
@@ -223,7 +224,7 @@ def throughput_figure(thr: xr.Dataset) -> Figure:
     df = thr["tokens_per_s"].to_dataframe().reset_index()
     df = df[np.isfinite(df["tokens_per_s"])]
     g0 = int(thr["g"].values[0])
-    df = df[df["plan"].astype(str).str.startswith("dchag") | (df["g"] == g0)]
+    df = df[df["plan"].astype(str).isin(DCHAG_PLANS) | (df["g"] == g0)]
     L0, N0 = int(thr["L"].values[0]), int(thr["N"].values[0])  # noqa: N806
     df = df[(df["L"] == L0) & (df["N"] == N0)]
     df["label"] = [_plan_label(p, g) for p, g in zip(df["plan"], df["g"], strict=True)]

@@ -21,6 +21,7 @@ import xarray as xr
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from hsitp.names import DCHAG_PLANS
 from hsitp.report import labels, style
 from hsitp.report.common import MEASURED, headline, json_attr, load, need
 
@@ -39,7 +40,7 @@ def load_records(paths: Sequence[str | os.PathLike[str]]) -> list[xr.Dataset]:
 
 def run_label(ds: xr.Dataset) -> str:
     a = ds.attrs
-    g = f" g={a.get('g')}" if str(a.get("plan", "")).startswith("dchag") else ""
+    g = f" g={a.get('g')}" if str(a.get("plan", "")) in DCHAG_PLANS else ""
     n = f" N={a.get('tokens')}" if "tokens" in a else ""  # the crop (train.crops): one scene may have two
     return f"{a.get('dataset', '?')}: {a.get('plan', '?')} P={a.get('P', '?')}{g}{n} {a.get('split', '')} s{a.get('seed', '')}"
 
@@ -76,7 +77,7 @@ def _panel_key(ds: xr.Dataset) -> tuple[str, str]:
 def model_label(plan: str, P: int, g: int, N: int | None = None) -> str:  # noqa: N803
     """'dchag_l P=2 g=2', 'tp P=2', 'dense P=1': one model of the comparison; ' N=5776' appended when given (a
     scene trained at more than one crop of train.crops)."""
-    return f"{plan} P={P}" + (f" g={g}" if str(plan).startswith("dchag") else "") + (f" N={N}" if N else "")
+    return f"{plan} P={P}" + (f" g={g}" if str(plan) in DCHAG_PLANS else "") + (f" N={N}" if N else "")
 
 
 def _record_model(ds: xr.Dataset, with_n: bool) -> str:
@@ -721,7 +722,7 @@ def _answers(c: Cell, plan: str, P: int, g: int, N: int) -> bool:  # noqa: N803
     equivalent), is tp at every P."""
     if plan == "tp":
         return c.plan == "tp" and (c.N or N) == N
-    return (c.plan, c.P, c.N or N) == (plan, P, N) and (c.g == g or not plan.startswith("dchag"))
+    return (c.plan, c.P, c.N or N) == (plan, P, N) and (c.g == g or plan not in DCHAG_PLANS)
 
 
 def _tp_cell(summary: xr.Dataset, c: Cell) -> int | None:
@@ -807,7 +808,7 @@ def answer_table(
         if not np.isfinite(value):
             continue  # not probed (dense at P > 1)
         plan, P, g, ck = str(here["plan"]), int(here["P"]), int(here["g"]), str(here["checkpointing"])  # noqa: N806
-        if not plan.startswith("dchag") and g != int(peak["g"].values[0]):
+        if plan not in DCHAG_PLANS and g != int(peak["g"].values[0]):
             continue  # plans without groups are repeated along g: one row
         sel = {k: v for k, v in here.items()}
         tp_sel = {**sel, "plan": "tp"}
@@ -827,7 +828,7 @@ def answer_table(
         on = labels.measured_on({"device": devices.get(P, ""), "dtype": dtype})
         rows.append(
             {
-                "plan": plan, "P": P, "g": g if plan.startswith("dchag") else "", "L": int(here["L"]),
+                "plan": plan, "P": P, "g": g if plan in DCHAG_PLANS else "", "L": int(here["L"]),
                 "N": int(here["N"]), "activation checkpointing": ck,
                 "peak per rank [MiB] (fullest rank, measured on CPU)": f"{value / MIB:.1f}",
                 "peak vs tp (fullest rank, measured on CPU)": mem_vs,
@@ -919,7 +920,7 @@ def pareto_points(
     )
     rows = []
     for c in summary_cells(summary):
-        if not c.plan.startswith("dchag"):
+        if c.plan not in DCHAG_PLANS:
             continue
         at = {"P": c.P, "g": c.g}
         if "N" in peak.dims and c.N is not None:
@@ -947,7 +948,7 @@ def pareto_figure(
     panels = sorted({(d, s) for d, s in zip(pts["dataset"], pts["split"], strict=True)}) or [("", "")]
     fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels) + 0.6, 4.2), layout="constrained",
                              squeeze=False)  # fmt: skip
-    plans = sorted(set(pts["plan"])) or ["dchag_l", "dchag_c"]
+    plans = sorted(set(pts["plan"])) or list(DCHAG_PLANS)
     colours = dict(zip(plans, style.palette(len(plans)), strict=True))
     shown = pts.dropna(subset=["memory_ratio", "time_ratio"])
     for ax, (dataset, split) in zip(axes[0], panels, strict=True):

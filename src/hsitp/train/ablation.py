@@ -37,6 +37,7 @@ import yaml
 from hsitp.config import deep_merge, load_config
 from hsitp.errors import HsitpError
 from hsitp.train.plan import crop_patch, recipe_hash, run_name
+from hsitp.train.settings import TrainSettings
 
 KIND = "train_ablation"
 METRICS = ("val_oa", "oa", "val_aa", "aa", "val_kappa", "kappa")
@@ -82,9 +83,9 @@ def _row_jobs(
 ) -> list[dict[str, Any]]:
     out = []
     results = Path("results") / spec["run"]
-    crop = cfg["train"]["crops"][0]
-    tokens = int(crop["tokens"])
-    patch = crop_patch(cfg["train"], spec["dataset"], tokens)
+    settings = TrainSettings.from_config(cfg)
+    tokens = settings.crops[0].tokens
+    patch = crop_patch(settings, spec["dataset"], tokens)
     for split in row.get("splits", spec["splits"]):
         for seed in row.get("seeds", spec["seeds"]):
             name = run_name(spec["plan"], tokens, 1, 1, split, int(seed))
@@ -213,8 +214,8 @@ def table(spec: Mapping[str, Any]) -> xr.Dataset:
     vals = {m: np.full(shape, np.nan) for m in (*METRICS, FIT, "wall_s", "seeds")}
     steps = np.zeros(len(chain), dtype=np.int64)
     for i, entry in enumerate(chain):
-        tc = entry["config"]["train"]
-        steps[i] = int(tc["epochs"]) * int(tc["steps_per_epoch"])
+        settings = TrainSettings.from_config(entry["config"])
+        steps[i] = settings.epochs * settings.steps_per_epoch
         for j, split in enumerate(splits):
             got: dict[str, list[float]] = {m: [] for m in (*METRICS, FIT, "wall_s")}
             for job in entry["jobs"]:
@@ -284,7 +285,8 @@ def _train_oa(spec: Mapping[str, Any], cfg: Mapping[str, Any], split: str, predi
     """OA of a record's final map on the pixels its loss saw (train pixels less the validation ones)."""
     from hsitp.train.data import load_scene
 
-    key = (split, float(cfg["train"]["validation"]["fraction"]), int(cfg["seed"]))
+    settings = TrainSettings.from_config(cfg)
+    key = (split, settings.validation_fraction, settings.seed)
     if key not in _SCENES:
         scene = load_scene(spec["data"], split, validation=key[1], validation_seed=key[2])
         _SCENES[key] = (scene.labels, scene.train_mask.numpy())

@@ -15,42 +15,32 @@ after epoch E on the whole run's schedule (the equivalence check). ``hsitp train
 results/RUN/train/equivalence.nc`` compares each check run with its equivalent (``hsitp.train.equivalence``).
 
 A P the model does not fit is refused (``hsitp.models.check_plan``, via ``check_job``) before the runtime starts.
-SIGTERM is turned into the same quiet exit as Ctrl-C (status 130); under torchrun (P > 1) every rank leaves with
-``os._exit`` after its own teardown, as ``hsitp bench run`` does, so a failure on one rank never hangs the job.
+The train settings are read once here (``hsitp.train.settings.TrainSettings``) and passed down. SIGINT and SIGTERM
+stop the job at a safe point (``hsitp.signals``, as ``hsitp bench run``): every rank after the same epoch's
+checkpoint (in one process, before the next step), exit status 128 + the signal (130, 143); under torchrun (P > 1)
+every rank leaves through ``hsitp.signals.exit_rank`` after its own teardown, so a failure on one rank never hangs
+the job.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import os
-import signal
 import sys
 from pathlib import Path
-from types import FrameType
+from typing import TYPE_CHECKING, NoReturn
 
 from hsitp.config import add_config_args, config_from_args
 from hsitp.errors import HsitpError
+from hsitp.train.plan import TrainJob
+from hsitp.train.settings import TrainSettings
+
+if TYPE_CHECKING:
+    from hsitp.parallel.runtime import Runtime
+    from hsitp.signals import StopRequest
+from hsitp.names import PLAN_NAMES
 
 log = logging.getLogger(__name__)
-
-
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt(signal.Signals(signum).name)
-
-
-def install_signal_handlers() -> None:
-    """SIGTERM (Snakemake, Slurm, torchrun stopping the job) exits like SIGINT: quietly, status 130.
-
-    A minimal local handler: the reusable one a bench helper is adding can replace it."""
-    signal.signal(signal.SIGTERM, _interrupt)
-
-
-def _hard_exit(code: int) -> None:
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
 
 
 def _summary(args: argparse.Namespace) -> int:
@@ -114,8 +104,29 @@ def dataset_name(path: Path) -> str:
 
 
 def _train(args: argparse.Namespace) -> int:
+    from hsitp.signals import stop_on_signals
+
+    settings, job = _job(args)
+    from hsitp.parallel.runtime import RuntimeSettings, start
+    from hsitp.train.loop import train_rank
+
+    # SIGINT / SIGTERM are recorded (hsitp.signals) and stop every rank together at the next epoch's end, after its
+    # checkpoint (in one process, before the next step); the job leaves with 128 + the signal, no record written
+    with stop_on_signals(f"train {job.name}") as stop:
+        rt = start(RuntimeSettings.from_config(settings.source, section="train", world_size=job.launched))
+        if rt.world_size == 1:
+            try:
+                train_rank(rt, settings, job, stop=stop)
+            finally:
+                rt.stop()
+            return 0
+        _run_rank(rt, settings, job, stop)
+
+
+def _job(args: argparse.Namespace) -> tuple[TrainSettings, TrainJob]:
+    """The settings (read once from the validated config, with ``--recipe`` applied) and the job; a job whose P or
+    crop does not fit is refused here, before any rank starts."""
     from hsitp.train.data import scene_header
-    from hsitp.train.loop import TrainJob
     from hsitp.train.plan import check_job, crop_patch
 
     cfg = config_from_args(args)
@@ -134,8 +145,9 @@ def _train(args: argparse.Namespace) -> int:
         raise HsitpError(
             "hsitp train: --recipe-plan names whose --recipe STUDY a job trains on; give --recipe"
         )
+    settings = TrainSettings.from_config(cfg)
     dataset = dataset_name(Path(args.data))
-    patch = args.patch if args.patch is not None else crop_patch(cfg["train"], dataset, args.tokens)
+    patch = args.patch if args.patch is not None else crop_patch(settings, dataset, args.tokens)
     job = TrainJob(
         data=Path(args.data),
         out=Path(args.out),
@@ -154,25 +166,27 @@ def _train(args: argparse.Namespace) -> int:
     bands, classes, rows, cols = scene_header(job.data)
     # before any rank starts: a P the model does not fit, a crop larger than the scene
     check_job(
-        cfg["train"], job.plan, job.world_size, job.groups, bands, classes,
+        settings, job.plan, job.world_size, job.groups, bands, classes,
         patch=job.patch, tokens=job.tokens, rows=rows, cols=cols, dataset=dataset,
     )  # fmt: skip
+    return settings, job
 
-    from hsitp.parallel.runtime import RuntimeSettings, start
+
+def _run_rank(rt: Runtime, settings: TrainSettings, job: TrainJob, stop: StopRequest) -> NoReturn:
+    """One rank of a torchrun launch: train, tear the group down, and leave through ``exit_rank`` whatever
+    happened, so a failure on one rank never hangs the job (the others are stopped by torchrun)."""
+    from hsitp.signals import Interrupted, exit_rank
     from hsitp.train.loop import train_rank
 
-    install_signal_handlers()
-    rt = start(RuntimeSettings.from_config(cfg, section="train", world_size=job.launched))
-    if rt.world_size == 1:
-        try:
-            train_rank(rt, cfg, job)
-        finally:
-            rt.stop()
-        return 0
     code = 0
     try:
-        train_rank(rt, cfg, job)
+        train_rank(rt, settings, job, stop=stop)
         rt.stop()
+    except Interrupted as exc:  # every rank stopped after the same epoch's checkpoint: one line, from rank 0
+        rt.stop()
+        if rt.rank == 0:
+            print(f"hsitp: {exc}; nothing written (the checkpoints stay: a re-run resumes)", file=sys.stderr)
+        code = exc.exit_code
     except HsitpError as exc:
         print(f"hsitp: error (rank {rt.rank}): {exc}", file=sys.stderr)
         code = 2
@@ -182,10 +196,8 @@ def _train(args: argparse.Namespace) -> int:
     except BaseException:
         log.exception("rank %d failed", rt.rank)
         code = 1
-    # torch 2.13 + gloo may abort in interpreter finalisation after destroy_process_group (see bench/commands.py),
-    # and after a failure the peers may be stuck in a collective: leave without C++ static destructors.
-    _hard_exit(code)
-    return code
+    # after a failure the peers may be stuck in a collective: leave without waiting (hsitp.signals.exit_rank)
+    exit_rank(code)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -199,7 +211,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         nargs="+",
         help="prepared scene, results/RUN/data/DATASET.nc; or `summary` followed by the training records",
     )
-    p.add_argument("--plan", choices=["dense", "tp", "dchag_l", "dchag_c", "token"], help="(training) plan")
+    p.add_argument("--plan", choices=PLAN_NAMES, help="(training) plan")
     p.add_argument(
         "--tokens", type=int, help="(training) N, spatial tokens per crop: one crop of train.crops"
     )

@@ -10,8 +10,9 @@ makes the curves differ in the last bits, not more). tp's equivalent is one mode
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -42,7 +43,32 @@ def _key(ds: xr.Dataset, *, any_p: bool) -> tuple:
 
 def compare(records: Sequence[str | Path], tolerance: float = DEFAULT_TOLERANCE) -> xr.Dataset:
     """Pair every check record (stopped after E epochs, P ranks) with its equivalent (1 rank) and compare at E."""
-    checks, equivalents = [], {}
+    checks, equivalents = _sort_records(records)
+    rows = sorted(
+        (_compare_one(path, ds, equivalents) for path, ds in checks),
+        key=lambda r: (r["dataset"], r["plan"], r["P"], r["g"]),
+    )
+    d_oa = np.array([r["oa_check"] - r["oa_equivalent"] for r in rows])
+    passed = (np.abs(d_oa) <= tolerance) & np.array([r["recipe_match"] for r in rows])
+    ds_out = xr.Dataset(_check_vars(rows, d_oa, passed, tolerance), coords=_check_coords(rows))
+    ds_out.attrs.update(
+        {
+            "title": "hsitp training equivalence: each plan over P ranks vs its single-process equivalent",
+            "tolerance": float(tolerance),
+            "method": __doc__.split("\n\n")[1].replace("\n", " "),
+            "measured": "both runs on this machine's CPU/gloo (or CUDA/NCCL where the record says so)",
+        }
+    )
+    return ds_out
+
+
+Record = tuple[str | Path, xr.Dataset]  # a record's path and its contents
+
+
+def _sort_records(records: Sequence[str | Path]) -> tuple[list[Record], dict[tuple, Record]]:
+    """The check runs, and the equivalents by cell and seed (tp's also under any P: one model at every P)."""
+    checks: list[Record] = []
+    equivalents: dict[tuple, Record] = {}
     for path in records:
         ds = read_netcdf(path, kind="train")
         ranks, stop = int(ds.attrs.get("ranks", ds.attrs["P"])), int(ds.attrs.get("stopped_after_epochs", 0))
@@ -59,109 +85,87 @@ def compare(records: Sequence[str | Path], tolerance: float = DEFAULT_TOLERANCE)
             )
     if not checks:
         raise EquivalenceError("train equivalence: no check run among the records")
-    rows = []
-    for path, ds in checks:
-        any_p = str(ds.attrs["plan"]) == "tp"
-        found = equivalents.get(_key(ds, any_p=any_p))
-        if found is None:
-            raise EquivalenceError(
-                f"{path}: no single-process equivalent record of the same cell and seed given"
-            )
-        epath, eq = found
-        e = int(ds.attrs["stopped_after_epochs"])
-        if e not in eq["epoch"].values or not np.isfinite(float(eq["oa"].sel(epoch=e))):
-            raise EquivalenceError(
-                f"{epath}: not evaluated at epoch {e}, the check's last (train.equivalence)"
-            )
-        oa_c, oa_e = float(ds["oa"].sel(epoch=e)), float(eq["oa"].sel(epoch=e))
-        loss_c = ds["loss"].sel(epoch=slice(1, e)).values
-        loss_e = eq["loss"].sel(epoch=slice(1, e)).values
-        rows.append(
-            {
-                "plan": str(ds.attrs["plan"]),
-                "P": int(ds.attrs["P"]),
-                "g": int(ds.attrs["g"]),
-                "dataset": str(ds.attrs["dataset"]),
-                "split": str(ds.attrs["split"]),
-                "seed": int(ds.attrs["seed"]),
-                "N": int(ds.attrs["tokens"]),
-                "epoch": e,
-                "oa_check": oa_c,
-                "oa_equivalent": oa_e,
-                "loss_max_rel_diff": float(
-                    np.max(np.abs(loss_c - loss_e) / np.maximum(np.abs(loss_e), 1e-12))
-                ),
-                "recipe_match": ds.attrs.get("recipe_hash") == eq.attrs.get("recipe_hash"),
-            }
-        )
-    rows.sort(key=lambda r: (r["dataset"], r["plan"], r["P"], r["g"]))
-    d_oa = np.array([r["oa_check"] - r["oa_equivalent"] for r in rows])
-    passed = (np.abs(d_oa) <= tolerance) & np.array([r["recipe_match"] for r in rows])
-    n = len(rows)
+    return checks, equivalents
 
+
+def _compare_one(path: str | Path, ds: xr.Dataset, equivalents: Mapping[tuple, Record]) -> dict[str, Any]:
+    """One check run against its equivalent at the check's last epoch: test OA of both, the loss curves' largest
+    relative difference up to there, and whether they share the recipe."""
+    found = equivalents.get(_key(ds, any_p=str(ds.attrs["plan"]) == "tp"))
+    if found is None:
+        raise EquivalenceError(f"{path}: no single-process equivalent record of the same cell and seed given")
+    epath, eq = found
+    e = int(ds.attrs["stopped_after_epochs"])
+    if e not in eq["epoch"].values or not np.isfinite(float(eq["oa"].sel(epoch=e))):
+        raise EquivalenceError(f"{epath}: not evaluated at epoch {e}, the check's last (train.equivalence)")
+    loss_c = ds["loss"].sel(epoch=slice(1, e)).values
+    loss_e = eq["loss"].sel(epoch=slice(1, e)).values
+    return {
+        "plan": str(ds.attrs["plan"]),
+        "P": int(ds.attrs["P"]),
+        "g": int(ds.attrs["g"]),
+        "dataset": str(ds.attrs["dataset"]),
+        "split": str(ds.attrs["split"]),
+        "seed": int(ds.attrs["seed"]),
+        "N": int(ds.attrs["tokens"]),
+        "epoch": e,
+        "oa_check": float(ds["oa"].sel(epoch=e)),
+        "oa_equivalent": float(eq["oa"].sel(epoch=e)),
+        "loss_max_rel_diff": float(np.max(np.abs(loss_c - loss_e) / np.maximum(np.abs(loss_e), 1e-12))),
+        "recipe_match": ds.attrs.get("recipe_hash") == eq.attrs.get("recipe_hash"),
+    }
+
+
+def _check_vars(
+    rows: Sequence[Mapping[str, Any]], d_oa: np.ndarray, passed: np.ndarray, tolerance: float
+) -> dict:
+    loss = "largest relative difference of the epochs' mean training loss up to the check epoch"
+    return {
+        "oa_check": (
+            "check",
+            [r["oa_check"] for r in rows],
+            {"units": "1", "long_name": "test OA of the P-rank run at the check epoch"},
+        ),
+        "oa_equivalent": (
+            "check",
+            [r["oa_equivalent"] for r in rows],
+            {"units": "1", "long_name": "test OA of the single-process equivalent at the same epoch"},
+        ),
+        "d_oa": ("check", d_oa, {"units": "1", "long_name": "OA of the P-rank run minus its equivalent's"}),
+        "loss_max_rel_diff": (
+            "check",
+            [r["loss_max_rel_diff"] for r in rows],
+            {"units": "1", "long_name": loss},
+        ),
+        "passed": (
+            "check",
+            passed.astype(np.int8),
+            {
+                "units": "1",
+                "long_name": f"1 where |d_oa| <= {tolerance:g} and both runs share the recipe hash",
+                "flag_values": np.array([0, 1], dtype=np.int8),
+                "flag_meanings": "failed passed",
+            },
+        ),
+    }
+
+
+def _check_coords(rows: Sequence[Mapping[str, Any]]) -> dict[str, tuple]:
     def coord(key: str, dtype: type, long: str, units: str | None = None) -> tuple:
         attrs = {"long_name": long} | ({"units": units} if units else {})
         return ("check", np.array([r[key] for r in rows], dtype=dtype), attrs)
 
-    ds_out = xr.Dataset(
-        {
-            "oa_check": (
-                "check",
-                [r["oa_check"] for r in rows],
-                {"units": "1", "long_name": "test OA of the P-rank run at the check epoch"},
-            ),
-            "oa_equivalent": (
-                "check",
-                [r["oa_equivalent"] for r in rows],
-                {"units": "1", "long_name": "test OA of the single-process equivalent at the same epoch"},
-            ),
-            "d_oa": (
-                "check",
-                d_oa,
-                {"units": "1", "long_name": "OA of the P-rank run minus its equivalent's"},
-            ),
-            "loss_max_rel_diff": (
-                "check",
-                [r["loss_max_rel_diff"] for r in rows],
-                {
-                    "units": "1",
-                    "long_name": "largest relative difference of the epochs' mean training loss up to the check epoch",
-                },
-            ),
-            "passed": (
-                "check",
-                passed.astype(np.int8),
-                {
-                    "units": "1",
-                    "long_name": f"1 where |d_oa| <= {tolerance:g} and both runs share the recipe hash",
-                    "flag_values": np.array([0, 1], dtype=np.int8),
-                    "flag_meanings": "failed passed",
-                },
-            ),
-        },
-        coords={
-            "check": ("check", np.arange(n, dtype=np.int32), {"units": "1", "long_name": "check index"}),
-            "plan": coord("plan", object, "parallel plan"),
-            "P": coord("P", np.int32, "TP size of the check run (ranks)", "1"),
-            "g": coord("g", np.int32, "D-CHAG groups", "1"),
-            "dataset": coord("dataset", object, "dataset"),
-            "split": coord("split", object, "split protocol"),
-            "seed": coord("seed", np.int32, "seed", "1"),
-            "N": coord("N", np.int32, "spatial tokens per crop", "1"),
-            "epoch": coord(
-                "epoch", np.int32, "epochs trained by the check run (train.equivalence.epochs)", "1"
-            ),
-        },
-    )
-    ds_out.attrs.update(
-        {
-            "title": "hsitp training equivalence: each plan over P ranks vs its single-process equivalent",
-            "tolerance": float(tolerance),
-            "method": __doc__.split("\n\n")[1].replace("\n", " "),
-            "measured": "both runs on this machine's CPU/gloo (or CUDA/NCCL where the record says so)",
-        }
-    )
-    return ds_out
+    return {
+        "check": ("check", np.arange(len(rows), dtype=np.int32), {"units": "1", "long_name": "check index"}),
+        "plan": coord("plan", object, "parallel plan"),
+        "P": coord("P", np.int32, "TP size of the check run (ranks)", "1"),
+        "g": coord("g", np.int32, "D-CHAG groups", "1"),
+        "dataset": coord("dataset", object, "dataset"),
+        "split": coord("split", object, "split protocol"),
+        "seed": coord("seed", np.int32, "seed", "1"),
+        "N": coord("N", np.int32, "spatial tokens per crop", "1"),
+        "epoch": coord("epoch", np.int32, "epochs trained by the check run (train.equivalence.epochs)", "1"),
+    }
 
 
 def failures(ds: xr.Dataset) -> list[str]:

@@ -24,6 +24,7 @@ import random
 import sys
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,25 +34,22 @@ import torch.distributed as dist
 import torch.nn.functional as F  # noqa: N812
 
 from hsitp.errors import HsitpError
+from hsitp.memory import KINDS, PARTS, measure_step
 from hsitp.models.config import ModelConfig
 from hsitp.parallel.collectives import ALL_GATHER_SINGLE
 from hsitp.parallel.groups import TPGroup
 from hsitp.parallel.runtime import Runtime
-from hsitp.probe.memory import KINDS, PARTS, measure_step
+from hsitp.signals import StopRequest
 from hsitp.train import checkpoint as ckpt
 from hsitp.train.ccr import CommTimer, timed_collectives
-from hsitp.train.data import CropSampler, load_scene
+from hsitp.train.data import CropSampler, Scene, load_scene
 from hsitp.train.evaluate import evaluate_scene
 from hsitp.train.plan import TrainJob, check_job
+from hsitp.train.settings import TrainSettings
 
 log = logging.getLogger(__name__)
 
 ACTIVATION_CHECKPOINTING = "none"  # the policy the memory numbers were measured under
-# Keys of `train` that do not change the trajectory: a checkpoint made under other values is resumed from.
-_NOT_TRAJECTORY = ("debug", "checkpoint", "summary_epochs", "datasets", "plans", "world_sizes", "groups")
-_NOT_TRAJECTORY += ("splits", "seeds", "device", "threads_per_rank", "crops")  # the job's crop is in "model"
-# the launched ranks are in the checkpoint's layout; the check and the verdict are read after training
-_NOT_TRAJECTORY += ("equivalent", "equivalence", "verdict")
 
 
 class TrainError(HsitpError):
@@ -84,15 +82,15 @@ def lr_lambda(warmup: int, total: int) -> Callable[[int], float]:
     return f
 
 
-def evaluated_epochs(train_cfg: Mapping[str, Any], stop_after: int | None = None) -> set[int]:
+def evaluated_epochs(settings: TrainSettings, stop_after: int | None = None) -> set[int]:
     """The 1-based epochs whose end evaluates the model: every ``eval_every``, the last ``summary_epochs``, the
     last epoch run, and the equivalence check's epoch under ``train.equivalent`` (both sides score it)."""
-    epochs, every = int(train_cfg["epochs"]), int(train_cfg["eval_every"])
-    k = min(epochs, int(train_cfg["summary_epochs"]))
+    epochs, every = settings.epochs, settings.eval_every
+    k = min(epochs, settings.summary_epochs)
     out = {e for e in range(1, epochs + 1) if e % every == 0 or e > epochs - k}
     out.add(epochs)
-    check = int((train_cfg.get("equivalence") or {}).get("epochs", 0))
-    if train_cfg.get("equivalent") and 0 < check <= epochs:
+    check = settings.equivalence_epochs
+    if settings.equivalent and 0 < check <= epochs:
         out.add(check)
     if stop_after is not None:
         out.add(min(stop_after, epochs))
@@ -123,13 +121,12 @@ def _gather_rows(row: torch.Tensor, tp: TPGroup) -> np.ndarray:
     return out.view(tp.size, -1).cpu().double().numpy()
 
 
-def _trajectory_meta(
-    train_cfg: Mapping[str, Any], job: TrainJob, arch: ModelConfig, master_seed: int
-) -> dict[str, Any]:
-    keys = {k: v for k, v in train_cfg.items() if k not in _NOT_TRAJECTORY}
+def _trajectory_meta(settings: TrainSettings, job: TrainJob, arch: ModelConfig) -> dict[str, Any]:
+    """What a checkpoint must match to be resumed from: the trajectory's train keys, the master seed (it draws
+    the validation pixels), the job's cell and the architecture."""
     return {
-        "train": json.loads(json.dumps(keys, sort_keys=True)),
-        "master_seed": master_seed,  # draws the validation pixels
+        "train": settings.trajectory_key(),
+        "master_seed": settings.seed,
         "plan": job.plan,
         "P": job.world_size,
         "ranks": job.launched,
@@ -178,37 +175,114 @@ class _Progress:
             self.bar.close()
 
 
+@dataclass
+class _Setup:
+    """What one rank trains with, built once (:func:`_build`) and used by every epoch."""
+
+    scene: Scene  # the prepared scene: cube, labels, split and validation pixels
+    arch: ModelConfig  # the architecture the plan splits (crop size, model sizes, aggregation)
+    model: Any  # the plan's parallel model on this rank
+    opt: torch.optim.Optimizer  # AdamW
+    sched: torch.optim.lr_scheduler.LambdaLR  # linear warm-up, cosine decay
+    sampler: CropSampler  # the seeded crop stream (identical on every rank)
+    tp: TPGroup  # the TP group (the whole launched world)
+    device: torch.device  # where this rank computes
+    autocast: Any  # bf16 autocast on CUDA; a no-op on CPU (fp32)
+    valid: torch.Tensor | None  # this rank's padded output locations (None: no padding)
+    tokens_per_step: int  # batch x N
+    evaluate: Callable[[], Any]  # the whole scene predicted by tiled inference and scored
+
+
+@dataclass
+class _Resumed:
+    """Where a run starts: after the newest complete checkpoint of the same configuration, or at epoch 0."""
+
+    start_epoch: int  # epochs already done
+    history: list[dict[str, Any]]  # their per-epoch records
+    resumed_at: list[int]  # every epoch a run of this job resumed after
+    last_good: Path | None  # the newest complete checkpoint (named in a failure's message)
+
+
 def train_rank(
     rt: Runtime,
-    config: Mapping[str, Any],
+    settings: TrainSettings,
     job: TrainJob,
     *,
+    stop: StopRequest | None = None,
     on_step: Callable[[int], None] | None = None,
     on_epoch: Callable[[int, Mapping[str, Any]], None] | None = None,
 ) -> Path | None:
     """Train ``job`` on this rank (every rank of the group calls it); rank 0 returns the record's path.
 
-    Resumes from the newest complete checkpoint of the same configuration. ``on_step(global_step)`` runs before
+    Resumes from the newest complete checkpoint of the same configuration. ``stop``: the command's signal recorder
+    (:mod:`hsitp.signals`), checked at every epoch's end after its checkpoint (every rank together) and, in one
+    process, before every step: an interrupted run resumes where it stopped. ``on_step(global_step)`` runs before
     every step (tests use it to kill a rank); ``on_epoch(epoch, record)`` after every epoch's checkpoint, with that
     epoch's record (``hsitp tune`` reports validation OA to its pruner there, and stops a pruned trial by raising)."""
-    tc = config["train"]
     tp = tp_group(rt, job.launched)
-    device = rt.device
-    cuda = device.type == "cuda"
-    if tc["deterministic"] and not cuda:
+    _seed(settings, job, rt.device)
+    setup = _build(settings, job, tp, rt.device)
+    meta = _trajectory_meta(settings, job, setup.arch)
+    run = _resume(setup, job, meta)
+    spe = settings.steps_per_epoch
+    last_epoch = settings.epochs if job.stop_after is None else min(settings.epochs, int(job.stop_after))
+    eval_at = evaluated_epochs(settings, job.stop_after)
+    # memory is tracked (one step of the epoch under the tracker, several times a plain step's time on CPU) only in
+    # the epochs the summary averages (§7.4: the last summary_epochs of this run); NaN in the others
+    tracked_from = last_epoch - min(last_epoch, settings.summary_epochs)
+    stop = stop or StopRequest()  # without one: nothing to check but the other ranks
+    prediction = None  # (H, W) int16: the last evaluation's map
+    progress = _Progress(tp.rank, last_epoch * spe, run.start_epoch * spe, last_epoch)
+    try:
+        for epoch in range(run.start_epoch, last_epoch):
+            steps = _Steps(stop, on_step, progress, tracked=epoch >= tracked_from)
+            rec = _train_epoch(setup, settings, job, epoch, run.last_good, steps)
+            scored = _score_epoch(setup, rec, evaluate=epoch + 1 in eval_at)
+            prediction = scored if scored is not None else prediction
+            run.history.append(rec)
+            run.last_good = _save(setup, settings, job, epoch, run, meta)
+            progress.epoch(epoch + 1, (epoch + 1) * spe, _rank0(rec))
+            if on_epoch is not None:
+                on_epoch(epoch + 1, rec)
+            # the epoch is saved: stop here if any rank was signalled (every rank together)
+            stop.check(tp.group if tp.size > 1 else None, setup.device)
+    finally:
+        progress.close()
+    if prediction is None:  # resumed after the last epoch: the same weights give the same map
+        prediction = setup.evaluate().prediction
+    if tp.rank != 0:
+        return None
+    from hsitp.train.record import write_record
+
+    return write_record(
+        job,
+        settings,
+        rt,
+        setup.arch,
+        setup.scene,
+        run.history,
+        resumed_at=run.resumed_at,
+        memory_method=_memory_method(setup.device),
+        prediction=prediction,
+    )
+
+
+def _seed(settings: TrainSettings, job: TrainJob, device: torch.device) -> None:
+    """The job's seed in every RNG (the same on every rank); deterministic kernels on CPU when asked."""
+    if settings.deterministic and device.type != "cuda":
         torch.use_deterministic_algorithms(True)
     random.seed(job.seed)
     np.random.seed(job.seed)
     torch.manual_seed(job.seed)
 
+
+def _build(settings: TrainSettings, job: TrainJob, tp: TPGroup, device: torch.device) -> _Setup:
+    """The scene, the plan's model on this rank, its optimizer, schedule and crop sampler."""
     scene = load_scene(
-        job.data,
-        job.split,
-        validation=float(tc["validation"]["fraction"]),
-        validation_seed=int(config["seed"]),
+        job.data, job.split, validation=settings.validation_fraction, validation_seed=settings.seed
     )
     arch = check_job(
-        tc,
+        settings,
         job.plan,
         job.world_size,
         job.groups,
@@ -223,165 +297,182 @@ def train_rank(
     # the single-process equivalent trains the plan's architecture whole, on one rank (plan "dense")
     applied = "dense" if job.equivalent else job.plan
     model = parallelize(SpectralSpatialTransformer(arch, seed=job.seed), applied, tp, device=device)
-    epochs, spe = int(tc["epochs"]), int(tc["steps_per_epoch"])
-    last_epoch = epochs if job.stop_after is None else min(epochs, int(job.stop_after))
-    total_steps = epochs * spe
-    opt = torch.optim.AdamW(model.parameters(), lr=float(tc["lr"]), weight_decay=float(tc["weight_decay"]))
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(int(tc["warmup_steps"]), total_steps))
-    sampling = tc["sampling"]
-    per_class = int(sampling["per_class"]) if sampling["mode"] == "stratified" else None
+    total_steps = settings.epochs * settings.steps_per_epoch
+    opt = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(settings.warmup_steps, total_steps))
     sampler = CropSampler(
-        scene, arch.height, int(tc["batch"]), job.seed, augment=bool(tc["augment"]), per_class=per_class
+        scene, arch.height, settings.batch, job.seed, augment=settings.augment, per_class=settings.per_class
     )
-    smoothing = float(tc["label_smoothing"])
-    tokens_per_step = int(tc["batch"]) * arch.n_tokens
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if cuda else _nullcontext()
-    valid = model.output_valid()  # (1, 1, ...) bool or None: this rank's padded output locations
-    eval_at = evaluated_epochs(tc, job.stop_after)
-    # memory is tracked (one step of the epoch under the tracker, several times a plain step's time on CPU) only in
-    # the epochs the summary averages (§7.4: the last summary_epochs of this run); NaN in the others
-    tracked_from = last_epoch - min(last_epoch, int(tc["summary_epochs"]))
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else _nullcontext()
     evaluate = functools.partial(
-        evaluate_scene, model, scene, arch.height, batch=int(tc["batch"]), device=device, autocast=autocast
+        evaluate_scene, model, scene, arch.height, batch=settings.batch, device=device, autocast=autocast
     )
-    prediction = None  # (H, W) int16: the last evaluation's map
+    valid = model.output_valid()  # (1, 1, ...) bool or None: this rank's padded output locations
+    tokens_per_step = settings.batch * arch.n_tokens
+    return _Setup(
+        scene, arch, model, opt, sched, sampler, tp, device, autocast, valid, tokens_per_step, evaluate
+    )
 
-    meta = _trajectory_meta(tc, job, arch, int(config["seed"]))
-    history: list[dict[str, Any]] = []
-    resumed_at: list[int] = []
-    start_epoch = 0
+
+def _resume(setup: _Setup, job: TrainJob, meta: Mapping[str, Any]) -> _Resumed:
+    """Load the newest complete checkpoint of the same configuration (``meta``) into ``setup``, or clear stale
+    ones."""
+    tp = setup.tp
     found = ckpt.latest_checkpoint(job.checkpoint_dir, tp.rank, tp.size, meta)
+    run = _Resumed(0, [], [], None)
     if found is None:
         if tp.rank == 0:
             ckpt.clear(job.checkpoint_dir)
     else:
-        start_epoch, state = found
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["optimizer"])
-        sched.load_state_dict(state["scheduler"])
-        sampler.load_state_dict(state["sampler"])
-        _set_rng_state(state["rng"], device)
-        history, resumed_at = list(state["history"]), [*state["resumed_at"], start_epoch]
-        log.info("resuming %s after epoch %d from %s", job.name, start_epoch, job.checkpoint_dir)
+        run.start_epoch, state = found
+        setup.model.load_state_dict(state["model"])
+        setup.opt.load_state_dict(state["optimizer"])
+        setup.sched.load_state_dict(state["scheduler"])
+        setup.sampler.load_state_dict(state["sampler"])
+        _set_rng_state(state["rng"], setup.device)
+        run.history, run.resumed_at = list(state["history"]), [*state["resumed_at"], run.start_epoch]
+        run.last_good = ckpt.epoch_dir(job.checkpoint_dir, run.start_epoch)
+        log.info("resuming %s after epoch %d from %s", job.name, run.start_epoch, job.checkpoint_dir)
     _barrier(tp)
+    return run
 
-    nan_at, fail_at = tc["debug"]["nan_at_step"], tc["debug"]["fail_at_step"]
-    timer = CommTimer(device)
-    last_good = ckpt.epoch_dir(job.checkpoint_dir, start_epoch) if start_epoch else None
-    progress = _Progress(tp.rank, last_epoch * spe, start_epoch * spe, last_epoch)
-    try:
-        for epoch in range(start_epoch, last_epoch):
-            losses: list[float] = []
-            step_times: list[float] = []
-            comm_times: list[float] = []
-            memory = None
-            for i in range(spe):
-                gstep = epoch * spe + i
-                if on_step is not None:
-                    on_step(gstep)
-                if fail_at is not None and gstep == fail_at:
-                    raise InjectedFailure(f"injected failure at step {gstep} (train.debug.fail_at_step)")
-                x, y = sampler.next()  # (B, L, S, S), (B, S, S)
-                x, y = x.to(device), y.to(device)
-                # this rank's input, (B, L_r, S, S) | (B, L, p, N_r p), made before the (memory-tracked) step so
-                # that no plan's peak counts its input batch; a view of the whole cube (dchag's bands) is copied,
-                # as a rank that loads only its bands would hold it, so the probe (whole storages) sees its share
-                x_local = model.shard_input(x)
-                if x_local.untyped_storage().nbytes() > x_local.nbytes:
-                    x_local = x_local.clone()
-                del x
-                n_train = max(int((y >= 0).sum()), 1)  # train pixels of the whole batch (every rank knows it)
-                target = model.shard_output(y[:, None])[:, 0]  # this rank's pixels, laid out as its logits
-                mask = target >= 0
-                if valid is not None:
-                    mask = mask & valid[:, 0]
-                box: dict[str, float] = {}
-                where = (
-                    f"{job.name}: step {gstep} (epoch {epoch + 1}, step {i + 1} of {spe}); last good "
-                    f"checkpoint: {last_good if last_good else 'none (no epoch finished)'}"
-                )
-                step = functools.partial(
-                    _one_step,
-                    model=model,
-                    opt=opt,
-                    sched=sched,
-                    batch=(x_local, target, mask, n_train),
-                    inject_nan=nan_at is not None and gstep == nan_at,
-                    smoothing=smoothing,
-                    autocast=autocast,
-                    tp=tp,
-                    where=where,
-                    box=box,
-                )
 
-                # the epoch's last step: after >= 1 step of the run the optimizer state exists
-                tracked = i == spe - 1 and epoch >= tracked_from
-                timer.reset()
-                t0 = time.perf_counter()
-                with timed_collectives(timer):
-                    if tracked:
-                        memory = measure_step(model, step, optimizer=opt, device=device)
-                    else:
-                        step()
-                if cuda:
-                    torch.cuda.synchronize(device)
-                dt = time.perf_counter() - t0
-                if not tracked or spe == 1:  # a tracked step runs under the memory tracker: not timed
-                    step_times.append(dt)
-                    comm_times.append(timer.seconds())
-                losses.append(box["loss"])
-                progress.step(box["loss"], tokens_per_step / dt)
-            rec = _epoch_record(epoch, losses, step_times, comm_times, memory, tp, tokens_per_step, device)
-            rec["lr"] = float(sched.get_last_lr()[0])
-            if epoch + 1 in eval_at:
-                result = evaluate()
-                prediction = result.prediction
-                rec.update(_accuracy(result.scores))
-                rec.update(_accuracy(result.validation, scene.classes, prefix="val_"))
-            else:
-                rec.update(_accuracy(None, scene.classes))
-                rec.update(_accuracy(None, scene.classes, prefix="val_"))
-            history.append(rec)
-            state = {
-                "model": model.state_dict(),
-                "optimizer": opt.state_dict(),
-                "scheduler": sched.state_dict(),
-                "sampler": sampler.state_dict(),
-                "rng": _rng_state(device),
-                "history": history,
-                "resumed_at": resumed_at,
-            }
-            last_good = ckpt.save_checkpoint(
-                job.checkpoint_dir,
-                epoch + 1,
-                tp.rank,
-                tp.size,
-                state,
-                meta,
-                keep=int(tc["checkpoint"]["keep"]),
-                barrier=lambda: _barrier(tp),
-            )
-            progress.epoch(epoch + 1, (epoch + 1) * spe, _rank0(rec))
-            if on_epoch is not None:
-                on_epoch(epoch + 1, rec)
-    finally:
-        progress.close()
-    if prediction is None:  # resumed after the last epoch: the same weights give the same map
-        prediction = evaluate().prediction
-    if tp.rank != 0:
+@dataclass
+class _Steps:
+    """What an epoch's steps report to, and whether its last step is memory-tracked."""
+
+    stop: StopRequest  # checked before every step in one process (no collective: free)
+    on_step: Callable[[int], None] | None  # the caller's hook, before every step
+    progress: _Progress  # the bar or log line
+    tracked: bool  # the epoch's last step runs under the memory tracker
+
+
+def _train_epoch(
+    setup: _Setup, settings: TrainSettings, job: TrainJob, epoch: int, last_good: Path | None, steps: _Steps
+) -> dict[str, Any]:
+    """One epoch's optimizer steps (the last one memory-tracked in the summary epochs); its record."""
+    spe = settings.steps_per_epoch
+    nan_at, fail_at = settings.debug_nan_at_step, settings.debug_fail_at_step
+    timer = CommTimer(setup.device)
+    losses: list[float] = []
+    step_times: list[float] = []
+    comm_times: list[float] = []
+    memory = None
+    for i in range(spe):
+        gstep = epoch * spe + i
+        if setup.tp.size == 1:
+            steps.stop.check()
+        if steps.on_step is not None:
+            steps.on_step(gstep)
+        if fail_at is not None and gstep == fail_at:
+            raise InjectedFailure(f"injected failure at step {gstep} (train.debug.fail_at_step)")
+        where = (
+            f"{job.name}: step {gstep} (epoch {epoch + 1}, step {i + 1} of {spe}); last good "
+            f"checkpoint: {last_good if last_good else 'none (no epoch finished)'}"
+        )
+        box: dict[str, float] = {}
+        step = functools.partial(
+            _one_step,
+            model=setup.model,
+            opt=setup.opt,
+            sched=setup.sched,
+            batch=_next_batch(setup),
+            inject_nan=nan_at is not None and gstep == nan_at,
+            smoothing=settings.label_smoothing,
+            autocast=setup.autocast,
+            tp=setup.tp,
+            where=where,
+            box=box,
+        )
+        # the epoch's last step: after >= 1 step of the run the optimizer state exists
+        tracked = i == spe - 1 and steps.tracked
+        dt, comm, measured = _timed(setup, step, timer, tracked)
+        if measured is not None:
+            memory = measured
+        if not tracked or spe == 1:  # a tracked step runs under the memory tracker: not timed
+            step_times.append(dt)
+            comm_times.append(comm)
+        losses.append(box["loss"])
+        steps.progress.step(box["loss"], setup.tokens_per_step / dt)
+    rec = _epoch_record(
+        epoch, losses, step_times, comm_times, memory, setup.tp, setup.tokens_per_step, setup.device
+    )
+    rec["lr"] = float(setup.sched.get_last_lr()[0])
+    return rec
+
+
+def _next_batch(setup: _Setup) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
+    """This rank's part of the next batch: input, target, loss mask, and the whole batch's train pixels."""
+    x, y = setup.sampler.next()  # (B, L, S, S), (B, S, S)
+    x, y = x.to(setup.device), y.to(setup.device)
+    # this rank's input, (B, L_r, S, S) | (B, L, p, N_r p), made before the (memory-tracked) step so that no
+    # plan's peak counts its input batch; a view of the whole cube (dchag's bands) is copied, as a rank that loads
+    # only its bands would hold it, so the probe (whole storages) sees its share
+    x_local = setup.model.shard_input(x)
+    if x_local.untyped_storage().nbytes() > x_local.nbytes:
+        x_local = x_local.clone()
+    del x
+    n_train = max(int((y >= 0).sum()), 1)  # train pixels of the whole batch (every rank knows it)
+    target = setup.model.shard_output(y[:, None])[:, 0]  # this rank's pixels, laid out as its logits
+    mask = target >= 0
+    if setup.valid is not None:
+        mask = mask & setup.valid[:, 0]
+    return x_local, target, mask, n_train
+
+
+def _timed(
+    setup: _Setup, step: Callable[[], None], timer: CommTimer, tracked: bool
+) -> tuple[float, float, Any]:
+    """Run one step: (seconds, seconds inside the model's collectives, its memory when tracked else None)."""
+    memory = None
+    timer.reset()
+    t0 = time.perf_counter()
+    with timed_collectives(timer):
+        if tracked:
+            memory = measure_step(setup.model, step, optimizer=setup.opt, device=setup.device)
+        else:
+            step()
+    if setup.device.type == "cuda":
+        torch.cuda.synchronize(setup.device)
+    return time.perf_counter() - t0, timer.seconds(), memory
+
+
+def _score_epoch(setup: _Setup, rec: dict[str, Any], *, evaluate: bool) -> np.ndarray | None:
+    """Test and validation accuracy into the epoch's record (NaN when not evaluated); the predicted map or None."""
+    classes = setup.scene.classes
+    if not evaluate:
+        rec.update(_accuracy(None, classes))
+        rec.update(_accuracy(None, classes, prefix="val_"))
         return None
-    from hsitp.train.record import write_record
+    result = setup.evaluate()
+    rec.update(_accuracy(result.scores))
+    rec.update(_accuracy(result.validation, classes, prefix="val_"))
+    return result.prediction
 
-    return write_record(
-        job,
-        config,
-        rt,
-        arch,
-        scene,
-        history,
-        resumed_at=resumed_at,
-        memory_method=_memory_method(device),
-        prediction=prediction,
+
+def _save(
+    setup: _Setup, settings: TrainSettings, job: TrainJob, epoch: int, run: _Resumed, meta: Mapping[str, Any]
+) -> Path:
+    """Checkpoint the state after ``epoch`` (every rank its own part; the manifest last); its folder."""
+    state = {
+        "model": setup.model.state_dict(),
+        "optimizer": setup.opt.state_dict(),
+        "scheduler": setup.sched.state_dict(),
+        "sampler": setup.sampler.state_dict(),
+        "rng": _rng_state(setup.device),
+        "history": run.history,
+        "resumed_at": run.resumed_at,
+    }
+    tp = setup.tp
+    return ckpt.save_checkpoint(
+        job.checkpoint_dir,
+        epoch + 1,
+        tp.rank,
+        tp.size,
+        state,
+        meta,
+        keep=settings.checkpoint_keep,
+        barrier=lambda: _barrier(tp),
     )
 
 

@@ -7,6 +7,7 @@ goes with it (one crop per N per dataset, so N names it)."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -16,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from hsitp.errors import HsitpError
-from hsitp.models.config import DCHAG_PARTIAL, ModelConfig, PlanError, architecture_for, config_keys
+from hsitp.models.config import ModelConfig, PlanError, architecture_for, config_keys
+from hsitp.names import DCHAG_PLANS
+from hsitp.train.settings import TrainSettings
 
 # ModelConfig fields set from train.model (errors name these keys, not ModelConfig's model.*).
 MODEL_KEYS = {k: f"train.model.{k}" for k in ("dim", "heads", "depth", "mlp_ratio")} | {
@@ -127,18 +130,17 @@ def crop_size(patch: int, tokens: int) -> int:
 
 
 def trained_datasets(config: Mapping[str, Any]) -> list[str]:
-    """``train.datasets``, or the top-level ``datasets`` when it is null."""
-    return list(config["train"]["datasets"] or config["datasets"])
+    """``train.datasets``, or the top-level ``datasets`` when it is null (of a validated config: the DAG's)."""
+    return list(TrainSettings.from_config(config).datasets)
 
 
-def dataset_crops(train_cfg: Mapping[str, Any], dataset: str) -> list[tuple[int, int]]:
+def dataset_crops(settings: TrainSettings, dataset: str) -> list[tuple[int, int]]:
     """(patch, tokens) of every crop of ``train.crops`` that applies to ``dataset`` (datasets null = all), in
     config order; TrainConfigError when none does or when two share N (their run names would collide)."""
     out: list[tuple[int, int]] = []
-    for crop in train_cfg["crops"]:
-        names = crop.get("datasets")
-        if names is None or dataset in names:
-            patch, tokens = int(crop["patch"]), int(crop["tokens"])
+    for crop in settings.crops:
+        if crop.datasets is None or dataset in crop.datasets:
+            patch, tokens = crop.patch, crop.tokens
             if any(n == tokens for _, n in out):
                 raise TrainConfigError(
                     f"train.crops: two crops with tokens = {tokens} apply to {dataset} (N names the job's files); "
@@ -153,9 +155,9 @@ def dataset_crops(train_cfg: Mapping[str, Any], dataset: str) -> list[tuple[int,
     return out
 
 
-def crop_patch(train_cfg: Mapping[str, Any], dataset: str, tokens: int) -> int:
+def crop_patch(settings: TrainSettings, dataset: str, tokens: int) -> int:
     """The patch of ``dataset``'s crop with ``tokens`` spatial tokens (TrainConfigError when it has none)."""
-    crops = dataset_crops(train_cfg, dataset)
+    crops = dataset_crops(settings, dataset)
     for patch, n in crops:
         if n == int(tokens):
             return patch
@@ -167,12 +169,12 @@ def crop_patch(train_cfg: Mapping[str, Any], dataset: str, tokens: int) -> int:
 
 
 def model_config(
-    train_cfg: Mapping[str, Any], bands: int, classes: int, *, patch: int, tokens: int
+    settings: TrainSettings, bands: int, classes: int, *, patch: int, tokens: int
 ) -> ModelConfig:
     """The base ModelConfig of a run: sizes from ``train.model``, crop S = patch x sqrt(tokens) (one crop of
     ``train.crops``)."""
     s = crop_size(int(patch), int(tokens))
-    m = train_cfg["model"]
+    m = settings.model
     with config_keys(MODEL_KEYS):
         return ModelConfig(
             bands=bands,
@@ -180,15 +182,15 @@ def model_config(
             width=s,
             classes=classes,
             patch=int(patch),
-            dim=int(m["dim"]),
-            heads=int(m["heads"]),
-            depth=int(m["depth"]),
-            mlp_ratio=int(m["mlp_ratio"]),
+            dim=m.dim,
+            heads=m.heads,
+            depth=m.depth,
+            mlp_ratio=m.mlp_ratio,
         )
 
 
 def check_job(
-    train_cfg: Mapping[str, Any],
+    settings: TrainSettings,
     plan: str,
     P: int,  # noqa: N803
     g: int,
@@ -202,9 +204,9 @@ def check_job(
     dataset: str | None = None,
 ) -> ModelConfig:
     """The architecture the job trains; PlanError / TrainConfigError (naming the key) when it does not fit."""
-    if plan not in DCHAG_PARTIAL and g != 1:
+    if plan not in DCHAG_PLANS and g != 1:
         raise TrainConfigError(f"plan {plan!r} has no band groups: g must be 1, got {g}")
-    base = model_config(train_cfg, bands, classes, patch=patch, tokens=tokens)
+    base = model_config(settings, bands, classes, patch=patch, tokens=tokens)
     with config_keys(MODEL_KEYS):
         arch = architecture_for(base, plan, P, g)
     if rows is not None and cols is not None and (arch.height > rows or arch.width > cols):
@@ -217,88 +219,95 @@ def check_job(
     return arch
 
 
-def plan_groups(train_cfg: Mapping[str, Any], plan: str) -> list[int]:
+def plan_groups(settings: TrainSettings, plan: str) -> list[int]:
     """The g a plan is trained at: ``train.groups[plan]`` for the D-CHAG plans, 1 for every other plan."""
-    return [int(g) for g in train_cfg["groups"].get(plan, [1])] if plan in DCHAG_PARTIAL else [1]
+    return list(settings.groups.get(plan, (1,))) if plan in DCHAG_PLANS else [1]
 
 
-def plan_world_sizes(config: Mapping[str, Any], plan: str) -> list[int]:
+def plan_world_sizes(settings: TrainSettings, plan: str) -> list[int]:
     """The P a plan is trained at: dense at 1; under ``train.equivalent`` tp at the smallest P only (its
     architecture does not depend on P: one model at every P); else every P of ``train.world_sizes``."""
-    tc = config["train"]
     if plan == "dense":
         return [1]
-    if plan == "tp" and tc.get("equivalent"):
-        return [min(int(p) for p in tc["world_sizes"])]
-    return [int(p) for p in tc["world_sizes"]]
+    if plan == "tp" and settings.equivalent:
+        return [min(settings.world_sizes)]
+    return list(settings.world_sizes)
 
 
 def jobs(
     config: Mapping[str, Any], groups_of: Callable[[str, str, str], list[int]] | None = None
 ) -> list[Job]:
-    """(dataset, plan, N, P, g, split, seed) of every configured training job: every crop of ``train.crops`` that
-    applies to the dataset, every plan; dense once per crop, at P = 1, whatever ``train.world_sizes`` holds (it is
-    the reference every parallel plan is compared with); under ``train.equivalent`` tp once (plan_world_sizes).
-    ``groups_of(dataset, plan, split)``, when given, replaces ``train.groups`` for the D-CHAG plans (under
-    ``train.recipe: tuned``, the g of the plan's tuning study on that split)."""
-    tc = config["train"]
+    """(dataset, plan, N, P, g, split, seed) of every configured training job of a validated config: every crop of
+    ``train.crops`` that applies to the dataset, every plan; dense once per crop, at P = 1, whatever
+    ``train.world_sizes`` holds (it is the reference every parallel plan is compared with); under
+    ``train.equivalent`` tp once (plan_world_sizes). ``groups_of(dataset, plan, split)``, when given, replaces
+    ``train.groups`` for the D-CHAG plans (under ``train.recipe: tuned``, the g of the plan's tuning study on that
+    split)."""
+    return _jobs(TrainSettings.from_config(config), groups_of)
+
+
+def _jobs(
+    settings: TrainSettings, groups_of: Callable[[str, str, str], list[int]] | None = None
+) -> list[Job]:
     out = []
-    for dataset in trained_datasets(config):
-        for _, N in dataset_crops(tc, dataset):  # noqa: N806
-            for plan in tc["plans"]:
-                for P in plan_world_sizes(config, plan):  # noqa: N806
-                    for g, split in _groups_and_splits(tc, plan, dataset, groups_of):
-                        for seed in tc["seeds"]:
+    for dataset in settings.datasets:
+        for _, N in dataset_crops(settings, dataset):  # noqa: N806
+            for plan in settings.plans:
+                for P in plan_world_sizes(settings, plan):  # noqa: N806
+                    for g, split in _groups_and_splits(settings, plan, dataset, groups_of):
+                        for seed in settings.seeds:
                             out.append((dataset, plan, int(N), int(P), int(g), split, int(seed)))
     return out
 
 
 def _groups_and_splits(
-    tc: Mapping[str, Any], plan: str, dataset: str, groups_of: Callable[[str, str, str], list[int]] | None
+    settings: TrainSettings, plan: str, dataset: str, groups_of: Callable[[str, str, str], list[int]] | None
 ) -> list[tuple[int, str]]:
     """(g, split) pairs of a plan's jobs, g outer as ``train.groups`` lists them (or per split, ``groups_of``)."""
-    if groups_of is None or plan not in DCHAG_PARTIAL:
-        return [(g, split) for g in plan_groups(tc, plan) for split in tc["splits"]]
-    pairs = [(int(g), split) for split in tc["splits"] for g in groups_of(dataset, plan, split)]
-    return sorted(pairs, key=lambda p: (p[0], list(tc["splits"]).index(p[1])))
+    splits = settings.splits
+    if groups_of is None or plan not in DCHAG_PLANS:
+        return [(g, split) for g in plan_groups(settings, plan) for split in splits]
+    pairs = [(int(g), split) for split in splits for g in groups_of(dataset, plan, split)]
+    return sorted(pairs, key=lambda p: (p[0], list(splits).index(p[1])))
 
 
 def control_jobs(config: Mapping[str, Any]) -> list[Job]:
     """The untuned control of ``train.recipe: tuned``: every D-CHAG plan of ``train.plans`` at each P of
     ``train.control.world_sizes``, at ``train.groups``, every split and seed, each to be trained on tp's tuned recipe
     (tp's study on its split). [] unless the recipe is tuned and the control names a P."""
-    tc = config["train"]
-    sizes = [int(p) for p in (tc.get("control") or {}).get("world_sizes") or []]
-    if tc.get("recipe") != "tuned" or not sizes:
+    ts = TrainSettings.from_config(config)
+    sizes = list(ts.control_world_sizes)
+    if ts.recipe != "tuned" or not sizes:
         return []
-    unknown = sorted(set(sizes) - {int(p) for p in tc["world_sizes"]})
+    unknown = sorted(set(sizes) - set(ts.world_sizes))
     if unknown:
         raise TrainConfigError(
-            f"train.control.world_sizes: P = {unknown} is not in train.world_sizes {list(tc['world_sizes'])}: a "
+            f"train.control.world_sizes: P = {unknown} is not in train.world_sizes {list(ts.world_sizes)}: a "
             "control cell is compared with the tuned cell at the same P"
         )
-    plans = [p for p in tc["plans"] if p in DCHAG_PARTIAL]
-    sub = {**config, "train": {**tc, "plans": plans, "world_sizes": sizes}}
-    return jobs(sub)
+    plans = tuple(p for p in ts.plans if p in DCHAG_PLANS)
+    return _jobs(dataclasses.replace(ts, plans=plans, world_sizes=tuple(sizes)))
 
 
 def check_runs(config: Mapping[str, Any]) -> list[Job]:
     """The equivalence checks of ``train.equivalent``: one real P-rank run per (dataset, N, plan, P, g) of the
     parallel plans (tp at every P of ``train.world_sizes``), at ``train.equivalence.seed`` on the first split,
     stopped after ``train.equivalence.epochs`` epochs; none without ``train.equivalent`` or with epochs 0."""
-    tc = config["train"]
-    check = tc.get("equivalence") or {}
-    if not tc.get("equivalent") or not int(check.get("epochs", 0)):
+    return _check_runs(TrainSettings.from_config(config))
+
+
+def _check_runs(ts: TrainSettings) -> list[Job]:
+    if not ts.equivalent or not ts.equivalence_epochs:
         return []
-    seed, split = int(check["seed"]), tc["splits"][0]
+    seed, split = ts.equivalence_seed, ts.splits[0]
     out = []
-    for dataset in trained_datasets(config):
-        for _, N in dataset_crops(tc, dataset):  # noqa: N806
-            for plan in tc["plans"]:
+    for dataset in ts.datasets:
+        for _, N in dataset_crops(ts, dataset):  # noqa: N806
+            for plan in ts.plans:
                 if plan == "dense":
                     continue
-                for P in tc["world_sizes"]:  # noqa: N806
-                    for g in plan_groups(tc, plan):
+                for P in ts.world_sizes:  # noqa: N806
+                    for g in plan_groups(ts, plan):
                         out.append((dataset, plan, int(N), int(P), int(g), split, seed))
     return out
 
@@ -307,16 +316,16 @@ def equivalent_of(config: Mapping[str, Any], job: Job) -> Job:
     """The accuracy job a check run is compared with: the same cell, tp at its one trained P."""
     dataset, plan, N, P, g, split, seed = job  # noqa: N806
     if plan == "tp":
-        P = plan_world_sizes(config, "tp")[0]  # noqa: N806
+        P = plan_world_sizes(TrainSettings.from_config(config), "tp")[0]  # noqa: N806
     return (dataset, plan, N, P, g, split, seed)
 
 
-def _check_crop_names(config: Mapping[str, Any], known: Sequence[str]) -> None:
+def _check_crop_names(ts: TrainSettings, known: Sequence[str]) -> None:
     """A crop's `datasets` may name a registry scene that is not trained (an overlay that trains fewer scenes
     keeps the paper's crops), never an unknown name (a typo would silently drop the crop)."""
-    trained = set(trained_datasets(config))
-    for i, crop in enumerate(config["train"]["crops"]):
-        unknown = [d for d in crop.get("datasets") or [] if d not in trained and d not in known]
+    trained = set(ts.datasets)
+    for i, crop in enumerate(ts.crops):
+        unknown = [d for d in crop.datasets or () if d not in trained and d not in known]
         if unknown:
             raise TrainConfigError(
                 f"train.crops[{i}].datasets names {unknown}: neither trained ({sorted(trained)}) nor a registry "
@@ -330,30 +339,29 @@ def check_jobs(config: Mapping[str, Any]) -> None:
     prepared file)."""
     from hsitp.data import registry
 
+    ts = TrainSettings.from_config(config)
     known = set(registry.names())
-    _check_crop_names(config, sorted(known))
-    check = config["train"].get("equivalence") or {}
-    if check_runs(config) and int(check["seed"]) not in [int(s) for s in config["train"]["seeds"]]:
+    _check_crop_names(ts, sorted(known))
+    if _check_runs(ts) and ts.equivalence_seed not in ts.seeds:
         raise TrainConfigError(
-            f"train.equivalence.seed = {check['seed']} is not one of train.seeds {config['train']['seeds']}: the "
+            f"train.equivalence.seed = {ts.equivalence_seed} is not one of train.seeds {list(ts.seeds)}: the "
             "check run is compared with that seed's single-process equivalent"
         )
     pca = config.get("data", {}).get("pca_components")
-    tc = config["train"]
-    for dataset, plan, N, P, g, _, _ in jobs(config):  # noqa: N806
+    for dataset, plan, N, P, g, _, _ in _jobs(ts):  # noqa: N806
         if dataset not in known:
-            crop_size(crop_patch(tc, dataset, N), N)  # N a perfect square, at least
+            crop_size(crop_patch(ts, dataset, N), N)  # N a perfect square, at least
             continue
         spec = registry.get(dataset)
         bands = int(pca) if pca else spec.bands
         check_job(
-            tc,
+            ts,
             plan,
             P,
             g,
             bands,
             spec.n_classes,
-            patch=crop_patch(tc, dataset, N),
+            patch=crop_patch(ts, dataset, N),
             tokens=N,
             rows=spec.rows,
             cols=spec.cols,

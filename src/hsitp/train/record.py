@@ -11,13 +11,14 @@ import numpy as np
 import xarray as xr
 
 from hsitp.io import provenance, write_netcdf
-from hsitp.probe.memory import KINDS, PARTS
+from hsitp.memory import KINDS, PARTS
 
 if TYPE_CHECKING:
     from hsitp.models.config import ModelConfig
     from hsitp.parallel.runtime import Runtime
     from hsitp.train.data import Scene
     from hsitp.train.plan import TrainJob
+    from hsitp.train.settings import TrainSettings
 
 KIND = "train"
 # tokens/s of a record: timed at its own moment on a shared machine, so no ratio with another record's (issue 25)
@@ -36,6 +37,27 @@ def summary_window(n_epochs: int, summary_epochs: int) -> int:
     return min(n_epochs, summary_epochs)
 
 
+EVALUATED = "; NaN at epochs not evaluated (train.eval_every)"
+TEST_NOTE = "on the labelled test pixels of the run's split protocol, whole-scene tiled prediction"
+VAL_NOTE = (
+    "on the validation pixels (train.validation: train pixels held out of the loss; every recipe decision is "
+    "taken on these), same prediction; NaN when the run holds none out"
+)
+BYTES_NOTE = "bytes on this rank"
+# the record's summaries: mean over the last epochs (§7.4: the test set scored in each of the last k epochs, NaN
+# ones skipped, averaged), with the dims they keep
+SUMMARISED = (
+    ("oa", ()),
+    ("aa", ()),
+    ("kappa", ()),
+    ("loss", ()),
+    ("tokens_per_s", ()),
+    ("step_time", ("rank",)),
+    ("ccr_inline", ("rank",)),
+    ("peak_allocated", ("rank",)),
+)
+
+
 def build_dataset(
     history: Sequence[Mapping[str, Any]],
     *,
@@ -44,172 +66,17 @@ def build_dataset(
     attrs: Mapping[str, Any],
 ) -> xr.Dataset:
     """The record as an xarray Dataset: dims epoch (1-based), rank, part, kind; summaries over the last epochs."""
-    epochs = np.array([int(h["epoch"]) for h in history], dtype=np.int32)
-    ranks = np.arange(world_size, dtype=np.int32)
-
-    def per_epoch(key: str) -> np.ndarray:
-        return np.array([h[key] for h in history], dtype=np.float64)
-
-    def per_rank(key: str) -> np.ndarray:
-        return np.stack([np.asarray(h[key], dtype=np.float64) for h in history])  # (epoch, rank, ...)
-
-    bytes_note = "bytes on this rank"
     classes = len(np.asarray(history[0]["per_class"])) if history else 0
-    evaluated = "; NaN at epochs not evaluated (train.eval_every)"
-    test_note = "on the labelled test pixels of the run's split protocol, whole-scene tiled prediction"
-    val_note = (
-        "on the validation pixels (train.validation: train pixels held out of the loss; every recipe decision is "
-        "taken on these), same prediction; NaN when the run holds none out"
-    )
-
-    def per_epoch_nan() -> np.ndarray:
-        return np.full(len(history), np.nan)
-
     ds = xr.Dataset(
-        {
-            "oa": (
-                "epoch",
-                per_epoch("oa"),
-                {"units": "1", "long_name": f"overall accuracy {test_note}{evaluated}"},
-            ),
-            "aa": (
-                "epoch",
-                per_epoch("aa"),
-                {
-                    "units": "1",
-                    "long_name": f"average accuracy (mean recall over the classes present) {test_note}"
-                    f"{evaluated}",
-                },
-            ),
-            "kappa": (
-                "epoch",
-                per_epoch("kappa"),
-                {"units": "1", "long_name": f"Cohen's kappa {test_note}{evaluated}"},
-            ),
-            "per_class_accuracy": (
-                ("epoch", "label"),
-                np.stack([np.asarray(h["per_class"], dtype=np.float64) for h in history])
-                if history
-                else np.zeros((0, 0)),
-                {
-                    "units": "1",
-                    "long_name": f"recall of each class {test_note}; NaN for a class with no test pixel{evaluated}",
-                },
-            ),
-            **{
-                f"val_{m}": (
-                    "epoch",
-                    per_epoch(f"val_{m}") if history and f"val_{m}" in history[0] else per_epoch_nan(),
-                    {"units": "1", "long_name": f"{what} {val_note}{evaluated}"},
-                )
-                for m, what in (
-                    ("oa", "overall accuracy"),
-                    ("aa", "average accuracy"),
-                    ("kappa", "Cohen's kappa"),
-                )
-            },
-            "val_per_class_accuracy": (
-                ("epoch", "label"),
-                np.stack(
-                    [
-                        np.asarray(h.get("val_per_class", np.full(classes, np.nan)), dtype=np.float64)
-                        for h in history
-                    ]
-                )
-                if history
-                else np.zeros((0, 0)),
-                {"units": "1", "long_name": f"recall of each class {val_note}; NaN for a class with none"},
-            ),
-            "loss": (
-                "epoch",
-                per_epoch("loss"),
-                {
-                    "units": "1",
-                    "long_name": "mean training cross-entropy of the epoch's steps (loss pixels; label-smoothed under "
-                    "train.label_smoothing > 0)",
-                },
-            ),
-            "lr": ("epoch", per_epoch("lr"), {"units": "1", "long_name": "learning rate after the epoch"}),
-            "tokens_per_s": (
-                "epoch",
-                per_epoch("tokens_per_s"),
-                {
-                    "units": "1/s",
-                    "long_name": "training throughput: tokens (batch x N) per second of the slowest rank's "
-                    "mean step time",
-                    # timed at this run's own moment on a shared machine: never divide it by another record's
-                    # (plan-to-plan ratios come from the probe's interleaved rounds, probe/throughput.nc)
-                    "comparable": COMPARABLE,
-                },
-            ),
-            "step_time": (
-                ("epoch", "rank"),
-                per_rank("step_time"),
-                {"units": "s", "long_name": "mean optimizer-step time (untracked steps)"},
-            ),
-            "comm_time": (
-                ("epoch", "rank"),
-                per_rank("comm_time"),
-                {"units": "s", "long_name": "mean time per step inside the model's collectives"},
-            ),
-            "ccr_inline": (
-                ("epoch", "rank"),
-                per_rank("ccr_inline"),
-                {"units": "1", "long_name": "in-training comm / (step - comm)", "comment": CCR_INLINE_NOTE},
-            ),
-            "peak_allocated": (
-                ("epoch", "rank"),
-                per_rank("peak_allocated"),
-                {
-                    "units": "bytes",
-                    "long_name": f"peak memory of the tracked step, {bytes_note}; NaN before the summary epochs "
-                    "(memory is tracked only in the epochs the summary averages)",
-                },
-            ),
-            "peak_reserved": (
-                ("epoch", "rank"),
-                per_rank("peak_reserved"),
-                {"units": "bytes", "long_name": "CUDA max_memory_reserved of the tracked step (NaN on CPU)"},
-            ),
-            "memory": (
-                ("epoch", "rank", "part", "kind"),
-                per_rank("memory"),
-                {
-                    "units": "bytes",
-                    "long_name": f"memory of the tracked step by model part and kind, {bytes_note}; NaN before "
-                    "the summary epochs",
-                    "activation_checkpointing": "none",
-                },
-            ),
-        },
-        coords={
-            "epoch": ("epoch", epochs, {"units": "1", "long_name": "epochs finished"}),
-            "rank": ("rank", ranks, {"units": "1", "long_name": "rank in the TP group"}),
-            "label": (
-                "label",
-                np.arange(1, classes + 1, dtype=np.int16),
-                {"units": "1", "long_name": "class label (1..K, the dataset's)"},
-            ),
-            "part": ("part", list(PARTS), {"long_name": "model part (hsitp.probe.memory.PARTS)"}),
-            "kind": ("kind", list(KINDS), {"long_name": "memory kind (hsitp.probe.memory.KINDS)"}),
-        },
+        {**_accuracy_vars(history, classes), **_training_vars(history), **_memory_vars(history)},
+        coords=_coords(history, world_size, classes),
     )
-    k = summary_window(len(epochs), summary_epochs)
+    k = summary_window(ds.sizes["epoch"], summary_epochs)
     last = ds.isel(epoch=slice(-k, None))
-    for name, dims in (
-        ("oa", ()),  # §7.4: the test set scored in each of the last k epochs (NaN ones skipped), averaged
-        ("aa", ()),
-        ("kappa", ()),
-        ("loss", ()),
-        ("tokens_per_s", ()),
-        ("step_time", ("rank",)),
-        ("ccr_inline", ("rank",)),
-        ("peak_allocated", ("rank",)),
-    ):
-        mean = last[name].mean("epoch")
+    for name, dims in SUMMARISED:
         attrs_ = dict(ds[name].attrs)
         attrs_["long_name"] = f"mean over the last {k} epochs of: {attrs_['long_name']}"
-        ds[f"{name}_summary"] = (dims, mean.values, attrs_)
+        ds[f"{name}_summary"] = (dims, last[name].mean("epoch").values, attrs_)
     ds.attrs.update(dict(attrs))
     ds.attrs["summary_epochs"] = k
     ds.attrs["activation_checkpointing"] = "none"
@@ -217,9 +84,136 @@ def build_dataset(
     return ds
 
 
+def _per_epoch(history: Sequence[Mapping[str, Any]], key: str) -> np.ndarray:
+    return np.array([h[key] for h in history], dtype=np.float64)
+
+
+def _per_rank(history: Sequence[Mapping[str, Any]], key: str) -> np.ndarray:
+    return np.stack([np.asarray(h[key], dtype=np.float64) for h in history])  # (epoch, rank, ...)
+
+
+def _accuracy_vars(history: Sequence[Mapping[str, Any]], classes: int) -> dict[str, tuple]:
+    """Test and validation OA, AA, kappa and per-class recall per epoch."""
+
+    def per_class(key: str) -> np.ndarray:
+        if not history:
+            return np.zeros((0, 0))
+        return np.stack([np.asarray(h.get(key, np.full(classes, np.nan)), dtype=np.float64) for h in history])
+
+    def validation(m: str) -> np.ndarray:
+        return (
+            _per_epoch(history, f"val_{m}")
+            if history and f"val_{m}" in history[0]
+            else np.full(len(history), np.nan)
+        )
+
+    aa = f"average accuracy (mean recall over the classes present) {TEST_NOTE}{EVALUATED}"
+    per_class_note = f"recall of each class {TEST_NOTE}; NaN for a class with no test pixel{EVALUATED}"
+    return {
+        "oa": ("epoch", _per_epoch(history, "oa"), {"units": "1", "long_name": f"overall accuracy {TEST_NOTE}{EVALUATED}"}),
+        "aa": ("epoch", _per_epoch(history, "aa"), {"units": "1", "long_name": aa}),
+        "kappa": ("epoch", _per_epoch(history, "kappa"), {"units": "1", "long_name": f"Cohen's kappa {TEST_NOTE}{EVALUATED}"}),
+        "per_class_accuracy": (("epoch", "label"), per_class("per_class"), {"units": "1", "long_name": per_class_note}),
+        **{
+            f"val_{m}": ("epoch", validation(m), {"units": "1", "long_name": f"{what} {VAL_NOTE}{EVALUATED}"})
+            for m, what in (("oa", "overall accuracy"), ("aa", "average accuracy"), ("kappa", "Cohen's kappa"))
+        },
+        "val_per_class_accuracy": (
+            ("epoch", "label"),
+            per_class("val_per_class"),
+            {"units": "1", "long_name": f"recall of each class {VAL_NOTE}; NaN for a class with none"},
+        ),
+    }  # fmt: skip
+
+
+def _training_vars(history: Sequence[Mapping[str, Any]]) -> dict[str, tuple]:
+    """Loss, learning rate, throughput, step and communication times per epoch (and rank)."""
+    loss = (
+        "mean training cross-entropy of the epoch's steps (loss pixels; label-smoothed under "
+        "train.label_smoothing > 0)"
+    )
+    throughput = {
+        "units": "1/s",
+        "long_name": "training throughput: tokens (batch x N) per second of the slowest rank's mean step time",
+        # timed at this run's own moment on a shared machine: never divide it by another record's
+        # (plan-to-plan ratios come from the probe's interleaved rounds, probe/throughput.nc)
+        "comparable": COMPARABLE,
+    }
+    return {
+        "loss": ("epoch", _per_epoch(history, "loss"), {"units": "1", "long_name": loss}),
+        "lr": (
+            "epoch",
+            _per_epoch(history, "lr"),
+            {"units": "1", "long_name": "learning rate after the epoch"},
+        ),
+        "tokens_per_s": ("epoch", _per_epoch(history, "tokens_per_s"), throughput),
+        "step_time": (
+            ("epoch", "rank"),
+            _per_rank(history, "step_time"),
+            {"units": "s", "long_name": "mean optimizer-step time (untracked steps)"},
+        ),
+        "comm_time": (
+            ("epoch", "rank"),
+            _per_rank(history, "comm_time"),
+            {"units": "s", "long_name": "mean time per step inside the model's collectives"},
+        ),
+        "ccr_inline": (
+            ("epoch", "rank"),
+            _per_rank(history, "ccr_inline"),
+            {"units": "1", "long_name": "in-training comm / (step - comm)", "comment": CCR_INLINE_NOTE},
+        ),
+    }
+
+
+def _memory_vars(history: Sequence[Mapping[str, Any]]) -> dict[str, tuple]:
+    """The tracked step's peaks and its memory by part and kind, per epoch and rank (NaN where untracked)."""
+    peak = (
+        f"peak memory of the tracked step, {BYTES_NOTE}; NaN before the summary epochs (memory is tracked only in "
+        "the epochs the summary averages)"
+    )
+    by_part = (
+        f"memory of the tracked step by model part and kind, {BYTES_NOTE}; NaN before the summary epochs"
+    )
+    return {
+        "peak_allocated": (("epoch", "rank"), _per_rank(history, "peak_allocated"), {"units": "bytes", "long_name": peak}),
+        "peak_reserved": (
+            ("epoch", "rank"),
+            _per_rank(history, "peak_reserved"),
+            {"units": "bytes", "long_name": "CUDA max_memory_reserved of the tracked step (NaN on CPU)"},
+        ),
+        "memory": (
+            ("epoch", "rank", "part", "kind"),
+            _per_rank(history, "memory"),
+            {"units": "bytes", "long_name": by_part, "activation_checkpointing": "none"},
+        ),
+    }  # fmt: skip
+
+
+def _coords(history: Sequence[Mapping[str, Any]], world_size: int, classes: int) -> dict[str, tuple]:
+    return {
+        "epoch": (
+            "epoch",
+            np.array([int(h["epoch"]) for h in history], dtype=np.int32),
+            {"units": "1", "long_name": "epochs finished"},
+        ),
+        "rank": (
+            "rank",
+            np.arange(world_size, dtype=np.int32),
+            {"units": "1", "long_name": "rank in the TP group"},
+        ),
+        "label": (
+            "label",
+            np.arange(1, classes + 1, dtype=np.int16),
+            {"units": "1", "long_name": "class label (1..K, the dataset's)"},
+        ),
+        "part": ("part", list(PARTS), {"long_name": "model part (hsitp.memory.PARTS)"}),
+        "kind": ("kind", list(KINDS), {"long_name": "memory kind (hsitp.memory.KINDS)"}),
+    }
+
+
 def write_record(
     job: TrainJob,
-    config: Mapping[str, Any],
+    settings: TrainSettings,
     rt: Runtime,
     arch: ModelConfig,
     scene: Scene,
@@ -229,48 +223,9 @@ def write_record(
     memory_method: str,
     prediction: np.ndarray,
 ) -> Path:
-    from hsitp.train.plan import recipe, recipe_hash
-
-    tc = config["train"]
-    attrs: dict[str, Any] = {
-        "recipe_hash": recipe_hash(config),
-        "recipe": recipe(config),
-        "title": f"hsitp training record: {job.name} on {scene.name}",
-        "dataset": scene.name,
-        "plan": job.plan,
-        "P": job.world_size,
-        "ranks": job.launched,
-        "trained_as": (
-            f"single-process equivalent: architecture_for(base, {job.plan!r}, P={job.world_size}, g={job.groups}) "
-            "in one process (the parity tests show it equals the plan over P ranks); its tokens/s and memory are "
-            "one process's, not the plan's"
-            if job.equivalent
-            else f"{job.plan} over {job.world_size} rank(s)"
-        ),
-        "stopped_after_epochs": int(job.stop_after) if job.stop_after is not None else 0,
-        "g": job.groups,
-        "split": job.split,
-        "seed": job.seed,
-        "counts": dict(scene.counts),
-        "classes": scene.classes,
-        "crop_size": arch.height,
-        "tokens": arch.n_tokens,
-        "model": dataclasses.asdict(arch),
-        "epochs": int(tc["epochs"]),
-        "steps_per_epoch": int(tc["steps_per_epoch"]),
-        "batch": int(tc["batch"]),
-        "dtype": "bfloat16 autocast" if rt.is_cuda else "float32",
-        "memory_method": memory_method,
-        "memory_tracked_step": "the last step of every epoch (its time is not in step_time)",
-        "resumed_at_epochs": list(resumed_at),
-        "loss_pixels": "train-split pixels of each crop only (labels 1..K as 0..K-1), less the validation pixels "
-        "(train.validation) and, under train.sampling stratified, all but per_class of each class per step; the "
-        "model sees every pixel's spectrum of the crop, never a test or validation label",
-        **rt.attrs(),
-    }
-    ds = build_dataset(
-        history, world_size=job.launched, summary_epochs=int(tc["summary_epochs"]), attrs=attrs
-    )
+    """Rank 0's record of a finished (or stopped-after) run: the history, the final map and what was trained."""
+    attrs = _run_attrs(job, settings, rt, arch, scene, resumed_at=resumed_at, memory_method=memory_method)
+    ds = build_dataset(history, world_size=job.launched, summary_epochs=settings.summary_epochs, attrs=attrs)
     ds["prediction"] = (
         ("y", "x"),
         np.asarray(prediction, dtype=np.int16),
@@ -280,15 +235,70 @@ def write_record(
             "inference; train, test and unlabelled pixels alike)",
         },
     )
-    ds.attrs["evaluation"] = (
-        "whole-scene tiled inference (S x S tiles, the far ones flush with the edges, overlapping logits summed), "
-        "model in eval mode under torch.no_grad, argmax -> labels 1..K, hsitp.evaluate.metrics.score_map on the "
-        "labelled test pixels; rank 0's prediction (every rank of the TP group holds the same logits); no "
-        "data-parallel replicas, so no cross-replica reduction"
-    )
-    ds.attrs["eval_every"] = int(tc["eval_every"])
+    ds.attrs["evaluation"] = EVALUATION
+    ds.attrs["eval_every"] = settings.eval_every
     ds.attrs["evaluated"] = "every eval_every epochs, each of the last summary_epochs, and the last epoch run"
     prov = provenance(
-        config, inputs={"dataset": job.data}, extra={"dataset": scene.name, "run_name": job.name}
+        settings.source, inputs={"dataset": job.data}, extra={"dataset": scene.name, "run_name": job.name}
     )
     return write_netcdf(ds, job.out, kind=KIND, prov=prov)
+
+
+EVALUATION = (
+    "whole-scene tiled inference (S x S tiles, the far ones flush with the edges, overlapping logits summed), "
+    "model in eval mode under torch.no_grad, argmax -> labels 1..K, hsitp.evaluate.metrics.score_map on the "
+    "labelled test pixels; rank 0's prediction (every rank of the TP group holds the same logits); no "
+    "data-parallel replicas, so no cross-replica reduction"
+)
+
+
+def _run_attrs(
+    job: TrainJob,
+    settings: TrainSettings,
+    rt: Runtime,
+    arch: ModelConfig,
+    scene: Scene,
+    *,
+    resumed_at: Sequence[int],
+    memory_method: str,
+) -> dict[str, Any]:
+    """The record's attributes: the recipe, the job's cell, the scene, the model and where it ran."""
+    from hsitp.train.plan import recipe, recipe_hash
+
+    trained_as = (
+        f"single-process equivalent: architecture_for(base, {job.plan!r}, P={job.world_size}, g={job.groups}) "
+        "in one process (the parity tests show it equals the plan over P ranks); its tokens/s and memory are "
+        "one process's, not the plan's"
+        if job.equivalent
+        else f"{job.plan} over {job.world_size} rank(s)"
+    )
+    return {
+        "recipe_hash": recipe_hash(settings.source),
+        "recipe": recipe(settings.source),
+        "title": f"hsitp training record: {job.name} on {scene.name}",
+        "dataset": scene.name,
+        "plan": job.plan,
+        "P": job.world_size,
+        "ranks": job.launched,
+        "trained_as": trained_as,
+        "stopped_after_epochs": int(job.stop_after) if job.stop_after is not None else 0,
+        "g": job.groups,
+        "split": job.split,
+        "seed": job.seed,
+        "counts": dict(scene.counts),
+        "classes": scene.classes,
+        "crop_size": arch.height,
+        "tokens": arch.n_tokens,
+        "model": dataclasses.asdict(arch),
+        "epochs": settings.epochs,
+        "steps_per_epoch": settings.steps_per_epoch,
+        "batch": settings.batch,
+        "dtype": "bfloat16 autocast" if rt.is_cuda else "float32",
+        "memory_method": memory_method,
+        "memory_tracked_step": "the last step of every epoch (its time is not in step_time)",
+        "resumed_at_epochs": list(resumed_at),
+        "loss_pixels": "train-split pixels of each crop only (labels 1..K as 0..K-1), less the validation pixels "
+        "(train.validation) and, under train.sampling stratified, all but per_class of each class per step; the "
+        "model sees every pixel's spectrum of the crop, never a test or validation label",
+        **rt.attrs(),
+    }

@@ -27,6 +27,7 @@ import json
 import warnings
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -181,24 +182,9 @@ def _verdict_vars(
         cols: dict[str, list[float]] = defaultdict(list)
         flags, need = [], []
         for c in cells:
-            ref = refs[c]
-            mine = runs[c]
-            seeds = sorted(s for s in mine if ref is not None and s in runs[ref])
-            d = [mine[s][m] - runs[ref][s][m] for s in seeds] if ref is not None else []
-            cols["mean"].append(_mean(d))
-            cols["std"].append(_std(d))
-            if c[1] == "tp" and ref == c:
-                flag, low, high, k = "reference", np.nan, np.nan, -1
-            elif len(d) < 2:
-                flag, low, high, k = "unpaired" if not d else "undecided", np.nan, np.nan, -1
-            else:
-                v = paired_verdict(
-                    [mine[s][m] for s in seeds], [runs[ref][s][m] for s in seeds], margin, level
-                )
-                flag, low, high = v.verdict, v.ci_low, v.ci_high
-                k = -1 if v.seeds_to_decide is None else v.seeds_to_decide
-            cols["low"].append(low)
-            cols["high"].append(high)
+            mean, std, flag, low, high, k = _paired(runs, c, refs[c], m, margin, level)
+            for key, value in (("mean", mean), ("std", std), ("low", low), ("high", high)):
+                cols[key].append(value)
             flags.append(VERDICT_FLAGS.index(flag))
             need.append(k)
         note = (
@@ -251,6 +237,28 @@ def _verdict_vars(
     return data
 
 
+def _paired(
+    runs: Mapping[Cell, Mapping[int, Mapping[str, Any]]],
+    c: Cell,
+    ref: Cell | None,
+    m: str,
+    margin: float,
+    level: float,
+) -> tuple[float, float, str, float, float, int]:
+    """Cell ``c`` minus its tp cell ``ref`` in metric ``m``, paired by seed: (mean, sd, verdict, interval low and
+    high, seeds to decide; -1 where not applicable)."""
+    mine = runs[c]
+    seeds = sorted(s for s in mine if ref is not None and s in runs[ref])
+    d = [mine[s][m] - runs[ref][s][m] for s in seeds] if ref is not None else []
+    if c[1] == "tp" and ref == c:
+        return _mean(d), _std(d), "reference", np.nan, np.nan, -1
+    if len(d) < 2:
+        return _mean(d), _std(d), "unpaired" if not d else "undecided", np.nan, np.nan, -1
+    v = paired_verdict([mine[s][m] for s in seeds], [runs[ref][s][m] for s in seeds], margin, level)
+    k = -1 if v.seeds_to_decide is None else v.seeds_to_decide
+    return _mean(d), _std(d), v.verdict, v.ci_low, v.ci_high, k
+
+
 def _first_crossing(epochs: np.ndarray, oa: np.ndarray, target: float) -> float:
     """The first evaluated epoch whose OA >= target (x steps_per_epoch: the steps); NaN when none is or the target
     is NaN."""
@@ -284,9 +292,8 @@ def _time_to_accuracy(
     seeds_reaching_target, each (cell, target); steps_per_epoch (cell)."""
     nan = float("nan")
     shape = (len(cells), len(TARGETS))
-    target_oa, steps, low, high = (np.full(shape, nan) for _ in range(4))
-    reached = np.zeros(shape, dtype=np.int8)
-    reaching = np.zeros(shape, dtype=np.int32)
+    t = {k: np.full(shape, nan) for k in ("target_oa", "steps", "low", "high")}
+    t["reached"], t["reaching"] = np.zeros(shape, dtype=np.int8), np.zeros(shape, dtype=np.int32)
     spe = np.full(len(cells), nan)
     position = {c: i for i, c in enumerate(cells)}
     tp_cell = np.full(len(cells), -1, dtype=np.int32)
@@ -301,92 +308,67 @@ def _time_to_accuracy(
         ref = _reference(runs, c, ranks)
         tp_cell[i] = position.get(ref, -1) if ref is not None else -1
         tp_oa = _mean([r["oa"] for r in runs[ref].values()]) if ref is not None else nan
-        target_oa[i] = (svm_oa.get(c, nan), tp_oa - margin)
-        epochs, mean = _seed_mean_curve([r["curve"] for r in seeds])
-        for j, t in enumerate(target_oa[i]):
-            if not np.isfinite(t):
-                continue
-            hit = _first_crossing(
-                epochs, mean, t
-            )  # reached even where steps_per_epoch is unknown (NaN steps)
-            reached[i, j] = int(np.isfinite(hit))
-            steps[i, j] = hit * spe[i]
-            at_epoch = np.array([_first_crossing(*r["curve"], t) for r in seeds])  # each seed's crossing
-            ok = np.isfinite(at_epoch)
-            each = at_epoch * np.array([r["steps_per_epoch"] for r in seeds])
-            reaching[i, j] = int(ok.sum())
-            if ok.any():
-                low[i, j] = float(np.min(each[ok]))
-            if ok.all():
-                high[i, j] = float(np.max(each))
+        t["target_oa"][i] = (svm_oa.get(c, nan), tp_oa - margin)
+        _cell_crossings(seeds, spe[i], t, i)
+    return _time_to_accuracy_vars(tp_cell, t, spe)
+
+
+def _cell_crossings(
+    seeds: Sequence[Mapping[str, Any]], spe: float, t: Mapping[str, np.ndarray], i: int
+) -> None:
+    """Row ``i`` of the time-to-accuracy arrays ``t``: where the seed-mean curve and each seed's own first reach
+    each target of ``t["target_oa"][i]``."""
+    epochs, mean = _seed_mean_curve([r["curve"] for r in seeds])
+    for j, target in enumerate(t["target_oa"][i]):
+        if not np.isfinite(target):
+            continue
+        hit = _first_crossing(
+            epochs, mean, target
+        )  # reached even where steps_per_epoch is unknown (NaN steps)
+        t["reached"][i, j] = int(np.isfinite(hit))
+        t["steps"][i, j] = hit * spe
+        at_epoch = np.array([_first_crossing(*r["curve"], target) for r in seeds])  # each seed's crossing
+        ok = np.isfinite(at_epoch)
+        each = at_epoch * np.array([r["steps_per_epoch"] for r in seeds])
+        t["reaching"][i, j] = int(ok.sum())
+        if ok.any():
+            t["low"][i, j] = float(np.min(each[ok]))
+        if ok.all():
+            t["high"][i, j] = float(np.max(each))
+
+
+def _time_to_accuracy_vars(
+    tp_cell: np.ndarray, t: Mapping[str, np.ndarray], spe: np.ndarray
+) -> dict[str, Any]:
+    """The time-to-accuracy arrays as the summary's variables, described."""
     cd = ("cell", "target")
     curve = "the seed-mean test OA (mean over seeds at each epoch every seed evaluated)"
+    described = {
+        "target_oa": "target OA of time to accuracy: svm = the RBF SVM baseline's OA on the same dataset and split "
+        "(mean over baseline seeds); tp_minus_delta = tp's oa_mean on the same dataset, split and N less the "
+        "verdict margin; NaN without a baseline or a tp cell",
+        "steps": "training steps until the seed-mean test OA first reaches the target (NaN: never within the run)",
+        "low": "fewest training steps over seeds until a seed's own test OA first reaches the target (the fastest "
+        "seed; NaN when no seed reaches it within the run)",
+        "high": "most training steps over seeds until a seed's own test OA first reaches the target (the slowest "
+        "seed; NaN when some seed never reaches it within the run: seeds_reaching_target)",
+        "reached": f"1 if {curve} reaches the target within the run, else 0",
+        "reaching": "seeds whose own test OA reaches the target within the run",
+    }
+    names = {
+        "target_oa": "target_oa",
+        "steps": "steps_to_target",
+        "low": "steps_to_target_min",
+        "high": "steps_to_target_max",
+        "reached": "target_reached",
+        "reaching": "seeds_reaching_target",
+    }
+    tp_note = "index of the tp cell this cell is compared with (its differences, verdict and time to accuracy); -1: none"
+    spe_note = "optimizer steps per epoch of the cell's records (train.steps_per_epoch; NaN: not recorded)"
     return {
-        "tp_cell": (
-            "cell",
-            tp_cell,
-            {
-                "units": "1",
-                "long_name": "index of the tp cell this cell is compared with (its differences, verdict and time "
-                "to accuracy); -1: none",
-            },
-        ),
-        "target_oa": (
-            cd,
-            target_oa,
-            {
-                "units": "1",
-                "long_name": "target OA of time to accuracy: svm = the RBF SVM baseline's OA on the same dataset "
-                "and split (mean over baseline seeds); tp_minus_delta = tp's oa_mean on the same dataset, split "
-                "and N less the verdict margin; NaN without a baseline or a tp cell",
-            },
-        ),
-        "steps_to_target": (
-            cd,
-            steps,
-            {
-                "units": "1",
-                "long_name": "training steps until the seed-mean test OA first reaches the target (NaN: never "
-                "within the run)",
-            },
-        ),
-        "steps_to_target_min": (
-            cd,
-            low,
-            {
-                "units": "1",
-                "long_name": "fewest training steps over seeds until a seed's own test OA first reaches the target "
-                "(the fastest seed; NaN when no seed reaches it within the run)",
-            },
-        ),
-        "steps_to_target_max": (
-            cd,
-            high,
-            {
-                "units": "1",
-                "long_name": "most training steps over seeds until a seed's own test OA first reaches the target "
-                "(the slowest seed; NaN when some seed never reaches it within the run: seeds_reaching_target)",
-            },
-        ),
-        "target_reached": (
-            cd,
-            reached,
-            {"units": "1", "long_name": f"1 if {curve} reaches the target within the run, else 0"},
-        ),
-        "seeds_reaching_target": (
-            cd,
-            reaching,
-            {"units": "1", "long_name": "seeds whose own test OA reaches the target within the run"},
-        ),
-        "steps_per_epoch": (
-            "cell",
-            spe,
-            {
-                "units": "1",
-                "long_name": "optimizer steps per epoch of the cell's records (train.steps_per_epoch; NaN: not "
-                "recorded)",
-            },
-        ),
+        "tp_cell": ("cell", tp_cell, {"units": "1", "long_name": tp_note}),
+        **{names[k]: (cd, t[k], {"units": "1", "long_name": described[k]}) for k in names},
+        "steps_per_epoch": ("cell", spe, {"units": "1", "long_name": spe_note}),
     }
 
 
@@ -398,6 +380,19 @@ def _tuned(recipe_json: str) -> bool:
         return False
 
 
+@dataclass
+class _Records:
+    """The training records read, by cell and seed, with what the summary checks across them."""
+
+    runs: dict[Cell, dict[int, dict[str, Any]]] = field(default_factory=lambda: defaultdict(dict))
+    ranks: dict[Cell, int] = field(default_factory=dict)  # processes each cell's runs trained on
+    # recipe hash -> the first record with it, per recipe scope: the whole summary, or under train.recipe "tuned"
+    # (each plan on its own study's recipe) each (dataset, plan, split)
+    recipes: dict[tuple[str, ...], dict[str, str]] = field(default_factory=lambda: defaultdict(dict))
+    recipe_json: str = ""  # the last record's recipe
+    tuned: bool = False  # the records' recipes came from tuning studies
+
+
 def summarize(
     records: Sequence[str | Path],
     baselines: Sequence[str | Path] = (),
@@ -407,29 +402,48 @@ def summarize(
 ) -> xr.Dataset:
     """The summary Dataset (dims cell, classifier) of the training records and baseline files given; verdicts at
     equivalence margin ``margin`` and confidence ``level``."""
-    runs: dict[Cell, dict[int, dict[str, Any]]] = defaultdict(dict)
-    ranks: dict[Cell, int] = {}
-    # recipe hash -> the first record with it, per recipe scope: the whole summary, or under train.recipe "tuned"
-    # (each plan on its own study's recipe) each (dataset, plan, split)
-    recipes: dict[tuple[str, ...], dict[str, str]] = defaultdict(dict)
-    recipe_json = ""
-    tuned = False
+    got = _read_records(records)
+    base, classifiers = _read_baselines(baselines)
+    if not got.runs:
+        raise SummaryError("train summary: no training records given")
+    runs, ranks = got.runs, got.ranks
+    cells = sorted(runs)
+    data = _seed_stats(runs, cells)
+    data.update(_verdict_vars(runs, cells, ranks, margin, level))
+    per_class, classes = _per_class_mean(runs, cells)
+    data.update(per_class)
+    data.update(_cell_counts(runs, ranks, cells))
+    coords = _cell_coords(cells, classes)
+    if classifiers:
+        coords["classifier"] = (
+            "classifier",
+            np.array(classifiers, dtype=object),
+            {"long_name": "classifier"},
+        )
+        data.update(_baseline_vars(base, classifiers, cells, classes))
+    data.update(_time_to_accuracy(runs, cells, ranks, _svm_oa(base, classifiers, cells), margin))
+    coords["target"] = (
+        "target",
+        np.array(TARGETS, dtype=object),
+        {
+            "long_name": "time-to-accuracy target: svm (the RBF SVM baseline's OA), tp_minus_delta (tp's OA - margin)"
+        },
+    )
+    ds = xr.Dataset(data, coords=coords)
+    ds.attrs.update(_summary_attrs(got, margin, level, records=len(records), baselines=len(baselines)))
+    return ds
+
+
+def _read_records(records: Sequence[str | Path]) -> _Records:
+    """Every record's numbers by cell and seed; SummaryError for mixed recipes, an old record, or a cell whose seeds
+    trained on different numbers of processes."""
+    got = _Records()
     for path in records:
         ds = read_netcdf(path, kind="train")
         a = ds.attrs
-        rh = str(a.get("recipe_hash", "none"))
-        recipe_json = str(a.get("recipe", ""))
-        tuned = _tuned(recipe_json)
-        scope = (str(a.get("dataset")), str(a.get("plan")), str(a.get("split"))) if tuned else ()
-        seen = recipes[scope]
-        seen.setdefault(rh, str(path))
-        if len(seen) > 1:
-            (h0, p0), (h1, p1) = list(seen.items())[:2]
-            raise SummaryError(
-                f"{p1}: trained under recipe {h1}, but {p0} under recipe {h0}: a summary never mixes recipes "
-                "(train.* keys other than the job matrix; under train.recipe tuned, within a plan and split); "
-                "summarise each recipe's records apart"
-            )
+        got.recipe_json = str(a.get("recipe", ""))
+        got.tuned = _tuned(got.recipe_json)
+        _check_recipe(got, a, path)
         if "tokens" not in a:
             raise SummaryError(
                 f"{path}: no `tokens` attribute (N of the crop): not a training record of this version"
@@ -442,12 +456,34 @@ def summarize(
             str(a["split"]),
             int(a["tokens"]),
         )
-        runs[cell][int(a["seed"])] = numbers = record_numbers(ds)
-        if ranks.setdefault(cell, numbers["ranks"]) != numbers["ranks"]:
+        got.runs[cell][int(a["seed"])] = numbers = record_numbers(ds)
+        if got.ranks.setdefault(cell, numbers["ranks"]) != numbers["ranks"]:
             raise SummaryError(
-                f"{path}: trained on {numbers['ranks']} rank(s), other seeds of its cell on {ranks[cell]}: summarise "
-                "single-process equivalents and P-rank runs apart"
+                f"{path}: trained on {numbers['ranks']} rank(s), other seeds of its cell on {got.ranks[cell]}: "
+                "summarise single-process equivalents and P-rank runs apart"
             )
+    return got
+
+
+def _check_recipe(got: _Records, a: Mapping[str, Any], path: str | Path) -> None:
+    """A summary never mixes recipes: one per summary, or under train.recipe tuned one per plan and split."""
+    rh = str(a.get("recipe_hash", "none"))
+    scope = (str(a.get("dataset")), str(a.get("plan")), str(a.get("split"))) if got.tuned else ()
+    seen = got.recipes[scope]
+    seen.setdefault(rh, str(path))
+    if len(seen) > 1:
+        (h0, p0), (h1, p1) = list(seen.items())[:2]
+        raise SummaryError(
+            f"{p1}: trained under recipe {h1}, but {p0} under recipe {h0}: a summary never mixes recipes "
+            "(train.* keys other than the job matrix; under train.recipe tuned, within a plan and split); "
+            "summarise each recipe's records apart"
+        )
+
+
+def _read_baselines(
+    baselines: Sequence[str | Path],
+) -> tuple[dict[tuple[str, str], dict[str, list[np.ndarray]]], list[str]]:
+    """The baseline files' accuracies by (dataset, protocol), and their classifiers (the same in every file)."""
     base: dict[tuple[str, str], dict[str, list[np.ndarray]]] = defaultdict(lambda: defaultdict(list))
     classifiers: list[str] = []
     for path in baselines:
@@ -461,10 +497,13 @@ def summarize(
             base[key][m].append(np.asarray(ds[var].values, dtype=np.float64))
         if "class_accuracy" in ds:
             base[key]["per_class"].append(np.asarray(ds["class_accuracy"].values, dtype=np.float64))
+    return base, classifiers
 
-    if not runs:
-        raise SummaryError("train summary: no training records given")
-    cells = sorted(runs)
+
+def _seed_stats(
+    runs: Mapping[Cell, Mapping[int, Mapping[str, Any]]], cells: Sequence[Cell]
+) -> dict[str, Any]:
+    """Mean and standard deviation over seeds of every per-record number, per cell."""
     data: dict[str, Any] = {}
     for m in (*ACCURACY, *FINAL, *VALIDATION, "tokens_per_s", "peak_memory", "ccr_inline"):
         vals = [[r[m] for r in runs[c].values()] for c in cells]
@@ -481,22 +520,34 @@ def summarize(
             [_std(v) for v in vals],
             {**attrs, "long_name": f"standard deviation (ddof 1) over seeds of {LONG[m]}"},
         )
-    data.update(_verdict_vars(runs, cells, ranks, margin, level))
+    return data
+
+
+def _per_class_mean(
+    runs: Mapping[Cell, Mapping[int, Mapping[str, Any]]], cells: Sequence[Cell]
+) -> tuple[dict[str, Any], int]:
+    """Each class's test recall, mean over seeds per cell; and the most classes of any cell."""
     per_class = [np.stack([r["per_class"] for r in runs[c].values()]) for c in cells]  # (seeds, K) per cell
     classes = max(pc.shape[1] for pc in per_class)
     with warnings.catch_warnings():  # a class with no test pixel is NaN in every seed: mean of nothing
         warnings.simplefilter("ignore", RuntimeWarning)
         pc_mean = np.array([np.nanmean(_pad(pc, classes), axis=0) for pc in per_class])
-    data["per_class_accuracy_mean"] = (
-        ("cell", "label"),
-        pc_mean,
-        {
-            "units": "1",
-            "long_name": "mean over seeds of each class's recall on the test pixels after the last epoch; NaN for "
-            "a class with no test pixel (OA hides minority classes)",
-        },
+    long = (
+        "mean over seeds of each class's recall on the test pixels after the last epoch; NaN for a class with no "
+        "test pixel (OA hides minority classes)"
     )
-    data["seeds"] = ("cell", [len(runs[c]) for c in cells], {"units": "1", "long_name": "seeds in the cell"})
+    return {
+        "per_class_accuracy_mean": (("cell", "label"), pc_mean, {"units": "1", "long_name": long})
+    }, classes
+
+
+def _cell_counts(
+    runs: Mapping[Cell, Mapping[int, Mapping[str, Any]]], ranks: Mapping[Cell, int], cells: Sequence[Cell]
+) -> dict[str, Any]:
+    """Seeds, epochs, summary epochs and processes of each cell."""
+    data: dict[str, Any] = {
+        "seeds": ("cell", [len(runs[c]) for c in cells], {"units": "1", "long_name": "seeds in the cell"})
+    }
     for key, name, long in (
         ("epochs", "epochs", "epochs trained by every run of the cell (fewest over its seeds)"),
         (
@@ -505,11 +556,8 @@ def summarize(
             "epochs averaged into the cell's accuracy, tokens/s and memory (§7.4: the last 10)",
         ),
     ):
-        data[name] = (
-            "cell",
-            np.array([min(r[key] for r in runs[c].values()) for c in cells], dtype=np.int32),
-            {"units": "1", "long_name": long},
-        )
+        fewest = np.array([min(r[key] for r in runs[c].values()) for c in cells], dtype=np.int32)
+        data[name] = ("cell", fewest, {"units": "1", "long_name": long})
     data["ranks"] = (
         "cell",
         np.array([ranks[c] for c in cells], dtype=np.int32),
@@ -519,107 +567,109 @@ def summarize(
             "equivalent (train.equivalent; its tokens/s and memory are one process's, not the plan's)",
         },
     )
-    coords: dict[str, Any] = {
+    return data
+
+
+def _cell_coords(cells: Sequence[Cell], classes: int) -> dict[str, Any]:
+    """The cell's coordinates (dataset, plan, P, g, split, N) and the class labels."""
+
+    def column(i: int, dtype: Any) -> np.ndarray:
+        return np.array([c[i] for c in cells], dtype=dtype)
+
+    return {
         "cell": ("cell", np.arange(len(cells), dtype=np.int32), {"units": "1", "long_name": "cell index"}),
-        "dataset": ("cell", np.array([c[0] for c in cells], dtype=object), {"long_name": "dataset"}),
-        "plan": ("cell", np.array([c[1] for c in cells], dtype=object), {"long_name": "parallel plan"}),
-        "P": (
-            "cell",
-            np.array([c[2] for c in cells], dtype=np.int32),
-            {"units": "1", "long_name": "TP size"},
-        ),
-        "g": (
-            "cell",
-            np.array([c[3] for c in cells], dtype=np.int32),
-            {"units": "1", "long_name": "D-CHAG groups"},
-        ),
-        "split": ("cell", np.array([c[4] for c in cells], dtype=object), {"long_name": "split protocol"}),
-        "N": (
-            "cell",
-            np.array([c[5] for c in cells], dtype=np.int32),
-            {"units": "1", "long_name": "spatial tokens per crop (the crop of train.crops)"},
-        ),
-        "label": (
-            "label",
-            np.arange(1, classes + 1, dtype=np.int16),
-            {"units": "1", "long_name": "class label (1..K)"},
-        ),
-    }
-    if classifiers:
-        coords["classifier"] = (
-            "classifier",
-            np.array(classifiers, dtype=object),
-            {"long_name": "classifier"},
+        "dataset": ("cell", column(0, object), {"long_name": "dataset"}),
+        "plan": ("cell", column(1, object), {"long_name": "parallel plan"}),
+        "P": ("cell", column(2, np.int32), {"units": "1", "long_name": "TP size"}),
+        "g": ("cell", column(3, np.int32), {"units": "1", "long_name": "D-CHAG groups"}),
+        "split": ("cell", column(4, object), {"long_name": "split protocol"}),
+        "N": ("cell", column(5, np.int32), {"units": "1", "long_name": "spatial tokens per crop (the crop of train.crops)"}),
+        "label": ("label", np.arange(1, classes + 1, dtype=np.int16), {"units": "1", "long_name": "class label (1..K)"}),
+    }  # fmt: skip
+
+
+def _baseline_vars(
+    base: Mapping[tuple[str, str], Mapping[str, list[np.ndarray]]],
+    classifiers: Sequence[str],
+    cells: Sequence[Cell],
+    classes: int,
+) -> dict[str, Any]:
+    """The classical baseline beside every cell: its accuracies on the cell's dataset and split over seeds."""
+    data: dict[str, Any] = {}
+    for m in ACCURACY:
+        rows = [base.get((c[0], c[4]), {}).get(m, []) for c in cells]
+        nan = np.full(len(classifiers), np.nan)
+        mean = [np.mean(r, axis=0) if r else nan for r in rows]
+        std = [np.std(r, axis=0, ddof=1) if len(r) > 1 else nan for r in rows]
+        what = f"the classical baseline's {m} on the same dataset and split"
+        data[f"baseline_{m}_mean"] = (
+            ("cell", "classifier"),
+            np.array(mean),
+            {"units": "1", "long_name": f"mean over baseline seeds of {what}"},
         )
-        for m in ACCURACY:
-            rows = [base.get((c[0], c[4]), {}).get(m, []) for c in cells]
-            nan = np.full(len(classifiers), np.nan)
-            mean = [np.mean(r, axis=0) if r else nan for r in rows]
-            std = [np.std(r, axis=0, ddof=1) if len(r) > 1 else nan for r in rows]
-            what = f"the classical baseline's {m} on the same dataset and split"
-            data[f"baseline_{m}_mean"] = (
-                ("cell", "classifier"),
-                np.array(mean),
-                {"units": "1", "long_name": f"mean over baseline seeds of {what}"},
-            )
-            data[f"baseline_{m}_std"] = (
-                ("cell", "classifier"),
-                np.array(std),
-                {"units": "1", "long_name": f"standard deviation (ddof 1) over baseline seeds of {what}"},
-            )
-        rows_pc = [base.get((c[0], c[4]), {}).get("per_class", []) for c in cells]
-        if all(rows_pc):
-            with warnings.catch_warnings():  # a class with no test pixel: NaN in every seed
-                warnings.simplefilter("ignore", RuntimeWarning)
-                pc = np.stack([np.nanmean([_pad(r, classes) for r in rs], axis=0) for rs in rows_pc])
-            data["baseline_per_class_accuracy_mean"] = (
-                ("cell", "classifier", "label"),
-                pc,
-                {
-                    "units": "1",
-                    "long_name": "mean over baseline seeds of each class's recall on the test pixels of the same "
-                    "dataset and split; NaN for a class with no test pixel",
-                },
-            )
-        data["baseline_seeds"] = (
-            "cell",
-            [len(base.get((c[0], c[4]), {}).get("oa", [])) for c in cells],
-            {"units": "1", "long_name": "baseline seeds (files) on the cell's dataset and split"},
+        data[f"baseline_{m}_std"] = (
+            ("cell", "classifier"),
+            np.array(std),
+            {"units": "1", "long_name": f"standard deviation (ddof 1) over baseline seeds of {what}"},
         )
-    svm_oa: dict[Cell, float] = {}
+    rows_pc = [base.get((c[0], c[4]), {}).get("per_class", []) for c in cells]
+    if all(rows_pc):
+        with warnings.catch_warnings():  # a class with no test pixel: NaN in every seed
+            warnings.simplefilter("ignore", RuntimeWarning)
+            pc = np.stack([np.nanmean([_pad(r, classes) for r in rs], axis=0) for rs in rows_pc])
+        long = (
+            "mean over baseline seeds of each class's recall on the test pixels of the same dataset and split; NaN "
+            "for a class with no test pixel"
+        )
+        data["baseline_per_class_accuracy_mean"] = (
+            ("cell", "classifier", "label"),
+            pc,
+            {"units": "1", "long_name": long},
+        )
+    data["baseline_seeds"] = (
+        "cell",
+        [len(base.get((c[0], c[4]), {}).get("oa", [])) for c in cells],
+        {"units": "1", "long_name": "baseline seeds (files) on the cell's dataset and split"},
+    )
+    return data
+
+
+def _svm_oa(
+    base: Mapping[tuple[str, str], Mapping[str, list[np.ndarray]]],
+    classifiers: Sequence[str],
+    cells: Sequence[Cell],
+) -> dict[Cell, float]:
+    """The RBF SVM baseline's OA (mean over its seeds) on each cell's dataset and split, where there is one."""
+    out: dict[Cell, float] = {}
     if SVM in classifiers:
         k = classifiers.index(SVM)
         for c in cells:
             rows_oa = base.get((c[0], c[4]), {}).get("oa", [])
             if rows_oa:
-                svm_oa[c] = float(np.mean([r[k] for r in rows_oa]))
-    data.update(_time_to_accuracy(runs, cells, ranks, svm_oa, margin))
-    coords["target"] = (
-        "target",
-        np.array(TARGETS, dtype=object),
-        {
-            "long_name": "time-to-accuracy target: svm (the RBF SVM baseline's OA), tp_minus_delta (tp's OA - margin)"
-        },
-    )
-    ds = xr.Dataset(data, coords=coords)
-    ds.attrs.update(
-        {
-            "title": "hsitp training summary: accuracy, throughput, memory and ccr_inline per cell, over seeds",
-            "std": "sample standard deviation over seeds (ddof = 1); NaN with one seed",
-            "accuracy": "each record's mean over its last summary_epochs evaluations (whole-scene tiled prediction, "
-            "test pixels, rank 0's map); *_final: the last epoch's",
-            "differences": "paired by seed: plan minus tp at the same dataset, P, split and N (or tp's single-process "
-            "equivalent, one model at every P)",
-            "verdict_margin": margin,
-            "verdict_level": level,
-            "verdict_scope": f"{level:.0%} per comparison; n comparisons hold n intervals (no multiplicity correction)",
-            "records": len(records),
-            "recipe_hash": "per plan and split (train.recipe tuned)" if tuned else next(iter(recipes[()])),
-            "recipe": json.dumps({"/".join(k): next(iter(v)) for k, v in recipes.items()})
-            if tuned
-            else recipe_json,
-            "baseline_files": len(baselines),
-            "time_to_accuracy": TIME_TO_ACCURACY_NOTE,
-        }
-    )
-    return ds
+                out[c] = float(np.mean([r[k] for r in rows_oa]))
+    return out
+
+
+def _summary_attrs(
+    got: _Records, margin: float, level: float, *, records: int, baselines: int
+) -> dict[str, Any]:
+    return {
+        "title": "hsitp training summary: accuracy, throughput, memory and ccr_inline per cell, over seeds",
+        "std": "sample standard deviation over seeds (ddof = 1); NaN with one seed",
+        "accuracy": "each record's mean over its last summary_epochs evaluations (whole-scene tiled prediction, "
+        "test pixels, rank 0's map); *_final: the last epoch's",
+        "differences": "paired by seed: plan minus tp at the same dataset, P, split and N (or tp's single-process "
+        "equivalent, one model at every P)",
+        "verdict_margin": margin,
+        "verdict_level": level,
+        "verdict_scope": f"{level:.0%} per comparison; n comparisons hold n intervals (no multiplicity correction)",
+        "records": records,
+        "recipe_hash": "per plan and split (train.recipe tuned)"
+        if got.tuned
+        else next(iter(got.recipes[()])),
+        "recipe": json.dumps({"/".join(k): next(iter(v)) for k, v in got.recipes.items()})
+        if got.tuned
+        else got.recipe_json,
+        "baseline_files": baselines,
+        "time_to_accuracy": TIME_TO_ACCURACY_NOTE,
+    }

@@ -17,22 +17,26 @@ from typing import Any
 
 from hsitp.config import add_config_args, config_from_args
 from hsitp.errors import HsitpError
+from hsitp.names import COMPARED_PLANS
 
 
 def _run(args: argparse.Namespace) -> int:
     from optuna import TrialPruned
 
     from hsitp.io import provenance, write_netcdf
-    from hsitp.train.commands import dataset_name, install_signal_handlers
+    from hsitp.signals import stop_on_signals
+    from hsitp.train.commands import dataset_name
     from hsitp.train.data import scene_header
     from hsitp.train.plan import TrainJob, check_job, crop_patch
+    from hsitp.train.settings import TrainSettings
     from hsitp.tune.study import KIND, StudySpec, run_study, study_dataset
 
     cfg = config_from_args(args)
     tune = cfg["tune"]
     data = Path(args.data)
     dataset = dataset_name(data)
-    patch = args.patch if args.patch is not None else crop_patch(cfg["train"], dataset, args.tokens)
+    settings = TrainSettings.from_config(cfg)  # the run's; each trial trains on its own (trial_config)
+    patch = args.patch if args.patch is not None else crop_patch(settings, dataset, args.tokens)
     spec = StudySpec(
         data=data, out=Path(args.out), plan=args.plan, split=args.split, tokens=args.tokens, patch=patch
     )
@@ -41,7 +45,7 @@ def _run(args: argparse.Namespace) -> int:
 
     def check(g: int, **named: Any) -> None:
         """The job's sizes at P = tune.world_size and g: check_job's errors."""
-        check_job(cfg["train"], spec.plan, P, g, bands, classes, patch=patch, tokens=args.tokens, rows=rows,
+        check_job(settings, spec.plan, P, g, bands, classes, patch=patch, tokens=args.tokens, rows=rows,
                   cols=cols, **named)  # fmt: skip
 
     def fits(g: int) -> bool:
@@ -56,9 +60,6 @@ def _run(args: argparse.Namespace) -> int:
 
     from hsitp.parallel.runtime import RuntimeSettings, start
     from hsitp.train.loop import train_rank
-
-    install_signal_handlers()
-    rt = start(RuntimeSettings.from_config(cfg, section="train", world_size=1))
 
     def train_trial(
         params: Mapping[str, Any],
@@ -85,7 +86,7 @@ def _run(args: argparse.Namespace) -> int:
             on_epoch(epoch, rec)
 
         try:
-            path = train_rank(rt, trial_cfg, job, on_epoch=record)
+            path = train_rank(rt, TrainSettings.from_config(trial_cfg), job, stop=stop, on_epoch=record)
         except (TrialPruned, HsitpError):
             shutil.rmtree(job.checkpoint_dir, ignore_errors=True)  # an ended trial resumes nothing
             raise
@@ -98,10 +99,13 @@ def _run(args: argparse.Namespace) -> int:
                 last["val_oa"] = float(ds["val_oa"].values[-1])
         return last["val_oa"]
 
-    try:
-        study = run_study(spec, cfg, train_trial, fits=fits)
-    finally:
-        rt.stop()
+    # SIGINT / SIGTERM stop the trial before its next step (hsitp.signals); its checkpoints stay for the resume
+    with stop_on_signals(f"tune {spec.plan} on the {spec.split} split") as stop:
+        rt = start(RuntimeSettings.from_config(cfg, section="train", world_size=1))
+        try:
+            study = run_study(spec, cfg, train_trial, fits=fits)
+        finally:
+            rt.stop()
     ds = study_dataset(study, spec, cfg)
     write_netcdf(
         ds,
@@ -128,9 +132,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "resumable study in a journal file beside --out)",
     )
     p.add_argument("data", help="prepared scene, results/RUN/data/DATASET.nc")
-    p.add_argument(
-        "--plan", required=True, choices=["tp", "dchag_l", "dchag_c"], help="plan whose recipe is tuned"
-    )
+    p.add_argument("--plan", required=True, choices=COMPARED_PLANS, help="plan whose recipe is tuned")
     p.add_argument(
         "--split", required=True, choices=["random", "block"], help="split protocol (validation pixels)"
     )

@@ -20,7 +20,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,7 @@ import numpy as np
 import xarray as xr
 
 from hsitp.errors import HsitpError
-from hsitp.models.config import DCHAG_PARTIAL
+from hsitp.names import DCHAG_PLANS
 from hsitp.train.recipe import STUDY_KIND, recipe_keys
 
 log = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ class StudySpec:
 
 def allowed_groups(space: Mapping[str, Any], plan: str, fits: Callable[[int], bool]) -> list[int]:
     """The g values of ``space.groups`` the plan's band split allows (``fits(g)``); [1] for plans without groups."""
-    if plan not in DCHAG_PARTIAL:
+    if plan not in DCHAG_PLANS:
         return [1]
     allowed = [int(g) for g in space["groups"] if fits(int(g))]
     if not allowed:
@@ -272,87 +272,16 @@ def _best(study: Any) -> tuple[int, float] | None:
 
 def study_dataset(study: Any, spec: StudySpec, config: Mapping[str, Any]) -> xr.Dataset:
     """Every trial (parameters, validation OA per epoch, state, wall time) and the budget curves, as netCDF."""
-    from optuna.trial import TrialState
-
-    from hsitp.tune.budget import best_so_far, expected_best
-
     tune = config["tune"]
     trials = counted_trials(study)
     epochs = int(tune["epochs"])
-    n = len(trials)
-    curve = np.full((n, epochs), np.nan)
-    score = np.full(n, np.nan)  # completed: the last epoch's validation OA; pruned: its last reported one
-    for i, t in enumerate(trials):
-        for step, v in t.intermediate_values.items():
-            if 1 <= step <= epochs:
-                curve[i, step - 1] = v
-        if t.state == TrialState.COMPLETE:
-            score[i] = t.value
-        elif t.intermediate_values:
-            score[i] = t.intermediate_values[max(t.intermediate_values)]
-    state = np.array(
-        [
-            "complete"
-            if t.state == TrialState.COMPLETE
-            else ("failed" if t.user_attrs.get("failure") else "pruned")
-            for t in trials
-        ]
-    )
-    completed = np.where(state == "complete", score, np.nan)
     startup = int(tune["startup_trials"])
-    # a pruned start-up trial's final score is unknown: the estimator takes the completed ones (a curve biased
-    # upward where the pruner stopped start-up trials, said in the attrs)
-    eb_mean, eb_std = expected_best(completed[:startup], n_max=max(startup, 1))
     ds = xr.Dataset(
-        {
-            "val_oa": (
-                ("trial", "epoch"),
-                curve,
-                {"units": "1", "long_name": "validation OA after each epoch"},
-            ),
-            "score": (
-                "trial",
-                score,
-                {"units": "1", "long_name": "validation OA of the last epoch run (pruned: where it stopped)"},
-            ),
-            "state": ("trial", state, {"units": "1", "long_name": "complete, pruned or failed (diverged)"}),
-            "wall_s": (
-                "trial",
-                np.array([float(t.user_attrs.get("wall_s", np.nan)) for t in trials]),
-                {"units": "s", "long_name": "wall time of the trial"},
-            ),
-            "epochs_run": (
-                "trial",
-                np.array([len(t.intermediate_values) for t in trials]),
-                {"units": "1", "long_name": "epochs trained before the trial ended"},
-            ),
-            "best_so_far": (
-                "trial",
-                best_so_far(completed),
-                {
-                    "units": "1",
-                    "long_name": "best completed validation OA among the first k trials (the search as run)",
-                },
-            ),
-            "expected_best": (
-                "n",
-                eb_mean,
-                {
-                    "units": "1",
-                    "long_name": "expected best validation OA of n random start-up trials, from the completed "
-                    "ones (Dodge et al.)",
-                },
-            ),
-            "expected_best_std": (
-                "n",
-                eb_std,
-                {"units": "1", "long_name": "spread of the best of n random start-up trials (Dodge et al.)"},
-            ),
-        },
+        _trial_vars(trials, epochs, startup),
         coords={
             "trial": (
                 "trial",
-                np.arange(1, n + 1),
+                np.arange(1, len(trials) + 1),
                 {"units": "1", "long_name": "trial, in the order the study ran them"},
             ),
             "epoch": ("epoch", np.arange(1, epochs + 1), {"units": "1", "long_name": "epoch of the trial"}),
@@ -391,6 +320,79 @@ def study_dataset(study: Any, spec: StudySpec, config: Mapping[str, Any]) -> xr.
         ),
     )
     return ds
+
+
+def _trial_scores(trials: Sequence[Any], epochs: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per trial: validation OA after each epoch, its score (completed: the last epoch's; pruned: its last
+    reported one) and how it ended (complete, pruned, failed)."""
+    from optuna.trial import TrialState
+
+    curve = np.full((len(trials), epochs), np.nan)
+    score = np.full(len(trials), np.nan)
+    for i, t in enumerate(trials):
+        for step, v in t.intermediate_values.items():
+            if 1 <= step <= epochs:
+                curve[i, step - 1] = v
+        if t.state == TrialState.COMPLETE:
+            score[i] = t.value
+        elif t.intermediate_values:
+            score[i] = t.intermediate_values[max(t.intermediate_values)]
+    state = np.array(
+        [
+            "complete"
+            if t.state == TrialState.COMPLETE
+            else ("failed" if t.user_attrs.get("failure") else "pruned")
+            for t in trials
+        ]
+    )
+    return curve, score, state
+
+
+def _trial_vars(trials: Sequence[Any], epochs: int, startup: int) -> dict[str, Any]:
+    """The trials' curves, scores, states and times, and the budget curves (best so far, expected best)."""
+    from hsitp.tune.budget import best_so_far, expected_best
+
+    curve, score, state = _trial_scores(trials, epochs)
+    completed = np.where(state == "complete", score, np.nan)
+    # a pruned start-up trial's final score is unknown: the estimator takes the completed ones (a curve biased
+    # upward where the pruner stopped start-up trials, said in the attrs)
+    eb_mean, eb_std = expected_best(completed[:startup], n_max=max(startup, 1))
+    expected = (
+        "expected best validation OA of n random start-up trials, from the completed ones (Dodge et al.)"
+    )
+    return {
+        "val_oa": (("trial", "epoch"), curve, {"units": "1", "long_name": "validation OA after each epoch"}),
+        "score": (
+            "trial",
+            score,
+            {"units": "1", "long_name": "validation OA of the last epoch run (pruned: where it stopped)"},
+        ),
+        "state": ("trial", state, {"units": "1", "long_name": "complete, pruned or failed (diverged)"}),
+        "wall_s": (
+            "trial",
+            np.array([float(t.user_attrs.get("wall_s", np.nan)) for t in trials]),
+            {"units": "s", "long_name": "wall time of the trial"},
+        ),
+        "epochs_run": (
+            "trial",
+            np.array([len(t.intermediate_values) for t in trials]),
+            {"units": "1", "long_name": "epochs trained before the trial ended"},
+        ),
+        "best_so_far": (
+            "trial",
+            best_so_far(completed),
+            {
+                "units": "1",
+                "long_name": "best completed validation OA among the first k trials (the search as run)",
+            },
+        ),
+        "expected_best": ("n", eb_mean, {"units": "1", "long_name": expected}),
+        "expected_best_std": (
+            "n",
+            eb_std,
+            {"units": "1", "long_name": "spread of the best of n random start-up trials (Dodge et al.)"},
+        ),
+    }
 
 
 def _best_params(study: Any) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import xarray as xr
 
 from hsitp.cost.tables.boundary import REGIONS, boundary_table
 from hsitp.cost.tables.ccr import LAYER_NAMES, ccr_table
-from hsitp.cost.tables.common import ORIGIN, n_tokens
+from hsitp.cost.tables.common import ORIGIN
 from hsitp.cost.tables.plan import plan_table
 from hsitp.cost.tables.rho import C_DEFINITIONS, rho_table
 from hsitp.cost.tables.scale import DCHAG_REFERENCE, scale_table
@@ -31,7 +31,6 @@ __all__ = [
     "TABLES",
     "boundary_table",
     "ccr_table",
-    "n_tokens",
     "plan_table",
     "rho_table",
     "scale_table",

@@ -19,10 +19,10 @@ from hsitp.cost.tables.common import (
     common_attrs,
     hardware_list,
     layer_shape,
-    n_tokens,
 )
 from hsitp.data import registry
 from hsitp.io import describe
+from hsitp.shape import n_tokens
 
 REGIONS = ("data_parallel", "channel", "token", "2d")
 

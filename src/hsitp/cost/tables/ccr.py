@@ -3,7 +3,7 @@ the paper's quoted numbers beside the computed ones."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -11,7 +11,7 @@ import xarray as xr
 
 from hsitp.cost import stated
 from hsitp.cost.memory import memory_breakdown
-from hsitp.cost.refined import BLOCK_SPLITS, SCHEMES, model_cost
+from hsitp.cost.refined import BLOCK_SPLITS, model_cost
 from hsitp.cost.tables.common import (
     COORD_ATTRS,
     block_costs,
@@ -19,12 +19,12 @@ from hsitp.cost.tables.common import (
     cost_switches,
     hardware_list,
     layer_shape,
-    n_tokens,
     training_setup,
 )
 from hsitp.data import registry
 from hsitp.io import describe
-from hsitp.names import COST_MODELS
+from hsitp.names import COMPARED_PLANS, COST_MODELS, DCHAG_PLANS
+from hsitp.shape import n_tokens
 
 LAYER_NAMES = ("ln1", "attn", "ln2", "mlp")
 
@@ -40,55 +40,13 @@ def _cases(cost: Mapping[str, Any]) -> list[tuple[str, str, int]]:
 
 def ccr_table(cost: Mapping[str, Any]) -> xr.Dataset:
     """§8.1/§8.2 grid: C = D, N in the paper's cases and each dataset's real N at the ccr patch, P and hardware,
-    under both models, with relative throughput, the D-CHAG schemes, and the paper's quoted numbers."""
+    under both models, with relative throughput, pure TP vs the D-CHAG plans, and the paper's quoted numbers."""
     cc = cost["ccr"]
     cases = _cases(cost)
     Ps = [int(p) for p in cc["parallel_degrees"]]
     hws = hardware_list(cc["hardware"])
     gs = [int(g) for g in cc["groups"]]
-    depth = int(cost["depth"])
-    sw = cost_switches(cost)
-    kw = {"overlap": float(cost["overlap"]), "grad_accumulation": int(cost["grad_accumulation"])}
-    nC, nP, nH = len(cases), len(Ps), len(hws)
-    ccr = np.full((nC, nP, nH, len(BLOCK_SPLITS), 2), np.nan)
-    tput = np.full_like(ccr, np.nan)
-    worst = np.full((nC, nP, nH, len(BLOCK_SPLITS)), np.nan)
-    mesh = np.full((nC, nP, nH, 2), -1, dtype=int)
-    layer_ccr = np.full((nC, nP, nH, len(BLOCK_SPLITS), len(LAYER_NAMES)), np.nan)
-    layer_comp = np.full_like(layer_ccr, np.nan)
-    layer_comm = np.full_like(layer_ccr, np.nan)
-    sch_ccr = np.full((nC, nP, nH, len(gs), len(SCHEMES), 2), np.nan)
-    sch_tput = np.full_like(sch_ccr, np.nan)
-    sch_mem = np.full((nC, nP, len(gs), len(SCHEMES)), np.nan)
-    setup = training_setup(cost)
-    for i, (_, _, N) in enumerate(cases):
-        shape = layer_shape(cost, N=N)
-        for q, P in enumerate(Ps):
-            for h, hw in enumerate(hws):
-                blocks = block_costs(shape, P, hw, cost)
-                for s_i, split in enumerate(BLOCK_SPLITS):
-                    b = blocks[split]
-                    ccr[i, q, h, s_i] = (b.ccr_stated, b.ccr)
-                    tput[i, q, h, s_i] = (b.relative_throughput_stated, b.relative_throughput)
-                    worst[i, q, h, s_i] = b.ccr_worst_layer
-                    for li, layer in enumerate(b.layers):
-                        layer_ccr[i, q, h, s_i, li] = layer.ccr
-                        layer_comp[i, q, h, s_i, li] = layer.t_comp
-                        layer_comm[i, q, h, s_i, li] = layer.t_comm
-                    if split == "2d" and b.layers:
-                        mesh[i, q, h] = b.mesh
-                for gi, g in enumerate(gs):
-                    gshape = layer_shape(cost, N=N, groups=g)
-                    for si, scheme in enumerate(SCHEMES):
-                        m = model_cost(scheme, gshape, P, hw, depth, sw, **kw)
-                        sch_ccr[i, q, h, gi, si] = (m.ccr_stated, m.ccr)
-                        sch_tput[i, q, h, gi, si] = (m.relative_throughput_stated, m.relative_throughput)
-            for gi, g in enumerate(gs):
-                gshape = layer_shape(cost, N=N, groups=g)
-                for si, scheme in enumerate(SCHEMES):
-                    sch_mem[i, q, gi, si] = sum(memory_breakdown(scheme, gshape, P, 1, depth, setup).values())
-    quotes = _quotes_for_ccr(cost, cases, Ps, gs, sch_mem)
-    base = ("case", "P", "hardware")
+    plans = _plan_grid(cost, cases, Ps, hws, gs)
     ds = xr.Dataset(
         {
             "N": ("case", [c[2] for c in cases], {"long_name": "spatial tokens"}),
@@ -97,49 +55,9 @@ def ccr_table(cost: Mapping[str, Any]) -> xr.Dataset:
                 [c[1] for c in cases],
                 {"long_name": "paper (its N) or registry (real grid)"},
             ),
-            "ccr": (
-                (*base, "split", "model"),
-                ccr,
-                {"long_name": "block CCR (refined: sum T_comm / sum T_comp)"},
-            ),
-            "relative_throughput": (
-                (*base, "split", "model"),
-                tput,
-                {"long_name": "throughput of P devices relative to one (stated: P/(1+CCR))"},
-            ),
-            "ccr_worst_layer": ((*base, "split"), worst, {"long_name": "refined: CCR of the worst layer"}),
-            "mesh": (
-                (*base, "axis"),
-                mesh,
-                {"long_name": "2-D split (P_c, P_t) chosen by the refined model"},
-            ),
-            "layer_ccr": ((*base, "split", "layer"), layer_ccr, {"long_name": "refined per-layer CCR"}),
-            "layer_t_comp": (
-                (*base, "split", "layer"),
-                layer_comp,
-                {"units": "s", "long_name": "refined compute"},
-            ),
-            "layer_t_comm": (
-                (*base, "split", "layer"),
-                layer_comm,
-                {"units": "s", "long_name": "refined comm"},
-            ),
-            "scheme_ccr": (
-                (*base, "g", "scheme", "model"),
-                sch_ccr,
-                {"long_name": "whole-model CCR (tokenisation + aggregation + blocks); stated D-CHAG = CCR/g"},
-            ),
-            "scheme_relative_throughput": (
-                (*base, "g", "scheme", "model"),
-                sch_tput,
-                {"long_name": "samples/s relative to one device running pure TP"},
-            ),
-            "scheme_memory": (
-                ("case", "P", "g", "scheme"),
-                sch_mem,
-                {"units": "B", "long_name": "refined per-device training memory (no data parallelism)"},
-            ),
-            **quotes,
+            **_block_vars(_block_grid(cost, cases, Ps, hws)),
+            **_plan_vars(plans),
+            **_quotes_for_ccr(cost, cases, Ps, gs, plans["memory"]),
         },
         coords={
             "case": [c[0] for c in cases],
@@ -150,7 +68,7 @@ def ccr_table(cost: Mapping[str, Any]) -> xr.Dataset:
             "layer": list(LAYER_NAMES),
             "axis": ["channel", "token"],
             "g": gs,
-            "scheme": list(SCHEMES),
+            "scheme": list(COMPARED_PLANS),  # netCDF dimension name kept (the plans compared)
         },
         attrs={
             **common_attrs(cost, hws),
@@ -158,7 +76,7 @@ def ccr_table(cost: Mapping[str, Any]) -> xr.Dataset:
             "embed_dim": int(cost["embed_dim"]),
             "bands": int(cost["bands"]),
             "heads": int(cost["heads"]),
-            "depth": depth,
+            "depth": int(cost["depth"]),
             "batch": int(cost["batch"]),
             "patch": int(cc["patch"]),
             "stated_model": "CCR_channel = P F/(beta C), C = embed_dim; CCR_token = P F/(beta N); 2-D = sqrt of "
@@ -166,6 +84,131 @@ def ccr_table(cost: Mapping[str, Any]) -> xr.Dataset:
         },
     )
     return describe(ds, {**COORD_ATTRS, **_ATTRS})
+
+
+BASE = ("case", "P", "hardware")  # the dims every point of the grid has
+
+
+def _block_grid(
+    cost: Mapping[str, Any], cases: Sequence[tuple[str, str, int]], Ps: Sequence[int], hws: Sequence[Any]
+) -> dict[str, np.ndarray]:
+    """One transformer block per (case, P, hardware, split): both models' CCR and throughput, the worst layer,
+    each layer's numbers and the 2-D mesh chosen."""
+    nC, nP, nH, nS = len(cases), len(Ps), len(hws), len(BLOCK_SPLITS)
+    a = {
+        "ccr": np.full((nC, nP, nH, nS, 2), np.nan),
+        "tput": np.full((nC, nP, nH, nS, 2), np.nan),
+        "worst": np.full((nC, nP, nH, nS), np.nan),
+        "mesh": np.full((nC, nP, nH, 2), -1, dtype=int),
+        **{
+            k: np.full((nC, nP, nH, nS, len(LAYER_NAMES)), np.nan)
+            for k in ("layer_ccr", "layer_comp", "layer_comm")
+        },
+    }
+    for i, (_, _, N) in enumerate(cases):
+        shape = layer_shape(cost, N=N)
+        for q, P in enumerate(Ps):
+            for h, hw in enumerate(hws):
+                blocks = block_costs(shape, P, hw, cost)
+                for s_i, split in enumerate(BLOCK_SPLITS):
+                    b = blocks[split]
+                    a["ccr"][i, q, h, s_i] = (b.ccr_stated, b.ccr)
+                    a["tput"][i, q, h, s_i] = (b.relative_throughput_stated, b.relative_throughput)
+                    a["worst"][i, q, h, s_i] = b.ccr_worst_layer
+                    for li, layer in enumerate(b.layers):
+                        a["layer_ccr"][i, q, h, s_i, li] = layer.ccr
+                        a["layer_comp"][i, q, h, s_i, li] = layer.t_comp
+                        a["layer_comm"][i, q, h, s_i, li] = layer.t_comm
+                    if split == "2d" and b.layers:
+                        a["mesh"][i, q, h] = b.mesh
+    return a
+
+
+def _plan_grid(
+    cost: Mapping[str, Any],
+    cases: Sequence[tuple[str, str, int]],
+    Ps: Sequence[int],
+    hws: Sequence[Any],
+    gs: Sequence[int],
+) -> dict[str, np.ndarray]:
+    """The whole model per compared plan (pure TP, D-CHAG) and g: CCR and throughput per (case, P, hardware) under
+    both models, and per-device training memory per (case, P)."""
+    nC, nP, nH, nS = len(cases), len(Ps), len(hws), len(COMPARED_PLANS)
+    depth = int(cost["depth"])
+    sw = cost_switches(cost)
+    kw = {"overlap": float(cost["overlap"]), "grad_accumulation": int(cost["grad_accumulation"])}
+    setup = training_setup(cost)
+    a = {
+        "ccr": np.full((nC, nP, nH, len(gs), nS, 2), np.nan),
+        "tput": np.full((nC, nP, nH, len(gs), nS, 2), np.nan),
+        "memory": np.full((nC, nP, len(gs), nS), np.nan),
+    }
+    for i, (_, _, N) in enumerate(cases):
+        for q, P in enumerate(Ps):
+            for gi, g in enumerate(gs):
+                gshape = layer_shape(cost, N=N, groups=g)
+                for si, plan in enumerate(COMPARED_PLANS):
+                    a["memory"][i, q, gi, si] = sum(
+                        memory_breakdown(plan, gshape, P, 1, depth, setup).values()
+                    )
+                    for h, hw in enumerate(hws):
+                        m = model_cost(plan, gshape, P, hw, depth, sw, **kw)
+                        a["ccr"][i, q, h, gi, si] = (m.ccr_stated, m.ccr)
+                        a["tput"][i, q, h, gi, si] = (m.relative_throughput_stated, m.relative_throughput)
+    return a
+
+
+def _block_vars(a: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    return {
+        "ccr": (
+            (*BASE, "split", "model"),
+            a["ccr"],
+            {"long_name": "block CCR (refined: sum T_comm / sum T_comp)"},
+        ),
+        "relative_throughput": (
+            (*BASE, "split", "model"),
+            a["tput"],
+            {"long_name": "throughput of P devices relative to one (stated: P/(1+CCR))"},
+        ),
+        "ccr_worst_layer": ((*BASE, "split"), a["worst"], {"long_name": "refined: CCR of the worst layer"}),
+        "mesh": (
+            (*BASE, "axis"),
+            a["mesh"],
+            {"long_name": "2-D split (P_c, P_t) chosen by the refined model"},
+        ),
+        "layer_ccr": ((*BASE, "split", "layer"), a["layer_ccr"], {"long_name": "refined per-layer CCR"}),
+        "layer_t_comp": (
+            (*BASE, "split", "layer"),
+            a["layer_comp"],
+            {"units": "s", "long_name": "refined compute"},
+        ),
+        "layer_t_comm": (
+            (*BASE, "split", "layer"),
+            a["layer_comm"],
+            {"units": "s", "long_name": "refined comm"},
+        ),
+    }
+
+
+def _plan_vars(a: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    """The compared plans' variables (netCDF names kept: scheme_*, along dimension ``scheme``)."""
+    return {
+        "scheme_ccr": (
+            (*BASE, "g", "scheme", "model"),
+            a["ccr"],
+            {"long_name": "whole-model CCR (tokenisation + aggregation + blocks); stated D-CHAG = CCR/g"},
+        ),
+        "scheme_relative_throughput": (
+            (*BASE, "g", "scheme", "model"),
+            a["tput"],
+            {"long_name": "samples/s relative to one device running pure TP"},
+        ),
+        "scheme_memory": (
+            ("case", "P", "g", "scheme"),
+            a["memory"],
+            {"units": "B", "long_name": "refined per-device training memory (no data parallelism)"},
+        ),
+    }
 
 
 # Units of the counts and ratios, and what each coordinate and quote variable holds. Every quoted number of the
@@ -208,7 +251,7 @@ def _quotes_for_ccr(
     cases: list[tuple[str, str, int]],
     Ps: list[int],
     gs: list[int],
-    sch_mem: np.ndarray,
+    plan_mem: np.ndarray,
 ) -> dict[str, Any]:
     quotes = list(stated.paper_quotes())
     case_n = {c[0]: c[2] for c in cases}
@@ -233,15 +276,15 @@ def _quotes_for_ccr(
     case = f"paper_N{n_dc}"
     if case in case_n and P_dc in Ps and g_dc in gs:
         i, q, gi = [c[0] for c in cases].index(case), Ps.index(P_dc), gs.index(g_dc)
-        tp = sch_mem[i, q, gi, SCHEMES.index("tp")]
-        for scheme in ("dchag_l", "dchag_c"):
-            saving = 1.0 - sch_mem[i, q, gi, SCHEMES.index(scheme)] / tp
+        tp = plan_mem[i, q, gi, COMPARED_PLANS.index("tp")]
+        for plan in DCHAG_PLANS:
+            saving = 1.0 - plan_mem[i, q, gi, COMPARED_PLANS.index(plan)] / tp
             quotes.append(
                 stated.Quote(
-                    f"dchag_memory_saving_{scheme}",
+                    f"dchag_memory_saving_{plan}",
                     "8.2",
                     f"D-CHAG lowers per-device memory by about 15-25 % (N = {n_dc}, P = {P_dc}, g = {g_dc}; "
-                    f"refined memory model, {scheme})",
+                    f"refined memory model, {plan})",
                     0.15,
                     0.25,
                     float(saving),

@@ -1,10 +1,9 @@
-"""What every cost table shares: token counts, layer sizes, switches and the training setup from the cost
+"""What every cost table shares: token counts (``hsitp.shape.n_tokens``), layer sizes, switches and the training setup from the cost
 config, and the attributes that say a table is modelled and with which hardware presets."""
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -12,6 +11,7 @@ from hsitp.cost.hardware import Hardware, get_hardware
 from hsitp.cost.memory import TrainingSetup
 from hsitp.cost.refined import BLOCK_SPLITS, Switches, block_cost
 from hsitp.shape import DTYPE_BYTES, LayerShape
+from hsitp.shape import n_tokens as n_tokens  # where hsitp.audit reads it; the tables import hsitp.shape's
 
 ORIGIN = "modelled (hsitp.cost), not measured"
 
@@ -28,17 +28,6 @@ COORD_ATTRS: dict[str, dict[str, str]] = {
     "patch": {"units": "1", "long_name": "patch size p (pixels per side of a token)"},
     "D": {"units": "1", "long_name": "embedding dimension"},
 }
-
-
-def n_tokens(rows: int, cols: int, patch: int, grid: str = "crop") -> int:
-    """N = floor(H/p)·floor(W/p) (crop, the default) or ceil(H/p)·ceil(W/p) (pad)."""
-    if patch < 1:
-        raise ValueError(f"patch must be >= 1, got {patch}")
-    if grid == "crop":
-        return (rows // patch) * (cols // patch)
-    if grid == "pad":
-        return math.ceil(rows / patch) * math.ceil(cols / patch)
-    raise ValueError(f"token grid must be 'crop' or 'pad', got {grid!r}")
 
 
 def cost_switches(cost: Mapping[str, Any]) -> Switches:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -17,11 +17,11 @@ from hsitp.cost.tables.common import (
     common_attrs,
     hardware_list,
     layer_shape,
-    n_tokens,
 )
 from hsitp.data import registry
 from hsitp.io import describe
 from hsitp.names import COST_MODELS
+from hsitp.shape import n_tokens
 
 C_DEFINITIONS = ("bands", "pca", "embed")
 
@@ -33,6 +33,52 @@ def _lower(values: Mapping[str, float]) -> str:
     best = min(finite.values())
     winners = [k for k, v in finite.items() if v == best]
     return winners[0] if len(winners) == 1 else "tie"
+
+
+def _lower_split_grid(
+    cost: Mapping[str, Any], N: np.ndarray, C: np.ndarray, hws: Sequence[Any], Ps: Sequence[int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Block CCR per (dataset, patch, C definition, hardware, P, split, model) with D = C, and the split with the
+    lower CCR under each model."""
+    n_sets, n_patches, n_defs = C.shape[0], N.shape[1], C.shape[1]
+    shape_ = (n_sets, n_patches, n_defs, len(hws), len(Ps))
+    ccr = np.full((*shape_, len(BLOCK_SPLITS), len(COST_MODELS)), np.nan)
+    lower = np.full((*shape_, len(COST_MODELS)), "", dtype=object)
+    for i in range(n_sets):
+        for j in range(n_patches):
+            for k in range(n_defs):
+                shape = layer_shape(cost, N=int(N[i, j]), D=int(C[i, k]))
+                for h, hw in enumerate(hws):
+                    for q, P in enumerate(Ps):
+                        blocks = block_costs(shape, P, hw, cost)
+                        for s_i, split in enumerate(BLOCK_SPLITS):
+                            ccr[i, j, k, h, q, s_i, 0] = blocks[split].ccr_stated
+                            ccr[i, j, k, h, q, s_i, 1] = blocks[split].ccr
+                        # The stated model's 2-D value is a geometric mean: never strictly lowest, left out.
+                        lower[i, j, k, h, q, 0] = _lower(
+                            {s: blocks[s].ccr_stated for s in ("channel", "token")}
+                        )
+                        lower[i, j, k, h, q, 1] = _lower({s: blocks[s].ccr for s in BLOCK_SPLITS})
+    return ccr, lower
+
+
+def _scene_vars(specs: Sequence[Any]) -> dict[str, Any]:
+    """Each registry scene's grid, bands and whether the registry verified them."""
+    return {
+        "H": ("dataset", [s.rows for s in specs], {"long_name": "rows of the scene (registry)"}),
+        "W": ("dataset", [s.cols for s in specs], {"long_name": "columns of the scene (registry)"}),
+        "L": ("dataset", [s.bands for s in specs], {"long_name": "bands of the prepared cube (registry)"}),
+        "raw_bands": (
+            "dataset",
+            [np.nan if s.raw_bands is None else s.raw_bands for s in specs],
+            {"long_name": "bands of the uncorrected source (NaN where none exists)"},
+        ),
+        "verified": (
+            "dataset",
+            [int(bool(s.verified)) for s in specs],
+            {"long_name": "registry grid verified"},
+        ),
+    }
 
 
 def rho_table(cost: Mapping[str, Any]) -> xr.Dataset:
@@ -49,47 +95,14 @@ def rho_table(cost: Mapping[str, Any]) -> xr.Dataset:
         "pca": lambda s: int(rc["pca_k"]),
         "embed": lambda s: int(cost["embed_dim"]),
     }
-    shape_ = (len(specs), len(patches), len(C_DEFINITIONS), len(hws), len(Ps))
-    ccr = np.full((*shape_, len(BLOCK_SPLITS), len(COST_MODELS)), np.nan)
-    lower = np.full((*shape_, len(COST_MODELS)), "", dtype=object)
     N = np.array([[n_tokens(s.rows, s.cols, p, grid) for p in patches] for s in specs])
     C = np.array([[c_values[c](s) for c in C_DEFINITIONS] for s in specs])
-    for i in range(len(specs)):
-        for j in range(len(patches)):
-            for k in range(len(C_DEFINITIONS)):
-                shape = layer_shape(cost, N=int(N[i, j]), D=int(C[i, k]))
-                for h, hw in enumerate(hws):
-                    for q, P in enumerate(Ps):
-                        blocks = block_costs(shape, P, hw, cost)
-                        for s_i, split in enumerate(BLOCK_SPLITS):
-                            ccr[i, j, k, h, q, s_i, 0] = blocks[split].ccr_stated
-                            ccr[i, j, k, h, q, s_i, 1] = blocks[split].ccr
-                        # The stated model's 2-D value is a geometric mean: never strictly lowest, left out.
-                        lower[i, j, k, h, q, 0] = _lower(
-                            {s: blocks[s].ccr_stated for s in ("channel", "token")}
-                        )
-                        lower[i, j, k, h, q, 1] = _lower({s: blocks[s].ccr for s in BLOCK_SPLITS})
+    ccr, lower = _lower_split_grid(cost, N, C, hws, Ps)
     thr = np.array([[float(stated.threshold(P, hw.flops, hw.beta_for(P))) for P in Ps] for hw in hws])
     dims5 = ("dataset", "patch", "c_def", "hardware", "P")
     ds = xr.Dataset(
         {
-            "H": ("dataset", [s.rows for s in specs], {"long_name": "rows of the scene (registry)"}),
-            "W": ("dataset", [s.cols for s in specs], {"long_name": "columns of the scene (registry)"}),
-            "L": (
-                "dataset",
-                [s.bands for s in specs],
-                {"long_name": "bands of the prepared cube (registry)"},
-            ),
-            "raw_bands": (
-                "dataset",
-                [np.nan if s.raw_bands is None else s.raw_bands for s in specs],
-                {"long_name": "bands of the uncorrected source (NaN where none exists)"},
-            ),
-            "verified": (
-                "dataset",
-                [int(bool(s.verified)) for s in specs],
-                {"long_name": "registry grid verified"},
-            ),
+            **_scene_vars(specs),
             "N": (("dataset", "patch"), N, {"long_name": f"spatial tokens ({grid} grid)"}),
             "C": (
                 ("dataset", "c_def"),

@@ -4,7 +4,8 @@ paper's reported memory beside this memory model."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -13,18 +14,17 @@ import xarray as xr
 from hsitp.cost import stated
 from hsitp.cost.hardware import Hardware
 from hsitp.cost.memory import KINDS, PARTS, TrainingSetup, memory_breakdown, parameter_count
-from hsitp.cost.refined import SCHEMES, Switches, collective_time, model_cost
+from hsitp.cost.refined import Switches, collective_time, model_cost
 from hsitp.cost.tables.common import (
     COORD_ATTRS,
     common_attrs,
     cost_switches,
     hardware_list,
-    n_tokens,
     training_setup,
 )
 from hsitp.io import describe
-from hsitp.names import COST_MODELS
-from hsitp.shape import LayerShape
+from hsitp.names import COMPARED_PLANS, COST_MODELS, PLANS
+from hsitp.shape import LayerShape, n_tokens
 
 # Reported D-CHAG memory (GiB, rank 0, 64 GiB MI250X GCDs; ../shared/notes/dchag.md): synthetic 128x256 input,
 # patch 4, batch 2, depth 32, 32 heads. Embedding dims are inferred from the parameter counts (12·D²·depth gives
@@ -49,18 +49,32 @@ DCHAG_SETTINGS = {  # D-CHAG's synthetic benchmark (../shared/notes/dchag.md), s
 }
 
 
+@dataclass(frozen=True)
+class _Projection:
+    """What every point of the projection shares: the model, the training setup, the cost config's switches."""
+
+    shape: LayerShape  # the projected model's layer sizes (N from the image and patch)
+    depth: int  # transformer blocks
+    setup: TrainingSetup  # precision, optimizer, FSDP, checkpointing
+    sw: Switches  # the refined model's simplification switches
+    overlap: float  # compute/communication overlap of the TP collectives
+    accum: int  # gradient accumulation steps (the DP sync is paid once per accum micro-batches)
+    dp_overlap: float  # share of the DP/FSDP traffic hidden behind compute
+    devices: int  # devices in all
+
+
 def scale_table(cost: Mapping[str, Any]) -> xr.Dataset:
-    """Projection to many devices: TP degree inside a node × data/FSDP degree across nodes, per preset and scheme:
-    CCR, relative throughput and per-device memory by part and kind; infeasible points are NaN with a reason."""
+    """Projection to many devices: TP degree inside a node × data/FSDP degree across nodes, per preset and plan
+    (pure TP, D-CHAG): CCR, relative throughput and per-device memory by part and kind; infeasible points are NaN
+    with a reason."""
     sc = cost["scale"]
     devices, G = int(sc["devices"]), int(sc["devices_per_node"])
     hws = [hw.with_devices_per_node(G) for hw in hardware_list(sc["hardware"])]
     tps = [int(t) for t in sc["tp_degrees"]]
     H, W = sc["image"]
     p = int(sc["patch"])
-    N = n_tokens(int(H), int(W), p, cost["token_grid"])
     shape = LayerShape(
-        N=N,
+        N=n_tokens(int(H), int(W), p, cost["token_grid"]),
         D=int(sc["embed_dim"]),
         L=int(sc["bands"]),
         batch=int(sc["micro_batch"]),
@@ -70,148 +84,164 @@ def scale_table(cost: Mapping[str, Any]) -> xr.Dataset:
         groups=int(sc["groups"]),
         patch=p,
     )
-    depth = int(sc["depth"])
-    setup = training_setup(cost, sc)
-    sw = cost_switches(cost)
-    accum = int(cost["grad_accumulation"])
-    kw = {"overlap": float(cost["overlap"]), "grad_accumulation": accum}
-    nH, nT, nS = len(hws), len(tps), len(SCHEMES)
-    mem = np.full((nT, nS, len(PARTS), len(KINDS)), np.nan)
-    ccr = np.full((nH, nT, nS, 2), np.nan)
-    tput = np.full((nH, nT, nS), np.nan)
-    t_step = np.full_like(tput, np.nan)
-    t_dp = np.full_like(tput, np.nan)
-    feasible = np.zeros((nH, nT, nS), dtype=np.int8)
-    reason = np.full((nH, nT, nS), "", dtype=object)
-    params = np.full((nT, nS), np.nan)
-    for ti, tp in enumerate(tps):
-        dp = devices // tp if devices % tp == 0 else 0
-        for si, scheme in enumerate(SCHEMES):
-            params[ti, si] = parameter_count(scheme, shape, tp, depth)
-            if dp:
-                m = memory_breakdown(scheme, shape, tp, dp, depth, setup)
-                for pi, part in enumerate(PARTS):
-                    for ki, kind in enumerate(KINDS):
-                        mem[ti, si, pi, ki] = m[(part, kind)]
-            for hi, hw in enumerate(hws):
-                why = _infeasible(scheme, shape, tp, dp, devices, mem[ti, si].sum(), hw)
-                reason[hi, ti, si] = why
-                if why:
-                    continue
-                feasible[hi, ti, si] = 1
-                mc = model_cost(scheme, shape, tp, hw, depth, sw, **kw)
-                td = _dp_sync_time(params[ti, si] * shape.dtype_bytes, dp, tp, hw, setup.fsdp, sw) / accum
-                exposed_dp = (1.0 - float(sc["dp_overlap"])) * td
-                step = mc.t_comp + mc.t_comm_exposed + exposed_dp
-                t_dp[hi, ti, si], t_step[hi, ti, si] = td, step
-                ccr[hi, ti, si] = (
-                    float(stated.ccr_channel(tp, hw.flops, hw.beta_for(tp), shape.D))
-                    / (shape.groups if scheme != "tp" else 1),
-                    (mc.t_comm + td) / mc.t_comp,
-                )
-                tput[hi, ti, si] = dp * mc.t_single / step
-    ref = _dchag_reference()
+    proj = _Projection(
+        shape=shape,
+        depth=int(sc["depth"]),
+        setup=training_setup(cost, sc),
+        sw=cost_switches(cost),
+        overlap=float(cost["overlap"]),
+        accum=int(cost["grad_accumulation"]),
+        dp_overlap=float(sc["dp_overlap"]),
+        devices=devices,
+    )
     ds = xr.Dataset(
-        {
-            "memory": (
-                ("tp", "scheme", "part", "kind"),
-                mem,
-                {
-                    "units": "B",
-                    "long_name": "refined per-device training memory (computed also where infeasible)",
-                },
-            ),
-            "memory_total": (
-                ("tp", "scheme"),
-                mem.sum(axis=(2, 3)),
-                {"units": "B", "long_name": "refined per-device training memory, all parts and kinds"},
-            ),
-            "parameters_per_tp_rank": (
-                ("tp", "scheme"),
-                params,
-                {"long_name": "parameters held per TP rank"},
-            ),
-            "dp": (
-                "tp",
-                [devices // t if devices % t == 0 else 0 for t in tps],
-                {"long_name": "data/FSDP degree"},
-            ),
-            "ccr": (
-                ("hardware", "tp", "scheme", "model"),
-                ccr,
-                {"long_name": "CCR incl. data-parallel gradient sync (refined); NaN where infeasible"},
-            ),
-            "relative_throughput": (
-                ("hardware", "tp", "scheme"),
-                tput,
-                {
-                    "long_name": "samples/s vs one device running pure TP (ideal = devices); NaN where infeasible"
-                },
-            ),
-            "scaling_efficiency": (
-                ("hardware", "tp", "scheme"),
-                tput / devices,
-                {"units": "1", "long_name": "relative throughput / devices (ideal 1)"},
-            ),
-            "t_step": (
-                ("hardware", "tp", "scheme"),
-                t_step,
-                {"units": "s", "long_name": "refined step time"},
-            ),
-            "t_dp_sync": (
-                ("hardware", "tp", "scheme"),
-                t_dp,
-                {"units": "s", "long_name": "DP/FSDP traffic time"},
-            ),
-            "feasible": (
-                ("hardware", "tp", "scheme"),
-                feasible,
-                {
-                    "long_name": "the layout is possible (see reason where not)",
-                    "flag_values": [0, 1],
-                    "flag_meanings": "infeasible feasible",
-                },
-            ),
-            "reason": (("hardware", "tp", "scheme"), reason.astype(str), {"long_name": "why infeasible"}),
-            **ref,
-        },
+        {**_scale_vars(_project(proj, hws, tps), tps, devices), **_dchag_reference()},
         coords={
             "hardware": [hw.name for hw in hws],
             "tp": tps,
-            "scheme": list(SCHEMES),
+            "scheme": list(COMPARED_PLANS),  # netCDF dimension name kept (the plans compared)
             "model": list(COST_MODELS),
             "part": list(PARTS),
             "kind": list(KINDS),
         },
-        attrs={
-            **common_attrs(cost, hws),
-            "title": f"projection to {devices} devices ({G} per node): TP inside a node x data/FSDP across nodes",
-            "devices": devices,
-            "devices_per_node": G,
-            "N": N,
-            "model": json.dumps(
-                {
-                    k: sc[k]
-                    for k in (
-                        "image",
-                        "patch",
-                        "bands",
-                        "embed_dim",
-                        "depth",
-                        "heads",
-                        "micro_batch",
-                        "groups",
-                    )
-                }
-            ),
-            "optimizer": cost["optimizer"],
-            "master_fp32": int(bool(cost["master_fp32"])),
-            "fsdp": int(setup.fsdp),
-            "activation_checkpointing": int(setup.activation_checkpointing),
-            "dp_overlap": float(sc["dp_overlap"]),
-        },
+        attrs=_scale_attrs(cost, hws, proj),
     )
     return describe(ds, {**COORD_ATTRS, **_ATTRS})
+
+
+def _project(proj: _Projection, hws: Sequence[Hardware], tps: Sequence[int]) -> dict[str, np.ndarray]:
+    """Every (hardware, TP degree, plan) point: memory by part and kind, parameters, CCR, throughput, step and
+    DP-sync times, and whether (or why not) the layout is possible."""
+    nH, nT, nS = len(hws), len(tps), len(COMPARED_PLANS)
+    a = {
+        "memory": np.full((nT, nS, len(PARTS), len(KINDS)), np.nan),
+        "params": np.full((nT, nS), np.nan),
+        "ccr": np.full((nH, nT, nS, 2), np.nan),
+        **{k: np.full((nH, nT, nS), np.nan) for k in ("tput", "t_step", "t_dp")},
+        "feasible": np.zeros((nH, nT, nS), dtype=np.int8),
+        "reason": np.full((nH, nT, nS), "", dtype=object),
+    }
+    shape, depth = proj.shape, proj.depth
+    for ti, tp in enumerate(tps):
+        dp = proj.devices // tp if proj.devices % tp == 0 else 0
+        for si, plan in enumerate(COMPARED_PLANS):
+            a["params"][ti, si] = parameter_count(plan, shape, tp, depth)
+            if dp:
+                m = memory_breakdown(plan, shape, tp, dp, depth, proj.setup)
+                for pi, part in enumerate(PARTS):
+                    for ki, kind in enumerate(KINDS):
+                        a["memory"][ti, si, pi, ki] = m[(part, kind)]
+            for hi, hw in enumerate(hws):
+                why = _infeasible(plan, shape, tp, dp, proj.devices, a["memory"][ti, si].sum(), hw)
+                a["reason"][hi, ti, si] = why
+                if not why:
+                    a["feasible"][hi, ti, si] = 1
+                    _project_point(proj, plan, tp, dp, hw, a, (hi, ti, si))
+    return a
+
+
+def _project_point(
+    proj: _Projection,
+    plan: str,
+    tp: int,
+    dp: int,
+    hw: Hardware,
+    a: Mapping[str, np.ndarray],
+    at: tuple[int, ...],
+) -> None:
+    """One feasible point into ``a`` at ``at`` (hardware, TP degree, plan): step and DP-sync times, both CCRs and
+    the throughput relative to one device running pure TP."""
+    shape = proj.shape
+    mc = model_cost(
+        plan, shape, tp, hw, proj.depth, proj.sw, overlap=proj.overlap, grad_accumulation=proj.accum
+    )
+    params = a["params"][at[1], at[2]]
+    td = _dp_sync_time(params * shape.dtype_bytes, dp, tp, hw, proj.setup.fsdp, proj.sw) / proj.accum
+    exposed_dp = (1.0 - proj.dp_overlap) * td
+    step = mc.t_comp + mc.t_comm_exposed + exposed_dp
+    a["t_dp"][at], a["t_step"][at] = td, step
+    a["ccr"][at] = (
+        float(stated.ccr_channel(tp, hw.flops, hw.beta_for(tp), shape.D))
+        / (shape.groups if PLANS[plan].groups else 1),
+        (mc.t_comm + td) / mc.t_comp,
+    )
+    a["tput"][at] = dp * mc.t_single / step
+
+
+def _scale_vars(a: Mapping[str, np.ndarray], tps: Sequence[int], devices: int) -> dict[str, Any]:
+    """The projection's arrays as the table's variables (the dimension ``scheme`` holds the plans)."""
+    point = ("hardware", "tp", "scheme")
+    return {
+        "memory": (
+            ("tp", "scheme", "part", "kind"),
+            a["memory"],
+            {
+                "units": "B",
+                "long_name": "refined per-device training memory (computed also where infeasible)",
+            },
+        ),
+        "memory_total": (
+            ("tp", "scheme"),
+            a["memory"].sum(axis=(2, 3)),
+            {"units": "B", "long_name": "refined per-device training memory, all parts and kinds"},
+        ),
+        "parameters_per_tp_rank": (
+            ("tp", "scheme"),
+            a["params"],
+            {"long_name": "parameters held per TP rank"},
+        ),
+        "dp": (
+            "tp",
+            [devices // t if devices % t == 0 else 0 for t in tps],
+            {"long_name": "data/FSDP degree"},
+        ),
+        "ccr": (
+            (*point, "model"),
+            a["ccr"],
+            {"long_name": "CCR incl. data-parallel gradient sync (refined); NaN where infeasible"},
+        ),
+        "relative_throughput": (
+            point,
+            a["tput"],
+            {"long_name": "samples/s vs one device running pure TP (ideal = devices); NaN where infeasible"},
+        ),
+        "scaling_efficiency": (
+            point,
+            a["tput"] / devices,
+            {"units": "1", "long_name": "relative throughput / devices (ideal 1)"},
+        ),
+        "t_step": (point, a["t_step"], {"units": "s", "long_name": "refined step time"}),
+        "t_dp_sync": (point, a["t_dp"], {"units": "s", "long_name": "DP/FSDP traffic time"}),
+        "feasible": (
+            point,
+            a["feasible"],
+            {
+                "long_name": "the layout is possible (see reason where not)",
+                "flag_values": [0, 1],
+                "flag_meanings": "infeasible feasible",
+            },
+        ),
+        "reason": (point, a["reason"].astype(str), {"long_name": "why infeasible"}),
+    }
+
+
+def _scale_attrs(cost: Mapping[str, Any], hws: Sequence[Hardware], proj: _Projection) -> dict[str, Any]:
+    sc = cost["scale"]
+    model_keys = ("image", "patch", "bands", "embed_dim", "depth", "heads", "micro_batch", "groups")
+    return {
+        **common_attrs(cost, hws),
+        "title": f"projection to {proj.devices} devices ({int(sc['devices_per_node'])} per node): TP inside a node x "
+        "data/FSDP across nodes",
+        "devices": proj.devices,
+        "devices_per_node": int(sc["devices_per_node"]),
+        "N": proj.shape.N,
+        "model": json.dumps({k: sc[k] for k in model_keys}),
+        "optimizer": cost["optimizer"],
+        "master_fp32": int(bool(cost["master_fp32"])),
+        "fsdp": int(proj.setup.fsdp),
+        "activation_checkpointing": int(proj.setup.activation_checkpointing),
+        "dp_overlap": proj.dp_overlap,
+    }
 
 
 _ATTRS: dict[str, dict[str, Any]] = {
@@ -226,13 +256,13 @@ _ATTRS: dict[str, dict[str, Any]] = {
 
 
 def _infeasible(
-    scheme: str, shape: LayerShape, tp: int, dp: int, devices: int, mem: float, hw: Hardware
+    plan: str, shape: LayerShape, tp: int, dp: int, devices: int, mem: float, hw: Hardware
 ) -> str:
     if not dp:
         return f"TP degree {tp} does not divide {devices} devices"
     if tp > shape.heads:
         return f"TP degree {tp} exceeds {shape.heads} heads (Megatron shards whole heads)"
-    if scheme != "tp" and tp > shape.L:
+    if PLANS[plan].groups and tp > shape.L:
         return f"D-CHAG needs at least one band per rank: {shape.L} bands < TP {tp}"
     if hw.memory_bytes is not None and mem > hw.memory_bytes:
         return f"needs {mem / 2**30:.1f} GiB per device > {hw.memory_bytes / 2**30:.1f} GiB on {hw.name}"
@@ -260,15 +290,15 @@ def _dchag_reference() -> dict[str, Any]:
         fsdp=False,
         activation_checkpointing=False,
     )
-    reported = np.full((len(DCHAG_REFERENCE), len(SCHEMES)), np.nan)
+    reported = np.full((len(DCHAG_REFERENCE), len(COMPARED_PLANS)), np.nan)
     modelled = np.full_like(reported, np.nan)
     for i, (_, D, L, tp, rep) in enumerate(DCHAG_REFERENCE):
         shape = LayerShape(
             N=n_tokens(128, 256, 4), D=D, L=L, batch=2, heads=32, patch=4, dtype="bfloat16", groups=1
         )
-        for si, scheme in enumerate(SCHEMES):
-            reported[i, si] = rep[scheme]
-            modelled[i, si] = sum(memory_breakdown(scheme, shape, tp, 1, 32, setup).values()) / 2**30
+        for si, plan in enumerate(COMPARED_PLANS):
+            reported[i, si] = rep[plan]
+            modelled[i, si] = sum(memory_breakdown(plan, shape, tp, 1, 32, setup).values()) / 2**30
     note = (
         "reported: rank-0 max memory reserved on 64 GiB MI250X GCDs (../shared/notes/dchag.md); modelled: "
         "memory.py with bf16 + fp32 master + AdamW, no FSDP, no checkpointing, D inferred from the parameter count"

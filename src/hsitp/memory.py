@@ -1,4 +1,7 @@
-"""Per-rank memory of one training step of a (parallel) SpectralSpatialTransformer, by part and kind.
+"""Per-rank memory of one training step of a (parallel) SpectralSpatialTransformer, by part and kind, measured.
+
+Used by the probe (``hsitp.probe``: every plan at every P, and fake-tensor estimates) and by training
+(``hsitp.train``: one tracked step per summary epoch); the memory *model* is ``hsitp.cost.memory``.
 
 Parts follow the model's structure: ``tokenisation`` (``aggregate.tokenizer``: per-band patch embedding),
 ``aggregation`` (the rest of ``aggregate``: cross-band aggregation, TP baseline or D-CHAG), ``blocks`` (position

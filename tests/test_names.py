@@ -1,0 +1,85 @@
+"""The plan registry (hsitp.names.PLANS) against what cannot import it: the config schema's enums, and the
+Snakemake rules' wildcard constraints (derived from it, never typed out)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hsitp.config import load_schema
+from hsitp.models.config import AGGREGATIONS, PARTIALS
+from hsitp.names import (
+    BY_OP,
+    BY_VARIANT,
+    COMPARED_PLANS,
+    DCHAG_PLANS,
+    OP_NAMES,
+    PARALLEL_PLANS,
+    PLAN_NAMES,
+    PLANS,
+    get_plan,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+PLAN_WORDS = {*PLAN_NAMES, *BY_OP}
+
+
+def _enums(node: Any, path: str, out: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Every enum of the schema that names a plan or an aggregation op, by its path."""
+    if isinstance(node, dict):
+        enum = node.get("enum")
+        if isinstance(enum, list) and PLAN_WORDS & set(enum):
+            out[path] = enum
+        for key, sub in node.items():
+            _enums(sub, f"{path}.{key}" if path else key, out)
+    elif isinstance(node, list):
+        for i, sub in enumerate(node):
+            _enums(sub, f"{path}[{i}]", out)
+    return out
+
+
+def test_schema_plan_enums_equal_the_registry():
+    """Catches a plan added to (or renamed in) hsitp.names but not in the schema, or the other way round: every
+    enum of plans or aggregation ops in config.schema.yaml is one of the registry's lists, in its order."""
+    expected = {
+        "properties.bench.properties.ops.items": list(OP_NAMES),
+        "properties.train.properties.plans.items": list(PLAN_NAMES),
+        "properties.probe.properties.plans.items": list(PLAN_NAMES),
+        "properties.probe.properties.estimate.properties.grid.properties.plans.items": list(PLAN_NAMES),
+        "properties.probe.properties.estimate.properties.dchag_plans.items": list(COMPARED_PLANS),
+        "properties.tune.properties.plans.items": list(COMPARED_PLANS),
+    }
+    assert _enums(load_schema(), "", {}) == expected
+
+
+def test_schema_groups_keys_are_the_dchag_plans():
+    """Catches train.groups keyed by a plan without band groups, or missing a D-CHAG plan."""
+    groups = load_schema()["properties"]["train"]["properties"]["groups"]
+    assert list(groups["properties"]) == list(DCHAG_PLANS)
+    assert set(groups["default"]) <= set(DCHAG_PLANS)
+
+
+def test_rules_derive_their_plan_constraints():
+    """Catches a wildcard constraint that spells plans out again (it would drift from the registry)."""
+    typed = [
+        f"{p.name}: {m.group(0)}"
+        for p in sorted((ROOT / "workflow" / "rules").glob("*.smk"))
+        for m in re.finditer(r"\bplan\s*=\s*r?\"\w+(\|\w+)*\"", p.read_text())
+    ]
+    assert typed == []
+
+
+def test_registry_ties_plan_op_variant_and_model():
+    """Catches a plan whose op is no op the bench knows, or a model setting no plan produces."""
+    assert set(BY_OP) <= set(OP_NAMES)
+    assert [BY_OP[p.op].name for p in PLANS.values() if p.op] == list(COMPARED_PLANS)
+    assert [BY_VARIANT[p.variant].name for p in PLANS.values() if p.variant] == list(DCHAG_PLANS)
+    assert set(PARTIALS) == {PLANS[p].partial for p in DCHAG_PLANS}
+    assert set(AGGREGATIONS) == {p.aggregation for p in PLANS.values() if p.aggregation}
+    assert get_plan("dchag_l").label == "D-CHAG-L" and get_plan("dchag_l").op == "agg_dchag_l"
+    assert "dense" not in PARALLEL_PLANS and set(DCHAG_PLANS) < set(PARALLEL_PLANS)
+    with pytest.raises(ValueError, match="dchag_l"):
+        get_plan("dchag")
