@@ -52,9 +52,9 @@ def peak_points(rt: Any, cases: list[tuple[str, str, int, int, int, int]]) -> li
     import torch
 
     from hsitp.cost.memory import plan_memory
+    from hsitp.memory import measure_step
     from hsitp.probe.build import build_point
     from hsitp.probe.grid import Point
-    from hsitp.memory import measure_step
     from hsitp.probe.model import size_of
 
     out = []

@@ -321,7 +321,8 @@ def test_control_jobs_train_dchag_on_tp_recipe_only_under_tuned(tmp_path: Path) 
         "world_sizes": [2, 4], "groups": {"dchag_l": [2]}, "splits": ["block"], "seeds": [0, 1],
         "recipe": "tuned", "control": {"world_sizes": [2]}, "equivalent": True,
     }  # fmt: skip
-    config = validate_config({"datasets": ["ksc"], "train": train})  # the DAG's functions read a validated config
+    # the DAG's functions read a validated config
+    config = validate_config({"datasets": ["ksc"], "train": train})
     train = config["train"]
     assert control_jobs(config) == [
         ("ksc", "dchag_l", 9, 2, 2, "block", 0),

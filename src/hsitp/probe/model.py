@@ -9,8 +9,8 @@ import numpy as np
 import xarray as xr
 
 from hsitp.cost.memory import PlanSize, plan_memory
-from hsitp.names import DCHAG_PLANS
 from hsitp.memory import KINDS, PARTS
+from hsitp.names import DCHAG_PLANS
 from hsitp.shape import DTYPE_BYTES
 
 

@@ -32,10 +32,10 @@ import torch.distributed as dist
 
 from hsitp.bench.interleave import Interleaved, interleave, round_order
 from hsitp.bench.timing import synchronize
+from hsitp.memory import KINDS, PARTS, PHASES, PartTimeline, measure_step
 from hsitp.names import DCHAG_PLANS
 from hsitp.probe.build import build_point
 from hsitp.probe.grid import Point, points
-from hsitp.memory import KINDS, PARTS, PHASES, PartTimeline, measure_step
 
 if TYPE_CHECKING:
     from hsitp.parallel.runtime import Runtime
