@@ -123,6 +123,15 @@ def _md_cell(x: Any) -> str:
 
 
 def _md_text(rows: Sequence[Mapping[str, Any]], inputs: Mapping[str, Any]) -> str:
+    out = _md_header(rows, inputs)
+    out += _md_decided(rows)
+    out += _md_findings(rows)
+    out += _md_all_claims(rows)
+    return "\n".join(out) + "\n"
+
+
+def _md_header(rows: Sequence[Mapping[str, Any]], inputs: Mapping[str, Any]) -> list[str]:
+    """The title, the counts by verdict and by basis, and what the bases mean."""
     counts = verdict_counts(rows)
     out = [
         "# The paper's claims, one by one",
@@ -150,9 +159,13 @@ def _md_text(rows: Sequence[Mapping[str, Any]], inputs: Mapping[str, Any]) -> st
         + ", ".join(f"`{k}`: {v}" for k, v in inputs.items())
         + ".",
         "",
-        "## Decided by measurement",
-        "",
     ]
+    return out
+
+
+def _md_decided(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The claims a measurement decided, and the contradicted ones."""
+    out = ["## Decided by measurement", ""]
     decided = [r for r in rows if r["basis"] == "measured" and r["verdict"] != "pending"]
     out += [
         f"- **{r['id']}** (§{r['section']}, {r['verdict']}{', finding' if r['kind'] == 'finding' else ''}): "
@@ -169,6 +182,12 @@ def _md_text(rows: Sequence[Mapping[str, Any]], inputs: Mapping[str, Any]) -> st
         for r in rows
         if r["verdict"] == "contradicted" and r["kind"] != "finding"
     ]
+    return out
+
+
+def _md_findings(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The findings' table: each under the claim it refines."""
+    out: list[str] = []
     claim_ids = {r["id"] for r in rows}
     out += [
         "",
@@ -199,6 +218,12 @@ def _md_text(rows: Sequence[Mapping[str, Any]], inputs: Mapping[str, Any]) -> st
                 )
                 + " |"
             )
+    return out
+
+
+def _md_all_claims(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The table of every claim."""
+    out: list[str] = []
     out += [
         "",
         "## All claims",
@@ -228,7 +253,7 @@ def _md_text(rows: Sequence[Mapping[str, Any]], inputs: Mapping[str, Any]) -> st
             )
             + " |"
         )
-    return "\n".join(out) + "\n"
+    return out
 
 
 def write_claims(

@@ -788,22 +788,8 @@ def run_spot_check(args: argparse.Namespace) -> int:
     )
     _say(f"platform: {platform_line}: {rule}")
 
-    given: dict[str, Path] = {}
-    for d in args.data or []:
-        from hsitp.train.commands import dataset_name
-
-        given[dataset_name(Path(d))] = Path(d)
-    datasets = sorted({c.dataset for c in ref.cells})
-    fixed_s = 0.0
-    for d in datasets:
-        if d not in given and not (Path("results") / ref.run / "data" / f"{d}.nc").is_file():
-            entry = ref.manifest.get("scenes", {}).get(d) or {}
-            if not entry.get("prepare_config"):
-                raise ReproduceError(
-                    f"the reference records no way to prepare {d!r} (not a registry scene): give --data PATH"
-                )
-            s = entry.get("prepare_wall_s")
-            fixed_s += float(s) + START_S if s else PREPARE_FALLBACK_S
+    given = _given_data(args)
+    fixed_s = _scene_seconds(ref, given)
     picks = pick_cells(ref, seed, budget_s, fixed_s)
     if not picks:
         raise ReproduceError(
@@ -827,14 +813,7 @@ def run_spot_check(args: argparse.Namespace) -> int:
         + ")"
     )
     if args.dry_run:
-        for p in picks:
-            _say(
-                f"  {p.cell.label}: training {int(ref.value(p.cell, 'steps'))} steps, est. {_minutes(p.train_s)} "
-                f"({p.train_from})"
-                + (f"; probe est. {_minutes(p.probe_s)}" if p.probe_s else "")
-                + (f"; {p.probe_skipped}" if p.probe_skipped else "")
-            )
-        _say(f"dry run: nothing trained ({len(picks)} cells would be)")
+        _say_dry_run(ref, picks)
         return 0
 
     keep = args.work is not None
@@ -849,15 +828,12 @@ def run_spot_check(args: argparse.Namespace) -> int:
     good = sum(r["verdict"] == "reproduced" for r in results)
     wall = time.monotonic() - t0
     if args.out:
-        from hsitp.io import atomic_write_text
-        from hsitp.report.reference import platform_now
-
         report = {
             "reference": str(ref.path),
             "run": ref.run,
             "seed": seed,
             "budget_min": args.budget_min,
-            "platform": {"identical_expected": identical, "line": platform_line, "here": platform_now()},
+            "platform": {"identical_expected": identical, "line": platform_line},
             "estimated_seconds": round(est_s, 1),
             "wall_seconds": round(wall, 1),
             "picked": [p.cell.label for p in picks],
@@ -865,11 +841,58 @@ def run_spot_check(args: argparse.Namespace) -> int:
             "reproduced": good,
             "checked": len(results),
         }
-        atomic_write_text(args.out, json.dumps(report, indent=1) + "\n")
-        _say(f"report: {args.out}")
+        _write_report(args.out, report)
     _say(f"wall time {_minutes(wall)} (estimated {_minutes(est_s)})")
     _say(f"{good} of {len(results)} cells reproduced")
     return 0 if good == len(results) else 1
+
+
+def _given_data(args: argparse.Namespace) -> dict[str, Path]:
+    """The prepared files given with --data, by scene name."""
+    given: dict[str, Path] = {}
+    for d in args.data or []:
+        from hsitp.train.commands import dataset_name
+
+        given[dataset_name(Path(d))] = Path(d)
+    return given
+
+
+def _scene_seconds(ref: Reference, given: Mapping[str, Path]) -> float:
+    """Seconds estimated to prepare the scenes neither given nor in results/RUN/data (their prepare jobs' wall
+    times in the reference); ReproduceError for a scene the reference records no way to prepare."""
+    fixed_s = 0.0
+    for d in sorted({c.dataset for c in ref.cells}):
+        if d not in given and not (Path("results") / ref.run / "data" / f"{d}.nc").is_file():
+            entry = ref.manifest.get("scenes", {}).get(d) or {}
+            if not entry.get("prepare_config"):
+                raise ReproduceError(
+                    f"the reference records no way to prepare {d!r} (not a registry scene): give --data PATH"
+                )
+            s = entry.get("prepare_wall_s")
+            fixed_s += float(s) + START_S if s else PREPARE_FALLBACK_S
+    return fixed_s
+
+
+def _say_dry_run(ref: Reference, picks: Sequence[Pick]) -> None:
+    """What a dry run would do: each picked cell's steps and estimates."""
+    for p in picks:
+        _say(
+            f"  {p.cell.label}: training {int(ref.value(p.cell, 'steps'))} steps, est. {_minutes(p.train_s)} "
+            f"({p.train_from})"
+            + (f"; probe est. {_minutes(p.probe_s)}" if p.probe_s else "")
+            + (f"; {p.probe_skipped}" if p.probe_skipped else "")
+        )
+    _say(f"dry run: nothing trained ({len(picks)} cells would be)")
+
+
+def _write_report(out: str | os.PathLike[str], report: dict[str, Any]) -> None:
+    """The spot check's JSON report, this machine's platform added."""
+    from hsitp.io import atomic_write_text
+    from hsitp.report.reference import platform_now
+
+    report["platform"]["here"] = platform_now()
+    atomic_write_text(out, json.dumps(report, indent=1) + "\n")
+    _say(f"report: {out}")
 
 
 def register(asub: argparse._SubParsersAction) -> None:

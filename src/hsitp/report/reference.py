@@ -417,30 +417,7 @@ def collect(
         raise ReferenceError("report reference: --out must not be the run folder itself")
     logs = Path(logs_dir) if logs_dir is not None else run_dir.parent.parent / "logs" / run_dir.name
     logs_found = logs.is_dir()
-    written: list[str] = []
-
-    records = training_records(run_dir)
-    if not records:
-        raise ReferenceError(
-            f"report reference: {run_dir}/train holds no training record (train/DATASET/*.nc): nothing to collect"
-        )
-    runs = runs_dataset(records, logs if logs_found else None)
-    inputs = {str(p): p for p, _ in records}
-    write_netcdf(runs, out / RUNS_FILE, kind=RUNS_KIND, prov=provenance({}, inputs=inputs))
-    written.append(RUNS_FILE)
-
-    for rel in AS_IS:
-        src = run_dir / rel
-        if src.is_file():
-            read_netcdf(src, load=False).close()  # a readable hsitp file, or one line naming it
-            atomic_copy(src, out / rel)
-            written.append(rel)
-    for study in sorted((run_dir / "tune").glob("*/*.nc")):
-        rel = study.relative_to(run_dir).as_posix()
-        read_netcdf(study, kind="tune_study", load=False).close()
-        atomic_copy(study, out / rel)
-        written.append(rel)
-
+    runs, written = _copy_files(run_dir, out, logs if logs_found else None)
     run_config: dict[str, Any] | None = None
     if config_paths:
         from hsitp.config import load_config
@@ -448,44 +425,8 @@ def collect(
         run_config = load_config(list(config_paths))
         atomic_write_text(out / "run_config.json", json.dumps(run_config, indent=1, sort_keys=True) + "\n")
         written.append("run_config.json")
-
-    scenes = {}
-    for dataset in _distinct(runs["dataset"].values):
-        path = run_dir / "data" / f"{dataset}.nc"
-        scenes[dataset] = scene_entry(path) if path.is_file() else {"dataset": dataset, "file": None}
-    probe_wall = {}
-    if logs_found:
-        for tsv in sorted((logs / "benchmarks" / "probe_run").glob("P*.tsv")):
-            if math.isfinite(s := benchmark_seconds(tsv)):
-                probe_wall[tsv.stem[1:]] = s
-        for dataset, entry in scenes.items():
-            s = benchmark_seconds(logs / "benchmarks" / "data_prepare" / f"{dataset}.tsv")
-            entry["prepare_wall_s"] = s if math.isfinite(s) else None
-
+    scenes, probe_wall = _scenes_and_walls(run_dir, runs, logs if logs_found else None)
     here = platform_now()
-    torch_versions = _distinct(runs["torch_version"].values)
-    cpu_models = _distinct(runs["cpu_model"].values)
-    same_host = len(cpu_models) == 1 and cpu_models[0] == here["cpu_model"]
-    same_torch = len(torch_versions) == 1 and torch_versions[0] == here["torch"]
-    platform = {
-        "torch": torch_versions[0] if len(torch_versions) == 1 else None,
-        "cpu_model": cpu_models[0] if len(cpu_models) == 1 else None,
-        # the records carry the CPU model, not its flags: those are read here, and kept only when this machine has
-        # the records' CPU model (and torch, for torch's capability): else unknown, and a spot check elsewhere
-        # compares within the seeds' spread instead of bit for bit
-        "cpu_vendor": here["cpu_vendor"] if same_host else None,
-        "simd_flags": here["simd_flags"] if same_host else None,
-        "torch_cpu_capability": here["torch_cpu_capability"] if same_host and same_torch else None,
-        "flags_from": "the collecting machine, whose CPU model is the records'"
-        if same_host
-        else "unknown (collected on another CPU model than the records')",
-    }
-    files = {}
-    total = 0
-    for rel in written:
-        size = (out / rel).stat().st_size
-        total += size
-        files[rel] = {"bytes": size, "sha256": sha256_file(out / rel)}
     manifest: dict[str, Any] = {
         "run": run_dir.name,
         "run_dir": str(run_dir),
@@ -501,21 +442,99 @@ def collect(
             "count": int(runs.sizes["run"]),
             "control": int(runs["control"].sum()),
             "git_commits": _distinct(runs["git_commit"].values),
-            "torch_versions": torch_versions,
-            "cpu_models": cpu_models,
+            "torch_versions": _distinct(runs["torch_version"].values),
+            "cpu_models": _distinct(runs["cpu_model"].values),
             "config_hashes": _distinct(runs["config_hash"].values),
         },
         "run_config_hash": config_hash(run_config) if run_config is not None else None,
-        "platform": platform,
+        "platform": _records_platform(runs, here),
         "scenes": scenes,
         "probe_wall_s": probe_wall,
         "logs_dir": str(logs) if logs_found else None,
-        "files": files,
-        "total_bytes": total,
+        **_file_list(out, written),
     }
     _remove_stale(out, set(written))
     atomic_write_text(out / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     return manifest
+
+
+def _copy_files(run_dir: Path, out: Path, logs: Path | None) -> tuple[xr.Dataset, list[str]]:
+    """The runs table written into ``out`` and the files kept as they are copied there: the runs, and the paths
+    written (relative to ``out``)."""
+    written: list[str] = []
+    records = training_records(run_dir)
+    if not records:
+        raise ReferenceError(
+            f"report reference: {run_dir}/train holds no training record (train/DATASET/*.nc): nothing to collect"
+        )
+    runs = runs_dataset(records, logs)
+    inputs = {str(p): p for p, _ in records}
+    write_netcdf(runs, out / RUNS_FILE, kind=RUNS_KIND, prov=provenance({}, inputs=inputs))
+    written.append(RUNS_FILE)
+    for rel in AS_IS:
+        src = run_dir / rel
+        if src.is_file():
+            read_netcdf(src, load=False).close()  # a readable hsitp file, or one line naming it
+            atomic_copy(src, out / rel)
+            written.append(rel)
+    for study in sorted((run_dir / "tune").glob("*/*.nc")):
+        rel = study.relative_to(run_dir).as_posix()
+        read_netcdf(study, kind="tune_study", load=False).close()
+        atomic_copy(study, out / rel)
+        written.append(rel)
+    return runs, written
+
+
+def _scenes_and_walls(
+    run_dir: Path, runs: xr.Dataset, logs: Path | None
+) -> tuple[dict[str, dict[str, Any]], dict[str, float]]:
+    """Each trained scene's entry (with its prepare job's wall time when the logs are there) and the probe jobs'
+    wall times by P."""
+    scenes = {}
+    for dataset in _distinct(runs["dataset"].values):
+        path = run_dir / "data" / f"{dataset}.nc"
+        scenes[dataset] = scene_entry(path) if path.is_file() else {"dataset": dataset, "file": None}
+    probe_wall = {}
+    if logs is not None:
+        for tsv in sorted((logs / "benchmarks" / "probe_run").glob("P*.tsv")):
+            if math.isfinite(s := benchmark_seconds(tsv)):
+                probe_wall[tsv.stem[1:]] = s
+        for dataset, entry in scenes.items():
+            s = benchmark_seconds(logs / "benchmarks" / "data_prepare" / f"{dataset}.tsv")
+            entry["prepare_wall_s"] = s if math.isfinite(s) else None
+    return scenes, probe_wall
+
+
+def _records_platform(runs: xr.Dataset, here: Mapping[str, Any]) -> dict[str, Any]:
+    """The records' platform: their torch and CPU model when one, and the CPU's flags read on this machine."""
+    torch_versions = _distinct(runs["torch_version"].values)
+    cpu_models = _distinct(runs["cpu_model"].values)
+    same_host = len(cpu_models) == 1 and cpu_models[0] == here["cpu_model"]
+    same_torch = len(torch_versions) == 1 and torch_versions[0] == here["torch"]
+    return {
+        "torch": torch_versions[0] if len(torch_versions) == 1 else None,
+        "cpu_model": cpu_models[0] if len(cpu_models) == 1 else None,
+        # the records carry the CPU model, not its flags: those are read here, and kept only when this machine has
+        # the records' CPU model (and torch, for torch's capability): else unknown, and a spot check elsewhere
+        # compares within the seeds' spread instead of bit for bit
+        "cpu_vendor": here["cpu_vendor"] if same_host else None,
+        "simd_flags": here["simd_flags"] if same_host else None,
+        "torch_cpu_capability": here["torch_cpu_capability"] if same_host and same_torch else None,
+        "flags_from": "the collecting machine, whose CPU model is the records'"
+        if same_host
+        else "unknown (collected on another CPU model than the records')",
+    }
+
+
+def _file_list(out: Path, written: Sequence[str]) -> dict[str, Any]:
+    """The manifest's ``files`` (bytes and SHA-256 of each written file) and their ``total_bytes``."""
+    files = {}
+    total = 0
+    for rel in written:
+        size = (out / rel).stat().st_size
+        total += size
+        files[rel] = {"bytes": size, "sha256": sha256_file(out / rel)}
+    return {"files": files, "total_bytes": total}
 
 
 def _remove_stale(out: Path, written: set[str]) -> None:
