@@ -1,0 +1,186 @@
+"""Claims of the paper as data (``claims.yaml``), the check functions they name, and their verdicts.
+
+Each claim names one check (``check.fn``). A check reads cached results only (the cost tables
+``results/RUN/cost/*.nc``, the dataset registry, :mod:`hsitp.cost.stated`, the run's config, and the measured files:
+the run's own probe/ and bench/ netCDF, the accuracy run's train/summary.nc) and returns an
+:class:`Outcome`: the pipeline's value, where it came from, and either a boolean, a fraction of points where the
+claim holds, or a verdict stated by reading (with its reason and source). :func:`verdict_of` turns that into one of
+:data:`VERDICTS` under the claim's declared tolerance, so a number that decides a verdict is never typed by hand.
+
+The rules every claim is held to (scope, the paper's formulas first, findings, "by construction" evidence, knife
+edges, hedged claims, the flip test, sources, the measured basis, verdicts that can come out against the paper,
+circular evidence, boundaries judged by moving them) are written down in ``docs/audit.md``; the functions here
+implement the checkable ones (:func:`decide`, :func:`knife_edge`, :func:`hedged`, :func:`circular`,
+:func:`check_first_decided`, :func:`check_boundary_moves`).
+
+The package, by responsibility: :mod:`~hsitp.audit.claims.core` (vocabularies, :class:`Outcome`,
+:class:`Context`, shared helpers); the check functions (:mod:`~hsitp.audit.claims.computed`,
+:mod:`~hsitp.audit.claims.measured`, :mod:`~hsitp.audit.claims.bench`, :mod:`~hsitp.audit.claims.boundary`);
+:mod:`~hsitp.audit.claims.registry` (the checks by name, the composite checks),
+:mod:`~hsitp.audit.claims.validate` (loading and validating claims.yaml) and
+:mod:`~hsitp.audit.claims.evaluate` (every claim into its row); :mod:`~hsitp.audit.claims.verdicts` (verdicts,
+knife edges and flips, hedges, circular evidence); :mod:`~hsitp.audit.claims.render` (the rows' columns and
+counts). Every public name is importable from here, as from the one module this package was."""
+
+from hsitp.audit.claims.bench import check_bench_compare, check_bench_trend, check_bench_value
+from hsitp.audit.claims.boundary import (
+    BOUNDARIES,
+    CIRCULAR_FACTORS,
+    DIRECTIONS,
+    FACTORS,
+    FORMAT_BYTES,
+    check_boundary_moves,
+)
+from hsitp.audit.claims.computed import (
+    check_config_value,
+    check_dataset_attr,
+    check_dataset_grid,
+    check_dataset_range,
+    check_formula_identity,
+    check_formula_value,
+    check_lower_split_rule,
+    check_needs_gpu,
+    check_pending,
+    check_preset_value,
+    check_quote,
+    check_quote_texts_agree,
+    check_reading,
+    check_split_regime,
+    check_table_attr,
+    check_table_compare,
+    check_table_fraction,
+    check_table_spread,
+    check_table_value,
+)
+from hsitp.audit.claims.core import (
+    BASES,
+    CIRCULAR_CHECKS,
+    CLAIMS_FILE,
+    COST_TABLES,
+    DEFAULT_ACCURACY_RUN,
+    FORMULA_NAMES,
+    KINDS,
+    MEASURED_CHECKS,
+    MEASURED_FILES,
+    PAPER_PRESETS,
+    RUN_MEASURED_CHECKS,
+    VERDICTS,
+    ClaimsError,
+    Context,
+    Outcome,
+)
+from hsitp.audit.claims.evaluate import evaluate_claim, evaluate_claims, measured_decided, reading_decides
+from hsitp.audit.claims.measured import (
+    MAX_LISTED,
+    check_measured,
+    check_probe_estimate,
+    check_probe_memory,
+    check_probe_throughput,
+)
+from hsitp.audit.claims.registry import CHECKS, check_any_of, check_first_decided, evaluate_check
+from hsitp.audit.claims.render import COLUMNS, basis_counts, finding_counts, verdict_counts
+from hsitp.audit.claims.validate import (
+    REQUIRED_ARGS,
+    REQUIRED_FIELDS,
+    config_keys,
+    load_claims,
+    validate_claims,
+)
+from hsitp.audit.claims.verdicts import (
+    APPROX_MARKERS,
+    KNIFE_EDGE_RTOL,
+    NOT_HEDGES,
+    OWN_QUOTES,
+    POSSIBILITY_MARKERS,
+    VERDICT_KEYS,
+    approximate,
+    circular,
+    decide,
+    deciding_check,
+    hedged,
+    knife_edge,
+    possibility_hedged,
+    verdict_of,
+)
+
+__all__ = [
+    "APPROX_MARKERS",
+    "BASES",
+    "BOUNDARIES",
+    "CHECKS",
+    "CIRCULAR_CHECKS",
+    "CIRCULAR_FACTORS",
+    "CLAIMS_FILE",
+    "COLUMNS",
+    "COST_TABLES",
+    "ClaimsError",
+    "Context",
+    "DEFAULT_ACCURACY_RUN",
+    "DIRECTIONS",
+    "FACTORS",
+    "FORMAT_BYTES",
+    "FORMULA_NAMES",
+    "KINDS",
+    "KNIFE_EDGE_RTOL",
+    "MAX_LISTED",
+    "MEASURED_CHECKS",
+    "MEASURED_FILES",
+    "NOT_HEDGES",
+    "OWN_QUOTES",
+    "Outcome",
+    "PAPER_PRESETS",
+    "POSSIBILITY_MARKERS",
+    "REQUIRED_ARGS",
+    "REQUIRED_FIELDS",
+    "RUN_MEASURED_CHECKS",
+    "VERDICTS",
+    "VERDICT_KEYS",
+    "approximate",
+    "basis_counts",
+    "check_any_of",
+    "check_bench_compare",
+    "check_bench_trend",
+    "check_bench_value",
+    "check_boundary_moves",
+    "check_config_value",
+    "check_dataset_attr",
+    "check_dataset_grid",
+    "check_dataset_range",
+    "check_first_decided",
+    "check_formula_identity",
+    "check_formula_value",
+    "check_lower_split_rule",
+    "check_measured",
+    "check_needs_gpu",
+    "check_pending",
+    "check_preset_value",
+    "check_probe_estimate",
+    "check_probe_memory",
+    "check_probe_throughput",
+    "check_quote",
+    "check_quote_texts_agree",
+    "check_reading",
+    "check_split_regime",
+    "check_table_attr",
+    "check_table_compare",
+    "check_table_fraction",
+    "check_table_spread",
+    "check_table_value",
+    "circular",
+    "config_keys",
+    "decide",
+    "deciding_check",
+    "evaluate_check",
+    "evaluate_claim",
+    "evaluate_claims",
+    "finding_counts",
+    "hedged",
+    "knife_edge",
+    "load_claims",
+    "measured_decided",
+    "possibility_hedged",
+    "reading_decides",
+    "validate_claims",
+    "verdict_counts",
+    "verdict_of",
+]

@@ -1,0 +1,222 @@
+"""The measured checks on the run's own microbenchmarks (``bench/*.nc``): a comparison of two ops, a trend along a
+dimension, a value."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from hsitp.audit.claims.core import MEASURED_FILES, Context, Outcome, _fmt, _op
+from hsitp.audit.claims.measured import _msel, _oversubscribed, _share, _undecided
+
+
+def _bench_arrays(
+    ctx: Context, a: Mapping[str, Any], op: str, variable: str
+) -> tuple[xr.Dataset | None, Path, Outcome | None, xr.DataArray | None, xr.DataArray | None, list[str]]:
+    """(microbench, path, pending, values, half IQRs, P left out) of one op: communicating P (> 1) that are not
+    oversubscribed, after ``sel`` and the ``where`` filters on N, D and ρ = D/N (e.g. {rho: ["<", 1]})."""
+    ds, path, absent = ctx.measured("microbench")
+    if absent is not None:
+        return None, path, absent, None, None, []
+    if op not in [str(x) for x in ds["op"].values]:
+        return ds, path, _undecided(path, f"op {op} not benched"), None, None, []
+    v = ds[variable].sel(op=op, drop=True)
+    iqr_name = f"{variable}_iqr" if f"{variable}_iqr" in ds else None
+    h = ds[iqr_name].sel(op=op, drop=True) / 2 if iqr_name else xr.zeros_like(v)
+    v, missing = _msel(v, a.get("sel"))
+    if v is None:
+        return ds, path, _undecided(path, missing), None, None, []
+    h, _ = _msel(h, a.get("sel"))
+    over = _oversubscribed(ds)
+    keep = [int(P) for P in v["P"].values if int(P) > 1 and int(P) not in over]
+    left = [f"P = {P} ({over[P]}: decides nothing)" for P in v["P"].values if int(P) in over]
+    mask = v["P"].isin(keep)
+    for name, (opname, x) in (a.get("where") or {}).items():
+        coord = v["D"] / v["N"] if name == "rho" else v[name]
+        mask = mask & _op(opname)(coord, float(x))
+    return ds, path, None, v.where(mask), h.where(mask), left
+
+
+def _where_text(a: Mapping[str, Any]) -> str:
+    w = a.get("where") or {}
+    return (
+        " and ".join(f"{'ρ = D/N' if k == 'rho' else k} {o} {_fmt(x)}" for k, (o, x) in w.items()) or "any ρ"
+    )
+
+
+def check_bench_compare(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+    """Two ops of the microbenchmark at the same point (P, N, D, L, dtype; P > 1, not oversubscribed; ``where``
+    filters on N, D, ρ = D/N): the share of decided points where ``variable`` (default ccr_measured) of ``lhs``
+    ``op`` that of ``rhs``. A point decides only where the two values differ by more than half their IQRs together
+    (their inter-quartile bands do not overlap). With ``agree_with`` (a model variable of bench/model_vs_measured.nc,
+    e.g. ccr_stated), the share of decided points where that model orders the two ops as measured."""
+    var = a.get("variable", "ccr_measured")
+    ds, path, pend, L, hL, left = _bench_arrays(ctx, a, a["lhs"], var)
+    if pend is not None:
+        return pend
+    _, _, pend, R, hR, _ = _bench_arrays(ctx, a, a["rhs"], var)
+    if pend is not None:
+        return pend
+    f = _op(a["op"])
+    model = None
+    if a.get("agree_with"):
+        mvm, mpath, absent = ctx.measured("model_vs_measured")
+        if absent is not None:
+            return absent
+        mv = mvm[a["agree_with"]]
+        model = (mv.sel(op=a["lhs"], drop=True), mv.sel(op=a["rhs"], drop=True))
+    pts = []
+    # Walk the points once, by coordinates (the arrays share their dims).
+    stacked = xr.Dataset({"l": L, "r": R, "hl": hL, "hr": hR}).stack(_pt=list(L.dims))
+    undecided = 0
+    for i in range(stacked.sizes["_pt"]):
+        l_, r_ = float(stacked["l"].values[i]), float(stacked["r"].values[i])
+        if not (math.isfinite(l_) and math.isfinite(r_)):
+            continue
+        coords = {d: stacked[d].values[i].item() for d in L.dims}
+        lbl = ", ".join(f"{d}={_fmt(coords[d])}" for d in L.dims if L.sizes[d] > 1 or d in ("N", "D"))
+        if abs(l_ - r_) <= float(stacked["hl"].values[i]) + float(stacked["hr"].values[i]):
+            undecided += 1
+            continue
+        shown = f"{a['lhs']} {_fmt(l_)} vs {a['rhs']} {_fmt(r_)}"
+        if model is not None:
+            ml = float(model[0].sel({d: coords[d] for d in model[0].dims}).values)
+            mr = float(model[1].sel({d: coords[d] for d in model[1].dims}).values)
+            ok = bool(f(ml, mr)) == bool(f(l_, r_))
+            shown += f" (model {_fmt(ml)} vs {_fmt(mr)})"
+        else:
+            ok = bool(f(l_, r_))
+        pts.append((lbl, ok, shown))
+    if undecided:
+        left = [*left, f"{undecided} point(s) within the repeats' IQR"]
+    if not pts:
+        return _undecided(
+            path, "; ".join([f"no decided point of {a['lhs']} vs {a['rhs']} where {_where_text(a)}", *left])
+        )
+    rule = (
+        f"the model's {a['agree_with']} orders {a['lhs']} {a['op']} {a['rhs']} as measured"
+        if model is not None
+        else f"{var}({a['lhs']}) {a['op']} {var}({a['rhs']})"
+    )
+    return _share(
+        pts,
+        a,
+        f"measured in run `{ctx.measured_run}` (bench {ds.attrs.get('device', '?')}, batch "
+        f"{_layer_batch(ds)}): share of {len(pts)} decided point(s) where {_where_text(a)} at which {rule}",
+        f"{path}:{var}"
+        + (
+            f"; {ctx.measured_dir / MEASURED_FILES['model_vs_measured'][0]}:{a['agree_with']}"
+            if model is not None
+            else ""
+        ),
+        left_out=left,
+    )
+
+
+def _layer_batch(ds: xr.Dataset) -> str:
+    import json
+
+    try:
+        return str(json.loads(ds.attrs.get("layer_shape", "{}")).get("batch", "?"))
+    except ValueError:
+        return "?"
+
+
+def _collectives_text(ds: xr.Dataset, op: str) -> str:
+    """Collective calls the op issued (traced, forward + backward) at each communicating P."""
+    if "n_collectives" not in ds:
+        return ""
+    n = ds["n_collectives"].sel(op=op)
+    per_p = {
+        int(P): sorted({int(x) for x in np.ravel(n.sel(P=P).values) if np.isfinite(x)})
+        for P in n["P"].values
+        if int(P) > 1
+    }
+    return "; collective calls per step (traced, fwd + bwd): " + ", ".join(
+        f"P = {P}: {v}" for P, v in per_p.items()
+    )
+
+
+def check_bench_trend(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+    """How one op's ``variable`` (default ccr_measured) moves with the size of its tensor (N·D elements per crop):
+    the share of decided pairs of points (same P, L, dtype; different N·D; inter-quartile bands apart) where it
+    ``direction`` (falls: larger on the smaller tensor; rises) as the tensor grows."""
+    var = a.get("variable", "ccr_measured")
+    ds, path, pend, V, H, left = _bench_arrays(ctx, a, a["op"], var)
+    if pend is not None:
+        return pend
+    st = xr.Dataset({"v": V, "h": H}).stack(_pt=list(V.dims))
+    rows = []
+    for i in range(st.sizes["_pt"]):
+        v = float(st["v"].values[i])
+        if math.isfinite(v):
+            c = {d: st[d].values[i].item() for d in V.dims}
+            rows.append((c, v, float(st["h"].values[i])))
+    falls = a.get("direction", "falls") == "falls"
+    pts, undecided = [], 0
+    for i, (ci, vi, hi) in enumerate(rows):
+        for cj, vj, hj in rows[i + 1 :]:
+            same = all(ci[d] == cj[d] for d in ci if d not in ("N", "D"))
+            si, sj = ci["N"] * ci["D"], cj["N"] * cj["D"]
+            if not same or si == sj:
+                continue
+            (cs, vs), (cl_, vl) = ((ci, vi), (cj, vj)) if si < sj else ((cj, vj), (ci, vi))
+            if abs(vi - vj) <= hi + hj:
+                undecided += 1
+                continue
+            ok = vs > vl if falls else vs < vl
+            lbl = f"P={cs['P']}: N·D {cs['N']}·{cs['D']} vs {cl_['N']}·{cl_['D']}"
+            pts.append((lbl, ok, f"{_fmt(vs)} vs {_fmt(vl)}"))
+    if undecided:
+        left = [*left, f"{undecided} pair(s) within the repeats' IQR"]
+    if not pts:
+        return _undecided(path, "; ".join([f"no decided pair of {a['op']} points of different size", *left]))
+    return _share(
+        pts,
+        a,
+        f"measured in run `{ctx.measured_run}` (bench {ds.attrs.get('device', '?')}, batch {_layer_batch(ds)}"
+        f"{_collectives_text(ds, a['op'])}): share of {len(pts)} decided pair(s) where {var}({a['op']}) "
+        f"{'falls' if falls else 'rises'} as the tensor (N·D) grows",
+        f"{path}:{var}",
+        left_out=left,
+    )
+
+
+def check_bench_value(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+    """One op's ``variable`` (default ccr_measured) at every communicating, not oversubscribed point passing
+    ``op`` ``value``: the share of decided points (the inter-quartile band wholly on one side of ``value``)."""
+    var = a.get("variable", "ccr_measured")
+    ds, path, pend, V, H, left = _bench_arrays(ctx, a, a["of"], var)
+    if pend is not None:
+        return pend
+    f, x = _op(a["op"]), float(a["value"])
+    st = xr.Dataset({"v": V, "h": H}).stack(_pt=list(V.dims))
+    pts, undecided = [], 0
+    for i in range(st.sizes["_pt"]):
+        v, h = float(st["v"].values[i]), float(st["h"].values[i])
+        if not math.isfinite(v):
+            continue
+        c = {d: st[d].values[i].item() for d in V.dims}
+        lbl = ", ".join(f"{d}={_fmt(c[d])}" for d in V.dims if V.sizes[d] > 1 or d in ("N", "D"))
+        if bool(f(v - h, x)) != bool(f(v + h, x)):
+            undecided += 1
+            continue
+        pts.append((lbl, bool(f(v, x)), f"{_fmt(v)} ± {_fmt(h)}"))
+    if undecided:
+        left = [*left, f"{undecided} point(s) whose IQR straddles {_fmt(x)}"]
+    if not pts:
+        return _undecided(path, "; ".join([f"no decided point of {a['of']}", *left]))
+    return _share(
+        pts,
+        a,
+        f"measured in run `{ctx.measured_run}` (bench {ds.attrs.get('device', '?')}, batch {_layer_batch(ds)}"
+        f"{_collectives_text(ds, a['of'])}): share of {len(pts)} decided point(s) where {var}({a['of']}) "
+        f"(median ± half IQR) {a['op']} {_fmt(x)}",
+        f"{path}:{var}",
+        left_out=left,
+    )

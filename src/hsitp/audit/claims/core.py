@@ -1,0 +1,260 @@
+"""What every part of the claims audit shares: the vocabularies (kinds, verdicts, bases, the measured files), the
+:class:`Outcome` a check returns, the :class:`Context` it reads, and the helpers the checks use to select, format
+and compare values and to evaluate the paper's formulas."""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from hsitp.cost import stated
+from hsitp.errors import HsitpError
+from hsitp.shape import n_tokens
+
+CLAIMS_FILE = Path(__file__).parent.with_name("claims.yaml")  # hsitp/audit/claims.yaml
+KINDS = (
+    "number",
+    "formula",
+    "directional_rule",
+    "dataset_fact",
+    "design_parameter",
+    "estimate",
+    "conclusion",
+    "reference_fact",
+    "finding",  # our refined model's answer to a claim judged by the paper's formulas (``refines``: that claim)
+)
+# "consistent": holds, but only by the paper's own formulas applied to the paper's own numbers (basis circular)
+VERDICTS = ("holds", "consistent", "conditional", "contradicted", "not_reproducible", "needs_gpu", "pending")
+# How a verdict was reached: computed from cached results, read from a source, waiting on a stage, or decided by
+# measurements: the run's own probe and bench files (results/<audit.measured_run or the audited run>/probe/*.nc,
+# bench/*.nc) or the accuracy run's results/<audit.accuracy_run>/train/summary.nc; a measured check is pending while
+# its file (or a point in its scope) is absent.
+BASES = ("computed", "circular", "reading", "pending", "measured")
+# The measured (and modelled) files a check may read, relative to the measured run's folder: (path, kind, stage).
+MEASURED_FILES: dict[str, tuple[str, str, str]] = {
+    "memory": ("probe/memory.nc", "probe_memory", "probe"),
+    "throughput": ("probe/throughput.nc", "probe_throughput", "probe"),
+    "estimate": ("probe/estimate.nc", "probe_estimate", "probe"),
+    "microbench": ("bench/microbench.nc", "microbench", "bench"),
+    "model_vs_measured": ("bench/model_vs_measured.nc", "model_vs_measured", "bench"),
+}
+# Checks reading the measured run's probe/bench files (config key audit.measured_run), and all measured checks.
+RUN_MEASURED_CHECKS = frozenset(
+    {"probe_memory", "probe_estimate", "probe_throughput", "bench_compare", "bench_trend", "bench_value"}
+)
+MEASURED_CHECKS = RUN_MEASURED_CHECKS | {"measured"}
+# The paper's own presets: a stated-model table selection limited to these evaluates the paper with itself.
+PAPER_PRESETS = frozenset({"paper-intra", "paper-inter"})
+# Checks that evaluate the paper's own formulas at the paper's own numbers (rule 11).
+CIRCULAR_CHECKS = frozenset({"formula_identity", "formula_value", "preset_value"})
+DEFAULT_ACCURACY_RUN = "cpu-fair"  # audit.accuracy_run's schema default: the fair matrix (issue 36)
+COST_TABLES = ("rho", "ccr", "boundary", "scale", "plan")
+
+
+class ClaimsError(HsitpError):
+    """claims.yaml is malformed, or a check cannot be evaluated (names the claim and the key)."""
+
+
+@dataclass
+class Outcome:
+    """What one check found. Exactly one of ``ok``, ``fraction``, ``verdict`` decides the claim."""
+
+    value: Any = ""  # the pipeline's value (number or text)
+    how: str = ""  # formula / method
+    source: str = ""  # file and variable, registry entry, config key, or reading source
+    ok: bool | None = None
+    fraction: float | None = None  # share of points (datasets, cases, P, ...) where the claim holds
+    verdict: str | None = None  # reading / pending / needs_gpu: stated, with a reason
+    reason: str = ""
+    tolerance: str = ""
+    paper_value: str = ""
+    labels: list[str] = field(default_factory=list)  # any_of: the conditions under which it holds
+    # What decides it (so the flip test and the knife-edge mark can move the value): a numeric band [low, high]
+    # for ``value`` (exact: an ``expect`` check), or the number of points behind ``fraction``.
+    band: tuple[float, float] | None = None
+    exact: bool = False
+    n_points: int | None = None
+    parts: list[tuple[str, Outcome, Mapping[str, Any]]] = field(
+        default_factory=list
+    )  # any_of: label, outcome, check
+    basis: str | None = None  # "measured" for a check reading a measured file (probe, bench, accuracy run)
+    # first_decided: the label and the check of the sub-check that decided (the verdict mapping, min_fraction and
+    # band of the outcome are that sub-check's); empty for any other check.
+    decided_by: str = ""
+    decides_with: Mapping[str, Any] | None = None
+    others: str = ""  # first_decided: what the sub-checks that did not decide said (a pending one: why)
+
+
+class Context:
+    """Cached inputs of one audit: the run's cost tables (read once), the registry, the run's config, and (for
+    measured-basis checks) the measured run's probe/ and bench/ files (``audit.measured_run``, default the audited
+    run) and ``results/<audit.accuracy_run>/train/summary.nc`` beside the run's folder."""
+
+    def __init__(
+        self, cost_dir: Path, config: Mapping[str, Any] | None = None, results_root: Path | None = None
+    ) -> None:
+        self.cost_dir = Path(cost_dir)
+        self.config = dict(config or {})
+        # results/ (the run folder's parent): where the accuracy run's folder sits
+        self.results_root = Path(results_root) if results_root is not None else self.cost_dir.parent.parent
+        self._tables: dict[str, xr.Dataset] = {}
+        self._measured: dict[str, xr.Dataset] = {}
+        self.inputs: dict[str, Path] = {}
+
+    @property
+    def measured_run(self) -> str:
+        """The run whose probe/ and bench/ files the measured checks read: ``audit.measured_run``, else the audited
+        run itself (the folder above ``cost/``)."""
+        name = (self.config.get("audit") or {}).get("measured_run")
+        return str(name) if name else self.cost_dir.parent.name
+
+    @property
+    def measured_dir(self) -> Path:
+        name = (self.config.get("audit") or {}).get("measured_run")
+        return self.results_root / str(name) if name else self.cost_dir.parent
+
+    def measured(self, name: str) -> tuple[xr.Dataset | None, Path, Outcome | None]:
+        """(dataset, path, None) of a measured file of the measured run (:data:`MEASURED_FILES`), or (None, path,
+        a pending outcome naming the file and the stage that writes it) while it is absent."""
+        rel, kind, stage = MEASURED_FILES[name]
+        path = self.measured_dir / rel
+        if not path.exists():
+            return (
+                None,
+                path,
+                Outcome(
+                    verdict="pending",
+                    basis="pending" if name == "estimate" else "measured",
+                    how="-",
+                    source=str(path),
+                    reason=f"pending: no {path} (the {stage} stage of run `{self.measured_run}`; "
+                    "audit.measured_run names another run)",
+                ),
+            )
+        if name not in self._measured:
+            from hsitp.io import read_netcdf
+
+            self._measured[name] = read_netcdf(path, kind=kind)
+            self.inputs[f"measured_{name}"] = path
+        return self._measured[name], path, None
+
+    @property
+    def accuracy_run(self) -> str:
+        return str((self.config.get("audit") or {}).get("accuracy_run", DEFAULT_ACCURACY_RUN))
+
+    @property
+    def accuracy_summary(self) -> Path:
+        """``results/<audit.accuracy_run>/train/summary.nc``: the input of measured-basis claims; when that run is
+        absent here, its committed reference ``results/reference/<audit.accuracy_run>/train/summary.nc`` (issue 41:
+        the headline run read from the reference, the verdict saying so)."""
+        run = self.results_root / self.accuracy_run / "train" / "summary.nc"
+        ref = self.results_root / "reference" / self.accuracy_run / "train" / "summary.nc"
+        return ref if not run.exists() and ref.exists() else run
+
+    @property
+    def accuracy_from_reference(self) -> bool:
+        """Whether the accuracy claims read the committed reference (the run is not here)."""
+        return self.accuracy_summary.parent.parent.parent.name == "reference"
+
+    def table(self, name: str) -> xr.Dataset:
+        """``cost/NAME.nc`` (kind ``cost_NAME``; ``model_NAME`` accepted: the files written before issue 8's
+        rename of the stage, as in results/reference/)."""
+        if name not in COST_TABLES:
+            raise ClaimsError(f"unknown cost table {name!r}; one of {', '.join(COST_TABLES)}")
+        if name not in self._tables:
+            from hsitp.io import read_netcdf
+
+            path = self.cost_dir / f"{name}.nc"
+            ds = read_netcdf(path)
+            if ds.attrs.get("kind") not in (f"cost_{name}", f"model_{name}"):
+                ds = read_netcdf(path, kind=f"cost_{name}")  # raises with the reader's message
+            self._tables[name] = ds
+            self.inputs[name] = path
+        return self._tables[name]
+
+
+_OPS: dict[str, Callable[[Any, Any], Any]] = {
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+    "==": operator.eq,
+    "!=": operator.ne,
+}
+
+
+def _op(name: str) -> Callable[[Any, Any], Any]:
+    if name not in _OPS:
+        raise ClaimsError(f"unknown comparison {name!r}; one of {' '.join(_OPS)}")
+    return _OPS[name]
+
+
+def _sel(da: xr.DataArray, sel: Mapping[str, Any] | None) -> xr.DataArray:
+    if not sel:
+        return da
+    try:
+        return da.sel({k: v for k, v in sel.items()})
+    except (KeyError, ValueError) as exc:
+        raise ClaimsError(f"selection {dict(sel)} not in {da.name!r} (dims {dict(da.sizes)}): {exc}") from exc
+
+
+def _sel_text(sel: Mapping[str, Any] | None) -> str:
+    if not sel:
+        return ""
+    return "[" + ", ".join(f"{k}={v}" for k, v in sel.items()) + "]"
+
+
+def _fmt(x: Any) -> str:
+    if isinstance(x, float | np.floating):
+        return f"{float(x):.6g}"
+    return str(x)
+
+
+def _is_exact(args: Mapping[str, Any]) -> bool:
+    return "expect" in args
+
+
+def _bounds(args: Mapping[str, Any]) -> tuple[float, float, str]:
+    """``low``/``high`` bounds, or ``expect`` with ``rtol`` (default 1e-12: exact up to rounding)."""
+    if "expect" in args:
+        e, rtol = float(args["expect"]), float(args.get("rtol", 1e-12))
+        return e - abs(e) * rtol, e + abs(e) * rtol, f"{_fmt(e)} (rtol {rtol:g})"
+    low, high = float(args.get("low", -math.inf)), float(args.get("high", math.inf))
+    return low, high, f"[{_fmt(low)}, {_fmt(high)}]"
+
+
+# The names a formula may use: the paper's formulas and constants, the token grid, math.
+
+FORMULA_NAMES: dict[str, Any] = {
+    "ccr_channel": lambda *a: float(stated.ccr_channel(*a)),
+    "ccr_token": lambda *a: float(stated.ccr_token(*a)),
+    "threshold": lambda *a: float(stated.threshold(*a)),
+    "relative_throughput": lambda *a: float(stated.relative_throughput(*a)),
+    "ccr_2d": lambda *a: float(stated.ccr_2d(*a)),
+    "rho": lambda *a: float(stated.rho(*a)),
+    "n_tokens": n_tokens,
+    "F": stated.PAPER_F,
+    "beta_intra": stated.PAPER_BETA_INTRA,
+    "beta_inter": stated.PAPER_BETA_INTER,
+    "sqrt": math.sqrt,
+    "ceil": math.ceil,
+    "floor": math.floor,
+    "min": min,
+    "max": max,
+    "abs": abs,
+}
+
+
+def _eval(expr: str, extra: Mapping[str, Any] | None = None) -> float:
+    names = {**FORMULA_NAMES, **(extra or {})}
+    try:
+        return float(eval(expr, {"__builtins__": {}}, names))  # noqa: S307 - names are the whitelist above
+    except Exception as exc:  # a typo in claims.yaml: say which expression
+        raise ClaimsError(f"formula {expr!r} cannot be evaluated: {exc}") from exc

@@ -1,0 +1,111 @@
+"""Evaluating every claim into its row (:data:`~hsitp.audit.claims.render.COLUMNS`): its check's outcome, the
+verdict and basis (reading, circular, hedged), its knife edge."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from hsitp.audit.claims.core import ClaimsError, Context, Outcome, _fmt
+from hsitp.audit.claims.registry import evaluate_check
+from hsitp.audit.claims.validate import load_claims
+from hsitp.audit.claims.verdicts import (
+    _holds,
+    circular,
+    decide,
+    deciding_check,
+    hedged,
+    knife_edge,
+    possibility_hedged,
+)
+
+
+def evaluate_claim(ctx: Context, c: Mapping[str, Any]) -> tuple[Outcome, str, str]:
+    """(outcome, verdict, basis) of one claim. Evidence that holds by our own construction (``by_construction``) is
+    shown but does not decide: the claim's ``reading`` verdict does (rule 3). A computed claim whose check is
+    circular (rule 11) has basis ``circular``, and says ``consistent`` where it would say ``holds``."""
+    try:
+        o = evaluate_check(ctx, c["check"])
+    except (KeyError, TypeError) as exc:
+        raise ClaimsError(f"claim {c['id']}: check {c['check'].get('fn')!r} is missing {exc}") from exc
+    if reading_decides(c, o):
+        r = c["reading"]
+        return o, r["verdict"], "reading"
+    verdict, basis = decide(o, c["check"], possibility_hedged(c["zh"]))
+    if basis == "computed" and circular(deciding_check(o, c["check"])):
+        return o, "consistent" if verdict == "holds" else verdict, "circular"
+    return o, verdict, basis
+
+
+def measured_decided(o: Outcome) -> bool:
+    """The outcome is a measurement that decided (basis measured, not pending)."""
+    return o.basis == "measured" and o.verdict != "pending"
+
+
+def reading_decides(c: Mapping[str, Any], o: Outcome) -> bool:
+    """Rule 3: a claim whose computed evidence holds by our own construction is decided by its reading, unless a
+    measured sub-check of it decided (a measurement is not our construction)."""
+    return bool(c.get("by_construction")) and not measured_decided(o)
+
+
+def evaluate_claims(ctx: Context, claims: Sequence[Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """One row per claim (:data:`COLUMNS`), verdicts computed where a number decides them."""
+    rows = []
+    for c in claims if claims is not None else load_claims():
+        o, verdict, basis = evaluate_claim(ctx, c)
+        existential = possibility_hedged(c["zh"])
+        reason = o.reason or str(c.get("reason", "")).strip()
+        if o.decided_by:  # first_decided: say which sub-check decided, and what the others said
+            said = f"Decided by {o.decided_by} (basis {basis})" + (f"; {o.others}" if o.others else "") + "."
+            reason = " ".join(x for x in (said, o.reason, str(c.get("reason", "")).strip()) if x)
+        how, source, tolerance = o.how, o.source, o.tolerance
+        by_reading = reading_decides(c, o)
+        if by_reading:
+            r = c["reading"]
+            reason = str(r["reason"]).strip() + (f" (Other sub-checks: {o.others}.)" if o.others else "")
+            how = f"by construction ({c['by_construction']}): {o.how}"
+            source = f"{r['source']}; evidence: {o.source}"
+        elif o.parts and verdict in ("conditional", "holds") and basis != "reading":
+            held = [lbl for lbl, po, pc in o.parts if _holds(po, pc)]
+            if verdict == "conditional" or (existential and len(held) < len(o.parts)):
+                reason = (f"holds only under: {', '.join(held)}. " + reason).strip()
+        if c.get("about"):
+            tolerance = f"about: {c['about']}; {tolerance}".strip("; ")
+        if (
+            existential
+            and basis in ("computed", "circular", "measured")
+            and (o.parts or o.fraction is not None)
+        ):
+            tolerance = f"{tolerance}; hedged (可能): holds if it occurs at one point or more".strip("; ")
+        knife, edge = (False, "") if by_reading else knife_edge(o, c["check"], existential)
+        number = (
+            o.value
+            if isinstance(o.value, int | float | np.number) and not isinstance(o.value, bool)
+            else None
+        )
+        rows.append(
+            {
+                "id": c["id"],
+                "section": str(c["section"]),
+                "kind": c["kind"],
+                "zh": c["zh"].strip(),
+                "en": c["en"].strip(),
+                "paper_value": str(c.get("paper_value", "") or o.paper_value),
+                "pipeline_value": _fmt(o.value) if not isinstance(o.value, list) else str(o.value),
+                "pipeline_number": float(number) if number is not None else math.nan,
+                "how": how,
+                "source": source,
+                "tolerance": tolerance,
+                "verdict": verdict,
+                "basis": basis,
+                "reason": reason,
+                "hedged": hedged(c["zh"]),
+                "knife_edge": knife,
+                "edge": edge,
+                "refines": str(c.get("refines", "") or ""),
+            }
+        )
+    return rows

@@ -1,0 +1,367 @@
+"""The measured checks: the accuracy run's ``train/summary.nc`` (:func:`check_measured`) and the run's own probe
+files (memory, the fake-tensor estimate, throughput). A check whose file or point is absent is pending and says what
+it waits for."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from hsitp.audit.claims.core import ClaimsError, Context, Outcome, _bounds, _fmt, _op, _sel_text
+
+
+def check_measured(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+    """:func:`_check_measured`, its reason saying when the summary is the committed reference, not a run here."""
+    out = _check_measured(ctx, a)
+    if ctx.accuracy_from_reference and out.verdict != "pending":
+        note = f"from the committed reference {ctx.accuracy_summary}, not re-run here"
+        out = replace(out, reason=f"{out.reason}; {note}" if out.reason else note)
+    return out
+
+
+def _check_measured(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+    """A claim decided by measurements: a variable of ``results/<audit.accuracy_run>/train/summary.nc`` (kind
+    ``train_summary``, one value per cell), as the share of the selected cells equal to ``equals`` (e.g. a verdict
+    variable) or within [low, high]. Basis ``measured``; pending, with what it waits for, while the file or the
+    variable is absent (the drift check compares such claims by presence and schema, never by verdict)."""
+    path = ctx.accuracy_summary
+    waits = a.get("waits_for", "")
+    if not path.exists():
+        return Outcome(
+            verdict="pending",
+            basis="measured",
+            how="-",
+            source=str(path),
+            reason=f"pending: no {path} (run the accuracy run `{ctx.accuracy_run}`: audit.accuracy_run). {waits}".strip(),
+        )
+    from hsitp.io import read_netcdf
+
+    ds = read_netcdf(path, kind="train_summary")
+    ctx.inputs["accuracy_summary"] = path
+    var = a["variable"]
+    if var not in ds:
+        return Outcome(
+            verdict="pending",
+            basis="measured",
+            how="-",
+            source=f"{path}:{var}",
+            reason=f"pending: {path} has no variable {var!r} yet. {waits}".strip(),
+        )
+    da = ds[var]
+    for key, want in (a.get("sel") or {}).items():  # cell coordinates (dataset, plan, P, split, ...)
+        if key not in da.coords:
+            raise ClaimsError(f"measured check: {var!r} has no coordinate {key!r} (coords {list(da.coords)})")
+        keep = np.isin(np.asarray(da[key].values), np.asarray(want if isinstance(want, list) else [want]))
+        da = da.isel({da[key].dims[0]: np.flatnonzero(keep)})
+    vals = np.asarray(da.values).ravel()
+    if (
+        "flag_values" in da.attrs and "flag_meanings" in da.attrs
+    ):  # CF flags (e.g. oa_verdict): compare by name
+        names = dict(
+            zip(
+                np.atleast_1d(da.attrs["flag_values"]).tolist(),
+                str(da.attrs["flag_meanings"]).split(),
+                strict=True,
+            )
+        )
+        vals = np.array([names.get(v, str(v)) for v in vals.tolist()], dtype=object)
+    if vals.size == 0:
+        raise ClaimsError(f"measured check: no cell of {var!r} in {path} matches {dict(a.get('sel') or {})}")
+    if "undecided" in a and bool(np.all(vals.astype(str) == str(a["undecided"]))):
+        # no cell decided either way: the measurement cannot judge the claim (not a contradiction of it); a share
+        # of 0 with a decided cell is one (if_false: contradicted)
+        return Outcome(
+            verdict="not_reproducible",
+            basis="measured",
+            value=0.0,
+            how=f"every one of {vals.size} cell(s) of {var}{_sel_text(a.get('sel'))} is {a['undecided']!r}",
+            source=f"{path}:{var}",
+            reason=f"no selected cell was decided ({a['undecided']}): more seeds could decide it",
+        )
+    if "equals" in a:
+        truth = vals.astype(str) == str(a["equals"])
+        cond = f"== {a['equals']!r}"
+    else:
+        lo, hi, _ = _bounds(a)
+        num = vals.astype(float)
+        truth = (num >= lo) & (num <= hi)
+        cond = f"in [{_fmt(lo)}, {_fmt(hi)}]"
+    frac = float(truth.mean())
+    return Outcome(
+        value=frac,
+        how=f"share of {vals.size} cell(s) of {var}{_sel_text(a.get('sel'))} {cond}",
+        source=f"{path}:{var}",
+        fraction=frac,
+        n_points=int(vals.size),
+        tolerance=f"holds if share ≥ {a.get('min_fraction', 1.0)}",
+        basis="measured",
+    )
+
+
+def _undecided(path: Path, why: str, basis: str = "measured") -> Outcome:
+    """A measured check whose file is there but decides nothing (no point in scope, every point oversubscribed or
+    within its noise): pending, with why; a first_decided claim then falls through to its next sub-check."""
+    return Outcome(verdict="pending", basis=basis, how="-", source=str(path), reason=f"undecided: {why}")
+
+
+def _msel(da: xr.DataArray, sel: Mapping[str, Any] | None) -> tuple[xr.DataArray | None, str]:
+    """``da`` at coordinate values (a scalar drops the dim, a list keeps it); (None, what was not measured) when a
+    value is absent from the file (a point the run did not measure), :class:`ClaimsError` for an unknown name."""
+    for key, want in (sel or {}).items():
+        if key not in da.coords:
+            raise ClaimsError(
+                f"measured check: {da.name!r} has no coordinate {key!r} (coords {list(da.coords)})"
+            )
+        have = [v.item() if hasattr(v, "item") else v for v in np.atleast_1d(da[key].values)]
+        wants = want if isinstance(want, list) else [want]
+        absent = [w for w in wants if w not in have]
+        if absent:
+            return None, f"{key} = {', '.join(map(str, absent))} not measured ({key} = {have})"
+        da = da.sel({key: want}, drop=not isinstance(want, list))
+    return da, ""
+
+
+def _condition(a: Mapping[str, Any]) -> tuple[Callable[[float], bool], str]:
+    """The test a measured value must pass: ``op``/``value`` or the band ``low``/``high`` (or ``expect``)."""
+    if "op" in a:
+        f, x = _op(a["op"]), float(a["value"])
+        return (lambda v: bool(f(v, x))), f"{a['op']} {_fmt(x)}"
+    lo, hi, _ = _bounds(a)
+    return (lambda v: lo <= v <= hi), f"in [{_fmt(lo)}, {_fmt(hi)}]"
+
+
+def _labelled_points(q: xr.DataArray) -> list[tuple[str, float]]:
+    """(label, value) of every finite point of ``q``; the label names the coordinates that vary."""
+    q = q.squeeze()
+    if not q.dims:
+        v = float(q.values)
+        return [("", v)] if math.isfinite(v) else []
+    dims = list(q.dims)
+    st = q.stack(_pt=dims)
+    out = []
+    for i in range(st.sizes["_pt"]):
+        v = float(st.values[i])
+        if math.isfinite(v):
+            out.append((", ".join(f"{d}={_fmt(st[d].values[i].item())}" for d in dims), v))
+    return out
+
+
+MAX_LISTED = 12  # points listed in a measured check's `how`
+
+
+def _share(
+    points: Sequence[tuple[str, bool, str]],
+    a: Mapping[str, Any],
+    how: str,
+    source: str,
+    basis: str | None = "measured",
+    left_out: Sequence[str] = (),
+) -> Outcome:
+    """A share outcome over decided points (label, holds, shown value), listing them and what was left out."""
+    n = len(points)
+    held = sum(ok for _, ok, _ in points)
+    listed = "; ".join(f"{lbl}: {shown}{'' if ok else ' (no)'}" for lbl, ok, shown in points[:MAX_LISTED])
+    more = f"; and {n - MAX_LISTED} more" if n > MAX_LISTED else ""
+    out = f"; left out: {'; '.join(left_out)}" if left_out else ""
+    return Outcome(
+        value=held / n,
+        how=f"{how}: {listed}{more}{out}",
+        source=source,
+        fraction=held / n,
+        n_points=n,
+        tolerance=f"holds if share ≥ {a.get('min_fraction', 1.0)}",
+        basis=basis,
+    )
+
+
+def _probe_model(ds: xr.Dataset) -> str:
+    """The probe's model and device, as its attributes record them (the scale a measured verdict rests on)."""
+    import json
+
+    try:
+        p = json.loads(ds.attrs.get("probe", "{}"))
+    except ValueError:
+        p = {}
+    dev = sorted({str(d) for d in np.atleast_1d(ds["device"].values)}) if "device" in ds else []
+    model = ", ".join(f"{k} {p[k]}" for k in ("dim", "depth", "heads", "L", "N", "batch") if k in p)
+    return f"probe model {model}, {ds.attrs.get('dtype', '?')}; device {' / '.join(dev) or '?'}"
+
+
+def check_probe_memory(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+    """Measured per-rank memory of one training step (``probe/memory.nc``, real tensors under torchrun, the larger
+    rank's value) as a share of points passing ``op``/``value`` or ``low``/``high``: ``variable`` (peak_allocated,
+    or memory after ``sel`` summed over the ``sum`` dims, e.g. kind = activations) at ``lhs`` (plans, g) divided by
+    its value at ``against`` (the same P and other coordinates, e.g. {plan: tp}, or a fixed point, e.g. {plan:
+    dense, P: 1}), times P with ``scale_P`` (memory that falls as 1/P gives 1), over every measured P ≥ ``P_min``
+    (default 2). Memory does not depend on how busy the cores were, so oversubscribed P count. Pending while the
+    file, or a plan, P or g in scope, is absent."""
+    ds, path, absent = ctx.measured("memory")
+    if absent is not None:
+        return absent
+    var = a.get("variable", "peak_allocated")
+    ran = ds["peak_allocated"].notnull().any("rank")  # memory holds 0 where a point was not run
+    da, missing = _msel(ds[var].where(ran), a.get("sel"))
+    if da is None:
+        return _undecided(path, missing)
+    for d in a.get("sum") or []:
+        da = da.sum(d, min_count=1)
+    da = da.max("rank")
+    num, miss = _msel(da, a.get("lhs"))
+    den, miss2 = _msel(da, a.get("against"))
+    if num is None or den is None:
+        return _undecided(path, miss or miss2)
+    q = num / den.where(den > 0)
+    if a.get("scale_P"):
+        q = q * q["P"]
+    if "P" in q.dims:
+        q = q.where(q["P"] >= int(a.get("P_min", 2)))
+    cond, ctext = _condition(a)
+    pts = [(lbl, cond(v), _fmt(v)) for lbl, v in _labelled_points(q)]
+    if not pts:
+        return _undecided(
+            path, f"no measured point of {var}{_sel_text(a.get('lhs'))} at P ≥ {a.get('P_min', 2)}"
+        )
+    summed = f" summed over {', '.join(a['sum'])}" if a.get("sum") else ""
+    expr = (
+        f"{var}{_sel_text(a.get('sel'))}{summed} (larger rank) at {_sel_text(a.get('lhs'))} / at "
+        f"{_sel_text(a.get('against'))}{' × P' if a.get('scale_P') else ''}"
+    )
+    return _share(
+        pts,
+        a,
+        f"measured in run `{ctx.measured_run}` ({_probe_model(ds)}): share of {len(pts)} point(s) of {expr} {ctext}",
+        f"{path}:{var}",
+    )
+
+
+def check_probe_estimate(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+    """The planner's fake-tensor estimate (``probe/estimate.nc``: the model built under FakeTensorMode at the
+    configs it lists, rank 0): ``variable`` (peak_allocated, or memory after ``sel`` summed over part and kind) of
+    each config of a plan in ``lhs`` over the config of plan ``against`` with the same P, L, N, D, depth, batch,
+    dtype and checkpointing, as a share passing ``op``/``value`` or ``low``/``high``. Modelled, not measured: basis
+    computed, labelled so."""
+    ds, path, absent = ctx.measured("estimate")
+    if absent is not None:
+        return absent
+    var = a.get("variable", "peak_allocated")
+    da = ds[var]
+    if "part" in da.dims or "kind" in da.dims:
+        da, missing = _msel(da, a.get("sel"))
+        if da is None:
+            return _undecided(path, missing, basis="pending")
+        da = da.sum([d for d in ("part", "kind") if d in da.dims])
+    keys = [k for k in ("P", "L", "N", "D", "depth", "batch", "dtype", "checkpointing") if k in ds]
+    plans = [str(x) for x in ds["plan"].values]
+    sig = [tuple(str(ds[k].values[i]) for k in keys) for i in range(len(plans))]
+    want = a["lhs"] if isinstance(a["lhs"], list) else [a["lhs"]]
+    cond, ctext = _condition(a)
+    pts = []
+    for i, plan in enumerate(plans):
+        if plan not in want:
+            continue
+        j = next((j for j in range(len(plans)) if plans[j] == a["against"] and sig[j] == sig[i]), None)
+        if j is None or not float(da.values[j]) > 0:
+            continue
+        v = float(da.values[i]) / float(da.values[j])
+        pts.append((str(ds["config"].values[i]), cond(v), _fmt(v)))
+    if not pts:
+        return _undecided(path, f"no config of {want} with a matching {a['against']} config", basis="pending")
+    return _share(
+        pts,
+        a,
+        f"modelled with fake tensors in run `{ctx.measured_run}` (not measured: {ds.attrs.get('estimated', '')}): "
+        f"share of {len(pts)} config(s) where {var} of {want} / {a['against']} at the same P, L, N, D, depth "
+        f"{ctext}",
+        f"{path}:{var}",
+        basis="computed",
+    )
+
+
+def _oversubscribed(ds: xr.Dataset) -> dict[int, str]:
+    """P values whose timings decide nothing: ranks × threads per rank exceeded the cores (the file's own label)."""
+    import json
+
+    out: dict[int, str] = {}
+    if "oversubscribed" in ds and "P" in ds["oversubscribed"].dims:
+        note = ds.get("oversubscribed_note")
+        for i, P in enumerate(ds["P"].values):
+            if int(ds["oversubscribed"].values[i]):
+                text = str(note.values[i]) if note is not None else ""
+                out[int(P)] = text or "oversubscribed"
+    for P in json.loads(str(ds.attrs.get("oversubscribed_P", "[]")) or "[]"):
+        out.setdefault(int(P), "oversubscribed")
+    return out
+
+
+def check_probe_throughput(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+    """Measured throughput against tp (``probe/throughput.nc``: every plan at one P timed interleaved, in rounds)
+    as a share of decided points passing ``op`` ``value``: ``quantity`` ratio (tokens/s of the plan / tokens/s of
+    tp in the same round: a point decides only when its slowest and fastest round are on the same side of
+    ``value``) or ccr_ratio (the plan's CCR / tp's at the same P, CCR = the slowest rank's collective time over its
+    compute time, from each point's own full and compute-only steps). Plans ``plans``, P in ``P`` (or ≥ ``P_min``,
+    default 2); an oversubscribed P (the file's label) decides nothing. Pending while nothing decides."""
+    ds, path, absent = ctx.measured("throughput")
+    if absent is not None:
+        return absent
+    over = _oversubscribed(ds)
+    quantity = a.get("quantity", "ratio")
+    if quantity == "ratio":
+        med, lo, hi = ds["ratio_vs_tp_median"], ds["ratio_vs_tp_min"], ds["ratio_vs_tp_max"]
+        what = "tokens/s of the plan / tokens/s of tp, interleaved rounds (median [slowest, fastest round])"
+    elif quantity == "ccr_ratio":
+        coll = ds["time_collectives"].sum("time_part").max("rank")
+        comp = ds["time_compute"].sum("time_part").max("rank")
+        ccr = coll / comp.where(comp > 0)
+        med = ccr / ccr.sel(plan="tp", drop=True)
+        lo = hi = med
+        what = "CCR of the plan / CCR of tp (slowest rank's collective / compute time, medians)"
+    else:
+        raise ClaimsError(f"probe_throughput: quantity {quantity!r} is not ratio or ccr_ratio")
+    sel = {**(a.get("sel") or {}), "plan": list(a["plans"])}
+    arrays = []
+    for x in (med, lo, hi):
+        x, missing = _msel(x, sel)
+        if x is None:
+            return _undecided(path, missing)
+        arrays.append(x)
+    med, lo, hi = arrays
+    in_scope = [
+        int(P)
+        for P in med["P"].values
+        if (int(P) in a["P"] if a.get("P") else int(P) >= int(a.get("P_min", 2)))
+    ]
+    f, x = _op(a["op"]), float(a["value"])
+    pts, left = [], [f"P = {P} ({over[P]}: decides nothing)" for P in in_scope if P in over]
+    for P in in_scope:
+        if P in over:
+            continue
+        for (lbl, v), (_, vl), (_, vh) in zip(
+            _labelled_points(med.sel(P=[P])),
+            _labelled_points(lo.sel(P=[P])),
+            _labelled_points(hi.sel(P=[P])),
+            strict=True,
+        ):
+            shown = _fmt(v) if quantity != "ratio" else f"{_fmt(v)} [{_fmt(vl)}, {_fmt(vh)}]"
+            if bool(f(vl, x)) != bool(f(vh, x)):
+                left.append(f"{lbl} {shown} (rounds on both sides of {_fmt(x)})")
+                continue
+            pts.append((lbl, bool(f(v, x)), shown))
+    if not pts:
+        measured = [int(P) for P in med["P"].values]
+        why = "; ".join(left) if left else f"no P in scope measured (P = {measured})"
+        scope = f"P in {a['P']}" if a.get("P") else f"P ≥ {a.get('P_min', 2)}"
+        return _undecided(path, f"{why}; scope {scope}")
+    return _share(
+        pts,
+        a,
+        f"measured in run `{ctx.measured_run}` ({_probe_model(ds)}): share of {len(pts)} decided point(s) of "
+        f"{what} {a['op']} {_fmt(x)}",
+        f"{path}:{'ratio_vs_tp_median' if quantity == 'ratio' else 'time_collectives,time_compute'}",
+        left_out=left,
+    )

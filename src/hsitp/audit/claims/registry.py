@@ -1,0 +1,132 @@
+"""The registry of checks: :data:`CHECKS`, each check function by the name a claim gives in ``check.fn``, and the
+composite checks that evaluate others (``any_of``, ``first_decided``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from hsitp.audit.claims.bench import check_bench_compare, check_bench_trend, check_bench_value
+from hsitp.audit.claims.boundary import check_boundary_moves
+from hsitp.audit.claims.computed import (
+    check_config_value,
+    check_dataset_attr,
+    check_dataset_grid,
+    check_dataset_range,
+    check_formula_identity,
+    check_formula_value,
+    check_lower_split_rule,
+    check_needs_gpu,
+    check_pending,
+    check_preset_value,
+    check_quote,
+    check_quote_texts_agree,
+    check_reading,
+    check_split_regime,
+    check_table_attr,
+    check_table_compare,
+    check_table_fraction,
+    check_table_spread,
+    check_table_value,
+)
+from hsitp.audit.claims.core import ClaimsError, Context, Outcome, _fmt
+from hsitp.audit.claims.measured import (
+    check_measured,
+    check_probe_estimate,
+    check_probe_memory,
+    check_probe_throughput,
+)
+from hsitp.audit.claims.verdicts import _holds, circular, decide
+
+
+def check_any_of(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+    """Sub-checks under named conditions (e.g. intra- and inter-node β): all hold → holds, some → conditional on
+    those, none → contradicted."""
+    parts = [(sub["label"], evaluate_check(ctx, sub), sub) for sub in a["checks"]]
+    held = [lbl for lbl, o, sub in parts if _holds(o, sub)]
+    return Outcome(
+        value="; ".join(f"{lbl}: {_fmt(o.value)}" for lbl, o, _ in parts),
+        how="; ".join(f"{lbl}: {o.how}" for lbl, o, _ in parts),
+        source="; ".join(sorted({o.source for _, o, _ in parts})),
+        fraction=len(held) / len(parts),
+        labels=held,
+        tolerance="; ".join(f"{lbl}: {o.tolerance}" for lbl, o, _ in parts),
+        paper_value=next((o.paper_value for _, o, _ in parts if o.paper_value), ""),
+        parts=parts,
+    )
+
+
+def check_first_decided(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+    """Sub-checks in order (``checks``, each labelled): the run's measurement first, a modelled estimate next,
+    the paper's arithmetic (or a reading) last. The first whose outcome is not pending decides the claim, with its
+    own verdict mapping, tolerance and basis; the verdict's reason names it and what the others said (a pending
+    one: why)."""
+    subs = [(s["label"], s, evaluate_check(ctx, s)) for s in a["checks"]]
+    pick = next((i for i, (_, _, o) in enumerate(subs) if o.verdict != "pending"), len(subs) - 1)
+    label, sub, o = subs[pick]
+    notes, hows, sources = [], [f"[{label}] {o.how}"], [o.source]
+    for i, (lbl, s, so) in enumerate(subs):
+        if i == pick:
+            continue
+        if so.verdict == "pending":
+            notes.append(f"{lbl}: {so.reason.rstrip('. ')}")
+        else:
+            v, b = decide(so, s)
+            if b == "computed" and circular(s):
+                v, b = ("consistent" if v == "holds" else v), "circular"
+            value = f", value {_fmt(so.value)}" if str(so.value) != "" else ""
+            notes.append(f"{lbl} would say {v} ({b}{value})")
+            if so.how != "-":
+                hows.append(f"[{lbl}] {so.how}")
+        if so.source not in sources and so.source != "-":
+            sources.append(so.source)
+    import dataclasses
+
+    return dataclasses.replace(
+        o,
+        how="; ".join(hows),
+        source="; ".join(sources),
+        decided_by=label,
+        decides_with=sub,
+        others="; ".join(notes),
+    )
+
+
+CHECKS: dict[str, Callable[[Context, Mapping[str, Any]], Outcome]] = {
+    "quote": check_quote,
+    "quote_texts_agree": check_quote_texts_agree,
+    "formula_value": check_formula_value,
+    "formula_identity": check_formula_identity,
+    "table_value": check_table_value,
+    "table_compare": check_table_compare,
+    "table_fraction": check_table_fraction,
+    "table_spread": check_table_spread,
+    "lower_split_rule": check_lower_split_rule,
+    "split_regime": check_split_regime,
+    "dataset_grid": check_dataset_grid,
+    "dataset_attr": check_dataset_attr,
+    "dataset_range": check_dataset_range,
+    "config_value": check_config_value,
+    "table_attr": check_table_attr,
+    "preset_value": check_preset_value,
+    "any_of": check_any_of,
+    "reading": check_reading,
+    "pending": check_pending,
+    "needs_gpu": check_needs_gpu,
+    "measured": check_measured,
+    "probe_memory": check_probe_memory,
+    "probe_estimate": check_probe_estimate,
+    "probe_throughput": check_probe_throughput,
+    "bench_compare": check_bench_compare,
+    "bench_trend": check_bench_trend,
+    "bench_value": check_bench_value,
+    "first_decided": check_first_decided,
+    "boundary_moves": check_boundary_moves,
+}
+
+
+def evaluate_check(ctx: Context, check: Mapping[str, Any]) -> Outcome:
+    fn = check.get("fn")
+    if fn not in CHECKS:
+        raise ClaimsError(f"unknown check {fn!r}; one of {', '.join(CHECKS)}")
+    return CHECKS[fn](ctx, check)

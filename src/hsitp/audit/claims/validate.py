@@ -1,0 +1,191 @@
+"""Loading ``claims.yaml`` and validating it: required fields, unique ids, known kinds, checks and verdicts, each
+check's required arguments; and the config keys the claims read."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hsitp.audit.claims.boundary import BOUNDARIES, DIRECTIONS, FACTORS, FORMAT_BYTES
+from hsitp.audit.claims.core import (
+    CLAIMS_FILE,
+    KINDS,
+    MEASURED_CHECKS,
+    RUN_MEASURED_CHECKS,
+    VERDICTS,
+    ClaimsError,
+)
+from hsitp.audit.claims.registry import CHECKS
+from hsitp.audit.claims.verdicts import VERDICT_KEYS, approximate
+
+REQUIRED_FIELDS = ("id", "section", "kind", "zh", "en", "check")
+
+
+def load_claims(path: Path = CLAIMS_FILE) -> list[dict[str, Any]]:
+    """The claims, schema-checked (see :func:`validate_claims`)."""
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ClaimsError(f"{path}: cannot read the claims: {exc}") from exc
+    claims = data.get("claims") if isinstance(data, Mapping) else None
+    if not isinstance(claims, list):
+        raise ClaimsError(f"{path}: expected a mapping with a list under 'claims'")
+    problems = validate_claims(claims)
+    if problems:
+        raise ClaimsError(f"{path}: " + "; ".join(problems[:10]))
+    return claims
+
+
+def _check_problems(cid: str, check: Any) -> list[str]:
+    if not isinstance(check, Mapping) or check.get("fn") not in CHECKS:
+        return [f"{cid}: check.fn must be one of {', '.join(CHECKS)}"]
+    out = []
+    for k in VERDICT_KEYS:
+        if k in check and check[k] not in VERDICTS:
+            out.append(f"{cid}: check.{k} {check[k]!r} is not a verdict ({', '.join(VERDICTS)})")
+    if check["fn"] == "reading":
+        if check.get("verdict") not in VERDICTS:
+            out.append(f"{cid}: reading verdict {check.get('verdict')!r} not in {', '.join(VERDICTS)}")
+        for k in ("reason", "source"):
+            if not check.get(k):
+                out.append(f"{cid}: a reading check needs a {k}")
+    if check["fn"] == "measured" and not check.get("variable"):
+        out.append(f"{cid}: a measured check needs a variable of train/summary.nc")
+    out += _measured_problems(cid, check)
+    if check["fn"] == "pending" and not (check.get("stage") and check.get("reason")):
+        out.append(f"{cid}: a pending check needs stage and reason")
+    if check["fn"] == "needs_gpu" and not check.get("reason"):
+        out.append(f"{cid}: a needs_gpu check needs a reason")
+    if check["fn"] == "any_of":
+        subs = check.get("checks")
+        if not isinstance(subs, list) or len(subs) < 2:
+            out.append(f"{cid}: any_of needs a list of at least two checks")
+        else:
+            for s in subs:
+                if not isinstance(s, Mapping) or not s.get("label"):
+                    out.append(f"{cid}: every any_of check needs a label")
+                else:
+                    out += _check_problems(cid, s)
+    return out
+
+
+# Arguments each measured or boundary check needs (beyond fn).
+REQUIRED_ARGS: dict[str, tuple[str, ...]] = {
+    "probe_memory": ("lhs", "against"),
+    "probe_estimate": ("lhs", "against"),
+    "probe_throughput": ("plans", "op", "value"),
+    "bench_compare": ("lhs", "rhs", "op"),
+    "bench_trend": ("op",),
+    "bench_value": ("of", "op", "value"),
+    "boundary_moves": ("boundary", "factor", "hardware", "to", "direction"),
+}
+
+
+def _measured_problems(cid: str, check: Mapping[str, Any]) -> list[str]:
+    """Problems of a measured-file, boundary or first_decided check: its required arguments and their values."""
+    fn, out = check["fn"], []
+    for k in REQUIRED_ARGS.get(fn, ()):
+        if k not in check:
+            out.append(f"{cid}: a {fn} check needs {k}")
+    if fn in ("probe_memory", "probe_estimate") and not ("op" in check or "low" in check or "high" in check):
+        out.append(f"{cid}: a {fn} check needs op/value or low/high")
+    if fn == "boundary_moves":
+        kinds = check.get("boundary")
+        for k in kinds if isinstance(kinds, list) else [kinds]:
+            if k not in BOUNDARIES:
+                out.append(f"{cid}: boundary {k!r} not in {', '.join(BOUNDARIES)}")
+        if check.get("factor") not in FACTORS:
+            out.append(f"{cid}: factor {check.get('factor')!r} not in {', '.join(FACTORS)}")
+        if check.get("direction") not in DIRECTIONS:
+            out.append(f"{cid}: direction {check.get('direction')!r} not in {', '.join(DIRECTIONS)}")
+        if check.get("factor") == "dtype":
+            if not check.get("rate") or not check.get("source"):
+                out.append(f"{cid}: a number-format change needs its rates (rate) and their source")
+            for to in check.get("to") or []:
+                if to not in FORMAT_BYTES:
+                    out.append(f"{cid}: format {to!r} not in {', '.join(FORMAT_BYTES)}")
+    if fn == "first_decided":
+        subs = check.get("checks")
+        if not isinstance(subs, list) or len(subs) < 2:
+            out.append(f"{cid}: first_decided needs a list of at least two checks")
+        else:
+            if not any(isinstance(s, Mapping) and s.get("fn") in MEASURED_CHECKS for s in subs[:-1]):
+                out.append(f"{cid}: first_decided tries a measured check before its last one")
+            for s in subs:
+                if not isinstance(s, Mapping) or not s.get("label"):
+                    out.append(f"{cid}: every first_decided check needs a label")
+                elif s.get("fn") == "first_decided":
+                    out.append(f"{cid}: first_decided does not nest")
+                else:
+                    out += _check_problems(cid, s)
+            for k in VERDICT_KEYS:
+                if k in check:
+                    out.append(f"{cid}: first_decided takes its mapping from each sub-check, not check.{k}")
+    return out
+
+
+def validate_claims(claims: Sequence[Any]) -> list[str]:
+    """Problems of the claims list: required fields, unique ids, valid kinds, check names and verdicts."""
+    problems: list[str] = []
+    seen: set[str] = set()
+    for i, c in enumerate(claims):
+        if not isinstance(c, Mapping):
+            problems.append(f"claim #{i}: not a mapping")
+            continue
+        cid = str(c.get("id", f"#{i}"))
+        missing = [f for f in REQUIRED_FIELDS if not c.get(f)]
+        if missing:
+            problems.append(f"{cid}: missing {', '.join(missing)}")
+        if cid in seen:
+            problems.append(f"{cid}: duplicate id")
+        seen.add(cid)
+        if c.get("kind") not in KINDS:
+            problems.append(f"{cid}: kind {c.get('kind')!r} not in {', '.join(KINDS)}")
+        if "check" in c:
+            problems += _check_problems(cid, c["check"])
+        if c.get("kind") == "finding" and not c.get("refines"):
+            problems.append(f"{cid}: a finding names the claim it refines (refines: ID)")
+        if c.get("refines") and c.get("kind") != "finding":
+            problems.append(f"{cid}: only a finding (kind: finding) refines another claim")
+        if approximate(c.get("zh", "")) and not c.get("about"):
+            problems.append(f"{cid}: the quote says 约/大约/左右; state the tolerance (about: ...)")
+        if c.get("by_construction"):
+            r = c.get("reading")
+            if not isinstance(r, Mapping) or r.get("verdict") not in VERDICTS or not r.get("reason"):
+                problems.append(
+                    f"{cid}: by_construction evidence needs a reading verdict (reading: verdict, reason)"
+                )
+            elif not r.get("source"):
+                problems.append(f"{cid}: a reading verdict needs a source")
+    ids = {str(c.get("id")) for c in claims if isinstance(c, Mapping)}
+    kind_of = {str(c.get("id")): c.get("kind") for c in claims if isinstance(c, Mapping)}
+    for c in claims:
+        if isinstance(c, Mapping) and c.get("refines"):
+            target = str(c["refines"])
+            if target not in ids:
+                problems.append(f"{c.get('id')}: refines {target!r}, which is not a claim")
+            elif kind_of[target] == "finding":
+                problems.append(f"{c.get('id')}: refines {target!r}, itself a finding")
+    return problems
+
+
+def config_keys(claims: Sequence[Mapping[str, Any]] | None = None) -> list[str]:
+    """Config keys the claims read (the audit rule passes exactly these to ``hsitp audit claims``)."""
+    keys: set[str] = set()
+
+    def walk(check: Mapping[str, Any]) -> None:
+        if check.get("fn") == "config_value":
+            keys.add(check["key"])
+        if check.get("fn") == "measured":
+            keys.add("audit.accuracy_run")
+        if check.get("fn") in RUN_MEASURED_CHECKS:
+            keys.add("audit.measured_run")
+        for sub in check.get("checks") or []:
+            walk(sub)
+
+    for c in claims if claims is not None else load_claims():
+        walk(c["check"])
+    return sorted(keys)
