@@ -23,6 +23,12 @@ KINDS = ("parameters", "gradients", "optimizer", "activations")
 OPTIMIZERS = ("adamw", "adam", "sgd_momentum", "sgd")
 
 
+def _linear_partial(plan: str) -> bool:
+    """D-CHAG with linear partial aggregators (dchag_l): its aggregation's memory is the linear layers', not
+    cross-attention's."""
+    return PLANS[plan].partial == "linear"
+
+
 @dataclass(frozen=True)
 class TrainingSetup:
     """How training stores state: element size, fp32 master weights, optimizer, FSDP, activation checkpointing."""
@@ -172,7 +178,7 @@ def plan_parameters(plan: str, m: PlanSize, P: int, g: int = 1) -> dict[str, tup
     shard_xattn = (
         4 * D * D / tp + 3 * D / tp + 2 * D
     )  # head-sharded: q, kv column; proj row (bias, query whole)
-    if plan == "dchag_l":
+    if _linear_partial(plan):
         slots = band_slots(m.L, P, g)[0]
         agg = (slots / g + 1 + (g + 1 if g > 1 else 0), 2 + (2 if g > 1 else 0))
         agg = (agg[0] + shard_xattn, agg[1] + 7)
@@ -225,7 +231,7 @@ def plan_activations(
     else:
         slots = band_slots(m.L, P, g)[0]
         final = xattn(M, P, P)
-        if plan == "dchag_l":
+        if _linear_partial(plan):
             partial = e * (M * slots * D + (M * g * D if g > 1 else 0))
         else:
             partial = xattn(M * g, slots / g, 1) + (xattn(M, g, 1) if g > 1 else 0)
@@ -433,7 +439,7 @@ def _aggregation_forward(s: StepSizes) -> list[Moment]:
         ]
     pad = s.slots > s.bands  # zero band slots appended (torch.cat): the slots tensor replaces the tokens
     tokens = T_s if pad else T  # the tokenizer output (or its reshape copy, or the padded concatenation)
-    if s.plan == "dchag_l":
+    if _linear_partial(s.plan):
         partial = s.moment(
             "aggregation",
             "forward",
@@ -451,7 +457,7 @@ def _aggregation_forward(s: StepSizes) -> list[Moment]:
             kv=2 * T_s,  # its k and v of every band slot (addmm, unsharded: rank-local weights); saved
         )
     moments = [partial]
-    if s.plan == "dchag_l" and s.g > 1:
+    if _linear_partial(s.plan) and s.g > 1:
         # level 2's Linear(g, 1) while level 1's tensors are still held by the partial aggregator's frame: the
         # level-1 output (M, g, D) (masked by the valid groups when padded: the product replaces it), its
         # transposed (M, D, g) copy (matmul's fold; saved), the (M, D) product and its bias add
@@ -637,7 +643,7 @@ def _aggregation_backward(s: StepSizes) -> list[Moment]:
         grads=later + e * (D * D / tp + D),  # and the final output projection's
         final=max(kv_f + 2 * e * M * D / tp, gathered + e * (2 * D * D + 2 * D) / tp),
     )
-    if s.plan == "dchag_l":
+    if _linear_partial(s.plan):
         # level 1 runs last: the final attention's and level 2's saved tensors are already released
         level2 = g + 1 if g > 1 else 0.0  # level 2's Linear(g, 1)
         level1 = s.moment(
