@@ -4,6 +4,7 @@ Snakemake rules' wildcard constraints (derived from it, never typed out)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,31 +28,29 @@ ROOT = Path(__file__).resolve().parents[1]
 PLAN_WORDS = {*PLAN_NAMES, *BY_OP}
 
 
-def _enums(node: Any, path: str, out: dict[str, list[str]]) -> dict[str, list[str]]:
+def _nodes(node: Any, path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every mapping of the schema, with its path."""
+    if isinstance(node, dict):
+        yield path, node
+        for key, sub in node.items():
+            yield from _nodes(sub, f"{path}.{key}" if path else key)
+    elif isinstance(node, list):
+        for i, sub in enumerate(node):
+            yield from _nodes(sub, f"{path}[{i}]")
+
+
+def _enums(schema: Any) -> dict[str, list[str]]:
     """Every enum of the schema that names a plan or an aggregation op, by its path."""
-    if isinstance(node, dict):
-        enum = node.get("enum")
-        if isinstance(enum, list) and PLAN_WORDS & set(enum):
-            out[path] = enum
-        for key, sub in node.items():
-            _enums(sub, f"{path}.{key}" if path else key, out)
-    elif isinstance(node, list):
-        for i, sub in enumerate(node):
-            _enums(sub, f"{path}[{i}]", out)
-    return out
+    return {
+        path: n["enum"]
+        for path, n in _nodes(schema)
+        if isinstance(n.get("enum"), list) and PLAN_WORDS & set(n["enum"])
+    }
 
 
-def _refs(node: Any, path: str, out: dict[str, str]) -> dict[str, str]:
+def _refs(schema: Any) -> dict[str, str]:
     """Every ``$ref`` of the schema, by its path."""
-    if isinstance(node, dict):
-        if isinstance(node.get("$ref"), str):
-            out[path] = node["$ref"]
-        for key, sub in node.items():
-            _refs(sub, f"{path}.{key}" if path else key, out)
-    elif isinstance(node, list):
-        for i, sub in enumerate(node):
-            _refs(sub, f"{path}[{i}]", out)
-    return out
+    return {path: n["$ref"] for path, n in _nodes(schema) if isinstance(n.get("$ref"), str)}
 
 
 def test_schema_plan_enums_equal_the_registry():
@@ -64,8 +63,8 @@ def test_schema_plan_enums_equal_the_registry():
         "$defs.compared_plan": list(COMPARED_PLANS),
         "$defs.op": list(OP_NAMES),
     }
-    assert _enums(schema, "", {}) == expected
-    assert _refs(schema, "", {}) == {
+    assert _enums(schema) == expected
+    assert _refs(schema) == {
         "properties.bench.properties.ops.items": "#/$defs/op",
         "properties.train.properties.plans.items": "#/$defs/plan",
         "properties.probe.properties.plans.items": "#/$defs/plan",
