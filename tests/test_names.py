@@ -21,6 +21,7 @@ from hsitp.names import (
     PARALLEL_PLANS,
     PLAN_NAMES,
     PLANS,
+    PROTOCOLS,
     get_plan,
 )
 
@@ -71,7 +72,12 @@ def test_schema_plan_enums_equal_the_registry():
         "properties.probe.properties.estimate.properties.grid.properties.plans.items": "#/$defs/plan",
         "properties.probe.properties.estimate.properties.dchag_plans.items": "#/$defs/compared_plan",
         "properties.tune.properties.plans.items": "#/$defs/compared_plan",
+        # the accuracy protocols (random, block): hsitp.names.PROTOCOLS
+        "properties.data.properties.split.properties.protocols.items": "#/$defs/protocol",
+        "properties.train.properties.splits.items": "#/$defs/protocol",
+        "properties.tune.properties.splits.items": "#/$defs/protocol",
     }
+    assert schema["$defs"]["protocol"]["enum"] == list(PROTOCOLS)
     raw = schema_path().read_text()
     assert not re.search(r"enum: \[[^\]]*\b(dchag_l|agg_tp)\b", raw)
 

@@ -19,7 +19,7 @@ import jsonschema
 import yaml
 
 from hsitp.errors import HsitpError
-from hsitp.names import COMPARED_PLANS, OP_NAMES, PLAN_NAMES
+from hsitp.names import COMPARED_PLANS, OP_NAMES, PLAN_NAMES, PROTOCOLS
 
 SCHEMA_RESOURCE = "config.schema.yaml"
 
@@ -53,7 +53,7 @@ def yaml_load(text: str) -> Any:
 def load_schema() -> dict[str, Any]:
     """The config schema, its ``$defs`` enums filled in from the name registry (:mod:`hsitp.names`)."""
     schema = yaml_load(schema_path().read_text())
-    enums = {"plan": PLAN_NAMES, "compared_plan": COMPARED_PLANS, "op": OP_NAMES}
+    enums = {"plan": PLAN_NAMES, "compared_plan": COMPARED_PLANS, "op": OP_NAMES, "protocol": PROTOCOLS}
     for name, values in enums.items():
         schema["$defs"][name]["enum"] = list(values)
     return schema

@@ -111,7 +111,7 @@ COST_MODELS: tuple[str, ...] = (
     "refined",  # per-layer FLOPs and traffic, α-β collectives, overlap (hsitp.cost.refined)
 )
 
-SPLIT_PROTOCOLS: tuple[str, ...] = (
+PROTOCOLS: tuple[str, ...] = (  # the accuracy protocols: how the train/test partition is drawn
     "random",  # stratified random pixels (leaks through overlapping windows; the usual protocol)
     "block",  # spatially disjoint blocks of the scene
 )

@@ -6,7 +6,7 @@
 # `hsitp train` before its runtime starts. Training jobs hold `bench_slot` too: timings never overlap. Under
 # train.equivalent (accuracy runs) each job trains its plan's single-process equivalent on 1 rank and holds no
 # bench_slot; train_check runs each (plan, P) for real on P ranks for a few epochs, train_equivalence compares them.
-from hsitp.names import DCHAG_PLANS, PARALLEL_PLANS, PLAN_NAMES
+from hsitp.names import DCHAG_PLANS, PARALLEL_PLANS, PLAN_NAMES, PROTOCOLS
 from hsitp.train.plan import crop_patch
 from hsitp.train.settings import TrainSettings
 
@@ -49,7 +49,7 @@ rule train:
         N=r"\d+",
         P=r"\d+",
         g=r"\d+",
-        split="random|block",
+        split="|".join(PROTOCOLS),
         seed=r"\d+",
     conda:
         rank_env("train")
@@ -95,7 +95,7 @@ rule train_control:
         N=r"\d+",
         P=r"\d+",
         g=r"\d+",
-        split="random|block",
+        split="|".join(PROTOCOLS),
         seed=r"\d+",
     conda:
         rank_env("train")
@@ -136,7 +136,7 @@ rule train_check:
         N=r"\d+",
         P=r"\d+",
         g=r"\d+",
-        split="random|block",
+        split="|".join(PROTOCOLS),
         seed=r"\d+",
     conda:
         rank_env("train_check")

@@ -28,10 +28,9 @@ import xarray as xr
 from scipy.ndimage import distance_transform_cdt
 
 from hsitp.errors import HsitpError
-from hsitp.names import SPLIT_PROTOCOLS
+from hsitp.names import PROTOCOLS  # canonical order of the ``protocol`` coordinate
 
 UNUSED, TRAIN, TEST = 0, 1, 2
-PROTOCOLS = SPLIT_PROTOCOLS  # canonical order of the ``protocol`` coordinate
 
 
 class SplitError(HsitpError):

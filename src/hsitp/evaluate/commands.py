@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from hsitp.config import add_config_args, config_from_args
-from hsitp.names import SPLIT_PROTOCOLS as PROTOCOLS  # not data.split: it imports xarray and scipy
+from hsitp.names import PROTOCOLS  # not data.split: it imports xarray and scipy
 
 DEFAULT_DATA = "results/{run}/data/{dataset}.nc"  # what rule data_prepare writes
 DEFAULT_OUT = "results/{run}/baseline/{dataset}_{protocol}_s{seed}.nc"  # what rule baseline writes

@@ -17,7 +17,7 @@ from typing import Any
 
 from hsitp.config import add_config_args, config_from_args
 from hsitp.errors import HsitpError
-from hsitp.names import COMPARED_PLANS
+from hsitp.names import COMPARED_PLANS, PROTOCOLS
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -133,9 +133,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("data", help="prepared scene, results/RUN/data/DATASET.nc")
     p.add_argument("--plan", required=True, choices=COMPARED_PLANS, help="plan whose recipe is tuned")
-    p.add_argument(
-        "--split", required=True, choices=["random", "block"], help="split protocol (validation pixels)"
-    )
+    p.add_argument("--split", required=True, choices=PROTOCOLS, help="accuracy protocol (validation pixels)")
     p.add_argument(
         "--tokens", type=int, required=True, help="N, spatial tokens per crop: one crop of train.crops"
     )
