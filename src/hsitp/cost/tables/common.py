@@ -1,4 +1,4 @@
-"""What every cost table shares: token counts (``hsitp.shape.n_tokens``), layer sizes, switches and the training setup from the cost
+"""What every cost table shares: layer sizes, switches and the training setup from the cost
 config, and the attributes that say a table is modelled and with which hardware presets."""
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from hsitp.cost.hardware import Hardware, get_hardware
 from hsitp.cost.memory import TrainingSetup
 from hsitp.cost.refined import BLOCK_SPLITS, Switches, block_cost
 from hsitp.shape import DTYPE_BYTES, LayerShape
-from hsitp.shape import n_tokens as n_tokens  # where hsitp.audit reads it; the tables import hsitp.shape's
 
 ORIGIN = "modelled (hsitp.cost), not measured"
 
