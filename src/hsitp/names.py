@@ -22,21 +22,26 @@ TOKEN_RANKS = "P <= N"  # the N spatial tokens split over the ranks: every rank 
 class Plan:
     """One parallel plan: how the model is split over P ranks (``hsitp.models.plans`` builds it)."""
 
-    name: str  # in configs, file names, netCDF coordinates and on the command line: "dchag_l"
-    label: str  # for a reader (titles, prose): "D-CHAG-L"
-    aggregation: str | None  # the cross-band aggregation it splits: "attention" (TP baseline), "hierarchical"
-    # (D-CHAG); None: the model's own, whichever it is
-    partial: (
-        str | None
-    )  # D-CHAG's partial aggregator, "linear" or "cross-attention"; None for the other plans
-    variant: str | None  # D-CHAG's letter for that aggregator (the model's and the paper's): "L" or "C"
-    op: str | None  # the aggregation op the bench times and the cost model prices for it (in OP_NAMES); None:
-    # a plan not compared by its aggregation
-    ranks: str  # which P it accepts: ONE_RANK, WHOLE_HEADS or TOKEN_RANKS
-    groups: bool  # accepts g > 1 band groups per rank (D-CHAG); every other plan runs at g = 1
-    sharded: (
-        bool  # its weights (heads, hidden units) are split over the P ranks; else every rank holds them whole
-    )
+    # in configs, file names, netCDF coordinates and on the command line: "dchag_l"
+    name: str
+    # for a reader (titles, prose): "D-CHAG-L"
+    label: str
+    # the cross-band aggregation it splits: "attention" (TP baseline), "hierarchical" (D-CHAG); None: the model's
+    # own, whichever it is
+    aggregation: str | None
+    # D-CHAG's partial aggregator, "linear" or "cross-attention"; None for the other plans
+    partial: str | None
+    # D-CHAG's letter for that aggregator (the model's and the paper's): "L" or "C"
+    variant: str | None
+    # the aggregation op the bench times and the cost model prices for it (in OP_NAMES); None: a plan not
+    # compared by its aggregation
+    op: str | None
+    # which P it accepts: ONE_RANK, WHOLE_HEADS or TOKEN_RANKS
+    ranks: str
+    # accepts g > 1 band groups per rank (D-CHAG); every other plan runs at g = 1
+    groups: bool
+    # its weights (heads, hidden units) are split over the P ranks; else every rank holds them whole
+    sharded: bool
 
 
 PLANS: dict[str, Plan] = {
@@ -80,9 +85,8 @@ COMPARED_PLANS: tuple[str, ...] = tuple(p for p, v in PLANS.items() if v.op)
 BY_OP: dict[str, Plan] = {v.op: v for v in PLANS.values() if v.op}  # "agg_dchag_l" -> dchag_l
 BY_VARIANT: dict[str, Plan] = {v.variant: v for v in PLANS.values() if v.variant}  # "L" -> dchag_l
 AGG_OPS: tuple[str, ...] = tuple(BY_OP)  # the aggregation ops: agg_tp, agg_dchag_l, agg_dchag_c
-DCHAG_OPS: tuple[str, ...] = tuple(
-    op for op, v in BY_OP.items() if v.groups
-)  # D-CHAG's: agg_dchag_l, agg_dchag_c
+# D-CHAG's aggregation ops: agg_dchag_l, agg_dchag_c
+DCHAG_OPS: tuple[str, ...] = tuple(op for op, v in BY_OP.items() if v.groups)
 
 
 def get_plan(name: str) -> Plan:

@@ -24,12 +24,10 @@ from dataclasses import dataclass
 from hsitp.errors import HsitpError
 from hsitp.names import BY_VARIANT, DCHAG_PLANS, ONE_RANK, PARALLEL_PLANS, PLAN_NAMES, PLANS, TOKEN_RANKS
 
-AGGREGATIONS = tuple(
-    dict.fromkeys(p.aggregation for p in PLANS.values() if p.aggregation)
-)  # attention, hierarchical
-PARTIALS = tuple(
-    v.partial for v in BY_VARIANT.values()
-)  # D-CHAG's partial aggregators: linear, cross-attention
+# the model's cross-band aggregations: attention, hierarchical
+AGGREGATIONS = tuple(dict.fromkeys(p.aggregation for p in PLANS.values() if p.aggregation))
+# D-CHAG's partial aggregators: linear, cross-attention
+PARTIALS = tuple(v.partial for v in BY_VARIANT.values())
 
 
 class ModelConfigError(HsitpError, ValueError):
@@ -70,12 +68,10 @@ class ModelConfig:
     depth: int = 12  # number of pre-norm transformer blocks
     mlp_ratio: int = 4  # MLP hidden width = mlp_ratio * D
     aggregation: str = "attention"  # "attention": one learned query over all L bands; "hierarchical": D-CHAG
-    partial: str = (
-        "linear"  # hierarchical: the per-group aggregator, "linear" (D-CHAG-L) or "cross-attention" (-C)
-    )
-    parts: int = (
-        1  # hierarchical: band chunks = the TP size the architecture is built for (dchag plans check it)
-    )
+    # hierarchical: the per-group aggregator, "linear" (D-CHAG-L) or "cross-attention" (-C)
+    partial: str = "linear"
+    # hierarchical: band chunks = the TP size the architecture is built for (dchag plans check it)
+    parts: int = 1
     groups: int = 1  # hierarchical: g groups per chunk, one shared-weight partial aggregator per chunk
     norm_eps: float = 1e-5  # LayerNorm epsilon
 

@@ -67,16 +67,14 @@ class TrainSettings:
     warmup_steps: int  # linear warm-up steps from 0 to lr
     augment: bool  # random flips and rot90 of every crop (seeded)
     label_smoothing: float  # cross-entropy label smoothing epsilon (0: plain cross-entropy)
-    validation_fraction: (
-        float  # share of the train pixels held out of the loss (every recipe decision reads them)
-    )
+    # share of the train pixels held out of the loss (every recipe decision reads them)
+    validation_fraction: float
     sampling_mode: str  # loss pixels of a step: "all" train pixels of the crops, or "stratified"
     sampling_per_class: int  # under stratified: at most this many loss pixels of one class per step
     recipe_plan: str | None  # whose tuned recipe a control job trains on (--recipe-plan); None: its own
     # how a job runs and what it records
-    deterministic: (
-        bool  # torch.use_deterministic_algorithms on CPU (a resumed run equals an uninterrupted one)
-    )
+    # torch.use_deterministic_algorithms on CPU (a resumed run equals an uninterrupted one)
+    deterministic: bool
     eval_every: int  # evaluate every this-many epochs (and the last summary_epochs, and the last)
     summary_epochs: int  # the last epochs the record's summaries average (memory is tracked only there)
     checkpoint_keep: int  # complete checkpoints kept
