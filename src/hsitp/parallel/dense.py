@@ -348,8 +348,9 @@ class PartialAggregator(nn.Module):
         if groups < 1 or slots % groups:
             raise ShardingError(f"D-CHAG: {slots} band slots per rank cannot form {groups} equal groups")
         self.variant, self.slots, self.groups, self.dim = variant, slots, groups, dim
+        self.linear = BY_VARIANT[variant].partial == "linear"  # D-CHAG-L's; else D-CHAG-C's cross-attention
         size = slots // groups
-        if variant == "L":
+        if self.linear:
             self.level1: nn.Module = nn.Linear(size, 1)
             self.level2: nn.Module | None = nn.Linear(groups, 1) if groups > 1 else None
         else:
@@ -361,7 +362,7 @@ class PartialAggregator(nn.Module):
         g = self.groups
         t = tokens.view(m, g, self.slots // g, self.dim)  # (M, g, s, D)
         v = valid.view(g, -1) if valid is not None else None  # (g, s)
-        if self.variant == "L":
+        if self.linear:
             if v is not None:
                 t = t * v[None, :, :, None].to(t.dtype)
             h = F.linear(t.transpose(2, 3), self.level1.weight, self.level1.bias).squeeze(-1)  # (M, g, D)
@@ -370,7 +371,7 @@ class PartialAggregator(nn.Module):
         if self.level2 is None:
             return h[:, 0]  # (M, D)
         group_valid = v.any(dim=1) if v is not None else None  # (g,)
-        if self.variant == "L":
+        if self.linear:
             if group_valid is not None:
                 h = h * group_valid[None, :, None].to(h.dtype)
             return F.linear(h.transpose(1, 2), self.level2.weight, self.level2.bias).squeeze(-1)  # (M, D)
