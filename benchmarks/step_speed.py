@@ -190,9 +190,10 @@ def _evaluations(config_files: list[Path]) -> tuple[int, int]:
     """(evaluated epochs, steps) of a run of ``config_files`` (the training stage's own rule)."""
     from hsitp.config import load_config
     from hsitp.train.loop import evaluated_epochs
+    from hsitp.train.settings import TrainSettings
 
-    tc = load_config(config_files)["train"]
-    return len(evaluated_epochs(tc)), int(tc["epochs"]) * int(tc["steps_per_epoch"])
+    settings = TrainSettings.from_config(load_config(config_files))
+    return len(evaluated_epochs(settings)), settings.epochs * settings.steps_per_epoch
 
 
 def gemm_rate() -> float:
