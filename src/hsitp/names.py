@@ -24,7 +24,7 @@ class Plan:
 
     # in configs, file names, netCDF coordinates and on the command line: "dchag_l"
     name: str
-    # for a reader (titles, prose): "D-CHAG-L"
+    # for a reader (titles, prose): "TP"
     label: str
     # the cross-band aggregation it splits: "attention" (TP baseline), "hierarchical" (D-CHAG); None: the model's
     # own, whichever it is

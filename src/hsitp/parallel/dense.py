@@ -348,7 +348,7 @@ class PartialAggregator(nn.Module):
         if groups < 1 or slots % groups:
             raise ShardingError(f"D-CHAG: {slots} band slots per rank cannot form {groups} equal groups")
         self.variant, self.slots, self.groups, self.dim = variant, slots, groups, dim
-        self.linear = BY_VARIANT[variant].partial == "linear"  # D-CHAG-L's; else D-CHAG-C's cross-attention
+        self.linear = BY_VARIANT[variant].partial == "linear"  # linear partials, else cross-attention
         size = slots // groups
         if self.linear:
             self.level1: nn.Module = nn.Linear(size, 1)
