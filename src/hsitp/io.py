@@ -14,7 +14,7 @@ import os
 import platform
 import subprocess
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -300,16 +300,7 @@ def write_netcdf(
             f"{path} ({kind}): not written, incomplete metadata: {'; '.join(problems)} (set them where the "
             "stage builds the dataset; hsitp.io.describe)"
         )
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        ds.to_netcdf(tmp, engine=NETCDF_ENGINE)
-        os.chmod(tmp, default_file_mode())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return atomic_write(path, lambda tmp: ds.to_netcdf(tmp, engine=NETCDF_ENGINE))
 
 
 def _open_error(exc: BaseException) -> str:
@@ -401,12 +392,19 @@ def json_attr(ds: xr.Dataset | xr.DataArray, key: str) -> Any:
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     """Write a small text file (JSON, logs, tables) atomically."""
+    return atomic_write(path, lambda tmp: Path(tmp).write_text(text))
+
+
+def atomic_write(path: str | os.PathLike[str], write: Callable[[str], object]) -> Path:
+    """Write ``path`` by ``write(tmp)`` on a temporary file in its folder, then ``os.replace``: a reader sees the
+    old file or the whole new one, never a part, and a failed or interrupted write leaves the old file and no
+    temporary behind. The file gets the mode a plain ``open()`` would give (mkstemp's 0600 would hide it)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
     try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
+        write(tmp)
         os.chmod(tmp, default_file_mode())
         os.replace(tmp, path)
     except BaseException:

@@ -33,7 +33,6 @@ import math
 import os
 import re
 import shutil
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -44,10 +43,10 @@ import xarray as xr
 
 from hsitp.errors import HsitpError
 from hsitp.io import (
+    atomic_write,
     atomic_write_text,
     config_hash,
     cpu_model,
-    default_file_mode,
     git_commit,
     package_versions,
     provenance,
@@ -374,18 +373,8 @@ def runs_dataset(records: Sequence[tuple[Path, bool]], logs_dir: Path | None = N
 
 # --- copying ------------------------------------------------------------------------------------------------------
 def atomic_copy(src: Path, dst: Path) -> Path:
-    """Copy ``src`` to ``dst`` through a temporary file in ``dst``'s folder and ``os.replace``."""
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".tmp", dir=dst.parent)
-    os.close(fd)
-    try:
-        shutil.copyfile(src, tmp)
-        os.chmod(tmp, default_file_mode())
-        os.replace(tmp, dst)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return dst
+    """Copy ``src`` to ``dst`` atomically (:func:`hsitp.io.atomic_write`)."""
+    return atomic_write(dst, lambda tmp: shutil.copyfile(src, tmp))
 
 
 def _distinct(values: Iterable[Any]) -> list[Any]:

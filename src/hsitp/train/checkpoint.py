@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
-import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -20,7 +18,7 @@ from typing import Any
 import torch
 
 from hsitp.errors import HsitpError
-from hsitp.io import atomic_write_text, default_file_mode
+from hsitp.io import atomic_write, atomic_write_text
 
 log = logging.getLogger(__name__)
 MANIFEST = "manifest.json"
@@ -35,16 +33,7 @@ def epoch_dir(root: Path, epoch: int) -> Path:
 
 
 def _atomic_torch_save(obj: Any, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        torch.save(obj, tmp)
-        os.chmod(tmp, default_file_mode())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, lambda tmp: torch.save(obj, tmp))
 
 
 def complete_epochs(root: Path) -> list[int]:
