@@ -129,7 +129,8 @@ TUNED = {
 def test_tuned_recipes_train_each_plan_on_its_own_study(workflow_copy):
     """Catches the fair matrix not training on the tuned recipes (the bugs: every plan on the config's recipe, a
     D-CHAG job at train.groups' g instead of its study's, the summary refusing per-plan recipes or mixing them
-    silently, the training jobs planned before the studies exist): tune tp and dchag_l, then train each on its
+    silently, the training jobs planned before the studies exist, tp's job held back until every study has run):
+    tune tp and dchag_l, then train each on its
     study's best trial through the checkpoint, and summarise. The untuned control (train.control) catches a control
     run trained on its own recipe or at the study's g, or summarised with the tuned cells."""
     from hsitp.train.recipe import read_best
@@ -148,6 +149,11 @@ def test_tuned_recipes_train_each_plan_on_its_own_study(workflow_copy):
         "config/smoke.yaml",
         "config/tiny_tuned.yaml",
     ]
+    # Before any study has run, tp's job (no g to choose) is already planned, dchag_l's waits for its own study:
+    # the studies and tp's training share the cores instead of training waiting for the last study.
+    planned = " ".join(workflow_copy.planned(*args))
+    assert "train/synthetic/tp_N9_P2_g1_random_s0" in planned, planned
+    assert "train/synthetic/dchag_l_N9_P2_g" not in planned, planned
     run = workflow_copy.snakemake(*args, timeout=400)
     logs = "".join(p.read_text() for p in sorted((root / "logs" / "smoke").rglob("*.log")))
     assert run.returncode == 0, run.stderr[-3000:] + logs[-3000:]

@@ -407,31 +407,60 @@ def study_file(dataset, plan, split):
     return result(f"tune/{dataset}/{plan}_{split}.nc")
 
 
-def train_jobs():
-    """The training jobs; under train.recipe tuned each D-CHAG plan at its study's best g, read once the study's
-    checkpoint job has run (Snakemake plans the training jobs again then). Call it from input functions only.
-    """
+def train_jobs(where=None):
+    """The training jobs (those whose (dataset, plan, split) passes ``where``, default all); under train.recipe
+    tuned each D-CHAG plan at its study's best g, read once that study's checkpoint job has run (Snakemake plans
+    the jobs again then; a job whose (dataset, plan, split) ``where`` drops reads no study). Call it from input
+    functions only."""
     from hsitp.train.plan import jobs
     from hsitp.train.recipe import best_groups
 
+    keep = where or (lambda dataset, plan, split: True)
     if not tuned():
-        return jobs(config)
+        return [j for j in jobs(config) if keep(j[0], j[1], j[5])]
 
     def groups_of(dataset, plan, split):
+        if not keep(dataset, plan, split):
+            return []
         path = checkpoints.tune.get(dataset=dataset, plan=plan, split=split).output[0]
         return [best_groups(path)]
 
-    return jobs(config, groups_of=groups_of)
+    return [j for j in jobs(config, groups_of=groups_of) if keep(j[0], j[1], j[5])]
 
 
-def train_record_targets():
-    """One per-epoch training record per (dataset, plan, N, P, g, split, seed) of the `train` section."""
+def train_record_targets(where=None):
+    """One per-epoch training record per (dataset, plan, N, P, g, split, seed) of the `train` section (those whose
+    (dataset, plan, split) passes ``where``)."""
     from hsitp.train.plan import run_name
 
     return [
         result(f"train/{d}/{run_name(plan, N, P, g, split, seed)}.nc")
-        for d, plan, N, P, g, split, seed in train_jobs()
+        for d, plan, N, P, g, split, seed in train_jobs(where)
     ]
+
+
+def train_record_inputs():
+    """The summary's training records as one named input function per (dataset, plan, split): Snakemake plans each
+    one when its own tuning study has run, so tp's jobs (no g to choose) start with the studies and a D-CHAG
+    plan's as soon as its study ends, not after the last study (which left a core idle: docs/measured.md).
+    """
+    from hsitp.train.plan import jobs
+
+    cells = sorted({(d, plan, split) for d, plan, _, _, _, split, _ in jobs(config)})
+
+    def records(cell):
+        return lambda wildcards: train_record_targets(lambda *key: key == cell)
+
+    return {f"records_{'_'.join(cell)}": records(cell) for cell in cells}
+
+
+def named_inputs(input, prefix):
+    """Every file of the named inputs whose name starts with ``prefix``, in their order."""
+    out = []
+    for name, files in input.items():
+        if name.startswith(prefix):
+            out.extend([files] if isinstance(files, str) else files)
+    return out
 
 
 def train_recipe_input(wildcards):
@@ -458,7 +487,9 @@ def control_recipe_input(wildcards):
 
 def control_summary_records(wildcards):
     """The control records and tp's own records (the control is paired with the same tp runs as the tuned cells)."""
-    tp = [f for f, job in zip(train_record_targets(), train_jobs()) if job[1] == "tp"]
+    tp = train_record_targets(
+        lambda dataset, plan, split: plan == "tp"
+    )  # reads no study's checkpoint
     return control_record_targets() + tp
 
 

@@ -182,7 +182,7 @@ rule train_equivalence:
 # beside it.
 rule train_summary:
     input:
-        records=lambda wildcards: train_record_targets(),
+        **train_record_inputs(),
         baselines=train_summary_baselines,
     output:
         result("train/summary.nc"),
@@ -195,10 +195,11 @@ rule train_summary:
     resources:
         **job_resources("train_summary"),
     params:
+        records=lambda wildcards, input: named_inputs(input, "records_"),
         margin=config["train"]["verdict"]["margin"],
         level=config["train"]["verdict"]["level"],
     shell:
-        "hsitp train summary {input.records:q} --baseline {input.baselines:q} --margin {params.margin}"
+        "hsitp train summary {params.records:q} --baseline {input.baselines:q} --margin {params.margin}"
         " --level {params.level} --out {output:q} > {log} 2>&1"
 
 
