@@ -6,7 +6,7 @@
 #
 # Each run is `snakemake --config run=PREFIXk` on config/bench-cpu.yaml: its own results/ and logs/ folders, deleted
 # first so every run times everything afresh; Snakemake's own output goes to logs/PREFIXk/repeat_bench_snakemake.log.
-# About 8 minutes per run on 2 cores; nothing else should run beside it (the numbers are what the machine gives
+# About 8 minutes per launch on 2 cores (config/bench-cpu.yaml: 3 launches per run); nothing else should run beside it (the numbers are what the machine gives
 # while it runs, and the output says which machine and how loaded it was).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
-from audit_synthetic import measured_bench_files, probe_files
+from audit_synthetic import labelled, measured_bench_files, probe_files
 from nc_checks import described
 
 from hsitp.audit import claims as cl
@@ -548,6 +548,7 @@ def test_rule8_measured_subchecks_read_the_runs_own_files(tmp_path: Path, claims
     wide = cl.Context(run / "cost", {})
     o = cl.check_bench_compare(wide, {"lhs": "attn_channel", "rhs": "attn_token", "op": "<"})
     assert o.verdict == "pending" and "within the repeats' IQR" in o.reason
+    _bench_launch_rules(run)
     assert cl.config_keys([{"id": "m", "check": by_id["s4_2_memory_linear"]["check"]}]) == [
         "audit.measured_run"
     ]
@@ -560,6 +561,53 @@ def test_rule8_measured_subchecks_read_the_runs_own_files(tmp_path: Path, claims
     assert "needs against" in " ".join(cl.validate_claims(bad)) and "needs op/value" in " ".join(
         cl.validate_claims(bad)
     )
+
+
+def _rewrite_bench(run: Path, edit) -> cl.Context:
+    """microbench.nc of ``run`` with ``edit`` applied (fresh tight synthetic values first), and a new Context."""
+    measured_bench_files(run)
+    mb = xr.open_dataset(run / "bench/microbench.nc").load()
+    mb = labelled(edit(mb))
+    write_netcdf(mb, run / "bench/microbench_edit.nc", kind="microbench", prov=provenance())
+    (run / "bench/microbench_edit.nc").replace(run / "bench/microbench.nc")
+    return cl.Context(run / "cost", {})
+
+
+def _bench_launch_rules(run: Path) -> None:
+    """The bench sub-checks decide only from >= 3 independent launches lying wholly apart (docs/audit.md)."""
+    compare = {"lhs": "attn_channel", "rhs": "attn_token", "op": "<"}
+    trend = {"op": "layernorm_sharded", "direction": "falls"}
+    value = {"of": "layernorm_sharded", "op": ">", "value": 1.0}
+    tight = _rewrite_bench(run, lambda mb: mb)
+    for check, args in ((cl.check_bench_compare, compare), (cl.check_bench_trend, trend),
+                        (cl.check_bench_value, value)):  # fmt: skip
+        o = check(tight, args)
+        assert o.verdict != "pending" and "3 independent launches" in o.how, (check.__name__, o.reason)
+
+    def one_launch(mb: xr.Dataset) -> xr.Dataset:
+        mb = mb.isel(launch=[0])
+        mb.attrs["launches"] = 1
+        return mb
+
+    ctx = _rewrite_bench(run, one_launch)
+    for check, args in ((cl.check_bench_compare, compare), (cl.check_bench_trend, trend),
+                        (cl.check_bench_value, value)):  # fmt: skip
+        o = check(ctx, args)
+        assert o.verdict == "pending" and "1 independent launch(es)" in o.reason and "needs >= 3" in o.reason
+
+    def launches_spread(mb: xr.Dataset) -> xr.Dataset:
+        # each launch of every point 0.3x .. 3x the pooled value: the launches of any two points overlap
+        mb["ccr_measured_launch"] = mb["ccr_measured"].expand_dims(launch=[0, 1, 2]) * xr.DataArray(
+            [0.3, 1.0, 3.0], dims="launch", coords={"launch": [0, 1, 2]}
+        )
+        return mb
+
+    ctx = _rewrite_bench(run, launches_spread)
+    o = cl.check_bench_compare(ctx, compare)
+    assert o.verdict == "pending" and "the launches' range" in o.reason
+    # a point whose launches (0.3x .. 3x) all lie on one side of 1 still decides; the others are left out
+    o = cl.check_bench_value(ctx, value)
+    assert "launches straddle 1" in o.how or (o.verdict == "pending" and "launches straddle" in o.reason)
 
 
 def test_rule8_drift_check_compares_measured_claims_by_presence_and_schema(tmp_path: Path) -> None:

@@ -120,7 +120,7 @@ def test_merge_rejects_duplicate_p_and_different_sweeps(tmp_path):
     cfg = _config()
     a = write_partial(_partial(2), tmp_path / "a.nc", config=cfg, attrs=_ATTRS)
     b = write_partial(_partial(2, seed=1), tmp_path / "b.nc", config=cfg, attrs=_ATTRS)
-    with pytest.raises(MergeError, match="P=2 appears in both"):
+    with pytest.raises(MergeError, match="P=2 launch 0 appears in both"):
         merge_partials([a, b], tmp_path / "m.nc", config=cfg)
     c = write_partial(_partial(4, nbytes=SIZES[:3] + [8192]), tmp_path / "c.nc", config=cfg, attrs=_ATTRS)
     with pytest.raises(MergeError, match="nbytes"):
@@ -130,6 +130,39 @@ def test_merge_rejects_duplicate_p_and_different_sweeps(tmp_path):
     )
     with pytest.raises(MergeError, match="layer_shape"):
         merge_partials([a, d], tmp_path / "m.nc", config=cfg)
+
+
+def _launch_partial(p: int, launch: int, scale: float):
+    """A partial of launch ``launch`` at P = ``p`` whose comm times are ``scale`` x those of launch 0's."""
+    ds = _partial(p)  # the same noise in every launch: only the scale differs
+    ds["time"].loc[{"mode": "comm"}] = ds["time"].sel(mode="comm") * scale
+    ds.attrs["launch"] = launch
+    return ds
+
+
+def test_merge_pools_launches_and_keeps_each_launchs_ccr(tmp_path):
+    """Catches a merge of independent launches (bench.launches) that keeps one launch and drops the others, that
+    averages away their run-to-run spread (the audit decides by it), or that mixes the launches of different P."""
+    cfg = _config()
+    scales = {0: 1.0, 1: 1.5, 2: 0.8}
+    paths = [
+        write_partial(_launch_partial(p, k, s), tmp_path / f"P{p}_l{k}.nc", config=cfg, attrs=_ATTRS)
+        for p in (2, 1)
+        for k, s in scales.items()
+    ]
+    ds = read_netcdf(merge_partials(paths, tmp_path / "m.nc", config=cfg), kind="microbench")
+    assert ds.attrs["launches"] == 3
+    assert ds.sizes["rep"] == 3 * 5  # every launch's repeats, pooled
+    pt = {"op": "mlp", "P": 2, "N": 32, "D": 8, "L": 4, "dtype": "float32"}
+    by_launch = ds["ccr_measured_launch"].sel(pt)
+    assert by_launch["launch"].values.tolist() == [0, 1, 2]
+    # each launch's CCR is its own comm mean over its own compute mean: the scales come back exactly
+    np.testing.assert_allclose(by_launch.values / by_launch.values[0], [1.0, 1.5, 0.8], rtol=1e-12)
+    # the pooled CCR is the ratio of the pooled means, between the launches' extremes
+    pooled = float(ds["ccr_measured"].sel(pt))
+    assert by_launch.min() < pooled < by_launch.max()
+    with pytest.raises(MergeError, match="same launches"):
+        merge_partials(paths[:-1], tmp_path / "m2.nc", config=cfg)  # P = 1 lacks launch 2
 
 
 def test_microbench_holds_measurements_not_model_outputs(tmp_path):

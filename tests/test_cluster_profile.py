@@ -94,10 +94,10 @@ def test_dry_run_through_the_profile_asks_for_every_rank(slurm_workflow):
     node, or a profile key the installed Snakemake rejects."""
     wf = slurm_workflow
     (wf.root / "config" / "tiny.yaml").write_text(yaml.safe_dump(TINY))
-    target = "results/smoke/bench/partial/microbench_P4.nc"
+    target = "results/smoke/bench/partial/microbench_P4_l0.nc"
     jobs = _dry_run(wf, "--profile", "slurm", "--cores", "1", "--configfile", "config/smoke.yaml",
                     "config/tiny.yaml", "--set-resources", "bench_run:constraint=h100", "--", target)  # fmt: skip
-    job = jobs["logs/smoke/bench/run_P4.log"]
+    job = jobs["logs/smoke/bench/run_P4_l0.log"]
     res = job["resources"]
     assert res["cpus_per_task"] == "12" and res["mem_mb"] == "8000"  # 4 ranks x 3 threads, 4 x 2000 MB
     assert (res["nodes"], res["tasks"]) == ("1", "1")
@@ -116,10 +116,10 @@ def test_dry_run_over_two_nodes(slurm_workflow):
     wf = slurm_workflow
     overlay = TINY | {"resources": {"bench_run": {"ranks_per_node": 2, "gpus_per_rank": 1}}}
     (wf.root / "config" / "two.yaml").write_text(yaml.safe_dump(overlay))
-    target = "results/smoke/bench/partial/microbench_P4.nc"
+    target = "results/smoke/bench/partial/microbench_P4_l0.nc"
     jobs = _dry_run(wf, "--profile", "slurm", "--cores", "1", "--configfile", "config/smoke.yaml",
                     "config/two.yaml", "--", target)  # fmt: skip
-    job = jobs["logs/smoke/bench/run_P4.log"]
+    job = jobs["logs/smoke/bench/run_P4_l0.log"]
     res = job["resources"]
     assert (res["nodes"], res["tasks"], res["cpus_per_task"], res["mem_mb"]) == ("2", "2", "6", "4000")
     # gres per node, mpi and no per-job gpu (RankLayout.resources): test_sbatch_for_multi_node_jobs

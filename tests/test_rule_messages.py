@@ -14,13 +14,13 @@ def test_long_rules_name_their_log_in_the_terminal(workflow_copy) -> None:
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     lines = [ln for ln in run.stdout.splitlines() if ln.startswith("Job ")]
     for rule, log in (
-        ("bench_run", "logs/smoke/bench/run_P2.log"),
+        ("bench_run", "logs/smoke/bench/run_P2_l0.log"),
         ("probe_run", "logs/smoke/probe/run_P2.log"),
         ("train", "logs/smoke/train/indian_pines/tp_N324_P2_g1_random_s0.log"),
     ):
         assert any(f": {rule}: " in ln and ln.endswith(f"tail -f {log}") for ln in lines), (rule, lines)
     plan = workflow_copy.planned("--configfile", "config/smoke.yaml")
-    assert plan["logs/smoke/bench/run_P2.log"][0] == "bench_run"
+    assert plan["logs/smoke/bench/run_P2_l0.log"][0] == "bench_run"
     rule, reason = plan["logs/smoke/train/indian_pines/tp_N324_P2_g1_random_s0.log"]
     assert rule == "train" and "results/smoke/train/indian_pines/tp_N324_P2_g1_random_s0.nc" in reason
     assert plan["results/smoke/bench/microbench.nc"][0] == "bench_merge"  # rules without a message as before

@@ -1,5 +1,5 @@
-# Microbenchmarks under results/<run>/bench/: one torchrun launch per P -> microbench.nc -> calibration.nc ->
-# model_vs_measured.nc. Timing rules hold the `bench_slot` resource; its default total of 1 (set below unless given
+# Microbenchmarks under results/<run>/bench/: bench.launches independent torchrun launches per P (each its own
+# job, so the run-to-run spread is measured, not assumed) -> microbench.nc -> calibration.nc -> model_vs_measured.nc. Timing rules hold the `bench_slot` resource; its default total of 1 (set below unless given
 # on the command line, e.g. `--resources bench_slot=1`) means two benchmarks never run at once and skew each
 # other. A timing job at P asks for P x bench.threads_per_rank threads (the ranks' torch threads, recorded in the
 # output), so on a machine with that many cores nothing else runs beside it.
@@ -15,7 +15,7 @@ BENCH_RUN_KEYS = [
     "parallel.timeout_s",
     "parallel.heads",
     "parallel.head_padding",
-    *keys_except("bench", "world_sizes", "fit", "shard", "roofline"),
+    *keys_except("bench", "world_sizes", "launches", "fit", "shard", "roofline"),
 ]
 # merge reads no config; it records the sweep its inputs were measured with in its provenance.
 BENCH_MERGE_KEYS = BENCH_RUN_KEYS
@@ -26,15 +26,16 @@ BENCH_COMPARE_KEYS = []
 
 wildcard_constraints:
     P=r"\d+",
+    launch=r"\d+",
 
 
 rule bench_run:
     output:
-        result("bench/partial/microbench_P{P}.nc"),
+        result("bench/partial/microbench_P{P}_l{launch}.nc"),
     log:
-        log_file("bench/run_P{P}.log"),
+        log_file("bench/run_P{P}_l{launch}.log"),
     benchmark:
-        benchmark_file("bench_run", "P{P}")
+        benchmark_file("bench_run", "P{P}_l{launch}")
     conda:
         rank_env("bench_run")
     threads: rank_threads("bench_run", "bench")
@@ -53,18 +54,20 @@ rule bench_run:
         launch=rank_launch("bench_run", "bench"),
         cfg=stage_config(*BENCH_RUN_KEYS),
     message:
-        f"bench_run: P = {{wildcards.P}} ranks, {RANK_REQUEST} slurm_extra={{resources.slurm_extra}}; "
+        f"bench_run: P = {{wildcards.P}} ranks, launch {{wildcards.launch}}, {RANK_REQUEST} slurm_extra={{resources.slurm_extra}}; "
         "minutes, quiet here; follow it with: tail -f {log}"
     shell:
-        "{params.launch} bench run --world-size {wildcards.P} --out {output:q} --config-json {params.cfg:q}"
+        "{params.launch} bench run --world-size {wildcards.P} --launch {wildcards.launch} --out {output:q}"
+        " --config-json {params.cfg:q}"
         " > {log} 2>&1"
 
 
 rule bench_merge:
     input:
         expand(
-            result("bench/partial/microbench_P{P}.nc"),
+            result("bench/partial/microbench_P{P}_l{launch}.nc"),
             P=config["bench"]["world_sizes"],
+            launch=range(config["bench"]["launches"]),
         ),
     output:
         result("bench/microbench.nc"),

@@ -1,8 +1,8 @@
 """``hsitp bench ...``: the microbenchmark stage's subcommands (one per Snakemake rule).
 
-``run`` is launched by torchrun, one launch per P (``torchrun --standalone --nproc_per_node P -m hsitp bench run
---world-size P --out FILE``; P = 1 may run without torchrun). ``merge`` joins the per-P files into
-microbench.nc, ``calibrate`` fits calibration.nc, ``compare`` writes model_vs_measured.nc; ``shard`` and
+``run`` is launched by torchrun, ``bench.launches`` independent launches per P (``torchrun --standalone
+--nproc_per_node P -m hsitp bench run --world-size P --launch K --out FILE``; P = 1 may run without torchrun).
+``merge`` joins the per-P, per-launch files into microbench.nc, ``calibrate`` fits calibration.nc, ``compare`` writes model_vs_measured.nc; ``shard`` and
 ``roofline`` are the single-GPU checks of benchmarks/gpu_check.sh.
 """
 
@@ -27,7 +27,13 @@ def _run(args: argparse.Namespace) -> NoReturn:
         try:
             from hsitp.bench.runner import run_partial
 
-            written = run_partial(config_from_args(args), world_size=args.world_size, out=args.out, stop=stop)
+            written = run_partial(
+                config_from_args(args),
+                world_size=args.world_size,
+                out=args.out,
+                stop=stop,
+                launch=args.launch,
+            )
             stop.check()  # a signal while the file was written or the group torn down: stopped all the same
         except Interrupted as exc:
             # every rank stopped at the same point (or, after the teardown, this rank alone); one line, from rank 0.
@@ -99,6 +105,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = bsub.add_parser("run", help="time every configured point at one P (launch under torchrun for P > 1)")
     p.add_argument("--world-size", type=int, required=True, help="P; must equal torchrun's --nproc_per_node")
     p.add_argument("--out", required=True, help="partial netCDF for this P (written by rank 0)")
+    p.add_argument(
+        "--launch",
+        type=int,
+        default=0,
+        help="index of this independent launch at P (0 .. bench.launches - 1), recorded in the file for merge",
+    )
     add_config_args(p)
     p.set_defaults(func=_run)
 

@@ -1,4 +1,6 @@
-"""The layout of ``microbench.nc``: one partial file per torchrun launch (one P), merged along P.
+"""The layout of ``microbench.nc``: one partial file per torchrun launch (one P; ``bench.launches`` independent
+launches per P), merged along P, the launches at one P pooled (their repeats concatenated) and each launch's own
+CCR kept in ``ccr_measured_launch`` (launch, op, P, N, D, L, dtype).
 
 Dims: op, P, N, D, L, dtype, mode (full | compute | comm), rep for layer timings; collective, nbytes, rep for the
 collective sweep; traced_collective and traced_group for what each layer issued. A point that was not run (e.g.
@@ -285,26 +287,81 @@ def write_partial(
     )
 
 
+def _launch(ds: xr.Dataset) -> int:
+    """Which independent launch at its P a partial file is (files from before ``bench.launches``: launch 0)."""
+    return int(ds.attrs.get("launch", 0))
+
+
+def _pool_launches(launches: Sequence[xr.Dataset]) -> xr.Dataset:
+    """One P's launches as one partial: their raw repeats concatenated (``rep``, ``coll_rep`` renumbered), the
+    traces and per-launch facts of the first launch (traces are the same in every launch), oversubscribed if any
+    launch was."""
+    raw = [
+        ds.drop_vars([v for v in ds.data_vars if v.startswith(("time_", "coll_time_", "ccr_measured_"))])
+        for ds in launches
+    ]
+    if len(raw) == 1:
+        return raw[0]
+    time = xr.concat([r["time"] for r in raw], dim="rep", combine_attrs="override")
+    coll = xr.concat([r["coll_time"] for r in raw], dim="coll_rep", combine_attrs="override")
+    pooled = raw[0].drop_vars(["time", "coll_time", "rep", "coll_rep"])
+    pooled["time"] = time.assign_coords(rep=np.arange(time.sizes["rep"]))
+    pooled["coll_time"] = coll.assign_coords(coll_rep=np.arange(coll.sizes["coll_rep"]))
+    pooled["oversubscribed"] = xr.concat([r["oversubscribed"] for r in raw], dim="launch").max("launch")
+    return describe(pooled, MICROBENCH_ATTRS)
+
+
+def _ccr_by_launch(by_p: Mapping[int, Sequence[xr.Dataset]]) -> xr.DataArray:
+    """(launch, op, P, N, D, L, dtype): each launch's own measured CCR (its comm mean / compute mean)."""
+    per_p = []
+    for launches in by_p.values():
+        ccr = [add_summaries(ds)["ccr_measured"] for ds in launches]
+        per_p.append(xr.concat(ccr, dim="launch").assign_coords(launch=[_launch(ds) for ds in launches]))
+    out = xr.concat(per_p, dim="P").sortby("P")
+    return out.assign_attrs(
+        units="1",
+        long_name="measured CCR of each independent launch (comm mean / compute mean over that launch's repeats)",
+    )
+
+
 def merge_partials(paths: Sequence[str | Path], out: str | Path, *, config: Mapping[str, Any]) -> Path:
-    """Concatenate per-P partial files along P into ``microbench.nc``; the sweeps must match exactly."""
+    """Merge the partial files (one per P and launch) into ``microbench.nc``; the sweeps must match exactly.
+
+    Launches at one P (``bench.launches``, each its own torchrun) are pooled: every summary is over all their
+    repeats. ``ccr_measured_launch`` keeps each launch's own CCR: the run-to-run spread that the repeats inside one
+    launch do not show, and that the audit's bench sub-checks decide by (docs/audit.md).
+    """
     if not paths:
         raise MergeError("bench merge: no partial files given")
     parts = [read_input(p, KIND) for p in paths]
     for path, ds in zip(paths, parts, strict=True):
         measured = int(np.isfinite(ds["time"].sel(mode="full")).any("rep").sum())
         log.info(
-            "read %s: P=%s on %s, %d layer points measured",
+            "read %s: P=%s launch %d on %s, %d layer points measured",
             path,
             ",".join(str(int(p)) for p in ds["P"].values),
+            _launch(ds),
             ds.attrs.get("device", "?"),
             measured,
         )
-    seen: dict[int, str] = {}
+    seen: dict[tuple[int, int], str] = {}
+    by_p: dict[int, list[xr.Dataset]] = {}
     for path, ds in zip(paths, parts, strict=True):
-        for p in ds["P"].values.tolist():
-            if p in seen:
-                raise MergeError(f"P={p} appears in both {seen[p]} and {path}; pass each launch's file once")
-            seen[p] = str(path)
+        if ds.sizes["P"] != 1:
+            raise MergeError(f"{path}: holds P = {ds['P'].values.tolist()}; a partial file holds one P")
+        key = (int(ds["P"].values[0]), _launch(ds))
+        if key in seen:
+            raise MergeError(
+                f"P={key[0]} launch {key[1]} appears in both {seen[key]} and {path}; pass each launch's file once"
+            )
+        seen[key] = str(path)
+        by_p.setdefault(key[0], []).append(ds)
+    by_p = {p: sorted(v, key=_launch) for p, v in sorted(by_p.items())}
+    launch_sets = {p: [_launch(ds) for ds in v] for p, v in by_p.items()}
+    if len({tuple(v) for v in launch_sets.values()}) > 1:
+        raise MergeError(
+            f"bench merge: every P needs the same launches (bench.launches); got {launch_sets} (P: launches)"
+        )
     ref = parts[0]
     for path, ds in zip(paths[1:], parts[1:], strict=True):
         for dim in ("op", "N", "D", "L", "dtype", "mode", "rep", "collective", "nbytes", "coll_rep"):
@@ -319,17 +376,24 @@ def merge_partials(paths: Sequence[str | Path], out: str | Path, *, config: Mapp
                     f"{path}: its {key} {ds.attrs.get(key)} differs from {paths[0]}'s {ref.attrs.get(key)}; "
                     "re-run every P with the same bench and parallel config"
                 )
-    raw = [
-        ds.drop_vars([v for v in ds.data_vars if v.startswith(("time_", "coll_time_", "ccr_measured_"))])
-        for ds in parts
-    ]
+    for p, launches in by_p.items():
+        devices = {str(ds["device"].values[0]) for ds in launches}
+        if len(devices) > 1:
+            raise MergeError(
+                f"P={p}: its launches ran on different devices {sorted(devices)}; pool like with like"
+            )
+    raw = [_pool_launches(v) for v in by_p.values()]
     # combine_attrs="override": every variable keeps the first file's units and long_name (the files' own
     # attributes are replaced below).
     merged = xr.concat(raw, dim="P", data_vars="minimal", coords="minimal", combine_attrs="override").sortby(
         "P"
     )
     merged = add_summaries(merged)
-    skipped = [pt for ds in parts for pt in json.loads(ds.attrs.get("skipped_points", "[]"))]
+    merged["ccr_measured_launch"] = _ccr_by_launch(by_p)
+    merged["launch"].attrs.update(units="1", long_name="independent launch (its own torchrun) at each P")
+    n_launches = len(next(iter(launch_sets.values())))
+    # the sweep is the same in every launch: its skipped points once, from each P's first launch
+    skipped = [pt for v in by_p.values() for pt in json.loads(v[0].attrs.get("skipped_points", "[]"))]
     meshes = {str(int(ds["P"].values[0])): json.loads(ds.attrs.get("mesh_2d", "null")) for ds in parts}
     sanity = {}
     for p in merged["P"].values.tolist():
@@ -353,6 +417,7 @@ def merge_partials(paths: Sequence[str | Path], out: str | Path, *, config: Mapp
         "mesh_2d": meshes,
         "layer_shape": json.loads(ref.attrs["layer_shape"]),
         "head_padding": int(ref.attrs["head_padding"]),
+        "launches": n_launches,
         "measured": "yes",
         "note": "timings and traced collectives are measured on the device named above; nothing here is modelled",
     }
@@ -375,7 +440,7 @@ def merge_partials(paths: Sequence[str | Path], out: str | Path, *, config: Mapp
         log.warning("oversubscribed (ranks x threads > cores) at P = %s", merged.attrs["oversubscribed_P"])
     prov = provenance(config=config, inputs=inputs)
     path = write_netcdf(merged, out, kind=KIND, prov=prov, title=f"{TITLE}, P = {sizes}")
-    log.info("wrote %s (P = %s)", path, sizes)
+    log.info("wrote %s (P = %s, %d launch(es) each)", path, sizes, n_launches)
     return path
 
 

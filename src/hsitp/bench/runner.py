@@ -43,9 +43,12 @@ def check_passes(bc: Mapping[str, Any]) -> None:
 
 
 def run_partial(
-    config: Mapping[str, Any], *, world_size: int, out: str | Path, stop: StopRequest
+    config: Mapping[str, Any], *, world_size: int, out: str | Path, stop: StopRequest, launch: int = 0
 ) -> Path | None:
     """Run the configured sweep at P = ``world_size``; returns the file written (rank 0) or None (other ranks).
+
+    ``launch``: which of the ``bench.launches`` independent launches at this P this process is (recorded in the
+    file; merge pools the launches and keeps each one's CCR, whose spread the audit decides by).
 
     ``stop``: the caller's signal recorder (``hsitp bench run`` installs it from the command's start to its exit,
     so a signal at any moment, not only during the sweep, stops the job the same way).
@@ -55,12 +58,14 @@ def run_partial(
     check_passes(config["bench"])
     rt = start(RuntimeSettings.from_config(config, section="bench", world_size=world_size))
     try:
-        return _run(config, rt, Path(out), stop)
+        return _run(config, rt, Path(out), stop, launch=launch)
     finally:
         rt.stop()
 
 
-def _run(config: Mapping[str, Any], rt: Runtime, out: Path, stop: StopRequest | None = None) -> Path | None:
+def _run(
+    config: Mapping[str, Any], rt: Runtime, out: Path, stop: StopRequest | None = None, *, launch: int = 0
+) -> Path | None:
     stop = stop or StopRequest()  # no signal handlers: only the other ranks can stop this one
     from hsitp.bench.ops import sweep_points, time_ops
     from hsitp.parallel.runtime import dtype_name, resolve_dtype
@@ -137,6 +142,7 @@ def _run(config: Mapping[str, Any], rt: Runtime, out: Path, stop: StopRequest | 
             )
     ds.attrs["collective_dtype"] = names[0]
     ds.attrs["passes"] = passes
+    ds.attrs["launch"] = int(launch)
     stop.check(rt.group, rt.device)  # the last safe point before the file: all ranks agree to write it or not
     if rt.rank != 0:
         return None

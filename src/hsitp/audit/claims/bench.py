@@ -1,12 +1,20 @@
 """The measured checks on the run's own microbenchmarks (``bench/*.nc``): a comparison of two ops, a trend along a
-dimension, a value."""
+dimension, a value.
+
+A point decides only when the difference exceeds both spreads the bench records: the repeats' inter-quartile
+bands (pooled over launches) lie apart, and so do the independent launches' own values (``ccr_measured_launch``:
+every launch of one side beyond every launch of the other). The second is what makes a verdict reproducible: the
+repeats inside one launch share that launch's state (allocator, thread placement, the machine's load at the
+time), and two smoke runs of one launch each ordered the same two ops oppositely, each run consistently
+(docs/audit.md). With fewer than :data:`MIN_LAUNCHES` launches a bench sub-check stays pending.
+"""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import xarray as xr
@@ -14,24 +22,51 @@ import xarray as xr
 from hsitp.audit.claims.core import MEASURED_FILES, Context, Outcome, _fmt, _op
 from hsitp.audit.claims.measured import _msel, _oversubscribed, _share, _undecided
 
+# Independent launches a bench sub-check needs before any point decides. With k launches a side, two ops of equal
+# true cost land wholly apart by chance with probability 2 / C(2k, k): 1/3 at k = 2, 1/10 at k = 3 (and the
+# repeats' bands must lie apart too), so 3 is the fewest that makes a reproducible verdict likely.
+MIN_LAUNCHES = 3
 
-def _bench_arrays(
-    ctx: Context, a: Mapping[str, Any], op: str, variable: str
-) -> tuple[xr.Dataset | None, Path, Outcome | None, xr.DataArray | None, xr.DataArray | None, list[str]]:
-    """(microbench, path, pending, values, half IQRs, P left out) of one op: communicating P (> 1) that are not
-    oversubscribed, after ``sel`` and the ``where`` filters on N, D and ρ = D/N (e.g. {rho: ["<", 1]})."""
+
+class _Arrays(NamedTuple):
+    """One op's values at the points a bench sub-check may use (NaN elsewhere)."""
+
+    ds: xr.Dataset | None  # microbench.nc
+    path: Path
+    pending: Outcome | None  # set when nothing can decide (file absent, op not benched, too few launches)
+    values: xr.DataArray | None  # the pooled value per point
+    half_iqr: xr.DataArray | None  # half the repeats' inter-quartile range per point
+    launches: xr.DataArray | None  # (launch, ...) each independent launch's value per point
+    left: list[str]  # what was left out, and why
+
+
+def _bench_arrays(ctx: Context, a: Mapping[str, Any], op: str, variable: str) -> _Arrays:
+    """One op's values at communicating P (> 1) that are not oversubscribed, after ``sel`` and the ``where``
+    filters on N, D and ρ = D/N (e.g. {rho: ["<", 1]}); pending with fewer than :data:`MIN_LAUNCHES` launches."""
     ds, path, absent = ctx.measured("microbench")
     if absent is not None:
-        return None, path, absent, None, None, []
+        return _Arrays(None, path, absent, None, None, None, [])
+    n_launches = int(ds.attrs.get("launches", 1))
+    if n_launches < MIN_LAUNCHES:
+        why = (
+            f"{n_launches} independent launch(es) of the bench at each P; deciding needs >= {MIN_LAUNCHES} "
+            "(bench.launches): the repeats inside one launch do not show the run-to-run spread"
+        )
+        return _Arrays(ds, path, _undecided(path, why), None, None, None, [])
     if op not in [str(x) for x in ds["op"].values]:
-        return ds, path, _undecided(path, f"op {op} not benched"), None, None, []
+        return _Arrays(ds, path, _undecided(path, f"op {op} not benched"), None, None, None, [])
+    if f"{variable}_launch" not in ds:
+        return _Arrays(
+            ds, path, _undecided(path, f"no per-launch values of {variable}"), None, None, None, []
+        )
     v = ds[variable].sel(op=op, drop=True)
     iqr_name = f"{variable}_iqr" if f"{variable}_iqr" in ds else None
     h = ds[iqr_name].sel(op=op, drop=True) / 2 if iqr_name else xr.zeros_like(v)
     v, missing = _msel(v, a.get("sel"))
     if v is None:
-        return ds, path, _undecided(path, missing), None, None, []
+        return _Arrays(ds, path, _undecided(path, missing), None, None, None, [])
     h, _ = _msel(h, a.get("sel"))
+    by_launch, _ = _msel(ds[f"{variable}_launch"].sel(op=op, drop=True), a.get("sel"))
     over = _oversubscribed(ds)
     keep = [int(P) for P in v["P"].values if int(P) > 1 and int(P) not in over]
     left = [f"P = {P} ({over[P]}: decides nothing)" for P in v["P"].values if int(P) in over]
@@ -39,7 +74,13 @@ def _bench_arrays(
     for name, (opname, x) in (a.get("where") or {}).items():
         coord = v["D"] / v["N"] if name == "rho" else v[name]
         mask = mask & _op(opname)(coord, float(x))
-    return ds, path, None, v.where(mask), h.where(mask), left
+    return _Arrays(ds, path, None, v.where(mask), h.where(mask), by_launch.where(mask), left)
+
+
+def _apart(a: np.ndarray, b: np.ndarray) -> bool:
+    """Every launch's value on one side beyond every launch's value on the other."""
+    a, b = a[np.isfinite(a)], b[np.isfinite(b)]
+    return bool(a.size and b.size and (a.min() > b.max() or a.max() < b.min()))
 
 
 def _where_text(a: Mapping[str, Any]) -> str:
@@ -56,12 +97,12 @@ def check_bench_compare(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     (their inter-quartile bands do not overlap). With ``agree_with`` (a model variable of bench/model_vs_measured.nc,
     e.g. ccr_stated), the share of decided points where that model orders the two ops as measured."""
     var = a.get("variable", "ccr_measured")
-    ds, path, pend, L, hL, left = _bench_arrays(ctx, a, a["lhs"], var)
-    if pend is not None:
-        return pend
-    _, _, pend, R, hR, _ = _bench_arrays(ctx, a, a["rhs"], var)
-    if pend is not None:
-        return pend
+    lhs, rhs = _bench_arrays(ctx, a, a["lhs"], var), _bench_arrays(ctx, a, a["rhs"], var)
+    for side in (lhs, rhs):
+        if side.pending is not None:
+            return side.pending
+    ds, path, L, hL, left = lhs.ds, lhs.path, lhs.values, lhs.half_iqr, lhs.left
+    R, hR = rhs.values, rhs.half_iqr
     f = _op(a["op"])
     model = None
     if a.get("agree_with"):
@@ -72,7 +113,9 @@ def check_bench_compare(ctx: Context, a: Mapping[str, Any]) -> Outcome:
         model = (mv.sel(op=a["lhs"], drop=True), mv.sel(op=a["rhs"], drop=True))
     pts = []
     # Walk the points once, by coordinates (the arrays share their dims).
-    stacked = xr.Dataset({"l": L, "r": R, "hl": hL, "hr": hR}).stack(_pt=list(L.dims))
+    stacked = xr.Dataset({"l": L, "r": R, "hl": hL, "hr": hR, "ll": lhs.launches, "rl": rhs.launches}).stack(
+        _pt=list(L.dims)
+    )
     undecided = 0
     for i in range(stacked.sizes["_pt"]):
         l_, r_ = float(stacked["l"].values[i]), float(stacked["r"].values[i])
@@ -80,7 +123,8 @@ def check_bench_compare(ctx: Context, a: Mapping[str, Any]) -> Outcome:
             continue
         coords = {d: stacked[d].values[i].item() for d in L.dims}
         lbl = ", ".join(f"{d}={_fmt(coords[d])}" for d in L.dims if L.sizes[d] > 1 or d in ("N", "D"))
-        if abs(l_ - r_) <= float(stacked["hl"].values[i]) + float(stacked["hr"].values[i]):
+        bands_overlap = abs(l_ - r_) <= float(stacked["hl"].values[i]) + float(stacked["hr"].values[i])
+        if bands_overlap or not _apart(stacked["ll"].isel(_pt=i).values, stacked["rl"].isel(_pt=i).values):
             undecided += 1
             continue
         shown = f"{a['lhs']} {_fmt(l_)} vs {a['rhs']} {_fmt(r_)}"
@@ -93,7 +137,7 @@ def check_bench_compare(ctx: Context, a: Mapping[str, Any]) -> Outcome:
             ok = bool(f(l_, r_))
         pts.append((lbl, ok, shown))
     if undecided:
-        left = [*left, f"{undecided} point(s) within the repeats' IQR"]
+        left = [*left, f"{undecided} point(s) within the repeats' IQR or the launches' range"]
     if not pts:
         return _undecided(
             path, "; ".join([f"no decided point of {a['lhs']} vs {a['rhs']} where {_where_text(a)}", *left])
@@ -107,7 +151,8 @@ def check_bench_compare(ctx: Context, a: Mapping[str, Any]) -> Outcome:
         pts,
         a,
         f"measured in run `{ctx.measured_run}` (bench {ds.attrs.get('device', '?')}, batch "
-        f"{_layer_batch(ds)}): share of {len(pts)} decided point(s) where {_where_text(a)} at which {rule}",
+        f"{_layer_batch(ds)}, {_launches_text(ds)}): share of {len(pts)} decided point(s) where {_where_text(a)} "
+        f"at which {rule}",
         f"{path}:{var}"
         + (
             f"; {ctx.measured_dir / MEASURED_FILES['model_vs_measured'][0]}:{a['agree_with']}"
@@ -116,6 +161,10 @@ def check_bench_compare(ctx: Context, a: Mapping[str, Any]) -> Outcome:
         ),
         left_out=left,
     )
+
+
+def _launches_text(ds: xr.Dataset) -> str:
+    return f"{int(ds.attrs.get('launches', 1))} independent launches"
 
 
 def _layer_batch(ds: xr.Dataset) -> str:
@@ -147,40 +196,42 @@ def check_bench_trend(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     the share of decided pairs of points (same P, L, dtype; different N·D; inter-quartile bands apart) where it
     ``direction`` (falls: larger on the smaller tensor; rises) as the tensor grows."""
     var = a.get("variable", "ccr_measured")
-    ds, path, pend, V, H, left = _bench_arrays(ctx, a, a["op"], var)
-    if pend is not None:
-        return pend
-    st = xr.Dataset({"v": V, "h": H}).stack(_pt=list(V.dims))
+    arr = _bench_arrays(ctx, a, a["op"], var)
+    if arr.pending is not None:
+        return arr.pending
+    ds, path, V, left = arr.ds, arr.path, arr.values, arr.left
+    st = xr.Dataset({"v": V, "h": arr.half_iqr, "vl": arr.launches}).stack(_pt=list(V.dims))
     rows = []
     for i in range(st.sizes["_pt"]):
         v = float(st["v"].values[i])
         if math.isfinite(v):
             c = {d: st[d].values[i].item() for d in V.dims}
-            rows.append((c, v, float(st["h"].values[i])))
+            rows.append((c, v, float(st["h"].values[i]), st["vl"].isel(_pt=i).values))
     falls = a.get("direction", "falls") == "falls"
     pts, undecided = [], 0
-    for i, (ci, vi, hi) in enumerate(rows):
-        for cj, vj, hj in rows[i + 1 :]:
+    for i, (ci, vi, hi, li) in enumerate(rows):
+        for cj, vj, hj, lj in rows[i + 1 :]:
             same = all(ci[d] == cj[d] for d in ci if d not in ("N", "D"))
             si, sj = ci["N"] * ci["D"], cj["N"] * cj["D"]
             if not same or si == sj:
                 continue
             (cs, vs), (cl_, vl) = ((ci, vi), (cj, vj)) if si < sj else ((cj, vj), (ci, vi))
-            if abs(vi - vj) <= hi + hj:
+            if abs(vi - vj) <= hi + hj or not _apart(li, lj):
                 undecided += 1
                 continue
             ok = vs > vl if falls else vs < vl
             lbl = f"P={cs['P']}: N·D {cs['N']}·{cs['D']} vs {cl_['N']}·{cl_['D']}"
             pts.append((lbl, ok, f"{_fmt(vs)} vs {_fmt(vl)}"))
     if undecided:
-        left = [*left, f"{undecided} pair(s) within the repeats' IQR"]
+        left = [*left, f"{undecided} pair(s) within the repeats' IQR or the launches' range"]
     if not pts:
         return _undecided(path, "; ".join([f"no decided pair of {a['op']} points of different size", *left]))
     return _share(
         pts,
         a,
-        f"measured in run `{ctx.measured_run}` (bench {ds.attrs.get('device', '?')}, batch {_layer_batch(ds)}"
-        f"{_collectives_text(ds, a['op'])}): share of {len(pts)} decided pair(s) where {var}({a['op']}) "
+        f"measured in run `{ctx.measured_run}` (bench {ds.attrs.get('device', '?')}, batch {_layer_batch(ds)}, "
+        f"{_launches_text(ds)}{_collectives_text(ds, a['op'])}): share of {len(pts)} decided pair(s) where "
+        f"{var}({a['op']}) "
         f"{'falls' if falls else 'rises'} as the tensor (N·D) grows",
         f"{path}:{var}",
         left_out=left,
@@ -191,11 +242,12 @@ def check_bench_value(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     """One op's ``variable`` (default ccr_measured) at every communicating, not oversubscribed point passing
     ``op`` ``value``: the share of decided points (the inter-quartile band wholly on one side of ``value``)."""
     var = a.get("variable", "ccr_measured")
-    ds, path, pend, V, H, left = _bench_arrays(ctx, a, a["of"], var)
-    if pend is not None:
-        return pend
+    arr = _bench_arrays(ctx, a, a["of"], var)
+    if arr.pending is not None:
+        return arr.pending
+    ds, path, V, left = arr.ds, arr.path, arr.values, arr.left
     f, x = _op(a["op"]), float(a["value"])
-    st = xr.Dataset({"v": V, "h": H}).stack(_pt=list(V.dims))
+    st = xr.Dataset({"v": V, "h": arr.half_iqr, "vl": arr.launches}).stack(_pt=list(V.dims))
     pts, undecided = [], 0
     for i in range(st.sizes["_pt"]):
         v, h = float(st["v"].values[i]), float(st["h"].values[i])
@@ -203,19 +255,22 @@ def check_bench_value(ctx: Context, a: Mapping[str, Any]) -> Outcome:
             continue
         c = {d: st[d].values[i].item() for d in V.dims}
         lbl = ", ".join(f"{d}={_fmt(c[d])}" for d in V.dims if V.sizes[d] > 1 or d in ("N", "D"))
-        if bool(f(v - h, x)) != bool(f(v + h, x)):
+        launches = st["vl"].isel(_pt=i).values
+        sides = {bool(f(y, x)) for y in launches[np.isfinite(launches)]}
+        if bool(f(v - h, x)) != bool(f(v + h, x)) or len(sides) != 1:
             undecided += 1
             continue
         pts.append((lbl, bool(f(v, x)), f"{_fmt(v)} ± {_fmt(h)}"))
     if undecided:
-        left = [*left, f"{undecided} point(s) whose IQR straddles {_fmt(x)}"]
+        left = [*left, f"{undecided} point(s) whose IQR or launches straddle {_fmt(x)}"]
     if not pts:
         return _undecided(path, "; ".join([f"no decided point of {a['of']}", *left]))
     return _share(
         pts,
         a,
-        f"measured in run `{ctx.measured_run}` (bench {ds.attrs.get('device', '?')}, batch {_layer_batch(ds)}"
-        f"{_collectives_text(ds, a['of'])}): share of {len(pts)} decided point(s) where {var}({a['of']}) "
+        f"measured in run `{ctx.measured_run}` (bench {ds.attrs.get('device', '?')}, batch {_layer_batch(ds)}, "
+        f"{_launches_text(ds)}{_collectives_text(ds, a['of'])}): share of {len(pts)} decided point(s) where "
+        f"{var}({a['of']}) "
         f"(median ± half IQR) {a['op']} {_fmt(x)}",
         f"{path}:{var}",
         left_out=left,
