@@ -132,6 +132,9 @@ def test_deprecated_keys_are_renamed_with_one_warning_each(fresh_warnings, caplo
     validate_config(DEPRECATED)  # the same keys again: no second warning
     assert len(_deprecations(caplog)) == len(RENAMED)
     assert DEPRECATED["train"] == {"splits": ["block"]}  # the caller's mapping is not changed
+    plain = {"train": {"protocols": ["block"]}}
+    validate_config(plain)
+    assert plain == {"train": {"protocols": ["block"]}}  # nor filled with defaults when nothing is renamed
 
 
 @pytest.mark.parametrize(("old", "new"), list(RENAMED.items()))

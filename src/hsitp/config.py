@@ -71,17 +71,14 @@ def deprecated_keys(cfg: Mapping[str, Any]) -> list[str]:
 def rename_deprecated(cfg: Mapping[str, Any], *, where: str = "config") -> dict[str, Any]:
     """A copy of ``cfg`` with every old key of :data:`RENAMED` moved to its new name, logging one warning per key
     and process ("config: train.splits is deprecated, use train.protocols ..."). Both names in ``cfg``
-    (``where`` names it in the message: a file, or "config") is a :class:`ConfigError`: which one meant it?"""
-    found = deprecated_keys(cfg)
-    if not found:
-        return dict(cfg)
+    (``where`` names it in the message: a file, or "config") is a :class:`ConfigError`: which one meant it?
+    The copy is deep: the caller's mappings are never changed (the schema's defaults are filled into it)."""
     out = copy.deepcopy(dict(cfg))
-    for old in found:
+    for old in deprecated_keys(out):
         new = RENAMED[old]
         node, leaf = _lookup(out, old)
-        if not isinstance(
-            node, dict
-        ):  # a deep copy of mappings is dicts; anything else is left to the schema
+        # a deep copy of plain mappings is dicts; anything else is left to the schema to refuse
+        if not isinstance(node, dict):
             continue
         new_leaf = new.rsplit(".", 1)[1]
         if new_leaf in node:

@@ -144,6 +144,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--patch", type=int, help="patch edge p; default: that of the train.crops entry with N = --tokens"
     )
-    p.add_argument("--out", required=True, help="the study's netCDF, results/RUN/tune/DATASET/PLAN_PROTOCOL.nc")
+    p.add_argument(
+        "--out", required=True, help="the study's netCDF, results/RUN/tune/DATASET/PLAN_PROTOCOL.nc"
+    )
     add_config_args(p)
     p.set_defaults(func=_run)
