@@ -29,5 +29,5 @@ echo "== memory probe at P = 1 on this GPU -> $OUT/probe_P1.nc"
 hsitp probe run --world-size 1 --out "$OUT/probe_P1.nc" "${CFG[@]}" --config-json '{"probe": {"device": "cuda"}}'
 echo "== one training epoch of tp at P = 1 on this GPU (bf16 autocast) -> $OUT/train_tp_P1.nc"
 hsitp data fetch indian_pines "${CFG[@]}" && hsitp data prepare indian_pines --out "$OUT/indian_pines.nc" "${CFG[@]}"
-hsitp train "$OUT/indian_pines.nc" --plan tp --tokens 324 --world-size 1 --split random --seed 0 --out "$OUT/train_tp_P1.nc" "${CFG[@]}" --config-json '{"train": {"epochs": 1, "steps_per_epoch": 20, "device": "cuda", "splits": ["random"]}}'
+hsitp train "$OUT/indian_pines.nc" --plan tp --tokens 324 --world-size 1 --protocol random --seed 0 --out "$OUT/train_tp_P1.nc" "${CFG[@]}" --config-json '{"train": {"epochs": 1, "steps_per_epoch": 20, "device": "cuda", "protocols": ["random"]}}'
 echo "== done in $((SECONDS - start)) s: $OUT/roofline.nc $OUT/shard.nc $OUT/model_check.json $OUT/probe_P1.nc $OUT/train_tp_P1.nc"

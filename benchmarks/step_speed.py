@@ -167,7 +167,7 @@ def eval_time(plan: str, sizes: dict[str, int], scene_hw: list[int], repeats: in
         protocol="random",
         counts={},
         labels=labels,
-        split=np.zeros((h, w), dtype=np.int8),
+        partition=np.zeros((h, w), dtype=np.int8),
         validation=np.zeros((h, w), dtype=bool),
     )
     times = []

@@ -9,13 +9,13 @@ VOLATILE_ATTRS = ("provenance", "history")
 
 
 def dataset_summary(ds: xr.Dataset) -> xr.Dataset:
-    """A prepared scene reduced to what decides its value: labels, split, normalisation and per-band moments of
+    """A prepared scene reduced to what decides its value: labels, partition, normalisation and per-band moments of
     the cube (float64), plus every attribute except the volatile ones. ~100 kB instead of 17 MB for Indian Pines."""
     cube = ds["cube"].astype("float64")
     out = xr.Dataset(
         {
             "labels": ds["labels"],
-            "split": ds["split"],
+            "partition": ds["partition"],
             "norm_low": ds["norm_low"],
             "norm_high": ds["norm_high"],
             "cube_mean": cube.mean(("y", "x")),

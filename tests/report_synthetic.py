@@ -91,7 +91,7 @@ def train_record(
     *,
     accuracy: bool,
     prediction: bool,
-    split: str = "random",
+    protocol: str = "random",
     seed: int = 0,
     oa: float = 0.7,
 ) -> Path:
@@ -120,16 +120,16 @@ def train_record(
         ds["kappa"] = ("epoch", [np.nan, 0.45, np.nan, last_oa - 0.05])
     if prediction:
         ds["prediction"] = (("y", "x"), rng.integers(1, 4, (20, 27)))  # labels 1..3 over the synthetic scene
-    ds.attrs.update({"dataset": "synthetic", "plan": plan, "P": P, "g": g, "split": split, "seed": seed, "tokens": 9,
+    ds.attrs.update({"dataset": "synthetic", "plan": plan, "P": P, "g": g, "protocol": protocol, "seed": seed, "tokens": 9,
                      "dtype": "float32", "device": DEVICE, "summary_epochs": 2, "epochs": E, "steps_per_epoch": 3,
                      "activation_checkpointing": "none"})  # fmt: skip
-    name = f"{plan}_N9_P{P}_g{g}_{split}_s{seed}.nc"
+    name = f"{plan}_N9_P{P}_g{g}_{protocol}_s{seed}.nc"
     return write_netcdf(described(ds), folder / "train" / "synthetic" / name, kind="train", prov=provenance())
 
 
-def baseline_file(folder: Path, split: str, seed: int) -> Path:
-    """One classical-baseline file (classifiers svm, rf) on the synthetic scene's ``split``."""
-    oa = np.array([0.8, 0.75]) - (0.3 if split == "block" else 0.0) + 0.01 * seed
+def baseline_file(folder: Path, protocol: str, seed: int) -> Path:
+    """One classical-baseline file (classifiers svm, rf) on the synthetic scene's ``protocol``."""
+    oa = np.array([0.8, 0.75]) - (0.3 if protocol == "block" else 0.0) + 0.01 * seed
     ds = xr.Dataset(
         {
             "overall_accuracy": ("classifier", oa),
@@ -137,18 +137,18 @@ def baseline_file(folder: Path, split: str, seed: int) -> Path:
             "kappa": ("classifier", oa - 0.05),
         },
         coords={"classifier": ["svm", "rf"]},
-        attrs={"dataset": "synthetic", "protocol": split, "seed": seed},
+        attrs={"dataset": "synthetic", "protocol": protocol, "seed": seed},
     )
     return write_netcdf(
         described(ds),
-        folder / "baseline" / f"synthetic_{split}_s{seed}.nc",
+        folder / "baseline" / f"synthetic_{protocol}_s{seed}.nc",
         kind="baseline",
         prov=provenance(),
     )
 
 
 def study_files(folder: Path) -> list[Path]:
-    """Two tiny tuning studies (tp, dchag_l) on the block split, as ``hsitp tune`` writes them: 5 trials, the best
+    """Two tiny tuning studies (tp, dchag_l) under the block protocol, as ``hsitp tune`` writes them: 5 trials, the best
     so far rising then flat, Dodge et al.'s expected best over 3 start-up trials."""
     from hsitp.tune.budget import best_so_far, expected_best
 
@@ -171,7 +171,7 @@ def study_files(folder: Path) -> list[Path]:
             coords={"trial": np.arange(1, 6), "n": np.arange(1, 4), "epoch": [1, 2]},
             attrs={
                 "plan": plan,
-                "split": "block",
+                "protocol": "block",
                 "budget_trials": 5,
                 "steps_per_trial": 80,
                 "startup_trials": 3,
@@ -193,18 +193,18 @@ def study_files(folder: Path) -> list[Path]:
 
 
 def train_summary(folder: Path, oa: float = 0.7) -> tuple[Path, list[Path]]:
-    """train/summary.nc made by the real `summarize` from synthetic records (tp, dchag_l at P = 2; both splits;
+    """train/summary.nc made by the real `summarize` from synthetic records (tp, dchag_l at P = 2; both protocols;
     seeds 0, 1; last OA ``oa`` + 0.01 x seed: 0.1 is a smoke run's, far below the baselines' 0.5-0.8) and baseline
     files; returns it and the records."""
     from hsitp.train.summary import KIND, summarize
 
     records = [
-        train_record(folder, plan, 2, g, accuracy=True, prediction=True, split=split, seed=seed, oa=oa)
+        train_record(folder, plan, 2, g, accuracy=True, prediction=True, protocol=protocol, seed=seed, oa=oa)
         for plan, g in (("tp", 1), ("dchag_l", 2))
-        for split in ("random", "block")
+        for protocol in ("random", "block")
         for seed in (0, 1)
     ]
-    baselines = [baseline_file(folder, split, seed) for split in ("random", "block") for seed in (0, 1)]
+    baselines = [baseline_file(folder, protocol, seed) for protocol in ("random", "block") for seed in (0, 1)]
     ds = summarize(records, baselines)
     return write_netcdf(ds, folder / "train" / "summary.nc", kind=KIND, prov=provenance()), records
 
@@ -214,7 +214,7 @@ def scene_file(folder: Path) -> Path:
     rng = np.random.default_rng(0)
     labels = np.zeros((20, 27), np.int16)
     labels[2:10, 3:12], labels[11:18, 5:20], labels[3:9, 15:25] = 1, 2, 3
-    split = np.stack(  # protocol "random": pixel by pixel; "block": left part train, right part test
+    partition = np.stack(  # protocol "random": pixel by pixel; "block": left part train, right part test
         [
             np.where(labels > 0, np.where(rng.random(labels.shape) < 0.2, 1, 2), 0),
             np.where(labels > 0, np.where(np.arange(27)[None, :] < 9, 1, 2), 0),
@@ -224,7 +224,7 @@ def scene_file(folder: Path) -> Path:
         {
             "cube": (("y", "x", "band"), rng.random((20, 27, 6), dtype=np.float32)),
             "labels": (("y", "x"), labels),
-            "split": (("protocol", "y", "x"), split),
+            "partition": (("protocol", "y", "x"), partition),
         },
         coords={"y": np.arange(20), "x": np.arange(27), "band": np.arange(1, 7), "protocol": ["random", "block"]},
         attrs={"dataset": "synthetic", "title": "synthetic test scene", "seed": 0,

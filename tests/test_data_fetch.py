@@ -305,7 +305,7 @@ def test_cli_prepare_unsupported_source_says_why(capsys, tmp_path):
 @pytest.mark.parametrize(
     ("override", "key"),
     [
-        ({"data": {"split": {"train_fraction": 1.5}}}, "data.split.train_fraction"),
+        ({"data": {"partition": {"train_fraction": 1.5}}}, "data.partition.train_fraction"),
         ({"data": {"sources": {"indian_pine": ["package"]}}}, "data.sources"),
         ({"data": {"source_order": ["cache", "ftp"]}}, "data.source_order"),
     ],

@@ -1,4 +1,5 @@
-"""Prepare: normalisation, bad-band removal, registry checks, splits, PCA; real Indian Pines and Salinas-A."""
+"""Prepare: normalisation, bad-band removal, registry checks, train/test partitions, PCA; real Indian Pines and
+Salinas-A."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ from scipy.ndimage import distance_transform_cdt
 from hsitp.config import validate_config
 from hsitp.data import registry
 from hsitp.data.fetch import FetchSettings, fetch, manifest_path, read_manifest
+from hsitp.data.partition import PROTOCOLS, TEST, TRAIN, PartitionError, read_partition
 from hsitp.data.prepare import PrepareError, normalise_bands, prepare, prepare_arrays, write_prepared
 from hsitp.data.registry import DatasetSpec
-from hsitp.data.split import PROTOCOLS, TEST, TRAIN, SplitError, read_split
 from hsitp.io import json_attr, read_netcdf, read_provenance
 
 IP_COUNTS = [46, 1428, 830, 237, 483, 730, 28, 478, 20, 972, 2455, 593, 205, 1265, 386, 93]  # published
@@ -25,7 +26,7 @@ SA_COUNTS = {1: 391, 10: 1343, 11: 616, 12: 1525, 13: 674, 14: 799}  # published
 def cfg(**data) -> dict:
     """Validated config; the synthetic scenes below are smaller than a 16-pixel block, so they default to the
     random protocol alone (tests of the block protocol set it and a smaller block)."""
-    data.setdefault("split", {"protocols": ["random"]})
+    data.setdefault("partition", {"protocols": ["random"]})
     return validate_config({"data": data})
 
 
@@ -125,32 +126,33 @@ def test_grid_and_labels_checked():
         prepare_arrays(spec_for(labels, 2), cube, stray, uncorrected=False, data_cfg=cfg()["data"], seed=0)
 
 
-def test_random_split_stratified_min_per_class_and_seeded():
-    """Catches: an unstratified split, small classes (Oats: 20 px) without training pixels, or unseeded splits."""
+def test_random_partition_stratified_min_per_class_and_seeded():
+    """Catches: an unstratified partition, small classes (Oats: 20 px) without training pixels, or unseeded
+    partitions."""
     labels = scene()
     spec = spec_for(labels, bands=2)
     cube = np.random.default_rng(2).random((*labels.shape, 2))
-    c = cfg(split={"protocols": ["random"], "train_fraction": 0.1, "min_train_per_class": 5})["data"]
+    c = cfg(partition={"protocols": ["random"], "train_fraction": 0.1, "min_train_per_class": 5})["data"]
     a = prepare_arrays(spec, cube, labels, uncorrected=False, data_cfg=c, seed=3)
     b = prepare_arrays(spec, cube, labels, uncorrected=False, data_cfg=c, seed=3)
     other = prepare_arrays(spec, cube, labels, uncorrected=False, data_cfg=c, seed=4)
-    counts = {int(k): v for k, v in a.attrs["split_counts"]["random"].items()}
+    counts = {int(k): v for k, v in a.attrs["partition_counts"]["random"].items()}
     for cls, n in spec.class_counts.items():
         assert counts[cls]["train"] == max(5, int(np.floor(0.1 * n + 0.5)))
         assert counts[cls]["train"] + counts[cls]["test"] == n
     assert counts[3]["train"] == 5  # the minimum, not round(0.1 * 20) = 2
-    assert np.array_equal(a.split, b.split) and not np.array_equal(a.split, other.split)
-    assert a.split.dtype == np.int8 and ((read_split(a, "random") > 0) == (labels > 0)).all()
+    assert np.array_equal(a.partition, b.partition) and not np.array_equal(a.partition, other.partition)
+    assert a.partition.dtype == np.int8 and ((read_partition(a, "random") > 0) == (labels > 0)).all()
 
 
-def test_block_split_leaves_one_patch_guard_band():
+def test_block_partition_leaves_one_patch_guard_band():
     """Catches: test pixels within one patch of a train pixel (overlapping patches leak) in block mode."""
     labels = scene(64, 64)
     spec = spec_for(labels, bands=2)
     cube = np.random.default_rng(3).random((*labels.shape, 2))
     patch = 3
     c = cfg(
-        split={
+        partition={
             "protocols": ["block"],
             "train_fraction": 0.2,
             "block": 8,
@@ -159,52 +161,52 @@ def test_block_split_leaves_one_patch_guard_band():
         }
     )
     ds = prepare_arrays(spec, cube, labels, uncorrected=False, data_cfg=c["data"], seed=0)
-    split = read_split(ds, "block")
+    part = read_partition(ds, "block")
     dist = distance_transform_cdt(
-        split != TRAIN, metric="chessboard"
+        part != TRAIN, metric="chessboard"
     )  # (y, x) distance to nearest train pixel
-    assert (split == TEST).any() and (split == TRAIN).any()
-    assert dist[split == TEST].min() > patch
-    counts = {int(k): v for k, v in ds.attrs["split_counts"]["block"].items()}
-    assert ds.attrs["split_test_near_train"]["block"] == 0.0  # the guard band, measured the same way
+    assert (part == TEST).any() and (part == TRAIN).any()
+    assert dist[part == TEST].min() > patch
+    counts = {int(k): v for k, v in ds.attrs["partition_counts"]["block"].items()}
+    assert ds.attrs["partition_test_near_train"]["block"] == 0.0  # the guard band, measured the same way
     assert (
         counts[1]["train"] > 0 and counts[2]["train"] > 0 and counts[1]["test"] > 0 and counts[2]["test"] > 0
     )
 
 
 def test_file_carries_both_protocols_each_seeded_on_its_own():
-    """Catches: a prepared file with one split only (training could not pick the honest one), a protocol whose
-    split depends on which other protocols are configured (or their order), counts or warnings not per protocol,
+    """Catches: a prepared file with one partition only (training could not pick the honest one), a protocol whose
+    partition depends on which other protocols are configured (or their order), counts or warnings not per protocol,
     or a reader that returns the wrong protocol or fails without naming the ones present."""
     labels = scene(64, 64)
     spec = spec_for(labels, bands=2)
     cube = np.random.default_rng(5).random((*labels.shape, 2))
-    split_cfg = {"train_fraction": 0.2, "block": 8, "patch": 3, "min_train_per_class": 5}
+    part_cfg = {"train_fraction": 0.2, "block": 8, "patch": 3, "min_train_per_class": 5}
     both = prepare_arrays(
         spec,
         cube,
         labels,
         uncorrected=False,
-        data_cfg=cfg(split={**split_cfg, "protocols": ["block", "random"]})["data"],
+        data_cfg=cfg(partition={**part_cfg, "protocols": ["block", "random"]})["data"],
         seed=1,
     )
-    assert both.split.dims == ("protocol", "y", "x") and both.split.dtype == np.int8
+    assert both.partition.dims == ("protocol", "y", "x") and both.partition.dtype == np.int8
     assert list(both.protocol.values) == list(PROTOCOLS) == ["random", "block"]  # canonical order
-    assert set(np.unique(both.split.values)) <= {0, 1, 2}
+    assert set(np.unique(both.partition.values)) <= {0, 1, 2}
     for p in PROTOCOLS:
         alone = prepare_arrays(
             spec,
             cube,
             labels,
             uncorrected=False,
-            data_cfg=cfg(split={**split_cfg, "protocols": [p]})["data"],
+            data_cfg=cfg(partition={**part_cfg, "protocols": [p]})["data"],
             seed=1,
         )
         assert list(alone.protocol.values) == [p]
-        assert np.array_equal(read_split(both, p), read_split(alone, p))
-        assert np.array_equal(read_split(both, p), both.split.sel(protocol=p).values)
-        counts = both.attrs["split_counts"][p]
-        got = read_split(both, p)
+        assert np.array_equal(read_partition(both, p), read_partition(alone, p))
+        assert np.array_equal(read_partition(both, p), both.partition.sel(protocol=p).values)
+        counts = both.attrs["partition_counts"][p]
+        got = read_partition(both, p)
         for cls in (1, 2, 3):
             m = labels == cls
             assert counts[str(cls)] == {
@@ -212,15 +214,17 @@ def test_file_carries_both_protocols_each_seeded_on_its_own():
                 "test": int((m & (got == TEST)).sum()),
                 "unused": int((m & (got == 0)).sum()),
             }
-        assert isinstance(both.attrs["split_warnings"][p], list)
-    assert not np.array_equal(read_split(both, "random"), read_split(both, "block"))
+        assert isinstance(both.attrs["partition_warnings"][p], list)
+    assert not np.array_equal(read_partition(both, "random"), read_partition(both, "block"))
     # random: nearly every test pixel sees a train pixel within the patch radius; block: none (guard band)
-    assert both.attrs["split_test_near_train"]["random"] > 0.9
-    assert both.attrs["split_test_near_train"]["block"] == 0.0
-    with pytest.raises(SplitError, match=r"'block' is not in the prepared file, which holds \['random'\]"):
-        read_split(both.sel(protocol=["random"]), "block")
-    with pytest.raises(SplitError, match="without `protocol`"):
-        read_split(both.isel(protocol=0), "random")
+    assert both.attrs["partition_test_near_train"]["random"] > 0.9
+    assert both.attrs["partition_test_near_train"]["block"] == 0.0
+    with pytest.raises(
+        PartitionError, match=r"'block' is not in the prepared file, which holds \['random'\]"
+    ):
+        read_partition(both.sel(protocol=["random"]), "block")
+    with pytest.raises(PartitionError, match="without `protocol`"):
+        read_partition(both.isel(protocol=0), "random")
 
 
 def test_pca_replaces_band_dim_with_component():
@@ -252,7 +256,7 @@ def test_indian_pines_from_package(tmp_path):
     """Catches: the offline Indian Pines (tensorly wheel) not giving 145 x 145 x 200 with the 16 published counts."""
     ds, fetched = _fetch_prepare_write("indian_pines", tmp_path, {"sources": {"indian_pines": ["package"]}})
     assert ds["cube"].dims == ("y", "x", "band") and ds["cube"].shape == (145, 145, 200)
-    assert ds["cube"].dtype == np.float32 and ds.labels.dtype == np.int16 and ds.split.dtype == np.int8
+    assert ds["cube"].dtype == np.float32 and ds.labels.dtype == np.int16 and ds.partition.dtype == np.int8
     counts = np.bincount(ds.labels.values.ravel(), minlength=17)[1:]
     assert counts.tolist() == IP_COUNTS
     assert json_attr(ds, "class_names")["9"] == "Oats" and ds.attrs["source"] == "package"

@@ -1,4 +1,4 @@
-"""The classical baseline: tuned on train pixels only, scored on the split's test pixels, written with units,
+"""The classical baseline: tuned on train pixels only, scored on the protocol's test pixels, written with units,
 long names and provenance; its Snakemake rule covers datasets x protocols x seeds."""
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def _scene() -> tuple[DatasetSpec, np.ndarray, np.ndarray]:
 def _prepared() -> xr.Dataset:
     spec, cube, labels = _scene()
     cfg = validate_config(
-        {"data": {"split": {"train_fraction": 0.3, "block": 8, "patch": 2, "min_train_per_class": 5}}}
+        {"data": {"partition": {"train_fraction": 0.3, "block": 8, "patch": 2, "min_train_per_class": 5}}}
     )
     return prepare_arrays(spec, cube, labels, uncorrected=False, data_cfg=cfg["data"], seed=0)
 
@@ -72,7 +72,7 @@ def test_baseline_scores_test_pixels_with_units_everywhere(protocol: str) -> Non
     nothing (a separable scene must be classified well above chance)."""
     ds = _prepared()
     res = run_baseline(ds, protocol, seed=0, settings=_settings())
-    counts = ds.attrs["split_counts"][protocol]
+    counts = ds.attrs["partition_counts"][protocol]
     assert res["train_pixels"].values.tolist() == [counts[str(c)]["train"] for c in (1, 2, 3)]
     assert res["test_pixels"].values.tolist() == [counts[str(c)]["test"] for c in (1, 2, 3)]
     assert res["confusion"].sum(("label", "predicted_label")).values.tolist() == [res.attrs["n_test"]] * 2
@@ -91,11 +91,11 @@ def test_class_without_test_pixels_is_nan_and_block_folds_need_enough_blocks() -
     """Catches an absent class scored 0 (dragging AA down) and a grouped CV silently run with fewer blocks than
     folds."""
     ds = _prepared()
-    split = ds["split"].values.copy()  # (protocol, y, x)
-    split[0][(ds["labels"].values == 3) & (split[0] == 2)] = (
-        0  # random protocol: class 3 loses its test pixels
-    )
-    ds = ds.assign(split=(("protocol", "y", "x"), split))
+    part = ds["partition"].values.copy()  # (protocol, y, x)
+    part[0][(ds["labels"].values == 3) & (part[0] == 2)] = 0  # random protocol: class 3 loses its test pixels
+    # as an hsitp before issue 38 wrote it (variable `split`, attribute `split_settings`): read the same
+    ds = ds.drop_vars("partition").assign(split=(("protocol", "y", "x"), part))
+    ds.attrs = {k.replace("partition_", "split_"): v for k, v in ds.attrs.items()}
     res = run_baseline(ds, "random", seed=1, settings=_settings(methods=["svm"]))
     acc = res["class_accuracy"].sel(classifier="svm").values
     assert np.isnan(acc[2]) and not np.isnan(acc[:2]).any()
@@ -125,7 +125,7 @@ def test_cli_writes_netcdf_with_provenance(tmp_path) -> None:
     assert main([*args, "--config-json", overrides]) == 0
     res = read_netcdf(out, kind="baseline")
     assert res["classifier"].values.tolist() == ["rf"] and res.attrs["seed"] == 3
-    assert json_attr(res, "split_counts") == json_attr(read_netcdf(data), "split_counts")["block"]
+    assert json_attr(res, "partition_counts") == json_attr(read_netcdf(data), "partition_counts")["block"]
     assert set(read_provenance(res)["input_sha256"]) == {"dataset"}
     with pytest.raises(SystemExit):  # argparse names the choices
         main([*args[:2], "--protocol", "blok", "--data", str(data)])

@@ -46,7 +46,7 @@ def test_unlabelled_pixels_dropped_not_counted() -> None:
 
 def test_absent_class_is_nan_and_left_out_of_aa() -> None:
     """Catches an absent class averaged into AA as 0 (torchmetrics' macro average does), which makes AA depend on
-    which classes the split left without test pixels."""
+    which classes the partition left without test pixels."""
     y_true = np.array([1, 1, 1, 1, 2, 2, 4, 4, 4, 4])  # class 3 has no test pixel
     y_pred = np.array([1, 1, 1, 2, 2, 3, 4, 4, 1, 4])  # ... but is predicted once (a wrong prediction)
     s = scores(y_true, y_pred, 4)
@@ -63,11 +63,11 @@ def test_absent_class_is_nan_and_left_out_of_aa() -> None:
 def test_map_scored_on_test_pixels_only_and_bad_predictions_refused() -> None:
     """Catches train or unused pixels counted in test accuracy, and a 0..K-1 prediction map accepted silently."""
     labels = np.array([[1, 1, 2, 0], [2, 3, 3, 0]])
-    split = np.array([[1, 2, 2, 2], [2, 2, 0, 1]])  # 1 train, 2 test, 0 unused
+    part = np.array([[1, 2, 2, 2], [2, 2, 0, 1]])  # 1 train, 2 test, 0 unused
     pred = np.array([[2, 1, 2, 3], [1, 3, 1, 2]])  # wrong on the train (0,0) and unused (1,2) pixels
-    s = score_map(pred, labels, split, 3)
+    s = score_map(pred, labels, part, 3)
     assert s.n == 4 and s.oa == pytest.approx(3 / 4)  # test pixels (0,1) (0,2) (1,0) (1,1); (0,3) unlabelled
     with pytest.raises(MetricsError, match=r"outside 1\.\.3 .*adds 1"):
-        score_map(pred - 1, labels, split, 3)
+        score_map(pred - 1, labels, part, 3)
     with pytest.raises(MetricsError, match="share one grid"):
-        score_map(pred[:, :3], labels, split, 3)
+        score_map(pred[:, :3], labels, part, 3)

@@ -46,7 +46,7 @@ def test_blocks_are_written_from_the_reference_and_checked(tmp_path: Path) -> No
     text = doc.read_text()
     assert "stale" not in text and "| dchag_l |" in text and "reference" in text and other in text
     assert "0.003" in text  # the recipes block: the study's best lr
-    assert "- block split: tp OA" in text and "the 1 other cells vs tp" in text  # the headline block
+    assert "- block protocol: tp OA" in text and "the 1 other cells vs tp" in text  # the headline block
     assert update([doc], [ref], check=True) == []  # idempotent
     doc.write_text(text.replace("| dchag_l ", "| dchag_x ", 1))
     assert update([doc], [ref], check=True) == [doc]

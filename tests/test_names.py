@@ -73,9 +73,9 @@ def test_schema_plan_enums_equal_the_registry():
         "properties.probe.properties.estimate.properties.dchag_plans.items": "#/$defs/compared_plan",
         "properties.tune.properties.plans.items": "#/$defs/compared_plan",
         # the accuracy protocols (random, block): hsitp.names.PROTOCOLS
-        "properties.data.properties.split.properties.protocols.items": "#/$defs/protocol",
-        "properties.train.properties.splits.items": "#/$defs/protocol",
-        "properties.tune.properties.splits.items": "#/$defs/protocol",
+        "properties.data.properties.partition.properties.protocols.items": "#/$defs/protocol",
+        "properties.train.properties.protocols.items": "#/$defs/protocol",
+        "properties.tune.properties.protocols.items": "#/$defs/protocol",
     }
     assert schema["$defs"]["protocol"]["enum"] == list(PROTOCOLS)
     raw = schema_path().read_text()

@@ -6,9 +6,12 @@ hold a time stamp and the machine).
 
 Documented differences (each asserted, never skipped):
 - issue 8 renamed the cost tables' kind with the stage (`model_*` -> `cost_*`);
-- issue 13, documented fix: the prepared file carries both split protocols (`split` (protocol, y, x), random and
-  block, with counts, warnings and a leakage fraction per protocol); the reference's `split` (y, x) and its
-  `split_mode`/`split_counts`/`split_warnings`/`split_settings` are the random protocol's, which must be unchanged.
+- issue 13, documented fix: the prepared file carries the partition of both accuracy protocols (`partition`
+  (protocol, y, x), random and block, with counts, warnings and a leakage fraction per protocol); the reference's
+  partition (y, x) and its `partition_mode`/`_counts`/`_warnings`/`_settings` are the random protocol's, which must
+  be unchanged;
+- issue 38 renamed the partition's variable and attributes (`split` -> `partition`, `split_*` -> `partition_*`):
+  the reference keeps the old names and is read through `hsitp.io.upgrade_names`, as every reader reads old files.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import xarray as xr
 from reference_summary import dataset_summary, strip_volatile
 
 from hsitp.cli import main
+from hsitp.io import upgrade_names
 
 REF = Path(__file__).resolve().parent.parent / "results" / "reference" / "smoke"
 
@@ -55,7 +59,7 @@ def test_cost_tables_equal_reference(table: str, tmp_path: Path, repo_root: Path
 
 @pytest.mark.slow
 def test_prepared_indian_pines_equals_reference(tmp_path: Path, repo_root: Path, monkeypatch) -> None:
-    """Catches a change to fetching, band removal, normalisation or the split of the real smoke scene."""
+    """Catches a change to fetching, band removal, normalisation or the partition of the real smoke scene."""
     monkeypatch.chdir(repo_root)
     overrides = json.dumps({"data": {"raw_dir": str(tmp_path / "raw")}})
     assert main(["data", "fetch", "indian_pines", *CONFIGS, "--config-json", overrides]) == 0
@@ -80,24 +84,29 @@ def test_prepared_indian_pines_equals_reference(tmp_path: Path, repo_root: Path,
     )
     with xr.open_dataset(out) as new, xr.open_dataset(REF / "data" / "indian_pines_summary.nc") as ref:
         summary = dataset_summary(new.load())
-        ref = strip_volatile(ref.load())
-        # documented fix (issue 13): the file carries both protocols; the reference's split is the random one
+        ref = upgrade_names(
+            strip_volatile(ref.load()), kind="dataset"
+        )  # issue 38: the reference's `split` is `partition`
+        assert "split" not in ref and ref["partition"].dims == ("y", "x")
+        # documented fix (issue 13): the file carries both protocols; the reference's partition is the random one
         assert list(summary["protocol"].values) == ["random", "block"]
-        assert summary["split"].dims == ("protocol", "y", "x") and ref["split"].dims == ("y", "x")
-        random = summary.assign(split=summary["split"].sel(protocol="random", drop=True)).drop_vars(
+        assert summary["partition"].dims == ("protocol", "y", "x")
+        random = summary.assign(partition=summary["partition"].sel(protocol="random", drop=True)).drop_vars(
             "protocol"
         )
         xr.testing.assert_allclose(random, ref, rtol=1e-12, atol=0)
-        # raw_dir differs by design (the test's temp cache); every other attribute must match, the split ones
+        # raw_dir differs by design (the test's temp cache); every other attribute must match, the partition ones
         # after reading the random protocol's out of the per-protocol ones
         new_attrs = _attrs(summary, skip="source_files")
-        assert new_attrs.pop("split_protocols") == ["random", "block"]
-        near = new_attrs.pop("split_test_near_train")
+        assert new_attrs.pop("partition_protocols") == ["random", "block"]
+        near = new_attrs.pop("partition_test_near_train")
         assert near["block"] == 0.0 and near["random"] > 0.9  # the leak the block protocol exists to remove
-        assert new_attrs.pop("split_test_near_train_radius") == new_attrs["split_settings"]["patch"]
-        assert set(new_attrs["split_counts"]) == set(new_attrs["split_warnings"]) == {"random", "block"}
-        new_attrs["split_counts"] = new_attrs["split_counts"]["random"]
-        new_attrs["split_warnings"] = new_attrs["split_warnings"]["random"]
-        new_attrs["split_mode"] = "random"
-        new_attrs["split_settings"] = {"mode": "random", **new_attrs["split_settings"]}
+        assert new_attrs.pop("partition_test_near_train_radius") == new_attrs["partition_settings"]["patch"]
+        assert (
+            set(new_attrs["partition_counts"]) == set(new_attrs["partition_warnings"]) == {"random", "block"}
+        )
+        new_attrs["partition_counts"] = new_attrs["partition_counts"]["random"]
+        new_attrs["partition_warnings"] = new_attrs["partition_warnings"]["random"]
+        new_attrs["partition_mode"] = "random"
+        new_attrs["partition_settings"] = {"mode": "random", **new_attrs["partition_settings"]}
         assert new_attrs == _attrs(ref, skip="source_files")

@@ -256,15 +256,15 @@ def test_scale_and_summary_tables(cost_tables, mvm):
 
 
 def test_class_table_counts_the_arrays(scene):
-    """Catches a class table that counts one protocol's split under another's name, or drops a protocol."""
+    """Catches a class table that counts one protocol's partition under another's name, or drops a protocol."""
     df = rd.class_table(scene)
     labels = scene["labels"].values
     total = df[df["class"] == "all"].iloc[0]
     assert total["pixels"] == (labels > 0).sum()
     for i, protocol in enumerate(("random", "block")):
-        split = scene["split"].values[i]
-        assert total[f"{protocol}_train"] == ((labels > 0) & (split == 1)).sum()
-        assert total[f"{protocol}_test"] == ((labels > 0) & (split == 2)).sum()
+        part = scene["partition"].values[i]
+        assert total[f"{protocol}_train"] == ((labels > 0) & (part == 1)).sum()
+        assert total[f"{protocol}_test"] == ((labels > 0) & (part == 2)).sum()
     assert list(df["name"][:3]) == ["a", "b", "c"]
 
 
@@ -299,9 +299,9 @@ def test_figures_say_measured_or_modelled_and_on_which_hardware(cost_tables, mvm
     assert sorted(xs) == sorted(rb.points(mvm)["ccr_measured"])
     scene_fig = rd.scene_figure(scene)
     assert "no hardware-dependent number" in scene_fig._suptitle.get_text()
-    for i in range(2):  # one panel per split protocol, in file order
+    for i in range(2):  # one panel per accuracy protocol, in file order
         shown = np.asarray(scene_fig.axes[2 + i].images[0].get_array()).tolist()
-        assert shown == scene["split"].values[i].tolist()
+        assert shown == scene["partition"].values[i].tolist()
     plt.close("all")
 
 
@@ -472,7 +472,7 @@ def test_train_page_with_and_without_accuracy_and_prediction(tmp_path):
 
 def test_accuracy_table_and_figure_from_the_summary(tmp_path):
     """Catches: an accuracy table whose mean/std are not the seeds' (or that drops the classical baseline of the
-    same split, or mixes splits), a learning-curve figure without the baseline lines, or titles losing the device."""
+    same protocol, or mixes protocols), a learning-curve figure without the baseline lines, or titles losing the device."""
     import matplotlib.pyplot as plt
     from report_synthetic import DEVICE_SHOWN, train_summary
 
@@ -480,22 +480,22 @@ def test_accuracy_table_and_figure_from_the_summary(tmp_path):
     summary = rt.load_summary(path)
     runs = rt.load_records(records)
     tab = rt.accuracy_table(summary)
-    assert list(dict.fromkeys(zip(tab["dataset"], tab["split"], strict=True))) == [
+    assert list(dict.fromkeys(zip(tab["dataset"], tab["protocol"], strict=True))) == [
         ("synthetic", "block"),
         ("synthetic", "random"),
     ]
-    tp = tab[(tab["split"] == "random") & (tab["model"] == "tp P=2")].iloc[0]
+    tp = tab[(tab["protocol"] == "random") & (tab["model"] == "tp P=2")].iloc[0]
     oas = [float(read_netcdf(r)["oa"].values[-1]) for r in records if "tp_N9_P2_g1_random" in r.name]
     assert tp["seeds"] == 2 and tp["OA mean"] == pytest.approx(np.mean(oas))
     assert tp["OA std"] == pytest.approx(np.std(oas, ddof=1)) and np.isnan(tp["ΔOA vs tp mean"])
-    svm = tab[(tab["split"] == "block") & (tab["model"] == "SVM (RBF)")].iloc[0]
+    svm = tab[(tab["protocol"] == "block") & (tab["model"] == "SVM (RBF)")].iloc[0]
     assert svm["kind"].startswith("classical baseline") and svm["seeds"] == 2
     assert svm["OA mean"] == pytest.approx(np.mean([0.5, 0.51]))  # block baseline of seeds 0 and 1
-    dchag = tab[(tab["split"] == "block") & (tab["model"] == "dchag_l P=2 g=2")].iloc[0]
+    dchag = tab[(tab["protocol"] == "block") & (tab["model"] == "dchag_l P=2 g=2")].iloc[0]
     assert dchag["ΔOA vs tp mean"] == pytest.approx(0.0)  # same synthetic OA per seed
     fig = rt.curves_figure(runs, summary)
-    assert len(fig.axes) == 4  # loss and OA for each split
-    col = [ax.get_title() for ax in fig.axes[:2]].index("synthetic, block split")
+    assert len(fig.axes) == 4  # loss and OA for each protocol
+    col = [ax.get_title() for ax in fig.axes[:2]].index("synthetic, block protocol")
     assert any(
         abs(line.get_ydata()[0] - 0.505) < 1e-9 for line in fig.axes[2 + col].lines
     )  # block SVM mean OA
@@ -544,15 +544,15 @@ def test_answer_table_reads_the_probe_and_the_verdict(tmp_path, probe_files):
     summary = summary.assign(oa_verdict=flags, N=("cell", np.full(summary.sizes["cell"], 16)))
     tab = rt.answer_table(mem, thr, summary)
     row = tab[(tab["plan"] == "dchag_l") & (tab["P"] == 2)].iloc[0]
-    assert row["OA verdict vs tp, synthetic random split (measured on CPU)"].startswith("better")
+    assert row["OA verdict vs tp, synthetic random protocol (measured on CPU)"].startswith("better")
     assert (
         tab.query("plan == 'tp' and P == 2").iloc[0][
-            "OA verdict vs tp, synthetic block split (measured on CPU)"
+            "OA verdict vs tp, synthetic block protocol (measured on CPU)"
         ]
         == "reference"
     )
     assert (
-        tab[tab["plan"] == "dense"].iloc[0]["OA verdict vs tp, synthetic block split (measured on CPU)"]
+        tab[tab["plan"] == "dense"].iloc[0]["OA verdict vs tp, synthetic block protocol (measured on CPU)"]
         == "not trained"
     )
     assert "measured on CPU" in rt.answer_caption(mem, thr) and "oversubscribed" in rt.answer_caption(
@@ -684,7 +684,7 @@ def test_pareto_points_pair_memory_with_time_to_accuracy(tmp_path):
     mem, thr = (ds.assign_coords(N=[9]) for ds in (mem, thr))  # the synthetic probe at the records' crop
     busy = thr["oversubscribed_note"].copy()
     thr = thr.assign(oversubscribed_note=xr.full_like(busy, ""))  # as if P = 2 had its two cores
-    pts = rt.pareto_points(mem, thr, summary).set_index("split")
+    pts = rt.pareto_points(mem, thr, summary).set_index("protocol")
     peak = mem["peak_allocated"].max("rank").sel(P=2, g=2, checkpointing="none").isel(L=0, N=0)
     med = float(thr["ratio_vs_tp_median"].sel(plan="dchag_l", P=2, g=2, checkpointing="none").isel(L=0, N=0))
     assert pts.loc["block", "memory_ratio"] == pytest.approx(
@@ -696,21 +696,21 @@ def test_pareto_points_pair_memory_with_time_to_accuracy(tmp_path):
     assert pts.loc["block", "time_ratio"] == pytest.approx(steps[0] / steps[2] / med)
     never = summary.copy(deep=True)
     never["steps_to_target"].loc[{"target": "tp_minus_delta"}] = [np.nan, 12.0, 12.0, 12.0]
-    pts = rt.pareto_points(mem, thr, never).set_index("split")
+    pts = rt.pareto_points(mem, thr, never).set_index("protocol")
     assert np.isnan(pts.loc["block", "time_ratio"]) and np.isfinite(pts.loc["random", "time_ratio"])
     assert rt.pareto_points(mem, thr.assign(oversubscribed_note=busy), summary)["time_ratio"].isna().all()
 
 
 def test_budget_figure_draws_each_study(tmp_path):
     """Catches budget curves drawn from the wrong variable or dropped (the bug: a study whose best-so-far or
-    expected-best curve is missing, the plan's colour or the split's panel mixed up), and a page that fails when
+    expected-best curve is missing, the plan's colour or the protocol's panel mixed up), and a page that fails when
     the run has no tune stage."""
     from report_synthetic import study_files
 
     studies = rt.load_studies(study_files(tmp_path))
     fig = rt.budget_figure(studies)
     ax = fig.axes[0]
-    assert ax.get_title() == "block split (5 trials of 80 steps)"
+    assert ax.get_title() == "block protocol (5 trials of 80 steps)"
     best = {line.get_label(): line.get_ydata() for line in ax.get_lines()}
     np.testing.assert_allclose(best["dchag_l: best so far"], [0.45, 0.50, 0.61, 0.61, 0.62])
     np.testing.assert_allclose(best["tp: expected best"], studies[0]["expected_best"].values)
@@ -719,7 +719,7 @@ def test_budget_figure_draws_each_study(tmp_path):
 
 
 def test_tuning_effect_pairs_each_control_cell_with_its_tuned_cell(tmp_path):
-    """Catches the untuned-control table pairing a control cell with the wrong tuned cell (another split or P), the
+    """Catches the untuned-control table pairing a control cell with the wrong tuned cell (another protocol or P), the
     sign of what tuning gained flipped, or tp listed as if compared with itself; and a page failing without a
     control."""
     from report_synthetic import train_summary
@@ -728,11 +728,11 @@ def test_tuning_effect_pairs_each_control_cell_with_its_tuned_cell(tmp_path):
     control = summary.copy(deep=True)
     dchag = np.flatnonzero(summary["plan"].values == "dchag_l")
     control["d_oa_vs_tp_mean"].values[dchag] = [-0.10, -0.02]  # block, random on tp's recipe
-    table = rt.tuning_effect_table(summary, control).set_index("split")
+    table = rt.tuning_effect_table(summary, control).set_index("protocol")
     assert list(table["plan"]) == ["dchag_l", "dchag_l"]
-    for i, split in zip(dchag, summary["split"].values[dchag], strict=True):
+    for i, protocol in zip(dchag, summary["protocol"].values[dchag], strict=True):
         own = 100 * float(summary["d_oa_vs_tp_mean"].values[i])
-        assert table.loc[split, "ΔOA vs tp on its own recipe (pp)"] == pytest.approx(own)
+        assert table.loc[protocol, "ΔOA vs tp on its own recipe (pp)"] == pytest.approx(own)
         untuned = 100 * float(control["d_oa_vs_tp_mean"].values[i])
-        assert table.loc[split, "tuning gained (pp)"] == pytest.approx(own - untuned)
+        assert table.loc[protocol, "tuning gained (pp)"] == pytest.approx(own - untuned)
     assert rt.tuning_effect_table(summary, None)["plan"].tolist() == ["none"]

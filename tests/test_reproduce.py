@@ -70,7 +70,7 @@ def _merge_probe(run: Path, proc: subprocess.Popen) -> None:
 
 
 def _study(path: Path, plan: str, **best: float) -> Path:
-    """A tuning study as training reads it (its attributes: plan, split, best trial's parameters)."""
+    """A tuning study as training reads it (its attributes: plan, protocol, best trial's parameters)."""
     from hsitp.io import provenance, write_netcdf
 
     params = {
@@ -87,7 +87,7 @@ def _study(path: Path, plan: str, **best: float) -> Path:
         attrs={
             "title": f"tiny study of {plan}",
             "plan": plan,
-            "split": "random",
+            "protocol": "random",
             "best_params": json.dumps(params),
         },
     )
@@ -114,12 +114,17 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     records: dict[str, list[Path]] = {"own": [], "control": []}
     for plan, g, seed, recipe_plan in jobs:
         cfg = apply_recipe(
-            base, studies[recipe_plan or plan], plan=plan, split="random", groups=g, recipe_plan=recipe_plan
+            base,
+            studies[recipe_plan or plan],
+            plan=plan,
+            protocol="random",
+            groups=g,
+            recipe_plan=recipe_plan,
         )
         folder = run / "train" / "synthetic" / ("control" if recipe_plan else "")
         job = TrainJob(
             data=scene, out=folder / f"{plan}_N9_P2_g{g}_random_s{seed}.nc", plan=plan, world_size=2, groups=g,
-            split="random", seed=seed, tokens=TINY_CROP["tokens"], patch=TINY_CROP["patch"], ranks=1,
+            protocol="random", seed=seed, tokens=TINY_CROP["tokens"], patch=TINY_CROP["patch"], ranks=1,
         )  # fmt: skip
         records["control" if recipe_plan else "own"].append(train_p1(cfg, job))
     own = [str(p) for p in records["own"]]

@@ -32,8 +32,8 @@ def _synthetic_run(run: Path) -> Path:
     assert main(["audit", "claims", "--run-dir", str(run), *cfg, "--out", str(out)]) == 0
     bench_files(run)
     probe_files(run / "probe")
-    for split in ("random", "block"):
-        baseline_file(run, split, 0)
+    for protocol in ("random", "block"):
+        baseline_file(run, protocol, 0)
     train_summary(run)
     return run
 

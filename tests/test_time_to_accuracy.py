@@ -44,7 +44,7 @@ CURVES: dict[tuple[str, str], list[list[float]]] = {
 }
 
 
-def _record(folder: Path, plan: str, split: str, seed: int, oa: list[float], *, attr_steps: bool) -> Path:
+def _record(folder: Path, plan: str, protocol: str, seed: int, oa: list[float], *, attr_steps: bool) -> Path:
     """A training record built by the real ``build_dataset`` (P = 2), OA curve ``oa``; steps_per_epoch in its
     attributes, or (``attr_steps`` False) only in its recipe JSON."""
     p = 2
@@ -66,13 +66,13 @@ def _record(folder: Path, plan: str, split: str, seed: int, oa: list[float], *, 
         for e, v in enumerate(oa, start=1)
     ]
     attrs = {
-        "title": f"synthetic training record {plan} {split} s{seed}",
+        "title": f"synthetic training record {plan} {protocol} s{seed}",
         "dataset": "synthetic",
         "plan": plan,
         "P": p,
         "ranks": p,
         "g": 1 if plan == "tp" else 2,
-        "split": split,
+        "protocol": protocol,
         "seed": seed,
         "tokens": 9,
         "recipe_hash": "r",
@@ -81,20 +81,20 @@ def _record(folder: Path, plan: str, split: str, seed: int, oa: list[float], *, 
         **({"steps_per_epoch": STEPS} if attr_steps else {}),
     }
     ds = build_dataset(history, world_size=p, summary_epochs=2, attrs=attrs)
-    path = folder / f"{plan}_{split}_s{seed}.nc"
+    path = folder / f"{plan}_{protocol}_s{seed}.nc"
     return write_netcdf(ds, path, kind="train", prov=provenance({}))
 
 
 def test_steps_to_target_from_the_seed_mean_curve_and_each_seed(tmp_path: Path) -> None:
     """Catches steps counted from the epoch's index instead of its number (x steps_per_epoch), a crossing taken at
     a later (or the last) epoch instead of the first, a NaN (not evaluated) epoch counted as reached, the
-    tp - delta target taken from tp's last epoch instead of its summary OA, a target borrowed from another split
+    tp - delta target taken from tp's last epoch instead of its summary OA, a target borrowed from another protocol
     (no baseline or tp there must give NaN), a cell that never reaches its target given a step count instead of
     NaN, a seed that never reaches it hidden from steps_to_target_max, steps_per_epoch not read from the recipe
     when the record's attribute is absent, and a summary that write_netcdf refuses (no units or long_name)."""
     records = [
-        _record(tmp_path, plan, split, s, oa, attr_steps=plan != "dchag_l")
-        for (plan, split), curves in CURVES.items()
+        _record(tmp_path, plan, protocol, s, oa, attr_steps=plan != "dchag_l")
+        for (plan, protocol), curves in CURVES.items()
         for s, oa in enumerate(curves)
     ]
     baselines = [baseline_file(tmp_path, "random", seed) for seed in (0, 1)]  # svm OA 0.80, 0.81: mean 0.805
@@ -105,8 +105,8 @@ def test_steps_to_target_from_the_seed_mean_curve_and_each_seed(tmp_path: Path) 
     assert list(ds["target"].values) == list(TARGETS) == ["svm", "tp_minus_delta"]
     assert "eval_every" in ds.attrs["time_to_accuracy"]
 
-    def cell(plan: str, split: str) -> xr.Dataset:
-        i = np.flatnonzero((ds["plan"].values == plan) & (ds["split"].values == split))
+    def cell(plan: str, protocol: str) -> xr.Dataset:
+        i = np.flatnonzero((ds["plan"].values == plan) & (ds["protocol"].values == protocol))
         assert i.size == 1
         return ds.isel(cell=int(i[0]))
 
@@ -145,7 +145,7 @@ def test_steps_to_target_from_the_seed_mean_curve_and_each_seed(tmp_path: Path) 
     assert row(dc, "target_reached") == [0, 0]
     assert row(dc, "seeds_reaching_target") == [0, 0]
 
-    blk = cell("dchag_l", "block")  # no baseline on the block split and no tp there: no target at all
+    blk = cell("dchag_l", "block")  # no baseline under the block protocol and no tp there: no target at all
     assert np.isnan(row(blk, "target_oa")).all()
     assert np.isnan(row(blk, "steps_to_target")).all()
     assert row(blk, "target_reached") == [0, 0]

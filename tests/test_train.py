@@ -1,4 +1,4 @@
-"""The training stage on a tiny synthetic scene: split layouts, exact resume, NaN stop, refusal before launch,
+"""The training stage on a tiny synthetic scene: partition layouts, exact resume, NaN stop, refusal before launch,
 a dead rank."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from train_utils import TINY_CROP, tiny_config, train_p1, write_scene
 
 from hsitp.io import read_netcdf
 from hsitp.train import checkpoint as ckpt
-from hsitp.train.data import TrainDataError, read_split
+from hsitp.train.data import TrainDataError, read_partition
 from hsitp.train.loop import InjectedFailure, TrainError, TrainJob, train_rank
 from hsitp.train.settings import TrainSettings
 
@@ -30,7 +30,7 @@ def _job(tmp: Path, data: Path, plan: str = "dense", P: int = 1, tag: str = "a")
         plan=plan,
         world_size=P,
         groups=1,
-        split="random",
+        protocol="random",
         seed=0,
         tokens=TINY_CROP["tokens"],
         patch=TINY_CROP["patch"],
@@ -43,20 +43,29 @@ def _final_weights(job: TrainJob, rank: int = 0) -> dict[str, torch.Tensor]:
     return state["model"]
 
 
-def test_read_split_both_layouts(tmp_path: Path) -> None:
-    """Catches a reader that only knows one layout of `split`, picks the wrong protocol, or silently trains on
-    a protocol the file does not hold."""
-    old = read_netcdf(write_scene(tmp_path / "old.nc"), kind="dataset")
-    new = read_netcdf(write_scene(tmp_path / "new.nc", both_protocols=True), kind="dataset")
-    np.testing.assert_array_equal(read_split(old, "random"), old["split"].values)
-    np.testing.assert_array_equal(read_split(new, "random"), new["split"].sel(protocol="random").values)
-    np.testing.assert_array_equal(read_split(new, "block"), new["split"].sel(protocol="block").values)
-    assert not np.array_equal(read_split(new, "random"), read_split(new, "block"))
-    with pytest.raises(TrainDataError, match="only the 'random' split"):
-        read_split(old, "block")
+@pytest.mark.parametrize("old_names", [False, True], ids=["partition", "old-split"])
+def test_read_partition_both_layouts(tmp_path: Path, old_names: bool) -> None:
+    """Catches a reader that only knows one layout of the partition, picks the wrong protocol, silently trains on
+    a protocol the file does not hold, or cannot read a file an older hsitp wrote (variable `split`)."""
+    old = read_netcdf(write_scene(tmp_path / "old.nc", old_names=old_names), kind="dataset")
+    new = read_netcdf(
+        write_scene(tmp_path / "new.nc", both_protocols=True, old_names=old_names), kind="dataset"
+    )
+    np.testing.assert_array_equal(read_partition(old, "random"), old["partition"].values)
+    np.testing.assert_array_equal(
+        read_partition(new, "random"), new["partition"].sel(protocol="random").values
+    )
+    np.testing.assert_array_equal(read_partition(new, "block"), new["partition"].sel(protocol="block").values)
+    assert not np.array_equal(read_partition(new, "random"), read_partition(new, "block"))
+    with pytest.raises(TrainDataError, match="only the 'random' partition"):
+        read_partition(old, "block")
     with pytest.raises(TrainDataError, match="'spiral' .* not in the file"):
-        read_split(new.assign_coords(protocol=["random", "block"]), "spiral")
+        read_partition(new.assign_coords(protocol=["random", "block"]), "spiral")
     assert isinstance(new, xr.Dataset)
+    if old_names:  # an in-memory dataset with the old names (not read through read_netcdf) reads the same
+        with xr.open_dataset(tmp_path / "new.nc") as raw:
+            assert "split" in raw and "partition" not in raw
+            np.testing.assert_array_equal(read_partition(raw, "block"), read_partition(new, "block"))
 
 
 def test_resume_mid_epoch_is_bitwise(tmp_path: Path) -> None:
@@ -135,7 +144,7 @@ def test_plan_that_does_not_fit_is_refused_before_launch(tmp_path: Path, monkeyp
             "9",
             "--world-size",
             "4",
-            "--split",
+            "--protocol",
             "random",
             "--seed",
             "0",

@@ -72,7 +72,7 @@ def test_crop_larger_than_the_scene_is_refused_naming_train_crops(
     conf = json.dumps(
         {"train": {"crops": crops, "model": {"dim": 16, "heads": 2, "depth": 1, "mlp_ratio": 1}}}
     )
-    args = ["train", str(data), "--plan", "tp", "--world-size", "2", "--split", "random", "--seed", "0"]
+    args = ["train", str(data), "--plan", "tp", "--world-size", "2", "--protocol", "random", "--seed", "0"]
     args += ["--out", str(tmp_path / "x.nc"), "--config-json", conf]
     assert main([*args, "--tokens", "25"]) == 2
     err = capsys.readouterr().err
@@ -111,14 +111,14 @@ def test_two_crops_of_one_scene_give_distinct_records_and_cells(tmp_path: Path) 
     assert len(set(names)) == 4 and "tp_N9_P1_g1_random_s0" in names and "tp_N16_P1_g1_random_s0" in names
 
     records = []
-    for (dataset, plan, N, P, g, split, seed), name in zip(planned, names, strict=True):  # noqa: N806
+    for (dataset, plan, N, P, g, protocol, seed), name in zip(planned, names, strict=True):  # noqa: N806
         job = TrainJob(
             data=data,
             out=tmp_path / "train" / dataset / f"{name}.nc",
             plan=plan,
             world_size=P,
             groups=g,
-            split=split,
+            protocol=protocol,
             seed=seed,
             tokens=N,
             patch=crop_patch(TrainSettings.from_config(cfg), dataset, N),

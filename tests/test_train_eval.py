@@ -52,10 +52,10 @@ def test_scene_bands_standardised_on_train_pixels_only(tmp_path: Path) -> None:
 
     scene = load_scene(write_scene(tmp_path / "scene.nc"), "random")
     cube = scene.cube.numpy()  # (L, H, W)
-    train = (scene.split == TRAIN) & (scene.labels > 0)
+    train = (scene.partition == TRAIN) & (scene.labels > 0)
     np.testing.assert_allclose(cube[:, train].mean(axis=1), 0.0, atol=1e-5)  # float32 sums of ~100 pixels
     np.testing.assert_allclose(cube[:, train].std(axis=1), 1.0, rtol=1e-4)
-    test = (scene.split == TEST) & (scene.labels > 0)
+    test = (scene.partition == TEST) & (scene.labels > 0)
     assert np.abs(cube[:, test].mean(axis=1)).max() > 1e-3  # the test pixels were not used
     flat = standardise(np.ones((2, 2, 3), dtype=np.float32), np.ones((2, 2), dtype=bool))
     assert np.array_equal(flat, np.zeros((2, 2, 3), dtype=np.float32))
@@ -73,7 +73,7 @@ def test_evaluation_equals_metrics_on_the_same_prediction(tmp_path: Path) -> Non
     assert model.training  # restored
     assert ev.prediction.dtype == np.int16 and ev.prediction.shape == (16, 16)
     assert ev.prediction.min() >= 1 and ev.prediction.max() <= scene.classes
-    test = (scene.split == TEST) & (scene.labels > 0)
+    test = (scene.partition == TEST) & (scene.labels > 0)
     ref = scores(scene.labels[test], ev.prediction[test], scene.classes)
     assert ev.scores.oa == ref.oa and ev.scores.aa == ref.aa and ev.scores.kappa == ref.kappa
     np.testing.assert_array_equal(ev.scores.per_class, ref.per_class)
@@ -139,7 +139,7 @@ def _fake_record(tmp: Path, plan: str, seed: int, oa: float, tok: float, peak: t
         "plan": plan,
         "P": 2,
         "g": 1,
-        "split": "random",
+        "protocol": "random",
         "seed": seed,
         "tokens": 9,
     }
@@ -171,7 +171,7 @@ def _fake_baseline(tmp: Path, seed: int, oa: tuple[float, float]) -> Path:
 def test_summary_over_two_seeds_by_hand(tmp_path: Path) -> None:
     """Catches a summary that averages the wrong epoch (an unevaluated NaN one, or the mean of the history),
     uses a population std, pairs plan-minus-tp differences across seeds or cells, takes the peak memory of the
-    wrong rank, or puts another split's baseline beside a cell: every number is recomputed by hand here."""
+    wrong rank, or puts another protocol's baseline beside a cell: every number is recomputed by hand here."""
     from hsitp.cli import main
     from hsitp.io import read_netcdf
 

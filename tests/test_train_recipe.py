@@ -50,8 +50,8 @@ def test_validation_random_per_class_seeded_and_disjoint() -> None:
 
 
 def test_validation_block_takes_whole_blocks() -> None:
-    """Catches a block-split validation made of scattered pixels (spatially mixed with the loss pixels, so it would
-    flatter the recipe as the random split does), one below the fraction, or one that empties the training set."""
+    """Catches a block-protocol validation made of scattered pixels (spatially mixed with the loss pixels, so it would
+    flatter the recipe as the random protocol does), one below the fraction, or one that empties the training set."""
     labels, train = _grid_labels()
     val = validation_mask(labels, train, "block", 0.3, seed=0, block=8)
     assert not (val & ~train).any()
@@ -109,7 +109,7 @@ def _job(tmp: Path, data: Path, tag: str) -> TrainJob:
         plan="dense",
         world_size=1,
         groups=1,
-        split="random",
+        protocol="random",
         seed=0,
         tokens=TINY_CROP["tokens"],
         patch=TINY_CROP["patch"],
@@ -178,7 +178,7 @@ def _record(tmp: Path, seed: int, rh: str, oa: float) -> Path:
         }
     )
     ds.attrs.update(
-        {"title": "record", "dataset": "s", "plan": "tp", "P": 2, "g": 1, "split": "random", "seed": seed}
+        {"title": "record", "dataset": "s", "plan": "tp", "P": 2, "g": 1, "protocol": "random", "seed": seed}
     )
     ds.attrs.update({"tokens": 9, "recipe_hash": rh, "recipe": json.dumps({"h": rh})})
     return write_netcdf(described(ds), tmp / f"{rh}_s{seed}.nc", kind="train", prov=provenance({}))
@@ -239,14 +239,14 @@ def test_ablation_chain_keeps_only_steps_that_raise_validation_oa(tmp_path: Path
     monkeypatch.chdir(tmp_path)
     spec = {
         "base": [], "run": "abl", "data": "scene.nc", "dataset": "synthetic", "plan": "dense",
-        "splits": ["random", "block"], "seeds": [0],
+        "protocols": ["random", "block"], "seeds": [0],
         "rows": [
             {"name": "control", "train": {}},
             {"name": "lr", "train": {"lr": 0.003}},
             {"name": "smooth", "train": {"label_smoothing": 0.1}},
             {"name": "final", "final": True, "seeds": [0, 1], "train": {"epochs": 7}},
             {"name": "wd", "from": "final", "train": {"weight_decay": 0.2}},
-            {"name": "wd_more", "splits": ["block"], "train": {"weight_decay": 0.5}},  # one split only
+            {"name": "wd_more", "protocols": ["block"], "train": {"weight_decay": 0.5}},  # one protocol only
         ],
     }  # fmt: skip
     # smooth ties lr: dropped, whatever its test OA; wd beats final (0.7), not lr (0.6): judged against final
@@ -264,15 +264,15 @@ def test_ablation_chain_keeps_only_steps_that_raise_validation_oa(tmp_path: Path
     final = chain[3]["config"]["train"]
     assert final["lr"] == 0.003 and final["epochs"] == 7
     assert final["label_smoothing"] == 0.0  # the dropped step is not in the final recipe
-    assert len(chain[3]["jobs"]) == 4  # 2 splits x its own 2 seeds
+    assert len(chain[3]["jobs"]) == 4  # 2 protocols x its own 2 seeds
     wd, wd_more = chain[4]["config"]["train"], chain[5]["config"]["train"]
     assert (wd["epochs"], wd["lr"], wd["weight_decay"], wd["label_smoothing"]) == (7, 0.003, 0.2, 0.0)
     assert wd_more["epochs"] == 7 and wd_more["weight_decay"] == 0.5  # on from final: wd was dropped
-    assert [(j["split"], j["seed"]) for j in chain[5]["jobs"]] == [("block", "0")]  # its own splits
+    assert [(j["protocol"], j["seed"]) for j in chain[5]["jobs"]] == [("block", "0")]  # its own protocols
     ds = table(spec)
     assert list(ds["verdict"].values) == ["control", "kept", "dropped", "final", "dropped", "kept"]
-    assert float(ds["val_oa"].sel(row="lr", split="block")) == pytest.approx(0.6)
-    assert float(ds["oa"].sel(row="smooth", split="random")) == pytest.approx(0.9)
+    assert float(ds["val_oa"].sel(row="lr", protocol="block")) == pytest.approx(0.6)
+    assert float(ds["oa"].sel(row="smooth", protocol="random")) == pytest.approx(0.9)
     spec["rows"][1]["train"] = {"lr": 0.002}  # the file changed after its records were trained
     with pytest.raises(AblationError, match="trained under recipe"):
         resolve(spec)
@@ -295,7 +295,7 @@ def test_cpu_accuracy_config_trains_the_recipe_the_ablation_kept(monkeypatch) ->
                 "plateau": 0.63, "smoothing": 0.65, "returned": float("nan"), "wd0.3": 0.67,
                 "returned_wd": float("nan")}  # fmt: skip
     monkeypatch.setattr(
-        ablation, "_val_oa", lambda jobs: {(j["split"], j["seed"]): measured[j["row"]] for j in jobs}
+        ablation, "_val_oa", lambda jobs: {(j["protocol"], j["seed"]): measured[j["row"]] for j in jobs}
     )
     chain = ablation.resolve(ablation.read_spec(root / "config/cpu-ablation.yaml"))
     assert [e["row"]["name"] for e in chain if e["kept"] and not e["row"].get("final")] == [
@@ -318,7 +318,7 @@ def test_control_jobs_train_dchag_on_tp_recipe_only_under_tuned(tmp_path: Path) 
 
     train = {
         "datasets": ["ksc"], "crops": [{"patch": 1, "tokens": 9, "datasets": None}], "plans": ["tp", "dchag_l"],
-        "world_sizes": [2, 4], "groups": {"dchag_l": [2]}, "splits": ["block"], "seeds": [0, 1],
+        "world_sizes": [2, 4], "groups": {"dchag_l": [2]}, "protocols": ["block"], "seeds": [0, 1],
         "recipe": "tuned", "control": {"world_sizes": [2]}, "equivalent": True,
     }  # fmt: skip
     # the DAG's functions read a validated config
@@ -334,21 +334,23 @@ def test_control_jobs_train_dchag_on_tp_recipe_only_under_tuned(tmp_path: Path) 
         control_jobs({**config, "train": {**train, "control": {"world_sizes": [8]}}})
 
 
-def test_apply_recipe_control_takes_tp_study_and_keeps_job_g(tmp_path: Path) -> None:
+@pytest.mark.parametrize("attr", ["protocol", "split"])  # split: a study written before issue 38
+def test_apply_recipe_control_takes_tp_study_and_keeps_job_g(tmp_path: Path, attr: str) -> None:
     """Catches a control job silently trained on its own study (or a D-CHAG job on another plan's study without
-    saying so): the study's plan must be --recipe-plan, the job keeps its g, and the recipe records recipe_plan."""
+    saying so): the study's plan must be --recipe-plan, the job keeps its g, and the recipe records recipe_plan;
+    and a study of an older hsitp (its protocol in the attribute ``split``) not read."""
     from hsitp.train.recipe import STUDY_KIND, RecipeError, apply_recipe
 
     best = {"lr": 0.002, "weight_decay": 0.1, "label_smoothing": 0.05, "warmup_steps": 10, "per_class": 8}
     study = tmp_path / "tp_block.nc"
-    attrs = {"plan": "tp", "split": "block", "best_params": json.dumps(best)}
+    attrs = {"plan": "tp", attr: "block", "best_params": json.dumps(best)}
     write_netcdf(described(xr.Dataset(attrs=attrs)), study, kind=STUDY_KIND, prov=provenance({}))
     cfg = {"train": {"lr": 0.001, "sampling": {"mode": "all", "per_class": 16}}}
-    out = apply_recipe(cfg, study, plan="dchag_l", split="block", groups=4, recipe_plan="tp")
+    out = apply_recipe(cfg, study, plan="dchag_l", protocol="block", groups=4, recipe_plan="tp")
     assert out["train"]["lr"] == 0.002 and out["train"]["recipe_plan"] == "tp"
     assert out["train"]["sampling"] == {"mode": "stratified", "per_class": 8}
-    assert "recipe_plan" not in apply_recipe(cfg, study, plan="tp", split="block", groups=1)["train"]
+    assert "recipe_plan" not in apply_recipe(cfg, study, plan="tp", protocol="block", groups=1)["train"]
     with pytest.raises(RecipeError, match="own study"):
-        apply_recipe(cfg, study, plan="dchag_l", split="block", groups=4)
-    with pytest.raises(RecipeError, match="random split"):
-        apply_recipe(cfg, study, plan="dchag_l", split="random", groups=4, recipe_plan="tp")
+        apply_recipe(cfg, study, plan="dchag_l", protocol="block", groups=4)
+    with pytest.raises(RecipeError, match="random protocol"):
+        apply_recipe(cfg, study, plan="dchag_l", protocol="random", groups=4, recipe_plan="tp")

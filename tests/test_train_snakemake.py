@@ -115,7 +115,7 @@ TUNED = {
     },
     "tune": {
         "plans": ["tp", "dchag_l"],
-        "splits": ["random"],
+        "protocols": ["random"],
         "trials": 1,  # the machinery, not the search: one trial a study
         "startup_trials": 1,
         "epochs": 1,
@@ -166,7 +166,7 @@ def test_tuned_recipes_train_each_plan_on_its_own_study(workflow_copy):
         assert recipe["lr"] == pytest.approx(best[plan]["lr"]) and recipe["recipe"] == "tuned"
         assert recipe["sampling"]["per_class"] == best[plan]["per_class"]
     summary = read_netcdf(root / target, kind="train_summary")
-    assert summary.attrs["recipe_hash"].startswith("per plan and split")
+    assert summary.attrs["recipe_hash"].startswith("per plan and protocol")
     control = read_netcdf(
         root / "results/smoke/train/synthetic/control/dchag_l_N9_P2_g2_random_s0.nc", kind="train"
     )

@@ -35,7 +35,7 @@ def _record(tmp: Path, plan: str, P: int, seed: int, oa_window: list[float], *, 
         coords={"epoch": np.arange(1, oa.size + 1)},
     )
     g = 2 if plan.startswith("dchag") else 1
-    ds.attrs.update({"title": "record", "dataset": "s", "plan": plan, "P": P, "g": g, "split": "random"})
+    ds.attrs.update({"title": "record", "dataset": "s", "plan": plan, "P": P, "g": g, "protocol": "random"})
     ds.attrs.update({"seed": seed, "tokens": 9, "recipe_hash": "r", "recipe": "{}", "ranks": ranks})
     name = f"{plan}_P{P}_s{seed}_r{ranks}.nc"
     return write_netcdf(described(ds), tmp / name, kind="train", prov=provenance({}))
@@ -99,7 +99,7 @@ def _cfg(**train: object) -> dict:
         world_sizes=[2, 4],
         groups={"dchag_l": [2], "dchag_c": [2]},
         seeds=[0, 1],
-        splits=["random", "block"],
+        protocols=["random", "block"],
         datasets=["synthetic"],
         equivalent=True,
         **train,
@@ -113,12 +113,14 @@ def test_equivalent_mode_trains_tp_once_and_checks_every_plan_and_p() -> None:
     cfg = _cfg()
     matrix = jobs(cfg)
     assert sorted({P for _, plan, _, P, *_ in matrix if plan == "tp"}) == [2]
-    assert len(matrix) == (1 + 2 + 2) * 2 * 2  # tp once, dchag_l and dchag_c at P 2 and 4; 2 splits, 2 seeds
+    assert (
+        len(matrix) == (1 + 2 + 2) * 2 * 2
+    )  # tp once, dchag_l and dchag_c at P 2 and 4; 2 protocols, 2 seeds
     checks = check_runs(cfg)
     assert sorted((plan, P) for _, plan, _, P, *_ in checks) == [
         ("dchag_c", 2), ("dchag_c", 4), ("dchag_l", 2), ("dchag_l", 4), ("tp", 2), ("tp", 4),
     ]  # fmt: skip
-    assert all(split == "random" and seed == 0 for *_, split, seed in checks)
+    assert all(protocol == "random" and seed == 0 for *_, protocol, seed in checks)
     assert all(equivalent_of(cfg, c) in matrix for c in checks)
     assert check_runs(_cfg(equivalence={"epochs": 0})) == []
     assert check_runs(tiny_config()) == []  # not in equivalent mode

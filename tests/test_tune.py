@@ -33,7 +33,7 @@ def _tune(scene: Path, out: Path, plan: str, **tune: object) -> int:
 
     cfg = {"tune": {**TUNE, **tune}, "train": TRAIN, "parallel": {"timeout_s": 20}}
     return main(
-        ["tune", str(scene), "--plan", plan, "--split", "random", "--tokens", "9", "--out", str(out),
+        ["tune", str(scene), "--plan", plan, "--protocol", "random", "--tokens", "9", "--out", str(out),
          "--config-json", json.dumps(cfg)]
     )  # fmt: skip
 
@@ -45,7 +45,7 @@ def scene(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_tiny_study_records_every_trial_and_resumes(scene: Path, tmp_path: Path, capsys) -> None:
     """Catches a study that does not keep its equal budget or cannot resume (the bugs: trials counted wrongly, a
-    second call re-running the finished trials, a D-CHAG g outside the band split, the test set's scores in the
+    second call re-running the finished trials, a D-CHAG g outside the band partition, the test set's scores in the
     study file, no progress line): 3 trials of dchag_l with g searched among those the 12 bands at P = 2 allow,
     each with its validation curve; then the same call with a budget of 4 runs exactly one more trial."""
     out = tmp_path / "dchag_l_random.nc"
@@ -90,7 +90,7 @@ def test_interrupted_trial_is_retried_with_its_parameters(scene: Path, tmp_path:
     from hsitp.tune.study import StudySpec, counted, open_study
 
     out = tmp_path / "tp_random.nc"
-    spec = StudySpec(data=scene, out=out, plan="tp", split="random", tokens=9, patch=4)
+    spec = StudySpec(data=scene, out=out, plan="tp", protocol="random", tokens=9, patch=4)
     from hsitp.config import validate_config
 
     tune = validate_config({"tune": TUNE})["tune"]
@@ -108,7 +108,7 @@ def test_interrupted_trial_is_retried_with_its_parameters(scene: Path, tmp_path:
     assert retry.user_attrs["retry_of"] == 0
 
 
-def test_groups_searched_only_where_the_band_split_allows() -> None:
+def test_groups_searched_only_where_the_band_partition_allows() -> None:
     """Catches a D-CHAG g the plan cannot run entering the search (or tp searching g at all)."""
     from hsitp.tune.study import TuneError, allowed_groups
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
@@ -32,8 +33,88 @@ REPLACED = {
 }
 
 
+# Keys renamed by issue 38 (one word per meaning of "split"), old -> new: the old key is still accepted for one
+# release, moved to the new one before the schema sees it, with one warning per key (:func:`rename_deprecated`).
+RENAMED: dict[str, str] = {
+    "train.splits": "train.protocols",  # the accuracy protocols trained on
+    "tune.splits": "tune.protocols",  # the accuracy protocols tuned on
+    "data.split": "data.partition",  # the section drawing the train/test partition of each protocol
+}
+
+log = logging.getLogger(__name__)
+_warned: set[str] = set()  # the deprecated keys already reported in this process (one warning per key)
+
+
 class ConfigError(HsitpError, ValueError):
     """The config is invalid; the message names the key, the bad value and what is allowed."""
+
+
+def _lookup(cfg: Mapping[str, Any], dotted: str) -> tuple[Mapping[str, Any] | None, str]:
+    """(the mapping holding the last part of ``dotted``, that part); (None, part) when a parent is not a mapping."""
+    *parents, leaf = dotted.split(".")
+    node: Any = cfg
+    for part in parents:
+        node = node.get(part) if isinstance(node, Mapping) else None
+    return (node if isinstance(node, Mapping) else None), leaf
+
+
+def deprecated_keys(cfg: Mapping[str, Any]) -> list[str]:
+    """The old names (:data:`RENAMED`) that ``cfg`` uses."""
+    out = []
+    for old in RENAMED:
+        node, leaf = _lookup(cfg, old)
+        if node is not None and leaf in node:
+            out.append(old)
+    return out
+
+
+def rename_deprecated(cfg: Mapping[str, Any], *, where: str = "config") -> dict[str, Any]:
+    """A copy of ``cfg`` with every old key of :data:`RENAMED` moved to its new name, logging one warning per key
+    and process ("config: train.splits is deprecated, use train.protocols ..."). Both names in ``cfg``
+    (``where`` names it in the message: a file, or "config") is a :class:`ConfigError`: which one meant it?
+    The copy is deep: the caller's mappings are never changed (the schema's defaults are filled into it)."""
+    out = copy.deepcopy(dict(cfg))
+    for old in deprecated_keys(out):
+        new = RENAMED[old]
+        node, leaf = _lookup(out, old)
+        # a deep copy of plain mappings is dicts; anything else is left to the schema to refuse
+        if not isinstance(node, dict):
+            continue
+        new_leaf = new.rsplit(".", 1)[1]
+        if new_leaf in node:
+            raise ConfigError(
+                f"{where}: both {old} and {new} are given; {old} is the old name of {new} (issue 38): keep only "
+                f"{new}"
+            )
+        node[new_leaf] = node.pop(leaf)
+        if old not in _warned:
+            _warned.add(old)
+            log.warning("config: %s is deprecated, use %s (accepted until the next release)", old, new)
+    return out
+
+
+def rename_layered(
+    merged: Mapping[str, Any], layers: Sequence[tuple[str, Mapping[str, Any]]]
+) -> dict[str, Any]:
+    """``merged`` (what ``layers``, (name, mapping) pairs, gave when merged in order) with the old keys of
+    :data:`RENAMED` renamed layer by layer: an overlay that still says ``train.splits`` overrides the base's
+    ``train.protocols`` as it overrode its ``train.splits`` before, and only a layer giving both names is an
+    error. A renamed key no layer explains (set some other way) is renamed in ``merged`` itself."""
+    old_keys = deprecated_keys(merged)
+    if not old_keys:
+        return dict(merged)
+    redone: dict[str, Any] = {}
+    for name, layer in layers:
+        redone = deep_merge(redone, rename_deprecated(layer, where=name))
+    out = copy.deepcopy(dict(merged))
+    for old in old_keys:
+        node, leaf = _lookup(out, old)
+        got, new_leaf = _lookup(redone, RENAMED[old])
+        if node is None or got is None or new_leaf not in got:
+            continue  # not explained by the layers: rename_deprecated below decides
+        node[new_leaf] = copy.deepcopy(got[new_leaf])  # type: ignore[index]
+        del node[leaf]  # type: ignore[attr-defined]
+    return rename_deprecated(out)
 
 
 def schema_path() -> Path:
@@ -91,8 +172,10 @@ def _where(path: Sequence[Any]) -> str:
 
 
 def validate_config(config: Mapping[str, Any]) -> dict[str, Any]:
-    """Return a validated copy of ``config`` with schema defaults filled in; raise ConfigError otherwise."""
-    cfg = copy.deepcopy(dict(config))
+    """Return a validated copy of ``config`` with schema defaults filled in; raise ConfigError otherwise.
+
+    Old names of renamed keys (:data:`RENAMED`) are moved to the new ones first, with a warning."""
+    cfg = rename_deprecated(config)
     errors = sorted(_Validator(load_schema()).iter_errors(cfg), key=lambda e: list(e.absolute_path))
     if errors:
         lines = []
@@ -187,14 +270,15 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
 def load_config(
     paths: Sequence[str | Path] = (), overrides: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
-    """Merge YAML files in order, then ``overrides``, and validate."""
+    """Merge YAML files in order, then ``overrides``, and validate. Each file's old key names (:data:`RENAMED`)
+    are renamed before the merge, so an old overlay still overrides a new base."""
     merged: dict[str, Any] = {}
     for p in paths:
-        merged = deep_merge(merged, read_config_file(p))
+        merged = deep_merge(merged, rename_deprecated(read_config_file(p), where=f"config file {p}"))
     if overrides is not None and not isinstance(overrides, Mapping):
         raise ConfigError(f"config overrides must be a mapping, found {type(overrides).__name__}")
     if overrides:
-        merged = deep_merge(merged, overrides)
+        merged = deep_merge(merged, rename_deprecated(overrides, where="config overrides"))
     return validate_config(merged)
 
 
@@ -212,6 +296,44 @@ def add_config_args(parser: argparse.ArgumentParser) -> None:
         "Default: config/config.yaml when present.",
     )
     parser.add_argument("--config-json", metavar="JSON", help="config (or overrides) as JSON, merged last")
+
+
+class _DeprecatedOption(argparse.Action):
+    """An old option name kept for one release: stores into the new option's ``dest`` and logs one line naming
+    the new option."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, *, new: str, **kwargs: Any) -> None:
+        self.new = new
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        log.warning(
+            "%s: %s is deprecated, use %s (accepted until the next release)",
+            parser.prog,
+            option_string,
+            self.new,
+        )
+        setattr(namespace, self.dest, values)
+
+
+def add_protocol_args(parser: argparse.ArgumentParser, help_text: str) -> None:
+    """``--protocol`` (the accuracy protocol: ``random`` or ``block``; default None, the command says when it
+    needs one) and ``--split``, its name before issue 38, accepted for one release with a one-line warning."""
+    parser.add_argument("--protocol", choices=PROTOCOLS, help=help_text)
+    parser.add_argument(
+        "--split",
+        dest="protocol",
+        choices=PROTOCOLS,
+        action=_DeprecatedOption,
+        new="--protocol",
+        help=argparse.SUPPRESS,
+    )
 
 
 def config_from_cli(paths: Sequence[str | Path] | None, config_json: str | None) -> dict[str, Any]:

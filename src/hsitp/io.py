@@ -59,6 +59,64 @@ KIND_PRODUCERS: dict[str, str] = {
 }
 
 
+# Issue 38 (one word per meaning of "split"): names files written before it carry, per kind -> the name it has now.
+# The one place the old names are known; every reader gets the new ones through :func:`upgrade_names`
+# (:func:`read_netcdf` applies it), so results of the older code stay readable for one release.
+RENAMED_VARIABLES: dict[str, dict[str, str]] = {  # variables, coordinates and dimensions
+    "dataset": {"split": "partition"},  # the train/test partition (protocol, y, x)
+    "train_summary": {"split": "protocol"},  # the accuracy protocol of a cell (also control_summary.nc)
+    "train_equivalence": {"split": "protocol"},
+    "train_ablation": {"split": "protocol"},  # a dimension there
+    "reference_runs": {"split": "protocol"},
+}
+RENAMED_ATTRIBUTES: dict[str, dict[str, str]] = {
+    "dataset": {
+        "split_mode": "partition_mode",  # files with one partition (y, x), before the protocol dimension
+        "split_protocols": "partition_protocols",
+        "split_counts": "partition_counts",
+        "split_settings": "partition_settings",
+        "split_warnings": "partition_warnings",
+        "split_test_near_train": "partition_test_near_train",
+        "split_test_near_train_radius": "partition_test_near_train_radius",
+    },
+    "baseline": {
+        "split_seed": "partition_seed",
+        "split_counts": "partition_counts",
+        "split_warnings": "partition_warnings",
+    },
+    "train": {"split": "protocol"},
+    "tune_study": {"split": "protocol"},
+}
+
+
+def upgrade_names(ds: xr.Dataset, kind: str | None = None) -> xr.Dataset:
+    """``ds`` with the names an older hsitp wrote (:data:`RENAMED_VARIABLES`, :data:`RENAMED_ATTRIBUTES`) under
+    their current ones; a file already written with them is returned as it is. ``kind`` defaults to the file's
+    own ``kind`` attribute. A name is only moved where its new one is absent (nothing is overwritten)."""
+    kind = kind if kind is not None else ds.attrs.get("kind")
+    if not isinstance(kind, str):
+        return ds
+    names = {
+        old: new
+        for old, new in RENAMED_VARIABLES.get(kind, {}).items()
+        if old in ds.variables and new not in ds.variables and new not in ds.dims
+    }
+    attrs = {
+        old: new
+        for old, new in RENAMED_ATTRIBUTES.get(kind, {}).items()
+        if old in ds.attrs and new not in ds.attrs
+    }
+    if not names and not attrs:
+        return ds
+    if names:
+        renamed = ds.rename(names)  # a dimension of the same name follows its coordinate
+        renamed.set_close(ds.close)  # a lazily opened file: closing the renamed dataset closes it
+        ds = renamed
+    if attrs:
+        ds.attrs = {attrs.get(k, k): v for k, v in ds.attrs.items()}
+    return ds
+
+
 def producer(kind: str | None) -> str:
     """Which stage writes a kind of file (cost tables: one kind per table)."""
     if kind is None:
@@ -354,7 +412,8 @@ def read_netcdf(
     Every failure is a :class:`ResultFileError` whose one-line message names the file and the stage that writes
     it: missing, a folder, empty, truncated or foreign (not netCDF, or not written by hsitp), other schema
     version, other kind, or (``require_vars``, ``require_attrs``) lacking a variable or attribute the reader needs
-    (a file an older hsitp wrote under the same schema version).
+    (a file an older hsitp wrote under the same schema version). Names renamed since an older hsitp wrote the file
+    come under their current ones (:func:`upgrade_names`).
     """
     path = Path(path)
     rerun = f"re-run {producer(kind)}"
@@ -371,6 +430,7 @@ def read_netcdf(
             f"{path}: holds kind {ds.attrs.get('kind')!r} (written by {producer(ds.attrs.get('kind'))}), "
             f"expected {kind!r}; {rerun}."
         )
+    ds = upgrade_names(ds, kind=ds.attrs.get("kind"))  # files of an older hsitp: their names renamed since
     lacking = [f"variable {v!r}" for v in require_vars if v not in ds.variables]
     lacking += [f"attribute {a!r}" for a in require_attrs if a not in ds.attrs]
     if lacking:

@@ -1,7 +1,7 @@
-# Classical baseline: RBF SVM and random forest on pixel spectra, tuned on the train pixels of one split protocol
+# Classical baseline: RBF SVM and random forest on pixel spectra, tuned on the train pixels of one accuracy protocol
 # of the prepared file and scored on its test pixels -> results/<run>/baseline/{dataset}_{protocol}_s{seed}.nc.
 # The seed is a wildcard, so adding a seed to baseline.seeds runs only the new jobs.
-from hsitp.data.split import PROTOCOLS
+from hsitp.names import PROTOCOLS
 
 # What the grid search reads (evaluate/baseline.py); the block size comes from the prepared file, not the config.
 BASELINE_KEYS = ["baseline.methods", "baseline.cv_folds", "baseline.svm", "baseline.rf"]

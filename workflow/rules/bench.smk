@@ -19,7 +19,7 @@ BENCH_RUN_KEYS = [
 ]
 # merge reads no config; it records the sweep its inputs were measured with in its provenance.
 BENCH_MERGE_KEYS = BENCH_RUN_KEYS
-# calibrate: the seeded hold-out split (bench/calibrate.py); compare: nothing, all it needs is in its two inputs.
+# calibrate: the seeded choice of held-out points (bench/calibrate.py); compare: nothing, all it needs is in its two inputs.
 BENCH_CALIBRATE_KEYS = ["seed", "bench.fit"]
 BENCH_COMPARE_KEYS = []
 

@@ -5,13 +5,29 @@ import sys
 from pathlib import Path
 
 from hsitp import launch
+from hsitp.config import deprecated_keys, read_config_file
 from hsitp.errors import HsitpError
 from hsitp.preflight import error_log_path, one_line, preflight
+
+
+def config_layers():
+    """What this run's config was merged from, in Snakemake's order: the Snakefile's configfile, each --configfile,
+    then the --config pairs, as (name, mapping) pairs. Only read when the config still uses an old key name
+    (hsitp.config.RENAMED): each layer is renamed on its own, so an old overlay still overrides the base.
+    """
+    cli = [str(f) for f in workflow.overwrite_configfiles]
+    base = [str(f) for f in workflow.configfiles if str(f) not in cli]
+    layers = [(f"config file {f}", read_config_file(f)) for f in (*base, *cli)]
+    if workflow.config_settings.config:
+        layers.append(("--config", dict(workflow.config_settings.config)))
+    return layers
+
 
 # One check when the DAG is built, before any job: the schema, then every stage's sizes at every P it will run
 # (hsitp.preflight). A refusal is one line naming the key; the full text goes to logs/<run>/config_error.log.
 try:
-    config.update(preflight(config))
+    layers = config_layers() if deprecated_keys(config) else None
+    config.update(preflight(config, layers))
 except HsitpError as exc:
     print(one_line(exc, error_log_path(config)), file=sys.stderr)
     sys.exit(2)
@@ -367,24 +383,24 @@ def audit_check_inputs(wildcards):
 
 
 def baseline_targets():
-    """Classical baseline per dataset x split protocol (data.split.protocols) x seed (baseline.seeds)."""
+    """Classical baseline per dataset x accuracy protocol (data.partition.protocols) x seed (baseline.seeds)."""
     return expand(
         result("baseline/{dataset}_{protocol}_s{seed}.nc"),
         dataset=config["datasets"],
-        protocol=config["data"]["split"]["protocols"],
+        protocol=config["data"]["partition"]["protocols"],
         seed=config["baseline"]["seeds"],
     )
 
 
 def tune_targets():
-    """One tuning study per dataset x plan x split protocol of the `tune` section (trained datasets only)."""
+    """One tuning study per dataset x plan x accuracy protocol of the `tune` section (trained datasets only)."""
     from hsitp.train.plan import trained_datasets
 
     return expand(
-        result("tune/{dataset}/{plan}_{split}.nc"),
+        result("tune/{dataset}/{plan}_{protocol}.nc"),
         dataset=trained_datasets(config),
         plan=config["tune"]["plans"],
-        split=config["tune"]["splits"],
+        protocol=config["tune"]["protocols"],
     )
 
 
@@ -402,51 +418,55 @@ def tuned():
     return config["train"]["recipe"] == "tuned"
 
 
-def study_file(dataset, plan, split):
-    """The tuning study of (dataset, plan, split): rule tune's output."""
-    return result(f"tune/{dataset}/{plan}_{split}.nc")
+def study_file(dataset, plan, protocol):
+    """The tuning study of (dataset, plan, protocol): rule tune's output."""
+    return result(f"tune/{dataset}/{plan}_{protocol}.nc")
 
 
 def train_jobs(where=None):
-    """The training jobs (those whose (dataset, plan, split) passes ``where``, default all); under train.recipe
+    """The training jobs (those whose (dataset, plan, protocol) passes ``where``, default all); under train.recipe
     tuned each D-CHAG plan at its study's best g, read once that study's checkpoint job has run (Snakemake plans
-    the jobs again then; a job whose (dataset, plan, split) ``where`` drops reads no study). Call it from input
+    the jobs again then; a job whose (dataset, plan, protocol) ``where`` drops reads no study). Call it from input
     functions only."""
     from hsitp.train.plan import jobs
     from hsitp.train.recipe import best_groups
 
-    keep = where or (lambda dataset, plan, split: True)
+    keep = where or (lambda dataset, plan, protocol: True)
     if not tuned():
         return [j for j in jobs(config) if keep(j[0], j[1], j[5])]
 
-    def groups_of(dataset, plan, split):
-        if not keep(dataset, plan, split):
+    def groups_of(dataset, plan, protocol):
+        if not keep(dataset, plan, protocol):
             return []
-        path = checkpoints.tune.get(dataset=dataset, plan=plan, split=split).output[0]
+        path = checkpoints.tune.get(
+            dataset=dataset, plan=plan, protocol=protocol
+        ).output[0]
         return [best_groups(path)]
 
     return [j for j in jobs(config, groups_of=groups_of) if keep(j[0], j[1], j[5])]
 
 
 def train_record_targets(where=None):
-    """One per-epoch training record per (dataset, plan, N, P, g, split, seed) of the `train` section (those whose
-    (dataset, plan, split) passes ``where``)."""
+    """One per-epoch training record per (dataset, plan, N, P, g, protocol, seed) of the `train` section (those whose
+    (dataset, plan, protocol) passes ``where``)."""
     from hsitp.train.plan import run_name
 
     return [
-        result(f"train/{d}/{run_name(plan, N, P, g, split, seed)}.nc")
-        for d, plan, N, P, g, split, seed in train_jobs(where)
+        result(f"train/{d}/{run_name(plan, N, P, g, protocol, seed)}.nc")
+        for d, plan, N, P, g, protocol, seed in train_jobs(where)
     ]
 
 
 def train_record_inputs():
-    """The summary's training records as one named input function per (dataset, plan, split): Snakemake plans each
+    """The summary's training records as one named input function per (dataset, plan, protocol): Snakemake plans each
     one when its own tuning study has run, so tp's jobs (no g to choose) start with the studies and a D-CHAG
     plan's as soon as its study ends, not after the last study (which left a core idle: docs/measured.md).
     """
     from hsitp.train.plan import jobs
 
-    cells = sorted({(d, plan, split) for d, plan, _, _, _, split, _ in jobs(config)})
+    cells = sorted(
+        {(d, plan, protocol) for d, plan, _, _, _, protocol, _ in jobs(config)}
+    )
 
     def records(cell):
         return lambda wildcards: train_record_targets(lambda *key: key == cell)
@@ -467,7 +487,7 @@ def train_recipe_input(wildcards):
     """Under train.recipe tuned, the job's own tuning study (its recipe); else nothing."""
     if not tuned():
         return []
-    return study_file(wildcards.dataset, wildcards.plan, wildcards.split)
+    return study_file(wildcards.dataset, wildcards.plan, wildcards.protocol)
 
 
 def control_record_targets():
@@ -475,20 +495,20 @@ def control_record_targets():
     from hsitp.train.plan import control_jobs, run_name
 
     return [
-        result(f"train/{d}/control/{run_name(plan, N, P, g, split, seed)}.nc")
-        for d, plan, N, P, g, split, seed in control_jobs(config)
+        result(f"train/{d}/control/{run_name(plan, N, P, g, protocol, seed)}.nc")
+        for d, plan, N, P, g, protocol, seed in control_jobs(config)
     ]
 
 
 def control_recipe_input(wildcards):
-    """A control job's recipe: tp's tuning study on the job's split."""
-    return study_file(wildcards.dataset, "tp", wildcards.split)
+    """A control job's recipe: tp's tuning study on the job's protocol."""
+    return study_file(wildcards.dataset, "tp", wildcards.protocol)
 
 
 def control_summary_records(wildcards):
     """The control records and tp's own records (the control is paired with the same tp runs as the tuned cells)."""
     tp = train_record_targets(
-        lambda dataset, plan, split: plan == "tp"
+        lambda dataset, plan, protocol: plan == "tp"
     )  # reads no study's checkpoint
     return control_record_targets() + tp
 
@@ -498,8 +518,8 @@ def train_check_targets():
     from hsitp.train.plan import check_runs, run_name
 
     return [
-        result(f"train/{d}/check/{run_name(plan, N, P, g, split, seed)}.nc")
-        for d, plan, N, P, g, split, seed in check_runs(config)
+        result(f"train/{d}/check/{run_name(plan, N, P, g, protocol, seed)}.nc")
+        for d, plan, N, P, g, protocol, seed in check_runs(config)
     ]
 
 
@@ -510,8 +530,8 @@ def train_equivalence_inputs(wildcards):
     checks = check_runs(config)
     pairs = sorted({equivalent_of(config, job) for job in checks})
     return train_check_targets() + [
-        result(f"train/{d}/{run_name(plan, N, P, g, split, seed)}.nc")
-        for d, plan, N, P, g, split, seed in pairs
+        result(f"train/{d}/{run_name(plan, N, P, g, protocol, seed)}.nc")
+        for d, plan, N, P, g, protocol, seed in pairs
     ]
 
 
@@ -548,18 +568,19 @@ def train_page_inputs():
 
 
 def train_summary_baselines(wildcards):
-    """Baseline files on the datasets and splits that were trained (the baseline rule's own grid)."""
+    """Baseline files on the datasets and protocols that were trained (the baseline rule's own grid)."""
     from hsitp.train.plan import jobs
 
-    trained = {(d, split) for d, _, _, _, _, split, _ in jobs(config)}
+    trained = {(d, protocol) for d, _, _, _, _, protocol, _ in jobs(config)}
     return [
         f
-        for d, split in sorted(trained)
-        if d in config["datasets"] and split in config["data"]["split"]["protocols"]
+        for d, protocol in sorted(trained)
+        if d in config["datasets"]
+        and protocol in config["data"]["partition"]["protocols"]
         for f in expand(
             result("baseline/{dataset}_{protocol}_s{seed}.nc"),
             dataset=d,
-            protocol=split,
+            protocol=protocol,
             seed=config["baseline"]["seeds"],
         )
     ]

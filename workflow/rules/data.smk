@@ -3,7 +3,7 @@
 # making each other's jobs look out of date.
 from hsitp.data import registry
 
-# Where files come from (data/fetch.py: FetchSettings.from_config): editing data.split re-runs prepare only.
+# Where files come from (data/fetch.py: FetchSettings.from_config): editing data.partition re-runs prepare only.
 DATA_FETCH_KEYS = [
     "data.raw_dir",
     "data.mirror",
@@ -14,7 +14,12 @@ DATA_FETCH_KEYS = [
     "data.retries",
 ]
 # What becomes of them (data/prepare.py); the raw files are known from the manifest, not from the fetch keys.
-DATA_PREPARE_KEYS = ["seed", "data.clip_quantiles", "data.pca_components", "data.split"]
+DATA_PREPARE_KEYS = [
+    "seed",
+    "data.clip_quantiles",
+    "data.pca_components",
+    "data.partition",
+]
 
 
 wildcard_constraints:

@@ -1,5 +1,5 @@
 # Training under results/<run>/train/DATASET/: one torchrun launch of P ranks per (dataset, crop N, plan, P, g,
-# split, seed); N (the crop's tokens, an entry of train.crops) is in the file name and the crop's patch is on the
+# protocol, seed); N (the crop's tokens, an entry of train.crops) is in the file name and the crop's patch is on the
 # command line. Checkpoints live beside the records in checkpoints/<name>/ and are not rule outputs (Snakemake
 # would delete them before a re-run, and a re-run resumes from them). A P the model does not fit, or a crop larger
 # than the scene, is refused when the DAG is built (hsitp.preflight: hsitp.train.plan.check_jobs, from the registry) and again by
@@ -14,7 +14,7 @@ from hsitp.train.settings import TrainSettings
 TRAIN = TrainSettings.from_config(config)
 
 # What `hsitp train` reads: the master seed, every train key but the ones that shape the DAG (each job gets its own dataset, crop,
-# plan, P, g, split, seed on the command line), and the process-group settings.
+# plan, P, g, protocol, seed on the command line), and the process-group settings.
 TRAIN_KEYS = [
     "seed",  # draws the validation pixels (train.validation); part of the recipe hash
     "parallel.backend",
@@ -26,7 +26,7 @@ TRAIN_KEYS = [
         "plans",
         "world_sizes",
         "groups",
-        "splits",
+        "protocols",
         "seeds",
         "control",
     ),
@@ -38,18 +38,18 @@ rule train:
         data=result("data/{dataset}.nc"),
         recipe=train_recipe_input,
     output:
-        result("train/{dataset}/{plan}_N{N}_P{P}_g{g}_{split}_s{seed}.nc"),
+        result("train/{dataset}/{plan}_N{N}_P{P}_g{g}_{protocol}_s{seed}.nc"),
     log:
-        log_file("train/{dataset}/{plan}_N{N}_P{P}_g{g}_{split}_s{seed}.log"),
+        log_file("train/{dataset}/{plan}_N{N}_P{P}_g{g}_{protocol}_s{seed}.log"),
     benchmark:
-        benchmark_file("train", "{dataset}/{plan}_N{N}_P{P}_g{g}_{split}_s{seed}")
+        benchmark_file("train", "{dataset}/{plan}_N{N}_P{P}_g{g}_{protocol}_s{seed}")
     wildcard_constraints:
         dataset=r"[A-Za-z0-9_]+",
         plan="|".join(PLAN_NAMES),
         N=r"\d+",
         P=r"\d+",
         g=r"\d+",
-        split="|".join(PROTOCOLS),
+        protocol="|".join(PROTOCOLS),
         seed=r"\d+",
     conda:
         rank_env("train")
@@ -67,27 +67,27 @@ rule train:
         ),
     message:
         "train: {wildcards.dataset} {wildcards.plan} N={wildcards.N} P={wildcards.P} g={wildcards.g}"
-        f" {{wildcards.split}} seed {{wildcards.seed}}, {RANK_REQUEST}; "
+        f" {{wildcards.protocol}} seed {{wildcards.seed}}, {RANK_REQUEST}; "
         "minutes, quiet here; follow it with: tail -f {log}"
     shell:
         "{params.launch} train {input.data:q} --plan {wildcards.plan} --tokens {wildcards.N} --patch {params.patch}"
-        " --world-size {wildcards.P} --ranks {params.ranks} --groups {wildcards.g} --split {wildcards.split}"
+        " --world-size {wildcards.P} --ranks {params.ranks} --groups {wildcards.g} --protocol {wildcards.protocol}"
         " --seed {wildcards.seed} {params.recipe} --out {output:q} --config-json {params.cfg:q} > {log} 2>&1"
 
 
-# The untuned control of train.recipe tuned (train.control): a D-CHAG job trained on tp's tuned recipe on its split,
+# The untuned control of train.recipe tuned (train.control): a D-CHAG job trained on tp's tuned recipe on its protocol,
 # at its own g, as the plans were compared before each had its own recipe.
 rule train_control:
     input:
         data=result("data/{dataset}.nc"),
         recipe=control_recipe_input,
     output:
-        result("train/{dataset}/control/{plan}_N{N}_P{P}_g{g}_{split}_s{seed}.nc"),
+        result("train/{dataset}/control/{plan}_N{N}_P{P}_g{g}_{protocol}_s{seed}.nc"),
     log:
-        log_file("train/{dataset}/control/{plan}_N{N}_P{P}_g{g}_{split}_s{seed}.log"),
+        log_file("train/{dataset}/control/{plan}_N{N}_P{P}_g{g}_{protocol}_s{seed}.log"),
     benchmark:
         benchmark_file(
-            "train_control", "{dataset}/{plan}_N{N}_P{P}_g{g}_{split}_s{seed}"
+            "train_control", "{dataset}/{plan}_N{N}_P{P}_g{g}_{protocol}_s{seed}"
         )
     wildcard_constraints:
         dataset=r"[A-Za-z0-9_]+",
@@ -95,7 +95,7 @@ rule train_control:
         N=r"\d+",
         P=r"\d+",
         g=r"\d+",
-        split="|".join(PROTOCOLS),
+        protocol="|".join(PROTOCOLS),
         seed=r"\d+",
     conda:
         rank_env("train")
@@ -110,11 +110,11 @@ rule train_control:
         launch=rank_launch("train", "train"),
     message:
         "train_control: {wildcards.dataset} {wildcards.plan} on tp's recipe N={wildcards.N} P={wildcards.P}"
-        f" g={{wildcards.g}} {{wildcards.split}} seed {{wildcards.seed}}, {RANK_REQUEST}; "
+        f" g={{wildcards.g}} {{wildcards.protocol}} seed {{wildcards.seed}}, {RANK_REQUEST}; "
         "minutes, quiet here; follow it with: tail -f {log}"
     shell:
         "{params.launch} train {input.data:q} --plan {wildcards.plan} --tokens {wildcards.N} --patch {params.patch}"
-        " --world-size {wildcards.P} --ranks {params.ranks} --groups {wildcards.g} --split {wildcards.split}"
+        " --world-size {wildcards.P} --ranks {params.ranks} --groups {wildcards.g} --protocol {wildcards.protocol}"
         " --seed {wildcards.seed} --recipe {input.recipe:q} --recipe-plan tp --out {output:q}"
         " --config-json {params.cfg:q} > {log} 2>&1"
 
@@ -125,18 +125,20 @@ rule train_check:
     input:
         result("data/{dataset}.nc"),
     output:
-        result("train/{dataset}/check/{plan}_N{N}_P{P}_g{g}_{split}_s{seed}.nc"),
+        result("train/{dataset}/check/{plan}_N{N}_P{P}_g{g}_{protocol}_s{seed}.nc"),
     log:
-        log_file("train/{dataset}/check/{plan}_N{N}_P{P}_g{g}_{split}_s{seed}.log"),
+        log_file("train/{dataset}/check/{plan}_N{N}_P{P}_g{g}_{protocol}_s{seed}.log"),
     benchmark:
-        benchmark_file("train_check", "{dataset}/{plan}_N{N}_P{P}_g{g}_{split}_s{seed}")
+        benchmark_file(
+            "train_check", "{dataset}/{plan}_N{N}_P{P}_g{g}_{protocol}_s{seed}"
+        )
     wildcard_constraints:
         dataset=r"[A-Za-z0-9_]+",
         plan="|".join(PARALLEL_PLANS),
         N=r"\d+",
         P=r"\d+",
         g=r"\d+",
-        split="|".join(PROTOCOLS),
+        protocol="|".join(PROTOCOLS),
         seed=r"\d+",
     conda:
         rank_env("train_check")
@@ -154,7 +156,7 @@ rule train_check:
         f" {{params.epochs}} epochs, {RANK_REQUEST}; follow it with: tail -f {{log}}"
     shell:
         "{params.launch} train {input:q} --plan {wildcards.plan} --tokens {wildcards.N} --patch {params.patch}"
-        " --world-size {wildcards.P} --groups {wildcards.g} --split {wildcards.split} --seed {wildcards.seed}"
+        " --world-size {wildcards.P} --groups {wildcards.g} --protocol {wildcards.protocol} --seed {wildcards.seed}"
         " --stop-after {params.epochs} --out {output:q} --config-json {params.cfg:q} > {log} 2>&1"
 
 
@@ -178,7 +180,7 @@ rule train_equivalence:
         "hsitp train equivalence {input:q} --tolerance {params.tolerance} --out {output:q} > {log} 2>&1"
 
 
-# Mean +- std over seeds per (dataset, plan, P, g, split, N), plan-minus-tp accuracy at the same N, the baseline
+# Mean +- std over seeds per (dataset, plan, P, g, protocol, N), plan-minus-tp accuracy at the same N, the baseline
 # beside it.
 rule train_summary:
     input:

@@ -1,6 +1,6 @@
-# Tuning under results/<run>/tune/DATASET/: one Optuna study per (dataset, plan, split) with the same budget
+# Tuning under results/<run>/tune/DATASET/: one Optuna study per (dataset, plan, protocol) with the same budget
 # (tune.trials trials of tune.epochs x tune.steps_per_epoch steps) and search space for every plan, scored on
-# validation pixels only. The study's journal (PLAN_SPLIT.journal) and its trials' checkpoints (trials/) live
+# validation pixels only. The study's journal (PLAN_PROTOCOL.journal) and its trials' checkpoints (trials/) live
 # beside the netCDF and are not rule outputs: a killed study resumes from them.
 from hsitp.names import COMPARED_PLANS, PROTOCOLS
 from hsitp.train.plan import dataset_crops
@@ -36,15 +36,15 @@ checkpoint tune:
     input:
         result("data/{dataset}.nc"),
     output:
-        result("tune/{dataset}/{plan}_{split}.nc"),
+        result("tune/{dataset}/{plan}_{protocol}.nc"),
     log:
-        log_file("tune/{dataset}/{plan}_{split}.log"),
+        log_file("tune/{dataset}/{plan}_{protocol}.log"),
     benchmark:
-        benchmark_file("tune", "{dataset}/{plan}_{split}")
+        benchmark_file("tune", "{dataset}/{plan}_{protocol}")
     wildcard_constraints:
         dataset=r"[A-Za-z0-9_]+",
         plan="|".join(COMPARED_PLANS),
-        split="|".join(PROTOCOLS),
+        protocol="|".join(PROTOCOLS),
     conda:
         ENV
     threads: 1
@@ -56,8 +56,8 @@ checkpoint tune:
             TrainSettings.from_config(config), wildcards.dataset
         )[0][1],
     message:
-        "tune: {wildcards.dataset} {wildcards.plan} {wildcards.split}, {config[tune][trials]} trials; "
+        "tune: {wildcards.dataset} {wildcards.plan} {wildcards.protocol}, {config[tune][trials]} trials; "
         "a line per trial in {log}"
     shell:
-        "hsitp tune {input:q} --plan {wildcards.plan} --split {wildcards.split} --tokens {params.tokens}"
+        "hsitp tune {input:q} --plan {wildcards.plan} --protocol {wildcards.protocol} --tokens {params.tokens}"
         " --out {output:q} --config-json {params.cfg:q} > {log} 2>&1"

@@ -536,7 +536,7 @@ MEMORY_RTOL = 0.02  # measured memory ratios vs tp (deterministic allocations): 
 
 
 def _cells(ds: xr.Dataset) -> dict[tuple[Any, ...], int]:
-    keys = [k for k in ("dataset", "plan", "P", "g", "split", "N") if k in ds.coords]
+    keys = [k for k in ("dataset", "plan", "P", "g", "protocol", "N") if k in ds.coords]
     return {tuple(ds[k].values[i].item() for k in keys): i for i in range(ds.sizes["cell"])}
 
 

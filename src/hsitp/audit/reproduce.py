@@ -2,7 +2,7 @@
 experiment that fits in minutes (issue 41).
 
 1. **Cells picked by the auditor's seed.** A cell is one training run of the reference's ``train/runs.nc`` (plan, P,
-   g, split, seed, N, control). The cells are put in a canonical order, permuted by ``numpy.random.default_rng(S)``
+   g, protocol, seed, N, control). The cells are put in a canonical order, permuted by ``numpy.random.default_rng(S)``
    and taken greedily in that order while the estimated time still fits the budget: the picks depend on the seed
    and the reference only, so nobody can choose them. A run's estimate is its recorded wall time (Snakemake's
    benchmark file) or, without one, its steps x recorded step time x 1.25 + 10 s of start-up; a D-CHAG cell's probe
@@ -11,7 +11,7 @@ experiment that fits in minutes (issue 41).
 2. **Retrained exactly.** Each picked run is trained again through ``hsitp train`` (``python -m hsitp train``, or
    ``python -m hsitp.torchrun ... -m hsitp train`` for a run launched on P ranks) in a work folder, with the
    recorded recipe JSON as ``--config-json`` (the master seed and every train key that shapes the weights), the
-   recorded seed, P, g, split, crop, ranks launched, threads, evaluation cadence and summary window; the untuned
+   recorded seed, P, g, protocol, crop, ranks launched, threads, evaluation cadence and summary window; the untuned
    control's runs take tp's study from the reference (``--recipe ... --recipe-plan tp``), as the rule does. The
    prepared scene is the one named by the reference: ``--data PATH``, else ``results/RUN/data/DATASET.nc`` when
    present, else prepared in the work folder with ``hsitp data fetch`` + ``hsitp data prepare`` and the settings
@@ -89,7 +89,7 @@ class Cell:
     plan: str
     P: int  # noqa: N815
     g: int
-    split: str
+    protocol: str
     seed: int
     N: int  # noqa: N815
     control: bool
@@ -107,7 +107,7 @@ class Cell:
             self.plan,
             self.P,
             self.g,
-            self.split,
+            self.protocol,
             self.N,
             self.seed,
             self.name,
@@ -162,12 +162,12 @@ def load_reference(path: str | os.PathLike[str]) -> Reference:
     for i in range(runs.sizes["run"]):
         c = {
             k: runs[k].values[i]
-            for k in ("name", "dataset", "plan", "P", "g", "split", "seed", "N", "control")
+            for k in ("name", "dataset", "plan", "P", "g", "protocol", "seed", "N", "control")
         }
         out.cells.append(
             Cell(
                 row=i, name=str(c["name"]), dataset=str(c["dataset"]), plan=str(c["plan"]), P=int(c["P"]),
-                g=int(c["g"]), split=str(c["split"]), seed=int(c["seed"]), N=int(c["N"]), control=bool(c["control"]),
+                g=int(c["g"]), protocol=str(c["protocol"]), seed=int(c["seed"]), N=int(c["N"]), control=bool(c["control"]),
             )
         )  # fmt: skip
     return out
@@ -407,6 +407,8 @@ def scene_for(ref: Reference, dataset: str, given: Mapping[str, Path], work: Pat
         raise ReproduceError(f"--data {path}: no such file")
     want = entry.get("content_sha256")
     got = scene_content_sha256(path)
+    if want and got != want and scene_content_sha256(path, old_names=True) == want:
+        got = want  # the reference was collected by an hsitp before issue 38 (variable `split`, now `partition`)
     if want and got != want:
         raise ReproduceError(
             f"{path} ({how}): its arrays are not the reference's scene (content sha256 {got[:12]}, the reference's "
@@ -426,7 +428,7 @@ def train_config(ref: Reference, cell: Cell) -> tuple[dict[str, Any], list[str]]
     if (
         recipe_plan is not None
     ):  # the untuned control: the recipe of another plan's study, as the rule passes it
-        study = ref.path / "tune" / cell.dataset / f"{recipe_plan}_{cell.split}.nc"
+        study = ref.path / "tune" / cell.dataset / f"{recipe_plan}_{cell.protocol}.nc"
         if not study.is_file():
             raise ReproduceError(
                 f"{cell.label}: trained on {recipe_plan}'s recipe, but the reference has no {study}"
@@ -462,7 +464,7 @@ def retrain(ref: Reference, cell: Cell, data: Path, work: Path) -> tuple[Path | 
     argv = [
         *hsitp_argv(ranks), "train", str(data), "--plan", cell.plan, "--tokens", str(cell.N),
         "--patch", str(int(ref.value(cell, "patch"))), "--world-size", str(cell.P), "--ranks", str(ranks),
-        "--groups", str(cell.g), "--split", cell.split, "--seed", str(cell.seed), *extra,
+        "--groups", str(cell.g), "--protocol", cell.protocol, "--seed", str(cell.seed), *extra,
         "--out", str(out), "--config-json", json.dumps(cfg, sort_keys=True),
     ]  # fmt: skip
     code = _run_logged(argv, log)
@@ -542,7 +544,7 @@ def seed_spread(ref: Reference, cell: Cell, metric: str) -> tuple[float, str]:
         c = summary["cell"]
         mask = np.ones(c.size, dtype=bool)
         for dim, want in (("dataset", cell.dataset), ("plan", cell.plan), ("P", cell.P), ("g", cell.g),
-                          ("split", cell.split), ("N", cell.N)):  # fmt: skip
+                          ("protocol", cell.protocol), ("N", cell.N)):  # fmt: skip
             if dim in summary.coords:
                 mask &= np.asarray(summary[dim].values).astype(type(want)) == want
         if mask.sum() == 1:
@@ -551,7 +553,7 @@ def seed_spread(ref: Reference, cell: Cell, metric: str) -> tuple[float, str]:
             return sd, f"{metric}_std of train/{name}"
     runs = ref.runs
     same = np.ones(runs.sizes["run"], dtype=bool)
-    for dim in ("dataset", "plan", "P", "g", "split", "N", "control"):
+    for dim in ("dataset", "plan", "P", "g", "protocol", "N", "control"):
         same &= runs[dim].values == runs[dim].values[cell.row]
     vals = runs[f"{metric}_summary"].values[same]
     vals = vals[np.isfinite(vals)]
@@ -758,7 +760,7 @@ def check_cells(
         results.append(
             {
                 "cell": c.label,
-                "plan": c.plan, "P": c.P, "g": c.g, "split": c.split, "seed": c.seed, "N": c.N,
+                "plan": c.plan, "P": c.P, "g": c.g, "protocol": c.protocol, "seed": c.seed, "N": c.N,
                 "control": c.control, "verdict": verdict, "seconds": round(took, 1),
                 "estimated_seconds": round(p.train_s + p.probe_s, 1), "checks": [ch.as_dict() for ch in checks],
             }

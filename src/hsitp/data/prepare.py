@@ -2,9 +2,9 @@
 
 Contents: ``cube`` (y, x, band) float32 with bad bands removed (uncorrected sources only) and each band clipped to
 its 1st/99th percentile over all pixels (the paper's "0.01 quantile") then scaled to [0, 1]; optionally PCA to k
-components (dim ``component``); ``labels`` (y, x) int16 (0 = unlabelled); ``split`` int8 (0 unused,
-1 train, 2 test) per protocol: ``split`` (protocol, y, x), one for each of ``data.split.protocols``
-(``hsitp.data.split.read_split`` picks one). Normalisation and PCA statistics use every pixel of the scene and never the labels, so they
+components (dim ``component``); ``labels`` (y, x) int16 (0 = unlabelled); the train/test ``partition`` int8 (0
+unused, 1 train, 2 test) per accuracy protocol: ``partition`` (protocol, y, x), one for each of
+``data.partition.protocols`` (``hsitp.data.partition.read_partition`` picks one). Normalisation and PCA statistics use every pixel of the scene and never the labels, so they
 leak nothing from test pixels into training beyond what an unsupervised preprocessing step sees.
 The grid, band count and class counts are checked against the registry: a mismatch is an error for a verified
 fact and a recorded warning for an unverified one.
@@ -25,8 +25,8 @@ import xarray as xr
 
 from hsitp.data.fetch import FetchResult
 from hsitp.data.matfile import load_array
+from hsitp.data.partition import TEST, TRAIN, UNUSED, make_partition, near_train_fraction, ordered_protocols
 from hsitp.data.registry import DatasetSpec, Variant
-from hsitp.data.split import TEST, TRAIN, UNUSED, make_split, near_train_fraction, ordered_protocols
 from hsitp.errors import HsitpError
 from hsitp.io import provenance, write_netcdf
 
@@ -117,12 +117,12 @@ def prepare_arrays(
     labels16, counts = _checked_labels(spec, labels, where=where, warnings=warnings)
     q = tuple(data_cfg["clip_quantiles"])
     cube01, low, high = normalise_bands(cube, q)
-    split_cfg = data_cfg["split"]
-    protocols = ordered_protocols(split_cfg["protocols"])
-    splits = _splits(spec, labels16, split_cfg, protocols, seed)
+    part_cfg = data_cfg["partition"]
+    protocols = ordered_protocols(part_cfg["protocols"])
+    partitions = _partitions(spec, labels16, part_cfg, protocols, seed)
     coords = _coords(spec, labels16.shape, protocols)
     data_vars = _label_vars(spec, labels16)
-    data_vars.update(_split_vars(splits, protocols))
+    data_vars.update(_partition_vars(partitions, protocols))
     data_vars.update(_clip_vars(low, high, q))
     pca_text = _cube_vars(cube01, data_cfg.get("pca_components"), data_vars, coords)
     ds = xr.Dataset(data_vars, coords=coords)
@@ -132,7 +132,7 @@ def prepare_arrays(
             "dataset": spec.name,
             "class_names": {str(c): n for c, n in spec.classes.items()},
             "class_counts": {str(c): n for c, n in counts.items()},
-            **_split_attrs(splits, protocols, split_cfg),
+            **_partition_attrs(partitions, protocols, part_cfg),
             "seed": seed,
             "normalisation": NORMALISATION.replace("q_low", str(q[0])).replace("q_high", str(q[1])),
             "pca": pca_text,
@@ -215,27 +215,27 @@ def _checked_labels(
     return labels16, counts
 
 
-def _splits(
-    spec: DatasetSpec, labels16: np.ndarray, split_cfg: Mapping[str, Any], protocols: Sequence[str], seed: int
+def _partitions(
+    spec: DatasetSpec, labels16: np.ndarray, part_cfg: Mapping[str, Any], protocols: Sequence[str], seed: int
 ) -> dict[str, Any]:
-    """Every configured protocol's split, each from its own seeded stream; their warnings logged."""
-    splits = {
-        p: make_split(
+    """Every configured protocol's partition, each from its own seeded stream; their warnings logged."""
+    partitions = {
+        p: make_partition(
             labels16,
             sorted(spec.classes),
             protocol=p,
-            train_fraction=float(split_cfg["train_fraction"]),
-            min_train=int(split_cfg["min_train_per_class"]),
-            patch=int(split_cfg["patch"]),
-            block=int(split_cfg["block"]),
+            train_fraction=float(part_cfg["train_fraction"]),
+            min_train=int(part_cfg["min_train_per_class"]),
+            patch=int(part_cfg["patch"]),
+            block=int(part_cfg["block"]),
             seed_seq=dataset_seed(seed, spec.name),
         )
         for p in protocols
     }
-    for p, sres in splits.items():
-        for w in sres.warnings:
-            log.warning("%s %s split: %s", spec.name, p, w)
-    return splits
+    for p, res in partitions.items():
+        for w in res.warnings:
+            log.warning("%s %s partition: %s", spec.name, p, w)
+    return partitions
 
 
 def _coords(spec: DatasetSpec, grid: tuple[int, ...], protocols: Sequence[str]) -> dict[str, Any]:
@@ -246,7 +246,7 @@ def _coords(spec: DatasetSpec, grid: tuple[int, ...], protocols: Sequence[str]) 
             "protocol",
             np.array(protocols, dtype=object),
             {
-                "long_name": "train/test split protocol",
+                "long_name": "accuracy protocol (how the train/test partition is drawn)",
                 "comment": "random = stratified per class; block = spatially disjoint blocks, test pixels beyond "
                 "a guard band one patch wide",
             },
@@ -286,16 +286,16 @@ def _label_vars(spec: DatasetSpec, labels16: np.ndarray) -> dict[str, Any]:
     }
 
 
-def _split_vars(splits: Mapping[str, Any], protocols: Sequence[str]) -> dict[str, Any]:
+def _partition_vars(partitions: Mapping[str, Any], protocols: Sequence[str]) -> dict[str, Any]:
     return {
-        "split": (
+        "partition": (
             ("protocol", "y", "x"),
-            np.stack([splits[p].split for p in protocols]),  # (protocol, y, x)
+            np.stack([partitions[p].partition for p in protocols]),  # (protocol, y, x)
             {
-                "long_name": "train/test split of labelled pixels, one per protocol",
+                "long_name": "train/test partition of labelled pixels, one per accuracy protocol",
                 "flag_values": np.array([UNUSED, TRAIN, TEST], dtype=np.int8),
                 "flag_meanings": "unused train test",
-                "comment": "read one protocol with hsitp.data.split.read_split(ds, protocol)",
+                "comment": "read one protocol with hsitp.data.partition.read_partition(ds, protocol)",
             },
         )
     }
@@ -354,19 +354,21 @@ def _cube_vars(cube01: np.ndarray, k: Any, data_vars: dict[str, Any], coords: di
     return f"{k} components fitted on all pixels of the normalised cube (labels unused)"
 
 
-def _split_attrs(
-    splits: Mapping[str, Any], protocols: Sequence[str], split_cfg: Mapping[str, Any]
+def _partition_attrs(
+    partitions: Mapping[str, Any], protocols: Sequence[str], part_cfg: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """What the splits hold: counts per class, settings, warnings, and the leak (test pixels near a train one)."""
-    patch = int(split_cfg["patch"])
+    """What the partitions hold: counts per class, settings, warnings, and the leak (test pixels near a train one)."""
+    patch = int(part_cfg["patch"])
     return {
-        "split_protocols": protocols,
-        "split_counts": {p: {str(c): v for c, v in r.counts.items()} for p, r in splits.items()},
-        "split_settings": {k: v for k, v in split_cfg.items() if k != "protocols"},
-        "split_warnings": {p: list(r.warnings) for p, r in splits.items()},
+        "partition_protocols": protocols,
+        "partition_counts": {p: {str(c): v for c, v in r.counts.items()} for p, r in partitions.items()},
+        "partition_settings": {k: v for k, v in part_cfg.items() if k != "protocols"},
+        "partition_warnings": {p: list(r.warnings) for p, r in partitions.items()},
         # leakage: test pixels whose (2 patch + 1)^2 window holds a train pixel (0 for block by construction)
-        "split_test_near_train": {p: near_train_fraction(r.split, patch) for p, r in splits.items()},
-        "split_test_near_train_radius": patch,
+        "partition_test_near_train": {
+            p: near_train_fraction(r.partition, patch) for p, r in partitions.items()
+        },
+        "partition_test_near_train_radius": patch,
     }
 
 

@@ -1,246 +1,31 @@
-"""Train/test splits of labelled pixels, one per protocol: seeded stratified random, and spatially disjoint blocks.
+"""Deprecated alias of :mod:`hsitp.data.partition`, kept for one release.
 
-The prepared file carries every protocol of ``data.split.protocols`` at once (``split`` (protocol, y, x) int8);
-a consumer picks one by name with :func:`read_split`. Why both: with a random 10 % split of Indian Pines nearly
-every test pixel has a training pixel inside its patch, so a patch model's accuracy on it says little about
-generalisation; the block split is the honest one, the random one is what the literature quotes.
-
-``random``: per class, ``max(min_train, round(train_fraction * n))`` pixels (at most n - 1, so every class keeps a
-test pixel) go to train, the rest to test. Neighbouring train and test pixels share most of their patches, so
-this mode overstates accuracy for patch models; it is the usual protocol in the literature.
-
-``block``: the scene is tiled into ``block`` x ``block`` squares; whole squares go to train. Classes are served
-rarest first: squares holding the class are taken in a seeded random order until it reaches its target, skipping
-any square whose guard band would leave some class fewer than max(min_train, 10 % of its non-train pixels)
-for testing. Test pixels are the labelled pixels outside train squares that are more than ``patch`` pixels
-(Chebyshev distance) from every train square: a guard band one patch wide, so no test patch overlaps a train
-patch. A class that lives inside one square cannot have both train and test pixels; such cases are reported
-as warnings (``SplitResult.warnings``, stored in the netCDF attrs).
+Issue 38 gave each meaning of "split" its own word: the train/test partition of labelled pixels is now
+``hsitp.data.partition`` (variable ``partition``, config section ``data.partition``, :func:`read_partition`);
+"split" is left to the TP split (channel / token / 2d). Import from ``hsitp.data.partition``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from hsitp.data.partition import (  # noqa: F401 (re-exported under the old names)
+    PROTOCOLS,
+    TEST,
+    TRAIN,
+    UNUSED,
+    PartitionError,
+    PartitionResult,
+    block_partition,
+    make_partition,
+    near_train_fraction,
+    ordered_protocols,
+    protocol_seed,
+    random_partition,
+    read_partition,
+)
 
-import numpy as np
-import xarray as xr
-from scipy.ndimage import distance_transform_cdt
-
-from hsitp.errors import HsitpError
-from hsitp.names import PROTOCOLS  # canonical order of the ``protocol`` coordinate
-
-UNUSED, TRAIN, TEST = 0, 1, 2
-
-
-class SplitError(HsitpError):
-    """The split settings cannot be applied to this scene."""
-
-
-@dataclass(frozen=True)
-class SplitResult:
-    split: np.ndarray  # (y, x) int8: 0 unused, 1 train, 2 test
-    counts: dict[int, dict[str, int]]  # label -> {"train", "test", "unused"}
-    warnings: tuple[str, ...]
-
-
-def _targets(n: np.ndarray, train_fraction: float, min_train: int) -> np.ndarray:
-    """Train pixels wanted per class: round-half-up of the fraction, at least ``min_train``, at most n - 1."""
-    want = np.maximum(np.floor(train_fraction * n + 0.5).astype(np.int64), min_train)
-    return np.minimum(want, np.maximum(n - 1, 0))
-
-
-def _counts(labels: np.ndarray, split: np.ndarray, classes: list[int]) -> dict[int, dict[str, int]]:
-    out = {}
-    for c in classes:
-        m = labels == c
-        out[c] = {
-            "train": int(np.count_nonzero(m & (split == TRAIN))),
-            "test": int(np.count_nonzero(m & (split == TEST))),
-            "unused": int(np.count_nonzero(m & (split == UNUSED))),
-        }
-    return out
-
-
-def _warnings(counts: Mapping[int, Mapping[str, int]], min_train: int) -> tuple[str, ...]:
-    out = []
-    for c, k in counts.items():
-        if k["train"] < min_train:
-            out.append(f"class {c}: {k['train']} train pixels < min_train_per_class {min_train}")
-        if k["test"] == 0:
-            out.append(f"class {c}: no test pixels")
-    return tuple(out)
-
-
-def random_split(
-    labels: np.ndarray, classes: list[int], *, train_fraction: float, min_train: int, rng: np.random.Generator
-) -> SplitResult:
-    """Seeded stratified per-class random split of the labelled pixels."""
-    split = np.zeros(labels.shape, dtype=np.int8)
-    flat = split.reshape(-1)  # a view: writes land in ``split``
-    lab = labels.reshape(-1)
-    for c in classes:
-        idx = np.flatnonzero(lab == c)
-        n_train = int(_targets(np.array([idx.size]), train_fraction, min_train)[0])
-        perm = rng.permutation(idx)
-        flat[perm[:n_train]] = TRAIN
-        flat[perm[n_train:]] = TEST
-    counts = _counts(labels, split, classes)
-    return SplitResult(split, counts, _warnings(counts, min_train))
-
-
-def block_split(
-    labels: np.ndarray,
-    classes: list[int],
-    *,
-    train_fraction: float,
-    min_train: int,
-    block: int,
-    patch: int,
-    rng: np.random.Generator,
-) -> SplitResult:
-    """Spatially disjoint split: whole blocks to train, test only beyond a guard band one patch wide."""
-    rows, cols = labels.shape
-    if block > min(rows, cols):
-        raise SplitError(
-            f"data.split.block = {block} exceeds the scene ({rows} x {cols}); use a block side <= {min(rows, cols)}"
-        )
-    n_cls = len(classes)
-    lut = np.full(int(max(classes)) + 1, -1, dtype=np.int64)
-    lut[classes] = np.arange(n_cls)
-    cls_of = np.where(
-        labels > 0, lut[np.clip(labels, 0, lut.size - 1)], -1
-    )  # (y, x) class index, -1 unlabelled
-    nby, nbx = -(-rows // block), -(-cols // block)
-    yy, xx = np.indices(labels.shape)
-    block_id = (yy // block) * nbx + (xx // block)  # (y, x)
-    lab = cls_of >= 0
-    hist = np.bincount(block_id[lab] * n_cls + cls_of[lab], minlength=nby * nbx * n_cls).reshape(-1, n_cls)
-    total = hist.sum(axis=0)  # (classes,)
-    target = _targets(total, train_fraction, min_train)
-    # Test pixels each class must keep: max(min_train, 10 % of its non-train pixels), at most what it has.
-    reserve = np.minimum(np.maximum(min_train, (total - target) // 10), total - target)
-    avail = total.copy()  # labelled pixels neither in train nor in a guard band
-    train_n = np.zeros(n_cls, dtype=np.int64)
-    chosen = np.zeros(nby * nbx, dtype=bool)
-    blocked = np.zeros(labels.shape, dtype=bool)  # train blocks + their guard bands
-    train_area = np.zeros(labels.shape, dtype=bool)
-    order = rng.permutation(nby * nbx)
-    for k in np.argsort(
-        total, kind="stable"
-    ):  # rarest class first, so big classes cannot use up its test pixels
-        for b in order:
-            if train_n[k] >= target[k]:
-                break
-            if chosen[b] or hist[b, k] == 0:
-                continue
-            by, bx = divmod(int(b), nbx)
-            y0, y1, x0, x1 = by * block, min((by + 1) * block, rows), bx * block, min((bx + 1) * block, cols)
-            # A block dilated by `patch` (Chebyshev) is the block grown by `patch` on every side.
-            win = (
-                slice(max(y0 - patch, 0), min(y1 + patch, rows)),
-                slice(max(x0 - patch, 0), min(x1 + patch, cols)),
-            )
-            newly = ~blocked[win] & (cls_of[win] >= 0)
-            lost = np.bincount(cls_of[win][newly], minlength=n_cls)
-            if ((total > 0) & (avail - lost < reserve)).any():
-                continue  # would leave some class too few test pixels
-            chosen[b] = True
-            blocked[win] = True
-            train_area[y0:y1, x0:x1] = True
-            avail -= lost
-            train_n += hist[b]
-    split = np.zeros(labels.shape, dtype=np.int8)
-    split[lab & train_area] = TRAIN
-    split[lab & ~blocked] = TEST
-    counts = _counts(labels, split, classes)
-    return SplitResult(split, counts, _warnings(counts, min_train))
-
-
-def protocol_seed(seed_seq: np.random.SeedSequence, protocol: str) -> np.random.SeedSequence:
-    """Each protocol's own stream, independent of which other protocols are configured and of their order.
-
-    ``random`` uses the dataset stream itself (so its split is the one files had before protocols existed);
-    ``block`` a child of it.
-    """
-    if protocol not in PROTOCOLS:
-        raise SplitError(f"split protocol {protocol!r}; expected one of {list(PROTOCOLS)}")
-    index = PROTOCOLS.index(protocol)
-    if index == 0:
-        return seed_seq
-    return np.random.SeedSequence(seed_seq.entropy, spawn_key=(*seed_seq.spawn_key, index))
-
-
-def make_split(
-    labels: np.ndarray,
-    classes: list[int],
-    *,
-    protocol: str,
-    train_fraction: float,
-    min_train: int,
-    patch: int,
-    block: int,
-    seed_seq: np.random.SeedSequence,
-) -> SplitResult:
-    """One protocol's split, with a generator derived from the config seed, the dataset name and the protocol."""
-    rng = np.random.default_rng(protocol_seed(seed_seq, protocol))
-    if protocol == "random":
-        return random_split(labels, classes, train_fraction=train_fraction, min_train=min_train, rng=rng)
-    return block_split(
-        labels,
-        classes,
-        train_fraction=train_fraction,
-        min_train=min_train,
-        block=block,
-        patch=patch,
-        rng=rng,
-    )
-
-
-def ordered_protocols(protocols: Sequence[str]) -> list[str]:
-    """The configured protocols in canonical order (a reordered config list gives the same file); errors name
-    ``data.split.protocols``."""
-    unknown = [p for p in protocols if p not in PROTOCOLS]
-    if unknown or not protocols:
-        raise SplitError(
-            f"data.split.protocols = {list(protocols)}: expected a non-empty list drawn from {list(PROTOCOLS)}"
-        )
-    return [p for p in PROTOCOLS if p in protocols]
-
-
-def near_train_fraction(split: np.ndarray, radius: int) -> float:
-    """Fraction of test pixels with a train pixel within Chebyshev distance ``radius`` (inside their
-    (2r+1) x (2r+1) window): how much a patch around a test pixel has seen in training. NaN without test pixels."""
-    test = split == TEST
-    if not test.any():
-        return float("nan")
-    if not (split == TRAIN).any():
-        return 0.0
-    dist = distance_transform_cdt(
-        split != TRAIN, metric="chessboard"
-    )  # (y, x) distance to nearest train pixel
-    return float(np.count_nonzero(dist[test] <= radius) / np.count_nonzero(test))
-
-
-def read_split(ds: xr.Dataset, protocol: str) -> np.ndarray:
-    """The (y, x) int8 split (0 unused, 1 train, 2 test) of one protocol from a prepared ``dataset`` file.
-
-    The error names the protocols the file holds, so a training config asking for one the data stage was not
-    configured with (``data.split.protocols``) says what to change.
-    """
-    if "split" not in ds:
-        raise SplitError("the prepared file has no `split` variable; re-run `hsitp data prepare`")
-    var = ds["split"]
-    if "protocol" not in var.dims:
-        raise SplitError(
-            f"the prepared file's `split` has dims {var.dims}, without `protocol`: it was written before the file "
-            "carried one split per protocol; re-run `hsitp data prepare` (rule data_prepare)"
-        )
-    present = [str(p) for p in var["protocol"].values]
-    if protocol not in present:
-        raise SplitError(
-            f"split protocol {protocol!r} is not in the prepared file, which holds {present}; pick one of "
-            "those, or add it to data.split.protocols and re-run `hsitp data prepare`"
-        )
-    out = var.sel(protocol=protocol).transpose("y", "x").values
-    return np.asarray(out, dtype=np.int8)  # (y, x)
+SplitError = PartitionError
+SplitResult = PartitionResult
+random_split = random_partition
+block_split = block_partition
+make_split = make_partition
+read_split = read_partition

@@ -1,20 +1,20 @@
-"""A classical baseline on the same split: RBF SVM and random forest on pixel spectra, scored like the models.
+"""A classical baseline on the same partition: RBF SVM and random forest on pixel spectra, scored like the models.
 
-Why: "at equal accuracy" means nothing without a protocol and a yardstick. On a random pixel split of Indian Pines
+Why: "at equal accuracy" means nothing without a protocol and a yardstick. Under the random protocol on Indian Pines
 an SVM on pixel spectra is already in the 80s (%) and one on 7x7 window means near 96 %, because test pixels sit
-next to training pixels; on the spatially disjoint block split the same methods fall a long way. A transformer's
-number is read against this one, on the same split.
+next to training pixels; under the spatially disjoint block protocol the same methods fall a long way. A
+transformer's number is read against this one, on the same train/test partition.
 
 Features are the prepared cube's per-pixel vector (bands, or PCA scores), standardised on training pixels for the
 SVM (inside the pipeline, so cross-validation folds never see their validation pixels' statistics). Hyper-parameters
 are chosen on training pixels only, by a small grid and k-fold cross-validation: stratified folds for the random
-protocol, stratified folds *grouped by block* (``data.split.block`` squares, read from the prepared file) for the
+protocol, stratified folds *grouped by block* (``data.partition.block`` squares, read from the prepared file) for the
 block protocol, so a validation fold is not the neighbour of its training pixels. Grouped folds still touch at
 block edges (no guard band inside the training area): a mild optimism in model selection only, never in the test
 numbers. Test pixels are scored once, with :mod:`hsitp.evaluate.metrics`.
 
-The seed drives the folds and the forest, not the split: the split is the prepared file's (one per protocol), so
-the spread over seeds is the methods' variance on one split, not the split's.
+The seed drives the folds and the forest, not the partition: the partition is the prepared file's (one per
+protocol), so the spread over seeds is the methods' variance on one partition, not the partition's.
 """
 
 from __future__ import annotations
@@ -29,9 +29,10 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from hsitp.data.split import TEST, TRAIN, read_split
+from hsitp.data.partition import TEST, TRAIN, read_partition
 from hsitp.errors import HsitpError
 from hsitp.evaluate.metrics import scores
+from hsitp.io import upgrade_names
 
 log = logging.getLogger(__name__)
 
@@ -72,12 +73,12 @@ def _folds(protocol: str, y: np.ndarray, groups: np.ndarray, n_folds: int, seed:
         n_groups = np.unique(groups).size
         if n_groups < n_folds:
             raise BaselineError(
-                f"baseline.cv_folds = {n_folds} but the block split has only {n_groups} training blocks; "
-                "lower baseline.cv_folds or data.split.block"
+                f"baseline.cv_folds = {n_folds} but the block partition has only {n_groups} training blocks; "
+                "lower baseline.cv_folds or data.partition.block"
             )
         return (
             StratifiedGroupKFold(n_splits=n_folds, shuffle=True, random_state=seed),
-            f"{n_folds}-fold stratified CV grouped by the split's blocks (a block's pixels stay in one fold)",
+            f"{n_folds}-fold stratified CV grouped by the partition's blocks (a block's pixels stay in one fold)",
         )
     return (
         StratifiedKFold(n_splits=n_folds, shuffle=True, random_state=seed),
@@ -99,12 +100,12 @@ def _plain(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class _Pixels:
-    """The labelled pixels of one split protocol: features and labels of its train and test pixels."""
+    """The labelled pixels of one accuracy protocol: features and labels of its train and test pixels."""
 
     classes: np.ndarray  # the class labels 1..K
     x_train: np.ndarray  # (n_train, F) features
     y_train: np.ndarray  # (n_train,) labels
-    groups: np.ndarray  # (n_train,) the block (data.split.block square) of each train pixel
+    groups: np.ndarray  # (n_train,) the block (data.partition.block square) of each train pixel
     x_test: np.ndarray  # (n_test, F)
     y_test: np.ndarray  # (n_test,)
 
@@ -114,6 +115,7 @@ def run_baseline(
 ) -> xr.Dataset:
     """Fit every method of ``settings["methods"]`` on the train pixels of ``protocol``, score the test pixels."""
     t_start = time.perf_counter()
+    ds = upgrade_names(ds, kind="dataset")  # a prepared file of an older hsitp (its `split` variable)
     px = _pixels(ds, protocol)
     cv, cv_text = _folds(protocol, px.y_train, px.groups, int(settings["cv_folds"]), seed)
     methods = list(settings["methods"])
@@ -131,13 +133,13 @@ def run_baseline(
     res = xr.Dataset(_result_vars(out, px), coords=_result_coords(methods, px.classes))
     res.attrs.update(
         {
-            "title": f"{ds.attrs.get('dataset', 'dataset')}: classical baseline, {protocol} split, seed {seed}",
+            "title": f"{ds.attrs.get('dataset', 'dataset')}: classical baseline, {protocol} protocol, seed {seed}",
             "dataset": ds.attrs.get("dataset", ""),
             "protocol": protocol,
             "seed": seed,
-            "split_seed": ds.attrs.get("seed", ""),
-            "split_counts": _attr(ds, "split_counts").get(protocol, {}),
-            "split_warnings": _attr(ds, "split_warnings").get(protocol, []),
+            "partition_seed": ds.attrs.get("seed", ""),
+            "partition_counts": _attr(ds, "partition_counts").get(protocol, {}),
+            "partition_warnings": _attr(ds, "partition_warnings").get(protocol, []),
             "n_train": int(px.y_train.size),
             "n_test": int(px.y_test.size),
             "features": f"per-pixel vector of the prepared cube ({ds['cube'].shape[-1]} {ds['cube'].dims[-1]}s)",
@@ -149,8 +151,8 @@ def run_baseline(
             "cv_scoring": "accuracy",
             "threads": threads,
             "wall_time_s": time.perf_counter() - t_start,
-            "comment": "classes without train pixels (see split_warnings) cannot be predicted: their test pixels "
-            "count as errors. The seed drives CV folds and the forest, not the split.",
+            "comment": "classes without train pixels (see partition_warnings) cannot be predicted: their test "
+            "pixels count as errors. The seed drives CV folds and the forest, not the partition.",
         }
     )
     return res
@@ -158,19 +160,19 @@ def run_baseline(
 
 def _pixels(ds: xr.Dataset, protocol: str) -> _Pixels:
     """The train and test pixels of ``protocol`` in the prepared file, with each train pixel's block."""
-    split = read_split(ds, protocol)  # (y, x)
+    partition = read_partition(ds, protocol)  # (y, x)
     labels = ds["labels"].values.astype(np.int64)  # (y, x)
     cube = ds["cube"].transpose("y", "x", ...).values  # (y, x, F)
     classes = np.array(sorted(int(c) for c in _attr(ds, "class_names")), dtype=np.int64)
     if not np.array_equal(classes, np.arange(1, classes.size + 1)):
         raise BaselineError(f"class labels {classes.tolist()} are not 1..K; the metrics need 1..K")
-    block = int(_attr(ds, "split_settings")["block"])
-    train = (split == TRAIN) & (labels > 0)
-    test = (split == TEST) & (labels > 0)
+    block = int(_attr(ds, "partition_settings")["block"])
+    train = (partition == TRAIN) & (labels > 0)
+    test = (partition == TEST) & (labels > 0)
     if not train.any() or not test.any():
         raise BaselineError(f"protocol {protocol!r}: {train.sum()} train and {test.sum()} test pixels")
     yy, xx = np.nonzero(train)
-    n_bx = -(-split.shape[1] // block)
+    n_bx = -(-partition.shape[1] // block)
     return _Pixels(
         classes=classes,
         x_train=cube[train].astype(np.float64),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from hsitp.config import add_config_args, config_from_args
-from hsitp.names import PROTOCOLS  # not data.split: it imports xarray and scipy
+from hsitp.names import PROTOCOLS  # not data.partition: it imports xarray and scipy
 
 DEFAULT_DATA = "results/{run}/data/{dataset}.nc"  # what rule data_prepare writes
 DEFAULT_OUT = "results/{run}/baseline/{dataset}_{protocol}_s{seed}.nc"  # what rule baseline writes
@@ -15,12 +15,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add ``baseline`` to the ``hsitp`` parser."""
     p = sub.add_parser(
         "baseline",
-        help="RBF SVM and random forest on pixel spectra, tuned on train pixels, scored on one split's test pixels",
+        help="RBF SVM and random forest on pixel spectra, tuned on train pixels, scored on one protocol's test pixels",
     )
     p.add_argument("dataset", help="registry name (see `hsitp data list`)")
-    p.add_argument("--protocol", required=True, choices=PROTOCOLS, help="which split of the prepared file")
     p.add_argument(
-        "--seed", type=int, default=0, help="seed of the CV folds and the forest (not of the split)"
+        "--protocol",
+        required=True,
+        choices=PROTOCOLS,
+        help="accuracy protocol: which train/test partition of the prepared file",
+    )
+    p.add_argument(
+        "--seed", type=int, default=0, help="seed of the CV folds and the forest (not of the partition)"
     )
     p.add_argument("--data", help="prepared netCDF (default: results/RUN/data/DATASET.nc)")
     p.add_argument("--out", help="netCDF to write (default: results/RUN/baseline/DATASET_PROTOCOL_sSEED.nc)")

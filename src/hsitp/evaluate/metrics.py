@@ -1,4 +1,4 @@
-"""OA, AA, Cohen's kappa and per-class accuracy of a classification, on the test pixels of one split.
+"""OA, AA, Cohen's kappa and per-class accuracy of a classification, on the test pixels of one train/test partition.
 
 Conventions (see ../shared/notes/measuring.md for the pitfalls they avoid):
 
@@ -6,7 +6,7 @@ Conventions (see ../shared/notes/measuring.md for the pitfalls they avoid):
   counted, and 1..K are remapped to 0..K-1 for the confusion matrix. Nothing is "ignored" by an index: an
   ``ignore_index`` keeps the ignored class in a macro average.
 - A class with no test pixels has no accuracy: its per-class value is NaN and it is left out of AA. Averaging it
-  in as 0 (torchmetrics' macro average does) makes AA depend on which classes a split happened to leave out.
+  in as 0 (torchmetrics' macro average does) makes AA depend on which classes a partition happened to leave out.
 - OA = correct / evaluated pixels; AA = mean recall over the classes present; kappa = (p_o - p_e) / (1 - p_e) from
   the confusion matrix (NaN when p_e = 1, as scikit-learn).
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hsitp.data.split import TEST
+from hsitp.data.partition import TEST
 from hsitp.errors import HsitpError
 
 
@@ -97,15 +97,15 @@ def scores(y_true: np.ndarray, y_pred: np.ndarray, n_classes: int) -> Scores:
     return scores_from_confusion(confusion_matrix(t - 1, p - 1, n_classes))
 
 
-def score_map(pred: np.ndarray, labels: np.ndarray, split: np.ndarray, n_classes: int) -> Scores:
-    """Scores of a whole-scene predicted map (y, x) on the test pixels of ``split`` (y, x) (2 = test).
+def score_map(pred: np.ndarray, labels: np.ndarray, partition: np.ndarray, n_classes: int) -> Scores:
+    """Scores of a whole-scene predicted map (y, x) on the test pixels of ``partition`` (y, x) (2 = test).
 
     Only labelled test pixels count; predictions elsewhere (train, unused, unlabelled) are not looked at.
     """
-    pred, labels, split = np.asarray(pred), np.asarray(labels), np.asarray(split)
-    if not pred.shape == labels.shape == split.shape:
+    pred, labels, partition = np.asarray(pred), np.asarray(labels), np.asarray(partition)
+    if not pred.shape == labels.shape == partition.shape:
         raise MetricsError(
-            f"predicted map {pred.shape}, labels {labels.shape} and split {split.shape} must share one grid"
+            f"predicted map {pred.shape}, labels {labels.shape} and partition {partition.shape} must share one grid"
         )
-    test = (split == TEST) & (labels != 0)  # (y, x)
+    test = (partition == TEST) & (labels != 0)  # (y, x)
     return scores(labels[test], pred[test], n_classes)

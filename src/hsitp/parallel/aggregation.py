@@ -133,8 +133,8 @@ class DCHAGAggregator(nn.Module):
     """D-CHAG on TP rank r: local bands -> local tokens -> rank-local partial aggregation (variant "L" or "C",
     ``groups`` = g per rank) -> all-gather of P tokens (backward: local slice) -> head-sharded cross-attention.
 
-    Bands are split "balanced" (padding.Split, padded to a multiple of P g): rank r owns ``band_count`` bands
-    from ``band_start``; padded slots are zero tokens, masked. Input: this rank's bands (B, band_count, H, W)
+    The band partition (``band_parts``, a padding.Split of the bands over P, padded to a multiple of P g): rank r
+    owns ``band_count`` bands from ``band_start``; padded slots are zero tokens, masked. Input: this rank's bands (B, band_count, H, W)
     (``local_bands`` slices a full cube); output (B, N, D) replicated.
     """
 
@@ -157,15 +157,15 @@ class DCHAGAggregator(nn.Module):
         super().__init__()
         if master is None:
             master = DenseDCHAG(bands, dim, heads, patch, tp.size, variant=variant, groups=groups, seed=seed)
-        if master.split.parts != tp.size:
+        if master.band_parts.parts != tp.size:
             raise ShardingError(
-                f"master D-CHAG emulates P = {master.split.parts} ranks, the group has {tp.size}"
+                f"master D-CHAG emulates P = {master.band_parts.parts} ranks, the group has {tp.size}"
             )
         self.op_name = BY_VARIANT[master.variant].op
         self.tp, self.bands, self.dim, self.patch = tp, bands, dim, patch
         self.variant, self.groups = master.variant, master.groups
-        self.split: Split = master.split
-        self.band_start, self.band_count = self.split.start(tp.rank), self.split.count(tp.rank)
+        self.band_parts: Split = master.band_parts  # the band partition over the P ranks
+        self.band_start, self.band_count = self.band_parts.start(tp.rank), self.band_parts.count(tp.rank)
         self.tokenizer = move(master.tokenizer.subset(self.band_start, self.band_count), device, dtype)
         self.partial = move(clone_module(master.partials[tp.rank]), device, dtype)
         self.final = HeadParallelCrossAttention.from_dense(
@@ -176,7 +176,7 @@ class DCHAGAggregator(nn.Module):
             self.to(device)
 
     def padding_report(self) -> list[dict[str, float | int | str]]:
-        return [self.split.report(), self.final.head_split.report()]
+        return [self.band_parts.report(), self.final.head_split.report()]
 
     def local_bands(self, x: torch.Tensor) -> torch.Tensor:
         """This rank's bands of a full (B, L, H, W) cube."""
@@ -194,7 +194,7 @@ class DCHAGAggregator(nn.Module):
         tok = self.tokenizer(x)  # (B, N, L_r, D): only this rank's bands
         b, n, count, d = tok.shape
         tok = tok.reshape(b * n, count, d)  # (B*N, L_r, D)
-        pad = self.split.local - count
+        pad = self.band_parts.local - count
         if pad:
             tok = torch.cat([tok, tok.new_zeros(b * n, pad, d)], dim=1)  # (B*N, slots, D)
         part = self.partial(tok, self.slot_valid)  # (B*N, D), rank-local weights

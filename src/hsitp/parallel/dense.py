@@ -414,25 +414,26 @@ class DenseDCHAG(nn.Module):
         seed: int = 0,
     ) -> None:
         super().__init__()
-        self.split = Split("bands", bands, parts, multiple=groups)
+        self.band_parts = Split("bands", bands, parts, multiple=groups)  # the band partition: P chunks
         self.variant, self.groups = variant, groups
         with seeded(seed):
             self.tokenizer = BandTokenizer(bands, dim, patch)
             self.partials = nn.ModuleList(
-                [PartialAggregator(variant, self.split.local, groups, dim, heads) for _ in range(parts)]
+                [PartialAggregator(variant, self.band_parts.local, groups, dim, heads) for _ in range(parts)]
             )
             self.final = SingleQueryCrossAttention(dim, heads)
 
     def slot_valid(self, rank: int, device: torch.device | None = None) -> torch.Tensor | None:
         """(slots,) bool mask of rank ``rank``'s real band slots, None when none of them is padding."""
-        return self.split.valid_mask(rank, device) if self.split.count(rank) < self.split.local else None
+        parts = self.band_parts
+        return parts.valid_mask(rank, device) if parts.count(rank) < parts.local else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         tok = self.tokenizer(x)  # (B, N, L, D)
         b, n, bands, d = tok.shape
         tok = tok.reshape(b * n, bands, d)  # (B*N, L, D)
         outs = [
-            agg(self.split.shard(tok, r, dim=1), self.slot_valid(r, tok.device))  # (B*N, D)
+            agg(self.band_parts.shard(tok, r, dim=1), self.slot_valid(r, tok.device))  # (B*N, D)
             for r, agg in enumerate(self.partials)
         ]
         gathered = torch.stack(outs, dim=1)  # (B*N, P, D)

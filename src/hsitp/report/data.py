@@ -1,4 +1,5 @@
-"""Report page of the data stage: each prepared scene (false colour, ground truth, split) and its class table.
+"""Report page of the data stage: each prepared scene (false colour, ground truth, train/test partition) and its
+class table.
 
 Nothing here depends on hardware: the prepared cube is a deterministic function of the raw files and the config.
 """
@@ -15,7 +16,7 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from hsitp.data.split import TEST, TRAIN, UNUSED, read_split
+from hsitp.data.partition import TEST, TRAIN, UNUSED, read_partition
 from hsitp.report import style
 from hsitp.report.common import computed_on, headline, json_attr, load, need
 
@@ -25,8 +26,10 @@ RGB_FRACTIONS = (0.75, 0.45, 0.15)
 
 
 def load_scene(path: str | os.PathLike[str]) -> xr.Dataset:
-    ds = load(path, kind="dataset")
-    need(ds, "cube", "labels", "split")
+    ds = load(
+        path, kind="dataset"
+    )  # a file of an older hsitp comes with `split` renamed (hsitp.io.upgrade_names)
+    need(ds, "cube", "labels", "partition")
     return ds
 
 
@@ -48,9 +51,10 @@ def false_colour(ds: xr.Dataset) -> np.ndarray:
 
 
 def scene_figure(ds: xr.Dataset) -> Figure:
-    """False-colour composite, ground-truth classes and the train/test split of one prepared scene."""
+    """False-colour composite, ground-truth classes and the train/test partition of each protocol of one prepared
+    scene."""
     labels = ds["labels"].values
-    protocols = split_protocols(ds)
+    protocols = file_protocols(ds)
     names = {int(k): v for k, v in (json_attr(ds, "class_names", {}) or {}).items()}
     classes = sorted(int(c) for c in np.unique(labels) if c != 0)
     band_dim = ds["cube"].dims[-1]
@@ -72,12 +76,12 @@ def scene_figure(ds: xr.Dataset) -> Figure:
     axes[1].legend(handles=class_handles(classes, names), loc="upper left", bbox_to_anchor=(1.0, 1.0),
                    fontsize=7, frameon=False)  # fmt: skip
 
-    split_colours = ListedColormap(["#ffffff", "#1b9e77", "#d95f02"])  # unused, train, test
+    partition_colours = ListedColormap(["#ffffff", "#1b9e77", "#d95f02"])  # unused, train, test
     for ax, protocol in zip(axes[2:], protocols, strict=True):
-        split = read_split(ds, protocol)
-        ax.imshow(split, cmap=split_colours, vmin=0, vmax=2, interpolation="nearest")
-        counts = {code: int((split == code).sum()) for code in (TRAIN, TEST)}
-        ax.set_title(f"split '{protocol}':\n{counts[TRAIN]} train, {counts[TEST]} test pixels")
+        partition = read_partition(ds, protocol)
+        ax.imshow(partition, cmap=partition_colours, vmin=0, vmax=2, interpolation="nearest")
+        counts = {code: int((partition == code).sum()) for code in (TRAIN, TEST)}
+        ax.set_title(f"protocol '{protocol}':\n{counts[TRAIN]} train, {counts[TEST]} test pixels")
     axes[-1].legend(
         handles=[
             Patch(color="#1b9e77", label="train"),
@@ -121,23 +125,23 @@ def class_handles(classes: list[int], names: dict[int, str]) -> list[Patch]:
     return [Patch(color=colours[c], label=f"{c} {names.get(c, '')}".strip()) for c in sorted(classes)]
 
 
-def split_protocols(ds: xr.Dataset) -> list[str]:
-    """The split protocols a prepared file holds (``random``, ``block``), in file order."""
+def file_protocols(ds: xr.Dataset) -> list[str]:
+    """The accuracy protocols a prepared file holds (``random``, ``block``), in file order."""
     return [str(p) for p in ds["protocol"].values]
 
 
 def class_table(ds: xr.Dataset) -> pd.DataFrame:
-    """Labelled pixels per class and how each split protocol divides them (counted from the file's arrays)."""
+    """Labelled pixels per class and how each protocol's partition divides them (counted from the file's arrays)."""
     labels = ds["labels"].values
-    splits = {p: read_split(ds, p) for p in split_protocols(ds)}
+    partitions = {p: read_partition(ds, p) for p in file_protocols(ds)}
     names = {int(k): v for k, v in (json_attr(ds, "class_names", {}) or {}).items()}
     rows = []
     for c in sorted(int(c) for c in np.unique(labels) if c != 0):
         in_class = labels == c
         row = {"class": c, "name": names.get(c, ""), "pixels": int(in_class.sum())}
-        for p, split in splits.items():
+        for p, partition in partitions.items():
             for code, word in ((TRAIN, "train"), (TEST, "test"), (UNUSED, "unused")):
-                row[f"{p}_{word}"] = int((in_class & (split == code)).sum())
+                row[f"{p}_{word}"] = int((in_class & (partition == code)).sum())
         rows.append(row)
     df = pd.DataFrame(rows)
     counted = [k for k in df.columns if k not in ("class", "name")]
@@ -147,8 +151,8 @@ def class_table(ds: xr.Dataset) -> pd.DataFrame:
 
 def class_caption(ds: xr.Dataset) -> str:
     return (
-        f"{ds.attrs.get('title', ds.attrs.get('dataset', 'scene'))}: labelled pixels per class and how each split "
-        f"protocol ({', '.join(split_protocols(ds))}) divides them (seed {ds.attrs.get('seed', '?')}); counted from "
+        f"{ds.attrs.get('title', ds.attrs.get('dataset', 'scene'))}: labelled pixels per class and how the partition "
+        f"of each protocol ({', '.join(file_protocols(ds))}) divides them (seed {ds.attrs.get('seed', '?')}); counted from "
         "the prepared "
         "file, no hardware-dependent number."
     )

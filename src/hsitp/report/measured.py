@@ -10,7 +10,7 @@ A document holds a block between two markers::
 ``hsitp report measured --reference results/reference/RUN`` rewrites the text between the markers of RUN's blocks
 in each document; ``--check`` rewrites nothing and exits 1 when a block differs from its regeneration (a test runs
 it, so committed prose and data cannot drift apart). Blocks: ``recipes`` (each study's best trial), ``budget`` (best
-validation OA after k trials and Dodge et al.'s expected best), ``fair`` (accuracy per plan, P and split with the
+validation OA after k trials and Dodge et al.'s expected best), ``fair`` (accuracy per plan, P and protocol with the
 verdicts vs tp, beside the SVM and the random forest), ``tuning`` (the untuned control beside the tuned cells) and
 ``answer`` (memory, throughput and time to accuracy vs tp, where the reference has the probe's files) and
 ``headline`` (the README's sentences: tp against the SVM, the other cells' verdicts counted)."""
@@ -50,14 +50,14 @@ def _studies(reference: Path) -> list[xr.Dataset]:
 
 
 def recipes_block(reference: Path) -> str:
-    """Each study's best trial: the tuned recipe of each plan and split, with the study's trial counts and time."""
+    """Each study's best trial: the tuned recipe of each plan and protocol, with the study's trial counts and time."""
     rows = []
     for s in _studies(reference):
         best = json.loads(str(s.attrs["best_params"]))
         states = pd.Series(s["state"].values.astype(str)).value_counts()
         rows.append(
             {
-                "plan": s.attrs["plan"], "split": s.attrs["split"], "g": int(best.get("groups", 1)),
+                "plan": s.attrs["plan"], "protocol": s.attrs["protocol"], "g": int(best.get("groups", 1)),
                 "lr": best["lr"], "weight decay": best["weight_decay"], "label smoothing": best["label_smoothing"],
                 "warm-up steps": int(best["warmup_steps"]), "per_class": int(best["per_class"]),
                 "best validation OA": float(s["best_so_far"].values[-1]),  # of the completed trials
@@ -69,7 +69,7 @@ def recipes_block(reference: Path) -> str:
         )  # fmt: skip
     if not rows:
         raise MeasuredDocError(f"{reference}: no tuning study under tune/ (the recipes block needs them)")
-    return _md(pd.DataFrame(rows).sort_values(["split", "plan"], kind="stable"))
+    return _md(pd.DataFrame(rows).sort_values(["protocol", "plan"], kind="stable"))
 
 
 def budget_block(reference: Path) -> str:
@@ -79,7 +79,7 @@ def budget_block(reference: Path) -> str:
     for s in _studies(reference):
         best = s["best_so_far"].values
         n = len(best)
-        row: dict[str, object] = {"plan": s.attrs["plan"], "split": s.attrs["split"]}
+        row: dict[str, object] = {"plan": s.attrs["plan"], "protocol": s.attrs["protocol"]}
         for k in sorted({min(4, n), min(8, n), min(12, n), n}):
             row[f"best after {k}"] = float(best[k - 1])
         eb, sd = s["expected_best"].values, s["expected_best_std"].values
@@ -87,7 +87,7 @@ def budget_block(reference: Path) -> str:
         row[f"expected best of {len(eb)}"] = f"{eb[-1]:.3f} ± {sd[-1]:.3f}"
         row["gain in the last half [pp]"] = PERCENT * float(best[-1] - best[n // 2 - 1])
         rows.append(row)
-    return _md(pd.DataFrame(rows).sort_values(["split", "plan"], kind="stable"))
+    return _md(pd.DataFrame(rows).sort_values(["protocol", "plan"], kind="stable"))
 
 
 def _verdict_name(summary: xr.Dataset, i: int) -> str:
@@ -105,7 +105,7 @@ def _summary_rows(summary: xr.Dataset, recipe: str) -> list[dict[str, object]]:
         tp = plan == "tp"
         rows.append(
             {
-                "split": str(summary["split"].values[i]), "plan": plan, "recipe": recipe,
+                "protocol": str(summary["protocol"].values[i]), "plan": plan, "recipe": recipe,
                 "P": int(summary["P"].values[i]), "g": int(summary["g"].values[i]) if not tp else "",
                 "seeds": int(summary["seeds"].values[i]),
                 "OA [%] mean ± std": f"{PERCENT * float(summary['oa_mean'].values[i]):.1f} ± "
@@ -122,14 +122,14 @@ def _summary_rows(summary: xr.Dataset, recipe: str) -> list[dict[str, object]]:
 def _baseline_rows(summary: xr.Dataset) -> list[dict[str, object]]:
     rows, seen = [], set()
     for i in range(summary.sizes["cell"]):
-        split = str(summary["split"].values[i])
-        if split in seen or "classifier" not in summary.coords:
+        protocol = str(summary["protocol"].values[i])
+        if protocol in seen or "classifier" not in summary.coords:
             continue
-        seen.add(split)
+        seen.add(protocol)
         for j, clf in enumerate(summary["classifier"].values):
             rows.append(
                 {
-                    "split": split, "plan": {"svm": "SVM", "rf": "random forest"}.get(str(clf), str(clf)),
+                    "protocol": protocol, "plan": {"svm": "SVM", "rf": "random forest"}.get(str(clf), str(clf)),
                     "recipe": "classical baseline", "P": "", "g": "",
                     "seeds": int(summary["baseline_seeds"].values[i]) if "baseline_seeds" in summary else "",
                     "OA [%] mean ± std": f"{PERCENT * float(summary['baseline_oa_mean'].values[i, j]):.1f} ± "
@@ -141,11 +141,11 @@ def _baseline_rows(summary: xr.Dataset) -> list[dict[str, object]]:
 
 
 def fair_block(reference: Path) -> str:
-    """Test OA (§7.4: the mean of the last summary epochs) per split, plan and P on each plan's own recipe, with
+    """Test OA (§7.4: the mean of the last summary epochs) per protocol, plan and P on each plan's own recipe, with
     the paired difference to tp, its 95 % interval and the verdict, beside the classical baselines."""
     summary = read_netcdf(reference / "train" / "summary.nc", kind="train_summary")
     df = pd.DataFrame(_summary_rows(summary, "own tuned") + _baseline_rows(summary))
-    return _md(df.sort_values("split", kind="stable"))
+    return _md(df.sort_values("protocol", kind="stable"))
 
 
 def tuning_block(reference: Path) -> str:
@@ -175,12 +175,12 @@ def answer_block(reference: Path) -> str:
 
 
 def headline_block(reference: Path) -> str:
-    """The README's sentences: per split, tp's OA against the SVM's, and the D-CHAG cells' verdicts on their own
+    """The README's sentences: per protocol, tp's OA against the SVM's, and the D-CHAG cells' verdicts on their own
     recipes counted, with the range of their OA differences to tp."""
     summary = read_netcdf(reference / "train" / "summary.nc", kind="train_summary")
     lines = []
-    for split in dict.fromkeys(map(str, summary["split"].values)):
-        cells = [i for i in range(summary.sizes["cell"]) if str(summary["split"].values[i]) == split]
+    for protocol in dict.fromkeys(map(str, summary["protocol"].values)):
+        cells = [i for i in range(summary.sizes["cell"]) if str(summary["protocol"].values[i]) == protocol]
         tp = next(i for i in cells if str(summary["plan"].values[i]) == "tp")
         others = [i for i in cells if str(summary["plan"].values[i]) != "tp"]
         verdicts = pd.Series([_verdict_name(summary, i) for i in others]).value_counts()
@@ -193,7 +193,7 @@ def headline_block(reference: Path) -> str:
             else ""
         )
         lines.append(
-            f"- {split} split: tp OA {PERCENT * float(summary['oa_mean'].values[tp]):.1f} "
+            f"- {protocol} protocol: tp OA {PERCENT * float(summary['oa_mean'].values[tp]):.1f} "
             f"± {PERCENT * float(summary['oa_std'].values[tp]):.1f} %{svm}, {int(summary['seeds'].values[tp])} seeds; "
             f"the {len(others)} other cells vs tp: {counts} (ΔOA {np.nanmin(d):+.1f} to {np.nanmax(d):+.1f} pp)"
         )

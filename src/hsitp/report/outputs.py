@@ -55,8 +55,8 @@ class Output:
 
 OUTPUTS: tuple[Output, ...] = (
     # data: the prepared scenes (no hardware-dependent number)
-    Output("data", "scene", "figure", "false-colour composite, ground truth and train/test split", True),
-    Output("data", "classes", "table", "labelled pixels per class and their train/test split", True),
+    Output("data", "scene", "figure", "false-colour composite, ground truth and train/test partition", True),
+    Output("data", "classes", "table", "labelled pixels per class and their train/test partition", True),
     # cost: modelled, not measured (hardware presets)
     Output("cost", "rho", "figure", "rho = C/N per dataset and patch size"),
     Output("cost", "ccr_vs_p", "figure", "modelled CCR vs P for the three splits under both models"),
@@ -116,13 +116,13 @@ OUTPUTS: tuple[Output, ...] = (
         "train",
         "tuning_effect",
         "table",
-        "per D-CHAG plan, P and split: ΔOA vs tp on tp's recipe (the untuned control) beside its own tuned recipe",
+        "per D-CHAG plan, P and protocol: ΔOA vs tp on tp's recipe (the untuned control) beside its own tuned recipe",
     ),
     Output(
         "train",
         "tune_budget",
         "figure",
-        "per plan and split: best validation OA against tuning trials, the search as run and Dodge et al.'s expected best",
+        "per plan and protocol: best validation OA against tuning trials, the search as run and Dodge et al.'s expected best",
     ),
     Output(
         "train", "curves", "figure", "training loss (and overall accuracy where evaluated) per epoch per run"

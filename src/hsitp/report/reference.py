@@ -7,7 +7,7 @@ What the folder holds (a few MB for the headline run; no checkpoint, no scene cu
   table, per cell mean and spread over seeds, time to accuracy;
 - ``train/runs.nc`` (kind ``reference_runs``): one row per training record (``train/DATASET/*.nc`` and the untuned
   control's ``train/DATASET/control/*.nc``; the equivalence checks are not reported numbers): the cell (plan, P,
-  g, split, seed, N, control), the recipe (JSON and hash) and what else ``hsitp train`` needs to train it again
+  g, protocol, seed, N, control), the recipe (JSON and hash) and what else ``hsitp train`` needs to train it again
   (steps, evaluation cadence, ranks launched, threads, crop), the last-``summary_epochs`` mean and the final
   epoch's OA / AA / kappa (``hsitp.train.summary.record_numbers``: the summary's own definitions), the test OA,
   validation OA and loss curves, tokens/s, step time and peak memory, the job's wall time (Snakemake's benchmark
@@ -43,6 +43,7 @@ import xarray as xr
 
 from hsitp.errors import HsitpError
 from hsitp.io import (
+    RENAMED_VARIABLES,
     atomic_write,
     atomic_write_text,
     config_hash,
@@ -114,14 +115,17 @@ def platform_now() -> dict[str, Any]:
 
 
 # --- the prepared scene ------------------------------------------------------------------------------------------
-def scene_content_sha256(path: str | os.PathLike[str]) -> str:
+def scene_content_sha256(path: str | os.PathLike[str], *, old_names: bool = False) -> str:
     """sha256 over every data variable of a prepared scene (name, dtype, shape and bytes, in name order): equal
-    for equal arrays whatever the file's time stamps and provenance (the file's own sha256 is not)."""
+    for equal arrays whatever the file's time stamps and provenance (the file's own sha256 is not). With
+    ``old_names``, the variables renamed since (``hsitp.io.RENAMED_VARIABLES``: ``partition`` was ``split``) are
+    hashed under their old names: the hash a reference collected by an older hsitp recorded."""
+    back = {new: old for old, new in RENAMED_VARIABLES["dataset"].items()} if old_names else {}
     h = hashlib.sha256()
     ds = read_netcdf(path, kind="dataset", load=False)
     try:
-        for name in sorted(map(str, ds.data_vars)):
-            arr = np.ascontiguousarray(ds[name].values)
+        for var, name in sorted(((v, back.get(v, v)) for v in map(str, ds.data_vars)), key=lambda p: p[1]):
+            arr = np.ascontiguousarray(ds[var].values)
             h.update(f"{name}|{arr.dtype.str}|{arr.shape}|".encode())
             h.update(arr.tobytes())
     finally:
@@ -140,7 +144,8 @@ def _json(value: Any, default: Any) -> Any:
 
 def scene_entry(path: Path) -> dict[str, Any]:
     """What a spot check needs of a prepared scene: its content hash, and the data stage's settings that made it
-    (read back from the file's own attributes: seed, split protocols and settings, clip quantiles, PCA, source),
+    (read back from the file's own attributes: seed, accuracy protocols and partition settings, clip quantiles, PCA,
+    source),
     as ``prepare_config`` for ``hsitp data fetch`` / ``hsitp data prepare --config-json``."""
     ds = read_netcdf(path, kind="dataset", load=False)
     try:
@@ -149,12 +154,14 @@ def scene_entry(path: Path) -> dict[str, Any]:
         ds.close()
     name = str(attrs.get("dataset", path.stem))
     data: dict[str, Any] = {}
-    split = dict(_json(attrs.get("split_settings"), {}) or {})
-    protocols = _json(attrs.get("split_protocols"), None)
+    partition = dict(
+        _json(attrs.get("partition_settings"), {}) or {}
+    )  # an older file's split_settings: read_netcdf
+    protocols = _json(attrs.get("partition_protocols"), None)
     if protocols:
-        split["protocols"] = list(protocols)
-    if split:
-        data["split"] = split
+        partition["protocols"] = list(protocols)
+    if partition:
+        data["partition"] = partition
     quant = re.search(r"\[([-+0-9.e]+), ([-+0-9.e]+)\] quantiles", str(attrs.get("normalisation", "")))
     if quant:
         data["clip_quantiles"] = [float(quant.group(1)), float(quant.group(2))]
@@ -279,7 +286,7 @@ def _row(path: Path, control: bool, logs_dir: Path | None) -> dict[str, Any]:
         "plan": str(a["plan"]),
         "P": int(a["P"]),
         "g": int(a.get("g", 1)),
-        "split": str(a["split"]),
+        "protocol": str(a["protocol"]),
         "seed": int(a["seed"]),
         "N": int(a.get("tokens", model.get("n_tokens", 0))),
         "control": int(control),
@@ -334,7 +341,7 @@ def runs_dataset(records: Sequence[tuple[Path, bool]], logs_dir: Path | None = N
         "P": ("run", np.array([r["P"] for r in rows], dtype=np.int32), {"units": "1", "long_name": "TP size P"}),
         "g": ("run", np.array([r["g"] for r in rows], dtype=np.int32),
               {"units": "1", "long_name": "D-CHAG groups per rank g (1 for the other plans)"}),
-        "split": ("run", np.array([r["split"] for r in rows], dtype=object), {"long_name": "split protocol"}),
+        "protocol": ("run", np.array([r["protocol"] for r in rows], dtype=object), {"long_name": "accuracy protocol"}),
         "seed": ("run", np.array([r["seed"] for r in rows], dtype=np.int32), {"units": "1", "long_name": "training seed"}),
         "N": ("run", np.array([r["N"] for r in rows], dtype=np.int32),
               {"units": "1", "long_name": "spatial tokens per crop N"}),

@@ -42,7 +42,7 @@ def run_label(ds: xr.Dataset) -> str:
     a = ds.attrs
     g = f" g={a.get('g')}" if str(a.get("plan", "")) in DCHAG_PLANS else ""
     n = f" N={a.get('tokens')}" if "tokens" in a else ""  # the crop (train.crops): one scene may have two
-    return f"{a.get('dataset', '?')}: {a.get('plan', '?')} P={a.get('P', '?')}{g}{n} {a.get('split', '')} s{a.get('seed', '')}"
+    return f"{a.get('dataset', '?')}: {a.get('plan', '?')} P={a.get('P', '?')}{g}{n} {a.get('protocol', '')} s{a.get('seed', '')}"
 
 
 def trained_on(records: Sequence[xr.Dataset]) -> str:
@@ -71,7 +71,7 @@ def _accuracy(ds: xr.Dataset) -> pd.DataFrame | None:
 
 
 def _panel_key(ds: xr.Dataset) -> tuple[str, str]:
-    return str(ds.attrs.get("dataset", "?")), str(ds.attrs.get("split", "?"))
+    return str(ds.attrs.get("dataset", "?")), str(ds.attrs.get("protocol", "?"))
 
 
 def model_label(plan: str, P: int, g: int, N: int | None = None) -> str:  # noqa: N803
@@ -115,9 +115,9 @@ def coinciding_runs(records: Sequence[xr.Dataset]) -> list[list[xr.Dataset]]:
 
 def curves_figure(records: Sequence[xr.Dataset], summary: xr.Dataset | None = None) -> Figure:
     """Learning curves: loss per epoch (top) and overall accuracy per evaluated epoch (bottom, where any record
-    holds it), one column per (dataset, split); colour and marker = model (plan, P, g), line style = seed. Runs
+    holds it), one column per (dataset, protocol); colour and marker = model (plan, P, g), line style = seed. Runs
     that trained one model (identical curves) are one line whose label names every run ('dense P=1 ≡ tp P=2').
-    With ``summary`` (train/summary.nc), the classical baselines' mean overall accuracy on the same split is drawn
+    With ``summary`` (train/summary.nc), the classical baselines' mean overall accuracy on the same partition is drawn
     as horizontal lines, so the transformer is seen beside them."""
     _need_runs(records)
     panels = list(dict.fromkeys(_panel_key(r) for r in records))
@@ -150,21 +150,21 @@ def curves_figure(records: Sequence[xr.Dataset], summary: xr.Dataset | None = No
         acc = _accuracy(r)
         if has_acc and acc is not None and not acc.empty:
             axes[1, col].plot(acc["epoch"], acc["overall_accuracy"], **{**line, "markevery": 1})
-    for col, (dataset, split) in enumerate(panels):
-        axes[0, col].set_title(f"{dataset}, {split} split")
+    for col, (dataset, protocol) in enumerate(panels):
+        axes[0, col].set_title(f"{dataset}, {protocol} protocol")
         axes[0, col].set_ylabel("training loss\n(cross-entropy, train pixels)" if col == 0 else "")
         axes[-1, col].set_xlabel("epoch")
         axes[-1, col].xaxis.set_major_locator(MaxNLocator(integer=True))
         if has_acc:
             axes[1, col].set_ylabel("overall accuracy\n(test pixels)" if col == 0 else "")
             axes[1, col].set_ylim(0, 1)
-            baselines = _baseline_oa(summary, dataset, split)
+            baselines = _baseline_oa(summary, dataset, protocol)
             for name, ls, oa in baselines:
                 axes[1, col].axhline(oa, color="0.35", ls=ls, lw=1)
                 axes[1, col].annotate(f"{name} {oa:.3f}", (0.01, oa), xycoords=("axes fraction", "data"),
                                       fontsize=7, color="0.3", va="bottom")  # fmt: skip
             if note:  # between the runs' OA and the lowest baseline: where the gap is
-                runs_oa = [a["overall_accuracy"].max() for r in records if _panel_key(r) == (dataset, split)
+                runs_oa = [a["overall_accuracy"].max() for r in records if _panel_key(r) == (dataset, protocol)
                            and (a := _accuracy(r)) is not None and not a.empty]  # fmt: skip
                 lo, hi = max(runs_oa, default=0.0), min((oa for *_, oa in baselines), default=1.0)
                 stamp(axes[1, col], note, (0.5, (lo + hi) / 2), width_in=width / len(panels) - 1.0)
@@ -173,7 +173,7 @@ def curves_figure(records: Sequence[xr.Dataset], summary: xr.Dataset | None = No
         handles += [plt.Line2D([], [], color="0.3", ls=styles[s], label=f"seed {s}") for s in seeds]
     if summary is not None and has_acc:
         n_seeds = _baseline_seeds(summary)
-        handles += [plt.Line2D([], [], color="0.35", ls=ls, label=f"{name}, same split ({n_seeds})")
+        handles += [plt.Line2D([], [], color="0.35", ls=ls, label=f"{name}, same partition ({n_seeds})")
                     for name, ls in BASELINE_STYLES.values()]  # fmt: skip
     fig.legend(handles=handles, loc="outside lower center", ncol=2, frameon=False)
     fig.suptitle(
@@ -191,7 +191,7 @@ FAR_BELOW = 0.5  # a transformer under this fraction of the best classical basel
 
 def accuracy_note(summary: xr.Dataset | None, records: Sequence[xr.Dataset] = ()) -> str | None:
     """A note for the accuracy figures (curves, accuracy bars, predicted maps) of a run whose models have not learnt:
-    on every (dataset, split) the best transformer's mean OA is under :data:`FAR_BELOW` of the best classical
+    on every (dataset, protocol) the best transformer's mean OA is under :data:`FAR_BELOW` of the best classical
     baseline's (the summary's ``oa_mean``, ``baseline_oa_mean``); without a summary, every record's last OA is under
     twice chance (2 / classes). The smoke config trains 2 epochs of 3 steps: its OA of ~0.1 beside the SVM's 0.8
     and its noise-like maps say the machinery ran, not how accurate a plan is. None when the models are not far
@@ -200,8 +200,8 @@ def accuracy_note(summary: xr.Dataset | None, records: Sequence[xr.Dataset] = ()
     by_baseline = summary is not None and "oa_mean" in summary and "baseline_oa_mean" in summary
     if by_baseline:
         cells = summary_cells(summary)
-        for key in dict.fromkeys((c.dataset, c.split) for c in cells):
-            here = [c.i for c in cells if (c.dataset, c.split) == key]
+        for key in dict.fromkeys((c.dataset, c.protocol) for c in cells):
+            here = [c.i for c in cells if (c.dataset, c.protocol) == key]
             runs = summary["oa_mean"].values[here]
             base = summary["baseline_oa_mean"].values[here[0]]
             if np.isfinite(runs).any() and np.isfinite(base).any():
@@ -257,11 +257,11 @@ BASELINE_STYLES = {
 }  # classifier -> (name, line style)
 
 
-def _baseline_oa(summary: xr.Dataset | None, dataset: str, split: str) -> list[tuple[str, str, float]]:
-    """(name, line style, mean OA) of each classical baseline on (dataset, split), from the summary."""
+def _baseline_oa(summary: xr.Dataset | None, dataset: str, protocol: str) -> list[tuple[str, str, float]]:
+    """(name, line style, mean OA) of each classical baseline on (dataset, protocol), from the summary."""
     if summary is None or "baseline_oa_mean" not in summary:
         return []
-    here = [c for c in summary_cells(summary) if (c.dataset, c.split) == (dataset, split)]
+    here = [c for c in summary_cells(summary) if (c.dataset, c.protocol) == (dataset, protocol)]
     if not here:
         return []
     out = []
@@ -349,7 +349,7 @@ def prediction_figure(
             pred = r["prediction"].values.astype(int)
             if labels is not None and labels.shape == pred.shape:
                 pred = np.where(labels > 0, pred, 0)  # the labelled pixels, as the ground truth shows
-            panels.append((f"{_record_model(r, False)}\n{r.attrs.get('split', '')} split, seed "
+            panels.append((f"{_record_model(r, False)}\n{r.attrs.get('protocol', '')} protocol, seed "
                            f"{r.attrs.get('seed', '')}", pred, r))  # fmt: skip
     classes = sorted({int(c) for _, m, _ in panels for c in np.unique(m) if c > 0})
     names: dict[int, str] = {}
@@ -406,7 +406,7 @@ def summary_table(records: Sequence[xr.Dataset]) -> pd.DataFrame:
             {
                 "dataset": a.get("dataset"), "plan": a.get("plan"), "P": a.get("P"), "g": a.get("g"),
                 "N": a.get("tokens"),
-                "split": a.get("split"), "seed": a.get("seed"), "epochs": int(r.sizes["epoch"]),
+                "protocol": a.get("protocol"), "seed": a.get("seed"), "epochs": int(r.sizes["epoch"]),
                 "summary epochs": a.get("summary_epochs"),
                 "loss": float(s("loss")),
                 "tokens/s": float(s("tokens_per_s")),
@@ -448,7 +448,7 @@ class Cell:
 
     i: int
     dataset: str
-    split: str
+    protocol: str
     plan: str
     P: int  # noqa: N815
     g: int
@@ -459,23 +459,23 @@ def summary_cells(summary: xr.Dataset) -> list[Cell]:
     """The summary's cells, in file order."""
     n = summary["N"].values if "N" in summary else [None] * summary.sizes["cell"]
     return [
-        Cell(i, str(summary["dataset"].values[i]), str(summary["split"].values[i]), str(summary["plan"].values[i]),
+        Cell(i, str(summary["dataset"].values[i]), str(summary["protocol"].values[i]), str(summary["plan"].values[i]),
              int(summary["P"].values[i]), int(summary["g"].values[i]), None if n[i] is None else int(n[i]))
         for i in range(summary.sizes["cell"])
     ]  # fmt: skip
 
 
 def accuracy_table(summary: xr.Dataset) -> pd.DataFrame:
-    """One row per model and per classical baseline, grouped by (dataset, split): OA, AA and κ as mean and sample
+    """One row per model and per classical baseline, grouped by (dataset, protocol): OA, AA and κ as mean and sample
     std over seeds (std blank with one seed), and each plan's paired OA difference to tp at the same P."""
     rows: list[dict[str, object]] = []
     cells = summary_cells(summary)
-    for dataset, split in dict.fromkeys((c.dataset, c.split) for c in cells):
-        here = [c for c in cells if (c.dataset, c.split) == (dataset, split)]
+    for dataset, protocol in dict.fromkeys((c.dataset, c.protocol) for c in cells):
+        here = [c for c in cells if (c.dataset, c.protocol) == (dataset, protocol)]
         with_n = len({c.N for c in here}) > 1  # the scene trained at two crops: N in the model's name
         for c in sorted(here, key=lambda c: (c.N or 0, c.P, c.plan, c.g)):
             row: dict[str, object] = {
-                "dataset": dataset, "split": split, "model": model_label(c.plan, c.P, c.g, c.N if with_n else None),
+                "dataset": dataset, "protocol": protocol, "model": model_label(c.plan, c.P, c.g, c.N if with_n else None),
                 "kind": "transformer (measured)", "seeds": int(summary["seeds"].values[c.i]),
             }  # fmt: skip
             for m, name in METRICS.items():
@@ -490,9 +490,9 @@ def accuracy_table(summary: xr.Dataset) -> pd.DataFrame:
                 row["trained as"] = _trained_as(c.plan, c.P, int(summary["ranks"].values[c.i]))
             rows.append(row)
         if "classifier" in summary.coords:
-            i = here[0].i  # every cell of (dataset, split) holds the same baseline numbers
+            i = here[0].i  # every cell of (dataset, protocol) holds the same baseline numbers
             for j, clf in enumerate(summary["classifier"].values):
-                row = {"dataset": dataset, "split": split, "model": BASELINE_STYLES.get(str(clf), (str(clf),))[0],
+                row = {"dataset": dataset, "protocol": protocol, "model": BASELINE_STYLES.get(str(clf), (str(clf),))[0],
                        "kind": "classical baseline (measured)",
                        "seeds": int(summary["baseline_seeds"].values[i]) if "baseline_seeds" in summary else np.nan}  # fmt: skip
                 for m, name in METRICS.items():
@@ -517,29 +517,31 @@ def _trained_as(plan: str, P: int, ranks: int) -> str:  # noqa: N803
 
 
 def per_class_table(summary: xr.Dataset) -> pd.DataFrame | None:
-    """Test recall per class (rows: labels 1..K) per model and baseline (columns, per dataset and split), mean over
+    """Test recall per class (rows: labels 1..K) per model and baseline (columns, per dataset and protocol), mean over
     seeds; None for a summary without per-class numbers (written before issue 23)."""
     if "per_class_accuracy_mean" not in summary:
         return None
     cols: dict[str, np.ndarray] = {}
     cells = summary_cells(summary)
     for c in cells:
-        cols[f"{c.dataset} {c.split}: {model_label(c.plan, c.P, c.g)}"] = summary[
+        cols[f"{c.dataset} {c.protocol}: {model_label(c.plan, c.P, c.g)}"] = summary[
             "per_class_accuracy_mean"
         ].values[c.i]
     if "baseline_per_class_accuracy_mean" in summary:
-        for dataset, split in dict.fromkeys((c.dataset, c.split) for c in cells):
-            i = next(c.i for c in cells if (c.dataset, c.split) == (dataset, split))
+        for dataset, protocol in dict.fromkeys((c.dataset, c.protocol) for c in cells):
+            i = next(c.i for c in cells if (c.dataset, c.protocol) == (dataset, protocol))
             for j, clf in enumerate(summary["classifier"].values):
                 name = BASELINE_STYLES.get(str(clf), (str(clf),))[0]
-                cols[f"{dataset} {split}: {name}"] = summary["baseline_per_class_accuracy_mean"].values[i, j]
+                cols[f"{dataset} {protocol}: {name}"] = summary["baseline_per_class_accuracy_mean"].values[
+                    i, j
+                ]
     return pd.DataFrame({"class": summary["label"].values.astype(int), **cols})
 
 
 def per_class_caption(summary: xr.Dataset, records: Sequence[xr.Dataset]) -> str:
     return (
         "Recall of each class on the test pixels after the last epoch, mean over seeds (blank: no test pixel of that "
-        "class in the split). OA hides the minority classes; on the block split some classes have no train pixel at "
+        "class in the partition). OA hides the minority classes; under the block protocol some classes have no train pixel at "
         f"all, so no model can learn them ({MEASURED}; {trained_on(records)})."
     )
 
@@ -561,26 +563,26 @@ def accuracy_caption(summary: xr.Dataset, records: Sequence[xr.Dataset]) -> str:
             "(train/equivalence.nc shows it tracks the real P-rank run)."
         )
     return (
-        f"Accuracy on the test pixels of each split protocol, {window}: mean and sample standard deviation "
+        f"Accuracy on the test pixels of each accuracy protocol, {window}: mean and sample standard deviation "
         "(ddof 1) over seeds of overall accuracy (OA), average accuracy (AA, mean recall over the classes with test "
         "pixels) and Cohen's κ; ΔOA vs tp is the plan's OA minus tp's at the same P and crop (N), paired by seed."
         f"{verdict} "
         "The classical baselines (RBF SVM, random forest on pixel spectra, hyper-parameters chosen on train pixels "
-        f"only) are fit on the same split ({MEASURED}; {trained_on(records)})."
+        f"only) are fit on the same partition ({MEASURED}; {trained_on(records)})."
     )
 
 
 def accuracy_figure(summary: xr.Dataset, records: Sequence[xr.Dataset]) -> Figure:
-    """OA, AA and κ (rows) per model and baseline, mean ± std over seeds, one column per (dataset, split)."""
+    """OA, AA and κ (rows) per model and baseline, mean ± std over seeds, one column per (dataset, protocol)."""
     tab = accuracy_table(summary)
-    panels = list(dict.fromkeys(zip(tab["dataset"], tab["split"], strict=True)))
+    panels = list(dict.fromkeys(zip(tab["dataset"], tab["protocol"], strict=True)))
     width = min(style.FULL_WIDTH_IN, max(7.5, 4.4 * len(panels)))
     fig, axes = plt.subplots(
         len(METRICS), len(panels), figsize=(width, 2.2 * len(METRICS) + 1.2), squeeze=False,
         layout="constrained", sharey="col",
     )  # fmt: skip
-    for col, (dataset, split) in enumerate(panels):
-        t = tab[(tab["dataset"] == dataset) & (tab["split"] == split)].reset_index(drop=True)
+    for col, (dataset, protocol) in enumerate(panels):
+        t = tab[(tab["dataset"] == dataset) & (tab["protocol"] == protocol)].reset_index(drop=True)
         colours = ["0.6" if k.startswith("classical") else style.OKABE_ITO[0] for k in t["kind"]]
         for row, name in enumerate(METRICS.values()):
             ax = axes[row, col]
@@ -598,7 +600,7 @@ def accuracy_figure(summary: xr.Dataset, records: Sequence[xr.Dataset]) -> Figur
             ax.set_xlim(0, 1)
             ax.set_xlabel(name + " (test pixels)", fontsize=8)
             if row == 0:
-                ax.set_title(f"{dataset}, {split} split", fontsize=8)
+                ax.set_title(f"{dataset}, {protocol} protocol", fontsize=8)
     note = accuracy_note(summary, records)
     if note:  # top right of the OA panels: right of the runs' short bars, above the baselines' long ones
         for ax in axes[0]:
@@ -643,7 +645,7 @@ def equivalence_table(path: str | os.PathLike[str] | None) -> pd.DataFrame:
         plan = str(c["plan"].values)
         rows.append(
             {
-                "dataset": str(c["dataset"].values), "split": str(c["split"].values), "seed": int(c["seed"]),
+                "dataset": str(c["dataset"].values), "protocol": str(c["protocol"].values), "seed": int(c["seed"]),
                 "model": model_label(plan, int(c["P"]), int(c["g"])), "epochs": int(c["epoch"]),
                 "OA over P ranks (measured)": float(c["oa_check"]),
                 "OA, 1 process (measured)": float(c["oa_equivalent"]), "ΔOA": float(c["d_oa"]),
@@ -659,7 +661,7 @@ def equivalence_caption(path: str | os.PathLike[str] | None, records: Sequence[x
         return f"No equivalence check: {NO_CHECK}."
     return (
         "The accuracy runs train each plan's single-process equivalent (architecture_for(base, plan, P, g) in one "
-        "process). Here each (plan, P, g) also ran for real over P ranks (gloo), on the same seed, split and LR "
+        "process). Here each (plan, P, g) also ran for real over P ranks (gloo), on the same seed, protocol and LR "
         "schedule, stopped after the epochs shown: test OA of both at that epoch, and the largest relative gap of "
         f"their per-epoch mean training loss ({MEASURED}; {trained_on(records)})."
     )
@@ -705,12 +707,12 @@ def _verdict(summary: xr.Dataset, i: int) -> str:
 
 
 def _verdict_columns(summary: xr.Dataset | None, plan: str, P: int, g: int, N: int) -> dict[str, str]:  # noqa: N803
-    """'OA verdict vs tp, DATASET SPLIT split' -> the verdict of this (plan, P, g, N), per dataset and split."""
+    """'OA verdict vs tp, DATASET PROTOCOL protocol' -> the verdict of this (plan, P, g, N), per dataset and protocol."""
     if summary is None or "oa_verdict" not in summary:
         return {"OA verdict vs tp (measured on CPU)": NO_VERDICT}
     out = {}
     for c in summary_cells(summary):
-        col = f"OA verdict vs tp, {c.dataset} {c.split} split (measured on CPU)"
+        col = f"OA verdict vs tp, {c.dataset} {c.protocol} protocol (measured on CPU)"
         out.setdefault(col, "not trained")
         if _answers(c, plan, P, g, N):
             out[col] = "reference" if plan == "tp" else _verdict(summary, c.i)
@@ -768,12 +770,12 @@ def _time_columns(
     N: int,
     step_time_ratio: float,  # noqa: N803
 ) -> dict[str, str]:
-    """'time to tp's OA - delta vs tp, DATASET SPLIT split' -> the ratio of this (plan, P, g, N), per dataset and split."""
+    """'time to tp's OA - delta vs tp, DATASET PROTOCOL protocol' -> the ratio of this (plan, P, g, N), per dataset and protocol."""
     if summary is None or "steps_to_target" not in summary:
         return {}
     out = {}
     for c in summary_cells(summary):
-        col = f"time to tp's OA − δ vs tp, {c.dataset} {c.split} split (measured on CPU)"
+        col = f"time to tp's OA − δ vs tp, {c.dataset} {c.protocol} protocol (measured on CPU)"
         out.setdefault(col, "not trained")
         if _answers(c, plan, P, g, N):
             out[col] = time_to_accuracy_ratio(summary, c, step_time_ratio)[1]
@@ -791,7 +793,7 @@ def answer_table(
     per-rank peak memory of the fullest rank and its ratio to tp's (``probe/memory.nc``, one point at a time); the
     tokens/s ratio to tp, median [min, max] over the interleaved rounds (``probe/throughput.nc``; oversubscribed P
     says so, and no conclusion rests on it); the accuracy verdict of the plan against tp (``oa_verdict`` of
-    ``train/summary.nc``, per dataset and split; "not computed yet" before issue 24). Each row names the machine.
+    ``train/summary.nc``, per dataset and protocol; "not computed yet" before issue 24). Each row names the machine.
     Without the probe's files: one row saying so."""
     if memory is None or throughput is None:
         return pd.DataFrame([{"answer": NO_PROBE}])
@@ -847,21 +849,21 @@ VERDICT_MARKERS = {"equal": "o", "better": "^", "worse": "v", "undecided": "s"}
 def tuning_effect_table(summary: xr.Dataset, control: xr.Dataset | None) -> pd.DataFrame:
     """What tuning D-CHAG's own recipe changed (issue 36): per D-CHAG cell of the untuned control
     (``train/control_summary.nc``: the plan on tp's tuned recipe, at train.groups' g) the OA difference to tp and
-    its verdict, beside the same plan, P and split on its own tuned recipe (``train/summary.nc``, at its study's g),
+    its verdict, beside the same plan, P and protocol on its own tuned recipe (``train/summary.nc``, at its study's g),
     both paired by seed with the same tp runs. One row saying so when the run has no control."""
     if control is None:
         return pd.DataFrame(
             [{"plan": "none", "note": "no untuned control in this run (train.control.world_sizes)"}]
         )
-    tuned = {(c.dataset, c.split, c.plan, c.P, c.N): c for c in summary_cells(summary) if c.plan != "tp"}
+    tuned = {(c.dataset, c.protocol, c.plan, c.P, c.N): c for c in summary_cells(summary) if c.plan != "tp"}
     rows: list[dict[str, object]] = []
     for c in summary_cells(control):
         if c.plan == "tp":
             continue
-        own = tuned.get((c.dataset, c.split, c.plan, c.P, c.N))
+        own = tuned.get((c.dataset, c.protocol, c.plan, c.P, c.N))
         d_tp = float(control["d_oa_vs_tp_mean"].values[c.i])
         row: dict[str, object] = {
-            "dataset": c.dataset, "split": c.split, "plan": c.plan, "P": c.P,
+            "dataset": c.dataset, "protocol": c.protocol, "plan": c.plan, "P": c.P,
             "g on tp's recipe": c.g, "ΔOA vs tp on tp's recipe (pp)": 100 * d_tp,
             "verdict on tp's recipe": _verdict(control, c.i),
         }  # fmt: skip
@@ -910,7 +912,7 @@ def pareto_points(
     no activation checkpointing, ``probe/memory.nc``) and its time to tp's OA − δ over tp's
     (:func:`time_to_accuracy_ratio`, the interleaved tokens/s ratio of ``probe/throughput.nc``), with its verdict;
     NaN where either is missing (never reached, oversubscribed, not probed)."""
-    cols = ["dataset", "split", "plan", "P", "g", "memory_ratio", "time_ratio", "verdict"]
+    cols = ["dataset", "protocol", "plan", "P", "g", "memory_ratio", "time_ratio", "verdict"]
     if memory is None or throughput is None or summary is None or "steps_to_target" not in summary:
         return pd.DataFrame(columns=cols)
     peak = _no_checkpointing(memory["peak_allocated"].max("rank", skipna=True))
@@ -935,7 +937,7 @@ def pareto_points(
         mem = here / tp if tp > 0 else math.nan
         ratio = time_to_accuracy_ratio(summary, c, _step_time_ratio(thr, notes.get(c.P)))[0]
         verdict = _verdict_name(summary, c.i) if "oa_verdict" in summary else "undecided"
-        rows.append([c.dataset, c.split, c.plan, c.P, c.g, mem, ratio, verdict])
+        rows.append([c.dataset, c.protocol, c.plan, c.P, c.g, mem, ratio, verdict])
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -943,16 +945,16 @@ def pareto_figure(
     memory: xr.Dataset | None, throughput: xr.Dataset | None, summary: xr.Dataset | None
 ) -> Figure:
     """Memory per rank against time to accuracy, each over tp's, one point per D-CHAG plan and P, marker = accuracy
-    verdict; one panel per dataset and split. Below 1 on both axes: less memory and sooner at tp's accuracy."""
+    verdict; one panel per dataset and protocol. Below 1 on both axes: less memory and sooner at tp's accuracy."""
     pts = pareto_points(memory, throughput, summary)
-    panels = sorted({(d, s) for d, s in zip(pts["dataset"], pts["split"], strict=True)}) or [("", "")]
+    panels = sorted({(d, s) for d, s in zip(pts["dataset"], pts["protocol"], strict=True)}) or [("", "")]
     fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels) + 0.6, 4.2), layout="constrained",
                              squeeze=False)  # fmt: skip
     plans = sorted(set(pts["plan"])) or list(DCHAG_PLANS)
     colours = dict(zip(plans, style.palette(len(plans)), strict=True))
     shown = pts.dropna(subset=["memory_ratio", "time_ratio"])
-    for ax, (dataset, split) in zip(axes[0], panels, strict=True):
-        here = shown[(shown["dataset"] == dataset) & (shown["split"] == split)]
+    for ax, (dataset, protocol) in zip(axes[0], panels, strict=True):
+        here = shown[(shown["dataset"] == dataset) & (shown["protocol"] == protocol)]
         for row in here.itertuples():
             ax.scatter(row.memory_ratio, row.time_ratio, color=colours[row.plan], s=60,
                        marker=VERDICT_MARKERS.get(row.verdict, "s"), edgecolor="black", linewidth=0.5)  # fmt: skip
@@ -962,8 +964,8 @@ def pareto_figure(
         ax.axvline(1.0, color="0.6", lw=0.8, ls="--")
         ax.set_xlabel("peak memory per rank / tp's (fullest rank, no checkpointing)")
         ax.set_ylabel("time to tp's OA − δ / tp's")
-        missing = len(pts[(pts["dataset"] == dataset) & (pts["split"] == split)]) - len(here)
-        title = f"{dataset} {split} split" if dataset else "no D-CHAG cell with both ratios yet"
+        missing = len(pts[(pts["dataset"] == dataset) & (pts["protocol"] == protocol)]) - len(here)
+        title = f"{dataset} {protocol} protocol" if dataset else "no D-CHAG cell with both ratios yet"
         if missing > 0:
             title += f"\n{missing} cell(s) without a ratio (never reached, oversubscribed or not probed)"
         ax.set_title(title, fontsize=9)
@@ -995,18 +997,18 @@ def _study_device(studies: Sequence[xr.Dataset]) -> str:
 
 
 def budget_figure(studies: Sequence[xr.Dataset]) -> Figure:
-    """Best validation OA against the number of tuning trials, per split (panel) and plan (colour): the search as
+    """Best validation OA against the number of tuning trials, per protocol (panel) and plan (colour): the search as
     run (best so far, solid) and Dodge et al.'s expected best of n random start-up trials with its spread (dashed,
     band). A curve still rising at the last trial says the budget was too small to decide."""
-    splits = sorted({str(s.attrs["split"]) for s in studies}) or ["none"]
+    protocols = sorted({str(s.attrs["protocol"]) for s in studies}) or ["none"]
     budget = sorted({(int(s.attrs["budget_trials"]), int(s.attrs["steps_per_trial"])) for s in studies})
     what = ", ".join(f"{t} trials of {st} steps" for t, st in budget)
-    fig, axes = plt.subplots(1, len(splits), figsize=(max(7.0, 4.8 * len(splits) + 0.6), 3.9), layout="constrained",
+    fig, axes = plt.subplots(1, len(protocols), figsize=(max(7.0, 4.8 * len(protocols) + 0.6), 3.9), layout="constrained",
                              squeeze=False, sharey=True)  # fmt: skip
     plans = sorted({str(s.attrs["plan"]) for s in studies})
     colours = dict(zip(plans, style.palette(max(len(plans), 1)), strict=False))
-    for ax, split in zip(axes[0], splits, strict=True):
-        for s in (s for s in studies if str(s.attrs["split"]) == split):
+    for ax, protocol in zip(axes[0], protocols, strict=True):
+        for s in (s for s in studies if str(s.attrs["protocol"]) == protocol):
             plan = str(s.attrs["plan"])
             k = s["trial"].values
             ax.plot(k, s["best_so_far"].values, color=colours[plan], lw=1.8, label=f"{plan}: best so far")
@@ -1014,7 +1016,9 @@ def budget_figure(studies: Sequence[xr.Dataset]) -> Figure:
             mean, std = s["expected_best"].values, s["expected_best_std"].values
             ax.plot(n, mean, color=colours[plan], lw=1.2, ls="--", label=f"{plan}: expected best")
             ax.fill_between(n, mean - std, mean + std, color=colours[plan], alpha=0.15, lw=0)
-        ax.set_title(f"{split} split ({what})" if studies else "no tuning study in this run", fontsize=9)
+        ax.set_title(
+            f"{protocol} protocol ({what})" if studies else "no tuning study in this run", fontsize=9
+        )
         ax.set_xlabel("trials")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=6))
         if not studies:

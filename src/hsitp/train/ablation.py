@@ -1,5 +1,5 @@
 """The training-recipe ablation (``config/cpu-ablation.yaml``): one row per recipe step, each row trained on both
-split protocols and several seeds through the pipeline's own ``hsitp train`` (one process, P = 1: the plan's
+accuracy protocols and several seeds through the pipeline's own ``hsitp train`` (one process, P = 1: the plan's
 single-process equivalent, which the parity tests show equals tp), then reduced to one table.
 
     python -m hsitp.train.ablation config/cpu-ablation.yaml            # train what is missing (resumable)
@@ -7,7 +7,7 @@ single-process equivalent, which the parity tests show equals tp), then reduced 
 
 The ablation file is not a pipeline overlay: ``base`` lists the overlays every row starts from. The rows are a
 greedy chain: the first is the control; every later row adds its ``train`` keys on top of the steps kept so far
-and is kept when its validation OA (``val_oa``, mean over splits and the seeds both rows ran) beats the best kept
+and is kept when its validation OA (``val_oa``, mean over protocols and the seeds both rows ran) beats the best kept
 row's; a row marked ``final: true`` is the kept recipe plus its keys (e.g. more steps), run whatever it scores. A
 row with ``from: NAME`` (``on`` would read as YAML's true) starts a new stretch of the chain from an earlier row (a final one, say, at its step count):
 it is that row's recipe plus its own keys, judged against that row, and the chain goes on from there. The
@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -39,6 +40,8 @@ from hsitp.errors import HsitpError
 from hsitp.train.plan import crop_patch, recipe_hash, run_name
 from hsitp.train.settings import TrainSettings
 
+log = logging.getLogger(__name__)
+
 KIND = "train_ablation"
 METRICS = ("val_oa", "oa", "val_aa", "aa", "val_kappa", "kappa")
 FIT = "train_oa"  # OA of the final map on the run's own loss pixels: under- or over-fitting
@@ -49,10 +52,19 @@ class AblationError(HsitpError, ValueError):
 
 
 def read_spec(path: str | Path) -> dict[str, Any]:
-    """The ablation file, checked: base overlays, run, data (the prepared scene), dataset, plan, splits, seeds,
-    rows (unique names; a row may set its own ``seeds`` and ``splits``)."""
+    """The ablation file, checked: base overlays, run, data (the prepared scene), dataset, plan, protocols (the
+    accuracy protocols), seeds, rows (unique names; a row may set its own ``seeds`` and ``protocols``). ``splits``,
+    the name of ``protocols`` before issue 38, is accepted for one release with a warning."""
     spec = yaml.safe_load(Path(path).read_text())
-    for key in ("base", "run", "data", "dataset", "plan", "splits", "seeds", "rows"):
+    for where in (spec, *spec.get("rows", ())):
+        if "splits" in where:
+            if "protocols" in where:
+                raise AblationError(
+                    f"{path}: both `splits` and `protocols`; `splits` is the old name: keep `protocols`"
+                )
+            where["protocols"] = where.pop("splits")
+            log.warning("%s: `splits` is deprecated, use `protocols` (accepted until the next release)", path)
+    for key in ("base", "run", "data", "dataset", "plan", "protocols", "seeds", "rows"):
         if key not in spec:
             raise AblationError(f"{path}: `{key}` missing")
     names = [r.get("name") for r in spec["rows"]]
@@ -86,22 +98,22 @@ def _row_jobs(
     settings = TrainSettings.from_config(cfg)
     tokens = settings.crops[0].tokens
     patch = crop_patch(settings, spec["dataset"], tokens)
-    for split in row.get("splits", spec["splits"]):
+    for protocol in row.get("protocols", spec["protocols"]):
         for seed in row.get("seeds", spec["seeds"]):
-            name = run_name(spec["plan"], tokens, 1, 1, split, int(seed))
+            name = run_name(spec["plan"], tokens, 1, 1, protocol, int(seed))
             rec = results / "train" / spec["dataset"] / row["name"] / f"{name}.nc"
             cmd = [
                 sys.executable, "-m", "hsitp", "train", str(spec["data"]), "--plan", spec["plan"],
-                "--tokens", str(tokens), "--patch", str(patch), "--world-size", "1", "--split", split,
+                "--tokens", str(tokens), "--patch", str(patch), "--world-size", "1", "--protocol", protocol,
                 "--seed", str(seed), "--out", str(rec), "--config-json", json.dumps(cfg),
             ]  # fmt: skip
-            job = {"row": row["name"], "split": split, "seed": str(seed), "record": rec, "cmd": cmd}
+            job = {"row": row["name"], "protocol": protocol, "seed": str(seed), "record": rec, "cmd": cmd}
             out.append({**job, "recipe_hash": recipe_hash(cfg)})
     return out
 
 
 def _val_oa(jobs: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], float] | None:
-    """Validation OA of each (split, seed) record of a row; None while any is missing."""
+    """Validation OA of each (protocol, seed) record of a row; None while any is missing."""
     from hsitp.io import read_netcdf
 
     if not all(j["record"].exists() for j in jobs):
@@ -115,16 +127,16 @@ def _val_oa(jobs: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], float] |
                 f"{j['recipe_hash']}: the ablation file, its base overlays or an earlier verdict changed; restore "
                 "them or delete the row's records"
             )
-        out[(j["split"], j["seed"])] = float(ds["val_oa"].values[-1])
+        out[(j["protocol"], j["seed"])] = float(ds["val_oa"].values[-1])
     return out
 
 
 def _beats(mine: Mapping[tuple[str, str], float], best: Mapping[tuple[str, str], float]) -> bool:
-    """Higher mean validation OA than the best kept row over the (split, seed) runs both have (rows screened
+    """Higher mean validation OA than the best kept row over the (protocol, seed) runs both have (rows screened
     with fewer seeds are compared on those seeds only)."""
     common = sorted(set(mine) & set(best))
     if not common:
-        raise AblationError("two rows of the chain share no (split, seed): they cannot be compared")
+        raise AblationError("two rows of the chain share no (protocol, seed): they cannot be compared")
     return float(np.mean([mine[k] for k in common])) > float(np.mean([best[k] for k in common]))
 
 
@@ -151,7 +163,7 @@ def resolve(spec: Mapping[str, Any], *, upto: int | None = None) -> list[dict[st
             "jobs": jobs,
             "val_oa": None if val is None else float(np.mean(list(val.values()))),
             "kept_before": dict(kept),
-            "val": val,  # (split, seed) -> validation OA
+            "val": val,  # (protocol, seed) -> validation OA
         }
         out.append(entry)
         if val is None:
@@ -204,23 +216,23 @@ def train_chain(spec: Mapping[str, Any], workers: int, only: Sequence[str] | Non
 
 
 def table(spec: Mapping[str, Any]) -> xr.Dataset:
-    """(row, split) means over the seeds found of validation and test OA/AA/kappa and wall time; steps, the
+    """(row, protocol) means over the seeds found of validation and test OA/AA/kappa and wall time; steps, the
     verdict of each row, and what it changes."""
     from hsitp.io import read_netcdf
 
     chain = resolve(spec)
-    splits = list(spec["splits"])
-    shape = (len(chain), len(splits))
+    protocols = list(spec["protocols"])
+    shape = (len(chain), len(protocols))
     vals = {m: np.full(shape, np.nan) for m in (*METRICS, FIT, "wall_s", "seeds")}
     steps = np.zeros(len(chain), dtype=np.int64)
     for i, entry in enumerate(chain):
         settings = TrainSettings.from_config(entry["config"])
         steps[i] = settings.epochs * settings.steps_per_epoch
-        for j, split in enumerate(splits):
+        for j, protocol in enumerate(protocols):
             got: dict[str, list[float]] = {m: [] for m in (*METRICS, FIT, "wall_s")}
             for job in entry["jobs"]:
                 rec = job["record"]
-                if job["split"] != split or not rec.exists():
+                if job["protocol"] != protocol or not rec.exists():
                     continue
                 ds = read_netcdf(rec, kind="train")
                 if ds.attrs.get("recipe_hash") != job["recipe_hash"]:
@@ -228,7 +240,7 @@ def table(spec: Mapping[str, Any]) -> xr.Dataset:
                 for m in METRICS:
                     got[m].append(float(ds[m].values[-1]))
                 if "prediction" in ds:
-                    got[FIT].append(_train_oa(spec, entry["config"], split, ds["prediction"].values))
+                    got[FIT].append(_train_oa(spec, entry["config"], protocol, ds["prediction"].values))
                 wall = rec.with_suffix(".wall.json")
                 if wall.exists():
                     got["wall_s"].append(float(json.loads(wall.read_text())["wall_s"]))
@@ -237,7 +249,7 @@ def table(spec: Mapping[str, Any]) -> xr.Dataset:
                 if v:
                     vals[m][i, j] = float(np.mean(v))
     data = {
-        m: (("row", "split"), v, {"units": "s" if m == "wall_s" else "1", "long_name": _long(m)})
+        m: (("row", "protocol"), v, {"units": "s" if m == "wall_s" else "1", "long_name": _long(m)})
         for m, v in vals.items()
     }
     data["steps"] = ("row", steps, {"units": "1", "long_name": "optimizer steps (epochs x steps_per_epoch)"})
@@ -254,7 +266,7 @@ def table(spec: Mapping[str, Any]) -> xr.Dataset:
                 [e["row"]["name"] for e in chain],
                 {"long_name": "recipe step (cpu-ablation.yaml)"},
             ),
-            "split": ("split", splits, {"long_name": "split protocol"}),
+            "protocol": ("protocol", protocols, {"long_name": "accuracy protocol"}),
         },
     )
     ds["what"] = (
@@ -272,7 +284,7 @@ def table(spec: Mapping[str, Any]) -> xr.Dataset:
     ds.attrs.update(
         {
             "title": "hsitp training-recipe ablation: validation and test accuracy per recipe step",
-            "decision": "greedy: a row is kept when its validation OA (mean over splits and seeds; train pixels "
+            "decision": "greedy: a row is kept when its validation OA (mean over protocols and seeds; train pixels "
             "held out of the loss) beats the best kept row's; test OA decides nothing",
             "plan": f"{spec['plan']} at P = 1 in one process (the single-process equivalent of tp)",
             "hardware": "CPU, OMP_NUM_THREADS=1 per run, on a 2-core machine shared with other jobs",
@@ -281,14 +293,16 @@ def table(spec: Mapping[str, Any]) -> xr.Dataset:
     return ds
 
 
-def _train_oa(spec: Mapping[str, Any], cfg: Mapping[str, Any], split: str, prediction: np.ndarray) -> float:
+def _train_oa(
+    spec: Mapping[str, Any], cfg: Mapping[str, Any], protocol: str, prediction: np.ndarray
+) -> float:
     """OA of a record's final map on the pixels its loss saw (train pixels less the validation ones)."""
     from hsitp.train.data import load_scene
 
     settings = TrainSettings.from_config(cfg)
-    key = (split, settings.validation_fraction, settings.seed)
+    key = (protocol, settings.validation_fraction, settings.seed)
     if key not in _SCENES:
-        scene = load_scene(spec["data"], split, validation=key[1], validation_seed=key[2])
+        scene = load_scene(spec["data"], protocol, validation=key[1], validation_seed=key[2])
         _SCENES[key] = (scene.labels, scene.train_mask.numpy())
     labels, loss_pixels = _SCENES[key]
     return float((prediction[loss_pixels] == labels[loss_pixels]).mean())
@@ -311,10 +325,10 @@ def _long(m: str) -> str:
 
 
 def markdown(ds: xr.Dataset) -> str:
-    """The ablation table in markdown: one line per row, validation and test OA (and AA) per split."""
-    splits = [str(s) for s in ds["split"].values]
+    """The ablation table in markdown: one line per row, validation and test OA (and AA) per protocol."""
+    protocols = [str(s) for s in ds["protocol"].values]
     head = ["row", "what", "verdict", "steps"]
-    for s in splits:
+    for s in protocols:
         head += [f"{s} train OA", f"{s} val OA", f"{s} test OA", f"{s} test AA"]
     head += ["seeds", "wall/run (s)"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -325,7 +339,7 @@ def markdown(ds: xr.Dataset) -> str:
             str(ds["verdict"].values[i]),
             str(int(ds["steps"].values[i])),
         ]
-        for j in range(len(splits)):
+        for j in range(len(protocols)):
             cells += [f"{ds[m].values[i, j]:.3f}" for m in (FIT, "val_oa", "oa", "aa")]
         cells += [f"{int(np.nanmin(ds['seeds'].values[i]))}", f"{np.nanmean(ds['wall_s'].values[i]):.0f}"]
         cells = [c.replace("nan", "–") for c in cells]

@@ -1,7 +1,7 @@
-"""``hsitp train``: one training job (dataset, plan, N, P, g, split, seed), launched by torchrun with P ranks::
+"""``hsitp train``: one training job (dataset, plan, N, P, g, protocol, seed), launched by torchrun with P ranks::
 
     torchrun --standalone --nnodes 1 --nproc_per_node P -m hsitp train results/RUN/data/DATASET.nc \\
-        --plan tp --tokens 324 --patch 8 --world-size P --groups 1 --split random --seed 0 \\
+        --plan tp --tokens 324 --patch 8 --world-size P --groups 1 --protocol random --seed 0 \\
         --out results/RUN/train/DATASET/NAME.nc
 
 ``--tokens N`` picks the crop; ``--patch`` defaults to the patch of the ``train.crops`` entry with that N for the
@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from hsitp.config import add_config_args, config_from_args
+from hsitp.config import add_config_args, add_protocol_args, config_from_args
 from hsitp.errors import HsitpError
 from hsitp.train.plan import TrainJob
 from hsitp.train.settings import TrainSettings
@@ -81,7 +81,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         raise HsitpError(f"hsitp train: one prepared scene expected, got {args.data}")
     missing = [
         f"--{k.replace('_', '-')}"
-        for k in ("plan", "tokens", "world_size", "split", "seed")
+        for k in ("plan", "tokens", "world_size", "protocol", "seed")
         if getattr(args, k) is None
     ]
     if missing:
@@ -137,7 +137,7 @@ def _job(args: argparse.Namespace) -> tuple[TrainSettings, TrainJob]:
             cfg,
             args.recipe,
             plan=args.plan,
-            split=args.split,
+            protocol=args.protocol,
             groups=args.groups,
             recipe_plan=args.recipe_plan,
         )
@@ -154,7 +154,7 @@ def _job(args: argparse.Namespace) -> tuple[TrainSettings, TrainJob]:
         plan=args.plan,
         world_size=args.world_size,
         groups=args.groups,
-        split=args.split,
+        protocol=args.protocol,
         seed=args.seed,
         tokens=args.tokens,
         patch=patch,
@@ -243,7 +243,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--recipe",
-        help="(training) a tuning study (results/RUN/tune/DATASET/PLAN_SPLIT.nc): train on its best trial's lr, "
+        help="(training) a tuning study (results/RUN/tune/DATASET/PLAN_PROTOCOL.nc): train on its best trial's lr, "
         "weight decay, label smoothing, warm-up and per_class (train.recipe: tuned)",
     )
     p.add_argument(
@@ -251,7 +251,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="(training) the plan whose study --recipe is (default: the job's own plan): tp for the untuned control, "
         "a D-CHAG job on tp's recipe at its own g (train.control)",
     )
-    p.add_argument("--split", help="(training) split protocol of the prepared file: random or block")
+    add_protocol_args(
+        p, help_text="(training) accuracy protocol: which train/test partition of the prepared file"
+    )
     p.add_argument("--seed", type=int, help="(training) seed")
     p.add_argument(
         "--baseline",

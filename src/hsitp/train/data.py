@@ -1,9 +1,9 @@
-"""The training data: one prepared scene (``results/<run>/data/DATASET.nc``), its split protocol, and a seeded
-sampler of S x S crops that every rank of a TP group draws identically.
+"""The training data: one prepared scene (``results/<run>/data/DATASET.nc``), the train/test partition of its
+accuracy protocol, and a seeded sampler of S x S crops that every rank of a TP group draws identically.
 
 The model sees the whole crop's spectra (labelled or not, train or test pixels alike: the cube is unlabelled
-input); only train-split labels enter the loss: pixels that are not ``TRAIN`` get the ignore mask. The scene also
-keeps the labels (1..K) and split flags, read only by the evaluation (``hsitp.train.evaluate``), never by the
+input); only train pixels' labels enter the loss: pixels that are not ``TRAIN`` get the ignore mask. The scene also
+keeps the labels (1..K) and partition flags, read only by the evaluation (``hsitp.train.evaluate``), never by the
 sampler.
 
 Validation pixels (``train.validation.fraction`` of the train pixels, :func:`validation_mask`) are train pixels
@@ -25,45 +25,51 @@ import xarray as xr
 
 from hsitp.errors import HsitpError
 
-UNUSED, TRAIN, TEST = 0, 1, 2  # the prepared file's split flags (hsitp.data.split)
+UNUSED, TRAIN, TEST = 0, 1, 2  # the prepared file's partition flags (hsitp.data.partition)
 
 
 class TrainDataError(HsitpError, ValueError):
     """The prepared file cannot feed this training run (missing protocol, crop larger than the scene, ...)."""
 
 
-def read_split(ds: xr.Dataset, protocol: str, *, path: str | Path = "the prepared file") -> np.ndarray:
-    """The (y, x) int8 split flags (0 unused / 1 train / 2 test) of ``protocol`` ("random" or "block").
+def read_partition(ds: xr.Dataset, protocol: str, *, path: str | Path = "the prepared file") -> np.ndarray:
+    """The (y, x) int8 partition flags (0 unused / 1 train / 2 test) of accuracy protocol ``protocol`` ("random" or
+    "block").
 
-    Two layouts: ``split`` (protocol, y, x) with a ``protocol`` coordinate (both protocols in one file), or the
-    older ``split`` (y, x) holding the one protocol named by the ``split_mode`` attribute.
+    Two layouts: ``partition`` (protocol, y, x) with a ``protocol`` coordinate (both protocols in one file), or the
+    older (y, x) holding the one protocol named by the ``partition_mode`` attribute. Files of an older hsitp (the
+    variable ``split``, the attribute ``split_mode``) are read through :func:`hsitp.io.upgrade_names`.
     """
-    if "split" not in ds:
-        raise TrainDataError(f"{path}: no `split` variable; re-run `hsitp data prepare`")
-    split = ds["split"]
-    if "protocol" in split.dims:
-        have = [str(p) for p in split["protocol"].values]
+    from hsitp.io import upgrade_names
+
+    ds = upgrade_names(ds, kind="dataset")
+    if "partition" not in ds:
+        raise TrainDataError(f"{path}: no `partition` variable; re-run `hsitp data prepare`")
+    part = ds["partition"]
+    if "protocol" in part.dims:
+        have = [str(p) for p in part["protocol"].values]
         if protocol not in have:
             raise TrainDataError(
-                f"{path}: split protocol {protocol!r} (train.splits) is not in the file; it holds {have}"
+                f"{path}: accuracy protocol {protocol!r} (train.protocols) is not in the file; it holds {have}"
             )
-        split = split.sel(protocol=protocol)
+        part = part.sel(protocol=protocol)
     else:
-        mode = ds.attrs.get("split_mode")
+        mode = ds.attrs.get("partition_mode")
         if mode != protocol:
             raise TrainDataError(
-                f"{path}: holds only the {mode!r} split (attribute split_mode), but train.splits asks for "
-                f"{protocol!r}; prepare the data with that protocol (data.split.mode) or drop it from train.splits"
+                f"{path}: holds only the {mode!r} partition (attribute partition_mode), but train.protocols asks "
+                f"for {protocol!r}; prepare the data with that protocol (data.partition.protocols) or drop it from "
+                "train.protocols"
             )
-    if split.dims != ("y", "x"):
-        split = split.transpose("y", "x")
-    return np.asarray(split.values, dtype=np.int8)
+    if part.dims != ("y", "x"):
+        part = part.transpose("y", "x")
+    return np.asarray(part.values, dtype=np.int8)
 
 
 @dataclass
 class Scene:
     """One scene ready for training: cube (L, H, W) float32, targets (H, W) int64 in 0..K-1 (train pixels; -1
-    elsewhere), the train mask, the counts the output records, and (for evaluation only) labels and split."""
+    elsewhere), the train mask, the counts the output records, and (for evaluation only) labels and partition."""
 
     name: str
     cube: torch.Tensor  # (L, H, W) float32
@@ -73,8 +79,8 @@ class Scene:
     protocol: str
     counts: dict[str, int]
     labels: np.ndarray  # (H, W) int16, 1..K, 0 = unlabelled: read by the evaluation only
-    split: np.ndarray  # (H, W) int8 split flags of the protocol (0 unused / 1 train / 2 test)
-    validation: np.ndarray  # (H, W) bool: train-split pixels held out of the loss (validation)
+    partition: np.ndarray  # (H, W) int8 partition flags of the protocol (0 unused / 1 train / 2 test)
+    validation: np.ndarray  # (H, W) bool: train pixels held out of the loss (validation)
 
     @property
     def bands(self) -> int:
@@ -134,8 +140,8 @@ def validation_mask(
     """(H, W) bool: the train pixels held out as validation pixels (never in the loss).
 
     ``random``: per class, round(fraction x its train pixels) drawn at random, at most all but one (a class keeps
-    >= 1 train pixel; a class with one train pixel gives none). ``block``: whole training blocks of the split's
-    ``block`` x ``block`` grid (the prepared file's ``split_settings``), drawn in random order until they hold
+    >= 1 train pixel; a class with one train pixel gives none). ``block``: whole training blocks of the partition's
+    ``block`` x ``block`` grid (the prepared file's ``partition_settings``), drawn in random order until they hold
     >= fraction of the train pixels, so validation is spatially apart from most of the loss pixels as the test
     blocks are (no guard band between a validation block and its training neighbours). Seeded by ``seed``.
     """
@@ -146,8 +152,9 @@ def validation_mask(
     if protocol == "block":
         if not block:
             raise TrainDataError(
-                "train.validation.fraction > 0 on the block split needs the split's block size (the prepared "
-                "file's split_settings, written by `hsitp data prepare`): re-prepare it or set the fraction to 0"
+                "train.validation.fraction > 0 under the block protocol needs the partition's block size (the "
+                "prepared file's partition_settings, written by `hsitp data prepare`): re-prepare it or set the "
+                "fraction to 0"
             )
         yy, xx = np.indices(train.shape)
         nbx = -(-train.shape[1] // block)
@@ -170,8 +177,8 @@ def validation_mask(
     return val
 
 
-def _split_block(ds: xr.Dataset) -> int | None:
-    settings: Any = ds.attrs.get("split_settings")
+def _partition_block(ds: xr.Dataset) -> int | None:
+    settings: Any = ds.attrs.get("partition_settings")
     if isinstance(settings, str):
         settings = json.loads(settings)
     return int(settings["block"]) if settings and "block" in settings else None
@@ -187,22 +194,22 @@ def load_scene(
     ds = read_netcdf(path, kind="dataset")
     cube = np.asarray(ds["cube"].transpose("y", "x", ...).values, dtype=np.float32)  # (H, W, L)
     labels = np.asarray(ds["labels"].values, dtype=np.int64)  # (H, W), 0 = unlabelled
-    split = read_split(ds, protocol, path=path)
+    partition = read_partition(ds, protocol, path=path)
     classes = _n_classes(ds)
     if labels.max() > classes:
         raise TrainDataError(f"{path}: label {labels.max()} exceeds the {classes} classes of class_names")
-    train = (split == TRAIN) & (labels > 0)
-    val = validation_mask(labels, train, protocol, validation, validation_seed, block=_split_block(ds))
+    train = (partition == TRAIN) & (labels > 0)
+    val = validation_mask(labels, train, protocol, validation, validation_seed, block=_partition_block(ds))
     train = train & ~val
     target = np.where(train, labels - 1, -1)
     counts = {
         "train_pixels": int(train.sum()),
         "validation_pixels": int(val.sum()),
-        "test_pixels": int(((split == TEST) & (labels > 0)).sum()),
+        "test_pixels": int(((partition == TEST) & (labels > 0)).sum()),
         "labelled_pixels": int((labels > 0).sum()),
     }
     if counts["train_pixels"] == 0:
-        raise TrainDataError(f"{path}: the {protocol!r} split has no train pixels")
+        raise TrainDataError(f"{path}: the {protocol!r} protocol's partition has no train pixels")
     cube = standardise(cube, train)
     return Scene(
         name=str(ds.attrs.get("dataset", Path(path).stem)),
@@ -213,7 +220,7 @@ def load_scene(
         protocol=protocol,
         counts=counts,
         labels=labels.astype(np.int16),
-        split=split,
+        partition=partition,
         validation=val,
     )
 

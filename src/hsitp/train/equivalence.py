@@ -2,7 +2,7 @@
 
 Under ``train.equivalent`` the accuracy runs train ``architecture_for(base, plan, P, g)`` in one process. The parity
 tests show one step of it equals the plan over P ranks; this file shows whole training curves agree: for each
-(plan, P, g), one real P-rank run (``hsitp train --stop-after E``, same seed, split and LR schedule) against the
+(plan, P, g), one real P-rank run (``hsitp train --stop-after E``, same seed, protocol and LR schedule) against the
 equivalent's record at the same epoch E. Test OA must agree within ``train.equivalence.tolerance`` (0.0005: equal
 to 3 decimals); the mean training loss of each epoch up to E stands beside it (float reassociation across ranks
 makes the curves differ in the last bits, not more). tp's equivalent is one model for every P.
@@ -35,7 +35,7 @@ def _key(ds: xr.Dataset, *, any_p: bool) -> tuple:
         str(a["plan"]),
         None if any_p else int(a["P"]),
         int(a["g"]),
-        str(a["split"]),
+        str(a["protocol"]),
         int(a["seed"]),
         int(a["tokens"]),
     )
@@ -105,7 +105,7 @@ def _compare_one(path: str | Path, ds: xr.Dataset, equivalents: Mapping[tuple, R
         "P": int(ds.attrs["P"]),
         "g": int(ds.attrs["g"]),
         "dataset": str(ds.attrs["dataset"]),
-        "split": str(ds.attrs["split"]),
+        "protocol": str(ds.attrs["protocol"]),
         "seed": int(ds.attrs["seed"]),
         "N": int(ds.attrs["tokens"]),
         "epoch": e,
@@ -161,7 +161,7 @@ def _check_coords(rows: Sequence[Mapping[str, Any]]) -> dict[str, tuple]:
         "P": coord("P", np.int32, "TP size of the check run (ranks)", "1"),
         "g": coord("g", np.int32, "D-CHAG groups", "1"),
         "dataset": coord("dataset", object, "dataset"),
-        "split": coord("split", object, "split protocol"),
+        "protocol": coord("protocol", object, "accuracy protocol"),
         "seed": coord("seed", np.int32, "seed", "1"),
         "N": coord("N", np.int32, "spatial tokens per crop", "1"),
         "epoch": coord("epoch", np.int32, "epochs trained by the check run (train.equivalence.epochs)", "1"),
@@ -174,7 +174,7 @@ def failures(ds: xr.Dataset) -> list[str]:
     for i in np.flatnonzero(np.asarray(ds["passed"].values) == 0):
         c = ds.isel(check=int(i))
         out.append(
-            f"{c['plan'].item()} P={int(c['P'])} g={int(c['g'])} {c['split'].item()} seed {int(c['seed'])}: OA "
+            f"{c['plan'].item()} P={int(c['P'])} g={int(c['g'])} {c['protocol'].item()} seed {int(c['seed'])}: OA "
             f"{float(c['oa_check']):.4f} over P ranks vs {float(c['oa_equivalent']):.4f} in one process after "
             f"epoch {int(c['epoch'])} (tolerance {ds.attrs['tolerance']:g})"
         )

@@ -1,4 +1,4 @@
-"""Accuracy inside training: whole-scene tiled inference, scored on the split's test pixels.
+"""Accuracy inside training: whole-scene tiled inference, scored on the accuracy protocol's test pixels.
 
 The scene is covered by S x S tiles (S, the model's crop size) on a stride-S grid, plus one last row and column of
 tiles flush with the far edges (overlapping their neighbours) when S does not divide the scene. Every tile goes
@@ -75,7 +75,7 @@ def predict_scene(
 def evaluate_scene(
     model: Any, scene: Scene, size: int, *, batch: int, device: torch.device, autocast: Any
 ) -> Evaluation:
-    """Predict the whole scene and score it on the test pixels of the scene's split protocol, and on its
+    """Predict the whole scene and score it on the test pixels of the scene's accuracy protocol, and on its
     validation pixels (from the same map)."""
     pred = predict_scene(model, scene, size, batch=batch, device=device, autocast=autocast)
     validation = None
@@ -86,6 +86,6 @@ def evaluate_scene(
         validation = score_map(pred, scene.labels, flags, scene.classes)
     return Evaluation(
         prediction=pred,
-        scores=score_map(pred, scene.labels, scene.split, scene.classes),
+        scores=score_map(pred, scene.labels, scene.partition, scene.classes),
         validation=validation,
     )

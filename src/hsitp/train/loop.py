@@ -10,7 +10,7 @@ plan). Rank 0 writes the per-epoch record. Semantics of one optimizer step:
     backward -> model.reduce_grads() -> AdamW step -> LR schedule step (linear warm-up, cosine to 0)
 
 Every ``train.eval_every`` epochs, in each of the last ``train.summary_epochs`` epochs (the paper's §7.4 averages
-them) and after the last one, the whole scene is predicted by tiled inference and scored on the split's test pixels (``hsitp.train.evaluate``; no randomness, so resume stays exact); the record holds OA,
+them) and after the last one, the whole scene is predicted by tiled inference and scored on the protocol's test pixels (``hsitp.train.evaluate``; no randomness, so resume stays exact); the record holds OA,
 AA, kappa and per-class accuracy per epoch (NaN where not evaluated) and the final predicted map.
 """
 
@@ -131,7 +131,7 @@ def _trajectory_meta(settings: TrainSettings, job: TrainJob, arch: ModelConfig) 
         "P": job.world_size,
         "ranks": job.launched,
         "g": job.groups,
-        "split": job.split,
+        "protocol": job.protocol,
         "seed": job.seed,
         "model": json.loads(json.dumps(arch.__dict__)),
     }
@@ -179,7 +179,7 @@ class _Progress:
 class _Setup:
     """What one rank trains with, built once (:func:`_build`) and used by every epoch."""
 
-    scene: Scene  # the prepared scene: cube, labels, split and validation pixels
+    scene: Scene  # the prepared scene: cube, labels, partition and validation pixels
     arch: ModelConfig  # the architecture the plan splits (crop size, model sizes, aggregation)
     model: Any  # the plan's parallel model on this rank
     opt: torch.optim.Optimizer  # AdamW
@@ -279,7 +279,7 @@ def _seed(settings: TrainSettings, job: TrainJob, device: torch.device) -> None:
 def _build(settings: TrainSettings, job: TrainJob, tp: TPGroup, device: torch.device) -> _Setup:
     """The scene, the plan's model on this rank, its optimizer, schedule and crop sampler."""
     scene = load_scene(
-        job.data, job.split, validation=settings.validation_fraction, validation_seed=settings.seed
+        job.data, job.protocol, validation=settings.validation_fraction, validation_seed=settings.seed
     )
     arch = check_job(
         settings,

@@ -1,7 +1,7 @@
 """Which architecture a training job trains, and whether its P and crop fit, in pure Python (no torch): the CLI
 calls it before the runtime starts and the Snakemake targets call it when the DAG is built.
 
-A job is (dataset, plan, N, P, g, split, seed): N is the spatial tokens of one of the dataset's crops
+A job is (dataset, plan, N, P, g, protocol, seed): N is the spatial tokens of one of the dataset's crops
 (``train.crops``: each ``{patch, tokens, datasets}``, datasets null = every trained dataset), and the crop's patch
 goes with it (one crop per N per dataset, so N names it)."""
 
@@ -48,16 +48,17 @@ __all__ = [
     "trained_datasets",
 ]
 
-Job = tuple[str, str, int, int, int, str, int]  # dataset, plan, N, P, g, split, seed
+Job = tuple[str, str, int, int, int, str, int]  # dataset, plan, N, P, g, protocol, seed
 
 
 class TrainConfigError(HsitpError, ValueError):
     """A training job's settings do not fit together (names the `train.` key)."""
 
 
-def run_name(plan: str, N: int, P: int, g: int, split: str, seed: int) -> str:  # noqa: N803
-    """The file stem of one job: ``{plan}_N{N}_P{P}_g{g}_{split}_s{seed}`` (N = the crop's spatial tokens)."""
-    return f"{plan}_N{N}_P{P}_g{g}_{split}_s{seed}"
+def run_name(plan: str, N: int, P: int, g: int, protocol: str, seed: int) -> str:  # noqa: N803
+    """The file stem of one job: ``{plan}_N{N}_P{P}_g{g}_{protocol}_s{seed}`` (N = the crop's spatial tokens;
+    protocol the accuracy protocol, ``random`` or ``block``)."""
+    return f"{plan}_N{N}_P{P}_g{g}_{protocol}_s{seed}"
 
 
 @dataclass(frozen=True)
@@ -65,11 +66,11 @@ class TrainJob:
     """What one training job trains and where its files go."""
 
     data: Path  # results/<run>/data/DATASET.nc
-    out: Path  # results/<run>/train/DATASET/{plan}_N{N}_P{P}_g{g}_{split}_s{seed}.nc
+    out: Path  # results/<run>/train/DATASET/{plan}_N{N}_P{P}_g{g}_{protocol}_s{seed}.nc
     plan: str
     world_size: int  # P, the TP size
     groups: int  # g (1 unless a dchag plan)
-    split: str
+    protocol: str  # the accuracy protocol: which train/test partition of the prepared file
     seed: int
     tokens: int  # N, spatial tokens per crop (a perfect square)
     patch: int  # p; the crop edge is S = p x sqrt(N)
@@ -88,17 +89,17 @@ class TrainJob:
 
     @property
     def name(self) -> str:
-        return run_name(self.plan, self.tokens, self.world_size, self.groups, self.split, self.seed)
+        return run_name(self.plan, self.tokens, self.world_size, self.groups, self.protocol, self.seed)
 
     @property
     def checkpoint_dir(self) -> Path:
         return self.out.parent / "checkpoints" / self.name
 
 
-# train keys that are no part of the recipe: the job matrix (one job's dataset, crop, plan, P, g, split, seed are
+# train keys that are no part of the recipe: the job matrix (one job's dataset, crop, plan, P, g, protocol, seed are
 # its cell), where and how it runs, what is recorded, and fault injection
 RECIPE_EXCLUDED = (
-    "datasets", "crops", "plans", "world_sizes", "groups", "splits", "seeds", "device", "threads_per_rank",
+    "datasets", "crops", "plans", "world_sizes", "groups", "protocols", "seeds", "device", "threads_per_rank",
     "deterministic", "eval_every", "summary_epochs", "checkpoint", "debug", "equivalent", "equivalence", "verdict",
     "control",
 )  # fmt: skip
@@ -107,7 +108,7 @@ RECIPE_EXCLUDED = (
 def recipe(config: Mapping[str, Any]) -> dict[str, Any]:
     """The training recipe of a run: every `train` key that shapes the trained weights apart from the job's cell
     (optimiser, schedule, steps, model sizes, sampling, augmentation, smoothing, validation), plus the master
-    `seed` (it draws the split and the validation pixels)."""
+    `seed` (it draws the train/test partition and the validation pixels)."""
     tc = config["train"]
     keep = {k: v for k, v in sorted(tc.items()) if k not in RECIPE_EXCLUDED}
     return json.loads(json.dumps({"train": keep, "seed": config.get("seed")}, sort_keys=True))
@@ -237,12 +238,12 @@ def plan_world_sizes(settings: TrainSettings, plan: str) -> list[int]:
 def jobs(
     config: Mapping[str, Any], groups_of: Callable[[str, str, str], list[int]] | None = None
 ) -> list[Job]:
-    """(dataset, plan, N, P, g, split, seed) of every configured training job of a validated config: every crop of
+    """(dataset, plan, N, P, g, protocol, seed) of every configured training job of a validated config: every crop of
     ``train.crops`` that applies to the dataset, every plan; dense once per crop, at P = 1, whatever
     ``train.world_sizes`` holds (it is the reference every parallel plan is compared with); under
-    ``train.equivalent`` tp once (plan_world_sizes). ``groups_of(dataset, plan, split)``, when given, replaces
+    ``train.equivalent`` tp once (plan_world_sizes). ``groups_of(dataset, plan, protocol)``, when given, replaces
     ``train.groups`` for the D-CHAG plans (under ``train.recipe: tuned``, the g of the plan's tuning study on that
-    split)."""
+    protocol)."""
     return _jobs(TrainSettings.from_config(config), groups_of)
 
 
@@ -254,27 +255,28 @@ def _jobs(
         for _, N in dataset_crops(settings, dataset):  # noqa: N806
             for plan in settings.plans:
                 for P in plan_world_sizes(settings, plan):  # noqa: N806
-                    for g, split in _groups_and_splits(settings, plan, dataset, groups_of):
+                    for g, protocol in _groups_and_protocols(settings, plan, dataset, groups_of):
                         for seed in settings.seeds:
-                            out.append((dataset, plan, int(N), int(P), int(g), split, int(seed)))
+                            out.append((dataset, plan, int(N), int(P), int(g), protocol, int(seed)))
     return out
 
 
-def _groups_and_splits(
+def _groups_and_protocols(
     settings: TrainSettings, plan: str, dataset: str, groups_of: Callable[[str, str, str], list[int]] | None
 ) -> list[tuple[int, str]]:
-    """(g, split) pairs of a plan's jobs, g outer as ``train.groups`` lists them (or per split, ``groups_of``)."""
-    splits = settings.splits
+    """(g, protocol) pairs of a plan's jobs, g outer as ``train.groups`` lists them (or per protocol,
+    ``groups_of``)."""
+    protocols = settings.protocols
     if groups_of is None or plan not in DCHAG_PLANS:
-        return [(g, split) for g in plan_groups(settings, plan) for split in splits]
-    pairs = [(int(g), split) for split in splits for g in groups_of(dataset, plan, split)]
-    return sorted(pairs, key=lambda p: (p[0], list(splits).index(p[1])))
+        return [(g, protocol) for g in plan_groups(settings, plan) for protocol in protocols]
+    pairs = [(int(g), protocol) for protocol in protocols for g in groups_of(dataset, plan, protocol)]
+    return sorted(pairs, key=lambda p: (p[0], list(protocols).index(p[1])))
 
 
 def control_jobs(config: Mapping[str, Any]) -> list[Job]:
     """The untuned control of ``train.recipe: tuned``: every D-CHAG plan of ``train.plans`` at each P of
-    ``train.control.world_sizes``, at ``train.groups``, every split and seed, each to be trained on tp's tuned recipe
-    (tp's study on its split). [] unless the recipe is tuned and the control names a P."""
+    ``train.control.world_sizes``, at ``train.groups``, every protocol and seed, each to be trained on tp's tuned
+    recipe (tp's study on its protocol). [] unless the recipe is tuned and the control names a P."""
     ts = TrainSettings.from_config(config)
     sizes = list(ts.control_world_sizes)
     if ts.recipe != "tuned" or not sizes:
@@ -291,7 +293,7 @@ def control_jobs(config: Mapping[str, Any]) -> list[Job]:
 
 def check_runs(config: Mapping[str, Any]) -> list[Job]:
     """The equivalence checks of ``train.equivalent``: one real P-rank run per (dataset, N, plan, P, g) of the
-    parallel plans (tp at every P of ``train.world_sizes``), at ``train.equivalence.seed`` on the first split,
+    parallel plans (tp at every P of ``train.world_sizes``), at ``train.equivalence.seed`` on the first protocol,
     stopped after ``train.equivalence.epochs`` epochs; none without ``train.equivalent`` or with epochs 0."""
     return _check_runs(TrainSettings.from_config(config))
 
@@ -299,7 +301,7 @@ def check_runs(config: Mapping[str, Any]) -> list[Job]:
 def _check_runs(ts: TrainSettings) -> list[Job]:
     if not ts.equivalent or not ts.equivalence_epochs:
         return []
-    seed, split = ts.equivalence_seed, ts.splits[0]
+    seed, protocol = ts.equivalence_seed, ts.protocols[0]
     out = []
     for dataset in ts.datasets:
         for _, N in dataset_crops(ts, dataset):  # noqa: N806
@@ -308,16 +310,16 @@ def _check_runs(ts: TrainSettings) -> list[Job]:
                     continue
                 for P in ts.world_sizes:  # noqa: N806
                     for g in plan_groups(ts, plan):
-                        out.append((dataset, plan, int(N), int(P), int(g), split, seed))
+                        out.append((dataset, plan, int(N), int(P), int(g), protocol, seed))
     return out
 
 
 def equivalent_of(config: Mapping[str, Any], job: Job) -> Job:
     """The accuracy job a check run is compared with: the same cell, tp at its one trained P."""
-    dataset, plan, N, P, g, split, seed = job  # noqa: N806
+    dataset, plan, N, P, g, protocol, seed = job  # noqa: N806
     if plan == "tp":
         P = plan_world_sizes(TrainSettings.from_config(config), "tp")[0]  # noqa: N806
-    return (dataset, plan, N, P, g, split, seed)
+    return (dataset, plan, N, P, g, protocol, seed)
 
 
 def _check_crop_names(ts: TrainSettings, known: Sequence[str]) -> None:

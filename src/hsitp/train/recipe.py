@@ -1,7 +1,7 @@
 """A tuned recipe: the best trial of a tuning study (``hsitp tune``'s netCDF, kind ``tune_study``) applied to the
 training config of one job (``hsitp train --recipe STUDY``).
 
-The study file is read here by its attributes only (``plan``, ``split``, ``best_params``), so training does not
+The study file is read here by its attributes only (``plan``, ``protocol``, ``best_params``), so training does not
 depend on the tuning code (``hsitp.tune`` depends on training, not the other way round).
 """
 
@@ -23,7 +23,8 @@ class RecipeError(HsitpError):
 
 
 def read_best(path: str | Path) -> dict[str, Any]:
-    """The study's plan, split and best parameters (RecipeError when the study has no completed trial)."""
+    """The study's plan, accuracy protocol and best parameters (RecipeError when the study has no completed trial;
+    a study of an older hsitp, attribute ``split``, is read through :func:`hsitp.io.upgrade_names`)."""
     from hsitp.io import read_netcdf
 
     ds = read_netcdf(path, kind=STUDY_KIND, load=False)
@@ -34,7 +35,7 @@ def read_best(path: str | Path) -> dict[str, Any]:
     best = json.loads(str(attrs.get("best_params", "{}")))
     if not best:
         raise RecipeError(f"{path}: the study has no completed trial, so no recipe; give it more trials")
-    return {"plan": str(attrs["plan"]), "split": str(attrs["split"]), "best": best}
+    return {"plan": str(attrs["plan"]), "protocol": str(attrs["protocol"]), "best": best}
 
 
 def best_groups(path: str | Path) -> int:
@@ -47,21 +48,21 @@ def apply_recipe(
     study: str | Path,
     *,
     plan: str,
-    split: str,
+    protocol: str,
     groups: int,
     recipe_plan: str | None = None,
 ) -> dict[str, Any]:
-    """``config`` with the train keys of the study's best trial; the study must be this job's plan and split, and
-    its best g the job's g. With ``recipe_plan`` (the untuned control: a D-CHAG job on tp's recipe) the study must
-    be that plan's on the job's split, the job keeps its own g, and ``train.recipe_plan`` records whose recipe it
+    """``config`` with the train keys of the study's best trial; the study must be this job's plan and protocol,
+    and its best g the job's g. With ``recipe_plan`` (the untuned control: a D-CHAG job on tp's recipe) the study
+    must be that plan's under the job's protocol, the job keeps its own g, and ``train.recipe_plan`` records whose recipe it
     trained on (it enters the recipe hash: a control run is never summarised as the plan's own recipe)."""
     found = read_best(study)
     owner = recipe_plan or plan
-    if found["plan"] != owner or found["split"] != split:
+    if found["plan"] != owner or found["protocol"] != protocol:
         whose = "its own study's recipe" if recipe_plan is None else f"{recipe_plan}'s study (--recipe-plan)"
         raise RecipeError(
-            f"--recipe {study}: a study of {found['plan']} on the {found['split']} split, but this job trains "
-            f"{plan} on the {split} split on {whose}"
+            f"--recipe {study}: a study of {found['plan']} under the {found['protocol']} protocol, but this job "
+            f"trains {plan} under the {protocol} protocol on {whose}"
         )
     best = found["best"]
     if recipe_plan is None and int(best.get("groups", 1)) != int(groups):

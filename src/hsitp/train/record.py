@@ -38,7 +38,7 @@ def summary_window(n_epochs: int, summary_epochs: int) -> int:
 
 
 EVALUATED = "; NaN at epochs not evaluated (train.eval_every)"
-TEST_NOTE = "on the labelled test pixels of the run's split protocol, whole-scene tiled prediction"
+TEST_NOTE = "on the labelled test pixels of the run's accuracy protocol, whole-scene tiled prediction"
 VAL_NOTE = (
     "on the validation pixels (train.validation: train pixels held out of the loss; every recipe decision is "
     "taken on these), same prediction; NaN when the run holds none out"
@@ -283,7 +283,7 @@ def _run_attrs(
         "trained_as": trained_as,
         "stopped_after_epochs": int(job.stop_after) if job.stop_after is not None else 0,
         "g": job.groups,
-        "split": job.split,
+        "protocol": job.protocol,
         "seed": job.seed,
         "counts": dict(scene.counts),
         "classes": scene.classes,
@@ -297,7 +297,7 @@ def _run_attrs(
         "memory_method": memory_method,
         "memory_tracked_step": "the last step of every epoch (its time is not in step_time)",
         "resumed_at_epochs": list(resumed_at),
-        "loss_pixels": "train-split pixels of each crop only (labels 1..K as 0..K-1), less the validation pixels "
+        "loss_pixels": "train pixels of each crop only (labels 1..K as 0..K-1), less the validation pixels "
         "(train.validation) and, under train.sampling stratified, all but per_class of each class per step; the "
         "model sees every pixel's spectrum of the crop, never a test or validation label",
         **rt.attrs(),

@@ -15,7 +15,13 @@ from typing import Any
 
 # Keys of `train` that do not change the trajectory: a checkpoint made under other values is resumed from.
 _NOT_TRAJECTORY = ("debug", "checkpoint", "summary_epochs", "datasets", "plans", "world_sizes", "groups")
-_NOT_TRAJECTORY += ("splits", "seeds", "device", "threads_per_rank", "crops")  # the job's crop is in "model"
+_NOT_TRAJECTORY += (
+    "protocols",
+    "seeds",
+    "device",
+    "threads_per_rank",
+    "crops",
+)  # the job's crop is in "model"
 # the launched ranks are in the checkpoint's layout; the check and the verdict are read after training
 _NOT_TRAJECTORY += ("equivalent", "equivalence", "verdict")
 
@@ -43,12 +49,12 @@ class ModelSizes:
 class TrainSettings:
     """The ``train`` section (and the master ``seed``) of one validated config."""
 
-    # the job matrix (the DAG's; one job's dataset, crop, plan, P, g, split and seed come on its command line)
+    # the job matrix (the DAG's; one job's dataset, crop, plan, P, g, protocol and seed come on its command line)
     datasets: tuple[str, ...]  # scenes trained: train.datasets, or the top-level datasets when it is null
     plans: tuple[str, ...]  # plans trained (hsitp.names.PLANS)
     world_sizes: tuple[int, ...]  # P of the parallel plans (dense always runs at P = 1)
     groups: dict[str, tuple[int, ...]]  # g per D-CHAG plan; every other plan runs at g = 1
-    splits: tuple[str, ...]  # split protocols of the prepared file trained on
+    protocols: tuple[str, ...]  # accuracy protocols of the prepared file trained on (each its own partition)
     seeds: tuple[int, ...]  # training seeds, one job each
     crops: tuple[Crop, ...]  # the crops, in config order
     control_world_sizes: tuple[int, ...]  # P of the untuned control (under recipe tuned)
@@ -57,7 +63,7 @@ class TrainSettings:
     equivalence_epochs: int  # epochs of the P-rank check of each equivalent (0: no check)
     equivalence_seed: int  # seed of the check runs
     # the recipe: what shapes the trained weights
-    seed: int  # the master seed: draws the split's validation pixels
+    seed: int  # the master seed: draws the validation pixels of the protocol's train pixels
     model: ModelSizes  # transformer sizes
     epochs: int  # epochs to train
     steps_per_epoch: int  # optimizer steps per epoch (one of them memory-tracked in the summary epochs)
@@ -97,7 +103,7 @@ class TrainSettings:
             plans=tuple(tc["plans"]),
             world_sizes=tuple(int(p) for p in tc["world_sizes"]),
             groups={plan: tuple(int(g) for g in gs) for plan, gs in tc["groups"].items()},
-            splits=tuple(tc["splits"]),
+            protocols=tuple(tc["protocols"]),
             seeds=tuple(int(s) for s in tc["seeds"]),
             crops=tuple(_crop(c) for c in tc["crops"]),
             control_world_sizes=tuple(int(p) for p in (tc.get("control") or {}).get("world_sizes") or ()),

@@ -1,23 +1,23 @@
 """``results/<run>/train/summary.nc``: the training records reduced to the paper's table, one row per cell.
 
-A cell is (dataset, plan, P, g, split, N), N the crop's spatial tokens (the record's ``tokens``: one scene may be
+A cell is (dataset, plan, P, g, protocol, N), N the crop's spatial tokens (the record's ``tokens``: one scene may be
 trained at several crops of ``train.crops``); its seeds are reduced to mean and sample standard deviation (ddof = 1;
 NaN with one seed). As the paper's §7.4 says, test OA, AA and kappa are each record's mean over its last
 ``train.summary_epochs`` epochs (each evaluated), and so are throughput, peak memory and ccr_inline
 (``*_summary``); the last epoch's accuracy stands beside them (``oa_final``, ...). Accuracy differences are paired
-by seed: plan minus ``tp`` at the same dataset, P, split and N, or the one tp cell trained as a single-process
+by seed: plan minus ``tp`` at the same dataset, P, protocol and N, or the one tp cell trained as a single-process
 equivalent (``train.equivalent``: tp is one model at every P). Each pair of series gets a verdict
 (``hsitp.evaluate.verdict``): equal / better / worse / undecided from the 95 % interval and the margin δ, with the
 seeds that would decide an undecided one. The classical baseline (results/<run>/baseline/DATASET_{protocol}_s{seed}.nc)
-on the same dataset and split stands beside every cell (whatever its N) when its files are given.
+on the same dataset and protocol stands beside every cell (whatever its N) when its files are given.
 
 Every record carries its recipe hash (``hsitp.train.plan.recipe_hash``); records of different recipes are refused,
 so a summary never compares runs trained differently. Validation accuracy (``val_*``, the pixels every recipe
 decision is taken on, last epoch) and the per-class test accuracy (last epoch) are reduced beside the test numbers.
 
 Time to accuracy (MLPerf's training metric; issue 36): per cell, the training steps until the seed-mean test OA
-curve first reaches each of two targets (dim ``target``): the RBF SVM baseline's OA on the same dataset and split
-(``svm``), and tp's summary OA on the same dataset, split and N less the verdict margin δ (``tp_minus_delta``);
+curve first reaches each of two targets (dim ``target``): the RBF SVM baseline's OA on the same dataset and protocol
+(``svm``), and tp's summary OA on the same dataset, protocol and N less the verdict margin δ (``tp_minus_delta``);
 ``steps_to_target`` with ``steps_to_target_min`` / ``_max`` over each seed's own first crossing.
 """
 
@@ -85,8 +85,8 @@ TIME_TO_ACCURACY_NOTE = (
     "each of the last summary_epochs and the last epoch; the other epochs are NaN in the records), so a crossing "
     "is known to eval_every epochs' steps; steps, not seconds (seconds = steps x the per-step time, which the "
     "probe's interleaved throughput ratio gives; not computed here). Targets: svm = the RBF SVM baseline's OA "
-    "(mean over baseline seeds) on the same dataset and split; tp_minus_delta = tp's oa_mean on the same dataset, "
-    "split and N (the cell the verdicts pair with) less verdict_margin. The curve is the test pixels': reported "
+    "(mean over baseline seeds) on the same dataset and protocol; tp_minus_delta = tp's oa_mean on the same dataset, "
+    "protocol and N (the cell the verdicts pair with) less verdict_margin. The curve is the test pixels': reported "
     "only, used for no decision (recipe decisions are taken on the validation pixels)."
 )
 
@@ -95,7 +95,7 @@ class SummaryError(HsitpError, ValueError):
     """The records or baseline files cannot be summarised together (names the file)."""
 
 
-Cell = tuple[str, str, int, int, str, int]  # dataset, plan, P, g, split, N
+Cell = tuple[str, str, int, int, str, int]  # dataset, plan, P, g, protocol, N
 
 
 def _std(values: Sequence[float]) -> float:
@@ -154,8 +154,8 @@ def _pad(values: np.ndarray, classes: int) -> np.ndarray:
 
 
 def _reference(runs: Mapping[Cell, Any], cell: Cell, ranks: Mapping[Cell, int]) -> Cell | None:
-    """The tp cell a cell is compared with: tp at the same dataset, P, split and N, else the one tp cell of that
-    dataset, split and N trained as a single-process equivalent (tp's architecture does not depend on P)."""
+    """The tp cell a cell is compared with: tp at the same dataset, P, protocol and N, else the one tp cell of that
+    dataset, protocol and N trained as a single-process equivalent (tp's architecture does not depend on P)."""
     d, _plan, p, _g, s, n = cell
     same = (d, "tp", p, 1, s, n)
     if same in runs:
@@ -188,7 +188,7 @@ def _verdict_vars(
             flags.append(VERDICT_FLAGS.index(flag))
             need.append(k)
         note = (
-            f"plan minus tp ({m}) paired by seed, at the same dataset, split and N and the same P (or tp's one "
+            f"plan minus tp ({m}) paired by seed, at the same dataset, protocol and N and the same P (or tp's one "
             "single-process equivalent); NaN without a tp run"
         )
         data[f"d_{m}_vs_tp_mean"] = ("cell", cols["mean"], {"units": "1", "long_name": f"mean of {note}"})
@@ -344,8 +344,8 @@ def _time_to_accuracy_vars(
     cd = ("cell", "target")
     curve = "the seed-mean test OA (mean over seeds at each epoch every seed evaluated)"
     described = {
-        "target_oa": "target OA of time to accuracy: svm = the RBF SVM baseline's OA on the same dataset and split "
-        "(mean over baseline seeds); tp_minus_delta = tp's oa_mean on the same dataset, split and N less the "
+        "target_oa": "target OA of time to accuracy: svm = the RBF SVM baseline's OA on the same dataset and protocol "
+        "(mean over baseline seeds); tp_minus_delta = tp's oa_mean on the same dataset, protocol and N less the "
         "verdict margin; NaN without a baseline or a tp cell",
         "steps": "training steps until the seed-mean test OA first reaches the target (NaN: never within the run)",
         "low": "fewest training steps over seeds until a seed's own test OA first reaches the target (the fastest "
@@ -387,7 +387,7 @@ class _Records:
     runs: dict[Cell, dict[int, dict[str, Any]]] = field(default_factory=lambda: defaultdict(dict))
     ranks: dict[Cell, int] = field(default_factory=dict)  # processes each cell's runs trained on
     # recipe hash -> the first record with it, per recipe scope: the whole summary, or under train.recipe "tuned"
-    # (each plan on its own study's recipe) each (dataset, plan, split)
+    # (each plan on its own study's recipe) each (dataset, plan, protocol)
     recipes: dict[tuple[str, ...], dict[str, str]] = field(default_factory=lambda: defaultdict(dict))
     recipe_json: str = ""  # the last record's recipe
     tuned: bool = False  # the records' recipes came from tuning studies
@@ -453,7 +453,7 @@ def _read_records(records: Sequence[str | Path]) -> _Records:
             str(a["plan"]),
             int(a["P"]),
             int(a["g"]),
-            str(a["split"]),
+            str(a["protocol"]),
             int(a["tokens"]),
         )
         got.runs[cell][int(a["seed"])] = numbers = record_numbers(ds)
@@ -466,16 +466,16 @@ def _read_records(records: Sequence[str | Path]) -> _Records:
 
 
 def _check_recipe(got: _Records, a: Mapping[str, Any], path: str | Path) -> None:
-    """A summary never mixes recipes: one per summary, or under train.recipe tuned one per plan and split."""
+    """A summary never mixes recipes: one per summary, or under train.recipe tuned one per plan and protocol."""
     rh = str(a.get("recipe_hash", "none"))
-    scope = (str(a.get("dataset")), str(a.get("plan")), str(a.get("split"))) if got.tuned else ()
+    scope = (str(a.get("dataset")), str(a.get("plan")), str(a.get("protocol"))) if got.tuned else ()
     seen = got.recipes[scope]
     seen.setdefault(rh, str(path))
     if len(seen) > 1:
         (h0, p0), (h1, p1) = list(seen.items())[:2]
         raise SummaryError(
             f"{p1}: trained under recipe {h1}, but {p0} under recipe {h0}: a summary never mixes recipes "
-            "(train.* keys other than the job matrix; under train.recipe tuned, within a plan and split); "
+            "(train.* keys other than the job matrix; under train.recipe tuned, within a plan and protocol); "
             "summarise each recipe's records apart"
         )
 
@@ -571,7 +571,7 @@ def _cell_counts(
 
 
 def _cell_coords(cells: Sequence[Cell], classes: int) -> dict[str, Any]:
-    """The cell's coordinates (dataset, plan, P, g, split, N) and the class labels."""
+    """The cell's coordinates (dataset, plan, P, g, protocol, N) and the class labels."""
 
     def column(i: int, dtype: Any) -> np.ndarray:
         return np.array([c[i] for c in cells], dtype=dtype)
@@ -582,7 +582,7 @@ def _cell_coords(cells: Sequence[Cell], classes: int) -> dict[str, Any]:
         "plan": ("cell", column(1, object), {"long_name": "parallel plan"}),
         "P": ("cell", column(2, np.int32), {"units": "1", "long_name": "TP size"}),
         "g": ("cell", column(3, np.int32), {"units": "1", "long_name": "D-CHAG groups"}),
-        "split": ("cell", column(4, object), {"long_name": "split protocol"}),
+        "protocol": ("cell", column(4, object), {"long_name": "accuracy protocol (random, block)"}),
         "N": ("cell", column(5, np.int32), {"units": "1", "long_name": "spatial tokens per crop (the crop of train.crops)"}),
         "label": ("label", np.arange(1, classes + 1, dtype=np.int16), {"units": "1", "long_name": "class label (1..K)"}),
     }  # fmt: skip
@@ -594,14 +594,14 @@ def _baseline_vars(
     cells: Sequence[Cell],
     classes: int,
 ) -> dict[str, Any]:
-    """The classical baseline beside every cell: its accuracies on the cell's dataset and split over seeds."""
+    """The classical baseline beside every cell: its accuracies on the cell's dataset and protocol over seeds."""
     data: dict[str, Any] = {}
     for m in ACCURACY:
         rows = [base.get((c[0], c[4]), {}).get(m, []) for c in cells]
         nan = np.full(len(classifiers), np.nan)
         mean = [np.mean(r, axis=0) if r else nan for r in rows]
         std = [np.std(r, axis=0, ddof=1) if len(r) > 1 else nan for r in rows]
-        what = f"the classical baseline's {m} on the same dataset and split"
+        what = f"the classical baseline's {m} on the same dataset and protocol"
         data[f"baseline_{m}_mean"] = (
             ("cell", "classifier"),
             np.array(mean),
@@ -618,7 +618,7 @@ def _baseline_vars(
             warnings.simplefilter("ignore", RuntimeWarning)
             pc = np.stack([np.nanmean([_pad(r, classes) for r in rs], axis=0) for rs in rows_pc])
         long = (
-            "mean over baseline seeds of each class's recall on the test pixels of the same dataset and split; NaN "
+            "mean over baseline seeds of each class's recall on the test pixels of the same dataset and protocol; NaN "
             "for a class with no test pixel"
         )
         data["baseline_per_class_accuracy_mean"] = (
@@ -629,7 +629,7 @@ def _baseline_vars(
     data["baseline_seeds"] = (
         "cell",
         [len(base.get((c[0], c[4]), {}).get("oa", [])) for c in cells],
-        {"units": "1", "long_name": "baseline seeds (files) on the cell's dataset and split"},
+        {"units": "1", "long_name": "baseline seeds (files) on the cell's dataset and protocol"},
     )
     return data
 
@@ -639,7 +639,7 @@ def _svm_oa(
     classifiers: Sequence[str],
     cells: Sequence[Cell],
 ) -> dict[Cell, float]:
-    """The RBF SVM baseline's OA (mean over its seeds) on each cell's dataset and split, where there is one."""
+    """The RBF SVM baseline's OA (mean over its seeds) on each cell's dataset and protocol, where there is one."""
     out: dict[Cell, float] = {}
     if SVM in classifiers:
         k = classifiers.index(SVM)
@@ -658,13 +658,13 @@ def _summary_attrs(
         "std": "sample standard deviation over seeds (ddof = 1); NaN with one seed",
         "accuracy": "each record's mean over its last summary_epochs evaluations (whole-scene tiled prediction, "
         "test pixels, rank 0's map); *_final: the last epoch's",
-        "differences": "paired by seed: plan minus tp at the same dataset, P, split and N (or tp's single-process "
+        "differences": "paired by seed: plan minus tp at the same dataset, P, protocol and N (or tp's single-process "
         "equivalent, one model at every P)",
         "verdict_margin": margin,
         "verdict_level": level,
         "verdict_scope": f"{level:.0%} per comparison; n comparisons hold n intervals (no multiplicity correction)",
         "records": records,
-        "recipe_hash": "per plan and split (train.recipe tuned)"
+        "recipe_hash": "per plan and protocol (train.recipe tuned)"
         if got.tuned
         else next(iter(got.recipes[()])),
         "recipe": json.dumps({"/".join(k): next(iter(v)) for k, v in got.recipes.items()})

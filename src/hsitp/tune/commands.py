@@ -1,9 +1,9 @@
-"""``hsitp tune``: one tuning study (dataset, plan, split protocol) with the run's equal budget::
+"""``hsitp tune``: one tuning study (dataset, plan, accuracy protocol) with the run's equal budget::
 
-    hsitp tune results/RUN/data/DATASET.nc --plan dchag_l --split block --tokens 324 \\
+    hsitp tune results/RUN/data/DATASET.nc --plan dchag_l --protocol block --tokens 324 \\
         --out results/RUN/tune/DATASET/dchag_l_block.nc --config-json CFG
 
-Runs (or resumes) the study in ``results/RUN/tune/DATASET/PLAN_SPLIT.journal`` until ``tune.trials`` trials count,
+Runs (or resumes) the study in ``results/RUN/tune/DATASET/PLAN_PROTOCOL.journal`` until ``tune.trials`` trials count,
 one progress line per trial, then writes every trial and the budget curves to ``--out`` (``hsitp.tune.study``).
 """
 
@@ -15,9 +15,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from hsitp.config import add_config_args, config_from_args
+from hsitp.config import add_config_args, add_protocol_args, config_from_args
 from hsitp.errors import HsitpError
-from hsitp.names import COMPARED_PLANS, PROTOCOLS
+from hsitp.names import COMPARED_PLANS
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -31,6 +31,8 @@ def _run(args: argparse.Namespace) -> int:
     from hsitp.train.settings import TrainSettings
     from hsitp.tune.study import KIND, StudySpec, run_study, study_dataset
 
+    if args.protocol is None:
+        raise HsitpError("hsitp tune: --protocol required (random or block)")
     cfg = config_from_args(args)
     tune = cfg["tune"]
     data = Path(args.data)
@@ -38,7 +40,7 @@ def _run(args: argparse.Namespace) -> int:
     settings = TrainSettings.from_config(cfg)  # the run's; each trial trains on its own (trial_config)
     patch = args.patch if args.patch is not None else crop_patch(settings, dataset, args.tokens)
     spec = StudySpec(
-        data=data, out=Path(args.out), plan=args.plan, split=args.split, tokens=args.tokens, patch=patch
+        data=data, out=Path(args.out), plan=args.plan, protocol=args.protocol, tokens=args.tokens, patch=patch
     )
     bands, classes, rows, cols = scene_header(data)
     P = int(tune["world_size"])  # noqa: N806
@@ -73,7 +75,7 @@ def _run(args: argparse.Namespace) -> int:
             plan=spec.plan,
             world_size=P,
             groups=int(params["groups"]),
-            split=spec.split,
+            protocol=spec.protocol,
             seed=int(tune["seed"]),
             tokens=spec.tokens,
             patch=patch,
@@ -100,7 +102,7 @@ def _run(args: argparse.Namespace) -> int:
         return last["val_oa"]
 
     # SIGINT / SIGTERM stop the trial before its next step (hsitp.signals); its checkpoints stay for the resume
-    with stop_on_signals(f"tune {spec.plan} on the {spec.split} split") as stop:
+    with stop_on_signals(f"tune {spec.plan} under the {spec.protocol} protocol") as stop:
         rt = start(RuntimeSettings.from_config(cfg, section="train", world_size=1))
         try:
             study = run_study(spec, cfg, train_trial, fits=fits)
@@ -112,7 +114,7 @@ def _run(args: argparse.Namespace) -> int:
         spec.out,
         kind=KIND,
         prov=provenance({"tune": tune, "train": cfg["train"], "seed": cfg["seed"]}, inputs={"data": data}),
-        title=f"Tuning study of {spec.plan} on the {spec.split} split of {dataset} (validation pixels only)",
+        title=f"Tuning study of {spec.plan} under the {spec.protocol} protocol on {dataset} (validation pixels only)",
     )
     print(f"wrote {spec.out} ({ds.sizes['trial']} trials; best validation OA {float(ds['score'].max()):.3f})")
     return 0
@@ -128,18 +130,22 @@ def _first_fit(tune: Mapping[str, Any], fits: Callable[[int], bool]) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "tune",
-        help="tune one plan's recipe on one split protocol (Optuna TPE, median pruning, equal budget per plan; "
+        help="tune one plan's recipe under one accuracy protocol (Optuna TPE, median pruning, equal budget per plan; "
         "resumable study in a journal file beside --out)",
     )
     p.add_argument("data", help="prepared scene, results/RUN/data/DATASET.nc")
     p.add_argument("--plan", required=True, choices=COMPARED_PLANS, help="plan whose recipe is tuned")
-    p.add_argument("--split", required=True, choices=PROTOCOLS, help="accuracy protocol (validation pixels)")
+    add_protocol_args(
+        p, help_text="accuracy protocol (its train pixels, less the validation pixels); required"
+    )
     p.add_argument(
         "--tokens", type=int, required=True, help="N, spatial tokens per crop: one crop of train.crops"
     )
     p.add_argument(
         "--patch", type=int, help="patch edge p; default: that of the train.crops entry with N = --tokens"
     )
-    p.add_argument("--out", required=True, help="the study's netCDF, results/RUN/tune/DATASET/PLAN_SPLIT.nc")
+    p.add_argument(
+        "--out", required=True, help="the study's netCDF, results/RUN/tune/DATASET/PLAN_PROTOCOL.nc"
+    )
     add_config_args(p)
     p.set_defaults(func=_run)

@@ -1,14 +1,14 @@
-"""One tuning study: a TPE search over the recipe of one plan on one split protocol, with an equal budget.
+"""One tuning study: a TPE search over the recipe of one plan under one accuracy protocol, with an equal budget.
 
 Every plan gets the same search space (``tune.space``), the same number of trials (``tune.trials``, counting
 completed, pruned and diverged trials alike) and the same steps per trial (``tune.epochs`` x
 ``tune.steps_per_epoch``). A trial trains the plan's single-process equivalent at ``tune.world_size`` (its
-architecture at that P) on the split's training pixels, less ``tune.validation_fraction`` of them held out; its
+architecture at that P) on the protocol's training pixels, less ``tune.validation_fraction`` of them held out; its
 score is the validation OA of its last epoch. The test pixels are scored by the shared evaluation but never
 recorded here and never read by the search. A median pruner stops a trial whose validation OA falls below the
 median of earlier trials at the same epoch, after ``tune.prune.warmup_epochs``.
 
-The study lives in an Optuna journal file beside its netCDF (``results/RUN/tune/DATASET/PLAN_SPLIT.journal``); a
+The study lives in an Optuna journal file beside its netCDF (``results/RUN/tune/DATASET/PLAN_PROTOCOL.journal``); a
 killed or interrupted study resumes: its finished trials are kept, the trial that was running is marked failed (not
 counted) and its parameters are queued again, and that retry resumes from the trial's own training checkpoint.
 """
@@ -49,9 +49,9 @@ class StudySpec:
     """What one study tunes and where it keeps its files."""
 
     data: Path  # results/RUN/data/DATASET.nc
-    out: Path  # results/RUN/tune/DATASET/PLAN_SPLIT.nc
+    out: Path  # results/RUN/tune/DATASET/PLAN_PROTOCOL.nc
     plan: str
-    split: str
+    protocol: str  # the accuracy protocol (random, block)
     tokens: int  # N of the crop the trials train on
     patch: int
 
@@ -65,12 +65,14 @@ class StudySpec:
 
 
 def allowed_groups(space: Mapping[str, Any], plan: str, fits: Callable[[int], bool]) -> list[int]:
-    """The g values of ``space.groups`` the plan's band split allows (``fits(g)``); [1] for plans without groups."""
+    """The g values of ``space.groups`` the plan's band partition allows (``fits(g)``); [1] for plans without groups."""
     if plan not in DCHAG_PLANS:
         return [1]
     allowed = [int(g) for g in space["groups"] if fits(int(g))]
     if not allowed:
-        raise TuneError(f"tune.space.groups: none of {list(space['groups'])} fits plan {plan}'s band split")
+        raise TuneError(
+            f"tune.space.groups: none of {list(space['groups'])} fits plan {plan}'s band partition (its bands per rank)"
+        )
     return allowed
 
 
@@ -304,7 +306,7 @@ def study_dataset(study: Any, spec: StudySpec, config: Mapping[str, Any]) -> xr.
     best = _best(study)
     ds.attrs.update(
         plan=spec.plan,
-        split=spec.split,
+        protocol=spec.protocol,
         tokens=spec.tokens,
         patch=spec.patch,
         world_size=int(tune["world_size"]),

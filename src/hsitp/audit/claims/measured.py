@@ -54,7 +54,7 @@ def _check_measured(ctx: Context, a: Mapping[str, Any]) -> Outcome:
             reason=f"pending: {path} has no variable {var!r} yet. {waits}".strip(),
         )
     da = ds[var]
-    for key, want in (a.get("sel") or {}).items():  # cell coordinates (dataset, plan, P, split, ...)
+    for key, want in (a.get("sel") or {}).items():  # cell coordinates (dataset, plan, P, protocol, ...)
         if key not in da.coords:
             raise ClaimsError(f"measured check: {var!r} has no coordinate {key!r} (coords {list(da.coords)})")
         keep = np.isin(np.asarray(da[key].values), np.asarray(want if isinstance(want, list) else [want]))

@@ -1,0 +1,253 @@
+"""The train/test partition of labelled pixels, one per accuracy protocol: seeded stratified random, and spatially
+disjoint blocks.
+
+The prepared file carries the partition of every protocol of ``data.partition.protocols`` at once (``partition``
+(protocol, y, x) int8); a consumer picks one by protocol with :func:`read_partition`. Why both: with a random 10 %
+partition of Indian Pines nearly every test pixel has a training pixel inside its patch, so a patch model's accuracy
+on it says little about generalisation; the block protocol is the honest one, the random one is what the literature
+quotes. (Issue 38 renamed this module, the variable and the config section from "split": ``hsitp.data.split`` is
+kept one release as an alias, and :func:`hsitp.io.upgrade_names` reads files with the old variable.)
+
+``random``: per class, ``max(min_train, round(train_fraction * n))`` pixels (at most n - 1, so every class keeps a
+test pixel) go to train, the rest to test. Neighbouring train and test pixels share most of their patches, so
+this mode overstates accuracy for patch models; it is the usual protocol in the literature.
+
+``block``: the scene is tiled into ``block`` x ``block`` squares; whole squares go to train. Classes are served
+rarest first: squares holding the class are taken in a seeded random order until it reaches its target, skipping
+any square whose guard band would leave some class fewer than max(min_train, 10 % of its non-train pixels)
+for testing. Test pixels are the labelled pixels outside train squares that are more than ``patch`` pixels
+(Chebyshev distance) from every train square: a guard band one patch wide, so no test patch overlaps a train
+patch. A class that lives inside one square cannot have both train and test pixels; such cases are reported
+as warnings (``PartitionResult.warnings``, stored in the netCDF attrs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import xarray as xr
+from scipy.ndimage import distance_transform_cdt
+
+from hsitp.errors import HsitpError
+from hsitp.io import upgrade_names
+from hsitp.names import PROTOCOLS  # canonical order of the ``protocol`` coordinate
+
+UNUSED, TRAIN, TEST = 0, 1, 2
+
+
+class PartitionError(HsitpError):
+    """The partition settings cannot be applied to this scene (or the file lacks the protocol asked for)."""
+
+
+@dataclass(frozen=True)
+class PartitionResult:
+    partition: np.ndarray  # (y, x) int8: 0 unused, 1 train, 2 test
+    counts: dict[int, dict[str, int]]  # label -> {"train", "test", "unused"}
+    warnings: tuple[str, ...]
+
+
+def _targets(n: np.ndarray, train_fraction: float, min_train: int) -> np.ndarray:
+    """Train pixels wanted per class: round-half-up of the fraction, at least ``min_train``, at most n - 1."""
+    want = np.maximum(np.floor(train_fraction * n + 0.5).astype(np.int64), min_train)
+    return np.minimum(want, np.maximum(n - 1, 0))
+
+
+def _counts(labels: np.ndarray, partition: np.ndarray, classes: list[int]) -> dict[int, dict[str, int]]:
+    out = {}
+    for c in classes:
+        m = labels == c
+        out[c] = {
+            "train": int(np.count_nonzero(m & (partition == TRAIN))),
+            "test": int(np.count_nonzero(m & (partition == TEST))),
+            "unused": int(np.count_nonzero(m & (partition == UNUSED))),
+        }
+    return out
+
+
+def _warnings(counts: Mapping[int, Mapping[str, int]], min_train: int) -> tuple[str, ...]:
+    out = []
+    for c, k in counts.items():
+        if k["train"] < min_train:
+            out.append(f"class {c}: {k['train']} train pixels < min_train_per_class {min_train}")
+        if k["test"] == 0:
+            out.append(f"class {c}: no test pixels")
+    return tuple(out)
+
+
+def random_partition(
+    labels: np.ndarray, classes: list[int], *, train_fraction: float, min_train: int, rng: np.random.Generator
+) -> PartitionResult:
+    """Seeded stratified per-class random partition of the labelled pixels (the random protocol)."""
+    partition = np.zeros(labels.shape, dtype=np.int8)
+    flat = partition.reshape(-1)  # a view: writes land in ``partition``
+    lab = labels.reshape(-1)
+    for c in classes:
+        idx = np.flatnonzero(lab == c)
+        n_train = int(_targets(np.array([idx.size]), train_fraction, min_train)[0])
+        perm = rng.permutation(idx)
+        flat[perm[:n_train]] = TRAIN
+        flat[perm[n_train:]] = TEST
+    counts = _counts(labels, partition, classes)
+    return PartitionResult(partition, counts, _warnings(counts, min_train))
+
+
+def block_partition(
+    labels: np.ndarray,
+    classes: list[int],
+    *,
+    train_fraction: float,
+    min_train: int,
+    block: int,
+    patch: int,
+    rng: np.random.Generator,
+) -> PartitionResult:
+    """Spatially disjoint partition (the block protocol): whole blocks to train, test only beyond a guard band one
+    patch wide."""
+    rows, cols = labels.shape
+    if block > min(rows, cols):
+        raise PartitionError(
+            f"data.partition.block = {block} exceeds the scene ({rows} x {cols}); use a block side <= {min(rows, cols)}"
+        )
+    n_cls = len(classes)
+    lut = np.full(int(max(classes)) + 1, -1, dtype=np.int64)
+    lut[classes] = np.arange(n_cls)
+    cls_of = np.where(
+        labels > 0, lut[np.clip(labels, 0, lut.size - 1)], -1
+    )  # (y, x) class index, -1 unlabelled
+    nby, nbx = -(-rows // block), -(-cols // block)
+    yy, xx = np.indices(labels.shape)
+    block_id = (yy // block) * nbx + (xx // block)  # (y, x)
+    lab = cls_of >= 0
+    hist = np.bincount(block_id[lab] * n_cls + cls_of[lab], minlength=nby * nbx * n_cls).reshape(-1, n_cls)
+    total = hist.sum(axis=0)  # (classes,)
+    target = _targets(total, train_fraction, min_train)
+    # Test pixels each class must keep: max(min_train, 10 % of its non-train pixels), at most what it has.
+    reserve = np.minimum(np.maximum(min_train, (total - target) // 10), total - target)
+    avail = total.copy()  # labelled pixels neither in train nor in a guard band
+    train_n = np.zeros(n_cls, dtype=np.int64)
+    chosen = np.zeros(nby * nbx, dtype=bool)
+    blocked = np.zeros(labels.shape, dtype=bool)  # train blocks + their guard bands
+    train_area = np.zeros(labels.shape, dtype=bool)
+    order = rng.permutation(nby * nbx)
+    for k in np.argsort(
+        total, kind="stable"
+    ):  # rarest class first, so big classes cannot use up its test pixels
+        for b in order:
+            if train_n[k] >= target[k]:
+                break
+            if chosen[b] or hist[b, k] == 0:
+                continue
+            by, bx = divmod(int(b), nbx)
+            y0, y1, x0, x1 = by * block, min((by + 1) * block, rows), bx * block, min((bx + 1) * block, cols)
+            # A block dilated by `patch` (Chebyshev) is the block grown by `patch` on every side.
+            win = (
+                slice(max(y0 - patch, 0), min(y1 + patch, rows)),
+                slice(max(x0 - patch, 0), min(x1 + patch, cols)),
+            )
+            newly = ~blocked[win] & (cls_of[win] >= 0)
+            lost = np.bincount(cls_of[win][newly], minlength=n_cls)
+            if ((total > 0) & (avail - lost < reserve)).any():
+                continue  # would leave some class too few test pixels
+            chosen[b] = True
+            blocked[win] = True
+            train_area[y0:y1, x0:x1] = True
+            avail -= lost
+            train_n += hist[b]
+    partition = np.zeros(labels.shape, dtype=np.int8)
+    partition[lab & train_area] = TRAIN
+    partition[lab & ~blocked] = TEST
+    counts = _counts(labels, partition, classes)
+    return PartitionResult(partition, counts, _warnings(counts, min_train))
+
+
+def protocol_seed(seed_seq: np.random.SeedSequence, protocol: str) -> np.random.SeedSequence:
+    """Each protocol's own stream, independent of which other protocols are configured and of their order.
+
+    ``random`` uses the dataset stream itself (so its partition is the one files had before protocols existed);
+    ``block`` a child of it.
+    """
+    if protocol not in PROTOCOLS:
+        raise PartitionError(f"accuracy protocol {protocol!r}; expected one of {list(PROTOCOLS)}")
+    index = PROTOCOLS.index(protocol)
+    if index == 0:
+        return seed_seq
+    return np.random.SeedSequence(seed_seq.entropy, spawn_key=(*seed_seq.spawn_key, index))
+
+
+def make_partition(
+    labels: np.ndarray,
+    classes: list[int],
+    *,
+    protocol: str,
+    train_fraction: float,
+    min_train: int,
+    patch: int,
+    block: int,
+    seed_seq: np.random.SeedSequence,
+) -> PartitionResult:
+    """One protocol's partition, with a generator derived from the config seed, the dataset name and the protocol."""
+    rng = np.random.default_rng(protocol_seed(seed_seq, protocol))
+    if protocol == "random":
+        return random_partition(labels, classes, train_fraction=train_fraction, min_train=min_train, rng=rng)
+    return block_partition(
+        labels,
+        classes,
+        train_fraction=train_fraction,
+        min_train=min_train,
+        block=block,
+        patch=patch,
+        rng=rng,
+    )
+
+
+def ordered_protocols(protocols: Sequence[str]) -> list[str]:
+    """The configured protocols in canonical order (a reordered config list gives the same file); errors name
+    ``data.partition.protocols``."""
+    unknown = [p for p in protocols if p not in PROTOCOLS]
+    if unknown or not protocols:
+        raise PartitionError(
+            f"data.partition.protocols = {list(protocols)}: expected a non-empty list drawn from {list(PROTOCOLS)}"
+        )
+    return [p for p in PROTOCOLS if p in protocols]
+
+
+def near_train_fraction(partition: np.ndarray, radius: int) -> float:
+    """Fraction of test pixels with a train pixel within Chebyshev distance ``radius`` (inside their
+    (2r+1) x (2r+1) window): how much a patch around a test pixel has seen in training. NaN without test pixels."""
+    test = partition == TEST
+    if not test.any():
+        return float("nan")
+    if not (partition == TRAIN).any():
+        return 0.0
+    dist = distance_transform_cdt(
+        partition != TRAIN, metric="chessboard"
+    )  # (y, x) distance to nearest train pixel
+    return float(np.count_nonzero(dist[test] <= radius) / np.count_nonzero(test))
+
+
+def read_partition(ds: xr.Dataset, protocol: str) -> np.ndarray:
+    """The (y, x) int8 partition (0 unused, 1 train, 2 test) of one protocol from a prepared ``dataset`` file.
+
+    The error names the protocols the file holds, so a training config asking for one the data stage was not
+    configured with (``data.partition.protocols``) says what to change. A file of an older hsitp (variable
+    ``split``) is read through :func:`hsitp.io.upgrade_names`.
+    """
+    ds = upgrade_names(ds, kind="dataset")
+    if "partition" not in ds:
+        raise PartitionError("the prepared file has no `partition` variable; re-run `hsitp data prepare`")
+    var = ds["partition"]
+    if "protocol" not in var.dims:
+        raise PartitionError(
+            f"the prepared file's `partition` has dims {var.dims}, without `protocol`: it was written before the "
+            "file carried one partition per protocol; re-run `hsitp data prepare` (rule data_prepare)"
+        )
+    present = [str(p) for p in var["protocol"].values]
+    if protocol not in present:
+        raise PartitionError(
+            f"accuracy protocol {protocol!r} is not in the prepared file, which holds {present}; pick one of "
+            "those, or add it to data.partition.protocols and re-run `hsitp data prepare`"
+        )
+    out = var.sel(protocol=protocol).transpose("y", "x").values
+    return np.asarray(out, dtype=np.int8)  # (y, x)
