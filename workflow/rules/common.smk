@@ -364,14 +364,19 @@ def audit_targets():
 
 
 def audit_measured_inputs(wildcards):
-    """The run's own probe and bench files that the claims' measured sub-checks read (audit.measured_run null: the
-    audited run), when those stages run: the claims wait for them instead of calling them pending.
+    """The run's own files that the claims' measured sub-checks read, when the stages writing them run: the probe and
+    bench files (audit.measured_run null: the audited run), and the training summary when the run is its own
+    accuracy run (audit.accuracy_run, e.g. cpu-fair). The claims wait for them instead of calling them pending.
     """
-    if (config.get("audit") or {}).get("measured_run"):
-        return []
-    return (probe_targets() if "probe" in config["stages"] else []) + (
-        bench_targets() if "bench" in config["stages"] else []
-    )
+    audit = config.get("audit") or {}
+    own = []
+    if not audit.get("measured_run"):
+        own += (probe_targets() if "probe" in config["stages"] else []) + (
+            bench_targets() if "bench" in config["stages"] else []
+        )
+    if audit.get("accuracy_run") == config["run"] and "train" in config["stages"]:
+        own.append(result("train/summary.nc"))
+    return own
 
 
 def audit_check_inputs(wildcards):
