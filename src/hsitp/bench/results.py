@@ -312,10 +312,11 @@ def _pool_launches(launches: Sequence[xr.Dataset]) -> xr.Dataset:
 
 
 def _ccr_by_launch(by_p: Mapping[int, Sequence[xr.Dataset]]) -> xr.DataArray:
-    """(launch, op, P, N, D, L, dtype): each launch's own measured CCR (its comm mean / compute mean)."""
+    """(launch, op, P, N, D, L, dtype): each launch's own measured CCR (its comm mean / compute mean), as its
+    partial file already holds it (:func:`write_partial` derived it with :func:`add_summaries`)."""
     per_p = []
     for launches in by_p.values():
-        ccr = [add_summaries(ds)["ccr_measured"] for ds in launches]
+        ccr = [ds["ccr_measured"] for ds in launches]
         per_p.append(xr.concat(ccr, dim="launch").assign_coords(launch=[_launch(ds) for ds in launches]))
     out = xr.concat(per_p, dim="P").sortby("P")
     return out.assign_attrs(
