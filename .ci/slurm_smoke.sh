@@ -36,6 +36,13 @@ fail() {
   echo "slurm smoke FAILED: $* (logs and outputs kept in $WORK)" >&2
   exit 1
 }
+failed_rule_logs() { # snakemake's log: print the last lines of each failed rule's own log (CI keeps no $WORK)
+  local f
+  for f in $(grep -oE "log: \S+ \(check log file" "$1" | awk '{print $2}' | sort -u); do
+    echo "-- $f (last 30 lines)"
+    tail -n 30 "$f" 2>/dev/null || echo "(missing)"
+  done
+}
 
 WORK=${HSITP_SLURM_WORK:-$(mktemp -d /tmp/hsitp-slurm-ci.XXXXXX)}
 mkdir -p "$WORK"
@@ -93,6 +100,7 @@ echo "too-large job OK: stopped in ${took}s before submitting"
 step "2. the whole smoke DAG through --profile slurm (P = 4 over both nodes)"
 run_snake main.log "${CFG[@]}" || {
   tail -n 80 main.log
+  failed_rule_logs main.log
   fail "the smoke DAG did not complete through --profile slurm"
 }
 python - <<'EOF'

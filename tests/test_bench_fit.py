@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import xarray as xr
 
 from hsitp.bench.fit import (
     FitError,
@@ -88,6 +89,39 @@ def test_holdout_keeps_train_and_test_in_every_group_and_is_deterministic():
     rev = holdout_mask(keys[::-1], groups[::-1], 0.34, seed=0)[::-1]
     np.testing.assert_array_equal(mask, rev)
     assert not holdout_mask(keys, groups, 0.0, seed=0).any()
+
+
+def test_holdout_never_takes_an_anchor_and_the_sweeps_ends_always_train():
+    """Catches the CI failure of 2026-12-03: the hash held out all_reduce's largest size (16 MiB), the three small
+    sizes left did not grow with size on a loaded machine, and calibration stopped ("fitted bandwidth term is
+    zero"). The ends of each collective's sweep are anchors now; here, on those measured times, the fit works."""
+    from hsitp.bench.calibrate import collective_points
+
+    keys = [("c", n) for n in range(4)]
+    for seed in range(50):
+        mask = holdout_mask(keys, ["c"] * 4, 0.34, seed=seed, anchors=[True, False, False, True])
+        assert not mask[0] and not mask[3] and mask[1:3].sum() == 1
+    # every point an anchor: nothing held out, nothing fails
+    assert not holdout_mask(keys, ["c"] * 4, 0.34, seed=0, anchors=[True] * 4).any()
+    with pytest.raises(ValueError, match="differ in length"):
+        holdout_mask(keys, ["c"] * 4, 0.34, seed=0, anchors=[True])
+
+    sizes = [4096, 1048576, 4194304, 16777216]
+    t_ms = [11.57, 6.33, 7.98, 37.47]  # the CI's all_reduce at P = 2 (mean over repeats)
+    mb = xr.Dataset(
+        {
+            "coll_time_mean": (("collective", "P", "nbytes"), np.array(t_ms)[None, None, :] * 1e-3),
+            "coll_bytes": (("collective", "P", "nbytes"), np.array(sizes, dtype=float)[None, None, :]),
+        },
+        coords={"collective": ["all_reduce"], "P": [2], "nbytes": sizes},
+    )
+    rows = collective_points(mb, fraction=0.34, seed=0)
+    assert [r["held_out"] for r in rows if r["nbytes"] in (sizes[0], sizes[-1])] == [False, False]
+    train = [r for r in rows if not r["held_out"]]
+    fit = fit_alpha_beta(
+        "all_reduce", [r["P"] for r in train], [r["nbytes"] for r in train], [r["t_measured"] for r in train]
+    )
+    assert 0 < fit.beta < np.inf
 
 
 def test_more_passes_than_repeats_is_a_config_error():

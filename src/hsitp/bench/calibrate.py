@@ -74,11 +74,16 @@ def collective_points(mb: xr.Dataset, *, fraction: float, seed: int) -> list[dic
                 b = float(mb["coll_bytes"].sel(collective=c, P=p, nbytes=nb))
                 if p >= 2 and np.isfinite(t) and np.isfinite(b):
                     rows.append({"collective": c, "P": int(p), "nbytes": int(b), "t_measured": t})
+    span: dict[tuple[str, int], list[int]] = {}
+    for r in rows:
+        span.setdefault((r["collective"], r["P"]), []).append(r["nbytes"])
     mask = holdout_mask(
         [(r["collective"], r["P"], r["nbytes"]) for r in rows],
         [(r["collective"], r["P"]) for r in rows],
         fraction,
         seed,
+        # the smallest and largest size of each (collective, P) always train: the fit needs the span
+        anchors=[r["nbytes"] in (min(s), max(s)) for r in rows for s in [span[(r["collective"], r["P"])]]],
     )
     for r, held in zip(rows, mask, strict=True):
         r["held_out"] = bool(held)
