@@ -77,6 +77,14 @@ def test_scene_holds_validation_pixels_out_of_the_loss(tmp_path: Path) -> None:
         assert (held.target.numpy()[held.validation] == -1).all()
         assert (full.target.numpy()[held.validation] >= 0).all()
         assert held.counts["train_pixels"] + held.counts["validation_pixels"] == full.counts["train_pixels"]
+        # class coverage: what a reader needs to judge a validation set (a few whole blocks hold few classes)
+        labels = held.labels
+        assert held.counts["validation_classes"] == len(set(labels[held.validation].tolist()) - {0})
+        assert held.counts["train_classes"] == len(set(labels[held.train_mask.numpy()].tolist()) - {0})
+        assert (
+            0 < held.counts["validation_classes"] <= held.classes
+            and 0 < held.counts["test_classes"] <= held.classes
+        )
 
 
 def test_stratified_sampler_caps_each_class_and_resumes_exactly(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ pixels.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,8 @@ import torch
 import xarray as xr
 
 from hsitp.errors import HsitpError
+
+log = logging.getLogger(__name__)
 
 UNUSED, TRAIN, TEST = 0, 1, 2  # the prepared file's partition flags (hsitp.data.partition)
 
@@ -177,6 +180,11 @@ def validation_mask(
     return val
 
 
+def _n_present(labels: np.ndarray) -> int:
+    """How many classes (labels > 0) have at least one pixel in ``labels``."""
+    return int(np.unique(labels[labels > 0]).size)
+
+
 def _partition_block(ds: xr.Dataset) -> int | None:
     settings: Any = ds.attrs.get("partition_settings")
     if isinstance(settings, str):
@@ -202,12 +210,27 @@ def load_scene(
     val = validation_mask(labels, train, protocol, validation, validation_seed, block=_partition_block(ds))
     train = train & ~val
     target = np.where(train, labels - 1, -1)
+    test = (partition == TEST) & (labels > 0)
     counts = {
         "train_pixels": int(train.sum()),
         "validation_pixels": int(val.sum()),
-        "test_pixels": int(((partition == TEST) & (labels > 0)).sum()),
+        "test_pixels": int(test.sum()),
         "labelled_pixels": int((labels > 0).sum()),
+        # classes with at least one pixel: a validation of few whole blocks can hold few classes (cpu-fair's
+        # block protocol: 4 blocks, 7 of 16 classes), and then it ranks recipes on those classes only
+        "train_classes": _n_present(labels[train]),
+        "validation_classes": _n_present(labels[val]),
+        "test_classes": _n_present(labels[test]),
     }
+    if val.any():
+        log.info(
+            "%s protocol: %d validation pixels of %d classes (the test pixels hold %d classes, the train pixels %d)",
+            protocol,
+            counts["validation_pixels"],
+            counts["validation_classes"],
+            counts["test_classes"],
+            counts["train_classes"],
+        )
     if counts["train_pixels"] == 0:
         raise TrainDataError(f"{path}: the {protocol!r} protocol's partition has no train pixels")
     cube = standardise(cube, train)
