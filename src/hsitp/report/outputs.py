@@ -86,7 +86,12 @@ OUTPUTS: tuple[Output, ...] = (
         "probe", "memory_vs_p", "figure", "per-rank memory vs P per plan: measured beside the memory model"
     ),
     Output("probe", "throughput", "figure", "measured training-step throughput (tokens/s) vs P per plan"),
-    Output("probe", "estimate", "figure", "peak memory estimated with fake tensors beside the memory model"),
+    Output(
+        "probe",
+        "estimate",
+        "figure",
+        "peak memory estimated with fake tensors (rank 0 of P in one process, nothing allocated) beside the memory model",
+    ),
     Output(
         "probe", "relative_to_tp", "table", "per-plan measured memory relative to tp (total, tok+agg, peak)"
     ),
