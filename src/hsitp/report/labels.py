@@ -28,8 +28,17 @@ def computed_on(attrs: Mapping[str, Any]) -> str:
     """The machine that wrote the file (provenance.device): CPU model, and the GPU if there was one."""
     dev = _json(attrs, "provenance", {}).get("device", {})
     gpu = dev.get("gpu", "none")
-    cpu = dev.get("cpu", "unknown CPU")
+    cpu = short_cpu(dev.get("cpu", "unknown CPU"))
     return cpu if gpu in ("none", "", None) else f"{gpu} ({cpu})"
+
+
+_CPU_NOISE = re.compile(r"\((?:R|TM|tm)\)|\s+Processor\b")
+
+
+def short_cpu(name: str) -> str:
+    """A CPU's name for a figure's title: 'Intel(R) Xeon(R) Processor' -> 'Intel Xeon' (trademark signs and the
+    word 'Processor' made a hardware line run to a third title line; the provenance keeps the full name)."""
+    return re.sub(r"\s+", " ", _CPU_NOISE.sub("", name)).strip() or name
 
 
 _ONE_PLURAL = re.compile(r"(?<![\w.,/])1 (thread|rank|core|process|GPU|node|device)(?:es|s)\b")
@@ -46,7 +55,7 @@ def measured_on(attrs: Mapping[str, Any]) -> str:
 
     The ``device`` attribute lists one entry per world size; repeated entries are shown once, and the P = 1
     launch (no process group: backend 'none') is dropped when a multi-rank entry names the device."""
-    raw = singular(str(attrs.get("device", "")).strip())
+    raw = short_cpu(singular(str(attrs.get("device", "")).strip()))
     parts = list(dict.fromkeys(p.strip() for p in raw.split(";") if p.strip()))
     parts = [p for p in parts if not p.endswith(", none)")] or parts
     text = "; ".join(parts) if parts else f"unrecorded device (file written on {computed_on(attrs)})"
