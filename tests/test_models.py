@@ -284,3 +284,20 @@ def test_model_check_script_runs_on_cpu(repo_root, tmp_path) -> None:  # noqa: A
     results = json.loads(out.read_text())["results"]
     assert [r["plan"] for r in results] == list(PLANS)
     assert all(not r["failures"] for r in results), results
+
+
+@pytest.mark.parametrize("plan", [p for p in PLANS if p != "dense"])
+def test_parallelize_keeps_every_tensor_on_the_dense_models_device(plan: str) -> None:
+    """Catches a plan that builds a buffer on the CPU while the dense model it shards already lives on another
+    device: on the H200 (benchmarks/gpu_check.sh, 2026-12-04) D-CHAG's band-padding mask stayed on the CPU and the
+    first CUDA forward failed with 'found at least two devices, cuda:0 and cpu'. The meta device stands in for the
+    GPU here: a CPU tensor beside meta ones fails the same way. 103 bands over g = 4 groups pad, so the mask
+    exists."""
+    small = dataclasses.replace(PAPER, height=8, width=8, depth=1, dim=32, heads=4)
+    config = architecture_for(small, plan, 1, 4 if plan.startswith("dchag") else 1)
+    dense = SpectralSpatialTransformer(config).to("meta")
+    model = parallelize(dense, plan, TPGroup.single())
+    off = [n for n, t in [*model.named_parameters(), *model.named_buffers()] if not t.is_meta]
+    assert not off, (plan, off)
+    x = torch.randn(2, config.bands, config.height, config.width, device="meta")  # (B, L, H, W)
+    assert model(model.shard_input(x)).is_meta

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 import numpy as np
 import pytest
@@ -252,3 +253,27 @@ def test_probe_divisibility_errors_name_the_probe_keys() -> None:
         points({**pc, "heads": 1}, 2)
     with pytest.raises(ConfigError, match=r"probe\.heads = 3 does not divide probe\.dim = 32"):
         points({**pc, "heads": 3}, 2)
+
+
+def test_probe_point_builds_on_a_device_other_than_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Catches the probe drawing its random batch with a CPU generator straight onto the probe's device: on the
+    H200 (benchmarks/gpu_check.sh, 2026-12-04) `probe run --world-size 1` failed with "Expected a 'cuda' device
+    type for generator but found 'cpu'". The meta device stands in for the GPU, and torch.randn is wrapped to
+    apply CUDA's rule (a generator draws only on its own device), which the CPU and meta builds do not check."""
+    randn = torch.randn
+
+    def cuda_like_randn(*size: Any, generator: torch.Generator | None = None, **kw: Any) -> torch.Tensor:
+        where = torch.device(kw.get("device") or "cpu")
+        if generator is not None and generator.device.type != where.type:
+            raise RuntimeError(
+                f"Expected a '{where.type}' device type for generator but found '{generator.device.type}'"
+            )
+        return randn(*size, generator=generator, **kw)
+
+    monkeypatch.setattr(torch, "randn", cuda_like_randn)
+    pc = {"patch": 2, "classes": 3, "dim": 32, "heads": 4, "depth": 1, "mlp_ratio": 4, "batch": 2}
+    meta = torch.device("meta")
+    b = build_point(
+        Point("dchag_l", 1, 2, 10, 16, "none"), pc, TPGroup.single(), dtype=torch.float32, device=meta, seed=0
+    )
+    assert all(p.is_meta for p in b.model.parameters())

@@ -171,7 +171,11 @@ class DCHAGAggregator(nn.Module):
         self.final = HeadParallelCrossAttention.from_dense(
             master.final, tp, head_padding=head_padding, dtype=dtype, device=device
         )
-        self.register_buffer("slot_valid", master.slot_valid(tp.rank), persistent=False)  # (slots,) or None
+        # made where the master's weights live: parallelising a model already on a GPU must not leave this mask on
+        # the CPU (the first CUDA forward of a D-CHAG plan failed on exactly that)
+        master_device = next(master.parameters()).device
+        valid = master.slot_valid(tp.rank, master_device)  # (slots,) or None
+        self.register_buffer("slot_valid", valid, persistent=False)
         if device is not None:
             self.to(device)
 

@@ -93,7 +93,9 @@ def build_point(
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     b = int(pc["batch"])
     gen = None if fake else torch.Generator().manual_seed(seed)
-    kw = {"dtype": dtype, "device": device}
+    # real tensors: drawn on the CPU (a CPU generator, the same numbers on every device), then moved; fake ones:
+    # made in place, FakeTensorMode cannot move
+    kw = {"dtype": dtype, "device": device if fake else None}
     x_full = torch.randn(b, arch.bands, arch.height, arch.width, generator=gen, **kw)  # (B, L, H, W)
     t_full = torch.randn(b, arch.classes, arch.height, arch.width, generator=gen, **kw)  # (B, classes, H, W)
     if not fake and device is not None:
