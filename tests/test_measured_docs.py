@@ -29,15 +29,17 @@ def _reference(tmp_path: Path) -> Path:
 
 def test_blocks_are_written_from_the_reference_and_checked(tmp_path: Path) -> None:
     """Catches a hand-edited number in a generated table going unnoticed (the bug: prose and data drift apart), a
-    regeneration that is not idempotent, a block of another run rewritten, and a block whose end marker is lost
-    swallowing the rest of the document."""
+    regeneration that is not idempotent, a block of another run rewritten, a block whose end marker is lost
+    swallowing the rest of the document, and prose quoting a marker in backticks taken for a block without its end
+    (docs/measured.md's introduction does)."""
     ref = _reference(tmp_path)
     doc = tmp_path / "measured.md"
     other = (
         "<!-- generated: other/fair (hsitp report measured) -->\nkept\n<!-- end generated: other/fair -->\n"
     )
     doc.write_text(
-        "# head\n<!-- generated: tiny/fair (hsitp report measured) -->\nstale\n<!-- end generated: tiny/fair -->\n"
+        "# head\nThe tables between `<!-- generated: ... -->` markers are written from the reference.\n"
+        "<!-- generated: tiny/fair (hsitp report measured) -->\nstale\n<!-- end generated: tiny/fair -->\n"
         "<!-- generated: tiny/recipes (hsitp report measured) -->\n<!-- end generated: tiny/recipes -->\n"
         "<!-- generated: tiny/headline (hsitp report measured) -->\n<!-- end generated: tiny/headline -->\n"
         + other

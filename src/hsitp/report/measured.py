@@ -238,7 +238,8 @@ def update(docs: Sequence[Path], references: Sequence[Path], check: bool = False
     changed = []
     for doc in map(Path, docs):
         text = doc.read_text(encoding="utf-8")
-        opened = len(re.findall(r"<!-- generated: ", text))
+        # a marker is a line of its own: prose may quote one in backticks (docs/measured.md's introduction does)
+        opened = len(re.findall(r"^<!-- generated: ", text, re.M))
         if opened != len(BLOCK.findall(text)):
             raise MeasuredDocError(f"{doc}: a `<!-- generated: ... -->` marker without its end marker")
         new = regenerate(text, refs)
