@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# One-GPU check, 2-3 minutes on one H200 (first run 2026-12-04: docs/measured.md, One GPU): writes to OUTDIR
+# One-GPU check, an estimated 2-3 minutes on one H200 (from its steps' times on 2026-12-04; docs/measured.md,
+# One GPU): writes to OUTDIR
 #   shard.nc     half-measured CCR: rank 0's shard of every bench op timed for P in bench.shard.world_sizes on this
 #                GPU (collectives as same-shape no-ops), communication modelled from bench.shard.hardware
 #   roofline.nc  GEMM roofline: achieved FLOP/s of bench.roofline.shapes vs the measured compute and memory roofs
