@@ -116,7 +116,7 @@ class LocalHeadsAttention(nn.Module):
         self.proj = dense.proj
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        from hsitp.parallel.dense import attend
+        from hsitp.parallel.attention_kernels import attend
 
         b, n, _ = x.shape  # (B, N, D), replicated
         qkv = self.qkv(x)  # (B, N, 3 D/P): this rank's heads
@@ -139,7 +139,7 @@ class LocalHeadsCrossAttention(nn.Module):
         self.proj = dense.proj
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        from hsitp.parallel.dense import attend
+        from hsitp.parallel.attention_kernels import attend
 
         m, s, _ = tokens.shape  # (M, S, D), replicated
         hd = self.head_dim

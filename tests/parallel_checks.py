@@ -14,6 +14,7 @@ from collections.abc import Callable
 import torch
 from torch.testing import assert_close
 
+from hsitp.names import ATTENTION_KERNELS
 from hsitp.parallel import (
     ColumnParallelLinear,
     DCHAGAggregator,
@@ -22,10 +23,12 @@ from hsitp.parallel import (
     DenseMLP,
     DenseTPAggregator,
     HeadParallelAttention,
+    HeadParallelCrossAttention,
     ParallelMLP,
     ReplicatedLayerNorm,
     ShardedLayerNorm,
     ShardingError,
+    SingleQueryCrossAttention,
     TokenParallelAttention,
     TPAggregator,
     TPGroup,
@@ -278,37 +281,25 @@ def _suite(rt: Runtime, dtype: torch.dtype) -> list[str]:
         )
     )
 
-    # Cross-band aggregation, TP baseline: L = 5 bands, 4 x 6 image, patch 2 -> N = 6.
-    dense = DenseTPAggregator(5, 16, 4, 2, seed=7).to(dtype)
-    mod = TPAggregator(5, 16, 4, 2, tp, seed=7, dtype=dtype)
-    done.append(check_parity("agg_tp", dense, mod, _rand(7, 2, 5, 4, 6, dtype=dtype), dtype))
+    # Cross-band aggregation, TP baseline: L = 5 bands, 4 x 6 image, patch 2 -> N = 6; both single-query
+    # attention kernels (exact: no k or v formed; sdpa), each against its own dense reference.
+    for kernel in ATTENTION_KERNELS:
+        dense = DenseTPAggregator(5, 16, 4, 2, seed=7, kernel=kernel).to(dtype)
+        mod = TPAggregator(5, 16, 4, 2, tp, seed=7, kernel=kernel, dtype=dtype)
+        done.append(check_parity(f"agg_tp[{kernel}]", dense, mod, _rand(7, 2, 5, 4, 6, dtype=dtype), dtype))
+    # the head-sharded single-query attention with 5 heads: zero heads pad it at P = 2 and 4 (exact kernel)
+    with seeded(10):  # the same master on every rank
+        master = SingleQueryCrossAttention(20, 5).to(dtype)
+    mod = HeadParallelCrossAttention.from_dense(master, tp, head_padding=True, dtype=dtype)
+    done.append(check_parity("xattn_heads_padded", master, mod, _rand(10, 3, 4, 20, dtype=dtype), dtype))
 
     # D-CHAG vs the single-process emulation of P rank-local aggregators + the final one.
     # L = 8 divides (g = 1 and 2); L = 9, g = 2 pads (at P = 4 one rank has a group made only of padding).
-    for variant in ("L", "C"):
-        for bands, groups in ((8, 1), (8, 2), (9, 2)):
-            dense = DenseDCHAG(bands, 16, 4, 2, p, variant=variant, groups=groups, seed=8).to(dtype)
-            mod = DCHAGAggregator(bands, 16, 4, 2, tp, variant=variant, groups=groups, seed=8, dtype=dtype)
-            prefix = f"partials.{tp.rank}."
-
-            def rename(full: dict[str, torch.Tensor], prefix: str = prefix) -> dict[str, torch.Tensor]:
-                out = {k: v for k, v in full.items() if not k.startswith("partials.")}
-                out.update(
-                    {"partial." + k[len(prefix) :]: v for k, v in full.items() if k.startswith(prefix)}
-                )
-                return out
-
-            done.append(
-                check_parity(
-                    f"agg_dchag_{variant.lower()}[L={bands},g={groups}]",
-                    dense,
-                    mod,
-                    _rand(8, 2, bands, 4, 6, dtype=dtype),
-                    dtype,
-                    shard_in=mod.local_bands,
-                    rename=rename,
-                )
-            )
+    for variant, bands, groups, kernel in (
+        *((v, b, g, "exact") for v in ("L", "C") for b, g in ((8, 1), (8, 2), (9, 2))),
+        ("C", 9, 2, "sdpa"),  # the SDPA kernel, padded (the exact one is checked against SDPA's directly)
+    ):
+        done.append(_dchag_parity(tp, dtype, variant, bands, groups, kernel))
     return done
 
 
@@ -338,3 +329,28 @@ def lose_rank_mid_collective(rt: Runtime, victim: int, signal_name: str) -> None
                 f"COLLECTIVE FAILED after {elapsed:.2f}s: {type(exc).__name__}: {exc}"
             ) from exc
     raise AssertionError("all-reduce kept succeeding for 120 s after a rank was lost")
+
+
+def _dchag_parity(tp: TPGroup, dtype: torch.dtype, variant: str, bands: int, groups: int, kernel: str) -> str:
+    """D-CHAG on the ranks vs its single-process emulation (P rank-local partials + the final attention)."""
+    p = tp.size
+    dense = DenseDCHAG(bands, 16, 4, 2, p, variant=variant, groups=groups, seed=8, kernel=kernel).to(dtype)
+    mod = DCHAGAggregator(
+        bands, 16, 4, 2, tp, variant=variant, groups=groups, seed=8, kernel=kernel, dtype=dtype
+    )
+    prefix = f"partials.{tp.rank}."
+
+    def rename(full: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        out = {k: v for k, v in full.items() if not k.startswith("partials.")}
+        out.update({"partial." + k[len(prefix) :]: v for k, v in full.items() if k.startswith(prefix)})
+        return out
+
+    return check_parity(
+        f"agg_dchag_{variant.lower()}[L={bands},g={groups},{kernel}]",
+        dense,
+        mod,
+        _rand(8, 2, bands, 4, 6, dtype=dtype),
+        dtype,
+        shard_in=mod.local_bands,
+        rename=rename,
+    )

@@ -30,13 +30,16 @@ EXPECTED = {
     "layernorm_sharded[D=16]",
     "layernorm_sharded[D=9]",
     "layernorm_replicated",
-    "agg_tp",
-    "agg_dchag_l[L=8,g=1]",
-    "agg_dchag_l[L=8,g=2]",
-    "agg_dchag_l[L=9,g=2]",
-    "agg_dchag_c[L=8,g=1]",
-    "agg_dchag_c[L=8,g=2]",
-    "agg_dchag_c[L=9,g=2]",
+    "agg_tp[exact]",  # the single-query attention's exact kernel (no k or v formed)
+    "agg_tp[sdpa]",  # and PyTorch's SDPA, each against its own dense reference
+    "xattn_heads_padded",  # the head-sharded single-query attention with zero-padded heads
+    "agg_dchag_l[L=8,g=1,exact]",
+    "agg_dchag_l[L=8,g=2,exact]",
+    "agg_dchag_l[L=9,g=2,exact]",
+    "agg_dchag_c[L=8,g=1,exact]",
+    "agg_dchag_c[L=8,g=2,exact]",
+    "agg_dchag_c[L=9,g=2,exact]",
+    "agg_dchag_c[L=9,g=2,sdpa]",
 }
 MESHES = {2: {"attn_2d[2x1]", "attn_2d[1x2]"}, 4: {"attn_2d[2x2]"}}
 

@@ -119,3 +119,10 @@ PROTOCOLS: tuple[str, ...] = (  # the accuracy protocols: how the train/test par
     "random",  # stratified random pixels (leaks through overlapping windows; the usual protocol)
     "block",  # spatially disjoint blocks of the scene
 )
+
+ATTENTION_KERNELS: tuple[
+    str, ...
+] = (  # the single-query cross-attentions' kernels: the same numbers, two ways
+    "exact",  # rank-structured: scores from a (D, h) matrix, neither k nor v formed (hsitp.parallel.attention_kernels)
+    "sdpa",  # the kv projection of every token, then PyTorch's scaled-dot-product attention
+)

@@ -443,7 +443,9 @@ def train_config(ref: Reference, cell: Cell) -> tuple[dict[str, Any], list[str]]
             "device": "cpu" if device.upper().startswith("CPU") or not device else "auto",
         }
     )
-    cfg: dict[str, Any] = {"train": train}
+    # the kernel the reference trained with (a reference made before the exact kernel names none: sdpa), so the
+    # spot check re-trains the same arithmetic and its accuracy can be identical
+    cfg: dict[str, Any] = {"train": train, "model": {"attention_kernel": recorded_kernel(ref, cell)}}
     if recipe.get("seed") is not None:
         cfg["seed"] = recipe["seed"]
     backend = str(ref.value(cell, "backend"))
@@ -452,6 +454,11 @@ def train_config(ref: Reference, cell: Cell) -> tuple[dict[str, Any], list[str]]
     if stopped:
         extra += ["--stop-after", str(stopped)]
     return cfg, extra
+
+
+def recorded_kernel(ref: Reference, cell: Cell) -> str:
+    """The single-query attention kernel the cell was trained with ("sdpa" before the exact kernel existed)."""
+    return str(ref.value(cell, "attention_kernel")) if "attention_kernel" in ref.runs else "sdpa"
 
 
 def retrain(ref: Reference, cell: Cell, data: Path, work: Path) -> tuple[Path | None, Path]:
@@ -481,6 +488,7 @@ def remeasure_probe(ref: Reference, cell: Cell, work: Path) -> tuple[xr.Dataset,
 
     assert ref.memory is not None
     pc = json.loads(str(ref.memory.attrs["probe"]))
+    kernel = str(pc.pop("attention_kernel", "sdpa"))  # the reference probe's kernel (none named: sdpa)
     bands = int(ref.value(cell, "bands"))
     sel = _probe_sel(ref.memory, cell, bands)
     assert sel is not None
@@ -494,13 +502,20 @@ def remeasure_probe(ref: Reference, cell: Cell, work: Path) -> tuple[xr.Dataset,
         match_train=False,
     )
     recipe = json.loads(str(ref.value(cell, "recipe")))
-    cfg = validate_config({"seed": int(recipe.get("seed") or 0), "probe": pc, "parallel": {"timeout_s": 600}})
+    cfg = validate_config(
+        {
+            "seed": int(recipe.get("seed") or 0),
+            "probe": pc,
+            "parallel": {"timeout_s": 600},
+            "model": {"attention_kernel": kernel},
+        }
+    )
     folder = work / "probe" / f"{cell.plan}_P{cell.P}_g{cell.g}"
     partial = folder / f"probe_P{cell.P}.nc"
     log = work / "logs" / "probe" / f"{cell.plan}_P{cell.P}_g{cell.g}.log"
     argv = [
         *hsitp_argv(cell.P), "probe", "run", "--world-size", str(cell.P), "--out", str(partial),
-        "--config-json", json.dumps({k: cfg[k] for k in ("seed", "probe", "parallel")}, sort_keys=True),
+        "--config-json", json.dumps({k: cfg[k] for k in ("seed", "probe", "parallel", "model")}, sort_keys=True),
     ]  # fmt: skip
     if _run_logged(argv, log) != 0 or not partial.is_file():
         return f"the probe failed ({_tail(log)}); log {log}"

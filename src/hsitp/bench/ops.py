@@ -130,15 +130,29 @@ def summarize_trace(traced: list[AxisTrace], names: tuple[str, ...]) -> dict[str
 
 
 def time_point(
-    pt: Point, rt: Runtime, bc: Mapping[str, Any], *, head_padding: bool, seed: int, repeats: int
+    pt: Point,
+    rt: Runtime,
+    bc: Mapping[str, Any],
+    *,
+    head_padding: bool,
+    seed: int,
+    repeats: int,
+    attention_kernel: str = "exact",
 ) -> dict[str, Any]:
-    """Time one point in all three modes: times (mode, rep) plus :func:`summarize_trace` (or a skip reason)."""
+    """Time one point in all three modes: times (mode, rep) plus :func:`summarize_trace` (or a skip reason).
+    ``attention_kernel``: the aggregation ops' single-query attention kernel."""
     import torch
 
     from hsitp.parallel.ops import build_op
 
     tp = rt.mesh(*mesh_2d(pt.P)) if pt.op == "attn_2d" else rt.world
-    kw = {"shape": pt.shape, "head_padding": head_padding, "device": rt.device, "seed": seed}
+    kw = {
+        "shape": pt.shape,
+        "head_padding": head_padding,
+        "device": rt.device,
+        "seed": seed,
+        "attention_kernel": attention_kernel,
+    }
     reason = ""
     try:
         traced = trace_point(pt.op, tp, kw)
@@ -186,6 +200,13 @@ def sweep_points(
                         )
 
 
+def bench_kernel(config: Mapping[str, Any], device_type: str) -> str:
+    """The single-query attention kernel the aggregation ops run on ``device_type`` (``model.attention_kernel``)."""
+    from hsitp.models.config import resolve_attention_kernel
+
+    return resolve_attention_kernel(str(config.get("model", {}).get("attention_kernel", "auto")), device_type)
+
+
 def time_ops(
     ds: xr.Dataset,
     rt: Runtime,
@@ -211,7 +232,13 @@ def time_ops(
             log.debug("P=%d %s (repeats %s)", rt.world_size, pt.op, reps.tolist())
         last_op = pt.op
         res = time_point(
-            pt, rt, bc, head_padding=par["head_padding"], seed=int(config["seed"]), repeats=len(reps)
+            pt,
+            rt,
+            bc,
+            head_padding=par["head_padding"],
+            seed=int(config["seed"]),
+            repeats=len(reps),
+            attention_kernel=bench_kernel(config, rt.device.type),
         )
         idx = (i, 0, j, k, m, q)
         what = f"{pt.op} N={pt.shape.N} D={pt.shape.D} L={pt.shape.L}"

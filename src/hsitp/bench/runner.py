@@ -67,7 +67,7 @@ def _run(
     config: Mapping[str, Any], rt: Runtime, out: Path, stop: StopRequest | None = None, *, launch: int = 0
 ) -> Path | None:
     stop = stop or StopRequest()  # no signal handlers: only the other ranks can stop this one
-    from hsitp.bench.ops import sweep_points, time_ops
+    from hsitp.bench.ops import bench_kernel, sweep_points, time_ops
     from hsitp.parallel.runtime import dtype_name, resolve_dtype
 
     bc, par = config["bench"], config["parallel"]
@@ -143,6 +143,7 @@ def _run(
     ds.attrs["collective_dtype"] = names[0]
     ds.attrs["passes"] = passes
     ds.attrs["launch"] = int(launch)
+    ds.attrs["attention_kernel"] = bench_kernel(config, rt.device.type)  # the aggregation ops' kernel
     stop.check(rt.group, rt.device)  # the last safe point before the file: all ranks agree to write it or not
     if rt.rank != 0:
         return None

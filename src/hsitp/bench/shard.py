@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from hsitp.bench.ops import make_step, sweep_points, trace_point
+from hsitp.bench.ops import bench_kernel, make_step, sweep_points, trace_point
 from hsitp.bench.predict import check_points, mesh_2d, op_work, predict
 from hsitp.bench.results import POINT_COORD_ATTRS
 from hsitp.bench.timing import median_iqr, time_region
@@ -82,7 +82,13 @@ def _run_shard(config: Mapping[str, Any], hw: Any, device: Any) -> xr.Dataset:
     check_points((pt for _, _, pt in points), head_padding=pad)
     for pi, (i, j, k, m, _), pt in points:
         index = (i, pi, j, k, m)
-        kw = {"shape": pt.shape, "head_padding": pad, "device": device, "seed": int(config["seed"])}
+        kw = {
+            "shape": pt.shape,
+            "head_padding": pad,
+            "device": device,
+            "seed": int(config["seed"]),
+            "attention_kernel": bench_kernel(config, device.type),
+        }
         tp = noop_group(pt.op, pt.P)
         try:
             traced = trace_point(pt.op, tp, kw)
@@ -107,7 +113,11 @@ def _run_shard(config: Mapping[str, Any], hw: Any, device: Any) -> xr.Dataset:
         out["t_comm_trace"][index] = modelled_comm_time(traced, hw)
         out["t_comm_refined"][index] = pred.t_comm
         out["t_comp_refined"][index] = pred.t_comp
-    return _dataset(bc, sizes, dname, times, out, hw, device, skipped)
+    ds = _dataset(bc, sizes, dname, times, out, hw, device, skipped)
+    ds.attrs["attention_kernel"] = bench_kernel(
+        config, device.type
+    )  # the aggregation ops' single-query kernel
+    return ds
 
 
 def _dataset(

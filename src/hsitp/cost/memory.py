@@ -137,6 +137,10 @@ class PlanSize:
     # mixed precision (``hsitp advise plan``): 16-bit parameters and gradients, AdamW's moments and an fp32 master
     # copy of the weights in fp32 (12 B per parameter). The probe's own runs keep everything in one dtype (False).
     master_fp32: bool = False
+    # the single-query cross-attentions' kernel (hsitp.names.ATTENTION_KERNELS): "sdpa" keeps the kv input, k, v,
+    # the output and the log-sum-exp; "exact" the tokens, the softmax weights (rows, keys, h) and the per-head
+    # weighted mean tokens (rows, h, D), and forms no k, v or their gradients (hsitp.parallel.attention_kernels)
+    attention_kernel: str = "sdpa"
 
     @property
     def optimizer_dtype_bytes(self) -> int:
@@ -201,9 +205,14 @@ def plan_parameters(plan: str, m: PlanSize, P: int, g: int = 1) -> dict[str, tup
 
 
 def _xattn_bytes(m: PlanSize, rows: float, keys: float, shards: int) -> float:
-    """Saved by a single-query cross-attention over ``keys`` tokens per row, heads split ``shards`` ways: kv
-    input, k and v, the expanded query, the output and the fp32 log-sum-exp."""
+    """Saved by a single-query cross-attention over ``keys`` tokens per row, heads split ``shards`` ways. sdpa:
+    kv input, k and v, the expanded query, the output and the fp32 log-sum-exp; exact: the tokens, the softmax
+    weights (rows, keys, h), the weighted mean tokens (rows, h, D), the query, the (D, h) score matrix and the
+    output (h = this rank's heads)."""
     e, D = m.dtype_bytes, m.D
+    if m.attention_kernel == "exact":
+        h = m.heads / shards
+        return e * (rows * keys * D + rows * keys * h + rows * h * D + rows * D / shards + D / shards + D * h)
     return (
         e * (rows * keys * D + 2 * rows * keys * D / shards + rows * D / shards + D / shards)
         + STAT_BYTES * rows * m.heads / shards
@@ -422,6 +431,17 @@ def _aggregation_forward(s: StepSizes) -> list[Moment]:
     view = m.B == 1  # the tokenizer output folds to (B N, bands, D) without a copy
     row_proj = 2 * A  # a row-parallel projection: its partial sum and its + bias, (B N, D) each
     saved = s.acts["aggregation"]
+    exact = m.attention_kernel == "exact"
+    if not s.dchag and exact:
+        proj = row_proj if s.plan == "tp" else A
+        return [
+            # the scores and their softmax beside the tokens (the exact kernel forms no k or v); at the end the
+            # tokens are among the saved tensors (the kernel saves them, no copy)
+            s.moment(
+                "aggregation", "forward", tokens=T, scores=_exact_scores(m, s.M, m.L, s.tp, masked=False)
+            ),
+            s.moment("aggregation", "forward", saved=saved, projection=proj),
+        ]
     if not s.dchag:
         kv = 2 * T / s.tp  # k and v of every band token, this rank's heads
         proj = row_proj if s.plan == "tp" else A  # dense and token keep the dense aggregator: one addmm
@@ -447,6 +467,9 @@ def _aggregation_forward(s: StepSizes) -> list[Moment]:
             masked=T_s if pad else 0.0,  # padded slots zeroed: tokens * valid
             fold=T_s,  # the level-1 linear's input (M, g, D, s) folded by matmul: a copy; saved
         )
+    elif exact:  # the level-1 cross-attention's scores and softmax over its slots (masked when padded)
+        scores = _exact_scores(m, s.M * s.g, s.slots / s.g, 1, masked=pad)
+        partial = s.moment("aggregation", "forward", tokens=tokens, scores=scores)
     else:
         partial = s.moment(
             "aggregation",
@@ -614,6 +637,19 @@ def _aggregation_backward(s: StepSizes) -> list[Moment]:
     later = s.grads["head"] + s.grads["blocks"]
     shard_xattn = 4 * D * D / tp + 3 * D / tp + 2 * D  # head-sharded cross-attention: q, kv column; proj row
     full_xattn = 4 * D * D + 5 * D  # query, q, kv, proj of an unsharded cross-attention
+    exact = m.attention_kernel == "exact"
+    if not s.dchag and exact:
+        return [
+            s.moment(
+                "aggregation",
+                "backward",
+                # all it saved but the output projection's input (released by the projection's backward)
+                saved=s.acts["aggregation"] - e * M * D / tp,
+                loss=s.loss,
+                grads=later + e * (D * D / tp + D),  # and the output projection's
+                aggregation=_exact_backward(m, M, m.L, tp, T),
+            )
+        ]
     if not s.dchag:
         kv = 2 * T / tp
         grad_q = 2 * e * M * D / tp  # SDPA's incoming output gradient and the expanded query's gradient
@@ -641,7 +677,9 @@ def _aggregation_backward(s: StepSizes) -> list[Moment]:
         saved=s.acts["aggregation"],
         loss=s.loss,
         grads=later + e * (D * D / tp + D),  # and the final output projection's
-        final=max(kv_f + 2 * e * M * D / tp, gathered + e * (2 * D * D + 2 * D) / tp),
+        final=_exact_backward(m, M, s.P, tp, gathered)
+        if exact
+        else max(kv_f + 2 * e * M * D / tp, gathered + e * (2 * D * D + 2 * D) / tp),
     )
     if _linear_partial(s.plan):
         # level 1 runs last: the final attention's and level 2's saved tensors are already released
@@ -658,16 +696,42 @@ def _aggregation_backward(s: StepSizes) -> list[Moment]:
         )
     else:
         level2 = full_xattn if g > 1 else 0.0
-        level1 = s.moment(
-            "aggregation",
-            "backward",
-            loss=s.loss,
-            grads=later + e * (shard_xattn + level2 + D * D + D),  # final, level 2, level 1's proj
-            level1=_xattn_bytes(m, M * g, s.slots / g, 1),  # its kv input, k, v, query, output, log-sum-exp
-            grad_kv=2 * T_s,  # SDPA's gradients of k and v
-            grad_q=2 * e * M * g * D,  # its incoming output gradient and the expanded query's gradient
-        )
+        grads = later + e * (shard_xattn + level2 + D * D + D)  # final, level 2, level 1's proj
+        if exact:
+            level1 = s.moment(
+                "aggregation",
+                "backward",
+                loss=s.loss,
+                grads=grads,
+                # what it saved but the projection's input, and its backward's working set
+                level1=_xattn_bytes(m, M * g, s.slots / g, 1) - e * M * g * D,
+                working=_exact_backward(m, M * g, s.slots / g, 1, T_s),
+            )
+        else:
+            level1 = s.moment(
+                "aggregation",
+                "backward",
+                loss=s.loss,
+                grads=grads,
+                level1=_xattn_bytes(m, M * g, s.slots / g, 1),  # its kv input, k, v, query, output, lse
+                grad_kv=2 * T_s,  # SDPA's gradients of k and v
+                grad_q=2 * e * M * g * D,  # its incoming output gradient and the expanded query's gradient
+            )
     return [final, level1]
+
+
+def _exact_scores(m: PlanSize, rows: float, keys: float, shards: int, *, masked: bool) -> float:
+    """The exact kernel's forward beyond the tokens, at its softmax: the (rows, keys, h) scores, their masked
+    copy under a key mask, and the softmax weights (h = this rank's heads)."""
+    return m.dtype_bytes * rows * keys * (m.heads / shards) * (3 if masked else 2)
+
+
+def _exact_backward(m: PlanSize, rows: float, keys: float, shards: int, tokens: float) -> float:
+    """The exact kernel's backward beyond its saved tensors, when the tokens' gradient is made: the incoming
+    output gradient (rows, D / shards), dy (rows, h, D), ds (rows, keys, h) and the tokens' gradient (``tokens``
+    bytes: rows x keys x D); nothing else token-sized (hsitp.parallel.attention_kernels)."""
+    e, h = m.dtype_bytes, m.heads / shards
+    return e * (rows * m.D / shards + rows * h * m.D + rows * keys * h) + tokens
 
 
 def _tokenisation_backward(s: StepSizes) -> list[Moment]:

@@ -22,12 +22,34 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from hsitp.errors import HsitpError
-from hsitp.names import BY_VARIANT, DCHAG_PLANS, ONE_RANK, PARALLEL_PLANS, PLAN_NAMES, PLANS, TOKEN_RANKS
+from hsitp.names import (
+    ATTENTION_KERNELS,
+    BY_VARIANT,
+    DCHAG_PLANS,
+    ONE_RANK,
+    PARALLEL_PLANS,
+    PLAN_NAMES,
+    PLANS,
+    TOKEN_RANKS,
+)
 
 # the model's cross-band aggregations: attention, hierarchical
 AGGREGATIONS = tuple(dict.fromkeys(p.aggregation for p in PLANS.values() if p.aggregation))
 # D-CHAG's partial aggregators: linear, cross-attention
 PARTIALS = tuple(v.partial for v in BY_VARIANT.values())
+# the config's attention kernel choices: "auto" resolves per device (resolve_attention_kernel)
+KERNEL_CHOICES = ("auto", *ATTENTION_KERNELS)
+# "auto" per device type: exact on the CPU (measured faster there, benchmarks/step_speed.py); CUDA keeps SDPA's
+# flash kernel until benchmarks/gpu_check.sh has timed both on a GPU (docs/measured.md, "Step speed")
+AUTO_KERNEL = {"cpu": "exact", "meta": "exact", "cuda": "sdpa"}
+
+
+def resolve_attention_kernel(choice: str, device_type: str) -> str:
+    """The kernel a run uses: ``choice`` ("auto", "exact" or "sdpa", the config's ``model.attention_kernel``) on
+    a device of type ``device_type`` ("cpu", "cuda", ...); "auto" takes ``AUTO_KERNEL``'s (SDPA elsewhere)."""
+    if choice not in KERNEL_CHOICES:
+        raise ModelConfigError(f"model.attention_kernel must be one of {KERNEL_CHOICES}, got {choice!r}")
+    return AUTO_KERNEL.get(device_type, "sdpa") if choice == "auto" else choice
 
 
 class ModelConfigError(HsitpError, ValueError):
@@ -74,6 +96,9 @@ class ModelConfig:
     parts: int = 1
     groups: int = 1  # hierarchical: g groups per chunk, one shared-weight partial aggregator per chunk
     norm_eps: float = 1e-5  # LayerNorm epsilon
+    # the single-query cross-attentions' kernel: "exact" (no k or v formed) or "sdpa"; the same numbers, so not
+    # the architecture (hsitp.parallel.attention_kernels); see resolve_attention_kernel for the config's "auto"
+    attention_kernel: str = "exact"
 
     def __post_init__(self) -> None:
         for key in ("bands", "height", "width", "classes", "patch", "dim", "heads", "depth", "mlp_ratio"):
@@ -100,6 +125,10 @@ class ModelConfig:
         if self.aggregation == "hierarchical" and self.parts > self.bands:
             raise ModelConfigError(
                 f"model.parts = {self.parts} band chunks but model.bands = {self.bands}: every chunk needs a band"
+            )
+        if self.attention_kernel not in ATTENTION_KERNELS:
+            raise ModelConfigError(
+                f"model.attention_kernel must be one of {ATTENTION_KERNELS}, got {self.attention_kernel!r}"
             )
         if not self.norm_eps > 0:
             raise ModelConfigError(f"model.norm_eps must be > 0, got {self.norm_eps!r}")

@@ -96,7 +96,9 @@ class SpectralSpatialTransformer(nn.Module):
         self.config = c = config
         seeds = _seed_stream(seed)
         if c.aggregation == "attention":
-            self.aggregate: nn.Module = DenseTPAggregator(c.bands, c.dim, c.heads, c.patch, seed=_next(seeds))
+            self.aggregate: nn.Module = DenseTPAggregator(
+                c.bands, c.dim, c.heads, c.patch, seed=_next(seeds), kernel=c.attention_kernel
+            )
         else:
             self.aggregate = DenseDCHAG(
                 c.bands,
@@ -107,6 +109,7 @@ class SpectralSpatialTransformer(nn.Module):
                 variant=c.variant,
                 groups=c.groups,
                 seed=_next(seeds),
+                kernel=c.attention_kernel,
             )
         self.pos = PositionEmbedding(c.n_tokens, c.dim, seed=_next(seeds))
         self.blocks = nn.ModuleList([Block(c, seeds=seeds) for _ in range(c.depth)])

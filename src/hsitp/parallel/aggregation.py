@@ -21,12 +21,12 @@ import torch
 from torch import nn
 
 from hsitp.names import BY_VARIANT, PLANS
-from hsitp.parallel.collectives import gather_from_tp
+from hsitp.parallel.attention_kernels import single_query_attention
+from hsitp.parallel.collectives import copy_to_tp, gather_from_tp
 from hsitp.parallel.dense import (
     DenseDCHAG,
     DenseTPAggregator,
     SingleQueryCrossAttention,
-    attend,
     clone_module,
     head_dim,
     move,
@@ -61,6 +61,7 @@ class HeadParallelCrossAttention(nn.Module):
             with seeded(seed):
                 master = SingleQueryCrossAttention(dim, heads)
         self.tp, self.dim, self.heads, self.head_dim = tp, dim, heads, head_dim(dim, heads)
+        self.kernel = master.kernel  # exact or sdpa, as the dense master's
         self.head_split = split_heads(heads, tp.size, head_padding=head_padding)
         kw = {"dtype": dtype, "device": device}
         self.query = nn.Parameter(master.query.detach().clone().to(device=device, dtype=dtype))  # (1, 1, D)
@@ -81,13 +82,14 @@ class HeadParallelCrossAttention(nn.Module):
         return cls(dense.dim, dense.heads, tp, master=dense, **kwargs)
 
     def forward(self, tokens: torch.Tensor, key_valid: torch.Tensor | None = None) -> torch.Tensor:
-        m, s, _ = tokens.shape  # (M, S, D)
         h, hd = self.head_split.local, self.head_dim
-        q = self.q(self.query).view(1, h, 1, hd).expand(m, -1, -1, -1)  # (M, h_local, 1, hd)
-        kv = self.kv(tokens).view(m, s, 2, h, hd)  # (M, S, 2, h_local, hd)
-        k, v = kv.permute(2, 0, 3, 1, 4).unbind(0)  # (M, h_local, S, hd) each
-        o = attend(q, k, v, key_valid)  # (M, h_local, 1, hd)
-        return self.proj(o.reshape(m, h * hd))  # (M, D)
+        q = self.q(self.query).view(h, hd)  # (h_local, hd)
+        tokens = copy_to_tp(tokens, self.tp)  # Megatron's f, as the kv linear's: backward all-reduces dtokens
+        kv = self.kv  # column-parallel: this rank's heads of k and v
+        o = single_query_attention(
+            tokens, q, kv.weight, kv.bias, key_valid, kernel=self.kernel
+        )  # (M, h_local hd)
+        return self.proj(o)  # (M, D)
 
 
 class TPAggregator(nn.Module):
@@ -109,11 +111,13 @@ class TPAggregator(nn.Module):
         head_padding: bool = False,
         seed: int = 0,
         master: DenseTPAggregator | None = None,
+        kernel: str = "exact",
         dtype: torch.dtype | None = None,
         device: torch.device | str | None = None,
     ) -> None:
         super().__init__()
-        master = master if master is not None else DenseTPAggregator(bands, dim, heads, patch, seed=seed)
+        if master is None:  # kernel: the single-query attention's (a given master brings its own)
+            master = DenseTPAggregator(bands, dim, heads, patch, seed=seed, kernel=kernel)
         self.tp, self.bands, self.dim, self.patch = tp, bands, dim, patch
         self.tokenizer = move(clone_module(master.tokenizer), device, dtype)
         self.attn = HeadParallelCrossAttention.from_dense(
@@ -151,12 +155,15 @@ class DCHAGAggregator(nn.Module):
         head_padding: bool = False,
         seed: int = 0,
         master: DenseDCHAG | None = None,
+        kernel: str = "exact",
         dtype: torch.dtype | None = None,
         device: torch.device | str | None = None,
     ) -> None:
         super().__init__()
-        if master is None:
-            master = DenseDCHAG(bands, dim, heads, patch, tp.size, variant=variant, groups=groups, seed=seed)
+        if master is None:  # kernel: the single-query attentions' (a given master brings its own)
+            master = DenseDCHAG(
+                bands, dim, heads, patch, tp.size, variant=variant, groups=groups, seed=seed, kernel=kernel
+            )
         if master.band_parts.parts != tp.size:
             raise ShardingError(
                 f"master D-CHAG emulates P = {master.band_parts.parts} ranks, the group has {tp.size}"

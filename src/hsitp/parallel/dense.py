@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from hsitp.names import BY_VARIANT
+from hsitp.parallel.attention_kernels import attend, check_kernel, single_query_attention
 from hsitp.parallel.errors import ShardingError
 from hsitp.parallel.padding import Split
 
@@ -59,25 +60,6 @@ def head_dim(dim: int, heads: int) -> int:
             f"feature dim D = {dim} is not divisible by heads = {heads}; pick heads dividing D"
         )
     return dim // heads
-
-
-def additive_key_mask(key_valid: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """0 where a key is real, the dtype's most negative finite value where it is padding.
-
-    Finite (not -inf) so that a row whose keys are all padding yields finite values instead of NaN; such rows
-    are always discarded downstream (padded query rows, fully padded D-CHAG groups).
-    """
-    zero = torch.zeros((), dtype=dtype, device=key_valid.device)
-    return torch.where(key_valid, zero, torch.finfo(dtype).min)
-
-
-def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_valid: torch.Tensor | None) -> torch.Tensor:
-    """Softmax attention; q (B, h, Nq, hd), k/v (B, h, Nk, hd), key_valid broadcastable to (B, Nk) or None."""
-    mask = None
-    if key_valid is not None:
-        kv = key_valid.reshape(-1, key_valid.shape[-1]) if key_valid.dim() > 1 else key_valid[None]
-        mask = additive_key_mask(kv, q.dtype)[:, None, None, :]  # (B or 1, 1, 1, Nk)
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, h, Nq, hd)
 
 
 def trunc_normal_(tensor: torch.Tensor, std: float = 0.02, bound: float = 2.0) -> torch.Tensor:
@@ -308,9 +290,12 @@ class SingleQueryCrossAttention(nn.Module):
     head-sharded HeadParallelCrossAttention. ``key_valid`` (S,) or broadcastable to tokens' (..., S) masks padding.
     """
 
-    def __init__(self, dim: int, heads: int) -> None:
+    def __init__(self, dim: int, heads: int, *, kernel: str = "exact") -> None:
         super().__init__()
         self.dim, self.heads, self.head_dim = dim, heads, head_dim(dim, heads)
+        self.kernel = check_kernel(
+            kernel
+        )  # exact or sdpa: the same numbers (hsitp.parallel.attention_kernels)
         self.query = nn.Parameter(torch.empty(1, 1, dim))
         trunc_normal_(self.query, std=0.02)
         self.q = nn.Linear(dim, dim)
@@ -320,13 +305,11 @@ class SingleQueryCrossAttention(nn.Module):
     def forward(self, tokens: torch.Tensor, key_valid: torch.Tensor | None = None) -> torch.Tensor:
         *batch, s, _ = tokens.shape  # (..., S, D)
         m = math.prod(batch)
-        q = self.q(self.query).view(1, self.heads, 1, self.head_dim).expand(m, -1, -1, -1)  # (M, h, 1, hd)
-        kv = self.kv(tokens.reshape(m, s, self.dim)).view(m, s, 2, self.heads, self.head_dim)
-        k, v = kv.permute(2, 0, 3, 1, 4).unbind(0)  # (M, h, S, hd) each
-        if key_valid is not None and key_valid.dim() > 1:
-            key_valid = key_valid.expand(*batch, s)  # per-row masks (e.g. one per D-CHAG group)
-        o = attend(q, k, v, key_valid)  # (M, h, 1, hd)
-        return self.proj(o.reshape(m, self.dim)).view(*batch, self.dim)  # (..., D)
+        q = self.q(self.query).view(self.heads, self.head_dim)  # (h, hd)
+        o = single_query_attention(
+            tokens.reshape(m, s, self.dim), q, self.kv.weight, self.kv.bias, key_valid, kernel=self.kernel
+        )  # (M, D)
+        return self.proj(o).view(*batch, self.dim)  # (..., D)
 
 
 class PartialAggregator(nn.Module):
@@ -341,7 +324,9 @@ class PartialAggregator(nn.Module):
     rank of DCHAGAggregator, so the two differ only in how tokens and gradients move.
     """
 
-    def __init__(self, variant: str, slots: int, groups: int, dim: int, heads: int) -> None:
+    def __init__(
+        self, variant: str, slots: int, groups: int, dim: int, heads: int, *, kernel: str = "exact"
+    ) -> None:
         super().__init__()
         if variant not in VARIANTS:
             raise ShardingError(f"D-CHAG variant must be one of {VARIANTS}, got {variant!r}")
@@ -354,8 +339,8 @@ class PartialAggregator(nn.Module):
             self.level1: nn.Module = nn.Linear(size, 1)
             self.level2: nn.Module | None = nn.Linear(groups, 1) if groups > 1 else None
         else:
-            self.level1 = SingleQueryCrossAttention(dim, heads)
-            self.level2 = SingleQueryCrossAttention(dim, heads) if groups > 1 else None
+            self.level1 = SingleQueryCrossAttention(dim, heads, kernel=kernel)
+            self.level2 = SingleQueryCrossAttention(dim, heads, kernel=kernel) if groups > 1 else None
 
     def forward(self, tokens: torch.Tensor, valid: torch.Tensor | None = None) -> torch.Tensor:
         m = tokens.shape[0]  # tokens (M, slots, D); valid (slots,) bool, or None when no slot is padding
@@ -381,11 +366,13 @@ class PartialAggregator(nn.Module):
 class DenseTPAggregator(nn.Module):
     """Reference for the TP baseline: tokenise all L bands, one single-query cross-attention over them."""
 
-    def __init__(self, bands: int, dim: int, heads: int, patch: int, *, seed: int = 0) -> None:
+    def __init__(
+        self, bands: int, dim: int, heads: int, patch: int, *, seed: int = 0, kernel: str = "exact"
+    ) -> None:
         super().__init__()
         with seeded(seed):
             self.tokenizer = BandTokenizer(bands, dim, patch)
-            self.attn = SingleQueryCrossAttention(dim, heads)
+            self.attn = SingleQueryCrossAttention(dim, heads, kernel=kernel)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         tok = self.tokenizer(x)  # (B, N, L, D)
@@ -412,6 +399,7 @@ class DenseDCHAG(nn.Module):
         variant: str = "L",
         groups: int = 1,
         seed: int = 0,
+        kernel: str = "exact",
     ) -> None:
         super().__init__()
         self.band_parts = Split("bands", bands, parts, multiple=groups)  # the band partition: P chunks
@@ -419,9 +407,12 @@ class DenseDCHAG(nn.Module):
         with seeded(seed):
             self.tokenizer = BandTokenizer(bands, dim, patch)
             self.partials = nn.ModuleList(
-                [PartialAggregator(variant, self.band_parts.local, groups, dim, heads) for _ in range(parts)]
+                [
+                    PartialAggregator(variant, self.band_parts.local, groups, dim, heads, kernel=kernel)
+                    for _ in range(parts)
+                ]
             )
-            self.final = SingleQueryCrossAttention(dim, heads)
+            self.final = SingleQueryCrossAttention(dim, heads, kernel=kernel)
 
     def slot_valid(self, rank: int, device: torch.device | None = None) -> torch.Tensor | None:
         """(slots,) bool mask of rank ``rank``'s real band slots, None when none of them is padding."""

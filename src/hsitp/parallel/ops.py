@@ -56,11 +56,12 @@ def build_op(
     head_padding: bool = False,
     device: torch.device | str | None = None,
     seed: int = 0,
+    attention_kernel: str = "exact",
 ) -> BuiltOp:
     """Build op ``op_name`` for this rank (``tp``: a TPGroup, or a Mesh2D for ``attn_2d``) at ``shape``, in its
     dtype. ``head_padding``: heads the ranks do not divide are padded with zero heads (else an error naming
     ``parallel.head_padding``). ``layernorm_sharded`` takes and returns the local D/P slice; every other op the
-    full D.
+    full D. ``attention_kernel``: the aggregators' single-query attention kernel (exact or sdpa).
     """
     if op_name not in OP_NAMES:
         raise ShardingError(f"unknown op {op_name!r}; expected one of {', '.join(OP_NAMES)}")
@@ -102,10 +103,19 @@ def build_op(
             mod = BandTokenizer(L, D, patch)
         return BuiltOp(mod.to(device=device, dtype=dtype), randn(B, L, h * patch, w * patch, grad=False))
     if op_name == "agg_tp":
-        mod = TPAggregator(L, D, heads, patch, tp, head_padding=head_padding, **kw)
+        mod = TPAggregator(L, D, heads, patch, tp, head_padding=head_padding, kernel=attention_kernel, **kw)
         return BuiltOp(mod, randn(B, L, h * patch, w * patch, grad=False))
     variant = BY_OP[op_name].variant
     mod = DCHAGAggregator(
-        L, D, heads, patch, tp, variant=variant, groups=shape.groups, head_padding=head_padding, **kw
+        L,
+        D,
+        heads,
+        patch,
+        tp,
+        variant=variant,
+        groups=shape.groups,
+        head_padding=head_padding,
+        kernel=attention_kernel,
+        **kw,
     )
     return BuiltOp(mod, randn(B, mod.band_count, h * patch, w * patch, grad=False))

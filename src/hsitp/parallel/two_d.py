@@ -13,8 +13,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from hsitp.parallel.attention_kernels import attend
 from hsitp.parallel.collectives import all_reduce_grads, gather_from_tp, gather_seq
-from hsitp.parallel.dense import DenseAttention, attend, head_dim
+from hsitp.parallel.dense import DenseAttention, head_dim
 from hsitp.parallel.errors import ShardingError
 from hsitp.parallel.groups import Mesh2D
 from hsitp.parallel.linear import ColumnParallelLinear, Partition, RowParallelLinear

@@ -12,7 +12,13 @@ from typing import Any
 
 from hsitp.config import ConfigError
 from hsitp.cost.tables.scale import DCHAG_SETTINGS
-from hsitp.models.config import ModelConfig, architecture_for, check_plan, config_keys
+from hsitp.models.config import (
+    ModelConfig,
+    architecture_for,
+    check_plan,
+    config_keys,
+    resolve_attention_kernel,
+)
 from hsitp.names import DCHAG_PLANS
 
 CHECKPOINTING = ("none", "blocks")
@@ -47,6 +53,25 @@ def section_keys(section: str) -> dict[str, str]:
     return {k: f"{section}.{k}" for k in fields} | {"bands": f"{section}.L"}
 
 
+# the kernel of a probe section that names none: sections written before the exact kernel existed (the committed
+# references' probe files) and the estimate's, which prices the paper's GPUs, where "auto" is sdpa
+SECTION_KERNEL = "sdpa"
+
+
+def section_kernel(pc: Mapping[str, Any]) -> str:
+    """The single-query attention kernel a probe section's models use (``SECTION_KERNEL`` when it names none)."""
+    return str(pc.get("attention_kernel", SECTION_KERNEL))
+
+
+def with_attention_kernel(config: Mapping[str, Any], device_type: str) -> dict[str, Any]:
+    """``config`` with its probe section naming the kernel ``model.attention_kernel`` resolves to on
+    ``device_type`` (written into the probe files' ``probe`` attribute, so the memory model prices that kernel)."""
+    kernel = resolve_attention_kernel(
+        str(config.get("model", {}).get("attention_kernel", "auto")), device_type
+    )
+    return {**config, "probe": {**config["probe"], "attention_kernel": kernel}}
+
+
 def base_config(pc: Mapping[str, Any], L: int, N: int) -> ModelConfig:  # noqa: N803
     """The dense model of a probe section at L bands and N tokens (architecture_for then picks the plan's); a
     section with ``height`` and ``width`` (the estimate's D-CHAG configs) gives the crop itself."""
@@ -64,6 +89,7 @@ def base_config(pc: Mapping[str, Any], L: int, N: int) -> ModelConfig:  # noqa: 
         heads=int(pc["heads"]),
         depth=int(pc["depth"]),
         mlp_ratio=int(pc["mlp_ratio"]),
+        attention_kernel=section_kernel(pc),
     )
 
 

@@ -11,6 +11,7 @@ import xarray as xr
 from hsitp.cost.memory import PlanSize, plan_memory
 from hsitp.memory import KINDS, PARTS
 from hsitp.names import DCHAG_PLANS
+from hsitp.probe.grid import section_kernel
 from hsitp.shape import DTYPE_BYTES
 
 
@@ -29,6 +30,7 @@ def size_of(pc: Mapping[str, Any], L: int, N: int, dtype: str, device: str = "cp
         mlp_ratio=int(pc["mlp_ratio"]),
         dtype_bytes=DTYPE_BYTES[dtype],
         device="cuda" if str(device).startswith("cuda") else "cpu",
+        attention_kernel=section_kernel(pc),
     )
 
 

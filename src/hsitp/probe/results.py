@@ -250,6 +250,7 @@ def merge(
     merged = merged.reindex(plan=[p for p in config["probe"]["plans"] if p in merged["plan"].values])
     pc = json.loads(parts[0].attrs["probe"])
     dtype = parts[0].attrs.get("dtype", "float32")
+    from hsitp.probe.grid import section_kernel
     from hsitp.probe.model import add_model
 
     mem = merged[["memory", "peak_allocated", "peak_reserved", "transient", "peak_part", "tokens_per_step"]]
@@ -266,6 +267,8 @@ def merge(
         "method": "; ".join(sorted({str(ds.attrs.get("method", "")) for ds in parts})),
         "run": json.dumps(run_attrs),
         "measured": "yes (real tensors under torchrun)",
+        # the single-query attentions' kernel (a probe written before the exact kernel names none: sdpa)
+        "attention_kernel": section_kernel(pc),
     }
     mem.attrs.update(common)
     mem.attrs["peak_categories"] = json.dumps(

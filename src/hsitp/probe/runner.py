@@ -35,7 +35,7 @@ from hsitp.bench.timing import synchronize
 from hsitp.memory import KINDS, PARTS, PHASES, PartTimeline, measure_step
 from hsitp.names import DCHAG_PLANS
 from hsitp.probe.build import build_point
-from hsitp.probe.grid import Point, points
+from hsitp.probe.grid import Point, points, with_attention_kernel
 
 if TYPE_CHECKING:
     from hsitp.parallel.runtime import Runtime
@@ -51,6 +51,7 @@ def run_partial(config: Mapping[str, Any], *, world_size: int, out: str | Path) 
 
     pts = points(config["probe"], world_size)  # refuses a grid that does not fit before any rendezvous
     rt = start(RuntimeSettings.from_config(config, section="probe", world_size=world_size))
+    config = with_attention_kernel(config, rt.device.type)  # model.attention_kernel for this device
     try:
         results = [probe_point(pt, config, rt) for pt in pts]
         samples, orders = throughput_phase(pts, config, rt)

@@ -244,6 +244,8 @@ RUN_VARS: dict[str, tuple[tuple[str, ...], str, str]] = {
     "loss": (("run", "epoch"), "1", "mean training loss per epoch (NaN past the run's epochs)"),
     "device": (("run",), _STR, "the record's device line (CPU model, threads per rank, backend)"),
     "backend": (("run",), _STR, "process-group backend (none for one process)"),
+    "attention_kernel": (("run",), _STR, "the single-query attentions' kernel, exact or sdpa (a record made "
+                         "before the exact kernel names none: sdpa)"),
     "torch_version": (("run",), _STR, "torch version of the training process (provenance)"),
     "cpu_model": (("run",), _STR, "CPU model of the training machine (provenance)"),
     "git_commit": (("run",), _STR, "commit of the code that trained (provenance)"),
@@ -316,6 +318,7 @@ def _row(path: Path, control: bool, logs_dir: Path | None) -> dict[str, Any]:
         "curves": (epochs_axis, curves),
         "device": str(a.get("device", "")),
         "backend": str(a.get("backend", "")),
+        "attention_kernel": str(a.get("attention_kernel", model.get("attention_kernel", "sdpa"))),
         "torch_version": str(prov.get("packages", {}).get("torch", "unknown")),
         "cpu_model": str(prov.get("device", {}).get("cpu", "unknown")),
         "git_commit": str(prov.get("git_commit", "unknown")),

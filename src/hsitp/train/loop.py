@@ -16,6 +16,7 @@ AA, kappa and per-class accuracy per epoch (NaN where not evaluated) and the fin
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
@@ -291,9 +292,12 @@ def _build(settings: TrainSettings, job: TrainJob, tp: TPGroup, device: torch.de
         patch=job.patch,
         tokens=job.tokens,
     )
+    from hsitp.models.config import resolve_attention_kernel
     from hsitp.models.model import SpectralSpatialTransformer
     from hsitp.models.plans import parallelize
 
+    kernel = resolve_attention_kernel(settings.attention_kernel, device.type)  # auto: per device
+    arch = dataclasses.replace(arch, attention_kernel=kernel)
     # the single-process equivalent trains the plan's architecture whole, on one rank (plan "dense")
     applied = "dense" if job.equivalent else job.plan
     model = parallelize(SpectralSpatialTransformer(arch, seed=job.seed), applied, tp, device=device)

@@ -290,6 +290,9 @@ def _run_attrs(
         "crop_size": arch.height,
         "tokens": arch.n_tokens,
         "model": dataclasses.asdict(arch),
+        # the single-query attentions' kernel (exact or sdpa: the same numbers up to rounding); a record without
+        # it was made before the exact kernel, with sdpa
+        "attention_kernel": arch.attention_kernel,
         "epochs": settings.epochs,
         "steps_per_epoch": settings.steps_per_epoch,
         "batch": settings.batch,

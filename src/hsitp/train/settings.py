@@ -86,6 +86,9 @@ class TrainSettings:
     checkpoint_keep: int  # complete checkpoints kept
     debug_nan_at_step: int | None  # fault injection: the loss turns NaN at this global step
     debug_fail_at_step: int | None  # fault injection: an injected failure at the start of this global step
+    # model.attention_kernel: the single-query attentions' kernel, auto, exact or sdpa (resolved for the job's
+    # device when it builds its model: hsitp.models.resolve_attention_kernel)
+    attention_kernel: str
     source: Mapping[str, Any]  # the validated config these were read from, never read for a setting: hashed
     # into the record's provenance, its recipe hash and the checkpoint's key (JSON of the train section, so
     # the hashes stay what they were and old checkpoints resume)
@@ -123,6 +126,7 @@ class TrainSettings:
             checkpoint_keep=int(tc["checkpoint"]["keep"]),
             debug_nan_at_step=_optional_int(tc["debug"]["nan_at_step"]),
             debug_fail_at_step=_optional_int(tc["debug"]["fail_at_step"]),
+            attention_kernel=str((config.get("model") or {}).get("attention_kernel", "auto")),
             source=config,
         )
 
@@ -134,6 +138,8 @@ class TrainSettings:
     def trajectory_key(self) -> dict[str, Any]:
         """The train keys that shape a run's trajectory, as JSON (a checkpoint is resumed only under equal keys)."""
         keys = {k: v for k, v in self.source["train"].items() if k not in _NOT_TRAJECTORY}
+        if self.attention_kernel != "auto":  # the kernels round differently: a resumed run keeps its kernel
+            keys["attention_kernel"] = self.attention_kernel
         return json.loads(json.dumps(keys, sort_keys=True))
 
 
