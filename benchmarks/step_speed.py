@@ -27,6 +27,7 @@ aten::cat and aten::fill_), and each plan's step against its FLOP count at the G
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -121,7 +122,12 @@ def _step_flops(arch: object) -> float:
     n, L, d, p, b = c.n_tokens, c.bands, c.dim, c.patch, 1  # noqa: N806
     tok = b * n * L * d * p * p  # per-band patch embedding
 
+    exact = getattr(c, "attention_kernel", "sdpa") == "exact"  # revisions before the exact kernel: sdpa
+    heads = c.heads
+
     def cross_attention(keys: int, rows: int) -> int:  # one learned query over `keys` tokens, `rows` times
+        if exact:  # scores (tokens x u) and the weighted mean per head, then W_v and proj on (h, D) per row
+            return rows * (2 * keys * d * heads + d * d + d * d)
         return rows * (keys * 2 * d * d + 2 * keys * d + d * d)  # kv, scores + mix, proj
 
     rows = b * n
@@ -158,17 +164,20 @@ def eval_time(plan: str, sizes: dict[str, int], scene_hw: list[int], repeats: in
     h, w = scene_hw
     k = sizes["classes"]
     labels = np.ones((h, w), dtype=np.int16)
+    fields = {f.name for f in dataclasses.fields(Scene)}
+    # the revision's name of the partition map: partition since issue 38, split before it (52edbcd)
+    part = "partition" if "partition" in fields else "split"
     scene = Scene(
         name="synthetic",
         cube=torch.rand(sizes["bands"], h, w),
         target=torch.full((h, w), -1, dtype=torch.int64),
         train_mask=torch.zeros(h, w, dtype=torch.bool),
         classes=k,
-        protocol="random",
         counts={},
         labels=labels,
-        partition=np.zeros((h, w), dtype=np.int8),
         validation=np.zeros((h, w), dtype=bool),
+        protocol="random",
+        **{part: np.zeros((h, w), dtype=np.int8)},
     )
     times = []
     for _ in range(repeats + 1):  # the first one warms up

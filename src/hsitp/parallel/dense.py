@@ -350,7 +350,7 @@ class PartialAggregator(nn.Module):
         if self.linear:
             if v is not None:
                 t = t * v[None, :, :, None].to(t.dtype)
-            h = F.linear(t.transpose(2, 3), self.level1.weight, self.level1.bias).squeeze(-1)  # (M, g, D)
+            h = _over_slots(self.level1, t)  # (M, g, D)
         else:
             h = self.level1(t, v)  # (M, g, D)
         if self.level2 is None:
@@ -359,8 +359,15 @@ class PartialAggregator(nn.Module):
         if self.linear:
             if group_valid is not None:
                 h = h * group_valid[None, :, None].to(h.dtype)
-            return F.linear(h.transpose(1, 2), self.level2.weight, self.level2.bias).squeeze(-1)  # (M, D)
+            return _over_slots(self.level2, h[:, None])[:, 0]  # (M, D)
         return self.level2(h, group_valid)  # (M, D)
+
+
+def _over_slots(linear: nn.Linear, t: torch.Tensor) -> torch.Tensor:
+    """D-CHAG-L's Linear(s -> 1) over the slot axis of t (..., s, D) -> (..., D): w (1, s) @ t, the tokens read in
+    place (the ``F.linear`` of the transposed tokens it replaces copied them to a (..., D, s) fold, and its
+    backward copied the fold's gradient back; the same products, summed in the same order per output)."""
+    return torch.matmul(linear.weight, t).squeeze(-2) + linear.bias  # (..., 1, D) -> (..., D)
 
 
 class DenseTPAggregator(nn.Module):
@@ -423,9 +430,21 @@ class DenseDCHAG(nn.Module):
         tok = self.tokenizer(x)  # (B, N, L, D)
         b, n, bands, d = tok.shape
         tok = tok.reshape(b * n, bands, d)  # (B*N, L, D)
+        parts = self.band_parts
+        # one split into the P chunks (its backward is one concatenation; a slice per rank made a zero-filled
+        # gradient of the whole tokens per rank, then summed them), each padded to the rank's slots
+        chunks = tok.split([parts.count(r) for r in range(parts.parts)], dim=1)
         outs = [
-            agg(self.band_parts.shard(tok, r, dim=1), self.slot_valid(r, tok.device))  # (B*N, D)
-            for r, agg in enumerate(self.partials)
+            agg(_pad_slots(chunk, parts.local), self.slot_valid(r, tok.device))  # (B*N, D)
+            for r, (agg, chunk) in enumerate(zip(self.partials, chunks, strict=True))
         ]
         gathered = torch.stack(outs, dim=1)  # (B*N, P, D)
         return self.final(gathered).view(b, n, d)  # (B, N, D)
+
+
+def _pad_slots(chunk: torch.Tensor, slots: int) -> torch.Tensor:
+    """(M, count, D) -> (M, slots, D): zero band slots appended (a rank's padding, as ``Split.shard`` pads)."""
+    pad = slots - chunk.shape[1]
+    if pad == 0:
+        return chunk
+    return torch.cat([chunk, chunk.new_zeros(chunk.shape[0], pad, chunk.shape[2])], dim=1)
