@@ -22,6 +22,7 @@ The package, by responsibility: :mod:`~hsitp.audit.claims.core` (vocabularies, :
 knife edges and flips, hedges, circular evidence); :mod:`~hsitp.audit.claims.render` (the rows' columns and
 counts). Every public name is importable from here, as from the one module this package was."""
 
+from hsitp.audit.claims.accuracy import beats_baseline, check_accuracy_verdicts, variant_outcome
 from hsitp.audit.claims.bench import check_bench_compare, check_bench_trend, check_bench_value
 from hsitp.audit.claims.boundary import (
     BOUNDARIES,
@@ -137,6 +138,9 @@ __all__ = [
     "VERDICT_KEYS",
     "approximate",
     "basis_counts",
+    "beats_baseline",
+    "check_accuracy_verdicts",
+    "variant_outcome",
     "check_any_of",
     "check_bench_compare",
     "check_bench_trend",

@@ -49,7 +49,7 @@ MEASURED_FILES: dict[str, tuple[str, str, str]] = {
 RUN_MEASURED_CHECKS = frozenset(
     {"probe_memory", "probe_estimate", "probe_throughput", "bench_compare", "bench_trend", "bench_value"}
 )
-MEASURED_CHECKS = RUN_MEASURED_CHECKS | {"measured"}
+MEASURED_CHECKS = RUN_MEASURED_CHECKS | {"measured", "accuracy_verdicts", "shard_compare", "shard_value"}
 # The paper's own presets: a stated-model table selection limited to these evaluates the paper with itself.
 PAPER_PRESETS = frozenset({"paper-intra", "paper-inter"})
 # Checks that evaluate the paper's own formulas at the paper's own numbers (rule 11).

@@ -46,9 +46,11 @@ def measured_decided(o: Outcome) -> bool:
 
 
 def reading_decides(c: Mapping[str, Any], o: Outcome) -> bool:
-    """Rule 3: a claim whose computed evidence holds by our own construction is decided by its reading, unless a
-    measured sub-check of it decided (a measurement is not our construction)."""
-    return bool(c.get("by_construction")) and not measured_decided(o)
+    """Rule 3: a claim whose evidence holds by our own construction is decided by its reading, unless a measured
+    sub-check of a first_decided claim decided (a measurement is not our construction). A claim whose only check is
+    a measurement of our own config (s7_4_training: the run averaged 10 epochs because we set it so) is by
+    construction too (issue 51)."""
+    return bool(c.get("by_construction")) and not (measured_decided(o) and o.decided_by)
 
 
 def evaluate_claims(ctx: Context, claims: Sequence[Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
@@ -58,6 +60,8 @@ def evaluate_claims(ctx: Context, claims: Sequence[Mapping[str, Any]] | None = N
         o, verdict, basis = evaluate_claim(ctx, c)
         existential = possibility_hedged(c["zh"])
         reason = o.reason or str(c.get("reason", "")).strip()
+        if o.basis == "measured" and o.reason and not o.decided_by and c.get("reason"):
+            reason = f"{o.reason[0].upper()}{o.reason[1:]}. {str(c['reason']).strip()}"
         if o.decided_by:  # first_decided: say which sub-check decided, and what the others said
             said = f"Decided by {o.decided_by} (basis {basis})" + (f"; {o.others}" if o.others else "") + "."
             reason = " ".join(x for x in (said, o.reason, str(c.get("reason", "")).strip()) if x)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from hsitp.audit.claims.accuracy import check_accuracy_verdicts
 from hsitp.audit.claims.bench import check_bench_compare, check_bench_trend, check_bench_value
 from hsitp.audit.claims.boundary import check_boundary_moves
 from hsitp.audit.claims.computed import (
@@ -114,6 +115,7 @@ CHECKS: dict[str, Callable[[Context, Mapping[str, Any]], Outcome]] = {
     "pending": check_pending,
     "needs_gpu": check_needs_gpu,
     "measured": check_measured,
+    "accuracy_verdicts": check_accuracy_verdicts,
     "probe_memory": check_probe_memory,
     "probe_estimate": check_probe_estimate,
     "probe_throughput": check_probe_throughput,

@@ -179,7 +179,7 @@ def config_keys(claims: Sequence[Mapping[str, Any]] | None = None) -> list[str]:
     def walk(check: Mapping[str, Any]) -> None:
         if check.get("fn") == "config_value":
             keys.add(check["key"])
-        if check.get("fn") == "measured":
+        if check.get("fn") in ("measured", "accuracy_verdicts"):
             keys.add("audit.accuracy_run")
         if check.get("fn") in RUN_MEASURED_CHECKS:
             keys.add("audit.measured_run")
