@@ -59,6 +59,7 @@ from hsitp.audit.claims.core import (
     CLAIMS_FILE,
     COST_TABLES,
     DEFAULT_ACCURACY_RUN,
+    GPU_REFERENCE,
     FORMULA_NAMES,
     KINDS,
     MEASURED_CHECKS,
@@ -80,6 +81,7 @@ from hsitp.audit.claims.measured import (
 )
 from hsitp.audit.claims.registry import CHECKS, check_any_of, check_first_decided, evaluate_check
 from hsitp.audit.claims.render import COLUMNS, basis_counts, finding_counts, verdict_counts
+from hsitp.audit.claims.shard import check_shard_compare, check_shard_value
 from hsitp.audit.claims.validate import (
     REQUIRED_ARGS,
     REQUIRED_FIELDS,
@@ -117,6 +119,7 @@ __all__ = [
     "ClaimsError",
     "Context",
     "DEFAULT_ACCURACY_RUN",
+    "GPU_REFERENCE",
     "DIRECTIONS",
     "FACTORS",
     "FORMAT_BYTES",
@@ -164,6 +167,8 @@ __all__ = [
     "check_quote",
     "check_quote_texts_agree",
     "check_reading",
+    "check_shard_compare",
+    "check_shard_value",
     "check_split_regime",
     "check_table_attr",
     "check_table_compare",

@@ -99,6 +99,8 @@ class Outcome:
     decided_by: str = ""
     decides_with: Mapping[str, Any] | None = None
     others: str = ""  # first_decided: what the sub-checks that did not decide said (a pending one: why)
+    # rule 11 by data (issue 51): a table check's evidence is the paper's own (stated model at the paper's inputs)
+    paper_own: bool | None = None
 
 
 class Context:

@@ -35,7 +35,7 @@ def evaluate_claim(ctx: Context, c: Mapping[str, Any]) -> tuple[Outcome, str, st
         r = c["reading"]
         return o, r["verdict"], "reading"
     verdict, basis = decide(o, c["check"], possibility_hedged(c["zh"]))
-    if basis == "computed" and circular(deciding_check(o, c["check"])):
+    if basis == "computed" and circular(deciding_check(o, c["check"]), o):
         return o, "consistent" if verdict == "holds" else verdict, "circular"
     return o, verdict, basis
 

@@ -80,6 +80,8 @@ REQUIRED_ARGS: dict[str, tuple[str, ...]] = {
     "bench_compare": ("lhs", "rhs", "op"),
     "bench_trend": ("op",),
     "bench_value": ("of", "op", "value"),
+    "shard_compare": ("lhs", "rhs", "op"),
+    "shard_value": ("ops", "op", "value"),
     "boundary_moves": ("boundary", "factor", "hardware", "to", "direction"),
 }
 
