@@ -23,7 +23,40 @@ from hsitp.audit.claims.verdicts import (
 )
 
 
+# The stage that measures each measured check (rule 4b: such a claim is pending on it, never not reproducible).
+MEASURING_STAGE = {
+    "measured": "train (the accuracy run)",
+    "accuracy_verdicts": "train (the accuracy run)",
+    "probe_memory": "probe",
+    "probe_throughput": "probe",
+    "probe_estimate": "probe",
+    "bench_compare": "bench (>= 3 launches)",
+    "bench_trend": "bench (>= 3 launches)",
+    "bench_value": "bench (>= 3 launches)",
+    "shard_compare": "bench shard mode on a GPU (benchmarks/gpu_check.sh)",
+    "shard_value": "bench shard mode on a GPU (benchmarks/gpu_check.sh)",
+}
+
+
+def measuring_stage(check: Mapping[str, Any]) -> str:
+    """The first stage of this project that could measure the claim (a measured check in its check), or ""."""
+    if check.get("fn") in MEASURING_STAGE:
+        return MEASURING_STAGE[check["fn"]]
+    for sub in check.get("checks") or []:
+        if stage := measuring_stage(sub):
+            return stage
+    return ""
+
+
 def evaluate_claim(ctx: Context, c: Mapping[str, Any]) -> tuple[Outcome, str, str]:
+    """(outcome, verdict, basis) of one claim; rule 4b applied (:func:`_evaluate` does the rest)."""
+    o, verdict, basis = _evaluate(ctx, c)
+    if verdict == "not_reproducible" and measuring_stage(c["check"]):
+        return o, "pending", "pending"
+    return o, verdict, basis
+
+
+def _evaluate(ctx: Context, c: Mapping[str, Any]) -> tuple[Outcome, str, str]:
     """(outcome, verdict, basis) of one claim. Evidence that holds by our own construction (``by_construction``) is
     shown but does not decide: the claim's ``reading`` verdict does (rule 3). A computed claim whose check is
     circular (rule 11) has basis ``circular``, and says ``consistent`` where it would say ``holds``."""
@@ -76,6 +109,11 @@ def evaluate_claims(ctx: Context, claims: Sequence[Mapping[str, Any]] | None = N
             held = [lbl for lbl, po, pc in o.parts if _holds(po, pc)]
             if verdict == "conditional" or (existential and len(held) < len(o.parts)):
                 reason = (f"holds only under: {', '.join(held)}. " + reason).strip()
+        if verdict == "pending" and _evaluate(ctx, c)[1] == "not_reproducible":
+            reason = (
+                f"Pending (rule 4b): stage {measuring_stage(c['check'])} of this project can measure it and has not "
+                f"decided it here; not reproducible is kept for claims no stage could measure. {reason}"
+            )
         if c.get("about"):
             tolerance = f"about: {c['about']}; {tolerance}".strip("; ")
         if (
@@ -110,6 +148,7 @@ def evaluate_claims(ctx: Context, claims: Sequence[Mapping[str, Any]] | None = N
                 "knife_edge": knife,
                 "edge": edge,
                 "refines": str(c.get("refines", "") or ""),
+                "variant": str(c.get("variant", "") or ""),
             }
         )
     return rows

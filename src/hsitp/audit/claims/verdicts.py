@@ -104,6 +104,13 @@ def _flip_one(o: Outcome, check: Mapping[str, Any]) -> Outcome:
     import dataclasses
 
     check = deciding_check(o, check)
+    if o.parts:  # a nested any_of (a pair judged together): flip its sub-check on a knife edge
+        for i, (label, po, pc) in enumerate(o.parts):
+            if knife_edge(po, pc)[0]:
+                parts = list(o.parts)
+                parts[i] = (label, _flip_one(po, pc), pc)
+                return dataclasses.replace(o, parts=parts)
+        return o
     if o.band is not None:
         lo, hi = o.band
         v = float(o.value)
