@@ -12,7 +12,7 @@ spatially disjoint block partition), read from the accuracy run's ``train/summar
    for it: at equal accuracy it would only look better); else ``equal`` if any cell is equal; else ``undecided``.
 3. The claim: every variant equal or better → holds; some equal or better, the others worse or undecided →
    conditional (naming which); none equal or better and one worse → contradicted; none decided → pending (the train
-   stage with more seeds, or a protocol where a model beats the baseline), never not reproducible (rule 4b).
+   stage with more seeds, or a protocol where a model beats the baseline), never not reproducible (rule 15).
 
 The outcome is a share of the decided variants that are equal or better, so it can flip and be contradicted like any
 other measured claim (rules 6 and 10).
@@ -50,14 +50,17 @@ class Cell:
     ci_high: float
 
 
-def beats_baseline(oa: float, sd: float, n: int, base: float, base_sd: float, base_n: int) -> tuple[bool, float]:
+def beats_baseline(
+    oa: float, sd: float, n: int, base: float, base_sd: float, base_n: int
+) -> tuple[bool, float]:
     """(whether the model beats the baseline, the low end of the 95 % Welch t interval of OA(model) − OA(base))."""
     from scipy import stats
 
     if not (math.isfinite(oa) and math.isfinite(base)) or n < 2 or base_n < 1:
         return False, math.nan
-    va, vb = (sd if math.isfinite(sd) else 0.0) ** 2 / n, (base_sd if math.isfinite(base_sd) else 0.0) ** 2 / max(
-        base_n, 1
+    va, vb = (
+        (sd if math.isfinite(sd) else 0.0) ** 2 / n,
+        (base_sd if math.isfinite(base_sd) else 0.0) ** 2 / max(base_n, 1),
     )
     se = math.sqrt(va + vb)
     if se == 0:
@@ -77,7 +80,15 @@ def variant_outcome(verdicts: Sequence[str]) -> str:
 
 def _cells(ds: Any) -> list[Cell]:
     v = ds["oa_verdict"]
-    names = dict(zip(np.atleast_1d(v.attrs["flag_values"]).tolist(), str(v.attrs["flag_meanings"]).split(), strict=True))
+    names: dict[Any, str] = {}
+    if "flag_values" in v.attrs and "flag_meanings" in v.attrs:  # CF flags: compare by name
+        names = dict(
+            zip(
+                np.atleast_1d(v.attrs["flag_values"]).tolist(),
+                str(v.attrs["flag_meanings"]).split(),
+                strict=True,
+            )
+        )
 
     def col(name: str, i: int, default: float = math.nan) -> float:
         return float(ds[name].values[i]) if name in ds else default
@@ -168,9 +179,13 @@ def check_accuracy_verdicts(ctx: Context, a: Mapping[str, Any]) -> Outcome:
             pc = sorted((c for c in mine if c.protocol == proto), key=lambda c: c.P)
             if not pc:
                 continue
-            cells_text = ", ".join(f"P = {c.P} {c.verdict} {_pp(c.d_oa)} [{_pp(c.ci_low)}, {_pp(c.ci_high)}]" for c in pc)
+            cells_text = ", ".join(
+                f"P = {c.P} {c.verdict} {_pp(c.d_oa)} [{_pp(c.ci_low)}, {_pp(c.ci_high)}]" for c in pc
+            )
             tag = "" if proto in counted else " (not counted)"
-            parts.append(f"{VARIANT_NAMES.get(var, var)} {proto}{tag}: {variant_outcome([c.verdict for c in pc])} ({cells_text})")
+            parts.append(
+                f"{VARIANT_NAMES.get(var, var)} {proto}{tag}: {variant_outcome([c.verdict for c in pc])} ({cells_text})"
+            )
         out = variant_outcome([c.verdict for c in mine if c.protocol in counted])
         per_variant[var] = out
         if out != "undecided":

@@ -38,7 +38,14 @@ OWN_VALUES: dict[str, frozenset] = {
     "patch": frozenset({8}),
     "c_def": frozenset({"embed"}),
 }
-TABLE_CHECKS = ("table_value", "table_compare", "table_fraction", "table_spread", "split_regime", "lower_split_rule")
+TABLE_CHECKS = (
+    "table_value",
+    "table_compare",
+    "table_fraction",
+    "table_spread",
+    "split_regime",
+    "lower_split_rule",
+)
 
 
 def _values(da: xr.DataArray, dim: str) -> list[Any]:
@@ -85,7 +92,10 @@ def _sels(a: Mapping[str, Any]) -> Sequence[tuple[str, Mapping[str, Any]]]:
     """(variable, selection) pairs a table check reads."""
     fn, var, base = a["fn"], a.get("variable"), dict(a.get("sel") or {})
     if fn == "table_compare":
-        return [(var, {**base, **(a.get("lhs") or {})}), (a.get("rhs_variable", var), {**base, **(a.get("rhs") or {})})]
+        return [
+            (var, {**base, **(a.get("lhs") or {})}),
+            (a.get("rhs_variable", var), {**base, **(a.get("rhs") or {})}),
+        ]
     out = [(var, base)]
     if a.get("ratio_to"):
         out.append((var, dict(a["ratio_to"])))

@@ -251,7 +251,9 @@ def probe_sizes(ds: xr.Dataset) -> dict[str, int]:
 
 def smaller_model(run: Mapping[str, int], ref: Mapping[str, int]) -> str:
     """What makes the ``run`` model smaller than ``ref`` (e.g. "dim 32 < 64, depth 2 < 4"), or "" if it is not."""
-    return ", ".join(f"{k} {run[k]} < {ref[k]}" for k in SIZE_KEYS if k in run and k in ref and run[k] < ref[k])
+    return ", ".join(
+        f"{k} {run[k]} < {ref[k]}" for k in SIZE_KEYS if k in run and k in ref and run[k] < ref[k]
+    )
 
 
 _OPS: dict[str, Callable[[Any, Any], Any]] = {

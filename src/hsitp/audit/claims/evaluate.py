@@ -22,8 +22,7 @@ from hsitp.audit.claims.verdicts import (
     possibility_hedged,
 )
 
-
-# The stage that measures each measured check (rule 4b: such a claim is pending on it, never not reproducible).
+# The stage that measures each measured check (rule 15: such a claim is pending on it, never not reproducible).
 MEASURING_STAGE = {
     "measured": "train (the accuracy run)",
     "accuracy_verdicts": "train (the accuracy run)",
@@ -49,7 +48,7 @@ def measuring_stage(check: Mapping[str, Any]) -> str:
 
 
 def evaluate_claim(ctx: Context, c: Mapping[str, Any]) -> tuple[Outcome, str, str]:
-    """(outcome, verdict, basis) of one claim; rule 4b applied (:func:`_evaluate` does the rest)."""
+    """(outcome, verdict, basis) of one claim; rule 15 applied (:func:`_evaluate` does the rest)."""
     o, verdict, basis = _evaluate(ctx, c)
     if verdict == "not_reproducible" and measuring_stage(c["check"]):
         return o, "pending", "pending"
@@ -111,7 +110,7 @@ def evaluate_claims(ctx: Context, claims: Sequence[Mapping[str, Any]] | None = N
                 reason = (f"holds only under: {', '.join(held)}. " + reason).strip()
         if verdict == "pending" and _evaluate(ctx, c)[1] == "not_reproducible":
             reason = (
-                f"Pending (rule 4b): stage {measuring_stage(c['check'])} of this project can measure it and has not "
+                f"Pending (rule 15): stage {measuring_stage(c['check'])} of this project can measure it and has not "
                 f"decided it here; not reproducible is kept for claims no stage could measure. {reason}"
             )
         if c.get("about"):

@@ -108,7 +108,9 @@ def _undecided(path: Path, why: str, basis: str = "measured", note: str = "") ->
     """A measured check whose file is there but decides nothing (no point in scope, every point oversubscribed or
     within its noise): pending, with why; a first_decided claim then falls through to its next sub-check."""
     where = f" ({note})" if note else ""
-    return Outcome(verdict="pending", basis=basis, how="-", source=str(path), reason=f"undecided{where}: {why}")
+    return Outcome(
+        verdict="pending", basis=basis, how="-", source=str(path), reason=f"undecided{where}: {why}"
+    )
 
 
 def off_sizes(ds: xr.Dataset, a: Mapping[str, Any]) -> str:
@@ -133,9 +135,8 @@ def off_sizes(ds: xr.Dataset, a: Mapping[str, Any]) -> str:
             off.append(f"{k} {v} (measured: {', '.join(map(str, vals)) or 'none'})")
     if not off:
         return ""
-    return (
-        f"not at the sizes the claim speaks of: {'; '.join(off)}; the probe's model is "
-        + ", ".join(f"{k} {x}" for k, x in have.items())
+    return f"not at the sizes the claim speaks of: {'; '.join(off)}; the probe's model is " + ", ".join(
+        f"{k} {x}" for k, x in have.items()
     )
 
 

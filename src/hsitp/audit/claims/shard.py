@@ -50,7 +50,9 @@ def _shards(ctx: Context) -> tuple[xr.Dataset | None, Path, Outcome | None]:
             )
         )
     merged = xr.merge(lo_hi, compat="no_conflicts", join="outer", combine_attrs="drop")
-    merged.attrs = {k: parts[0].attrs.get(k, "") for k in ("measured", "modelled", "hardware_assumptions", "dtype")}
+    merged.attrs = {
+        k: parts[0].attrs.get(k, "") for k in ("measured", "modelled", "hardware_assumptions", "dtype")
+    }
     for f in files:
         ctx.inputs[f"gpu_{f.stem}"] = f
     return merged, folder, None
@@ -99,7 +101,9 @@ def check_shard_value(ctx: Context, a: Mapping[str, Any]) -> Outcome:
                 continue
             pts.append((f"{opname} {lbl}", bool(f(m, x)), f"{_fmt(m)} [{_fmt(lo)}, {_fmt(hi)}]"))
     if not pts:
-        return _undecided(folder, "; ".join([f"no decided point of {a['ops']} at {dict(a.get('sel') or {})}", *left]))
+        return _undecided(
+            folder, "; ".join([f"no decided point of {a['ops']} at {dict(a.get('sel') or {})}", *left])
+        )
     return _share(
         pts,
         a,
@@ -129,7 +133,8 @@ def check_shard_compare(ctx: Context, a: Mapping[str, Any]) -> Outcome:
         pts.append((lbl, bool(f(ml, mr)), shown))
     if not pts:
         return _undecided(
-            folder, "; ".join([f"no decided point of {a['lhs']} vs {a['rhs']} at {dict(a.get('sel') or {})}", *left])
+            folder,
+            "; ".join([f"no decided point of {a['lhs']} vs {a['rhs']} at {dict(a.get('sel') or {})}", *left]),
         )
     return _share(
         pts,
@@ -139,4 +144,3 @@ def check_shard_compare(ctx: Context, a: Mapping[str, Any]) -> Outcome:
         f"{folder}/shard_*.nc:ccr_half_measured",
         left_out=left,
     )
-
