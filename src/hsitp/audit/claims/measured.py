@@ -299,8 +299,12 @@ def check_probe_estimate(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     want = a["lhs"] if isinstance(a["lhs"], list) else [a["lhs"]]
     cond, ctext = _condition(a)
     pts = []
+    sizes = {("D" if k == "dim" else k): int(v) for k, v in (a.get("sizes") or {}).items()}
+    off = [
+        i for i in range(len(plans)) if any(k in ds and int(ds[k].values[i]) != v for k, v in sizes.items())
+    ]
     for i, plan in enumerate(plans):
-        if plan not in want:
+        if plan not in want or i in off:  # rule 1: only the configs at the sizes the claim speaks of
             continue
         j = next((j for j in range(len(plans)) if plans[j] == a["against"] and sig[j] == sig[i]), None)
         if j is None or not float(da.values[j]) > 0:
@@ -308,7 +312,10 @@ def check_probe_estimate(ctx: Context, a: Mapping[str, Any]) -> Outcome:
         v = float(da.values[i]) / float(da.values[j])
         pts.append((str(ds["config"].values[i]), cond(v), _fmt(v)))
     if not pts:
-        return _undecided(path, f"no config of {want} with a matching {a['against']} config", basis="pending")
+        at = f" at the sizes the claim speaks of ({sizes})" if sizes else ""
+        return _undecided(
+            path, f"no config of {want}{at} with a matching {a['against']} config", basis="pending"
+        )
     return _share(
         pts,
         a,
