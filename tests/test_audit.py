@@ -152,8 +152,6 @@ def test_known_contradictions_are_computed(ref_rows: list[dict]) -> None:
     for cid, value in (
         ("s2_1_tokens_pavia", 3192.0),
         ("s2_1_grid_pavia_university", None),
-        ("s3_3_rule_rho_lt1", None),
-        ("s11_rule_large_n_channel", None),
         ("s8_2_ccr_250", None),
         ("s8_2_tput_004", None),
     ):
@@ -163,6 +161,13 @@ def test_known_contradictions_are_computed(ref_rows: list[dict]) -> None:
         )
         if value is not None:
             assert by_id[cid]["pipeline_number"] == value
+    # issue 51: the prose rules the paper's own formulas contradict are decided by the half-measured GPU shards
+    for cid in ("s3_3_rule_rho_lt1", "s11_rule_large_n_channel"):
+        r = by_id[cid]
+        assert (r["verdict"], r["basis"]) == (
+            "holds",
+            "measured",
+        ) and "would say contradicted (circular" in r["reason"], cid
     # true only under a condition the paper does not state
     assert by_id["s8_1_n324_tput_below_0p1"]["verdict"] == "conditional"
     assert "inter-node" in by_id["s8_1_n324_tput_below_0p1"]["reason"]
@@ -183,6 +188,8 @@ def run_template(tmp_path_factory: pytest.TempPathFactory, repo_root: Path) -> P
     """A run folder: the reference cost tables and the claims table the CLI writes from them (built once)."""
     run = tmp_path_factory.mktemp("audit") / "run"
     _write_cost(run)
+    # the committed references beside the run, as in a clone (results/reference/: the headline run, the GPU check)
+    (run.parent / "reference").symlink_to(REF.parent, target_is_directory=True)
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(repo_root)
         args = [
@@ -201,6 +208,7 @@ def run_template(tmp_path_factory: pytest.TempPathFactory, repo_root: Path) -> P
 def _fresh_run(tmp_path: Path, template: Path) -> Path:
     run = tmp_path / "run"
     shutil.copytree(template, run)
+    (tmp_path / "reference").symlink_to(REF.parent, target_is_directory=True)  # the committed references
     return run
 
 
@@ -328,12 +336,20 @@ def test_audit_claims_on_a_measured_run_say_what_decided(tmp_path: Path, run_tem
     assert main(["audit", "claims", "--run-dir", str(run), *CONFIGS, "--out", str(out)]) == 0
     rows = {r["id"]: r for r in read_claims_csv(out)}
     decided = {cid for cid, r in rows.items() if r["basis"] == "measured" and r["verdict"] != "pending"}
+    # 17: s8_2_memory_saving's probe sub-check is bound to §8.2's sizes (issue 51), which no synthetic probe is at
     assert {"s4_2_memory_linear", "s7_3_dchag_lowers_ccr", "s3_3_rule_rho_lt1"} <= decided and len(
         decided
-    ) >= 18
+    ) >= 17
     for cid in decided:
-        assert rows[cid]["reason"].startswith("Decided by measured"), cid
-        assert str(run) in rows[cid]["source"], cid
+        assert rows[cid]["reason"].startswith(("Decided by measured", "Decided by D-CHAG")), cid
+        # the run's own bench; its toy-size probe (depth 2 < the headline's 4) defers to the committed reference
+        # (issue 51), and the GPU shards are the committed one-GPU check's
+        assert (
+            str(run) in rows[cid]["source"]
+            or "toy-size" in rows[cid]["how"]
+            or "/reference/" in rows[cid]["source"]  # the committed headline and GPU references
+        ), cid
+    assert "is toy-size" in rows["s4_2_memory_linear"]["how"]
     md = out.with_suffix(".md").read_text()
     listed = md.split("## Decided by measurement")[1].split("## Contradicted")[0]
     assert all(f"**{cid}**" in listed for cid in decided)

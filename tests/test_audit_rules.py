@@ -5,6 +5,7 @@ Everything reads results/reference/smoke (committed) and, for the quotes, the pa
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import re
@@ -14,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
+from audit_references import shard_files
 from audit_synthetic import labelled, measured_bench_files, probe_files
 from nc_checks import described
 
@@ -54,12 +56,16 @@ def measured_ctx(tmp_path_factory: pytest.TempPathFactory) -> cl.Context:
     shutil.copytree(REF / "cost", run / "cost")
     probe_files(run)
     measured_bench_files(run)
+    shard_files(run.parent / "reference" / cl.GPU_REFERENCE)  # the committed GPU check's shard timings
     return cl.Context(run / "cost", load_config([ROOT / "config/config.yaml", ROOT / "config/smoke.yaml"]))
 
 
 def _measured_subchecks(check: dict) -> list[dict]:
-    """The sub-checks of a claim that read the measured run's probe/bench files."""
-    return [s for s in _fns(check) if s.get("fn") in cl.RUN_MEASURED_CHECKS]
+    """The sub-checks of a claim that read the measured run's probe/bench files at any model size (a sub-check
+    bound to the paper's sizes, ``sizes``, is left to test_audit_issue51's scope test: the synthetic probe is not at
+    them)."""
+    subs = [s for s in _fns(check) if s.get("fn") in cl.RUN_MEASURED_CHECKS]
+    return [] if any(s.get("sizes") for s in subs) else subs
 
 
 @pytest.fixture(scope="module")
@@ -149,7 +155,8 @@ def test_rule3_evidence_by_construction_is_labelled_and_judged_by_reading(
         "s3_4_sync_points_small_tensors",
     ):
         r = by_id[cid]
-        assert r["basis"] == "reading" and r["how"].startswith("by construction"), cid
+        # a reading's not_reproducible that a stage can measure is pending (rule 15), still by construction
+        assert r["basis"] in ("reading", "pending") and r["how"].startswith("by construction"), cid
         assert "evidence:" in r["source"], cid
     # C = k by construction; with C = embed PCA changes nothing
     assert by_id["s2_3_pca_lowers_rho"]["verdict"] == "conditional"
@@ -282,7 +289,7 @@ def test_rule6_every_measured_subcheck_can_flip(measured_ctx: cl.Context, claims
             for a, b in pairs
         ), c["id"]
         n += 1
-    assert n >= 18
+    assert n >= 17
 
 
 # --- rule 10: every verdict can come out against the paper ---------------------------------------------------------
@@ -362,33 +369,18 @@ def test_rule10_every_measured_subcheck_can_be_contradicted(
         judged += 1
     est = cl.Context(measured_ctx.cost_dir, {"audit": {"measured_run": "estimate_only"}})
     probe_files(est.measured_dir, memory=False, throughput=False)
-    c = next(c for c in claims if c["id"] == "s8_2_memory_saving")
+    c = copy.deepcopy(next(c for c in claims if c["id"] == "s8_2_memory_saving"))
+    for sub in c["check"][
+        "checks"
+    ]:  # §8.2's sizes, which the synthetic estimate is not at (issue 51's scope test)
+        sub.pop("sizes", None)
     o, _, basis = cl.evaluate_claim(est, c)
     assert basis == "computed" and o.decided_by.startswith("modelled") and "not measured" in o.how
     assert cl.decide(_against(o, c["check"]), c["check"])[0] == "contradicted"
     print(f"rule 10: {judged} claims' measured sub-checks fed a contradicting outcome; "
           f"{judged - len(bad)} reach contradicted; the modelled estimate of s8_2_memory_saving too")  # fmt: skip
     assert not bad, "\n".join(bad)
-    assert judged >= 18
-
-
-def test_rule10_equal_accuracy_undecided_is_not_reproducible_worse_is_contradicted(tmp_path: Path) -> None:
-    """Catches the equal-accuracy claim mapping "every D-CHAG cell worse" to not reproducible (the bug issue 37
-    names): worse everywhere contradicts a claim of equal accuracy; only undecided everywhere is not reproducible."""
-    check = next(c for c in cl.load_claims() if c["id"] == "s7_4_same_accuracy")["check"]
-    for verdicts, want in (
-        (["worse", "worse"], "contradicted"),
-        (["worse", "undecided"], "contradicted"),
-        (["undecided", "undecided"], "not_reproducible"),
-        (["equal", "undecided"], "conditional"),
-        (["equal", "equal"], "holds"),
-    ):
-        root = tmp_path / "_".join(verdicts)
-        ctx = cl.Context(root / "results" / "smoke" / "cost", {"audit": {"accuracy_run": "acc"}})
-        path = root / "results" / "acc" / "train" / "summary.nc"
-        _summary(path, verdicts)
-        o = cl.check_measured(ctx, {**check, "sel": {"plan": "dchag_l"}})
-        assert cl.decide(o, check)[0] == want, verdicts
+    assert judged >= 17
 
 
 # --- rule 7: sources -----------------------------------------------------------------------------------------------
@@ -684,7 +676,7 @@ def test_rule11_circular_evidence_says_consistent(
             continue
         if r["basis"] == "circular":
             o, _, _ = cl.evaluate_claim(ctx, c)  # a first_decided claim: the sub-check that decided
-            assert cl.circular(cl.deciding_check(o, c["check"])) and r["verdict"] != "holds", r["id"]
+            assert cl.circular(cl.deciding_check(o, c["check"]), o) and r["verdict"] != "holds", r["id"]
         if r["verdict"] == "consistent":
             assert r["basis"] == "circular", r["id"]
     counts = cl.basis_counts(rows)

@@ -18,6 +18,7 @@ import csv
 import io
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +41,9 @@ from hsitp.errors import HsitpError
 from hsitp.io import atomic_write_text, read_netcdf
 
 MODELLED_RTOL = 1e-12
+# A claims row whose evidence is a committed headline or GPU reference (results/reference/<run>/, not the smoke
+# reference the drift check compares with): issue 51's measured sub-checks read them.
+COMMITTED_SOURCE = re.compile(r"reference/(?!smoke/)[\w.-]+/")
 MEASURED_BAND = 10.0  # measured medians may differ from the reference by this factor either way
 # Attributes that differ on every run (or by the documented rename), never compared.
 VOLATILE_ATTRS = ("provenance", "history", "kind")
@@ -419,7 +423,7 @@ def check_cost(run_dir: Path, ref_dir: Path, rep: Report) -> None:
         rep.checked.append(f"cost/{table}.nc: {len(new.variables)} variables, exact (rtol {MODELLED_RTOL:g})")
 
 
-def check_claims(new_csv: Path, ref_csv: Path, rep: Report) -> None:
+def check_claims(new_csv: Path, ref_csv: Path, rep: Report, run_dir: Path | None = None) -> None:
     if not ref_csv.exists():
         rep.notes.append(f"{ref_csv.name}: not in the reference, claims not compared")
         return
@@ -434,8 +438,17 @@ def check_claims(new_csv: Path, ref_csv: Path, rep: Report) -> None:
         rep.drift.append(
             f"claims: {cid} is new (not in the reference; update results/reference/ if intended)"
         )
+    beside = run_dir is not None and (Path(run_dir).resolve().parent / "reference").exists()
     for cid in sorted(set(ref) & set(new)):
         r, n = ref[cid], new[cid]
+        if run_dir is not None and not beside and COMMITTED_SOURCE.search(r.get("source", "")):
+            # the reference's row rests on a committed headline or GPU reference (issue 51); a run folder with no
+            # results/reference/ beside it (outside a clone) cannot read it: said, not counted as drift
+            rep.notes.append(
+                f"claims: {cid}: the reference's row rests on a committed reference; no results/reference/ "
+                "beside this run, not compared"
+            )
+            continue
         if "measured" in (r.get("basis"), n.get("basis")):
             # decided by measurements (the run's probe/bench files, the accuracy run): compared by presence and
             # schema, never by verdict; a reference decided by paper arithmetic (its measured sub-check pending, as
@@ -634,7 +647,9 @@ def audit_run(run_dir: Path, ref_dir: Path, claims_csv: Path | None = None) -> R
             f"{claims_csv}: no such claims table (--claims); run `hsitp audit claims` (rule audit_claims)"
         )
     check_cost(run_dir, ref_dir, rep)
-    check_claims(claims_csv or run_dir / "tables" / "paper_claims.csv", ref_dir / "paper_claims.csv", rep)
+    check_claims(
+        claims_csv or run_dir / "tables" / "paper_claims.csv", ref_dir / "paper_claims.csv", rep, run_dir
+    )
     check_bench(run_dir, ref_dir, rep)
     for name in ("summary.nc", "control_summary.nc"):  # a headline run's reference (issue 41)
         check_summary(run_dir, ref_dir, name, rep)

@@ -22,6 +22,7 @@ The package, by responsibility: :mod:`~hsitp.audit.claims.core` (vocabularies, :
 knife edges and flips, hedges, circular evidence); :mod:`~hsitp.audit.claims.render` (the rows' columns and
 counts). Every public name is importable from here, as from the one module this package was."""
 
+from hsitp.audit.claims.accuracy import beats_baseline, check_accuracy_verdicts, variant_outcome
 from hsitp.audit.claims.bench import check_bench_compare, check_bench_trend, check_bench_value
 from hsitp.audit.claims.boundary import (
     BOUNDARIES,
@@ -59,6 +60,7 @@ from hsitp.audit.claims.core import (
     COST_TABLES,
     DEFAULT_ACCURACY_RUN,
     FORMULA_NAMES,
+    GPU_REFERENCE,
     KINDS,
     MEASURED_CHECKS,
     MEASURED_FILES,
@@ -79,6 +81,7 @@ from hsitp.audit.claims.measured import (
 )
 from hsitp.audit.claims.registry import CHECKS, check_any_of, check_first_decided, evaluate_check
 from hsitp.audit.claims.render import COLUMNS, basis_counts, finding_counts, verdict_counts
+from hsitp.audit.claims.shard import check_shard_compare, check_shard_value
 from hsitp.audit.claims.validate import (
     REQUIRED_ARGS,
     REQUIRED_FIELDS,
@@ -116,6 +119,7 @@ __all__ = [
     "ClaimsError",
     "Context",
     "DEFAULT_ACCURACY_RUN",
+    "GPU_REFERENCE",
     "DIRECTIONS",
     "FACTORS",
     "FORMAT_BYTES",
@@ -137,6 +141,9 @@ __all__ = [
     "VERDICT_KEYS",
     "approximate",
     "basis_counts",
+    "beats_baseline",
+    "check_accuracy_verdicts",
+    "variant_outcome",
     "check_any_of",
     "check_bench_compare",
     "check_bench_trend",
@@ -160,6 +167,8 @@ __all__ = [
     "check_quote",
     "check_quote_texts_agree",
     "check_reading",
+    "check_shard_compare",
+    "check_shard_value",
     "check_split_regime",
     "check_table_attr",
     "check_table_compare",

@@ -150,7 +150,7 @@ def check_bench_compare(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     return _share(
         pts,
         a,
-        f"measured in run `{ctx.measured_run}` (bench {ds.attrs.get('device', '?')}, batch "
+        f"measured {ctx.measured_label('microbench')} (bench {ds.attrs.get('device', '?')}, batch "
         f"{_layer_batch(ds)}, {_launches_text(ds)}): share of {len(pts)} decided point(s) where {_where_text(a)} "
         f"at which {rule}",
         f"{path}:{var}"
@@ -229,7 +229,7 @@ def check_bench_trend(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     return _share(
         pts,
         a,
-        f"measured in run `{ctx.measured_run}` (bench {ds.attrs.get('device', '?')}, batch {_layer_batch(ds)}, "
+        f"measured {ctx.measured_label('microbench')} (bench {ds.attrs.get('device', '?')}, batch {_layer_batch(ds)}, "
         f"{_launches_text(ds)}{_collectives_text(ds, a['op'])}): share of {len(pts)} decided pair(s) where "
         f"{var}({a['op']}) "
         f"{'falls' if falls else 'rises'} as the tensor (N·D) grows",
@@ -268,7 +268,7 @@ def check_bench_value(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     return _share(
         pts,
         a,
-        f"measured in run `{ctx.measured_run}` (bench {ds.attrs.get('device', '?')}, batch {_layer_batch(ds)}, "
+        f"measured {ctx.measured_label('microbench')} (bench {ds.attrs.get('device', '?')}, batch {_layer_batch(ds)}, "
         f"{_launches_text(ds)}{_collectives_text(ds, a['of'])}): share of {len(pts)} decided point(s) where "
         f"{var}({a['of']}) "
         f"(median ± half IQR) {a['op']} {_fmt(x)}",

@@ -49,12 +49,21 @@ MEASURED_FILES: dict[str, tuple[str, str, str]] = {
 RUN_MEASURED_CHECKS = frozenset(
     {"probe_memory", "probe_estimate", "probe_throughput", "bench_compare", "bench_trend", "bench_value"}
 )
-MEASURED_CHECKS = RUN_MEASURED_CHECKS | {"measured"}
+MEASURED_CHECKS = RUN_MEASURED_CHECKS | {"measured", "accuracy_verdicts", "shard_compare", "shard_value"}
 # The paper's own presets: a stated-model table selection limited to these evaluates the paper with itself.
 PAPER_PRESETS = frozenset({"paper-intra", "paper-inter"})
 # Checks that evaluate the paper's own formulas at the paper's own numbers (rule 11).
 CIRCULAR_CHECKS = frozenset({"formula_identity", "formula_value", "preset_value"})
 DEFAULT_ACCURACY_RUN = "cpu-fair"  # audit.accuracy_run's schema default: the fair matrix (issue 36)
+# The committed one-GPU check (results/reference/h200-check/): its shard files (kind bench_shard) time rank 0's
+# shard on one GPU and model the communication (half-measured); the shard checks read them (issue 51).
+GPU_REFERENCE = "h200-check"
+# The paper's own token cases of cost/ccr.nc (§7.4, §8.1: N = 324 and 5776); every other case is a registry scene.
+PAPER_CASES = frozenset({"paper_N324", "paper_N5776"})
+# The probe files a run's own copy of may be toy-size (smaller model than the headline run's): it then defers.
+PROBE_FILES = ("memory", "throughput")
+# The size keys of a probe's model (its ``probe`` attribute) that decide whether a file is at a claim's sizes.
+SIZE_KEYS = ("dim", "depth", "L", "N")
 COST_TABLES = ("rho", "ccr", "boundary", "scale", "plan")
 
 
@@ -90,6 +99,8 @@ class Outcome:
     decided_by: str = ""
     decides_with: Mapping[str, Any] | None = None
     others: str = ""  # first_decided: what the sub-checks that did not decide said (a pending one: why)
+    # rule 11 by data (issue 51): a table check's evidence is the paper's own (stated model at the paper's inputs)
+    paper_own: bool | None = None
 
 
 class Context:
@@ -106,6 +117,10 @@ class Context:
         self.results_root = Path(results_root) if results_root is not None else self.cost_dir.parent.parent
         self._tables: dict[str, xr.Dataset] = {}
         self._measured: dict[str, xr.Dataset] = {}
+        self._measured_path: dict[str, Path] = {}
+        # name -> where a measured file came from when it is not the run's own at the run's sizes: the committed
+        # reference (the run's file absent, or toy-size) and why; shown in every check reading it (issue 51)
+        self.measured_notes: dict[str, str] = {}
         self.inputs: dict[str, Path] = {}
 
     @property
@@ -120,12 +135,48 @@ class Context:
         name = (self.config.get("audit") or {}).get("measured_run")
         return self.results_root / str(name) if name else self.cost_dir.parent
 
+    def reference_dir(self, run: str) -> Path:
+        """``results/reference/<run>`` beside the audited run (the committed reference of a headline run); when the
+        audited run is itself under ``results/reference/`` (the committed smoke reference), its sibling."""
+        here = self.results_root / "reference" / run
+        if not here.exists() and self.results_root.name == "reference" and (self.results_root / run).exists():
+            return self.results_root / run
+        return here
+
     def measured(self, name: str) -> tuple[xr.Dataset | None, Path, Outcome | None]:
-        """(dataset, path, None) of a measured file of the measured run (:data:`MEASURED_FILES`), or (None, path,
-        a pending outcome naming the file and the stage that writes it) while it is absent."""
+        """(dataset, path, None) of a measured file (:data:`MEASURED_FILES`), or (None, path, a pending outcome
+        naming the file and the stage that writes it) while no copy of it is here.
+
+        Which copy (issue 51): the measured run's own file, at the sizes of the headline run; where it is absent,
+        or toy-size (its probe model smaller than the headline run's, as the smoke run's: it tests the machinery,
+        it does not decide a claim), the headline run's committed reference
+        ``results/reference/<audit.accuracy_run>/<file>``; :attr:`measured_notes` says which and why."""
+        if name in self._measured:
+            return self._measured[name], self._measured_path[name], None
+        from hsitp.io import read_netcdf
+
         rel, kind, stage = MEASURED_FILES[name]
         path = self.measured_dir / rel
-        if not path.exists():
+        ref = self.reference_dir(self.accuracy_run) / rel
+        use_ref = name in PROBE_FILES and ref.exists() and ref.resolve() != path.resolve()
+        if path.exists():
+            ds = read_netcdf(path, kind=kind)
+            if use_ref:
+                ref_ds = read_netcdf(ref, kind=kind)
+                small = smaller_model(probe_sizes(ds), probe_sizes(ref_ds))
+                if small:
+                    self.measured_notes[name] = (
+                        f"the run's own {path} is toy-size ({small}): it tests the machinery and decides nothing; "
+                        f"the headline run's committed reference {ref} decides, not re-run here"
+                    )
+                    ds, path = ref_ds, ref
+        elif use_ref:
+            ds = read_netcdf(ref, kind=kind)
+            self.measured_notes[name] = (
+                f"no {path} here: the headline run's committed reference {ref} decides, not re-run here"
+            )
+            path = ref
+        else:
             return (
                 None,
                 path,
@@ -138,12 +189,14 @@ class Context:
                     "audit.measured_run names another run)",
                 ),
             )
-        if name not in self._measured:
-            from hsitp.io import read_netcdf
+        self._measured[name], self._measured_path[name] = ds, path
+        self.inputs[f"measured_{name}"] = path
+        return ds, path, None
 
-            self._measured[name] = read_netcdf(path, kind=kind)
-            self.inputs[f"measured_{name}"] = path
-        return self._measured[name], path, None
+    def measured_label(self, name: str) -> str:
+        """Where a measured file was read: "in run `RUN`", or the committed reference and why (issue 51)."""
+        note = self.measured_notes.get(name)
+        return f"from the committed reference ({note})" if note else f"in run `{self.measured_run}`"
 
     @property
     def accuracy_run(self) -> str:
@@ -178,6 +231,29 @@ class Context:
             self._tables[name] = ds
             self.inputs[name] = path
         return self._tables[name]
+
+
+def probe_sizes(ds: xr.Dataset) -> dict[str, int]:
+    """The model sizes of a probe file (its ``probe`` attribute): dim, depth and the largest L and N."""
+    import json
+
+    try:
+        p = json.loads(ds.attrs.get("probe", "{}"))
+    except ValueError:
+        p = {}
+    out = {}
+    for k in SIZE_KEYS:
+        v = p.get(k)
+        if v is not None:
+            out[k] = int(max(v) if isinstance(v, list) else v)
+    return out
+
+
+def smaller_model(run: Mapping[str, int], ref: Mapping[str, int]) -> str:
+    """What makes the ``run`` model smaller than ``ref`` (e.g. "dim 32 < 64, depth 2 < 4"), or "" if it is not."""
+    return ", ".join(
+        f"{k} {run[k]} < {ref[k]}" for k in SIZE_KEYS if k in run and k in ref and run[k] < ref[k]
+    )
 
 
 _OPS: dict[str, Callable[[Any, Any], Any]] = {

@@ -22,8 +22,40 @@ from hsitp.audit.claims.verdicts import (
     possibility_hedged,
 )
 
+# The stage that measures each measured check (rule 15: such a claim is pending on it, never not reproducible).
+MEASURING_STAGE = {
+    "measured": "train (the accuracy run)",
+    "accuracy_verdicts": "train (the accuracy run)",
+    "probe_memory": "probe",
+    "probe_throughput": "probe",
+    "probe_estimate": "probe",
+    "bench_compare": "bench (>= 3 launches)",
+    "bench_trend": "bench (>= 3 launches)",
+    "bench_value": "bench (>= 3 launches)",
+    "shard_compare": "bench shard mode on a GPU (benchmarks/gpu_check.sh)",
+    "shard_value": "bench shard mode on a GPU (benchmarks/gpu_check.sh)",
+}
+
+
+def measuring_stage(check: Mapping[str, Any]) -> str:
+    """The first stage of this project that could measure the claim (a measured check in its check), or ""."""
+    if check.get("fn") in MEASURING_STAGE:
+        return MEASURING_STAGE[check["fn"]]
+    for sub in check.get("checks") or []:
+        if stage := measuring_stage(sub):
+            return stage
+    return ""
+
 
 def evaluate_claim(ctx: Context, c: Mapping[str, Any]) -> tuple[Outcome, str, str]:
+    """(outcome, verdict, basis) of one claim; rule 15 applied (:func:`_evaluate` does the rest)."""
+    o, verdict, basis = _evaluate(ctx, c)
+    if verdict == "not_reproducible" and measuring_stage(c["check"]):
+        return o, "pending", "pending"
+    return o, verdict, basis
+
+
+def _evaluate(ctx: Context, c: Mapping[str, Any]) -> tuple[Outcome, str, str]:
     """(outcome, verdict, basis) of one claim. Evidence that holds by our own construction (``by_construction``) is
     shown but does not decide: the claim's ``reading`` verdict does (rule 3). A computed claim whose check is
     circular (rule 11) has basis ``circular``, and says ``consistent`` where it would say ``holds``."""
@@ -35,7 +67,7 @@ def evaluate_claim(ctx: Context, c: Mapping[str, Any]) -> tuple[Outcome, str, st
         r = c["reading"]
         return o, r["verdict"], "reading"
     verdict, basis = decide(o, c["check"], possibility_hedged(c["zh"]))
-    if basis == "computed" and circular(deciding_check(o, c["check"])):
+    if basis == "computed" and circular(deciding_check(o, c["check"]), o):
         return o, "consistent" if verdict == "holds" else verdict, "circular"
     return o, verdict, basis
 
@@ -46,9 +78,11 @@ def measured_decided(o: Outcome) -> bool:
 
 
 def reading_decides(c: Mapping[str, Any], o: Outcome) -> bool:
-    """Rule 3: a claim whose computed evidence holds by our own construction is decided by its reading, unless a
-    measured sub-check of it decided (a measurement is not our construction)."""
-    return bool(c.get("by_construction")) and not measured_decided(o)
+    """Rule 3: a claim whose evidence holds by our own construction is decided by its reading, unless a measured
+    sub-check of a first_decided claim decided (a measurement is not our construction). A claim whose only check is
+    a measurement of our own config (s7_4_training: the run averaged 10 epochs because we set it so) is by
+    construction too (issue 51)."""
+    return bool(c.get("by_construction")) and not (measured_decided(o) and o.decided_by)
 
 
 def evaluate_claims(ctx: Context, claims: Sequence[Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
@@ -58,6 +92,8 @@ def evaluate_claims(ctx: Context, claims: Sequence[Mapping[str, Any]] | None = N
         o, verdict, basis = evaluate_claim(ctx, c)
         existential = possibility_hedged(c["zh"])
         reason = o.reason or str(c.get("reason", "")).strip()
+        if o.basis == "measured" and o.reason and not o.decided_by and c.get("reason"):
+            reason = f"{o.reason[0].upper()}{o.reason[1:]}. {str(c['reason']).strip()}"
         if o.decided_by:  # first_decided: say which sub-check decided, and what the others said
             said = f"Decided by {o.decided_by} (basis {basis})" + (f"; {o.others}" if o.others else "") + "."
             reason = " ".join(x for x in (said, o.reason, str(c.get("reason", "")).strip()) if x)
@@ -72,6 +108,11 @@ def evaluate_claims(ctx: Context, claims: Sequence[Mapping[str, Any]] | None = N
             held = [lbl for lbl, po, pc in o.parts if _holds(po, pc)]
             if verdict == "conditional" or (existential and len(held) < len(o.parts)):
                 reason = (f"holds only under: {', '.join(held)}. " + reason).strip()
+        if verdict == "pending" and _evaluate(ctx, c)[1] == "not_reproducible":
+            reason = (
+                f"Pending (rule 15): stage {measuring_stage(c['check'])} of this project can measure it and has not "
+                f"decided it here; not reproducible is kept for claims no stage could measure. {reason}"
+            )
         if c.get("about"):
             tolerance = f"about: {c['about']}; {tolerance}".strip("; ")
         if (
@@ -106,6 +147,7 @@ def evaluate_claims(ctx: Context, claims: Sequence[Mapping[str, Any]] | None = N
                 "knife_edge": knife,
                 "edge": edge,
                 "refines": str(c.get("refines", "") or ""),
+                "variant": str(c.get("variant", "") or ""),
             }
         )
     return rows

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from hsitp.audit.claims.core import ClaimsError, Context, Outcome, _bounds, _fmt, _op, _sel_text
+from hsitp.audit.claims.core import ClaimsError, Context, Outcome, _bounds, _fmt, _op, _sel_text, probe_sizes
 
 
 def check_measured(ctx: Context, a: Mapping[str, Any]) -> Outcome:
@@ -104,10 +104,40 @@ def _check_measured(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     )
 
 
-def _undecided(path: Path, why: str, basis: str = "measured") -> Outcome:
+def _undecided(path: Path, why: str, basis: str = "measured", note: str = "") -> Outcome:
     """A measured check whose file is there but decides nothing (no point in scope, every point oversubscribed or
     within its noise): pending, with why; a first_decided claim then falls through to its next sub-check."""
-    return Outcome(verdict="pending", basis=basis, how="-", source=str(path), reason=f"undecided: {why}")
+    where = f" ({note})" if note else ""
+    return Outcome(
+        verdict="pending", basis=basis, how="-", source=str(path), reason=f"undecided{where}: {why}"
+    )
+
+
+def off_sizes(ds: xr.Dataset, a: Mapping[str, Any]) -> str:
+    """Rule 1 (scope) for a measurement: "" when the probe file's model is at every size the claim speaks of
+    (``sizes``: e.g. {dim: 256, depth: 12, N: 5776}, §8.2's estimate), else what differs. A claim without
+    ``sizes`` speaks of any model at least the headline run's (the toy-size rule of :meth:`Context.measured`)."""
+    import json
+
+    want = a.get("sizes") or {}
+    if not want:
+        return ""
+    try:
+        p = json.loads(ds.attrs.get("probe", "{}"))
+    except ValueError:
+        p = {}
+    have = probe_sizes(ds)
+    off = []
+    for k, v in want.items():
+        got = p.get(k)
+        vals = [int(x) for x in (got if isinstance(got, list) else [got])] if got is not None else []
+        if int(v) not in vals:
+            off.append(f"{k} {v} (measured: {', '.join(map(str, vals)) or 'none'})")
+    if not off:
+        return ""
+    return f"not at the sizes the claim speaks of: {'; '.join(off)}; the probe's model is " + ", ".join(
+        f"{k} {x}" for k, x in have.items()
+    )
 
 
 def _msel(da: xr.DataArray, sel: Mapping[str, Any] | None) -> tuple[xr.DataArray | None, str]:
@@ -136,18 +166,19 @@ def _condition(a: Mapping[str, Any]) -> tuple[Callable[[float], bool], str]:
     return (lambda v: lo <= v <= hi), f"in [{_fmt(lo)}, {_fmt(hi)}]"
 
 
-def _labelled_points(q: xr.DataArray) -> list[tuple[str, float]]:
-    """(label, value) of every finite point of ``q``; the label names the coordinates that vary."""
+def _labelled_points(q: xr.DataArray, keep_nan: bool = False) -> list[tuple[str, float]]:
+    """(label, value) of every finite point of ``q`` (every point with ``keep_nan``); the label names the
+    coordinates that vary."""
     q = q.squeeze()
     if not q.dims:
         v = float(q.values)
-        return [("", v)] if math.isfinite(v) else []
+        return [("", v)] if math.isfinite(v) or keep_nan else []
     dims = list(q.dims)
     st = q.stack(_pt=dims)
     out = []
     for i in range(st.sizes["_pt"]):
         v = float(st.values[i])
-        if math.isfinite(v):
+        if math.isfinite(v) or keep_nan:
             out.append((", ".join(f"{d}={_fmt(st[d].values[i].item())}" for d in dims), v))
     return out
 
@@ -162,6 +193,7 @@ def _share(
     source: str,
     basis: str | None = "measured",
     left_out: Sequence[str] = (),
+    note: str = "",
 ) -> Outcome:
     """A share outcome over decided points (label, holds, shown value), listing them and what was left out."""
     n = len(points)
@@ -177,6 +209,7 @@ def _share(
         n_points=n,
         tolerance=f"holds if share ≥ {a.get('min_fraction', 1.0)}",
         basis=basis,
+        reason=f"Measured {note}." if note else "",
     )
 
 
@@ -204,18 +237,20 @@ def check_probe_memory(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     ds, path, absent = ctx.measured("memory")
     if absent is not None:
         return absent
+    if off := off_sizes(ds, a):
+        return _undecided(path, note=ctx.measured_notes.get("memory", ""), why=off)
     var = a.get("variable", "peak_allocated")
     ran = ds["peak_allocated"].notnull().any("rank")  # memory holds 0 where a point was not run
     da, missing = _msel(ds[var].where(ran), a.get("sel"))
     if da is None:
-        return _undecided(path, missing)
+        return _undecided(path, note=ctx.measured_notes.get("memory", ""), why=missing)
     for d in a.get("sum") or []:
         da = da.sum(d, min_count=1)
     da = da.max("rank")
     num, miss = _msel(da, a.get("lhs"))
     den, miss2 = _msel(da, a.get("against"))
     if num is None or den is None:
-        return _undecided(path, miss or miss2)
+        return _undecided(path, note=ctx.measured_notes.get("memory", ""), why=miss or miss2)
     q = num / den.where(den > 0)
     if a.get("scale_P"):
         q = q * q["P"]
@@ -235,8 +270,10 @@ def check_probe_memory(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     return _share(
         pts,
         a,
-        f"measured in run `{ctx.measured_run}` ({_probe_model(ds)}): share of {len(pts)} point(s) of {expr} {ctext}",
+        f"measured {ctx.measured_label('memory')} ({_probe_model(ds)}): share of {len(pts)} point(s) of {expr} "
+        f"{ctext}",
         f"{path}:{var}",
+        note=ctx.measured_notes.get("memory", ""),
     )
 
 
@@ -262,8 +299,12 @@ def check_probe_estimate(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     want = a["lhs"] if isinstance(a["lhs"], list) else [a["lhs"]]
     cond, ctext = _condition(a)
     pts = []
+    sizes = {("D" if k == "dim" else k): int(v) for k, v in (a.get("sizes") or {}).items()}
+    off = [
+        i for i in range(len(plans)) if any(k in ds and int(ds[k].values[i]) != v for k, v in sizes.items())
+    ]
     for i, plan in enumerate(plans):
-        if plan not in want:
+        if plan not in want or i in off:  # rule 1: only the configs at the sizes the claim speaks of
             continue
         j = next((j for j in range(len(plans)) if plans[j] == a["against"] and sig[j] == sig[i]), None)
         if j is None or not float(da.values[j]) > 0:
@@ -271,7 +312,10 @@ def check_probe_estimate(ctx: Context, a: Mapping[str, Any]) -> Outcome:
         v = float(da.values[i]) / float(da.values[j])
         pts.append((str(ds["config"].values[i]), cond(v), _fmt(v)))
     if not pts:
-        return _undecided(path, f"no config of {want} with a matching {a['against']} config", basis="pending")
+        at = f" at the sizes the claim speaks of ({sizes})" if sizes else ""
+        return _undecided(
+            path, f"no config of {want}{at} with a matching {a['against']} config", basis="pending"
+        )
     return _share(
         pts,
         a,
@@ -309,6 +353,8 @@ def check_probe_throughput(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     ds, path, absent = ctx.measured("throughput")
     if absent is not None:
         return absent
+    if off := off_sizes(ds, a):
+        return _undecided(path, note=ctx.measured_notes.get("throughput", ""), why=off)
     over = _oversubscribed(ds)
     quantity = a.get("quantity", "ratio")
     if quantity == "ratio":
@@ -319,7 +365,10 @@ def check_probe_throughput(ctx: Context, a: Mapping[str, Any]) -> Outcome:
         comp = ds["time_compute"].sum("time_part").max("rank")
         ccr = coll / comp.where(comp > 0)
         med = ccr / ccr.sel(plan="tp", drop=True)
-        lo = hi = med
+        # Issue 51: a ratio decides only where its measured range (the repeats) lies wholly on one side of the
+        # threshold. The probe records one median per point for the collective and compute times, no repeats:
+        # the range is unknown, so no point decides (lo and hi NaN); the medians are listed.
+        lo = hi = med.where(False)
         what = "CCR of the plan / CCR of tp (slowest rank's collective / compute time, medians)"
     else:
         raise ClaimsError(f"probe_throughput: quantity {quantity!r} is not ratio or ccr_ratio")
@@ -328,7 +377,7 @@ def check_probe_throughput(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     for x in (med, lo, hi):
         x, missing = _msel(x, sel)
         if x is None:
-            return _undecided(path, missing)
+            return _undecided(path, note=ctx.measured_notes.get("throughput", ""), why=missing)
         arrays.append(x)
     med, lo, hi = arrays
     in_scope = [
@@ -341,13 +390,14 @@ def check_probe_throughput(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     for P in in_scope:
         if P in over:
             continue
-        for (lbl, v), (_, vl), (_, vh) in zip(
-            _labelled_points(med.sel(P=[P])),
-            _labelled_points(lo.sel(P=[P])),
-            _labelled_points(hi.sel(P=[P])),
-            strict=True,
-        ):
+        lows = dict(_labelled_points(lo.sel(P=[P]), keep_nan=True))
+        highs = dict(_labelled_points(hi.sel(P=[P]), keep_nan=True))
+        for lbl, v in _labelled_points(med.sel(P=[P])):
+            vl, vh = lows[lbl], highs[lbl]
             shown = _fmt(v) if quantity != "ratio" else f"{_fmt(v)} [{_fmt(vl)}, {_fmt(vh)}]"
+            if not (math.isfinite(vl) and math.isfinite(vh)):
+                left.append(f"{lbl} {shown} (one median, no repeat range: decides nothing)")
+                continue
             if bool(f(vl, x)) != bool(f(vh, x)):
                 left.append(f"{lbl} {shown} (rounds on both sides of {_fmt(x)})")
                 continue
@@ -355,13 +405,24 @@ def check_probe_throughput(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     if not pts:
         measured = [int(P) for P in med["P"].values]
         why = "; ".join(left) if left else f"no P in scope measured (P = {measured})"
+        if quantity == "ccr_ratio" and pts == [] and left:
+            meds = [v for P in in_scope if P not in over for _, v in _labelled_points(med.sel(P=[P]))]
+            if meds:
+                below = sum(bool(f(v, x)) for v in meds)
+                why = (
+                    f"medians {_fmt(min(meds))}-{_fmt(max(meds))} over {len(meds)} point(s), {below} of them "
+                    f"{a['op']} {_fmt(x)}, but the probe records no repeat range of a CCR (one median of the "
+                    f"collective and of the compute time per point): a ratio decides only where its measured range "
+                    f"lies wholly on one side of {_fmt(x)}; {why}"
+                )
         scope = f"P in {a['P']}" if a.get("P") else f"P ≥ {a.get('P_min', 2)}"
-        return _undecided(path, f"{why}; scope {scope}")
+        return _undecided(path, note=ctx.measured_notes.get("throughput", ""), why=f"{why}; scope {scope}")
     return _share(
         pts,
         a,
-        f"measured in run `{ctx.measured_run}` ({_probe_model(ds)}): share of {len(pts)} decided point(s) of "
+        f"measured {ctx.measured_label('throughput')} ({_probe_model(ds)}): share of {len(pts)} decided point(s) of "
         f"{what} {a['op']} {_fmt(x)}",
         f"{path}:{'ratio_vs_tp_median' if quantity == 'ratio' else 'time_collectives,time_compute'}",
         left_out=left,
+        note=ctx.measured_notes.get("throughput", ""),
     )

@@ -6,8 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from hsitp.audit.claims.accuracy import check_accuracy_verdicts
 from hsitp.audit.claims.bench import check_bench_compare, check_bench_trend, check_bench_value
 from hsitp.audit.claims.boundary import check_boundary_moves
+from hsitp.audit.claims.circularity import TABLE_CHECKS, paper_own
 from hsitp.audit.claims.computed import (
     check_config_value,
     check_dataset_attr,
@@ -36,6 +38,7 @@ from hsitp.audit.claims.measured import (
     check_probe_memory,
     check_probe_throughput,
 )
+from hsitp.audit.claims.shard import check_shard_compare, check_shard_value
 from hsitp.audit.claims.verdicts import _holds, circular, decide
 
 
@@ -72,7 +75,7 @@ def check_first_decided(ctx: Context, a: Mapping[str, Any]) -> Outcome:
             notes.append(f"{lbl}: {so.reason.rstrip('. ')}")
         else:
             v, b = decide(so, s)
-            if b == "computed" and circular(s):
+            if b == "computed" and circular(s, so):
                 v, b = ("consistent" if v == "holds" else v), "circular"
             value = f", value {_fmt(so.value)}" if str(so.value) != "" else ""
             notes.append(f"{lbl} would say {v} ({b}{value})")
@@ -114,19 +117,28 @@ CHECKS: dict[str, Callable[[Context, Mapping[str, Any]], Outcome]] = {
     "pending": check_pending,
     "needs_gpu": check_needs_gpu,
     "measured": check_measured,
+    "accuracy_verdicts": check_accuracy_verdicts,
     "probe_memory": check_probe_memory,
     "probe_estimate": check_probe_estimate,
     "probe_throughput": check_probe_throughput,
     "bench_compare": check_bench_compare,
     "bench_trend": check_bench_trend,
     "bench_value": check_bench_value,
+    "shard_compare": check_shard_compare,
+    "shard_value": check_shard_value,
     "first_decided": check_first_decided,
     "boundary_moves": check_boundary_moves,
 }
 
 
 def evaluate_check(ctx: Context, check: Mapping[str, Any]) -> Outcome:
+    """One check's outcome; a table check's carries whether its evidence is the paper's own (rule 11 by data)."""
     fn = check.get("fn")
     if fn not in CHECKS:
         raise ClaimsError(f"unknown check {fn!r}; one of {', '.join(CHECKS)}")
-    return CHECKS[fn](ctx, check)
+    o = CHECKS[fn](ctx, check)
+    if fn in TABLE_CHECKS:
+        import dataclasses
+
+        o = dataclasses.replace(o, paper_own=paper_own(ctx, check))
+    return o

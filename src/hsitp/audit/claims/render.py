@@ -28,6 +28,7 @@ COLUMNS = (
     "knife_edge",
     "edge",
     "refines",
+    "variant",  # the D-CHAG variant a claim naming D-CHAG judges: L, C or both (rule 14)
 )
 
 

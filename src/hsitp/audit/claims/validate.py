@@ -3,6 +3,7 @@ check's required arguments; and the config keys the claims read."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,16 @@ from hsitp.audit.claims.registry import CHECKS
 from hsitp.audit.claims.verdicts import VERDICT_KEYS, approximate
 
 REQUIRED_FIELDS = ("id", "section", "kind", "zh", "en", "check")
+# Rule 14 (issue 51): a claim that names D-CHAG (its words or its check) says which variant it judges.
+VARIANTS = ("L", "C", "both")
+NAMES_DCHAG = re.compile(r"D-CHAG|dchag|分层聚合|hierarchical aggregation", re.I)
+
+
+def names_dchag(c: Mapping[str, Any]) -> bool:
+    """The claim's quote, gloss or check names D-CHAG (or its hierarchical aggregation)."""
+    import json
+
+    return bool(NAMES_DCHAG.search(f"{c.get('zh', '')} {c.get('en', '')} {json.dumps(c.get('check', {}))}"))
 
 
 def load_claims(path: Path = CLAIMS_FILE) -> list[dict[str, Any]]:
@@ -80,6 +91,8 @@ REQUIRED_ARGS: dict[str, tuple[str, ...]] = {
     "bench_compare": ("lhs", "rhs", "op"),
     "bench_trend": ("op",),
     "bench_value": ("of", "op", "value"),
+    "shard_compare": ("lhs", "rhs", "op"),
+    "shard_value": ("ops", "op", "value"),
     "boundary_moves": ("boundary", "factor", "hardware", "to", "direction"),
 }
 
@@ -150,6 +163,10 @@ def validate_claims(claims: Sequence[Any]) -> list[str]:
             problems.append(f"{cid}: a finding names the claim it refines (refines: ID)")
         if c.get("refines") and c.get("kind") != "finding":
             problems.append(f"{cid}: only a finding (kind: finding) refines another claim")
+        if c.get("variant") is not None and c.get("variant") not in VARIANTS:
+            problems.append(f"{cid}: variant {c.get('variant')!r} not in {', '.join(VARIANTS)}")
+        elif names_dchag(c) and not c.get("variant"):
+            problems.append(f"{cid}: names D-CHAG; say which variant it judges (variant: L, C or both)")
         if approximate(c.get("zh", "")) and not c.get("about"):
             problems.append(f"{cid}: the quote says 约/大约/左右; state the tolerance (about: ...)")
         if c.get("by_construction"):
@@ -179,7 +196,7 @@ def config_keys(claims: Sequence[Mapping[str, Any]] | None = None) -> list[str]:
     def walk(check: Mapping[str, Any]) -> None:
         if check.get("fn") == "config_value":
             keys.add(check["key"])
-        if check.get("fn") == "measured":
+        if check.get("fn") in ("measured", "accuracy_verdicts"):
             keys.add("audit.accuracy_run")
         if check.get("fn") in RUN_MEASURED_CHECKS:
             keys.add("audit.measured_run")

@@ -104,6 +104,13 @@ def _flip_one(o: Outcome, check: Mapping[str, Any]) -> Outcome:
     import dataclasses
 
     check = deciding_check(o, check)
+    if o.parts:  # a nested any_of (a pair judged together): flip its sub-check on a knife edge
+        for i, (label, po, pc) in enumerate(o.parts):
+            if knife_edge(po, pc)[0]:
+                parts = list(o.parts)
+                parts[i] = (label, _flip_one(po, pc), pc)
+                return dataclasses.replace(o, parts=parts)
+        return o
     if o.band is not None:
         lo, hi = o.band
         v = float(o.value)
@@ -172,12 +179,20 @@ def knife_edge(o: Outcome, check: Mapping[str, Any], existential: bool = False) 
     return False, ""
 
 
-def circular(check: Mapping[str, Any]) -> bool:
+def circular(check: Mapping[str, Any], outcome: Outcome | None = None) -> bool:
     """Rule 11: the check evaluates the paper's own formulas at the paper's own numbers (a formula identity or value,
     a quote its own formulas and parameters recompute, a preset copied from the paper, or a stated-model table
     limited to the paper's presets), so
-    agreement says the paper is consistent with its own assumptions, not that it holds."""
+    agreement says the paper is consistent with its own assumptions, not that it holds.
+
+    With the check's ``outcome`` a table check is judged by the data it read (``Outcome.paper_own``, issue 51:
+    :mod:`~hsitp.audit.claims.circularity`), an any_of by its parts' outcomes; without it, by the check's words."""
     fn = str(check.get("fn", ""))
+    if outcome is not None:
+        if outcome.paper_own is not None:
+            return outcome.paper_own
+        if fn == "any_of" and outcome.parts:
+            return all(circular(pc, po) for _, po, pc in outcome.parts)
     if fn in CIRCULAR_CHECKS:
         return True
     if fn == "quote":

@@ -1,0 +1,226 @@
+"""The equal-accuracy claim judged per D-CHAG variant and per accuracy protocol (issue 51; docs/audit.md, rule 13).
+
+§7.1 sets how the plans are compared: memory and throughput *at equal accuracy*. Whether that comparison can be made
+is a question per variant (D-CHAG-L and D-CHAG-C are different models) and per protocol (the random and the
+spatially disjoint block partition), read from the accuracy run's ``train/summary.nc``:
+
+1. A protocol counts only where some trained model (tp or a D-CHAG cell) beats the classical baseline (the RBF SVM):
+   the 95 % Welch t interval of OA(model) − OA(SVM) over seeds lies above 0. Below the baseline no model is trained
+   enough to be compared; such a protocol is reported and decides nothing.
+2. A variant's outcome on the counting protocols, from its cells' ``oa_verdict`` (each P): ``worse`` if any cell is
+   worse (the premise breaks for it); else ``better`` if any cell is better (the paper's comparison is conservative
+   for it: at equal accuracy it would only look better); else ``equal`` if any cell is equal; else ``undecided``.
+3. The claim: every variant equal or better → holds; some equal or better, the others worse or undecided →
+   conditional (naming which); none equal or better and one worse → contradicted; none decided → pending (the train
+   stage with more seeds, or a protocol where a model beats the baseline), never not reproducible (rule 15).
+
+The outcome is a share of the decided variants that are equal or better, so it can flip and be contradicted like any
+other measured claim (rules 6 and 10).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from hsitp.audit.claims.core import ClaimsError, Context, Outcome, _fmt
+
+OK_OUTCOMES = ("equal", "better")  # the premise met (better: conservatively)
+VARIANT_NAMES = {"dchag_l": "D-CHAG-L", "dchag_c": "D-CHAG-C"}
+LEVEL = 0.95
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One cell of the accuracy run: a plan at one P and protocol, with its verdict against tp."""
+
+    plan: str
+    P: int
+    protocol: str
+    verdict: str
+    oa: float
+    oa_std: float
+    seeds: int
+    d_oa: float
+    ci_low: float
+    ci_high: float
+
+
+def beats_baseline(
+    oa: float, sd: float, n: int, base: float, base_sd: float, base_n: int
+) -> tuple[bool, float]:
+    """(whether the model beats the baseline, the low end of the 95 % Welch t interval of OA(model) − OA(base))."""
+    from scipy import stats
+
+    if not (math.isfinite(oa) and math.isfinite(base)) or n < 2 or base_n < 1:
+        return False, math.nan
+    va, vb = (
+        (sd if math.isfinite(sd) else 0.0) ** 2 / n,
+        (base_sd if math.isfinite(base_sd) else 0.0) ** 2 / max(base_n, 1),
+    )
+    se = math.sqrt(va + vb)
+    if se == 0:
+        return oa > base, oa - base
+    df = (va + vb) ** 2 / ((va**2 / (n - 1) if n > 1 else 0) + (vb**2 / (base_n - 1) if base_n > 1 else 0))
+    low = (oa - base) - float(stats.t.ppf(0.5 + LEVEL / 2, df)) * se
+    return low > 0, low
+
+
+def variant_outcome(verdicts: Sequence[str]) -> str:
+    """Rule 13.2: worse > better > equal > undecided over one variant's cells on the counting protocols."""
+    for v in ("worse", "better", "equal"):
+        if v in verdicts:
+            return v
+    return "undecided"
+
+
+def _cells(ds: Any) -> list[Cell]:
+    v = ds["oa_verdict"]
+    names: dict[Any, str] = {}
+    if "flag_values" in v.attrs and "flag_meanings" in v.attrs:  # CF flags: compare by name
+        names = dict(
+            zip(
+                np.atleast_1d(v.attrs["flag_values"]).tolist(),
+                str(v.attrs["flag_meanings"]).split(),
+                strict=True,
+            )
+        )
+
+    def col(name: str, i: int, default: float = math.nan) -> float:
+        return float(ds[name].values[i]) if name in ds else default
+
+    out = []
+    for i in range(ds.sizes["cell"]):
+        out.append(
+            Cell(
+                plan=str(ds["plan"].values[i]),
+                P=int(ds["P"].values[i]),
+                protocol=str(ds["protocol"].values[i]) if "protocol" in ds.coords else "random",
+                verdict=names.get(v.values[i].item(), str(v.values[i])),
+                oa=col("oa_mean", i),
+                oa_std=col("oa_std", i),
+                seeds=int(col("seeds", i, 1.0)),
+                d_oa=col("d_oa_vs_tp_mean", i),
+                ci_low=col("d_oa_vs_tp_ci_low", i),
+                ci_high=col("d_oa_vs_tp_ci_high", i),
+            )
+        )
+    return out
+
+
+def _pp(x: float) -> str:
+    return f"{100 * x:+.1f}" if math.isfinite(x) else "n/a"
+
+
+def check_accuracy_verdicts(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+    """The equal-accuracy premise per variant and protocol (the module's rule) from
+    ``results/<audit.accuracy_run>/train/summary.nc`` (or its committed reference): a share of the decided variants
+    whose outcome is equal or better; pending, naming the stage, while nothing decides."""
+    path = ctx.accuracy_summary
+    variants = list(a.get("variants") or ["dchag_l", "dchag_c"])
+    baseline = str(a.get("baseline", "svm"))
+    if not path.exists():
+        return Outcome(
+            verdict="pending",
+            basis="measured",
+            how="-",
+            source=str(path),
+            reason=f"pending: no {path} (the train stage of the accuracy run `{ctx.accuracy_run}`: audit.accuracy_run)",
+        )
+    from hsitp.io import read_netcdf
+
+    ds = read_netcdf(path, kind="train_summary")
+    ctx.inputs["accuracy_summary"] = path
+    if "oa_verdict" not in ds:
+        return Outcome(
+            verdict="pending", basis="measured", how="-", source=f"{path}:oa_verdict",
+            reason=f"pending: {path} has no oa_verdict yet (the train stage's summary)",
+        )  # fmt: skip
+    cells = _cells(ds)
+    classifiers = [str(x) for x in ds["classifier"].values] if "classifier" in ds.coords else []
+    if baseline not in classifiers:
+        raise ClaimsError(f"accuracy_verdicts: no classifier {baseline!r} in {path} ({classifiers})")
+    k = classifiers.index(baseline)
+    protocols = sorted({c.protocol for c in cells})
+    counted, notes = [], []
+    for proto in protocols:
+        idx = [i for i, c in enumerate(cells) if c.protocol == proto]
+        i0 = idx[0]
+        base = float(ds["baseline_oa_mean"].values[i0, k])
+        base_sd = float(ds["baseline_oa_std"].values[i0, k])
+        base_n = int(ds["baseline_seeds"].values[i0]) if "baseline_seeds" in ds else 1
+        trained = [cells[i] for i in idx]
+        lows = [(c, *beats_baseline(c.oa, c.oa_std, c.seeds, base, base_sd, base_n)) for c in trained]
+        winners = [(c, low) for c, ok, low in lows if ok]
+        best = max(lows, key=lambda t: t[0].oa)
+        if winners:
+            counted.append(proto)
+            c, low = max(winners, key=lambda t: t[1])
+            notes.append(
+                f"{proto} protocol counts ({len(winners)} of {len(trained)} trained cells beat the {baseline.upper()}'s "
+                f"{100 * base:.1f} %, e.g. {c.plan} P = {c.P} {100 * c.oa:.1f} %, Welch 95 % low end {_pp(low)} pp)"
+            )
+        else:
+            c, _, low = best
+            notes.append(
+                f"{proto} protocol reported, does not count (no trained model beats the {baseline.upper()}'s "
+                f"{100 * base:.1f} %: best {c.plan} P = {c.P} {100 * c.oa:.1f} %, Welch 95 % low end {_pp(low)} pp)"
+            )
+    per_variant, decided_by, parts = {}, [], []
+    for var in variants:
+        mine = [c for c in cells if c.plan == var]
+        if not mine:
+            raise ClaimsError(f"accuracy_verdicts: no cell of plan {var!r} in {path}")
+        for proto in protocols:
+            pc = sorted((c for c in mine if c.protocol == proto), key=lambda c: c.P)
+            if not pc:
+                continue
+            cells_text = ", ".join(
+                f"P = {c.P} {c.verdict} {_pp(c.d_oa)} [{_pp(c.ci_low)}, {_pp(c.ci_high)}]" for c in pc
+            )
+            tag = "" if proto in counted else " (not counted)"
+            parts.append(
+                f"{VARIANT_NAMES.get(var, var)} {proto}{tag}: {variant_outcome([c.verdict for c in pc])} ({cells_text})"
+            )
+        out = variant_outcome([c.verdict for c in mine if c.protocol in counted])
+        per_variant[var] = out
+        if out != "undecided":
+            decided_by.append(f"{VARIANT_NAMES.get(var, var)} on {', '.join(counted)} ({out})")
+    decided = [v for v, o in per_variant.items() if o != "undecided"]
+    summary = "; ".join(
+        f"{VARIANT_NAMES.get(v, v)}: {o}" + (" (conservative: better than tp)" if o == "better" else "")
+        for v, o in per_variant.items()
+    )
+    how = (
+        f"per variant and protocol, OA vs tp (oa_verdict, ΔOA pp [95 % CI], ±{_fmt(100 * float(ds.attrs.get('verdict_margin', 0.01)))} pp "
+        f"margin): {'; '.join(parts)}. {'; '.join(notes)}. Variants: {summary}"
+    )
+    source = f"{path}:oa_verdict,d_oa_vs_tp_ci_low,d_oa_vs_tp_ci_high,oa_mean,baseline_oa_mean"
+    ref = f"; from the committed reference {path}, not re-run here" if ctx.accuracy_from_reference else ""
+    if not decided:
+        why = (
+            "no protocol where a trained model beats the baseline"
+            if not counted
+            else "every variant's cells undecided on the counting protocols"
+        )
+        return Outcome(
+            verdict="pending", basis="measured", how=how, source=source,
+            reason=f"pending: {why}; the train stage of `{ctx.accuracy_run}` with more seeds (seeds_to_decide) "
+            f"could decide it{ref}",
+        )  # fmt: skip
+    ok = [v for v in decided if per_variant[v] in OK_OUTCOMES]
+    frac = len(ok) / len(variants)
+    return Outcome(
+        value=frac,
+        how=how,
+        source=source,
+        fraction=frac,
+        n_points=len(variants),
+        tolerance=f"holds if every variant is equal or better (share ≥ {a.get('min_fraction', 1.0)})",
+        basis="measured",
+        reason=f"decided by {'; '.join(decided_by)}{ref}",
+    )
