@@ -437,9 +437,7 @@ def _aggregation_forward(s: StepSizes) -> list[Moment]:
         return [
             # the scores and their softmax beside the tokens (the exact kernel forms no k or v); at the end the
             # tokens are among the saved tensors (the kernel saves them, no copy)
-            s.moment(
-                "aggregation", "forward", tokens=T, scores=_exact_scores(m, s.M, m.L, s.tp, masked=False)
-            ),
+            s.moment("aggregation", "forward", tokens=T, scores=_exact_scores(m, s.M, m.L, s.tp)),
             s.moment("aggregation", "forward", saved=saved, projection=proj),
         ]
     if not s.dchag:
@@ -468,7 +466,7 @@ def _aggregation_forward(s: StepSizes) -> list[Moment]:
             fold=T_s,  # the level-1 linear's input (M, g, D, s) folded by matmul: a copy; saved
         )
     elif exact:  # the level-1 cross-attention's scores and softmax over its slots (masked when padded)
-        scores = _exact_scores(m, s.M * s.g, s.slots / s.g, 1, masked=pad)
+        scores = _exact_scores(m, s.M * s.g, s.slots / s.g, 1)
         partial = s.moment("aggregation", "forward", tokens=tokens, scores=scores)
     else:
         partial = s.moment(
@@ -720,10 +718,10 @@ def _aggregation_backward(s: StepSizes) -> list[Moment]:
     return [final, level1]
 
 
-def _exact_scores(m: PlanSize, rows: float, keys: float, shards: int, *, masked: bool) -> float:
-    """The exact kernel's forward beyond the tokens, at its softmax: the (rows, keys, h) scores, their masked
-    copy under a key mask, and the softmax weights (h = this rank's heads)."""
-    return m.dtype_bytes * rows * keys * (m.heads / shards) * (3 if masked else 2)
+def _exact_scores(m: PlanSize, rows: float, keys: float, shards: int) -> float:
+    """The exact kernel's forward beyond the tokens, at its softmax: the (rows, h, keys) scores (a key mask is
+    added in place) and the softmax weights (h = this rank's heads)."""
+    return m.dtype_bytes * rows * keys * (m.heads / shards) * 2
 
 
 def _exact_backward(m: PlanSize, rows: float, keys: float, shards: int, tokens: float) -> float:

@@ -91,14 +91,15 @@ class _ExactSingleQuery(torch.autograd.Function):
         h, hd = q.shape
         scale = 1.0 / math.sqrt(hd)
         w = _by_head(kv_weight, h, hd)  # (k | v, h, hd, D)
-        u = torch.einsum("he,hed->dh", q, w[0]) * scale  # (D, h)
-        scores = torch.mm(tokens.reshape(m * s, d), u).view(m, s, h)  # (M, S, h)
+        u = torch.einsum("he,hed->hd", q, w[0]).mul_(scale)  # (h, D): u_h = W_kh^T q_h / sqrt(hd)
+        # scores head-major, (M, h, S): the softmax runs over the contiguous last axis
+        scores = torch.bmm(u.expand(m, h, d), tokens.transpose(1, 2))  # (M, h, S)
         if mask is not None:
             r = mask.shape[0]
-            scores = (scores.view(m // r, r, s, h) + mask[None, :, :, None]).view(m, s, h)
-        p = torch.softmax(scores, dim=1)  # (M, S, h): weights over the S tokens, per row and head
+            scores.view(m // r, r, h, s).add_(mask[None, :, None, :])
+        p = torch.softmax(scores, dim=-1)  # (M, h, S): weights over the S tokens, per row and head
         del scores
-        y = torch.bmm(p.transpose(1, 2), tokens)  # (M, h, D): each head's weighted mean token
+        y = torch.bmm(p, tokens)  # (M, h, D): each head's weighted mean token
         o = torch.einsum("mhd,hed->mhe", y, w[1]).reshape(m, h * hd)  # (M, h hd)
         o = o + kv_bias[h * hd :]  # + b_v (the weights sum to 1)
         ctx.save_for_backward(tokens, q, kv_weight, kv_bias, p, y, u)
@@ -112,26 +113,25 @@ class _ExactSingleQuery(torch.autograd.Function):
         scale = 1.0 / math.sqrt(hd)
         w = _by_head(kv_weight, h, hd)
         g = grad.reshape(m, h, hd)  # (M, h, hd)
-        dy = torch.bmm(g.transpose(0, 1), w[1])  # (h, M, D): laid out head-major, read below as (M, ., .)
-        ds = torch.bmm(tokens, dy.permute(1, 2, 0))  # dp (M, S, h), then in place softmax's backward:
-        ds.sub_((p * ds).sum(dim=1, keepdim=True)).mul_(p)  # ds = p (dp - sum_l p dp)
+        dy = torch.bmm(g.transpose(0, 1), w[1]).transpose(0, 1)  # (M, h, D), a view of a head-major product
+        ds = torch.bmm(dy, tokens.transpose(1, 2))  # dp (M, h, S), then in place softmax's backward:
+        ds.sub_((p * ds).sum(dim=-1, keepdim=True)).mul_(p)  # ds = p (dp - sum_l p dp)
         grad_tokens = None
         if ctx.needs_input_grad[0]:
-            grad_tokens = torch.bmm(p, dy.transpose(0, 1))  # (M, S, D): through y
-            grad_tokens.view(m * s, d).addmm_(ds.view(m * s, h), u.t())  # + through the scores
-        del (
-            dy
-        )  # released before the weights' gradients are made (the backward's peak is the tokens' gradient)
-        du = torch.mm(tokens.reshape(m * s, d).t(), ds.view(m * s, h))  # (D, h)
-        ds_sum = ds.sum(dim=(0, 1)) * scale  # (h,): zero in exact arithmetic
+            grad_tokens = torch.bmm(p.transpose(1, 2), dy)  # (M, S, D): through y
+            grad_tokens.baddbmm_(ds.transpose(1, 2), u.expand(m, h, d))  # + through the scores
+        # released before the weights' gradients are made (the backward's peak is the tokens' gradient)
+        del dy
+        du = torch.bmm(ds, tokens).sum(dim=0)  # (h, D): sum over rows and tokens of ds x
+        ds_sum = ds.sum(dim=(0, 2)) * scale  # (h,): zero in exact arithmetic
         del ds
         b = kv_bias.view(2, h, hd)
         grad_q = grad_w = grad_b = None
         if ctx.needs_input_grad[1]:
-            grad_q = torch.einsum("hed,dh->he", w[0], du) * scale + b[0] * ds_sum[:, None]  # (h, hd)
+            grad_q = torch.einsum("hed,hd->he", w[0], du) * scale + b[0] * ds_sum[:, None]  # (h, hd)
         if ctx.needs_input_grad[2]:
             grad_w = kv_weight.new_empty(2, h, hd, d)  # (k | v, h, hd, D)
-            torch.mul(q[:, :, None], du.t()[:, None, :], out=grad_w[0]).mul_(scale)  # dW_k = q dU^T
+            torch.mul(q[:, :, None], du[:, None, :], out=grad_w[0]).mul_(scale)  # dW_k = q dU^T
             torch.bmm(g.permute(1, 2, 0), y.transpose(0, 1), out=grad_w[1])  # dW_v (h, hd, D)
             grad_w = grad_w.view(kv_weight.shape)
         if ctx.needs_input_grad[3]:
