@@ -7,6 +7,8 @@
 #   train_tp_P1.nc    one training epoch (20 steps) of the tp plan at P = 1, paper-size model, bf16 autocast
 #   model_check.json  one forward + backward of every model plan at P = 1 under bf16 autocast (benchmarks/model_check.py)
 #   probe_P1.nc       the memory probe at P = 1 (dense plan of probe.L x probe.N, CUDA allocator stats)
+#   kernels_P1.nc     tp at P = 1 under both single-query attention kernels (exact, sdpa): peak and tokens/s timed
+#                     in alternation (benchmarks/kernel_check.py); CUDA's "auto" stays sdpa until this has run
 # Usage: benchmarks/gpu_check.sh OUTDIR [extra hsitp config args, e.g. --config-json '{"bench": {...}}']
 # Config: config/config.yaml, then benchmarks/gpu_check.yaml (device cuda, fewer repeats), then the extra args.
 # Environment: HSITP (the command, default `hsitp`; `python3 -m hsitp` where the package is only on PYTHONPATH),
@@ -46,6 +48,9 @@ step "model plans at P = 1, bf16 autocast -> $OUT/model_check.json" \
 step "memory probe at P = 1 on this GPU -> $OUT/probe_P1.nc" \
     "${HSITP_CMD[@]}" probe run --world-size 1 --out "$OUT/probe_P1.nc" "${CFG[@]}" \
     --config-json '{"probe": {"device": "cuda"}}'
+step "both attention kernels, tp at P = 1 on this GPU -> $OUT/kernels_P1.nc" \
+    "$PYTHON" -m hsitp.torchrun --standalone --nproc-per-node 1 benchmarks/kernel_check.py \
+    --configfile config/config.yaml benchmarks/gpu_check.yaml --device cuda --out "$OUT/kernels_P1.nc"
 scene="${SCENE:-}"
 if [[ -z "$scene" ]]; then
     step "fetch + prepare indian_pines -> $OUT/indian_pines.nc" prepare_scene

@@ -64,3 +64,45 @@ def test_committed_docs_match_their_references() -> None:
     if not any("<!-- generated: " in d.read_text(encoding="utf-8") for d in DOCS) or not refs:
         pytest.skip("no generated block or no headline reference committed yet")
     assert update(DOCS, refs, check=True) == []
+
+
+def test_kernel_rows_come_from_the_kernel_check(tmp_path: Path) -> None:
+    """Catches the two-kernel rows of the one-table answer (issue 49) not read from the kernel check's file: the
+    fullest rank's peak, its ratio to sdpa's and the median [min, max] of the per-round tokens/s ratio must be the
+    file's; a reference holding only that file is a reference."""
+    import numpy as np
+    import xarray as xr
+
+    from hsitp.io import provenance, write_netcdf
+    from hsitp.report.measured import kernels_block
+
+    ref = tmp_path / "kernel-check"
+    times = np.array([[2.0, 2.2, 1.8], [1.0, 1.0, 1.2]])  # (kernel, repeat): sdpa, exact
+    ds = xr.Dataset(
+        {
+            "peak_allocated": (("kernel", "rank"), np.array([[50.0, 60.0], [40.0, 45.0]]) * 2**20),
+            "sample_time": (("kernel", "repeat"), times),
+            "tokens_per_s": (("kernel", "repeat"), 648 / times),
+            "ratio_exact_vs_sdpa": (("repeat",), times[0] / times[1]),
+        },
+        coords={"kernel": ["sdpa", "exact"], "rank": [0, 1], "repeat": [0, 1, 2]},
+        attrs={"P": 2, "device": "CPU: test (1 thread/rank, gloo)"},
+    )
+    for name, v in ds.variables.items():
+        v.attrs.update(units="1", long_name=str(name))
+    write_netcdf(
+        ds,
+        ref / "probe" / "kernels.nc",
+        kind="kernel_check",
+        prov=provenance(config={}),
+        title="tp: two kernels",
+    )
+    table = kernels_block(ref)
+    exact = next(line for line in table.splitlines() if "exact kernel" in line)
+    cells = [c.strip() for c in exact.split("|")]
+    assert float(cells[3]) == 45.0 and float(cells[4]) == 0.75  # fullest rank 45 MiB, 45 / 60
+    assert "2.00 [1.50, 2.20]" in exact  # sdpa / exact time per round: 2.0, 2.2, 1.5
+    doc = tmp_path / "doc.md"
+    marker = "<!-- generated: kernel-check/kernels (hsitp report measured) -->"
+    doc.write_text(f"{marker}\nold\n<!-- end generated: kernel-check/kernels -->\n")
+    assert update([doc], [ref]) == [doc] and "exact kernel" in doc.read_text()

@@ -35,6 +35,7 @@ BLOCK = re.compile(
     re.S,
 )
 PERCENT = 100.0
+MIB = 2.0**20
 
 
 class MeasuredDocError(HsitpError):
@@ -174,6 +175,39 @@ def answer_block(reference: Path) -> str:
     return _md(df)
 
 
+def kernels_block(reference: Path) -> str:
+    """tp at P = 2 under both single-query attention kernels (``benchmarks/kernel_check.py``): the fullest rank's
+    peak and tokens/s, exact against sdpa timed in alternation in one launch."""
+    path = reference / "probe" / "kernels.nc"
+    if not path.exists():
+        return "No kernel check in this reference (benchmarks/kernel_check.py was not run).\n"
+    ds = read_netcdf(path, kind="kernel_check")
+    peak = ds["peak_allocated"].max("rank")
+    tps = ds["tokens_per_s"]
+    ratio = ds["ratio_exact_vs_sdpa"].values
+    on = f"measured on {ds.attrs.get('device', '?')}"
+    rows = []
+    for k in map(str, ds["kernel"].values):
+        rows.append(
+            {
+                "plan": f"tp, {k} kernel",
+                "P": int(ds.attrs["P"]),
+                f"peak per rank [MiB] (fullest rank, {on})": f"{float(peak.sel(kernel=k)) / MIB:.1f}",
+                "peak vs sdpa": f"{float(peak.sel(kernel=k) / peak.sel(kernel='sdpa')):.2f}",
+                "tokens/s, median [min, max]": _range(tps.sel(kernel=k).values, "{:.0f}"),
+                "tokens/s vs sdpa, median [min, max] (interleaved rounds)": "1 (reference)"
+                if k == "sdpa"
+                else _range(ratio, "{:.2f}"),
+            }
+        )
+    return _md(pd.DataFrame(rows))
+
+
+def _range(values: np.ndarray, fmt: str) -> str:
+    v = np.asarray(values, dtype=float)
+    return f"{fmt.format(np.median(v))} [{fmt.format(v.min())}, {fmt.format(v.max())}]"
+
+
 def headline_block(reference: Path) -> str:
     """The README's sentences: per protocol, tp's OA against the SVM's, and the D-CHAG cells' verdicts on their own
     recipes counted, with the range of their OA differences to tp."""
@@ -206,6 +240,7 @@ BLOCKS: Mapping[str, Callable[[Path], str]] = {
     "fair": fair_block,
     "tuning": tuning_block,
     "answer": answer_block,
+    "kernels": kernels_block,
     "headline": headline_block,
 }
 
@@ -233,8 +268,11 @@ def update(docs: Sequence[Path], references: Sequence[Path], check: bool = False
     reported). A marker without its end is an error (a block would swallow the rest of the document)."""
     refs = {Path(r).name: Path(r) for r in references}
     for r in refs.values():
-        if not (r / "train" / "summary.nc").exists() and not list(r.glob("tune/*/*.nc")):
-            raise MeasuredDocError(f"{r}: not a run's reference (no train/summary.nc, no tune/*/*.nc)")
+        found = (r / "train" / "summary.nc").exists() or (r / "probe" / "kernels.nc").exists()
+        if not found and not list(r.glob("tune/*/*.nc")):
+            raise MeasuredDocError(
+                f"{r}: not a run's reference (no train/summary.nc, no tune/*/*.nc, no probe/kernels.nc)"
+            )
     changed = []
     for doc in map(Path, docs):
         text = doc.read_text(encoding="utf-8")
