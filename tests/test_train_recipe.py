@@ -333,8 +333,8 @@ def test_control_jobs_train_dchag_on_tp_recipe_only_under_tuned(tmp_path: Path) 
     config = validate_config({"datasets": ["ksc"], "train": train})
     train = config["train"]
     assert control_jobs(config) == [
-        ("ksc", "dchag_l", 9, 2, 2, "block", 0),
-        ("ksc", "dchag_l", 9, 2, 2, "block", 1),
+        ("ksc", "dchag_l", 9, 2, 2, "block", 0, 0),
+        ("ksc", "dchag_l", 9, 2, 2, "block", 1, 0),
     ]
     assert control_jobs({**config, "train": {**train, "recipe": "config"}}) == []
     assert control_jobs({**config, "train": {**train, "control": {"world_sizes": []}}}) == []
