@@ -266,3 +266,31 @@ def test_snakemake_plans_every_partition_as_its_own_job(workflow_copy) -> None: 
     assert "logs/smoke/train/indian_pines/tp_N324_P2_g1_random_s0.log" in train_logs
     assert "logs/smoke/train/indian_pines/tp_N324_P2_g1_random_k1_s0.log" in train_logs
     assert len(train_logs) == 2 * 7  # the smoke matrix's 7 jobs, on each of the 2 partitions
+
+
+def test_tables_show_the_spread_across_partitions_apart_from_seeds(tmp_path: Path) -> None:
+    """Catches tables that fold the partitions' spread into one std (the spread of a new draw of places would be
+    invisible), a baseline row without its own spread across partitions, or a tp-minus-baseline sign flipped."""
+    from hsitp.report.measured import fair_block, headline_block
+    from hsitp.report.train import accuracy_table
+
+    tp = {(k, s): 0.6 + 0.1 * k + 0.01 * s for k in range(3) for s in (0, 1)}
+    files = [_record(tmp_path, "tp", k, s, v) for (k, s), v in tp.items()]
+    files += [_record(tmp_path, "dchag_l", k, s, v - 0.02) for (k, s), v in tp.items()]
+    bases = [_baseline(tmp_path, k, 0, (0.5 + 0.1 * k, 0.4)) for k in range(3)]
+    ds = summarize(files, bases)
+    ref = tmp_path / "ref"
+    write_netcdf(ds, ref / "train" / "summary.nc", kind="train_summary", prov=provenance({}))
+
+    table = accuracy_table(ds)
+    row = table[table["model"] == "tp P=2"]
+    assert float(row["OA sd across partitions"].iloc[0]) == pytest.approx(0.1)  # seed means .605, .705, .805
+    assert float(row["OA sd across seeds"].iloc[0]) == pytest.approx(np.std([0.6, 0.61], ddof=1))
+    svm = table[table["model"].str.startswith("SVM")]
+    assert float(svm["OA sd across partitions"].iloc[0]) == pytest.approx(0.1)
+
+    fair = fair_block(ref)
+    assert "partitions × seeds" in fair and "| 3 × 2 " in fair and "10.0 / 0.7" in fair
+    # the SVM row: SVM minus tp, paired by partition: 0.5 - 0.605 each time, so -10.5 pp with a zero-width interval
+    assert "-10.5 [-10.5, -10.5]" in fair and "2 partitions" not in fair
+    assert "3 partitions × 2 seeds (sd across partitions 10.0, across seeds 0.7 pp)" in headline_block(ref)

@@ -467,7 +467,8 @@ def summary_cells(summary: xr.Dataset) -> list[Cell]:
 
 def accuracy_table(summary: xr.Dataset) -> pd.DataFrame:
     """One row per model and per classical baseline, grouped by (dataset, protocol): OA, AA and κ as mean and sample
-    std over seeds (std blank with one seed), and each plan's paired OA difference to tp at the same P."""
+    std over replicates (std blank with one), where the summary has several partitions the OA's spread across
+    partitions apart from its spread across seeds, and each plan's paired OA difference to tp at the same P."""
     rows: list[dict[str, object]] = []
     cells = summary_cells(summary)
     for dataset, protocol in dict.fromkeys((c.dataset, c.protocol) for c in cells):
@@ -481,6 +482,10 @@ def accuracy_table(summary: xr.Dataset) -> pd.DataFrame:
             for m, name in METRICS.items():
                 row[f"{name} mean"] = float(summary[f"{m}_mean"].values[c.i])
                 row[f"{name} std"] = float(summary[f"{m}_std"].values[c.i])
+            if "partitions" in summary:  # issue 50: the replicates' two spreads apart
+                row["partitions"] = int(summary["partitions"].values[c.i])
+                row["OA sd across partitions"] = float(summary["oa_partition_std"].values[c.i])
+                row["OA sd across seeds"] = float(summary["oa_seed_std"].values[c.i])
             vs_tp = c.plan != "tp"  # tp minus itself is not a comparison
             row["ΔOA vs tp mean"] = float(summary["d_oa_vs_tp_mean"].values[c.i]) if vs_tp else np.nan
             row["ΔOA vs tp std"] = float(summary["d_oa_vs_tp_std"].values[c.i]) if vs_tp else np.nan
@@ -498,6 +503,10 @@ def accuracy_table(summary: xr.Dataset) -> pd.DataFrame:
                 for m, name in METRICS.items():
                     row[f"{name} mean"] = float(summary[f"baseline_{m}_mean"].values[i, j])
                     row[f"{name} std"] = float(summary[f"baseline_{m}_std"].values[i, j])
+                if "partitions" in summary:
+                    row["partitions"] = int(summary["baseline_partitions"].values[i])
+                    row["OA sd across partitions"] = float(summary["baseline_oa_partition_std"].values[i, j])
+                    row["OA sd across seeds"] = np.nan  # its seed drives only the CV folds and the forest
                 row["ΔOA vs tp mean"] = row["ΔOA vs tp std"] = np.nan
                 if "oa_verdict" in summary:
                     row["verdict"] = ""
