@@ -406,7 +406,8 @@ def summary_table(records: Sequence[xr.Dataset]) -> pd.DataFrame:
             {
                 "dataset": a.get("dataset"), "plan": a.get("plan"), "P": a.get("P"), "g": a.get("g"),
                 "N": a.get("tokens"),
-                "protocol": a.get("protocol"), "seed": a.get("seed"), "epochs": int(r.sizes["epoch"]),
+                "protocol": a.get("protocol"), "partition": int(a.get("partition_index", 0)), "seed": a.get("seed"),
+                "epochs": int(r.sizes["epoch"]),
                 "summary epochs": a.get("summary_epochs"),
                 "loss": float(s("loss")),
                 "tokens/s": float(s("tokens_per_s")),
