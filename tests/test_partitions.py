@@ -294,3 +294,18 @@ def test_tables_show_the_spread_across_partitions_apart_from_seeds(tmp_path: Pat
     # the SVM row: SVM minus tp, paired by partition: 0.5 - 0.605 each time, so -10.5 pp with a zero-width interval
     assert "-10.5 [-10.5, -10.5]" in fair and "2 partitions" not in fair
     assert "3 partitions × 2 seeds (sd across partitions 10.0, across seeds 0.7 pp)" in headline_block(ref)
+
+
+def test_scene_hash_of_one_partition_is_the_hash_references_recorded(tmp_path: Path) -> None:
+    """Catches a content hash that sees the new partition_index dimension: every reference collected before issue 50
+    (cpu-fair's manifest) would refuse a scene prepared now (`hsitp audit reproduce`: 'not the reference's scene'),
+    although its arrays are the same; with K > 1 the extra partitions must change the hash."""
+    from hsitp.report.reference import scene_content_sha256
+
+    one = described(_prepared(1))
+    new = write_netcdf(one, tmp_path / "new.nc", kind="dataset", prov=provenance({}))
+    old_layout = one.assign(partition=one["partition"].isel(partition_index=0, drop=True))
+    old = write_netcdf(old_layout, tmp_path / "old.nc", kind="dataset", prov=provenance({}))
+    assert scene_content_sha256(new) == scene_content_sha256(old)
+    two = write_netcdf(described(_prepared(2)), tmp_path / "two.nc", kind="dataset", prov=provenance({}))
+    assert scene_content_sha256(two) != scene_content_sha256(new)
