@@ -309,3 +309,23 @@ def test_scene_hash_of_one_partition_is_the_hash_references_recorded(tmp_path: P
     assert scene_content_sha256(new) == scene_content_sha256(old)
     two = write_netcdf(described(_prepared(2)), tmp_path / "two.nc", kind="dataset", prov=provenance({}))
     assert scene_content_sha256(two) != scene_content_sha256(new)
+
+
+def test_audit_compares_a_headline_summary_replicate_by_replicate(tmp_path: Path) -> None:
+    """Catches the audit's summary check counting seeds where a run has partitions: a rerun that lost a whole
+    partition of every cell (same seeds, fewer replicates) must be drift, and the tolerance must be the standard
+    error over the replicates, not over the seeds."""
+    from hsitp.audit.audit import Report, check_summary
+
+    tp = {(k, s): 0.6 + 0.1 * k + 0.01 * s for k in range(3) for s in (0, 1)}
+    for name, keep in (("ref", tp), ("new", {r: v for r, v in tp.items() if r[0] < 2})):
+        folder = tmp_path / name / "records"
+        folder.mkdir(parents=True)
+        ds = summarize([_record(folder, "tp", k, s, v) for (k, s), v in keep.items()])
+        write_netcdf(ds, tmp_path / name / "train" / "summary.nc", kind="train_summary", prov=provenance({}))
+    rep = Report()
+    check_summary(tmp_path / "new", tmp_path / "ref", "summary.nc", rep)
+    assert any("4 replicates, reference 6" in d for d in rep.drift), rep.drift
+    rep = Report()
+    check_summary(tmp_path / "ref", tmp_path / "ref", "summary.nc", rep)
+    assert rep.drift == [] and rep.checked

@@ -96,6 +96,12 @@ def _verdict_name(summary: xr.Dataset, i: int) -> str:
     return name(summary, i)
 
 
+def _several_partitions(summary: xr.Dataset) -> bool:
+    from hsitp.report.train import several_partitions
+
+    return several_partitions(summary)
+
+
 def _summary_rows(summary: xr.Dataset, recipe: str) -> list[dict[str, object]]:
     rows = []
     for i in range(summary.sizes["cell"]):
@@ -114,7 +120,9 @@ def _summary_rows(summary: xr.Dataset, recipe: str) -> list[dict[str, object]]:
             "verdict": "" if tp else _verdict_name(summary, i),
             "seeds to decide": "" if tp or not np.isfinite(k) or k <= 0 else int(k),
         }  # fmt: skip
-        if "partitions" in summary:  # issue 50: replicates are (partition, seed); intervals over partitions
+        if _several_partitions(
+            summary
+        ):  # issue 50: replicates are (partition, seed); intervals over partitions
             row = _with_partitions(row, summary, i, tp)
         rows.append(row)
     return rows
@@ -159,7 +167,7 @@ def _baseline_rows(summary: xr.Dataset) -> list[dict[str, object]]:
                 f"{PERCENT * float(summary['baseline_oa_std'].values[i, j]):.1f}",
                 "ΔOA vs tp [pp] (95 % CI)": "", "verdict": "", "seeds to decide": "",
             }  # fmt: skip
-            if "partitions" in summary:
+            if _several_partitions(summary):
                 row = _baseline_with_partitions(row, summary, protocol, j)
             rows.append(row)
     return rows
@@ -241,7 +249,7 @@ def headline_block(reference: Path) -> str:
             else ""
         )
         replicates = f"{int(summary['seeds'].values[tp])} seeds"
-        if "partitions" in summary:  # issue 50: the replicates and the two spreads
+        if _several_partitions(summary):  # issue 50: the replicates and the two spreads
             replicates = (
                 f"{int(summary['partitions'].values[tp])} partitions × {replicates} (sd across partitions "
                 f"{PERCENT * float(summary['oa_partition_std'].values[tp]):.1f}, across seeds "
