@@ -136,7 +136,7 @@ def test_random_partition_stratified_min_per_class_and_seeded():
     a = prepare_arrays(spec, cube, labels, uncorrected=False, data_cfg=c, seed=3)
     b = prepare_arrays(spec, cube, labels, uncorrected=False, data_cfg=c, seed=3)
     other = prepare_arrays(spec, cube, labels, uncorrected=False, data_cfg=c, seed=4)
-    counts = {int(k): v for k, v in a.attrs["partition_counts"]["random"].items()}
+    counts = {int(k): v for k, v in a.attrs["partition_counts"]["random"][0].items()}
     for cls, n in spec.class_counts.items():
         assert counts[cls]["train"] == max(5, int(np.floor(0.1 * n + 0.5)))
         assert counts[cls]["train"] + counts[cls]["test"] == n
@@ -167,8 +167,8 @@ def test_block_partition_leaves_one_patch_guard_band():
     )  # (y, x) distance to nearest train pixel
     assert (part == TEST).any() and (part == TRAIN).any()
     assert dist[part == TEST].min() > patch
-    counts = {int(k): v for k, v in ds.attrs["partition_counts"]["block"].items()}
-    assert ds.attrs["partition_test_near_train"]["block"] == 0.0  # the guard band, measured the same way
+    counts = {int(k): v for k, v in ds.attrs["partition_counts"]["block"][0].items()}
+    assert ds.attrs["partition_test_near_train"]["block"] == [0.0]  # the guard band, measured the same way
     assert (
         counts[1]["train"] > 0 and counts[2]["train"] > 0 and counts[1]["test"] > 0 and counts[2]["test"] > 0
     )
@@ -190,7 +190,9 @@ def test_file_carries_both_protocols_each_seeded_on_its_own():
         data_cfg=cfg(partition={**part_cfg, "protocols": ["block", "random"]})["data"],
         seed=1,
     )
-    assert both.partition.dims == ("protocol", "y", "x") and both.partition.dtype == np.int8
+    assert (
+        both.partition.dims == ("protocol", "partition_index", "y", "x") and both.partition.dtype == np.int8
+    )
     assert list(both.protocol.values) == list(PROTOCOLS) == ["random", "block"]  # canonical order
     assert set(np.unique(both.partition.values)) <= {0, 1, 2}
     for p in PROTOCOLS:
@@ -204,8 +206,10 @@ def test_file_carries_both_protocols_each_seeded_on_its_own():
         )
         assert list(alone.protocol.values) == [p]
         assert np.array_equal(read_partition(both, p), read_partition(alone, p))
-        assert np.array_equal(read_partition(both, p), both.partition.sel(protocol=p).values)
-        counts = both.attrs["partition_counts"][p]
+        assert np.array_equal(
+            read_partition(both, p), both.partition.sel(protocol=p).isel(partition_index=0).values
+        )
+        counts = both.attrs["partition_counts"][p][0]
         got = read_partition(both, p)
         for cls in (1, 2, 3):
             m = labels == cls
@@ -214,11 +218,11 @@ def test_file_carries_both_protocols_each_seeded_on_its_own():
                 "test": int((m & (got == TEST)).sum()),
                 "unused": int((m & (got == 0)).sum()),
             }
-        assert isinstance(both.attrs["partition_warnings"][p], list)
+        assert isinstance(both.attrs["partition_warnings"][p][0], list)
     assert not np.array_equal(read_partition(both, "random"), read_partition(both, "block"))
     # random: nearly every test pixel sees a train pixel within the patch radius; block: none (guard band)
-    assert both.attrs["partition_test_near_train"]["random"] > 0.9
-    assert both.attrs["partition_test_near_train"]["block"] == 0.0
+    assert both.attrs["partition_test_near_train"]["random"][0] > 0.9
+    assert both.attrs["partition_test_near_train"]["block"] == [0.0]
     with pytest.raises(
         PartitionError, match=r"'block' is not in the prepared file, which holds \['random'\]"
     ):

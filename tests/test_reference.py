@@ -88,25 +88,31 @@ def test_prepared_indian_pines_equals_reference(tmp_path: Path, repo_root: Path,
             strip_volatile(ref.load()), kind="dataset"
         )  # issue 38: the reference's `split` is `partition`
         assert "split" not in ref and ref["partition"].dims == ("y", "x")
-        # documented fix (issue 13): the file carries both protocols; the reference's partition is the random one
+        # documented fix (issue 13): the file carries both protocols; the reference's partition is the random one;
+        # issue 50: each protocol's K = data.partition.draws partitions (1 here), index 0 the draw of before
         assert list(summary["protocol"].values) == ["random", "block"]
-        assert summary["partition"].dims == ("protocol", "y", "x")
-        random = summary.assign(partition=summary["partition"].sel(protocol="random", drop=True)).drop_vars(
-            "protocol"
-        )
+        assert summary["partition"].dims == ("protocol", "partition_index", "y", "x")
+        random = summary.assign(
+            partition=summary["partition"]
+            .sel(protocol="random", drop=True)
+            .isel(partition_index=0, drop=True)
+        ).drop_vars(["protocol", "partition_index"])
         xr.testing.assert_allclose(random, ref, rtol=1e-12, atol=0)
         # raw_dir differs by design (the test's temp cache); every other attribute must match, the partition ones
         # after reading the random protocol's out of the per-protocol ones
         new_attrs = _attrs(summary, skip="source_files")
         assert new_attrs.pop("partition_protocols") == ["random", "block"]
         near = new_attrs.pop("partition_test_near_train")
-        assert near["block"] == 0.0 and near["random"] > 0.9  # the leak the block protocol exists to remove
+        assert (
+            near["block"] == [0.0] and near["random"][0] > 0.9
+        )  # the leak the block protocol exists to remove
         assert new_attrs.pop("partition_test_near_train_radius") == new_attrs["partition_settings"]["patch"]
         assert (
             set(new_attrs["partition_counts"]) == set(new_attrs["partition_warnings"]) == {"random", "block"}
         )
-        new_attrs["partition_counts"] = new_attrs["partition_counts"]["random"]
-        new_attrs["partition_warnings"] = new_attrs["partition_warnings"]["random"]
+        new_attrs["partition_counts"] = new_attrs["partition_counts"]["random"][0]
+        new_attrs["partition_warnings"] = new_attrs["partition_warnings"]["random"][0]
+        assert new_attrs["partition_settings"].pop("draws") == 1
         new_attrs["partition_mode"] = "random"
         new_attrs["partition_settings"] = {"mode": "random", **new_attrs["partition_settings"]}
         assert new_attrs == _attrs(ref, skip="source_files")

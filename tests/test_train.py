@@ -207,7 +207,7 @@ def test_dag_refuses_a_plan_that_does_not_fit() -> None:
 
     cfg = load_config(["config/config.yaml", "config/smoke.yaml"])
     check_jobs(cfg)  # the smoke config fits
-    assert ("indian_pines", "dense", 324, 1, 1, "random", 0) in jobs(cfg)
+    assert ("indian_pines", "dense", 324, 1, 1, "random", 0, 0) in jobs(cfg)  # seed 0, partition 0
     assert not any(plan == "dense" and P > 1 for _, plan, _, P, *_ in jobs(cfg))
     cfg["train"]["world_sizes"] = [3]
     with pytest.raises(PlanError, match=r"train\.model\.heads = 4 is not divisible by P = 3"):

@@ -111,7 +111,7 @@ def test_two_crops_of_one_scene_give_distinct_records_and_cells(tmp_path: Path) 
     assert len(set(names)) == 4 and "tp_N9_P1_g1_random_s0" in names and "tp_N16_P1_g1_random_s0" in names
 
     records = []
-    for (dataset, plan, N, P, g, protocol, seed), name in zip(planned, names, strict=True):  # noqa: N806
+    for (dataset, plan, N, P, g, protocol, seed, _), name in zip(planned, names, strict=True):  # noqa: N806
         job = TrainJob(
             data=data,
             out=tmp_path / "train" / dataset / f"{name}.nc",

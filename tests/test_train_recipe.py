@@ -66,6 +66,40 @@ def test_validation_block_takes_whole_blocks() -> None:
         validation_mask(labels, train, "block", 0.3, seed=0, block=None)
 
 
+def test_inner_folds_validate_every_train_pixel_once_in_whole_blocks() -> None:
+    """Catches inner folds (issue 50: the block protocol's tuning validation) that overlap, miss train pixels (the
+    pooled validation would not be every train pixel), leak outside the train pixels, split a block between folds
+    under the block protocol (validation beside its own block's loss pixels), ignore the master seed, or accept a
+    fold index beyond the folds."""
+    labels, train = _grid_labels()
+    for protocol in ("block", "random"):
+        masks = [
+            validation_mask(labels, train, protocol, 0.0, seed=0, block=8, folds=3, fold=f) for f in range(3)
+        ]
+        assert np.array_equal(sum(m.astype(int) for m in masks), train.astype(int))  # each train pixel once
+        assert all(m.any() for m in masks)
+        again = validation_mask(labels, train, protocol, 0.0, seed=0, block=8, folds=3, fold=1)
+        assert np.array_equal(masks[1], again)
+        other = [
+            validation_mask(labels, train, protocol, 0.0, seed=9, block=8, folds=3, fold=f) for f in range(3)
+        ]
+        # random: the seed draws the folds; block: StratifiedGroupKFold orders the blocks by their class mix and
+        # the seed only breaks ties, so the same blocks may well fall the same way
+        assert protocol == "block" or any(not np.array_equal(a, b) for a, b in zip(masks, other, strict=True))
+    for f in range(2):
+        val = validation_mask(labels, train, "block", 0.5, seed=0, block=8, folds=2, fold=f)
+        for by in range(4):
+            for bx in range(4):
+                held = val[by * 8 : by * 8 + 8, bx * 8 : bx * 8 + 8][
+                    train[by * 8 : by * 8 + 8, bx * 8 : bx * 8 + 8]
+                ]
+                assert held.all() or not held.any(), (f, by, bx)
+    with pytest.raises(TrainDataError, match="train.validation.fold = 2"):
+        validation_mask(labels, train, "block", 0.0, seed=0, block=8, folds=2, fold=2)
+    with pytest.raises(TrainDataError, match="train.validation.folds = 40"):
+        validation_mask(labels, train, "block", 0.0, seed=0, block=8, folds=40, fold=0)
+
+
 def test_scene_holds_validation_pixels_out_of_the_loss(tmp_path: Path) -> None:
     """Catches validation pixels that keep their training target (the loss would see the pixels every decision is
     taken on) and counts that do not add up."""
@@ -333,8 +367,8 @@ def test_control_jobs_train_dchag_on_tp_recipe_only_under_tuned(tmp_path: Path) 
     config = validate_config({"datasets": ["ksc"], "train": train})
     train = config["train"]
     assert control_jobs(config) == [
-        ("ksc", "dchag_l", 9, 2, 2, "block", 0),
-        ("ksc", "dchag_l", 9, 2, 2, "block", 1),
+        ("ksc", "dchag_l", 9, 2, 2, "block", 0, 0),
+        ("ksc", "dchag_l", 9, 2, 2, "block", 1, 0),
     ]
     assert control_jobs({**config, "train": {**train, "recipe": "config"}}) == []
     assert control_jobs({**config, "train": {**train, "control": {"world_sizes": []}}}) == []

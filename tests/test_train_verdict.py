@@ -120,7 +120,7 @@ def test_equivalent_mode_trains_tp_once_and_checks_every_plan_and_p() -> None:
     assert sorted((plan, P) for _, plan, _, P, *_ in checks) == [
         ("dchag_c", 2), ("dchag_c", 4), ("dchag_l", 2), ("dchag_l", 4), ("tp", 2), ("tp", 4),
     ]  # fmt: skip
-    assert all(protocol == "random" and seed == 0 for *_, protocol, seed in checks)
+    assert all(protocol == "random" and seed == 0 and k == 0 for *_, protocol, seed, k in checks)
     assert all(equivalent_of(cfg, c) in matrix for c in checks)
     assert check_runs(_cfg(equivalence={"epochs": 0})) == []
     assert check_runs(tiny_config()) == []  # not in equivalent mode

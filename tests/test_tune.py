@@ -28,12 +28,12 @@ TRAIN = {
 }
 
 
-def _tune(scene: Path, out: Path, plan: str, **tune: object) -> int:
+def _tune(scene: Path, out: Path, plan: str, protocol: str = "random", **tune: object) -> int:
     from hsitp.cli import main
 
     cfg = {"tune": {**TUNE, **tune}, "train": TRAIN, "parallel": {"timeout_s": 20}}
     return main(
-        ["tune", str(scene), "--plan", plan, "--protocol", "random", "--tokens", "9", "--out", str(out),
+        ["tune", str(scene), "--plan", plan, "--protocol", protocol, "--tokens", "9", "--out", str(out),
          "--config-json", json.dumps(cfg)]
     )  # fmt: skip
 
@@ -58,7 +58,7 @@ def test_tiny_study_records_every_trial_and_resumes(scene: Path, tmp_path: Path,
     done = ds["state"].values == "complete"
     assert done.any()
     # a completed trial has a validation OA after each epoch, and its score is the last one
-    np.testing.assert_allclose(ds["score"].values[done], ds["val_oa"].values[done, -1])
+    np.testing.assert_allclose(ds["score"].values[done], ds["val_oa"].values[done, 0, -1])  # one fold
     assert set(ds["groups"].values) <= {
         1,
         2,
@@ -143,3 +143,33 @@ def test_a_resumed_study_does_not_redraw_its_first_points(scene: Path, tmp_path:
     ds = read_netcdf(out, kind="tune_study")
     assert ds.sizes["trial"] == 2 and ds["lr"].values[0] != ds["lr"].values[1]
     assert np.all(np.isfinite(ds["score"].values))
+
+
+def test_block_study_over_inner_folds_validates_every_train_pixel(tmp_path: Path) -> None:
+    """Catches the block protocol's tuning validation (issue 50) that still holds a few blocks (a pick on a partial
+    sample), a fold trained on its own validation pixels, a score that is not the folds' OA pooled by their pixels
+    (a plain mean of the folds would weigh a small fold as much as a large one), counts not recorded, and a
+    validation below tune.block_validation's minimum that the study runs anyway instead of refusing at start."""
+    from hsitp.train.data import TRAIN, read_partition
+
+    scene = write_scene(tmp_path / "scene.nc", both_protocols=True)
+    out = tmp_path / "tp_block.nc"
+    folds = {"folds": 2, "min_pixels": 10, "min_classes": 2}
+    assert _tune(scene, out, "tp", "block", trials=2, block_validation=folds) == 0
+    ds = read_netcdf(out, kind="tune_study")
+    assert ds["val_oa"].dims == ("trial", "fold", "epoch") and ds.sizes["fold"] == 2
+    src = read_netcdf(scene, kind="dataset")
+    train = (read_partition(src, "block") == TRAIN) & (src["labels"].values > 0)
+    assert int(ds["validation_pixels"].sum()) == ds.attrs["validation_pixels_total"] == int(train.sum())
+    assert (ds["validation_pixels"] > 0).all()
+    assert int(ds["validation_class_pixels"].sum()) == int(train.sum())
+    n = ds["validation_pixels"].values
+    for i in np.flatnonzero(ds["state"].values == "complete"):
+        last = ds["val_oa"].values[i, :, -1]  # each fold's last epoch
+        assert float(ds["score"].values[i]) == pytest.approx(float((last * n).sum() / n.sum()))
+    assert "2 inner folds" in ds.attrs["validation"]
+
+    rc = _tune(
+        scene, tmp_path / "refused.nc", "tp", "block", block_validation={"folds": 1, "min_classes": 99}
+    )
+    assert rc == 2 and not (tmp_path / "refused.nc").exists()

@@ -120,9 +120,29 @@ PROTOCOLS: tuple[str, ...] = (  # the accuracy protocols: how the train/test par
     "block",  # spatially disjoint blocks of the scene
 )
 
-ATTENTION_KERNELS: tuple[
-    str, ...
-] = (  # the single-query cross-attentions' kernels: the same numbers, two ways
+# the single-query cross-attentions' kernels: the same numbers, two ways
+ATTENTION_KERNELS: tuple[str, ...] = (
     "exact",  # rank-structured: scores from a (D, h) matrix, neither k nor v formed (hsitp.parallel.attention_kernels)
     "sdpa",  # the kv projection of every token, then PyTorch's scaled-dot-product attention
 )
+
+# One accuracy protocol draws K partitions (data.partition.draws); a replicate is (partition, training seed). Index 0
+# is the partition files had before there were several, so its file names carry no tag (results of older runs, and
+# the committed references, keep their names); index k >= 1 adds "_k{k}" after the protocol.
+PARTITION_TAG_PATTERN = r"(_k[1-9]\d*)?"  # the Snakemake wildcard of the tag: empty, or _k1, _k2, ...
+
+
+def partition_tag(index: int) -> str:
+    """The file-name tag of partition ``index``: "" for 0, "_k{index}" otherwise."""
+    if index < 0:
+        raise ValueError(f"partition index {index}: must be >= 0")
+    return f"_k{index}" if index else ""
+
+
+def partition_of_tag(tag: str) -> int:
+    """The partition index a file-name tag names ("" -> 0, "_k3" -> 3); the inverse of :func:`partition_tag`."""
+    if not tag:
+        return 0
+    if not tag.startswith("_k") or not tag[2:].isdigit() or tag[2] == "0":
+        raise ValueError(f"partition tag {tag!r}: expected '' or '_k<index >= 1>'")
+    return int(tag[2:])

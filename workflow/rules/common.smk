@@ -387,12 +387,22 @@ def audit_check_inputs(wildcards):
     return [*expand(result("cost/{table}.nc"), table=COST_TABLES), *bench]
 
 
+def partition_tags():
+    """The file-name tags of the data.partition.draws partitions of each protocol ("" for partition 0, then
+    _k1, _k2, ...; hsitp.names.partition_tag)."""
+    from hsitp.names import partition_tag
+
+    return [partition_tag(k) for k in range(config["data"]["partition"]["draws"])]
+
+
 def baseline_targets():
-    """Classical baseline per dataset x accuracy protocol (data.partition.protocols) x seed (baseline.seeds)."""
+    """Classical baseline per dataset x accuracy protocol (data.partition.protocols) x partition
+    (data.partition.draws) x seed (baseline.seeds)."""
     return expand(
-        result("baseline/{dataset}_{protocol}_s{seed}.nc"),
+        result("baseline/{dataset}_{protocol}{part}_s{seed}.nc"),
         dataset=config["datasets"],
         protocol=config["data"]["partition"]["protocols"],
+        part=partition_tags(),
         seed=config["baseline"]["seeds"],
     )
 
@@ -452,13 +462,12 @@ def train_jobs(where=None):
 
 
 def train_record_targets(where=None):
-    """One per-epoch training record per (dataset, plan, N, P, g, protocol, seed) of the `train` section (those whose
-    (dataset, plan, protocol) passes ``where``)."""
+    """One per-epoch training record per (dataset, plan, N, P, g, protocol, seed, partition) of the `train` section
+    (those whose (dataset, plan, protocol) passes ``where``)."""
     from hsitp.train.plan import run_name
 
     return [
-        result(f"train/{d}/{run_name(plan, N, P, g, protocol, seed)}.nc")
-        for d, plan, N, P, g, protocol, seed in train_jobs(where)
+        result(f"train/{job[0]}/{run_name(*job[1:])}.nc") for job in train_jobs(where)
     ]
 
 
@@ -469,9 +478,7 @@ def train_record_inputs():
     """
     from hsitp.train.plan import jobs
 
-    cells = sorted(
-        {(d, plan, protocol) for d, plan, _, _, _, protocol, _ in jobs(config)}
-    )
+    cells = sorted({(job[0], job[1], job[5]) for job in jobs(config)})
 
     def records(cell):
         return lambda wildcards: train_record_targets(lambda *key: key == cell)
@@ -500,8 +507,8 @@ def control_record_targets():
     from hsitp.train.plan import control_jobs, run_name
 
     return [
-        result(f"train/{d}/control/{run_name(plan, N, P, g, protocol, seed)}.nc")
-        for d, plan, N, P, g, protocol, seed in control_jobs(config)
+        result(f"train/{job[0]}/control/{run_name(*job[1:])}.nc")
+        for job in control_jobs(config)
     ]
 
 
@@ -523,8 +530,8 @@ def train_check_targets():
     from hsitp.train.plan import check_runs, run_name
 
     return [
-        result(f"train/{d}/check/{run_name(plan, N, P, g, protocol, seed)}.nc")
-        for d, plan, N, P, g, protocol, seed in check_runs(config)
+        result(f"train/{job[0]}/check/{run_name(*job[1:])}.nc")
+        for job in check_runs(config)
     ]
 
 
@@ -535,8 +542,7 @@ def train_equivalence_inputs(wildcards):
     checks = check_runs(config)
     pairs = sorted({equivalent_of(config, job) for job in checks})
     return train_check_targets() + [
-        result(f"train/{d}/{run_name(plan, N, P, g, protocol, seed)}.nc")
-        for d, plan, N, P, g, protocol, seed in pairs
+        result(f"train/{job[0]}/{run_name(*job[1:])}.nc") for job in pairs
     ]
 
 
@@ -573,19 +579,21 @@ def train_page_inputs():
 
 
 def train_summary_baselines(wildcards):
-    """Baseline files on the datasets and protocols that were trained (the baseline rule's own grid)."""
+    """Baseline files on the datasets and protocols that were trained, every partition (the baseline rule's own
+    grid)."""
     from hsitp.train.plan import jobs
 
-    trained = {(d, protocol) for d, _, _, _, _, protocol, _ in jobs(config)}
+    trained = {(job[0], job[5]) for job in jobs(config)}
     return [
         f
         for d, protocol in sorted(trained)
         if d in config["datasets"]
         and protocol in config["data"]["partition"]["protocols"]
         for f in expand(
-            result("baseline/{dataset}_{protocol}_s{seed}.nc"),
+            result("baseline/{dataset}_{protocol}{part}_s{seed}.nc"),
             dataset=d,
             protocol=protocol,
+            part=partition_tags(),
             seed=config["baseline"]["seeds"],
         )
     ]

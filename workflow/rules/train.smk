@@ -1,12 +1,20 @@
 # Training under results/<run>/train/DATASET/: one torchrun launch of P ranks per (dataset, crop N, plan, P, g,
-# protocol, seed); N (the crop's tokens, an entry of train.crops) is in the file name and the crop's patch is on the
-# command line. Checkpoints live beside the records in checkpoints/<name>/ and are not rule outputs (Snakemake
+# protocol, partition, seed); N (the crop's tokens, an entry of train.crops) is in the file name and the crop's patch
+# is on the command line. The partition (one of data.partition.draws per protocol) is the wildcard `part`: "" for
+# partition 0 (the names runs had before issue 50), _kK for partition K. Checkpoints live beside the records in checkpoints/<name>/ and are not rule outputs (Snakemake
 # would delete them before a re-run, and a re-run resumes from them). A P the model does not fit, or a crop larger
 # than the scene, is refused when the DAG is built (hsitp.preflight: hsitp.train.plan.check_jobs, from the registry) and again by
 # `hsitp train` before its runtime starts. Training jobs hold `bench_slot` too: timings never overlap. Under
 # train.equivalent (accuracy runs) each job trains its plan's single-process equivalent on 1 rank and holds no
 # bench_slot; train_check runs each (plan, P) for real on P ranks for a few epochs, train_equivalence compares them.
-from hsitp.names import DCHAG_PLANS, PARALLEL_PLANS, PLAN_NAMES, PROTOCOLS
+from hsitp.names import (
+    DCHAG_PLANS,
+    PARALLEL_PLANS,
+    PARTITION_TAG_PATTERN,
+    PLAN_NAMES,
+    PROTOCOLS,
+    partition_of_tag,
+)
 from hsitp.train.plan import crop_patch
 from hsitp.train.settings import TrainSettings
 
@@ -38,11 +46,13 @@ rule train:
         data=result("data/{dataset}.nc"),
         recipe=train_recipe_input,
     output:
-        result("train/{dataset}/{plan}_N{N}_P{P}_g{g}_{protocol}_s{seed}.nc"),
+        result("train/{dataset}/{plan}_N{N}_P{P}_g{g}_{protocol}{part}_s{seed}.nc"),
     log:
-        log_file("train/{dataset}/{plan}_N{N}_P{P}_g{g}_{protocol}_s{seed}.log"),
+        log_file("train/{dataset}/{plan}_N{N}_P{P}_g{g}_{protocol}{part}_s{seed}.log"),
     benchmark:
-        benchmark_file("train", "{dataset}/{plan}_N{N}_P{P}_g{g}_{protocol}_s{seed}")
+        benchmark_file(
+            "train", "{dataset}/{plan}_N{N}_P{P}_g{g}_{protocol}{part}_s{seed}"
+        )
     wildcard_constraints:
         dataset=r"[A-Za-z0-9_]+",
         plan="|".join(PLAN_NAMES),
@@ -50,6 +60,7 @@ rule train:
         P=r"\d+",
         g=r"\d+",
         protocol="|".join(PROTOCOLS),
+        part=PARTITION_TAG_PATTERN,
         seed=r"\d+",
     conda:
         rank_env("train")
@@ -62,17 +73,19 @@ rule train:
         ranks=lambda wildcards: launched_ranks("train", wildcards),
         patch=lambda wildcards: crop_patch(TRAIN, wildcards.dataset, int(wildcards.N)),
         launch=rank_launch("train", "train"),
+        partition=lambda wildcards: partition_of_tag(wildcards.part),
         recipe=lambda wildcards, input: (
             f"--recipe {input.recipe}" if input.recipe else ""
         ),
     message:
         "train: {wildcards.dataset} {wildcards.plan} N={wildcards.N} P={wildcards.P} g={wildcards.g}"
-        f" {{wildcards.protocol}} seed {{wildcards.seed}}, {RANK_REQUEST}; "
+        f" {{wildcards.protocol}}{{wildcards.part}} seed {{wildcards.seed}}, {RANK_REQUEST}; "
         "minutes, quiet here; follow it with: tail -f {log}"
     shell:
         "{params.launch} train {input.data:q} --plan {wildcards.plan} --tokens {wildcards.N} --patch {params.patch}"
         " --world-size {wildcards.P} --ranks {params.ranks} --groups {wildcards.g} --protocol {wildcards.protocol}"
-        " --seed {wildcards.seed} {params.recipe} --out {output:q} --config-json {params.cfg:q} > {log} 2>&1"
+        " --partition {params.partition} --seed {wildcards.seed} {params.recipe} --out {output:q}"
+        " --config-json {params.cfg:q} > {log} 2>&1"
 
 
 # The untuned control of train.recipe tuned (train.control): a D-CHAG job trained on tp's tuned recipe on its protocol,
@@ -82,12 +95,16 @@ rule train_control:
         data=result("data/{dataset}.nc"),
         recipe=control_recipe_input,
     output:
-        result("train/{dataset}/control/{plan}_N{N}_P{P}_g{g}_{protocol}_s{seed}.nc"),
+        result(
+            "train/{dataset}/control/{plan}_N{N}_P{P}_g{g}_{protocol}{part}_s{seed}.nc"
+        ),
     log:
-        log_file("train/{dataset}/control/{plan}_N{N}_P{P}_g{g}_{protocol}_s{seed}.log"),
+        log_file(
+            "train/{dataset}/control/{plan}_N{N}_P{P}_g{g}_{protocol}{part}_s{seed}.log"
+        ),
     benchmark:
         benchmark_file(
-            "train_control", "{dataset}/{plan}_N{N}_P{P}_g{g}_{protocol}_s{seed}"
+            "train_control", "{dataset}/{plan}_N{N}_P{P}_g{g}_{protocol}{part}_s{seed}"
         )
     wildcard_constraints:
         dataset=r"[A-Za-z0-9_]+",
@@ -96,6 +113,7 @@ rule train_control:
         P=r"\d+",
         g=r"\d+",
         protocol="|".join(PROTOCOLS),
+        part=PARTITION_TAG_PATTERN,
         seed=r"\d+",
     conda:
         rank_env("train")
@@ -108,14 +126,16 @@ rule train_control:
         ranks=lambda wildcards: launched_ranks("train", wildcards),
         patch=lambda wildcards: crop_patch(TRAIN, wildcards.dataset, int(wildcards.N)),
         launch=rank_launch("train", "train"),
+        partition=lambda wildcards: partition_of_tag(wildcards.part),
     message:
         "train_control: {wildcards.dataset} {wildcards.plan} on tp's recipe N={wildcards.N} P={wildcards.P}"
-        f" g={{wildcards.g}} {{wildcards.protocol}} seed {{wildcards.seed}}, {RANK_REQUEST}; "
+        f" g={{wildcards.g}} {{wildcards.protocol}}{{wildcards.part}} seed {{wildcards.seed}}, {RANK_REQUEST}; "
         "minutes, quiet here; follow it with: tail -f {log}"
     shell:
         "{params.launch} train {input.data:q} --plan {wildcards.plan} --tokens {wildcards.N} --patch {params.patch}"
         " --world-size {wildcards.P} --ranks {params.ranks} --groups {wildcards.g} --protocol {wildcards.protocol}"
-        " --seed {wildcards.seed} --recipe {input.recipe:q} --recipe-plan tp --out {output:q}"
+        " --partition {params.partition} --seed {wildcards.seed} --recipe {input.recipe:q} --recipe-plan tp"
+        " --out {output:q}"
         " --config-json {params.cfg:q} > {log} 2>&1"
 
 

@@ -566,8 +566,9 @@ def _verdict_names(ds: xr.Dataset) -> list[str]:
 
 
 def check_summary(run_dir: Path, ref_dir: Path, name: str, rep: Report) -> None:
-    """A headline run's accuracy summary against its reference (issue 41): the same cells and seeds, each cell's
-    mean OA within max(0.5 pp, 3 standard errors of the reference's seeds), the same verdict vs tp."""
+    """A headline run's accuracy summary against its reference (issue 41): the same cells and seeds (replicates:
+    partition x seed, issue 50), each cell's mean OA within max(0.5 pp, 3 standard errors of the reference's
+    replicates), the same verdict vs tp."""
     ref_path, new_path = ref_dir / "train" / name, run_dir / "train" / name
     if not ref_path.exists():
         return
@@ -584,10 +585,12 @@ def check_summary(run_dir: Path, ref_dir: Path, name: str, rep: Report) -> None:
     )
     for cell in sorted(set(ref_cells) & set(new_cells), key=str):
         i, j = ref_cells[cell], new_cells[cell]
-        seeds = int(ref["seeds"].values[i])
-        if int(new["seeds"].values[j]) != seeds:
+        # replicates (partition, seed) where both summaries count them (issue 50), else seeds
+        count = "replicates" if "replicates" in ref and "replicates" in new else "seeds"
+        seeds = int(ref[count].values[i])
+        if int(new[count].values[j]) != seeds:
             rep.drift.append(
-                f"train/{name}: cell {cell}: {int(new['seeds'].values[j])} seeds, reference {seeds}"
+                f"train/{name}: cell {cell}: {int(new[count].values[j])} {count}, reference {seeds}"
             )
         std = float(ref["oa_std"].values[i])
         tol = (

@@ -93,6 +93,7 @@ class Cell:
     seed: int
     N: int  # noqa: N815
     control: bool
+    partition: int = 0  # which of the protocol's partitions (runs.nc's partition_index; 0 before issue 50)
 
     @property
     def label(self) -> str:
@@ -109,6 +110,7 @@ class Cell:
             self.g,
             self.protocol,
             self.N,
+            self.partition,
             self.seed,
             self.name,
         )
@@ -164,10 +166,12 @@ def load_reference(path: str | os.PathLike[str]) -> Reference:
             k: runs[k].values[i]
             for k in ("name", "dataset", "plan", "P", "g", "protocol", "seed", "N", "control")
         }
+        partition = int(runs["partition_index"].values[i]) if "partition_index" in runs else 0
         out.cells.append(
             Cell(
                 row=i, name=str(c["name"]), dataset=str(c["dataset"]), plan=str(c["plan"]), P=int(c["P"]),
                 g=int(c["g"]), protocol=str(c["protocol"]), seed=int(c["seed"]), N=int(c["N"]), control=bool(c["control"]),
+                partition=partition,
             )
         )  # fmt: skip
     return out
@@ -471,7 +475,8 @@ def retrain(ref: Reference, cell: Cell, data: Path, work: Path) -> tuple[Path | 
     argv = [
         *hsitp_argv(ranks), "train", str(data), "--plan", cell.plan, "--tokens", str(cell.N),
         "--patch", str(int(ref.value(cell, "patch"))), "--world-size", str(cell.P), "--ranks", str(ranks),
-        "--groups", str(cell.g), "--protocol", cell.protocol, "--seed", str(cell.seed), *extra,
+        "--groups", str(cell.g), "--protocol", cell.protocol, "--partition", str(cell.partition),
+        "--seed", str(cell.seed), *extra,
         "--out", str(out), "--config-json", json.dumps(cfg, sort_keys=True),
     ]  # fmt: skip
     code = _run_logged(argv, log)
@@ -550,8 +555,10 @@ class Check:
 
 
 def seed_spread(ref: Reference, cell: Cell, metric: str) -> tuple[float, str]:
-    """The standard deviation over seeds of the cell's metric (oa, aa, kappa): the summary's ``{metric}_std``,
-    else computed from runs.nc's rows of the same cell."""
+    """The standard deviation over seeds of the cell's metric (oa, aa, kappa): the summary's ``{metric}_seed_std``
+    where its replicates span several partitions (a retrained run keeps its partition: the spread across
+    partitions is no tolerance for it), else its ``{metric}_std``; else computed from runs.nc's rows of the same
+    cell and partition."""
     import numpy as np
 
     summary = ref.summaries.get(cell.control)
@@ -563,13 +570,18 @@ def seed_spread(ref: Reference, cell: Cell, metric: str) -> tuple[float, str]:
             if dim in summary.coords:
                 mask &= np.asarray(summary[dim].values).astype(type(want)) == want
         if mask.sum() == 1:
-            sd = float(summary[f"{metric}_std"].values[int(np.argmax(mask))])
+            i = int(np.argmax(mask))
+            var = f"{metric}_std"
+            if "partitions" in summary and int(summary["partitions"].values[i]) > 1:
+                var = f"{metric}_seed_std"
+            sd = float(summary[var].values[i])
             name = "control_summary.nc" if cell.control else "summary.nc"
-            return sd, f"{metric}_std of train/{name}"
+            return sd, f"{var} of train/{name}"
     runs = ref.runs
     same = np.ones(runs.sizes["run"], dtype=bool)
-    for dim in ("dataset", "plan", "P", "g", "protocol", "N", "control"):
-        same &= runs[dim].values == runs[dim].values[cell.row]
+    for dim in ("dataset", "plan", "P", "g", "protocol", "N", "control", "partition_index"):
+        if dim in runs:
+            same &= runs[dim].values == runs[dim].values[cell.row]
     vals = runs[f"{metric}_summary"].values[same]
     vals = vals[np.isfinite(vals)]
     sd = float(np.std(vals, ddof=1)) if len(vals) > 1 else math.nan
@@ -775,7 +787,8 @@ def check_cells(
         results.append(
             {
                 "cell": c.label,
-                "plan": c.plan, "P": c.P, "g": c.g, "protocol": c.protocol, "seed": c.seed, "N": c.N,
+                "plan": c.plan, "P": c.P, "g": c.g, "protocol": c.protocol, "partition": c.partition,
+                "seed": c.seed, "N": c.N,
                 "control": c.control, "verdict": verdict, "seconds": round(took, 1),
                 "estimated_seconds": round(p.train_s + p.probe_s, 1), "checks": [ch.as_dict() for ch in checks],
             }

@@ -1,8 +1,19 @@
 """The train/test partition of labelled pixels, one per accuracy protocol: seeded stratified random, and spatially
 disjoint blocks.
 
-The prepared file carries the partition of every protocol of ``data.partition.protocols`` at once (``partition``
-(protocol, y, x) int8); a consumer picks one by protocol with :func:`read_partition`. Why both: with a random 10 %
+The prepared file carries K partitions (``data.partition.draws``) of every protocol of ``data.partition.protocols``
+at once (``partition`` (protocol, partition_index, y, x) int8); a consumer picks one by protocol and index with
+:func:`read_partition`. A file written before there were several (``partition`` (protocol, y, x)) reads as index 0.
+
+Why K seeded draws (issue 50): one draw is one sample of which places are train; the SVM's block OA over five draws
+of Indian Pines spans 16 pp, so a verdict from one draw can be an accident of it. Each draw is the same algorithm on
+its own seeded stream (index 0 is the stream files had before, so an old file is its index 0). For the block
+protocol this is K seeded block assignments, not a K-fold over the squares: a fold-wise split would either train on
+(K - 1)/K of the squares (eight times the 10 % the protocol trains on: another protocol) or test K - 1 folds from
+one, where a class living in a few squares cannot have train and test squares in every fold; K independent draws
+keep the protocol (train fraction, rarest class first, the test reserve, the guard band) and estimate the spread
+of a new draw directly. Their test sets overlap (each tests most of the scene beyond its train squares), so the
+mean over draws is not a mean over disjoint test sets. Why both: with a random 10 %
 partition of Indian Pines nearly every test pixel has a training pixel inside its patch, so a patch model's accuracy
 on it says little about generalisation; the block protocol is the honest one, the random one is what the literature
 quotes. (Issue 38 renamed this module, the variable and the config section from "split": ``hsitp.data.split`` is
@@ -25,6 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -35,6 +47,7 @@ from hsitp.io import upgrade_names
 from hsitp.names import PROTOCOLS  # canonical order of the ``protocol`` coordinate
 
 UNUSED, TRAIN, TEST = 0, 1, 2
+INDEX = "partition_index"  # the prepared file's dimension of the K partitions of each protocol
 
 
 class PartitionError(HsitpError):
@@ -162,18 +175,24 @@ def block_partition(
     return PartitionResult(partition, counts, _warnings(counts, min_train))
 
 
-def protocol_seed(seed_seq: np.random.SeedSequence, protocol: str) -> np.random.SeedSequence:
-    """Each protocol's own stream, independent of which other protocols are configured and of their order.
+def protocol_seed(seed_seq: np.random.SeedSequence, protocol: str, index: int = 0) -> np.random.SeedSequence:
+    """Each protocol's own stream, independent of which other protocols are configured and of their order, and
+    of how many partitions are drawn.
 
-    ``random`` uses the dataset stream itself (so its partition is the one files had before protocols existed);
-    ``block`` a child of it.
+    Partition 0: ``random`` uses the dataset stream itself (so its partition is the one files had before protocols
+    existed), ``block`` a child of it (spawn key (1,)). Partition k >= 1: the child (protocol's position, k), a key
+    of another length than those, so no draw repeats another protocol's or another index's stream.
     """
     if protocol not in PROTOCOLS:
         raise PartitionError(f"accuracy protocol {protocol!r}; expected one of {list(PROTOCOLS)}")
-    index = PROTOCOLS.index(protocol)
-    if index == 0:
+    if index < 0:
+        raise PartitionError(f"partition index {index}: must be >= 0")
+    position = PROTOCOLS.index(protocol)
+    if index > 0:
+        return np.random.SeedSequence(seed_seq.entropy, spawn_key=(*seed_seq.spawn_key, position, index))
+    if position == 0:
         return seed_seq
-    return np.random.SeedSequence(seed_seq.entropy, spawn_key=(*seed_seq.spawn_key, index))
+    return np.random.SeedSequence(seed_seq.entropy, spawn_key=(*seed_seq.spawn_key, position))
 
 
 def make_partition(
@@ -186,9 +205,11 @@ def make_partition(
     patch: int,
     block: int,
     seed_seq: np.random.SeedSequence,
+    index: int = 0,
 ) -> PartitionResult:
-    """One protocol's partition, with a generator derived from the config seed, the dataset name and the protocol."""
-    rng = np.random.default_rng(protocol_seed(seed_seq, protocol))
+    """Partition ``index`` of one protocol, with a generator derived from the config seed, the dataset name, the
+    protocol and the index (:func:`protocol_seed`)."""
+    rng = np.random.default_rng(protocol_seed(seed_seq, protocol, index))
     if protocol == "random":
         return random_partition(labels, classes, train_fraction=train_fraction, min_train=min_train, rng=rng)
     return block_partition(
@@ -227,12 +248,41 @@ def near_train_fraction(partition: np.ndarray, radius: int) -> float:
     return float(np.count_nonzero(dist[test] <= radius) / np.count_nonzero(test))
 
 
-def read_partition(ds: xr.Dataset, protocol: str) -> np.ndarray:
-    """The (y, x) int8 partition (0 unused, 1 train, 2 test) of one protocol from a prepared ``dataset`` file.
+def partition_count(ds: xr.Dataset) -> int:
+    """K, the partitions per protocol a prepared file holds (1 for a file written before there were several)."""
+    ds = upgrade_names(ds, kind="dataset")
+    if "partition" in ds and INDEX in ds["partition"].dims:
+        return int(ds.sizes[INDEX])
+    return 1
+
+
+def per_partition(value: Any, index: int) -> Any:
+    """Partition ``index``'s entry of one protocol's value of a per-protocol attribute of the prepared file
+    (``partition_counts``, ``partition_warnings``, ``partition_test_near_train``: a list over the partitions).
+
+    A file written before there were several holds index 0's value alone (a dict of counts, a list of warning
+    strings, a number), read as index 0."""
+    several = isinstance(value, list) and bool(value) and not isinstance(value[0], str)
+    if not several:
+        if index != 0:
+            raise PartitionError(
+                f"partition index {index}: the prepared file holds one partition per protocol (written before "
+                "data.partition.draws); re-run `hsitp data prepare`"
+            )
+        return value
+    if not 0 <= index < len(value):
+        raise PartitionError(f"partition index {index}: the prepared file holds {len(value)} partition(s)")
+    return value[index]
+
+
+def read_partition(ds: xr.Dataset, protocol: str, index: int = 0) -> np.ndarray:
+    """The (y, x) int8 partition (0 unused, 1 train, 2 test) of one protocol and partition index from a prepared
+    ``dataset`` file.
 
     The error names the protocols the file holds, so a training config asking for one the data stage was not
-    configured with (``data.partition.protocols``) says what to change. A file of an older hsitp (variable
-    ``split``) is read through :func:`hsitp.io.upgrade_names`.
+    configured with (``data.partition.protocols``) says what to change; likewise for an index beyond the file's
+    ``data.partition.draws``. A file of an older hsitp (variable ``split``) is read through
+    :func:`hsitp.io.upgrade_names`; one without the ``partition_index`` dimension is index 0.
     """
     ds = upgrade_names(ds, kind="dataset")
     if "partition" not in ds:
@@ -249,5 +299,18 @@ def read_partition(ds: xr.Dataset, protocol: str) -> np.ndarray:
             f"accuracy protocol {protocol!r} is not in the prepared file, which holds {present}; pick one of "
             "those, or add it to data.partition.protocols and re-run `hsitp data prepare`"
         )
-    out = var.sel(protocol=protocol).transpose("y", "x").values
+    var = var.sel(protocol=protocol)
+    var = _select_index(var, index)
+    out = var.transpose("y", "x").values
     return np.asarray(out, dtype=np.int8)  # (y, x)
+
+
+def _select_index(var: xr.DataArray, index: int) -> xr.DataArray:
+    """Partition ``index`` of a partition array (one without the dimension holds index 0 only)."""
+    have = int(var.sizes[INDEX]) if INDEX in var.dims else 1
+    if not 0 <= index < have:
+        raise PartitionError(
+            f"partition index {index} is not in the prepared file, which holds {have} partition(s) per protocol "
+            "(data.partition.draws); raise data.partition.draws and re-run `hsitp data prepare`"
+        )
+    return var.isel({INDEX: index}) if INDEX in var.dims else var

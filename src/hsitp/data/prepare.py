@@ -3,8 +3,9 @@
 Contents: ``cube`` (y, x, band) float32 with bad bands removed (uncorrected sources only) and each band clipped to
 its 1st/99th percentile over all pixels (the paper's "0.01 quantile") then scaled to [0, 1]; optionally PCA to k
 components (dim ``component``); ``labels`` (y, x) int16 (0 = unlabelled); the train/test ``partition`` int8 (0
-unused, 1 train, 2 test) per accuracy protocol: ``partition`` (protocol, y, x), one for each of
-``data.partition.protocols`` (``hsitp.data.partition.read_partition`` picks one). Normalisation and PCA statistics use every pixel of the scene and never the labels, so they
+unused, 1 train, 2 test) per accuracy protocol and partition index: ``partition`` (protocol, partition_index, y,
+x), K = ``data.partition.draws`` seeded draws for each of ``data.partition.protocols``
+(``hsitp.data.partition.read_partition`` picks one). Normalisation and PCA statistics use every pixel of the scene and never the labels, so they
 leak nothing from test pixels into training beyond what an unsupervised preprocessing step sees.
 The grid, band count and class counts are checked against the registry: a mismatch is an error for a verified
 fact and a recorded warning for an unverified one.
@@ -25,7 +26,16 @@ import xarray as xr
 
 from hsitp.data.fetch import FetchResult
 from hsitp.data.matfile import load_array
-from hsitp.data.partition import TEST, TRAIN, UNUSED, make_partition, near_train_fraction, ordered_protocols
+from hsitp.data.partition import (
+    INDEX,
+    TEST,
+    TRAIN,
+    UNUSED,
+    PartitionResult,
+    make_partition,
+    near_train_fraction,
+    ordered_protocols,
+)
 from hsitp.data.registry import DatasetSpec, Variant
 from hsitp.errors import HsitpError
 from hsitp.io import provenance, write_netcdf
@@ -120,7 +130,7 @@ def prepare_arrays(
     part_cfg = data_cfg["partition"]
     protocols = ordered_protocols(part_cfg["protocols"])
     partitions = _partitions(spec, labels16, part_cfg, protocols, seed)
-    coords = _coords(spec, labels16.shape, protocols)
+    coords = _coords(spec, labels16.shape, protocols, draws=int(part_cfg["draws"]))
     data_vars = _label_vars(spec, labels16)
     data_vars.update(_partition_vars(partitions, protocols))
     data_vars.update(_clip_vars(low, high, q))
@@ -217,29 +227,39 @@ def _checked_labels(
 
 def _partitions(
     spec: DatasetSpec, labels16: np.ndarray, part_cfg: Mapping[str, Any], protocols: Sequence[str], seed: int
-) -> dict[str, Any]:
-    """Every configured protocol's partition, each from its own seeded stream; their warnings logged."""
+) -> dict[str, list[PartitionResult]]:
+    """Every configured protocol's K = ``data.partition.draws`` partitions, each from its own seeded stream (index
+    0 is the one files had before there were several); their warnings logged."""
+    draws = int(part_cfg["draws"])
     partitions = {
-        p: make_partition(
-            labels16,
-            sorted(spec.classes),
-            protocol=p,
-            train_fraction=float(part_cfg["train_fraction"]),
-            min_train=int(part_cfg["min_train_per_class"]),
-            patch=int(part_cfg["patch"]),
-            block=int(part_cfg["block"]),
-            seed_seq=dataset_seed(seed, spec.name),
-        )
+        p: [
+            make_partition(
+                labels16,
+                sorted(spec.classes),
+                protocol=p,
+                train_fraction=float(part_cfg["train_fraction"]),
+                min_train=int(part_cfg["min_train_per_class"]),
+                patch=int(part_cfg["patch"]),
+                block=int(part_cfg["block"]),
+                seed_seq=dataset_seed(seed, spec.name),
+                index=k,
+            )
+            for k in range(draws)
+        ]
         for p in protocols
     }
-    for p, res in partitions.items():
-        for w in res.warnings:
-            log.warning("%s %s partition: %s", spec.name, p, w)
+    for p, results in partitions.items():
+        for k, res in enumerate(results):
+            for w in res.warnings:
+                log.warning("%s %s partition %d: %s", spec.name, p, k, w)
     return partitions
 
 
-def _coords(spec: DatasetSpec, grid: tuple[int, ...], protocols: Sequence[str]) -> dict[str, Any]:
-    """protocol, y, x, band (the original numbers) and, where the registry knows them, the wavelengths."""
+def _coords(
+    spec: DatasetSpec, grid: tuple[int, ...], protocols: Sequence[str], *, draws: int
+) -> dict[str, Any]:
+    """protocol, partition_index, y, x, band (the original numbers) and, where the registry knows them, the
+    wavelengths."""
     rows, cols = grid
     coords: dict[str, Any] = {
         "protocol": (
@@ -249,6 +269,16 @@ def _coords(spec: DatasetSpec, grid: tuple[int, ...], protocols: Sequence[str]) 
                 "long_name": "accuracy protocol (how the train/test partition is drawn)",
                 "comment": "random = stratified per class; block = spatially disjoint blocks, test pixels beyond "
                 "a guard band one patch wide",
+            },
+        ),
+        INDEX: (
+            INDEX,
+            np.arange(draws, dtype=np.int32),
+            {
+                "units": "1",
+                "long_name": "partition index: the K seeded draws of each protocol's partition (data.partition.draws)",
+                "comment": "a replicate is (partition index, training seed); index 0 is the draw of files written "
+                "before there were several",
             },
         ),
         "y": ("y", np.arange(rows, dtype=np.int32), {"units": "1", "long_name": "row (pixel index)"}),
@@ -286,16 +316,20 @@ def _label_vars(spec: DatasetSpec, labels16: np.ndarray) -> dict[str, Any]:
     }
 
 
-def _partition_vars(partitions: Mapping[str, Any], protocols: Sequence[str]) -> dict[str, Any]:
+def _partition_vars(
+    partitions: Mapping[str, Sequence[PartitionResult]], protocols: Sequence[str]
+) -> dict[str, Any]:
     return {
         "partition": (
-            ("protocol", "y", "x"),
-            np.stack([partitions[p].partition for p in protocols]),  # (protocol, y, x)
+            ("protocol", INDEX, "y", "x"),
+            np.stack(
+                [np.stack([r.partition for r in partitions[p]]) for p in protocols]
+            ),  # (protocol, k, y, x)
             {
-                "long_name": "train/test partition of labelled pixels, one per accuracy protocol",
+                "long_name": "train/test partition of labelled pixels, K per accuracy protocol",
                 "flag_values": np.array([UNUSED, TRAIN, TEST], dtype=np.int8),
                 "flag_meanings": "unused train test",
-                "comment": "read one protocol with hsitp.data.partition.read_partition(ds, protocol)",
+                "comment": "read one with hsitp.data.partition.read_partition(ds, protocol, index)",
             },
         )
     }
@@ -355,18 +389,21 @@ def _cube_vars(cube01: np.ndarray, k: Any, data_vars: dict[str, Any], coords: di
 
 
 def _partition_attrs(
-    partitions: Mapping[str, Any], protocols: Sequence[str], part_cfg: Mapping[str, Any]
+    partitions: Mapping[str, Sequence[PartitionResult]], protocols: Sequence[str], part_cfg: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """What the partitions hold: counts per class, settings, warnings, and the leak (test pixels near a train one)."""
+    """What the partitions hold, per protocol a list over the partition indices: counts per class, warnings, and
+    the leak (test pixels near a train one); and the settings."""
     patch = int(part_cfg["patch"])
     return {
         "partition_protocols": protocols,
-        "partition_counts": {p: {str(c): v for c, v in r.counts.items()} for p, r in partitions.items()},
+        "partition_counts": {
+            p: [{str(c): v for c, v in r.counts.items()} for r in rs] for p, rs in partitions.items()
+        },
         "partition_settings": {k: v for k, v in part_cfg.items() if k != "protocols"},
-        "partition_warnings": {p: list(r.warnings) for p, r in partitions.items()},
+        "partition_warnings": {p: [list(r.warnings) for r in rs] for p, rs in partitions.items()},
         # leakage: test pixels whose (2 patch + 1)^2 window holds a train pixel (0 for block by construction)
         "partition_test_near_train": {
-            p: near_train_fraction(r.partition, patch) for p, r in partitions.items()
+            p: [near_train_fraction(r.partition, patch) for r in rs] for p, rs in partitions.items()
         },
         "partition_test_near_train_radius": patch,
     }

@@ -1,14 +1,17 @@
-"""``hsitp baseline DATASET --protocol P --seed S --out FILE``: the classical baseline (rule ``baseline``)."""
+"""``hsitp baseline DATASET --protocol P [--partition K] --seed S --out FILE``: the classical baseline (rule
+``baseline``)."""
 
 from __future__ import annotations
 
 import argparse
 
 from hsitp.config import add_config_args, config_from_args
-from hsitp.names import PROTOCOLS  # not data.partition: it imports xarray and scipy
+from hsitp.names import PROTOCOLS, partition_tag  # not data.partition: it imports xarray and scipy
 
 DEFAULT_DATA = "results/{run}/data/{dataset}.nc"  # what rule data_prepare writes
-DEFAULT_OUT = "results/{run}/baseline/{dataset}_{protocol}_s{seed}.nc"  # what rule baseline writes
+DEFAULT_OUT = (
+    "results/{run}/baseline/{dataset}_{protocol}{tag}_s{seed}.nc"  # rule baseline's (tag: partition_tag)
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,34 +30,56 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--seed", type=int, default=0, help="seed of the CV folds and the forest (not of the partition)"
     )
+    p.add_argument(
+        "--partition",
+        type=int,
+        default=0,
+        help="which of the protocol's partitions of the prepared file (0..data.partition.draws - 1; default 0)",
+    )
     p.add_argument("--data", help="prepared netCDF (default: results/RUN/data/DATASET.nc)")
-    p.add_argument("--out", help="netCDF to write (default: results/RUN/baseline/DATASET_PROTOCOL_sSEED.nc)")
+    p.add_argument(
+        "--out", help="netCDF to write (default: results/RUN/baseline/DATASET_PROTOCOL[_kK]_sSEED.nc)"
+    )
     p.add_argument("--threads", type=int, default=1, help="parallel grid-search fits (default 1)")
     add_config_args(p)
     p.set_defaults(func=_baseline)
 
 
 def _baseline(args: argparse.Namespace) -> int:
-    from hsitp.evaluate.baseline import run_baseline
+    from hsitp.evaluate.baseline import BaselineError, run_baseline
     from hsitp.io import provenance, read_netcdf, write_netcdf
 
+    if args.partition < 0:
+        raise BaselineError(f"hsitp baseline: --partition {args.partition}: a partition index is >= 0")
     cfg = config_from_args(args)
     data = args.data or DEFAULT_DATA.format(run=cfg["run"], dataset=args.dataset)
     out = args.out or DEFAULT_OUT.format(
-        run=cfg["run"], dataset=args.dataset, protocol=args.protocol, seed=args.seed
+        run=cfg["run"],
+        dataset=args.dataset,
+        protocol=args.protocol,
+        tag=partition_tag(args.partition),
+        seed=args.seed,
     )
     ds = read_netcdf(data, kind="dataset")
-    res = run_baseline(ds, args.protocol, args.seed, cfg["baseline"], threads=max(1, args.threads))
+    res = run_baseline(
+        ds, args.protocol, args.seed, cfg["baseline"], threads=max(1, args.threads), partition=args.partition
+    )
     prov = provenance(
         config={"baseline": cfg["baseline"]},
         inputs={"dataset": data},
-        extra={"dataset": args.dataset, "protocol": args.protocol, "seed": args.seed},
+        extra={
+            "dataset": args.dataset,
+            "protocol": args.protocol,
+            "partition": args.partition,
+            "seed": args.seed,
+        },
     )
     write_netcdf(res, out, kind="baseline", prov=prov)
     for i, m in enumerate(res["classifier"].values.tolist()):
         oa, aa, kappa = (float(res[v].values[i]) for v in ("overall_accuracy", "average_accuracy", "kappa"))
         print(
-            f"{args.dataset} {args.protocol} seed {args.seed} {m}: OA {oa:.4f} AA {aa:.4f} kappa {kappa:.4f}"
+            f"{args.dataset} {args.protocol} partition {args.partition} seed {args.seed} {m}: OA {oa:.4f} "
+            f"AA {aa:.4f} kappa {kappa:.4f}"
         )
     print(f"wrote {out}")
     return 0

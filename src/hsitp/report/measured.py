@@ -97,6 +97,12 @@ def _verdict_name(summary: xr.Dataset, i: int) -> str:
     return name(summary, i)
 
 
+def _several_partitions(summary: xr.Dataset) -> bool:
+    from hsitp.report.train import several_partitions
+
+    return several_partitions(summary)
+
+
 def _summary_rows(summary: xr.Dataset, recipe: str) -> list[dict[str, object]]:
     rows = []
     for i in range(summary.sizes["cell"]):
@@ -104,20 +110,46 @@ def _summary_rows(summary: xr.Dataset, recipe: str) -> list[dict[str, object]]:
         lo, hi = (PERCENT * float(summary[f"d_oa_vs_tp_ci_{e}"].values[i]) for e in ("low", "high"))
         k = float(summary["seeds_to_decide"].values[i]) if "seeds_to_decide" in summary else np.nan
         tp = plan == "tp"
-        rows.append(
-            {
-                "protocol": str(summary["protocol"].values[i]), "plan": plan, "recipe": recipe,
-                "P": int(summary["P"].values[i]), "g": int(summary["g"].values[i]) if not tp else "",
-                "seeds": int(summary["seeds"].values[i]),
-                "OA [%] mean ± std": f"{PERCENT * float(summary['oa_mean'].values[i]):.1f} ± "
-                f"{PERCENT * float(summary['oa_std'].values[i]):.1f}",
-                "ΔOA vs tp [pp] (95 % CI)": "reference" if tp else
-                f"{PERCENT * float(summary['d_oa_vs_tp_mean'].values[i]):+.1f} [{lo:+.1f}, {hi:+.1f}]",
-                "verdict": "" if tp else _verdict_name(summary, i),
-                "seeds to decide": "" if tp or not np.isfinite(k) or k <= 0 else int(k),
-            }
-        )  # fmt: skip
+        row: dict[str, object] = {
+            "protocol": str(summary["protocol"].values[i]), "plan": plan, "recipe": recipe,
+            "P": int(summary["P"].values[i]), "g": int(summary["g"].values[i]) if not tp else "",
+            "seeds": int(summary["seeds"].values[i]),
+            "OA [%] mean ± std": f"{PERCENT * float(summary['oa_mean'].values[i]):.1f} ± "
+            f"{PERCENT * float(summary['oa_std'].values[i]):.1f}",
+            "ΔOA vs tp [pp] (95 % CI)": "reference" if tp else
+            f"{PERCENT * float(summary['d_oa_vs_tp_mean'].values[i]):+.1f} [{lo:+.1f}, {hi:+.1f}]",
+            "verdict": "" if tp else _verdict_name(summary, i),
+            "seeds to decide": "" if tp or not np.isfinite(k) or k <= 0 else int(k),
+        }  # fmt: skip
+        if _several_partitions(
+            summary
+        ):  # issue 50: replicates are (partition, seed); intervals over partitions
+            row = _with_partitions(row, summary, i, tp)
+        rows.append(row)
     return rows
+
+
+def _with_partitions(row: dict[str, object], summary: xr.Dataset, i: int, tp: bool) -> dict[str, object]:
+    """A fair-table row of a summary with partitions: replicates as partitions x seeds, the OA's spread across
+    partitions and across seeds apart, and the units to decide named by what the interval is over."""
+    from hsitp.train.summary import UNIT_FLAGS
+
+    k = row.pop("seeds to decide")
+    unit = (
+        UNIT_FLAGS[int(summary["verdict_unit_flag"].values[i])] if "verdict_unit_flag" in summary else "seed"
+    )
+    out = {key: v for key, v in row.items() if key != "seeds"}
+    out = {
+        **{key: out[key] for key in ("protocol", "plan", "recipe", "P", "g")},
+        "partitions × seeds": f"{int(summary['partitions'].values[i])} × {int(summary['seeds'].values[i])}",
+        "OA [%] mean ± std": out["OA [%] mean ± std"],
+        "OA sd across partitions / seeds [pp]": f"{PERCENT * float(summary['oa_partition_std'].values[i]):.1f} / "
+        f"{PERCENT * float(summary['oa_seed_std'].values[i]):.1f}",
+        "ΔOA vs tp [pp] (95 % CI)": out["ΔOA vs tp [pp] (95 % CI)"],
+        "verdict": out["verdict"],
+        "to decide": "" if tp or k == "" else f"{k} {unit}s",
+    }
+    return out
 
 
 def _baseline_rows(summary: xr.Dataset) -> list[dict[str, object]]:
@@ -128,17 +160,41 @@ def _baseline_rows(summary: xr.Dataset) -> list[dict[str, object]]:
             continue
         seen.add(protocol)
         for j, clf in enumerate(summary["classifier"].values):
-            rows.append(
-                {
-                    "protocol": protocol, "plan": {"svm": "SVM", "rf": "random forest"}.get(str(clf), str(clf)),
-                    "recipe": "classical baseline", "P": "", "g": "",
-                    "seeds": int(summary["baseline_seeds"].values[i]) if "baseline_seeds" in summary else "",
-                    "OA [%] mean ± std": f"{PERCENT * float(summary['baseline_oa_mean'].values[i, j]):.1f} ± "
-                    f"{PERCENT * float(summary['baseline_oa_std'].values[i, j]):.1f}",
-                    "ΔOA vs tp [pp] (95 % CI)": "", "verdict": "", "seeds to decide": "",
-                }
-            )  # fmt: skip
+            row: dict[str, object] = {
+                "protocol": protocol, "plan": {"svm": "SVM", "rf": "random forest"}.get(str(clf), str(clf)),
+                "recipe": "classical baseline", "P": "", "g": "",
+                "seeds": int(summary["baseline_seeds"].values[i]) if "baseline_seeds" in summary else "",
+                "OA [%] mean ± std": f"{PERCENT * float(summary['baseline_oa_mean'].values[i, j]):.1f} ± "
+                f"{PERCENT * float(summary['baseline_oa_std'].values[i, j]):.1f}",
+                "ΔOA vs tp [pp] (95 % CI)": "", "verdict": "", "seeds to decide": "",
+            }  # fmt: skip
+            if _several_partitions(summary):
+                row = _baseline_with_partitions(row, summary, protocol, j)
+            rows.append(row)
     return rows
+
+
+def _baseline_with_partitions(
+    row: dict[str, object], summary: xr.Dataset, protocol: str, j: int
+) -> dict[str, object]:
+    """A baseline row of a summary with partitions: its partitions x seeds, its spread across partitions, and its
+    OA minus tp's paired by partition (the sign of the column: the row minus tp)."""
+    cells = [c for c in range(summary.sizes["cell"]) if str(summary["protocol"].values[c]) == protocol]
+    tp = next((c for c in cells if str(summary["plan"].values[c]) == "tp"), cells[0])
+    d = -PERCENT * float(summary["d_oa_vs_baseline_mean"].values[tp, j])
+    lo = -PERCENT * float(summary["d_oa_vs_baseline_ci_high"].values[tp, j])
+    hi = -PERCENT * float(summary["d_oa_vs_baseline_ci_low"].values[tp, j])
+    return {
+        **{key: row[key] for key in ("protocol", "plan", "recipe", "P", "g")},
+        "partitions × seeds": f"{int(summary['baseline_partitions'].values[tp])} × {row['seeds']}",
+        "OA [%] mean ± std": row["OA [%] mean ± std"],
+        "OA sd across partitions / seeds [pp]":
+            f"{PERCENT * float(summary['baseline_oa_partition_std'].values[tp, j]):.1f} / –",
+        "ΔOA vs tp [pp] (95 % CI)": f"{d:+.1f} [{lo:+.1f}, {hi:+.1f}]" if str(summary["plan"].values[tp]) == "tp"
+        else "",
+        "verdict": "",
+        "to decide": "",
+    }  # fmt: skip
 
 
 def fair_block(reference: Path) -> str:
@@ -226,9 +282,16 @@ def headline_block(reference: Path) -> str:
             if "svm" in clf
             else ""
         )
+        replicates = f"{int(summary['seeds'].values[tp])} seeds"
+        if _several_partitions(summary):  # issue 50: the replicates and the two spreads
+            replicates = (
+                f"{int(summary['partitions'].values[tp])} partitions × {replicates} (sd across partitions "
+                f"{PERCENT * float(summary['oa_partition_std'].values[tp]):.1f}, across seeds "
+                f"{PERCENT * float(summary['oa_seed_std'].values[tp]):.1f} pp)"
+            )
         lines.append(
             f"- {protocol} protocol: tp OA {PERCENT * float(summary['oa_mean'].values[tp]):.1f} "
-            f"± {PERCENT * float(summary['oa_std'].values[tp]):.1f} %{svm}, {int(summary['seeds'].values[tp])} seeds; "
+            f"± {PERCENT * float(summary['oa_std'].values[tp]):.1f} %{svm}, {replicates}; "
             f"the {len(others)} other cells vs tp: {counts} (ΔOA {np.nanmin(d):+.1f} to {np.nanmax(d):+.1f} pp)"
         )
     return "\n".join(lines) + "\n"

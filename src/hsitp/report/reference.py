@@ -7,7 +7,7 @@ What the folder holds (a few MB for the headline run; no checkpoint, no scene cu
   table, per cell mean and spread over seeds, time to accuracy;
 - ``train/runs.nc`` (kind ``reference_runs``): one row per training record (``train/DATASET/*.nc`` and the untuned
   control's ``train/DATASET/control/*.nc``; the equivalence checks are not reported numbers): the cell (plan, P,
-  g, protocol, seed, N, control), the recipe (JSON and hash) and what else ``hsitp train`` needs to train it again
+  g, protocol, partition index, seed, N, control), the recipe (JSON and hash) and what else ``hsitp train`` needs to train it again
   (steps, evaluation cadence, ranks launched, threads, crop), the last-``summary_epochs`` mean and the final
   epoch's OA / AA / kappa (``hsitp.train.summary.record_numbers``: the summary's own definitions), the test OA,
   validation OA and loss curves, tokens/s, step time and peak memory, the job's wall time (Snakemake's benchmark
@@ -119,13 +119,18 @@ def scene_content_sha256(path: str | os.PathLike[str], *, old_names: bool = Fals
     """sha256 over every data variable of a prepared scene (name, dtype, shape and bytes, in name order): equal
     for equal arrays whatever the file's time stamps and provenance (the file's own sha256 is not). With
     ``old_names``, the variables renamed since (``hsitp.io.RENAMED_VARIABLES``: ``partition`` was ``split``) are
-    hashed under their old names: the hash a reference collected by an older hsitp recorded."""
+    hashed under their old names: the hash a reference collected by an older hsitp recorded. A file with one
+    partition per protocol (``data.partition.draws`` 1) hashes its ``partition`` without the partition_index
+    dimension (issue 50), so a scene prepared now has the hash its references collected before."""
     back = {new: old for old, new in RENAMED_VARIABLES["dataset"].items()} if old_names else {}
     h = hashlib.sha256()
     ds = read_netcdf(path, kind="dataset", load=False)
     try:
         for var, name in sorted(((v, back.get(v, v)) for v in map(str, ds.data_vars)), key=lambda p: p[1]):
-            arr = np.ascontiguousarray(ds[var].values)
+            values = ds[var]
+            if var == "partition" and values.sizes.get("partition_index") == 1:
+                values = values.isel(partition_index=0)
+            arr = np.ascontiguousarray(values.values)
             h.update(f"{name}|{arr.dtype.str}|{arr.shape}|".encode())
             h.update(arr.tobytes())
     finally:
@@ -290,6 +295,7 @@ def _row(path: Path, control: bool, logs_dir: Path | None) -> dict[str, Any]:
         "g": int(a.get("g", 1)),
         "protocol": str(a["protocol"]),
         "seed": int(a["seed"]),
+        "partition_index": int(a.get("partition_index", 0)),  # a record before issue 50: partition 0
         "N": int(a.get("tokens", model.get("n_tokens", 0))),
         "control": int(control),
         "recipe": json.dumps(recipe, sort_keys=True),
@@ -346,6 +352,8 @@ def runs_dataset(records: Sequence[tuple[Path, bool]], logs_dir: Path | None = N
               {"units": "1", "long_name": "D-CHAG groups per rank g (1 for the other plans)"}),
         "protocol": ("run", np.array([r["protocol"] for r in rows], dtype=object), {"long_name": "accuracy protocol"}),
         "seed": ("run", np.array([r["seed"] for r in rows], dtype=np.int32), {"units": "1", "long_name": "training seed"}),
+        "partition_index": ("run", np.array([r["partition_index"] for r in rows], dtype=np.int32),
+                            {"units": "1", "long_name": "which of the protocol's partitions (data.partition.draws)"}),
         "N": ("run", np.array([r["N"] for r in rows], dtype=np.int32),
               {"units": "1", "long_name": "spatial tokens per crop N"}),
         "control": ("run", np.array([r["control"] for r in rows], dtype=np.int8),

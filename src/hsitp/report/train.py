@@ -406,7 +406,8 @@ def summary_table(records: Sequence[xr.Dataset]) -> pd.DataFrame:
             {
                 "dataset": a.get("dataset"), "plan": a.get("plan"), "P": a.get("P"), "g": a.get("g"),
                 "N": a.get("tokens"),
-                "protocol": a.get("protocol"), "seed": a.get("seed"), "epochs": int(r.sizes["epoch"]),
+                "protocol": a.get("protocol"), "partition": int(a.get("partition_index", 0)), "seed": a.get("seed"),
+                "epochs": int(r.sizes["epoch"]),
                 "summary epochs": a.get("summary_epochs"),
                 "loss": float(s("loss")),
                 "tokens/s": float(s("tokens_per_s")),
@@ -465,9 +466,16 @@ def summary_cells(summary: xr.Dataset) -> list[Cell]:
     ]  # fmt: skip
 
 
+def several_partitions(summary: xr.Dataset) -> bool:
+    """Whether a summary's cells hold more than one partition (issue 50): its tables then show the spread across
+    partitions apart from the spread across seeds; a summary of one partition renders as before."""
+    return "partitions" in summary and int(np.max(summary["partitions"].values, initial=0)) > 1
+
+
 def accuracy_table(summary: xr.Dataset) -> pd.DataFrame:
     """One row per model and per classical baseline, grouped by (dataset, protocol): OA, AA and κ as mean and sample
-    std over seeds (std blank with one seed), and each plan's paired OA difference to tp at the same P."""
+    std over replicates (std blank with one), where the summary has several partitions the OA's spread across
+    partitions apart from its spread across seeds, and each plan's paired OA difference to tp at the same P."""
     rows: list[dict[str, object]] = []
     cells = summary_cells(summary)
     for dataset, protocol in dict.fromkeys((c.dataset, c.protocol) for c in cells):
@@ -481,6 +489,10 @@ def accuracy_table(summary: xr.Dataset) -> pd.DataFrame:
             for m, name in METRICS.items():
                 row[f"{name} mean"] = float(summary[f"{m}_mean"].values[c.i])
                 row[f"{name} std"] = float(summary[f"{m}_std"].values[c.i])
+            if several_partitions(summary):  # issue 50: the replicates' two spreads apart
+                row["partitions"] = int(summary["partitions"].values[c.i])
+                row["OA sd across partitions"] = float(summary["oa_partition_std"].values[c.i])
+                row["OA sd across seeds"] = float(summary["oa_seed_std"].values[c.i])
             vs_tp = c.plan != "tp"  # tp minus itself is not a comparison
             row["ΔOA vs tp mean"] = float(summary["d_oa_vs_tp_mean"].values[c.i]) if vs_tp else np.nan
             row["ΔOA vs tp std"] = float(summary["d_oa_vs_tp_std"].values[c.i]) if vs_tp else np.nan
@@ -498,6 +510,10 @@ def accuracy_table(summary: xr.Dataset) -> pd.DataFrame:
                 for m, name in METRICS.items():
                     row[f"{name} mean"] = float(summary[f"baseline_{m}_mean"].values[i, j])
                     row[f"{name} std"] = float(summary[f"baseline_{m}_std"].values[i, j])
+                if several_partitions(summary):
+                    row["partitions"] = int(summary["baseline_partitions"].values[i])
+                    row["OA sd across partitions"] = float(summary["baseline_oa_partition_std"].values[i, j])
+                    row["OA sd across seeds"] = np.nan  # its seed drives only the CV folds and the forest
                 row["ΔOA vs tp mean"] = row["ΔOA vs tp std"] = np.nan
                 if "oa_verdict" in summary:
                     row["verdict"] = ""

@@ -1,11 +1,13 @@
-"""``hsitp train``: one training job (dataset, plan, N, P, g, protocol, seed), launched by torchrun with P ranks::
+"""``hsitp train``: one training job (dataset, plan, N, P, g, protocol, partition, seed), launched by torchrun with P
+ranks::
 
     torchrun --standalone --nnodes 1 --nproc_per_node P -m hsitp train results/RUN/data/DATASET.nc \\
         --plan tp --tokens 324 --patch 8 --world-size P --groups 1 --protocol random --seed 0 \\
         --out results/RUN/train/DATASET/NAME.nc
 
 ``--tokens N`` picks the crop; ``--patch`` defaults to the patch of the ``train.crops`` entry with that N for the
-scene's dataset (the Snakemake rule passes both).
+scene's dataset (the Snakemake rule passes both). ``--partition K`` picks the protocol's partition (default 0; the
+prepared file holds ``data.partition.draws`` of them).
 
 ``hsitp train summary RECORD... [--baseline FILE...] --out results/RUN/train/summary.nc`` reduces the records over
 seeds (``hsitp.train.summary``).
@@ -145,6 +147,8 @@ def _job(args: argparse.Namespace) -> tuple[TrainSettings, TrainJob]:
         raise HsitpError(
             "hsitp train: --recipe-plan names whose --recipe STUDY a job trains on; give --recipe"
         )
+    if args.partition < 0:
+        raise HsitpError(f"hsitp train: --partition {args.partition}: a partition index is >= 0")
     settings = TrainSettings.from_config(cfg)
     dataset = dataset_name(Path(args.data))
     patch = args.patch if args.patch is not None else crop_patch(settings, dataset, args.tokens)
@@ -160,6 +164,7 @@ def _job(args: argparse.Namespace) -> tuple[TrainSettings, TrainJob]:
         patch=patch,
         ranks=args.ranks or 0,
         stop_after=args.stop_after,
+        partition=args.partition,
     )
     if job.launched not in (1, job.world_size):
         raise HsitpError(f"hsitp train: --ranks {args.ranks}: 1 (the single-process equivalent) or P")
@@ -256,10 +261,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--seed", type=int, help="(training) seed")
     p.add_argument(
+        "--partition",
+        type=int,
+        default=0,
+        help="(training) which of the protocol's partitions of the prepared file (0..data.partition.draws - 1; "
+        "default 0)",
+    )
+    p.add_argument(
         "--baseline",
         nargs="*",
         default=[],
-        help="(summary) classical baseline files DATASET_{protocol}_s{seed}.nc",
+        help="(summary) classical baseline files DATASET_{protocol}[_kK]_s{seed}.nc",
     )
     p.add_argument(
         "--out", required=True, help="per-epoch record (netCDF, written by rank 0), or the summary's netCDF"

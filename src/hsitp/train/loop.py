@@ -125,7 +125,7 @@ def _gather_rows(row: torch.Tensor, tp: TPGroup) -> np.ndarray:
 def _trajectory_meta(settings: TrainSettings, job: TrainJob, arch: ModelConfig) -> dict[str, Any]:
     """What a checkpoint must match to be resumed from: the trajectory's train keys, the master seed (it draws
     the validation pixels), the job's cell and the architecture."""
-    return {
+    meta = {
         "train": settings.trajectory_key(),
         "master_seed": settings.seed,
         "plan": job.plan,
@@ -136,6 +136,9 @@ def _trajectory_meta(settings: TrainSettings, job: TrainJob, arch: ModelConfig) 
         "seed": job.seed,
         "model": json.loads(json.dumps(arch.__dict__)),
     }
+    if job.partition:  # partition 0 keeps the key checkpoints had before there were several (they resume)
+        meta["partition"] = job.partition
+    return meta
 
 
 class _Progress:
@@ -280,7 +283,13 @@ def _seed(settings: TrainSettings, job: TrainJob, device: torch.device) -> None:
 def _build(settings: TrainSettings, job: TrainJob, tp: TPGroup, device: torch.device) -> _Setup:
     """The scene, the plan's model on this rank, its optimizer, schedule and crop sampler."""
     scene = load_scene(
-        job.data, job.protocol, validation=settings.validation_fraction, validation_seed=settings.seed
+        job.data,
+        job.protocol,
+        partition_index=job.partition,
+        validation=settings.validation_fraction,
+        validation_seed=settings.seed,
+        validation_folds=settings.validation_folds,
+        validation_fold=settings.validation_fold,
     )
     arch = check_job(
         settings,

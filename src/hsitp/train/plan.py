@@ -1,9 +1,10 @@
 """Which architecture a training job trains, and whether its P and crop fit, in pure Python (no torch): the CLI
 calls it before the runtime starts and the Snakemake targets call it when the DAG is built.
 
-A job is (dataset, plan, N, P, g, protocol, seed): N is the spatial tokens of one of the dataset's crops
+A job is (dataset, plan, N, P, g, protocol, seed, partition): N is the spatial tokens of one of the dataset's crops
 (``train.crops``: each ``{patch, tokens, datasets}``, datasets null = every trained dataset), and the crop's patch
-goes with it (one crop per N per dataset, so N names it)."""
+goes with it (one crop per N per dataset, so N names it); partition is the index of one of the protocol's K
+partitions (``data.partition.draws``), so (partition, seed) is the job's replicate."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from typing import Any
 
 from hsitp.errors import HsitpError
 from hsitp.models.config import ModelConfig, PlanError, architecture_for, config_keys
-from hsitp.names import DCHAG_PLANS
+from hsitp.names import DCHAG_PLANS, partition_tag
 from hsitp.train.settings import TrainSettings
 
 # ModelConfig fields set from train.model (errors name these keys, not ModelConfig's model.*).
@@ -48,17 +49,18 @@ __all__ = [
     "trained_datasets",
 ]
 
-Job = tuple[str, str, int, int, int, str, int]  # dataset, plan, N, P, g, protocol, seed
+Job = tuple[str, str, int, int, int, str, int, int]  # dataset, plan, N, P, g, protocol, seed, partition
 
 
 class TrainConfigError(HsitpError, ValueError):
     """A training job's settings do not fit together (names the `train.` key)."""
 
 
-def run_name(plan: str, N: int, P: int, g: int, protocol: str, seed: int) -> str:  # noqa: N803
-    """The file stem of one job: ``{plan}_N{N}_P{P}_g{g}_{protocol}_s{seed}`` (N = the crop's spatial tokens;
-    protocol the accuracy protocol, ``random`` or ``block``)."""
-    return f"{plan}_N{N}_P{P}_g{g}_{protocol}_s{seed}"
+def run_name(plan: str, N: int, P: int, g: int, protocol: str, seed: int, partition: int = 0) -> str:  # noqa: N803
+    """The file stem of one job: ``{plan}_N{N}_P{P}_g{g}_{protocol}{tag}_s{seed}`` (N = the crop's spatial tokens;
+    protocol the accuracy protocol, ``random`` or ``block``; tag = "" for partition 0, ``_k{partition}`` for the
+    others: the names of runs before issue 50 are partition 0's)."""
+    return f"{plan}_N{N}_P{P}_g{g}_{protocol}{partition_tag(partition)}_s{seed}"
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,7 @@ class TrainJob:
     patch: int  # p; the crop edge is S = p x sqrt(N)
     ranks: int = 0  # processes launched: P (0 = P), or 1 for the single-process equivalent of (plan, P, g)
     stop_after: int | None = None  # last epoch run, on the whole run's schedule (the equivalence check)
+    partition: int = 0  # which of the protocol's K partitions of the prepared file (data.partition.draws)
 
     @property
     def launched(self) -> int:
@@ -89,7 +92,9 @@ class TrainJob:
 
     @property
     def name(self) -> str:
-        return run_name(self.plan, self.tokens, self.world_size, self.groups, self.protocol, self.seed)
+        return run_name(
+            self.plan, self.tokens, self.world_size, self.groups, self.protocol, self.seed, self.partition
+        )
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -238,8 +243,9 @@ def plan_world_sizes(settings: TrainSettings, plan: str) -> list[int]:
 def jobs(
     config: Mapping[str, Any], groups_of: Callable[[str, str, str], list[int]] | None = None
 ) -> list[Job]:
-    """(dataset, plan, N, P, g, protocol, seed) of every configured training job of a validated config: every crop of
-    ``train.crops`` that applies to the dataset, every plan; dense once per crop, at P = 1, whatever
+    """(dataset, plan, N, P, g, protocol, seed, partition) of every configured training job of a validated config:
+    every crop of ``train.crops`` that applies to the dataset, every plan, every partition of
+    ``data.partition.draws`` with every seed; dense once per crop, at P = 1, whatever
     ``train.world_sizes`` holds (it is the reference every parallel plan is compared with); under
     ``train.equivalent`` tp once (plan_world_sizes). ``groups_of(dataset, plan, protocol)``, when given, replaces
     ``train.groups`` for the D-CHAG plans (under ``train.recipe: tuned``, the g of the plan's tuning study on that
@@ -256,8 +262,11 @@ def _jobs(
             for plan in settings.plans:
                 for P in plan_world_sizes(settings, plan):  # noqa: N806
                     for g, protocol in _groups_and_protocols(settings, plan, dataset, groups_of):
-                        for seed in settings.seeds:
-                            out.append((dataset, plan, int(N), int(P), int(g), protocol, int(seed)))
+                        for k in settings.partitions:
+                            for seed in settings.seeds:
+                                out.append(
+                                    (dataset, plan, int(N), int(P), int(g), protocol, int(seed), int(k))
+                                )
     return out
 
 
@@ -293,8 +302,9 @@ def control_jobs(config: Mapping[str, Any]) -> list[Job]:
 
 def check_runs(config: Mapping[str, Any]) -> list[Job]:
     """The equivalence checks of ``train.equivalent``: one real P-rank run per (dataset, N, plan, P, g) of the
-    parallel plans (tp at every P of ``train.world_sizes``), at ``train.equivalence.seed`` on the first protocol,
-    stopped after ``train.equivalence.epochs`` epochs; none without ``train.equivalent`` or with epochs 0."""
+    parallel plans (tp at every P of ``train.world_sizes``), at ``train.equivalence.seed`` on the first protocol's
+    partition 0, stopped after ``train.equivalence.epochs`` epochs; none without ``train.equivalent`` or with
+    epochs 0."""
     return _check_runs(TrainSettings.from_config(config))
 
 
@@ -310,16 +320,16 @@ def _check_runs(ts: TrainSettings) -> list[Job]:
                     continue
                 for P in ts.world_sizes:  # noqa: N806
                     for g in plan_groups(ts, plan):
-                        out.append((dataset, plan, int(N), int(P), int(g), protocol, seed))
+                        out.append((dataset, plan, int(N), int(P), int(g), protocol, seed, 0))
     return out
 
 
 def equivalent_of(config: Mapping[str, Any], job: Job) -> Job:
     """The accuracy job a check run is compared with: the same cell, tp at its one trained P."""
-    dataset, plan, N, P, g, protocol, seed = job  # noqa: N806
+    dataset, plan, N, P, g, protocol, seed, partition = job  # noqa: N806
     if plan == "tp":
         P = plan_world_sizes(TrainSettings.from_config(config), "tp")[0]  # noqa: N806
-    return (dataset, plan, N, P, g, protocol, seed)
+    return (dataset, plan, N, P, g, protocol, seed, partition)
 
 
 def _check_crop_names(ts: TrainSettings, known: Sequence[str]) -> None:
@@ -350,7 +360,7 @@ def check_jobs(config: Mapping[str, Any]) -> None:
             "check run is compared with that seed's single-process equivalent"
         )
     pca = config.get("data", {}).get("pca_components")
-    for dataset, plan, N, P, g, _, _ in _jobs(ts):  # noqa: N806
+    for dataset, plan, N, P, g, *_ in _jobs(ts):  # noqa: N806
         if dataset not in known:
             crop_size(crop_patch(ts, dataset, N), N)  # N a perfect square, at least
             continue

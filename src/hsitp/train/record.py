@@ -285,6 +285,8 @@ def _run_attrs(
         "g": job.groups,
         "protocol": job.protocol,
         "seed": job.seed,
+        # which of the protocol's K partitions (data.partition.draws); a record without it is partition 0's
+        "partition_index": job.partition,
         "counts": dict(scene.counts),
         "classes": scene.classes,
         "crop_size": arch.height,

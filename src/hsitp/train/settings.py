@@ -56,6 +56,9 @@ class TrainSettings:
     groups: dict[str, tuple[int, ...]]  # g per D-CHAG plan; every other plan runs at g = 1
     protocols: tuple[str, ...]  # accuracy protocols of the prepared file trained on (each its own partition)
     seeds: tuple[int, ...]  # training seeds, one job each
+    # partition indices trained, one job each with every seed (data.partition.draws: 0..K-1; a replicate is
+    # (partition, seed))
+    partitions: tuple[int, ...]
     crops: tuple[Crop, ...]  # the crops, in config order
     control_world_sizes: tuple[int, ...]  # P of the untuned control (under recipe tuned)
     recipe: str  # where a job's recipe comes from: "config" (this section) or "tuned" (its own study)
@@ -75,6 +78,10 @@ class TrainSettings:
     label_smoothing: float  # cross-entropy label smoothing epsilon (0: plain cross-entropy)
     # share of the train pixels held out of the loss (every recipe decision reads them)
     validation_fraction: float
+    validation_folds: (
+        int  # inner folds of the train pixels (>= 2: fold validation_fold held out; 1: the fraction)
+    )
+    validation_fold: int  # which inner fold is held out
     sampling_mode: str  # loss pixels of a step: "all" train pixels of the crops, or "stratified"
     sampling_per_class: int  # under stratified: at most this many loss pixels of one class per step
     recipe_plan: str | None  # whose tuned recipe a control job trains on (--recipe-plan); None: its own
@@ -108,6 +115,7 @@ class TrainSettings:
             groups={plan: tuple(int(g) for g in gs) for plan, gs in tc["groups"].items()},
             protocols=tuple(tc["protocols"]),
             seeds=tuple(int(s) for s in tc["seeds"]),
+            partitions=tuple(range(int(config.get("data", {}).get("partition", {}).get("draws", 1)))),
             crops=tuple(_crop(c) for c in tc["crops"]),
             control_world_sizes=tuple(int(p) for p in (tc.get("control") or {}).get("world_sizes") or ()),
             recipe=str(tc.get("recipe", "config")),
@@ -120,6 +128,8 @@ class TrainSettings:
             **{k: float(tc[k]) for k in floats},
             **{k: bool(tc[k]) for k in flags},
             validation_fraction=float(tc["validation"]["fraction"]),
+            validation_folds=int(tc["validation"].get("folds", 1)),
+            validation_fold=int(tc["validation"].get("fold", 0)),
             sampling_mode=str(tc["sampling"]["mode"]),
             sampling_per_class=int(tc["sampling"]["per_class"]),
             recipe_plan=tc.get("recipe_plan"),

@@ -1,14 +1,22 @@
 """``results/<run>/train/summary.nc``: the training records reduced to the paper's table, one row per cell.
 
 A cell is (dataset, plan, P, g, protocol, N), N the crop's spatial tokens (the record's ``tokens``: one scene may be
-trained at several crops of ``train.crops``); its seeds are reduced to mean and sample standard deviation (ddof = 1;
-NaN with one seed). As the paper's §7.4 says, test OA, AA and kappa are each record's mean over its last
+trained at several crops of ``train.crops``); its replicates (partition, seed): the protocol's K partitions
+(``data.partition.draws``, the record's ``partition_index``, 0 when it has none) times the training seeds, are
+reduced to mean and sample standard deviation (ddof = 1; NaN with one replicate), and the accuracy's spread across
+partitions (sd of the partitions' seed means) apart from its spread across seeds (pooled within-partition sd). As the paper's §7.4 says, test OA, AA and kappa are each record's mean over its last
 ``train.summary_epochs`` epochs (each evaluated), and so are throughput, peak memory and ccr_inline
 (``*_summary``); the last epoch's accuracy stands beside them (``oa_final``, ...). Accuracy differences are paired
-by seed: plan minus ``tp`` at the same dataset, P, protocol and N, or the one tp cell trained as a single-process
-equivalent (``train.equivalent``: tp is one model at every P). Each pair of series gets a verdict
-(``hsitp.evaluate.verdict``): equal / better / worse / undecided from the 95 % interval and the margin δ, with the
-seeds that would decide an undecided one. The classical baseline (results/<run>/baseline/DATASET_{protocol}_s{seed}.nc)
+by replicate (partition and seed): plan minus ``tp`` at the same dataset, P, protocol and N, or the one tp cell
+trained as a single-process equivalent (``train.equivalent``: tp is one model at every P). Each pair of series gets
+a verdict (``hsitp.evaluate.verdict``): equal / better / worse / undecided from the 95 % interval and the margin δ,
+with the units that would decide an undecided one. The interval's unit is the partition where the pair shares two
+or more (each partition's seed-paired differences averaged over its seeds, k - 1 degrees of freedom over k
+partitions): seeds within a partition share its draw of places, so K x S replicates are not K x S independent
+draws, and an interval over them would be narrower by about sqrt(S) wherever the difference depends on the draw.
+With one partition (every run before issue 50) the unit is the seed, as before. The same pairing gives each cell's
+difference to each classical baseline (``d_oa_vs_baseline_*``: the cell's seed mean minus the baseline's seed mean
+on each partition). The classical baseline (results/<run>/baseline/DATASET_{protocol}[_kK]_s{seed}.nc)
 on the same dataset and protocol stands beside every cell (whatever its N) when its files are given.
 
 Every record carries its recipe hash (``hsitp.train.plan.recipe_hash``); records of different recipes are refused,
@@ -45,6 +53,11 @@ VERDICT_METRICS = ("oa", "aa")  # the verdict variables: oa_verdict, aa_verdict 
 # flag values of the verdict variables: the verdicts, then the cells that have none
 VERDICT_FLAGS = (*VERDICTS, "reference", "unpaired")
 VALIDATION = ("val_oa", "val_aa", "val_kappa")
+UNIT_FLAGS = (
+    "none",
+    "seed",
+    "partition",
+)  # flag values of verdict_unit_flag: what a verdict's interval is over
 BASELINE_VARS = {"oa": "overall_accuracy", "aa": "average_accuracy", "kappa": "kappa"}
 LONG = {
     "oa": "overall accuracy on the test pixels, the record's mean over its last summary epochs",
@@ -96,6 +109,7 @@ class SummaryError(HsitpError, ValueError):
 
 
 Cell = tuple[str, str, int, int, str, int]  # dataset, plan, P, g, protocol, N
+Replicate = tuple[int, int]  # (partition index, training seed)
 
 
 def _std(values: Sequence[float]) -> float:
@@ -121,6 +135,8 @@ def record_numbers(ds: xr.Dataset) -> dict[str, Any]:
         },
         **{f"{m}_final": float(ds[m].values[-1]) for m in ACCURACY},
         "ranks": int(ds.attrs.get("ranks", ds.attrs["P"])),
+        # which of the protocol's K partitions: records written before there were several are partition 0's
+        "partition": int(ds.attrs.get("partition_index", 0)),
         "epochs": int(ds.sizes["epoch"]),
         "window": int(ds.attrs.get("summary_epochs", 1)),
         "tokens_per_s": float(ds["tokens_per_s_summary"]),
@@ -165,19 +181,42 @@ def _reference(runs: Mapping[Cell, Any], cell: Cell, ranks: Mapping[Cell, int]) 
 
 
 def _verdict_vars(
-    runs: Mapping[Cell, Mapping[int, Mapping[str, Any]]],
+    runs: Mapping[Cell, Mapping[Replicate, Mapping[str, Any]]],
     cells: Sequence[Cell],
     ranks: Mapping[Cell, int],
     margin: float,
     level: float,
 ) -> dict[str, Any]:
-    """d_{m}_vs_tp mean/std/ci_low/ci_high, {m}_verdict (CF flags) and seeds_to_decide (OA; aa_seeds_to_decide)."""
+    """d_{m}_vs_tp mean/std/ci_low/ci_high, {m}_verdict (CF flags), seeds_to_decide (OA; aa_seeds_to_decide), and
+    what the intervals are over (verdict_unit_flag, verdict_units)."""
     data: dict[str, Any] = {}
     flag_attrs = {
         "flag_values": np.arange(len(VERDICT_FLAGS), dtype=np.int8),
         "flag_meanings": " ".join(VERDICT_FLAGS),
     }
     refs = {c: _reference(runs, c, ranks) for c in cells}
+    units = []
+    for c in cells:
+        ref = refs[c]
+        other = {r: v["oa"] for r, v in runs[ref].items()} if ref is not None and ref != c else {}
+        a, _, unit = paired_units({r: v["oa"] for r, v in runs[c].items()}, other)
+        units.append((unit if a else "none", len(a)))
+    data["verdict_unit_flag"] = (
+        "cell",
+        np.array([UNIT_FLAGS.index(u) for u, _ in units], dtype=np.int8),
+        {"units": "1", "long_name": "what the verdict's interval is over: partition (each partition's "
+         "seed-paired difference averaged over its seeds; two or more partitions) or seed (one partition); none "
+         "for tp and unpaired cells", "flag_values": np.arange(len(UNIT_FLAGS), dtype=np.int8),
+         "flag_meanings": " ".join(UNIT_FLAGS)},
+    )  # fmt: skip
+    data["verdict_units"] = (
+        "cell",
+        np.array([n for _, n in units], dtype=np.int32),
+        {
+            "units": "1",
+            "long_name": "paired units the verdict's interval is over (its k; 0 for tp and unpaired)",
+        },
+    )
     for m in ACCURACY:
         cols: dict[str, list[float]] = defaultdict(list)
         flags, need = [], []
@@ -188,8 +227,9 @@ def _verdict_vars(
             flags.append(VERDICT_FLAGS.index(flag))
             need.append(k)
         note = (
-            f"plan minus tp ({m}) paired by seed, at the same dataset, protocol and N and the same P (or tp's one "
-            "single-process equivalent); NaN without a tp run"
+            f"plan minus tp ({m}) paired by replicate (partition and seed), at the same dataset, protocol and N and "
+            "the same P (or tp's one single-process equivalent), over verdict_unit_flag (partitions, each one's "
+            "mean over its seeds, or seeds where one partition); NaN without a tp run"
         )
         data[f"d_{m}_vs_tp_mean"] = ("cell", cols["mean"], {"units": "1", "long_name": f"mean of {note}"})
         data[f"d_{m}_vs_tp_std"] = (
@@ -229,34 +269,52 @@ def _verdict_vars(
             np.array(need, dtype=np.int32),
             {
                 "units": "1",
-                "long_name": f"the fewest seeds whose interval of the {m.upper()} difference would fit in the margin "
-                "if its mean and sd stayed as measured (undecided cells); -1 = not applicable or no number does "
-                "(|mean| >= margin, one seed)",
+                "long_name": f"the fewest units (verdict_unit_flag: partitions, or seeds where one partition) whose "
+                f"interval of the {m.upper()} difference would fit in the margin if its mean and sd stayed as "
+                "measured (undecided cells); -1 = not applicable or no number does (|mean| >= margin, one unit)",
             },
         )
     return data
 
 
 def _paired(
-    runs: Mapping[Cell, Mapping[int, Mapping[str, Any]]],
+    runs: Mapping[Cell, Mapping[Replicate, Mapping[str, Any]]],
     c: Cell,
     ref: Cell | None,
     m: str,
     margin: float,
     level: float,
 ) -> tuple[float, float, str, float, float, int]:
-    """Cell ``c`` minus its tp cell ``ref`` in metric ``m``, paired by seed: (mean, sd, verdict, interval low and
-    high, seeds to decide; -1 where not applicable)."""
+    """Cell ``c`` minus its tp cell ``ref`` in metric ``m``, paired by replicate (:func:`paired_units`): (mean, sd,
+    verdict, interval low and high, units to decide; -1 where not applicable)."""
     mine = runs[c]
-    seeds = sorted(s for s in mine if ref is not None and s in runs[ref])
-    d = [mine[s][m] - runs[ref][s][m] for s in seeds] if ref is not None else []
+    other = runs[ref] if ref is not None else {}
+    a, b, _unit = paired_units({r: v[m] for r, v in mine.items()}, {r: v[m] for r, v in other.items()})
+    d = [x - y for x, y in zip(a, b, strict=True)]
     if c[1] == "tp" and ref == c:
         return _mean(d), _std(d), "reference", np.nan, np.nan, -1
     if len(d) < 2:
         return _mean(d), _std(d), "unpaired" if not d else "undecided", np.nan, np.nan, -1
-    v = paired_verdict([mine[s][m] for s in seeds], [runs[ref][s][m] for s in seeds], margin, level)
+    v = paired_verdict(a, b, margin, level)
     k = -1 if v.seeds_to_decide is None else v.seeds_to_decide
     return _mean(d), _std(d), v.verdict, v.ci_low, v.ci_high, k
+
+
+def paired_units(
+    mine: Mapping[Replicate, float], other: Mapping[Replicate, float]
+) -> tuple[list[float], list[float], str]:
+    """The paired series a verdict's interval is over, and their unit ("partition" or "seed").
+
+    The replicates (partition, seed) both sides ran are paired; where they span two or more partitions each side is
+    averaged over its seeds within each partition and the unit is the partition (the draw of places is what a new
+    partition changes, and seeds within one share it); with one partition the unit is the seed."""
+    common = sorted(set(mine) & set(other))
+    parts = sorted({k for k, _ in common})
+    if len(parts) < 2:
+        return [mine[r] for r in common], [other[r] for r in common], "seed"
+    a = [float(np.mean([mine[r] for r in common if r[0] == k])) for k in parts]
+    b = [float(np.mean([other[r] for r in common if r[0] == k])) for k in parts]
+    return a, b, "partition"
 
 
 def _first_crossing(epochs: np.ndarray, oa: np.ndarray, target: float) -> float:
@@ -270,7 +328,7 @@ def _first_crossing(epochs: np.ndarray, oa: np.ndarray, target: float) -> float:
 
 
 def _seed_mean_curve(curves: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
-    """The epochs every seed ran and the mean OA over seeds at each (NaN where a seed did not evaluate it)."""
+    """The epochs every replicate ran and the mean OA over replicates at each (NaN where one did not evaluate it)."""
     common = sorted(set.intersection(*(set(e.tolist()) for e, _ in curves)))
     epochs = np.array(common, dtype=np.int64)
     stack = (
@@ -282,7 +340,7 @@ def _seed_mean_curve(curves: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[n
 
 
 def _time_to_accuracy(
-    runs: Mapping[Cell, Mapping[int, Mapping[str, Any]]],
+    runs: Mapping[Cell, Mapping[Replicate, Mapping[str, Any]]],
     cells: Sequence[Cell],
     ranks: Mapping[Cell, int],
     svm_oa: Mapping[Cell, float],
@@ -342,18 +400,19 @@ def _time_to_accuracy_vars(
 ) -> dict[str, Any]:
     """The time-to-accuracy arrays as the summary's variables, described."""
     cd = ("cell", "target")
-    curve = "the seed-mean test OA (mean over seeds at each epoch every seed evaluated)"
+    curve = "the replicate-mean test OA (mean over replicates at each epoch every replicate evaluated)"
     described = {
         "target_oa": "target OA of time to accuracy: svm = the RBF SVM baseline's OA on the same dataset and protocol "
         "(mean over baseline seeds); tp_minus_delta = tp's oa_mean on the same dataset, protocol and N less the "
         "verdict margin; NaN without a baseline or a tp cell",
-        "steps": "training steps until the seed-mean test OA first reaches the target (NaN: never within the run)",
-        "low": "fewest training steps over seeds until a seed's own test OA first reaches the target (the fastest "
-        "seed; NaN when no seed reaches it within the run)",
-        "high": "most training steps over seeds until a seed's own test OA first reaches the target (the slowest "
-        "seed; NaN when some seed never reaches it within the run: seeds_reaching_target)",
+        "steps": "training steps until the replicate-mean test OA first reaches the target (NaN: never within the "
+        "run)",
+        "low": "fewest training steps over replicates until a replicate's own test OA first reaches the target (the "
+        "fastest; NaN when none reaches it within the run)",
+        "high": "most training steps over replicates until a replicate's own test OA first reaches the target (the "
+        "slowest; NaN when some replicate never reaches it within the run: seeds_reaching_target)",
         "reached": f"1 if {curve} reaches the target within the run, else 0",
-        "reaching": "seeds whose own test OA reaches the target within the run",
+        "reaching": "replicates (partition, seed) whose own test OA reaches the target within the run",
     }
     names = {
         "target_oa": "target_oa",
@@ -384,7 +443,7 @@ def _tuned(recipe_json: str) -> bool:
 class _Records:
     """The training records read, by cell and seed, with what the summary checks across them."""
 
-    runs: dict[Cell, dict[int, dict[str, Any]]] = field(default_factory=lambda: defaultdict(dict))
+    runs: dict[Cell, dict[Replicate, dict[str, Any]]] = field(default_factory=lambda: defaultdict(dict))
     ranks: dict[Cell, int] = field(default_factory=dict)  # processes each cell's runs trained on
     # recipe hash -> the first record with it, per recipe scope: the whole summary, or under train.recipe "tuned"
     # (each plan on its own study's recipe) each (dataset, plan, protocol)
@@ -420,7 +479,7 @@ def summarize(
             np.array(classifiers, dtype=object),
             {"long_name": "classifier"},
         )
-        data.update(_baseline_vars(base, classifiers, cells, classes))
+        data.update(_baseline_vars(base, classifiers, cells, classes, runs, level))
     data.update(_time_to_accuracy(runs, cells, ranks, _svm_oa(base, classifiers, cells), margin))
     coords["target"] = (
         "target",
@@ -456,7 +515,14 @@ def _read_records(records: Sequence[str | Path]) -> _Records:
             str(a["protocol"]),
             int(a["tokens"]),
         )
-        got.runs[cell][int(a["seed"])] = numbers = record_numbers(ds)
+        numbers = record_numbers(ds)
+        replicate = (numbers["partition"], int(a["seed"]))
+        if replicate in got.runs[cell]:
+            raise SummaryError(
+                f"{path}: a second record of cell {cell}, partition {replicate[0]}, seed {replicate[1]}: give each "
+                "replicate once"
+            )
+        got.runs[cell][replicate] = numbers
         if got.ranks.setdefault(cell, numbers["ranks"]) != numbers["ranks"]:
             raise SummaryError(
                 f"{path}: trained on {numbers['ranks']} rank(s), other seeds of its cell on {got.ranks[cell]}: "
@@ -482,9 +548,10 @@ def _check_recipe(got: _Records, a: Mapping[str, Any], path: str | Path) -> None
 
 def _read_baselines(
     baselines: Sequence[str | Path],
-) -> tuple[dict[tuple[str, str], dict[str, list[np.ndarray]]], list[str]]:
-    """The baseline files' accuracies by (dataset, protocol), and their classifiers (the same in every file)."""
-    base: dict[tuple[str, str], dict[str, list[np.ndarray]]] = defaultdict(lambda: defaultdict(list))
+) -> tuple[dict[tuple[str, str], dict[str, list[Any]]], list[str]]:
+    """The baseline files' accuracies by (dataset, protocol), each file's (partition, seed) under ``replicate``, and
+    their classifiers (the same in every file)."""
+    base: dict[tuple[str, str], dict[str, list[Any]]] = defaultdict(lambda: defaultdict(list))
     classifiers: list[str] = []
     for path in baselines:
         ds = read_netcdf(path, kind="baseline")
@@ -493,6 +560,8 @@ def _read_baselines(
         if names != classifiers:
             raise SummaryError(f"{path}: classifiers {names}, other baseline files have {classifiers}")
         key = (str(ds.attrs["dataset"]), str(ds.attrs["protocol"]))
+        # the file's replicate: a baseline file written before there were several partitions is partition 0's
+        base[key]["replicate"].append((int(ds.attrs.get("partition_index", 0)), int(ds.attrs.get("seed", 0))))
         for m, var in BASELINE_VARS.items():
             base[key][m].append(np.asarray(ds[var].values, dtype=np.float64))
         if "class_accuracy" in ds:
@@ -501,9 +570,10 @@ def _read_baselines(
 
 
 def _seed_stats(
-    runs: Mapping[Cell, Mapping[int, Mapping[str, Any]]], cells: Sequence[Cell]
+    runs: Mapping[Cell, Mapping[Replicate, Mapping[str, Any]]], cells: Sequence[Cell]
 ) -> dict[str, Any]:
-    """Mean and standard deviation over seeds of every per-record number, per cell."""
+    """Mean and standard deviation over replicates of every per-record number, per cell; for the accuracy, its
+    spread across partitions apart from its spread across seeds (:func:`spread_parts`)."""
     data: dict[str, Any] = {}
     for m in (*ACCURACY, *FINAL, *VALIDATION, "tokens_per_s", "peak_memory", "ccr_inline"):
         vals = [[r[m] for r in runs[c].values()] for c in cells]
@@ -513,27 +583,57 @@ def _seed_stats(
         data[f"{m}_mean"] = (
             "cell",
             [_mean(v) for v in vals],
-            {**attrs, "long_name": f"mean over seeds of {LONG[m]}"},
+            {**attrs, "long_name": f"mean over replicates (partition, seed) of {LONG[m]}"},
         )
         data[f"{m}_std"] = (
             "cell",
             [_std(v) for v in vals],
-            {**attrs, "long_name": f"standard deviation (ddof 1) over seeds of {LONG[m]}"},
+            {
+                **attrs,
+                "long_name": f"standard deviation (ddof 1) over replicates (partition, seed) of {LONG[m]}",
+            },
         )
+    for m in ACCURACY:
+        spreads = [spread_parts({r: v[m] for r, v in runs[c].items()}) for c in cells]
+        data[f"{m}_partition_std"] = (
+            "cell",
+            [p for p, _ in spreads],
+            {"units": "1", "long_name": f"spread across partitions: standard deviation (ddof 1) over the cell's "
+             f"partitions of each partition's mean over its seeds, of {LONG[m]}; NaN with one partition"},
+        )  # fmt: skip
+        data[f"{m}_seed_std"] = (
+            "cell",
+            [q for _, q in spreads],
+            {"units": "1", "long_name": f"spread across seeds: pooled standard deviation over seeds within a "
+             f"partition (root mean of the partitions' ddof-1 variances), of {LONG[m]}; NaN with one seed per "
+             "partition"},
+        )  # fmt: skip
     return data
 
 
+def spread_parts(values: Mapping[Replicate, float]) -> tuple[float, float]:
+    """(spread across partitions, spread across seeds) of one cell's replicate values: the standard deviation
+    (ddof 1) of the partitions' seed means, and the pooled within-partition standard deviation (the root of the
+    mean of the ddof-1 variances of the partitions with two or more seeds); NaN where there are too few."""
+    by_part: dict[int, list[float]] = defaultdict(list)
+    for (k, _seed), v in sorted(values.items()):
+        by_part[k].append(float(v))
+    means = [float(np.mean(v)) for v in by_part.values()]
+    within = [float(np.var(v, ddof=1)) for v in by_part.values() if len(v) > 1]
+    return _std(means), float(np.sqrt(np.mean(within))) if within else float("nan")
+
+
 def _per_class_mean(
-    runs: Mapping[Cell, Mapping[int, Mapping[str, Any]]], cells: Sequence[Cell]
+    runs: Mapping[Cell, Mapping[Replicate, Mapping[str, Any]]], cells: Sequence[Cell]
 ) -> tuple[dict[str, Any], int]:
-    """Each class's test recall, mean over seeds per cell; and the most classes of any cell."""
+    """Each class's test recall, mean over replicates per cell; and the most classes of any cell."""
     per_class = [np.stack([r["per_class"] for r in runs[c].values()]) for c in cells]  # (seeds, K) per cell
     classes = max(pc.shape[1] for pc in per_class)
     with warnings.catch_warnings():  # a class with no test pixel is NaN in every seed: mean of nothing
         warnings.simplefilter("ignore", RuntimeWarning)
         pc_mean = np.array([np.nanmean(_pad(pc, classes), axis=0) for pc in per_class])
     long = (
-        "mean over seeds of each class's recall on the test pixels after the last epoch; NaN for a class with no "
+        "mean over replicates of each class's recall on the test pixels after the last epoch; NaN for a class with no "
         "test pixel (OA hides minority classes)"
     )
     return {
@@ -542,11 +642,30 @@ def _per_class_mean(
 
 
 def _cell_counts(
-    runs: Mapping[Cell, Mapping[int, Mapping[str, Any]]], ranks: Mapping[Cell, int], cells: Sequence[Cell]
+    runs: Mapping[Cell, Mapping[Replicate, Mapping[str, Any]]],
+    ranks: Mapping[Cell, int],
+    cells: Sequence[Cell],
 ) -> dict[str, Any]:
-    """Seeds, epochs, summary epochs and processes of each cell."""
+    """Seeds, partitions, replicates, epochs, summary epochs and processes of each cell."""
     data: dict[str, Any] = {
-        "seeds": ("cell", [len(runs[c]) for c in cells], {"units": "1", "long_name": "seeds in the cell"})
+        "seeds": (
+            "cell",
+            [len({seed for _, seed in runs[c]}) for c in cells],
+            {"units": "1", "long_name": "training seeds in the cell (distinct)"},
+        ),
+        "partitions": (
+            "cell",
+            np.array([len({k for k, _ in runs[c]}) for c in cells], dtype=np.int32),
+            {
+                "units": "1",
+                "long_name": "partitions of the protocol in the cell (distinct; data.partition.draws)",
+            },
+        ),
+        "replicates": (
+            "cell",
+            np.array([len(runs[c]) for c in cells], dtype=np.int32),
+            {"units": "1", "long_name": "replicates (partition, seed) in the cell: its training records"},
+        ),
     }
     for key, name, long in (
         ("epochs", "epochs", "epochs trained by every run of the cell (fewest over its seeds)"),
@@ -589,12 +708,15 @@ def _cell_coords(cells: Sequence[Cell], classes: int) -> dict[str, Any]:
 
 
 def _baseline_vars(
-    base: Mapping[tuple[str, str], Mapping[str, list[np.ndarray]]],
+    base: Mapping[tuple[str, str], Mapping[str, list[Any]]],
     classifiers: Sequence[str],
     cells: Sequence[Cell],
     classes: int,
+    runs: Mapping[Cell, Mapping[Replicate, Mapping[str, Any]]],
+    level: float,
 ) -> dict[str, Any]:
-    """The classical baseline beside every cell: its accuracies on the cell's dataset and protocol over seeds."""
+    """The classical baseline beside every cell: its accuracies on the cell's dataset and protocol over its files
+    (partitions x seeds), their spread across partitions, and the cell's OA difference to it paired by partition."""
     data: dict[str, Any] = {}
     for m in ACCURACY:
         rows = [base.get((c[0], c[4]), {}).get(m, []) for c in cells]
@@ -605,12 +727,15 @@ def _baseline_vars(
         data[f"baseline_{m}_mean"] = (
             ("cell", "classifier"),
             np.array(mean),
-            {"units": "1", "long_name": f"mean over baseline seeds of {what}"},
+            {"units": "1", "long_name": f"mean over the baseline's files (partitions x seeds) of {what}"},
         )
         data[f"baseline_{m}_std"] = (
             ("cell", "classifier"),
             np.array(std),
-            {"units": "1", "long_name": f"standard deviation (ddof 1) over baseline seeds of {what}"},
+            {
+                "units": "1",
+                "long_name": f"standard deviation (ddof 1) over the baseline's files (partitions x seeds) of {what}",
+            },
         )
     rows_pc = [base.get((c[0], c[4]), {}).get("per_class", []) for c in cells]
     if all(rows_pc):
@@ -618,7 +743,8 @@ def _baseline_vars(
             warnings.simplefilter("ignore", RuntimeWarning)
             pc = np.stack([np.nanmean([_pad(r, classes) for r in rs], axis=0) for rs in rows_pc])
         long = (
-            "mean over baseline seeds of each class's recall on the test pixels of the same dataset and protocol; NaN "
+            "mean over the baseline's files of each class's recall on the test pixels of the same dataset and "
+            "protocol; NaN "
             "for a class with no test pixel"
         )
         data["baseline_per_class_accuracy_mean"] = (
@@ -626,16 +752,100 @@ def _baseline_vars(
             pc,
             {"units": "1", "long_name": long},
         )
+    reps = [base.get((c[0], c[4]), {}).get("replicate", []) for c in cells]
     data["baseline_seeds"] = (
         "cell",
-        [len(base.get((c[0], c[4]), {}).get("oa", [])) for c in cells],
-        {"units": "1", "long_name": "baseline seeds (files) on the cell's dataset and protocol"},
+        [len({seed for _, seed in r}) for r in reps],
+        {"units": "1", "long_name": "baseline seeds (distinct) on the cell's dataset and protocol"},
     )
+    data["baseline_partitions"] = (
+        "cell",
+        np.array([len({k for k, _ in r}) for r in reps], dtype=np.int32),
+        {
+            "units": "1",
+            "long_name": "partitions the baseline ran on (distinct), the cell's dataset and protocol",
+        },
+    )
+    data.update(_baseline_spread_vars(base, classifiers, cells))
+    data.update(_baseline_difference_vars(base, classifiers, runs, cells, level))
     return data
 
 
+def _baseline_values(
+    base: Mapping[tuple[str, str], Mapping[str, list[Any]]], cell: Cell, m: str, j: int
+) -> dict[Replicate, float]:
+    """Classifier ``j``'s metric ``m`` on the cell's dataset and protocol, by the file's (partition, seed)."""
+    rows = base.get((cell[0], cell[4]), {})
+    return {r: float(v[j]) for r, v in zip(rows.get("replicate", []), rows.get(m, []), strict=True)}
+
+
+def _baseline_spread_vars(
+    base: Mapping[tuple[str, str], Mapping[str, list[Any]]], classifiers: Sequence[str], cells: Sequence[Cell]
+) -> dict[str, Any]:
+    """baseline_{m}_partition_std (cell, classifier): the baselines' spread across partitions."""
+    data: dict[str, Any] = {}
+    for m in ACCURACY:
+        sd = [
+            [spread_parts(_baseline_values(base, c, m, j))[0] for j in range(len(classifiers))] for c in cells
+        ]
+        data[f"baseline_{m}_partition_std"] = (
+            ("cell", "classifier"),
+            np.array(sd, dtype=np.float64).reshape(len(cells), len(classifiers)),
+            {"units": "1", "long_name": f"spread across partitions of the classical baseline's {m} on the same "
+             "dataset and protocol: standard deviation (ddof 1) of each partition's mean over baseline seeds; NaN "
+             "with one partition"},
+        )  # fmt: skip
+    return data
+
+
+def _baseline_difference_vars(
+    base: Mapping[tuple[str, str], Mapping[str, list[Any]]],
+    classifiers: Sequence[str],
+    runs: Mapping[Cell, Mapping[Replicate, Mapping[str, Any]]],
+    cells: Sequence[Cell],
+    level: float,
+) -> dict[str, Any]:
+    """d_oa_vs_baseline_mean / _ci_low / _ci_high (cell, classifier): the cell's OA minus the baseline's, paired by
+    partition (each side's mean over its seeds on the partition; the baseline's seed drives only its CV folds and
+    forest, so its seeds are no pairing of the training seeds), the interval over partitions (over the cell's
+    seeds against the baseline's mean where one partition)."""
+    from hsitp.evaluate.verdict import t_quantile
+
+    shape = (len(cells), len(classifiers))
+    out = {k: np.full(shape, np.nan) for k in ("mean", "low", "high")}
+    for i, c in enumerate(cells):
+        mine = {r: float(v["oa"]) for r, v in runs[c].items()}
+        for j in range(len(classifiers)):
+            theirs = _baseline_values(base, c, "oa", j)
+            parts = sorted({k for k, _ in mine} & {k for k, _ in theirs})
+            if not parts:
+                continue
+            ref = {k: float(np.mean([v for (q, _), v in theirs.items() if q == k])) for k in parts}
+            if len(parts) >= 2:
+                d = [float(np.mean([v for (q, _), v in mine.items() if q == k])) - ref[k] for k in parts]
+            else:
+                d = [v - ref[q] for (q, _), v in sorted(mine.items()) if q in ref]
+            out["mean"][i, j] = float(np.mean(d))
+            if len(d) >= 2:
+                half = t_quantile(len(d), level) * float(np.std(d, ddof=1)) / np.sqrt(len(d))
+                out["low"][i, j], out["high"][i, j] = out["mean"][i, j] - half, out["mean"][i, j] + half
+    note = (
+        "the cell's OA minus the classical baseline's on the same dataset and protocol, paired by partition (each "
+        "side's mean over its seeds); over partitions, or the cell's seeds against the baseline's mean where one "
+        "partition"
+    )
+    ci = f"{level:.0%} two-sided t interval (k - 1 degrees of freedom) of the mean of {note}"
+    return {
+        "d_oa_vs_baseline_mean": (("cell", "classifier"), out["mean"], {"units": "1", "long_name": f"mean of {note}"}),
+        "d_oa_vs_baseline_ci_low": (("cell", "classifier"), out["low"],
+                                    {"units": "1", "long_name": f"low end of the {ci}"}),
+        "d_oa_vs_baseline_ci_high": (("cell", "classifier"), out["high"],
+                                     {"units": "1", "long_name": f"high end of the {ci}"}),
+    }  # fmt: skip
+
+
 def _svm_oa(
-    base: Mapping[tuple[str, str], Mapping[str, list[np.ndarray]]],
+    base: Mapping[tuple[str, str], Mapping[str, list[Any]]],
     classifiers: Sequence[str],
     cells: Sequence[Cell],
 ) -> dict[Cell, float]:
@@ -654,12 +864,15 @@ def _summary_attrs(
     got: _Records, margin: float, level: float, *, records: int, baselines: int
 ) -> dict[str, Any]:
     return {
-        "title": "hsitp training summary: accuracy, throughput, memory and ccr_inline per cell, over seeds",
-        "std": "sample standard deviation over seeds (ddof = 1); NaN with one seed",
+        "title": "hsitp training summary: accuracy, throughput, memory and ccr_inline per cell, over replicates "
+        "(partition, seed)",
+        "std": "sample standard deviation over replicates (ddof = 1); NaN with one replicate; *_partition_std and "
+        "*_seed_std split the accuracy's spread into its parts",
         "accuracy": "each record's mean over its last summary_epochs evaluations (whole-scene tiled prediction, "
         "test pixels, rank 0's map); *_final: the last epoch's",
-        "differences": "paired by seed: plan minus tp at the same dataset, P, protocol and N (or tp's single-process "
-        "equivalent, one model at every P)",
+        "differences": "paired by replicate (partition, seed): plan minus tp at the same dataset, P, protocol and N "
+        "(or tp's single-process equivalent, one model at every P); intervals over partitions (each partition's "
+        "differences averaged over its seeds) where two or more, else over seeds (verdict_unit_flag)",
         "verdict_margin": margin,
         "verdict_level": level,
         "verdict_scope": f"{level:.0%} per comparison; n comparisons hold n intervals (no multiplicity correction)",

@@ -5,6 +5,9 @@
 
 Runs (or resumes) the study in ``results/RUN/tune/DATASET/PLAN_PROTOCOL.journal`` until ``tune.trials`` trials count,
 one progress line per trial, then writes every trial and the budget curves to ``--out`` (``hsitp.tune.study``).
+Before the first trial it counts what the validation holds (pixels and classes per inner fold, and of them those
+whose class the fold's training holds), logs it, records it in the study file, and refuses to start below
+``tune.block_validation.min_pixels`` / ``min_classes`` (block protocol).
 """
 
 from __future__ import annotations
@@ -26,10 +29,10 @@ def _run(args: argparse.Namespace) -> int:
     from hsitp.io import provenance, write_netcdf
     from hsitp.signals import stop_on_signals
     from hsitp.train.commands import dataset_name
-    from hsitp.train.data import scene_header
+    from hsitp.train.data import scene_header, validation_counts
     from hsitp.train.plan import TrainJob, check_job, crop_patch
     from hsitp.train.settings import TrainSettings
-    from hsitp.tune.study import KIND, StudySpec, run_study, study_dataset
+    from hsitp.tune.study import KIND, StudySpec, run_study, study_dataset, trial_config
 
     if args.protocol is None:
         raise HsitpError("hsitp tune: --protocol required (random or block)")
@@ -39,9 +42,26 @@ def _run(args: argparse.Namespace) -> int:
     dataset = dataset_name(data)
     settings = TrainSettings.from_config(cfg)  # the run's; each trial trains on its own (trial_config)
     patch = args.patch if args.patch is not None else crop_patch(settings, dataset, args.tokens)
+    folds = int(tune["block_validation"]["folds"]) if args.protocol == "block" else 1
     spec = StudySpec(
-        data=data, out=Path(args.out), plan=args.plan, protocol=args.protocol, tokens=args.tokens, patch=patch
+        data=data,
+        out=Path(args.out),
+        plan=args.plan,
+        protocol=args.protocol,
+        tokens=args.tokens,
+        patch=patch,
+        folds=folds,
+        partition=args.partition,
     )
+    held = validation_counts(
+        data,
+        spec.protocol,
+        partition_index=spec.partition,
+        fraction=float(tune["validation_fraction"]),
+        seed=int(cfg["seed"]),
+        folds=folds,
+    )
+    _check_validation(spec, held, tune)
     bands, classes, rows, cols = scene_header(data)
     P = int(tune["world_size"])  # noqa: N806
 
@@ -69,37 +89,61 @@ def _run(args: argparse.Namespace) -> int:
         workdir: Path,
         on_epoch: Callable[[int, Mapping[str, Any]], None],
     ) -> float:
-        job = TrainJob(
-            data=data,
-            out=workdir / "trial.nc",
-            plan=spec.plan,
-            world_size=P,
-            groups=int(params["groups"]),
-            protocol=spec.protocol,
-            seed=int(tune["seed"]),
-            tokens=spec.tokens,
-            patch=patch,
-            ranks=1,
-        )
+        """Train the trial (once per inner fold), report every fold's epochs to the pruner (step f x epochs + e)
+        and return its validation OA (pooled over the folds by their pixels)."""
+        epochs = int(tune["epochs"])
+        jobs = [
+            TrainJob(
+                data=data,
+                out=(workdir / f"fold{f}" if folds > 1 else workdir) / "trial.nc",
+                plan=spec.plan,
+                world_size=P,
+                groups=int(params["groups"]),
+                protocol=spec.protocol,
+                seed=int(tune["seed"]),
+                tokens=spec.tokens,
+                patch=patch,
+                ranks=1,
+                partition=spec.partition,
+            )
+            for f in range(folds)
+        ]
+        correct = pixels = 0.0
+        try:
+            for f, job in enumerate(jobs):
+                cfg_f = trial_config(cfg, tune, params, folds=folds, fold=f) if folds > 1 else trial_cfg
+                oa, n = _train_fold(job, cfg_f, lambda e, rec, f=f: on_epoch(f * epochs + e, rec))
+                correct, pixels = correct + oa * n, pixels + n
+        except (TrialPruned, HsitpError):
+            _drop_checkpoints(jobs)  # an ended trial resumes nothing
+            raise
+        # ended: its records keep the result (a killed trial never gets here and keeps every fold's checkpoints,
+        # so its retry resumes each fold where it stopped)
+        _drop_checkpoints(jobs)
+        return correct / pixels if pixels else float("nan")
+
+    def _drop_checkpoints(jobs: list[Any]) -> None:
+        for job in jobs:
+            shutil.rmtree(job.checkpoint_dir, ignore_errors=True)
+
+    def _train_fold(
+        job: Any, fold_cfg: Mapping[str, Any], report: Callable[[int, Mapping[str, Any]], None]
+    ) -> tuple[float, int]:
+        """One fold of a trial: (its last-epoch validation OA, its validation pixels)."""
         last: dict[str, float] = {}
 
         def record(epoch: int, rec: Mapping[str, Any]) -> None:
             last["val_oa"] = float(rec["val_oa"])
-            on_epoch(epoch, rec)
+            report(epoch, rec)
 
-        try:
-            path = train_rank(rt, TrainSettings.from_config(trial_cfg), job, stop=stop, on_epoch=record)
-        except (TrialPruned, HsitpError):
-            shutil.rmtree(job.checkpoint_dir, ignore_errors=True)  # an ended trial resumes nothing
-            raise
-        # ended: its record keeps the result (a killed trial never gets here and keeps its checkpoints)
-        shutil.rmtree(job.checkpoint_dir, ignore_errors=True)
-        if "val_oa" not in last:  # resumed after its last epoch (killed before the study recorded it)
-            from hsitp.io import read_netcdf
+        path = train_rank(rt, TrainSettings.from_config(fold_cfg), job, stop=stop, on_epoch=record)
+        from hsitp.io import json_attr, read_netcdf
 
-            with read_netcdf(path, kind="train") as ds:
+        with read_netcdf(path, kind="train") as ds:
+            if "val_oa" not in last:  # resumed after its last epoch (killed before the study recorded it)
                 last["val_oa"] = float(ds["val_oa"].values[-1])
-        return last["val_oa"]
+            n = int((json_attr(ds, "counts") or {}).get("validation_pixels", 0))
+        return last["val_oa"], n
 
     # SIGINT / SIGTERM stop the trial before its next step (hsitp.signals); its checkpoints stay for the resume
     with stop_on_signals(f"tune {spec.plan} under the {spec.protocol} protocol") as stop:
@@ -108,7 +152,7 @@ def _run(args: argparse.Namespace) -> int:
             study = run_study(spec, cfg, train_trial, fits=fits)
         finally:
             rt.stop()
-    ds = study_dataset(study, spec, cfg)
+    ds = study_dataset(study, spec, cfg, held)
     write_netcdf(
         ds,
         spec.out,
@@ -118,6 +162,38 @@ def _run(args: argparse.Namespace) -> int:
     )
     print(f"wrote {spec.out} ({ds.sizes['trial']} trials; best validation OA {float(ds['score'].max()):.3f})")
     return 0
+
+
+def _check_validation(spec: Any, held: Any, tune: Mapping[str, Any]) -> None:
+    """Log what the validation holds; refuse a block-protocol study whose validation (pooled over its folds) holds
+    fewer pixels or classes than tune.block_validation asks: it could not select (issue 50)."""
+    import logging
+
+    from hsitp.tune.study import TuneError
+
+    learn = sum(held.learnable_pixels)
+    logging.getLogger(__name__).info(
+        "%s protocol, partition %d: validation %d pixels of %d classes over %d fold(s) (per fold %s pixels, %s "
+        "classes); %d pixels of %d classes are of a class the fold's training holds; train pixels %d of %d classes",
+        spec.protocol, spec.partition, held.total_pixels, held.total_classes, spec.folds, list(held.pixels),
+        list(held.classes), learn, held.learnable_classes, held.train_pixels, held.train_classes,
+    )  # fmt: skip
+    if spec.protocol != "block":
+        return
+    want = tune["block_validation"]
+    low = []
+    if held.total_pixels < int(want["min_pixels"]):
+        low.append(f"{held.total_pixels} pixels < tune.block_validation.min_pixels = {want['min_pixels']}")
+    if held.total_classes < int(want["min_classes"]):
+        low.append(
+            f"{held.total_classes} classes < tune.block_validation.min_classes = {want['min_classes']}"
+        )
+    if low:
+        raise TuneError(
+            f"tune {spec.out.stem}: the block validation (partition {spec.partition}, {spec.folds} fold(s)) holds "
+            + " and ".join(low)
+            + "; raise tune.block_validation.folds (or tune.validation_fraction with one fold), or lower the minimum"
+        )
 
 
 def _first_fit(tune: Mapping[str, Any], fits: Callable[[int], bool]) -> int:
@@ -143,6 +219,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--patch", type=int, help="patch edge p; default: that of the train.crops entry with N = --tokens"
+    )
+    p.add_argument(
+        "--partition",
+        type=int,
+        default=0,
+        help="which of the protocol's partitions of the prepared file the study tunes on (default 0)",
     )
     p.add_argument(
         "--out", required=True, help="the study's netCDF, results/RUN/tune/DATASET/PLAN_PROTOCOL.nc"

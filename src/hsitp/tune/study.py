@@ -3,8 +3,13 @@
 Every plan gets the same search space (``tune.space``), the same number of trials (``tune.trials``, counting
 completed, pruned and diverged trials alike) and the same steps per trial (``tune.epochs`` x
 ``tune.steps_per_epoch``). A trial trains the plan's single-process equivalent at ``tune.world_size`` (its
-architecture at that P) on the protocol's training pixels, less ``tune.validation_fraction`` of them held out; its
-score is the validation OA of its last epoch. The test pixels are scored by the shared evaluation but never
+architecture at that P) on the training pixels of the protocol's partition 0, less ``tune.validation_fraction`` of
+them held out; its score is the validation OA of its last epoch. Under the block protocol with
+``tune.block_validation.folds`` = F >= 2 (issue 50) a trial trains F times, once per inner fold of the partition's
+training squares (each on the other folds' squares), and its score is the OA over every fold's validation pixels
+pooled (the folds' last-epoch OAs weighted by their pixels): every train pixel is validated once, where a 20 %
+hold-out of whole squares held 565 pixels of 7 classes on Indian Pines. The pruner sees fold f's epoch e as step
+f x epochs + e. The test pixels are scored by the shared evaluation but never
 recorded here and never read by the search. A median pruner stops a trial whose validation OA falls below the
 median of earlier trials at the same epoch, after ``tune.prune.warmup_epochs``.
 
@@ -54,6 +59,8 @@ class StudySpec:
     protocol: str  # the accuracy protocol (random, block)
     tokens: int  # N of the crop the trials train on
     patch: int
+    folds: int = 1  # inner folds of the validation (tune.block_validation.folds under the block protocol)
+    partition: int = 0  # which of the protocol's partitions the study tunes on
 
     @property
     def journal(self) -> Path:
@@ -93,17 +100,23 @@ def suggest(trial: Any, space: Mapping[str, Any], groups: list[int]) -> dict[str
 
 
 def trial_config(
-    config: Mapping[str, Any], tune: Mapping[str, Any], params: Mapping[str, Any]
+    config: Mapping[str, Any],
+    tune: Mapping[str, Any],
+    params: Mapping[str, Any],
+    *,
+    folds: int = 1,
+    fold: int = 0,
 ) -> dict[str, Any]:
-    """The training config one trial runs: the run's train section with the trial's recipe and the study's
-    budget (epochs, steps, validation pixels every epoch, one memory-tracked step)."""
+    """The training config one trial (or, with ``folds`` >= 2, its inner fold ``fold``) runs: the run's train section
+    with the trial's recipe and the study's budget (epochs, steps, validation pixels every epoch, one memory-tracked
+    step)."""
     cfg = copy.deepcopy(dict(config))
     tc = cfg["train"]
     tc.update(
         **recipe_keys(params),
         epochs=int(tune["epochs"]),
         steps_per_epoch=int(tune["steps_per_epoch"]),
-        validation={"fraction": float(tune["validation_fraction"])},
+        validation={"fraction": float(tune["validation_fraction"]), "folds": int(folds), "fold": int(fold)},
         eval_every=1,  # the pruner reads every epoch's validation OA
         summary_epochs=1,  # the memory tracker (slow on CPU) runs on one step only
         equivalent=True,
@@ -272,19 +285,27 @@ def _best(study: Any) -> tuple[int, float] | None:
     return t.number, float(t.value)
 
 
-def study_dataset(study: Any, spec: StudySpec, config: Mapping[str, Any]) -> xr.Dataset:
-    """Every trial (parameters, validation OA per epoch, state, wall time) and the budget curves, as netCDF."""
+def study_dataset(
+    study: Any, spec: StudySpec, config: Mapping[str, Any], validation: Any = None
+) -> xr.Dataset:
+    """Every trial (parameters, validation OA per fold and epoch, state, wall time) and the budget curves, as
+    netCDF; with ``validation`` (:class:`hsitp.train.data.ValidationCounts`) what the validation held."""
     tune = config["tune"]
     trials = counted_trials(study)
     epochs = int(tune["epochs"])
     startup = int(tune["startup_trials"])
     ds = xr.Dataset(
-        _trial_vars(trials, epochs, startup),
+        _trial_vars(trials, epochs, startup, spec.folds),
         coords={
             "trial": (
                 "trial",
                 np.arange(1, len(trials) + 1),
                 {"units": "1", "long_name": "trial, in the order the study ran them"},
+            ),
+            "fold": (
+                "fold",
+                np.arange(spec.folds),
+                {"units": "1", "long_name": "inner fold of the validation (one: the single hold-out)"},
             ),
             "epoch": ("epoch", np.arange(1, epochs + 1), {"units": "1", "long_name": "epoch of the trial"}),
             "n": (
@@ -303,10 +324,15 @@ def study_dataset(study: Any, spec: StudySpec, config: Mapping[str, Any]) -> xr.
             np.array(values, dtype=float),
             {"units": "1", "long_name": f"searched {name.replace('_', ' ')}"},
         )
+    if validation is not None:
+        _add_validation(ds, validation)
     best = _best(study)
     ds.attrs.update(
         plan=spec.plan,
         protocol=spec.protocol,
+        partition_index=spec.partition,
+        folds=spec.folds,
+        validation=_validation_text(spec, tune),
         tokens=spec.tokens,
         patch=spec.patch,
         world_size=int(tune["world_size"]),
@@ -324,17 +350,66 @@ def study_dataset(study: Any, spec: StudySpec, config: Mapping[str, Any]) -> xr.
     return ds
 
 
-def _trial_scores(trials: Sequence[Any], epochs: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per trial: validation OA after each epoch, its score (completed: the last epoch's; pruned: its last
-    reported one) and how it ended (complete, pruned, failed)."""
+def _validation_text(spec: StudySpec, tune: Mapping[str, Any]) -> str:
+    """What the study's score is measured on, in words (the study file's ``validation`` attribute)."""
+    where = f"the train pixels of the {spec.protocol} protocol's partition {spec.partition}"
+    if spec.folds >= 2:
+        return (
+            f"{spec.folds} inner folds of {where} (whole training blocks, class-stratified, under the block "
+            "protocol); each trial trains once per fold on the other folds; its score is the OA of every fold's "
+            "validation pixels pooled (each fold's last-epoch OA weighted by its pixels)"
+        )
+    return f"a hold-out of {float(tune['validation_fraction']):g} of {where}; the score is its last-epoch OA"
+
+
+def _add_validation(ds: xr.Dataset, v: Any) -> None:
+    """The validation's pixels and classes per fold and its pixels per class (``v``: ValidationCounts)."""
+    ds.coords["label"] = (
+        "label",
+        np.arange(1, v.class_pixels.shape[1] + 1),
+        {"units": "1", "long_name": "class label (1..K)"},
+    )
+    ds["validation_pixels"] = ("fold", np.array(v.pixels), {"units": "1", "long_name": "validation pixels"})
+    ds["validation_classes"] = (
+        "fold",
+        np.array(v.classes),
+        {"units": "1", "long_name": "classes among the validation pixels"},
+    )
+    ds["validation_learnable_pixels"] = (
+        "fold",
+        np.array(v.learnable_pixels),
+        {"units": "1", "long_name": "validation pixels of a class the fold's own training pixels hold (the others "
+         "no recipe can classify)"},
+    )  # fmt: skip
+    ds["validation_class_pixels"] = (
+        ("fold", "label"),
+        v.class_pixels,
+        {"units": "1", "long_name": "validation pixels per class"},
+    )
+    ds.attrs.update(
+        validation_pixels_total=v.total_pixels,
+        validation_classes_total=v.total_classes,
+        validation_learnable_pixels_total=int(sum(v.learnable_pixels)),
+        validation_learnable_classes_total=v.learnable_classes,
+        train_pixels=v.train_pixels,
+        train_classes=v.train_classes,
+    )
+
+
+def _trial_scores(
+    trials: Sequence[Any], epochs: int, folds: int = 1
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per trial: validation OA after each fold's epochs (reported step f x epochs + e), its score (completed: the
+    objective's value, the pooled OA under folds; pruned: its last reported one) and how it ended (complete,
+    pruned, failed)."""
     from optuna.trial import TrialState
 
-    curve = np.full((len(trials), epochs), np.nan)
+    curve = np.full((len(trials), folds, epochs), np.nan)
     score = np.full(len(trials), np.nan)
     for i, t in enumerate(trials):
         for step, v in t.intermediate_values.items():
-            if 1 <= step <= epochs:
-                curve[i, step - 1] = v
+            if 1 <= step <= folds * epochs:
+                curve[i, (step - 1) // epochs, (step - 1) % epochs] = v
         if t.state == TrialState.COMPLETE:
             score[i] = t.value
         elif t.intermediate_values:
@@ -350,11 +425,11 @@ def _trial_scores(trials: Sequence[Any], epochs: int) -> tuple[np.ndarray, np.nd
     return curve, score, state
 
 
-def _trial_vars(trials: Sequence[Any], epochs: int, startup: int) -> dict[str, Any]:
+def _trial_vars(trials: Sequence[Any], epochs: int, startup: int, folds: int = 1) -> dict[str, Any]:
     """The trials' curves, scores, states and times, and the budget curves (best so far, expected best)."""
     from hsitp.tune.budget import best_so_far, expected_best
 
-    curve, score, state = _trial_scores(trials, epochs)
+    curve, score, state = _trial_scores(trials, epochs, folds)
     completed = np.where(state == "complete", score, np.nan)
     # a pruned start-up trial's final score is unknown: the estimator takes the completed ones (a curve biased
     # upward where the pruner stopped start-up trials, said in the attrs)
@@ -363,12 +438,20 @@ def _trial_vars(trials: Sequence[Any], epochs: int, startup: int) -> dict[str, A
         "expected best validation OA of n random start-up trials, from the completed ones (Dodge et al.)"
     )
     return {
-        "val_oa": (("trial", "epoch"), curve, {"units": "1", "long_name": "validation OA after each epoch"}),
+        "val_oa": (
+            ("trial", "fold", "epoch"),
+            curve,
+            {"units": "1", "long_name": "validation OA of each inner fold after each epoch (NaN: not run)"},
+        ),
         "score": (
             "trial",
             score,
-            {"units": "1", "long_name": "validation OA of the last epoch run (pruned: where it stopped)"},
-        ),
+            {
+                "units": "1",
+                "long_name": "validation OA of the last epoch run, pooled over the folds (pruned: where "
+                "it stopped, that fold's)",
+            },
+        ),  # fmt: skip
         "state": ("trial", state, {"units": "1", "long_name": "complete, pruned or failed (diverged)"}),
         "wall_s": (
             "trial",
@@ -378,7 +461,10 @@ def _trial_vars(trials: Sequence[Any], epochs: int, startup: int) -> dict[str, A
         "epochs_run": (
             "trial",
             np.array([len(t.intermediate_values) for t in trials]),
-            {"units": "1", "long_name": "epochs trained before the trial ended"},
+            {
+                "units": "1",
+                "long_name": "epochs trained before the trial ended (summed over its inner folds)",
+            },
         ),
         "best_so_far": (
             "trial",
