@@ -457,13 +457,16 @@ def _aggregation_forward(s: StepSizes) -> list[Moment]:
         ]
     pad = s.slots > s.bands  # zero band slots appended (torch.cat): the slots tensor replaces the tokens
     tokens = T_s if pad else T  # the tokenizer output (or its reshape copy, or the padded concatenation)
+    level1 = m.dtype_bytes * s.M * s.g * m.D  # the level-1 output (M, g, D)
     if _linear_partial(s.plan):
+        # slot_mix reads the slots in place (saved: the tokens, or their masked copy when padded) and writes the
+        # (M, g, D) level-1 output
         partial = s.moment(
             "aggregation",
             "forward",
             tokens=tokens,
             masked=T_s if pad else 0.0,  # padded slots zeroed: tokens * valid
-            fold=T_s,  # the level-1 linear's input (M, g, D, s) folded by matmul: a copy; saved
+            level1_output=level1,
         )
     elif exact:  # the level-1 cross-attention's scores and softmax over its slots (masked when padded)
         scores = _exact_scores(m, s.M * s.g, s.slots / s.g, 1)
@@ -479,27 +482,27 @@ def _aggregation_forward(s: StepSizes) -> list[Moment]:
         )
     moments = [partial]
     if _linear_partial(s.plan) and s.g > 1:
-        # level 2's Linear(g, 1) while level 1's tensors are still held by the partial aggregator's frame: the
-        # level-1 output (M, g, D) (masked by the valid groups when padded: the product replaces it), its
-        # transposed (M, D, g) copy (matmul's fold; saved), the (M, D) product and its bias add
-        level1 = m.dtype_bytes * s.M * s.g * m.D
+        # level 2's Linear(g, 1) (slot_mix over the g group tokens) while level 1's tensors are still held by the
+        # partial aggregator's frame: the level-1 output (masked by the valid groups when padded: the product
+        # replaces it) and level 2's (M, D) output
         moments.append(
             s.moment(
                 "aggregation",
                 "forward",
                 tokens=tokens,
                 masked=T_s if pad else 0.0,
-                fold=T_s,
                 level1_output=level1,
-                level2_fold=level1,
+                level2_masked=level1 if pad else 0.0,
                 level2_output=A,
-                level2_bias=A if mode else 0.0,
             )
         )
+    # the tokens are themselves among the saved tensors where the partial level saves its input unpadded (slot_mix,
+    # the exact kernel); the sdpa kernel saves a copy of them, a padded rank the masked or concatenated slots
+    shared = not pad and (_linear_partial(s.plan) or exact)
     end = s.moment(
         "aggregation",
         "forward",
-        tokens=tokens,
+        tokens=0.0 if shared else tokens,
         saved=saved,
         partial=A,  # the rank-local partial aggregate (B N, D), held while gathered
         # all-gather's (P B N, 1, D) buffer; the gathered (B N, P, D) is a view of it
@@ -689,8 +692,9 @@ def _aggregation_backward(s: StepSizes) -> list[Moment]:
             # final, level 2, level 1's Linear(s, 1)
             grads=later + e * (shard_xattn + level2 + s.slots / g + 1),
             grad_output=e * M * g * D,  # the gradient of level 1's (M, g, D) output
-            fold=T_s,  # the saved fold
-            grad_fold=T_s,  # and its gradient (matmul's mm backward)
+            slots=T_s,  # the saved slots (slot_mix's input)
+            grad_slots=T_s,  # their gradient
+            weight_products=e * M * s.slots / g,  # one group's (M, s, 1) products for the weight's gradient
         )
     else:
         level2 = full_xattn if g > 1 else 0.0

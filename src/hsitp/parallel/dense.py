@@ -342,6 +342,12 @@ class PartialAggregator(nn.Module):
             self.level1 = SingleQueryCrossAttention(dim, heads, kernel=kernel)
             self.level2 = SingleQueryCrossAttention(dim, heads, kernel=kernel) if groups > 1 else None
 
+    def level1_rows(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """D-CHAG-L's level 1 as (g, s) weights and (g,) biases, one row per group (the groups share the Linear's
+        weights: the rows are its expansion, so their gradients sum into it)."""
+        g, s = self.groups, self.slots // self.groups
+        return self.level1.weight.expand(g, s), self.level1.bias.expand(g)
+
     def forward(self, tokens: torch.Tensor, valid: torch.Tensor | None = None) -> torch.Tensor:
         m = tokens.shape[0]  # tokens (M, slots, D); valid (slots,) bool, or None when no slot is padding
         g = self.groups
@@ -350,24 +356,67 @@ class PartialAggregator(nn.Module):
         if self.linear:
             if v is not None:
                 t = t * v[None, :, :, None].to(t.dtype)
-            h = _over_slots(self.level1, t)  # (M, g, D)
+            h = slot_mix(t, *self.level1_rows())  # (M, g, D)
         else:
             h = self.level1(t, v)  # (M, g, D)
+        return self.finish(h, v)
+
+    def finish(self, h: torch.Tensor, v: torch.Tensor | None = None) -> torch.Tensor:
+        """Level 2 over the (M, g, D) group tokens of level 1 (``v``: the (g, s) valid slots, None unpadded)."""
         if self.level2 is None:
             return h[:, 0]  # (M, D)
         group_valid = v.any(dim=1) if v is not None else None  # (g,)
         if self.linear:
             if group_valid is not None:
                 h = h * group_valid[None, :, None].to(h.dtype)
-            return _over_slots(self.level2, h[:, None])[:, 0]  # (M, D)
+            return slot_mix(h[:, None], self.level2.weight, self.level2.bias)[:, 0]  # (M, D)
         return self.level2(h, group_valid)  # (M, D)
 
 
-def _over_slots(linear: nn.Linear, t: torch.Tensor) -> torch.Tensor:
-    """D-CHAG-L's Linear(s -> 1) over the slot axis of t (..., s, D) -> (..., D): w (1, s) @ t, the tokens read in
-    place (the ``F.linear`` of the transposed tokens it replaces copied them to a (..., D, s) fold, and its
-    backward copied the fold's gradient back; the same products, summed in the same order per output)."""
-    return torch.matmul(linear.weight, t).squeeze(-2) + linear.bias  # (..., 1, D) -> (..., D)
+class _SlotMix(torch.autograd.Function):
+    """D-CHAG-L's Linear(s -> 1) over the slots of every group, reading the tokens where they lie.
+
+    forward: h[m, j] = sum_k w[j, k] t[m, j, k] + b[j], one batched product per group j of a stride-0 weight row
+    with t[:, j] (M, s, D), any strides: no copy of the tokens (``F.linear`` of the transposed tokens folded them to
+    a (..., D, s) copy, and its backward copied the fold's gradient back). backward: the tokens' gradient written
+    in one (M, G, s, D) tensor, group by group (dt[m, j, k] = w[j, k] dh[m, j]: an outer product), and the weights'
+    from one batched product per group. Inputs: t (M, G, s, D), w (G, s), b (G,); output (M, G, D).
+    """
+
+    @staticmethod
+    def forward(ctx, t: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        m, groups, s, d = t.shape
+        h = t.new_empty(m, groups, d)  # (M, G, D)
+        for j in range(groups):
+            row = w[j].view(1, 1, s).expand(m, 1, s)  # (M, 1, s), stride 0 over the rows
+            h[:, j] = torch.bmm(row, t[:, j]).squeeze(1)  # (M, D)
+        h.add_(b.view(1, groups, 1))
+        ctx.save_for_backward(t, w)
+        return h
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        t, w = ctx.saved_tensors
+        m, groups, s, d = t.shape
+        grad_t = grad_w = grad_b = None
+        if ctx.needs_input_grad[0]:
+            grad_t = t.new_empty(m, groups, s, d)  # (M, G, s, D), contiguous
+            for j in range(groups):
+                torch.mul(w[j].view(1, s, 1), grad[:, j].unsqueeze(1), out=grad_t[:, j])
+        if ctx.needs_input_grad[1]:
+            grad_w = torch.stack(
+                [torch.bmm(t[:, j], grad[:, j].unsqueeze(-1)).sum(dim=0).squeeze(-1) for j in range(groups)]
+            )  # (G, s)
+        if ctx.needs_input_grad[2]:
+            grad_b = grad.sum(dim=(0, 2))  # (G,)
+        return grad_t, grad_w, grad_b
+
+
+def slot_mix(t: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """(M, G, s, D) tokens of G groups -> (M, G, D): group j's Linear(s -> 1) (weight row w[j] (s,), bias b[j]);
+    see ``_SlotMix``. ``w`` (G, s) or (1, s) and ``b`` (G,) or (1,) broadcast over the groups."""
+    groups, s = t.shape[1], t.shape[2]
+    return _SlotMix.apply(t, w.expand(groups, s), b.expand(groups))
 
 
 class DenseTPAggregator(nn.Module):
@@ -431,6 +480,16 @@ class DenseDCHAG(nn.Module):
         b, n, bands, d = tok.shape
         tok = tok.reshape(b * n, bands, d)  # (B*N, L, D)
         parts = self.band_parts
+        if self.partials[0].linear and not parts.is_padded:
+            # D-CHAG-L, no padding: every rank's groups are consecutive slots of the tokens, so level 1 of all P
+            # ranks is one slot_mix over (B*N, P g, s, D), a view: its tokens' gradient is the (B*N, L, D) one,
+            # no per-rank split and concatenation
+            g = self.groups
+            t = tok.view(b * n, parts.parts * g, parts.local // g, d)  # (B*N, P g, s, D)
+            rows = [p.level1_rows() for p in self.partials]
+            h = slot_mix(t, torch.cat([w for w, _ in rows]), torch.cat([c for _, c in rows]))  # (B*N, P g, D)
+            outs = [p.finish(h[:, r * g : (r + 1) * g]) for r, p in enumerate(self.partials)]
+            return self.final(torch.stack(outs, dim=1)).view(b, n, d)  # (B, N, D)
         # one split into the P chunks (its backward is one concatenation; a slice per rank made a zero-filled
         # gradient of the whole tokens per rank, then summed them), each padded to the rank's slots
         chunks = tok.split([parts.count(r) for r in range(parts.parts)], dim=1)
