@@ -329,9 +329,10 @@ def test_pretraining_reads_no_label_and_learns_to_reconstruct(tmp_path: Path) ->
 def test_pretrained_run_resumes_and_says_it_is_transductive(tmp_path: Path) -> None:
     """Catches pretraining that runs again on resume (the resumed run would differ from the straight one), a
     record that does not say the run saw the test pixels' spectra, or loses what the pretraining did after a
-    resume, and pretraining that draws from the fine-tuning sampler's stream: a run crashed in epoch 2 resumes to
-    the straight run's losses and map bit for bit, both records say transductive and carry the pretraining, and
-    the first epoch's crops are those of a run without pretraining (same loss pixels drawn)."""
+    resume, a summary that hides it, and pretraining that draws from the fine-tuning sampler's stream: a run
+    crashed in epoch 2 resumes to the straight run's losses and map bit for bit, both records (and the summary of
+    one) say transductive and carry the pretraining, and the fine-tuning sampler ends where a run without
+    pretraining ends."""
     data = write_scene(tmp_path / "scene.nc")
     pre = {"pretrain": {"steps": 4}}
     straight = _job(tmp_path, data, "straight")
@@ -348,6 +349,10 @@ def test_pretrained_run_resumes_and_says_it_is_transductive(tmp_path: Path) -> N
         assert json.loads(rec.attrs["ingredients"])["pretrain"]["steps"] == 4
     plain = _job(tmp_path, data, "plain")
     train_p1(tiny_config(), plain)
+    from hsitp.train.summary import summarize
+
+    assert summarize([straight.out]).attrs["transductive"].startswith("yes: 1 of 1 records pretrained")
+    assert summarize([plain.out]).attrs["transductive"].startswith("no record")
     assert torch.equal(_last_state(plain)["sampler"]["gen"], _last_state(straight)["sampler"]["gen"])
     assert not np.array_equal(ref["loss"].values, read_netcdf(plain.out, kind="train")["loss"].values)
 
