@@ -53,6 +53,8 @@ from hsitp.train.ema import WeightEMA
 from hsitp.train.evaluate import Evaluation, evaluate_scene
 from hsitp.train.plan import TrainJob, check_job
 from hsitp.train.settings import TrainSettings
+from hsitp.train.steps import global_loss as _global_loss
+from hsitp.train.steps import lr_lambda
 
 log = logging.getLogger(__name__)
 
@@ -75,18 +77,6 @@ def tp_group(rt: Runtime, P: int) -> TPGroup:  # noqa: N803
             f"supported: launch `torchrun --nproc_per_node {P}`"
         )
     return rt.world
-
-
-def lr_lambda(warmup: int, total: int) -> Callable[[int], float]:
-    """Linear warm-up over ``warmup`` steps, then cosine decay to 0 at ``total`` steps."""
-
-    def f(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        span = max(1, total - warmup)
-        return 0.5 * (1.0 + math.cos(math.pi * min(1.0, (step - warmup) / span)))
-
-    return f
 
 
 def evaluated_epochs(settings: TrainSettings, stop_after: int | None = None) -> set[int]:
@@ -569,17 +559,6 @@ def _one_step(
 def _barrier(tp: TPGroup) -> None:
     if tp.size > 1:
         dist.barrier(group=tp.group)
-
-
-def _global_loss(loss: torch.Tensor, plan: str, tp: TPGroup) -> float:
-    """The full batch's loss on every rank (token plan: the ranks' partial sums, one scalar all-reduce, not
-    counted as the model's communication)."""
-    value = loss.detach().double()
-    if plan == "token" and tp.size > 1:
-        dist.all_reduce(
-            value, group=tp.group
-        )  # raw torch call: not timed (a metric, not the model's traffic)
-    return float(value)
 
 
 def _accuracy(scores: Any, classes: int = 0, prefix: str = "") -> dict[str, Any]:

@@ -28,12 +28,18 @@ from typing import Any
 import torch
 from torch import nn
 
+from hsitp.errors import HsitpError
 from hsitp.models.model import unpatchify
 from hsitp.parallel import all_reduce_grads
 from hsitp.parallel.dense import seeded
+from hsitp.train.steps import global_loss, lr_lambda
 
 # the pretraining stream's seed is the job's seed plus this (the fine-tuning sampler is seeded by the job's seed)
 SEED_OFFSET = 1_000_003
+
+
+class PretrainError(HsitpError):
+    """Pretraining cannot go on (a non-finite loss)."""
 
 
 @dataclass(frozen=True)
@@ -92,7 +98,6 @@ def pretrain(setup: Any, settings: Any, seed: int) -> PretrainResult:
     """Run ``settings.pretrain_steps`` reconstruction steps on ``setup.model`` (every rank of the group calls it
     with the same arguments); the encoder's weights are updated in place."""
     from hsitp.train.data import CropSampler
-    from hsitp.train.loop import lr_lambda
 
     model, tp, device = setup.model, setup.tp, setup.device
     c = model.config
@@ -130,8 +135,6 @@ def _step(
     tp: Any,
 ) -> float:
     """One reconstruction step; the whole batch's loss."""
-    from hsitp.train.loop import TrainError, _global_loss
-
     c = model.config
     masked, mask = mask_bands(x, ratio, gen)  # (B, L, S, S), (B, L)
     n_values = int(mask.sum()) * x.shape[-2] * x.shape[-1]  # masked values of the whole batch
@@ -148,9 +151,9 @@ def _step(
     h, w = target.shape[-2:]
     rec = unpatchify(rec.float(), (h // c.patch, w // c.patch), c.patch, c.bands)  # (B, L, h, w)
     loss = (((rec - target) ** 2) * weight).sum() / max(n_values, 1)
-    value = _global_loss(loss, model.plan, tp)
+    value = global_loss(loss, model.plan, tp)
     if not math.isfinite(value):
-        raise TrainError(f"pretraining loss is {value}; stopped")
+        raise PretrainError(f"the masked-band pretraining's loss is {value}; stopped (train.pretrain.lr?)")
     loss.backward()
     model.reduce_grads()
     if model.plan == "token" and tp.size > 1:  # the head saw only this rank's locations

@@ -391,7 +391,9 @@ class _Records:
     recipes: dict[tuple[str, ...], dict[str, str]] = field(default_factory=lambda: defaultdict(dict))
     recipe_json: str = ""  # the last record's recipe
     tuned: bool = False  # the records' recipes came from tuning studies
-    transductive: list[str] = field(default_factory=list)  # records whose losses saw test spectra (pretraining)
+    transductive: list[str] = field(
+        default_factory=list
+    )  # records whose losses saw test spectra (pretraining)
 
 
 def summarize(
