@@ -4,7 +4,9 @@ Every rank averages its own parameters: under a parallel plan a rank's parameter
 and every rank applies the same update, so the average of the slices is the slice of the average. The shadow is
 updated after the optimizer step, outside the timed (and memory-tracked) step, and swapped into the model for an
 evaluation and back out after it (copies, bit-exact), so the training trajectory is that of the raw weights. It is
-part of the checkpoint: a resumed run evaluates the same average as an uninterrupted one.
+part of the checkpoint: a resumed run evaluates the same average as an uninterrupted one. Its cost: one more copy
+of the weights, live during the memory-tracked step (on CUDA the record's peak includes it), and one lerp per
+weight per step.
 
 Warm-up: at update t the decay is min(d, (1 + t) / (10 + t)) (as TensorFlow's ExponentialMovingAverage with
 ``num_updates``): with d = 0.999 and a few hundred steps a plain average would still hold mostly the initial weights.
