@@ -56,6 +56,7 @@ KIND_PRODUCERS: dict[str, str] = {
     "train": "`hsitp train` (rule train)",
     "baseline": "`hsitp baseline` (rule baseline)",
     "train_ablation": "`python -m hsitp.train.ablation config/cpu-ablation.yaml` (not in the DAG)",
+    "train_ingredients": "`python -m hsitp.train.ingredients config/cpu-places-ablation.yaml` (not in the DAG)",
 }
 
 

@@ -97,6 +97,9 @@ class Scene:
     partition: np.ndarray  # (H, W) int8 partition flags of the protocol (0 unused / 1 train / 2 test)
     validation: np.ndarray  # (H, W) bool: train pixels held out of the loss (validation)
     partition_index: int = 0  # which of the protocol's K partitions (data.partition.draws)
+    # (L,) float32: each band's train mean / std, so that brightness scaling of the prepared cube (x -> a x) can be
+    # applied to the standardised one (z -> a z + (a - 1) offset); None: zero (a scene built without it)
+    offset: torch.Tensor | None = None
 
     @property
     def bands(self) -> int:
@@ -137,11 +140,16 @@ def standardise(cube: np.ndarray, train: np.ndarray) -> np.ndarray:
     StandardScaler; no test pixel enters the statistics). Why: the prepared cube is in [0, 1] per band, all
     positive; on it the per-band patch embeddings start nearly collinear and the transformer sat at the class
     prior for ~200 steps on Indian Pines, against ~60 steps standardised (measured, dim 64, depth 4)."""
+    mean, std = band_statistics(cube, train)
+    return ((cube - mean) / std).astype(np.float32)  # (H, W, L)
+
+
+def band_statistics(cube: np.ndarray, train: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(L,) float64 mean and std of each band over the train pixels (std 1 for a constant band)."""
     pixels = cube[train]  # (train pixels, L)
     mean = pixels.mean(axis=0, dtype=np.float64)
     std = pixels.std(axis=0, dtype=np.float64)
-    std = np.where(std > 0, std, 1.0)  # a constant band stays constant (0) instead of dividing by 0
-    return ((cube - mean) / std).astype(np.float32)  # (H, W, L)
+    return mean, np.where(std > 0, std, 1.0)  # a constant band stays constant (0) instead of dividing by 0
 
 
 def validation_mask(
@@ -393,6 +401,7 @@ def load_scene(
         )
     if counts["train_pixels"] == 0:
         raise TrainDataError(f"{path}: the {protocol!r} protocol's partition has no train pixels")
+    mean, std = band_statistics(cube, train)
     cube = standardise(cube, train)
     return Scene(
         name=str(ds.attrs.get("dataset", Path(path).stem)),
@@ -406,12 +415,46 @@ def load_scene(
         partition=partition,
         validation=val,
         partition_index=partition_index,
+        offset=torch.from_numpy((mean / std).astype(np.float32)),
     )
 
 
+@dataclass(frozen=True)
+class Photometric:
+    """Strengths of the photometric augmentation of a crop (``train.augmentation``; all 0 = none)."""
+
+    brightness: float = 0.0  # b: a per-pixel factor uniform in [1 - b, 1 + b] on the prepared cube's values
+    noise: float = 0.0  # sigma of additive Gaussian noise, in band stds
+    band_mask: float = 0.0  # share of the bands set to their train mean (0 standardised)
+
+    @property
+    def active(self) -> bool:
+        return self.brightness > 0 or self.noise > 0 or self.band_mask > 0
+
+    def apply(self, x: torch.Tensor, offset: torch.Tensor | None, gen: torch.Generator) -> torch.Tensor:
+        """A new (L, S, S) crop (``x`` and the scene it views are never written): brightness, then noise, then
+        the band mask, each drawn from ``gen`` only when its strength is > 0."""
+        bands, h, w = x.shape
+        if self.brightness > 0:
+            a = 1.0 + self.brightness * (2.0 * torch.rand(1, h, w, generator=gen) - 1.0)  # (1, S, S)
+            # x_raw -> a x_raw is z -> a z + (a - 1) mean/std on the standardised band
+            shift = 0.0 if offset is None else (a - 1.0) * offset.view(bands, 1, 1)
+            x = a * x + shift
+        if self.noise > 0:
+            x = x + self.noise * torch.randn(bands, h, w, generator=gen)
+        if self.band_mask > 0:
+            k = max(1, int(round(self.band_mask * bands)))
+            masked = torch.randperm(bands, generator=gen)[:k]
+            keep = torch.ones(bands, 1, 1)
+            keep[masked] = 0.0
+            x = x * keep  # the masked bands at 0, their train mean
+        return x
+
+
 class CropSampler:
-    """Seeded batches of random S x S crops with random flips and rot90, and (``per_class`` = k) stratified loss
-    masks: of the train pixels inside the step's crops, at most k per class keep their label, drawn without
+    """Seeded batches of random S x S crops with random flips and rot90 of the crop and its targets together
+    (``augment``), photometric augmentation of the crop only (``photometric``: the labels stay), and
+    (``per_class`` = k) stratified loss masks: of the train pixels inside the step's crops, at most k per class keep their label, drawn without
     replacement; the rest get the ignore label. Why: whole-crop training sees the majority classes' gradients
     almost only (FPGA's GS^2 sampling, shared/notes/training.md); k caps each class's share of every step.
 
@@ -428,6 +471,7 @@ class CropSampler:
         *,
         augment: bool = True,
         per_class: int | None = None,
+        photometric: Photometric | None = None,
     ) -> None:
         if size > scene.height or size > scene.width:
             raise TrainDataError(
@@ -436,6 +480,7 @@ class CropSampler:
             )
         self.scene, self.size, self.batch, self.augment = scene, size, batch, augment
         self.per_class = per_class
+        self.photometric = photometric if photometric is not None and photometric.active else None
         self.gen = torch.Generator().manual_seed(seed)
 
     def _int(self, high: int) -> int:
@@ -457,6 +502,8 @@ class CropSampler:
                     x, y = x.flip(-2), y.flip(-2)
                 k = self._int(4)
                 x, y = torch.rot90(x, k, (-2, -1)), torch.rot90(y, k, (-2, -1))
+            if self.photometric is not None:  # nothing drawn when off: the crop stream stays what it was
+                x = self.photometric.apply(x, self.scene.offset, self.gen)
             xs.append(x)
             ys.append(y)
         y = torch.stack(ys).contiguous()

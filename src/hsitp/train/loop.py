@@ -12,6 +12,12 @@ plan). Rank 0 writes the per-epoch record. Semantics of one optimizer step:
 Every ``train.eval_every`` epochs, in each of the last ``train.summary_epochs`` epochs (the paper's §7.4 averages
 them) and after the last one, the whole scene is predicted by tiled inference and scored on the protocol's test pixels (``hsitp.train.evaluate``; no randomness, so resume stays exact); the record holds OA,
 AA, kappa and per-class accuracy per epoch (NaN where not evaluated) and the final predicted map.
+
+Issue 50's optional ingredients (all off by default, and then nothing of them runs or draws a random number):
+photometric augmentation of the crops (``train.augmentation``, in the sampler), test-time flips of every evaluation
+(``train.tta``), an EMA of the weights that every evaluation uses (``train.ema``, updated after each step outside
+the timed step, checkpointed), and masked-band pretraining before the first epoch (``train.pretrain``,
+:mod:`hsitp.train.pretrain`; transductive, and the record says so).
 """
 
 from __future__ import annotations
@@ -43,10 +49,13 @@ from hsitp.parallel.runtime import Runtime
 from hsitp.signals import StopRequest
 from hsitp.train import checkpoint as ckpt
 from hsitp.train.ccr import CommTimer, timed_collectives
-from hsitp.train.data import CropSampler, Scene, load_scene
-from hsitp.train.evaluate import evaluate_scene
+from hsitp.train.data import CropSampler, Photometric, Scene, load_scene
+from hsitp.train.ema import WeightEMA
+from hsitp.train.evaluate import Evaluation, evaluate_scene
 from hsitp.train.plan import TrainJob, check_job
 from hsitp.train.settings import TrainSettings
+from hsitp.train.steps import global_loss as _global_loss
+from hsitp.train.steps import lr_lambda
 
 log = logging.getLogger(__name__)
 
@@ -69,18 +78,6 @@ def tp_group(rt: Runtime, P: int) -> TPGroup:  # noqa: N803
             f"supported: launch `torchrun --nproc_per_node {P}`"
         )
     return rt.world
-
-
-def lr_lambda(warmup: int, total: int) -> Callable[[int], float]:
-    """Linear warm-up over ``warmup`` steps, then cosine decay to 0 at ``total`` steps."""
-
-    def f(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        span = max(1, total - warmup)
-        return 0.5 * (1.0 + math.cos(math.pi * min(1.0, (step - warmup) / span)))
-
-    return f
 
 
 def evaluated_epochs(settings: TrainSettings, stop_after: int | None = None) -> set[int]:
@@ -194,7 +191,15 @@ class _Setup:
     autocast: Any  # bf16 autocast on CUDA; a no-op on CPU (fp32)
     valid: torch.Tensor | None  # this rank's padded output locations (None: no padding)
     tokens_per_step: int  # batch x N
-    evaluate: Callable[[], Any]  # the whole scene predicted by tiled inference and scored
+    predict: Callable[[], Evaluation]  # the whole scene predicted by tiled inference (train.tta) and scored
+    ema: WeightEMA | None  # the weights' moving average (train.ema), or None
+
+    def evaluate(self) -> Evaluation:
+        """The evaluation of the weights the record reports: the EMA's when there is one, else the raw ones."""
+        if self.ema is None:
+            return self.predict()
+        with self.ema.swapped(self.model):
+            return self.predict()
 
 
 @dataclass
@@ -205,6 +210,7 @@ class _Resumed:
     history: list[dict[str, Any]]  # their per-epoch records
     resumed_at: list[int]  # every epoch a run of this job resumed after
     last_good: Path | None  # the newest complete checkpoint (named in a failure's message)
+    pretrain: dict[str, Any] | None = None  # what the pretraining did (train.pretrain), in the checkpoints
 
 
 def train_rank(
@@ -228,6 +234,11 @@ def train_rank(
     setup = _build(settings, job, tp, rt.device)
     meta = _trajectory_meta(settings, job, setup.arch)
     run = _resume(setup, job, meta)
+    if run.start_epoch == 0 and settings.pretrain_steps > 0:  # once, before the first epoch (not on resume)
+        from hsitp.train.pretrain import pretrain
+
+        run.pretrain = pretrain(setup, settings, job.seed).attrs()
+        log.info("%s: pretrained %s", job.name, run.pretrain)
     spe = settings.steps_per_epoch
     last_epoch = settings.epochs if job.stop_after is None else min(settings.epochs, int(job.stop_after))
     eval_at = evaluated_epochs(settings, job.stop_after)
@@ -268,6 +279,7 @@ def train_rank(
         resumed_at=run.resumed_at,
         memory_method=_memory_method(setup.device),
         prediction=prediction,
+        pretrain=run.pretrain,
     )
 
 
@@ -313,17 +325,34 @@ def _build(settings: TrainSettings, job: TrainJob, tp: TPGroup, device: torch.de
     total_steps = settings.epochs * settings.steps_per_epoch
     opt = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(settings.warmup_steps, total_steps))
+    photometric = Photometric(
+        settings.augmentation_brightness, settings.augmentation_noise, settings.augmentation_band_mask
+    )
     sampler = CropSampler(
-        scene, arch.height, settings.batch, job.seed, augment=settings.augment, per_class=settings.per_class
+        scene,
+        arch.height,
+        settings.batch,
+        job.seed,
+        augment=settings.augment,
+        per_class=settings.per_class,
+        photometric=photometric,
     )
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else _nullcontext()
-    evaluate = functools.partial(
-        evaluate_scene, model, scene, arch.height, batch=settings.batch, device=device, autocast=autocast
+    predict = functools.partial(
+        evaluate_scene,
+        model,
+        scene,
+        arch.height,
+        batch=settings.batch,
+        device=device,
+        autocast=autocast,
+        tta=settings.tta,
     )
+    ema = WeightEMA(model, settings.ema_decay) if settings.ema_decay > 0 else None
     valid = model.output_valid()  # (1, 1, ...) bool or None: this rank's padded output locations
     tokens_per_step = settings.batch * arch.n_tokens
     return _Setup(
-        scene, arch, model, opt, sched, sampler, tp, device, autocast, valid, tokens_per_step, evaluate
+        scene, arch, model, opt, sched, sampler, tp, device, autocast, valid, tokens_per_step, predict, ema
     )
 
 
@@ -342,6 +371,9 @@ def _resume(setup: _Setup, job: TrainJob, meta: Mapping[str, Any]) -> _Resumed:
         setup.opt.load_state_dict(state["optimizer"])
         setup.sched.load_state_dict(state["scheduler"])
         setup.sampler.load_state_dict(state["sampler"])
+        if setup.ema is not None:  # train.ema is a trajectory key: a checkpoint of this run holds it
+            setup.ema.load_state_dict(state["ema"])
+        run.pretrain = state.get("pretrain")
         _set_rng_state(state["rng"], setup.device)
         run.history, run.resumed_at = list(state["history"]), [*state["resumed_at"], run.start_epoch]
         run.last_good = ckpt.epoch_dir(job.checkpoint_dir, run.start_epoch)
@@ -402,6 +434,8 @@ def _train_epoch(
         dt, comm, measured = _timed(setup, step, timer, tracked)
         if measured is not None:
             memory = measured
+        if setup.ema is not None:  # after the step, outside its time and memory
+            setup.ema.update(setup.model)
         if not tracked or spe == 1:  # a tracked step runs under the memory tracker: not timed
             step_times.append(dt)
             comm_times.append(comm)
@@ -475,7 +509,10 @@ def _save(
         "rng": _rng_state(setup.device),
         "history": run.history,
         "resumed_at": run.resumed_at,
+        "pretrain": run.pretrain,
     }
+    if setup.ema is not None:
+        state["ema"] = setup.ema.state_dict()
     tp = setup.tp
     return ckpt.save_checkpoint(
         job.checkpoint_dir,
@@ -535,17 +572,6 @@ def _one_step(
 def _barrier(tp: TPGroup) -> None:
     if tp.size > 1:
         dist.barrier(group=tp.group)
-
-
-def _global_loss(loss: torch.Tensor, plan: str, tp: TPGroup) -> float:
-    """The full batch's loss on every rank (token plan: the ranks' partial sums, one scalar all-reduce, not
-    counted as the model's communication)."""
-    value = loss.detach().double()
-    if plan == "token" and tp.size > 1:
-        dist.all_reduce(
-            value, group=tp.group
-        )  # raw torch call: not timed (a metric, not the model's traffic)
-    return float(value)
 
 
 def _accuracy(scores: Any, classes: int = 0, prefix: str = "") -> dict[str, Any]:

@@ -222,9 +222,12 @@ def write_record(
     resumed_at: Sequence[int],
     memory_method: str,
     prediction: np.ndarray,
+    pretrain: Mapping[str, Any] | None = None,
 ) -> Path:
-    """Rank 0's record of a finished (or stopped-after) run: the history, the final map and what was trained."""
+    """Rank 0's record of a finished (or stopped-after) run: the history, the final map and what was trained;
+    ``pretrain``: what the masked-band pretraining did (``hsitp.train.pretrain``), None when it did not run."""
     attrs = _run_attrs(job, settings, rt, arch, scene, resumed_at=resumed_at, memory_method=memory_method)
+    attrs.update(ingredient_attrs(settings, pretrain))
     ds = build_dataset(history, world_size=job.launched, summary_epochs=settings.summary_epochs, attrs=attrs)
     ds["prediction"] = (
         ("y", "x"),
@@ -242,6 +245,33 @@ def write_record(
         settings.source, inputs={"dataset": job.data}, extra={"dataset": scene.name, "run_name": job.name}
     )
     return write_netcdf(ds, job.out, kind=KIND, prov=prov)
+
+
+TRANSDUCTIVE = (
+    "yes: masked-band reconstruction pretraining (train.pretrain) trained on the spectra of every pixel of the "
+    "scene, the test pixels' included (never a label); the classical baselines had no such unlabelled-data "
+    "advantage"
+)
+NOT_TRANSDUCTIVE = (
+    "no: no loss saw a test pixel's spectrum (the model sees every pixel of its crops as input only)"
+)
+
+
+def ingredient_attrs(settings: TrainSettings, pretrain: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Which of issue 50's ingredients ran (``ingredients``, their strengths; all off by default), whether the
+    run is transductive (``transductive``: a reader sees it beside every number of the record) and what the
+    pretraining did."""
+    out: dict[str, Any] = {
+        "ingredients": settings.ingredients(),
+        "transductive": TRANSDUCTIVE if settings.transductive else NOT_TRANSDUCTIVE,
+    }
+    if settings.tta != "none":
+        out["evaluation_tta"] = f"{settings.tta}: logits averaged over the transforms, each mapped back"
+    if settings.ema_decay > 0:
+        out["evaluation_weights"] = f"EMA of the weights, decay {settings.ema_decay} (warmed up)"
+    if pretrain is not None:
+        out["pretrain"] = dict(pretrain)
+    return out
 
 
 EVALUATION = (

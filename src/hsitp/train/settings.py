@@ -76,6 +76,16 @@ class TrainSettings:
     warmup_steps: int  # linear warm-up steps from 0 to lr
     augment: bool  # random flips and rot90 of every crop (seeded)
     label_smoothing: float  # cross-entropy label smoothing epsilon (0: plain cross-entropy)
+    # issue 50's ingredients for new places; every one off by default (the trajectory of a run without them is
+    # unchanged)
+    augmentation_brightness: float  # per-pixel brightness factor in [1 - b, 1 + b] (0: off)
+    augmentation_noise: float  # Gaussian spectral noise, in band stds (0: off)
+    augmentation_band_mask: float  # share of a crop's bands set to their mean (0: off)
+    tta: str  # test-time augmentation of every evaluation: none, flips (4 passes) or dihedral (8)
+    ema_decay: float  # EMA of the weights used for evaluation (0: off)
+    pretrain_steps: int  # masked-band reconstruction steps before fine-tuning (0: off; transductive)
+    pretrain_mask_ratio: float  # share of the bands masked per pretraining crop
+    pretrain_lr: float  # peak AdamW lr of pretraining
     # share of the train pixels held out of the loss (every recipe decision reads them)
     validation_fraction: float
     validation_folds: (
@@ -127,6 +137,7 @@ class TrainSettings:
             **{k: int(tc[k]) for k in ints},
             **{k: float(tc[k]) for k in floats},
             **{k: bool(tc[k]) for k in flags},
+            **_ingredients(tc),
             validation_fraction=float(tc["validation"]["fraction"]),
             validation_folds=int(tc["validation"].get("folds", 1)),
             validation_fold=int(tc["validation"].get("fold", 0)),
@@ -141,6 +152,30 @@ class TrainSettings:
         )
 
     @property
+    def transductive(self) -> bool:
+        """Whether the run sees the test pixels' spectra in a loss (masked-band pretraining), not only as the
+        input of its crops: its numbers must say so beside them."""
+        return self.pretrain_steps > 0
+
+    def ingredients(self) -> dict[str, Any]:
+        """Which of the recipe's optional ingredients ran and how strong (the record's ``ingredients``)."""
+        return {
+            "augment_flips_rot90": self.augment,
+            "augmentation": {
+                "brightness": self.augmentation_brightness,
+                "noise": self.augmentation_noise,
+                "band_mask": self.augmentation_band_mask,
+            },
+            "tta": self.tta,
+            "ema_decay": self.ema_decay,
+            "pretrain": {
+                "steps": self.pretrain_steps,
+                "mask_ratio": self.pretrain_mask_ratio,
+                "lr": self.pretrain_lr,
+            },
+        }
+
+    @property
     def per_class(self) -> int | None:
         """The per-class cap of a step's loss pixels under stratified sampling; None under "all"."""
         return self.sampling_per_class if self.sampling_mode == "stratified" else None
@@ -151,6 +186,23 @@ class TrainSettings:
         if self.attention_kernel != "auto":  # the kernels round differently: a resumed run keeps its kernel
             keys["attention_kernel"] = self.attention_kernel
         return json.loads(json.dumps(keys, sort_keys=True))
+
+
+def _ingredients(tc: Mapping[str, Any]) -> dict[str, Any]:
+    """Issue 50's keys, at their schema defaults (off) when the section predates them (a config read back from
+    an older record)."""
+    aug = tc.get("augmentation") or {}
+    pre = tc.get("pretrain") or {}
+    return {
+        "augmentation_brightness": float(aug.get("brightness", 0.0)),
+        "augmentation_noise": float(aug.get("noise", 0.0)),
+        "augmentation_band_mask": float(aug.get("band_mask", 0.0)),
+        "tta": str(tc.get("tta", "none")),
+        "ema_decay": float((tc.get("ema") or {}).get("decay", 0.0)),
+        "pretrain_steps": int(pre.get("steps", 0)),
+        "pretrain_mask_ratio": float(pre.get("mask_ratio", 0.5)),
+        "pretrain_lr": float(pre.get("lr", 0.001)),
+    }
 
 
 def _crop(crop: Mapping[str, Any]) -> Crop:

@@ -450,6 +450,9 @@ class _Records:
     recipes: dict[tuple[str, ...], dict[str, str]] = field(default_factory=lambda: defaultdict(dict))
     recipe_json: str = ""  # the last record's recipe
     tuned: bool = False  # the records' recipes came from tuning studies
+    transductive: list[str] = field(
+        default_factory=list
+    )  # records whose losses saw test spectra (pretraining)
 
 
 def summarize(
@@ -503,6 +506,8 @@ def _read_records(records: Sequence[str | Path]) -> _Records:
         got.recipe_json = str(a.get("recipe", ""))
         got.tuned = _tuned(got.recipe_json)
         _check_recipe(got, a, path)
+        if str(a.get("transductive", "no")).startswith("yes"):
+            got.transductive.append(Path(path).name)
         if "tokens" not in a:
             raise SummaryError(
                 f"{path}: no `tokens` attribute (N of the crop): not a training record of this version"
@@ -885,4 +890,12 @@ def _summary_attrs(
         else got.recipe_json,
         "baseline_files": baselines,
         "time_to_accuracy": TIME_TO_ACCURACY_NOTE,
+        # issue 50: masked-band pretraining sees the test pixels' spectra; a reader of any number here must know
+        "transductive": (
+            f"yes: {len(got.transductive)} of {records} records pretrained on every pixel's spectrum, the test "
+            f"pixels' included (never a label): {', '.join(got.transductive)}; the classical baselines had no such "
+            "unlabelled-data advantage"
+            if got.transductive
+            else "no record's loss saw a test pixel's spectrum"
+        ),
     }

@@ -1,0 +1,137 @@
+"""The ingredients ablation's runner (issue 50): the spec, the configs of its rows, and the table of paired ΔOA."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from train_utils import TINY_CROP, train_p1, write_scene
+
+from hsitp.evaluate.verdict import t_quantile
+from hsitp.io import read_netcdf
+from hsitp.train.ingredients import (
+    IngredientsError,
+    markdown,
+    partition_path,
+    read_spec,
+    row_config,
+    row_jobs,
+    table,
+)
+from hsitp.train.loop import TrainJob
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = {
+    "epochs": 2, "steps_per_epoch": 2, "warmup_steps": 1, "eval_every": 1, "summary_epochs": 1,
+    "crops": [TINY_CROP], "model": {"dim": 16, "heads": 2, "depth": 1, "mlp_ratio": 2}, "device": "cpu",
+    "validation": {"fraction": 0.0},
+}  # fmt: skip
+
+
+def _spec(tmp: Path) -> Path:
+    spec = {
+        "base": [str(ROOT / "config" / "config.yaml")],
+        "run": "ing",
+        "dataset": "synthetic",
+        "plan": "dense",
+        "world_size": 1,
+        "protocol": "random",
+        "partitions": [0, 1],
+        "seeds": [0, 1],
+        "train": TINY,
+        "rows": [
+            {"name": "baseline"},
+            {"name": "ema", "what": "EMA", "train": {"ema": {"decay": 0.5}}},
+            {"name": "pretrain", "what": "pretraining", "train": {"pretrain": {"steps": 2}}},
+        ],
+    }
+    path = tmp / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def test_the_table_pairs_each_row_with_the_baseline_by_replicate(tmp_path: Path, monkeypatch) -> None:
+    """Catches a ΔOA that pairs a row's run with another partition's or seed's baseline run (or not at all), a
+    wrong interval (not the t interval over replicates), a row trained on other keys than the baseline plus its
+    ingredient (the study's recipe or the shared keys lost), a pretraining row not marked transductive, and
+    records of a changed spec read as if they were its own: two partitions x two seeds, trained in this process
+    where the runner's jobs would write them, and the table recomputed by hand."""
+    monkeypatch.chdir(tmp_path)
+    spec = read_spec(_spec(tmp_path))
+    for k in spec["partitions"]:
+        write_scene(partition_path(spec, k), seed=k)  # two different draws of the scene
+    oa: dict[str, dict[tuple[int, int], float]] = {}
+    for row in spec["rows"]:
+        cfg = row_config(spec, row)
+        assert cfg["train"]["epochs"] == 2 and cfg["train"]["validation"]["fraction"] == 0.0
+        oa[row["name"]] = {}
+        for job in row_jobs(spec, row, cfg):
+            k, seed = job["replicate"]
+            assert job["cmd"][job["cmd"].index("--seed") + 1] == str(seed)
+            assert job["cmd"][4] == str(partition_path(spec, k))
+            out = train_p1(cfg, TrainJob(
+                data=partition_path(spec, k), out=job["record"], plan="dense", world_size=1, groups=1,
+                protocol="random", seed=seed, tokens=9, patch=4,
+            ))  # fmt: skip
+            job["record"].with_suffix(".wall.json").write_text(json.dumps({"wall_s": 10.0 + k + seed}))
+            oa[row["name"]][(k, seed)] = float(read_netcdf(out, kind="train")["oa_summary"])
+    ds = table(spec)
+    reps = sorted(oa["baseline"])
+    for i, name in enumerate(["baseline", "ema", "pretrain"]):
+        d = np.array([oa[name][r] - oa["baseline"][r] for r in reps])
+        assert int(ds["replicates"].values[i]) == 4
+        assert float(ds["d_oa_mean"].values[i]) == pytest.approx(d.mean())
+        half = t_quantile(4) * d.std(ddof=1) / 2
+        if d.std() > 0:
+            assert float(ds["d_oa_ci_high"].values[i]) == pytest.approx(d.mean() + half)
+        assert float(ds["oa_mean"].values[i]) == pytest.approx(np.mean(list(oa[name].values())))
+    assert list(ds["transductive"].values) == [0, 0, 1]
+    assert list(ds["steps"].values) == [4, 4, 6]  # 2 x 2 fine-tuning steps (+ 2 pretraining)
+    assert float(ds["wall_vs_baseline"].values[1]) == pytest.approx(1.0)
+    text = markdown(ds)
+    assert (
+        "| baseline |" in text
+        and "| pretrain | pretraining | 4 |" in text
+        and text.rstrip().endswith("yes |")
+    )
+
+    changed = read_spec(_spec(tmp_path))
+    changed["train"] = {**TINY, "epochs": 3}
+    with pytest.raises(IngredientsError, match="trained under recipe .* the spec or its overlays changed"):
+        table(changed)
+
+
+def test_spec_is_checked_and_overlaid(tmp_path: Path) -> None:
+    """Catches a baseline row that adds keys (the ΔOA would not be against the baseline recipe), a spec without
+    partitions, and an overlay (the pilot's) that does not replace the run name, seeds and shared keys; and the
+    committed spec and pilot resolving to other than tp's tuned block recipe on the block protocol at N = 324."""
+    path = _spec(tmp_path)
+    raw = yaml.safe_load(path.read_text())
+    raw["rows"][0]["train"] = {"augment": False}
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(raw))
+    with pytest.raises(IngredientsError, match="the first row is the baseline"):
+        read_spec(bad)
+    raw = yaml.safe_load(path.read_text())
+    raw["partitions"] = []
+    bad.write_text(yaml.safe_dump(raw))
+    with pytest.raises(IngredientsError, match="`partitions` and `seeds`"):
+        read_spec(bad)
+
+    spec = read_spec(ROOT / "config/cpu-places-ablation.yaml", [ROOT / "config/cpu-places-pilot.yaml"])
+    assert spec["run"] == "cpu-places-pilot" and spec["seeds"] == [0, 1] and spec["partitions"] == [0]
+    full = read_spec(ROOT / "config/cpu-places-ablation.yaml")
+    assert [r["name"] for r in spec["rows"]] == [r["name"] for r in full["rows"]]
+    base = row_config(full, full["rows"][0])["train"]
+    assert base["lr"] == pytest.approx(0.00855, rel=1e-3) and base["sampling"] == {
+        "mode": "stratified",
+        "per_class": 19,
+    }
+    assert base["epochs"] * base["steps_per_epoch"] == 2000 and base["crops"][0]["tokens"] == 324
+    assert row_config(spec, spec["rows"][0])["train"]["epochs"] * 30 == 300
+    for row in full["rows"][1:]:
+        cfg = row_config(full, row)["train"]
+        assert cfg["crops"][0]["tokens"] == 324 and cfg["lr"] == base["lr"], row["name"]
