@@ -61,8 +61,7 @@ def test_the_table_pairs_each_row_with_the_baseline_by_replicate(tmp_path: Path,
     where the runner's jobs would write them, and the table recomputed by hand."""
     monkeypatch.chdir(tmp_path)
     spec = read_spec(_spec(tmp_path))
-    for k in spec["partitions"]:
-        write_scene(partition_path(spec, k), seed=k)  # two different draws of the scene
+    _scene_with_draws(partition_path(spec), spec["partitions"], tmp_path)  # two different draws of the scene
     oa: dict[str, dict[tuple[int, int], float]] = {}
     for row in spec["rows"]:
         cfg = row_config(spec, row)
@@ -71,10 +70,11 @@ def test_the_table_pairs_each_row_with_the_baseline_by_replicate(tmp_path: Path,
         for job in row_jobs(spec, row, cfg):
             k, seed = job["replicate"]
             assert job["cmd"][job["cmd"].index("--seed") + 1] == str(seed)
-            assert job["cmd"][4] == str(partition_path(spec, k))
+            assert job["cmd"][4] == str(partition_path(spec))
+            assert job["cmd"][job["cmd"].index("--partition") + 1] == str(k)
             out = train_p1(cfg, TrainJob(
-                data=partition_path(spec, k), out=job["record"], plan="dense", world_size=1, groups=1,
-                protocol="random", seed=seed, tokens=9, patch=4,
+                data=partition_path(spec), out=job["record"], plan="dense", world_size=1, groups=1,
+                protocol="random", seed=seed, tokens=9, patch=4, partition=k,
             ))  # fmt: skip
             job["record"].with_suffix(".wall.json").write_text(json.dumps({"wall_s": 10.0 + k + seed}))
             oa[row["name"]][(k, seed)] = float(read_netcdf(out, kind="train")["oa_summary"])
@@ -135,3 +135,17 @@ def test_spec_is_checked_and_overlaid(tmp_path: Path) -> None:
     for row in full["rows"][1:]:
         cfg = row_config(full, row)["train"]
         assert cfg["crops"][0]["tokens"] == 324 and cfg["lr"] == base["lr"], row["name"]
+
+
+def _scene_with_draws(path: Path, draws: list[int], tmp: Path) -> None:
+    """One prepared scene holding a random-protocol partition per draw (the k-th from write_scene's seed k), laid
+    out (protocol, partition_index, y, x) as ``hsitp data prepare`` writes K draws."""
+    import xarray as xr
+
+    write_scene(path, seed=0)
+    parts = [xr.load_dataset(write_scene(tmp / f"draw{k}.nc", seed=k))["partition"].values for k in draws]
+    ds = xr.load_dataset(path)
+    attrs = dict(ds["partition"].attrs)
+    ds = ds.drop_vars("partition").assign_coords(protocol=["random"], partition_index=list(draws))
+    ds["partition"] = (("protocol", "partition_index", "y", "x"), np.stack(parts)[None], attrs)
+    ds.to_netcdf(path)

@@ -8,9 +8,9 @@ own ``hsitp train``, then reduced to one table of mean ΔOA vs the baseline with
         --overlay config/cpu-places-pilot.yaml                                        # the short pilot
 
 A replicate is (partition, training seed). A partition is one draw of the accuracy protocol's train/test squares:
-the prepared scene of master seed k (``hsitp data prepare`` with ``seed: k``), written by this runner to
-``results/RUN/data/DATASET_pK.nc`` when missing; the training configs keep the base's master seed (it draws only
-the validation pixels). Every row runs on every replicate, so ΔOA is paired by replicate: the draw's effect on OA
+draw k of the prepared scene ``results/RUN/data/DATASET.nc`` (``data.partition.draws`` = the largest index + 1,
+written by this runner when missing; draw 0 is the single draw of the runs before issue 50, cpu-fair's), trained
+with ``hsitp train --partition k``. Every row runs on every replicate, so ΔOA is paired by replicate: the draw's effect on OA
 (16 pp of the SVM's across five block draws, issue 50) cancels from the difference. Interval: the 95 % t interval
 of the mean paired difference over replicates (:func:`hsitp.evaluate.verdict.paired_verdict`; none with one
 replicate). OA is each record's §7.4 summary (mean of its last ``summary_epochs`` evaluations).
@@ -73,23 +73,32 @@ def read_spec(path: str | Path, overlays: Sequence[str | Path] = ()) -> dict[str
     return spec
 
 
-def partition_path(spec: Mapping[str, Any], k: int) -> Path:
-    """The prepared scene of partition ``k`` (master seed k)."""
-    return Path("results") / spec["run"] / "data" / f"{spec['dataset']}_p{int(k)}.nc"
+def partition_path(spec: Mapping[str, Any]) -> Path:
+    """The prepared scene holding every partition of the spec (``data.partition.draws`` = the largest index + 1)."""
+    return Path("results") / spec["run"] / "data" / f"{spec['dataset']}.nc"
 
 
 def prepare_partitions(spec: Mapping[str, Any]) -> None:
-    """Prepare every missing partition through ``hsitp data prepare`` (the base overlays, ``seed: k``)."""
-    for k in spec["partitions"]:
-        out = partition_path(spec, k)
-        if out.exists():
-            continue
-        cmd = [sys.executable, "-m", "hsitp", "data", "prepare", spec["dataset"], "--out", str(out)]
-        for base in spec["base"]:
-            cmd += ["--config", str(base)]
-        cmd += ["--config-json", json.dumps({"seed": int(k)})]
-        if subprocess.call(cmd) != 0:
-            raise IngredientsError(f"partitions: preparing partition {k} failed: {' '.join(cmd)}")
+    """Prepare the scene once with K = max(partitions) + 1 draws per protocol (``hsitp data prepare``, the base
+    overlays; partition k is the k-th seeded draw, partition 0 the single draw of the runs before issue 50)."""
+    out = partition_path(spec)
+    draws = max(int(k) for k in spec["partitions"]) + 1
+    if out.exists():
+        from hsitp.io import read_netcdf
+
+        ds = read_netcdf(out, kind="dataset", load=False)
+        try:
+            have = ds.sizes.get("partition_index", 1)
+        finally:
+            ds.close()
+        if have >= draws:
+            return
+    cmd = [sys.executable, "-m", "hsitp", "data", "prepare", spec["dataset"], "--out", str(out)]
+    for base in spec["base"]:
+        cmd += ["--config", str(base)]
+    cmd += ["--config-json", json.dumps({"data": {"partition": {"draws": draws}}})]
+    if subprocess.call(cmd) != 0:
+        raise IngredientsError(f"partitions: preparing {draws} partitions failed: {' '.join(cmd)}")
 
 
 def row_config(spec: Mapping[str, Any], row: Mapping[str, Any]) -> dict[str, Any]:
@@ -131,7 +140,8 @@ def row_jobs(spec: Mapping[str, Any], row: Mapping[str, Any], cfg: Mapping[str, 
                 / f"{name}.nc"
             )
             cmd = [
-                sys.executable, "-m", "hsitp", "train", str(partition_path(spec, k)), "--plan", spec["plan"],
+                sys.executable, "-m", "hsitp", "train", str(partition_path(spec)), "--partition", str(k),
+                "--plan", spec["plan"],
                 "--tokens", str(tokens), "--patch", str(patch), "--world-size", str(world), "--ranks", "1",
                 "--protocol", spec["protocol"], "--seed", str(seed), "--out", str(rec),
                 "--config-json", json.dumps(cfg),
