@@ -63,6 +63,13 @@ def measured_on(attrs: Mapping[str, Any]) -> str:
     return f"{text}, {dtype}" if dtype else text
 
 
+def attention_kernel(attrs: Mapping[str, Any]) -> str:
+    """'exact attention kernel' / 'sdpa attention kernel': the single-query attentions' kernel a probe, bench or
+    train file records (issue 49); a file written before the kernel was recorded ran sdpa."""
+    kernel = attrs.get("attention_kernel")
+    return f"{kernel} attention kernel" if kernel else "sdpa attention kernel (written before it was recorded)"
+
+
 def presets(attrs: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """Hardware presets a cost table was modelled for (name -> description, F, beta, source...)."""
     return _json(attrs, "hardware_presets", {}) or {}

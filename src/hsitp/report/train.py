@@ -844,6 +844,7 @@ def answer_table(
         if notes.get(P) and plan != "tp" and has_tp:
             thr_vs = f"{notes[P]}: {thr_vs}, no conclusion"
         on = labels.measured_on({"device": devices.get(P, ""), "dtype": dtype})
+        on += f", {labels.attention_kernel(memory.attrs)}"
         rows.append(
             {
                 "plan": plan, "P": P, "g": g if plan in DCHAG_PLANS else "", "L": int(here["L"]),
