@@ -303,7 +303,7 @@ def check_run(cfg: Mapping[str, Any]) -> None:
         if untuned:
             raise ConfigError(
                 f"train.recipe: tuned trains each plan on its own tuning study, and `hsitp tune` studies "
-                f"{', '.join(COMPARED_PLANS)} only; train.plans has {', '.join(untuned)}: drop it from train.plans "
+                f"{', '.join(COMPARED_PLANS)} only; train.plans has {', '.join(untuned)}: drop {'it' if len(untuned) == 1 else 'them'} from train.plans "
                 "or set train.recipe: config"
             )
 
