@@ -37,7 +37,7 @@ CASES: dict[str, tuple[dict | None, list[str], str]] = {
     "nan-option": (
         None,
         ["advise", "plan", "--dataset", "indian_pines", "--device-memory-gb", "nan"],
-        "argument --device-memory-gb: nan is not a finite number above 0",
+        "--device-memory-gb nan is not a finite number",
     ),
     "reversed-range": (
         {"tune": {"space": {"lr": [0.01, 0.0003]}}},
@@ -57,7 +57,7 @@ CASES: dict[str, tuple[dict | None, list[str], str]] = {
     "size-option-past-any-machine": (
         None,
         ["advise", "plan", "--dataset", "indian_pines", "--depth", "1000000000"],
-        "argument --depth: 1000000000 is outside 1..1024",
+        "--depth 1000000000 is outside 1..1024",
     ),
     "seed-out-of-range": (
         {"train": {"seeds": [0, 2**32]}},
@@ -67,7 +67,7 @@ CASES: dict[str, tuple[dict | None, list[str], str]] = {
     "seed-option-out-of-range": (
         None,
         ["audit", "reproduce", "--run", "cpu-fair", "--seed", "-1", "--budget-min", "5", "--dry-run"],
-        "argument --seed: -1 is outside 0..4294967295",
+        "--seed -1 is outside 0..4294967295",
     ),
     "heads-do-not-divide-dim": (
         {"cost": {"embed_dim": 30, "heads": 4}},
@@ -155,6 +155,37 @@ def test_every_range_of_the_schema_is_checked() -> None:
 
     walk(load_schema(), "")
     assert sorted(set(pairs) - {"cost.scale.image"}) == sorted(RANGES)
+
+
+# Number options no $defs quantity bounds: counts of work and indices, each checked where it is read (a float is
+# still refused when NaN or infinite).
+UNBOUNDED = {"budget_min", "cpus_per_node", "device_memory_gb", "gpus_per_node", "launch", "level", "margin",
+             "partition", "stop_after", "threads", "timeout", "tolerance"}  # fmt: skip
+
+
+def test_every_number_option_is_bounded_or_said_not_to_be() -> None:
+    """Catches a new size or seed option (say ``--depth`` of another subcommand) that skips the bounds its config
+    key has: every int or float option of every subcommand is in hsitp.config.OPTION_BOUNDS, or listed here."""
+    import argparse
+
+    from hsitp.cli import build_parser
+    from hsitp.config import OPTION_BOUNDS
+
+    dests: set[str] = set()
+
+    def walk(parser: argparse.ArgumentParser) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    walk(sub)
+            elif action.type in (int, float):
+                dests.add(action.dest)
+
+    walk(build_parser())
+    assert dests - set(OPTION_BOUNDS) == UNBOUNDED
+    assert set(OPTION_BOUNDS.values()) <= {
+        name for name, d in load_schema()["$defs"].items() if "maximum" in d
+    }
 
 
 # Every shipped run as its header says to start it (config/config.yaml first, as the Snakefile's configfile).

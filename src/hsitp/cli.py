@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from hsitp import __version__
+from hsitp.config import check_options
 from hsitp.errors import HsitpError
 from hsitp.signals import Interrupted
 
@@ -70,6 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
     )
     try:
+        check_options(args)  # a NaN, or a size or seed past its bound (hsitp.config.OPTION_BOUNDS)
         return int(args.func(args) or 0)
     except HsitpError as exc:
         print(f"hsitp: error: {one_line(str(exc))}", file=sys.stderr)

@@ -13,7 +13,7 @@ import functools
 import json
 import logging
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -417,47 +417,48 @@ def _bounds() -> dict[str, dict[str, Any]]:
     return {name: d for name, d in load_schema()["$defs"].items() if "maximum" in d}
 
 
-def bounded_int(name: str) -> Callable[[str], int]:
-    """An argparse ``type`` for an option that stands for a quantity the schema bounds in ``$defs`` (``seed``,
-    ``depth``, ``world_size``, ...): the bounds of the config keys of that quantity, so ``--depth 1000000000`` is
-    refused in one line as ``cost.depth: 1000000000`` is, and a seed of -1 never reaches NumPy."""
-    bound = _bounds()[name]  # KeyError at parser build: a name the schema does not bound
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-        if not bound["minimum"] <= value <= bound["maximum"]:
-            raise argparse.ArgumentTypeError(
-                f"{value} is outside {bound['minimum']}..{bound['maximum']}: {bound['description'].rstrip('.')}"
-            )
-        return value
-
-    parse.__name__ = name  # what argparse calls the type in its own messages
-    return parse
-
-
-def finite_number(low: float = 0.0, *, strict: bool = True) -> Callable[[str], float]:
-    """An argparse ``type``: a finite number above ``low`` (at least ``low`` unless ``strict``); ``float`` alone
-    takes "nan" and "inf", which every later comparison lets through."""
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if not math.isfinite(value) or value < low or (strict and value == low):
-            raise argparse.ArgumentTypeError(
-                f"{text} is not a finite number {'above' if strict else 'of at least'} {low:g}"
-            )
-        return value
-
-    parse.__name__ = "number"
-    return parse
+# Command-line options (argparse dests) standing for a quantity the schema bounds in ``$defs``: every subcommand's
+# parsed options are held to the bounds of the config keys of that quantity (:func:`check_options`).
+OPTION_BOUNDS: dict[str, str] = {
+    "seed": "seed",
+    "embed_dim": "dim",
+    "heads": "heads",
+    "depth": "depth",
+    "mlp_ratio": "mlp_ratio",
+    "bands": "bands",
+    "tokens": "tokens",
+    "patch": "pixels",
+    "height": "pixels",
+    "width": "pixels",
+    "groups": "groups",
+    "batch": "batch",
+    "classes": "classes",
+    "world_size": "world_size",
+    "devices": "world_size",
+    "ranks": "world_size",
+    "nodes": "devices",
+    "devices_per_node": "devices",
+    "ranks_per_node": "devices",
+}
 
 
-positive_number = finite_number(0.0)
+def check_options(args: argparse.Namespace) -> None:
+    """Refuse (ConfigError, one line naming the option) a parsed command-line option that cannot exist: a NaN or
+    infinite number (``float`` parses "nan" and "inf", and every later comparison lets them through) or a value
+    outside the bound of its quantity (:data:`OPTION_BOUNDS`: ``--depth 1000000000`` as ``cost.depth`` would be,
+    ``--seed -1`` before NumPy sees it). ``hsitp.cli.main`` calls it for every subcommand, once parsed."""
+    for dest, value in vars(args).items():
+        flag = "--" + dest.replace("_", "-")
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, float) and not math.isfinite(v):
+                raise ConfigError(f"{flag} {v} is not a finite number")
+            bound = _bounds().get(OPTION_BOUNDS.get(dest, ""))
+            if not bound or not isinstance(v, int) or isinstance(v, bool):
+                continue
+            if not bound["minimum"] <= v <= bound["maximum"]:
+                raise ConfigError(
+                    f"{flag} {v} is outside {bound['minimum']}..{bound['maximum']}: {bound['description'].rstrip('.')}"
+                )
 
 
 class _DeprecatedOption(argparse.Action):

@@ -53,7 +53,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hsitp.config import bounded_int, positive_number
 from hsitp.errors import HsitpError
 
 if TYPE_CHECKING:  # numpy and xarray are imported where used: `hsitp --help` builds this parser
@@ -936,14 +935,9 @@ def register(asub: argparse._SubParsersAction) -> None:
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--reference", type=Path, help="reference folder, e.g. results/reference/cpu-fair")
     where.add_argument("--run", help="the run's name: --reference results/reference/RUN")
+    p.add_argument("--seed", type=int, required=True, help="the auditor's seed: it alone picks the cells")
     p.add_argument(
-        "--seed", type=bounded_int("seed"), required=True, help="the auditor's seed: it alone picks the cells"
-    )
-    p.add_argument(
-        "--budget-min",
-        type=positive_number,
-        required=True,
-        help="minutes the retraining may take (estimated)",
+        "--budget-min", type=float, required=True, help="minutes the retraining may take (estimated)"
     )
     p.add_argument("--out", type=Path, help="JSON report of every cell and check")
     p.add_argument("--work", type=Path, help="work folder, kept (default: a temporary one, removed)")

@@ -8,14 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from hsitp.config import (
-    ConfigError,
-    add_config_args,
-    bounded_int,
-    check_shape,
-    config_from_args,
-    positive_number,
-)
+from hsitp.config import ConfigError, add_config_args, check_shape, config_from_args
 
 TABLE_HELP = {
     "rho": "rho = C/N per registry dataset x patch x definition of C, and the lower-CCR split (paper 2.2)",
@@ -106,14 +99,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--dataset", required=True, help="registry name (see `hsitp data list`), e.g. indian_pines"
     )
-    p.add_argument(
-        "--patch", type=bounded_int("pixels"), required=True, help="patch size p: N = floor(H/p) * floor(W/p)"
-    )
-    p.add_argument("--devices", type=bounded_int("world_size"), required=True, help="parallel degree P")
+    p.add_argument("--patch", type=int, required=True, help="patch size p: N = floor(H/p) * floor(W/p)")
+    p.add_argument("--devices", type=int, required=True, help="parallel degree P")
     p.add_argument("--hardware", default="paper-intra", help="preset or measured:PATH (default paper-intra)")
-    p.add_argument(
-        "--embed-dim", type=bounded_int("dim"), default=None, help="D (default: cost.embed_dim of the config)"
-    )
+    p.add_argument("--embed-dim", type=int, default=None, help="D (default: cost.embed_dim of the config)")
     p.add_argument("--json", action="store_true", help="emit the same fields as JSON")
     add_config_args(p)
     p.set_defaults(func=_advise)
@@ -132,80 +121,37 @@ def _register_plan(asub: argparse._SubParsersAction, presets: list[str]) -> None
         + " or measured:PATH. Defaults for the model come from the "
         "config's cost section (the paper's 7.4 model: D 256, depth 12, 8 heads).",
     )
-    p.add_argument("--embed-dim", type=bounded_int("dim"), default=None, help="D (default cost.embed_dim)")
-    p.add_argument(
-        "--depth", type=bounded_int("depth"), default=None, help="transformer blocks (default cost.depth)"
-    )
-    p.add_argument(
-        "--heads", type=bounded_int("heads"), default=None, help="attention heads (default cost.heads)"
-    )
-    p.add_argument(
-        "--mlp-ratio",
-        type=bounded_int("mlp_ratio"),
-        default=None,
-        help="MLP hidden / D (default cost.mlp_ratio)",
-    )
+    p.add_argument("--embed-dim", type=int, default=None, help="D (default cost.embed_dim)")
+    p.add_argument("--depth", type=int, default=None, help="transformer blocks (default cost.depth)")
+    p.add_argument("--heads", type=int, default=None, help="attention heads (default cost.heads)")
+    p.add_argument("--mlp-ratio", type=int, default=None, help="MLP hidden / D (default cost.mlp_ratio)")
     p.add_argument("--dataset", default=None, help="registry name: bands, grid and classes of the scene")
+    p.add_argument("--bands", type=int, default=None, help="L (instead of --dataset, with --height/--width)")
+    p.add_argument("--height", type=int, default=None, help="scene rows H (instead of --dataset)")
+    p.add_argument("--width", type=int, default=None, help="scene columns W (instead of --dataset)")
     p.add_argument(
-        "--bands",
-        type=bounded_int("bands"),
-        default=None,
-        help="L (instead of --dataset, with --height/--width)",
+        "--classes", type=int, default=None, help="output classes (default: the dataset's, else 16)"
     )
+    p.add_argument("--patch", type=int, default=8, help="patch size p (default 8: Indian Pines N = 324)")
     p.add_argument(
-        "--height", type=bounded_int("pixels"), default=None, help="scene rows H (instead of --dataset)"
-    )
-    p.add_argument(
-        "--width", type=bounded_int("pixels"), default=None, help="scene columns W (instead of --dataset)"
-    )
-    p.add_argument(
-        "--classes",
-        type=bounded_int("classes"),
-        default=None,
-        help="output classes (default: the dataset's, else 16)",
-    )
-    p.add_argument(
-        "--patch",
-        type=bounded_int("pixels"),
-        default=8,
-        help="patch size p (default 8: Indian Pines N = 324)",
-    )
-    p.add_argument(
-        "--batch",
-        type=bounded_int("batch"),
-        default=None,
-        help="scenes (crops) per group per step (default cost.batch)",
+        "--batch", type=int, default=None, help="scenes (crops) per group per step (default cost.batch)"
     )
     p.add_argument(
         "--hardware", default="h100-nvlink-ib", help="preset or measured:PATH (default h100-nvlink-ib)"
     )
+    p.add_argument("--nodes", type=int, default=1, help="nodes in the allocation (default 1)")
     p.add_argument(
-        "--nodes", type=bounded_int("devices"), default=1, help="nodes in the allocation (default 1)"
-    )
-    p.add_argument(
-        "--devices-per-node",
-        type=bounded_int("devices"),
-        default=None,
-        help="devices per node (default: the preset's)",
+        "--devices-per-node", type=int, default=None, help="devices per node (default: the preset's)"
     )
     p.add_argument(
         "--device-memory-gb",
-        type=positive_number,
+        type=float,
         default=None,
         help="device memory in GB (1e9 B; default: the preset's)",
     )
+    p.add_argument("--devices", type=int, default=None, help="fix the TP degree P (default: every divisor)")
     p.add_argument(
-        "--devices",
-        type=bounded_int("world_size"),
-        default=None,
-        help="fix the TP degree P (default: every divisor)",
-    )
-    p.add_argument(
-        "--groups",
-        type=bounded_int("groups"),
-        nargs="+",
-        default=None,
-        help="D-CHAG g values (default cost.advise.groups)",
+        "--groups", type=int, nargs="+", default=None, help="D-CHAG g values (default cost.advise.groups)"
     )
     p.add_argument(
         "--dtype", choices=["bfloat16", "float16", "float32"], default=None, help="default cost.dtype"
@@ -234,14 +180,11 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _check_model(cost: dict[str, Any], args: argparse.Namespace) -> None:
-    """Refuse a model that cannot exist, as given by the options over the config's cost section (heads that do not
-    divide D), before anything is planned with it."""
-    names = []
-    for option, key in (("embed_dim", "embed_dim"), ("heads", "heads")):
-        given = getattr(args, option, None)
-        names.append(f"--{option.replace('_', '-')}" if given is not None else f"cost.{key}")
-    dim = getattr(args, "embed_dim", None) or int(cost["embed_dim"])
-    heads = getattr(args, "heads", None) or int(cost["heads"])
+    """Refuse a model that cannot exist as the options give it over the config's cost section (heads that do not
+    divide D), before anything is planned with it; the message names the options given, else the keys."""
+    given = {k: getattr(args, k, None) for k in ("embed_dim", "heads")}
+    names = [f"--{k.replace('_', '-')}" if v is not None else f"cost.{k}" for k, v in given.items()]
+    dim, heads = (int(cost[k]) if v is None else v for k, v in given.items())
     problem = check_shape(dim, heads, *names)
     if problem:
         raise ConfigError(problem)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from hsitp.config import add_config_args, bounded_int, config_from_args
+from hsitp.config import add_config_args, config_from_args
 from hsitp.names import PROTOCOLS, partition_tag  # not data.partition: it imports xarray and scipy
 
 DEFAULT_DATA = "results/{run}/data/{dataset}.nc"  # what rule data_prepare writes
@@ -28,10 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="accuracy protocol: which train/test partition of the prepared file",
     )
     p.add_argument(
-        "--seed",
-        type=bounded_int("seed"),
-        default=0,
-        help="seed of the CV folds and the forest (not of the partition)",
+        "--seed", type=int, default=0, help="seed of the CV folds and the forest (not of the partition)"
     )
     p.add_argument(
         "--partition",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from hsitp.config import add_config_args, bounded_int, config_from_args
+from hsitp.config import add_config_args, config_from_args
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -50,12 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     psub = probe.add_subparsers(dest="probe_command", required=True, metavar="STEP")
 
     p = psub.add_parser("run", help="probe every configured point at one P (launch under torchrun for P > 1)")
-    p.add_argument(
-        "--world-size",
-        type=bounded_int("world_size"),
-        required=True,
-        help="P; must equal torchrun's --nproc_per_node",
-    )
+    p.add_argument("--world-size", type=int, required=True, help="P; must equal torchrun's --nproc_per_node")
     p.add_argument("--out", required=True, help="partial netCDF for this P (written by rank 0)")
     add_config_args(p)
     p.set_defaults(func=_run)

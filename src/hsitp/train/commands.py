@@ -32,14 +32,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from hsitp.config import (
-    add_config_args,
-    add_protocol_args,
-    bounded_int,
-    config_from_args,
-    finite_number,
-    positive_number,
-)
+from hsitp.config import add_config_args, add_protocol_args, config_from_args
 from hsitp.errors import HsitpError
 from hsitp.train.plan import TrainJob
 from hsitp.train.settings import TrainSettings
@@ -225,44 +218,29 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--plan", choices=PLAN_NAMES, help="(training) plan")
     p.add_argument(
-        "--tokens",
-        type=bounded_int("tokens"),
-        help="(training) N, spatial tokens per crop: one crop of train.crops",
+        "--tokens", type=int, help="(training) N, spatial tokens per crop: one crop of train.crops"
     )
     p.add_argument(
         "--patch",
-        type=bounded_int("pixels"),
+        type=int,
         help="(training) patch edge p of the crop; default: that of the train.crops entry with N = --tokens",
     )
-    p.add_argument(
-        "--world-size",
-        type=bounded_int("world_size"),
-        help="(training) P; must equal torchrun's --nproc_per_node",
-    )
-    p.add_argument(
-        "--groups",
-        type=bounded_int("groups"),
-        default=1,
-        help="D-CHAG groups per rank g (dchag plans; else 1)",
-    )
+    p.add_argument("--world-size", type=int, help="(training) P; must equal torchrun's --nproc_per_node")
+    p.add_argument("--groups", type=int, default=1, help="D-CHAG groups per rank g (dchag plans; else 1)")
     p.add_argument(
         "--ranks",
         type=int,
         help="(training) processes: P (default) or 1, the single-process equivalent of (plan, P, g)",
     )
     p.add_argument(
-        "--margin",
-        type=positive_number,
-        help="(summary) verdict margin delta (train.verdict.margin; default 0.01)",
+        "--margin", type=float, help="(summary) verdict margin delta (train.verdict.margin; default 0.01)"
     )
     p.add_argument(
-        "--level",
-        type=positive_number,
-        help="(summary) verdict confidence level (train.verdict.level; default 0.95)",
+        "--level", type=float, help="(summary) verdict confidence level (train.verdict.level; default 0.95)"
     )
     p.add_argument(
         "--tolerance",
-        type=finite_number(0.0, strict=False),
+        type=float,
         help="(equivalence) largest |OA difference| that passes (train.equivalence.tolerance; default 0.0005)",
     )
     p.add_argument(
@@ -281,7 +259,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_protocol_args(
         p, help_text="(training) accuracy protocol: which train/test partition of the prepared file"
     )
-    p.add_argument("--seed", type=bounded_int("seed"), help="(training) seed")
+    p.add_argument("--seed", type=int, help="(training) seed")
     p.add_argument(
         "--partition",
         type=int,

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from hsitp.config import add_config_args, add_protocol_args, bounded_int, config_from_args
+from hsitp.config import add_config_args, add_protocol_args, config_from_args
 from hsitp.errors import HsitpError
 from hsitp.names import COMPARED_PLANS
 
@@ -215,15 +215,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         p, help_text="accuracy protocol (its train pixels, less the validation pixels); required"
     )
     p.add_argument(
-        "--tokens",
-        type=bounded_int("tokens"),
-        required=True,
-        help="N, spatial tokens per crop: one crop of train.crops",
+        "--tokens", type=int, required=True, help="N, spatial tokens per crop: one crop of train.crops"
     )
     p.add_argument(
-        "--patch",
-        type=bounded_int("pixels"),
-        help="patch edge p; default: that of the train.crops entry with N = --tokens",
+        "--patch", type=int, help="patch edge p; default: that of the train.crops entry with N = --tokens"
     )
     p.add_argument(
         "--partition",
