@@ -357,8 +357,15 @@ def study_dataset(
         )
     if validation is not None:
         _add_validation(ds, validation)
+    ds.attrs.update(_study_attrs(study, spec, tune))
+    return ds
+
+
+def _study_attrs(study: optuna.Study, spec: StudySpec, tune: Mapping[str, Any]) -> dict[str, Any]:
+    """The study file's attributes: what was tuned, on what, with which budget, and its best trial."""
+    startup = int(tune["startup_trials"])
     best = _best(study)
-    ds.attrs.update(
+    return dict(
         plan=spec.plan,
         protocol=spec.protocol,
         partition_index=spec.partition,
@@ -378,7 +385,6 @@ def study_dataset(
             "biases the curve upward); best_so_far is the search as run"
         ),
     )
-    return ds
 
 
 def _validation_text(spec: StudySpec, tune: Mapping[str, Any]) -> str:
