@@ -261,7 +261,10 @@ def check_shape(dim: int, heads: int, dim_key: str, heads_key: str) -> str | Non
     """The problem with a model of width ``dim`` and ``heads`` heads (named by their keys or options), or None."""
     if dim % heads:
         heads_is, dim_is = (" " if key.startswith("--") else " = " for key in (heads_key, dim_key))
-        return f"{heads_key}{heads_is}{heads} does not divide {dim_key}{dim_is}{dim} (each head takes D / heads features)"
+        return (
+            f"{heads_key}{heads_is}{heads} does not divide {dim_key}{dim_is}{dim} (each head takes D / heads "
+            "features)"
+        )
     return None
 
 
@@ -301,10 +304,11 @@ def check_run(cfg: Mapping[str, Any]) -> None:
     if cfg["train"]["recipe"] == "tuned":
         untuned = [p for p in cfg["train"]["plans"] if p not in COMPARED_PLANS]
         if untuned:
+            them = "it" if len(untuned) == 1 else "them"
             raise ConfigError(
                 f"train.recipe: tuned trains each plan on its own tuning study, and `hsitp tune` studies "
-                f"{', '.join(COMPARED_PLANS)} only; train.plans has {', '.join(untuned)}: drop {'it' if len(untuned) == 1 else 'them'} from train.plans "
-                "or set train.recipe: config"
+                f"{', '.join(COMPARED_PLANS)} only; train.plans has {', '.join(untuned)}: drop {them} from "
+                "train.plans or set train.recipe: config"
             )
 
 
