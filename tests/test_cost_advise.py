@@ -72,11 +72,11 @@ def test_patch_larger_than_scene(capsys: pytest.CaptureFixture[str]):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--devices", "8", "--embed-dim", "0"], "--embed-dim must be >= 1, got 0"),
-        (["--devices", "0"], "--devices must be an integer >= 1"),
-        (["--devices", "100000"], "beyond any machine the hardware presets describe"),
+        (["--devices", "8", "--embed-dim", "0"], "--embed-dim 0 is outside 1..65536"),
+        (["--devices", "0"], "--devices 0 is outside 1..65536"),
+        (["--devices", "100000"], "--devices 100000 is outside 1..65536: A parallel degree P"),
         (["--devices", "512"], "exceeds what one layer can be split into here (N = 324 tokens, D = 256"),
-        (["--devices", "2", "--patch", "0"], "--patch must be >= 1"),
+        (["--devices", "2", "--patch", "0"], "--patch 0 is outside 1..65536"),
     ],
 )
 def test_every_argument_is_validated(capsys: pytest.CaptureFixture[str], args: list[str], message: str):

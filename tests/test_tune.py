@@ -84,10 +84,11 @@ def test_tiny_study_records_every_trial_and_resumes(scene: Path, tmp_path: Path,
 def test_interrupted_trial_is_retried_with_its_parameters(scene: Path, tmp_path: Path) -> None:
     """Catches a killed study that loses or double-counts the trial it was running (the bug: a RUNNING trial in
     the journal forever, never finished and never counted, or counted with no score): a trial left running is
-    marked interrupted, not counted, and its parameters run again as the next trial."""
+    failed, not counted, and its parameters run again as the next trial, which Optuna records as its retry; a
+    retry that fails again is not queued a third time (no endless loop on a trial that always dies)."""
     import optuna
 
-    from hsitp.tune.study import StudySpec, counted, open_study
+    from hsitp.tune.study import StudySpec, counted, open_study, retried_from
 
     out = tmp_path / "tp_random.nc"
     spec = StudySpec(data=scene, out=out, plan="tp", protocol="random", tokens=9, patch=4)
@@ -105,7 +106,48 @@ def test_interrupted_trial_is_retried_with_its_parameters(scene: Path, tmp_path:
     assert counted(study) == 0
     retry = study.ask()  # the queued trial comes first, with the interrupted one's parameters
     assert retry.suggest_float("lr", 1e-3, 1e-2, log=True) == lr
-    assert retry.user_attrs["retry_of"] == 0
+    assert retried_from(study.trials[retry.number]) == 0
+    del study, retry  # the retry dies too
+    study = open_study(spec, tune)
+    assert [t.state for t in study.get_trials()] == [optuna.trial.TrialState.FAIL] * 2
+    assert counted(study) == 0
+
+
+def test_a_trial_stopped_by_a_signal_runs_again_and_the_budget_holds(tmp_path: Path) -> None:
+    """Catches Optuna's bookkeeping done wrong (issue 52): a trial Ctrl-C stopped (failed by Optuna itself, not left
+    running) lost or counted, the study run past or short of tune.trials, the progress lines counting the failed
+    trial, or a best trial that is not the best completed one. A fake trainer (score = lr, nothing trained) is
+    stopped at its second trial; the next call runs that trial's parameters first and stops at 3 counted trials."""
+    import optuna
+
+    from hsitp.config import validate_config
+    from hsitp.tune.study import COUNTED, StudySpec, counted, retried_from, run_study, study_dataset
+
+    cfg = validate_config({"tune": {**TUNE, "trials": 3, "prune": {"startup_trials": 3}}})
+    spec = StudySpec(data=tmp_path / "s.nc", out=tmp_path / "tp_random.nc", plan="tp", protocol="random", tokens=9,
+                     patch=4)  # fmt: skip
+    lrs: list[float] = []
+
+    def train(params, trial_cfg, workdir, on_epoch) -> float:  # noqa: ANN001 (run_study's callable)
+        lrs.append(params["lr"])
+        if len(lrs) == 2:
+            raise KeyboardInterrupt
+        on_epoch(1, {"val_oa": params["lr"]})
+        return params["lr"]
+
+    lines: list[str] = []
+    with pytest.raises(KeyboardInterrupt):
+        run_study(spec, cfg, train, fits=lambda g: True, say=lines.append)
+    study = run_study(spec, cfg, train, fits=lambda g: True, say=lines.append)
+    assert [ln.split(":")[1].strip() for ln in lines] == ["trial 1 of 3", "trial 2 of 3", "trial 3 of 3"]
+    assert lrs[2] == lrs[1] and len(lrs) == 4  # the stopped trial's parameters ran next, then one new trial
+    states = [t.state for t in study.trials]
+    assert states.count(optuna.trial.TrialState.FAIL) == 1 and counted(study) == 3
+    assert sum(s in COUNTED for s in states) == 3
+    assert retried_from(study.trials[2]) == 1
+    ds = study_dataset(study, spec, cfg)
+    best = json.loads(ds.attrs["best_params"])["lr"]
+    assert best == max(lrs) and ds["lr"].values[ds.attrs["best_trial"] - 1] == best
 
 
 def test_groups_searched_only_where_the_band_partition_allows() -> None:

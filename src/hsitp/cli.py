@@ -11,10 +11,21 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from hsitp import __version__
+from hsitp.config import check_options
 from hsitp.errors import HsitpError
 from hsitp.signals import Interrupted
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser with its usage errors on one line and exit status 2, like every other refusal
+    (``hsitp advise plan: error: argument --depth: ...``); ``-h`` still prints the usage. Subcommands' parsers are
+    made of the same class (argparse's ``add_subparsers`` takes the parent's)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())} (usage: {self.prog} -h)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     from hsitp.train import commands as train_commands
     from hsitp.tune import commands as tune_commands
 
-    parser = argparse.ArgumentParser(prog="hsitp", description=__doc__.splitlines()[0])
+    parser = Parser(prog="hsitp", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"hsitp {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -48,11 +59,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except (
+        SystemExit
+    ) as exc:  # a usage error (its one line printed by Parser.error): a refusal like any other
+        if exc.code == 0:  # -h, --version
+            raise
+        return 2
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
     )
     try:
+        check_options(args)  # a NaN, or a size or seed past its bound (hsitp.config.OPTION_BOUNDS)
         return int(args.func(args) or 0)
     except HsitpError as exc:
         print(f"hsitp: error: {one_line(str(exc))}", file=sys.stderr)

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import json
 import logging
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Iterator, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -176,7 +178,9 @@ def validate_config(config: Mapping[str, Any]) -> dict[str, Any]:
 
     Old names of renamed keys (:data:`RENAMED`) are moved to the new ones first, with a warning."""
     cfg = rename_deprecated(config)
-    errors = sorted(_Validator(load_schema()).iter_errors(cfg), key=lambda e: list(e.absolute_path))
+    schema = load_schema()
+    bounds = {id(d) for d in schema["$defs"].values() if "maximum" in d}  # the sizes and seeds of $defs
+    errors = sorted(_Validator(schema).iter_errors(cfg), key=lambda e: list(e.absolute_path))
     if errors:
         lines = []
         for err in errors:
@@ -189,10 +193,123 @@ def validate_config(config: Mapping[str, Any]) -> dict[str, Any]:
                     dotted = f"{'.'.join(str(p) for p in err.absolute_path)}.{key}".lstrip(".")
                     if dotted in REPLACED:
                         lines.append(f"{dotted} was replaced by {REPLACED[dotted]}")
+            elif err.validator == "maximum" and id(err.schema) in bounds:  # a size past any machine, a seed
+                lines.append(
+                    f"{where}: {err.instance} is above {err.validator_value}; {err.schema['description'].rstrip('.')}"
+                )
             else:
                 lines.append(f"{where}: {err.message}")
         raise ConfigError("invalid config:\n  " + "\n  ".join(lines) + f"\n(schema: {schema_path()})")
+    check_values(cfg)
     return cfg
+
+
+# --- what cannot exist (issue 52): what the schema's keywords cannot say, checked once the schema passed ----------
+# [low, high] pairs: the searched ranges of tune.space (low == high fixes the value: Optuna allows it) and the
+# cost model's and the scene's intervals (strict: an empty interval is a grid of one repeated value).
+RANGES: dict[str, bool] = {  # key -> low must be strictly below high
+    "data.clip_quantiles": True,
+    "cost.boundary.rho_range": True,
+    "cost.boundary.threshold_range": True,
+    "tune.space.lr": False,
+    "tune.space.weight_decay": False,
+    "tune.space.label_smoothing": False,
+    "tune.space.warmup_steps": False,
+    "tune.space.per_class": False,
+}
+# (D, heads) of every model a section builds or prices: every head takes D / heads features, so heads divide D. Each
+# pair lies in keys that every rule passing one of them passes too (a subcommand sees schema defaults for the rest).
+SHAPES: tuple[tuple[str, str], ...] = (
+    ("train.model.dim", "train.model.heads"),
+    ("probe.dim", "probe.heads"),
+    ("probe.estimate.grid.dim", "probe.estimate.grid.heads"),
+    ("cost.embed_dim", "cost.heads"),
+    ("cost.scale.embed_dim", "cost.scale.heads"),
+    ("bench.D", "parallel.heads"),  # each D of the sweep, when it times an attention
+)
+
+
+def _attends(cfg: Mapping[str, Any], dim_key: str) -> bool:
+    """Whether the model of ``dim_key`` has attention heads: the bench's sweep only with an attention op (attn_*,
+    or agg_*: the cross-band attentions); an MLP or a LayerNorm alone takes any D."""
+    if dim_key != "bench.D":
+        return True
+    return any(str(op).startswith(("attn_", "agg_")) for op in cfg["bench"]["ops"])
+
+
+def _get(cfg: Mapping[str, Any], dotted: str) -> Any:
+    node: Any = cfg
+    for part in dotted.split("."):
+        node = node[part]
+    return node
+
+
+def _non_finite(node: Any, path: tuple[Any, ...] = ()) -> Iterator[str]:
+    """NaN and infinite numbers anywhere in the config (YAML's ``.nan`` and ``.inf``, JSON's ``NaN``): no key takes
+    one, and ``minimum`` lets NaN through (every comparison with NaN is false)."""
+    if isinstance(node, float) and not math.isfinite(node):
+        yield f"{_where(path)}: {node} is not a finite number; give a number"
+    elif isinstance(node, Mapping):
+        for key, value in node.items():
+            yield from _non_finite(value, (*path, key))
+    elif isinstance(node, list | tuple):
+        for i, value in enumerate(node):
+            yield from _non_finite(value, (*path, i))
+
+
+def check_shape(dim: int, heads: int, dim_key: str, heads_key: str) -> str | None:
+    """The problem with a model of width ``dim`` and ``heads`` heads (named by their keys or options), or None."""
+    if dim % heads:
+        heads_is, dim_is = (" " if key.startswith("--") else " = " for key in (heads_key, dim_key))
+        return (
+            f"{heads_key}{heads_is}{heads} does not divide {dim_key}{dim_is}{dim} (each head takes D / heads "
+            "features)"
+        )
+    return None
+
+
+def value_problems(cfg: Mapping[str, Any]) -> list[str]:
+    """What cannot exist in a schema-valid config, one line each: a NaN or infinite number, a reversed range
+    (:data:`RANGES`), a model whose heads do not divide its width (:data:`SHAPES`)."""
+    out = list(_non_finite(cfg))
+    if out:
+        return out  # the comparisons below would be meaningless
+    for key, strict in RANGES.items():
+        low, high = _get(cfg, key)
+        if low > high or (strict and low == high):
+            what = "reversed" if low > high else "empty"
+            need = "below" if strict else "at most"
+            out.append(f"{key}: [{low}, {high}] is {what}: a range is [low, high] with low {need} high")
+    for dim_key, heads_key in (pair for pair in SHAPES if _attends(cfg, pair[0])):
+        dims, heads = _get(cfg, dim_key), int(_get(cfg, heads_key))
+        for dim in dims if isinstance(dims, list) else [dims]:
+            problem = check_shape(int(dim), heads, dim_key, heads_key)
+            if problem:
+                out.append(problem)
+    return out
+
+
+def check_values(cfg: Mapping[str, Any]) -> None:
+    """Refuse (ConfigError, one problem a line) what :func:`value_problems` finds. :func:`validate_config` calls it,
+    so every subcommand's config and the DAG's (hsitp.preflight) are checked the same way."""
+    problems = value_problems(cfg)
+    if problems:
+        raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
+
+
+def check_run(cfg: Mapping[str, Any]) -> None:
+    """What only the whole run's config can show (the DAG's, hsitp.preflight; a subcommand is given only the keys
+    its rule passes, the schema's defaults standing in for the others): under ``train.recipe: tuned`` each plan
+    trains on its own tuning study, which rule tune makes for the compared plans only."""
+    if cfg["train"]["recipe"] == "tuned":
+        untuned = [p for p in cfg["train"]["plans"] if p not in COMPARED_PLANS]
+        if untuned:
+            them = "it" if len(untuned) == 1 else "them"
+            raise ConfigError(
+                f"train.recipe: tuned trains each plan on its own tuning study, and `hsitp tune` studies "
+                f"{', '.join(COMPARED_PLANS)} only; train.plans has {', '.join(untuned)}: drop {them} from "
+                "train.plans or set train.recipe: config"
+            )
 
 
 class _StrictLoader(_YAML_LOADER):  # type: ignore[misc,valid-type]
@@ -296,6 +413,56 @@ def add_config_args(parser: argparse.ArgumentParser) -> None:
         "Default: config/config.yaml when present.",
     )
     parser.add_argument("--config-json", metavar="JSON", help="config (or overrides) as JSON, merged last")
+
+
+@functools.cache
+def _bounds() -> dict[str, dict[str, Any]]:
+    """The schema's bounded ``$defs`` (a seed and the sizes), by name."""
+    return {name: d for name, d in load_schema()["$defs"].items() if "maximum" in d}
+
+
+# Command-line options (argparse dests) standing for a quantity the schema bounds in ``$defs``: every subcommand's
+# parsed options are held to the bounds of the config keys of that quantity (:func:`check_options`).
+OPTION_BOUNDS: dict[str, str] = {
+    "seed": "seed",
+    "embed_dim": "dim",
+    "heads": "heads",
+    "depth": "depth",
+    "mlp_ratio": "mlp_ratio",
+    "bands": "bands",
+    "tokens": "tokens",
+    "patch": "pixels",
+    "height": "pixels",
+    "width": "pixels",
+    "groups": "groups",
+    "batch": "batch",
+    "classes": "classes",
+    "world_size": "world_size",
+    "devices": "world_size",
+    "ranks": "world_size",
+    "nodes": "devices",
+    "devices_per_node": "devices",
+    "ranks_per_node": "devices",
+}
+
+
+def check_options(args: argparse.Namespace) -> None:
+    """Refuse (ConfigError, one line naming the option) a parsed command-line option that cannot exist: a NaN or
+    infinite number (``float`` parses "nan" and "inf", and every later comparison lets them through) or a value
+    outside the bound of its quantity (:data:`OPTION_BOUNDS`: ``--depth 1000000000`` as ``cost.depth`` would be,
+    ``--seed -1`` before NumPy sees it). ``hsitp.cli.main`` calls it for every subcommand, once parsed."""
+    for dest, value in vars(args).items():
+        flag = "--" + dest.replace("_", "-")
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, float) and not math.isfinite(v):
+                raise ConfigError(f"{flag} {v} is not a finite number")
+            bound = _bounds().get(OPTION_BOUNDS.get(dest, ""))
+            if not bound or not isinstance(v, int) or isinstance(v, bool):
+                continue
+            if not bound["minimum"] <= v <= bound["maximum"]:
+                raise ConfigError(
+                    f"{flag} {v} is outside {bound['minimum']}..{bound['maximum']}: {bound['description'].rstrip('.')}"
+                )
 
 
 class _DeprecatedOption(argparse.Action):

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from hsitp.config import ConfigError, rename_layered, validate_config
+from hsitp.config import ConfigError, check_run, rename_layered, validate_config
 from hsitp.errors import HsitpError
 
 __all__ = ["check_stage_sizes", "error_log_path", "one_line", "preflight"]
@@ -34,6 +34,7 @@ def preflight(
     if layers is not None:
         config = rename_layered(config, layers)
     cfg = validate_config(config)
+    check_run(cfg)
     check_stage_sizes(cfg)
     return cfg
 

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from hsitp.config import add_config_args, config_from_args
+from hsitp.config import ConfigError, add_config_args, check_shape, config_from_args
 
 TABLE_HELP = {
     "rho": "rho = C/N per registry dataset x patch x definition of C, and the lower-CCR split (paper 2.2)",
@@ -54,6 +54,7 @@ def _advise(args: argparse.Namespace) -> int:
     from hsitp.cost.advise import advise, format_text
 
     cost = config_from_args(args)["cost"]
+    _check_model(cost, args)
     result = advise(
         cost,
         dataset=args.dataset,
@@ -173,5 +174,17 @@ def _plan(args: argparse.Namespace) -> int:
     from hsitp.cost.planner import run_plan
 
     cost = config_from_args(args)["cost"]
+    _check_model(cost, args)
     print(run_plan(cost, args))
     return 0
+
+
+def _check_model(cost: dict[str, Any], args: argparse.Namespace) -> None:
+    """Refuse a model that cannot exist as the options give it over the config's cost section (heads that do not
+    divide D), before anything is planned with it; the message names the options given, else the keys."""
+    given = {k: getattr(args, k, None) for k in ("embed_dim", "heads")}
+    names = [f"--{k.replace('_', '-')}" if v is not None else f"cost.{k}" for k, v in given.items()]
+    dim, heads = (int(cost[k]) if v is None else v for k, v in given.items())
+    problem = check_shape(dim, heads, *names)
+    if problem:
+        raise ConfigError(problem)

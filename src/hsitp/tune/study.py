@@ -14,8 +14,13 @@ recorded here and never read by the search. A median pruner stops a trial whose 
 median of earlier trials at the same epoch, after ``tune.prune.warmup_epochs``.
 
 The study lives in an Optuna journal file beside its netCDF (``results/RUN/tune/DATASET/PLAN_PROTOCOL.journal``); a
-killed or interrupted study resumes: its finished trials are kept, the trial that was running is marked failed (not
-counted) and its parameters are queued again, and that retry resumes from the trial's own training checkpoint.
+killed or interrupted study resumes: its finished trials are kept, the trial that was running is failed (not
+counted) and queued again once with its parameters by Optuna's ``RetryHeartbeatStaleTrialCallback`` (the
+``RetryFailedTrialCallback`` of Optuna < 4.9), and that retry resumes from the trial's own training checkpoint.
+Optuna's heartbeat, which finds such a trial by itself, exists for its RDB storage only; the journal has none, so
+:func:`open_study` does the heartbeat's part: one process runs a study (one Snakemake job per study file), so a
+trial still RUNNING when the study opens belongs to a dead process. ``MaxTrialsCallback`` keeps the budget and
+``study.best_trial`` names the best; nothing here touches Optuna's private attributes.
 """
 
 from __future__ import annotations
@@ -25,13 +30,17 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import optuna
 import xarray as xr
+from optuna.trial import TrialState
 
 from hsitp.errors import HsitpError
 from hsitp.names import DCHAG_PLANS
@@ -43,6 +52,9 @@ KIND = STUDY_KIND
 # The searched recipe keys, in the order the netCDF lists them (groups: searched for the D-CHAG plans only, and
 # kept for every trial in its user attrs).
 PARAMS = ("lr", "weight_decay", "label_smoothing", "warmup_steps", "per_class", "groups")
+# The trial states that count against the budget (tune.trials): completed, and pruned (by the median pruner, or a
+# diverged recipe, with its ``failure``); a trial failed by an interruption or by an error of the code does not.
+COUNTED = (TrialState.COMPLETE, TrialState.PRUNED)
 
 
 class TuneError(HsitpError):
@@ -131,28 +143,23 @@ def trial_key(params: Mapping[str, Any]) -> str:
 
 
 def _storage(journal: Path) -> Any:
-    import optuna
 
     journal.parent.mkdir(parents=True, exist_ok=True)
     return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(journal)))
 
 
 def open_study(spec: StudySpec, tune: Mapping[str, Any]) -> Any:
-    """The study in the journal (created or resumed); a trial left running by a killed study is marked failed
-    (user attr ``interrupted``) and its parameters queued again."""
-    import optuna
-    from optuna.trial import TrialState
-
+    """The study in the journal (created or resumed); a trial a killed study left running is failed and, like a
+    trial failed by Ctrl-C or SIGTERM, queued again once with its parameters (:func:`retry_killed`)."""
     optuna.logging.disable_default_handler()  # Optuna's lines go through logging (the CLI's handler), not its own
     optuna.logging.enable_propagation()
     pruner = optuna.pruners.MedianPruner(
         n_startup_trials=int(tune["prune"]["startup_trials"]),
         n_warmup_steps=int(tune["prune"]["warmup_epochs"]),
     )
-    storage = _storage(spec.journal)
     study = optuna.create_study(
         study_name=spec.out.stem,
-        storage=storage,
+        storage=_storage(spec.journal),
         sampler=_sampler(tune, 0),
         pruner=pruner,
         direction="maximize",
@@ -161,34 +168,58 @@ def open_study(spec: StudySpec, tune: Mapping[str, Any]) -> Any:
     # a seeded sampler restarts its random stream in every process: a resumed study would draw its first points
     # again; seeding by the trials already there continues the search (deterministic given the journal)
     study.sampler = _sampler(tune, len(study.get_trials(deepcopy=False)))
-    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):  # the process was killed
-        storage.set_trial_user_attr(t._trial_id, "interrupted", True)
-        storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
-    # a failed trial (killed, Ctrl-C, SIGTERM) is run again once with its parameters: its checkpoint resumes it
-    retried = {t.user_attrs.get("retry_of") for t in study.get_trials(deepcopy=False)}
-    finished = [t.params for t in counted_trials(study)]
-    for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,)):
-        if t.number not in retried and t.params not in finished:  # (a repeat of a finished trial: not again)
-            study.enqueue_trial(t.params, user_attrs={"retry_of": t.number})
-            log.info("trial %d did not finish: queued again with the same parameters", t.number)
+    retry_killed(study)
     return study
+
+
+@contextmanager
+def _experimental() -> Iterator[None]:
+    """Optuna marks its retry callback experimental (since 2.8; unchanged since, and pinned in constraints.txt):
+    its warning on every use says nothing to the user of a study."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        yield
+
+
+def retried_from(trial: optuna.trial.FrozenTrial) -> int | None:
+    """The number of the trial that ``trial`` retries (Optuna's record of it), None when it is no retry."""
+    with _experimental():
+        return optuna.storages.RetryHeartbeatStaleTrialCallback.retried_trial_number(trial)
+
+
+def retry_killed(study: optuna.Study) -> None:
+    """The heartbeat's part for a journal: fail every trial still RUNNING (its process is gone: a study runs in one
+    process), then queue every failed trial not yet retried once more with its parameters through Optuna's retry
+    callback (at most once: a retry that fails too is a bug to look at, not to loop on), unless its parameters
+    already finished in another trial (a repeat of a finished trial would redo it)."""
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        study.tell(t.number, state=TrialState.FAIL)
+    with _experimental():
+        history = optuna.storages.RetryHeartbeatStaleTrialCallback.retry_history
+        trials = study.get_trials(deepcopy=False)
+        retried = {n for t in trials for n in history(t)}
+        # a journal written before issue 52 queued its retries by hand, naming them in the user attr retry_of
+        retried |= {t.user_attrs["retry_of"] for t in trials if "retry_of" in t.user_attrs}
+        retry = optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1)
+        finished = [t.params for t in counted_trials(study)]
+        for t in study.get_trials(deepcopy=True, states=(TrialState.FAIL,)):
+            if t.number not in retried and t.params not in finished:
+                retry(study, t)
+                log.info("trial %d did not finish: queued again with the same parameters", t.number)
 
 
 def _sampler(tune: Mapping[str, Any], offset: int) -> Any:
     """TPE with ``tune.startup_trials`` random start-up trials, seeded ``tune.seed + offset``."""
-    import optuna
-
     return optuna.samplers.TPESampler(
         seed=int(tune["seed"]) + offset, n_startup_trials=int(tune["startup_trials"])
     )
 
 
 def counted_trials(study: Any) -> list[Any]:
-    """The trials that count against the budget, in the order they ran: completed and pruned (a diverged recipe
-    ends pruned, with its ``failure``); a trial failed by an interruption or by an error of the code does not."""
-    from optuna.trial import TrialState
-
-    return study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
+    """The trials that count against the budget (:data:`COUNTED`), in the order they ran: completed and pruned (a
+    diverged recipe ends pruned, with its ``failure``); a trial failed by an interruption or by an error of the
+    code does not."""
+    return study.get_trials(deepcopy=False, states=COUNTED)
 
 
 def counted(study: Any) -> int:
@@ -210,8 +241,6 @@ def run_study(
 
     ``train_trial(params, trial_config, workdir, on_epoch)`` trains one trial and returns its score (validation OA
     of the last epoch); ``on_epoch(epoch, record)`` reports to the pruner and raises ``optuna.TrialPruned``."""
-    import optuna
-
     tune = config["tune"]
     space = tune["space"]
     groups = allowed_groups(space, spec.plan, fits)
@@ -240,24 +269,28 @@ def run_study(
         trial.set_user_attr("wall_s", time.perf_counter() - t0)
         return score
 
-    while (done := counted(study)) < budget:
-        study.optimize(objective, n_trials=1, catch=())
-        last = study.trials[-1]
+    def progress(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        if trial.state not in COUNTED:
+            return
         best = _best(study)
-        value = _outcome(last)
         best_text = (
-            f"best so far {best[1]:.3f} (trial {_position(study, best[0])})"
+            f"best so far {best.value:.3f} (trial {_position(study, best.number)})"
             if best
             else "no completed trial yet"
         )
-        say(f"tune {spec.out.stem}: trial {done + 1} of {budget}: {value}; {best_text}")
+        say(f"tune {spec.out.stem}: trial {counted(study)} of {budget}: {_outcome(trial)}; {best_text}")
+
+    if counted(study) < budget:  # optimize runs a trial before any callback could stop it
+        study.optimize(
+            objective,
+            callbacks=[optuna.study.MaxTrialsCallback(budget, states=COUNTED), progress],
+            catch=(),
+        )
     return study
 
 
 def _outcome(trial: Any) -> str:
     """How a trial ended, for its progress line."""
-    from optuna.trial import TrialState
-
     if trial.state == TrialState.COMPLETE:
         return f"validation OA {trial.value:.3f}"
     if trial.user_attrs.get("failure"):
@@ -275,14 +308,12 @@ def _position(study: Any, number: int) -> int:
     return 1 + [t.number for t in counted_trials(study)].index(number)
 
 
-def _best(study: Any) -> tuple[int, float] | None:
-    from optuna.trial import TrialState
-
-    done = [t for t in study.get_trials(deepcopy=False) if t.state == TrialState.COMPLETE]
-    if not done:
+def _best(study: Any) -> Any:
+    """``study.best_trial`` (frozen), None before a trial completed."""
+    try:
+        return study.best_trial
+    except ValueError:  # Optuna: "No trials are completed yet."
         return None
-    t = max(done, key=lambda t: t.value)
-    return t.number, float(t.value)
 
 
 def study_dataset(
@@ -326,8 +357,15 @@ def study_dataset(
         )
     if validation is not None:
         _add_validation(ds, validation)
+    ds.attrs.update(_study_attrs(study, spec, tune))
+    return ds
+
+
+def _study_attrs(study: optuna.Study, spec: StudySpec, tune: Mapping[str, Any]) -> dict[str, Any]:
+    """The study file's attributes: what was tuned, on what, with which budget, and its best trial."""
+    startup = int(tune["startup_trials"])
     best = _best(study)
-    ds.attrs.update(
+    return dict(
         plan=spec.plan,
         protocol=spec.protocol,
         partition_index=spec.partition,
@@ -339,7 +377,7 @@ def study_dataset(
         budget_trials=int(tune["trials"]),
         steps_per_trial=int(tune["epochs"]) * int(tune["steps_per_epoch"]),
         startup_trials=startup,
-        best_trial=-1 if best is None else _position(study, best[0]),
+        best_trial=-1 if best is None else _position(study, best.number),
         best_params=json.dumps(_best_params(study)),
         estimator_note=(
             "expected_best is Dodge et al.'s estimator on the completed ones among the TPE start-up trials (drawn "
@@ -347,7 +385,6 @@ def study_dataset(
             "biases the curve upward); best_so_far is the search as run"
         ),
     )
-    return ds
 
 
 def _validation_text(spec: StudySpec, tune: Mapping[str, Any]) -> str:
@@ -402,8 +439,6 @@ def _trial_scores(
     """Per trial: validation OA after each fold's epochs (reported step f x epochs + e), its score (completed: the
     objective's value, the pooled OA under folds; pruned: its last reported one) and how it ended (complete,
     pruned, failed)."""
-    from optuna.trial import TrialState
-
     curve = np.full((len(trials), folds, epochs), np.nan)
     score = np.full(len(trials), np.nan)
     for i, t in enumerate(trials):
@@ -487,5 +522,4 @@ def _best_params(study: Any) -> dict[str, Any]:
     best = _best(study)
     if best is None:
         return {}
-    t = study.trials[best[0]]
-    return {"groups": int(t.user_attrs.get("groups", 1)), **t.params}
+    return {"groups": int(best.user_attrs.get("groups", 1)), **best.params}

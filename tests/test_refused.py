@@ -1,0 +1,209 @@
+"""What cannot exist is refused (issue 52, deliverable 1): one class of impossible input per case, tried as a new
+user would, through a real ``hsitp`` process (exit 2, one line on stderr, no traceback, nothing written) and, where
+the input is a config value, through the DAG's check (``hsitp.preflight``, what workflow/rules/common.smk runs
+before any job). docs/refused.md lists the same classes, messages and these tests' ids."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hsitp.config import RANGES, deep_merge, load_schema
+from hsitp.errors import HsitpError
+from hsitp.preflight import one_line, preflight
+
+ROOT = Path(__file__).resolve().parent.parent
+SMOKE = [ROOT / "config/config.yaml", ROOT / "config/smoke.yaml"]
+
+
+def _cfg(overlay: dict) -> list[str]:
+    return ["--config-json", json.dumps(overlay)]
+
+
+# id -> (the config overlay or None (a command-line option only), the hsitp argv, what the one line must say)
+CASES: dict[str, tuple[dict | None, list[str], str]] = {
+    "nan": ({"train": {"lr": float("nan")}}, ["data", "list"], "train.lr: nan is not a finite number"),
+    "infinite-in-a-list": (
+        {"baseline": {"svm": {"C": [10, float("inf")]}}},
+        ["cost", "rho", "--out", "{out}"],
+        "baseline.svm.C.1: inf is not a finite number",
+    ),
+    "nan-option": (
+        None,
+        ["advise", "plan", "--dataset", "indian_pines", "--device-memory-gb", "nan"],
+        "--device-memory-gb nan is not a finite number",
+    ),
+    "reversed-range": (
+        {"tune": {"space": {"lr": [0.01, 0.0003]}}},
+        ["tune", "{out}.scene.nc", "--plan", "tp", "--protocol", "random", "--tokens", "9", "--out", "{out}"],
+        "tune.space.lr: [0.01, 0.0003] is reversed",
+    ),
+    "empty-range": (
+        {"cost": {"boundary": {"rho_range": [1.0, 1.0]}}},
+        ["cost", "boundary", "--out", "{out}"],
+        "cost.boundary.rho_range: [1.0, 1.0] is empty",
+    ),
+    "size-past-any-machine": (
+        {"cost": {"depth": 1_000_000_000}},
+        ["cost", "plan", "--out", "{out}"],
+        "cost.depth: 1000000000 is above 1024",
+    ),
+    "size-option-past-any-machine": (
+        None,
+        ["advise", "plan", "--dataset", "indian_pines", "--depth", "1000000000"],
+        "--depth 1000000000 is outside 1..1024",
+    ),
+    "seed-out-of-range": (
+        {"train": {"seeds": [0, 2**32]}},
+        ["data", "list"],
+        "train.seeds.1: 4294967296 is above 4294967295",
+    ),
+    "seed-option-out-of-range": (
+        None,
+        ["audit", "reproduce", "--run", "cpu-fair", "--seed", "-1", "--budget-min", "5", "--dry-run"],
+        "--seed -1 is outside 0..4294967295",
+    ),
+    "heads-do-not-divide-dim": (
+        {"cost": {"embed_dim": 30, "heads": 4}},
+        ["cost", "rho", "--out", "{out}"],
+        "cost.heads = 4 does not divide cost.embed_dim = 30",
+    ),
+    "heads-option-do-not-divide-dim": (
+        None,
+        ["advise", "plan", "--dataset", "indian_pines", "--embed-dim", "30", "--heads", "4"],
+        "--heads 4 does not divide --embed-dim 30",
+    ),
+    "bench-heads-do-not-divide-dim": (
+        {"bench": {"D": [30, 64]}, "parallel": {"heads": 4}},
+        ["data", "list"],
+        "parallel.heads = 4 does not divide bench.D = 30",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_refused_by_the_subcommand(case: str, tmp_path: Path) -> None:
+    """Catches an impossible input that a subcommand takes and plans with (a NaN learning rate, a reversed tuning
+    range that crashed Optuna with two tracebacks and left a journal behind, a depth of 10^9 planned for days, a
+    seed of -1 ending in a NumPy traceback, heads that do not divide D priced as a model): exit 2, exactly one
+    ``hsitp ...: error:`` line, no traceback, no output file, no journal."""
+    overlay, argv, says = CASES[case]
+    out = tmp_path / "out.nc"
+    argv = [a.format(out=out) for a in argv] + (_cfg(overlay) if overlay is not None else [])
+    proc = subprocess.run(
+        [sys.executable, "-m", "hsitp", *argv],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        timeout=60,
+    )
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 2, proc.stderr
+    assert len(lines) == 1 and lines[0].startswith("hsitp") and ": error: " in lines[0], proc.stderr
+    assert says in lines[0], lines[0]
+    assert not list(tmp_path.iterdir()), list(tmp_path.iterdir())  # nothing written, no .journal either
+
+
+# Classes the DAG refuses before its jobs would: the tuned recipe only there (a subcommand gets only its rule's
+# keys, the schema's defaults standing in for train.plans), the crop's split of the scene checked by every stage
+# that builds the crop (hsitp.train.plan.check_jobs, `hsitp train`, `hsitp tune`).
+DAG_ONLY = {
+    "tuned-recipe-names-no-study": (
+        {"train": {"recipe": "tuned"}},
+        "train.recipe: tuned trains each plan on its own tuning study, and `hsitp tune` studies tp, dchag_l, dchag_c "
+        "only; train.plans has dense, token: drop them",
+    ),
+    "crop-tokens-not-square": (
+        {"train": {"crops": [{"patch": 8, "tokens": 300, "datasets": None}]}},
+        "train.crops: tokens = 300 is not a perfect square",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    "case", [c for c, (overlay, _, _) in CASES.items() if overlay is not None] + list(DAG_ONLY)
+)
+def test_refused_when_the_dag_is_built(case: str) -> None:
+    """Catches a config value that passes the DAG (every job planned, the first to read it failing minutes later,
+    or Snakemake's MissingInputException for a study no rule makes under train.recipe tuned with dense among the
+    plans): the check common.smk runs refuses it, in one line naming the key."""
+    overlay, says = DAG_ONLY[case] if case in DAG_ONLY else (CASES[case][0], CASES[case][2])
+    raw = deep_merge(*(yaml.safe_load(p.read_text()) for p in SMOKE))
+    with pytest.raises(HsitpError) as info:
+        preflight(deep_merge(raw, overlay))
+    line = one_line(info.value)
+    assert "\n" not in line and says in line, line
+
+
+def test_every_range_of_the_schema_is_checked() -> None:
+    """Catches a [low, high] pair added to the schema without the reversed-range check (hsitp.config.RANGES): every
+    two-number array of the schema is a range, except cost.scale.image ([H, W])."""
+    pairs: list[str] = []
+
+    def walk(node: dict, path: str) -> None:
+        if node.get("type") == "array" and node.get("minItems") == 2 and node.get("maxItems") == 2:
+            pairs.append(path)
+        for key, sub in node.get("properties", {}).items():
+            walk(sub, f"{path}.{key}".lstrip("."))
+
+    walk(load_schema(), "")
+    assert sorted(set(pairs) - {"cost.scale.image"}) == sorted(RANGES)
+
+
+# Number options no $defs quantity bounds: counts of work and indices, each checked where it is read (a float is
+# still refused when NaN or infinite).
+UNBOUNDED = {"budget_min", "cpus_per_node", "device_memory_gb", "gpus_per_node", "launch", "level", "margin",
+             "partition", "stop_after", "threads", "timeout", "tolerance"}  # fmt: skip
+
+
+def test_every_number_option_is_bounded_or_said_not_to_be() -> None:
+    """Catches a new size or seed option (say ``--depth`` of another subcommand) that skips the bounds its config
+    key has: every int or float option of every subcommand is in hsitp.config.OPTION_BOUNDS, or listed here."""
+    import argparse
+
+    from hsitp.cli import build_parser
+    from hsitp.config import OPTION_BOUNDS
+
+    dests: set[str] = set()
+
+    def walk(parser: argparse.ArgumentParser) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    walk(sub)
+            elif action.type in (int, float):
+                dests.add(action.dest)
+
+    walk(build_parser())
+    assert dests - set(OPTION_BOUNDS) == UNBOUNDED
+    assert set(OPTION_BOUNDS.values()) <= {
+        name for name, d in load_schema()["$defs"].items() if "maximum" in d
+    }
+
+
+# Every shipped run as its header says to start it (config/config.yaml first, as the Snakefile's configfile).
+RUNS = (
+    ["smoke.yaml"],
+    ["cpu.yaml"],
+    ["cpu.yaml", "cpu-accuracy.yaml"],
+    ["cpu.yaml", "cpu-fair.yaml"],
+    ["cpu.yaml", "cpu-fair.yaml", "cpu-places.yaml"],
+    ["bench-cpu.yaml"],
+    ["bench-planner.yaml"],
+)
+
+
+@pytest.mark.parametrize("files", RUNS, ids=["+".join(f) for f in RUNS])
+def test_every_shipped_run_passes(files: list[str]) -> None:
+    """Catches a bound of the schema's $defs, or a value check, stricter than a committed run (the paper's model,
+    D-CHAG's 26B configs at D = 8192, the scale table's 1,024 devices, the tuned fair run)."""
+    from hsitp.config import load_config
+
+    preflight(load_config([ROOT / "config/config.yaml", *(ROOT / "config" / f for f in files)]))
