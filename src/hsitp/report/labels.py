@@ -67,7 +67,9 @@ def attention_kernel(attrs: Mapping[str, Any]) -> str:
     """'exact attention kernel' / 'sdpa attention kernel': the single-query attentions' kernel a probe, bench or
     train file records (issue 49); a file written before the kernel was recorded ran sdpa."""
     kernel = attrs.get("attention_kernel")
-    return f"{kernel} attention kernel" if kernel else "sdpa attention kernel (written before it was recorded)"
+    return (
+        f"{kernel} attention kernel" if kernel else "sdpa attention kernel (written before it was recorded)"
+    )
 
 
 def presets(attrs: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
