@@ -400,9 +400,8 @@ class _SlotMix(torch.autograd.Function):
         m, groups, s, d = t.shape
         grad_t = grad_w = grad_b = None
         if ctx.needs_input_grad[0]:
-            grad_t = t.new_empty(m, groups, s, d)  # (M, G, s, D), contiguous
-            for j in range(groups):
-                torch.mul(w[j].view(1, s, 1), grad[:, j].unsqueeze(1), out=grad_t[:, j])
+            # (M, G, s, D), contiguous: one broadcast product writes it whole
+            grad_t = torch.mul(w.view(1, groups, s, 1), grad.view(m, groups, 1, d))
         if ctx.needs_input_grad[1]:
             grad_w = torch.stack(
                 [torch.bmm(t[:, j], grad[:, j].unsqueeze(-1)).sum(dim=0).squeeze(-1) for j in range(groups)]
