@@ -137,25 +137,13 @@ def test_old_summary_reads_in_report_and_audit(tmp_path: Path) -> None:
     assert rep.drift == [] and rep.checked, rep.drift
 
 
-def test_old_equivalence_ablation_and_reference_runs(tmp_path: Path) -> None:
-    """Catches the other files whose protocol was `split` (equivalence checks, the ablation table, the reference's
-    runs.nc) read under the old name."""
+def test_old_equivalence_and_reference_runs(tmp_path: Path) -> None:
+    """Catches the other files whose protocol was `split` (equivalence checks, the reference's runs.nc) read under
+    the old name."""
     for kind, dims in (("train_equivalence", ("check",)), ("reference_runs", ("run",))):
         ds = xr.Dataset(coords={"split": (dims, ["random", "block"])}, attrs={"title": kind})
         path = write_netcdf(described(ds), tmp_path / f"{kind}.nc", kind=kind, prov=provenance({}))
         assert list(read_netcdf(path, kind=kind)["protocol"].values) == ["random", "block"]
-    ablation = xr.Dataset(
-        {"oa": (("row", "split"), [[0.5, 0.4]])},
-        coords={"row": ["control"], "split": ["random", "block"]},
-        attrs={"title": "ablation"},
-    )
-    path = write_netcdf(
-        described(ablation), tmp_path / "ablation.nc", kind="train_ablation", prov=provenance({})
-    )
-    got = read_netcdf(path, kind="train_ablation")
-    assert (
-        got["oa"].dims == ("row", "protocol") and float(got["oa"].sel(row="control", protocol="block")) == 0.4
-    )
 
 
 def test_reproduce_accepts_a_scene_hash_recorded_before_issue_38(tmp_path: Path) -> None:

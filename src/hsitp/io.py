@@ -55,7 +55,6 @@ KIND_PRODUCERS: dict[str, str] = {
     "probe_estimate": "`hsitp probe estimate` (rule probe_estimate)",
     "train": "`hsitp train` (rule train)",
     "baseline": "`hsitp baseline` (rule baseline)",
-    "train_ablation": "`python -m hsitp.train.ablation config/cpu-ablation.yaml` (not in the DAG)",
     "train_ingredients": "`python -m hsitp.train.ingredients config/cpu-places-ablation.yaml` (not in the DAG)",
 }
 
@@ -67,7 +66,6 @@ RENAMED_VARIABLES: dict[str, dict[str, str]] = {  # variables, coordinates and d
     "dataset": {"split": "partition"},  # the train/test partition (protocol, y, x)
     "train_summary": {"split": "protocol"},  # the accuracy protocol of a cell (also control_summary.nc)
     "train_equivalence": {"split": "protocol"},
-    "train_ablation": {"split": "protocol"},  # a dimension there
     "reference_runs": {"split": "protocol"},
 }
 RENAMED_ATTRIBUTES: dict[str, dict[str, str]] = {
