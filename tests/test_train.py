@@ -46,9 +46,8 @@ def _final_weights(job: TrainJob, rank: int = 0) -> dict[str, torch.Tensor]:
 @pytest.mark.parametrize("old_names", [False, True], ids=["partition", "old-split"])
 def test_read_partition_both_layouts(tmp_path: Path, old_names: bool) -> None:
     """Catches a reader that only knows one layout of the partition, picks the wrong protocol, silently trains on
-    a protocol the file does not hold, or cannot read a file an older hsitp wrote (variable `split`, as the committed
-    smoke reference's scene summary has it; the one-partition layout's `split_mode` was retired in issue 52)."""
-    old = read_netcdf(write_scene(tmp_path / "old.nc"), kind="dataset")
+    a protocol the file does not hold, or cannot read a file an older hsitp wrote (variable `split`)."""
+    old = read_netcdf(write_scene(tmp_path / "old.nc", old_names=old_names), kind="dataset")
     new = read_netcdf(
         write_scene(tmp_path / "new.nc", both_protocols=True, old_names=old_names), kind="dataset"
     )

@@ -68,6 +68,7 @@ RENAMED_VARIABLES: dict[str, dict[str, str]] = {  # variables, coordinates and d
 }
 RENAMED_ATTRIBUTES: dict[str, dict[str, str]] = {
     "dataset": {
+        "split_mode": "partition_mode",  # files with one partition (y, x), before the protocol dimension
         "split_counts": "partition_counts",
         "split_settings": "partition_settings",
         "split_warnings": "partition_warnings",
