@@ -85,29 +85,3 @@ def test_snakemake_stops_with_one_line_before_any_job(workflow_copy) -> None:
     assert "Traceback" not in err and "common.smk" not in err, err
     assert "Job stats" not in run.stdout
     assert (wf.root / "logs/smoke/config_error.log").is_file()
-
-
-@pytest.mark.slow
-def test_snakemake_takes_an_overlay_with_old_key_names(workflow_copy) -> None:
-    """Catches an overlay written before issue 38 (train.splits, tune.splits, data.split) refused by the DAG
-    because config/config.yaml now says train.protocols (the merged config holds both names), or accepted without
-    one warning per key naming the new key; and a file giving both names not refused."""
-    wf = workflow_copy
-    old = {"train": {"splits": ["block"]}, "tune": {"splits": ["random"]}, "data": {"split": {"block": 12}}}
-    (wf.root / "config" / "old.yaml").write_text(yaml.safe_dump(old))
-    run = wf.snakemake(
-        "-n", "--cores", "1", "--configfile", "config/smoke.yaml", "config/old.yaml", timeout=180
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    for key, new in (("train.splits", "train.protocols"), ("tune.splits", "tune.protocols"),
-                     ("data.split", "data.partition")):  # fmt: skip
-        line = f"config: {key} is deprecated, use {new} (accepted until the next release)"
-        assert run.stderr.count(line) == 1, run.stderr[-3000:]
-    # the overlay's protocols won over the base's (train.protocols [random] in config/smoke.yaml)
-    assert "tp_N324_P2_g1_block_s0" in run.stdout and "tp_N324_P2_g1_random_s0" not in run.stdout
-    both = {"train": {"splits": ["random"], "protocols": ["block"]}}
-    (wf.root / "config" / "both.yaml").write_text(yaml.safe_dump(both))
-    run = wf.snakemake(
-        "-n", "--cores", "1", "--configfile", "config/smoke.yaml", "config/both.yaml", timeout=180
-    )
-    assert run.returncode == 2 and "both train.splits and train.protocols" in run.stderr, run.stderr[-3000:]

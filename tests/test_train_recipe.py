@@ -1,5 +1,5 @@
-"""The training recipe (issue 23): validation pixels, stratified sampling, label smoothing, the recipe hash, and the
-ablation driver's table, on the tiny synthetic scene."""
+"""The training recipe (issue 23): validation pixels, stratified sampling, label smoothing, the recipe hash and the
+summary's recipe checks, on the tiny synthetic scene."""
 
 from __future__ import annotations
 
@@ -261,97 +261,6 @@ def test_summary_refuses_mixed_recipes_and_reduces_validation(tmp_path: Path) ->
         summarize([a0, a1, _record(tmp_path, 2, "bbbb", 0.7)])
 
 
-def _val_record(path: Path, val: float, test: float, rh: str) -> None:
-    one = {"units": "1", "long_name": "x"}
-    ds = xr.Dataset({m: ("epoch", [np.nan, val], one) for m in ("val_oa", "val_aa", "val_kappa")})
-    for m in ("oa", "aa", "kappa"):
-        ds[m] = ("epoch", [np.nan, test], one)
-    ds.attrs.update({"title": "record", "recipe_hash": rh})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_netcdf(described(ds), path, kind="train", prov=provenance({}))
-
-
-def test_ablation_chain_keeps_only_steps_that_raise_validation_oa(tmp_path: Path, monkeypatch) -> None:
-    """Catches a greedy chain that keeps a step on test OA or on a tie, builds a later row without the kept steps
-    (or with a dropped one), marks a row kept before all its records exist, reads records trained under another
-    recipe than their row now has (its base overlay edited afterwards), or a `from:` row that does not start from
-    the named row's recipe (its step count) or is judged against another row than it."""
-    from hsitp.train.ablation import AblationError, resolve, table
-
-    monkeypatch.chdir(tmp_path)
-    spec = {
-        "base": [], "run": "abl", "data": "scene.nc", "dataset": "synthetic", "plan": "dense",
-        "protocols": ["random", "block"], "seeds": [0],
-        "rows": [
-            {"name": "control", "train": {}},
-            {"name": "lr", "train": {"lr": 0.003}},
-            {"name": "smooth", "train": {"label_smoothing": 0.1}},
-            {"name": "final", "final": True, "seeds": [0, 1], "train": {"epochs": 7}},
-            {"name": "wd", "from": "final", "train": {"weight_decay": 0.2}},
-            {"name": "wd_more", "protocols": ["block"], "train": {"weight_decay": 0.5}},  # one protocol only
-        ],
-    }  # fmt: skip
-    # smooth ties lr: dropped, whatever its test OA; wd beats final (0.7), not lr (0.6): judged against final
-    vals = {"control": 0.5, "lr": 0.6, "smooth": 0.6, "final": 0.7, "wd": 0.65, "wd_more": 0.72}
-    for entry in resolve(spec)[:1]:
-        assert entry["val_oa"] is None and entry["kept"] is None  # nothing trained yet
-    for name, val in vals.items():
-        for entry in resolve(spec):
-            if entry["row"]["name"] == name:
-                for job in entry["jobs"]:
-                    test = 0.9 if name == "smooth" else 0.1  # test OA must not count
-                    _val_record(job["record"], val, test, job["recipe_hash"])
-    chain = resolve(spec)
-    assert [e["kept"] for e in chain] == [True, True, False, True, False, True]
-    final = chain[3]["config"]["train"]
-    assert final["lr"] == 0.003 and final["epochs"] == 7
-    assert final["label_smoothing"] == 0.0  # the dropped step is not in the final recipe
-    assert len(chain[3]["jobs"]) == 4  # 2 protocols x its own 2 seeds
-    wd, wd_more = chain[4]["config"]["train"], chain[5]["config"]["train"]
-    assert (wd["epochs"], wd["lr"], wd["weight_decay"], wd["label_smoothing"]) == (7, 0.003, 0.2, 0.0)
-    assert wd_more["epochs"] == 7 and wd_more["weight_decay"] == 0.5  # on from final: wd was dropped
-    assert [(j["protocol"], j["seed"]) for j in chain[5]["jobs"]] == [("block", "0")]  # its own protocols
-    ds = table(spec)
-    assert list(ds["verdict"].values) == ["control", "kept", "dropped", "final", "dropped", "kept"]
-    assert float(ds["val_oa"].sel(row="lr", protocol="block")) == pytest.approx(0.6)
-    assert float(ds["oa"].sel(row="smooth", protocol="random")) == pytest.approx(0.9)
-    spec["rows"][1]["train"] = {"lr": 0.002}  # the file changed after its records were trained
-    with pytest.raises(AblationError, match="trained under recipe"):
-        resolve(spec)
-
-
-def test_cpu_accuracy_config_trains_the_recipe_the_ablation_kept(monkeypatch) -> None:
-    """Catches config/cpu-accuracy.yaml (issue 23's final run) training another recipe than the one
-    config/cpu-ablation.yaml's chain resolves to at its last row: a kept step left out (label smoothing, weight
-    decay), a dropped one taken in (patch 2), the validation pixels not returned, a different step count, or a
-    key of cpu.yaml's 500-step verdict run leaking into it. The chain is walked with the verdicts the records gave
-    (docs/measured.md "Ablation table"), so only its decisions are restated here, not its configs."""
-    from hsitp.config import load_config
-    from hsitp.train import ablation
-    from hsitp.train.plan import recipe
-
-    root = Path(__file__).resolve().parents[1]
-    monkeypatch.chdir(root)  # the ablation's base overlays are repo-relative paths
-    # validation OA per row, ordered as the records ordered them: patch2 below the kept lr3e-3 row, the rest above
-    measured = {"control": 0.46, "lr3e-3": 0.50, "patch2": 0.34, "stratified": 0.51, "final": 0.55,
-                "plateau": 0.63, "smoothing": 0.65, "returned": float("nan"), "wd0.3": 0.67,
-                "returned_wd": float("nan")}  # fmt: skip
-    monkeypatch.setattr(
-        ablation, "_val_oa", lambda jobs: {(j["protocol"], j["seed"]): measured[j["row"]] for j in jobs}
-    )
-    chain = ablation.resolve(ablation.read_spec(root / "config/cpu-ablation.yaml"))
-    assert [e["row"]["name"] for e in chain if e["kept"] and not e["row"].get("final")] == [
-        "control", "lr3e-3", "stratified", "smoothing", "wd0.3"
-    ]  # fmt: skip
-    kept = recipe(chain[-1]["config"])["train"]
-    overlays = [root / f"config/{n}.yaml" for n in ("config", "cpu", "cpu-accuracy")]
-    ours = recipe(load_config(overlays))["train"]
-    steps = {k: (r.pop("epochs"), r.pop("steps_per_epoch")) for k, r in (("kept", kept), ("ours", ours))}
-    assert steps["ours"][0] * steps["ours"][1] == steps["kept"][0] * steps["kept"][1] == 2000
-    assert ours == kept
-    assert (ours["validation"]["fraction"], ours["label_smoothing"], ours["weight_decay"]) == (0.0, 0.1, 0.3)
-
-
 def test_control_jobs_train_dchag_on_tp_recipe_only_under_tuned(tmp_path: Path) -> None:
     """Catches the untuned control (issue 36) being planned when the recipe is not tuned, at a P the tuned matrix
     lacks (nothing to compare it with), for tp itself, or at the study's g instead of train.groups."""
@@ -376,16 +285,14 @@ def test_control_jobs_train_dchag_on_tp_recipe_only_under_tuned(tmp_path: Path) 
         control_jobs({**config, "train": {**train, "control": {"world_sizes": [8]}}})
 
 
-@pytest.mark.parametrize("attr", ["protocol", "split"])  # split: a study written before issue 38
-def test_apply_recipe_control_takes_tp_study_and_keeps_job_g(tmp_path: Path, attr: str) -> None:
+def test_apply_recipe_control_takes_tp_study_and_keeps_job_g(tmp_path: Path) -> None:
     """Catches a control job silently trained on its own study (or a D-CHAG job on another plan's study without
-    saying so): the study's plan must be --recipe-plan, the job keeps its g, and the recipe records recipe_plan;
-    and a study of an older hsitp (its protocol in the attribute ``split``) not read."""
+    saying so): the study's plan must be --recipe-plan, the job keeps its g, and the recipe records recipe_plan."""
     from hsitp.train.recipe import STUDY_KIND, RecipeError, apply_recipe
 
     best = {"lr": 0.002, "weight_decay": 0.1, "label_smoothing": 0.05, "warmup_steps": 10, "per_class": 8}
     study = tmp_path / "tp_block.nc"
-    attrs = {"plan": "tp", attr: "block", "best_params": json.dumps(best)}
+    attrs = {"plan": "tp", "protocol": "block", "best_params": json.dumps(best)}
     write_netcdf(described(xr.Dataset(attrs=attrs)), study, kind=STUDY_KIND, prov=provenance({}))
     cfg = {"train": {"lr": 0.001, "sampling": {"mode": "all", "per_class": 16}}}
     out = apply_recipe(cfg, study, plan="dchag_l", protocol="block", groups=4, recipe_plan="tp")

@@ -11,7 +11,6 @@ import argparse
 import copy
 import functools
 import json
-import logging
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from importlib import resources
@@ -32,91 +31,15 @@ REPLACED = {
     "datasets: null}])",
     "train.tokens": "train.crops (a list of {patch, tokens, datasets}: e.g. crops: [{patch: 8, tokens: 324, "
     "datasets: null}])",
+    # issue 38's old names ("split" meant four things), accepted with a warning until issue 52 retired them
+    "train.splits": "train.protocols (renamed in issue 38)",
+    "tune.splits": "tune.protocols (renamed in issue 38)",
+    "data.split": "data.partition (renamed in issue 38; same keys)",
 }
-
-
-# Keys renamed by issue 38 (one word per meaning of "split"), old -> new: the old key is still accepted for one
-# release, moved to the new one before the schema sees it, with one warning per key (:func:`rename_deprecated`).
-RENAMED: dict[str, str] = {
-    "train.splits": "train.protocols",  # the accuracy protocols trained on
-    "tune.splits": "tune.protocols",  # the accuracy protocols tuned on
-    "data.split": "data.partition",  # the section drawing the train/test partition of each protocol
-}
-
-log = logging.getLogger(__name__)
-_warned: set[str] = set()  # the deprecated keys already reported in this process (one warning per key)
 
 
 class ConfigError(HsitpError, ValueError):
     """The config is invalid; the message names the key, the bad value and what is allowed."""
-
-
-def _lookup(cfg: Mapping[str, Any], dotted: str) -> tuple[Mapping[str, Any] | None, str]:
-    """(the mapping holding the last part of ``dotted``, that part); (None, part) when a parent is not a mapping."""
-    *parents, leaf = dotted.split(".")
-    node: Any = cfg
-    for part in parents:
-        node = node.get(part) if isinstance(node, Mapping) else None
-    return (node if isinstance(node, Mapping) else None), leaf
-
-
-def deprecated_keys(cfg: Mapping[str, Any]) -> list[str]:
-    """The old names (:data:`RENAMED`) that ``cfg`` uses."""
-    out = []
-    for old in RENAMED:
-        node, leaf = _lookup(cfg, old)
-        if node is not None and leaf in node:
-            out.append(old)
-    return out
-
-
-def rename_deprecated(cfg: Mapping[str, Any], *, where: str = "config") -> dict[str, Any]:
-    """A copy of ``cfg`` with every old key of :data:`RENAMED` moved to its new name, logging one warning per key
-    and process ("config: train.splits is deprecated, use train.protocols ..."). Both names in ``cfg``
-    (``where`` names it in the message: a file, or "config") is a :class:`ConfigError`: which one meant it?
-    The copy is deep: the caller's mappings are never changed (the schema's defaults are filled into it)."""
-    out = copy.deepcopy(dict(cfg))
-    for old in deprecated_keys(out):
-        new = RENAMED[old]
-        node, leaf = _lookup(out, old)
-        # a deep copy of plain mappings is dicts; anything else is left to the schema to refuse
-        if not isinstance(node, dict):
-            continue
-        new_leaf = new.rsplit(".", 1)[1]
-        if new_leaf in node:
-            raise ConfigError(
-                f"{where}: both {old} and {new} are given; {old} is the old name of {new} (issue 38): keep only "
-                f"{new}"
-            )
-        node[new_leaf] = node.pop(leaf)
-        if old not in _warned:
-            _warned.add(old)
-            log.warning("config: %s is deprecated, use %s (accepted until the next release)", old, new)
-    return out
-
-
-def rename_layered(
-    merged: Mapping[str, Any], layers: Sequence[tuple[str, Mapping[str, Any]]]
-) -> dict[str, Any]:
-    """``merged`` (what ``layers``, (name, mapping) pairs, gave when merged in order) with the old keys of
-    :data:`RENAMED` renamed layer by layer: an overlay that still says ``train.splits`` overrides the base's
-    ``train.protocols`` as it overrode its ``train.splits`` before, and only a layer giving both names is an
-    error. A renamed key no layer explains (set some other way) is renamed in ``merged`` itself."""
-    old_keys = deprecated_keys(merged)
-    if not old_keys:
-        return dict(merged)
-    redone: dict[str, Any] = {}
-    for name, layer in layers:
-        redone = deep_merge(redone, rename_deprecated(layer, where=name))
-    out = copy.deepcopy(dict(merged))
-    for old in old_keys:
-        node, leaf = _lookup(out, old)
-        got, new_leaf = _lookup(redone, RENAMED[old])
-        if node is None or got is None or new_leaf not in got:
-            continue  # not explained by the layers: rename_deprecated below decides
-        node[new_leaf] = copy.deepcopy(got[new_leaf])  # type: ignore[index]
-        del node[leaf]  # type: ignore[attr-defined]
-    return rename_deprecated(out)
 
 
 def schema_path() -> Path:
@@ -174,10 +97,10 @@ def _where(path: Sequence[Any]) -> str:
 
 
 def validate_config(config: Mapping[str, Any]) -> dict[str, Any]:
-    """Return a validated copy of ``config`` with schema defaults filled in; raise ConfigError otherwise.
-
-    Old names of renamed keys (:data:`RENAMED`) are moved to the new ones first, with a warning."""
-    cfg = rename_deprecated(config)
+    """Return a validated copy of ``config`` with schema defaults filled in; raise ConfigError otherwise."""
+    cfg = copy.deepcopy(
+        dict(config)
+    )  # the schema's defaults are filled into the copy, never the caller's mappings
     schema = load_schema()
     bounds = {id(d) for d in schema["$defs"].values() if "maximum" in d}  # the sizes and seeds of $defs
     errors = sorted(_Validator(schema).iter_errors(cfg), key=lambda e: list(e.absolute_path))
@@ -387,15 +310,14 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
 def load_config(
     paths: Sequence[str | Path] = (), overrides: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
-    """Merge YAML files in order, then ``overrides``, and validate. Each file's old key names (:data:`RENAMED`)
-    are renamed before the merge, so an old overlay still overrides a new base."""
+    """Merge YAML files in order, then ``overrides``, and validate."""
     merged: dict[str, Any] = {}
     for p in paths:
-        merged = deep_merge(merged, rename_deprecated(read_config_file(p), where=f"config file {p}"))
+        merged = deep_merge(merged, read_config_file(p))
     if overrides is not None and not isinstance(overrides, Mapping):
         raise ConfigError(f"config overrides must be a mapping, found {type(overrides).__name__}")
     if overrides:
-        merged = deep_merge(merged, rename_deprecated(overrides, where="config overrides"))
+        merged = deep_merge(merged, overrides)
     return validate_config(merged)
 
 
@@ -465,42 +387,10 @@ def check_options(args: argparse.Namespace) -> None:
                 )
 
 
-class _DeprecatedOption(argparse.Action):
-    """An old option name kept for one release: stores into the new option's ``dest`` and logs one line naming
-    the new option."""
-
-    def __init__(self, option_strings: Sequence[str], dest: str, *, new: str, **kwargs: Any) -> None:
-        self.new = new
-        super().__init__(option_strings, dest, **kwargs)
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: Any,
-        option_string: str | None = None,
-    ) -> None:
-        log.warning(
-            "%s: %s is deprecated, use %s (accepted until the next release)",
-            parser.prog,
-            option_string,
-            self.new,
-        )
-        setattr(namespace, self.dest, values)
-
-
 def add_protocol_args(parser: argparse.ArgumentParser, help_text: str) -> None:
     """``--protocol`` (the accuracy protocol: ``random`` or ``block``; default None, the command says when it
-    needs one) and ``--split``, its name before issue 38, accepted for one release with a one-line warning."""
+    needs one). Its name before issue 38, ``--split``, was retired in issue 52."""
     parser.add_argument("--protocol", choices=PROTOCOLS, help=help_text)
-    parser.add_argument(
-        "--split",
-        dest="protocol",
-        choices=PROTOCOLS,
-        action=_DeprecatedOption,
-        new="--protocol",
-        help=argparse.SUPPRESS,
-    )
 
 
 def config_from_cli(paths: Sequence[str | Path] | None, config_json: str | None) -> dict[str, Any]:

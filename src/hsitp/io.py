@@ -55,38 +55,24 @@ KIND_PRODUCERS: dict[str, str] = {
     "probe_estimate": "`hsitp probe estimate` (rule probe_estimate)",
     "train": "`hsitp train` (rule train)",
     "baseline": "`hsitp baseline` (rule baseline)",
-    "train_ablation": "`python -m hsitp.train.ablation config/cpu-ablation.yaml` (not in the DAG)",
     "train_ingredients": "`python -m hsitp.train.ingredients config/cpu-places-ablation.yaml` (not in the DAG)",
 }
 
 
 # Issue 38 (one word per meaning of "split"): names files written before it carry, per kind -> the name it has now.
 # The one place the old names are known; every reader gets the new ones through :func:`upgrade_names`
-# (:func:`read_netcdf` applies it), so results of the older code stay readable for one release.
+# (:func:`read_netcdf` applies it). Issue 52 retired the rest: only the prepared scene's names stay, because the
+# committed reference results/reference/smoke/data/indian_pines_summary.nc (kind dataset) still carries them.
 RENAMED_VARIABLES: dict[str, dict[str, str]] = {  # variables, coordinates and dimensions
     "dataset": {"split": "partition"},  # the train/test partition (protocol, y, x)
-    "train_summary": {"split": "protocol"},  # the accuracy protocol of a cell (also control_summary.nc)
-    "train_equivalence": {"split": "protocol"},
-    "train_ablation": {"split": "protocol"},  # a dimension there
-    "reference_runs": {"split": "protocol"},
 }
 RENAMED_ATTRIBUTES: dict[str, dict[str, str]] = {
     "dataset": {
         "split_mode": "partition_mode",  # files with one partition (y, x), before the protocol dimension
-        "split_protocols": "partition_protocols",
         "split_counts": "partition_counts",
         "split_settings": "partition_settings",
         "split_warnings": "partition_warnings",
-        "split_test_near_train": "partition_test_near_train",
-        "split_test_near_train_radius": "partition_test_near_train_radius",
     },
-    "baseline": {
-        "split_seed": "partition_seed",
-        "split_counts": "partition_counts",
-        "split_warnings": "partition_warnings",
-    },
-    "train": {"split": "protocol"},
-    "tune_study": {"split": "protocol"},
 }
 
 

@@ -13,26 +13,18 @@ full text, every error and the traceback go to ``logs/<run>/config_error.log``.
 from __future__ import annotations
 
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from hsitp.config import ConfigError, check_run, rename_layered, validate_config
+from hsitp.config import ConfigError, check_run, validate_config
 from hsitp.errors import HsitpError
 
 __all__ = ["check_stage_sizes", "error_log_path", "one_line", "preflight"]
 
 
-def preflight(
-    config: Mapping[str, Any], layers: Sequence[tuple[str, Mapping[str, Any]]] | None = None
-) -> dict[str, Any]:
-    """The validated config (schema defaults filled), once every stage's sizes were checked; HsitpError otherwise.
-
-    ``layers``: the (name, mapping) pairs ``config`` was merged from, in order (the Snakefile's config file, then
-    each ``--configfile``): old key names (``hsitp.config.RENAMED``) are renamed file by file, so an old overlay
-    still overrides the base (``hsitp.config.rename_layered``)."""
-    if layers is not None:
-        config = rename_layered(config, layers)
+def preflight(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The validated config (schema defaults filled), once every stage's sizes were checked; HsitpError otherwise."""
     cfg = validate_config(config)
     check_run(cfg)
     check_stage_sizes(cfg)

@@ -5,29 +5,13 @@ import sys
 from pathlib import Path
 
 from hsitp import launch
-from hsitp.config import deprecated_keys, read_config_file
 from hsitp.errors import HsitpError
 from hsitp.preflight import error_log_path, one_line, preflight
-
-
-def config_layers():
-    """What this run's config was merged from, in Snakemake's order: the Snakefile's configfile, each --configfile,
-    then the --config pairs, as (name, mapping) pairs. Only read when the config still uses an old key name
-    (hsitp.config.RENAMED): each layer is renamed on its own, so an old overlay still overrides the base.
-    """
-    cli = [str(f) for f in workflow.overwrite_configfiles]
-    base = [str(f) for f in workflow.configfiles if str(f) not in cli]
-    layers = [(f"config file {f}", read_config_file(f)) for f in (*base, *cli)]
-    if workflow.config_settings.config:
-        layers.append(("--config", dict(workflow.config_settings.config)))
-    return layers
-
 
 # One check when the DAG is built, before any job: the schema, then every stage's sizes at every P it will run
 # (hsitp.preflight). A refusal is one line naming the key; the full text goes to logs/<run>/config_error.log.
 try:
-    layers = config_layers() if deprecated_keys(config) else None
-    config.update(preflight(config, layers))
+    config.update(preflight(config))
 except HsitpError as exc:
     print(one_line(exc, error_log_path(config)), file=sys.stderr)
     sys.exit(2)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 
 from hsitp.audit.claims import (
@@ -126,6 +127,12 @@ def _md_cell(x: Any) -> str:
     return str(x).replace("|", "\\|").replace("\n", " ")
 
 
+def _md_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    """A Markdown table's lines: every cell through :func:`_md_cell`, none reformatted as a number."""
+    cells = pd.DataFrame([[_md_cell(x) for x in r] for r in rows], columns=list(header))
+    return cells.to_markdown(index=False, disable_numparse=True).split("\n")
+
+
 def _md_text(rows: Sequence[Mapping[str, Any]], inputs: Mapping[str, Any]) -> str:
     out = _md_header(rows, inputs)
     out += _md_decided(rows)
@@ -200,64 +207,46 @@ def _md_findings(rows: Sequence[Mapping[str, Any]]) -> list[str]:
         "Our refined model's answer, under the claim it refines (left out of the counts).",
         "",
     ]
-    out += [
-        "| claim | its verdict | finding | refined value | finding's verdict | reason |",
-        "|" + "---|" * 6,
-    ]
     verdict_of_id = {r["id"]: r["verdict"] for r in rows}
-    for r in rows:
-        if r["kind"] == "finding" and r["refines"] in claim_ids:
-            out.append(
-                "| "
-                + " | ".join(
-                    _md_cell(x)
-                    for x in (
-                        r["refines"],
-                        verdict_of_id[r["refines"]],
-                        r["id"],
-                        r["pipeline_value"],
-                        r["verdict"],
-                        r["reason"] or r["how"],
-                    )
-                )
-                + " |"
-            )
-    return out
+    header = ("claim", "its verdict", "finding", "refined value", "finding's verdict", "reason")
+    found = [
+        (
+            r["refines"],
+            verdict_of_id[r["refines"]],
+            r["id"],
+            r["pipeline_value"],
+            r["verdict"],
+            r["reason"] or r["how"],
+        )
+        for r in rows
+        if r["kind"] == "finding" and r["refines"] in claim_ids
+    ]
+    return out + _md_table(header, found)
 
 
 def _md_all_claims(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """The table of every claim."""
     out: list[str] = []
-    out += [
-        "",
-        "## All claims",
-        "",
-        "| id | § | kind | paper | paper value | pipeline value | how / source | tolerance "
-        "| verdict | basis | reason |",
-        "|" + "---|" * 11,
-    ]
-    for r in rows:
-        out.append(
-            "| "
-            + " | ".join(
-                _md_cell(x)
-                for x in (
-                    r["id"],
-                    r["section"],
-                    r["kind"],
-                    f"{r['zh']} ({r['en']})" + (" *hedged*" if r["hedged"] else ""),
-                    r["paper_value"],
-                    r["pipeline_value"],
-                    f"{r['how']}; {r['source']}",
-                    r["tolerance"],
-                    r["verdict"] + (f" **knife edge** ({r['edge']})" if r["knife_edge"] else ""),
-                    r["basis"],
-                    r["reason"],
-                )
-            )
-            + " |"
+    out += ["", "## All claims", ""]
+    header = ("id", "§", "kind", "paper", "paper value", "pipeline value", "how / source", "tolerance", "verdict",
+              "basis", "reason")  # fmt: skip
+    table = [
+        (
+            r["id"],
+            r["section"],
+            r["kind"],
+            f"{r['zh']} ({r['en']})" + (" *hedged*" if r["hedged"] else ""),
+            r["paper_value"],
+            r["pipeline_value"],
+            f"{r['how']}; {r['source']}",
+            r["tolerance"],
+            r["verdict"] + (f" **knife edge** ({r['edge']})" if r["knife_edge"] else ""),
+            r["basis"],
+            r["reason"],
         )
-    return out
+        for r in rows
+    ]
+    return out + _md_table(header, table)
 
 
 def write_claims(

@@ -411,8 +411,6 @@ def scene_for(ref: Reference, dataset: str, given: Mapping[str, Path], work: Pat
         raise ReproduceError(f"--data {path}: no such file")
     want = entry.get("content_sha256")
     got = scene_content_sha256(path)
-    if want and got != want and scene_content_sha256(path, old_names=True) == want:
-        got = want  # the reference was collected by an hsitp before issue 38 (variable `split`, now `partition`)
     if want and got != want:
         raise ReproduceError(
             f"{path} ({how}): its arrays are not the reference's scene (content sha256 {got[:12]}, the reference's "

@@ -16,8 +16,8 @@ of a new draw directly. Their test sets overlap (each tests most of the scene be
 mean over draws is not a mean over disjoint test sets. Why both: with a random 10 %
 partition of Indian Pines nearly every test pixel has a training pixel inside its patch, so a patch model's accuracy
 on it says little about generalisation; the block protocol is the honest one, the random one is what the literature
-quotes. (Issue 38 renamed this module, the variable and the config section from "split": ``hsitp.data.split`` is
-kept one release as an alias, and :func:`hsitp.io.upgrade_names` reads files with the old variable.)
+quotes. (Issue 38 renamed this module, the variable and the config section from "split"; issue 52 retired the old
+module and key, and :func:`hsitp.io.upgrade_names` still reads files with the old variable.)
 
 ``random``: per class, ``max(min_train, round(train_fraction * n))`` pixels (at most n - 1, so every class keeps a
 test pixel) go to train, the rest to test. Neighbouring train and test pixels share most of their patches, so

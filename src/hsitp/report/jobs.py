@@ -25,6 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
+
 from hsitp.errors import HsitpError
 from hsitp.io import atomic_write_text
 
@@ -149,10 +151,10 @@ def _csv(rows: Sequence[dict[str, object]]) -> str:
 
 
 def _md(rows: Sequence[dict[str, object]], note: str) -> str:
+    """``note``, then the rows as a Markdown table, each cell as ``str`` gives it (no number reformatted)."""
     cols = list(rows[0])
-    out = [note, "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    out += ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rows]
-    return "\n".join(out) + "\n"
+    table = pd.DataFrame([[str(r[c]) for c in cols] for r in rows], columns=cols)
+    return f"{note}\n\n{table.to_markdown(index=False, disable_numparse=True)}\n"
 
 
 def start_invocation(run_logs: Path, jobs: Sequence[tuple[str, str | None]], command: Sequence[str]) -> Path:

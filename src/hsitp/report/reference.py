@@ -43,7 +43,6 @@ import xarray as xr
 
 from hsitp.errors import HsitpError
 from hsitp.io import (
-    RENAMED_VARIABLES,
     atomic_write,
     atomic_write_text,
     config_hash,
@@ -115,23 +114,20 @@ def platform_now() -> dict[str, Any]:
 
 
 # --- the prepared scene ------------------------------------------------------------------------------------------
-def scene_content_sha256(path: str | os.PathLike[str], *, old_names: bool = False) -> str:
+def scene_content_sha256(path: str | os.PathLike[str]) -> str:
     """sha256 over every data variable of a prepared scene (name, dtype, shape and bytes, in name order): equal
-    for equal arrays whatever the file's time stamps and provenance (the file's own sha256 is not). With
-    ``old_names``, the variables renamed since (``hsitp.io.RENAMED_VARIABLES``: ``partition`` was ``split``) are
-    hashed under their old names: the hash a reference collected by an older hsitp recorded. A file with one
+    for equal arrays whatever the file's time stamps and provenance (the file's own sha256 is not). A file with one
     partition per protocol (``data.partition.draws`` 1) hashes its ``partition`` without the partition_index
     dimension (issue 50), so a scene prepared now has the hash its references collected before."""
-    back = {new: old for old, new in RENAMED_VARIABLES["dataset"].items()} if old_names else {}
     h = hashlib.sha256()
     ds = read_netcdf(path, kind="dataset", load=False)
     try:
-        for var, name in sorted(((v, back.get(v, v)) for v in map(str, ds.data_vars)), key=lambda p: p[1]):
+        for var in sorted(map(str, ds.data_vars)):
             values = ds[var]
             if var == "partition" and values.sizes.get("partition_index") == 1:
                 values = values.isel(partition_index=0)
             arr = np.ascontiguousarray(values.values)
-            h.update(f"{name}|{arr.dtype.str}|{arr.shape}|".encode())
+            h.update(f"{var}|{arr.dtype.str}|{arr.shape}|".encode())
             h.update(arr.tobytes())
     finally:
         ds.close()

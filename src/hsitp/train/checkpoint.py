@@ -110,8 +110,6 @@ def latest_checkpoint(
     except (OSError, json.JSONDecodeError) as exc:
         raise CheckpointError(f"{d / MANIFEST}: unreadable ({exc}); delete {root} to start afresh") from exc
     stored = dict(manifest.get("meta") or {})
-    if "split" in stored and "protocol" not in stored:  # written before issue 38 renamed the job's protocol
-        stored["protocol"] = stored.pop("split")
     if stored != dict(json.loads(json.dumps(dict(meta)))):
         log.warning("%s: checkpoints of another configuration; starting afresh", root)
         return None

@@ -43,8 +43,8 @@ def read_partition(
 
     Three layouts: ``partition`` (protocol, partition_index, y, x), the K draws of every protocol; (protocol, y, x)
     with a ``protocol`` coordinate (one draw per protocol: index 0); or the older (y, x) holding the one protocol
-    named by the ``partition_mode`` attribute (index 0). Files of an older hsitp (the variable ``split``, the
-    attribute ``split_mode``) are read through :func:`hsitp.io.upgrade_names`.
+    named by the ``partition_mode`` attribute (index 0). A file of hsitp before issue 38 (the variable ``split``, the
+    attribute ``split_mode``) is read through :func:`hsitp.io.upgrade_names`.
     """
     from hsitp.data.partition import INDEX
     from hsitp.io import upgrade_names

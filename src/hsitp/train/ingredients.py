@@ -31,8 +31,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import subprocess
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -43,7 +45,6 @@ import yaml
 
 from hsitp.config import deep_merge, load_config
 from hsitp.errors import HsitpError
-from hsitp.train.ablation import _run_one
 from hsitp.train.plan import crop_patch, recipe_hash, run_name
 from hsitp.train.settings import TrainSettings
 
@@ -151,6 +152,25 @@ def row_jobs(spec: Mapping[str, Any], row: Mapping[str, Any], cfg: Mapping[str, 
     return out
 
 
+def run_one(job: Mapping[str, Any]) -> None:
+    """Train one missing record (``job["cmd"]``, one thread) and write its wall time beside it (``.wall.json``), its
+    output to ``.log``; a record present is left alone (resumable), a failed run is reported and leaves no record."""
+    rec: Path = job["record"]
+    if rec.exists():
+        return
+    rec.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    t0 = time.monotonic()
+    with open(rec.with_suffix(".log"), "w") as log:
+        code = subprocess.call(job["cmd"], stdout=log, stderr=subprocess.STDOUT, env=env)
+    wall = time.monotonic() - t0
+    if code != 0:
+        print(f"FAILED ({code}): {rec} (log {rec.with_suffix('.log')})", flush=True)
+        return
+    rec.with_suffix(".wall.json").write_text(json.dumps({"wall_s": wall}))
+    print(f"done {rec} in {wall:.0f} s", flush=True)
+
+
 def train_rows(spec: Mapping[str, Any], only: Sequence[str] | None = None, workers: int = 1) -> None:
     """Train every missing record, row by row (the baseline first), ``workers`` processes at a time (one thread
     each)."""
@@ -164,7 +184,7 @@ def train_rows(spec: Mapping[str, Any], only: Sequence[str] | None = None, worke
         for job in row_jobs(spec, row, row_config(spec, row))
     ]
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        list(pool.map(_run_one, jobs))
+        list(pool.map(run_one, jobs))
 
 
 def _read(job: Mapping[str, Any]) -> dict[str, Any] | None:

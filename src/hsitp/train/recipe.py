@@ -23,8 +23,8 @@ class RecipeError(HsitpError):
 
 
 def read_best(path: str | Path) -> dict[str, Any]:
-    """The study's plan, accuracy protocol and best parameters (RecipeError when the study has no completed trial;
-    a study of an older hsitp, attribute ``split``, is read through :func:`hsitp.io.upgrade_names`)."""
+    """The study's plan, accuracy protocol and best parameters (RecipeError when the study has no completed
+    trial)."""
     from hsitp.io import read_netcdf
 
     ds = read_netcdf(path, kind=STUDY_KIND, load=False)

@@ -1,5 +1,5 @@
 """The training settings, typed: read once from the validated config where a command starts (``hsitp train``,
-``hsitp tune``, the ablation, the Snakemake DAG through :mod:`hsitp.train.plan`) and passed down; nothing below
+``hsitp tune``, the ingredients ablation, the Snakemake DAG through :mod:`hsitp.train.plan`) and passed down; nothing below
 reads ``config["train"]``.
 
 Field names are the config's keys (``train.X``; a nested key ``train.A.B`` is ``A_B``), so a setting is found by
