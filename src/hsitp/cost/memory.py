@@ -426,13 +426,17 @@ def _aggregation_forward(s: StepSizes) -> list[Moment]:
     """The kv projection over every band token (D-CHAG: the partial aggregator's input over the band slots), then
     the end of the part: everything it saves, the tokenizer output still held by its frame, the output
     projection's tensors (D-CHAG: the partial aggregate and the all-gather's buffer)."""
-    m, A, T, T_s = s.m, s.A, s.T, s.T_s
+    return _dchag_forward(s) if s.dchag else _single_attention_forward(s)
+
+
+def _single_attention_forward(s: StepSizes) -> list[Moment]:
+    """tp, dense and token: one single-query attention over all L band tokens (see ``_aggregation_forward``)."""
+    m, A, T = s.m, s.A, s.T
     mode = m.device != "cuda"  # out-of-place bias add on matmul's path under the tracker's dispatch mode
     view = m.B == 1  # the tokenizer output folds to (B N, bands, D) without a copy
     row_proj = 2 * A  # a row-parallel projection: its partial sum and its + bias, (B N, D) each
     saved = s.acts["aggregation"]
-    exact = m.attention_kernel == "exact"
-    if not s.dchag and exact:
+    if m.attention_kernel == "exact":
         proj = row_proj if s.plan == "tp" else A
         return [
             # the scores and their softmax beside the tokens (the exact kernel forms no k or v); at the end the
@@ -440,21 +444,30 @@ def _aggregation_forward(s: StepSizes) -> list[Moment]:
             s.moment("aggregation", "forward", tokens=T, scores=_exact_scores(m, s.M, m.L, s.tp)),
             s.moment("aggregation", "forward", saved=saved, projection=proj),
         ]
-    if not s.dchag:
-        kv = 2 * T / s.tp  # k and v of every band token, this rank's heads
-        proj = row_proj if s.plan == "tp" else A  # dense and token keep the dense aggregator: one addmm
-        return [
-            s.moment(
-                "aggregation",
-                "forward",
-                tokens=T,  # the tokenizer output, held by the aggregator's frame
-                kv_input=T,  # its (B N, L, D) copy: reshape's (B > 1) or the kv linear's fold (B = 1); saved
-                kv=kv,  # the kv projection (addmm, or matmul's mm)
-                # matmul's path: bias added out of place (tracker only)
-                kv_bias=kv if (view and mode) else 0.0,
-            ),
-            s.moment("aggregation", "forward", tokens=T, saved=saved, projection=proj),
-        ]
+    kv = 2 * T / s.tp  # k and v of every band token, this rank's heads
+    proj = row_proj if s.plan == "tp" else A  # dense and token keep the dense aggregator: one addmm
+    return [
+        s.moment(
+            "aggregation",
+            "forward",
+            tokens=T,  # the tokenizer output, held by the aggregator's frame
+            kv_input=T,  # its (B N, L, D) copy: reshape's (B > 1) or the kv linear's fold (B = 1); saved
+            kv=kv,  # the kv projection (addmm, or matmul's mm)
+            # matmul's path: bias added out of place (tracker only)
+            kv_bias=kv if (view and mode) else 0.0,
+        ),
+        s.moment("aggregation", "forward", tokens=T, saved=saved, projection=proj),
+    ]
+
+
+def _dchag_forward(s: StepSizes) -> list[Moment]:
+    """D-CHAG: the rank-local partial aggregation over the band slots, level 2, then the gather (see
+    ``_aggregation_forward``)."""
+    m, A, T, T_s = s.m, s.A, s.T, s.T_s
+    view = m.B == 1  # the tokenizer output folds to (B N, bands, D) without a copy
+    row_proj = 2 * A  # a row-parallel projection: its partial sum and its + bias, (B N, D) each
+    saved = s.acts["aggregation"]
+    exact = m.attention_kernel == "exact"
     pad = s.slots > s.bands  # zero band slots appended (torch.cat): the slots tensor replaces the tokens
     tokens = T_s if pad else T  # the tokenizer output (or its reshape copy, or the padded concatenation)
     level1 = m.dtype_bytes * s.M * s.g * m.D  # the level-1 output (M, g, D)
@@ -633,13 +646,15 @@ def _aggregation_backward(s: StepSizes) -> list[Moment]:
     back-propagated last) holds its saved tensors and the gradients of k and v; the gradients of the aggregation's
     parameters already back-propagated are live (the output projection; D-CHAG: the final attention, level 2,
     level 1's projection)."""
-    m, e, M, tp, T, T_s = s.m, s.m.dtype_bytes, s.M, s.tp, s.T, s.T_s
-    D, g = m.D, s.g
+    return _dchag_backward(s) if s.dchag else _single_attention_backward(s)
+
+
+def _single_attention_backward(s: StepSizes) -> list[Moment]:
+    """tp, dense and token: the one attention's backward (see ``_aggregation_backward``)."""
+    m, e, M, tp, T = s.m, s.m.dtype_bytes, s.M, s.tp, s.T
+    D = m.D
     later = s.grads["head"] + s.grads["blocks"]
-    shard_xattn = 4 * D * D / tp + 3 * D / tp + 2 * D  # head-sharded cross-attention: q, kv column; proj row
-    full_xattn = 4 * D * D + 5 * D  # query, q, kv, proj of an unsharded cross-attention
-    exact = m.attention_kernel == "exact"
-    if not s.dchag and exact:
+    if m.attention_kernel == "exact":
         return [
             s.moment(
                 "aggregation",
@@ -651,22 +666,31 @@ def _aggregation_backward(s: StepSizes) -> list[Moment]:
                 aggregation=_exact_backward(m, M, m.L, tp, T),
             )
         ]
-    if not s.dchag:
-        kv = 2 * T / tp
-        grad_q = 2 * e * M * D / tp  # SDPA's incoming output gradient and the expanded query's gradient
-        sdpa = kv + T + kv + grad_q  # saved kv input and kv, the gradients of k and v (and of q, o)
-        # saved kv input, the gradient of kv, the gradients of the kv input and of kv's weight and bias
-        mm = T + kv + T + e * (2 * D * D + 2 * D) / tp
-        return [
-            s.moment(
-                "aggregation",
-                "backward",
-                saved=s.acts["aggregation"] - T - kv,  # the attention's query, output and log-sum-exp
-                loss=s.loss,
-                grads=later + e * (D * D / tp + D),  # and the output projection's
-                aggregation=max(sdpa, mm),
-            )
-        ]
+    kv = 2 * T / tp
+    grad_q = 2 * e * M * D / tp  # SDPA's incoming output gradient and the expanded query's gradient
+    sdpa = kv + T + kv + grad_q  # saved kv input and kv, the gradients of k and v (and of q, o)
+    # saved kv input, the gradient of kv, the gradients of the kv input and of kv's weight and bias
+    mm = T + kv + T + e * (2 * D * D + 2 * D) / tp
+    return [
+        s.moment(
+            "aggregation",
+            "backward",
+            saved=s.acts["aggregation"] - T - kv,  # the attention's query, output and log-sum-exp
+            loss=s.loss,
+            grads=later + e * (D * D / tp + D),  # and the output projection's
+            aggregation=max(sdpa, mm),
+        )
+    ]
+
+
+def _dchag_backward(s: StepSizes) -> list[Moment]:
+    """D-CHAG: the final attention first, then level 2 and level 1 (see ``_aggregation_backward``)."""
+    m, e, M, tp, T_s = s.m, s.m.dtype_bytes, s.M, s.tp, s.T_s
+    D, g = m.D, s.g
+    later = s.grads["head"] + s.grads["blocks"]
+    shard_xattn = 4 * D * D / tp + 3 * D / tp + 2 * D  # head-sharded cross-attention: q, kv column; proj row
+    full_xattn = 4 * D * D + 5 * D  # query, q, kv, proj of an unsharded cross-attention
+    exact = m.attention_kernel == "exact"
     # the final head-sharded attention over the P gathered partial aggregates runs first, while every saved
     # tensor of the aggregation is live: SDPA's gradients of k and v (and of q, o), then kv's input gradient
     # (the gathered tokens' gradient) and kv's weight and bias gradients
