@@ -446,17 +446,18 @@ def _single_attention_forward(s: StepSizes) -> list[Moment]:
         ]
     kv = 2 * T / s.tp  # k and v of every band token, this rank's heads
     proj = row_proj if s.plan == "tp" else A  # dense and token keep the dense aggregator: one addmm
+    # the tokenizer writes its output location-major and contiguous (band_patch_embed), so the fold to (B N, L, D)
+    # and the kv linear's to (B N L, D) are views: the kv linear saves the tokens themselves, no copy
     return [
         s.moment(
             "aggregation",
             "forward",
-            tokens=T,  # the tokenizer output, held by the aggregator's frame
-            kv_input=T,  # its (B N, L, D) copy: reshape's (B > 1) or the kv linear's fold (B = 1); saved
+            tokens=T,  # the tokenizer output, held by the aggregator's frame (and saved by the kv linear)
             kv=kv,  # the kv projection (addmm, or matmul's mm)
             # matmul's path: bias added out of place (tracker only)
             kv_bias=kv if (view and mode) else 0.0,
         ),
-        s.moment("aggregation", "forward", tokens=T, saved=saved, projection=proj),
+        s.moment("aggregation", "forward", saved=saved, projection=proj),
     ]
 
 
