@@ -18,7 +18,7 @@ g_h = dL/do_h, dy_h = g_h W_vh, dp_hl = dy_h . x_l, ds = softmax's backward of d
     db_kh  = q_h sum(ds_h) / sqrt(hd)                 (zero in exact arithmetic: sum_l ds_hl = 0)
 
 which is the gradient SDPA's path computes (dk = ds q^T, dv = p g^T, then through the kv linear), without the
-token-sized dk and dv. Saved for backward: the tokens (which the sdpa path's kv linear saves too), p (rows, S, h)
+token-sized dk and dv. Saved for backward: the tokens (which the sdpa path's kv linear saves too), p (rows, h, S)
 and y (rows, h, D); where the sdpa path saves its kv input, k and v (3 token-sized tensors at D = 64, tp at P = 2)
 the exact one saves the tokens and two tensors h / D and h / S of their size.
 
