@@ -17,31 +17,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import numpy as np
 import xarray as xr
 
 KIND = "kernel_check"
 KERNELS = ("sdpa", "exact")
-
-
-def _config(files: list[str]) -> dict:
-    import yaml
-
-    from hsitp.config import validate_config
-
-    merged: dict = {}
-    for f in files:
-        merged = _merge(merged, yaml.safe_load(Path(f).read_text(encoding="utf-8")) or {})
-    return validate_config(merged)
-
-
-def _merge(a: dict, b: dict) -> dict:
-    out = dict(a)
-    for k, v in b.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,15 +40,14 @@ def main(argv: list[str] | None = None) -> int:
 
     from hsitp.bench.interleave import interleave
     from hsitp.bench.timing import synchronize
+    from hsitp.config import load_config
     from hsitp.io import provenance, write_netcdf
     from hsitp.memory import measure_step
     from hsitp.parallel.runtime import RuntimeSettings, resolve_dtype, start
     from hsitp.probe.build import build_point
     from hsitp.probe.grid import Point
 
-    cfg = _config(args.configfile)
-    if args.device:
-        cfg["probe"]["device"] = args.device
+    cfg = load_config(args.configfile, {"probe": {"device": args.device}} if args.device else None)
     pc = cfg["probe"]
     rt = start(RuntimeSettings.from_config(cfg, section="probe"))  # P: the launch's ranks
     try:
