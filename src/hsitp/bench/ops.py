@@ -202,9 +202,9 @@ def sweep_points(
 
 def bench_kernel(config: Mapping[str, Any], device_type: str) -> str:
     """The single-query attention kernel the aggregation ops run on ``device_type`` (``model.attention_kernel``)."""
-    from hsitp.models.config import resolve_attention_kernel
+    from hsitp.models.config import config_attention_kernel
 
-    return resolve_attention_kernel(str(config.get("model", {}).get("attention_kernel", "auto")), device_type)
+    return config_attention_kernel(config, device_type)
 
 
 def time_ops(

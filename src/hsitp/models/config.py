@@ -20,6 +20,7 @@ import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from hsitp.errors import HsitpError
 from hsitp.names import (
@@ -50,6 +51,13 @@ def resolve_attention_kernel(choice: str, device_type: str) -> str:
     if choice not in KERNEL_CHOICES:
         raise ModelConfigError(f"model.attention_kernel must be one of {KERNEL_CHOICES}, got {choice!r}")
     return AUTO_KERNEL.get(device_type, "sdpa") if choice == "auto" else choice
+
+
+def config_attention_kernel(config: Mapping[str, Any], device_type: str) -> str:
+    """The kernel a validated config's ``model.attention_kernel`` resolves to on ``device_type``."""
+    return resolve_attention_kernel(
+        str((config.get("model") or {}).get("attention_kernel", "auto")), device_type
+    )
 
 
 class ModelConfigError(HsitpError, ValueError):

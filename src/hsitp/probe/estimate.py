@@ -23,7 +23,7 @@ import xarray as xr
 from hsitp.cost.tables.scale import DCHAG_SETTINGS
 from hsitp.io import describe_missing, provenance, write_netcdf
 from hsitp.memory import KINDS, PARTS
-from hsitp.models.config import resolve_attention_kernel
+from hsitp.models.config import config_attention_kernel
 from hsitp.names import DCHAG_PLANS
 from hsitp.probe.grid import Point, estimate_points
 from hsitp.probe.results import ATTRS
@@ -77,7 +77,7 @@ def run_estimate(config: Mapping[str, Any], out: str | Path) -> Path:
     peak_part = np.full(n, "", dtype=object)
     reported_by = {name: rep for name, _d, _b, _tp, rep in DCHAG_REFERENCE}
     # the estimate prices the paper's GPUs: "auto" is the kernel CUDA runs
-    kernel = resolve_attention_kernel(str(config.get("model", {}).get("attention_kernel", "auto")), "cuda")
+    kernel = config_attention_kernel(config, "cuda")
     for i, (label, pt, sec) in enumerate(pts):
         sec = {**sec, "attention_kernel": kernel}
         sm = estimate_one(pt, sec, seed=int(config["seed"]))

@@ -16,8 +16,8 @@ from hsitp.models.config import (
     ModelConfig,
     architecture_for,
     check_plan,
+    config_attention_kernel,
     config_keys,
-    resolve_attention_kernel,
 )
 from hsitp.names import DCHAG_PLANS
 
@@ -66,9 +66,7 @@ def section_kernel(pc: Mapping[str, Any]) -> str:
 def with_attention_kernel(config: Mapping[str, Any], device_type: str) -> dict[str, Any]:
     """``config`` with its probe section naming the kernel ``model.attention_kernel`` resolves to on
     ``device_type`` (written into the probe files' ``probe`` attribute, so the memory model prices that kernel)."""
-    kernel = resolve_attention_kernel(
-        str(config.get("model", {}).get("attention_kernel", "auto")), device_type
-    )
+    kernel = config_attention_kernel(config, device_type)
     return {**config, "probe": {**config["probe"], "attention_kernel": kernel}}
 
 
