@@ -6,8 +6,8 @@ from hsitp.names import COMPARED_PLANS, PROTOCOLS
 from hsitp.train.plan import dataset_crops
 from hsitp.train.settings import TrainSettings
 
-# What `hsitp tune` reads: the tune section, the train keys its trials inherit (the model, the crops, how a job
-# runs), the master seed and the process-group settings. Not the job matrix nor the keys a trial sets itself
+# What `hsitp tune` reads: the tune section, the train keys its trials inherit (the model, the crops, the recipe's
+# ingredients, how a job runs), the master seed and the process-group settings. Not the job matrix nor the keys a trial sets itself
 # (lr, schedule, sampling, epochs, validation, ...): changing those must not re-run a finished study.
 TUNE_KEYS = [
     "seed",
@@ -21,6 +21,10 @@ TUNE_KEYS = [
             "model",
             "batch",
             "augment",
+            "augmentation",
+            "tta",
+            "ema",
+            "pretrain",
             "device",
             "threads_per_rank",
             "deterministic",
