@@ -16,6 +16,16 @@ from hsitp.errors import HsitpError
 # Bytes per element of each dtype a layer can run in; the names are torch's (``getattr(torch, name)``).
 DTYPE_BYTES: dict[str, int] = {"float32": 4, "bfloat16": 2, "float16": 2}
 
+# Elements of one chunk of products in D-CHAG-L's level-1 weight gradient (hsitp.parallel.dense._SlotMix): the
+# layer and the memory model (hsitp.cost.memory) both read the chunk's rows from here.
+SLOT_PRODUCT_ELEMENTS = 1 << 18
+
+
+def slot_product_rows(groups: int, slots: int, dim: int) -> int:
+    """Rows of tokens per chunk of the (rows, groups, slots, D) products: within ``SLOT_PRODUCT_ELEMENTS``, at
+    least one."""
+    return max(1, SLOT_PRODUCT_ELEMENTS // max(1, groups * slots * dim))
+
 
 class ShapeError(HsitpError, ValueError):
     """A layer shape with a size that is not a positive integer, or an unknown dtype."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from hsitp.cost.layers import build_terms
 from hsitp.cost.refined import BLOCK_LAYERS, FRONT_LAYERS
 from hsitp.names import DCHAG_PLANS, ONE_RANK, PLAN_NAMES, PLANS, SHARDED_PLANS
-from hsitp.shape import LayerShape
+from hsitp.shape import LayerShape, slot_product_rows
 
 PARTS = ("tokenisation", "aggregation", "blocks")
 KINDS = ("parameters", "gradients", "optimizer", "activations")
@@ -719,7 +719,7 @@ def _dchag_backward(s: StepSizes) -> list[Moment]:
             grad_output=e * M * g * D,  # the gradient of level 1's (M, g, D) output
             slots=T_s,  # the saved slots (slot_mix's input)
             grad_slots=T_s,  # their gradient
-            weight_products=e * M * s.slots / g,  # one group's (M, s, 1) products for the weight's gradient
+            weight_products=_slot_products(e, M, g, s.slots / g, D),
         )
     else:
         level2 = full_xattn if g > 1 else 0.0
@@ -745,6 +745,13 @@ def _dchag_backward(s: StepSizes) -> list[Moment]:
                 grad_q=2 * e * M * g * D,  # its incoming output gradient and the expanded query's gradient
             )
     return [final, level1]
+
+
+def _slot_products(e: float, rows: float, groups: int, slots: float, dim: float) -> float:
+    """Level 1's weight gradient (``_SlotMix``): a chunk's (r, g, s, D) products, their (r, g, s) sums over D
+    and the (g, s) accumulator, r = ``slot_product_rows`` (at most ``rows``)."""
+    r = min(rows, slot_product_rows(groups, int(slots), int(dim)))
+    return e * (r * groups * slots * dim + r * groups * slots + groups * slots)
 
 
 def _exact_scores(m: PlanSize, rows: float, keys: float, shards: int) -> float:

@@ -20,6 +20,7 @@ from hsitp.names import BY_VARIANT
 from hsitp.parallel.attention_kernels import attend, check_kernel, single_query_attention
 from hsitp.parallel.errors import ShardingError
 from hsitp.parallel.padding import Split
+from hsitp.shape import slot_product_rows
 
 VARIANTS = tuple(BY_VARIANT)  # D-CHAG's partial aggregators: "L" (linear), "C" (cross-attention)
 
@@ -380,7 +381,7 @@ class _SlotMix(torch.autograd.Function):
     with t[:, j] (M, s, D), any strides: no copy of the tokens (``F.linear`` of the transposed tokens folded them to
     a (..., D, s) copy, and its backward copied the fold's gradient back). backward: the tokens' gradient written
     in one (M, G, s, D) tensor, group by group (dt[m, j, k] = w[j, k] dh[m, j]: an outer product), and the weights'
-    from one batched product per group. Inputs: t (M, G, s, D), w (G, s), b (G,); output (M, G, D).
+    from chunked products summed over D (``_slot_weight_grad``). Inputs: t (M, G, s, D), w (G, s), b (G,); output (M, G, D).
     """
 
     @staticmethod
@@ -403,12 +404,26 @@ class _SlotMix(torch.autograd.Function):
             # (M, G, s, D), contiguous: one broadcast product writes it whole
             grad_t = torch.mul(w.view(1, groups, s, 1), grad.view(m, groups, 1, d))
         if ctx.needs_input_grad[1]:
-            grad_w = torch.stack(
-                [torch.bmm(t[:, j], grad[:, j].unsqueeze(-1)).sum(dim=0).squeeze(-1) for j in range(groups)]
-            )  # (G, s)
+            grad_w = _slot_weight_grad(t, grad)  # (G, s)
         if ctx.needs_input_grad[2]:
             grad_b = grad.sum(dim=(0, 2))  # (G,)
         return grad_t, grad_w, grad_b
+
+
+def _slot_weight_grad(t: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
+    """dw[j, k] = sum over (m, d) of t[m, j, k, d] dh[m, j, d]: (M, G, s, D), (M, G, D) -> (G, s).
+
+    Chunks of rows (``hsitp.shape.slot_product_rows``) of one broadcast product summed over D (the contiguous
+    axis), then over the rows. A batched
+    product per group (bmm of t[:, j] (M, s, D) with dh (M, D, 1)) copied every group's strided tokens and ran
+    M matrix-vector products: 15 ms of a ~100 ms D-CHAG-L step at the cpu sizes, against ~1 ms here."""
+    m, groups, s, d = t.shape
+    rows = slot_product_rows(groups, s, d)
+    acc = t.new_zeros(groups, s)  # (G, s)
+    for start in range(0, m, rows):
+        stop = min(m, start + rows)
+        acc += torch.mul(t[start:stop], grad[start:stop, :, None, :]).sum(dim=-1).sum(dim=0)
+    return acc
 
 
 def slot_mix(t: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
