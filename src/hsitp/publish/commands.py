@@ -1,8 +1,5 @@
-"""What leaves a run for readers, as subcommands of the ``report`` group (``hsitp report reference|measured|jobs|check``):
-the committed reference (:mod:`hsitp.publish.reference`), the generated blocks of docs/measured.md
-(:mod:`~hsitp.publish.measured`), a run's time per stage (:mod:`~hsitp.publish.jobs`) and the rendered-report check
-(:mod:`~hsitp.publish.browser`). ``hsitp.cli`` hands this module the report group, so report never imports publish.
-"""
+"""``hsitp report reference|measured|jobs|check``: what leaves a run for readers, added to the ``report`` group by
+``hsitp.cli`` (report never imports publish)."""
 
 from __future__ import annotations
 
