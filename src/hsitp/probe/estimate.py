@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from hsitp.cost.tables.scale import DCHAG_SETTINGS
+from hsitp.cost.paper import DCHAG_SETTINGS
 from hsitp.io import describe_missing, provenance, write_netcdf
 from hsitp.models.config import config_attention_kernel
 from hsitp.names import DCHAG_PLANS
@@ -65,7 +65,7 @@ def estimate_one(pt: Point, sec: Mapping[str, Any], seed: int = 0) -> Any:
 
 def run_estimate(config: Mapping[str, Any], out: str | Path) -> Path:
     from hsitp.cost.memory import plan_memory
-    from hsitp.cost.tables.scale import DCHAG_REFERENCE
+    from hsitp.cost.paper import DCHAG_REFERENCE
     from hsitp.probe.model import size_of
 
     ec = config["probe"]["estimate"]
