@@ -8,7 +8,7 @@ sees how much of D-CHAG's advantage over tp was the baseline's attention kernel.
         --configfile config/config.yaml config/cpu.yaml --out results/reference/kernel-check/probe/kernels.nc
 
 Every step is the probe's (``hsitp.probe.build``: zero_grad, forward, squared error, backward, AdamW), built for each
-kernel from the same seed; memory is the probe's tracker (``hsitp.memory.measure_step``) after a warm-up step, on
+kernel from the same seed; memory is the probe's tracker (``hsitp.probe.tracker.measure_step``) after a warm-up step, on
 every rank; throughput is ``hsitp.bench.interleave`` (the slowest rank's time per sample, the order of the two
 kernels alternating from round to round). Measured on this machine's CPU with gloo; nothing is modelled.
 """
@@ -42,10 +42,10 @@ def main(argv: list[str] | None = None) -> int:
     from hsitp.bench.timing import synchronize
     from hsitp.config import load_config
     from hsitp.io import provenance, write_netcdf
-    from hsitp.memory import measure_step
     from hsitp.parallel.runtime import RuntimeSettings, resolve_dtype, start
     from hsitp.probe.build import build_point
     from hsitp.probe.grid import Point
+    from hsitp.probe.tracker import measure_step
 
     cfg = load_config(args.configfile, {"probe": {"device": args.device}} if args.device else None)
     pc = cfg["probe"]

@@ -5,7 +5,7 @@ validation).
         fake-tensor estimates (hsitp probe estimate's points: every paper-scale and D-CHAG config in the config)
         vs the memory model's peak: |error| <= 5 % each.
     python benchmarks/planner_validation.py dchag
-        D-CHAG's published rows (cost/tables/scale.py): predicted order of tp, dchag_l, dchag_c where the reported
+        D-CHAG's published rows (cost/paper.py): predicted order of tp, dchag_l, dchag_c where the reported
         gap > 5 %, and reported / predicted.
     python benchmarks/planner_validation.py time --throughput PROBE.nc --calibration CALIBRATION.nc
         predicted (refined model on this machine's calibration) vs measured step time, the probe's interleaved

@@ -52,10 +52,10 @@ def peak_points(rt: Any, cases: list[tuple[str, str, int, int, int, int]]) -> li
     import torch
 
     from hsitp.cost.memory import plan_memory
-    from hsitp.memory import measure_step
     from hsitp.probe.build import build_point
     from hsitp.probe.grid import Point
     from hsitp.probe.model import size_of
+    from hsitp.probe.tracker import measure_step
 
     out = []
     for plan, ck, batch, L, N, g in cases:  # noqa: N806

@@ -10,11 +10,11 @@ import pytest
 import xarray as xr
 from nc_checks import described
 
+from hsitp.baseline.classical import BaselineError, run_baseline
 from hsitp.cli import main
 from hsitp.config import validate_config
 from hsitp.data.prepare import prepare_arrays
 from hsitp.data.registry import DatasetSpec
-from hsitp.evaluate.baseline import BaselineError, run_baseline
 from hsitp.io import json_attr, read_netcdf, read_provenance, write_netcdf
 
 FAST = {

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hsitp.report.measured import MeasuredDocError, update
+from hsitp.publish.measured import MeasuredDocError, update
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "docs" / "measured.md", ROOT / "README.md"]
@@ -74,7 +74,7 @@ def test_kernel_rows_come_from_the_kernel_check(tmp_path: Path) -> None:
     import xarray as xr
 
     from hsitp.io import provenance, write_netcdf
-    from hsitp.report.measured import kernels_block
+    from hsitp.publish.measured import kernels_block
 
     ref = tmp_path / "kernel-check"
     times = np.array([[2.0, 2.2, 1.8], [1.0, 1.0, 1.2]])  # (kernel, repeat): sdpa, exact

@@ -271,7 +271,7 @@ def test_snakemake_plans_every_partition_as_its_own_job(workflow_copy) -> None: 
 def test_tables_show_the_spread_across_partitions_apart_from_seeds(tmp_path: Path) -> None:
     """Catches tables that fold the partitions' spread into one std (the spread of a new draw of places would be
     invisible), a baseline row without its own spread across partitions, or a tp-minus-baseline sign flipped."""
-    from hsitp.report.measured import fair_block, headline_block
+    from hsitp.publish.measured import fair_block, headline_block
     from hsitp.report.train import accuracy_table
 
     tp = {(k, s): 0.6 + 0.1 * k + 0.01 * s for k in range(3) for s in (0, 1)}
@@ -300,7 +300,7 @@ def test_scene_hash_of_one_partition_is_the_hash_references_recorded(tmp_path: P
     """Catches a content hash that sees the new partition_index dimension: every reference collected before issue 50
     (cpu-fair's manifest) would refuse a scene prepared now (`hsitp audit reproduce`: 'not the reference's scene'),
     although its arrays are the same; with K > 1 the extra partitions must change the hash."""
-    from hsitp.report.reference import scene_content_sha256
+    from hsitp.publish.reference import scene_content_sha256
 
     one = described(_prepared(1))
     new = write_netcdf(one, tmp_path / "new.nc", kind="dataset", prov=provenance({}))

@@ -15,10 +15,10 @@ from nc_checks import assert_described
 from probe_workers import probe_all, tiny_config
 
 from hsitp.cost.memory import PlanSize, plan_memory
-from hsitp.memory import KINDS, PARTS, measure_step
 from hsitp.parallel import TPGroup
 from hsitp.probe.build import build_point
 from hsitp.probe.grid import Point
+from hsitp.probe.tracker import KINDS, PARTS, measure_step
 
 
 def test_probe_two_plans_at_p2_writes_and_merges(tmp_path) -> None:  # noqa: ANN001

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from hsitp.memory import KINDS, PARTS, measure_step, part_of
 from hsitp.models import ModelConfig, SpectralSpatialTransformer
+from hsitp.probe.tracker import KINDS, PARTS, measure_step, part_of
 
 CFG = ModelConfig(bands=6, height=8, width=8, classes=3, patch=2, dim=16, heads=2, depth=2)
 

@@ -110,7 +110,7 @@ def test_old_prepared_file_reads_as_partition(tmp_path: Path) -> None:
 def test_scene_hash_is_the_same_for_an_old_prepared_file(tmp_path: Path) -> None:
     """Catches `hsitp audit reproduce` refusing a prepared scene of an older hsitp (its partition named `split`):
     both files read as `partition` and hash alike."""
-    from hsitp.report.reference import scene_content_sha256
+    from hsitp.publish.reference import scene_content_sha256
 
     new = write_scene(tmp_path / "new.nc", both_protocols=True)
     old = _as_before_issue_38(new, tmp_path / "old.nc")

@@ -10,7 +10,7 @@ import pytest
 
 from hsitp.cli import main
 from hsitp.errors import HsitpError
-from hsitp.report.jobs import read_jobs, span_s, table_rows
+from hsitp.publish.jobs import read_jobs, span_s, table_rows
 
 HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
 
@@ -73,7 +73,7 @@ def test_jobs_table_reports_the_last_complete_call_that_built_all(
 ) -> None:
     """Catches a table that folds later re-renders and audits into the run (a 196 s span for a 138 s run), that
     reports a killed (incomplete) call, or that leaves out which call it reports."""
-    from hsitp.report.jobs import finish_invocation, start_invocation
+    from hsitp.publish.jobs import finish_invocation, start_invocation
 
     monkeypatch.chdir(tmp_path)
     logs = Path("logs")

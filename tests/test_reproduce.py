@@ -19,7 +19,7 @@ from train_utils import TINY_CROP, tiny_config, train_p1, write_scene
 
 from hsitp.audit import reproduce as rp
 from hsitp.cli import main
-from hsitp.report.reference import MANIFEST, collect
+from hsitp.publish.reference import MANIFEST, collect
 
 PROBE = {
     "plans": ["tp", "dchag_l"],

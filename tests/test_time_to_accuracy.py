@@ -12,7 +12,7 @@ import xarray as xr
 from report_synthetic import baseline_file
 
 from hsitp.io import provenance, read_netcdf, write_netcdf
-from hsitp.memory import KINDS, PARTS
+from hsitp.probe.tracker import KINDS, PARTS
 from hsitp.train.record import build_dataset
 from hsitp.train.summary import KIND, TARGETS, summarize
 

@@ -17,10 +17,10 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 
 import hsitp.parallel.dense as dense
-from hsitp.memory import measure_step
 from hsitp.models import ModelConfig, SpectralSpatialTransformer, architecture_for, parallelize
 from hsitp.parallel import TPGroup
 from hsitp.parallel.dense import BandTokenizer
+from hsitp.probe.tracker import measure_step
 
 # p p = 64 > D = 16: the patches (B L H W) are 4x the tokens (B N L D), the smoke run's regime (p = 8, D = 32)
 CFG = ModelConfig(bands=32, height=32, width=32, classes=3, patch=8, dim=16, heads=2, depth=1, mlp_ratio=2)

@@ -14,7 +14,7 @@ from train_utils import TINY_CROP, tiny_config, write_scene
 from hsitp.evaluate.metrics import scores
 from hsitp.parallel.groups import TPGroup
 from hsitp.train.data import TEST, load_scene
-from hsitp.train.evaluate import evaluate_scene, predict_scene, tile_origins
+from hsitp.train.inference import evaluate_scene, predict_scene, tile_origins
 from hsitp.train.loop import _nullcontext
 from hsitp.train.plan import check_job
 from hsitp.train.settings import TrainSettings

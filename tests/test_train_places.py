@@ -18,7 +18,7 @@ from hsitp.parallel.groups import TPGroup
 from hsitp.train import checkpoint as ckpt
 from hsitp.train.data import CropSampler, Photometric, load_scene
 from hsitp.train.ema import WeightEMA
-from hsitp.train.evaluate import TTA, predict_scene, transform, untransform
+from hsitp.train.inference import TTA, predict_scene, transform, untransform
 from hsitp.train.loop import InjectedFailure, TrainJob, _nullcontext
 from hsitp.train.settings import TrainSettings
 

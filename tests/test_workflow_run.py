@@ -219,7 +219,7 @@ def test_editing_a_notebook_or_report_code_reruns_only_rendering(finished: Finis
 def test_snakemake_report_opens_in_chromium_with_every_figure(finished: FinishedRun) -> None:
     """Catches a report that misses a figure or table, a figure whose embedded image does not decode, captions
     that do not name the hardware, or a report page that logs errors in a browser."""
-    from hsitp.report.browser import CAPTION_HARDWARE, check_report, chromium_path
+    from hsitp.publish.browser import CAPTION_HARDWARE, check_report, chromium_path
 
     exe = chromium_path()
     if not exe:

@@ -31,11 +31,12 @@ class Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     from hsitp import launch
     from hsitp.audit import commands as audit_commands
+    from hsitp.baseline import commands as baseline_commands
     from hsitp.bench import commands as bench_commands
     from hsitp.cost import commands as cost_commands
     from hsitp.data import commands as data_commands
-    from hsitp.evaluate import commands as evaluate_commands
     from hsitp.probe import commands as probe_commands
+    from hsitp.publish import commands as publish_commands
     from hsitp.report import commands as report_commands
     from hsitp.train import commands as train_commands
     from hsitp.tune import commands as tune_commands
@@ -47,9 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     data_commands.register(sub)
     bench_commands.register(sub)
     cost_commands.register(sub)
-    report_commands.register(sub)
+    publish_commands.register(report_commands.register(sub))
     audit_commands.register(sub)
-    evaluate_commands.register(sub)
+    baseline_commands.register(sub)
     train_commands.register(sub)
     tune_commands.register(sub)
     probe_commands.register(sub)

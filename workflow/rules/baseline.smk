@@ -5,7 +5,7 @@
 # runs only the new jobs.
 from hsitp.names import PARTITION_TAG_PATTERN, PROTOCOLS, partition_of_tag
 
-# What the grid search reads (evaluate/baseline.py); the block size comes from the prepared file, not the config.
+# What the grid search reads (baseline/classical.py); the block size comes from the prepared file, not the config.
 BASELINE_KEYS = ["baseline.methods", "baseline.cv_folds", "baseline.svm", "baseline.rf"]
 
 

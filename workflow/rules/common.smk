@@ -228,12 +228,12 @@ def job_request(job):
 
 INVOCATION = (
     []
-)  # the record of this snakemake call (hsitp.report.jobs), set by onstart when jobs will run
+)  # the record of this snakemake call (hsitp.publish.jobs), set by onstart when jobs will run
 
 
 def record_invocation():
     """Record this call's jobs and their benchmark files (`hsitp report jobs` reports one call, not a history)."""
-    from hsitp.report.jobs import start_invocation
+    from hsitp.publish.jobs import start_invocation
 
     jobs = [
         (j.rule.name, str(j.benchmark) if j.benchmark else None)
@@ -243,7 +243,7 @@ def record_invocation():
 
 
 def finish_invocation():
-    from hsitp.report.jobs import finish_invocation as finish
+    from hsitp.publish.jobs import finish_invocation as finish
 
     for record in INVOCATION:
         finish(record)

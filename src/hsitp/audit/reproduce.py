@@ -141,7 +141,7 @@ class Reference:
 
 def load_reference(path: str | os.PathLike[str]) -> Reference:
     from hsitp.io import read_netcdf
-    from hsitp.report.reference import RUNS_FILE, RUNS_KIND, read_manifest
+    from hsitp.publish.reference import RUNS_FILE, RUNS_KIND, read_manifest
 
     ref = Path(path)
     manifest = read_manifest(ref)
@@ -315,7 +315,7 @@ def cheapest_s(ref: Reference) -> float:
 # --- platform -----------------------------------------------------------------------------------------------------
 def platform_comparison(manifest: Mapping[str, Any]) -> tuple[bool, str]:
     """(same platform?, a line saying why): torch version, torch's CPU capability, CPU vendor and SIMD flags."""
-    from hsitp.report.reference import platform_now
+    from hsitp.publish.reference import platform_now
 
     ref, here = manifest.get("platform", {}), platform_now()
     keys = (
@@ -378,7 +378,7 @@ def hsitp_argv(ranks: int) -> list[str]:
 
 def scene_for(ref: Reference, dataset: str, given: Mapping[str, Path], work: Path, say) -> Path:  # noqa: ANN001
     """The prepared scene of ``dataset``: given, the run's own, or prepared here; its content hash checked."""
-    from hsitp.report.reference import scene_content_sha256
+    from hsitp.publish.reference import scene_content_sha256
 
     entry = ref.manifest.get("scenes", {}).get(dataset, {})
     if dataset in given:
@@ -916,7 +916,7 @@ def _say_dry_run(ref: Reference, picks: Sequence[Pick]) -> None:
 def _write_report(out: str | os.PathLike[str], report: dict[str, Any]) -> None:
     """The spot check's JSON report, this machine's platform added."""
     from hsitp.io import atomic_write_text
-    from hsitp.report.reference import platform_now
+    from hsitp.publish.reference import platform_now
 
     report["platform"]["here"] = platform_now()
     atomic_write_text(out, json.dumps(report, indent=1) + "\n")

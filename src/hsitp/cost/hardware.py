@@ -23,6 +23,7 @@ from types import MappingProxyType
 import numpy as np
 
 from hsitp.cost.calibration import COMPUTE_MODEL_VARS, MEASURED_PREFIX, load_calibration
+from hsitp.cost.paper import PAPER_BETA_INTER, PAPER_BETA_INTRA, PAPER_F
 from hsitp.errors import HsitpError
 from hsitp.names import COLLECTIVES
 
@@ -131,10 +132,10 @@ def _paper(name: str, devices_per_node: int, description: str) -> Hardware:
     return Hardware(
         name=name,
         description=description,
-        peak_flops=3e14,
+        peak_flops=PAPER_F,
         compute_efficiency=1.0,
-        beta_intra=3e11,
-        beta_inter=2.5e10,
+        beta_intra=PAPER_BETA_INTRA,
+        beta_inter=PAPER_BETA_INTER,
         comm_efficiency=1.0,
         alpha_intra=0.0,
         alpha_inter=0.0,

@@ -604,7 +604,7 @@ def run_plan(cost: Mapping[str, Any], args: Any) -> str:
     return json.dumps(result, indent=2) if args.json else format_text(result)
 
 
-# --- Validation against D-CHAG's published memory (the numbers live once, in cost.tables.scale) -----------------
+# --- Validation against D-CHAG's published memory (the numbers live once, in cost.paper) -----------------
 DCHAG_GAP = 0.05  # reported gaps below this are within run-to-run and allocator noise: no order is claimed
 
 
@@ -614,8 +614,8 @@ def dchag_reference_check(checkpointing: str = "blocks") -> list[dict[str, Any]]
     ratio, and for each pair of plans whose reported gap exceeds 5 % whether the predicted order agrees. Also
     the one term known to differ in their code: every rank builds all C band embeddings (parameters, gradients
     and optimizer state of the tokeniser's other bands)."""
-    from hsitp.cost.tables.scale import DCHAG_REFERENCE
-    from hsitp.cost.tables.scale import DCHAG_SETTINGS as S  # noqa: N814
+    from hsitp.cost.paper import DCHAG_REFERENCE
+    from hsitp.cost.paper import DCHAG_SETTINGS as S  # noqa: N814
 
     out = []
     for name, D, L, tp, reported in DCHAG_REFERENCE:  # noqa: N806

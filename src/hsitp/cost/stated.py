@@ -15,15 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-# §6.1 / §8.1: "F = 3e14 FLOP/s (single-card FP16 effective), beta = 3e11 B/s inside a node, 2.5e10 B/s between
-# nodes"; §8.1 model: C = 256, N in {324, 5776}, P in {4, 8}; §8.2 D-CHAG: N = 5776, P = 8, g = 8.
-PAPER_F = 3e14
-PAPER_BETA_INTRA = 3e11
-PAPER_BETA_INTER = 2.5e10
-PAPER_C = 256
-PAPER_N = (324, 5776)
-PAPER_P = (4, 8)
-PAPER_DCHAG = {"N": 5776, "P": 8, "g": 8}
+from hsitp.cost import paper
 
 
 def threshold(P: ArrayLike, F: ArrayLike, beta: ArrayLike) -> np.ndarray:
@@ -103,10 +95,10 @@ def _about(value: float, tol: float = 0.2) -> tuple[float, float]:
 
 
 def paper_quotes(
-    F: float = PAPER_F,
-    beta_intra: float = PAPER_BETA_INTRA,
-    beta_inter: float = PAPER_BETA_INTER,
-    C: int = PAPER_C,
+    F: float = paper.PAPER_F,
+    beta_intra: float = paper.PAPER_BETA_INTRA,
+    beta_inter: float = paper.PAPER_BETA_INTER,
+    C: int = paper.PAPER_C,
 ) -> list[Quote]:
     """The paper's quoted numbers and rules recomputed with its own formulas and parameters.
 
@@ -124,7 +116,7 @@ def paper_quotes(
 
 def _scale_quotes(F: float, beta_intra: float, C: int) -> list[Quote]:
     """§6: the scale threshold P·F/β, and communication dominating both splits at N = 324."""
-    n_small = PAPER_N[0]
+    n_small = paper.PAPER_N[0]
     q: list[Quote] = []
     thr8 = float(threshold(8, F, beta_intra))
     q.append(
@@ -155,19 +147,19 @@ def _scale_quotes(F: float, beta_intra: float, C: int) -> list[Quote]:
 
 def _throughput_quotes(F: float, beta_intra: float, beta_inter: float, C: int) -> list[Quote]:
     """§8.1: relative throughput of both splits at the paper's two N, inside and across nodes."""
-    n_small, n_large = PAPER_N
+    n_small, n_large = paper.PAPER_N
     q: list[Quote] = []
     for level, beta in (("intra", beta_intra), ("inter", beta_inter)):
         tputs = [
             float(relative_throughput(P, ccr(P, F, beta, dim)))
-            for P in PAPER_P
+            for P in paper.PAPER_P
             for ccr, dim in ((ccr_channel, C), (ccr_token, n_small))
         ]
         q.append(
             Quote(
                 f"rel_tput_n324_below_0p1_{level}",
                 "8.1",
-                f"N = {n_small}: relative throughput of both splits < 0.1 (P in {PAPER_P}, {level}-node β)",
+                f"N = {n_small}: relative throughput of both splits < 0.1 (P in {paper.PAPER_P}, {level}-node β)",
                 0.0,
                 0.1,
                 max(tputs),
@@ -179,7 +171,7 @@ def _throughput_quotes(F: float, beta_intra: float, beta_inter: float, C: int) -
                 relative_throughput(P, ccr_token(P, F, beta, n_large))
                 / relative_throughput(P, ccr_channel(P, F, beta, C))
             )
-            for P in PAPER_P
+            for P in paper.PAPER_P
         ]
         q.append(
             Quote(
@@ -198,9 +190,9 @@ def _throughput_quotes(F: float, beta_intra: float, beta_inter: float, C: int) -
 
 def _dchag_quotes(F: float, beta_intra: float, beta_inter: float, C: int) -> list[Quote]:
     """§8.2: D-CHAG against pure TP (CCR and throughput per level), and the internal consistency of its own pairs."""
-    n_large = PAPER_N[1]
+    n_large = paper.PAPER_N[1]
     q: list[Quote] = []
-    P, g = PAPER_DCHAG["P"], PAPER_DCHAG["g"]
+    P, g = paper.PAPER_DCHAG["P"], paper.PAPER_DCHAG["g"]
     for level, beta in (("intra", beta_intra), ("inter", beta_inter)):
         c_tp = float(ccr_channel(P, F, beta, C))
         c_dc = float(ccr_dchag(c_tp, g))
@@ -280,7 +272,7 @@ def _dchag_quotes(F: float, beta_intra: float, beta_inter: float, C: int) -> lis
 
 def _arithmetic_quotes() -> list[Quote]:
     """§4.3 and §5.3: padding and tokens per rank, plain arithmetic."""
-    n_small = PAPER_N[0]
+    n_small = paper.PAPER_N[0]
     q: list[Quote] = []
     q.append(
         Quote(
@@ -308,7 +300,7 @@ def _arithmetic_quotes() -> list[Quote]:
 
 def _rule_quotes(F: float, beta_intra: float, C: int) -> list[Quote]:
     """The prose rules against the formulas: at ρ < 1 (N > C) the formulas give CCR_token < CCR_channel."""
-    n_large = PAPER_N[1]
+    n_large = paper.PAPER_N[1]
     q: list[Quote] = []
     c_ex, n_ex = C, 2 * C
     q.append(

@@ -1,2 +1,2 @@
-"""Accuracy you can trust: classification metrics on test pixels (``metrics``) and a classical baseline on the
-same train/test partition (``baseline``). No torch: metrics are numpy, the baseline scikit-learn."""
+"""Accuracy you can trust: classification metrics on test pixels (``metrics``) and verdicts with confidence intervals
+(``verdict``). Numpy only, no torch."""

@@ -1,1 +1,1 @@
-"""The probe stage: per-rank memory and throughput of every plan (``hsitp.memory`` is its tracker)."""
+"""The probe stage: per-rank memory and throughput of every plan (``hsitp.probe.tracker`` is its tracker)."""

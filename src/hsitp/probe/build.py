@@ -25,10 +25,10 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from hsitp.config import ConfigError
-from hsitp.memory import PartTimeline
 from hsitp.models import ModelConfig, architecture_for
 from hsitp.names import DCHAG_PLANS
 from hsitp.probe.grid import CHECKPOINTING, Point, base_config
+from hsitp.probe.tracker import PartTimeline
 
 
 class CheckpointedBlock(nn.Module):

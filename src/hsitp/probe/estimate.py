@@ -20,13 +20,13 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from hsitp.cost.tables.scale import DCHAG_SETTINGS
+from hsitp.cost.paper import DCHAG_SETTINGS
 from hsitp.io import describe_missing, provenance, write_netcdf
-from hsitp.memory import KINDS, PARTS
 from hsitp.models.config import config_attention_kernel
 from hsitp.names import DCHAG_PLANS
 from hsitp.probe.grid import Point, estimate_points
 from hsitp.probe.results import ATTRS
+from hsitp.probe.tracker import KINDS, PARTS
 
 log = logging.getLogger(__name__)
 KIND = "probe_estimate"
@@ -39,9 +39,9 @@ def estimate_one(pt: Point, sec: Mapping[str, Any], seed: int = 0) -> Any:
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.testing._internal.distributed.fake_pg import FakeStore  # registers the "fake" backend
 
-    from hsitp.memory import measure_step
     from hsitp.parallel import TPGroup
     from hsitp.probe.build import build_point
+    from hsitp.probe.tracker import measure_step
 
     dtype = getattr(torch, sec["dtype"])
     started = False
@@ -65,7 +65,7 @@ def estimate_one(pt: Point, sec: Mapping[str, Any], seed: int = 0) -> Any:
 
 def run_estimate(config: Mapping[str, Any], out: str | Path) -> Path:
     from hsitp.cost.memory import plan_memory
-    from hsitp.cost.tables.scale import DCHAG_REFERENCE
+    from hsitp.cost.paper import DCHAG_REFERENCE
     from hsitp.probe.model import size_of
 
     ec = config["probe"]["estimate"]

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hsitp.config import ConfigError
-from hsitp.cost.tables.scale import DCHAG_SETTINGS
+from hsitp.cost.paper import DCHAG_SETTINGS
 from hsitp.models.config import (
     ModelConfig,
     architecture_for,

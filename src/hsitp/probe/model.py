@@ -9,9 +9,9 @@ import numpy as np
 import xarray as xr
 
 from hsitp.cost.memory import PlanSize, plan_memory
-from hsitp.memory import KINDS, PARTS
 from hsitp.names import DCHAG_PLANS
 from hsitp.probe.grid import section_kernel
+from hsitp.probe.tracker import KINDS, PARTS
 from hsitp.shape import DTYPE_BYTES
 
 

@@ -15,9 +15,9 @@ import xarray as xr
 
 from hsitp.errors import HsitpError
 from hsitp.io import describe_missing, provenance, read_netcdf, write_netcdf
-from hsitp.memory import KINDS, PARTS, PHASES
 from hsitp.names import DCHAG_PLANS
 from hsitp.probe.grid import Point
+from hsitp.probe.tracker import KINDS, PARTS, PHASES
 
 PARTIAL_KIND = "probe_partial"
 MEMORY_KIND = "probe_memory"

@@ -1,7 +1,7 @@
 """One torchrun launch of ``hsitp probe run``: every rank runs every probe point at this P; rank 0 writes the file.
 
 Per point: build the plan's model (``probe.build``), ``warmup`` steps (AdamW creates its state lazily), one
-measured step (``hsitp.memory.measure_step``: exact state bytes, saved activations by part, the peak and the part
+measured step (``hsitp.probe.tracker.measure_step``: exact state bytes, saved activations by part, the peak and the part
 where it was reached), then ``steps`` timed steps in two modes interleaved step by step: ``full`` (the real
 collectives) and ``compute`` (the same model on the group's no-op twin: every collective a local op of the same
 shape). Part boundaries split every step into tokenisation / aggregation / blocks / head / other, forward,
@@ -32,10 +32,10 @@ import torch.distributed as dist
 
 from hsitp.bench.interleave import Interleaved, interleave, round_order
 from hsitp.bench.timing import synchronize
-from hsitp.memory import KINDS, PARTS, PHASES, PartTimeline, measure_step
 from hsitp.names import DCHAG_PLANS
 from hsitp.probe.build import build_point
 from hsitp.probe.grid import Point, points, with_attention_kernel
+from hsitp.probe.tracker import KINDS, PARTS, PHASES, PartTimeline, measure_step
 
 if TYPE_CHECKING:
     from hsitp.parallel.runtime import Runtime

@@ -1,8 +1,7 @@
 """``hsitp report notebook STAGE``: execute one stage's notebook with papermill and convert it to HTML;
-``hsitp report check REPORT``: open a Snakemake report in headless Chromium and check it (hsitp.report.browser);
-``hsitp report jobs RUN``: where a run's time went, from Snakemake's per-job benchmark files (hsitp.report.jobs);
 ``hsitp report check-figures DIR``: every figure readable at page width (hsitp.report.style);
 ``hsitp report check-metadata DIR``: every netCDF name labelled (hsitp.io.tree_metadata_problems).
+``register`` returns the group so that ``hsitp.publish.commands`` adds its actions (reference, measured, jobs, check).
 
 The notebook (``notebooks/STAGE.ipynb``) reads the stage's netCDF files and writes its figures and tables through
 :mod:`hsitp.report`; this command only injects the parameters (input paths, output folder), runs it, and writes
@@ -27,7 +26,7 @@ class NotebookError(HsitpError):
     """A report notebook failed; the message names the notebook, the cell's error and the executed copy."""
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
     p = sub.add_parser("report", help="figures, tables and notebooks from the stages' netCDF (no recompute)")
     rsub = p.add_subparsers(dest="report_command", required=True, metavar="ACTION")
     nb = rsub.add_parser("notebook", help="run notebooks/STAGE.ipynb (papermill) and convert it to HTML")
@@ -38,31 +37,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     nb.add_argument("--html", required=True, help="HTML rendering of the executed notebook")
     nb.add_argument("--timeout", type=int, default=600, help="seconds per cell before the run is abandoned")
     nb.set_defaults(func=_notebook)
-    ck = rsub.add_parser(
-        "check",
-        help="open a Snakemake report in headless Chromium: every figure decodes, captions name the hardware, "
-        "no console error; screenshots of the front page and one figure page",
-    )
-    ck.add_argument("report", help="the report, e.g. results/smoke/report.html")
-    ck.add_argument(
-        "--shots", required=True, help="folder for front.png and figure.png, e.g. results/smoke/report"
-    )
-    ck.add_argument(
-        "--figure",
-        default="bench_predicted_vs_measured",
-        help="figure to open through the navigation (name prefix)",
-    )
-    ck.set_defaults(func=_check)
-    jb = rsub.add_parser(
-        "jobs",
-        help="per stage: jobs, summed wall and CPU s, largest max RSS, from Snakemake's per-job benchmark files "
-        "(logs/RUN/benchmarks/); writes results/RUN/tables/jobs_time{,_rules}.{csv,md}",
-    )
-    jb.add_argument("run", help="the run name (config `run`), e.g. smoke")
-    jb.add_argument("--logs", default="logs", type=Path, help="logs root (default logs)")
-    jb.add_argument("--results", default="results", type=Path, help="results root (default results)")
-    jb.set_defaults(func=_jobs)
-
     cf = rsub.add_parser(
         "check-figures",
         help="every PNG under DIR readable at page width: text inside the figure, tick labels apart, fonts >= 7 pt "
@@ -77,73 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     cm.add_argument("dir", help="a run's results folder, e.g. results/smoke")
     cm.set_defaults(func=_check_metadata)
-    ms = rsub.add_parser(
-        "measured",
-        help="rewrite the generated blocks of docs/measured.md and README.md from committed references "
-        "(results/reference/RUN); --check: exit 1 when a block differs from its regeneration",
-    )
-    ms.add_argument(
-        "--reference", nargs="+", required=True, help="reference folders, e.g. results/reference/cpu-fair"
-    )
-    ms.add_argument(
-        "--doc",
-        nargs="+",
-        default=["docs/measured.md", "README.md"],
-        help="documents holding generated blocks",
-    )
-    ms.add_argument("--check", action="store_true", help="rewrite nothing; exit 1 when a block would change")
-    ms.set_defaults(func=_measured)
-    rf = rsub.add_parser(
-        "reference",
-        help="collect a run's reported numbers for committing (results/reference/RUN): summaries, one row per "
-        "training record (train/runs.nc), tuning studies, probe files, manifest.json; no checkpoint or cube",
-    )
-    rf.add_argument("--run-dir", required=True, type=Path, help="the run, e.g. results/cpu-fair")
-    rf.add_argument(
-        "--out", required=True, type=Path, help="the reference folder, e.g. results/reference/cpu-fair"
-    )
-    rf.add_argument(
-        "--logs-dir",
-        type=Path,
-        help="the run's logs (wall times of its jobs); default logs/RUN beside results/",
-    )
-    rf.add_argument(
-        "--config",
-        action="append",
-        default=[],
-        help="the run's YAML overlays, in order (recorded with their hash)",
-    )
-    rf.set_defaults(func=_reference)
-
-
-def _reference(args: argparse.Namespace) -> int:
-    from hsitp.report.reference import collect, describe_manifest
-
-    manifest = collect(args.run_dir, args.out, logs_dir=args.logs_dir, config_paths=args.config)
-    print(describe_manifest(manifest, args.out))
-    return 0
-
-
-def _measured(args: argparse.Namespace) -> int:
-    from hsitp.report.measured import update
-
-    changed = update(args.doc, args.reference, check=args.check)
-    for doc in changed:
-        print(f"{doc}: {'differs from its regeneration' if args.check else 'rewritten'}")
-    if not changed:
-        print(f"{', '.join(args.doc)}: every generated block matches {', '.join(args.reference)}")
-    return 1 if changed and args.check else 0
-
-
-def _jobs(args: argparse.Namespace) -> int:
-    from hsitp.io import cpu_model
-    from hsitp.report.jobs import write_jobs_tables
-
-    machine = f"{cpu_model()}, {os.cpu_count()} cores (load average {os.getloadavg()[0]:.1f} now)"
-    text, paths = write_jobs_tables(args.run, args.logs, args.results, machine)
-    print(text)
-    print(f"wrote {', '.join(map(str, paths))}")
-    return 0
+    return rsub
 
 
 def _report_problems(what: str, found: dict[Path, list[str]], checked: int) -> int:
@@ -177,17 +85,6 @@ def _check_metadata(args: argparse.Namespace) -> int:
     from hsitp.io import tree_metadata_problems
 
     return _walk("check-metadata", args.dir, "*.nc", "netCDF files", tree_metadata_problems)
-
-
-def _check(args: argparse.Namespace) -> int:
-    from hsitp.report.browser import check_report
-
-    res = check_report(args.report, args.shots, figure=args.figure)
-    print(
-        f"{args.report}: {len(res.entries)} entries, {len(res.image_widths)} embedded images, all decode; "
-        f"no console error; screenshots {', '.join(str(p) for p in res.screenshots)}"
-    )
-    return 0
 
 
 def _notebook(args: argparse.Namespace) -> int:

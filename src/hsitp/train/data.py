@@ -3,7 +3,7 @@ accuracy protocol, and a seeded sampler of S x S crops that every rank of a TP g
 
 The model sees the whole crop's spectra (labelled or not, train or test pixels alike: the cube is unlabelled
 input); only train pixels' labels enter the loss: pixels that are not ``TRAIN`` get the ignore mask. The scene also
-keeps the labels (1..K) and partition flags, read only by the evaluation (``hsitp.train.evaluate``), never by the
+keeps the labels (1..K) and partition flags, read only by the evaluation (``hsitp.train.inference``), never by the
 sampler.
 
 Validation pixels (``train.validation.fraction`` of the train pixels, or one of ``train.validation.folds`` inner

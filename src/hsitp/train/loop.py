@@ -10,7 +10,7 @@ plan). Rank 0 writes the per-epoch record. Semantics of one optimizer step:
     backward -> model.reduce_grads() -> AdamW step -> LR schedule step (linear warm-up, cosine to 0)
 
 Every ``train.eval_every`` epochs, in each of the last ``train.summary_epochs`` epochs (the paper's §7.4 averages
-them) and after the last one, the whole scene is predicted by tiled inference and scored on the protocol's test pixels (``hsitp.train.evaluate``; no randomness, so resume stays exact); the record holds OA,
+them) and after the last one, the whole scene is predicted by tiled inference and scored on the protocol's test pixels (``hsitp.train.inference``; no randomness, so resume stays exact); the record holds OA,
 AA, kappa and per-class accuracy per epoch (NaN where not evaluated) and the final predicted map.
 
 Issue 50's optional ingredients (all off by default, and then nothing of them runs or draws a random number):
@@ -41,17 +41,17 @@ import torch.distributed as dist
 import torch.nn.functional as F  # noqa: N812
 
 from hsitp.errors import HsitpError
-from hsitp.memory import KINDS, PARTS, measure_step
 from hsitp.models.config import ModelConfig
 from hsitp.parallel.collectives import ALL_GATHER_SINGLE
 from hsitp.parallel.groups import TPGroup
 from hsitp.parallel.runtime import Runtime
+from hsitp.probe.tracker import KINDS, PARTS, measure_step
 from hsitp.signals import StopRequest
 from hsitp.train import checkpoint as ckpt
 from hsitp.train.ccr import CommTimer, timed_collectives
 from hsitp.train.data import CropSampler, Photometric, Scene, load_scene
 from hsitp.train.ema import WeightEMA
-from hsitp.train.evaluate import Evaluation, evaluate_scene
+from hsitp.train.inference import Evaluation, evaluate_scene
 from hsitp.train.plan import TrainJob, check_job
 from hsitp.train.settings import TrainSettings
 from hsitp.train.steps import global_loss as _global_loss

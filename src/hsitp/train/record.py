@@ -11,7 +11,7 @@ import numpy as np
 import xarray as xr
 
 from hsitp.io import provenance, write_netcdf
-from hsitp.memory import KINDS, PARTS
+from hsitp.probe.tracker import KINDS, PARTS
 
 if TYPE_CHECKING:
     from hsitp.models.config import ModelConfig
@@ -206,8 +206,8 @@ def _coords(history: Sequence[Mapping[str, Any]], world_size: int, classes: int)
             np.arange(1, classes + 1, dtype=np.int16),
             {"units": "1", "long_name": "class label (1..K, the dataset's)"},
         ),
-        "part": ("part", list(PARTS), {"long_name": "model part (hsitp.memory.PARTS)"}),
-        "kind": ("kind", list(KINDS), {"long_name": "memory kind (hsitp.memory.KINDS)"}),
+        "part": ("part", list(PARTS), {"long_name": "model part (hsitp.probe.tracker.PARTS)"}),
+        "kind": ("kind", list(KINDS), {"long_name": "memory kind (hsitp.probe.tracker.KINDS)"}),
     }
 
 

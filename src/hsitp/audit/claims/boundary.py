@@ -8,7 +8,7 @@ from typing import Any
 
 from hsitp.audit.claims.core import ClaimsError, Context, Outcome, _fmt
 from hsitp.audit.claims.measured import _share
-from hsitp.cost import stated
+from hsitp.cost import paper, stated
 from hsitp.data import registry
 from hsitp.shape import n_tokens
 
@@ -34,7 +34,7 @@ def _boundary_params(a: Mapping[str, Any], hw_name: str, P: int) -> dict[str, An
         "bytes": FORMAT_BYTES[a.get("dtype", "bfloat16")],
         "dtype": a.get("dtype", "bfloat16"),
         "memory": hw.memory_bytes,
-        "D": int(a.get("D", stated.PAPER_C)),
+        "D": int(a.get("D", paper.PAPER_C)),
         "C_scale": 1.0,
     }
 
@@ -91,7 +91,7 @@ def _boundary_value(kind: str, p: Mapping[str, Any], a: Mapping[str, Any]) -> An
             stated.ccr_channel(p["P"], p["F"], beta_e, 1) / stated.ccr_token(p["P"], p["F"], beta_e, 1)
         )
     if kind == "max_P":
-        return float(a.get("X", stated.PAPER_N[1])) * beta_e / p["F"]
+        return float(a.get("X", paper.PAPER_N[1])) * beta_e / p["F"]
     if kind == "layers":
         c_ins = (p["D"], int(a.get("mlp_ratio", 4)) * p["D"])
         return sum(c > X for c in c_ins)

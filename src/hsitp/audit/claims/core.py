@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from hsitp.cost import stated
+from hsitp.cost import paper, stated
 from hsitp.errors import HsitpError
 from hsitp.shape import n_tokens
 
@@ -316,9 +316,9 @@ FORMULA_NAMES: dict[str, Any] = {
     "ccr_2d": lambda *a: float(stated.ccr_2d(*a)),
     "rho": lambda *a: float(stated.rho(*a)),
     "n_tokens": n_tokens,
-    "F": stated.PAPER_F,
-    "beta_intra": stated.PAPER_BETA_INTRA,
-    "beta_inter": stated.PAPER_BETA_INTER,
+    "F": paper.PAPER_F,
+    "beta_intra": paper.PAPER_BETA_INTRA,
+    "beta_inter": paper.PAPER_BETA_INTER,
     "sqrt": math.sqrt,
     "ceil": math.ceil,
     "floor": math.floor,

@@ -20,11 +20,10 @@ from hsitp.cost.tables.ccr import LAYER_NAMES, ccr_table
 from hsitp.cost.tables.common import ORIGIN
 from hsitp.cost.tables.plan import plan_table
 from hsitp.cost.tables.rho import C_DEFINITIONS, rho_table
-from hsitp.cost.tables.scale import DCHAG_REFERENCE, scale_table
+from hsitp.cost.tables.scale import scale_table
 
 __all__ = [
     "C_DEFINITIONS",
-    "DCHAG_REFERENCE",
     "LAYER_NAMES",
     "ORIGIN",
     "REGIONS",

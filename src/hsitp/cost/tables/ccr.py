@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from hsitp.cost import stated
+from hsitp.cost import paper, stated
 from hsitp.cost.memory import memory_breakdown
 from hsitp.cost.refined import BLOCK_SPLITS, model_cost
 from hsitp.cost.tables.common import (
@@ -255,10 +255,7 @@ def _quotes_for_ccr(
 ) -> dict[str, Any]:
     quotes = list(stated.paper_quotes())
     case_n = {c[0]: c[2] for c in cases}
-    for name, paper_n, paper_grid in (
-        ("indian_pines", 324, "145x145"),
-        ("pavia_university", 5776, "610x610"),
-    ):
+    for name, paper_n, paper_grid in paper.PAPER_GRIDS:
         if name in case_n:
             spec = registry.get(name)
             quotes.append(
@@ -272,7 +269,7 @@ def _quotes_for_ccr(
                     how=f"registry grid {spec.rows}x{spec.cols}: floor(H/p)*floor(W/p) at p = {cost['ccr']['patch']}",
                 )
             )
-    n_dc, P_dc, g_dc = stated.PAPER_DCHAG["N"], stated.PAPER_DCHAG["P"], stated.PAPER_DCHAG["g"]
+    n_dc, P_dc, g_dc = paper.PAPER_DCHAG["N"], paper.PAPER_DCHAG["P"], paper.PAPER_DCHAG["g"]
     case = f"paper_N{n_dc}"
     if case in case_n and P_dc in Ps and g_dc in gs:
         i, q, gi = [c[0] for c in cases].index(case), Ps.index(P_dc), gs.index(g_dc)

@@ -14,6 +14,7 @@ import xarray as xr
 from hsitp.cost import stated
 from hsitp.cost.hardware import Hardware
 from hsitp.cost.memory import KINDS, PARTS, TrainingSetup, memory_breakdown, parameter_count
+from hsitp.cost.paper import DCHAG_REFERENCE, DCHAG_SETTINGS
 from hsitp.cost.refined import Switches, collective_time, model_cost
 from hsitp.cost.tables.common import (
     COORD_ATTRS,
@@ -25,28 +26,6 @@ from hsitp.cost.tables.common import (
 from hsitp.io import describe
 from hsitp.names import COMPARED_PLANS, COST_MODELS, PLANS
 from hsitp.shape import LayerShape, n_tokens
-
-# Reported D-CHAG memory (GiB, rank 0, 64 GiB MI250X GCDs; ../shared/notes/dchag.md): synthetic 128x256 input,
-# patch 4, batch 2, depth 32, 32 heads. Embedding dims are inferred from the parameter counts (12·D²·depth gives
-# 1.6B, 6.4B, 25.8B at D = 2048, 4096, 8192) — an inference, labelled as such in the file.
-DCHAG_REFERENCE = (
-    ("1.7B_512ch_TP2", 2048, 512, 2, {"tp": 52.5, "dchag_l": 32.4, "dchag_c": 52.8}),
-    ("6.6B_256ch_TP4", 4096, 256, 4, {"tp": 62.7, "dchag_l": 42.3, "dchag_c": 56.3}),
-    ("26.2B_128ch_TP16", 8192, 128, 16, {"tp": 62.7, "dchag_l": 43.9, "dchag_c": 50.6}),
-)
-
-
-DCHAG_SETTINGS = {  # D-CHAG's synthetic benchmark (../shared/notes/dchag.md), shared by every D-CHAG row above
-    "height": 128,
-    "width": 256,
-    "patch": 4,
-    "depth": 32,
-    "heads": 32,
-    "batch": 2,
-    "mlp_ratio": 4,
-    "classes": 1,
-    "dtype": "bfloat16",
-}
 
 
 @dataclass(frozen=True)
@@ -292,13 +271,15 @@ def _dchag_reference() -> dict[str, Any]:
     )
     reported = np.full((len(DCHAG_REFERENCE), len(COMPARED_PLANS)), np.nan)
     modelled = np.full_like(reported, np.nan)
+    S = DCHAG_SETTINGS  # noqa: N806
     for i, (_, D, L, tp, rep) in enumerate(DCHAG_REFERENCE):
+        n = n_tokens(S["height"], S["width"], S["patch"])
         shape = LayerShape(
-            N=n_tokens(128, 256, 4), D=D, L=L, batch=2, heads=32, patch=4, dtype="bfloat16", groups=1
+            N=n, D=D, L=L, batch=S["batch"], heads=S["heads"], patch=S["patch"], dtype=S["dtype"], groups=1
         )
         for si, plan in enumerate(COMPARED_PLANS):
             reported[i, si] = rep[plan]
-            modelled[i, si] = sum(memory_breakdown(plan, shape, tp, 1, 32, setup).values()) / 2**30
+            modelled[i, si] = sum(memory_breakdown(plan, shape, tp, 1, S["depth"], setup).values()) / 2**30
     note = (
         "reported: rank-0 max memory reserved on 64 GiB MI250X GCDs (../shared/notes/dchag.md); modelled: "
         "memory.py with bf16 + fp32 master + AdamW, no FSDP, no checkpointing, D inferred from the parameter count"

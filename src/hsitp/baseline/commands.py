@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _baseline(args: argparse.Namespace) -> int:
-    from hsitp.evaluate.baseline import BaselineError, run_baseline
+    from hsitp.baseline.classical import BaselineError, run_baseline
     from hsitp.io import provenance, read_netcdf, write_netcdf
 
     if args.partition < 0:
