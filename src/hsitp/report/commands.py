@@ -62,7 +62,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     jb.add_argument("--logs", default="logs", type=Path, help="logs root (default logs)")
     jb.add_argument("--results", default="results", type=Path, help="results root (default results)")
     jb.set_defaults(func=_jobs)
+    _register_checks_and_references(rsub)
 
+
+def _register_checks_and_references(rsub: argparse._SubParsersAction) -> None:
+    """``report check-figures``, ``check-metadata``, ``measured`` and ``reference``."""
     cf = rsub.add_parser(
         "check-figures",
         help="every PNG under DIR readable at page width: text inside the figure, tick labels apart, fonts >= 7 pt "
