@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from hsitp.config import load_config, load_schema, validate_config
-from hsitp.settings import AuditSettings, BenchSettings, DataSettings, TuneSettings
+from hsitp.settings import BenchSettings, DataSettings, TuneSettings
 from hsitp.train.settings import TrainSettings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -18,7 +18,6 @@ SECTIONS: dict[str, type] = {
     "data": DataSettings,
     "bench": BenchSettings,
     "tune": TuneSettings,
-    "audit": AuditSettings,
     "train": TrainSettings,  # its nested keys are flattened: train.validation.fraction is validation_fraction
 }
 # Fields that are no key of their section: the schema key each is read from (None: no key, the config itself).

@@ -191,18 +191,3 @@ class TuneSettings:
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> TuneSettings:
         return from_section(cls, config["tune"])
-
-
-# --- audit --------------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class AuditSettings:
-    """The ``audit`` section."""
-
-    accuracy_run: str  # the run whose train/summary.nc decides the measured-basis accuracy claims
-    measured_run: (
-        str | None
-    )  # the run whose probe/ and bench/ files decide the measured claims (None: this one)
-
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> AuditSettings:
-        return from_section(cls, config["audit"])
