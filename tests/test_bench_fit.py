@@ -128,11 +128,12 @@ def test_more_passes_than_repeats_is_a_config_error():
     """Catches a round-robin schedule that would leave some pass with no repeat (NaN timings, silent)."""
     from hsitp.bench.runner import check_passes
     from hsitp.config import ConfigError, validate_config
+    from hsitp.settings import BenchSettings
 
-    bc = validate_config({"bench": {"passes": 4, "repeats": 3}})["bench"]
+    bc = BenchSettings.from_config(validate_config({"bench": {"passes": 4, "repeats": 3}}))
     with pytest.raises(ConfigError, match="bench.passes = 4"):
         check_passes(bc)
-    check_passes(validate_config({"bench": {"passes": 3, "repeats": 3}})["bench"])
+    check_passes(BenchSettings.from_config(validate_config({"bench": {"passes": 3, "repeats": 3}})))
 
 
 def test_compute_fit_recovers_overhead_rate_and_bandwidth():

@@ -18,6 +18,7 @@ from hsitp.bench.timing import time_interleaved
 from hsitp.config import validate_config
 from hsitp.parallel.groups import Mesh2D, TPGroup
 from hsitp.parallel.ops import build_op
+from hsitp.settings import BenchSettings
 from hsitp.shape import LayerShape
 
 CPU = torch.device("cpu")
@@ -89,10 +90,10 @@ def test_time_interleaved_shape_and_per_call_mean():
 
 def test_shard_mode_on_cpu_is_labelled_half_measured():
     """Catches shard output that hides which part is modelled, or gives a P = 1 shard any communication."""
-    cfg = validate_config(
+    cfg = BenchSettings.from_config(validate_config(
         {"bench": {"ops": ["mlp", "attn_2d", "agg_dchag_l"], "N": [16], "D": [16], "L": [4, 8], "repeats": 2,
                    "warmup": 0, "min_region_s": 0.0, "device": "cpu", "shard": {"world_sizes": [1, 2, 4]}}}
-    )  # fmt: skip
+    ))  # fmt: skip
     ds = run_shard(cfg, hardware="paper-intra")
     assert ds.attrs["label"] == "half-measured" and "paper-intra" in ds.attrs["modelled"]
     assert_described(ds, "bench_shard")
@@ -123,13 +124,13 @@ def test_roofline_on_cpu_has_both_roofs():
     )
 
 
-def _shard_config(**parallel) -> dict:
-    return validate_config(
+def _shard_config(**parallel) -> BenchSettings:
+    return BenchSettings.from_config(validate_config(
         {"parallel": parallel,
          "bench": {"ops": ["layernorm_replicated", "layernorm_sharded", "attn_channel"], "N": [16], "D": [24],
                    "L": [4], "repeats": 2, "warmup": 0, "min_region_s": 0.0, "device": "cpu",
                    "shard": {"world_sizes": [1, 2, 4]}}}
-    )  # fmt: skip
+    ))  # fmt: skip
 
 
 def test_both_layernorm_placements_are_built_and_timed():

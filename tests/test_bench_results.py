@@ -13,6 +13,7 @@ from hsitp.config import validate_config
 from hsitp.cost.calibration import CalibrationError, load_calibration
 from hsitp.cost.hardware import hardware_from_calibration
 from hsitp.io import json_attr, read_netcdf
+from hsitp.settings import BenchSettings
 
 ALPHA = {"all_reduce": 4e-5, "all_gather": 3e-5, "reduce_scatter": 2e-5}
 BETA = {"all_reduce": 2e9, "all_gather": 3e9, "reduce_scatter": 1e9}
@@ -28,7 +29,9 @@ RATE_TOK = {**RATE, "tokenize": 2.5e9}
 
 
 def _config(rates=RATE):
-    return validate_config({"bench": {"ops": list(rates), "N": [16, 32, 64], "D": [8], "L": [4, 8]}})
+    return BenchSettings.from_config(
+        validate_config({"bench": {"ops": list(rates), "N": [16, 32, 64], "D": [8], "L": [4, 8]}})
+    )
 
 
 def _partial(p: int, *, seed: int = 0, nbytes=SIZES, layer_shape=SHAPE, rates=RATE):
@@ -74,12 +77,12 @@ def _merged(tmp_path, rates=RATE):
         write_partial(
             _partial(p, rates=rates),
             tmp_path / f"P{p}.nc",
-            config=cfg,
+            settings=cfg,
             attrs={**_ATTRS, "oversubscribed": int(p > 2)},
         )
         for p in (4, 1, 2)
     ]
-    return merge_partials(paths, tmp_path / "microbench.nc", config=cfg), cfg
+    return merge_partials(paths, tmp_path / "microbench.nc", cfg), cfg
 
 
 def test_merge_orders_p_keeps_dims_and_flags_oversubscription(tmp_path):
@@ -118,18 +121,18 @@ def test_merge_orders_p_keeps_dims_and_flags_oversubscription(tmp_path):
 def test_merge_rejects_duplicate_p_and_different_sweeps(tmp_path):
     """Catches a silent merge of two launches of the same P, or of partials from different configs."""
     cfg = _config()
-    a = write_partial(_partial(2), tmp_path / "a.nc", config=cfg, attrs=_ATTRS)
-    b = write_partial(_partial(2, seed=1), tmp_path / "b.nc", config=cfg, attrs=_ATTRS)
+    a = write_partial(_partial(2), tmp_path / "a.nc", settings=cfg, attrs=_ATTRS)
+    b = write_partial(_partial(2, seed=1), tmp_path / "b.nc", settings=cfg, attrs=_ATTRS)
     with pytest.raises(MergeError, match="P=2 launch 0 appears in both"):
-        merge_partials([a, b], tmp_path / "m.nc", config=cfg)
-    c = write_partial(_partial(4, nbytes=SIZES[:3] + [8192]), tmp_path / "c.nc", config=cfg, attrs=_ATTRS)
+        merge_partials([a, b], tmp_path / "m.nc", cfg)
+    c = write_partial(_partial(4, nbytes=SIZES[:3] + [8192]), tmp_path / "c.nc", settings=cfg, attrs=_ATTRS)
     with pytest.raises(MergeError, match="nbytes"):
-        merge_partials([a, c], tmp_path / "m.nc", config=cfg)
+        merge_partials([a, c], tmp_path / "m.nc", cfg)
     d = write_partial(
-        _partial(4, layer_shape={**SHAPE, "heads": 4}), tmp_path / "d.nc", config=cfg, attrs=_ATTRS
+        _partial(4, layer_shape={**SHAPE, "heads": 4}), tmp_path / "d.nc", settings=cfg, attrs=_ATTRS
     )
     with pytest.raises(MergeError, match="layer_shape"):
-        merge_partials([a, d], tmp_path / "m.nc", config=cfg)
+        merge_partials([a, d], tmp_path / "m.nc", cfg)
 
 
 def _launch_partial(p: int, launch: int, scale: float):
@@ -146,11 +149,11 @@ def test_merge_pools_launches_and_keeps_each_launchs_ccr(tmp_path):
     cfg = _config()
     scales = {0: 1.0, 1: 1.5, 2: 0.8}
     paths = [
-        write_partial(_launch_partial(p, k, s), tmp_path / f"P{p}_l{k}.nc", config=cfg, attrs=_ATTRS)
+        write_partial(_launch_partial(p, k, s), tmp_path / f"P{p}_l{k}.nc", settings=cfg, attrs=_ATTRS)
         for p in (2, 1)
         for k, s in scales.items()
     ]
-    ds = read_netcdf(merge_partials(paths, tmp_path / "m.nc", config=cfg), kind="microbench")
+    ds = read_netcdf(merge_partials(paths, tmp_path / "m.nc", cfg), kind="microbench")
     assert ds.attrs["launches"] == 3
     assert ds.sizes["rep"] == 3 * 5  # every launch's repeats, pooled
     pt = {"op": "mlp", "P": 2, "N": 32, "D": 8, "L": 4, "dtype": "float32"}
@@ -162,7 +165,7 @@ def test_merge_pools_launches_and_keeps_each_launchs_ccr(tmp_path):
     pooled = float(ds["ccr_measured"].sel(pt))
     assert by_launch.min() < pooled < by_launch.max()
     with pytest.raises(MergeError, match="same launches"):
-        merge_partials(paths[:-1], tmp_path / "m2.nc", config=cfg)  # P = 1 lacks launch 2
+        merge_partials(paths[:-1], tmp_path / "m2.nc", cfg)  # P = 1 lacks launch 2
 
 
 def test_microbench_holds_measurements_not_model_outputs(tmp_path):
@@ -192,7 +195,7 @@ def test_microbench_holds_measurements_not_model_outputs(tmp_path):
 def test_calibration_file_follows_contract_and_recovers_truth(tmp_path):
     """Catches a calibration.nc that breaks docs/contracts.md (names, dims, units, attrs) or fits the wrong quantity."""
     mb, cfg = _merged(tmp_path)
-    out = run_calibrate(mb, tmp_path / "calibration.nc", config=cfg)
+    out = run_calibrate(mb, tmp_path / "calibration.nc", cfg)
     cal = load_calibration(out)  # the cost model's own schema check
     hw = hardware_from_calibration(out)  # and its measured:PATH loader
     assert hw.measured and hw.flops_for("mlp") == pytest.approx(float(cal["achieved_flops"].sel(op="mlp")))
@@ -229,7 +232,7 @@ def test_tokenize_timed_alone_is_taken_out_of_the_aggregation_fit(tmp_path):
     ranking on CPU), and a prediction of an aggregation point that does not sum the two models. Synthetic truth:
     the tokeniser runs at 2.5 GFLOP/s, the aggregation's own work at 10 GFLOP/s; both must come back (5 %)."""
     mb, cfg = _merged(tmp_path, RATE_TOK)
-    out = run_calibrate(mb, tmp_path / "calibration.nc", config=cfg)
+    out = run_calibrate(mb, tmp_path / "calibration.nc", cfg)
     cal = load_calibration(out)
     assert cal["op"].values.tolist() == list(RATE_TOK)  # the sweep's order, though tokenize is fitted first
     for op, rate in RATE_TOK.items():
@@ -255,8 +258,8 @@ def test_calibrate_without_multi_rank_sweep_says_what_to_do(tmp_path):
     """Catches an opaque numpy error when the sweep has no P >= 2 (nothing to fit alpha and beta on), or an error
     outside the one CalibrationError the CLI reports as a user error."""
     cfg = _config()
-    p1 = write_partial(_partial(1), tmp_path / "P1.nc", config=cfg, attrs=_ATTRS)
-    mb = merge_partials([p1], tmp_path / "mb.nc", config=cfg)
+    p1 = write_partial(_partial(1), tmp_path / "P1.nc", settings=cfg, attrs=_ATTRS)
+    mb = merge_partials([p1], tmp_path / "mb.nc", cfg)
     with pytest.raises(CalibrationError, match="world_sizes with P >= 2"):
         calibrate(read_netcdf(mb), fraction=0.34, seed=0)
 
@@ -266,8 +269,8 @@ def test_wrong_or_missing_input_is_a_user_error(tmp_path):
     from hsitp.bench.results import BenchInputError
 
     mb, cfg = _merged(tmp_path)
-    cal = run_calibrate(mb, tmp_path / "calibration.nc", config=cfg)
+    cal = run_calibrate(mb, tmp_path / "calibration.nc", cfg)
     with pytest.raises(BenchInputError, match="missing.nc"):
-        run_calibrate(tmp_path / "missing.nc", tmp_path / "c.nc", config=cfg)
+        run_calibrate(tmp_path / "missing.nc", tmp_path / "c.nc", cfg)
     with pytest.raises(BenchInputError, match="expected 'microbench'"):
-        merge_partials([cal], tmp_path / "m.nc", config=cfg)
+        merge_partials([cal], tmp_path / "m.nc", cfg)

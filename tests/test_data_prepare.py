@@ -18,6 +18,7 @@ from hsitp.data.partition import PROTOCOLS, TEST, TRAIN, PartitionError, read_pa
 from hsitp.data.prepare import PrepareError, normalise_bands, prepare, prepare_arrays, write_prepared
 from hsitp.data.registry import DatasetSpec
 from hsitp.io import json_attr, read_netcdf, read_provenance
+from hsitp.settings import DataSettings
 
 IP_COUNTS = [46, 1428, 830, 237, 483, 730, 28, 478, 20, 972, 2455, 593, 205, 1265, 386, 93]  # published
 SA_COUNTS = {1: 391, 10: 1343, 11: 616, 12: 1525, 13: 674, 14: 799}  # published
@@ -28,6 +29,10 @@ def cfg(**data) -> dict:
     random protocol alone (tests of the block protocol set it and a smaller block)."""
     data.setdefault("partition", {"protocols": ["random"]})
     return validate_config({"data": data})
+
+
+def _data(config: dict, seed: int = 0) -> DataSettings:
+    return DataSettings.from_config({**config, "seed": seed})
 
 
 def scene(rows: int = 40, cols: int = 40) -> np.ndarray:
@@ -84,15 +89,13 @@ def test_uncorrected_bands_removed_and_numbered():
         [np.full(labels.shape, 100 * b) + np.arange(144).reshape(12, 12) % 7 for b in range(1, 11)], -1
     )
     spec = spec_for(labels, bands=7, raw_bands=10, removed_bands=removed, band_numbers=kept)
-    ds = prepare_arrays(spec, cube, labels, uncorrected=True, data_cfg=cfg()["data"], seed=0)
+    ds = prepare_arrays(spec, cube, labels, uncorrected=True, settings=_data(cfg()))
     assert ds["cube"].dims == ("y", "x", "band") and ds.sizes["band"] == 7
     assert (
         list(ds.band.values) == list(kept) and "wavelength" not in ds.coords
     )  # unknown: omitted, not invented
     known = dataclasses.replace(spec, wavelengths_nm=tuple(400.0 + 10 * b for b in kept))
-    with_wl = prepare_arrays(
-        known, cube, labels.astype(float), uncorrected=True, data_cfg=cfg()["data"], seed=0
-    )
+    with_wl = prepare_arrays(known, cube, labels.astype(float), uncorrected=True, settings=_data(cfg()))
     assert with_wl.wavelength.attrs["units"] == "nm" and with_wl.wavelength.values[2] == 450.0
     assert with_wl.labels.dtype == np.int16  # a MATLAB double label map is accepted when integral
     assert list((ds.norm_low.values // 100).astype(int)) == list(kept)  # each kept band is the right raw band
@@ -106,9 +109,9 @@ def test_class_count_mismatch_verified_is_error_unverified_is_warning():
     wrong = dataclasses.replace(spec, class_counts={**spec.class_counts, 3: 21})
     cube = np.random.default_rng(1).random((*labels.shape, 2))
     with pytest.raises(PrepareError, match=r"class counts differ.*3: \(20, 21\)"):
-        prepare_arrays(wrong, cube, labels, uncorrected=False, data_cfg=cfg()["data"], seed=0)
+        prepare_arrays(wrong, cube, labels, uncorrected=False, settings=_data(cfg()))
     unverified = dataclasses.replace(wrong, verified=False, unverified={"class_counts": "commonly reported"})
-    ds = prepare_arrays(unverified, cube, labels, uncorrected=False, data_cfg=cfg()["data"], seed=0)
+    ds = prepare_arrays(unverified, cube, labels, uncorrected=False, settings=_data(cfg()))
     assert "class counts differ" in ds.attrs["registry_check"]
 
 
@@ -117,13 +120,11 @@ def test_grid_and_labels_checked():
     labels = scene()
     cube = np.zeros((*labels.shape, 2))
     with pytest.raises(PrepareError, match="grid 40 x 40, registry 41 x 40"):
-        prepare_arrays(
-            spec_for(labels, 2, rows=41), cube, labels, uncorrected=False, data_cfg=cfg()["data"], seed=0
-        )
+        prepare_arrays(spec_for(labels, 2, rows=41), cube, labels, uncorrected=False, settings=_data(cfg()))
     stray = labels.copy()
     stray[0, 0] = 9
     with pytest.raises(PrepareError, match=r"labels \[9\] are not classes"):
-        prepare_arrays(spec_for(labels, 2), cube, stray, uncorrected=False, data_cfg=cfg()["data"], seed=0)
+        prepare_arrays(spec_for(labels, 2), cube, stray, uncorrected=False, settings=_data(cfg()))
 
 
 def test_random_partition_stratified_min_per_class_and_seeded():
@@ -132,10 +133,10 @@ def test_random_partition_stratified_min_per_class_and_seeded():
     labels = scene()
     spec = spec_for(labels, bands=2)
     cube = np.random.default_rng(2).random((*labels.shape, 2))
-    c = cfg(partition={"protocols": ["random"], "train_fraction": 0.1, "min_train_per_class": 5})["data"]
-    a = prepare_arrays(spec, cube, labels, uncorrected=False, data_cfg=c, seed=3)
-    b = prepare_arrays(spec, cube, labels, uncorrected=False, data_cfg=c, seed=3)
-    other = prepare_arrays(spec, cube, labels, uncorrected=False, data_cfg=c, seed=4)
+    c = cfg(partition={"protocols": ["random"], "train_fraction": 0.1, "min_train_per_class": 5})
+    a = prepare_arrays(spec, cube, labels, uncorrected=False, settings=_data(c, 3))
+    b = prepare_arrays(spec, cube, labels, uncorrected=False, settings=_data(c, 3))
+    other = prepare_arrays(spec, cube, labels, uncorrected=False, settings=_data(c, 4))
     counts = {int(k): v for k, v in a.attrs["partition_counts"]["random"][0].items()}
     for cls, n in spec.class_counts.items():
         assert counts[cls]["train"] == max(5, int(np.floor(0.1 * n + 0.5)))
@@ -160,7 +161,7 @@ def test_block_partition_leaves_one_patch_guard_band():
             "min_train_per_class": 5,
         }
     )
-    ds = prepare_arrays(spec, cube, labels, uncorrected=False, data_cfg=c["data"], seed=0)
+    ds = prepare_arrays(spec, cube, labels, uncorrected=False, settings=_data(c))
     part = read_partition(ds, "block")
     dist = distance_transform_cdt(
         part != TRAIN, metric="chessboard"
@@ -187,8 +188,7 @@ def test_file_carries_both_protocols_each_seeded_on_its_own():
         cube,
         labels,
         uncorrected=False,
-        data_cfg=cfg(partition={**part_cfg, "protocols": ["block", "random"]})["data"],
-        seed=1,
+        settings=_data(cfg(partition={**part_cfg, "protocols": ["block", "random"]}), 1),
     )
     assert (
         both.partition.dims == ("protocol", "partition_index", "y", "x") and both.partition.dtype == np.int8
@@ -201,8 +201,7 @@ def test_file_carries_both_protocols_each_seeded_on_its_own():
             cube,
             labels,
             uncorrected=False,
-            data_cfg=cfg(partition={**part_cfg, "protocols": [p]})["data"],
-            seed=1,
+            settings=_data(cfg(partition={**part_cfg, "protocols": [p]}), 1),
         )
         assert list(alone.protocol.values) == [p]
         assert np.array_equal(read_partition(both, p), read_partition(alone, p))
@@ -237,8 +236,8 @@ def test_pca_replaces_band_dim_with_component():
     rng = np.random.default_rng(4)
     cube = rng.random((*labels.shape, 6)) @ rng.random((6, 6))
     spec = spec_for(labels, bands=6)
-    a = prepare_arrays(spec, cube, labels, uncorrected=False, data_cfg=cfg(pca_components=3)["data"], seed=0)
-    b = prepare_arrays(spec, cube, labels, uncorrected=False, data_cfg=cfg(pca_components=3)["data"], seed=0)
+    a = prepare_arrays(spec, cube, labels, uncorrected=False, settings=_data(cfg(pca_components=3)))
+    b = prepare_arrays(spec, cube, labels, uncorrected=False, settings=_data(cfg(pca_components=3)))
     assert a["cube"].dims == ("y", "x", "component") and a.sizes["component"] == 3
     ratio = a.pca_explained_variance_ratio.values
     assert (np.diff(ratio) <= 0).all() and 0 < ratio.sum() <= 1
@@ -249,10 +248,11 @@ def test_pca_replaces_band_dim_with_component():
 def _fetch_prepare_write(name: str, tmp_path, data_cfg: dict):
     c = cfg(raw_dir=str(tmp_path / "raw"), **data_cfg)
     spec = registry.get(name)
-    settings = FetchSettings.from_config(c, name)
+    data = DataSettings.from_config(c)
+    settings = FetchSettings.of(data, name)
     fetch(spec, settings)
     fetched, variant = read_manifest(manifest_path(settings, name), spec)
-    out = write_prepared(prepare(spec, fetched, variant, c), tmp_path / f"{name}.nc", c, fetched)
+    out = write_prepared(prepare(spec, fetched, variant, data), tmp_path / f"{name}.nc", data, fetched)
     return read_netcdf(out, kind="dataset"), fetched
 
 

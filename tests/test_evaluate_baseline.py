@@ -16,6 +16,7 @@ from hsitp.config import validate_config
 from hsitp.data.prepare import prepare_arrays
 from hsitp.data.registry import DatasetSpec
 from hsitp.io import json_attr, read_netcdf, read_provenance, write_netcdf
+from hsitp.settings import DataSettings
 
 FAST = {
     "cv_folds": 2,
@@ -58,7 +59,7 @@ def _prepared() -> xr.Dataset:
     cfg = validate_config(
         {"data": {"partition": {"train_fraction": 0.3, "block": 8, "patch": 2, "min_train_per_class": 5}}}
     )
-    return prepare_arrays(spec, cube, labels, uncorrected=False, data_cfg=cfg["data"], seed=0)
+    return prepare_arrays(spec, cube, labels, uncorrected=False, settings=DataSettings.from_config(cfg))
 
 
 def _settings(**kw) -> dict:

@@ -21,6 +21,7 @@ from hsitp.data.registry import DatasetSpec
 from hsitp.evaluate.verdict import paired_verdict, t_quantile
 from hsitp.io import json_attr, provenance, read_netcdf, write_netcdf
 from hsitp.names import partition_of_tag, partition_tag
+from hsitp.settings import DataSettings
 from hsitp.train.summary import UNIT_FLAGS, SummaryError, summarize
 
 PART = {"train_fraction": 0.2, "block": 8, "patch": 2, "min_train_per_class": 5}
@@ -48,7 +49,7 @@ def _scene(size: int = 48) -> tuple[DatasetSpec, np.ndarray, np.ndarray]:
 def _prepared(draws: int, protocols: tuple[str, ...] = ("random", "block")) -> xr.Dataset:
     spec, cube, labels = _scene()
     cfg = validate_config({"data": {"partition": {**PART, "draws": draws, "protocols": list(protocols)}}})
-    return prepare_arrays(spec, cube, labels, uncorrected=False, data_cfg=cfg["data"], seed=0)
+    return prepare_arrays(spec, cube, labels, uncorrected=False, settings=DataSettings.from_config(cfg))
 
 
 def test_partition_tags_name_partition_zero_as_before() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -93,8 +94,9 @@ def test_interrupted_trial_is_retried_with_its_parameters(scene: Path, tmp_path:
     out = tmp_path / "tp_random.nc"
     spec = StudySpec(data=scene, out=out, plan="tp", protocol="random", tokens=9, patch=4)
     from hsitp.config import validate_config
+    from hsitp.settings import TuneSettings
 
-    tune = validate_config({"tune": TUNE})["tune"]
+    tune = TuneSettings.from_config(validate_config({"tune": TUNE}))
     study = open_study(spec, tune)
     trial = study.ask()
     trial.suggest_float("lr", 1e-3, 1e-2, log=True)
@@ -121,14 +123,17 @@ def test_a_trial_stopped_by_a_signal_runs_again_and_the_budget_holds(tmp_path: P
     import optuna
 
     from hsitp.config import validate_config
+    from hsitp.settings import TuneSettings
     from hsitp.tune.study import COUNTED, StudySpec, counted, retried_from, run_study, study_dataset
 
-    cfg = validate_config({"tune": {**TUNE, "trials": 3, "prune": {"startup_trials": 3}}})
+    cfg = TuneSettings.from_config(
+        validate_config({"tune": {**TUNE, "trials": 3, "prune": {"startup_trials": 3}}})
+    )
     spec = StudySpec(data=tmp_path / "s.nc", out=tmp_path / "tp_random.nc", plan="tp", protocol="random", tokens=9,
                      patch=4)  # fmt: skip
     lrs: list[float] = []
 
-    def train(params, trial_cfg, workdir, on_epoch) -> float:  # noqa: ANN001 (run_study's callable)
+    def train(params, workdir, on_epoch) -> float:  # noqa: ANN001 (run_study's callable)
         lrs.append(params["lr"])
         if len(lrs) == 2:
             raise KeyboardInterrupt
@@ -154,7 +159,7 @@ def test_groups_searched_only_where_the_band_partition_allows() -> None:
     """Catches a D-CHAG g the plan cannot run entering the search (or tp searching g at all)."""
     from hsitp.tune.study import TuneError, allowed_groups
 
-    space = {"groups": [1, 2, 4]}
+    space = SimpleNamespace(groups=(1, 2, 4))
     assert allowed_groups(space, "dchag_c", lambda g: g != 4) == [1, 2]
     assert allowed_groups(space, "tp", lambda g: False) == [1]
     with pytest.raises(TuneError, match="tune.space.groups"):

@@ -52,17 +52,15 @@ def _check_bench(config: Mapping[str, Any]) -> None:
     from hsitp.bench.ops import sweep_points
     from hsitp.bench.predict import check_points
     from hsitp.bench.runner import check_passes
+    from hsitp.settings import BenchSettings
 
-    bc = config["bench"]
-    check_passes(bc)
+    s = BenchSettings.from_config(config)
+    check_passes(s)
     # "auto" is bfloat16 on CUDA, float32 on CPU: the element type does not decide whether a split fits
-    dtypes = list(dict.fromkeys("float32" if d == "auto" else d for d in bc["dtypes"]))
-    for P in bc["world_sizes"]:  # noqa: N806
+    dtypes = list(dict.fromkeys("float32" if d == "auto" else d for d in s.dtypes))
+    for P in s.world_sizes:  # noqa: N806
         try:
-            check_points(
-                [pt for _, pt in sweep_points(config, int(P), dtypes)],
-                head_padding=config["parallel"]["head_padding"],
-            )
+            check_points([pt for _, pt in sweep_points(s, int(P), dtypes)], head_padding=s.head_padding)
         except HsitpError as exc:
             raise ConfigError(f"bench.world_sizes: P = {P}: {exc}") from exc
 

@@ -39,6 +39,7 @@ from hsitp.bench.results import head_padding, point_at, read_input, trace_record
 from hsitp.cost.calibration import CALIBRATION_KIND, CalibrationError, calibration_dataset
 from hsitp.cost.refined import collectives_time
 from hsitp.io import provenance, write_netcdf
+from hsitp.settings import BenchSettings
 
 KIND = CALIBRATION_KIND
 log = logging.getLogger(__name__)
@@ -291,20 +292,20 @@ def _fit_compute(
     return rates, models
 
 
-def run_calibrate(microbench: str | Path, out: str | Path, *, config: Mapping[str, Any]) -> Path:
+def run_calibrate(microbench: str | Path, out: str | Path, settings: BenchSettings) -> Path:
     mb = read_input(microbench, MICROBENCH_KIND)
-    fit_cfg = config["bench"]["fit"]
+    fraction, seed = settings.fit.holdout_fraction, settings.seed
     log.info(
         "read %s: P = %s, dtypes %s, on %s; holding out %.0f %% of the points (seed %d)",
         microbench,
         ", ".join(str(int(p)) for p in mb["P"].values),
         ", ".join(mb["dtype"].values.tolist()),
         mb.attrs.get("device", "?"),
-        100 * fit_cfg["holdout_fraction"],
-        int(config["seed"]),
+        100 * fraction,
+        seed,
     )
-    cal = calibrate(mb, fraction=fit_cfg["holdout_fraction"], seed=int(config["seed"]))
-    prov = provenance(config=config, inputs={"microbench": microbench})
+    cal = calibrate(mb, fraction=fraction, seed=seed)
+    prov = provenance(config=settings.source, inputs={"microbench": microbench})
     path = write_netcdf(cal, out, kind=KIND, prov=prov)
     log.info("wrote %s", path)
     return path

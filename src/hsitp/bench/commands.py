@@ -15,6 +15,11 @@ from pathlib import Path
 from typing import NoReturn
 
 from hsitp.config import add_config_args, config_from_args
+from hsitp.settings import BenchSettings
+
+
+def _settings(args: argparse.Namespace) -> BenchSettings:
+    return BenchSettings.from_config(config_from_args(args))
 
 
 def _run(args: argparse.Namespace) -> NoReturn:
@@ -28,7 +33,7 @@ def _run(args: argparse.Namespace) -> NoReturn:
             from hsitp.bench.runner import run_partial
 
             written = run_partial(
-                config_from_args(args),
+                _settings(args),
                 world_size=args.world_size,
                 out=args.out,
                 stop=stop,
@@ -51,48 +56,35 @@ def _run(args: argparse.Namespace) -> NoReturn:
 def _merge(args: argparse.Namespace) -> int:
     from hsitp.bench.results import merge_partials
 
-    merge_partials(args.partials, args.out, config=config_from_args(args))
+    merge_partials(args.partials, args.out, _settings(args))
     return 0
 
 
 def _calibrate(args: argparse.Namespace) -> int:
     from hsitp.bench.calibrate import run_calibrate
 
-    run_calibrate(args.microbench, args.out, config=config_from_args(args))
+    run_calibrate(args.microbench, args.out, _settings(args))
     return 0
 
 
 def _compare(args: argparse.Namespace) -> int:
     from hsitp.bench.compare import run_compare
 
-    run_compare(args.microbench, args.calibration, args.out, config=config_from_args(args))
+    run_compare(args.microbench, args.calibration, args.out, _settings(args))
     return 0
 
 
 def _shard(args: argparse.Namespace) -> int:
     from hsitp.bench.shard import write_shard
 
-    cfg = config_from_args(args)
-    write_shard(args.out, config=cfg, hardware=args.hardware or cfg["bench"]["shard"]["hardware"])
+    write_shard(args.out, _settings(args), hardware=args.hardware)
     return 0
 
 
 def _roofline(args: argparse.Namespace) -> int:
     from hsitp.bench.roofline import write_roofline
 
-    cfg = config_from_args(args)
-    bc = cfg["bench"]
-    write_roofline(
-        args.out,
-        config=cfg,
-        device=bc["device"],
-        dtype=bc["dtypes"][0],
-        shapes=bc["roofline"]["shapes"],
-        copy_bytes=bc["roofline"]["copy_bytes"],
-        warmup=bc["warmup"],
-        repeats=bc["repeats"],
-        seed=int(cfg["seed"]),
-    )
+    write_roofline(args.out, _settings(args))
     return 0
 
 

@@ -40,6 +40,7 @@ from hsitp.cost.hardware import hardware_from_calibration
 from hsitp.cost.refined import collectives_time
 from hsitp.io import describe, provenance, write_netcdf
 from hsitp.names import COST_MODELS
+from hsitp.settings import BenchSettings
 
 KIND = "model_vs_measured"
 log = logging.getLogger(__name__)
@@ -178,7 +179,7 @@ def summary(ds: xr.Dataset) -> dict[str, dict[str, float]]:
 
 
 def run_compare(
-    microbench: str | Path, calibration: str | Path, out: str | Path, *, config: Mapping[str, Any]
+    microbench: str | Path, calibration: str | Path, out: str | Path, settings: BenchSettings
 ) -> Path:
     mb = read_input(microbench, MICROBENCH_KIND)
     cal = read_input(calibration, CALIBRATION_KIND)
@@ -191,7 +192,7 @@ def run_compare(
     )
     ds = compare(mb, cal, calibration)
     log_summary(ds)
-    prov = provenance(config=config, inputs={"microbench": microbench, "calibration": calibration})
+    prov = provenance(config=settings.source, inputs={"microbench": microbench, "calibration": calibration})
     path = write_netcdf(ds, out, kind=KIND, prov=prov)
     log.info("wrote %s", path)
     return path

@@ -30,6 +30,7 @@ from hsitp.errors import HsitpError
 if TYPE_CHECKING:
     from hsitp.parallel.groups import AxisTrace, Mesh2D, TPGroup
     from hsitp.parallel.runtime import Runtime
+    from hsitp.settings import BenchSettings
 
 log = logging.getLogger(__name__)
 
@@ -132,15 +133,11 @@ def summarize_trace(traced: list[AxisTrace], names: tuple[str, ...]) -> dict[str
 def time_point(
     pt: Point,
     rt: Runtime,
-    bc: Mapping[str, Any],
+    s: BenchSettings,
     *,
-    head_padding: bool,
-    seed: int,
     repeats: int,
-    attention_kernel: str = "exact",
 ) -> dict[str, Any]:
-    """Time one point in all three modes: times (mode, rep) plus :func:`summarize_trace` (or a skip reason).
-    ``attention_kernel``: the aggregation ops' single-query attention kernel."""
+    """Time one point in all three modes: times (mode, rep) plus :func:`summarize_trace` (or a skip reason)."""
     import torch
 
     from hsitp.parallel.ops import build_op
@@ -148,10 +145,10 @@ def time_point(
     tp = rt.mesh(*mesh_2d(pt.P)) if pt.op == "attn_2d" else rt.world
     kw = {
         "shape": pt.shape,
-        "head_padding": head_padding,
+        "head_padding": s.head_padding,
         "device": rt.device,
-        "seed": seed,
-        "attention_kernel": attention_kernel,
+        "seed": s.seed,
+        "attention_kernel": bench_kernel(s, rt.device.type),
     }
     reason = ""
     try:
@@ -174,43 +171,40 @@ def time_point(
         fns,
         device=rt.device,
         group=rt.group,
-        warmup=bc["warmup"],
+        warmup=s.warmup,
         repeats=repeats,
-        min_region_s=bc["min_region_s"],
+        min_region_s=s.min_region_s,
     )
     return {"times": times, **summarize_trace(traced, traced_group_names(pt.op))}
 
 
-def sweep_points(
-    config: Mapping[str, Any], P: int, dtypes: Iterable[str]
-) -> Iterator[tuple[tuple[int, ...], Point]]:
+def sweep_points(s: BenchSettings, P: int, dtypes: Iterable[str]) -> Iterator[tuple[tuple[int, ...], Point]]:
     """Every point of the bench sweep at P, with its (op, N, D, L, dtype) index: ops that do not depend on L
     only at the first L."""
-    bc = config["bench"]
-    for i, op in enumerate(bc["ops"]):
-        for j, n in enumerate(bc["N"]):
-            for k, d in enumerate(bc["D"]):
-                for m, bands in enumerate(bc["L"]):
+    for i, op in enumerate(s.ops):
+        for j, n in enumerate(s.N):
+            for k, d in enumerate(s.D):
+                for m, bands in enumerate(s.L):
                     if op not in L_DEPENDENT_OPS and m > 0:
                         continue
                     for q, dname in enumerate(dtypes):
                         yield (
                             (i, j, k, m, q),
-                            Point(op, P, bench_shape(config, N=n, D=d, L=bands, dtype=dname)),
+                            Point(op, P, bench_shape(s, N=n, D=d, L=bands, dtype=dname)),
                         )
 
 
-def bench_kernel(config: Mapping[str, Any], device_type: str) -> str:
+def bench_kernel(s: BenchSettings, device_type: str) -> str:
     """The single-query attention kernel the aggregation ops run on ``device_type`` (``model.attention_kernel``)."""
-    from hsitp.models.config import config_attention_kernel
+    from hsitp.models.config import resolve_attention_kernel
 
-    return config_attention_kernel(config, device_type)
+    return resolve_attention_kernel(s.attention_kernel, device_type)
 
 
 def time_ops(
     ds: xr.Dataset,
     rt: Runtime,
-    config: Mapping[str, Any],
+    s: BenchSettings,
     *,
     dtypes: Iterable[str],
     reps: np.ndarray,
@@ -224,22 +218,13 @@ def time_ops(
     """
     import torch
 
-    bc, par = config["bench"], config["parallel"]
     skipped: list[dict[str, Any]] = []
     last_op = None
-    for (i, j, k, m, q), pt in sweep_points(config, rt.world_size, dtypes):
+    for (i, j, k, m, q), pt in sweep_points(s, rt.world_size, dtypes):
         if rt.rank == 0 and pt.op != last_op:
             log.debug("P=%d %s (repeats %s)", rt.world_size, pt.op, reps.tolist())
         last_op = pt.op
-        res = time_point(
-            pt,
-            rt,
-            bc,
-            head_padding=par["head_padding"],
-            seed=int(config["seed"]),
-            repeats=len(reps),
-            attention_kernel=bench_kernel(config, rt.device.type),
-        )
+        res = time_point(pt, rt, s, repeats=len(reps))
         idx = (i, 0, j, k, m, q)
         what = f"{pt.op} N={pt.shape.N} D={pt.shape.D} L={pt.shape.L}"
         if "skipped" in res:

@@ -17,12 +17,13 @@ comparison, shard mode), never stored in ``microbench.nc``, which holds measurem
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from hsitp.cost.refined import OpCost, default_mesh, op_cost
 from hsitp.names import AGG_OPS, BY_OP
+from hsitp.settings import BenchSettings
 from hsitp.shape import LayerShape
 
 TOKENIZE = "tokenize"  # timed alone too, so that the aggregators' compute models can be fitted without it
@@ -38,21 +39,11 @@ class Point:
     shape: LayerShape
 
 
-def bench_shape(config: Mapping[str, Any], *, N: int, D: int, L: int, dtype: str) -> LayerShape:
+def bench_shape(s: BenchSettings, *, N: int, D: int, L: int, dtype: str) -> LayerShape:
     """The layer shape of a bench point: N, D, L and dtype from the sweep; heads from the ``parallel`` section
     (the layers' own setting); batch, D-CHAG groups, patch and MLP ratio from ``bench``."""
-    bc = config["bench"]
-    return LayerShape(
-        N=N,
-        D=D,
-        L=L,
-        dtype=dtype,
-        batch=bc["batch"],
-        heads=config["parallel"]["heads"],
-        groups=bc["groups"],
-        patch=bc["patch"],
-        mlp_ratio=bc["mlp_ratio"],
-    )
+    return LayerShape(N=N, D=D, L=L, dtype=dtype, batch=s.batch, heads=s.heads, groups=s.groups, patch=s.patch,
+                      mlp_ratio=s.mlp_ratio)  # fmt: skip
 
 
 def mesh_2d(P: int) -> tuple[int, int]:

@@ -32,6 +32,7 @@ from hsitp.bench.predict import Point
 from hsitp.bench.timing import mean_over_repeats, median_iqr
 from hsitp.errors import HsitpError
 from hsitp.io import ResultFileError, describe, provenance, read_netcdf, write_netcdf
+from hsitp.settings import BenchSettings
 from hsitp.shape import LayerShape
 
 log = logging.getLogger(__name__)
@@ -270,7 +271,7 @@ def add_summaries(ds: xr.Dataset) -> xr.Dataset:
 
 
 def write_partial(
-    ds: xr.Dataset, path: str | Path, *, config: Mapping[str, Any], attrs: Mapping[str, Any]
+    ds: xr.Dataset, path: str | Path, *, settings: BenchSettings, attrs: Mapping[str, Any]
 ) -> Path:
     """Write one torchrun launch's results; per-run facts become P-indexed variables so they survive the merge."""
     ds = add_summaries(ds)
@@ -283,7 +284,7 @@ def write_partial(
     ds.attrs.update({"world_size": p, "measured": "yes", **{k: attrs[k] for k in ("device", "backend")}})
     title = f"{TITLE}, one launch at P = {p}"
     return write_netcdf(
-        ds, path, kind=KIND, prov=provenance(config=config, extra={"run": dict(attrs)}), title=title
+        ds, path, kind=KIND, prov=provenance(config=settings.source, extra={"run": dict(attrs)}), title=title
     )
 
 
@@ -325,7 +326,7 @@ def _ccr_by_launch(by_p: Mapping[int, Sequence[xr.Dataset]]) -> xr.DataArray:
     )
 
 
-def merge_partials(paths: Sequence[str | Path], out: str | Path, *, config: Mapping[str, Any]) -> Path:
+def merge_partials(paths: Sequence[str | Path], out: str | Path, settings: BenchSettings) -> Path:
     """Merge the partial files (one per P and launch) into ``microbench.nc``; the sweeps must match exactly.
 
     Launches at one P (``bench.launches``, each its own torchrun) are pooled: every summary is over all their
@@ -439,7 +440,7 @@ def merge_partials(paths: Sequence[str | Path], out: str | Path, *, config: Mapp
         )
     if merged.attrs["oversubscribed_P"]:
         log.warning("oversubscribed (ranks x threads > cores) at P = %s", merged.attrs["oversubscribed_P"])
-    prov = provenance(config=config, inputs=inputs)
+    prov = provenance(config=settings.source, inputs=inputs)
     path = write_netcdf(merged, out, kind=KIND, prov=prov, title=f"{TITLE}, P = {sizes}")
     log.info("wrote %s (P = %s, %d launch(es) each)", path, sizes, n_launches)
     return path

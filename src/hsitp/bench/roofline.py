@@ -8,7 +8,7 @@ behaving, and layer timings from the same device should not be trusted either.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ import xarray as xr
 
 from hsitp.bench.timing import median_iqr, time_region
 from hsitp.io import device_description, provenance, write_netcdf
+from hsitp.settings import BenchSettings
 
 KIND = "bench_roofline"
 
@@ -122,7 +123,10 @@ def run_roofline(
     return ds
 
 
-def write_roofline(out: str | Path, *, config: Mapping[str, Any], **kwargs: Any) -> Path:
+def write_roofline(out: str | Path, s: BenchSettings) -> Path:
+    """Run the roofline check as bench.roofline (and bench's device, first dtype, warmup and repeats) ask."""
+    kwargs = dict(device=s.device, dtype=s.dtypes[0], shapes=s.roofline.shapes, copy_bytes=s.roofline.copy_bytes,
+                  warmup=s.warmup, repeats=s.repeats, seed=s.seed)  # fmt: skip
     ds = run_roofline(**kwargs)
-    prov = provenance(config=config, extra={"roofline": kwargs})
+    prov = provenance(config=s.source, extra={"roofline": kwargs})
     return write_netcdf(ds, out, kind=KIND, prov=prov)

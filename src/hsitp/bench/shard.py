@@ -25,6 +25,7 @@ from hsitp.bench.results import POINT_COORD_ATTRS
 from hsitp.bench.timing import median_iqr, time_region
 from hsitp.errors import HsitpError
 from hsitp.io import describe, device_description, provenance, write_netcdf
+from hsitp.settings import BenchSettings
 
 log = logging.getLogger(__name__)
 KIND = "bench_shard"
@@ -46,39 +47,38 @@ def modelled_comm_time(traced: list[Any], hw: Any) -> float:
     return collectives_time(((r.name, r.group_size, r.nbytes, 1) for _, recs in traced for r in recs), hw)
 
 
-def run_shard(config: Mapping[str, Any], *, hardware: str) -> xr.Dataset:
+def run_shard(s: BenchSettings, *, hardware: str) -> xr.Dataset:
     """Time every configured point's rank-0 shard for every P on one device; pair with ``hardware``'s comm."""
     from hsitp.cost.hardware import get_hardware
     from hsitp.parallel.runtime import RuntimeSettings, start
 
     hw = get_hardware(hardware)
     # one process (P = 1): threads and device as `bench run` sets them; no process group
-    rt = start(RuntimeSettings.from_config(config, section="bench", world_size=1))
+    rt = start(RuntimeSettings.from_config(s.source, section="bench", world_size=1))
     try:
-        return _run_shard(config, hw, rt.device)
+        return _run_shard(s, hw, rt.device)
     finally:
         rt.stop()
 
 
-def _run_shard(config: Mapping[str, Any], hw: Any, device: Any) -> xr.Dataset:
+def _run_shard(s: BenchSettings, hw: Any, device: Any) -> xr.Dataset:
     import torch
 
     from hsitp.parallel.ops import build_op
     from hsitp.parallel.runtime import dtype_name, resolve_dtype
 
-    bc = config["bench"]
-    dtype = resolve_dtype(bc["dtypes"][0], device, key="bench.dtypes")
+    dtype = resolve_dtype(s.dtypes[0], device, key="bench.dtypes")
     dname = dtype_name(dtype)
-    sizes = bc["shard"]["world_sizes"]
-    shape = (len(bc["ops"]), len(sizes), len(bc["N"]), len(bc["D"]), len(bc["L"]))
-    times = np.full((*shape, bc["repeats"]), np.nan)
+    sizes = list(s.shard.world_sizes)
+    shape = (len(s.ops), len(sizes), len(s.N), len(s.D), len(s.L))
+    times = np.full((*shape, s.repeats), np.nan)
     out = {
         k: np.full(shape, np.nan)
         for k in ("flops", "bytes", "t_comm_trace", "t_comm_refined", "t_comp_refined")
     }
     skipped = []
-    pad = config["parallel"]["head_padding"]
-    points = [(pi, idx, pt) for pi, p in enumerate(sizes) for idx, pt in sweep_points(config, p, [dname])]
+    pad, kernel = s.head_padding, bench_kernel(s, device.type)  # the aggregation ops' single-query kernel
+    points = [(pi, idx, pt) for pi, p in enumerate(sizes) for idx, pt in sweep_points(s, p, [dname])]
     check_points((pt for _, _, pt in points), head_padding=pad)
     for pi, (i, j, k, m, _), pt in points:
         index = (i, pi, j, k, m)
@@ -86,8 +86,8 @@ def _run_shard(config: Mapping[str, Any], hw: Any, device: Any) -> xr.Dataset:
             "shape": pt.shape,
             "head_padding": pad,
             "device": device,
-            "seed": int(config["seed"]),
-            "attention_kernel": bench_kernel(config, device.type),
+            "seed": s.seed,
+            "attention_kernel": kernel,
         }
         tp = noop_group(pt.op, pt.P)
         try:
@@ -96,9 +96,9 @@ def _run_shard(config: Mapping[str, Any], hw: Any, device: Any) -> xr.Dataset:
             times[index] = time_region(
                 step,
                 device=device,
-                warmup=bc["warmup"],
-                repeats=bc["repeats"],
-                min_region_s=bc["min_region_s"],
+                warmup=s.warmup,
+                repeats=s.repeats,
+                min_region_s=s.min_region_s,
             )
         except (HsitpError, torch.cuda.OutOfMemoryError) as exc:
             skipped.append({**dataclasses.asdict(pt), "reason": f"{type(exc).__name__}: {exc}"})
@@ -113,15 +113,13 @@ def _run_shard(config: Mapping[str, Any], hw: Any, device: Any) -> xr.Dataset:
         out["t_comm_trace"][index] = modelled_comm_time(traced, hw)
         out["t_comm_refined"][index] = pred.t_comm
         out["t_comp_refined"][index] = pred.t_comp
-    ds = _dataset(bc, sizes, dname, times, out, hw, device, skipped)
-    ds.attrs["attention_kernel"] = bench_kernel(
-        config, device.type
-    )  # the aggregation ops' single-query kernel
+    ds = _dataset(s, sizes, dname, times, out, hw, device, skipped)
+    ds.attrs["attention_kernel"] = kernel
     return ds
 
 
 def _dataset(
-    bc: Mapping[str, Any],
+    s: BenchSettings,
     sizes: list[int],
     dname: str,
     times: np.ndarray,
@@ -134,11 +132,11 @@ def _dataset(
 
     med, iqr = median_iqr(times)
     coords = {
-        "op": list(bc["ops"]),
+        "op": list(s.ops),
         "P": list(sizes),
-        "N": list(bc["N"]),
-        "D": list(bc["D"]),
-        "L": list(bc["L"]),
+        "N": list(s.N),
+        "D": list(s.D),
+        "L": list(s.L),
     }
     ds = xr.Dataset(
         {
@@ -207,6 +205,10 @@ def _dataset(
     return ds
 
 
-def write_shard(out: str | Path, *, config: Mapping[str, Any], hardware: str) -> Path:
-    ds = run_shard(config, hardware=hardware)
-    return write_netcdf(ds, out, kind=KIND, prov=provenance(config=config, extra={"hardware": hardware}))
+def write_shard(out: str | Path, settings: BenchSettings, *, hardware: str | None = None) -> Path:
+    """Run the shard mode and write it; ``hardware`` default: bench.shard.hardware."""
+    hardware = hardware or settings.shard.hardware
+    ds = run_shard(settings, hardware=hardware)
+    return write_netcdf(
+        ds, out, kind=KIND, prov=provenance(config=settings.source, extra={"hardware": hardware})
+    )

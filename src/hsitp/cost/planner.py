@@ -513,7 +513,6 @@ def _positive(name: str, value: float | None) -> None:
 
 def inputs_from_args(cost: Mapping[str, Any], args: Any, hw: Hardware) -> Inputs:
     """Inputs from the command line and the config's cost section, each bad value named in one line."""
-    from hsitp.data import registry
     from hsitp.shape import n_tokens
 
     for name in ("embed_dim", "depth", "heads", "mlp_ratio", "patch", "batch", "nodes", "devices_per_node"):
@@ -521,42 +520,12 @@ def inputs_from_args(cost: Mapping[str, Any], args: Any, hw: Hardware) -> Inputs
     _positive("--device-memory-gb", args.device_memory_gb)
     for name in ("bands", "height", "width", "classes", "devices"):
         _positive("--" + name, getattr(args, name))
-    if args.dataset:
-        if any(getattr(args, k) is not None for k in ("bands", "height", "width")):
-            raise HsitpError(
-                "--dataset gives bands and grid: drop --bands/--height/--width, or drop --dataset"
-            )
-        spec = registry.get(args.dataset)
-        L, H, W, classes = spec.bands, spec.rows, spec.cols, spec.n_classes  # noqa: N806
-    else:
-        missing = [f"--{k}" for k in ("bands", "height", "width") if getattr(args, k) is None]
-        if missing:
-            raise HsitpError(
-                f"give --dataset, or all of --bands/--height/--width (missing {', '.join(missing)})"
-            )
-        L, H, W, classes = args.bands, args.height, args.width, 16  # noqa: N806
+    L, H, W, classes = _scene(args)  # noqa: N806
     N = n_tokens(H, W, args.patch, cost["token_grid"])  # noqa: N806
     if N < 1:
         raise HsitpError(f"--patch {args.patch} is larger than the {H}x{W} scene; use a patch <= {min(H, W)}")
-    G = args.devices_per_node or hw.devices_per_node  # noqa: N806
-    mem = args.device_memory_gb if args.device_memory_gb is not None else hw.memory_bytes
-    if mem is None:
-        raise HsitpError(f"--device-memory-gb is needed: hardware {hw.name} gives no device memory")
-    if args.device_memory_gb is None:
-        mem = mem / GB
-    devices = args.nodes * G
-    if args.devices is not None and args.devices > devices:
-        raise HsitpError(
-            f"--devices {args.devices} is above the allocation's {devices} devices (--nodes {args.nodes} x "
-            f"--devices-per-node {G})"
-        )
-    if args.devices is not None and devices % args.devices:
-        raise HsitpError(
-            f"--devices {args.devices} does not divide the allocation's {devices} devices into replicas; use one "
-            f"of {divisors(devices)}"
-        )
-    ad = cost["advise"]
-    groups = tuple(args.groups or ad["groups"])
+    G, mem = _allocation(args, hw)  # noqa: N806
+    groups = tuple(args.groups or cost["advise"]["groups"])
     for gv in groups:
         _positive("--groups", gv)
     return Inputs(
@@ -580,6 +549,45 @@ def inputs_from_args(cost: Mapping[str, Any], args: Any, hw: Hardware) -> Inputs
         groups=groups,
         checkpointing=tuple(args.checkpointing),
     )
+
+
+def _scene(args: Any) -> tuple[int, int, int, int]:
+    """(bands, height, width, classes): the registry's scene of --dataset, or --bands/--height/--width."""
+    from hsitp.data import registry
+
+    if args.dataset:
+        if any(getattr(args, k) is not None for k in ("bands", "height", "width")):
+            raise HsitpError(
+                "--dataset gives bands and grid: drop --bands/--height/--width, or drop --dataset"
+            )
+        spec = registry.get(args.dataset)
+        return spec.bands, spec.rows, spec.cols, spec.n_classes
+    missing = [f"--{k}" for k in ("bands", "height", "width") if getattr(args, k) is None]
+    if missing:
+        raise HsitpError(f"give --dataset, or all of --bands/--height/--width (missing {', '.join(missing)})")
+    return args.bands, args.height, args.width, 16
+
+
+def _allocation(args: Any, hw: Hardware) -> tuple[int, float]:
+    """(devices per node, device memory in GB) of the allocation; --devices must fit it and divide it."""
+    G = args.devices_per_node or hw.devices_per_node  # noqa: N806
+    mem = args.device_memory_gb if args.device_memory_gb is not None else hw.memory_bytes
+    if mem is None:
+        raise HsitpError(f"--device-memory-gb is needed: hardware {hw.name} gives no device memory")
+    if args.device_memory_gb is None:
+        mem = mem / GB
+    devices = args.nodes * G
+    if args.devices is not None and args.devices > devices:
+        raise HsitpError(
+            f"--devices {args.devices} is above the allocation's {devices} devices (--nodes {args.nodes} x "
+            f"--devices-per-node {G})"
+        )
+    if args.devices is not None and devices % args.devices:
+        raise HsitpError(
+            f"--devices {args.devices} does not divide the allocation's {devices} devices into replicas; use one "
+            f"of {divisors(devices)}"
+        )
+    return G, mem
 
 
 def run_plan(cost: Mapping[str, Any], args: Any) -> str:

@@ -8,6 +8,7 @@ import logging
 from pathlib import Path
 
 from hsitp.config import add_config_args, config_from_args
+from hsitp.settings import DataSettings
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ def _fetch(args: argparse.Namespace) -> int:
     from hsitp.io import atomic_write_text
 
     spec = registry.get(args.dataset)
-    settings = FetchSettings.from_config(config_from_args(args), spec.name)
+    settings = FetchSettings.of(DataSettings.from_config(config_from_args(args)), spec.name)
     result = fetch(spec, settings)
     manifest = manifest_path(settings, spec.name)
     if args.out and Path(args.out).resolve() != manifest.resolve():
@@ -72,15 +73,15 @@ def _prepare(args: argparse.Namespace) -> int:
     spec = registry.get(args.dataset)
     if spec.prepare_unsupported:  # say so before any download
         raise PrepareError(f"{spec.name}: cannot be prepared yet: {spec.prepare_unsupported}")
-    cfg = config_from_args(args)
-    settings = FetchSettings.from_config(cfg, spec.name)
+    data = DataSettings.from_config(config_from_args(args))
+    settings = FetchSettings.of(data, spec.name)
     manifest = Path(args.manifest) if args.manifest else manifest_path(settings, spec.name)
     if args.manifest is None and not manifest.exists():
         log.info("%s: no fetch manifest yet; fetching first", spec.name)
         fetch(spec, settings)
     fetched, variant = read_manifest(manifest, spec)
-    ds = prepare(spec, fetched, variant, cfg)
-    out = write_prepared(ds, args.out or DEFAULT_OUT.format(run=cfg["run"], dataset=spec.name), cfg, fetched)
+    ds = prepare(spec, fetched, variant, data)
+    out = write_prepared(ds, args.out or DEFAULT_OUT.format(run=data.run, dataset=spec.name), data, fetched)
     dims = " x ".join(f"{ds.sizes[d]}" for d in ds["cube"].dims)
     print(f"{spec.name}: wrote {out} (cube {dims}, {len(spec.classes)} classes, source {fetched.source})")
     return 0
@@ -90,10 +91,10 @@ def _list(args: argparse.Namespace) -> int:
     from hsitp.data import registry
     from hsitp.data.fetch import FetchSettings, local_status
 
-    cfg = config_from_args(args)
+    data = DataSettings.from_config(config_from_args(args))
     rows = []
     for spec in registry.all_specs():
-        status, detail = local_status(spec, FetchSettings.from_config(cfg, spec.name))
+        status, detail = local_status(spec, FetchSettings.of(data, spec.name))
         rows.append(
             {
                 "name": spec.name,

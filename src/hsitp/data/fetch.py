@@ -26,16 +26,16 @@ import re
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 from urllib.parse import urlparse
 
 from hsitp.data.registry import DatasetSpec, RawFile, Variant
 from hsitp.errors import HsitpError
 from hsitp.io import atomic_write_text, default_file_mode, sha256_file
+from hsitp.settings import DataSettings
 
 log = logging.getLogger(__name__)
 
@@ -70,15 +70,15 @@ class FetchSettings:
     progressbar: bool = False
 
     @classmethod
-    def from_config(cls, cfg: Mapping[str, Any], dataset: str) -> FetchSettings:
-        data = cfg["data"]
+    def of(cls, data: DataSettings, dataset: str) -> FetchSettings:
+        """The fetch settings of ``dataset`` (its own ``data.sources`` order, else ``data.source_order``)."""
         return cls(
-            raw_dir=Path(data["raw_dir"]),
-            order=tuple(data["sources"].get(dataset, data["source_order"])),
-            mirror=data.get("mirror") or os.environ.get(MIRROR_ENV) or None,
-            connect_timeout_s=float(data["connect_timeout_s"]),
-            read_timeout_s=float(data["read_timeout_s"]),
-            retries=int(data["retries"]),
+            raw_dir=Path(data.raw_dir),
+            order=tuple(data.sources.get(dataset, data.source_order)),
+            mirror=data.mirror or os.environ.get(MIRROR_ENV) or None,
+            connect_timeout_s=float(data.connect_timeout_s),
+            read_timeout_s=float(data.read_timeout_s),
+            retries=data.retries,
             progressbar=sys.stderr.isatty(),
         )
 

@@ -39,6 +39,7 @@ from hsitp.data.partition import (
 from hsitp.data.registry import DatasetSpec, Variant
 from hsitp.errors import HsitpError
 from hsitp.io import provenance, write_netcdf
+from hsitp.settings import DataSettings, Partition
 
 log = logging.getLogger(__name__)
 
@@ -117,24 +118,23 @@ def prepare_arrays(
     labels: np.ndarray,
     *,
     uncorrected: bool,
-    data_cfg: Mapping[str, Any],
-    seed: int,
+    settings: DataSettings,
     where: str = "input",
 ) -> xr.Dataset:
     """The prepared Dataset from in-memory arrays (no file access; ``where`` names the source in errors)."""
     warnings: list[str] = []  # unverified registry facts the file disagrees with
     cube = _checked_cube(spec, cube, labels, uncorrected=uncorrected, where=where, warnings=warnings)
     labels16, counts = _checked_labels(spec, labels, where=where, warnings=warnings)
-    q = tuple(data_cfg["clip_quantiles"])
+    q = settings.clip_quantiles
     cube01, low, high = normalise_bands(cube, q)
-    part_cfg = data_cfg["partition"]
-    protocols = ordered_protocols(part_cfg["protocols"])
-    partitions = _partitions(spec, labels16, part_cfg, protocols, seed)
-    coords = _coords(spec, labels16.shape, protocols, draws=int(part_cfg["draws"]))
+    part = settings.partition
+    protocols = ordered_protocols(part.protocols)
+    partitions = _partitions(spec, labels16, part, protocols, settings.seed)
+    coords = _coords(spec, labels16.shape, protocols, draws=part.draws)
     data_vars = _label_vars(spec, labels16)
     data_vars.update(_partition_vars(partitions, protocols))
     data_vars.update(_clip_vars(low, high, q))
-    pca_text = _cube_vars(cube01, data_cfg.get("pca_components"), data_vars, coords)
+    pca_text = _cube_vars(cube01, settings.pca_components, data_vars, coords)
     ds = xr.Dataset(data_vars, coords=coords)
     ds.attrs.update(
         {
@@ -142,8 +142,8 @@ def prepare_arrays(
             "dataset": spec.name,
             "class_names": {str(c): n for c, n in spec.classes.items()},
             "class_counts": {str(c): n for c, n in counts.items()},
-            **_partition_attrs(partitions, protocols, part_cfg),
-            "seed": seed,
+            **_partition_attrs(partitions, protocols, part),
+            "seed": settings.seed,
             "normalisation": NORMALISATION.replace("q_low", str(q[0])).replace("q_high", str(q[1])),
             "pca": pca_text,
             "bad_bands_removed": list(spec.removed_bands) if uncorrected else [],
@@ -226,25 +226,24 @@ def _checked_labels(
 
 
 def _partitions(
-    spec: DatasetSpec, labels16: np.ndarray, part_cfg: Mapping[str, Any], protocols: Sequence[str], seed: int
+    spec: DatasetSpec, labels16: np.ndarray, part: Partition, protocols: Sequence[str], seed: int
 ) -> dict[str, list[PartitionResult]]:
     """Every configured protocol's K = ``data.partition.draws`` partitions, each from its own seeded stream (index
     0 is the one files had before there were several); their warnings logged."""
-    draws = int(part_cfg["draws"])
     partitions = {
         p: [
             make_partition(
                 labels16,
                 sorted(spec.classes),
                 protocol=p,
-                train_fraction=float(part_cfg["train_fraction"]),
-                min_train=int(part_cfg["min_train_per_class"]),
-                patch=int(part_cfg["patch"]),
-                block=int(part_cfg["block"]),
+                train_fraction=float(part.train_fraction),
+                min_train=part.min_train_per_class,
+                patch=part.patch,
+                block=part.block,
                 seed_seq=dataset_seed(seed, spec.name),
                 index=k,
             )
-            for k in range(draws)
+            for k in range(part.draws)
         ]
         for p in protocols
     }
@@ -389,17 +388,17 @@ def _cube_vars(cube01: np.ndarray, k: Any, data_vars: dict[str, Any], coords: di
 
 
 def _partition_attrs(
-    partitions: Mapping[str, Sequence[PartitionResult]], protocols: Sequence[str], part_cfg: Mapping[str, Any]
+    partitions: Mapping[str, Sequence[PartitionResult]], protocols: Sequence[str], part: Partition
 ) -> dict[str, Any]:
     """What the partitions hold, per protocol a list over the partition indices: counts per class, warnings, and
     the leak (test pixels near a train one); and the settings."""
-    patch = int(part_cfg["patch"])
+    patch = part.patch
     return {
         "partition_protocols": protocols,
         "partition_counts": {
             p: [{str(c): v for c, v in r.counts.items()} for r in rs] for p, rs in partitions.items()
         },
-        "partition_settings": {k: v for k, v in part_cfg.items() if k != "protocols"},
+        "partition_settings": part.attrs(),
         "partition_warnings": {p: [list(r.warnings) for r in rs] for p, rs in partitions.items()},
         # leakage: test pixels whose (2 patch + 1)^2 window holds a train pixel (0 for block by construction)
         "partition_test_near_train": {
@@ -409,7 +408,7 @@ def _partition_attrs(
     }
 
 
-def prepare(spec: DatasetSpec, fetched: FetchResult, variant: Variant, cfg: Mapping[str, Any]) -> xr.Dataset:
+def prepare(spec: DatasetSpec, fetched: FetchResult, variant: Variant, settings: DataSettings) -> xr.Dataset:
     """Load the fetched files and build the prepared Dataset (source attrs included)."""
     if spec.prepare_unsupported:
         raise PrepareError(f"{spec.name}: cannot be prepared yet: {spec.prepare_unsupported}")
@@ -424,8 +423,7 @@ def prepare(spec: DatasetSpec, fetched: FetchResult, variant: Variant, cfg: Mapp
         cube,
         labels,
         uncorrected=variant.uncorrected,
-        data_cfg=cfg["data"],
-        seed=int(cfg["seed"]),
+        settings=settings,
         where=f"{cube_f.path} + {gt_f.path}",
     )
     ds.attrs.update(
@@ -442,11 +440,11 @@ def prepare(spec: DatasetSpec, fetched: FetchResult, variant: Variant, cfg: Mapp
 
 
 def write_prepared(
-    ds: xr.Dataset, path: str | os.PathLike[str], cfg: Mapping[str, Any], fetched: FetchResult
+    ds: xr.Dataset, path: str | os.PathLike[str], settings: DataSettings, fetched: FetchResult
 ) -> Path:
     """Atomic netCDF write through hsitp.io with provenance (input sha256s = the verified raw files)."""
     prov = provenance(
-        config=cfg,
+        config=settings.source,
         input_sha256=fetched.input_sha256(),
         extra={"dataset": fetched.dataset, "source": fetched.source, "variant": fetched.variant},
     )

@@ -64,23 +64,34 @@ def estimate_one(pt: Point, sec: Mapping[str, Any], seed: int = 0) -> Any:
 
 
 def run_estimate(config: Mapping[str, Any], out: str | Path) -> Path:
+    """Estimate every point of ``probe.estimate`` with fake tensors, beside the memory model; write ``out``."""
+    pts = estimate_points(config["probe"]["estimate"])
+    # the estimate prices the paper's GPUs: "auto" is the kernel CUDA runs
+    kernel = config_attention_kernel(config, "cuda")
+    ds = _dataset(pts, _estimate_all(pts, kernel, seed=int(config["seed"])), kernel)
+    describe_missing(ds, ATTRS)
+    return write_netcdf(
+        ds, out, kind=KIND, prov=provenance(config=config), title="probe estimate (fake tensors)"
+    )
+
+
+def _estimate_all(
+    pts: list[tuple[str, Point, dict[str, Any]]], kernel: str, seed: int
+) -> dict[str, np.ndarray]:
+    """Per point: memory by (part, kind) and peak, estimated and modelled, and the D-CHAG paper's reported peak."""
     from hsitp.cost.memory import plan_memory
     from hsitp.cost.paper import DCHAG_REFERENCE
     from hsitp.probe.model import size_of
 
-    ec = config["probe"]["estimate"]
-    pts = estimate_points(ec)
     n = len(pts)
     mem = np.full((n, len(PARTS), len(KINDS)), np.nan)
     model = np.full_like(mem, np.nan)
     peak, peak_model, reported = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
     peak_part = np.full(n, "", dtype=object)
     reported_by = {name: rep for name, _d, _b, _tp, rep in DCHAG_REFERENCE}
-    # the estimate prices the paper's GPUs: "auto" is the kernel CUDA runs
-    kernel = config_attention_kernel(config, "cuda")
     for i, (label, pt, sec) in enumerate(pts):
         sec = {**sec, "attention_kernel": kernel}
-        sm = estimate_one(pt, sec, seed=int(config["seed"]))
+        sm = estimate_one(pt, sec, seed=seed)
         mem[i] = [[sm.by_part[p][k] for k in KINDS] for p in PARTS]
         peak[i] = sm.peak_allocated
         peak_part[i] = f"{sm.peak_part}/{sm.peak_phase}"
@@ -91,7 +102,18 @@ def run_estimate(config: Mapping[str, Any], out: str | Path) -> Path:
         if label.startswith("dchag/"):
             reported[i] = reported_by.get(label.split("/")[1], {}).get(pt.plan, np.nan)
         log.info("estimate %s: peak %.2f GiB (model %.2f GiB)", label, peak[i] / 2**30, peak_model[i] / 2**30)
-    ds = xr.Dataset(
+    return dict(
+        mem=mem, model=model, peak=peak, peak_model=peak_model, reported=reported, peak_part=peak_part
+    )
+
+
+def _dataset(
+    pts: list[tuple[str, Point, dict[str, Any]]], a: dict[str, np.ndarray], kernel: str
+) -> xr.Dataset:
+    mem, model, peak, peak_model, reported, peak_part = (
+        a[k] for k in ("mem", "model", "peak", "peak_model", "reported", "peak_part")
+    )
+    return xr.Dataset(
         {
             "memory": (
                 ("config", "part", "kind"),
@@ -138,8 +160,4 @@ def run_estimate(config: Mapping[str, Any], out: str | Path) -> Path:
             "dchag_settings": str(DCHAG_SETTINGS),
             "attention_kernel": kernel,
         },
-    )
-    describe_missing(ds, ATTRS)
-    return write_netcdf(
-        ds, out, kind=KIND, prov=provenance(config=config), title="probe estimate (fake tensors)"
     )

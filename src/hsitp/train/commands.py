@@ -216,6 +216,33 @@ def register(sub: argparse._SubParsersAction) -> None:
         nargs="+",
         help="prepared scene, results/RUN/data/DATASET.nc; or `summary` followed by the training records",
     )
+    _job_args(p)
+    p.add_argument(
+        "--margin", type=float, help="(summary) verdict margin delta (train.verdict.margin; default 0.01)"
+    )
+    p.add_argument(
+        "--level", type=float, help="(summary) verdict confidence level (train.verdict.level; default 0.95)"
+    )
+    p.add_argument(
+        "--tolerance",
+        type=float,
+        help="(equivalence) largest |OA difference| that passes (train.equivalence.tolerance; default 0.0005)",
+    )
+    p.add_argument(
+        "--baseline",
+        nargs="*",
+        default=[],
+        help="(summary) classical baseline files DATASET_{protocol}[_kK]_s{seed}.nc",
+    )
+    p.add_argument(
+        "--out", required=True, help="per-epoch record (netCDF, written by rank 0), or the summary's netCDF"
+    )
+    add_config_args(p)
+    p.set_defaults(func=_dispatch)
+
+
+def _job_args(p: argparse.ArgumentParser) -> None:
+    """The options of one training job (plan, crop, P, g, ranks, recipe, protocol, partition, seed)."""
     p.add_argument("--plan", choices=PLAN_NAMES, help="(training) plan")
     p.add_argument(
         "--tokens", type=int, help="(training) N, spatial tokens per crop: one crop of train.crops"
@@ -231,17 +258,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--ranks",
         type=int,
         help="(training) processes: P (default) or 1, the single-process equivalent of (plan, P, g)",
-    )
-    p.add_argument(
-        "--margin", type=float, help="(summary) verdict margin delta (train.verdict.margin; default 0.01)"
-    )
-    p.add_argument(
-        "--level", type=float, help="(summary) verdict confidence level (train.verdict.level; default 0.95)"
-    )
-    p.add_argument(
-        "--tolerance",
-        type=float,
-        help="(equivalence) largest |OA difference| that passes (train.equivalence.tolerance; default 0.0005)",
     )
     p.add_argument(
         "--stop-after", type=int, help="(training) stop after this epoch, on the whole run's LR schedule"
@@ -267,14 +283,3 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="(training) which of the protocol's partitions of the prepared file (0..data.partition.draws - 1; "
         "default 0)",
     )
-    p.add_argument(
-        "--baseline",
-        nargs="*",
-        default=[],
-        help="(summary) classical baseline files DATASET_{protocol}[_kK]_s{seed}.nc",
-    )
-    p.add_argument(
-        "--out", required=True, help="per-epoch record (netCDF, written by rank 0), or the summary's netCDF"
-    )
-    add_config_args(p)
-    p.set_defaults(func=_dispatch)

@@ -16,59 +16,83 @@ import argparse
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hsitp.config import add_config_args, add_protocol_args, config_from_args
 from hsitp.errors import HsitpError
 from hsitp.names import COMPARED_PLANS
+from hsitp.settings import TuneSettings
+from hsitp.train.settings import TrainSettings
+
+if TYPE_CHECKING:
+    from hsitp.tune.study import StudySpec, TrialTrainer
 
 
 def _run(args: argparse.Namespace) -> int:
-    from optuna import TrialPruned
-
     from hsitp.io import provenance, write_netcdf
+    from hsitp.parallel.runtime import RuntimeSettings, start
     from hsitp.signals import stop_on_signals
-    from hsitp.train.commands import dataset_name
-    from hsitp.train.data import scene_header, validation_counts
-    from hsitp.train.plan import TrainJob, check_job, crop_patch
-    from hsitp.train.settings import TrainSettings
-    from hsitp.tune.study import KIND, StudySpec, run_study, study_dataset, trial_config
+    from hsitp.tune.study import KIND, run_study, study_dataset
 
     if args.protocol is None:
         raise HsitpError("hsitp tune: --protocol required (random or block)")
     cfg = config_from_args(args)
-    tune = cfg["tune"]
+    train, tune = TrainSettings.from_config(cfg), TuneSettings.from_config(cfg)  # the run's; a trial its own
+    spec, held, dataset = _study_spec(args, train, tune)
+    fits = _fits(spec, train, tune, dataset)
+    # SIGINT / SIGTERM stop the trial before its next step (hsitp.signals); its checkpoints stay for the resume
+    with stop_on_signals(f"tune {spec.plan} under the {spec.protocol} protocol") as stop:
+        rt = start(RuntimeSettings.from_config(cfg, section="train", world_size=1))
+        try:
+            study = run_study(spec, tune, _trainer(spec, train, tune, rt, stop), fits=fits)
+        finally:
+            rt.stop()
+    ds = study_dataset(study, spec, tune, held)
+    write_netcdf(
+        ds,
+        spec.out,
+        kind=KIND,
+        prov=provenance(
+            {"tune": cfg["tune"], "train": cfg["train"], "seed": cfg["seed"]}, inputs={"data": spec.data}
+        ),
+        title=f"Tuning study of {spec.plan} under the {spec.protocol} protocol on {dataset} (validation pixels only)",
+    )
+    print(f"wrote {spec.out} ({ds.sizes['trial']} trials; best validation OA {float(ds['score'].max()):.3f})")
+    return 0
+
+
+def _study_spec(
+    args: argparse.Namespace, train: TrainSettings, tune: TuneSettings
+) -> tuple[StudySpec, Any, str]:
+    """The study's spec, what its validation holds (refused below tune.block_validation's minimum) and the scene."""
+    from hsitp.train.commands import dataset_name
+    from hsitp.train.data import validation_counts
+    from hsitp.train.plan import crop_patch
+    from hsitp.tune.study import StudySpec
+
     data = Path(args.data)
     dataset = dataset_name(data)
-    settings = TrainSettings.from_config(cfg)  # the run's; each trial trains on its own (trial_config)
-    patch = args.patch if args.patch is not None else crop_patch(settings, dataset, args.tokens)
-    folds = int(tune["block_validation"]["folds"]) if args.protocol == "block" else 1
-    spec = StudySpec(
-        data=data,
-        out=Path(args.out),
-        plan=args.plan,
-        protocol=args.protocol,
-        tokens=args.tokens,
-        patch=patch,
-        folds=folds,
-        partition=args.partition,
-    )
-    held = validation_counts(
-        data,
-        spec.protocol,
-        partition_index=spec.partition,
-        fraction=float(tune["validation_fraction"]),
-        seed=int(cfg["seed"]),
-        folds=folds,
-    )
+    patch = args.patch if args.patch is not None else crop_patch(train, dataset, args.tokens)
+    folds = tune.block_validation.folds if args.protocol == "block" else 1
+    spec = StudySpec(data=data, out=Path(args.out), plan=args.plan, protocol=args.protocol, tokens=args.tokens,
+                     patch=patch, folds=folds, partition=args.partition)  # fmt: skip
+    held = validation_counts(data, spec.protocol, partition_index=spec.partition, fraction=tune.validation_fraction,
+                             seed=train.seed, folds=folds)  # fmt: skip
     _check_validation(spec, held, tune)
-    bands, classes, rows, cols = scene_header(data)
-    P = int(tune["world_size"])  # noqa: N806
+    return spec, held, dataset
+
+
+def _fits(spec: StudySpec, train: TrainSettings, tune: TuneSettings, dataset: str) -> Callable[[int], bool]:
+    """Whether the plan fits at P = tune.world_size and g (check_job); refuses, before any trial, a plan that fits
+    at no g of the space, with check_job's message."""
+    from hsitp.train.data import scene_header
+    from hsitp.train.plan import check_job
+
+    bands, classes, rows, cols = scene_header(spec.data)
 
     def check(g: int, **named: Any) -> None:
-        """The job's sizes at P = tune.world_size and g: check_job's errors."""
-        check_job(settings, spec.plan, P, g, bands, classes, patch=patch, tokens=args.tokens, rows=rows,
-                  cols=cols, **named)  # fmt: skip
+        check_job(train, spec.plan, tune.world_size, g, bands, classes, patch=spec.patch, tokens=spec.tokens,
+                  rows=rows, cols=cols, **named)  # fmt: skip
 
     def fits(g: int) -> bool:
         try:
@@ -77,94 +101,71 @@ def _run(args: argparse.Namespace) -> int:
             return False
         return True
 
-    # before any trial: a plan that fits at no g of the space is refused with check_job's message
-    check(1 if spec.plan == "tp" else _first_fit(tune, fits), dataset=dataset)
+    check(1 if spec.plan == "tp" else next((g for g in tune.space.groups if fits(g)), tune.space.groups[0]),
+          dataset=dataset)  # fmt: skip
+    return fits
 
-    from hsitp.parallel.runtime import RuntimeSettings, start
-    from hsitp.train.loop import train_rank
 
-    def train_trial(
-        params: Mapping[str, Any],
-        trial_cfg: Mapping[str, Any],
-        workdir: Path,
-        on_epoch: Callable[[int, Mapping[str, Any]], None],
-    ) -> float:
-        """Train the trial (once per inner fold), report every fold's epochs to the pruner (step f x epochs + e)
-        and return its validation OA (pooled over the folds by their pixels)."""
-        epochs = int(tune["epochs"])
+def _trainer(spec: StudySpec, train: TrainSettings, tune: TuneSettings, rt: Any, stop: Any) -> TrialTrainer:
+    """``run_study``'s trial: train it (once per inner fold), report every fold's epochs to the pruner (step
+    f x epochs + e) and return its validation OA (pooled over the folds by their pixels)."""
+    from optuna import TrialPruned
+
+    from hsitp.train.plan import TrainJob
+    from hsitp.tune.study import trial_config
+
+    def train_trial(params: Mapping[str, Any], workdir: Path, on_epoch: Callable[[int, Any], None]) -> float:
         jobs = [
-            TrainJob(
-                data=data,
-                out=(workdir / f"fold{f}" if folds > 1 else workdir) / "trial.nc",
-                plan=spec.plan,
-                world_size=P,
-                groups=int(params["groups"]),
-                protocol=spec.protocol,
-                seed=int(tune["seed"]),
-                tokens=spec.tokens,
-                patch=patch,
-                ranks=1,
-                partition=spec.partition,
-            )
-            for f in range(folds)
-        ]
+            TrainJob(data=spec.data, out=(workdir / f"fold{f}" if spec.folds > 1 else workdir) / "trial.nc",
+                     plan=spec.plan, world_size=tune.world_size, groups=int(params["groups"]), protocol=spec.protocol,
+                     seed=tune.seed, tokens=spec.tokens, patch=spec.patch, ranks=1, partition=spec.partition)
+            for f in range(spec.folds)
+        ]  # fmt: skip
         correct = pixels = 0.0
         try:
             for f, job in enumerate(jobs):
-                cfg_f = trial_config(cfg, tune, params, folds=folds, fold=f) if folds > 1 else trial_cfg
-                oa, n = _train_fold(job, cfg_f, lambda e, rec, f=f: on_epoch(f * epochs + e, rec))
+                cfg_f = trial_config(train.source, tune, params, folds=spec.folds, fold=f)
+                report = lambda e, rec, f=f: on_epoch(f * tune.epochs + e, rec)  # noqa: E731
+                oa, n = _train_fold(rt, stop, job, TrainSettings.from_config(cfg_f), report)
                 correct, pixels = correct + oa * n, pixels + n
         except (TrialPruned, HsitpError):
             _drop_checkpoints(jobs)  # an ended trial resumes nothing
             raise
-        # ended: its records keep the result (a killed trial never gets here and keeps every fold's checkpoints,
-        # so its retry resumes each fold where it stopped)
+        # ended: its records keep the result (a killed or interrupted trial never gets here and keeps every fold's
+        # checkpoints, so its retry resumes each fold where it stopped)
         _drop_checkpoints(jobs)
         return correct / pixels if pixels else float("nan")
 
-    def _drop_checkpoints(jobs: list[Any]) -> None:
-        for job in jobs:
-            shutil.rmtree(job.checkpoint_dir, ignore_errors=True)
-
-    def _train_fold(
-        job: Any, fold_cfg: Mapping[str, Any], report: Callable[[int, Mapping[str, Any]], None]
-    ) -> tuple[float, int]:
-        """One fold of a trial: (its last-epoch validation OA, its validation pixels)."""
-        last: dict[str, float] = {}
-
-        def record(epoch: int, rec: Mapping[str, Any]) -> None:
-            last["val_oa"] = float(rec["val_oa"])
-            report(epoch, rec)
-
-        path = train_rank(rt, TrainSettings.from_config(fold_cfg), job, stop=stop, on_epoch=record)
-        from hsitp.io import json_attr, read_netcdf
-
-        with read_netcdf(path, kind="train") as ds:
-            if "val_oa" not in last:  # resumed after its last epoch (killed before the study recorded it)
-                last["val_oa"] = float(ds["val_oa"].values[-1])
-            n = int((json_attr(ds, "counts") or {}).get("validation_pixels", 0))
-        return last["val_oa"], n
-
-    # SIGINT / SIGTERM stop the trial before its next step (hsitp.signals); its checkpoints stay for the resume
-    with stop_on_signals(f"tune {spec.plan} under the {spec.protocol} protocol") as stop:
-        rt = start(RuntimeSettings.from_config(cfg, section="train", world_size=1))
-        try:
-            study = run_study(spec, cfg, train_trial, fits=fits)
-        finally:
-            rt.stop()
-    ds = study_dataset(study, spec, cfg, held)
-    write_netcdf(
-        ds,
-        spec.out,
-        kind=KIND,
-        prov=provenance({"tune": tune, "train": cfg["train"], "seed": cfg["seed"]}, inputs={"data": data}),
-        title=f"Tuning study of {spec.plan} under the {spec.protocol} protocol on {dataset} (validation pixels only)",
-    )
-    print(f"wrote {spec.out} ({ds.sizes['trial']} trials; best validation OA {float(ds['score'].max()):.3f})")
-    return 0
+    return train_trial
 
 
-def _check_validation(spec: Any, held: Any, tune: Mapping[str, Any]) -> None:
+def _drop_checkpoints(jobs: list[Any]) -> None:
+    for job in jobs:
+        shutil.rmtree(job.checkpoint_dir, ignore_errors=True)
+
+
+def _train_fold(
+    rt: Any, stop: Any, job: Any, settings: TrainSettings, report: Callable[[int, Any], None]
+) -> tuple[float, int]:
+    """One fold of a trial: (its last-epoch validation OA, its validation pixels)."""
+    from hsitp.io import json_attr, read_netcdf
+    from hsitp.train.loop import train_rank
+
+    last: dict[str, float] = {}
+
+    def record(epoch: int, rec: Mapping[str, Any]) -> None:
+        last["val_oa"] = float(rec["val_oa"])
+        report(epoch, rec)
+
+    path = train_rank(rt, settings, job, stop=stop, on_epoch=record)
+    with read_netcdf(path, kind="train") as ds:
+        if "val_oa" not in last:  # resumed after its last epoch (killed before the study recorded it)
+            last["val_oa"] = float(ds["val_oa"].values[-1])
+        n = int((json_attr(ds, "counts") or {}).get("validation_pixels", 0))
+    return last["val_oa"], n
+
+
+def _check_validation(spec: StudySpec, held: Any, tune: TuneSettings) -> None:
     """Log what the validation holds; refuse a block-protocol study whose validation (pooled over its folds) holds
     fewer pixels or classes than tune.block_validation asks: it could not select (issue 50)."""
     import logging
@@ -180,27 +181,18 @@ def _check_validation(spec: Any, held: Any, tune: Mapping[str, Any]) -> None:
     )  # fmt: skip
     if spec.protocol != "block":
         return
-    want = tune["block_validation"]
+    want = tune.block_validation
     low = []
-    if held.total_pixels < int(want["min_pixels"]):
-        low.append(f"{held.total_pixels} pixels < tune.block_validation.min_pixels = {want['min_pixels']}")
-    if held.total_classes < int(want["min_classes"]):
-        low.append(
-            f"{held.total_classes} classes < tune.block_validation.min_classes = {want['min_classes']}"
-        )
+    if held.total_pixels < want.min_pixels:
+        low.append(f"{held.total_pixels} pixels < tune.block_validation.min_pixels = {want.min_pixels}")
+    if held.total_classes < want.min_classes:
+        low.append(f"{held.total_classes} classes < tune.block_validation.min_classes = {want.min_classes}")
     if low:
         raise TuneError(
             f"tune {spec.out.stem}: the block validation (partition {spec.partition}, {spec.folds} fold(s)) holds "
             + " and ".join(low)
             + "; raise tune.block_validation.folds (or tune.validation_fraction with one fold), or lower the minimum"
         )
-
-
-def _first_fit(tune: Mapping[str, Any], fits: Callable[[int], bool]) -> int:
-    for g in tune["space"]["groups"]:
-        if fits(int(g)):
-            return int(g)
-    return int(tune["space"]["groups"][0])  # check_job then names what does not fit
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -44,6 +44,7 @@ from optuna.trial import TrialState
 
 from hsitp.errors import HsitpError
 from hsitp.names import DCHAG_PLANS
+from hsitp.settings import Space, TuneSettings
 from hsitp.train.recipe import STUDY_KIND, recipe_keys
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,10 @@ PARAMS = ("lr", "weight_decay", "label_smoothing", "warmup_steps", "per_class", 
 # The trial states that count against the budget (tune.trials): completed, and pruned (by the median pruner, or a
 # diverged recipe, with its ``failure``); a trial failed by an interruption or by an error of the code does not.
 COUNTED = (TrialState.COMPLETE, TrialState.PRUNED)
+
+
+# run_study's trial: train_trial(params, workdir, on_epoch) -> its score
+TrialTrainer = Callable[[Mapping[str, Any], Path, Callable[[int, Mapping[str, Any]], None]], float]
 
 
 class TuneError(HsitpError):
@@ -83,26 +88,26 @@ class StudySpec:
         return self.out.parent / "trials" / self.out.stem
 
 
-def allowed_groups(space: Mapping[str, Any], plan: str, fits: Callable[[int], bool]) -> list[int]:
+def allowed_groups(space: Space, plan: str, fits: Callable[[int], bool]) -> list[int]:
     """The g values of ``space.groups`` the plan's band partition allows (``fits(g)``); [1] for plans without groups."""
     if plan not in DCHAG_PLANS:
         return [1]
-    allowed = [int(g) for g in space["groups"] if fits(int(g))]
+    allowed = [int(g) for g in space.groups if fits(int(g))]
     if not allowed:
         raise TuneError(
-            f"tune.space.groups: none of {list(space['groups'])} fits plan {plan}'s band partition (its bands per rank)"
+            f"tune.space.groups: none of {list(space.groups)} fits plan {plan}'s band partition (its bands per rank)"
         )
     return allowed
 
 
-def suggest(trial: Any, space: Mapping[str, Any], groups: list[int]) -> dict[str, Any]:
+def suggest(trial: Any, space: Space, groups: list[int]) -> dict[str, Any]:
     """One point of the search space (the same space for every plan; groups where the plan has them)."""
     params: dict[str, Any] = {
-        "lr": trial.suggest_float("lr", *map(float, space["lr"]), log=True),
-        "weight_decay": trial.suggest_float("weight_decay", *map(float, space["weight_decay"]), log=True),
-        "label_smoothing": trial.suggest_float("label_smoothing", *map(float, space["label_smoothing"])),
-        "warmup_steps": trial.suggest_int("warmup_steps", *map(int, space["warmup_steps"])),
-        "per_class": trial.suggest_int("per_class", *map(int, space["per_class"])),
+        "lr": trial.suggest_float("lr", *map(float, space.lr), log=True),
+        "weight_decay": trial.suggest_float("weight_decay", *map(float, space.weight_decay), log=True),
+        "label_smoothing": trial.suggest_float("label_smoothing", *map(float, space.label_smoothing)),
+        "warmup_steps": trial.suggest_int("warmup_steps", *map(int, space.warmup_steps)),
+        "per_class": trial.suggest_int("per_class", *map(int, space.per_class)),
     }
     if len(groups) > 1:
         params["groups"] = trial.suggest_categorical("groups", groups)
@@ -113,7 +118,7 @@ def suggest(trial: Any, space: Mapping[str, Any], groups: list[int]) -> dict[str
 
 def trial_config(
     config: Mapping[str, Any],
-    tune: Mapping[str, Any],
+    tune: TuneSettings,
     params: Mapping[str, Any],
     *,
     folds: int = 1,
@@ -126,9 +131,9 @@ def trial_config(
     tc = cfg["train"]
     tc.update(
         **recipe_keys(params),
-        epochs=int(tune["epochs"]),
-        steps_per_epoch=int(tune["steps_per_epoch"]),
-        validation={"fraction": float(tune["validation_fraction"]), "folds": int(folds), "fold": int(fold)},
+        epochs=tune.epochs,
+        steps_per_epoch=tune.steps_per_epoch,
+        validation={"fraction": float(tune.validation_fraction), "folds": int(folds), "fold": int(fold)},
         eval_every=1,  # the pruner reads every epoch's validation OA
         summary_epochs=1,  # the memory tracker (slow on CPU) runs on one step only
         equivalent=True,
@@ -148,14 +153,14 @@ def _storage(journal: Path) -> Any:
     return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(journal)))
 
 
-def open_study(spec: StudySpec, tune: Mapping[str, Any]) -> Any:
+def open_study(spec: StudySpec, tune: TuneSettings) -> Any:
     """The study in the journal (created or resumed); a trial a killed study left running is failed and, like a
     trial failed by Ctrl-C or SIGTERM, queued again once with its parameters (:func:`retry_killed`)."""
     optuna.logging.disable_default_handler()  # Optuna's lines go through logging (the CLI's handler), not its own
     optuna.logging.enable_propagation()
     pruner = optuna.pruners.MedianPruner(
-        n_startup_trials=int(tune["prune"]["startup_trials"]),
-        n_warmup_steps=int(tune["prune"]["warmup_epochs"]),
+        n_startup_trials=tune.prune.startup_trials,
+        n_warmup_steps=tune.prune.warmup_epochs,
     )
     study = optuna.create_study(
         study_name=spec.out.stem,
@@ -208,11 +213,9 @@ def retry_killed(study: optuna.Study) -> None:
                 log.info("trial %d did not finish: queued again with the same parameters", t.number)
 
 
-def _sampler(tune: Mapping[str, Any], offset: int) -> Any:
+def _sampler(tune: TuneSettings, offset: int) -> Any:
     """TPE with ``tune.startup_trials`` random start-up trials, seeded ``tune.seed + offset``."""
-    return optuna.samplers.TPESampler(
-        seed=int(tune["seed"]) + offset, n_startup_trials=int(tune["startup_trials"])
-    )
+    return optuna.samplers.TPESampler(seed=tune.seed + offset, n_startup_trials=tune.startup_trials)
 
 
 def counted_trials(study: Any) -> list[Any]:
@@ -229,26 +232,23 @@ def counted(study: Any) -> int:
 
 def run_study(
     spec: StudySpec,
-    config: Mapping[str, Any],
-    train_trial: Callable[
-        [Mapping[str, Any], Mapping[str, Any], Path, Callable[[int, Mapping[str, Any]], None]], float
-    ],
+    tune: TuneSettings,
+    train_trial: TrialTrainer,
     *,
     fits: Callable[[int], bool],
     say: Callable[[str], None] = print,
 ) -> Any:
     """Run trials until ``tune.trials`` count; return the study.
 
-    ``train_trial(params, trial_config, workdir, on_epoch)`` trains one trial and returns its score (validation OA
-    of the last epoch); ``on_epoch(epoch, record)`` reports to the pruner and raises ``optuna.TrialPruned``."""
-    tune = config["tune"]
-    space = tune["space"]
-    groups = allowed_groups(space, spec.plan, fits)
+    ``train_trial(params, workdir, on_epoch)`` trains one trial (its settings: :func:`trial_config`) and returns its
+    score (validation OA of the last epoch); ``on_epoch(epoch, record)`` reports to the pruner and raises
+    ``optuna.TrialPruned``."""
+    groups = allowed_groups(tune.space, spec.plan, fits)
     study = open_study(spec, tune)
-    budget = int(tune["trials"])
+    budget = tune.trials
 
     def objective(trial: optuna.Trial) -> float:
-        params = suggest(trial, space, groups)
+        params = suggest(trial, tune.space, groups)
         trial.set_user_attr("groups", int(params["groups"]))  # also when fixed (not a searched parameter)
         workdir = spec.trial_root / trial_key(params)
         t0 = time.perf_counter()
@@ -261,7 +261,7 @@ def run_study(
                 raise optuna.TrialPruned(f"validation OA {value:.3f} after epoch {epoch}: below the median")
 
         try:
-            score = train_trial(params, trial_config(config, tune, params), workdir, on_epoch)
+            score = train_trial(params, workdir, on_epoch)
         except HsitpError as exc:  # a diverged recipe (NaN loss) is a result of the search, counted
             trial.set_user_attr("wall_s", time.perf_counter() - t0)
             trial.set_user_attr("failure", str(exc).splitlines()[0])
@@ -316,15 +316,11 @@ def _best(study: Any) -> Any:
         return None
 
 
-def study_dataset(
-    study: Any, spec: StudySpec, config: Mapping[str, Any], validation: Any = None
-) -> xr.Dataset:
+def study_dataset(study: Any, spec: StudySpec, tune: TuneSettings, validation: Any = None) -> xr.Dataset:
     """Every trial (parameters, validation OA per fold and epoch, state, wall time) and the budget curves, as
     netCDF; with ``validation`` (:class:`hsitp.train.data.ValidationCounts`) what the validation held."""
-    tune = config["tune"]
     trials = counted_trials(study)
-    epochs = int(tune["epochs"])
-    startup = int(tune["startup_trials"])
+    epochs, startup = tune.epochs, tune.startup_trials
     ds = xr.Dataset(
         _trial_vars(trials, epochs, startup, spec.folds),
         coords={
@@ -361,9 +357,8 @@ def study_dataset(
     return ds
 
 
-def _study_attrs(study: optuna.Study, spec: StudySpec, tune: Mapping[str, Any]) -> dict[str, Any]:
+def _study_attrs(study: optuna.Study, spec: StudySpec, tune: TuneSettings) -> dict[str, Any]:
     """The study file's attributes: what was tuned, on what, with which budget, and its best trial."""
-    startup = int(tune["startup_trials"])
     best = _best(study)
     return dict(
         plan=spec.plan,
@@ -373,10 +368,10 @@ def _study_attrs(study: optuna.Study, spec: StudySpec, tune: Mapping[str, Any]) 
         validation=_validation_text(spec, tune),
         tokens=spec.tokens,
         patch=spec.patch,
-        world_size=int(tune["world_size"]),
-        budget_trials=int(tune["trials"]),
-        steps_per_trial=int(tune["epochs"]) * int(tune["steps_per_epoch"]),
-        startup_trials=startup,
+        world_size=tune.world_size,
+        budget_trials=tune.trials,
+        steps_per_trial=tune.epochs * tune.steps_per_epoch,
+        startup_trials=tune.startup_trials,
         best_trial=-1 if best is None else _position(study, best.number),
         best_params=json.dumps(_best_params(study)),
         estimator_note=(
@@ -387,7 +382,7 @@ def _study_attrs(study: optuna.Study, spec: StudySpec, tune: Mapping[str, Any]) 
     )
 
 
-def _validation_text(spec: StudySpec, tune: Mapping[str, Any]) -> str:
+def _validation_text(spec: StudySpec, tune: TuneSettings) -> str:
     """What the study's score is measured on, in words (the study file's ``validation`` attribute)."""
     where = f"the train pixels of the {spec.protocol} protocol's partition {spec.partition}"
     if spec.folds >= 2:
@@ -396,7 +391,7 @@ def _validation_text(spec: StudySpec, tune: Mapping[str, Any]) -> str:
             "protocol); each trial trains once per fold on the other folds; its score is the OA of every fold's "
             "validation pixels pooled (each fold's last-epoch OA weighted by its pixels)"
         )
-    return f"a hold-out of {float(tune['validation_fraction']):g} of {where}; the score is its last-epoch OA"
+    return f"a hold-out of {float(tune.validation_fraction):g} of {where}; the score is its last-epoch OA"
 
 
 def _add_validation(ds: xr.Dataset, v: Any) -> None:

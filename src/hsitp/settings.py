@@ -1,0 +1,193 @@
+"""The stages' settings, typed (torchtitan's ``job_config.py``): one frozen dataclass per config section, built once
+from the validated config where a subcommand starts (``XSettings.from_config(cfg)``) and passed to its functions.
+
+A field is the section's key of its name (a nested section is a nested dataclass; lists become tuples); the schema
+(``schemas/config.schema.yaml``) says what each does and what it may be, and ``tests/test_settings_schema.py`` fails
+when the two drift. A field read from another section (the master ``seed``, a ``parallel`` key) says so; ``source``
+is the validated config itself, read for no setting: it is hashed into every output's provenance. One module at the
+bottom of the layers (beside ``config``, importing neither torch nor a stage) so any stage, the report and the audit
+read any section without importing upward; ``TrainSettings``, ``ParallelSettings``, ``RuntimeSettings`` and
+``FetchSettings`` keep their derived logic in their packages.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def _frozen(value: Any) -> Any:
+    return tuple(_frozen(v) for v in value) if isinstance(value, list | tuple) else value
+
+
+def from_section(cls: type[T], section: Mapping[str, Any], **other: Any) -> T:
+    """``cls`` from a validated section (schema defaults filled in): each field its key, a nested dataclass from its
+    sub-section; ``other``: the fields that are not keys of this section."""
+    hints = typing.get_type_hints(cls)
+    values = dict(other)
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if f.name not in values:
+            kind = hints[f.name]
+            sub = section[f.name]
+            values[f.name] = from_section(kind, sub) if dataclasses.is_dataclass(kind) else _frozen(sub)
+    return cls(**values)
+
+
+def _kernel(config: Mapping[str, Any]) -> str:
+    return str((config.get("model") or {}).get("attention_kernel", "auto"))
+
+
+# --- data ---------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Partition:
+    protocols: tuple[str, ...]  # accuracy protocols the prepared file carries (random, block)
+    train_fraction: float  # share of each class's labelled pixels trained on
+    min_train_per_class: int  # at least this many training pixels per class
+    patch: int  # p: the block protocol's guard band is one patch wide
+    block: int  # side of the squares the block protocol assigns whole
+    draws: int  # K, partitions drawn per protocol
+
+    def attrs(self) -> dict[str, Any]:
+        """The settings a prepared file records (``partition_settings``)."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if k != "protocols"}
+
+
+@dataclass(frozen=True)
+class DataSettings:
+    """The ``data`` section (and the master ``seed``, the ``run``)."""
+
+    raw_dir: str  # local cache of the raw files, one folder per dataset
+    mirror: str | None  # a folder or base URL holding copies of the raw files
+    source_order: tuple[str, ...]  # default order of the sources tried
+    sources: dict[str, Any]  # per-dataset override of source_order
+    connect_timeout_s: float  # seconds to wait for a connection
+    read_timeout_s: float  # seconds without data before a download is abandoned
+    retries: int  # extra attempts of a download that broke off
+    clip_quantiles: tuple[float, float]  # per-band robust normalisation: clip to these quantiles
+    pca_components: int | None  # PCA components of the band axis (None: off)
+    partition: Partition  # the train/test partitions of the labelled pixels
+    seed: int  # the master seed (top-level seed): seeds each partition's stream
+    run: str  # the run's name (top-level run): the default output folder
+    source: Mapping[str, Any] = field(repr=False)  # the validated config, for provenance only
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> DataSettings:
+        return from_section(cls, config["data"], seed=int(config["seed"]), run=config["run"], source=config)
+
+
+# --- bench --------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Collectives:
+    names: tuple[str, ...]  # collectives swept (at P >= 2)
+    sizes_bytes: tuple[int, ...]  # full (unsharded) tensor sizes
+    warmup: int  # untimed calls before each size
+    repeats: int  # timed repeats per size, spread over the passes
+    min_region_s: float  # a timed repeat lasts at least this long
+
+
+@dataclass(frozen=True)
+class Fit:
+    holdout_fraction: float  # share of the points held out of calibration.nc's fit, to test it
+
+
+@dataclass(frozen=True)
+class Shard:
+    world_sizes: tuple[int, ...]  # P whose rank-0 shard is timed on one device
+    hardware: str  # preset (or measured:PATH) that costs the traced collectives
+
+
+@dataclass(frozen=True)
+class Roofline:
+    shapes: tuple[tuple[int, int, int], ...]  # GEMM shapes [m, n, k]
+    copy_bytes: int  # size of the device copy that measures the memory roof
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    """The ``bench`` section (with the ``parallel`` layer keys, the master ``seed`` and the attention kernel)."""
+
+    world_sizes: tuple[int, ...]  # P, one torchrun launch each
+    threads_per_rank: int  # torch.set_num_threads of every rank
+    device: str  # auto, cpu or cuda
+    dtypes: tuple[str, ...]  # element types timed (the first calibrated)
+    ops: tuple[str, ...]  # layer types timed
+    N: tuple[int, ...]  # spatial tokens per sample
+    D: tuple[int, ...]  # token widths
+    L: tuple[int, ...]  # spectral bands (the aggregation ops only)
+    batch: int  # B of every timed layer
+    groups: int  # D-CHAG groups per rank
+    patch: int  # patch side of the aggregation ops' tokeniser
+    mlp_ratio: int  # MLP hidden width / D
+    warmup: int  # untimed calls before each series
+    repeats: int  # timed repeats per point and mode
+    passes: int  # round-robin passes over the sweep
+    launches: int  # independent launches at each P
+    min_region_s: float  # a timed repeat lasts at least this long
+    collectives: Collectives  # the sweep that fits alpha and beta
+    fit: Fit  # how calibration.nc is fitted
+    shard: Shard  # the single-device shard mode
+    roofline: Roofline  # the GEMM roofline check
+    heads: int  # parallel.heads: attention heads of every layer
+    head_padding: bool  # parallel.head_padding: pad heads the ranks do not divide
+    attention_kernel: str  # model.attention_kernel (resolved per device: hsitp.bench.ops.bench_kernel)
+    seed: int  # the master seed (top-level seed): the layers' weights
+    source: Mapping[str, Any] = field(
+        repr=False
+    )  # the validated config, for provenance and RuntimeSettings only
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> BenchSettings:
+        par = config["parallel"]
+        return from_section(cls, config["bench"], heads=int(par["heads"]), head_padding=bool(par["head_padding"]),
+                            attention_kernel=_kernel(config), seed=int(config["seed"]), source=config)  # fmt: skip
+
+
+# --- tune ---------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class BlockValidation:
+    folds: int  # inner folds over the block protocol's training squares (1: the single hold-out)
+    min_pixels: int  # fewest validation pixels a study accepts (0: no check)
+    min_classes: int  # fewest validation classes a study accepts (0: no check)
+
+
+@dataclass(frozen=True)
+class Prune:
+    startup_trials: int  # trials run to the end before any is pruned
+    warmup_epochs: int  # no trial is pruned before this many epochs
+
+
+@dataclass(frozen=True)
+class Space:
+    lr: tuple[float, float]  # peak learning rate, log-uniform
+    weight_decay: tuple[float, float]  # AdamW weight decay, log-uniform
+    label_smoothing: tuple[float, float]  # label smoothing, uniform
+    warmup_steps: tuple[int, int]  # warm-up steps, integers
+    per_class: tuple[int, int]  # stratified loss pixels per class per step, integers
+    groups: tuple[int, ...]  # D-CHAG groups per rank, where the band partition allows
+
+
+@dataclass(frozen=True)
+class TuneSettings:
+    """The ``tune`` section (the trials' training settings are the ``train`` section's: TrainSettings)."""
+
+    plans: tuple[str, ...]  # plans tuned, each with the same budget
+    protocols: tuple[str, ...]  # accuracy protocols, each tuned on its own validation pixels
+    world_size: int  # P whose architecture is tuned
+    trials: int  # trials per study (completed, pruned and diverged)
+    startup_trials: int  # TPE's random start-up trials
+    epochs: int  # epochs per trial
+    steps_per_epoch: int  # training steps per epoch of a trial
+    validation_fraction: float  # share of the training pixels held out as validation
+    block_validation: BlockValidation  # the block protocol's validation
+    seed: int  # seed of the sampler and of every trial's training
+    prune: Prune  # the median pruner
+    space: Space  # the search space
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> TuneSettings:
+        return from_section(cls, config["tune"])
