@@ -1,8 +1,6 @@
 # Dataset stage: verified raw files in the shared cache (data.raw_dir) -> results/<run>/data/{dataset}.nc.
 # Each run keeps its own copy of the fetch manifest (results/<run>/data/fetch/), so runs share downloads without
 # making each other's jobs look out of date.
-from hsitp.data import registry
-
 # Where files come from (data/fetch.py: FetchSettings.from_config): editing data.partition re-runs prepare only.
 DATA_FETCH_KEYS = [
     "data.raw_dir",
@@ -22,10 +20,6 @@ DATA_PREPARE_KEYS = [
 ]
 
 
-wildcard_constraints:
-    dataset="|".join(registry.names()),
-
-
 # Downloads run where the network is (the head node on a cluster).
 localrules:
     data_fetch,
@@ -38,6 +32,8 @@ rule data_fetch:
         log_file("data/fetch_{dataset}.log"),
     benchmark:
         benchmark_file("data_fetch", "{dataset}")
+    wildcard_constraints:
+        dataset=REGISTERED,
     conda:
         ENV
     threads: 1
@@ -58,6 +54,8 @@ rule data_prepare:
         log_file("data/prepare_{dataset}.log"),
     benchmark:
         benchmark_file("data_prepare", "{dataset}")
+    wildcard_constraints:
+        dataset=REGISTERED,
     conda:
         ENV
     threads: 1
