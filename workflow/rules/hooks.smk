@@ -4,8 +4,8 @@
 #
 # Snakemake internals, read here only: Snakemake gives a hook its log file's path and nothing else, and no public
 # API names the jobs of a call or its executor (docs/stages.md, "The workflow"). They stay in the three functions
-# below, so a Snakemake upgrade that renames them breaks these lines only (tests/test_cluster_fit.py and
-# tests/test_workflow_run.py run them).
+# below, so a Snakemake upgrade that renames them breaks these lines only: every test that runs a job runs
+# jobs_to_run, tests/test_cluster_fit.py executor_name, tests/test_workflow_run.py dag_holds.
 import subprocess
 import sys
 from pathlib import Path

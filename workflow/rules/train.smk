@@ -33,11 +33,10 @@ TRAIN_KEYS = [
     ),
 ]
 
-# A job's file stem (hsitp.train.plan.run_name): train/DATASET/STEM.nc, its log and benchmark named alike.
+# A job's file stem (hsitp.train.plan.run_name): train/DATASET/STEM.nc, its log and benchmark named alike. A check
+# run trains partition 0 only: its stem has no partition tag.
 STEM = "{plan}_N{N}_P{P}_g{g}_{protocol}{part}_s{seed}"
-CHECK_STEM = (
-    "{plan}_N{N}_P{P}_g{g}_{protocol}_s{seed}"  # a check run trains partition 0
-)
+CHECK_STEM = "{plan}_N{N}_P{P}_g{g}_{protocol}_s{seed}"
 
 
 rule train:
@@ -178,7 +177,7 @@ rule train_summary:
 
 
 # The untuned control's summary: its D-CHAG cells on tp's recipe against the same tp runs (train/summary.nc's tp).
-rule train_control_summary:
+use rule train_summary as train_control_summary with:
     input:
         records=control_summary_records,
         baselines=train_summary_baselines,
@@ -188,13 +187,5 @@ rule train_control_summary:
         log_file("train/control_summary.log"),
     benchmark:
         benchmark_file("train_control_summary", "job")
-    conda:
-        ENV
-    resources:
-        **job_resources("train_summary"),
     params:
-        margin=config["train"]["verdict"]["margin"],
-        level=config["train"]["verdict"]["level"],
-    shell:
-        "hsitp train summary {input.records:q} --baseline {input.baselines:q} --margin {params.margin}"
-        " --level {params.level} --out {output:q} > {log} 2>&1"
+        records=lambda wildcards, input: input.records,
