@@ -5,7 +5,6 @@
 import json
 import sys
 
-from hsitp.data import registry
 from hsitp.errors import HsitpError
 from hsitp.names import PARTITION_TAG_PATTERN, PLAN_NAMES, PROTOCOLS
 from hsitp.preflight import error_log_path, one_line, preflight
@@ -62,9 +61,6 @@ wildcard_constraints:
     P=r"\d+",  # ranks
     g=r"\d+",  # D-CHAG's band groups
     launch=r"\d+",  # a microbenchmark's launch
-
-
-REGISTERED = "|".join(registry.names())  # the datasets data_fetch can download
 
 
 # --- the config a rule passes to its subcommand --------------------------------------------------------------------

@@ -1,6 +1,11 @@
 # Dataset stage: verified raw files in the shared cache (data.raw_dir) -> results/<run>/data/{dataset}.nc.
 # Each run keeps its own copy of the fetch manifest (results/<run>/data/fetch/), so runs share downloads without
-# making each other's jobs look out of date.
+# making each other's jobs look out of date. Only a dataset of the registry can be fetched (the other rules take any
+# prepared scene).
+from hsitp.data import registry
+
+REGISTERED = "|".join(registry.names())  # the wildcard `dataset` of data_fetch and data_prepare
+
 # Where files come from (data/fetch.py: FetchSettings.from_config): editing data.partition re-runs prepare only.
 DATA_FETCH_KEYS = [
     "data.raw_dir",
