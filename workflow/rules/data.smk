@@ -4,7 +4,8 @@
 # prepared scene).
 from hsitp.data import registry
 
-REGISTERED = "|".join(registry.names())  # the wildcard `dataset` of data_fetch and data_prepare
+# the wildcard `dataset` of data_fetch and data_prepare
+REGISTERED = "|".join(registry.names())
 
 # Where files come from (data/fetch.py: FetchSettings.from_config): editing data.partition re-runs prepare only.
 DATA_FETCH_KEYS = [
