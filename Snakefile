@@ -1,8 +1,9 @@
 # hsitp: download and prepare datasets -> cost-model tables -> microbenchmarks (measured CCR, calibration, model vs
 # measured) -> memory probe -> training (every plan) and the classical baseline -> notebooks, figures, tables ->
 # the paper's claims and the drift audit. This file sets the config, names the final targets and includes the
-# rules; common.smk validates the config and builds every path under results/<run>/; each rule calls one `hsitp`
-# subcommand.
+# rules: common.smk validates the config, sets the shared wildcards and builds every path under results/<run>/;
+# targets.smk names each stage's files, resources.smk what a job asks for, hooks.smk what runs around the jobs;
+# one file per stage holds its rules, each calling one `hsitp` subcommand.
 from snakemake.utils import min_version
 
 min_version("9.0")
@@ -12,12 +13,15 @@ configfile: "config/config.yaml"
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/targets.smk"
+include: "workflow/rules/resources.smk"
+include: "workflow/rules/hooks.smk"
 
 
 rule all:
     input:
         all_targets(),
-        lambda wildcards: REPORT_TARGETS,  # report.smk, included below
+        REPORT_TARGETS,
 
 
 include: "workflow/rules/data.smk"

@@ -5,7 +5,7 @@
 #
 #  1. A job too large for any node (config overlay: resources.baseline.mem_mb 100000 on nodes of this machine's
 #     memory): the workflow must stop before submitting anything, within 60 s, with one line naming
-#     resources.baseline.mem_mb and the node's memory (hsitp.cluster, the onstart hook in workflow/rules/common.smk).
+#     resources.baseline.mem_mb and the node's memory (hsitp.cluster, the onstart hook in workflow/rules/hooks.smk).
 #     (Not CPUs: Snakemake caps a single-process rule's threads at the submit host's --cores before SLURM sees
 #     them; a rank rule's cpus_per_task is not capped.)
 #  2. The whole smoke DAG (config/smoke.yaml + a CI overlay: resources.probe_run.ranks_per_node 2, so the probe at

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
 import yaml
+from snakemake.utils import validate
 
 from hsitp.config import (
     ConfigError,
     deep_merge,
     load_config,
     load_schema,
+    read_config_file,
+    schema_path,
     validate_config,
 )
 
@@ -97,3 +101,19 @@ def test_missing_or_broken_file(tmp_path):
     bad.write_text("data: [unclosed\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_config([bad])
+
+
+@pytest.mark.parametrize(
+    "overlays", [[], ["config.yaml", "smoke.yaml"], ["config.yaml", "cpu.yaml", "cpu-fair.yaml"]]
+)
+def test_defaults_are_those_snakemake_validate_fills(overlays):
+    """Catches the defaults hsitp.config fills (for the DAG and for every subcommand, which runs without Snakemake)
+    drifting from what snakemake.utils.validate(config, schema, set_default=True) fills, which docs/stages.md ("The
+    workflow") says they equal: a default missed in a nested section, or filled where Snakemake leaves the key out.
+    The empty config is every default of the schema."""
+    merged: dict = {}
+    for name in overlays:
+        merged = deep_merge(merged, read_config_file(ROOT / "config" / name))
+    theirs = copy.deepcopy(merged)
+    validate(theirs, str(schema_path()), set_default=True)
+    assert validate_config(merged) == theirs

@@ -2,7 +2,7 @@
 
 A job that asks for more CPUs, memory or GPUs per node than any node of its partition has is accepted by sbatch
 and then stays PENDING forever (reason PartitionConfig), or is refused with a terse gres error; Snakemake waits
-without a word. The workflow's ``onstart`` hook (workflow/rules/common.smk) instead compares each job's request
+without a word. The workflow's ``onstart`` hook (workflow/rules/hooks.smk) instead compares each job's request
 per node with the largest node of its partition (``sinfo``) and stops with one line per rule that can never
 start, naming the config key that sets the request and the node's value.
 

@@ -77,6 +77,7 @@ def deep_merge(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str,
 
 
 def _with_defaults(cls: type[jsonschema.protocols.Validator]) -> type[jsonschema.protocols.Validator]:
+    """jsonschema's default-filling recipe, snakemake.utils.validate's too: every subcommand runs without Snakemake."""
     validate_props = cls.VALIDATORS["properties"]
 
     def set_defaults(validator, properties, instance, schema):  # jsonschema's validator signature
@@ -98,9 +99,8 @@ def _where(path: Sequence[Any]) -> str:
 
 def validate_config(config: Mapping[str, Any]) -> dict[str, Any]:
     """Return a validated copy of ``config`` with schema defaults filled in; raise ConfigError otherwise."""
-    cfg = copy.deepcopy(
-        dict(config)
-    )  # the schema's defaults are filled into the copy, never the caller's mappings
+    # the schema's defaults are filled into the copy, never the caller's mappings
+    cfg = copy.deepcopy(dict(config))
     schema = load_schema()
     bounds = {id(d) for d in schema["$defs"].values() if "maximum" in d}  # the sizes and seeds of $defs
     errors = sorted(_Validator(schema).iter_errors(cfg), key=lambda e: list(e.absolute_path))

@@ -3,16 +3,10 @@
 # results/<run>/baseline/{dataset}_{protocol}{part}_s{seed}.nc, part "" for partition 0 and _kK for partition K.
 # The seed and the partition are wildcards, so adding a seed to baseline.seeds, or raising data.partition.draws,
 # runs only the new jobs.
-from hsitp.names import PARTITION_TAG_PATTERN, PROTOCOLS, partition_of_tag
+from hsitp.names import partition_of_tag
 
 # What the grid search reads (baseline/classical.py); the block size comes from the prepared file, not the config.
 BASELINE_KEYS = ["baseline.methods", "baseline.cv_folds", "baseline.svm", "baseline.rf"]
-
-
-wildcard_constraints:
-    protocol="|".join(PROTOCOLS),
-    part=PARTITION_TAG_PATTERN,
-    seed=r"\d+",
 
 
 rule baseline:

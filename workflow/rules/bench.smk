@@ -3,6 +3,8 @@
 # on the command line, e.g. `--resources bench_slot=1`) means two benchmarks never run at once and skew each
 # other. A timing job at P asks for P x bench.threads_per_rank threads (the ranks' torch threads, recorded in the
 # output), so on a machine with that many cores nothing else runs beside it.
+# workflow.global_resources is a Snakemake internal, kept: no public feature sets a default limit that --resources
+# can still override (a profile's `resources:` is dropped by any --resources on the command line).
 if "bench_slot" not in workflow.global_resources:
     workflow.global_resources["bench_slot"] = 1
 
@@ -22,11 +24,6 @@ BENCH_MERGE_KEYS = BENCH_RUN_KEYS
 # calibrate: the seeded choice of held-out points (bench/calibrate.py); compare: nothing, all it needs is in its two inputs.
 BENCH_CALIBRATE_KEYS = ["seed", "bench.fit"]
 BENCH_COMPARE_KEYS = []
-
-
-wildcard_constraints:
-    P=r"\d+",
-    launch=r"\d+",
 
 
 rule bench_run:

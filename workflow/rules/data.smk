@@ -1,7 +1,11 @@
 # Dataset stage: verified raw files in the shared cache (data.raw_dir) -> results/<run>/data/{dataset}.nc.
 # Each run keeps its own copy of the fetch manifest (results/<run>/data/fetch/), so runs share downloads without
-# making each other's jobs look out of date.
+# making each other's jobs look out of date. Only a dataset of the registry can be fetched (the other rules take any
+# prepared scene).
 from hsitp.data import registry
+
+# the wildcard `dataset` of data_fetch and data_prepare
+REGISTERED = "|".join(registry.names())
 
 # Where files come from (data/fetch.py: FetchSettings.from_config): editing data.partition re-runs prepare only.
 DATA_FETCH_KEYS = [
@@ -22,10 +26,6 @@ DATA_PREPARE_KEYS = [
 ]
 
 
-wildcard_constraints:
-    dataset="|".join(registry.names()),
-
-
 # Downloads run where the network is (the head node on a cluster).
 localrules:
     data_fetch,
@@ -38,6 +38,8 @@ rule data_fetch:
         log_file("data/fetch_{dataset}.log"),
     benchmark:
         benchmark_file("data_fetch", "{dataset}")
+    wildcard_constraints:
+        dataset=REGISTERED,
     conda:
         ENV
     threads: 1
@@ -58,6 +60,8 @@ rule data_prepare:
         log_file("data/prepare_{dataset}.log"),
     benchmark:
         benchmark_file("data_prepare", "{dataset}")
+    wildcard_constraints:
+        dataset=REGISTERED,
     conda:
         ENV
     threads: 1

@@ -7,14 +7,7 @@
 # `hsitp train` before its runtime starts. Training jobs hold `bench_slot` too: timings never overlap. Under
 # train.equivalent (accuracy runs) each job trains its plan's single-process equivalent on 1 rank and holds no
 # bench_slot; train_check runs each (plan, P) for real on P ranks for a few epochs, train_equivalence compares them.
-from hsitp.names import (
-    DCHAG_PLANS,
-    PARALLEL_PLANS,
-    PARTITION_TAG_PATTERN,
-    PLAN_NAMES,
-    PROTOCOLS,
-    partition_of_tag,
-)
+from hsitp.names import DCHAG_PLANS, PARALLEL_PLANS, partition_of_tag
 from hsitp.train.plan import crop_patch
 from hsitp.train.settings import TrainSettings
 
@@ -40,28 +33,22 @@ TRAIN_KEYS = [
     ),
 ]
 
+# A job's file stem (hsitp.train.plan.run_name): train/DATASET/STEM.nc, its log and benchmark named alike. A check
+# run trains partition 0 only: its stem has no partition tag.
+STEM = "{plan}_N{N}_P{P}_g{g}_{protocol}{part}_s{seed}"
+CHECK_STEM = "{plan}_N{N}_P{P}_g{g}_{protocol}_s{seed}"
+
 
 rule train:
     input:
         data=result("data/{dataset}.nc"),
         recipe=train_recipe_input,
     output:
-        result("train/{dataset}/{plan}_N{N}_P{P}_g{g}_{protocol}{part}_s{seed}.nc"),
+        result(f"train/{{dataset}}/{STEM}.nc"),
     log:
-        log_file("train/{dataset}/{plan}_N{N}_P{P}_g{g}_{protocol}{part}_s{seed}.log"),
+        log_file(f"train/{{dataset}}/{STEM}.log"),
     benchmark:
-        benchmark_file(
-            "train", "{dataset}/{plan}_N{N}_P{P}_g{g}_{protocol}{part}_s{seed}"
-        )
-    wildcard_constraints:
-        dataset=r"[A-Za-z0-9_]+",
-        plan="|".join(PLAN_NAMES),
-        N=r"\d+",
-        P=r"\d+",
-        g=r"\d+",
-        protocol="|".join(PROTOCOLS),
-        part=PARTITION_TAG_PATTERN,
-        seed=r"\d+",
+        benchmark_file("train", f"{{dataset}}/{STEM}")
     conda:
         rank_env("train")
     threads: rank_threads("train", "train")
@@ -89,54 +76,26 @@ rule train:
 
 
 # The untuned control of train.recipe tuned (train.control): a D-CHAG job trained on tp's tuned recipe on its protocol,
-# at its own g, as the plans were compared before each had its own recipe.
-rule train_control:
+# at its own g, as the plans were compared before each had its own recipe. Rule train's job but for its files, its
+# plans and its recipe (`--recipe-plan tp`: the study's best trial applied as tp's).
+use rule train as train_control with:
     input:
         data=result("data/{dataset}.nc"),
         recipe=control_recipe_input,
     output:
-        result(
-            "train/{dataset}/control/{plan}_N{N}_P{P}_g{g}_{protocol}{part}_s{seed}.nc"
-        ),
+        result(f"train/{{dataset}}/control/{STEM}.nc"),
     log:
-        log_file(
-            "train/{dataset}/control/{plan}_N{N}_P{P}_g{g}_{protocol}{part}_s{seed}.log"
-        ),
+        log_file(f"train/{{dataset}}/control/{STEM}.log"),
     benchmark:
-        benchmark_file(
-            "train_control", "{dataset}/{plan}_N{N}_P{P}_g{g}_{protocol}{part}_s{seed}"
-        )
+        benchmark_file("train_control", f"{{dataset}}/{STEM}")
     wildcard_constraints:
-        dataset=r"[A-Za-z0-9_]+",
         plan="|".join(DCHAG_PLANS),
-        N=r"\d+",
-        P=r"\d+",
-        g=r"\d+",
-        protocol="|".join(PROTOCOLS),
-        part=PARTITION_TAG_PATTERN,
-        seed=r"\d+",
-    conda:
-        rank_env("train")
-    threads: rank_threads("train", "train")
-    resources:
-        **rank_resources("train", "train"),
-        bench_slot=0 if config["train"]["equivalent"] else 1,
     params:
-        cfg=stage_config(*TRAIN_KEYS),
-        ranks=lambda wildcards: launched_ranks("train", wildcards),
-        patch=lambda wildcards: crop_patch(TRAIN, wildcards.dataset, int(wildcards.N)),
-        launch=rank_launch("train", "train"),
-        partition=lambda wildcards: partition_of_tag(wildcards.part),
+        recipe=lambda wildcards, input: f"--recipe {input.recipe} --recipe-plan tp",
     message:
         "train_control: {wildcards.dataset} {wildcards.plan} on tp's recipe N={wildcards.N} P={wildcards.P}"
         f" g={{wildcards.g}} {{wildcards.protocol}}{{wildcards.part}} seed {{wildcards.seed}}, {RANK_REQUEST}; "
         "minutes, quiet here; follow it with: tail -f {log}"
-    shell:
-        "{params.launch} train {input.data:q} --plan {wildcards.plan} --tokens {wildcards.N} --patch {params.patch}"
-        " --world-size {wildcards.P} --ranks {params.ranks} --groups {wildcards.g} --protocol {wildcards.protocol}"
-        " --partition {params.partition} --seed {wildcards.seed} --recipe {input.recipe:q} --recipe-plan tp"
-        " --out {output:q}"
-        " --config-json {params.cfg:q} > {log} 2>&1"
 
 
 # One real P-rank run per (plan, P, g) under train.equivalent, on the whole run's LR schedule, stopped after
@@ -145,21 +104,13 @@ rule train_check:
     input:
         result("data/{dataset}.nc"),
     output:
-        result("train/{dataset}/check/{plan}_N{N}_P{P}_g{g}_{protocol}_s{seed}.nc"),
+        result(f"train/{{dataset}}/check/{CHECK_STEM}.nc"),
     log:
-        log_file("train/{dataset}/check/{plan}_N{N}_P{P}_g{g}_{protocol}_s{seed}.log"),
+        log_file(f"train/{{dataset}}/check/{CHECK_STEM}.log"),
     benchmark:
-        benchmark_file(
-            "train_check", "{dataset}/{plan}_N{N}_P{P}_g{g}_{protocol}_s{seed}"
-        )
+        benchmark_file("train_check", f"{{dataset}}/{CHECK_STEM}")
     wildcard_constraints:
-        dataset=r"[A-Za-z0-9_]+",
         plan="|".join(PARALLEL_PLANS),
-        N=r"\d+",
-        P=r"\d+",
-        g=r"\d+",
-        protocol="|".join(PROTOCOLS),
-        seed=r"\d+",
     conda:
         rank_env("train_check")
     threads: rank_threads("train_check", "train")
@@ -226,7 +177,7 @@ rule train_summary:
 
 
 # The untuned control's summary: its D-CHAG cells on tp's recipe against the same tp runs (train/summary.nc's tp).
-rule train_control_summary:
+use rule train_summary as train_control_summary with:
     input:
         records=control_summary_records,
         baselines=train_summary_baselines,
@@ -236,13 +187,5 @@ rule train_control_summary:
         log_file("train/control_summary.log"),
     benchmark:
         benchmark_file("train_control_summary", "job")
-    conda:
-        ENV
-    resources:
-        **job_resources("train_summary"),
     params:
-        margin=config["train"]["verdict"]["margin"],
-        level=config["train"]["verdict"]["level"],
-    shell:
-        "hsitp train summary {input.records:q} --baseline {input.baselines:q} --margin {params.margin}"
-        " --level {params.level} --out {output:q} > {log} 2>&1"
+        records=lambda wildcards, input: input.records,

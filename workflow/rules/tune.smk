@@ -2,7 +2,7 @@
 # (tune.trials trials of tune.epochs x tune.steps_per_epoch steps) and search space for every plan, scored on
 # validation pixels only. The study's journal (PLAN_PROTOCOL.journal) and its trials' checkpoints (trials/) live
 # beside the netCDF and are not rule outputs: a killed study resumes from them.
-from hsitp.names import COMPARED_PLANS, PROTOCOLS
+from hsitp.names import COMPARED_PLANS
 from hsitp.train.plan import dataset_crops
 from hsitp.train.settings import TrainSettings
 
@@ -46,9 +46,7 @@ checkpoint tune:
     benchmark:
         benchmark_file("tune", "{dataset}/{plan}_{protocol}")
     wildcard_constraints:
-        dataset=r"[A-Za-z0-9_]+",
         plan="|".join(COMPARED_PLANS),
-        protocol="|".join(PROTOCOLS),
     conda:
         ENV
     threads: 1

@@ -6,7 +6,7 @@ This sums them per stage: jobs, wall s, CPU s, the largest max RSS, and the run'
 that ran the jobs; nothing is modelled.
 
 One invocation, not a folder's history: the workflow records each snakemake call that runs jobs
-(``logs/<run>/invocations/<start>.json``, written by the ``onstart`` / ``onsuccess`` hooks of common.smk: start,
+(``logs/<run>/invocations/<start>.json``, written by the ``onstart`` / ``onsuccess`` hooks of hooks.smk: start,
 end, the command, each job's benchmark file, whether it built the ``all`` target). The table is the last complete
 invocation that built ``all`` (the main job, or the resumed part of a killed one), its span that call's start to
 end; later re-renders and audits are left out and said so. Without records (a run from before them) every

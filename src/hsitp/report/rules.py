@@ -39,7 +39,7 @@ def stage_inputs(
     """The netCDF one stage's page reads, keyed like the notebook's parameters (None: a file of a stage this run
     does not build; the page says what is missing).
 
-    ``data``, ``cost``, ``bench``, ``probe`` and ``train`` are the upstream stages' target lists (common.smk);
+    ``data``, ``cost``, ``bench``, ``probe`` and ``train`` are the upstream stages' target lists (targets.smk);
     ``stages`` the run's (config ``stages``): the train page reads the probe's files only when the probe runs;
     ``tune`` the tuning studies (tune_targets) it draws the budget curves of."""
     cost_by = {Path(p).stem: p for p in cost}
