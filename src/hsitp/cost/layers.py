@@ -55,8 +55,7 @@ SPLITS: dict[str, tuple[str, ...]] = {
 
 @dataclass(frozen=True)
 class Compute:
-    """One forward compute term on one rank. ``n2``: an attention N×N product; ``paired``: the term the paper's
-    derivation pairs with the communicated tensor (§3.2: the GEMM producing it; §3.3: the score product).
+    """One forward compute term on one rank. ``paired``: the term the paper's derivation pairs with the communicated tensor (§3.2: the GEMM producing it; §3.3: the score product).
     ``bwd``: backward work as a multiple of this term's forward work: 2 (input and weight gradients) unless the
     input needs no gradient (the raw image cube entering tokenisation: weight gradient only, 1). ``traffic``:
     elements the forward term reads and writes (operands and result), the memory-traffic estimate behind the
@@ -65,7 +64,6 @@ class Compute:
     name: str
     amount: float  # MACs for kind 'gemm', FLOPs for kind 'elementwise'
     kind: str  # 'gemm' | 'elementwise'
-    n2: bool = False
     paired: bool = False
     bwd: float = 2.0
     traffic: float = 0.0
@@ -245,7 +243,6 @@ def _attention_computes(
                 "scores",
                 Mq * kv_tokens * d_l,
                 "gemm",
-                n2=True,
                 paired=scores_paired,
                 traffic=Mq * d_l + s.batch * kv_tokens * d_l + s.batch * h_l * q_tokens * kv_tokens,
             ),
@@ -253,14 +250,12 @@ def _attention_computes(
                 "softmax",
                 SOFTMAX_FLOPS * s.batch * h_l * q_tokens * kv_tokens,
                 "elementwise",
-                n2=True,
                 traffic=2 * s.batch * h_l * q_tokens * kv_tokens,
             ),
             Compute(
                 "attn_v",
                 Mq * kv_tokens * d_l,
                 "gemm",
-                n2=True,
                 traffic=s.batch * h_l * q_tokens * kv_tokens + s.batch * kv_tokens * d_l + Mq * d_l,
             ),
         ]

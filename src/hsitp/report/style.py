@@ -61,8 +61,6 @@ TOL_MUTED = [
     "#AA4499",
 ]
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p"]
-# Dash patterns a line of a coinciding run keeps visible beside another (offsets differ).
-DASHES = ["solid", (0, (5, 2)), (0, (1, 1.5)), (0, (6, 2, 1, 2)), (2, (3, 3)), (0, (8, 3, 2, 3))]
 
 
 def palette(n: int) -> list[str]:

@@ -59,8 +59,6 @@ from hsitp.train.steps import lr_lambda
 
 log = logging.getLogger(__name__)
 
-ACTIVATION_CHECKPOINTING = "none"  # the policy the memory numbers were measured under
-
 
 class TrainError(HsitpError):
     """Training cannot go on (a non-finite loss, a launch that is not one TP group, ...)."""
