@@ -60,66 +60,22 @@ def compare(mb: xr.Dataset, cal: xr.Dataset, calibration_path: str | Path) -> xr
     hw = hardware_from_calibration(calibration_path)
     dtype = cal.attrs["dtype"]
     mbd = mb.sel(dtype=[dtype])
-    pad = head_padding(mb)
-    held = {(r["op"], r["P"], r["N"], r["D"], r["L"]): bool(r["held_out"]) for r in fit_points(cal)["ops"]}
-    shape = tuple(mbd.sizes[d] for d in POINT_DIMS)
-    pred = {f"ccr_{m}": np.full(shape, np.nan) for m in MODELS}
-    extra = ("t_comp_model", "t_comm_refined", "t_comm_traced", "n_collectives_refined", "bytes_refined")
-    pred.update({k: np.full(shape, np.nan) for k in extra})
-    flag = np.full(shape, FLAG_NOT_MEASURED, dtype=np.int8)
-    comp = mbd["time_mean"].sel(mode="compute", drop=True)
-    for index in np.ndindex(*shape):
-        idx = {d: mbd[d].values[i] for d, i in zip(POINT_DIMS, index, strict=True)}
-        if not np.isfinite(float(comp.sel(idx))):
-            continue
-        op, p, n, d, bands = (idx[k] for k in ("op", "P", "N", "D", "L"))
-        key = (str(op), int(p), int(n), int(d), int(bands))
-        if key not in held:
-            continue  # measured but not in the calibration's points (another dtype)
-        flag[index] = FLAG_HELD_OUT if held[key] else FLAG_FITTED
-        pr = predict(point_at(mb, op=op, P=p, N=n, D=d, L=bands, dtype=dtype), hw, head_padding=pad)
-        t_traced = traced_comm_time(mbd.sel(idx), hw, str(op))
-        pred["ccr_stated"][index] = pr.ccr_stated
-        pred["ccr_refined"][index] = pr.ccr_refined
-        pred["ccr_traced"][index] = t_traced / pr.t_comp
-        pred["t_comp_model"][index] = pr.t_comp
-        pred["t_comm_refined"][index] = pr.t_comm
-        pred["t_comm_traced"][index] = t_traced
-        pred["n_collectives_refined"][index] = pr.n_collectives
-        pred["bytes_refined"][index] = pr.bytes
-    coords = {d: mbd[d].values for d in POINT_DIMS}
-    ds = xr.Dataset(coords=coords)
-    measured = mbd["ccr_measured"]
-    ds["ccr_measured"] = measured.assign_attrs(
-        units="1", long_name="measured: collective-only / compute-only time"
-    )
-    ds["ccr_exposed"] = mbd["ccr_exposed"].assign_attrs(
-        units="1", long_name="measured: (full - compute-only) / compute-only"
-    )
-    ds["ccr_measured_iqr"] = mbd["ccr_measured_iqr"].assign_attrs(
-        units="1", long_name="measured: inter-quartile range over repeats of the per-repeat CCR"
-    )
-    ds["t_comp_measured"] = comp.assign_attrs(
-        units="s", long_name="measured compute-only time (mean over repeats)"
-    )
-    ds["t_comm_measured"] = (
-        mbd["time_mean"]
-        .sel(mode="comm", drop=True)
-        .assign_attrs(units="s", long_name="measured collective-only time (mean over repeats)")
-    )
-    for name, values in pred.items():
-        ds[name] = (POINT_DIMS, values)
-    ds["n_collectives_traced"] = mbd["n_collectives"].assign_attrs(
-        units="1", long_name="collective calls the layer issued"
-    )
-    ds["bytes_traced"] = mbd["bytes_moved"].assign_attrs(
-        units="B", long_name="full-tensor bytes the layer moved"
-    )
+    pred, flag = _predictions(mb, mbd, cal, hw)
+    measured = {
+        "ccr_measured": mbd["ccr_measured"],
+        "ccr_exposed": mbd["ccr_exposed"],
+        "ccr_measured_iqr": mbd["ccr_measured_iqr"],
+        "t_comp_measured": mbd["time_mean"].sel(mode="compute", drop=True),
+        "t_comm_measured": mbd["time_mean"].sel(mode="comm", drop=True),
+    }
+    predicted = {name: (POINT_DIMS, values) for name, values in pred.items()}
+    traced = {"n_collectives_traced": mbd["n_collectives"], "bytes_traced": mbd["bytes_moved"]}
+    ds = xr.Dataset({**measured, **predicted, **traced}, coords={d: mbd[d].values for d in POINT_DIMS})
     describe(ds, PREDICTION_ATTRS)
     for m in MODELS:
         with np.errstate(divide="ignore", invalid="ignore"):
-            err = (ds[f"ccr_{m}"] - measured) / measured
-        ds[f"rel_err_{m}"] = err.where(measured > 0).assign_attrs(
+            err = (ds[f"ccr_{m}"] - ds["ccr_measured"]) / ds["ccr_measured"]
+        ds[f"rel_err_{m}"] = err.where(ds["ccr_measured"] > 0).assign_attrs(
             units="1", long_name=f"relative error of ccr_{m}: (ccr_{m} - measured) / measured"
         )
     ds["held_out"] = (POINT_DIMS, flag)
@@ -141,8 +97,47 @@ def compare(mb: xr.Dataset, cal: xr.Dataset, calibration_path: str | Path) -> xr
     return ds
 
 
+def _predictions(
+    mb: xr.Dataset, mbd: xr.Dataset, cal: xr.Dataset, hw: Any
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Each model's prediction at every measured point of ``mbd`` (``mb`` at the calibration's dtype) that the
+    calibration knows, and the held-out flag of every point."""
+    dtype, pad = cal.attrs["dtype"], head_padding(mb)
+    held = {(r["op"], r["P"], r["N"], r["D"], r["L"]): bool(r["held_out"]) for r in fit_points(cal)["ops"]}
+    shape = tuple(mbd.sizes[d] for d in POINT_DIMS)
+    extra = ("t_comp_model", "t_comm_refined", "t_comm_traced", "n_collectives_refined", "bytes_refined")
+    pred = {name: np.full(shape, np.nan) for name in (*(f"ccr_{m}" for m in MODELS), *extra)}
+    flag = np.full(shape, FLAG_NOT_MEASURED, dtype=np.int8)
+    comp = mbd["time_mean"].sel(mode="compute", drop=True)
+    for index in np.ndindex(*shape):
+        idx = {d: mbd[d].values[i] for d, i in zip(POINT_DIMS, index, strict=True)}
+        if not np.isfinite(float(comp.sel(idx))):
+            continue
+        op, p, n, d, bands = (idx[k] for k in ("op", "P", "N", "D", "L"))
+        key = (str(op), int(p), int(n), int(d), int(bands))
+        if key not in held:
+            continue  # measured but not in the calibration's points (another dtype)
+        flag[index] = FLAG_HELD_OUT if held[key] else FLAG_FITTED
+        pr = predict(point_at(mb, op=op, P=p, N=n, D=d, L=bands, dtype=dtype), hw, head_padding=pad)
+        t_traced = traced_comm_time(mbd.sel(idx), hw, str(op))
+        values = (pr.ccr_stated, pr.ccr_refined, t_traced / pr.t_comp, pr.t_comp, pr.t_comm, t_traced)
+        for name, value in zip(pred, (*values, pr.n_collectives, pr.bytes), strict=True):
+            pred[name][index] = value
+    return pred, flag
+
+
 PREDICTION_ATTRS: dict[str, dict[str, str]] = {
     **POINT_COORD_ATTRS,
+    "ccr_measured": {"units": "1", "long_name": "measured: collective-only / compute-only time"},
+    "ccr_exposed": {"units": "1", "long_name": "measured: (full - compute-only) / compute-only"},
+    "ccr_measured_iqr": {
+        "units": "1",
+        "long_name": "measured: inter-quartile range over repeats of the per-repeat CCR",
+    },
+    "t_comp_measured": {"units": "s", "long_name": "measured compute-only time (mean over repeats)"},
+    "t_comm_measured": {"units": "s", "long_name": "measured collective-only time (mean over repeats)"},
+    "n_collectives_traced": {"units": "1", "long_name": "collective calls the layer issued"},
+    "bytes_traced": {"units": "B", "long_name": "full-tensor bytes the layer moved"},
     "ccr_stated": {
         "units": "1",
         "long_name": "paper's stated model with calibrated F (median over ops) and beta",

@@ -84,6 +84,23 @@ MICROBENCH_ATTRS: dict[str, dict[str, str]] = {
         "flag_values": [0, 1],
         "flag_meanings": "no yes",
     },
+    "time": {"units": "s", "long_name": "measured wall time per repeat, slowest rank"},
+    "bytes_moved": {
+        "units": "B",
+        "long_name": "bytes of the full tensors of the traced collectives, fwd+bwd",
+    },
+    "n_collectives": {"units": "1", "long_name": "collective calls traced, fwd+bwd"},
+    "trace_count": {"units": "1", "long_name": "traced calls of each collective on each group, fwd+bwd"},
+    "trace_bytes": {
+        "units": "B",
+        "long_name": "full-tensor bytes of the traced calls of each collective on each group",
+    },
+    "group_size": {
+        "units": "1",
+        "long_name": "ranks in each process group the layers used (tp: all P; channel, token: the attn_2d mesh)",
+    },
+    "coll_time": {"units": "s", "long_name": "measured collective time per repeat, slowest rank"},
+    "coll_bytes": {"units": "B", "long_name": "full (unsharded) tensor bytes actually moved"},
 }
 
 
@@ -144,75 +161,28 @@ def empty_partial(
             f"layer_shape must give exactly the LayerShape fields but {SWEPT}; differs in {unknown}"
         )
     point_shape = (len(ops), 1, len(N), len(D), len(L), len(dtypes))
-    trace_shape = (*point_shape, len(COLLECTIVES), len(TRACED_GROUPS))
-    coords = {
-        "op": list(ops),
-        "P": [world_size],
-        "N": list(N),
-        "D": list(D),
-        "L": list(L),
-        "dtype": list(dtypes),
-        "mode": list(MODES),
-        "rep": np.arange(repeats),
-        "collective": list(collectives),
-        "traced_collective": list(COLLECTIVES),
-        "traced_group": list(TRACED_GROUPS),
-        "nbytes": list(sizes_bytes),
-        "coll_rep": np.arange(coll_repeats),
-    }
-    nan_point = np.full(point_shape, np.nan)
-    ds = xr.Dataset(
-        {
-            "time": (
-                (*POINT_DIMS, "mode", "rep"),
-                np.full((*point_shape, len(MODES), repeats), np.nan),
-                {"units": "s", "long_name": "measured wall time per repeat, slowest rank"},
-            ),
-            "bytes_moved": (
-                POINT_DIMS,
-                nan_point.copy(),
-                {"units": "B", "long_name": "bytes of the full tensors of the traced collectives, fwd+bwd"},
-            ),
-            "n_collectives": (
-                POINT_DIMS,
-                nan_point.copy(),
-                {"units": "1", "long_name": "collective calls traced, fwd+bwd"},
-            ),
-            "trace_count": (
-                (*POINT_DIMS, "traced_collective", "traced_group"),
-                np.full(trace_shape, np.nan),
-                {"units": "1", "long_name": "traced calls of each collective on each group, fwd+bwd"},
-            ),
-            "trace_bytes": (
-                (*POINT_DIMS, "traced_collective", "traced_group"),
-                np.full(trace_shape, np.nan),
-                {
-                    "units": "B",
-                    "long_name": "full-tensor bytes of the traced calls of each collective on each group",
-                },
-            ),
-            "group_size": (
-                ("P", "traced_group"),
-                np.full((1, len(TRACED_GROUPS)), np.nan),
-                {
-                    "units": "1",
-                    "long_name": "ranks in each process group the layers used (tp: all P; channel, token: the "
-                    "attn_2d mesh)",
-                },
-            ),
-            "coll_time": (
-                ("collective", "P", "nbytes", "coll_rep"),
-                np.full((len(collectives), 1, len(sizes_bytes), coll_repeats), np.nan),
-                {"units": "s", "long_name": "measured collective time per repeat, slowest rank"},
-            ),
-            "coll_bytes": (
-                ("collective", "P", "nbytes"),
-                np.full((len(collectives), 1, len(sizes_bytes)), np.nan),
-                {"units": "B", "long_name": "full (unsharded) tensor bytes actually moved"},
-            ),
-        },
-        coords=coords,
+    trace = (
+        (*POINT_DIMS, "traced_collective", "traced_group"),
+        (*point_shape, len(COLLECTIVES), len(TRACED_GROUPS)),
     )
+    coll = (("collective", "P", "nbytes"), (len(collectives), 1, len(sizes_bytes)))
+    layout = {  # variable: (dims, shape)
+        "time": ((*POINT_DIMS, "mode", "rep"), (*point_shape, len(MODES), repeats)),
+        "bytes_moved": (POINT_DIMS, point_shape),
+        "n_collectives": (POINT_DIMS, point_shape),
+        "trace_count": trace,
+        "trace_bytes": trace,
+        "group_size": (("P", "traced_group"), (1, len(TRACED_GROUPS))),
+        "coll_time": ((*coll[0], "coll_rep"), (*coll[1], coll_repeats)),
+        "coll_bytes": coll,
+    }
+    coords = dict(
+        zip(POINT_DIMS, (list(ops), [world_size], list(N), list(D), list(L), list(dtypes)), strict=True)
+    )
+    coords |= {"mode": list(MODES), "rep": np.arange(repeats), "collective": list(collectives)}
+    coords |= {"traced_collective": list(COLLECTIVES), "traced_group": list(TRACED_GROUPS)}
+    coords |= {"nbytes": list(sizes_bytes), "coll_rep": np.arange(coll_repeats)}
+    ds = xr.Dataset({k: (dims, np.full(shape, np.nan)) for k, (dims, shape) in layout.items()}, coords=coords)
     ds.attrs["layer_shape"] = dict(layer_shape)
     ds.attrs["head_padding"] = bool(head_padding)
     return describe(ds, MICROBENCH_ATTRS)
@@ -336,19 +306,33 @@ def merge_partials(paths: Sequence[str | Path], out: str | Path, settings: Bench
     if not paths:
         raise MergeError("bench merge: no partial files given")
     parts = [read_input(p, KIND) for p in paths]
-    for path, ds in zip(paths, parts, strict=True):
-        measured = int(np.isfinite(ds["time"].sel(mode="full")).any("rep").sum())
-        log.info(
-            "read %s: P=%s launch %d on %s, %d layer points measured",
-            path,
-            ",".join(str(int(p)) for p in ds["P"].values),
-            _launch(ds),
-            ds.attrs.get("device", "?"),
-            measured,
-        )
+    by_p = _launches_by_p(paths, parts)
+    _check_same_sweep(paths, parts, by_p)
+    # combine_attrs="override": every variable keeps the first file's units and long_name (the files' own
+    # attributes are replaced below).
+    raw = [_pool_launches(v) for v in by_p.values()]
+    merged = xr.concat(raw, dim="P", data_vars="minimal", coords="minimal", combine_attrs="override")
+    merged = add_summaries(merged.sortby("P"))
+    merged["ccr_measured_launch"] = _ccr_by_launch(by_p)
+    merged["launch"].attrs.update(units="1", long_name="independent launch (its own torchrun) at each P")
+    merged.attrs = _merged_attrs(merged, by_p, parts)
+    _log_merged(merged.attrs)
+    prov = provenance(config=settings.source, inputs={Path(p).name: p for p in paths})
+    sizes = ", ".join(str(p) for p in merged.attrs["world_sizes"])
+    path = write_netcdf(merged, out, kind=KIND, prov=prov, title=f"{TITLE}, P = {sizes}")
+    log.info("wrote %s (P = %s, %d launch(es) each)", path, sizes, merged.attrs["launches"])
+    return path
+
+
+def _launches_by_p(paths: Sequence[str | Path], parts: Sequence[xr.Dataset]) -> dict[int, list[xr.Dataset]]:
+    """The partial files by P (ascending), each P's launches in launch order; one P per file, each launch once,
+    the same launches at every P."""
     seen: dict[tuple[int, int], str] = {}
     by_p: dict[int, list[xr.Dataset]] = {}
     for path, ds in zip(paths, parts, strict=True):
+        measured = int(np.isfinite(ds["time"].sel(mode="full")).any("rep").sum())
+        where = (",".join(str(int(p)) for p in ds["P"].values), _launch(ds), ds.attrs.get("device", "?"))
+        log.info("read %s: P=%s launch %d on %s, %d layer points measured", path, *where, measured)
         if ds.sizes["P"] != 1:
             raise MergeError(f"{path}: holds P = {ds['P'].values.tolist()}; a partial file holds one P")
         key = (int(ds["P"].values[0]), _launch(ds))
@@ -364,6 +348,13 @@ def merge_partials(paths: Sequence[str | Path], out: str | Path, settings: Bench
         raise MergeError(
             f"bench merge: every P needs the same launches (bench.launches); got {launch_sets} (P: launches)"
         )
+    return by_p
+
+
+def _check_same_sweep(
+    paths: Sequence[str | Path], parts: Sequence[xr.Dataset], by_p: Mapping[int, Sequence[xr.Dataset]]
+) -> None:
+    """Refuse partials of different sweeps, layer shapes or padding, and launches at one P on different devices."""
     ref = parts[0]
     for path, ds in zip(paths[1:], parts[1:], strict=True):
         for dim in ("op", "N", "D", "L", "dtype", "mode", "rep", "collective", "nbytes", "coll_rep"):
@@ -384,19 +375,13 @@ def merge_partials(paths: Sequence[str | Path], out: str | Path, settings: Bench
             raise MergeError(
                 f"P={p}: its launches ran on different devices {sorted(devices)}; pool like with like"
             )
-    raw = [_pool_launches(v) for v in by_p.values()]
-    # combine_attrs="override": every variable keeps the first file's units and long_name (the files' own
-    # attributes are replaced below).
-    merged = xr.concat(raw, dim="P", data_vars="minimal", coords="minimal", combine_attrs="override").sortby(
-        "P"
-    )
-    merged = add_summaries(merged)
-    merged["ccr_measured_launch"] = _ccr_by_launch(by_p)
-    merged["launch"].attrs.update(units="1", long_name="independent launch (its own torchrun) at each P")
-    n_launches = len(next(iter(launch_sets.values())))
-    # the sweep is the same in every launch: its skipped points once, from each P's first launch
-    skipped = [pt for v in by_p.values() for pt in json.loads(v[0].attrs.get("skipped_points", "[]"))]
-    meshes = {str(int(ds["P"].values[0])): json.loads(ds.attrs.get("mesh_2d", "null")) for ds in parts}
+
+
+def _merged_attrs(
+    merged: xr.Dataset, by_p: Mapping[int, Sequence[xr.Dataset]], parts: Sequence[xr.Dataset]
+) -> dict[str, Any]:
+    """The merged file's attributes: devices, backends and sizes over every P, each P's sanity-ratio spread,
+    the skipped points (the sweep is the same in every launch: once, from each P's first launch)."""
     sanity = {}
     for p in merged["P"].values.tolist():
         r = merged["sanity_ratio"].sel(P=p).values
@@ -404,10 +389,9 @@ def merge_partials(paths: Sequence[str | Path], out: str | Path, settings: Bench
         if r.size:
             q10, q50, q90 = np.percentile(r, [10, 50, 90])
             sanity[str(p)] = {"median": float(q50), "q10": float(q10), "q90": float(q90), "n": int(r.size)}
-    devices = sorted(set(merged["device"].values.tolist()))
     backends = sorted(set(merged["backend"].values.tolist()) - {"none"}) or ["none"]
-    merged.attrs = {
-        "device": "; ".join(devices),
+    return {
+        "device": "; ".join(sorted(set(merged["device"].values.tolist()))),
         "backend": ",".join(backends),
         "world_sizes": [int(p) for p in merged["P"].values],
         "threads_per_rank": sorted({int(t) for t in merged["threads_per_rank"].values}),
@@ -415,35 +399,30 @@ def merge_partials(paths: Sequence[str | Path], out: str | Path, settings: Bench
             int(p) for p in merged["P"].values[merged["oversubscribed"].values.astype(bool)]
         ],
         "sanity_ratio_by_P": sanity,
-        "skipped_points": skipped,
-        "mesh_2d": meshes,
-        "layer_shape": json.loads(ref.attrs["layer_shape"]),
-        "head_padding": int(ref.attrs["head_padding"]),
-        "launches": n_launches,
+        "skipped_points": [
+            pt for v in by_p.values() for pt in json.loads(v[0].attrs.get("skipped_points", "[]"))
+        ],
+        "mesh_2d": {str(int(ds["P"].values[0])): json.loads(ds.attrs.get("mesh_2d", "null")) for ds in parts},
+        "layer_shape": json.loads(parts[0].attrs["layer_shape"]),
+        "head_padding": int(parts[0].attrs["head_padding"]),
+        "launches": len(next(iter(by_p.values()))),
         "measured": "yes",
         "note": "timings and traced collectives are measured on the device named above; nothing here is modelled",
     }
-    inputs = {Path(p).name: p for p in paths}
-    sizes = ", ".join(str(p) for p in merged.attrs["world_sizes"])
-    for p, s in sanity.items():
+
+
+def _log_merged(attrs: Mapping[str, Any]) -> None:
+    """Log each P's sanity ratio, and warn of skipped points and oversubscribed P."""
+    for p, s in attrs["sanity_ratio_by_P"].items():
         log.info(
             "P=%s: sanity ratio (compute + comm) / full median %.2f (10-90 %%: %.2f-%.2f) over %d points",
-            p,
-            s["median"],
-            s["q10"],
-            s["q90"],
-            s["n"],
+            *(p, s["median"], s["q10"], s["q90"], s["n"]),
         )
-    if skipped:
-        log.warning(
-            "%d points were skipped by the runs (listed in the skipped_points attribute)", len(skipped)
-        )
-    if merged.attrs["oversubscribed_P"]:
-        log.warning("oversubscribed (ranks x threads > cores) at P = %s", merged.attrs["oversubscribed_P"])
-    prov = provenance(config=settings.source, inputs=inputs)
-    path = write_netcdf(merged, out, kind=KIND, prov=prov, title=f"{TITLE}, P = {sizes}")
-    log.info("wrote %s (P = %s, %d launch(es) each)", path, sizes, n_launches)
-    return path
+    if attrs["skipped_points"]:
+        n = len(attrs["skipped_points"])
+        log.warning("%d points were skipped by the runs (listed in the skipped_points attribute)", n)
+    if attrs["oversubscribed_P"]:
+        log.warning("oversubscribed (ranks x threads > cores) at P = %s", attrs["oversubscribed_P"])
 
 
 def point_at(mb: xr.Dataset, *, op: str, P: int, N: int, D: int, L: int, dtype: str) -> Point:

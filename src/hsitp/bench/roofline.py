@@ -16,7 +16,7 @@ import numpy as np
 import xarray as xr
 
 from hsitp.bench.timing import median_iqr, time_region
-from hsitp.io import device_description, provenance, write_netcdf
+from hsitp.io import describe, device_description, provenance, write_netcdf
 from hsitp.settings import BenchSettings
 
 KIND = "bench_roofline"
@@ -42,6 +42,26 @@ def measure_copy_bandwidth(*, device: Any, nbytes: int, warmup: int, repeats: in
     return 2.0 * nbytes / float(np.median(t))
 
 
+ROOFLINE_ATTRS: dict[str, dict[str, str]] = {
+    "time": {"units": "s", "long_name": "measured GEMM time"},
+    "time_median": {"units": "s", "long_name": "median GEMM time over repeats"},
+    "time_iqr": {"units": "s", "long_name": "inter-quartile range over repeats"},
+    "m": {"units": "1", "long_name": "rows of A and C"},
+    "n": {"units": "1", "long_name": "columns of B and C"},
+    "k": {"units": "1", "long_name": "contraction length"},
+    "flops": {"units": "FLOP", "long_name": "2mnk"},
+    "intensity": {"units": "FLOP/B", "long_name": "arithmetic intensity"},
+    "achieved_flops": {"units": "FLOP/s", "long_name": "measured GEMM rate (FLOPs / median time)"},
+    "attainable_flops": {
+        "units": "FLOP/s",
+        "long_name": "min(compute roof, intensity x memory roof), both measured",
+    },
+    "roofline_ratio": {"units": "1", "long_name": "achieved / attainable"},
+    "shape": {"long_name": "GEMM shape MxNxK"},
+    "rep": {"units": "1", "long_name": "repeat index"},
+}
+
+
 def run_roofline(
     *,
     device: str,
@@ -59,7 +79,6 @@ def run_roofline(
 
     dev = resolve_device(device, key="bench.device")
     dt = resolve_dtype(dtype, dev, key="bench.dtypes")
-    itemsize = torch.empty((), dtype=dt).element_size()
     gen = torch.Generator(device="cpu").manual_seed(seed)
     times = np.full((len(shapes), repeats), np.nan)
     for i, (m, n, k) in enumerate(shapes):
@@ -71,56 +90,43 @@ def run_roofline(
         )
         del a, b, c
     bw = measure_copy_bandwidth(device=dev, nbytes=copy_bytes, warmup=warmup, repeats=repeats)
-    med, iqr = median_iqr(times)
-    flops = np.array([gemm_flops(*s) for s in shapes])
-    intensity = flops / np.array([gemm_bytes(*s, itemsize) for s in shapes])
-    achieved = flops / med
-    f_roof = float(np.nanmax(achieved))
-    attainable = np.minimum(f_roof, intensity * bw)
-    shape_label = [f"{m}x{n}x{k}" for m, n, k in shapes]
-    ds = xr.Dataset(
-        {
-            "time": (("shape", "rep"), times, {"units": "s", "long_name": "measured GEMM time"}),
-            "time_median": ("shape", med, {"units": "s", "long_name": "median GEMM time over repeats"}),
-            "time_iqr": ("shape", iqr, {"units": "s", "long_name": "inter-quartile range over repeats"}),
-            "m": ("shape", [s[0] for s in shapes], {"units": "1", "long_name": "rows of A and C"}),
-            "n": ("shape", [s[1] for s in shapes], {"units": "1", "long_name": "columns of B and C"}),
-            "k": ("shape", [s[2] for s in shapes], {"units": "1", "long_name": "contraction length"}),
-            "flops": ("shape", flops, {"units": "FLOP", "long_name": "2mnk"}),
-            "intensity": ("shape", intensity, {"units": "FLOP/B", "long_name": "arithmetic intensity"}),
-            "achieved_flops": (
-                "shape",
-                achieved,
-                {"units": "FLOP/s", "long_name": "measured GEMM rate (FLOPs / median time)"},
-            ),
-            "attainable_flops": (
-                "shape",
-                attainable,
-                {"units": "FLOP/s", "long_name": "min(compute roof, intensity x memory roof), both measured"},
-            ),
-            "roofline_ratio": (
-                "shape",
-                achieved / attainable,
-                {"units": "1", "long_name": "achieved / attainable"},
-            ),
-        },
-        coords={
-            "shape": ("shape", shape_label, {"long_name": "GEMM shape MxNxK"}),
-            "rep": ("rep", np.arange(repeats), {"units": "1", "long_name": "repeat index"}),
-        },
-    )
+    ds = roofline_dataset(shapes, times, itemsize=torch.empty((), dtype=dt).element_size(), bandwidth=bw)
     ds.attrs = {
         "title": "hsitp GEMM roofline: measured GEMM rates against the measured compute and memory roofs",
         "device": torch.cuda.get_device_name(dev)
         if dev.type == "cuda"
         else f"CPU: {device_description()['cpu']} ({torch.get_num_threads()} threads)",
         "dtype": dtype_name(dt),
-        "compute_roof_flops": f_roof,
+        "compute_roof_flops": float(np.nanmax(ds["achieved_flops"].values)),
         "memory_roof_bytes_per_s": bw,
         "measured": "yes: both roofs and every rate are measured on this device",
         "threads": torch.get_num_threads(),
     }
     return ds
+
+
+def roofline_dataset(
+    shapes: Sequence[Sequence[int]], times: np.ndarray, *, itemsize: int, bandwidth: float
+) -> xr.Dataset:
+    """Each GEMM's measured times and rate beside its attainable rate: the compute roof is the fastest GEMM's
+    rate, the memory roof ``bandwidth`` (both measured)."""
+    med, iqr = median_iqr(times)
+    flops = np.array([gemm_flops(*s) for s in shapes])
+    intensity = flops / np.array([gemm_bytes(*s, itemsize) for s in shapes])
+    achieved = flops / med
+    attainable = np.minimum(float(np.nanmax(achieved)), intensity * bandwidth)
+    per_shape = {
+        "time_median": med,
+        "time_iqr": iqr,
+        **{d: [s[i] for s in shapes] for i, d in enumerate("mnk")},
+    }
+    per_shape |= {"flops": flops, "intensity": intensity, "achieved_flops": achieved}
+    per_shape |= {"attainable_flops": attainable, "roofline_ratio": achieved / attainable}
+    ds = xr.Dataset(
+        {"time": (("shape", "rep"), times), **{k: ("shape", v) for k, v in per_shape.items()}},
+        coords={"shape": [f"{m}x{n}x{k}" for m, n, k in shapes], "rep": np.arange(times.shape[1])},
+    )
+    return describe(ds, ROOFLINE_ATTRS)
 
 
 def write_roofline(out: str | Path, s: BenchSettings) -> Path:

@@ -30,6 +30,30 @@ from hsitp.settings import BenchSettings
 log = logging.getLogger(__name__)
 KIND = "bench_shard"
 POINT_DIMS = ("op", "P", "N", "D", "L")
+SHARD_ATTRS: dict[str, dict[str, str]] = {
+    **POINT_COORD_ATTRS,
+    "rep": {"units": "1", "long_name": "repeat index"},
+    "time": {"units": "s", "long_name": "measured: rank 0's shard, fwd+bwd, collectives as no-ops"},
+    "t_comp_measured": {"units": "s", "long_name": "measured (median)"},
+    "t_comp_iqr": {"units": "s", "long_name": "inter-quartile range over repeats"},
+    "flops": {"units": "FLOP", "long_name": "modelled (refined cost model)"},
+    "achieved_flops": {"units": "FLOP/s", "long_name": "modelled FLOPs / measured time"},
+    "bytes_moved": {"units": "B", "long_name": "traced full-tensor bytes"},
+    "t_comm_modelled": {
+        "units": "s",
+        "long_name": "modelled: the preset's ring model on the traced collectives",
+    },
+    "t_comm_refined": {"units": "s", "long_name": "modelled: refined cost model's collectives on the preset"},
+    "t_comp_refined": {
+        "units": "s",
+        "long_name": "modelled: refined cost model's compute time on the preset",
+    },
+    "ccr_half_measured": {
+        "units": "1",
+        "long_name": "half-measured CCR: modelled communication / measured compute",
+    },
+    "ccr_refined": {"units": "1", "long_name": "modelled CCR: refined cost model on the preset"},
+}
 
 
 def noop_group(op: str, P: int) -> Any:
@@ -64,7 +88,6 @@ def run_shard(s: BenchSettings, *, hardware: str) -> xr.Dataset:
 def _run_shard(s: BenchSettings, hw: Any, device: Any) -> xr.Dataset:
     import torch
 
-    from hsitp.parallel.ops import build_op
     from hsitp.parallel.runtime import dtype_name, resolve_dtype
 
     dtype = resolve_dtype(s.dtypes[0], device, key="bench.dtypes")
@@ -72,50 +95,50 @@ def _run_shard(s: BenchSettings, hw: Any, device: Any) -> xr.Dataset:
     sizes = list(s.shard.world_sizes)
     shape = (len(s.ops), len(sizes), len(s.N), len(s.D), len(s.L))
     times = np.full((*shape, s.repeats), np.nan)
-    out = {
-        k: np.full(shape, np.nan)
-        for k in ("flops", "bytes", "t_comm_trace", "t_comm_refined", "t_comp_refined")
-    }
+    names = ("flops", "bytes_moved", "t_comm_modelled", "t_comm_refined", "t_comp_refined")
+    out = {k: np.full(shape, np.nan) for k in names}
     skipped = []
     pad, kernel = s.head_padding, bench_kernel(s, device.type)  # the aggregation ops' single-query kernel
     points = [(pi, idx, pt) for pi, p in enumerate(sizes) for idx, pt in sweep_points(s, p, [dname])]
     check_points((pt for _, _, pt in points), head_padding=pad)
     for pi, (i, j, k, m, _), pt in points:
         index = (i, pi, j, k, m)
-        kw = {
-            "shape": pt.shape,
-            "head_padding": pad,
-            "device": device,
-            "seed": s.seed,
-            "attention_kernel": kernel,
-        }
-        tp = noop_group(pt.op, pt.P)
         try:
-            traced = trace_point(pt.op, tp, kw)
-            step = make_step(build_op(pt.op, tp=tp, **kw))
-            times[index] = time_region(
-                step,
-                device=device,
-                warmup=s.warmup,
-                repeats=s.repeats,
-                min_region_s=s.min_region_s,
-            )
+            times[index], traced = _time_shard(pt, s, device, kernel)
         except (HsitpError, torch.cuda.OutOfMemoryError) as exc:
             skipped.append({**dataclasses.asdict(pt), "reason": f"{type(exc).__name__}: {exc}"})
             log.warning("shard: skipped %s: %s", pt, exc)
             continue
-        finally:
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
         pred = predict(pt, hw, head_padding=pad)
-        out["flops"][index] = op_work(pt, head_padding=pad)[0]
-        out["bytes"][index] = float(sum(r.nbytes for _, recs in traced for r in recs))
-        out["t_comm_trace"][index] = modelled_comm_time(traced, hw)
-        out["t_comm_refined"][index] = pred.t_comm
-        out["t_comp_refined"][index] = pred.t_comp
+        work, nbytes = (
+            op_work(pt, head_padding=pad)[0],
+            float(sum(r.nbytes for _, recs in traced for r in recs)),
+        )
+        values = (work, nbytes, modelled_comm_time(traced, hw), pred.t_comm, pred.t_comp)
+        for name, value in zip(names, values, strict=True):
+            out[name][index] = value
     ds = _dataset(s, sizes, dname, times, out, hw, device, skipped)
     ds.attrs["attention_kernel"] = kernel
     return ds
+
+
+def _time_shard(pt: Any, s: BenchSettings, device: Any, kernel: str) -> tuple[np.ndarray, list[Any]]:
+    """Rank 0's shard of one point timed on ``device`` (collectives as no-ops), and the collectives it issued."""
+    import torch
+
+    from hsitp.parallel.ops import build_op
+
+    kw = {"shape": pt.shape, "head_padding": s.head_padding, "device": device}
+    kw |= {"seed": s.seed, "attention_kernel": kernel}
+    tp = noop_group(pt.op, pt.P)
+    try:
+        traced = trace_point(pt.op, tp, kw)
+        step = make_step(build_op(pt.op, tp=tp, **kw))
+        t = time_region(step, device=device, warmup=s.warmup, repeats=s.repeats, min_region_s=s.min_region_s)
+        return t, traced
+    finally:
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
 
 
 def _dataset(
@@ -131,63 +154,23 @@ def _dataset(
     import torch
 
     med, iqr = median_iqr(times)
-    coords = {
-        "op": list(s.ops),
-        "P": list(sizes),
-        "N": list(s.N),
-        "D": list(s.D),
-        "L": list(s.L),
+    coords = dict(zip(POINT_DIMS, (s.ops, sizes, s.N, s.D, s.L), strict=True))
+    per_point = {
+        "t_comp_measured": med,
+        "t_comp_iqr": iqr,
+        "flops": out["flops"],
+        "achieved_flops": out["flops"] / med,
     }
     ds = xr.Dataset(
         {
-            "time": (
-                (*POINT_DIMS, "rep"),
-                times,
-                {"units": "s", "long_name": "measured: rank 0's shard, fwd+bwd, collectives as no-ops"},
-            ),
-            "t_comp_measured": (POINT_DIMS, med, {"units": "s", "long_name": "measured (median)"}),
-            "t_comp_iqr": (POINT_DIMS, iqr, {"units": "s", "long_name": "inter-quartile range over repeats"}),
-            "flops": (
-                POINT_DIMS,
-                out["flops"],
-                {"units": "FLOP", "long_name": "modelled (refined cost model)"},
-            ),
-            "achieved_flops": (
-                POINT_DIMS,
-                out["flops"] / med,
-                {"units": "FLOP/s", "long_name": "modelled FLOPs / measured time"},
-            ),
-            "bytes_moved": (
-                POINT_DIMS,
-                out["bytes"],
-                {"units": "B", "long_name": "traced full-tensor bytes"},
-            ),
-            "t_comm_modelled": (
-                POINT_DIMS,
-                out["t_comm_trace"],
-                {"units": "s", "long_name": "modelled: the preset's ring model on the traced collectives"},
-            ),
-            "t_comm_refined": (
-                POINT_DIMS,
-                out["t_comm_refined"],
-                {"units": "s", "long_name": "modelled: refined cost model's collectives on the preset"},
-            ),
-            "t_comp_refined": (
-                POINT_DIMS,
-                out["t_comp_refined"],
-                {"units": "s", "long_name": "modelled: refined cost model's compute time on the preset"},
-            ),
+            "time": ((*POINT_DIMS, "rep"), times),
+            **{k: (POINT_DIMS, v) for k, v in {**per_point, **out}.items()},
         },
-        coords={**coords, "rep": np.arange(times.shape[-1])},
+        coords={**{k: list(v) for k, v in coords.items()}, "rep": np.arange(times.shape[-1])},
     )
-    ds["ccr_half_measured"] = (ds["t_comm_modelled"] / ds["t_comp_measured"]).assign_attrs(
-        units="1", long_name="half-measured CCR: modelled communication / measured compute"
-    )
-    ds["ccr_refined"] = (ds["t_comm_refined"] / ds["t_comp_refined"]).assign_attrs(
-        units="1", long_name="modelled CCR: refined cost model on the preset"
-    )
-    describe(ds, {**POINT_COORD_ATTRS, "rep": {"units": "1", "long_name": "repeat index"}})
-
+    ds["ccr_half_measured"] = ds["t_comm_modelled"] / ds["t_comp_measured"]
+    ds["ccr_refined"] = ds["t_comm_refined"] / ds["t_comp_refined"]
+    describe(ds, SHARD_ATTRS)
     ds.attrs = {
         "title": "hsitp shard mode (half-measured): rank 0's compute measured on one device, communication "
         f"modelled from {hw.name}",

@@ -131,42 +131,10 @@ def advise(
     on gives a warning in the result (``warnings``).
     """
     spec = registry.get(dataset)
-    if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
-        raise HsitpError(f"--devices must be an integer >= 1, got {devices!r}")
-    if devices > MAX_DEVICES:
-        raise HsitpError(
-            f"--devices {devices} is beyond any machine the hardware presets describe (at most {MAX_DEVICES}); "
-            "the tensor-parallel degree P is the size of one TP group, usually <= devices per node"
-        )
-    if patch < 1:
-        raise HsitpError(f"--patch must be >= 1, got {patch}")
-    if embed_dim is not None and embed_dim < 1:
-        raise HsitpError(f"--embed-dim must be >= 1, got {embed_dim}")
+    _check_counts(devices=devices, patch=patch, embed_dim=embed_dim)
     hw = get_hardware(hardware)
-    N = n_tokens(spec.rows, spec.cols, patch, cost["token_grid"])
-    if N < 1:
-        raise HsitpError(
-            f"--patch {patch} is larger than {dataset}'s {spec.rows}x{spec.cols} grid; use a patch <= "
-            f"{min(spec.rows, spec.cols)}"
-        )
-    D = int(cost["embed_dim"] if embed_dim is None else embed_dim)
-    if devices > min(N, D):
-        raise HsitpError(
-            f"--devices {devices} exceeds what one layer can be split into here (N = {N} tokens, D = {D} "
-            f"features): every split would leave devices without work; use --devices <= {min(N, D)}"
-        )
-    warnings = _hardware_warnings(hw, devices)
-    shape = LayerShape(
-        N=N,
-        D=D,
-        L=spec.bands,
-        batch=int(cost["batch"]),
-        heads=int(cost["heads"]),
-        mlp_ratio=int(cost["mlp_ratio"]),
-        dtype=cost["dtype"],
-        patch=patch,
-    )
-    sw = cost_switches(cost)
+    shape = _layer_shape(cost, spec, patch=patch, devices=devices, embed_dim=embed_dim)
+    N, D = shape.N, shape.D
     splits = block_costs(shape, devices, hw, cost)
     rec, reason = _recommend(splits, devices)
     tables = {s: _split_report(b) for s, b in splits.items()} if devices > 1 else {}
@@ -197,12 +165,48 @@ def advise(
             "assumptions": hw.assumptions,
         },
         "threshold": float(stated.threshold(devices, hw.flops, hw.beta_for(devices))),
-        "switches_on": sw.on(),
+        "switches_on": cost_switches(cost).on(),
         "splits": tables,
         "recommendation": rec,
         "reason": reason,
-        "warnings": warnings,
+        "warnings": _hardware_warnings(hw, devices),
     }
+
+
+def _check_counts(*, devices: int, patch: int, embed_dim: int | None) -> None:
+    """Refuse a device count that is no count or beyond any machine, a patch or embedding dimension below 1."""
+    if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
+        raise HsitpError(f"--devices must be an integer >= 1, got {devices!r}")
+    if devices > MAX_DEVICES:
+        raise HsitpError(
+            f"--devices {devices} is beyond any machine the hardware presets describe (at most {MAX_DEVICES}); "
+            "the tensor-parallel degree P is the size of one TP group, usually <= devices per node"
+        )
+    if patch < 1:
+        raise HsitpError(f"--patch must be >= 1, got {patch}")
+    if embed_dim is not None and embed_dim < 1:
+        raise HsitpError(f"--embed-dim must be >= 1, got {embed_dim}")
+
+
+def _layer_shape(
+    cost: Mapping[str, Any], spec: Any, *, patch: int, devices: int, embed_dim: int | None
+) -> LayerShape:
+    """One layer of ``cost``'s model on the dataset ``spec`` at ``patch``; refused where ``devices`` would leave
+    ranks without tokens or features."""
+    N = n_tokens(spec.rows, spec.cols, patch, cost["token_grid"])
+    if N < 1:
+        raise HsitpError(
+            f"--patch {patch} is larger than {spec.name}'s {spec.rows}x{spec.cols} grid; use a patch <= "
+            f"{min(spec.rows, spec.cols)}"
+        )
+    D = int(cost["embed_dim"] if embed_dim is None else embed_dim)
+    if devices > min(N, D):
+        raise HsitpError(
+            f"--devices {devices} exceeds what one layer can be split into here (N = {N} tokens, D = {D} "
+            f"features): every split would leave devices without work; use --devices <= {min(N, D)}"
+        )
+    model = {k: int(cost[k]) for k in ("batch", "heads", "mlp_ratio")}
+    return LayerShape(N=N, D=D, L=spec.bands, dtype=cost["dtype"], patch=patch, **model)
 
 
 def format_text(a: Mapping[str, Any]) -> str:

@@ -41,6 +41,26 @@ MEASURED_PREFIX = "measured:"  # a hardware name "measured:PATH" names a calibra
 COMPUTE_MODEL_VARS = ("compute_overhead", "compute_rate", "mem_bandwidth", "sequence_factor")
 REQUIRED_ATTRS = ("device", "backend", "dtype", "world_sizes", "fit_points")
 BACKENDS = ("gloo", "nccl")
+CALIBRATION_ATTRS: dict[str, dict[str, str]] = {
+    "alpha": {"units": "s", "long_name": "per-call overhead"},
+    "beta": {"units": "B/s", "long_name": "ring bandwidth"},
+    "achieved_flops": {"units": "FLOP/s", "long_name": "achieved compute rate"},
+    "alpha_stderr": {"units": "s", "long_name": "standard error of alpha"},
+    "beta_stderr": {"units": "B/s", "long_name": "standard error of beta"},
+    "n_points": {"units": "1", "long_name": "points in the fit"},
+    "compute_overhead": {"units": "s", "long_name": "fixed time per call of the op"},
+    "compute_rate": {"units": "FLOP/s", "long_name": "rate of the FLOP term (inf: term fitted to zero)"},
+    "mem_bandwidth": {
+        "units": "B/s",
+        "long_name": "rate of the memory-traffic term (inf: term fitted to zero)",
+    },
+    "sequence_factor": {
+        "units": "1",
+        "long_name": "time of the op's collectives back to back / their ring-model time timed alone",
+    },
+    "collective": {"long_name": "collective (ring model per collective)"},
+    "op": {"long_name": "parallel layer (hsitp.names.OP_NAMES)"},
+}
 
 
 class CalibrationError(HsitpError, ValueError):
@@ -70,64 +90,29 @@ def calibration_dataset(
     ``sequence_factor``: {op: value}, for every op of ``achieved_flops`` (module docstring). Both optional, given
     together.
     """
+    import xarray as xr
+
+    from hsitp.io import describe
+
     colls = [c for c in COLLECTIVES if c in alpha or c in beta]
     ops = list(achieved_flops)
     data: dict[str, Any] = {
-        "alpha": (
-            "collective",
-            [float(alpha[c]) for c in colls],
-            {"units": "s", "long_name": "per-call overhead"},
-        ),
-        "beta": (
-            "collective",
-            [float(beta[c]) for c in colls],
-            {"units": "B/s", "long_name": "ring bandwidth"},
-        ),
-        "achieved_flops": (
-            "op",
-            [float(achieved_flops[o]) for o in ops],
-            {"units": "FLOP/s", "long_name": "achieved compute rate"},
-        ),
+        "alpha": ("collective", [float(alpha[c]) for c in colls]),
+        "beta": ("collective", [float(beta[c]) for c in colls]),
+        "achieved_flops": ("op", [float(achieved_flops[o]) for o in ops]),
     }
-    for name, values, units in (("alpha_stderr", alpha_stderr, "s"), ("beta_stderr", beta_stderr, "B/s")):
+    for name, values in (("alpha_stderr", alpha_stderr), ("beta_stderr", beta_stderr)):
         if values is not None:
-            data[name] = (
-                "collective",
-                [float(values.get(c, np.nan)) for c in colls],
-                {"units": units, "long_name": f"standard error of {name.removesuffix('_stderr')}"},
-            )
+            data[name] = ("collective", [float(values.get(c, np.nan)) for c in colls])
     if n_points is not None:
-        data["n_points"] = (
-            "collective",
-            [int(n_points.get(c, 0)) for c in colls],
-            {"units": "1", "long_name": "points in the fit"},
-        )
-    if compute_model is not None:
-        meta = {
-            "compute_overhead": ("s", "fixed time per call of the op"),
-            "compute_rate": ("FLOP/s", "rate of the FLOP term (inf: term fitted to zero)"),
-            "mem_bandwidth": ("B/s", "rate of the memory-traffic term (inf: term fitted to zero)"),
-        }
-        for name, (units, long_name) in meta.items():
-            values = compute_model[name]
-            data[name] = ("op", [float(values[o]) for o in ops], {"units": units, "long_name": long_name})
+        data["n_points"] = ("collective", [int(n_points.get(c, 0)) for c in colls])
+    for name in COMPUTE_MODEL_VARS[:3] if compute_model is not None else ():
+        data[name] = ("op", [float(compute_model[name][o]) for o in ops])
     if sequence_factor is not None:
-        data["sequence_factor"] = (
-            "op",
-            [float(sequence_factor[o]) for o in ops],
-            {
-                "units": "1",
-                "long_name": "time of the op's collectives back to back / their ring-model time timed alone",
-            },
-        )
-    import xarray as xr
-
+        data["sequence_factor"] = ("op", [float(sequence_factor[o]) for o in ops])
     ds = xr.Dataset(
         data,
-        coords={
-            "collective": ("collective", colls, {"long_name": "collective (ring model per collective)"}),
-            "op": ("op", ops, {"long_name": "parallel layer (hsitp.names.OP_NAMES)"}),
-        },
+        coords={"collective": colls, "op": ops},
         attrs={
             "device": device,
             "backend": backend,
@@ -137,6 +122,7 @@ def calibration_dataset(
             "model": "t = alpha + factor(P) * bytes / beta; all_reduce 2(P-1)/P, all_gather/reduce_scatter (P-1)/P",
         },
     )
+    describe(ds, CALIBRATION_ATTRS)
     validate_calibration(ds, "<in memory>")
     return ds
 

@@ -55,8 +55,7 @@ SPLITS: dict[str, tuple[str, ...]] = {
 
 @dataclass(frozen=True)
 class Compute:
-    """One forward compute term on one rank. ``n2``: an attention N×N product; ``paired``: the term the paper's
-    derivation pairs with the communicated tensor (§3.2: the GEMM producing it; §3.3: the score product).
+    """One forward compute term on one rank. ``paired``: the term the paper's derivation pairs with the communicated tensor (§3.2: the GEMM producing it; §3.3: the score product).
     ``bwd``: backward work as a multiple of this term's forward work: 2 (input and weight gradients) unless the
     input needs no gradient (the raw image cube entering tokenisation: weight gradient only, 1). ``traffic``:
     elements the forward term reads and writes (operands and result), the memory-traffic estimate behind the
@@ -65,7 +64,6 @@ class Compute:
     name: str
     amount: float  # MACs for kind 'gemm', FLOPs for kind 'elementwise'
     kind: str  # 'gemm' | 'elementwise'
-    n2: bool = False
     paired: bool = False
     bwd: float = 2.0
     traffic: float = 0.0
@@ -245,7 +243,6 @@ def _attention_computes(
                 "scores",
                 Mq * kv_tokens * d_l,
                 "gemm",
-                n2=True,
                 paired=scores_paired,
                 traffic=Mq * d_l + s.batch * kv_tokens * d_l + s.batch * h_l * q_tokens * kv_tokens,
             ),
@@ -253,14 +250,12 @@ def _attention_computes(
                 "softmax",
                 SOFTMAX_FLOPS * s.batch * h_l * q_tokens * kv_tokens,
                 "elementwise",
-                n2=True,
                 traffic=2 * s.batch * h_l * q_tokens * kv_tokens,
             ),
             Compute(
                 "attn_v",
                 Mq * kv_tokens * d_l,
                 "gemm",
-                n2=True,
                 traffic=s.batch * h_l * q_tokens * kv_tokens + s.batch * kv_tokens * d_l + Mq * d_l,
             ),
         ]
@@ -471,78 +466,83 @@ def _dchag_aggregation(s: LayerShape, P: int, pad: bool, variant: str) -> Terms:
     """D-CHAG on one rank after tokenisation: partial aggregation of its bands (g groups with shared weights, then
     over the g group results), all-gather of one token per rank (backward: local slice, no traffic), final TP
     aggregation over the P gathered tokens."""
-    g = s.groups
     _, c_g = _dchag_bands(s, P, pad)
     M = s.batch * s.N
-    D = s.D
-    if variant == "L":  # Linear over the channel axis (c_g -> 1), then over the g groups (g -> 1)
-        computes = [
-            Compute(
-                "partial_linear",
-                M * D * g * c_g,
-                "gemm",
-                paired=True,
-                traffic=M * g * c_g * D + c_g + M * g * D,
-            )
-        ]
-        params = c_g + 1
-        acts = M * g * D
-        if g > 1:
-            computes.append(Compute("group_linear", M * D * g, "gemm", traffic=M * g * D + g + M * D))
-            params += g + 1
-            acts += M * D
-    else:  # full (unsharded) single-query multi-head cross-attention per group, then over the g results
-
-        def xattn(prefix: str, tokens: float, outputs: float) -> list[Compute]:
-            return [
-                Compute(f"{prefix}q_proj", D * D, "gemm", traffic=2 * D + D * D),
-                Compute(
-                    f"{prefix}kv",
-                    M * tokens * D * 2 * D,
-                    "gemm",
-                    paired=prefix == "partial_",
-                    traffic=M * tokens * D + 2 * D * D + M * tokens * 2 * D,
-                ),
-                Compute(
-                    f"{prefix}scores",
-                    M * tokens * D,
-                    "gemm",
-                    traffic=M * outputs * D + M * tokens * D + M * s.heads * tokens,
-                ),
-                Compute(
-                    f"{prefix}softmax",
-                    SOFTMAX_FLOPS * M * s.heads * tokens,
-                    "elementwise",
-                    traffic=2 * M * s.heads * tokens,
-                ),
-                Compute(
-                    f"{prefix}attn_v",
-                    M * tokens * D,
-                    "gemm",
-                    traffic=M * s.heads * tokens + M * tokens * D + M * outputs * D,
-                ),
-                Compute(f"{prefix}proj", M * outputs * D * D, "gemm", traffic=2 * M * outputs * D + D * D),
-            ]
-
-        computes = xattn("partial_", g * c_g, g)
-        params = D + 4 * D * D + 4 * D
-        acts = M * g * c_g * 2 * D + M * s.heads * g * c_g + 2 * M * g * D
-        if g > 1:
-            computes += xattn("group_", g, 1)
-            params += D + 4 * D * D + 4 * D
-            acts += M * g * 2 * D + M * s.heads * g + 2 * M * D
+    partial = _dchag_linear if variant == "L" else _dchag_cross_attention
+    computes, params, acts = partial(s, M, c_g)
     final = _tp_cross_attention(s, P, P, pad, "final_")
     # Only the partial aggregation and the all-gather are what §8.2's estimate is about: the final aggregator's
     # terms are not "paired".
     return Terms(
         computes + [replace(c, paired=False) for c in final.computes],
         [
-            Comm("gather_tokens", "all_gather", M * P * D, "fwd", paired=True),
+            Comm("gather_tokens", "all_gather", M * P * s.D, "fwd", paired=True),
             *(replace(c, paired=False) for c in final.comms),
         ],
         params=params + final.params,
-        activations=acts + M * P * D + final.activations,
+        activations=acts + M * P * s.D + final.activations,
     )
+
+
+def _dchag_linear(s: LayerShape, M: int, c_g: float) -> tuple[list[Compute], float, float]:
+    """D-CHAG-L's partial aggregation (computes, parameters, activations): a Linear over the channel axis
+    (c_g -> 1), then over the g groups (g -> 1)."""
+    g, D = s.groups, s.D
+    traffic = M * g * c_g * D + c_g + M * g * D
+    computes = [Compute("partial_linear", M * D * g * c_g, "gemm", paired=True, traffic=traffic)]
+    if g == 1:
+        return computes, c_g + 1, M * g * D
+    computes.append(Compute("group_linear", M * D * g, "gemm", traffic=M * g * D + g + M * D))
+    return computes, c_g + 1 + (g + 1), M * g * D + M * D
+
+
+def _dchag_cross_attention(s: LayerShape, M: int, c_g: float) -> tuple[list[Compute], float, float]:
+    """D-CHAG-C's partial aggregation (computes, parameters, activations): a full (unsharded) single-query
+    multi-head cross-attention per group, then one over the g group results."""
+    g, D = s.groups, s.D
+    computes = _full_cross_attention(s, M, "partial_", g * c_g, g)
+    params = D + 4 * D * D + 4 * D
+    acts = M * g * c_g * 2 * D + M * s.heads * g * c_g + 2 * M * g * D
+    if g > 1:
+        computes += _full_cross_attention(s, M, "group_", g, 1)
+        params += D + 4 * D * D + 4 * D
+        acts += M * g * 2 * D + M * s.heads * g + 2 * M * D
+    return computes, params, acts
+
+
+def _full_cross_attention(s: LayerShape, M: int, prefix: str, tokens: float, outputs: float) -> list[Compute]:
+    """The computes of an unsharded single-query cross-attention of ``outputs`` queries over ``tokens`` tokens
+    at each of ``M`` locations."""
+    D, heads = s.D, s.heads
+    return [
+        Compute(f"{prefix}q_proj", D * D, "gemm", traffic=2 * D + D * D),
+        Compute(
+            f"{prefix}kv",
+            M * tokens * D * 2 * D,
+            "gemm",
+            paired=prefix == "partial_",
+            traffic=M * tokens * D + 2 * D * D + M * tokens * 2 * D,
+        ),
+        Compute(
+            f"{prefix}scores",
+            M * tokens * D,
+            "gemm",
+            traffic=M * outputs * D + M * tokens * D + M * heads * tokens,
+        ),
+        Compute(
+            f"{prefix}softmax",
+            SOFTMAX_FLOPS * M * heads * tokens,
+            "elementwise",
+            traffic=2 * M * heads * tokens,
+        ),
+        Compute(
+            f"{prefix}attn_v",
+            M * tokens * D,
+            "gemm",
+            traffic=M * heads * tokens + M * tokens * D + M * outputs * D,
+        ),
+        Compute(f"{prefix}proj", M * outputs * D * D, "gemm", traffic=2 * M * outputs * D + D * D),
+    ]
 
 
 def _agg_dchag_l(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str) -> Terms:

@@ -109,7 +109,6 @@ def parameter_count(plan: str, shape: LayerShape, P: int, depth: int) -> float:
 # and AdamW state (exp_avg, exp_avg_sq in the parameter dtype, one fp32 ``step`` per tensor) are exact.
 
 PLAN_PARTS = ("tokenisation", "aggregation", "blocks", "head")
-PLAN_KINDS = ("parameters", "gradients", "optimizer", "activations", "transient")
 CHECKPOINTING = ("none", "blocks")
 STAT_BYTES = 4  # LayerNorm mean / rstd and the attention log-sum-exp are fp32 whatever the activation dtype
 
@@ -464,37 +463,11 @@ def _single_attention_forward(s: StepSizes) -> list[Moment]:
 def _dchag_forward(s: StepSizes) -> list[Moment]:
     """D-CHAG: the rank-local partial aggregation over the band slots, level 2, then the gather (see
     ``_aggregation_forward``)."""
-    m, A, T, T_s = s.m, s.A, s.T, s.T_s
-    view = m.B == 1  # the tokenizer output folds to (B N, bands, D) without a copy
-    row_proj = 2 * A  # a row-parallel projection: its partial sum and its + bias, (B N, D) each
-    saved = s.acts["aggregation"]
-    exact = m.attention_kernel == "exact"
+    m, A, T_s = s.m, s.A, s.T_s
     pad = s.slots > s.bands  # zero band slots appended (torch.cat): the slots tensor replaces the tokens
-    tokens = T_s if pad else T  # the tokenizer output (or its reshape copy, or the padded concatenation)
+    tokens = T_s if pad else s.T  # the tokenizer output (or its reshape copy, or the padded concatenation)
     level1 = m.dtype_bytes * s.M * s.g * m.D  # the level-1 output (M, g, D)
-    if _linear_partial(s.plan):
-        # slot_mix reads the slots in place (saved: the tokens, or their masked copy when padded) and writes the
-        # (M, g, D) level-1 output
-        partial = s.moment(
-            "aggregation",
-            "forward",
-            tokens=tokens,
-            masked=T_s if pad else 0.0,  # padded slots zeroed: tokens * valid
-            level1_output=level1,
-        )
-    elif exact:  # the level-1 cross-attention's scores and softmax over its slots (masked when padded)
-        scores = _exact_scores(m, s.M * s.g, s.slots / s.g, 1)
-        partial = s.moment("aggregation", "forward", tokens=tokens, scores=scores)
-    else:
-        partial = s.moment(
-            "aggregation",
-            "forward",
-            tokens=tokens,
-            # the level-1 cross-attention's (M g, s, D) input: a copy when the tokens are the strided view
-            kv_input=T_s if (view and not pad) else 0.0,
-            kv=2 * T_s,  # its k and v of every band slot (addmm, unsharded: rank-local weights); saved
-        )
-    moments = [partial]
+    moments = [_dchag_partial_forward(s, tokens, level1)]
     if _linear_partial(s.plan) and s.g > 1:
         # level 2's Linear(g, 1) (slot_mix over the g group tokens) while level 1's tensors are still held by the
         # partial aggregator's frame: the level-1 output (masked by the valid groups when padded: the product
@@ -512,18 +485,47 @@ def _dchag_forward(s: StepSizes) -> list[Moment]:
         )
     # the tokens are themselves among the saved tensors where the partial level saves its input unpadded (slot_mix,
     # the exact kernel); the sdpa kernel saves a copy of them, a padded rank the masked or concatenated slots
-    shared = not pad and (_linear_partial(s.plan) or exact)
+    shared = not pad and (_linear_partial(s.plan) or m.attention_kernel == "exact")
     end = s.moment(
         "aggregation",
         "forward",
         tokens=0.0 if shared else tokens,
-        saved=saved,
+        saved=s.acts["aggregation"],
         partial=A,  # the rank-local partial aggregate (B N, D), held while gathered
         # all-gather's (P B N, 1, D) buffer; the gathered (B N, P, D) is a view of it
         gather_buffer=A * s.P if s.P > 1 else 0.0,
-        projection=row_proj,
+        projection=2 * A,  # a row-parallel projection: its partial sum and its + bias, (B N, D) each
     )
     return [*moments, end]
+
+
+def _dchag_partial_forward(s: StepSizes, tokens: float, level1: float) -> Moment:
+    """D-CHAG's level 1 at its largest: ``tokens`` (the band slots it reads) and its working set."""
+    T_s, pad = s.T_s, s.slots > s.bands
+    if _linear_partial(s.plan):
+        # slot_mix reads the slots in place (saved: the tokens, or their masked copy when padded) and writes the
+        # (M, g, D) level-1 output
+        return s.moment(
+            "aggregation",
+            "forward",
+            tokens=tokens,
+            masked=T_s if pad else 0.0,  # padded slots zeroed: tokens * valid
+            level1_output=level1,
+        )
+    if (
+        s.m.attention_kernel == "exact"
+    ):  # the level-1 cross-attention's scores and softmax over its slots (masked)
+        scores = _exact_scores(s.m, s.M * s.g, s.slots / s.g, 1)
+        return s.moment("aggregation", "forward", tokens=tokens, scores=scores)
+    view = s.m.B == 1  # the tokenizer output folds to (B N, bands, D) without a copy
+    return s.moment(
+        "aggregation",
+        "forward",
+        tokens=tokens,
+        # the level-1 cross-attention's (M g, s, D) input: a copy when the tokens are the strided view
+        kv_input=T_s if (view and not pad) else 0.0,
+        kv=2 * T_s,  # its k and v of every band slot (addmm, unsharded: rank-local weights); saved
+    )
 
 
 def _blocks_forward(s: StepSizes) -> list[Moment]:
@@ -686,12 +688,9 @@ def _single_attention_backward(s: StepSizes) -> list[Moment]:
 
 def _dchag_backward(s: StepSizes) -> list[Moment]:
     """D-CHAG: the final attention first, then level 2 and level 1 (see ``_aggregation_backward``)."""
-    m, e, M, tp, T_s = s.m, s.m.dtype_bytes, s.M, s.tp, s.T_s
-    D, g = m.D, s.g
+    m, e, M, tp = s.m, s.m.dtype_bytes, s.M, s.tp
+    D = m.D
     later = s.grads["head"] + s.grads["blocks"]
-    shard_xattn = 4 * D * D / tp + 3 * D / tp + 2 * D  # head-sharded cross-attention: q, kv column; proj row
-    full_xattn = 4 * D * D + 5 * D  # query, q, kv, proj of an unsharded cross-attention
-    exact = m.attention_kernel == "exact"
     # the final head-sharded attention over the P gathered partial aggregates runs first, while every saved
     # tensor of the aggregation is live: SDPA's gradients of k and v (and of q, o), then kv's input gradient
     # (the gathered tokens' gradient) and kv's weight and bias gradients
@@ -704,13 +703,23 @@ def _dchag_backward(s: StepSizes) -> list[Moment]:
         loss=s.loss,
         grads=later + e * (D * D / tp + D),  # and the final output projection's
         final=_exact_backward(m, M, s.P, tp, gathered)
-        if exact
+        if m.attention_kernel == "exact"
         else max(kv_f + 2 * e * M * D / tp, gathered + e * (2 * D * D + 2 * D) / tp),
     )
+    return [final, _dchag_level1_backward(s, later)]
+
+
+def _dchag_level1_backward(s: StepSizes, later: float) -> Moment:
+    """D-CHAG's level 1, back-propagated last: the final attention's and level 2's saved tensors are already
+    released; ``later``: the gradients of the head and the blocks."""
+    m, e, M, g, T_s = s.m, s.m.dtype_bytes, s.M, s.g, s.T_s
+    D = m.D
+    shard_xattn = (
+        4 * D * D / s.tp + 3 * D / s.tp + 2 * D
+    )  # head-sharded cross-attention: q, kv column; proj row
     if _linear_partial(s.plan):
-        # level 1 runs last: the final attention's and level 2's saved tensors are already released
         level2 = g + 1 if g > 1 else 0.0  # level 2's Linear(g, 1)
-        level1 = s.moment(
+        return s.moment(
             "aggregation",
             "backward",
             loss=s.loss,
@@ -721,30 +730,27 @@ def _dchag_backward(s: StepSizes) -> list[Moment]:
             grad_slots=T_s,  # their gradient
             weight_products=_slot_products(e, M, g, s.slots / g, D),
         )
-    else:
-        level2 = full_xattn if g > 1 else 0.0
-        grads = later + e * (shard_xattn + level2 + D * D + D)  # final, level 2, level 1's proj
-        if exact:
-            level1 = s.moment(
-                "aggregation",
-                "backward",
-                loss=s.loss,
-                grads=grads,
-                # what it saved but the projection's input, and its backward's working set
-                level1=_xattn_bytes(m, M * g, s.slots / g, 1) - e * M * g * D,
-                working=_exact_backward(m, M * g, s.slots / g, 1, T_s),
-            )
-        else:
-            level1 = s.moment(
-                "aggregation",
-                "backward",
-                loss=s.loss,
-                grads=grads,
-                level1=_xattn_bytes(m, M * g, s.slots / g, 1),  # its kv input, k, v, query, output, lse
-                grad_kv=2 * T_s,  # SDPA's gradients of k and v
-                grad_q=2 * e * M * g * D,  # its incoming output gradient and the expanded query's gradient
-            )
-    return [final, level1]
+    level2 = 4 * D * D + 5 * D if g > 1 else 0.0  # query, q, kv, proj of an unsharded cross-attention
+    grads = later + e * (shard_xattn + level2 + D * D + D)  # final, level 2, level 1's proj
+    if m.attention_kernel == "exact":
+        return s.moment(
+            "aggregation",
+            "backward",
+            loss=s.loss,
+            grads=grads,
+            # what it saved but the projection's input, and its backward's working set
+            level1=_xattn_bytes(m, M * g, s.slots / g, 1) - e * M * g * D,
+            working=_exact_backward(m, M * g, s.slots / g, 1, T_s),
+        )
+    return s.moment(
+        "aggregation",
+        "backward",
+        loss=s.loss,
+        grads=grads,
+        level1=_xattn_bytes(m, M * g, s.slots / g, 1),  # its kv input, k, v, query, output, lse
+        grad_kv=2 * T_s,  # SDPA's gradients of k and v
+        grad_q=2 * e * M * g * D,  # its incoming output gradient and the expanded query's gradient
+    )
 
 
 def _slot_products(e: float, rows: float, groups: int, slots: float, dim: float) -> float:

@@ -410,19 +410,6 @@ def plan(
         )
     price(rows, x, hw, sw, usable=usable, overlap=overlap, dp_overlap=dp_overlap, device=device)
     best = rank_rows(rows, usable, time_error)
-    ties = [r for r in rows if r.tie]
-    labels = [
-        f"every number is modelled (hsitp.cost: memory.plan_memory, refined time model), not measured; hardware: "
-        f"{hw.name} ({'measured calibration' if hw.measured else 'preset'}: {hw.source})",
-        f"memory: rank 0's allocated-bytes peak (model within {100 * MEMORY_ERROR:.0f} % of the CPU probe), "
-        f"compared with {usable / GB:.1f} GB usable = {x.device_memory_gb:g} GB x (1 - {headroom.fraction}) - "
-        f"{headroom.fixed_gb:g} GB (cost.advise.headroom: CUDA context, NCCL buffers, allocator fragmentation)",
-    ]
-    if gpu:
-        labels.append(
-            "GPU preset: the CUDA-side peak (caching allocator, foreach AdamW) has not been measured here; the "
-            "model is checked against the CPU probe and fake-tensor estimates only"
-        )
     return {
         "inputs": {k: getattr(x, k) for k in x.__dataclass_fields__} | {"devices": x.devices},
         "hardware": {
@@ -440,10 +427,27 @@ def plan(
         "versions": {"hsitp": __version__, "python": platform.python_version()},
         "rows": [r.as_dict() for r in rows],
         "recommendation": best.as_dict() if best else None,
-        "ties": [r.label for r in ties],
+        "ties": [r.label for r in rows if r.tie],
         "what_would_fit": [] if best else what_would_fit(x, hw, device, usable),
-        "labels": labels,
+        "labels": _labels(x, hw, headroom, usable, gpu=gpu),
     }
+
+
+def _labels(x: Inputs, hw: Hardware, headroom: Headroom, usable: float, *, gpu: bool) -> list[str]:
+    """What the plan's numbers are: modelled, on which hardware, against how much usable memory."""
+    labels = [
+        f"every number is modelled (hsitp.cost: memory.plan_memory, refined time model), not measured; hardware: "
+        f"{hw.name} ({'measured calibration' if hw.measured else 'preset'}: {hw.source})",
+        f"memory: rank 0's allocated-bytes peak (model within {100 * MEMORY_ERROR:.0f} % of the CPU probe), "
+        f"compared with {usable / GB:.1f} GB usable = {x.device_memory_gb:g} GB x (1 - {headroom.fraction}) - "
+        f"{headroom.fixed_gb:g} GB (cost.advise.headroom: CUDA context, NCCL buffers, allocator fragmentation)",
+    ]
+    if gpu:
+        labels.append(
+            "GPU preset: the CUDA-side peak (caching allocator, foreach AdamW) has not been measured here; the "
+            "model is checked against the CPU probe and fake-tensor estimates only"
+        )
+    return labels
 
 
 def format_text(a: Mapping[str, Any], limit: int = 20) -> str:

@@ -31,7 +31,7 @@ import numpy as np
 
 from hsitp.cost import stated
 from hsitp.cost.hardware import Hardware, get_hardware
-from hsitp.cost.layers import SPLITS, build_terms
+from hsitp.cost.layers import SPLITS, Terms, build_terms
 from hsitp.errors import HsitpError
 from hsitp.names import COMPARED_PLANS, DCHAG_OPS, PLANS
 from hsitp.shape import LayerShape
@@ -365,27 +365,7 @@ def evaluate(
     s_fwd, s_bwd, s_traffic = _compute_flops(single, sw)
     t_comp = hw.compute_time(op, f_fwd + f_bwd, traffic * elem_bytes)
     t_single = hw.compute_time(op, s_fwd + s_bwd, s_traffic * elem_bytes)
-
-    comms = [c for c in terms.comms if not (sw.forward_only and c.phase == "bwd")]
-    if sw.one_collective:
-        comms = [c for c in comms if c.paired][:1]
-    costs = []
-    for c in comms:
-        n, per_node = group_layout(c.group, P, mesh, hw.devices_per_node)
-        if n <= 1:
-            continue  # a collective over a group of one (e.g. the token axis of a P_c x 1 mesh) is not issued
-        elements = c.elements * (c.paired_share if sw.one_collective else 1.0)
-        nbytes = elements * elem_bytes
-        if c.per_step and not per_step_alpha:
-            # gradient syncs are bucketed (as DDP/FSDP do): no per-layer latency, paid once a step
-            t = collective_time(c.collective, nbytes, n, per_node, hw, replace(sw, alpha_zero=True))
-            t /= grad_accumulation
-        else:
-            t = collective_time(c.collective, nbytes, n, per_node, hw, sw)
-        t *= hw.sequence_factor_for(
-            op
-        )  # 1 except for measured hardware (collectives back to back in a layer)
-        costs.append(CollectiveCost(c.name, c.collective, c.phase, n, elements, nbytes, t, c.per_step))
+    costs = _collective_costs(op, terms, P, mesh, hw, sw, elem_bytes, grad_accumulation, per_step_alpha)
     t_comm = sum(c.time_s for c in costs)
     hidden = 0.0 if sw.no_overlap else overlap
     exposed = (1.0 - hidden) * t_comm
@@ -410,6 +390,42 @@ def evaluate(
         stated_dim=dim,
         collectives=tuple(costs),
     )
+
+
+def _collective_costs(
+    op: str,
+    terms: Terms,
+    P: int,
+    mesh: tuple[int, int],
+    hw: Hardware,
+    sw: Switches,
+    elem_bytes: int,
+    grad_accumulation: int,
+    per_step_alpha: bool,
+) -> list[CollectiveCost]:
+    """The cost of each collective of ``terms`` that is issued (a group of more than one rank) after the
+    switches; gradient syncs are bucketed (no α, once per ``grad_accumulation`` steps) unless ``per_step_alpha``."""
+    comms = [c for c in terms.comms if not (sw.forward_only and c.phase == "bwd")]
+    if sw.one_collective:
+        comms = [c for c in comms if c.paired][:1]
+    costs = []
+    for c in comms:
+        n, per_node = group_layout(c.group, P, mesh, hw.devices_per_node)
+        if n <= 1:
+            continue  # a collective over a group of one (e.g. the token axis of a P_c x 1 mesh) is not issued
+        elements = c.elements * (c.paired_share if sw.one_collective else 1.0)
+        nbytes = elements * elem_bytes
+        if c.per_step and not per_step_alpha:
+            # gradient syncs are bucketed (as DDP/FSDP do): no per-layer latency, paid once a step
+            t = collective_time(c.collective, nbytes, n, per_node, hw, replace(sw, alpha_zero=True))
+            t /= grad_accumulation
+        else:
+            t = collective_time(c.collective, nbytes, n, per_node, hw, sw)
+        t *= hw.sequence_factor_for(
+            op
+        )  # 1 except for measured hardware (collectives back to back in a layer)
+        costs.append(CollectiveCost(c.name, c.collective, c.phase, n, elements, nbytes, t, c.per_step))
+    return costs
 
 
 @dataclass(frozen=True)

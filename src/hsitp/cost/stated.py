@@ -190,54 +190,59 @@ def _throughput_quotes(F: float, beta_intra: float, beta_inter: float, C: int) -
 
 def _dchag_quotes(F: float, beta_intra: float, beta_inter: float, C: int) -> list[Quote]:
     """§8.2: D-CHAG against pure TP (CCR and throughput per level), and the internal consistency of its own pairs."""
+    levels = (("intra", beta_intra), ("inter", beta_inter))
+    return [
+        *(q for level, beta in levels for q in _dchag_level_quotes(level, F, beta, C)),
+        *_dchag_pair_quotes(),
+    ]
+
+
+def _dchag_level_quotes(level: str, F: float, beta: float, C: int) -> list[Quote]:
+    """§8.2 at one level (intra- or inter-node β): pure TP's and D-CHAG's CCR and relative throughput."""
     n_large = paper.PAPER_N[1]
-    q: list[Quote] = []
     P, g = paper.PAPER_DCHAG["P"], paper.PAPER_DCHAG["g"]
-    for level, beta in (("intra", beta_intra), ("inter", beta_inter)):
-        c_tp = float(ccr_channel(P, F, beta, C))
-        c_dc = float(ccr_dchag(c_tp, g))
-        q.append(
-            Quote(
-                f"dchag_ccr_tp_{level}",
-                "8.2",
-                f"N = {n_large}, P = {P}, g = {g}: pure-TP CCR ≈ 250 ({level}-node β, channel formula, C = {C})",
-                *_about(250),
-                c_tp,
-                how="P·F/(β·C)",
-            )
-        )
-        q.append(
-            Quote(
-                f"dchag_ccr_{level}",
-                "8.2",
-                f"D-CHAG CCR ≈ 40 ({level}-node β; stated model CCR_channel/g)",
-                *_about(40),
-                c_dc,
-                how="P·F/(β·C) / g",
-            )
-        )
-        q.append(
-            Quote(
-                f"dchag_tput_tp_{level}",
-                "8.2",
-                f"pure-TP relative throughput ≈ 0.04 ({level}-node β)",
-                *_about(0.04),
-                float(relative_throughput(P, c_tp)),
-                how="P/(1 + P·F/(β·C))",
-            )
-        )
-        q.append(
-            Quote(
-                f"dchag_tput_{level}",
-                "8.2",
-                f"D-CHAG relative throughput ≈ 0.2 ({level}-node β)",
-                *_about(0.2),
-                float(relative_throughput(P, c_dc)),
-                how="P/(1 + P·F/(β·C·g))",
-            )
-        )
-    # Internal consistency of §8.2's own pairs, independent of any parameter.
-    q.append(
+    c_tp = float(ccr_channel(P, F, beta, C))
+    c_dc = float(ccr_dchag(c_tp, g))
+    return [
+        Quote(
+            f"dchag_ccr_tp_{level}",
+            "8.2",
+            f"N = {n_large}, P = {P}, g = {g}: pure-TP CCR ≈ 250 ({level}-node β, channel formula, C = {C})",
+            *_about(250),
+            c_tp,
+            how="P·F/(β·C)",
+        ),
+        Quote(
+            f"dchag_ccr_{level}",
+            "8.2",
+            f"D-CHAG CCR ≈ 40 ({level}-node β; stated model CCR_channel/g)",
+            *_about(40),
+            c_dc,
+            how="P·F/(β·C) / g",
+        ),
+        Quote(
+            f"dchag_tput_tp_{level}",
+            "8.2",
+            f"pure-TP relative throughput ≈ 0.04 ({level}-node β)",
+            *_about(0.04),
+            float(relative_throughput(P, c_tp)),
+            how="P/(1 + P·F/(β·C))",
+        ),
+        Quote(
+            f"dchag_tput_{level}",
+            "8.2",
+            f"D-CHAG relative throughput ≈ 0.2 ({level}-node β)",
+            *_about(0.2),
+            float(relative_throughput(P, c_dc)),
+            how="P/(1 + P·F/(β·C·g))",
+        ),
+    ]
+
+
+def _dchag_pair_quotes() -> list[Quote]:
+    """The internal consistency of §8.2's own pairs, independent of any parameter."""
+    P, g = paper.PAPER_DCHAG["P"], paper.PAPER_DCHAG["g"]
+    return [
         Quote(
             "dchag_ccr_ratio_vs_g",
             "8.2",
@@ -245,9 +250,7 @@ def _dchag_quotes(F: float, beta_intra: float, beta_inter: float, C: int) -> lis
             *_about(250 / 40, 0.05),
             float(g),
             how="g (stated model) vs quoted 250/40",
-        )
-    )
-    q.append(
+        ),
         Quote(
             "dchag_tput_from_quoted_ccr_tp",
             "8.2",
@@ -255,9 +258,7 @@ def _dchag_quotes(F: float, beta_intra: float, beta_inter: float, C: int) -> lis
             *_about(0.04),
             float(relative_throughput(P, 250.0)),
             how="8/(1+250)",
-        )
-    )
-    q.append(
+        ),
         Quote(
             "dchag_tput_from_quoted_ccr",
             "8.2",
@@ -265,16 +266,14 @@ def _dchag_quotes(F: float, beta_intra: float, beta_inter: float, C: int) -> lis
             *_about(0.2),
             float(relative_throughput(P, 40.0)),
             how="8/(1+40)",
-        )
-    )
-    return q
+        ),
+    ]
 
 
 def _arithmetic_quotes() -> list[Quote]:
     """§4.3 and §5.3: padding and tokens per rank, plain arithmetic."""
     n_small = paper.PAPER_N[0]
-    q: list[Quote] = []
-    q.append(
+    return [
         Quote(
             "padding_c103_p8",
             "4.3",
@@ -283,9 +282,7 @@ def _arithmetic_quotes() -> list[Quote]:
             0.015,
             (8 * int(np.ceil(103 / 8)) - 103) / (8 * int(np.ceil(103 / 8))),
             how="(8·ceil(103/8) − 103) / (8·ceil(103/8))",
-        )
-    )
-    q.append(
+        ),
         Quote(
             "tokens_per_rank_n324_p8",
             "5.3",
@@ -293,17 +290,15 @@ def _arithmetic_quotes() -> list[Quote]:
             *_about(40, 0.05),
             n_small / 8,
             how="324/8",
-        )
-    )
-    return q
+        ),
+    ]
 
 
 def _rule_quotes(F: float, beta_intra: float, C: int) -> list[Quote]:
     """The prose rules against the formulas: at ρ < 1 (N > C) the formulas give CCR_token < CCR_channel."""
     n_large = paper.PAPER_N[1]
-    q: list[Quote] = []
     c_ex, n_ex = C, 2 * C
-    q.append(
+    return [
         Quote(
             "rule_rho_lt1_section3_3",
             "3.3",
@@ -314,9 +309,7 @@ def _rule_quotes(F: float, beta_intra: float, C: int) -> list[Quote]:
             quoted_text="channel",
             computed_text=str(lower_split(c_ex, n_ex)),
             how=f"lower of the two formulas at C = {c_ex}, N = {n_ex}; computed = CCR_channel/CCR_token",
-        )
-    )
-    q.append(
+        ),
         Quote(
             "rule_rho_gt1_section3_3",
             "3.3",
@@ -327,9 +320,7 @@ def _rule_quotes(F: float, beta_intra: float, C: int) -> list[Quote]:
             quoted_text="token",
             computed_text=str(lower_split(n_ex, c_ex)),
             how=f"lower of the two formulas at C = {n_ex}, N = {c_ex}; computed = CCR_channel/CCR_token",
-        )
-    )
-    q.append(
+        ),
         Quote(
             "rule_large_n_section8_1",
             "8.1",
@@ -340,9 +331,7 @@ def _rule_quotes(F: float, beta_intra: float, C: int) -> list[Quote]:
             quoted_text="token",
             computed_text=str(lower_split(C, n_large)),
             how="lower of the two formulas; computed = CCR_channel/CCR_token",
-        )
-    )
-    q.append(
+        ),
         Quote(
             "rule_large_n_small_rho_section11",
             "11",
@@ -353,6 +342,5 @@ def _rule_quotes(F: float, beta_intra: float, C: int) -> list[Quote]:
             quoted_text="channel",
             computed_text=str(lower_split(C, n_large)),
             how=f"lower of the two formulas at C = {C}, N = {n_large}",
-        )
-    )
-    return q
+        ),
+    ]

@@ -124,14 +124,9 @@ def block_partition(
             f"data.partition.block = {block} exceeds the scene ({rows} x {cols}); use a block side <= {min(rows, cols)}"
         )
     n_cls = len(classes)
-    lut = np.full(int(max(classes)) + 1, -1, dtype=np.int64)
-    lut[classes] = np.arange(n_cls)
-    cls_of = np.where(
-        labels > 0, lut[np.clip(labels, 0, lut.size - 1)], -1
-    )  # (y, x) class index, -1 unlabelled
+    cls_of = _class_index(labels, classes)
     nby, nbx = -(-rows // block), -(-cols // block)
-    yy, xx = np.indices(labels.shape)
-    block_id = (yy // block) * nbx + (xx // block)  # (y, x)
+    block_id = (np.arange(rows)[:, None] // block) * nbx + np.arange(cols)[None, :] // block  # (y, x)
     lab = cls_of >= 0
     hist = np.bincount(block_id[lab] * n_cls + cls_of[lab], minlength=nby * nbx * n_cls).reshape(-1, n_cls)
     total = hist.sum(axis=0)  # (classes,)
@@ -144,9 +139,8 @@ def block_partition(
     blocked = np.zeros(labels.shape, dtype=bool)  # train blocks + their guard bands
     train_area = np.zeros(labels.shape, dtype=bool)
     order = rng.permutation(nby * nbx)
-    for k in np.argsort(
-        total, kind="stable"
-    ):  # rarest class first, so big classes cannot use up its test pixels
+    # rarest class first, so big classes cannot use up its test pixels
+    for k in np.argsort(total, kind="stable"):
         for b in order:
             if train_n[k] >= target[k]:
                 break
@@ -155,10 +149,9 @@ def block_partition(
             by, bx = divmod(int(b), nbx)
             y0, y1, x0, x1 = by * block, min((by + 1) * block, rows), bx * block, min((bx + 1) * block, cols)
             # A block dilated by `patch` (Chebyshev) is the block grown by `patch` on every side.
-            win = (
-                slice(max(y0 - patch, 0), min(y1 + patch, rows)),
-                slice(max(x0 - patch, 0), min(x1 + patch, cols)),
-            )
+            win = np.s_[
+                max(y0 - patch, 0) : min(y1 + patch, rows), max(x0 - patch, 0) : min(x1 + patch, cols)
+            ]
             newly = ~blocked[win] & (cls_of[win] >= 0)
             lost = np.bincount(cls_of[win][newly], minlength=n_cls)
             if ((total > 0) & (avail - lost < reserve)).any():
@@ -173,6 +166,13 @@ def block_partition(
     partition[lab & ~blocked] = TEST
     counts = _counts(labels, partition, classes)
     return PartitionResult(partition, counts, _warnings(counts, min_train))
+
+
+def _class_index(labels: np.ndarray, classes: list[int]) -> np.ndarray:
+    """(y, x) index of each pixel's label in ``classes``, -1 where unlabelled."""
+    lut = np.full(int(max(classes)) + 1, -1, dtype=np.int64)
+    lut[classes] = np.arange(len(classes))
+    return np.where(labels > 0, lut[np.clip(labels, 0, lut.size - 1)], -1)
 
 
 def protocol_seed(seed_seq: np.random.SeedSequence, protocol: str, index: int = 0) -> np.random.SeedSequence:

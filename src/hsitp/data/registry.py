@@ -21,7 +21,6 @@ _T = TypeVar("_T")
 
 GIC_BASE = "https://www.ehu.eus/ccwintco/uploads/"
 GIC_PAGE = "https://www.ehu.eus/ccwintco/index.php/Hyperspectral_Remote_Sensing_Scenes"
-SHARED_README = "../shared/datasets/README.md"
 # Where the published sha256/sizes of the GIC files come from (as recorded in the shared README).
 GIC_HASH_SOURCE = (
     "published sha256 of the GIC file: fsantibanezleal/CAOS_LDA_HSI local_dataset_inventory.json, agreeing with "

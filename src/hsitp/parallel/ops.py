@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
@@ -69,53 +69,52 @@ def build_op(
         want = "a Mesh2D (P_c x P_t)" if op_name == "attn_2d" else "a TPGroup"
         raise ShardingError(f"op {op_name!r} needs tp={want}, got {type(tp).__name__}")
     dtype = getattr(torch, shape.dtype)
-    kw = {"seed": seed, "dtype": dtype, "device": device}
     rank = tp.channel.rank * MESH_RANK_STRIDE + tp.token.rank if isinstance(tp, Mesh2D) else tp.rank
+    kw = {"seed": seed, "dtype": dtype, "device": device}
+    mod, dims = _module(op_name, tp, shape, head_padding, attention_kernel, kw)
+    grad = op_name not in (*BY_OP, "tokenize")  # activations require grad, raw image cubes do not
+
+    def make() -> tuple[torch.Tensor, ...]:
+        gen = torch.Generator().manual_seed(seed * INPUT_SEED_STRIDE + rank)
+        x = torch.randn(*dims, generator=gen).to(device=device, dtype=dtype)
+        return (x.requires_grad_(grad),)
+
+    return BuiltOp(mod, make)
+
+
+def _module(
+    op_name: str,
+    tp: TPGroup | Mesh2D,
+    shape: LayerShape,
+    head_padding: bool,
+    attention_kernel: str,
+    kw: dict[str, Any],
+) -> tuple[nn.Module, tuple[int, ...]]:
+    """This rank's module of ``op_name`` and the shape of its input (``kw``: seed, dtype, device)."""
     B, N, D, L, heads, patch = shape.batch, shape.N, shape.D, shape.L, shape.heads, shape.patch
-
-    def randn(*dims: int, grad: bool = True) -> Callable[[], tuple[torch.Tensor, ...]]:
-        def make() -> tuple[torch.Tensor, ...]:
-            gen = torch.Generator().manual_seed(seed * INPUT_SEED_STRIDE + rank)
-            x = torch.randn(*dims, generator=gen).to(device=device, dtype=dtype)
-            return (x.requires_grad_(grad),)
-
-        return make
-
     if op_name == "mlp":
-        return BuiltOp(ParallelMLP(D, shape.mlp_ratio * D, tp, **kw), randn(B, N, D))
+        return ParallelMLP(D, shape.mlp_ratio * D, tp, **kw), (B, N, D)
     if op_name == "attn_channel":
-        return BuiltOp(HeadParallelAttention(D, heads, tp, head_padding=head_padding, **kw), randn(B, N, D))
+        return HeadParallelAttention(D, heads, tp, head_padding=head_padding, **kw), (B, N, D)
     if op_name == "attn_token":
         mod = TokenParallelAttention(D, heads, tp, n_tokens=N, **kw)
-        return BuiltOp(mod, randn(B, mod.token_split.local, D))
+        return mod, (B, mod.token_split.local, D)
     if op_name == "attn_2d":
         mod = Attention2D(D, heads, tp, n_tokens=N, head_padding=head_padding, **kw)
-        return BuiltOp(mod, randn(B, mod.token_split.local, D))
+        return mod, (B, mod.token_split.local, D)
     if op_name == "layernorm_sharded":
         mod = ShardedLayerNorm(D, tp, **kw)
-        return BuiltOp(mod, randn(B, N, mod.split.local))
+        return mod, (B, N, mod.split.local)
     if op_name == "layernorm_replicated":
-        mod = ReplicatedLayerNorm.from_dense(dense_layernorm(D, seed=seed).to(device=device, dtype=dtype))
-        return BuiltOp(mod, randn(B, N, D))
+        dense = dense_layernorm(D, seed=kw["seed"]).to(device=kw["device"], dtype=kw["dtype"])
+        return ReplicatedLayerNorm.from_dense(dense), (B, N, D)
     h, w = token_grid(N)
     if op_name == "tokenize":  # replicated: no collective; timed apart so the aggregators' fit excludes it
-        with seeded(seed):
+        with seeded(kw["seed"]):
             mod = BandTokenizer(L, D, patch)
-        return BuiltOp(mod.to(device=device, dtype=dtype), randn(B, L, h * patch, w * patch, grad=False))
+        return mod.to(device=kw["device"], dtype=kw["dtype"]), (B, L, h * patch, w * patch)
+    agg = {"head_padding": head_padding, "kernel": attention_kernel, **kw}
     if op_name == "agg_tp":
-        mod = TPAggregator(L, D, heads, patch, tp, head_padding=head_padding, kernel=attention_kernel, **kw)
-        return BuiltOp(mod, randn(B, L, h * patch, w * patch, grad=False))
-    variant = BY_OP[op_name].variant
-    mod = DCHAGAggregator(
-        L,
-        D,
-        heads,
-        patch,
-        tp,
-        variant=variant,
-        groups=shape.groups,
-        head_padding=head_padding,
-        kernel=attention_kernel,
-        **kw,
-    )
-    return BuiltOp(mod, randn(B, mod.band_count, h * patch, w * patch, grad=False))
+        return TPAggregator(L, D, heads, patch, tp, **agg), (B, L, h * patch, w * patch)
+    mod = DCHAGAggregator(L, D, heads, patch, tp, variant=BY_OP[op_name].variant, groups=shape.groups, **agg)
+    return mod, (B, mod.band_count, h * patch, w * patch)

@@ -293,20 +293,7 @@ def start(
         torch.cuda.set_device(device)
     world = TPGroup.single()
     if world_size > 1:
-        if dist.is_initialized():
-            raise DistributedSetupError(
-                "a process group is already initialised in this process; stop() its Runtime before starting another"
-            )
-        kwargs: dict[str, Any] = {"device_id": device} if backend == "nccl" else {}
-        dist.init_process_group(
-            backend=backend,
-            init_method=init_method or "env://",
-            rank=rank,
-            world_size=world_size,
-            timeout=datetime.timedelta(seconds=settings.timeout_s),
-            **kwargs,
-        )
-        world = TPGroup.from_process_group(dist.group.WORLD, timeout_s=settings.timeout_s)
+        world = _join(backend, device, rank, world_size, init_method, settings.timeout_s)
     else:
         backend = "none"
     cores = available_cores()
@@ -325,3 +312,23 @@ def start(
         ),
         device_label=_label(device, backend, settings.threads_per_rank),
     )
+
+
+def _join(
+    backend: str, device: torch.device, rank: int, world_size: int, init_method: str | None, timeout_s: float
+) -> TPGroup:
+    """Join the process group of ``world_size`` ranks (torchrun's env:// unless ``init_method``): the world group."""
+    if dist.is_initialized():
+        raise DistributedSetupError(
+            "a process group is already initialised in this process; stop() its Runtime before starting another"
+        )
+    kwargs: dict[str, Any] = {"device_id": device} if backend == "nccl" else {}
+    dist.init_process_group(
+        backend=backend,
+        init_method=init_method or "env://",
+        rank=rank,
+        world_size=world_size,
+        timeout=datetime.timedelta(seconds=timeout_s),
+        **kwargs,
+    )
+    return TPGroup.from_process_group(dist.group.WORLD, timeout_s=timeout_s)

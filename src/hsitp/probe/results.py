@@ -72,12 +72,30 @@ ATTRS: dict[str, dict[str, str]] = {
     "time_with_collectives": {"units": "s", "long_name": "time per part with collectives (full mode)"},
     "time_compute": {"units": "s", "long_name": "the same step on the no-op twin group"},
     "time_collectives": {"units": "s", "long_name": "full - compute per part: collectives as they show"},
+    "sample_time": {
+        "units": "s",
+        "long_name": "seconds per training step (slowest rank) of each interleaved round",
+    },
     # the launch, per P
     "device": {"long_name": "device the launch ran on"},
     "backend": {"long_name": "process-group backend"},
     "threads_per_rank": {"units": "1", "long_name": "torch threads per rank"},
     "cores": {"units": "1", "long_name": "CPU cores available to the launch"},
     "oversubscribed": {"units": "1", "long_name": "1 when ranks x threads exceeded the cores"},
+}
+
+
+POINT_DIMS = ("plan", "P", "g", "L", "N", "checkpointing")  # one measured point of a partial file
+PARTIAL_DIMS: dict[str, tuple[str, ...]] = {  # a partial file's variables: their dimensions after the point's
+    "memory": ("part", "kind", "rank"),
+    "peak_allocated": ("rank",),
+    "peak_reserved": ("rank",),
+    "transient": ("rank",),
+    "peak_part": ("rank",),
+    "part_time": ("mode", "time_part", "phase", "rank"),
+    "step_time": ("mode", "step"),
+    "tokens_per_step": (),
+    "sample_time": ("repeat",),
 }
 
 
@@ -117,75 +135,29 @@ def write_partial(
     pc = config["probe"]
     P = world_size  # noqa: N806
     c = _coords(results, pc, P)
-    pt_dims = ("plan", "P", "g", "L", "N", "checkpointing")
-    shape = tuple(len(c[d]) for d in pt_dims)
-    mem = np.full((*shape, len(PARTS), len(KINDS), P), np.nan)
-    peak = np.full((*shape, P), np.nan)
-    reserved = np.full_like(peak, np.nan)
-    transient = np.full_like(peak, np.nan)
-    peak_part = np.full((*shape, P), "", dtype=object)
-    ptime = np.full((*shape, len(MODES), len(TIME_PARTS), len(PHASES), P), np.nan)
-    stime = np.full((*shape, len(MODES), len(c["step"])), np.nan)
-    sample = np.full((*shape, len(c["repeat"])), np.nan)
-    tokens = np.full(shape, np.nan)
+    shape = tuple(len(c[d]) for d in POINT_DIMS)
+    arrays = {k: np.full((*shape, *(len(c[d]) for d in dims)), np.nan) for k, dims in PARTIAL_DIMS.items()}
+    arrays["peak_part"] = np.full((*shape, P), "", dtype=object)
     methods: set[str] = set()
     categories: dict[str, Any] = {}
     for res in results:
         pt: Point = res["point"]
-        gs = [pt.g] if pt.plan in DCHAG_PLANS else c["g"]
-        for g in gs:
-            idx = (
-                c["plan"].index(pt.plan),
-                0,
-                c["g"].index(g),
-                c["L"].index(pt.L),
-                c["N"].index(pt.N),
-                c["checkpointing"].index(pt.checkpointing),
-            )
-            tokens[idx] = res["tokens_per_step"]
+        for g in [pt.g] if pt.plan in DCHAG_PLANS else c["g"]:
+            point = (pt.plan, 0, g, pt.L, pt.N, pt.checkpointing)
+            idx = tuple(0 if d == "P" else c[d].index(v) for d, v in zip(POINT_DIMS, point, strict=True))
+            _fill_point(arrays, idx, res)
             for r, rr in enumerate(res["ranks"]):
-                mem[idx][..., r] = rr["memory"]
-                peak[idx][r] = rr["peak_allocated"] if rr["peak_allocated"] is not None else np.nan
-                reserved[idx][r] = rr["peak_reserved"] if rr["peak_reserved"] is not None else np.nan
-                transient[idx][r] = rr["transient"] if rr["transient"] is not None else np.nan
-                peak_part[idx][r] = f"{rr['peak_part']}/{rr['peak_phase']}"
-                ptime[idx][..., r] = np.median(rr["part_time"], axis=-1)
                 methods.add(rr["method"])
-                categories[f"{pt.plan}/P{P}/g{g}/L{pt.L}/N{pt.N}/{pt.checkpointing}/rank{r}"] = rr[
-                    "peak_categories"
-                ]
-            stime[idx] = np.max([rr["step_time"] for rr in res["ranks"]], axis=0)  # slowest rank per step
-            if "sample_time" in res:  # the throughput phase (slowest rank already)
-                sample[idx] = res["sample_time"]
+                key = f"{pt.plan}/P{P}/g{g}/L{pt.L}/N{pt.N}/{pt.checkpointing}/rank{r}"
+                categories[key] = rr["peak_categories"]
+    arrays["peak_part"] = arrays["peak_part"].astype(str)
+    data = {k: ((*POINT_DIMS, *PARTIAL_DIMS[k]), v) for k, v in arrays.items()}
+    data["memory"] += ({"long_name": "measured per-rank memory of one training step by part and kind"},)
+    data["peak_reserved"] += ({"long_name": "CUDA only"},)
     per_p = {k: ("P", np.array([attrs[k]])) for k in ("device", "backend", "threads_per_rank", "cores")}
     per_p["oversubscribed"] = ("P", np.array([int(attrs["oversubscribed"])]))
     ds = xr.Dataset(
-        {
-            "memory": (
-                (*pt_dims, "part", "kind", "rank"),
-                mem,
-                {
-                    "units": "bytes",
-                    "long_name": "measured per-rank memory of one training step by part and kind",
-                },
-            ),
-            "peak_allocated": ((*pt_dims, "rank"), peak, {"units": "bytes"}),
-            "peak_reserved": ((*pt_dims, "rank"), reserved, {"units": "bytes", "long_name": "CUDA only"}),
-            "transient": ((*pt_dims, "rank"), transient, {"units": "bytes"}),
-            "peak_part": ((*pt_dims, "rank"), peak_part.astype(str)),
-            "part_time": ((*pt_dims, "mode", "time_part", "phase", "rank"), ptime, {"units": "s"}),
-            "step_time": ((*pt_dims, "mode", "step"), stime, {"units": "s"}),
-            "tokens_per_step": (pt_dims, tokens),
-            "sample_time": (
-                (*pt_dims, "repeat"),
-                sample,
-                {
-                    "units": "s",
-                    "long_name": "seconds per training step (slowest rank) of each interleaved round",
-                },
-            ),
-            **per_p,
-        },
+        {**data, **per_p},
         coords={k: v for k, v in c.items()},
         attrs={
             "probe": json.dumps(dict(pc), default=str),
@@ -200,6 +172,26 @@ def write_partial(
     prov = provenance(config=config, extra={"run": run})
     describe_missing(ds, ATTRS)
     return write_netcdf(ds, out, kind=PARTIAL_KIND, prov=prov, title=f"memory probe, one launch at P = {P}")
+
+
+def _fill_point(arrays: Mapping[str, np.ndarray], idx: tuple[int, ...], res: Mapping[str, Any]) -> None:
+    """Write one measured point's numbers at ``idx`` (its position on the point dimensions) of the partial's
+    arrays: per rank its memory, peaks and median part times; the slowest rank's step and sample times."""
+    arrays["tokens_per_step"][idx] = res["tokens_per_step"]
+    for r, rr in enumerate(res["ranks"]):
+        arrays["memory"][idx][..., r] = rr["memory"]
+        arrays["peak_allocated"][idx][r] = (
+            rr["peak_allocated"] if rr["peak_allocated"] is not None else np.nan
+        )
+        arrays["peak_reserved"][idx][r] = rr["peak_reserved"] if rr["peak_reserved"] is not None else np.nan
+        arrays["transient"][idx][r] = rr["transient"] if rr["transient"] is not None else np.nan
+        arrays["peak_part"][idx][r] = f"{rr['peak_part']}/{rr['peak_phase']}"
+        arrays["part_time"][idx][..., r] = np.median(rr["part_time"], axis=-1)
+    arrays["step_time"][idx] = np.max(
+        [rr["step_time"] for rr in res["ranks"]], axis=0
+    )  # slowest rank per step
+    if "sample_time" in res:  # the throughput phase (slowest rank already)
+        arrays["sample_time"][idx] = res["sample_time"]
 
 
 def _read(path: str | Path) -> xr.Dataset:
@@ -221,6 +213,30 @@ def merge(
     if not paths:
         raise ProbeMergeError("probe merge: no partial files given")
     parts = [_read(p) for p in paths]
+    merged = _concat(paths, parts, config["probe"]["plans"])
+    pc = json.loads(parts[0].attrs["probe"])
+    common = _merged_attrs(merged, parts, pc)
+    mem = _memory(merged, parts, pc, common)
+    orders = {int(ds["P"].values[0]): json.loads(ds.attrs.get("interleave_orders", "{}")) for ds in parts}
+    thr = _throughput(merged, orders)
+    tc = pc.get("throughput", {})
+    thr.attrs["interleave"] = (
+        f"per P, every plan built at once; {tc.get('warmup')} untimed warm-up step(s) per plan, then "
+        f"{tc.get('repeats')} rounds of one sample of {tc.get('steps')} step(s) per plan, the order reversed every "
+        "other round; same process, same threads"
+    )
+    thr.attrs.update(common)
+    prov = provenance(config=config, inputs={str(p): p for p in paths})
+    describe_missing(mem, ATTRS)
+    describe_missing(thr, ATTRS)
+    m = write_netcdf(mem, memory_out, kind=MEMORY_KIND, prov=prov, title="per-rank memory by part and kind")
+    t = write_netcdf(thr, throughput_out, kind=THROUGHPUT_KIND, prov=prov, title="probe throughput")
+    return m, t
+
+
+def _concat(paths: Sequence[str | Path], parts: Sequence[xr.Dataset], plans: Sequence[str]) -> xr.Dataset:
+    """The partial files along P, sorted, rank padded with NaN to the largest P, plans in the config's order;
+    refused when a P comes twice or the grids differ."""
     seen: dict[int, str] = {}
     for path, ds in zip(paths, parts, strict=True):
         p = int(ds["P"].values[0])
@@ -233,36 +249,33 @@ def merge(
                     f"{path}: its {dim} coordinate {ds[dim].values.tolist()} differs from {paths[0]}'s "
                     f"{parts[0][dim].values.tolist()}; re-run every P with the same probe config"
                 )
-    max_p = max(seen)
     # strings as objects: numpy would cut every label to the shortest file's width ('dense' -> 'dchag')
     padded = [
         ds.assign_coords(
             plan=ds["plan"].values.astype(object), checkpointing=ds["checkpointing"].values.astype(object)
         )
         .assign(peak_part=ds["peak_part"].astype(object))
-        .reindex(rank=list(range(max_p)))
+        .reindex(rank=list(range(max(seen))))
         for ds in parts
     ]
     merged = xr.concat(padded, dim="P", join="outer", combine_attrs="drop_conflicts", fill_value=np.nan)
     merged = merged.sortby("P")
     for var in merged.variables.values():  # the first file's string widths would cut longer labels on write
         var.encoding = {}
-    merged = merged.reindex(plan=[p for p in config["probe"]["plans"] if p in merged["plan"].values])
-    pc = json.loads(parts[0].attrs["probe"])
-    dtype = parts[0].attrs.get("dtype", "float32")
-    from hsitp.probe.grid import section_kernel
-    from hsitp.probe.model import add_model
+    return merged.reindex(plan=[p for p in plans if p in merged["plan"].values])
 
-    mem = merged[["memory", "peak_allocated", "peak_reserved", "transient", "peak_part", "tokens_per_step"]]
-    devices = {int(P): str(d) for P, d in zip(merged["P"].values, merged["device"].values, strict=True)}  # noqa: N806
-    mem = add_model(mem, pc, dtype, devices)
+
+def _merged_attrs(merged: xr.Dataset, parts: Sequence[xr.Dataset], pc: Mapping[str, Any]) -> dict[str, Any]:
+    """The attributes memory.nc and throughput.nc share: the probe's settings, dtype, sizes, method and launches."""
+    from hsitp.probe.grid import section_kernel
+
     run_attrs = {
         k: merged[k].values.tolist()
         for k in ("device", "backend", "threads_per_rank", "cores", "oversubscribed")
     }
-    common = {
+    return {
         "probe": json.dumps(pc),
-        "dtype": dtype,
+        "dtype": parts[0].attrs.get("dtype", "float32"),
         "world_sizes": merged["P"].values.tolist(),
         "method": "; ".join(sorted({str(ds.attrs.get("method", "")) for ds in parts})),
         "run": json.dumps(run_attrs),
@@ -270,28 +283,24 @@ def merge(
         # the single-query attentions' kernel (a probe written before the exact kernel names none: sdpa)
         "attention_kernel": section_kernel(pc),
     }
+
+
+def _memory(
+    merged: xr.Dataset, parts: Sequence[xr.Dataset], pc: Mapping[str, Any], common: Mapping[str, Any]
+) -> xr.Dataset:
+    """memory.nc: the measured memory beside the memory model's, each rank's peak categories, the launches."""
+    from hsitp.probe.model import add_model
+
+    mem = merged[["memory", "peak_allocated", "peak_reserved", "transient", "peak_part", "tokens_per_step"]]
+    devices = {int(P): str(d) for P, d in zip(merged["P"].values, merged["device"].values, strict=True)}  # noqa: N806
+    mem = add_model(mem, pc, common["dtype"], devices)
     mem.attrs.update(common)
     mem.attrs["peak_categories"] = json.dumps(
         {k: v for ds in parts for k, v in json.loads(ds.attrs.get("peak_categories", "{}")).items()}
     )
     for key in ("device", "backend", "threads_per_rank", "cores", "oversubscribed"):
         mem[key] = merged[key]
-    orders = {int(ds["P"].values[0]): json.loads(ds.attrs.get("interleave_orders", "{}")) for ds in parts}
-    thr = _throughput(merged, orders)
-    tc = pc.get("throughput", {})
-    thr.attrs["interleave"] = (
-        f"per P, every plan built at once; {tc.get('warmup')} untimed warm-up step(s) per plan, then "
-        f"{tc.get('repeats')} rounds of one sample of {tc.get('steps')} step(s) per plan, the order reversed every "
-        "other round; same process, same threads"
-    )
-    thr.attrs.update(common)
-    inputs = {str(p): p for p in paths}
-    prov = provenance(config=config, inputs=inputs)
-    describe_missing(mem, ATTRS)
-    describe_missing(thr, ATTRS)
-    m = write_netcdf(mem, memory_out, kind=MEMORY_KIND, prov=prov, title="per-rank memory by part and kind")
-    t = write_netcdf(thr, throughput_out, kind=THROUGHPUT_KIND, prov=prov, title="probe throughput")
-    return m, t
+    return mem
 
 
 def oversubscribed_note(P: int, threads_per_rank: int, cores: int) -> str:  # noqa: N803

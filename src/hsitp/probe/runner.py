@@ -100,8 +100,37 @@ def probe_point(point: Point, config: Mapping[str, Any], rt: Runtime) -> dict[st
     twin = build_point(point, pc, rt.world.noop(), dtype=dtype, device=rt.device, seed=seed)
     for _ in range(int(pc["warmup"])):
         twin.step()
+    part_t, step_t = _time_modes(built, twin, int(pc["steps"]), rt)
+    mine = {
+        "memory": np.array([[mem.by_part[p][k] for k in KINDS] for p in PARTS], dtype=np.float64),
+        "peak_allocated": mem.peak_allocated,
+        "peak_reserved": mem.peak_reserved,
+        "transient": mem.transient,
+        "peak_part": mem.peak_part,
+        "peak_phase": mem.peak_phase,
+        "peak_categories": mem.peak_categories,
+        "method": mem.method,
+        "part_time": part_t,
+        "step_time": step_t,
+    }
+    ranks = _gather(mine, rt)
+    del built, twin
+    if rt.rank == 0:
+        where = (point.plan, point.P, point.g, point.L, point.N, point.checkpointing)
+        peak, step = (mem.peak_allocated or 0) / 2**20, float(np.median(step_t[0]))
+        log.info("probe %s P=%d g=%d L=%d N=%d ckpt=%s: peak %.1f MiB, step %.3f s", *where, peak, step)
+    return {
+        "point": point,
+        "ranks": ranks,
+        "dtype": dtype_name(dtype),
+        "tokens_per_step": twin_tokens(point, pc),
+    }
+
+
+def _time_modes(built: Any, twin: Any, steps: int, rt: Runtime) -> tuple[np.ndarray, np.ndarray]:
+    """(time per mode, part, phase and step; time per mode and step): ``steps`` steps of the model with its
+    collectives (``built``, mode full) and of its no-op twin (compute), interleaved step by step."""
     clock = _clock(rt.device)
-    steps = int(pc["steps"])
     part_t = np.zeros((len(MODES), len(TIME_PARTS), len(PHASES), steps))
     step_t = np.zeros((len(MODES), steps))
     for rep in range(steps):
@@ -118,38 +147,7 @@ def probe_point(point: Point, config: Mapping[str, Any], rt: Runtime) -> dict[st
             for pi, part in enumerate(TIME_PARTS):
                 for hi, phase in enumerate(PHASES):
                     part_t[mi, pi, hi, rep] = tl.by_part()[part][phase]
-    mine = {
-        "memory": np.array([[mem.by_part[p][k] for k in KINDS] for p in PARTS], dtype=np.float64),
-        "peak_allocated": mem.peak_allocated,
-        "peak_reserved": mem.peak_reserved,
-        "transient": mem.transient,
-        "peak_part": mem.peak_part,
-        "peak_phase": mem.peak_phase,
-        "peak_categories": mem.peak_categories,
-        "method": mem.method,
-        "part_time": part_t,
-        "step_time": step_t,
-    }
-    ranks = _gather(mine, rt)
-    del built, twin
-    if rt.rank == 0:
-        log.info(
-            "probe %s P=%d g=%d L=%d N=%d ckpt=%s: peak %.1f MiB, step %.3f s",
-            point.plan,
-            point.P,
-            point.g,
-            point.L,
-            point.N,
-            point.checkpointing,
-            (mem.peak_allocated or 0) / 2**20,
-            float(np.median(step_t[0])),
-        )
-    return {
-        "point": point,
-        "ranks": ranks,
-        "dtype": dtype_name(dtype),
-        "tokens_per_step": twin_tokens(point, pc),
-    }
+    return part_t, step_t
 
 
 def side_name(point: Point) -> str:

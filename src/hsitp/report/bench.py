@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 import xarray as xr
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
@@ -115,29 +116,14 @@ def ccr_vs_p_figure(mvm: xr.Dataset) -> Figure:
     positive = [v for c in ("ccr_measured", "ccr_refined", "ccr_stated") for v in df[c] if v > 0]
     lo, hi = log_limits(positive)
     for ax, op in zip(axes.flat, ops, strict=False):
-        sub = df[df["op"] == op]
-        for shape, g in sub.groupby("shape", sort=False):
-            g = g.sort_values("P")
-            c, x = colours[shape], g["P"] * dodge[shape]
-            for model in ("stated", "refined"):
-                ax.plot(x, g[f"ccr_{model}"], color=c, ls=MODEL_STYLE[model], lw=1, marker=MODEL_MARKER[model],
-                        mfc="none", ms=5)  # fmt: skip
-            for subset, marker in (("fitted", "o"), ("held out", "X")):
-                h = g["subset"] == subset
-                ax.plot(x[h], g["ccr_measured"][h], marker, color=c, ms=6, mec="k", mew=0.4, ls="none")
-        if not (sub["ccr_measured"] > 0).any():
-            ax.text(0.5, 0.5, "no collective in this layer:\nCCR = 0 (nothing to draw\non a log axis)",
-                    transform=ax.transAxes, ha="center", va="center", fontsize=8, color="0.3")  # fmt: skip
-        ax.axhline(1.0, color="0.3", lw=0.7, ls=":")
+        _ccr_panel(ax, df[df["op"] == op], colours, dodge)
         ax.set_yscale("log")
         ax.set_ylim(lo, hi)
         ax.set_xscale("log", base=2)
         ax.set_xticks(Ps, [str(p) for p in Ps])
         ax.minorticks_off()
         ax.set_xlim(min(Ps) / 1.5, max(Ps) * 1.5)
-        ax.set_title(_op_title(op))
-        ax.set_xlabel("P (ranks)")
-        ax.set_ylabel("CCR = T_comm / T_comp")
+        ax.set(title=_op_title(op), xlabel="P (ranks)", ylabel="CCR = T_comm / T_comp")
     for ax in list(axes.flat)[len(ops) :]:
         ax.set_visible(False)
     n = _counts(mvm)
@@ -158,6 +144,24 @@ def ccr_vs_p_figure(mvm: xr.Dataset) -> Figure:
         what += f": P = {Ps[0]} only (P = 1 has no communication), so one point per shape and no trend in P"
     fig.suptitle(headline(what, MEASURED, _basis(mvm)))
     return fig
+
+
+def _ccr_panel(ax: Axes, sub: pd.DataFrame, colours: dict[str, str], dodge: dict[str, float]) -> None:
+    """One op's panel of :func:`ccr_vs_p_figure`: per shape the stated and refined lines and the measured points
+    (fitted filled, held out crossed), CCR = 1 dotted."""
+    for shape, g in sub.groupby("shape", sort=False):
+        g = g.sort_values("P")
+        c, x = colours[shape], g["P"] * dodge[shape]
+        for model in ("stated", "refined"):
+            ax.plot(x, g[f"ccr_{model}"], color=c, ls=MODEL_STYLE[model], lw=1, marker=MODEL_MARKER[model],
+                    mfc="none", ms=5)  # fmt: skip
+        for subset, marker in (("fitted", "o"), ("held out", "X")):
+            h = g["subset"] == subset
+            ax.plot(x[h], g["ccr_measured"][h], marker, color=c, ms=6, mec="k", mew=0.4, ls="none")
+    if not (sub["ccr_measured"] > 0).any():
+        ax.text(0.5, 0.5, "no collective in this layer:\nCCR = 0 (nothing to draw\non a log axis)",
+                transform=ax.transAxes, ha="center", va="center", fontsize=8, color="0.3")  # fmt: skip
+    ax.axhline(1.0, color="0.3", lw=0.7, ls=":")
 
 
 def predicted_vs_measured_figure(mvm: xr.Dataset) -> Figure:

@@ -98,26 +98,6 @@ def modelled_for(ds: xr.Dataset, names: Iterable[str] | None = None) -> str:
     return labels.modelled_for(ds.attrs, names)
 
 
-def preset_notes(ds: xr.Dataset, names: Iterable[str] | None = None) -> pd.DataFrame:
-    """One row per preset: F, beta inside/between nodes, whether measured, and the source (for table footers)."""
-    rows = []
-    for name, p in presets(ds).items():
-        if names is not None and name not in names:
-            continue
-        rows.append(
-            {
-                "hardware": name,
-                "peak F [FLOP/s]": p.get("peak_flops"),
-                "compute eff.": p.get("compute_efficiency"),
-                "beta intra [B/s]": p.get("beta_intra"),
-                "beta inter [B/s]": p.get("beta_inter"),
-                "measured": bool(p.get("measured", False)),
-                "description": p.get("description", ""),
-            }
-        )
-    return pd.DataFrame(rows)
-
-
 # --- figures -------------------------------------------------------------------------------------------------------
 def theme() -> None:
     """One look for every figure (:mod:`hsitp.report.style`: colour-blind-safe palette, legible fonts)."""

@@ -489,17 +489,7 @@ def plan_figure(plan: xr.Dataset, checkpointing: str = "none") -> Figure:
         tps_ax.set_xlabel("TP degree P (replicas = devices / P)")
     axes[0, 0].set_ylabel("per-rank peak memory [GB]")
     axes[1, 0].set_ylabel("tokens/s of the allocation")
-    handles = [Line2D([], [], color=colours[p], marker=PLAN_STYLE.get(p, "o"), label=p) for p in plans]
-    handles += [
-        Line2D([], [], color="0.3", ls=DATASET_LINES[i % len(DATASET_LINES)], label=n)
-        for i, n in enumerate(names)
-    ]
-    handles += [
-        Line2D([], [], color="0.45", lw=0.8, ls=DEVICE_LINES["device"], label="device memory"),
-        Line2D(
-            [], [], color="0.45", lw=0.8, ls=DEVICE_LINES["usable"], label="usable (device less headroom)"
-        ),
-    ]
+    handles = _plan_legend(plans, names, colours)
     fig.legend(handles=handles, loc="outside lower center", ncol=int(np.ceil(len(handles) / 2)), fontsize=8,
                frameon=False)  # fmt: skip
     model = json_attr(plan, "model", {}) or {}
@@ -513,3 +503,20 @@ def plan_figure(plan: xr.Dataset, checkpointing: str = "none") -> Figure:
         )
     )
     return fig
+
+
+def _plan_legend(plans: list[str], names: list[str], colours: dict[str, tuple]) -> list[Line2D]:
+    """The legend of :func:`plan_figure`: a colour and marker per plan, a line style per dataset, the two
+    device-memory lines."""
+    handles = [Line2D([], [], color=colours[p], marker=PLAN_STYLE.get(p, "o"), label=p) for p in plans]
+    handles += [
+        Line2D([], [], color="0.3", ls=DATASET_LINES[i % len(DATASET_LINES)], label=n)
+        for i, n in enumerate(names)
+    ]
+    handles += [
+        Line2D([], [], color="0.45", lw=0.8, ls=DEVICE_LINES["device"], label="device memory"),
+        Line2D(
+            [], [], color="0.45", lw=0.8, ls=DEVICE_LINES["usable"], label="usable (device less headroom)"
+        ),
+    ]
+    return handles

@@ -19,6 +19,7 @@ result, and a blank border: text cut at an edge leaves ink there), as ``hsitp re
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import textwrap
@@ -29,6 +30,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
 from matplotlib.axis import Axis
+from matplotlib.backend_bases import RendererBase
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 from matplotlib.transforms import Bbox
@@ -59,8 +61,6 @@ TOL_MUTED = [
     "#AA4499",
 ]
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p"]
-# Dash patterns a line of a coinciding run keeps visible beside another (offsets differ).
-DASHES = ["solid", (0, (5, 2)), (0, (1, 1.5)), (0, (6, 2, 1, 2)), (2, (3, 3)), (0, (8, 3, 2, 3))]
 
 
 def palette(n: int) -> list[str]:
@@ -252,40 +252,41 @@ def figure_problems(fig: Figure, dpi: float = DPI) -> list[str]:
         for t in leg.get_texts():
             if _shown(t) and t.get_fontsize() < MIN_FONT_PT - 1e-9:
                 problems.append(f"{where} entry {t.get_text()!r} is {t.get_fontsize():g} pt")
+    return problems + _overlap_problems(fig, renderer) + wording_problems(fig)
+
+
+def _overlap_problems(fig: Figure, renderer: RendererBase) -> list[str]:
+    """Texts that run into each other: titles and axis labels of different axes, one axes' annotations, one
+    axis' tick labels."""
     # titles, axis labels and legends of different axes apart (two panels' x labels running into each other)
     named = [
         (w, t) for w, t in _texts(fig) if _shown(t) and ("label" in w or "title" in w) and "tick" not in w
     ]
-    boxes = [t.get_window_extent(renderer) for _, t in named]
-    for i in range(len(boxes)):
-        for j in range(i + 1, len(boxes)):
-            if _overlap(boxes[i], boxes[j]):
-                problems.append(
-                    f"{named[i][0]} {_first(named[i][1])!r} and {named[j][0]} {_first(named[j][1])!r} overlap"
-                )
+    problems = [
+        f"{named[i][0]} {_first(named[i][1])!r} and {named[j][0]} {_first(named[j][1])!r} overlap"
+        for i, j in _overlapping([t.get_window_extent(renderer) for _, t in named])
+    ]
     for ax in fig.axes:
         if not ax.get_visible():
             continue
         notes = [t for t in ax.texts if _shown(t)]  # annotations (e.g. dataset names on a map) apart
         # the text only: an annotation's leader line is no text to keep apart
-        boxes = [Text.get_window_extent(t, renderer) for t in notes]
-        for i in range(len(boxes)):
-            for j in range(i + 1, len(boxes)):
-                if _overlap(boxes[i], boxes[j]):
-                    problems.append(
-                        f"{_name(ax)} annotations {notes[i].get_text()!r} and {notes[j].get_text()!r} overlap"
-                    )
+        problems += [
+            f"{_name(ax)} annotations {notes[i].get_text()!r} and {notes[j].get_text()!r} overlap"
+            for i, j in _overlapping([Text.get_window_extent(t, renderer) for t in notes])
+        ]
         for axis, which in ((ax.xaxis, "x"), (ax.yaxis, "y")):
             labels = [t for t in drawn_ticklabels(axis) if _shown(t)]
-            boxes = [t.get_window_extent(renderer) for t in labels]
-            for i in range(len(boxes)):
-                for j in range(i + 1, len(boxes)):
-                    if _overlap(boxes[i], boxes[j]):
-                        problems.append(
-                            f"{_name(ax)} {which} tick labels {labels[i].get_text()!r} and "
-                            f"{labels[j].get_text()!r} overlap"
-                        )
-    return problems + wording_problems(fig)
+            problems += [
+                f"{_name(ax)} {which} tick labels {labels[i].get_text()!r} and {labels[j].get_text()!r} overlap"
+                for i, j in _overlapping([t.get_window_extent(renderer) for t in labels])
+            ]
+    return problems
+
+
+def _overlapping(boxes: list[Bbox]) -> list[tuple[int, int]]:
+    """Every pair (i, j), i < j, of ``boxes`` that overlap."""
+    return [(i, j) for i, j in itertools.combinations(range(len(boxes)), 2) if _overlap(boxes[i], boxes[j])]
 
 
 # --- wording: what reads wrong although it fits ---------------------------------------------------------------------

@@ -366,38 +366,17 @@ def load_scene(
     if labels.max() > classes:
         raise TrainDataError(f"{path}: label {labels.max()} exceeds the {classes} classes of class_names")
     train = (partition == TRAIN) & (labels > 0)
-    val = validation_mask(
-        labels,
-        train,
-        protocol,
-        validation,
-        validation_seed,
-        block=_partition_block(ds),
-        folds=validation_folds,
-        fold=validation_fold,
-    )
+    block, folds = _partition_block(ds), {"folds": validation_folds, "fold": validation_fold}
+    val = validation_mask(labels, train, protocol, validation, validation_seed, block=block, **folds)
     train = train & ~val
     target = np.where(train, labels - 1, -1)
-    test = (partition == TEST) & (labels > 0)
-    counts = {
-        "train_pixels": int(train.sum()),
-        "validation_pixels": int(val.sum()),
-        "test_pixels": int(test.sum()),
-        "labelled_pixels": int((labels > 0).sum()),
-        # classes with at least one pixel: a validation of few whole blocks can hold few classes (cpu-fair's
-        # block protocol: 4 blocks, 7 of 16 classes), and then it ranks recipes on those classes only
-        "train_classes": _n_present(labels[train]),
-        "validation_classes": _n_present(labels[val]),
-        "test_classes": _n_present(labels[test]),
-    }
+    counts = _pixel_counts(labels, train, val, (partition == TEST) & (labels > 0))
     if val.any():
+        n = [counts[k] for k in ("validation_pixels", "validation_classes", "test_classes", "train_classes")]
         log.info(
             "%s protocol: %d validation pixels of %d classes (the test pixels hold %d classes, the train pixels %d)",
             protocol,
-            counts["validation_pixels"],
-            counts["validation_classes"],
-            counts["test_classes"],
-            counts["train_classes"],
+            *n,
         )
     if counts["train_pixels"] == 0:
         raise TrainDataError(f"{path}: the {protocol!r} protocol's partition has no train pixels")
@@ -417,6 +396,21 @@ def load_scene(
         partition_index=partition_index,
         offset=torch.from_numpy((mean / std).astype(np.float32)),
     )
+
+
+def _pixel_counts(labels: np.ndarray, train: np.ndarray, val: np.ndarray, test: np.ndarray) -> dict[str, int]:
+    """Pixels and classes of the train, validation and test masks (and the labelled pixels)."""
+    return {
+        "train_pixels": int(train.sum()),
+        "validation_pixels": int(val.sum()),
+        "test_pixels": int(test.sum()),
+        "labelled_pixels": int((labels > 0).sum()),
+        # classes with at least one pixel: a validation of few whole blocks can hold few classes (cpu-fair's
+        # block protocol: 4 blocks, 7 of 16 classes), and then it ranks recipes on those classes only
+        "train_classes": _n_present(labels[train]),
+        "validation_classes": _n_present(labels[val]),
+        "test_classes": _n_present(labels[test]),
+    }
 
 
 @dataclass(frozen=True)

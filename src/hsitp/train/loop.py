@@ -59,8 +59,6 @@ from hsitp.train.steps import lr_lambda
 
 log = logging.getLogger(__name__)
 
-ACTIVATION_CHECKPOINTING = "none"  # the policy the memory numbers were measured under
-
 
 class TrainError(HsitpError):
     """Training cannot go on (a non-finite loss, a launch that is not one TP group, ...)."""
@@ -265,22 +263,19 @@ def train_rank(
         progress.close()
     if prediction is None:  # resumed after the last epoch: the same weights give the same map
         prediction = setup.evaluate().prediction
-    if tp.rank != 0:
-        return None
+    return _write_record(rt, settings, job, setup, run, prediction) if tp.rank == 0 else None
+
+
+def _write_record(
+    rt: Runtime, settings: TrainSettings, job: TrainJob, setup: _Setup, run: _Resumed, prediction: np.ndarray
+) -> Path:
+    """Rank 0's record of the run: every epoch's numbers, the resumptions, the last evaluation's map."""
     from hsitp.train.record import write_record
 
     return write_record(
-        job,
-        settings,
-        rt,
-        setup.arch,
-        setup.scene,
-        run.history,
-        resumed_at=run.resumed_at,
-        memory_method=_memory_method(setup.device),
-        prediction=prediction,
-        pretrain=run.pretrain,
-    )
+        job, settings, rt, setup.arch, setup.scene, run.history, resumed_at=run.resumed_at,
+        memory_method=_memory_method(setup.device), prediction=prediction, pretrain=run.pretrain,
+    )  # fmt: skip
 
 
 def _seed(settings: TrainSettings, job: TrainJob, device: torch.device) -> None:
@@ -294,31 +289,10 @@ def _seed(settings: TrainSettings, job: TrainJob, device: torch.device) -> None:
 
 def _build(settings: TrainSettings, job: TrainJob, tp: TPGroup, device: torch.device) -> _Setup:
     """The scene, the plan's model on this rank, its optimizer, schedule and crop sampler."""
-    scene = load_scene(
-        job.data,
-        job.protocol,
-        partition_index=job.partition,
-        validation=settings.validation_fraction,
-        validation_seed=settings.seed,
-        validation_folds=settings.validation_folds,
-        validation_fold=settings.validation_fold,
-    )
-    arch = check_job(
-        settings,
-        job.plan,
-        job.world_size,
-        job.groups,
-        scene.bands,
-        scene.classes,
-        patch=job.patch,
-        tokens=job.tokens,
-    )
-    from hsitp.models.config import resolve_attention_kernel
+    scene, arch = _scene_and_arch(settings, job, device)
     from hsitp.models.model import SpectralSpatialTransformer
     from hsitp.models.plans import parallelize
 
-    kernel = resolve_attention_kernel(settings.attention_kernel, device.type)  # auto: per device
-    arch = dataclasses.replace(arch, attention_kernel=kernel)
     # the single-process equivalent trains the plan's architecture whole, on one rank (plan "dense")
     applied = "dense" if job.equivalent else job.plan
     model = parallelize(SpectralSpatialTransformer(arch, seed=job.seed), applied, tp, device=device)
@@ -354,6 +328,36 @@ def _build(settings: TrainSettings, job: TrainJob, tp: TPGroup, device: torch.de
     return _Setup(
         scene, arch, model, opt, sched, sampler, tp, device, autocast, valid, tokens_per_step, predict, ema
     )
+
+
+def _scene_and_arch(
+    settings: TrainSettings, job: TrainJob, device: torch.device
+) -> tuple[Scene, ModelConfig]:
+    """The job's scene (its partition, validation pixels held out) and the architecture the plan splits, with
+    the attention kernel resolved for ``device``."""
+    scene = load_scene(
+        job.data,
+        job.protocol,
+        partition_index=job.partition,
+        validation=settings.validation_fraction,
+        validation_seed=settings.seed,
+        validation_folds=settings.validation_folds,
+        validation_fold=settings.validation_fold,
+    )
+    arch = check_job(
+        settings,
+        job.plan,
+        job.world_size,
+        job.groups,
+        scene.bands,
+        scene.classes,
+        patch=job.patch,
+        tokens=job.tokens,
+    )
+    from hsitp.models.config import resolve_attention_kernel
+
+    kernel = resolve_attention_kernel(settings.attention_kernel, device.type)  # auto: per device
+    return scene, dataclasses.replace(arch, attention_kernel=kernel)
 
 
 def _resume(setup: _Setup, job: TrainJob, meta: Mapping[str, Any]) -> _Resumed:

@@ -25,6 +25,7 @@ from hsitp.io import describe
 from hsitp.shape import n_tokens
 
 REGIONS = ("data_parallel", "channel", "token", "2d")
+_FLAGS = {"flag_values": list(range(len(REGIONS))), "flag_meanings": " ".join(REGIONS)}
 
 
 def _region(values: Mapping[str, float]) -> int:
@@ -46,6 +47,25 @@ def boundary_table(cost: Mapping[str, Any]) -> xr.Dataset:
         np.log10(bc["threshold_range"][0]), np.log10(bc["threshold_range"][1]), int(bc["points"])
     )
     Ds = [int(d) for d in bc["embed_dims"]]
+    ds = xr.Dataset(
+        {**_boundary_grid(cost, P, hw, Ds, rhos, thrs), **_boundary_points(cost, P)},
+        coords={"D": Ds, "rho": rhos, "threshold": thrs, "split": list(BLOCK_SPLITS)},
+        attrs={
+            **common_attrs(cost, [hw]),
+            "title": "decision boundary over rho = C/N and P F/beta (paper 6, 10.1)",
+            "rule": "region = split with the lowest CCR if that CCR < 1, else data_parallel (paper 6.2, 10.1)",
+            "refined_P": P,
+            "refined_hardware": hw.name,
+            "refined_beta": "beta_intra = beta_inter = P * F / threshold (alpha and F from the preset)",
+        },
+    )
+    return describe(ds, {**COORD_ATTRS, **_ATTRS})
+
+
+def _boundary_grid(
+    cost: Mapping[str, Any], P: int, hw: Hardware, Ds: list[int], rhos: np.ndarray, thrs: np.ndarray
+) -> dict[str, Any]:
+    """Both models' CCRs and regions at every (D, ρ, threshold): N = round(D / ρ), β = P·F / threshold."""
     cs = np.empty((len(Ds), len(rhos), len(thrs)))
     ts = np.empty_like(cs)
     region_s = np.zeros(cs.shape, dtype=np.int8)
@@ -61,52 +81,30 @@ def boundary_table(cost: Mapping[str, Any]) -> xr.Dataset:
                 cs[di, ri, ti] = thr / D
                 ts[di, ri, ti] = thr / N
                 region_s[di, ri, ti] = _region({"channel": thr / D, "token": thr / N})
-                beta = P * hw.flops / thr
-                hw_t = _with_beta(hw, beta)
-                costs = block_costs(shape, P, hw_t, cost)
+                costs = block_costs(shape, P, _with_beta(hw, P * hw.flops / thr), cost)
                 vals = {split: costs[split].ccr for split in BLOCK_SPLITS}
                 ref[di, ri, ti] = list(vals.values())
                 region_r[di, ri, ti] = _region(vals)
-    points = _boundary_points(cost, P)
-    flag_attrs = {"flag_values": list(range(len(REGIONS))), "flag_meanings": " ".join(REGIONS)}
-    ds = xr.Dataset(
-        {
-            "N": (("D", "rho"), Ns, {"long_name": "tokens at this rho: round(D / rho)"}),
-            "ccr_channel_stated": (("D", "rho", "threshold"), cs, {"long_name": "P F/(beta C_in), C_in = D"}),
-            "ccr_token_stated": (("D", "rho", "threshold"), ts, {"long_name": "P F/(beta N)"}),
-            "region_stated": (
-                ("D", "rho", "threshold"),
-                region_s,
-                {"long_name": "stated decision", **flag_attrs},
-            ),
-            "ccr_refined": (("D", "rho", "threshold", "split"), ref, {"long_name": "refined block CCR"}),
-            "region_refined": (
-                ("D", "rho", "threshold"),
-                region_r,
-                {"long_name": "refined decision", **flag_attrs},
-            ),
-            **points,
-        },
-        coords={"D": Ds, "rho": rhos, "threshold": thrs, "split": list(BLOCK_SPLITS)},
-        attrs={
-            **common_attrs(cost, [hw]),
-            "title": "decision boundary over rho = C/N and P F/beta (paper 6, 10.1)",
-            "rule": "region = split with the lowest CCR if that CCR < 1, else data_parallel (paper 6.2, 10.1)",
-            "refined_P": P,
-            "refined_hardware": hw.name,
-            "refined_beta": "beta_intra = beta_inter = P * F / threshold (alpha and F from the preset)",
-        },
-    )
-    return describe(ds, {**COORD_ATTRS, **_ATTRS})
+    grid = ("D", "rho", "threshold")
+    return {
+        "N": (("D", "rho"), Ns),
+        "ccr_channel_stated": (grid, cs),
+        "ccr_token_stated": (grid, ts),
+        "region_stated": (grid, region_s),
+        "ccr_refined": ((*grid, "split"), ref),
+        "region_refined": (grid, region_r),
+    }
 
 
 _ATTRS: dict[str, dict[str, Any]] = {
     "rho": {"units": "1", "long_name": "rho = C / N (C = D)"},
     "threshold": {"units": "1", "long_name": "stated scale threshold P F / beta"},
-    "N": {"units": "1"},
-    "ccr_channel_stated": {"units": "1"},
-    "ccr_token_stated": {"units": "1"},
-    "ccr_refined": {"units": "1"},
+    "N": {"long_name": "tokens at this rho: round(D / rho)", "units": "1"},
+    "ccr_channel_stated": {"long_name": "P F/(beta C_in), C_in = D", "units": "1"},
+    "ccr_token_stated": {"long_name": "P F/(beta N)", "units": "1"},
+    "region_stated": {"long_name": "stated decision", **_FLAGS},
+    "ccr_refined": {"long_name": "refined block CCR", "units": "1"},
+    "region_refined": {"long_name": "refined decision", **_FLAGS},
     "point_label": {"long_name": "dataset|hardware|D of a point placed on the boundary"},
     "point_rho": {"units": "1", "long_name": "rho = D / N of the point"},
     "point_threshold": {"units": "1", "long_name": "P F / beta of the point's hardware"},

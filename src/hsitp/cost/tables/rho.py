@@ -104,35 +104,11 @@ def rho_table(cost: Mapping[str, Any]) -> xr.Dataset:
         {
             **_scene_vars(specs),
             "N": (("dataset", "patch"), N, {"long_name": f"spatial tokens ({grid} grid)"}),
-            "C": (
-                ("dataset", "c_def"),
-                C,
-                {"long_name": "channel dimension: bands L, PCA components k, or embedding D"},
-            ),
-            "rho": (
-                ("dataset", "patch", "c_def"),
-                C[:, None, :] / N[:, :, None],
-                {"long_name": "rho = C / N"},
-            ),
-            "threshold": (
-                ("hardware", "P"),
-                thr,
-                {"long_name": "stated scale threshold P*F/beta", "units": "1"},
-            ),
-            "ccr": (
-                (*dims5, "split", "model"),
-                ccr,
-                {
-                    "long_name": "block CCR with D = C (stated: paper formula; refined: sum T_comm / sum T_comp)"
-                },
-            ),
-            "lower_split": (
-                (*dims5, "model"),
-                lower.astype(str),
-                {
-                    "long_name": "split with the lower CCR (stated: channel vs token; refined: channel, token, 2d)"
-                },
-            ),
+            "C": (("dataset", "c_def"), C),
+            "rho": (("dataset", "patch", "c_def"), C[:, None, :] / N[:, :, None]),
+            "threshold": (("hardware", "P"), thr),
+            "ccr": ((*dims5, "split", "model"), ccr),
+            "lower_split": ((*dims5, "model"), lower.astype(str)),
         },
         coords={
             "dataset": [s.name for s in specs],
@@ -162,8 +138,15 @@ _ATTRS: dict[str, dict[str, Any]] = {
     "raw_bands": {"units": "1"},
     "verified": {"flag_values": [0, 1], "flag_meanings": "unverified verified"},
     "N": {"units": "1"},
-    "C": {"units": "1"},
-    "rho": {"units": "1"},
-    "ccr": {"units": "1"},
+    "C": {"long_name": "channel dimension: bands L, PCA components k, or embedding D", "units": "1"},
+    "rho": {"long_name": "rho = C / N", "units": "1"},
+    "threshold": {"long_name": "stated scale threshold P*F/beta", "units": "1"},
+    "ccr": {
+        "long_name": "block CCR with D = C (stated: paper formula; refined: sum T_comm / sum T_comp)",
+        "units": "1",
+    },
+    "lower_split": {
+        "long_name": "split with the lower CCR (stated: channel vs token; refined: channel, token, 2d)"
+    },
     "c_def": {"long_name": "definition of the channel dimension C: bands, pca or embed"},
 }
