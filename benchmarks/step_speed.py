@@ -157,7 +157,11 @@ def eval_time(plan: str, sizes: dict[str, int], scene_hw: list[int], repeats: in
     from hsitp.models.plans import parallelize
     from hsitp.parallel.groups import TPGroup
     from hsitp.train.data import Scene
-    from hsitp.train.inference import predict_scene
+
+    try:
+        from hsitp.train.inference import predict_scene
+    except ModuleNotFoundError:  # a revision from before issue 52 named the module train/evaluate.py
+        from hsitp.train.evaluate import predict_scene
 
     st = Stepper(plan, sizes)
     model = parallelize(st.model, "dense", TPGroup.single())
