@@ -21,8 +21,6 @@ ALLOWED: frozenset[str] = frozenset(
         "hsitp/audit/claims/measured.py:check_probe_throughput",
         "hsitp/audit/reproduce.py:check_cells",
         "hsitp/audit/reproduce.py:run_spot_check",
-        "hsitp/publish/browser.py:check_report",
-        "hsitp/publish/commands.py:register",
         "hsitp/publish/reference.py:_row",
         "hsitp/report/train.py:curves_figure",
         "hsitp/report/train.py:prediction_figure",

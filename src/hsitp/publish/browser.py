@@ -13,6 +13,7 @@ import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from hsitp.errors import HsitpError
 
@@ -80,42 +81,53 @@ def check_report(
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=exe, args=["--no-sandbox", "--disable-gpu"])
         try:
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
-            errors: list[str] = []
-            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(report.as_uri())
-            page.wait_for_load_state("networkidle")
-            page.screenshot(path=str(shots / "front.png"))
-            entries = {
-                e["name"]: e["caption"] or ""
-                for e in page.evaluate(
-                    "() => Object.values(results).map(r => ({name: r.name, caption: r.caption}))"
-                )
-            }
-            widths = dict(page.evaluate(_IMAGE_WIDTHS))
-            target = next((n for n in sorted(entries) if n.startswith(figure) and n.endswith(".png")), None)
-            if target is None:
-                raise BrowserCheckError(f"{report}: no figure entry starting with {figure!r}")
-            stage = target.split("_", 1)[0]
-            page.get_by_role("link", name=stage, exact=True).click()
-            page.get_by_role("link", name="figures", exact=True).click()
-            page.locator("tr", has_text=target.removesuffix(".png")).locator("a").first.click()
-            shown = page.locator("img[src^='data:image/png']")
-            shown.first.wait_for()
-            if page.evaluate("(img) => img.naturalWidth", shown.first.element_handle()) <= 0:
-                errors.append(f"{target}: the figure page's image does not decode")
-            page.screenshot(path=str(shots / "figure.png"))
+            entries, widths, errors = _visit(browser, report, shots, figure)
         finally:
             browser.close()
-    result = ReportCheck(entries, widths, errors, [shots / "front.png", shots / "figure.png"])
     problems = [f"{name}: image does not decode" for name, w in widths.items() if w <= 0]
-    for name, caption in entries.items():
-        stage = name.split("_", 1)[0]
-        wanted = CAPTION_HARDWARE.get(stage, ())
-        if wanted and not any(w in caption for w in wanted):
-            problems.append(f"{name}: caption does not name its hardware ({' or '.join(wanted)})")
-    problems += [f"browser: {e}" for e in errors]
+    problems += _caption_problems(entries) + [f"browser: {e}" for e in errors]
     if problems:
         raise BrowserCheckError(f"{report}: " + "; ".join(problems))
-    return result
+    return ReportCheck(entries, widths, errors, [shots / "front.png", shots / "figure.png"])
+
+
+def _caption_problems(entries: dict[str, str]) -> list[str]:
+    """Every entry whose caption does not name the hardware its stage ran on (``CAPTION_HARDWARE``)."""
+    problems = []
+    for name, caption in entries.items():
+        wanted = CAPTION_HARDWARE.get(name.split("_", 1)[0], ())
+        if wanted and not any(w in caption for w in wanted):
+            problems.append(f"{name}: caption does not name its hardware ({' or '.join(wanted)})")
+    return problems
+
+
+def _visit(
+    browser: Any, report: Path, shots: Path, figure: str
+) -> tuple[dict[str, str], dict[str, int], list[str]]:
+    """The front page's entries (name -> caption), its images' natural widths and the console's errors, with the
+    front page and one figure page (opened through the report's own navigation) screenshot to ``shots``."""
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(report.as_uri())
+    page.wait_for_load_state("networkidle")
+    page.screenshot(path=str(shots / "front.png"))
+    entries = {
+        e["name"]: e["caption"] or ""
+        for e in page.evaluate("() => Object.values(results).map(r => ({name: r.name, caption: r.caption}))")
+    }
+    widths = dict(page.evaluate(_IMAGE_WIDTHS))
+    target = next((n for n in sorted(entries) if n.startswith(figure) and n.endswith(".png")), None)
+    if target is None:
+        raise BrowserCheckError(f"{report}: no figure entry starting with {figure!r}")
+    stage = target.split("_", 1)[0]
+    page.get_by_role("link", name=stage, exact=True).click()
+    page.get_by_role("link", name="figures", exact=True).click()
+    page.locator("tr", has_text=target.removesuffix(".png")).locator("a").first.click()
+    shown = page.locator("img[src^='data:image/png']")
+    shown.first.wait_for()
+    if page.evaluate("(img) => img.naturalWidth", shown.first.element_handle()) <= 0:
+        errors.append(f"{target}: the figure page's image does not decode")
+    page.screenshot(path=str(shots / "figure.png"))
+    return entries, widths, errors

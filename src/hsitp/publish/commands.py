@@ -10,6 +10,13 @@ from pathlib import Path
 
 def register(rsub: argparse._SubParsersAction) -> None:
     """Add the publishing actions to the ``report`` group's subparsers (``hsitp.report.commands.register``'s result)."""
+    _register_check(rsub)
+    _register_jobs(rsub)
+    _register_measured(rsub)
+    _register_reference(rsub)
+
+
+def _register_check(rsub: argparse._SubParsersAction) -> None:
     ck = rsub.add_parser(
         "check",
         help="open a Snakemake report in headless Chromium: every figure decodes, captions name the hardware, "
@@ -25,6 +32,9 @@ def register(rsub: argparse._SubParsersAction) -> None:
         help="figure to open through the navigation (name prefix)",
     )
     ck.set_defaults(func=_check)
+
+
+def _register_jobs(rsub: argparse._SubParsersAction) -> None:
     jb = rsub.add_parser(
         "jobs",
         help="per stage: jobs, summed wall and CPU s, largest max RSS, from Snakemake's per-job benchmark files "
@@ -34,6 +44,9 @@ def register(rsub: argparse._SubParsersAction) -> None:
     jb.add_argument("--logs", default="logs", type=Path, help="logs root (default logs)")
     jb.add_argument("--results", default="results", type=Path, help="results root (default results)")
     jb.set_defaults(func=_jobs)
+
+
+def _register_measured(rsub: argparse._SubParsersAction) -> None:
     ms = rsub.add_parser(
         "measured",
         help="rewrite the generated blocks of docs/measured.md and README.md from committed references "
@@ -50,6 +63,9 @@ def register(rsub: argparse._SubParsersAction) -> None:
     )
     ms.add_argument("--check", action="store_true", help="rewrite nothing; exit 1 when a block would change")
     ms.set_defaults(func=_measured)
+
+
+def _register_reference(rsub: argparse._SubParsersAction) -> None:
     rf = rsub.add_parser(
         "reference",
         help="collect a run's reported numbers for committing (results/reference/RUN): summaries, one row per "
