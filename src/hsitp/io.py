@@ -391,6 +391,7 @@ def read_netcdf(
     *,
     kind: str | None = None,
     load: bool = True,
+    require_dims: Iterable[str] = (),
     require_vars: Iterable[str] = (),
     require_attrs: Iterable[str] = (),
 ) -> xr.Dataset:
@@ -398,9 +399,10 @@ def read_netcdf(
 
     Every failure is a :class:`ResultFileError` whose one-line message names the file and the stage that writes
     it: missing, a folder, empty, truncated or foreign (not netCDF, or not written by hsitp), other schema
-    version, other kind, or (``require_vars``, ``require_attrs``) lacking a variable or attribute the reader needs
-    (a file an older hsitp wrote under the same schema version). Names renamed since an older hsitp wrote the file
-    come under their current ones (:func:`upgrade_names`).
+    version, other kind, or (``require_dims``, ``require_vars``, ``require_attrs``) lacking a dimension, variable or
+    attribute the reader needs (a file an older hsitp wrote under the same schema version; the contracts of
+    :mod:`hsitp.contracts` name them). Names renamed since an older hsitp wrote the file come under their current
+    ones (:func:`upgrade_names`).
     """
     path = Path(path)
     rerun = f"re-run {producer(kind)}"
@@ -418,7 +420,8 @@ def read_netcdf(
             f"expected {kind!r}; {rerun}."
         )
     ds = upgrade_names(ds, kind=ds.attrs.get("kind"))  # files of an older hsitp: their names renamed since
-    lacking = [f"variable {v!r}" for v in require_vars if v not in ds.variables]
+    lacking = [f"dimension {d!r}" for d in require_dims if d not in ds.dims]
+    lacking += [f"variable {v!r}" for v in require_vars if v not in ds.variables]
     lacking += [f"attribute {a!r}" for a in require_attrs if a not in ds.attrs]
     if lacking:
         raise SchemaVersionError(

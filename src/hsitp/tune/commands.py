@@ -26,13 +26,13 @@ from hsitp.names import COMPARED_PLANS
 def _run(args: argparse.Namespace) -> int:
     from optuna import TrialPruned
 
+    from hsitp.contracts import TUNE_STUDY, dataset_name
     from hsitp.io import provenance, write_netcdf
     from hsitp.signals import stop_on_signals
-    from hsitp.train.commands import dataset_name
     from hsitp.train.data import scene_header, validation_counts
     from hsitp.train.plan import TrainJob, check_job, crop_patch
     from hsitp.train.settings import TrainSettings
-    from hsitp.tune.study import KIND, StudySpec, run_study, study_dataset, trial_config
+    from hsitp.tune.study import StudySpec, run_study, study_dataset, trial_config
 
     if args.protocol is None:
         raise HsitpError("hsitp tune: --protocol required (random or block)")
@@ -137,9 +137,10 @@ def _run(args: argparse.Namespace) -> int:
             report(epoch, rec)
 
         path = train_rank(rt, TrainSettings.from_config(fold_cfg), job, stop=stop, on_epoch=record)
-        from hsitp.io import json_attr, read_netcdf
+        from hsitp.contracts import TRAIN
+        from hsitp.io import json_attr
 
-        with read_netcdf(path, kind="train") as ds:
+        with TRAIN.read(path) as ds:
             if "val_oa" not in last:  # resumed after its last epoch (killed before the study recorded it)
                 last["val_oa"] = float(ds["val_oa"].values[-1])
             n = int((json_attr(ds, "counts") or {}).get("validation_pixels", 0))
@@ -156,7 +157,7 @@ def _run(args: argparse.Namespace) -> int:
     write_netcdf(
         ds,
         spec.out,
-        kind=KIND,
+        kind=TUNE_STUDY.kind,
         prov=provenance({"tune": tune, "train": cfg["train"], "seed": cfg["seed"]}, inputs={"data": data}),
         title=f"Tuning study of {spec.plan} under the {spec.protocol} protocol on {dataset} (validation pixels only)",
     )

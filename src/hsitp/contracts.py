@@ -1,0 +1,252 @@
+"""The file kinds the pipeline hands from stage to stage: per kind its name, dimensions, required variables and
+attributes, and its reader (docs/contracts.md says what each file holds beyond them).
+
+``TRAIN_SUMMARY.read(path)`` opens a file through :func:`hsitp.io.read_netcdf` and refuses, in one line naming the
+file and the stage that writes it, another schema version, another kind, or a file lacking a dimension, variable or
+attribute of the contract (an older hsitp's). What a contract lists is what every file of the kind this hsitp writes
+holds, so a reader may take it without asking; ``tests/test_contracts.py`` reads every committed reference and
+fixture through its contract. The writers stamp ``X.kind`` (no kind is spelled twice), and report pages, which draw
+older files too, open ``X.kind`` leniently and name what a figure lacks (``hsitp.report.common.need``).
+
+The training summary's cell, (dataset, plan, P, g, protocol, N), is :class:`Cell`; :func:`summary_cells` indexes a
+summary by it, the one lookup of a cell for report, audit and reproduce.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from hsitp.errors import HsitpError
+from hsitp.io import read_netcdf
+from hsitp.names import COLLECTIVES
+
+
+@dataclass(frozen=True)
+class Contract:
+    """One file kind: the ``kind`` attribute its writer stamps, and what every such file holds."""
+
+    kind: str
+    dims: tuple[str, ...] = ()
+    variables: tuple[str, ...] = ()  # data variables and coordinates
+    attrs: tuple[str, ...] = ()
+    check: Callable[[xr.Dataset, Path], None] | None = None  # value checks beyond presence (calibration)
+
+    def read(self, path: str | os.PathLike[str], *, load: bool = True) -> xr.Dataset:
+        """The file, its schema version, kind, dimensions, variables and attributes checked (``ResultFileError``,
+        one line naming the file and its stage, otherwise)."""
+        ds = read_netcdf(
+            path, kind=self.kind, load=load, require_dims=self.dims, require_vars=self.variables,
+            require_attrs=self.attrs,
+        )  # fmt: skip
+        if self.check is not None:
+            self.check(ds, Path(path))
+        return ds
+
+
+# --- data, baseline ---------------------------------------------------------------------------------------------------
+DATASET = Contract("dataset", ("y", "x"), ("labels", "partition"))  # `hsitp data prepare`
+BASELINE = Contract(  # `hsitp baseline`: the classical classifiers on one protocol's partition
+    "baseline", ("classifier",), ("overall_accuracy", "average_accuracy", "kappa"), ("dataset", "protocol")
+)
+
+
+def dataset_name(path: str | os.PathLike[str]) -> str:
+    """The prepared file's ``dataset`` attribute (its stem when it has none), without loading the cube."""
+    ds = DATASET.read(path, load=False)
+    try:
+        return str(ds.attrs.get("dataset", Path(path).stem))
+    finally:
+        ds.close()
+
+
+# --- cost model (modelled, not measured) ---------------------------------------------------------------------------
+COST = {  # `hsitp cost TABLE`, one kind per table
+    "rho": Contract("cost_rho", ("dataset", "patch", "c_def", "hardware", "P"), ("rho", "threshold", "ccr")),
+    "ccr": Contract("cost_ccr", ("case", "P", "hardware", "split", "model"), ("ccr", "relative_throughput")),
+    "boundary": Contract(
+        "cost_boundary", ("D", "rho", "threshold", "split"), ("region_stated", "region_refined")
+    ),
+    "scale": Contract("cost_scale", ("tp", "scheme", "hardware", "model"), ("memory", "ccr")),
+    "plan": Contract(
+        "cost_plan", ("hardware", "dataset", "plan", "P", "checkpointing"), ("peak_memory", "tokens_per_s")
+    ),
+}
+
+# --- bench (measured) -------------------------------------------------------------------------------------------------
+MICROBENCH = (
+    Contract(  # `hsitp bench run` (one P), `hsitp bench merge`: what the fits read beyond the dimensions
+        "microbench",
+        ("op", "P", "N", "D", "L", "dtype", "mode", "rep"),
+        ("time", "time_mean", "coll_time_mean", "coll_bytes", "trace_count", "trace_bytes", "group_size"),
+        ("head_padding", "layer_shape"),
+    )
+)
+MODEL_VS_MEASURED = Contract(  # `hsitp bench compare`
+    "model_vs_measured",
+    ("op", "P", "N", "D", "L", "dtype"),
+    ("ccr_measured", "ccr_stated", "ccr_refined", "rel_err_refined", "held_out"),
+)
+BENCH_SHARD = Contract("bench_shard", ("op", "P", "rep"), ("time", "t_comp_measured", "ccr_half_measured"))
+BENCH_ROOFLINE = Contract("bench_roofline", ("shape", "rep"), ("time", "achieved_flops", "roofline_ratio"))
+
+# The calibration (`hsitp bench calibrate`; read as hardware by `--hardware measured:PATH`): the ring model
+# t = alpha + factor(P) * bytes / beta per collective, the achieved FLOP/s per op, and optionally per op the compute
+# time model t = overhead + FLOPs / rate + traffic / bandwidth with the collectives' sequence factor (all or none).
+COMPUTE_MODEL_VARS = ("compute_overhead", "compute_rate", "mem_bandwidth", "sequence_factor")
+BACKENDS = ("gloo", "nccl")
+
+
+class CalibrationError(HsitpError, ValueError):
+    """A calibration that cannot be made or read: a calibration file that does not follow the schema (the message
+    names the file and the field), or microbenchmarks too thin to fit one (raised by :mod:`hsitp.bench.calibrate`)."""
+
+
+def validate_calibration(ds: xr.Dataset, where: str | Path) -> None:
+    """Raise CalibrationError naming the file and field where a calibration's values cannot be: a field on other
+    dimensions, an unknown collective, beta or a rate not positive, alpha or an overhead negative, half a compute
+    model, an unknown backend, world sizes not positive ints."""
+    problems = [f"{v} has dims {ds[v].dims}, expected ({d!r},)" for v, d in (
+        ("alpha", "collective"), ("beta", "collective"), ("achieved_flops", "op"),
+        *((v, "op") for v in COMPUTE_MODEL_VARS)) if v in ds and ds[v].dims != (d,)]  # fmt: skip
+    unknown = (
+        sorted(set(map(str, ds["collective"].values)) - set(COLLECTIVES)) if "collective" in ds.coords else []
+    )
+    if unknown:
+        problems.append(f"unknown collectives {unknown}; allowed {list(COLLECTIVES)}")
+    for var, ok, rule in (
+        ("beta", lambda v: v > 0, "> 0 for every collective"),
+        ("alpha", lambda v: v >= 0, ">= 0 for every collective"),
+        ("achieved_flops", lambda v: v > 0, "> 0 for every op"),
+        ("compute_overhead", lambda v: np.isfinite(v) & (v >= 0), "finite and >= 0 for every op"),
+        ("sequence_factor", lambda v: np.isfinite(v) & (v > 0), "finite and > 0 for every op"),
+        ("compute_rate", lambda v: v > 0, "> 0 (inf allowed) for every op"),
+        ("mem_bandwidth", lambda v: v > 0, "> 0 (inf allowed) for every op"),
+    ):
+        if var in ds and not bool(np.all(ok(np.asarray(ds[var], dtype=float)))):
+            problems.append(f"{var} must be {rule}")
+    present = [v for v in COMPUTE_MODEL_VARS if v in ds]
+    if present and len(present) < len(COMPUTE_MODEL_VARS):
+        problems.append(f"has {present} but not all of {list(COMPUTE_MODEL_VARS)} (give all or none)")
+    if ds.attrs.get("backend") not in (None, *BACKENDS):
+        problems.append(f"backend {ds.attrs['backend']!r} is not one of {BACKENDS}")
+    try:
+        sizes = json.loads(ds.attrs.get("world_sizes", "[1]"))
+        if not sizes or not all(isinstance(p, int) and p >= 1 for p in sizes):
+            raise ValueError
+    except (ValueError, TypeError):
+        problems.append(f"world_sizes must be a JSON list of positive ints, got {ds.attrs['world_sizes']!r}")
+    if problems:
+        raise CalibrationError(
+            f"{where}: not a valid calibration file:\n  "
+            + "\n  ".join(problems)
+            + "\n(schema: hsitp.contracts."
+            "CALIBRATION; the microbenchmark stage writes it, e.g. results/paper/bench/calibration.nc)"
+        )
+
+
+CALIBRATION = Contract(
+    "calibration",
+    ("collective", "op"),
+    ("alpha", "beta", "achieved_flops"),
+    ("device", "backend", "dtype", "world_sizes", "fit_points"),
+    check=validate_calibration,
+)
+
+# --- probe (measured; the estimate with fake tensors) -----------------------------------------------------------------
+_PROBE_POINT = ("plan", "P", "g", "L", "N", "checkpointing")
+PROBE_PARTIAL = Contract(
+    "probe_partial", (*_PROBE_POINT, "rank"), ("memory", "peak_allocated")
+)  # `hsitp probe run`
+PROBE_MEMORY = Contract(  # `hsitp probe merge`
+    "probe_memory",
+    (*_PROBE_POINT, "part", "kind", "rank"),
+    ("memory", "memory_model", "peak_allocated", "device"),
+)
+PROBE_THROUGHPUT = Contract(  # `hsitp probe merge`
+    "probe_throughput",
+    (*_PROBE_POINT, "repeat"),
+    (
+        "sample_time",
+        "ratio_vs_tp",
+        "ratio_vs_tp_median",
+        "ratio_vs_tp_min",
+        "ratio_vs_tp_max",
+        "oversubscribed_note",
+    ),
+)
+PROBE_ESTIMATE = Contract(
+    "probe_estimate", ("config", "part", "kind"), ("memory", "memory_model", "peak_model")
+)
+KERNEL_CHECK = Contract(  # benchmarks/kernel_check.py: tp under both single-query attention kernels
+    "kernel_check",
+    ("kernel", "rank", "repeat"),
+    ("peak_allocated", "tokens_per_s", "ratio_exact_vs_sdpa"),
+    ("P",),
+)
+
+# --- tune, train ------------------------------------------------------------------------------------------------------
+TUNE_STUDY = Contract(  # `hsitp tune`: one study, read by `hsitp train --recipe` for its best trial
+    "tune_study", ("trial",), ("score", "state", "best_so_far"), ("plan", "protocol", "best_params")
+)
+TRAIN = Contract(  # `hsitp train`: one training run (what its summary reads)
+    "train",
+    ("epoch",),
+    ("oa", "tokens_per_s_summary", "peak_allocated_summary", "ccr_inline_summary"),
+    ("dataset", "plan", "P", "g", "protocol", "seed"),
+)
+
+
+class Cell(NamedTuple):
+    """A training summary's cell: what its replicates (partition, seed) share, the summary's coordinates."""
+
+    dataset: str
+    plan: str
+    P: int
+    g: int
+    protocol: str
+    N: int  # the crop's spatial tokens (the record's ``tokens``, an entry of train.crops)
+
+
+TRAIN_SUMMARY = (
+    Contract(  # `hsitp train summary`: train/summary.nc, and train/control_summary.nc (the control)
+        "train_summary", ("cell",), (*Cell._fields, "oa_mean", "oa_std", "aa_mean", "kappa_mean", "seeds")
+    )
+)
+TRAIN_EQUIVALENCE = Contract(  # `hsitp train check`
+    "train_equivalence", ("check",), ("plan", "P", "g", "oa_check", "oa_equivalent", "d_oa", "passed")
+)
+TRAIN_INGREDIENTS = Contract("train_ingredients", ("row",), ("oa_mean", "d_oa_mean", "verdict"))
+REFERENCE_RUNS = (
+    Contract(  # `hsitp report reference`: train/runs.nc, one row per training record of a reference
+        "reference_runs",
+        ("run",),
+        (
+            "name",
+            *Cell._fields,
+            "seed",
+            "control",
+            "recipe",
+            "recipe_hash",
+            "steps",
+            "summary_epochs",
+            "ranks",
+        ),
+    )
+)
+
+
+def summary_cells(summary: xr.Dataset) -> pd.DataFrame:
+    """The cells of a training summary in file order, indexed by :class:`Cell` (a MultiIndex), with their position
+    on the dimension ``cell`` in column ``i``: ``.loc[cell, "i"]`` looks one up, ``.reset_index().itertuples()``
+    walks them with their coordinates as attributes."""
+    index = pd.MultiIndex.from_arrays([summary[k].values.tolist() for k in Cell._fields], names=Cell._fields)
+    return pd.DataFrame({"i": np.arange(summary.sizes["cell"])}, index=index)
