@@ -1,8 +1,9 @@
-"""``microbench.nc`` -> ``calibration.nc`` (schema in docs/contracts.md, owned by the cost model).
+"""``microbench.nc`` -> ``calibration.nc`` (its contract: :data:`hsitp.contracts.CALIBRATION`, built here by
+:func:`calibration_dataset`; the cost model reads it as ``measured:PATH`` hardware).
 
 alpha and beta per collective come from the collective sweep, achieved F per op from the compute-only timings
 (every time is a point's mean over repeats, ``time_mean`` / ``coll_time_mean``); both are fitted on a training subset
-only. Beyond the required fields (see :mod:`hsitp.cost.calibration`), the same
+only. Beyond the required fields, the same
 training points give each op's compute model (per-call overhead + FLOP term + memory-traffic term; FLOPs and
 traffic are the refined cost model's, computed here by :func:`hsitp.bench.predict.work_split`) and its sequence
 factor: the median ratio of its training points' replayed collectives to their ring-model time with the sweep's
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,13 +35,12 @@ from hsitp.bench.fit import (
     holdout_mask,
 )
 from hsitp.bench.predict import TOKENIZE, work_split
-from hsitp.bench.results import KIND as MICROBENCH_KIND
 from hsitp.bench.results import head_padding, point_at, read_input, trace_records
-from hsitp.cost.calibration import CALIBRATION_KIND, CalibrationError, calibration_dataset
+from hsitp.contracts import CALIBRATION, MICROBENCH, CalibrationError, validate_calibration
 from hsitp.cost.refined import collectives_time
 from hsitp.io import provenance, write_netcdf
+from hsitp.names import COLLECTIVES
 
-KIND = CALIBRATION_KIND
 log = logging.getLogger(__name__)
 
 
@@ -185,7 +185,6 @@ def calibrate(mb: xr.Dataset, *, fraction: float, seed: int, dtype: str | None =
     seq = sequence_factors(mb, opts, {f.collective: f for f in fits}, ops, dtype=dtype)
     log.info("sequence factors (back-to-back / alone): %s", ", ".join(f"{o} {v:.2f}" for o, v in seq.items()))
     world_sizes = sorted({r["P"] for r in cpts if not r["held_out"]})
-    # calibration_dataset (owned by the cost model) builds and validates the schema.
     ds = calibration_dataset(
         alpha={f.collective: f.alpha for f in fits},
         beta={f.collective: f.beta for f in fits},
@@ -214,6 +213,67 @@ def calibrate(mb: xr.Dataset, *, fraction: float, seed: int, dtype: str | None =
             "measured": "fitted to measurements on the device named in `device`",
         }
     )
+    return ds
+
+
+def calibration_dataset(
+    *,
+    alpha: Mapping[str, float],
+    beta: Mapping[str, float],
+    achieved_flops: Mapping[str, float],
+    device: str,
+    backend: str,
+    dtype: str,
+    world_sizes: Sequence[int],
+    fit_points: Any,
+    alpha_stderr: Mapping[str, float] | None = None,
+    beta_stderr: Mapping[str, float] | None = None,
+    n_points: Mapping[str, int] | None = None,
+    compute_model: Mapping[str, Mapping[str, float]] | None = None,
+    sequence_factor: Mapping[str, float] | None = None,
+) -> xr.Dataset:
+    """A calibration dataset (:data:`hsitp.contracts.CALIBRATION`), validated: α [s], β [B/s] per collective,
+    achieved FLOP/s per op; optionally ``compute_model`` {"compute_overhead" | "compute_rate" | "mem_bandwidth":
+    {op: value}} and ``sequence_factor`` {op: value} for every op of ``achieved_flops``, given together."""
+    colls = [c for c in COLLECTIVES if c in alpha or c in beta]
+    ops = list(achieved_flops)
+    per_coll = {"alpha": (alpha, "s", "per-call overhead"), "beta": (beta, "B/s", "ring bandwidth"),
+                "alpha_stderr": (alpha_stderr, "s", "standard error of alpha"),
+                "beta_stderr": (beta_stderr, "B/s", "standard error of beta")}  # fmt: skip
+    per_op = {
+        "achieved_flops": (achieved_flops, "FLOP/s", "achieved compute rate"),
+        **({} if compute_model is None else {
+            "compute_overhead": (compute_model["compute_overhead"], "s", "fixed time per call of the op"),
+            "compute_rate": (compute_model["compute_rate"], "FLOP/s", "rate of the FLOP term (inf: term fitted to zero)"),
+            "mem_bandwidth": (compute_model["mem_bandwidth"], "B/s", "rate of the memory-traffic term (inf: term fitted to zero)"),
+        }),
+        "sequence_factor": (sequence_factor, "1", "time of the op's collectives back to back / their ring-model time "
+                            "timed alone"),
+    }  # fmt: skip
+    data: dict[str, Any] = {
+        name: ("collective", [float(values.get(c, np.nan)) for c in colls], {"units": u, "long_name": long})
+        for name, (values, u, long) in per_coll.items() if values is not None
+    }  # fmt: skip
+    if n_points is not None:
+        data["n_points"] = ("collective", [int(n_points.get(c, 0)) for c in colls], {"units": "1", "long_name": "points in the fit"})  # fmt: skip
+    data.update({name: ("op", [float(values[o]) for o in ops], {"units": u, "long_name": long})
+                 for name, (values, u, long) in per_op.items() if values is not None})  # fmt: skip
+    ds = xr.Dataset(
+        data,
+        coords={
+            "collective": ("collective", colls, {"long_name": "collective (ring model per collective)"}),
+            "op": ("op", ops, {"long_name": "parallel layer (hsitp.names.OP_NAMES)"}),
+        },
+        attrs={
+            "device": device,
+            "backend": backend,
+            "dtype": dtype,
+            "world_sizes": json.dumps([int(p) for p in world_sizes]),
+            "fit_points": json.dumps(fit_points, default=str),
+            "model": "t = alpha + factor(P) * bytes / beta; all_reduce 2(P-1)/P, all_gather/reduce_scatter (P-1)/P",
+        },
+    )
+    validate_calibration(ds, "<in memory>")
     return ds
 
 
@@ -292,7 +352,7 @@ def _fit_compute(
 
 
 def run_calibrate(microbench: str | Path, out: str | Path, *, config: Mapping[str, Any]) -> Path:
-    mb = read_input(microbench, MICROBENCH_KIND)
+    mb = read_input(microbench, MICROBENCH)
     fit_cfg = config["bench"]["fit"]
     log.info(
         "read %s: P = %s, dtypes %s, on %s; holding out %.0f %% of the points (seed %d)",
@@ -305,7 +365,7 @@ def run_calibrate(microbench: str | Path, out: str | Path, *, config: Mapping[st
     )
     cal = calibrate(mb, fraction=fit_cfg["holdout_fraction"], seed=int(config["seed"]))
     prov = provenance(config=config, inputs={"microbench": microbench})
-    path = write_netcdf(cal, out, kind=KIND, prov=prov)
+    path = write_netcdf(cal, out, kind=CALIBRATION.kind, prov=prov)
     log.info("wrote %s", path)
     return path
 

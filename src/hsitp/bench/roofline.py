@@ -16,9 +16,8 @@ import numpy as np
 import xarray as xr
 
 from hsitp.bench.timing import median_iqr, time_region
+from hsitp.contracts import BENCH_ROOFLINE
 from hsitp.io import device_description, provenance, write_netcdf
-
-KIND = "bench_roofline"
 
 
 def gemm_flops(m: int, n: int, k: int) -> float:
@@ -125,4 +124,4 @@ def run_roofline(
 def write_roofline(out: str | Path, *, config: Mapping[str, Any], **kwargs: Any) -> Path:
     ds = run_roofline(**kwargs)
     prov = provenance(config=config, extra={"roofline": kwargs})
-    return write_netcdf(ds, out, kind=KIND, prov=prov)
+    return write_netcdf(ds, out, kind=BENCH_ROOFLINE.kind, prov=prov)

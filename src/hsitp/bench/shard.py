@@ -23,11 +23,11 @@ from hsitp.bench.ops import bench_kernel, make_step, sweep_points, trace_point
 from hsitp.bench.predict import check_points, mesh_2d, op_work, predict
 from hsitp.bench.results import POINT_COORD_ATTRS
 from hsitp.bench.timing import median_iqr, time_region
+from hsitp.contracts import BENCH_SHARD
 from hsitp.errors import HsitpError
 from hsitp.io import describe, device_description, provenance, write_netcdf
 
 log = logging.getLogger(__name__)
-KIND = "bench_shard"
 POINT_DIMS = ("op", "P", "N", "D", "L")
 
 
@@ -209,4 +209,6 @@ def _dataset(
 
 def write_shard(out: str | Path, *, config: Mapping[str, Any], hardware: str) -> Path:
     ds = run_shard(config, hardware=hardware)
-    return write_netcdf(ds, out, kind=KIND, prov=provenance(config=config, extra={"hardware": hardware}))
+    return write_netcdf(
+        ds, out, kind=BENCH_SHARD.kind, prov=provenance(config=config, extra={"hardware": hardware})
+    )

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from hsitp.contracts import PROBE_ESTIMATE
 from hsitp.cost.tables.scale import DCHAG_SETTINGS
 from hsitp.io import describe_missing, provenance, write_netcdf
 from hsitp.memory import KINDS, PARTS
@@ -29,7 +30,6 @@ from hsitp.probe.grid import Point, estimate_points
 from hsitp.probe.results import ATTRS
 
 log = logging.getLogger(__name__)
-KIND = "probe_estimate"
 
 
 def estimate_one(pt: Point, sec: Mapping[str, Any], seed: int = 0) -> Any:
@@ -141,5 +141,9 @@ def run_estimate(config: Mapping[str, Any], out: str | Path) -> Path:
     )
     describe_missing(ds, ATTRS)
     return write_netcdf(
-        ds, out, kind=KIND, prov=provenance(config=config), title="probe estimate (fake tensors)"
+        ds,
+        out,
+        kind=PROBE_ESTIMATE.kind,
+        prov=provenance(config=config),
+        title="probe estimate (fake tensors)",
     )
