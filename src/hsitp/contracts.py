@@ -52,9 +52,11 @@ class Contract:
         return ds
 
 
-# --- data, baseline ---------------------------------------------------------------------------------------------------
-DATASET = Contract("dataset", ("y", "x"), ("labels", "partition"))  # `hsitp data prepare`
-BASELINE = Contract(  # `hsitp baseline`: the classical classifiers on one protocol's partition
+# --- data, baseline ---------------------------------------------------------------------------------------------
+# `hsitp data prepare`: the prepared scene
+DATASET = Contract("dataset", ("y", "x"), ("labels", "partition"))
+# `hsitp baseline`: the classical classifiers on one protocol's partition
+BASELINE = Contract(
     "baseline", ("classifier",), ("overall_accuracy", "average_accuracy", "kappa"), ("dataset", "protocol")
 )
 
@@ -68,31 +70,25 @@ def dataset_name(path: str | os.PathLike[str]) -> str:
         ds.close()
 
 
-# --- cost model (modelled, not measured) ---------------------------------------------------------------------------
-COST = {  # `hsitp cost TABLE`, one kind per table
+# --- cost model (modelled, not measured): `hsitp cost TABLE`, one kind per table ------------------------------------
+COST = {
     "rho": Contract("cost_rho", ("dataset", "patch", "c_def", "hardware", "P"), ("rho", "threshold", "ccr")),
     "ccr": Contract("cost_ccr", ("case", "P", "hardware", "split", "model"), ("ccr", "relative_throughput")),
-    "boundary": Contract(
-        "cost_boundary", ("D", "rho", "threshold", "split"), ("region_stated", "region_refined")
-    ),
+    "boundary": Contract("cost_boundary", ("D", "rho", "threshold", "split"), ("region_stated", "region_refined")),
     "scale": Contract("cost_scale", ("tp", "scheme", "hardware", "model"), ("memory", "ccr")),
-    "plan": Contract(
-        "cost_plan", ("hardware", "dataset", "plan", "P", "checkpointing"), ("peak_memory", "tokens_per_s")
-    ),
-}
+    "plan": Contract("cost_plan", ("hardware", "dataset", "plan", "P", "checkpointing"), ("peak_memory", "tokens_per_s")),
+}  # fmt: skip
 
-# --- bench (measured) -------------------------------------------------------------------------------------------------
-MICROBENCH = (
-    Contract(  # `hsitp bench run` (one P), `hsitp bench merge`: what the fits read beyond the dimensions
-        "microbench",
-        ("op", "P", "N", "D", "L", "dtype", "mode", "rep"),
-        ("time", "time_mean", "coll_time_mean", "coll_bytes", "trace_count", "trace_bytes", "group_size"),
-        ("head_padding", "layer_shape"),
-    )
+# --- bench (measured) -------------------------------------------------------------------------------------------
+# `hsitp bench run` (one P), `hsitp bench merge`: what the fits read beyond the dimensions
+MICROBENCH = Contract(
+    "microbench",
+    ("op", "P", "N", "D", "L", "dtype", "mode", "rep"),
+    ("time", "time_mean", "coll_time_mean", "coll_bytes", "trace_count", "trace_bytes", "group_size"),
+    ("head_padding", "layer_shape"),
 )
-MODEL_VS_MEASURED = Contract(  # `hsitp bench compare`
-    "model_vs_measured", ("op", "P", "N", "D", "L", "dtype"), ("ccr_measured", "held_out"), ("summary",)
-)
+# `hsitp bench compare`; benchmarks/gpu_check.sh (one GPU)
+MODEL_VS_MEASURED = Contract("model_vs_measured", ("op", "P", "N", "D", "L", "dtype"), ("ccr_measured", "held_out"), ("summary",))  # fmt: skip
 BENCH_SHARD = Contract("bench_shard", ("op", "P", "rep"), ("time", "t_comp_measured", "ccr_half_measured"))
 BENCH_ROOFLINE = Contract("bench_roofline", ("shape", "rep"), ("time", "achieved_flops", "roofline_ratio"))
 
@@ -146,7 +142,7 @@ def validate_calibration(ds: xr.Dataset, where: str | Path) -> None:
         raise CalibrationError(
             f"{where}: not a valid calibration file:\n  "
             + "\n  ".join(problems)
-            + "\n(schema: hsitp.contracts."
+            + "\n(contract: hsitp.contracts."
             "CALIBRATION; the microbenchmark stage writes it, e.g. results/paper/bench/calibration.nc)"
         )
 
@@ -159,43 +155,27 @@ CALIBRATION = Contract(
     check=validate_calibration,
 )
 
-# --- probe (measured; the estimate with fake tensors) -----------------------------------------------------------------
-_PROBE_POINT = ("plan", "P", "g", "L", "N", "checkpointing")
-PROBE_PARTIAL = Contract(
-    "probe_partial", (*_PROBE_POINT, "rank"), ("memory", "peak_allocated")
-)  # `hsitp probe run`
-PROBE_MEMORY = Contract(  # `hsitp probe merge`
-    "probe_memory",
-    (*_PROBE_POINT, "part", "kind", "rank"),
-    ("memory", "memory_model", "peak_allocated", "device"),
-)
-PROBE_THROUGHPUT = Contract(  # `hsitp probe merge`
+# --- probe (measured; the estimate with fake tensors) -----------------------------------------------------------
+_POINT = ("plan", "P", "g", "L", "N", "checkpointing")
+# `hsitp probe run` (one P), `hsitp probe merge`, `hsitp probe estimate`
+PROBE_PARTIAL = Contract("probe_partial", (*_POINT, "rank"), ("memory", "peak_allocated"))
+PROBE_MEMORY = Contract("probe_memory", (*_POINT, "part", "kind", "rank"), ("memory", "memory_model", "peak_allocated", "device"))  # fmt: skip
+PROBE_THROUGHPUT = Contract(
     "probe_throughput",
-    (*_PROBE_POINT, "repeat"),
-    (
-        "sample_time",
-        "ratio_vs_tp",
-        "ratio_vs_tp_median",
-        "ratio_vs_tp_min",
-        "ratio_vs_tp_max",
-        "oversubscribed_note",
-    ),
-)
+    (*_POINT, "repeat"),
+    ("sample_time", "ratio_vs_tp", "ratio_vs_tp_median", "ratio_vs_tp_min", "ratio_vs_tp_max", "oversubscribed_note"),
+)  # fmt: skip
 PROBE_ESTIMATE = Contract(
     "probe_estimate", ("config", "part", "kind"), ("memory", "memory_model", "peak_model")
 )
-KERNEL_CHECK = Contract(  # benchmarks/kernel_check.py: tp under both single-query attention kernels
-    "kernel_check",
-    ("kernel", "rank", "repeat"),
-    ("peak_allocated", "tokens_per_s", "ratio_exact_vs_sdpa"),
-    ("P",),
-)
+# benchmarks/kernel_check.py: tp under both single-query attention kernels
+KERNEL_CHECK = Contract("kernel_check", ("kernel", "rank", "repeat"), ("peak_allocated", "tokens_per_s", "ratio_exact_vs_sdpa"), ("P",))  # fmt: skip
 
-# --- tune, train ------------------------------------------------------------------------------------------------------
-TUNE_STUDY = Contract(  # `hsitp tune`: one study, read by `hsitp train --recipe` for its best trial
-    "tune_study", ("trial",), ("score", "state", "best_so_far"), ("plan", "protocol", "best_params")
-)
-TRAIN = Contract(  # `hsitp train`: one training run (what its summary reads)
+# --- tune, train --------------------------------------------------------------------------------------------------
+# `hsitp tune`: one study, read by `hsitp train --recipe` for its best trial
+TUNE_STUDY = Contract("tune_study", ("trial",), ("score",), ("plan", "protocol", "best_params"))
+# `hsitp train`: one training run (what its summary reads)
+TRAIN = Contract(
     "train",
     ("epoch",),
     ("oa", "tokens_per_s_summary", "peak_allocated_summary", "ccr_inline_summary"),
@@ -214,37 +194,31 @@ class Cell(NamedTuple):
     N: int  # the crop's spatial tokens (the record's ``tokens``, an entry of train.crops)
 
 
-TRAIN_SUMMARY = (
-    Contract(  # `hsitp train summary`: train/summary.nc, and train/control_summary.nc (the control)
-        "train_summary", ("cell",), (*Cell._fields, "oa_mean", "oa_std", "aa_mean", "kappa_mean", "seeds")
-    )
-)
-TRAIN_EQUIVALENCE = Contract(  # `hsitp train check`
-    "train_equivalence", ("check",), ("plan", "P", "g", "oa_check", "oa_equivalent", "d_oa", "passed")
-)
+# `hsitp train summary`: train/summary.nc, and train/control_summary.nc (the untuned control)
+TRAIN_SUMMARY = Contract("train_summary", ("cell",), (*Cell._fields, "oa_mean", "oa_std", "seeds"))
+# `hsitp train check`; the ingredients ablation (python -m hsitp.train.ingredients, not in the DAG)
+TRAIN_EQUIVALENCE = Contract("train_equivalence", ("check",), ("plan", "P", "g", "oa_check", "oa_equivalent", "d_oa", "passed"))  # fmt: skip
 TRAIN_INGREDIENTS = Contract("train_ingredients", ("row",), ("oa_mean", "d_oa_mean", "verdict"))
-REFERENCE_RUNS = (
-    Contract(  # `hsitp report reference`: train/runs.nc, one row per training record of a reference
-        "reference_runs",
-        ("run",),
-        (
-            "name",
-            *Cell._fields,
-            "seed",
-            "control",
-            "recipe",
-            "recipe_hash",
-            "steps",
-            "summary_epochs",
-            "ranks",
-        ),
-    )
+# `hsitp report reference`: train/runs.nc, one row per training record of a reference
+REFERENCE_RUNS = Contract(
+    "reference_runs",
+    ("run",),
+    ("name", *Cell._fields, "seed", "control", "recipe", "recipe_hash", "steps", "summary_epochs", "ranks"),
 )
 
 
 def summary_cells(summary: xr.Dataset) -> pd.DataFrame:
-    """The cells of a training summary in file order, indexed by :class:`Cell` (a MultiIndex), with their position
-    on the dimension ``cell`` in column ``i``: ``.loc[cell, "i"]`` looks one up, ``.reset_index().itertuples()``
-    walks them with their coordinates as attributes."""
-    index = pd.MultiIndex.from_arrays([summary[k].values.tolist() for k in Cell._fields], names=Cell._fields)
-    return pd.DataFrame({"i": np.arange(summary.sizes["cell"])}, index=index)
+    """A training summary's per-cell variables as one table in file order, indexed by :class:`Cell` (a MultiIndex),
+    each cell's position on the dimension ``cell`` in column ``i``: ``.loc[cell]`` looks one up, and
+    ``.reset_index().itertuples()`` walks the cells with their coordinates and variables as attributes."""
+    names = [v for v in summary.data_vars if summary[v].dims == ("cell",)]
+    table = pd.DataFrame({k: summary[k].values for k in (*Cell._fields, *names)})
+    return table.assign(i=np.arange(summary.sizes["cell"])).set_index(list(Cell._fields))
+
+
+def flag_meanings(da: xr.DataArray) -> list[str]:
+    """A CF flag variable's values by name (``flag_values`` -> ``flag_meanings``; ``oa_verdict`` -> equal, better,
+    ...), flattened; a value without a meaning, or a text variable, as its text."""
+    values = np.atleast_1d(da.attrs.get("flag_values", [])).tolist()
+    names = dict(zip(values, str(da.attrs.get("flag_meanings", "")).split(), strict=False))
+    return [names.get(v, str(v)) for v in np.asarray(da.values).ravel().tolist()]

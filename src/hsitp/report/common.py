@@ -21,6 +21,7 @@ import pandas as pd
 import xarray as xr
 from matplotlib.figure import Figure
 
+from hsitp.contracts import Contract
 from hsitp.errors import HsitpError
 from hsitp.io import ResultFileError, atomic_write_text, read_netcdf
 from hsitp.report import labels, style
@@ -40,9 +41,11 @@ class ReportError(HsitpError):
 
 
 # --- reading -----------------------------------------------------------------------------------------------------
-def load(path: str | os.PathLike[str], kind: str) -> xr.Dataset:
-    """A stage's netCDF, schema and kind checked (``hsitp.io``), loaded into memory; the path is kept in attrs."""
-    ds = read_netcdf(path, kind=kind)
+def load(path: str | os.PathLike[str], contract: Contract) -> xr.Dataset:
+    """A stage's netCDF, schema and kind checked (``hsitp.io``), loaded into memory; the path is kept in attrs.
+    Not its contract's variables: a page draws an older file of the kind too, and names what a figure lacks
+    (:func:`need`)."""
+    ds = read_netcdf(path, kind=contract.kind)
     ds.attrs["_source_path"] = str(path)
     return ds
 

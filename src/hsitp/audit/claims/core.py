@@ -217,18 +217,14 @@ class Context:
         return self.accuracy_summary.parent.parent.parent.name == "reference"
 
     def table(self, name: str) -> xr.Dataset:
-        """``cost/NAME.nc`` (kind ``cost_NAME``; ``model_NAME`` accepted: the files written before issue 8's
-        rename of the stage, as in results/reference/)."""
+        """``cost/NAME.nc`` (:data:`hsitp.contracts.COST`)."""
         if name not in COST_TABLES:
             raise ClaimsError(f"unknown cost table {name!r}; one of {', '.join(COST_TABLES)}")
         if name not in self._tables:
-            from hsitp.io import read_netcdf
+            from hsitp.contracts import COST
 
             path = self.cost_dir / f"{name}.nc"
-            ds = read_netcdf(path)
-            if ds.attrs.get("kind") not in (f"cost_{name}", f"model_{name}"):
-                ds = read_netcdf(path, kind=f"cost_{name}")  # raises with the reader's message
-            self._tables[name] = ds
+            self._tables[name] = COST[name].read(path)
             self.inputs[name] = path
         return self._tables[name]
 
