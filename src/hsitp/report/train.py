@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import matplotlib.pyplot as plt
@@ -160,6 +160,36 @@ def curves_figure(records: Sequence[xr.Dataset], summary: xr.Dataset | None = No
         acc = _accuracy(r)
         if has_acc and acc is not None and not acc.empty:
             axes[1, col].plot(acc["epoch"], acc["overall_accuracy"], **{**line, "markevery": 1})
+    _curve_panels(axes, panels, records, summary, note, width)
+    handles = [plt.Line2D([], [], color=colours[m], marker=marks[m], label=m) for m in names]
+    if len(seeds) > 1:
+        handles += [plt.Line2D([], [], color="0.3", ls=styles[s], label=f"seed {s}") for s in seeds]
+    if summary is not None and has_acc:
+        n_seeds = _baseline_seeds(summary)
+        handles += [plt.Line2D([], [], color="0.35", ls=ls, label=f"{name}, same partition ({n_seeds})")
+                    for name, ls in BASELINE_STYLES.values()]  # fmt: skip
+    fig.legend(handles=handles, loc="outside lower center", ncol=2, frameon=False)
+    fig.suptitle(
+        headline(
+            "Learning curves per run" + ("" if has_acc else " (no record holds an overall accuracy)"),
+            MEASURED,
+            trained_on(records),
+        )
+    )
+    return fig
+
+
+def _curve_panels(
+    axes: np.ndarray,
+    panels: Sequence[tuple[str, str]],
+    records: Sequence[xr.Dataset],
+    summary: xr.Dataset | None,
+    note: str | None,
+    width: float,
+) -> None:
+    """Titles and labels of the learning-curve panels; on the accuracy row (if any) the classical baselines' OA as
+    lines and the not-trained-yet note between the runs' OA and the lowest baseline."""
+    has_acc = axes.shape[0] > 1
     for col, (dataset, protocol) in enumerate(panels):
         axes[0, col].set_title(f"{dataset}, {protocol} protocol")
         axes[0, col].set_ylabel("training loss\n(cross-entropy, train pixels)" if col == 0 else "")
@@ -178,22 +208,6 @@ def curves_figure(records: Sequence[xr.Dataset], summary: xr.Dataset | None = No
                            and (a := _accuracy(r)) is not None and not a.empty]  # fmt: skip
                 lo, hi = max(runs_oa, default=0.0), min((oa for *_, oa in baselines), default=1.0)
                 stamp(axes[1, col], note, (0.5, (lo + hi) / 2), width_in=width / len(panels) - 1.0)
-    handles = [plt.Line2D([], [], color=colours[m], marker=marks[m], label=m) for m in names]
-    if len(seeds) > 1:
-        handles += [plt.Line2D([], [], color="0.3", ls=styles[s], label=f"seed {s}") for s in seeds]
-    if summary is not None and has_acc:
-        n_seeds = _baseline_seeds(summary)
-        handles += [plt.Line2D([], [], color="0.35", ls=ls, label=f"{name}, same partition ({n_seeds})")
-                    for name, ls in BASELINE_STYLES.values()]  # fmt: skip
-    fig.legend(handles=handles, loc="outside lower center", ncol=2, frameon=False)
-    fig.suptitle(
-        headline(
-            "Learning curves per run" + ("" if has_acc else " (no record holds an overall accuracy)"),
-            MEASURED,
-            trained_on(records),
-        )
-    )
-    return fig
 
 
 FAR_BELOW = 0.5  # a transformer under this fraction of the best classical baseline's OA has not learnt yet
@@ -348,18 +362,7 @@ def prediction_figure(
         fig.suptitle(headline("Predicted class maps: none recorded", MEASURED, trained_on(records), width=70))
         return fig
     truth = {str(s.attrs.get("dataset")): s for s in scenes}
-    panels: list[tuple[str, np.ndarray, xr.Dataset | None]] = []
-    for dataset in dict.fromkeys(str(r.attrs.get("dataset")) for r in maps):
-        scene = truth.get(dataset)
-        labels = scene["labels"].values if scene is not None else None
-        if labels is not None:
-            panels.append((f"{dataset}\nground truth", labels, None))
-        for r in (m for m in maps if str(m.attrs.get("dataset")) == dataset):
-            pred = r["prediction"].values.astype(int)
-            if labels is not None and labels.shape == pred.shape:
-                pred = np.where(labels > 0, pred, 0)  # the labelled pixels, as the ground truth shows
-            panels.append((f"{_record_model(r, False)}\n{r.attrs.get('protocol', '')} protocol, seed "
-                           f"{r.attrs.get('seed', '')}", pred, r))  # fmt: skip
+    panels = _prediction_panels(maps, truth)
     classes = sorted({int(c) for _, m, _ in panels for c in np.unique(m) if c > 0})
     names: dict[int, str] = {}
     for scene in scenes:
@@ -392,6 +395,26 @@ def prediction_figure(
         )
     )
     return fig
+
+
+def _prediction_panels(
+    maps: Sequence[xr.Dataset], truth: Mapping[str, xr.Dataset]
+) -> list[tuple[str, np.ndarray, xr.Dataset | None]]:
+    """(title, class map, record or None) per panel: each scene's ground truth (where its prepared file is given),
+    then each run's predicted map on the labelled pixels."""
+    panels: list[tuple[str, np.ndarray, xr.Dataset | None]] = []
+    for dataset in dict.fromkeys(str(r.attrs.get("dataset")) for r in maps):
+        scene = truth.get(dataset)
+        labels = scene["labels"].values if scene is not None else None
+        if labels is not None:
+            panels.append((f"{dataset}\nground truth", labels, None))
+        for r in (m for m in maps if str(m.attrs.get("dataset")) == dataset):
+            pred = r["prediction"].values.astype(int)
+            if labels is not None and labels.shape == pred.shape:
+                pred = np.where(labels > 0, pred, 0)  # the labelled pixels, as the ground truth shows
+            panels.append((f"{_record_model(r, False)}\n{r.attrs.get('protocol', '')} protocol, seed "
+                           f"{r.attrs.get('seed', '')}", pred, r))  # fmt: skip
+    return panels
 
 
 # --- tables ----------------------------------------------------------------------------------------------------------

@@ -232,35 +232,26 @@ def _difference_vars(
 ) -> dict[str, Any]:
     """Metric ``m`` of each cell minus its tp cell's: mean and sd, and for the verdict metrics the interval, the
     verdict and the units to decide."""
-    cols: dict[str, list[float]] = defaultdict(list)
-    flags, need = [], []
-    for c in cells:
-        mean, std, flag, low, high, k = _paired(runs, c, refs[c], m, margin, level)
-        for key, value in (("mean", mean), ("std", std), ("low", low), ("high", high)):
-            cols[key].append(value)
-        flags.append(VERDICT_FLAGS.index(flag))
-        need.append(k)
+    mean, std, flags, low, high, need = zip(
+        *(_paired(runs, c, refs[c], m, margin, level) for c in cells), strict=True
+    )
     note = (
         f"plan minus tp ({m}) paired by replicate (partition and seed), at the same dataset, protocol and N and "
         "the same P (or tp's one single-process equivalent), over verdict_unit_flag (partitions, each one's "
         "mean over its seeds, or seeds where one partition); NaN without a tp run"
     )
     data: dict[str, Any] = {
-        f"d_{m}_vs_tp_mean": ("cell", cols["mean"], {"units": "1", "long_name": f"mean of {note}"}),
-        f"d_{m}_vs_tp_std": ("cell", cols["std"], {"units": "1", "long_name": f"standard deviation (ddof 1) of {note}"}),
+        f"d_{m}_vs_tp_mean": ("cell", list(mean), {"units": "1", "long_name": f"mean of {note}"}),
+        f"d_{m}_vs_tp_std": ("cell", list(std), {"units": "1", "long_name": f"standard deviation (ddof 1) of {note}"}),
     }  # fmt: skip
     if m not in VERDICT_METRICS:
         return data
     ci = f"{level:.0%} two-sided t interval (k - 1 degrees of freedom) of the mean of {note}"
-    data[f"d_{m}_vs_tp_ci_low"] = ("cell", cols["low"], {"units": "1", "long_name": f"low end of the {ci}"})
-    data[f"d_{m}_vs_tp_ci_high"] = (
-        "cell",
-        cols["high"],
-        {"units": "1", "long_name": f"high end of the {ci}"},
-    )
+    data[f"d_{m}_vs_tp_ci_low"] = ("cell", list(low), {"units": "1", "long_name": f"low end of the {ci}"})
+    data[f"d_{m}_vs_tp_ci_high"] = ("cell", list(high), {"units": "1", "long_name": f"high end of the {ci}"})
     data[f"{m}_verdict"] = (
         "cell",
-        np.array(flags, dtype=np.int8),
+        np.array([VERDICT_FLAGS.index(f) for f in flags], dtype=np.int8),
         {
             "flag_values": np.arange(len(VERDICT_FLAGS), dtype=np.int8),
             "flag_meanings": " ".join(VERDICT_FLAGS),
