@@ -14,6 +14,14 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from hsitp.contracts import (
+    MICROBENCH,
+    MODEL_VS_MEASURED,
+    PROBE_ESTIMATE,
+    PROBE_MEMORY,
+    PROBE_THROUGHPUT,
+    Contract,
+)
 from hsitp.cost import stated
 from hsitp.errors import HsitpError
 from hsitp.shape import n_tokens
@@ -37,13 +45,13 @@ VERDICTS = ("holds", "consistent", "conditional", "contradicted", "not_reproduci
 # bench/*.nc) or the accuracy run's results/<audit.accuracy_run>/train/summary.nc; a measured check is pending while
 # its file (or a point in its scope) is absent.
 BASES = ("computed", "circular", "reading", "pending", "measured")
-# The measured (and modelled) files a check may read, relative to the measured run's folder: (path, kind, stage).
-MEASURED_FILES: dict[str, tuple[str, str, str]] = {
-    "memory": ("probe/memory.nc", "probe_memory", "probe"),
-    "throughput": ("probe/throughput.nc", "probe_throughput", "probe"),
-    "estimate": ("probe/estimate.nc", "probe_estimate", "probe"),
-    "microbench": ("bench/microbench.nc", "microbench", "bench"),
-    "model_vs_measured": ("bench/model_vs_measured.nc", "model_vs_measured", "bench"),
+# The measured (and modelled) files a check may read, relative to the measured run's folder: (path, contract, stage).
+MEASURED_FILES: dict[str, tuple[str, Contract, str]] = {
+    "memory": ("probe/memory.nc", PROBE_MEMORY, "probe"),
+    "throughput": ("probe/throughput.nc", PROBE_THROUGHPUT, "probe"),
+    "estimate": ("probe/estimate.nc", PROBE_ESTIMATE, "probe"),
+    "microbench": ("bench/microbench.nc", MICROBENCH, "bench"),
+    "model_vs_measured": ("bench/model_vs_measured.nc", MODEL_VS_MEASURED, "bench"),
 }
 # Checks reading the measured run's probe/bench files (config key audit.measured_run), and all measured checks.
 RUN_MEASURED_CHECKS = frozenset(
@@ -155,14 +163,14 @@ class Context:
             return self._measured[name], self._measured_path[name], None
         from hsitp.io import read_netcdf
 
-        rel, kind, stage = MEASURED_FILES[name]
+        rel, contract, stage = MEASURED_FILES[name]  # by kind: a check names the variable it lacks
         path = self.measured_dir / rel
         ref = self.reference_dir(self.accuracy_run) / rel
         use_ref = name in PROBE_FILES and ref.exists() and ref.resolve() != path.resolve()
         if path.exists():
-            ds = read_netcdf(path, kind=kind)
+            ds = read_netcdf(path, kind=contract.kind)
             if use_ref:
-                ref_ds = read_netcdf(ref, kind=kind)
+                ref_ds = read_netcdf(ref, kind=contract.kind)
                 small = smaller_model(probe_sizes(ds), probe_sizes(ref_ds))
                 if small:
                     self.measured_notes[name] = (
@@ -171,7 +179,7 @@ class Context:
                     )
                     ds, path = ref_ds, ref
         elif use_ref:
-            ds = read_netcdf(ref, kind=kind)
+            ds = read_netcdf(ref, kind=contract.kind)
             self.measured_notes[name] = (
                 f"no {path} here: the headline run's committed reference {ref} decides, not re-run here"
             )
