@@ -1,15 +1,9 @@
-"""The file kinds the pipeline hands from stage to stage: per kind its name, dimensions, required variables and
-attributes, and its reader (docs/contracts.md says what each file holds beyond them).
-
-``TRAIN_SUMMARY.read(path)`` opens a file through :func:`hsitp.io.read_netcdf` and refuses, in one line naming the
-file and the stage that writes it, another schema version, another kind, or a file lacking a dimension, variable or
-attribute of the contract (an older hsitp's). What a contract lists is what every file of the kind this hsitp writes
-holds, so a reader may take it without asking; ``tests/test_contracts.py`` reads every committed reference and
-fixture through its contract. The writers stamp ``X.kind`` (no kind is spelled twice), and report pages, which draw
-older files too, open ``X.kind`` leniently and name what a figure lacks (``hsitp.report.common.need``).
-
-The training summary's cell, (dataset, plan, P, g, protocol, N), is :class:`Cell`; :func:`summary_cells` indexes a
-summary by it, the one lookup of a cell for report, audit and reproduce.
+"""The file kinds the stages hand on: per kind its name, dimensions, required variables and attributes, and reader
+(docs/contracts.md says what each file holds beyond them). ``X.read(path)`` refuses, in one line naming the file and
+the stage that writes it, another schema version or kind, or a file lacking what the contract lists: what every file
+of the kind this hsitp writes holds (``tests/test_contracts.py`` reads every committed one through its contract).
+Writers stamp ``X.kind``; report pages open ``X.kind`` only, and name what a figure lacks. :func:`summary_cells`
+indexes a training summary by its :class:`Cell`, the one lookup of a cell for report, audit and reproduce.
 """
 
 from __future__ import annotations

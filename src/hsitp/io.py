@@ -399,10 +399,8 @@ def read_netcdf(
 
     Every failure is a :class:`ResultFileError` whose one-line message names the file and the stage that writes
     it: missing, a folder, empty, truncated or foreign (not netCDF, or not written by hsitp), other schema
-    version, other kind, or (``require_dims``, ``require_vars``, ``require_attrs``) lacking a dimension, variable or
-    attribute the reader needs (a file an older hsitp wrote under the same schema version; the contracts of
-    :mod:`hsitp.contracts` name them). Names renamed since an older hsitp wrote the file come under their current
-    ones (:func:`upgrade_names`).
+    version, other kind, or lacking a dimension, variable or attribute the reader needs (``require_*``: an older
+    hsitp's file; :mod:`hsitp.contracts` names them). Names renamed since come under their current ones.
     """
     path = Path(path)
     rerun = f"re-run {producer(kind)}"

@@ -264,15 +264,10 @@ def calibration_dataset(
             "collective": ("collective", colls, {"long_name": "collective (ring model per collective)"}),
             "op": ("op", ops, {"long_name": "parallel layer (hsitp.names.OP_NAMES)"}),
         },
-        attrs={
-            "device": device,
-            "backend": backend,
-            "dtype": dtype,
-            "world_sizes": json.dumps([int(p) for p in world_sizes]),
-            "fit_points": json.dumps(fit_points, default=str),
-            "model": "t = alpha + factor(P) * bytes / beta; all_reduce 2(P-1)/P, all_gather/reduce_scatter (P-1)/P",
-        },
-    )
+        attrs={"device": device, "backend": backend, "dtype": dtype,
+               "world_sizes": json.dumps([int(p) for p in world_sizes]), "fit_points": json.dumps(fit_points, default=str),
+               "model": "t = alpha + factor(P) * bytes / beta; all_reduce 2(P-1)/P, all_gather/reduce_scatter (P-1)/P"},
+    )  # fmt: skip
     validate_calibration(ds, "<in memory>")
     return ds
 

@@ -140,10 +140,5 @@ def run_estimate(config: Mapping[str, Any], out: str | Path) -> Path:
         },
     )
     describe_missing(ds, ATTRS)
-    return write_netcdf(
-        ds,
-        out,
-        kind=PROBE_ESTIMATE.kind,
-        prov=provenance(config=config),
-        title="probe estimate (fake tensors)",
-    )
+    prov = provenance(config=config)
+    return write_netcdf(ds, out, kind=PROBE_ESTIMATE.kind, prov=prov, title="probe estimate (fake tensors)")

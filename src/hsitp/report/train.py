@@ -21,16 +21,7 @@ import xarray as xr
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from hsitp.contracts import (
-    PROBE_MEMORY,
-    PROBE_THROUGHPUT,
-    TRAIN,
-    TRAIN_EQUIVALENCE,
-    TRAIN_SUMMARY,
-    TUNE_STUDY,
-    flag_meanings,
-    summary_cells,
-)
+from hsitp import contracts
 from hsitp.names import DCHAG_PLANS
 from hsitp.report import labels, style
 from hsitp.report.common import MEASURED, headline, json_attr, load, need
@@ -42,7 +33,7 @@ def load_records(paths: Sequence[str | os.PathLike[str]]) -> list[xr.Dataset]:
     """Every training record (kind ``train``), in the given order."""
     out = []
     for p in paths:
-        ds = load(p, TRAIN)
+        ds = load(p, contracts.TRAIN)
         need(ds, "loss", "tokens_per_s", "peak_allocated")
         out.append(ds)
     return out
@@ -223,7 +214,7 @@ def accuracy_note(summary: xr.Dataset | None, records: Sequence[xr.Dataset] = ()
     far: list[bool] = []
     by_baseline = summary is not None and "oa_mean" in summary and "baseline_oa_mean" in summary
     if by_baseline:
-        for _, here in summary_cells(summary).groupby(["dataset", "protocol"], sort=False):
+        for _, here in contracts.summary_cells(summary).groupby(["dataset", "protocol"], sort=False):
             runs = here["oa_mean"].to_numpy(dtype=float)
             base = summary["baseline_oa_mean"].values[here["i"].iloc[0]]
             if np.isfinite(runs).any() and np.isfinite(base).any():
@@ -283,7 +274,7 @@ def _baseline_oa(summary: xr.Dataset | None, dataset: str, protocol: str) -> lis
     """(name, line style, mean OA) of each classical baseline on (dataset, protocol), from the summary."""
     if summary is None or "baseline_oa_mean" not in summary:
         return []
-    cells = summary_cells(summary).reset_index()
+    cells = contracts.summary_cells(summary).reset_index()
     here = cells[(cells["dataset"] == dataset) & (cells["protocol"] == protocol)]["i"]
     if here.empty:
         return []
@@ -470,14 +461,14 @@ METRICS = {"oa": "OA", "aa": "AA", "kappa": "κ"}
 
 def load_summary(path: str | os.PathLike[str]) -> xr.Dataset:
     """``train/summary.nc`` (kind ``train_summary``): accuracy per cell over seeds, with the baselines."""
-    ds = load(path, TRAIN_SUMMARY)
-    need(ds, *TRAIN_SUMMARY.variables)
+    ds = load(path, contracts.TRAIN_SUMMARY)
+    need(ds, *contracts.TRAIN_SUMMARY.variables)
     return ds
 
 
 def _rows(summary: xr.Dataset) -> list[Any]:
     """The summary's cells in file order, each with its coordinates and per-cell variables as attributes."""
-    return list(summary_cells(summary).reset_index().itertuples(index=False))
+    return list(contracts.summary_cells(summary).reset_index().itertuples(index=False))
 
 
 def several_partitions(summary: xr.Dataset) -> bool:
@@ -492,7 +483,7 @@ def accuracy_table(summary: xr.Dataset) -> pd.DataFrame:
     partitions apart from its spread across seeds, and each plan's paired OA difference to tp at the same P."""
     rows: list[dict[str, object]] = []
     for (dataset, protocol), here in (
-        summary_cells(summary).reset_index().groupby(["dataset", "protocol"], sort=False)
+        contracts.summary_cells(summary).reset_index().groupby(["dataset", "protocol"], sort=False)
     ):
         with_n = here["N"].nunique() > 1  # the scene trained at two crops: N in the model's name
         for c in here.sort_values(["N", "P", "plan", "g"], kind="stable").itertuples(index=False):
@@ -552,7 +543,7 @@ def per_class_table(summary: xr.Dataset) -> pd.DataFrame | None:
     if "per_class_accuracy_mean" not in summary:
         return None
     cols: dict[str, np.ndarray] = {}
-    cells = summary_cells(summary).reset_index()
+    cells = contracts.summary_cells(summary).reset_index()
     for c in cells.itertuples(index=False):
         cols[f"{c.dataset} {c.protocol}: {model_label(c.plan, c.P, c.g)}"] = summary[
             "per_class_accuracy_mean"
@@ -667,7 +658,7 @@ def equivalence_table(path: str | os.PathLike[str] | None) -> pd.DataFrame:
     (``train/equivalence.nc``); one row saying so when the run has no check."""
     if path is None:
         return pd.DataFrame([{"equivalence": NO_CHECK}])
-    ds = load(path, TRAIN_EQUIVALENCE)
+    ds = load(path, contracts.TRAIN_EQUIVALENCE)
     need(ds, "oa_check", "oa_equivalent", "d_oa", "passed")
     rows = []
     for i in range(ds.sizes["check"]):
@@ -701,16 +692,16 @@ def load_probe(
     memory: str | os.PathLike[str], throughput: str | os.PathLike[str]
 ) -> tuple[xr.Dataset, xr.Dataset]:
     """``probe/memory.nc`` and ``probe/throughput.nc`` of the same run (the probe at the trained sizes)."""
-    mem = load(memory, PROBE_MEMORY)
+    mem = load(memory, contracts.PROBE_MEMORY)
     need(mem, "peak_allocated", "device")
-    thr = load(throughput, PROBE_THROUGHPUT)
+    thr = load(throughput, contracts.PROBE_THROUGHPUT)
     need(thr, "ratio_vs_tp_median", "ratio_vs_tp_min", "ratio_vs_tp_max", "oversubscribed_note")
     return mem, thr
 
 
 def _verdict_name(summary: xr.Dataset, i: int) -> str:
     """One cell's ``oa_verdict`` as its name (equal, better, worse, undecided; flag values or text)."""
-    return flag_meanings(summary["oa_verdict"])[i]
+    return contracts.flag_meanings(summary["oa_verdict"])[i]
 
 
 def _verdict(summary: xr.Dataset, i: int) -> str:
@@ -1010,7 +1001,7 @@ def load_studies(paths: Sequence[str | os.PathLike[str]]) -> list[xr.Dataset]:
     """The tuning studies (``hsitp tune``'s netCDF, kind ``tune_study``)."""
     out = []
     for path in paths:
-        ds = load(path, TUNE_STUDY)
+        ds = load(path, contracts.TUNE_STUDY)
         need(ds, "score", "best_so_far", "expected_best", "expected_best_std")
         out.append(ds)
     return out

@@ -73,19 +73,9 @@ LONG = {
     "peak_memory": "peak memory of the tracked step, largest rank, mean over the record's last summary epochs",
     "ccr_inline": "in-training comm / (step - comm), mean over ranks and the record's last summary epochs",
 }
-UNITS = {
-    "oa_final": "1",
-    "aa_final": "1",
-    "kappa_final": "1",
-    "oa": "1",
-    "aa": "1",
-    "kappa": "1",
-    "val_oa": "1",
-    "val_aa": "1",
-    "val_kappa": "1",
+UNITS = {m: "1" for m in (*ACCURACY, *FINAL, *VALIDATION, "ccr_inline")} | {
     "tokens_per_s": "1/s",
     "peak_memory": "bytes",
-    "ccr_inline": "1",
 }
 
 

@@ -14,14 +14,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from hsitp.contracts import (
-    MICROBENCH,
-    MODEL_VS_MEASURED,
-    PROBE_ESTIMATE,
-    PROBE_MEMORY,
-    PROBE_THROUGHPUT,
-    Contract,
-)
+from hsitp import contracts
 from hsitp.cost import stated
 from hsitp.errors import HsitpError
 from hsitp.shape import n_tokens
@@ -46,12 +39,12 @@ VERDICTS = ("holds", "consistent", "conditional", "contradicted", "not_reproduci
 # its file (or a point in its scope) is absent.
 BASES = ("computed", "circular", "reading", "pending", "measured")
 # The measured (and modelled) files a check may read, relative to the measured run's folder: (path, contract, stage).
-MEASURED_FILES: dict[str, tuple[str, Contract, str]] = {
-    "memory": ("probe/memory.nc", PROBE_MEMORY, "probe"),
-    "throughput": ("probe/throughput.nc", PROBE_THROUGHPUT, "probe"),
-    "estimate": ("probe/estimate.nc", PROBE_ESTIMATE, "probe"),
-    "microbench": ("bench/microbench.nc", MICROBENCH, "bench"),
-    "model_vs_measured": ("bench/model_vs_measured.nc", MODEL_VS_MEASURED, "bench"),
+MEASURED_FILES: dict[str, tuple[str, contracts.Contract, str]] = {
+    "memory": ("probe/memory.nc", contracts.PROBE_MEMORY, "probe"),
+    "throughput": ("probe/throughput.nc", contracts.PROBE_THROUGHPUT, "probe"),
+    "estimate": ("probe/estimate.nc", contracts.PROBE_ESTIMATE, "probe"),
+    "microbench": ("bench/microbench.nc", contracts.MICROBENCH, "bench"),
+    "model_vs_measured": ("bench/model_vs_measured.nc", contracts.MODEL_VS_MEASURED, "bench"),
 }
 # Checks reading the measured run's probe/bench files (config key audit.measured_run), and all measured checks.
 RUN_MEASURED_CHECKS = frozenset(
@@ -72,7 +65,7 @@ PAPER_CASES = frozenset({"paper_N324", "paper_N5776"})
 PROBE_FILES = ("memory", "throughput")
 # The size keys of a probe's model (its ``probe`` attribute) that decide whether a file is at a claim's sizes.
 SIZE_KEYS = ("dim", "depth", "L", "N")
-COST_TABLES = ("rho", "ccr", "boundary", "scale", "plan")
+COST_TABLES = tuple(contracts.COST)
 
 
 class ClaimsError(HsitpError):
@@ -229,10 +222,8 @@ class Context:
         if name not in COST_TABLES:
             raise ClaimsError(f"unknown cost table {name!r}; one of {', '.join(COST_TABLES)}")
         if name not in self._tables:
-            from hsitp.contracts import COST
-
             path = self.cost_dir / f"{name}.nc"
-            self._tables[name] = COST[name].read(path)
+            self._tables[name] = contracts.COST[name].read(path)
             self.inputs[name] = path
         return self._tables[name]
 

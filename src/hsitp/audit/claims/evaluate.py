@@ -86,13 +86,7 @@ def reading_decides(c: Mapping[str, Any], o: Outcome) -> bool:
 
 
 def _reason(
-    ctx: Context,
-    c: Mapping[str, Any],
-    o: Outcome,
-    verdict: str,
-    basis: str,
-    existential: bool,
-    by_reading: bool,
+    ctx: Context, c: Mapping[str, Any], o: Outcome, verdict: str, basis: str, by_reading: bool
 ) -> str:
     """A row's reason: the outcome's, the claim's own, which sub-check decided (first_decided), the reading that
     decides by construction, the conditions a conditional claim holds under, and rule 15 for a pending one."""
@@ -108,7 +102,7 @@ def _reason(
         )
     elif o.parts and verdict in ("conditional", "holds") and basis != "reading":
         held = [lbl for lbl, po, pc in o.parts if _holds(po, pc)]
-        if verdict == "conditional" or (existential and len(held) < len(o.parts)):
+        if verdict == "conditional" or (possibility_hedged(c["zh"]) and len(held) < len(o.parts)):
             reason = (f"holds only under: {', '.join(held)}. " + reason).strip()
     if verdict == "pending" and _evaluate(ctx, c)[1] == "not_reproducible":
         reason = (
@@ -125,7 +119,7 @@ def evaluate_claims(ctx: Context, claims: Sequence[Mapping[str, Any]] | None = N
         o, verdict, basis = evaluate_claim(ctx, c)
         existential = possibility_hedged(c["zh"])
         by_reading = reading_decides(c, o)
-        reason = _reason(ctx, c, o, verdict, basis, existential, by_reading)
+        reason = _reason(ctx, c, o, verdict, basis, by_reading)
         how, source, tolerance = o.how, o.source, o.tolerance
         if by_reading:
             how = f"by construction ({c['by_construction']}): {o.how}"
