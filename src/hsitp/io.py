@@ -110,10 +110,8 @@ def producer(kind: str | None) -> str:
         return "the stage that writes it"
     if kind in KIND_PRODUCERS:
         return KIND_PRODUCERS[kind]
-    for prefix in ("cost_", "model_"):
-        if kind.startswith(prefix):
-            table = kind.removeprefix(prefix)
-            return f"`hsitp cost {table}` (rule cost_table)"
+    if kind.startswith("cost_"):
+        return f"`hsitp cost {kind.removeprefix('cost_')}` (rule cost_table)"
     return f"the stage that writes {kind!r} files"
 
 
