@@ -21,7 +21,6 @@ import sys
 import numpy as np
 import xarray as xr
 
-KIND = "kernel_check"
 KERNELS = ("sdpa", "exact")
 
 
@@ -41,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     from hsitp.bench.interleave import interleave
     from hsitp.bench.timing import synchronize
     from hsitp.config import load_config
+    from hsitp.contracts import KERNEL_CHECK
     from hsitp.io import provenance, write_netcdf
     from hsitp.parallel.runtime import RuntimeSettings, resolve_dtype, start
     from hsitp.probe.build import build_point
@@ -129,7 +129,11 @@ def main(argv: list[str] | None = None) -> int:
             v.attrs.setdefault("units", "1")
             v.attrs.setdefault("long_name", v.name)
         out = write_netcdf(
-            ds, args.out, kind=KIND, prov=provenance(config=cfg), title="tp at P = 2: exact vs sdpa kernel"
+            ds,
+            args.out,
+            kind=KERNEL_CHECK.kind,
+            prov=provenance(config=cfg),
+            title="tp at P = 2: exact vs sdpa kernel",
         )
         print(f"kernel_check: wrote {out}")
         for i, k in enumerate(KERNELS):

@@ -74,9 +74,12 @@ def accuracy_summary(
             "baseline_seeds": ("cell", np.full(n, 3)),
         },
         coords={
+            "dataset": ("cell", ["synthetic"] * n),
             "plan": ("cell", [c[0] for c in cells]),
             "P": ("cell", [c[1] for c in cells]),
+            "g": ("cell", [1] * n),
             "protocol": ("cell", protos),
+            "N": ("cell", [324] * n),
             "classifier": ["svm", "rf"],
         },
     )

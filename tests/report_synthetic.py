@@ -196,7 +196,8 @@ def train_summary(folder: Path, oa: float = 0.7) -> tuple[Path, list[Path]]:
     """train/summary.nc made by the real `summarize` from synthetic records (tp, dchag_l at P = 2; both protocols;
     seeds 0, 1; last OA ``oa`` + 0.01 x seed: 0.1 is a smoke run's, far below the baselines' 0.5-0.8) and baseline
     files; returns it and the records."""
-    from hsitp.train.summary import KIND, summarize
+    from hsitp.contracts import TRAIN_SUMMARY
+    from hsitp.train.summary import summarize
 
     records = [
         train_record(folder, plan, 2, g, accuracy=True, prediction=True, protocol=protocol, seed=seed, oa=oa)
@@ -206,7 +207,9 @@ def train_summary(folder: Path, oa: float = 0.7) -> tuple[Path, list[Path]]:
     ]
     baselines = [baseline_file(folder, protocol, seed) for protocol in ("random", "block") for seed in (0, 1)]
     ds = summarize(records, baselines)
-    return write_netcdf(ds, folder / "train" / "summary.nc", kind=KIND, prov=provenance()), records
+    return write_netcdf(
+        ds, folder / "train" / "summary.nc", kind=TRAIN_SUMMARY.kind, prov=provenance()
+    ), records
 
 
 def scene_file(folder: Path) -> Path:

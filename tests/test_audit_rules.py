@@ -447,12 +447,25 @@ def test_rule7_quotes_elide_no_words_inside_a_clause(rows: list[dict]) -> None:
 
 # --- rule 8: the measured basis ------------------------------------------------------------------------------------
 def _summary(path: Path, verdicts: list[str]) -> None:
+    n = len(verdicts)
     ds = xr.Dataset(
         {
             "oa_verdict": ("cell", np.array(verdicts)),
-            "oa_mean": ("cell", np.linspace(0.5, 0.6, len(verdicts))),
+            "oa_mean": ("cell", np.linspace(0.5, 0.6, n)),
+            "oa_std": ("cell", np.full(n, 0.01)),
+            "seeds": ("cell", np.full(n, 3)),
         },
-        coords={"plan": ("cell", ["dchag_l"] * len(verdicts)), "P": ("cell", [2] * len(verdicts))},
+        coords={
+            k: ("cell", [v] * n)
+            for k, v in (
+                ("dataset", "s"),
+                ("plan", "dchag_l"),
+                ("P", 2),
+                ("g", 1),
+                ("protocol", "random"),
+                ("N", 9),
+            )
+        },
     )
     write_netcdf(described(ds), path, kind="train_summary", prov=provenance())
 

@@ -10,7 +10,7 @@ from hsitp.bench.fit import ring_factor
 from hsitp.bench.predict import Point, op_work, predict, work_split
 from hsitp.bench.results import MergeError, empty_partial, merge_partials, point_at, write_partial
 from hsitp.config import validate_config
-from hsitp.cost.calibration import CalibrationError, load_calibration
+from hsitp.contracts import CALIBRATION, CalibrationError
 from hsitp.cost.hardware import hardware_from_calibration
 from hsitp.io import json_attr, read_netcdf
 from hsitp.settings import BenchSettings
@@ -196,7 +196,7 @@ def test_calibration_file_follows_contract_and_recovers_truth(tmp_path):
     """Catches a calibration.nc that breaks docs/contracts.md (names, dims, units, attrs) or fits the wrong quantity."""
     mb, cfg = _merged(tmp_path)
     out = run_calibrate(mb, tmp_path / "calibration.nc", cfg)
-    cal = load_calibration(out)  # the cost model's own schema check
+    cal = CALIBRATION.read(out)  # its contract, values checked
     hw = hardware_from_calibration(out)  # and its measured:PATH loader
     assert hw.measured and hw.flops_for("mlp") == pytest.approx(float(cal["achieved_flops"].sel(op="mlp")))
     assert cal["collective"].values.tolist() == list(ALPHA)
@@ -233,7 +233,7 @@ def test_tokenize_timed_alone_is_taken_out_of_the_aggregation_fit(tmp_path):
     the tokeniser runs at 2.5 GFLOP/s, the aggregation's own work at 10 GFLOP/s; both must come back (5 %)."""
     mb, cfg = _merged(tmp_path, RATE_TOK)
     out = run_calibrate(mb, tmp_path / "calibration.nc", cfg)
-    cal = load_calibration(out)
+    cal = CALIBRATION.read(out)
     assert cal["op"].values.tolist() == list(RATE_TOK)  # the sweep's order, though tokenize is fitted first
     for op, rate in RATE_TOK.items():
         assert float(cal["achieved_flops"].sel(op=op)) == pytest.approx(rate, rel=0.05), op

@@ -11,17 +11,12 @@ import pytest
 import xarray as xr
 from nc_checks import described
 
+from hsitp.bench.calibrate import calibration_dataset
 from hsitp.config import load_schema
-from hsitp.cost.calibration import (
-    COMPUTE_MODEL_VARS,
-    CalibrationError,
-    calibration_dataset,
-    load_calibration,
-    validate_calibration,
-)
+from hsitp.contracts import CALIBRATION, COMPUTE_MODEL_VARS, CalibrationError, validate_calibration
 from hsitp.cost.hardware import PRESETS, UnknownHardwareError, get_hardware
 from hsitp.cost.refined import op_cost
-from hsitp.io import provenance, write_netcdf
+from hsitp.io import ResultFileError, provenance, write_netcdf
 from hsitp.shape import LayerShape
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "calibration_small.nc"
@@ -64,7 +59,7 @@ def test_committed_fixture_matches_its_script():
         import make_calibration_small
     finally:
         sys.path.pop(0)
-    committed = load_calibration(FIXTURE)
+    committed = CALIBRATION.read(FIXTURE)
     built = make_calibration_small.build()
     for var in ("alpha", "beta", "achieved_flops", "n_points", *COMPUTE_MODEL_VARS):
         xr.testing.assert_allclose(committed[var], built[var])
@@ -94,7 +89,7 @@ def test_measured_hardware_uses_calibration():
 
 def test_missing_or_invalid_calibration_is_named(tmp_path: Path):
     """Catches a cryptic failure on a missing or malformed calibration file: the error names the path and field."""
-    with pytest.raises(CalibrationError, match="no such calibration file"):
+    with pytest.raises(ResultFileError, match="nope.nc: no such result; re-run `hsitp bench calibrate`"):
         get_hardware(f"measured:{tmp_path / 'nope.nc'}")
     good = calibration_dataset(
         alpha={"all_gather": 0.0},
@@ -108,7 +103,7 @@ def test_missing_or_invalid_calibration_is_named(tmp_path: Path):
     )
     bad = good.drop_vars("beta")
     path = write_netcdf(described(bad), tmp_path / "bad.nc", kind="calibration", prov=provenance())
-    with pytest.raises(CalibrationError, match=r"(?s)bad\.nc.*missing variable 'beta'"):
+    with pytest.raises(ResultFileError, match=r"bad\.nc.*lacks variable 'beta'"):
         get_hardware(f"measured:{path}")
     neg = good.copy()
     neg["beta"] = -neg["beta"]

@@ -74,7 +74,7 @@ def test_kernel_rows_come_from_the_kernel_check(tmp_path: Path) -> None:
     import xarray as xr
 
     from hsitp.io import provenance, write_netcdf
-    from hsitp.publish.measured import kernels_block
+    from hsitp.publish.measured import Reference, kernels_block
 
     ref = tmp_path / "kernel-check"
     times = np.array([[2.0, 2.2, 1.8], [1.0, 1.0, 1.2]])  # (kernel, repeat): sdpa, exact
@@ -97,7 +97,7 @@ def test_kernel_rows_come_from_the_kernel_check(tmp_path: Path) -> None:
         prov=provenance(config={}),
         title="tp: two kernels",
     )
-    table = kernels_block(ref)
+    table = kernels_block(Reference(ref))
     exact = next(line for line in table.splitlines() if "exact kernel" in line)
     cells = [c.strip() for c in exact.split("|")]
     assert float(cells[3]) == 45.0 and float(cells[4]) == 0.75  # fullest rank 45 MiB, 45 / 60

@@ -272,7 +272,7 @@ def test_snakemake_plans_every_partition_as_its_own_job(workflow_copy) -> None: 
 def test_tables_show_the_spread_across_partitions_apart_from_seeds(tmp_path: Path) -> None:
     """Catches tables that fold the partitions' spread into one std (the spread of a new draw of places would be
     invisible), a baseline row without its own spread across partitions, or a tp-minus-baseline sign flipped."""
-    from hsitp.publish.measured import fair_block, headline_block
+    from hsitp.publish.measured import Reference, fair_block, headline_block
     from hsitp.report.train import accuracy_table
 
     tp = {(k, s): 0.6 + 0.1 * k + 0.01 * s for k in range(3) for s in (0, 1)}
@@ -290,11 +290,12 @@ def test_tables_show_the_spread_across_partitions_apart_from_seeds(tmp_path: Pat
     svm = table[table["model"].str.startswith("SVM")]
     assert float(svm["OA sd across partitions"].iloc[0]) == pytest.approx(0.1)
 
-    fair = fair_block(ref)
+    fair = fair_block(Reference(ref))
     assert "partitions × seeds" in fair and "| 3 × 2 " in fair and "10.0 / 0.7" in fair
     # the SVM row: SVM minus tp, paired by partition: 0.5 - 0.605 each time, so -10.5 pp with a zero-width interval
     assert "-10.5 [-10.5, -10.5]" in fair and "2 partitions" not in fair
-    assert "3 partitions × 2 seeds (sd across partitions 10.0, across seeds 0.7 pp)" in headline_block(ref)
+    headline = headline_block(Reference(ref))
+    assert "3 partitions × 2 seeds (sd across partitions 10.0, across seeds 0.7 pp)" in headline
 
 
 def test_scene_hash_of_one_partition_is_the_hash_references_recorded(tmp_path: Path) -> None:

@@ -11,10 +11,11 @@ import pytest
 import xarray as xr
 from report_synthetic import baseline_file
 
-from hsitp.io import provenance, read_netcdf, write_netcdf
+from hsitp.contracts import TRAIN, TRAIN_SUMMARY
+from hsitp.io import provenance, write_netcdf
 from hsitp.probe.tracker import KINDS, PARTS
 from hsitp.train.record import build_dataset
-from hsitp.train.summary import KIND, TARGETS, summarize
+from hsitp.train.summary import TARGETS, summarize
 
 NAN = float("nan")
 STEPS = 5  # train.steps_per_epoch of every record
@@ -99,9 +100,12 @@ def test_steps_to_target_from_the_seed_mean_curve_and_each_seed(tmp_path: Path) 
     ]
     baselines = [baseline_file(tmp_path, "random", seed) for seed in (0, 1)]  # svm OA 0.80, 0.81: mean 0.805
     written = write_netcdf(
-        summarize(records, baselines, margin=0.01), tmp_path / "summary.nc", kind=KIND, prov=provenance({})
+        summarize(records, baselines, margin=0.01),
+        tmp_path / "summary.nc",
+        kind=TRAIN_SUMMARY.kind,
+        prov=provenance({}),
     )
-    ds = read_netcdf(written, kind=KIND)
+    ds = TRAIN_SUMMARY.read(written)
     assert list(ds["target"].values) == list(TARGETS) == ["svm", "tp_minus_delta"]
     assert "eval_every" in ds.attrs["time_to_accuracy"]
 
@@ -161,7 +165,7 @@ def test_time_to_accuracy_without_baselines_or_steps_per_epoch(tmp_path: Path) -
     records = []
     for s, oa in enumerate(CURVES[("tp", "random")]):
         path = _record(tmp_path, "tp", "random", s, oa, attr_steps=False)
-        ds = read_netcdf(path, kind="train").load()
+        ds = TRAIN.read(path)
         ds.attrs["recipe"] = "{}"
         records.append(write_netcdf(ds, tmp_path / f"old_s{s}.nc", kind="train", prov=provenance({})))
     ds = summarize(records)

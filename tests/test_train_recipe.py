@@ -288,12 +288,14 @@ def test_control_jobs_train_dchag_on_tp_recipe_only_under_tuned(tmp_path: Path) 
 def test_apply_recipe_control_takes_tp_study_and_keeps_job_g(tmp_path: Path) -> None:
     """Catches a control job silently trained on its own study (or a D-CHAG job on another plan's study without
     saying so): the study's plan must be --recipe-plan, the job keeps its g, and the recipe records recipe_plan."""
-    from hsitp.train.recipe import STUDY_KIND, RecipeError, apply_recipe
+    from hsitp.contracts import TUNE_STUDY
+    from hsitp.train.recipe import RecipeError, apply_recipe
 
     best = {"lr": 0.002, "weight_decay": 0.1, "label_smoothing": 0.05, "warmup_steps": 10, "per_class": 8}
     study = tmp_path / "tp_block.nc"
     attrs = {"plan": "tp", "protocol": "block", "best_params": json.dumps(best)}
-    write_netcdf(described(xr.Dataset(attrs=attrs)), study, kind=STUDY_KIND, prov=provenance({}))
+    study_ds = xr.Dataset({"score": ("trial", [0.5])}, coords={"trial": [1]}, attrs=attrs)
+    write_netcdf(described(study_ds), study, kind=TUNE_STUDY.kind, prov=provenance({}))
     cfg = {"train": {"lr": 0.001, "sampling": {"mode": "all", "per_class": 16}}}
     out = apply_recipe(cfg, study, plan="dchag_l", protocol="block", groups=4, recipe_plan="tp")
     assert out["train"]["lr"] == 0.002 and out["train"]["recipe_plan"] == "tp"

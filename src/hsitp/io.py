@@ -110,10 +110,8 @@ def producer(kind: str | None) -> str:
         return "the stage that writes it"
     if kind in KIND_PRODUCERS:
         return KIND_PRODUCERS[kind]
-    for prefix in ("cost_", "model_"):
-        if kind.startswith(prefix):
-            table = kind.removeprefix(prefix)
-            return f"`hsitp cost {table}` (rule cost_table)"
+    if kind.startswith("cost_"):
+        return f"`hsitp cost {kind.removeprefix('cost_')}` (rule cost_table)"
     return f"the stage that writes {kind!r} files"
 
 
@@ -391,6 +389,7 @@ def read_netcdf(
     *,
     kind: str | None = None,
     load: bool = True,
+    require_dims: Iterable[str] = (),
     require_vars: Iterable[str] = (),
     require_attrs: Iterable[str] = (),
 ) -> xr.Dataset:
@@ -398,9 +397,8 @@ def read_netcdf(
 
     Every failure is a :class:`ResultFileError` whose one-line message names the file and the stage that writes
     it: missing, a folder, empty, truncated or foreign (not netCDF, or not written by hsitp), other schema
-    version, other kind, or (``require_vars``, ``require_attrs``) lacking a variable or attribute the reader needs
-    (a file an older hsitp wrote under the same schema version). Names renamed since an older hsitp wrote the file
-    come under their current ones (:func:`upgrade_names`).
+    version, other kind, or lacking a dimension, variable or attribute the reader needs (``require_*``: an older
+    hsitp's file; :mod:`hsitp.contracts` names them). Names renamed since come under their current ones.
     """
     path = Path(path)
     rerun = f"re-run {producer(kind)}"
@@ -418,7 +416,8 @@ def read_netcdf(
             f"expected {kind!r}; {rerun}."
         )
     ds = upgrade_names(ds, kind=ds.attrs.get("kind"))  # files of an older hsitp: their names renamed since
-    lacking = [f"variable {v!r}" for v in require_vars if v not in ds.variables]
+    lacking = [f"dimension {d!r}" for d in require_dims if d not in ds.dims]
+    lacking += [f"variable {v!r}" for v in require_vars if v not in ds.variables]
     lacking += [f"attribute {a!r}" for a in require_attrs if a not in ds.attrs]
     if lacking:
         raise SchemaVersionError(

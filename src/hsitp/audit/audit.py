@@ -8,8 +8,7 @@ Tolerances (declared here, reported in the report):
   broad bands: positive and finite (zero only where ``LEGIT_ZEROS`` says why: a point that communicates nothing),
   medians within 10x of the reference's where the reference has them. Never gated tightly.
 
-The reference's cost tables were written before issue 8 renamed the stage: their kind is ``model_TABLE``, a run's
-is ``cost_TABLE``. That rename is the one accepted difference of attributes.
+Every file is read through its contract (:mod:`hsitp.contracts`).
 """
 
 from __future__ import annotations
@@ -38,6 +37,7 @@ from hsitp.audit.claims import (
     finding_counts,
     verdict_counts,
 )
+from hsitp.contracts import COST, PROBE_MEMORY, TRAIN_SUMMARY, flag_meanings, summary_cells
 from hsitp.errors import HsitpError
 from hsitp.io import atomic_write_text, read_netcdf
 
@@ -46,7 +46,7 @@ MODELLED_RTOL = 1e-12
 # reference the drift check compares with): issue 51's measured sub-checks read them.
 COMMITTED_SOURCE = re.compile(r"reference/(?!smoke/)[\w.-]+/")
 MEASURED_BAND = 10.0  # measured medians may differ from the reference by this factor either way
-# Attributes that differ on every run (or by the documented rename), never compared.
+# Attributes that differ on every run (kind: equal by the contract each file is read through), never compared.
 VOLATILE_ATTRS = ("provenance", "history", "kind")
 # What a bench file must hold: variable -> (dims it must have, units)
 BENCH_SCHEMA: dict[str, dict[str, tuple[tuple[str, ...], str | None]]] = {
@@ -381,14 +381,6 @@ def compare_modelled(ref: xr.Dataset, new: xr.Dataset, label: str, rtol: float =
     return out
 
 
-def _read_cost(path: Path, table: str) -> xr.Dataset:
-    ds = read_netcdf(path)
-    kind = ds.attrs.get("kind")
-    if kind not in (f"cost_{table}", f"model_{table}"):
-        read_netcdf(path, kind=f"cost_{table}")  # raises, naming the file and the stage
-    return ds
-
-
 def check_cost(run_dir: Path, ref_dir: Path, rep: Report) -> None:
     for table in COST_TABLES:
         ref_path, new_path = ref_dir / "cost" / f"{table}.nc", run_dir / "cost" / f"{table}.nc"
@@ -400,14 +392,10 @@ def check_cost(run_dir: Path, ref_dir: Path, rep: Report) -> None:
                 f"cost/{table}.nc: missing in {run_dir} (run `hsitp cost {table}`, rule cost_table)"
             )
             continue
-        ref, new = _read_cost(ref_path, table), _read_cost(new_path, table)
-        kinds = (ref.attrs["kind"], new.attrs["kind"])
-        if kinds[1] != f"cost_{table}":
-            rep.drift.append(f"cost/{table}.nc: kind {kinds[1]!r}, expected 'cost_{table}'")
-        if kinds[0] != kinds[1]:
-            rep.notes.append(
-                f"cost/{table}.nc: kind {kinds[0]} (reference) vs {kinds[1]}: the documented rename"
-            )
+        ref, new = (
+            COST[table].read(ref_path),
+            COST[table].read(new_path),
+        )  # one line naming a file of another kind
         rep.drift += compare_modelled(ref, new, f"cost/{table}.nc")
         rep.checked.append(f"cost/{table}.nc: {len(new.variables)} variables, exact (rtol {MODELLED_RTOL:g})")
 
@@ -537,23 +525,6 @@ ACCURACY_SIGMAS = 3.0  # OA: a cell's mean may move this many of the reference's
 MEMORY_RTOL = 0.02  # measured memory ratios vs tp (deterministic allocations): within 2 %
 
 
-def _cells(ds: xr.Dataset) -> dict[tuple[Any, ...], int]:
-    keys = [k for k in ("dataset", "plan", "P", "g", "protocol", "N") if k in ds.coords]
-    return {tuple(ds[k].values[i].item() for k in keys): i for i in range(ds.sizes["cell"])}
-
-
-def _verdict_names(ds: xr.Dataset) -> list[str]:
-    var = ds["oa_verdict"]
-    names = dict(
-        zip(
-            np.atleast_1d(var.attrs.get("flag_values", [])).tolist(),
-            str(var.attrs.get("flag_meanings", "")).split(),
-            strict=False,
-        )
-    )
-    return [names.get(v, str(v)) for v in np.asarray(var.values).tolist()]
-
-
 def check_summary(run_dir: Path, ref_dir: Path, name: str, rep: Report) -> None:
     """A headline run's accuracy summary against its reference (issue 41): the same cells and seeds (replicates:
     partition x seed, issue 50), each cell's mean OA within max(0.5 pp, 3 standard errors of the reference's
@@ -564,15 +535,17 @@ def check_summary(run_dir: Path, ref_dir: Path, name: str, rep: Report) -> None:
     if not new_path.exists():
         rep.notes.append(f"train/{name}: not in this run, not compared (the reference holds it)")
         return
-    ref, new = read_netcdf(ref_path, kind="train_summary"), read_netcdf(new_path, kind="train_summary")
-    ref_cells, new_cells = _cells(ref), _cells(new)
-    for cell in sorted(set(ref_cells) ^ set(new_cells), key=str):
+    ref, new = TRAIN_SUMMARY.read(ref_path), TRAIN_SUMMARY.read(new_path)
+    ref_cells, new_cells = (summary_cells(ds)["i"] for ds in (ref, new))
+    for cell in sorted(set(ref_cells.index) ^ set(new_cells.index), key=str):
         where = "the reference only" if cell in ref_cells else "this run only"
         rep.drift.append(f"train/{name}: cell {cell} in {where}")
     verdicts = (
-        (_verdict_names(ref), _verdict_names(new)) if "oa_verdict" in ref and "oa_verdict" in new else None
+        (flag_meanings(ref["oa_verdict"]), flag_meanings(new["oa_verdict"]))
+        if "oa_verdict" in ref and "oa_verdict" in new
+        else None
     )
-    for cell in sorted(set(ref_cells) & set(new_cells), key=str):
+    for cell in sorted(set(ref_cells.index) & set(new_cells.index), key=str):
         i, j = ref_cells[cell], new_cells[cell]
         # replicates (partition, seed) where both summaries count them (issue 50), else seeds
         count = "replicates" if "replicates" in ref and "replicates" in new else "seeds"
@@ -613,7 +586,7 @@ def check_probe_memory(run_dir: Path, ref_dir: Path, rep: Report) -> None:
         peak = ds["peak_allocated"].max("rank", skipna=True)
         return peak / peak.sel(plan="tp")
 
-    ref, new = (ratio(read_netcdf(p, kind="probe_memory")) for p in (ref_path, new_path))
+    ref, new = (ratio(PROBE_MEMORY.read(p)) for p in (ref_path, new_path))
     ref, new = xr.align(ref, new, join="inner")
     bad = np.abs(new - ref) > MEMORY_RTOL * np.abs(ref)
     for idx in zip(*np.nonzero(bad.values), strict=True):

@@ -140,26 +140,26 @@ class Reference:
 
 
 def load_reference(path: str | os.PathLike[str]) -> Reference:
-    from hsitp.io import read_netcdf
-    from hsitp.publish.reference import RUNS_FILE, RUNS_KIND, read_manifest
+    from hsitp.contracts import PROBE_MEMORY, PROBE_THROUGHPUT, REFERENCE_RUNS, TRAIN_SUMMARY, Contract
+    from hsitp.publish.reference import RUNS_FILE, read_manifest
 
     ref = Path(path)
     manifest = read_manifest(ref)
-    runs = read_netcdf(ref / RUNS_FILE, kind=RUNS_KIND)
+    runs = REFERENCE_RUNS.read(ref / RUNS_FILE)
 
-    def optional(rel: str, kind: str) -> xr.Dataset | None:
-        return read_netcdf(ref / rel, kind=kind) if (ref / rel).is_file() else None
+    def optional(rel: str, contract: Contract) -> xr.Dataset | None:
+        return contract.read(ref / rel) if (ref / rel).is_file() else None
 
     out = Reference(
         path=ref,
         manifest=manifest,
         runs=runs,
         summaries={
-            False: optional("train/summary.nc", "train_summary"),
-            True: optional("train/control_summary.nc", "train_summary"),
+            False: optional("train/summary.nc", TRAIN_SUMMARY),
+            True: optional("train/control_summary.nc", TRAIN_SUMMARY),
         },
-        memory=optional("probe/memory.nc", "probe_memory"),
-        throughput=optional("probe/throughput.nc", "probe_throughput"),
+        memory=optional("probe/memory.nc", PROBE_MEMORY),
+        throughput=optional("probe/throughput.nc", PROBE_THROUGHPUT),
     )
     for i in range(runs.sizes["run"]):
         c = {
@@ -559,22 +559,16 @@ def seed_spread(ref: Reference, cell: Cell, metric: str) -> tuple[float, str]:
     cell and partition."""
     import numpy as np
 
+    from hsitp import contracts
+
     summary = ref.summaries.get(cell.control)
-    if summary is not None and f"{metric}_std" in summary:
-        c = summary["cell"]
-        mask = np.ones(c.size, dtype=bool)
-        for dim, want in (("dataset", cell.dataset), ("plan", cell.plan), ("P", cell.P), ("g", cell.g),
-                          ("protocol", cell.protocol), ("N", cell.N)):  # fmt: skip
-            if dim in summary.coords:
-                mask &= np.asarray(summary[dim].values).astype(type(want)) == want
-        if mask.sum() == 1:
-            i = int(np.argmax(mask))
-            var = f"{metric}_std"
-            if "partitions" in summary and int(summary["partitions"].values[i]) > 1:
-                var = f"{metric}_seed_std"
-            sd = float(summary[var].values[i])
-            name = "control_summary.nc" if cell.control else "summary.nc"
-            return sd, f"{var} of train/{name}"
+    key = contracts.Cell(cell.dataset, cell.plan, cell.P, cell.g, cell.protocol, cell.N)
+    cells = contracts.summary_cells(summary) if summary is not None else None
+    if cells is not None and key in cells.index and f"{metric}_std" in cells:
+        row = cells.loc[key]
+        var = f"{metric}_seed_std" if int(row.get("partitions", 1)) > 1 else f"{metric}_std"
+        name = "control_summary.nc" if cell.control else "summary.nc"
+        return float(row[var]), f"{var} of train/{name}"
     runs = ref.runs
     same = np.ones(runs.sizes["run"], dtype=bool)
     for dim in ("dataset", "plan", "P", "g", "protocol", "N", "control", "partition_index"):
@@ -622,10 +616,10 @@ def recipe_check(want_hash: str, want: Mapping[str, Any], got_hash: str, got: Ma
 
 
 def accuracy_checks(ref: Reference, cell: Cell, record: Path, identical: bool) -> list[Check]:
-    from hsitp.io import read_netcdf
+    from hsitp.contracts import TRAIN
     from hsitp.train.summary import record_numbers
 
-    ds = read_netcdf(record, kind="train", load=False)
+    ds = TRAIN.read(record, load=False)
     try:
         got = record_numbers(ds)
         got_hash = str(ds.attrs.get("recipe_hash", ""))
@@ -728,57 +722,29 @@ def check_cells(
 ) -> list[dict[str, Any]]:
     """Retrain and re-measure every pick in ``work``, print a progress line and the checks per cell; the cells'
     results (verdict, seconds, checks)."""
-    cores = os.cpu_count() or 1
     scenes = {d: scene_for(ref, d, given, work, _say) for d in sorted({p.cell.dataset for p in picks})}
     probes: dict[tuple[str, int, int], tuple[xr.Dataset, xr.Dataset] | str] = {}
     results = []
-    n = len(picks)
     for k, p in enumerate(picks, 1):
-        c = p.cell
-        steps = int(ref.value(c, "steps"))
-        ranks = int(ref.value(c, "ranks"))
+        c, at = p.cell, f"[{k}/{len(picks)}] {p.cell.label}"
         _say(
-            f"[{k}/{n}] {c.label}: training {steps} steps on {ranks} rank(s), seed {c.seed} "
-            f"(est. {_minutes(p.train_s)}) ..."
+            f"{at}: training {int(ref.value(c, 'steps'))} steps on {int(ref.value(c, 'ranks'))} rank(s), seed "
+            f"{c.seed} (est. {_minutes(p.train_s)}) ..."
         )
         t_cell = time.monotonic()
         record, log = retrain(ref, c, scenes[c.dataset], work)
-        checks: list[Check] = []
-        if record is None:
-            verdict = "failed"
-            checks.append(
-                Check("run", "training", None, None, False, f"training failed: {_tail(log)}; log {log}")
-            )
-        else:
-            checks += accuracy_checks(ref, c, record, identical)
-        if p.probe:
-            if c.probe_key not in probes:
-                _say(
-                    f"[{k}/{n}] {c.label}: re-measuring memory and throughput vs tp at P = {c.P}, g = {c.g} ..."
-                )
-                probes[c.probe_key] = remeasure_probe(ref, c, work)
-            measured = probes[c.probe_key]
-            if isinstance(measured, str):
-                checks.append(Check("memory", "probe", None, None, False, measured))
-            else:
-                checks += probe_checks(ref, c, measured, timing=timing, cores=cores)
-        elif p.probe_skipped:
-            checks.append(Check("memory", "probe", None, None, None, f"memory and throughput not re-measured: "
-                                f"{p.probe_skipped}"))  # fmt: skip
-        elif c.plan == "tp":
-            checks.append(Check("memory", "probe", None, None, None, "memory and throughput vs tp: tp is the "
-                                "reference of the ratios"))  # fmt: skip
-        else:
-            checks.append(Check("memory", "probe", None, None, None, "memory and throughput vs tp: not in the "
-                                "reference's probe"))  # fmt: skip
+        checks = (
+            accuracy_checks(ref, c, record, identical)
+            if record is not None
+            else [Check("run", "training", None, None, False, f"training failed: {_tail(log)}; log {log}")]
+        )
+        checks += _probe_checks(ref, p, work, probes, at, timing) if p.probe else [_probe_note(p)]
         bad = [ch for ch in checks if ch.ok is False]
-        if record is not None:
-            verdict = "differs" if bad else "reproduced"
+        verdict = "failed" if record is None else "differs" if bad else "reproduced"
         took = time.monotonic() - t_cell
-        head = f"[{k}/{n}] {c.label}: {verdict} in {_minutes(took)}"
-        if bad:
-            head += ": " + "; ".join(ch.text for ch in bad)
-        _say(head)
+        _say(
+            f"{at}: {verdict} in {_minutes(took)}" + (": " + "; ".join(ch.text for ch in bad) if bad else "")
+        )
         for ch in checks:
             if ch.ok is not False:
                 _say(f"    {ch.text}")
@@ -794,10 +760,40 @@ def check_cells(
     return results
 
 
+def _probe_checks(
+    ref: Reference,
+    p: Pick,
+    work: Path,
+    probes: dict[tuple[str, int, int], tuple[xr.Dataset, xr.Dataset] | str],
+    at: str,
+    timing: bool,
+) -> list[Check]:
+    """The pick's memory and timing checks against the probe re-measured at its (plan, P, g), once per such point
+    (``probes`` keeps them)."""
+    c = p.cell
+    if c.probe_key not in probes:
+        _say(f"{at}: re-measuring memory and throughput vs tp at P = {c.P}, g = {c.g} ...")
+        probes[c.probe_key] = remeasure_probe(ref, c, work)
+    measured = probes[c.probe_key]
+    if isinstance(measured, str):
+        return [Check("memory", "probe", None, None, False, measured)]
+    return probe_checks(ref, c, measured, timing=timing, cores=os.cpu_count() or 1)
+
+
+def _probe_note(p: Pick) -> Check:
+    """Why a pick's memory and throughput are not re-measured (not judged)."""
+    if p.probe_skipped:
+        why = f"memory and throughput not re-measured: {p.probe_skipped}"
+    elif p.cell.plan == "tp":
+        why = "memory and throughput vs tp: tp is the reference of the ratios"
+    else:
+        why = "memory and throughput vs tp: not in the reference's probe"
+    return Check("memory", "probe", None, None, None, why)
+
+
 def run_spot_check(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
-    ref_path = Path(args.reference) if args.reference else Path("results/reference") / args.run
-    ref = load_reference(ref_path)
+    ref = load_reference(Path(args.reference) if args.reference else Path("results/reference") / args.run)
     seed, budget_s = int(args.seed), float(args.budget_min) * 60
     if budget_s <= 0:
         raise ReproduceError("--budget-min must be positive")
@@ -815,9 +811,38 @@ def run_spot_check(args: argparse.Namespace) -> int:
         else f"accuracy within {SPREAD_SIGMAS:g} sigma of the cell's seeds (the verdict margin for one seed)"
     )
     _say(f"platform: {platform_line}: {rule}")
-
     given = _given_data(args)
-    fixed_s = _scene_seconds(ref, given)
+    picks, est_s = _pick(ref, args, seed, budget_s, _scene_seconds(ref, given))
+    if args.dry_run:
+        _say_dry_run(ref, picks)
+        return 0
+    keep = args.work is not None
+    work = Path(args.work) if keep else Path(tempfile.mkdtemp(prefix="hsitp-reproduce-"))
+    work.mkdir(parents=True, exist_ok=True)
+    _say(f"work folder: {work}{'' if keep else ' (removed at the end)'}")
+    try:
+        results = check_cells(ref, picks, given, work, identical=identical, timing=not args.no_timing)
+    finally:
+        if not keep:
+            shutil.rmtree(work, ignore_errors=True)
+    good = sum(r["verdict"] == "reproduced" for r in results)
+    wall = time.monotonic() - t0
+    if args.out:
+        _write_report(args.out, {
+            "reference": str(ref.path), "run": ref.run, "seed": seed, "budget_min": args.budget_min,
+            "platform": {"identical_expected": identical, "line": platform_line},
+            "estimated_seconds": round(est_s, 1), "wall_seconds": round(wall, 1),
+            "picked": [p.cell.label for p in picks], "cells": results, "reproduced": good, "checked": len(results),
+        })  # fmt: skip
+    _say(f"wall time {_minutes(wall)} (estimated {_minutes(est_s)})")
+    _say(f"{good} of {len(results)} cells reproduced")
+    return 0 if good == len(results) else 1
+
+
+def _pick(
+    ref: Reference, args: argparse.Namespace, seed: int, budget_s: float, fixed_s: float
+) -> tuple[list[Pick], float]:
+    """The cells the seed picks within the budget, said with the estimate; ReproduceError when none fits."""
     picks = pick_cells(ref, seed, budget_s, fixed_s)
     if not picks:
         raise ReproduceError(
@@ -840,48 +865,16 @@ def run_spot_check(args: argparse.Namespace) -> int:
         + (f", the scene {_minutes(fixed_s)}" if fixed_s else "")
         + ")"
     )
-    if args.dry_run:
-        _say_dry_run(ref, picks)
-        return 0
-
-    keep = args.work is not None
-    work = Path(args.work) if keep else Path(tempfile.mkdtemp(prefix="hsitp-reproduce-"))
-    work.mkdir(parents=True, exist_ok=True)
-    _say(f"work folder: {work}{'' if keep else ' (removed at the end)'}")
-    try:
-        results = check_cells(ref, picks, given, work, identical=identical, timing=not args.no_timing)
-    finally:
-        if not keep:
-            shutil.rmtree(work, ignore_errors=True)
-    good = sum(r["verdict"] == "reproduced" for r in results)
-    wall = time.monotonic() - t0
-    if args.out:
-        report = {
-            "reference": str(ref.path),
-            "run": ref.run,
-            "seed": seed,
-            "budget_min": args.budget_min,
-            "platform": {"identical_expected": identical, "line": platform_line},
-            "estimated_seconds": round(est_s, 1),
-            "wall_seconds": round(wall, 1),
-            "picked": [p.cell.label for p in picks],
-            "cells": results,
-            "reproduced": good,
-            "checked": len(results),
-        }
-        _write_report(args.out, report)
-    _say(f"wall time {_minutes(wall)} (estimated {_minutes(est_s)})")
-    _say(f"{good} of {len(results)} cells reproduced")
-    return 0 if good == len(results) else 1
+    return picks, est_s
 
 
 def _given_data(args: argparse.Namespace) -> dict[str, Path]:
     """The prepared files given with --data, by scene name."""
     given: dict[str, Path] = {}
     for d in args.data or []:
-        from hsitp.train.commands import dataset_name
+        from hsitp.contracts import dataset_name
 
-        given[dataset_name(Path(d))] = Path(d)
+        given[dataset_name(d)] = Path(d)
     return given
 
 

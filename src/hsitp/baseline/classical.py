@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from hsitp.contracts import DATASET
 from hsitp.data.partition import TEST, TRAIN, per_partition, read_partition
 from hsitp.errors import HsitpError
 from hsitp.evaluate.metrics import scores
@@ -124,7 +125,7 @@ def run_baseline(
     """Fit every method of ``settings["methods"]`` on the train pixels of ``protocol``'s partition ``partition``,
     score its test pixels."""
     t_start = time.perf_counter()
-    ds = upgrade_names(ds, kind="dataset")  # a prepared file of an older hsitp (its `split` variable)
+    ds = upgrade_names(ds, kind=DATASET.kind)  # a prepared file of an older hsitp (its `split` variable)
     px = _pixels(ds, protocol, partition)
     cv, cv_text = _folds(protocol, px.y_train, px.groups, int(settings["cv_folds"]), seed)
     methods = list(settings["methods"])

@@ -47,7 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _baseline(args: argparse.Namespace) -> int:
     from hsitp.baseline.classical import BaselineError, run_baseline
-    from hsitp.io import provenance, read_netcdf, write_netcdf
+    from hsitp.contracts import BASELINE, DATASET
+    from hsitp.io import provenance, write_netcdf
 
     if args.partition < 0:
         raise BaselineError(f"hsitp baseline: --partition {args.partition}: a partition index is >= 0")
@@ -60,7 +61,7 @@ def _baseline(args: argparse.Namespace) -> int:
         tag=partition_tag(args.partition),
         seed=args.seed,
     )
-    ds = read_netcdf(data, kind="dataset")
+    ds = DATASET.read(data)
     res = run_baseline(
         ds, args.protocol, args.seed, cfg["baseline"], threads=max(1, args.threads), partition=args.partition
     )
@@ -74,7 +75,7 @@ def _baseline(args: argparse.Namespace) -> int:
             "seed": args.seed,
         },
     )
-    write_netcdf(res, out, kind="baseline", prov=prov)
+    write_netcdf(res, out, kind=BASELINE.kind, prov=prov)
     for i, m in enumerate(res["classifier"].values.tolist()):
         oa, aa, kappa = (float(res[v].values[i]) for v in ("overall_accuracy", "average_accuracy", "kappa"))
         print(

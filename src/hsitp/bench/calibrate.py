@@ -1,8 +1,9 @@
-"""``microbench.nc`` -> ``calibration.nc`` (schema in docs/contracts.md, owned by the cost model).
+"""``microbench.nc`` -> ``calibration.nc`` (its contract: :data:`hsitp.contracts.CALIBRATION`, built here by
+:func:`calibration_dataset`; the cost model reads it as ``measured:PATH`` hardware).
 
 alpha and beta per collective come from the collective sweep, achieved F per op from the compute-only timings
 (every time is a point's mean over repeats, ``time_mean`` / ``coll_time_mean``); both are fitted on a training subset
-only. Beyond the required fields (see :mod:`hsitp.cost.calibration`), the same
+only. Beyond the required fields, the same
 training points give each op's compute model (per-call overhead + FLOP term + memory-traffic term; FLOPs and
 traffic are the refined cost model's, computed here by :func:`hsitp.bench.predict.work_split`) and its sequence
 factor: the median ratio of its training points' replayed collectives to their ring-model time with the sweep's
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,14 +35,19 @@ from hsitp.bench.fit import (
     holdout_mask,
 )
 from hsitp.bench.predict import TOKENIZE, work_split
-from hsitp.bench.results import KIND as MICROBENCH_KIND
 from hsitp.bench.results import head_padding, point_at, read_input, trace_records
-from hsitp.cost.calibration import CALIBRATION_KIND, CalibrationError, calibration_dataset
+from hsitp.contracts import (
+    CALIBRATION,
+    COMPUTE_MODEL_VARS,
+    MICROBENCH,
+    CalibrationError,
+    validate_calibration,
+)
 from hsitp.cost.refined import collectives_time
-from hsitp.io import provenance, write_netcdf
+from hsitp.io import describe, provenance, write_netcdf
+from hsitp.names import COLLECTIVES
 from hsitp.settings import BenchSettings
 
-KIND = CALIBRATION_KIND
 log = logging.getLogger(__name__)
 
 
@@ -186,7 +192,6 @@ def calibrate(mb: xr.Dataset, *, fraction: float, seed: int, dtype: str | None =
     seq = sequence_factors(mb, opts, {f.collective: f for f in fits}, ops, dtype=dtype)
     log.info("sequence factors (back-to-back / alone): %s", ", ".join(f"{o} {v:.2f}" for o, v in seq.items()))
     world_sizes = sorted({r["P"] for r in cpts if not r["held_out"]})
-    # calibration_dataset (owned by the cost model) builds and validates the schema.
     ds = calibration_dataset(
         alpha={f.collective: f.alpha for f in fits},
         beta={f.collective: f.beta for f in fits},
@@ -215,6 +220,80 @@ def calibrate(mb: xr.Dataset, *, fraction: float, seed: int, dtype: str | None =
             "measured": "fitted to measurements on the device named in `device`",
         }
     )
+    return ds
+
+
+CALIBRATION_ATTRS: dict[str, dict[str, str]] = {
+    "alpha": {"units": "s", "long_name": "per-call overhead"},
+    "beta": {"units": "B/s", "long_name": "ring bandwidth"},
+    "achieved_flops": {"units": "FLOP/s", "long_name": "achieved compute rate"},
+    "alpha_stderr": {"units": "s", "long_name": "standard error of alpha"},
+    "beta_stderr": {"units": "B/s", "long_name": "standard error of beta"},
+    "n_points": {"units": "1", "long_name": "points in the fit"},
+    "compute_overhead": {"units": "s", "long_name": "fixed time per call of the op"},
+    "compute_rate": {"units": "FLOP/s", "long_name": "rate of the FLOP term (inf: term fitted to zero)"},
+    "mem_bandwidth": {
+        "units": "B/s",
+        "long_name": "rate of the memory-traffic term (inf: term fitted to zero)",
+    },
+    "sequence_factor": {
+        "units": "1",
+        "long_name": "time of the op's collectives back to back / their ring-model time timed alone",
+    },
+    "collective": {"long_name": "collective (ring model per collective)"},
+    "op": {"long_name": "parallel layer (hsitp.names.OP_NAMES)"},
+}
+
+
+def calibration_dataset(
+    *,
+    alpha: Mapping[str, float],
+    beta: Mapping[str, float],
+    achieved_flops: Mapping[str, float],
+    device: str,
+    backend: str,
+    dtype: str,
+    world_sizes: Sequence[int],
+    fit_points: Any,
+    alpha_stderr: Mapping[str, float] | None = None,
+    beta_stderr: Mapping[str, float] | None = None,
+    n_points: Mapping[str, int] | None = None,
+    compute_model: Mapping[str, Mapping[str, float]] | None = None,
+    sequence_factor: Mapping[str, float] | None = None,
+) -> xr.Dataset:
+    """A calibration dataset (:data:`hsitp.contracts.CALIBRATION`), validated: α [s], β [B/s] per collective,
+    achieved FLOP/s per op; optionally ``compute_model`` {"compute_overhead" | "compute_rate" | "mem_bandwidth":
+    {op: value}} and ``sequence_factor`` {op: value} for every op of ``achieved_flops``, given together."""
+    colls = [c for c in COLLECTIVES if c in alpha or c in beta]
+    ops = list(achieved_flops)
+    data: dict[str, Any] = {
+        "alpha": ("collective", [float(alpha[c]) for c in colls]),
+        "beta": ("collective", [float(beta[c]) for c in colls]),
+        "achieved_flops": ("op", [float(achieved_flops[o]) for o in ops]),
+    }
+    for name, values in (("alpha_stderr", alpha_stderr), ("beta_stderr", beta_stderr)):
+        if values is not None:
+            data[name] = ("collective", [float(values.get(c, np.nan)) for c in colls])
+    if n_points is not None:
+        data["n_points"] = ("collective", [int(n_points.get(c, 0)) for c in colls])
+    for name in COMPUTE_MODEL_VARS[:3] if compute_model is not None else ():
+        data[name] = ("op", [float(compute_model[name][o]) for o in ops])
+    if sequence_factor is not None:
+        data["sequence_factor"] = ("op", [float(sequence_factor[o]) for o in ops])
+    ds = xr.Dataset(
+        data,
+        coords={"collective": colls, "op": ops},
+        attrs={
+            "device": device,
+            "backend": backend,
+            "dtype": dtype,
+            "world_sizes": json.dumps([int(p) for p in world_sizes]),
+            "fit_points": json.dumps(fit_points, default=str),
+            "model": "t = alpha + factor(P) * bytes / beta; all_reduce 2(P-1)/P, all_gather/reduce_scatter (P-1)/P",
+        },
+    )
+    describe(ds, CALIBRATION_ATTRS)
+    validate_calibration(ds, "<in memory>")
     return ds
 
 
@@ -293,7 +372,7 @@ def _fit_compute(
 
 
 def run_calibrate(microbench: str | Path, out: str | Path, settings: BenchSettings) -> Path:
-    mb = read_input(microbench, MICROBENCH_KIND)
+    mb = read_input(microbench, MICROBENCH)
     fraction, seed = settings.fit.holdout_fraction, settings.seed
     log.info(
         "read %s: P = %s, dtypes %s, on %s; holding out %.0f %% of the points (seed %d)",
@@ -306,7 +385,7 @@ def run_calibrate(microbench: str | Path, out: str | Path, settings: BenchSettin
     )
     cal = calibrate(mb, fraction=fraction, seed=seed)
     prov = provenance(config=settings.source, inputs={"microbench": microbench})
-    path = write_netcdf(cal, out, kind=KIND, prov=prov)
+    path = write_netcdf(cal, out, kind=CALIBRATION.kind, prov=prov)
     log.info("wrote %s", path)
     return path
 

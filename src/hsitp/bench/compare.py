@@ -26,7 +26,6 @@ import xarray as xr
 
 from hsitp.bench.calibrate import fit_points
 from hsitp.bench.predict import predict
-from hsitp.bench.results import KIND as MICROBENCH_KIND
 from hsitp.bench.results import (
     POINT_COORD_ATTRS,
     POINT_DIMS,
@@ -35,14 +34,13 @@ from hsitp.bench.results import (
     read_input,
     trace_records,
 )
-from hsitp.cost.calibration import CALIBRATION_KIND
+from hsitp.contracts import CALIBRATION, MICROBENCH, MODEL_VS_MEASURED
 from hsitp.cost.hardware import hardware_from_calibration
 from hsitp.cost.refined import collectives_time
 from hsitp.io import describe, provenance, write_netcdf
 from hsitp.names import COST_MODELS
 from hsitp.settings import BenchSettings
 
-KIND = "model_vs_measured"
 log = logging.getLogger(__name__)
 TITLE = "hsitp: measured CCR per layer vs the paper's stated and the calibrated refined cost model"
 MODELS = (*COST_MODELS, "traced")  # traced: a diagnostic beside the two cost models (docstring)
@@ -176,8 +174,8 @@ def summary(ds: xr.Dataset) -> dict[str, dict[str, float]]:
 def run_compare(
     microbench: str | Path, calibration: str | Path, out: str | Path, settings: BenchSettings
 ) -> Path:
-    mb = read_input(microbench, MICROBENCH_KIND)
-    cal = read_input(calibration, CALIBRATION_KIND)
+    mb = read_input(microbench, MICROBENCH)
+    cal = read_input(calibration, CALIBRATION)
     log.info(
         "read %s and %s (calibrated %s on %s)",
         microbench,
@@ -188,7 +186,7 @@ def run_compare(
     ds = compare(mb, cal, calibration)
     log_summary(ds)
     prov = provenance(config=settings.source, inputs={"microbench": microbench, "calibration": calibration})
-    path = write_netcdf(ds, out, kind=KIND, prov=prov)
+    path = write_netcdf(ds, out, kind=MODEL_VS_MEASURED.kind, prov=prov)
     log.info("wrote %s", path)
     return path
 

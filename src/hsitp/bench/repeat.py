@@ -18,9 +18,10 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from hsitp.bench.compare import FLAG_HELD_OUT, KIND
+from hsitp.bench.compare import FLAG_HELD_OUT
+from hsitp.contracts import MODEL_VS_MEASURED
 from hsitp.errors import HsitpError
-from hsitp.io import json_attr, read_netcdf
+from hsitp.io import json_attr
 from hsitp.names import COST_MODELS
 
 POINT = ("op", "P", "N", "D", "L")
@@ -30,7 +31,7 @@ def load_runs(run_dirs: Sequence[str | Path]) -> list[xr.Dataset]:
     """Each run's ``model_vs_measured.nc`` (one dtype: the calibrated one)."""
     runs = []
     for d in run_dirs:
-        ds = read_netcdf(Path(d) / "bench" / "model_vs_measured.nc", kind=KIND)
+        ds = MODEL_VS_MEASURED.read(Path(d) / "bench" / "model_vs_measured.nc")
         runs.append(ds.isel(dtype=0, drop=True))
     return runs
 

@@ -30,15 +30,15 @@ import xarray as xr
 from hsitp.bench.collective_sweep import COLLECTIVES
 from hsitp.bench.predict import Point
 from hsitp.bench.timing import mean_over_repeats, median_iqr
+from hsitp.contracts import MICROBENCH, Contract
 from hsitp.errors import HsitpError
-from hsitp.io import ResultFileError, describe, provenance, read_netcdf, write_netcdf
+from hsitp.io import ResultFileError, describe, provenance, write_netcdf
 from hsitp.settings import BenchSettings
 from hsitp.shape import LayerShape
 
 log = logging.getLogger(__name__)
 
 MODES = ("full", "compute", "comm")
-KIND = "microbench"
 TITLE = "hsitp microbenchmarks: measured times of tensor-parallel layers (full, compute-only, comm-only) and collectives"
 POINT_DIMS = ("op", "P", "N", "D", "L", "dtype")
 SWEPT = (
@@ -112,25 +112,14 @@ class BenchInputError(HsitpError):
     """An input file of a bench step is missing or was written by something else."""
 
 
-# What the bench steps read from each kind of input beyond the dimensions: a file an older hsitp wrote under the
-# same schema version lacks some of them, and is refused with their names instead of a KeyError deep in a fit.
-REQUIRED: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {  # kind -> (variables, attributes)
-    "microbench": (
-        ("time_mean", "coll_time_mean", "coll_bytes", "trace_count", "trace_bytes", "group_size"),
-        ("head_padding", "layer_shape"),
-    ),
-    "calibration": ((), ("dtype", "device", "fit_points")),
-}
-
-
-def read_input(path: str | Path, kind: str) -> xr.Dataset:
-    """``read_netcdf`` with a user-facing error naming the file and the step that writes it."""
-    variables, attributes = REQUIRED.get(kind, ((), ()))
+def read_input(path: str | Path, contract: Contract) -> xr.Dataset:
+    """A bench step's input read through its contract (a file an older hsitp wrote is refused naming what it
+    lacks), with a user-facing error naming the file and the step that writes it."""
     try:
-        return read_netcdf(path, kind=kind, require_vars=variables, require_attrs=attributes)
+        return contract.read(path)
     except ResultFileError as exc:
         raise BenchInputError(
-            f"{exc} (expected a {kind!r} file: microbench <- `hsitp bench run` + `merge`, "
+            f"{exc} (expected a {contract.kind!r} file: microbench <- `hsitp bench run` + `merge`, "
             "calibration <- `hsitp bench calibrate`)"
         ) from exc
 
@@ -253,9 +242,8 @@ def write_partial(
     describe(ds, MICROBENCH_ATTRS)
     ds.attrs.update({"world_size": p, "measured": "yes", **{k: attrs[k] for k in ("device", "backend")}})
     title = f"{TITLE}, one launch at P = {p}"
-    return write_netcdf(
-        ds, path, kind=KIND, prov=provenance(config=settings.source, extra={"run": dict(attrs)}), title=title
-    )
+    prov = provenance(config=settings.source, extra={"run": dict(attrs)})
+    return write_netcdf(ds, path, kind=MICROBENCH.kind, prov=prov, title=title)
 
 
 def _launch(ds: xr.Dataset) -> int:
@@ -305,7 +293,7 @@ def merge_partials(paths: Sequence[str | Path], out: str | Path, settings: Bench
     """
     if not paths:
         raise MergeError("bench merge: no partial files given")
-    parts = [read_input(p, KIND) for p in paths]
+    parts = [read_input(p, MICROBENCH) for p in paths]
     by_p = _launches_by_p(paths, parts)
     _check_same_sweep(paths, parts, by_p)
     # combine_attrs="override": every variable keeps the first file's units and long_name (the files' own
@@ -319,7 +307,7 @@ def merge_partials(paths: Sequence[str | Path], out: str | Path, settings: Bench
     _log_merged(merged.attrs)
     prov = provenance(config=settings.source, inputs={Path(p).name: p for p in paths})
     sizes = ", ".join(str(p) for p in merged.attrs["world_sizes"])
-    path = write_netcdf(merged, out, kind=KIND, prov=prov, title=f"{TITLE}, P = {sizes}")
+    path = write_netcdf(merged, out, kind=MICROBENCH.kind, prov=prov, title=f"{TITLE}, P = {sizes}")
     log.info("wrote %s (P = %s, %d launch(es) each)", path, sizes, merged.attrs["launches"])
     return path
 

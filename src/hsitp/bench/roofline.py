@@ -16,10 +16,9 @@ import numpy as np
 import xarray as xr
 
 from hsitp.bench.timing import median_iqr, time_region
+from hsitp.contracts import BENCH_ROOFLINE
 from hsitp.io import describe, device_description, provenance, write_netcdf
 from hsitp.settings import BenchSettings
-
-KIND = "bench_roofline"
 
 
 def gemm_flops(m: int, n: int, k: int) -> float:
@@ -135,4 +134,4 @@ def write_roofline(out: str | Path, s: BenchSettings) -> Path:
                   warmup=s.warmup, repeats=s.repeats, seed=s.seed)  # fmt: skip
     ds = run_roofline(**kwargs)
     prov = provenance(config=s.source, extra={"roofline": kwargs})
-    return write_netcdf(ds, out, kind=KIND, prov=prov)
+    return write_netcdf(ds, out, kind=BENCH_ROOFLINE.kind, prov=prov)

@@ -23,12 +23,12 @@ from hsitp.bench.ops import bench_kernel, make_step, sweep_points, trace_point
 from hsitp.bench.predict import check_points, mesh_2d, op_work, predict
 from hsitp.bench.results import POINT_COORD_ATTRS
 from hsitp.bench.timing import median_iqr, time_region
+from hsitp.contracts import BENCH_SHARD
 from hsitp.errors import HsitpError
 from hsitp.io import describe, device_description, provenance, write_netcdf
 from hsitp.settings import BenchSettings
 
 log = logging.getLogger(__name__)
-KIND = "bench_shard"
 POINT_DIMS = ("op", "P", "N", "D", "L")
 SHARD_ATTRS: dict[str, dict[str, str]] = {
     **POINT_COORD_ATTRS,
@@ -193,5 +193,5 @@ def write_shard(out: str | Path, settings: BenchSettings, *, hardware: str | Non
     hardware = hardware or settings.shard.hardware
     ds = run_shard(settings, hardware=hardware)
     return write_netcdf(
-        ds, out, kind=KIND, prov=provenance(config=settings.source, extra={"hardware": hardware})
+        ds, out, kind=BENCH_SHARD.kind, prov=provenance(config=settings.source, extra={"hardware": hardware})
     )

@@ -38,6 +38,7 @@ def _measured_inputs(cost: dict[str, Any], table: str) -> dict[str, str]:
 
 
 def _table(args: argparse.Namespace) -> int:
+    from hsitp.contracts import COST
     from hsitp.cost.tables import TABLES
     from hsitp.io import provenance, write_netcdf
 
@@ -45,7 +46,7 @@ def _table(args: argparse.Namespace) -> int:
     cost = cfg["cost"]
     ds = TABLES[args.table](cost)
     prov = provenance(config={"cost": cost}, inputs=_measured_inputs(cost, args.table))
-    write_netcdf(ds, args.out, kind=f"cost_{args.table}", prov=prov)
+    write_netcdf(ds, args.out, kind=COST[args.table].kind, prov=prov)
     print(f"wrote {args.out} ({', '.join(f'{k}={v}' for k, v in ds.sizes.items())})")
     return 0
 

@@ -22,10 +22,11 @@ from types import MappingProxyType
 
 import numpy as np
 
-from hsitp.cost.calibration import COMPUTE_MODEL_VARS, MEASURED_PREFIX, load_calibration
 from hsitp.cost.paper import PAPER_BETA_INTER, PAPER_BETA_INTRA, PAPER_F
 from hsitp.errors import HsitpError
 from hsitp.names import COLLECTIVES
+
+MEASURED_PREFIX = "measured:"  # a hardware name "measured:PATH" names a calibration file
 
 
 class UnknownHardwareError(HsitpError, KeyError):
@@ -230,7 +231,7 @@ def preset_names() -> list[str]:
 
 
 def get_hardware(name: str) -> Hardware:
-    """A preset by name, or ``measured:PATH`` (a calibration netCDF, see :mod:`hsitp.cost.calibration`)."""
+    """A preset by name, or ``measured:PATH`` (a calibration netCDF, :data:`hsitp.contracts.CALIBRATION`)."""
     if isinstance(name, Hardware):
         return name
     if name.startswith(MEASURED_PREFIX):
@@ -250,7 +251,9 @@ def hardware_from_calibration(path: str | Path) -> Hardware:
     The fit covers only the world sizes it was measured on (all inside one machine), so the same α, β serve
     inside and across nodes, and ``devices_per_node`` is the largest measured world size.
     """
-    ds = load_calibration(path)
+    from hsitp.contracts import CALIBRATION, COMPUTE_MODEL_VARS
+
+    ds = CALIBRATION.read(path)  # one line naming the file (and `hsitp bench calibrate`) when it cannot serve
     colls = [str(c) for c in ds["collective"].values]
     alpha = {c: float(ds["alpha"].sel(collective=c)) for c in colls}
     beta = {c: float(ds["beta"].sel(collective=c)) for c in colls}

@@ -42,6 +42,7 @@ import numpy as np
 import xarray as xr
 from scipy.ndimage import distance_transform_cdt
 
+from hsitp.contracts import DATASET
 from hsitp.errors import HsitpError
 from hsitp.io import upgrade_names
 from hsitp.names import PROTOCOLS  # canonical order of the ``protocol`` coordinate
@@ -250,7 +251,7 @@ def near_train_fraction(partition: np.ndarray, radius: int) -> float:
 
 def partition_count(ds: xr.Dataset) -> int:
     """K, the partitions per protocol a prepared file holds (1 for a file written before there were several)."""
-    ds = upgrade_names(ds, kind="dataset")
+    ds = upgrade_names(ds, kind=DATASET.kind)
     if "partition" in ds and INDEX in ds["partition"].dims:
         return int(ds.sizes[INDEX])
     return 1
@@ -284,7 +285,7 @@ def read_partition(ds: xr.Dataset, protocol: str, index: int = 0) -> np.ndarray:
     ``data.partition.draws``. A file of an older hsitp (variable ``split``) is read through
     :func:`hsitp.io.upgrade_names`; one without the ``partition_index`` dimension is index 0.
     """
-    ds = upgrade_names(ds, kind="dataset")
+    ds = upgrade_names(ds, kind=DATASET.kind)
     if "partition" not in ds:
         raise PartitionError("the prepared file has no `partition` variable; re-run `hsitp data prepare`")
     var = ds["partition"]

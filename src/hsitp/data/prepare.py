@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from hsitp.contracts import DATASET
 from hsitp.data.fetch import FetchResult
 from hsitp.data.matfile import load_array
 from hsitp.data.partition import (
@@ -448,4 +449,4 @@ def write_prepared(
         input_sha256=fetched.input_sha256(),
         extra={"dataset": fetched.dataset, "source": fetched.source, "variant": fetched.variant},
     )
-    return write_netcdf(ds, path, kind="dataset", prov=prov, title=ds.attrs.get("title"))
+    return write_netcdf(ds, path, kind=DATASET.kind, prov=prov, title=ds.attrs.get("title"))

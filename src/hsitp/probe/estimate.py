@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from hsitp.contracts import PROBE_ESTIMATE
 from hsitp.cost.paper import DCHAG_SETTINGS
 from hsitp.io import describe_missing, provenance, write_netcdf
 from hsitp.models.config import config_attention_kernel
@@ -29,7 +30,6 @@ from hsitp.probe.results import ATTRS
 from hsitp.probe.tracker import KINDS, PARTS
 
 log = logging.getLogger(__name__)
-KIND = "probe_estimate"
 
 
 def estimate_one(pt: Point, sec: Mapping[str, Any], seed: int = 0) -> Any:
@@ -70,9 +70,8 @@ def run_estimate(config: Mapping[str, Any], out: str | Path) -> Path:
     kernel = config_attention_kernel(config, "cuda")
     ds = _dataset(pts, _estimate_all(pts, kernel, seed=int(config["seed"])), kernel)
     describe_missing(ds, ATTRS)
-    return write_netcdf(
-        ds, out, kind=KIND, prov=provenance(config=config), title="probe estimate (fake tensors)"
-    )
+    prov = provenance(config=config)
+    return write_netcdf(ds, out, kind=PROBE_ESTIMATE.kind, prov=prov, title="probe estimate (fake tensors)")
 
 
 def _estimate_all(

@@ -13,15 +13,13 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from hsitp.contracts import PROBE_MEMORY, PROBE_PARTIAL, PROBE_THROUGHPUT
 from hsitp.errors import HsitpError
-from hsitp.io import describe_missing, provenance, read_netcdf, write_netcdf
+from hsitp.io import describe_missing, provenance, write_netcdf
 from hsitp.names import DCHAG_PLANS
 from hsitp.probe.grid import Point
 from hsitp.probe.tracker import KINDS, PARTS, PHASES
 
-PARTIAL_KIND = "probe_partial"
-MEMORY_KIND = "probe_memory"
-THROUGHPUT_KIND = "probe_throughput"
 TIME_PARTS = (*PARTS, "other")
 MODES = ("full", "compute")
 
@@ -171,7 +169,9 @@ def write_partial(
     run = {k: v for k, v in attrs.items() if k != "interleave_orders"}
     prov = provenance(config=config, extra={"run": run})
     describe_missing(ds, ATTRS)
-    return write_netcdf(ds, out, kind=PARTIAL_KIND, prov=prov, title=f"memory probe, one launch at P = {P}")
+    return write_netcdf(
+        ds, out, kind=PROBE_PARTIAL.kind, prov=prov, title=f"memory probe, one launch at P = {P}"
+    )
 
 
 def _fill_point(arrays: Mapping[str, np.ndarray], idx: tuple[int, ...], res: Mapping[str, Any]) -> None:
@@ -196,7 +196,7 @@ def _fill_point(arrays: Mapping[str, np.ndarray], idx: tuple[int, ...], res: Map
 
 def _read(path: str | Path) -> xr.Dataset:
     try:
-        return read_netcdf(path, kind=PARTIAL_KIND)
+        return PROBE_PARTIAL.read(path)
     except HsitpError as exc:
         raise ProbeMergeError(f"{exc} (expected a partial file of `hsitp probe run`)") from exc
 
@@ -229,8 +229,10 @@ def merge(
     prov = provenance(config=config, inputs={str(p): p for p in paths})
     describe_missing(mem, ATTRS)
     describe_missing(thr, ATTRS)
-    m = write_netcdf(mem, memory_out, kind=MEMORY_KIND, prov=prov, title="per-rank memory by part and kind")
-    t = write_netcdf(thr, throughput_out, kind=THROUGHPUT_KIND, prov=prov, title="probe throughput")
+    m = write_netcdf(
+        mem, memory_out, kind=PROBE_MEMORY.kind, prov=prov, title="per-rank memory by part and kind"
+    )
+    t = write_netcdf(thr, throughput_out, kind=PROBE_THROUGHPUT.kind, prov=prov, title="probe throughput")
     return m, t
 
 

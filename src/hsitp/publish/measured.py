@@ -20,14 +20,18 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
+from hsitp.contracts import KERNEL_CHECK, TRAIN_SUMMARY, TUNE_STUDY, summary_cells
 from hsitp.errors import HsitpError
-from hsitp.io import atomic_write_text, read_netcdf
+from hsitp.io import atomic_write_text
 
 BLOCK = re.compile(
     r"(<!-- generated: (?P<name>[\w.-]+/[\w-]+) \(hsitp report measured\) -->\n)(?P<body>.*?)(<!-- end generated: "
@@ -46,14 +50,35 @@ def _md(df: pd.DataFrame) -> str:
     return df.to_markdown(index=False, floatfmt=".3g") + "\n"
 
 
-def _studies(reference: Path) -> list[xr.Dataset]:
-    return [read_netcdf(p, kind="tune_study") for p in sorted(reference.glob("tune/*/*.nc"))]
+@dataclass
+class Reference:
+    """A committed reference folder (``results/reference/RUN``), each of its files read once for every block."""
+
+    path: Path
+
+    @cached_property
+    def summary(self) -> xr.Dataset:
+        return TRAIN_SUMMARY.read(self.path / "train" / "summary.nc")
+
+    @cached_property
+    def cells(self) -> pd.DataFrame:
+        """The summary's cells (:func:`hsitp.contracts.summary_cells`), coordinates as columns, in file order."""
+        return summary_cells(self.summary).reset_index()
+
+    @cached_property
+    def control(self) -> xr.Dataset | None:
+        path = self.path / "train" / "control_summary.nc"
+        return TRAIN_SUMMARY.read(path) if path.exists() else None
+
+    @cached_property
+    def studies(self) -> list[xr.Dataset]:
+        return [TUNE_STUDY.read(p) for p in sorted(self.path.glob("tune/*/*.nc"))]
 
 
-def recipes_block(reference: Path) -> str:
+def recipes_block(ref: Reference) -> str:
     """Each study's best trial: the tuned recipe of each plan and protocol, with the study's trial counts and time."""
     rows = []
-    for s in _studies(reference):
+    for s in ref.studies:
         best = json.loads(str(s.attrs["best_params"]))
         states = pd.Series(s["state"].values.astype(str)).value_counts()
         rows.append(
@@ -69,15 +94,15 @@ def recipes_block(reference: Path) -> str:
             }
         )  # fmt: skip
     if not rows:
-        raise MeasuredDocError(f"{reference}: no tuning study under tune/ (the recipes block needs them)")
+        raise MeasuredDocError(f"{ref.path}: no tuning study under tune/ (the recipes block needs them)")
     return _md(pd.DataFrame(rows).sort_values(["protocol", "plan"], kind="stable"))
 
 
-def budget_block(reference: Path) -> str:
+def budget_block(ref: Reference) -> str:
     """Best validation OA after 4, 8, 12 and all trials (the search as run), and Dodge et al.'s expected best of
     1 and of all start-up trials with its spread: a curve still rising at the end says the budget was short."""
     rows = []
-    for s in _studies(reference):
+    for s in ref.studies:
         best = s["best_so_far"].values
         n = len(best)
         row: dict[str, object] = {"plan": s.attrs["plan"], "protocol": s.attrs["protocol"]}
@@ -91,153 +116,125 @@ def budget_block(reference: Path) -> str:
     return _md(pd.DataFrame(rows).sort_values(["protocol", "plan"], kind="stable"))
 
 
-def _verdict_name(summary: xr.Dataset, i: int) -> str:
-    from hsitp.report.train import _verdict_name as name
-
-    return name(summary, i)
+def _pp(x: float, fmt: str = ".1f") -> str:
+    return f"{PERCENT * float(x):{fmt}}"
 
 
-def _several_partitions(summary: xr.Dataset) -> bool:
-    from hsitp.report.train import several_partitions
+def _summary_rows(ref: Reference, recipe: str) -> list[dict[str, object]]:
+    from hsitp.report.train import _verdict_name, several_partitions
 
-    return several_partitions(summary)
-
-
-def _summary_rows(summary: xr.Dataset, recipe: str) -> list[dict[str, object]]:
     rows = []
-    for i in range(summary.sizes["cell"]):
-        plan = str(summary["plan"].values[i])
-        lo, hi = (PERCENT * float(summary[f"d_oa_vs_tp_ci_{e}"].values[i]) for e in ("low", "high"))
-        k = float(summary["seeds_to_decide"].values[i]) if "seeds_to_decide" in summary else np.nan
-        tp = plan == "tp"
+    for c in ref.cells.itertuples(index=False):
+        k = float(getattr(c, "seeds_to_decide", np.nan))
+        tp = c.plan == "tp"
         row: dict[str, object] = {
-            "protocol": str(summary["protocol"].values[i]), "plan": plan, "recipe": recipe,
-            "P": int(summary["P"].values[i]), "g": int(summary["g"].values[i]) if not tp else "",
-            "seeds": int(summary["seeds"].values[i]),
-            "OA [%] mean ± std": f"{PERCENT * float(summary['oa_mean'].values[i]):.1f} ± "
-            f"{PERCENT * float(summary['oa_std'].values[i]):.1f}",
+            "protocol": c.protocol, "plan": c.plan, "recipe": recipe, "P": c.P, "g": c.g if not tp else "",
+            "seeds": int(c.seeds), "OA [%] mean ± std": f"{_pp(c.oa_mean)} ± {_pp(c.oa_std)}",
             "ΔOA vs tp [pp] (95 % CI)": "reference" if tp else
-            f"{PERCENT * float(summary['d_oa_vs_tp_mean'].values[i]):+.1f} [{lo:+.1f}, {hi:+.1f}]",
-            "verdict": "" if tp else _verdict_name(summary, i),
+            f"{_pp(c.d_oa_vs_tp_mean, '+.1f')} [{_pp(c.d_oa_vs_tp_ci_low, '+.1f')}, {_pp(c.d_oa_vs_tp_ci_high, '+.1f')}]",
+            "verdict": "" if tp else _verdict_name(ref.summary, c.i),
             "seeds to decide": "" if tp or not np.isfinite(k) or k <= 0 else int(k),
         }  # fmt: skip
-        if _several_partitions(
-            summary
-        ):  # issue 50: replicates are (partition, seed); intervals over partitions
-            row = _with_partitions(row, summary, i, tp)
-        rows.append(row)
+        rows.append(_with_partitions(row, c, tp) if several_partitions(ref.summary) else row)
     return rows
 
 
-def _with_partitions(row: dict[str, object], summary: xr.Dataset, i: int, tp: bool) -> dict[str, object]:
-    """A fair-table row of a summary with partitions: replicates as partitions x seeds, the OA's spread across
-    partitions and across seeds apart, and the units to decide named by what the interval is over."""
+def _with_partitions(row: dict[str, object], c: Any, tp: bool) -> dict[str, object]:
+    """A fair-table row of a summary with partitions (issue 50): replicates as partitions x seeds, the OA's spread
+    across partitions and across seeds apart, and the units to decide named by what the interval is over."""
     from hsitp.train.summary import UNIT_FLAGS
 
     k = row.pop("seeds to decide")
-    unit = (
-        UNIT_FLAGS[int(summary["verdict_unit_flag"].values[i])] if "verdict_unit_flag" in summary else "seed"
-    )
-    out = {key: v for key, v in row.items() if key != "seeds"}
-    out = {
-        **{key: out[key] for key in ("protocol", "plan", "recipe", "P", "g")},
-        "partitions × seeds": f"{int(summary['partitions'].values[i])} × {int(summary['seeds'].values[i])}",
-        "OA [%] mean ± std": out["OA [%] mean ± std"],
-        "OA sd across partitions / seeds [pp]": f"{PERCENT * float(summary['oa_partition_std'].values[i]):.1f} / "
-        f"{PERCENT * float(summary['oa_seed_std'].values[i]):.1f}",
-        "ΔOA vs tp [pp] (95 % CI)": out["ΔOA vs tp [pp] (95 % CI)"],
-        "verdict": out["verdict"],
+    unit = UNIT_FLAGS[int(c.verdict_unit_flag)] if hasattr(c, "verdict_unit_flag") else "seed"
+    return {
+        **{key: row[key] for key in ("protocol", "plan", "recipe", "P", "g")},
+        "partitions × seeds": f"{int(c.partitions)} × {int(c.seeds)}",
+        "OA [%] mean ± std": row["OA [%] mean ± std"],
+        "OA sd across partitions / seeds [pp]": f"{_pp(c.oa_partition_std)} / {_pp(c.oa_seed_std)}",
+        "ΔOA vs tp [pp] (95 % CI)": row["ΔOA vs tp [pp] (95 % CI)"],
+        "verdict": row["verdict"],
         "to decide": "" if tp or k == "" else f"{k} {unit}s",
     }
-    return out
 
 
-def _baseline_rows(summary: xr.Dataset) -> list[dict[str, object]]:
-    rows, seen = [], set()
-    for i in range(summary.sizes["cell"]):
-        protocol = str(summary["protocol"].values[i])
-        if protocol in seen or "classifier" not in summary.coords:
-            continue
-        seen.add(protocol)
+def _baseline_rows(ref: Reference) -> list[dict[str, object]]:
+    from hsitp.report.train import several_partitions
+
+    summary, rows = ref.summary, []
+    if "classifier" not in summary.coords:
+        return rows
+    for protocol, cells in ref.cells.groupby("protocol", sort=False):
+        first = cells.iloc[0]
         for j, clf in enumerate(summary["classifier"].values):
             row: dict[str, object] = {
                 "protocol": protocol, "plan": {"svm": "SVM", "rf": "random forest"}.get(str(clf), str(clf)),
                 "recipe": "classical baseline", "P": "", "g": "",
-                "seeds": int(summary["baseline_seeds"].values[i]) if "baseline_seeds" in summary else "",
-                "OA [%] mean ± std": f"{PERCENT * float(summary['baseline_oa_mean'].values[i, j]):.1f} ± "
-                f"{PERCENT * float(summary['baseline_oa_std'].values[i, j]):.1f}",
+                "seeds": int(first["baseline_seeds"]) if "baseline_seeds" in cells else "",
+                "OA [%] mean ± std": f"{_pp(summary['baseline_oa_mean'].values[first['i'], j])} ± "
+                f"{_pp(summary['baseline_oa_std'].values[first['i'], j])}",
                 "ΔOA vs tp [pp] (95 % CI)": "", "verdict": "", "seeds to decide": "",
             }  # fmt: skip
-            if _several_partitions(summary):
-                row = _baseline_with_partitions(row, summary, protocol, j)
-            rows.append(row)
+            rows.append(
+                _baseline_with_partitions(row, summary, cells, j) if several_partitions(summary) else row
+            )
     return rows
 
 
 def _baseline_with_partitions(
-    row: dict[str, object], summary: xr.Dataset, protocol: str, j: int
+    row: dict[str, object], summary: xr.Dataset, cells: pd.DataFrame, j: int
 ) -> dict[str, object]:
     """A baseline row of a summary with partitions: its partitions x seeds, its spread across partitions, and its
     OA minus tp's paired by partition (the sign of the column: the row minus tp)."""
-    cells = [c for c in range(summary.sizes["cell"]) if str(summary["protocol"].values[c]) == protocol]
-    tp = next((c for c in cells if str(summary["plan"].values[c]) == "tp"), cells[0])
-    d = -PERCENT * float(summary["d_oa_vs_baseline_mean"].values[tp, j])
-    lo = -PERCENT * float(summary["d_oa_vs_baseline_ci_high"].values[tp, j])
-    hi = -PERCENT * float(summary["d_oa_vs_baseline_ci_low"].values[tp, j])
+    tp = cells[cells["plan"] == "tp"]
+    i = int((tp if len(tp) else cells).iloc[0]["i"])
+    d, lo, hi = (
+        -PERCENT * float(summary[f"d_oa_vs_baseline_{v}"].values[i, j]) for v in ("mean", "ci_high", "ci_low")
+    )
     return {
         **{key: row[key] for key in ("protocol", "plan", "recipe", "P", "g")},
-        "partitions × seeds": f"{int(summary['baseline_partitions'].values[tp])} × {row['seeds']}",
+        "partitions × seeds": f"{int(summary['baseline_partitions'].values[i])} × {row['seeds']}",
         "OA [%] mean ± std": row["OA [%] mean ± std"],
-        "OA sd across partitions / seeds [pp]":
-            f"{PERCENT * float(summary['baseline_oa_partition_std'].values[tp, j]):.1f} / –",
-        "ΔOA vs tp [pp] (95 % CI)": f"{d:+.1f} [{lo:+.1f}, {hi:+.1f}]" if str(summary["plan"].values[tp]) == "tp"
-        else "",
+        "OA sd across partitions / seeds [pp]": f"{_pp(summary['baseline_oa_partition_std'].values[i, j])} / –",
+        "ΔOA vs tp [pp] (95 % CI)": f"{d:+.1f} [{lo:+.1f}, {hi:+.1f}]" if len(tp) else "",
         "verdict": "",
         "to decide": "",
-    }  # fmt: skip
+    }
 
 
-def fair_block(reference: Path) -> str:
+def fair_block(ref: Reference) -> str:
     """Test OA (§7.4: the mean of the last summary epochs) per protocol, plan and P on each plan's own recipe, with
     the paired difference to tp, its 95 % interval and the verdict, beside the classical baselines."""
-    summary = read_netcdf(reference / "train" / "summary.nc", kind="train_summary")
-    df = pd.DataFrame(_summary_rows(summary, "own tuned") + _baseline_rows(summary))
+    df = pd.DataFrame(_summary_rows(ref, "own tuned") + _baseline_rows(ref))
     return _md(df.sort_values("protocol", kind="stable"))
 
 
-def tuning_block(reference: Path) -> str:
+def tuning_block(ref: Reference) -> str:
     """The untuned control (D-CHAG on tp's tuned recipe) beside the same cells on their own recipe."""
     from hsitp.report.train import tuning_effect_table
 
-    control = reference / "train" / "control_summary.nc"
-    summary = read_netcdf(reference / "train" / "summary.nc", kind="train_summary")
-    df = tuning_effect_table(
-        summary, read_netcdf(control, kind="train_summary") if control.exists() else None
-    )
-    return _md(df.drop(columns=["dataset"], errors="ignore"))
+    return _md(tuning_effect_table(ref.summary, ref.control).drop(columns=["dataset"], errors="ignore"))
 
 
-def answer_block(reference: Path) -> str:
+def answer_block(ref: Reference) -> str:
     """The one-table answer: per plan and P, memory and throughput vs tp from the probe, the accuracy verdict and
     the time to accuracy from the summary (the train page's answer table, without activation checkpointing)."""
     from hsitp.report.train import answer_table, load_probe
 
-    memory, throughput = reference / "probe" / "memory.nc", reference / "probe" / "throughput.nc"
+    memory, throughput = ref.path / "probe" / "memory.nc", ref.path / "probe" / "throughput.nc"
     if not (memory.exists() and throughput.exists()):
         return "No probe files in this reference: memory and throughput were not measured in this run.\n"
-    summary = read_netcdf(reference / "train" / "summary.nc", kind="train_summary")
-    df = answer_table(*load_probe(memory, throughput), summary)
+    df = answer_table(*load_probe(memory, throughput), ref.summary)
     df = df[df["activation checkpointing"] == "none"].drop(columns=["L", "N", "measured on"], errors="ignore")
     return _md(df)
 
 
-def kernels_block(reference: Path) -> str:
+def kernels_block(ref: Reference) -> str:
     """tp at P = 2 under both single-query attention kernels (``benchmarks/kernel_check.py``): the fullest rank's
     peak and tokens/s, exact against sdpa timed in alternation in one launch."""
-    path = reference / "probe" / "kernels.nc"
+    path = ref.path / "probe" / "kernels.nc"
     if not path.exists():
         return "No kernel check in this reference (benchmarks/kernel_check.py was not run).\n"
-    ds = read_netcdf(path, kind="kernel_check")
+    ds = KERNEL_CHECK.read(path)
     peak = ds["peak_allocated"].max("rank")
     tps = ds["tokens_per_s"]
     ratio = ds["ratio_exact_vs_sdpa"].values
@@ -264,40 +261,38 @@ def _range(values: np.ndarray, fmt: str) -> str:
     return f"{fmt.format(np.median(v))} [{fmt.format(v.min())}, {fmt.format(v.max())}]"
 
 
-def headline_block(reference: Path) -> str:
+def headline_block(ref: Reference) -> str:
     """The README's sentences: per protocol, tp's OA against the SVM's, and the D-CHAG cells' verdicts on their own
     recipes counted, with the range of their OA differences to tp."""
-    summary = read_netcdf(reference / "train" / "summary.nc", kind="train_summary")
-    lines = []
-    for protocol in dict.fromkeys(map(str, summary["protocol"].values)):
-        cells = [i for i in range(summary.sizes["cell"]) if str(summary["protocol"].values[i]) == protocol]
-        tp = next(i for i in cells if str(summary["plan"].values[i]) == "tp")
-        others = [i for i in cells if str(summary["plan"].values[i]) != "tp"]
-        verdicts = pd.Series([_verdict_name(summary, i) for i in others]).value_counts()
-        counts = ", ".join(f"{int(n)} {v}" for v, n in verdicts.items())
-        d = PERCENT * summary["d_oa_vs_tp_mean"].values[others]
-        clf = list(map(str, summary["classifier"].values)) if "classifier" in summary.coords else []
+    from hsitp.report.train import _verdict_name, several_partitions
+
+    summary, lines = ref.summary, []
+    clf = list(map(str, summary["classifier"].values)) if "classifier" in summary.coords else []
+    for protocol, cells in ref.cells.groupby("protocol", sort=False):
+        tp = next(c for c in cells.itertuples(index=False) if c.plan == "tp")
+        others = cells[cells["plan"] != "tp"]
+        counts = pd.Series([_verdict_name(summary, i) for i in others["i"]]).value_counts()
         svm = (
-            f" (SVM {PERCENT * float(summary['baseline_oa_mean'].values[tp, clf.index('svm')]):.1f})"
+            f" (SVM {_pp(summary['baseline_oa_mean'].values[tp.i, clf.index('svm')])})"
             if "svm" in clf
             else ""
         )
-        replicates = f"{int(summary['seeds'].values[tp])} seeds"
-        if _several_partitions(summary):  # issue 50: the replicates and the two spreads
+        replicates = f"{int(tp.seeds)} seeds"
+        if several_partitions(summary):  # issue 50: the replicates and the two spreads
             replicates = (
-                f"{int(summary['partitions'].values[tp])} partitions × {replicates} (sd across partitions "
-                f"{PERCENT * float(summary['oa_partition_std'].values[tp]):.1f}, across seeds "
-                f"{PERCENT * float(summary['oa_seed_std'].values[tp]):.1f} pp)"
+                f"{int(tp.partitions)} partitions × {replicates} (sd across partitions {_pp(tp.oa_partition_std)}, "
+                f"across seeds {_pp(tp.oa_seed_std)} pp)"
             )
+        d = PERCENT * others["d_oa_vs_tp_mean"].to_numpy(dtype=float)
         lines.append(
-            f"- {protocol} protocol: tp OA {PERCENT * float(summary['oa_mean'].values[tp]):.1f} "
-            f"± {PERCENT * float(summary['oa_std'].values[tp]):.1f} %{svm}, {replicates}; "
-            f"the {len(others)} other cells vs tp: {counts} (ΔOA {np.nanmin(d):+.1f} to {np.nanmax(d):+.1f} pp)"
+            f"- {protocol} protocol: tp OA {_pp(tp.oa_mean)} ± {_pp(tp.oa_std)} %{svm}, {replicates}; the "
+            f"{len(others)} other cells vs tp: {', '.join(f'{int(n)} {v}' for v, n in counts.items())} "
+            f"(ΔOA {np.nanmin(d):+.1f} to {np.nanmax(d):+.1f} pp)"
         )
     return "\n".join(lines) + "\n"
 
 
-BLOCKS: Mapping[str, Callable[[Path], str]] = {
+BLOCKS: Mapping[str, Callable[[Reference], str]] = {
     "recipes": recipes_block,
     "budget": budget_block,
     "fair": fair_block,
@@ -308,8 +303,8 @@ BLOCKS: Mapping[str, Callable[[Path], str]] = {
 }
 
 
-def regenerate(text: str, references: Mapping[str, Path]) -> str:
-    """``text`` with every block of a run in ``references`` (run name -> reference folder) rewritten."""
+def regenerate(text: str, references: Mapping[str, Reference]) -> str:
+    """``text`` with every block of a run in ``references`` (run name -> its reference) rewritten."""
     cache: dict[str, str] = {}
 
     def body(match: re.Match[str]) -> str:
@@ -329,8 +324,8 @@ def regenerate(text: str, references: Mapping[str, Path]) -> str:
 def update(docs: Sequence[Path], references: Sequence[Path], check: bool = False) -> list[Path]:
     """Rewrite the blocks of ``docs`` from ``references``; the documents that differ (with ``check``, only
     reported). A marker without its end is an error (a block would swallow the rest of the document)."""
-    refs = {Path(r).name: Path(r) for r in references}
-    for r in refs.values():
+    refs = {Path(r).name: Reference(Path(r)) for r in references}  # each file read once for every document
+    for r in (ref.path for ref in refs.values()):
         found = (r / "train" / "summary.nc").exists() or (r / "probe" / "kernels.nc").exists()
         if not found and not list(r.glob("tune/*/*.nc")):
             raise MeasuredDocError(

@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from hsitp.contracts import DATASET, REFERENCE_RUNS, TRAIN, TUNE_STUDY
 from hsitp.errors import HsitpError
 from hsitp.io import (
     atomic_write,
@@ -56,7 +57,6 @@ from hsitp.io import (
     write_netcdf,
 )
 
-RUNS_KIND = "reference_runs"
 MANIFEST = "manifest.json"
 RUNS_FILE = "train/runs.nc"
 AS_IS = ("train/summary.nc", "train/control_summary.nc", "probe/memory.nc", "probe/throughput.nc")
@@ -120,7 +120,7 @@ def scene_content_sha256(path: str | os.PathLike[str]) -> str:
     partition per protocol (``data.partition.draws`` 1) hashes its ``partition`` without the partition_index
     dimension (issue 50), so a scene prepared now has the hash its references collected before."""
     h = hashlib.sha256()
-    ds = read_netcdf(path, kind="dataset", load=False)
+    ds = DATASET.read(path, load=False)
     try:
         for var in sorted(map(str, ds.data_vars)):
             values = ds[var]
@@ -148,7 +148,7 @@ def scene_entry(path: Path) -> dict[str, Any]:
     (read back from the file's own attributes: seed, accuracy protocols and partition settings, clip quantiles, PCA,
     source),
     as ``prepare_config`` for ``hsitp data fetch`` / ``hsitp data prepare --config-json``."""
-    ds = read_netcdf(path, kind="dataset", load=False)
+    ds = DATASET.read(path, load=False)
     try:
         attrs = dict(ds.attrs)
     finally:
@@ -259,7 +259,7 @@ RUN_VARS: dict[str, tuple[tuple[str, ...], str, str]] = {
 def _row(path: Path, control: bool, logs_dir: Path | None) -> dict[str, Any]:
     from hsitp.train.summary import record_numbers
 
-    ds = read_netcdf(path, kind="train", load=False)
+    ds = TRAIN.read(path, load=False)
     try:
         a = dict(ds.attrs)
         nums = record_numbers(ds)
@@ -472,7 +472,7 @@ def _copy_files(run_dir: Path, out: Path, logs: Path | None) -> tuple[xr.Dataset
         )
     runs = runs_dataset(records, logs)
     inputs = {str(p): p for p, _ in records}
-    write_netcdf(runs, out / RUNS_FILE, kind=RUNS_KIND, prov=provenance({}, inputs=inputs))
+    write_netcdf(runs, out / RUNS_FILE, kind=REFERENCE_RUNS.kind, prov=provenance({}, inputs=inputs))
     written.append(RUNS_FILE)
     for rel in AS_IS:
         src = run_dir / rel
@@ -482,7 +482,7 @@ def _copy_files(run_dir: Path, out: Path, logs: Path | None) -> tuple[xr.Dataset
             written.append(rel)
     for study in sorted((run_dir / "tune").glob("*/*.nc")):
         rel = study.relative_to(run_dir).as_posix()
-        read_netcdf(study, kind="tune_study", load=False).close()
+        TUNE_STUDY.read(study, load=False).close()
         atomic_copy(study, out / rel)
         written.append(rel)
     return runs, written

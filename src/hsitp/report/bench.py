@@ -20,6 +20,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from hsitp.contracts import CALIBRATION, MICROBENCH, MODEL_VS_MEASURED
 from hsitp.names import PLANS
 from hsitp.report import style
 from hsitp.report.common import (
@@ -45,17 +46,17 @@ SPLIT_OPS = {
 
 
 def load_microbench(path: str | os.PathLike[str]) -> xr.Dataset:
-    ds = load(path, kind="microbench")
+    ds = load(path, MICROBENCH)
     need(ds, "time_median", "exposed_comm")
     return ds
 
 
 def load_calibration(path: str | os.PathLike[str]) -> xr.Dataset:
-    return load(path, kind="calibration")
+    return load(path, CALIBRATION)
 
 
 def load_model_vs_measured(path: str | os.PathLike[str]) -> xr.Dataset:
-    ds = load(path, kind="model_vs_measured")
+    ds = load(path, MODEL_VS_MEASURED)
     need(ds, "ccr_measured", "ccr_stated", "ccr_refined", "held_out")
     return ds
 

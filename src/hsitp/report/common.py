@@ -21,13 +21,11 @@ import pandas as pd
 import xarray as xr
 from matplotlib.figure import Figure
 
+from hsitp.contracts import COST, Contract
 from hsitp.errors import HsitpError
-from hsitp.io import ResultFileError, atomic_write_text, read_netcdf
+from hsitp.io import atomic_write_text, read_netcdf
 from hsitp.report import labels, style
 from hsitp.report.outputs import Output, output
-
-# Kinds of the cost tables: `cost_<table>` (written by `hsitp cost`), `model_<table>` (older files, `hsitp model`).
-COST_KIND_PREFIXES = ("cost_", "model_")
 
 log = logging.getLogger(__name__)
 
@@ -40,24 +38,18 @@ class ReportError(HsitpError):
 
 
 # --- reading -----------------------------------------------------------------------------------------------------
-def load(path: str | os.PathLike[str], kind: str) -> xr.Dataset:
-    """A stage's netCDF, schema and kind checked (``hsitp.io``), loaded into memory; the path is kept in attrs."""
-    ds = read_netcdf(path, kind=kind)
+def load(path: str | os.PathLike[str], contract: Contract) -> xr.Dataset:
+    """A stage's netCDF, schema and kind checked (``hsitp.io``), loaded into memory; the path is kept in attrs.
+    Not its contract's variables: a page draws an older file of the kind too, and names what a figure lacks
+    (:func:`need`)."""
+    ds = read_netcdf(path, kind=contract.kind)
     ds.attrs["_source_path"] = str(path)
     return ds
 
 
 def load_cost(path: str | os.PathLike[str], table: str) -> xr.Dataset:
-    """A cost-model table (rho, ccr, boundary, scale, plan) under either kind name (``cost_<table>``/``model_<table>``)."""
-    ds = read_netcdf(path)
-    kinds = [p + table for p in COST_KIND_PREFIXES]
-    if ds.attrs.get("kind") not in kinds:
-        raise ResultFileError(
-            f"{path}: holds kind {ds.attrs.get('kind')!r}, expected {kinds[0]!r}; "
-            f"re-run `hsitp cost {table}` (rule cost_table)."
-        )
-    ds.attrs["_source_path"] = str(path)
-    return ds
+    """A cost-model table (rho, ccr, boundary, scale, plan): :func:`load` by its contract."""
+    return load(path, COST[table])
 
 
 def need(ds: xr.Dataset, *names: str) -> None:

@@ -16,6 +16,7 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from hsitp.contracts import DATASET
 from hsitp.data.partition import TEST, TRAIN, UNUSED, read_partition
 from hsitp.report import style
 from hsitp.report.common import computed_on, headline, json_attr, load, need
@@ -26,9 +27,7 @@ RGB_FRACTIONS = (0.75, 0.45, 0.15)
 
 
 def load_scene(path: str | os.PathLike[str]) -> xr.Dataset:
-    ds = load(
-        path, kind="dataset"
-    )  # a file of an older hsitp comes with `split` renamed (hsitp.io.upgrade_names)
+    ds = load(path, DATASET)  # a file of an older hsitp comes with `split` renamed (hsitp.io.upgrade_names)
     need(ds, "cube", "labels", "partition")
     return ds
 

@@ -19,6 +19,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import LogLocator, MaxNLocator, NullFormatter, ScalarFormatter
 
+from hsitp.contracts import PROBE_ESTIMATE, PROBE_MEMORY, PROBE_THROUGHPUT
 from hsitp.names import DCHAG_PLANS
 from hsitp.report import labels, style
 from hsitp.report.common import MEASURED, MODELLED, computed_on, headline, load, need
@@ -33,19 +34,19 @@ GIB = 2.0**30
 
 
 def load_memory(path: str | os.PathLike[str]) -> xr.Dataset:
-    ds = load(path, kind="probe_memory")
+    ds = load(path, PROBE_MEMORY)
     need(ds, "memory", "memory_model", "rel_err", "peak_allocated", "device")
     return ds
 
 
 def load_throughput(path: str | os.PathLike[str]) -> xr.Dataset:
-    ds = load(path, kind="probe_throughput")
+    ds = load(path, PROBE_THROUGHPUT)
     need(ds, "tokens_per_s", "device")
     return ds
 
 
 def load_estimate(path: str | os.PathLike[str]) -> xr.Dataset:
-    ds = load(path, kind="probe_estimate")
+    ds = load(path, PROBE_ESTIMATE)
     need(ds, "memory", "memory_model", "peak_allocated", "peak_model", "plan", "P", "checkpointing")
     return ds
 

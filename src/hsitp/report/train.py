@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -21,6 +21,7 @@ import xarray as xr
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from hsitp import contracts
 from hsitp.names import DCHAG_PLANS
 from hsitp.report import labels, style
 from hsitp.report.common import MEASURED, headline, json_attr, load, need
@@ -32,7 +33,7 @@ def load_records(paths: Sequence[str | os.PathLike[str]]) -> list[xr.Dataset]:
     """Every training record (kind ``train``), in the given order."""
     out = []
     for p in paths:
-        ds = load(p, kind="train")
+        ds = load(p, contracts.TRAIN)
         need(ds, "loss", "tokens_per_s", "peak_allocated")
         out.append(ds)
     return out
@@ -150,24 +151,7 @@ def curves_figure(records: Sequence[xr.Dataset], summary: xr.Dataset | None = No
         acc = _accuracy(r)
         if has_acc and acc is not None and not acc.empty:
             axes[1, col].plot(acc["epoch"], acc["overall_accuracy"], **{**line, "markevery": 1})
-    for col, (dataset, protocol) in enumerate(panels):
-        axes[0, col].set_title(f"{dataset}, {protocol} protocol")
-        axes[0, col].set_ylabel("training loss\n(cross-entropy, train pixels)" if col == 0 else "")
-        axes[-1, col].set_xlabel("epoch")
-        axes[-1, col].xaxis.set_major_locator(MaxNLocator(integer=True))
-        if has_acc:
-            axes[1, col].set_ylabel("overall accuracy\n(test pixels)" if col == 0 else "")
-            axes[1, col].set_ylim(0, 1)
-            baselines = _baseline_oa(summary, dataset, protocol)
-            for name, ls, oa in baselines:
-                axes[1, col].axhline(oa, color="0.35", ls=ls, lw=1)
-                axes[1, col].annotate(f"{name} {oa:.3f}", (0.01, oa), xycoords=("axes fraction", "data"),
-                                      fontsize=7, color="0.3", va="bottom")  # fmt: skip
-            if note:  # between the runs' OA and the lowest baseline: where the gap is
-                runs_oa = [a["overall_accuracy"].max() for r in records if _panel_key(r) == (dataset, protocol)
-                           and (a := _accuracy(r)) is not None and not a.empty]  # fmt: skip
-                lo, hi = max(runs_oa, default=0.0), min((oa for *_, oa in baselines), default=1.0)
-                stamp(axes[1, col], note, (0.5, (lo + hi) / 2), width_in=width / len(panels) - 1.0)
+    _curve_panels(axes, panels, records, summary, note, width)
     handles = [plt.Line2D([], [], color=colours[m], marker=marks[m], label=m) for m in names]
     if len(seeds) > 1:
         handles += [plt.Line2D([], [], color="0.3", ls=styles[s], label=f"seed {s}") for s in seeds]
@@ -186,6 +170,37 @@ def curves_figure(records: Sequence[xr.Dataset], summary: xr.Dataset | None = No
     return fig
 
 
+def _curve_panels(
+    axes: np.ndarray,
+    panels: Sequence[tuple[str, str]],
+    records: Sequence[xr.Dataset],
+    summary: xr.Dataset | None,
+    note: str | None,
+    width: float,
+) -> None:
+    """Titles and labels of the learning-curve panels; on the accuracy row (if any) the classical baselines' OA as
+    lines and the not-trained-yet note between the runs' OA and the lowest baseline."""
+    has_acc = axes.shape[0] > 1
+    for col, (dataset, protocol) in enumerate(panels):
+        axes[0, col].set_title(f"{dataset}, {protocol} protocol")
+        axes[0, col].set_ylabel("training loss\n(cross-entropy, train pixels)" if col == 0 else "")
+        axes[-1, col].set_xlabel("epoch")
+        axes[-1, col].xaxis.set_major_locator(MaxNLocator(integer=True))
+        if has_acc:
+            axes[1, col].set_ylabel("overall accuracy\n(test pixels)" if col == 0 else "")
+            axes[1, col].set_ylim(0, 1)
+            baselines = _baseline_oa(summary, dataset, protocol)
+            for name, ls, oa in baselines:
+                axes[1, col].axhline(oa, color="0.35", ls=ls, lw=1)
+                axes[1, col].annotate(f"{name} {oa:.3f}", (0.01, oa), xycoords=("axes fraction", "data"),
+                                      fontsize=7, color="0.3", va="bottom")  # fmt: skip
+            if note:  # between the runs' OA and the lowest baseline: where the gap is
+                runs_oa = [a["overall_accuracy"].max() for r in records if _panel_key(r) == (dataset, protocol)
+                           and (a := _accuracy(r)) is not None and not a.empty]  # fmt: skip
+                lo, hi = max(runs_oa, default=0.0), min((oa for *_, oa in baselines), default=1.0)
+                stamp(axes[1, col], note, (0.5, (lo + hi) / 2), width_in=width / len(panels) - 1.0)
+
+
 FAR_BELOW = 0.5  # a transformer under this fraction of the best classical baseline's OA has not learnt yet
 
 
@@ -199,11 +214,9 @@ def accuracy_note(summary: xr.Dataset | None, records: Sequence[xr.Dataset] = ()
     far: list[bool] = []
     by_baseline = summary is not None and "oa_mean" in summary and "baseline_oa_mean" in summary
     if by_baseline:
-        cells = summary_cells(summary)
-        for key in dict.fromkeys((c.dataset, c.protocol) for c in cells):
-            here = [c.i for c in cells if (c.dataset, c.protocol) == key]
-            runs = summary["oa_mean"].values[here]
-            base = summary["baseline_oa_mean"].values[here[0]]
+        for _, here in contracts.summary_cells(summary).groupby(["dataset", "protocol"], sort=False):
+            runs = here["oa_mean"].to_numpy(dtype=float)
+            base = summary["baseline_oa_mean"].values[here["i"].iloc[0]]
             if np.isfinite(runs).any() and np.isfinite(base).any():
                 far.append(bool(np.nanmax(runs) < FAR_BELOW * np.nanmax(base)))
     else:
@@ -261,13 +274,14 @@ def _baseline_oa(summary: xr.Dataset | None, dataset: str, protocol: str) -> lis
     """(name, line style, mean OA) of each classical baseline on (dataset, protocol), from the summary."""
     if summary is None or "baseline_oa_mean" not in summary:
         return []
-    here = [c for c in summary_cells(summary) if (c.dataset, c.protocol) == (dataset, protocol)]
-    if not here:
+    cells = contracts.summary_cells(summary).reset_index()
+    here = cells[(cells["dataset"] == dataset) & (cells["protocol"] == protocol)]["i"]
+    if here.empty:
         return []
     out = []
     for j, clf in enumerate(summary["classifier"].values):
         name, ls = BASELINE_STYLES.get(str(clf), (str(clf), "-."))
-        oa = float(summary["baseline_oa_mean"].values[here[0].i, j])
+        oa = float(summary["baseline_oa_mean"].values[here.iloc[0], j])
         if np.isfinite(oa):
             out.append((name, ls, oa))
     return out
@@ -339,18 +353,7 @@ def prediction_figure(
         fig.suptitle(headline("Predicted class maps: none recorded", MEASURED, trained_on(records), width=70))
         return fig
     truth = {str(s.attrs.get("dataset")): s for s in scenes}
-    panels: list[tuple[str, np.ndarray, xr.Dataset | None]] = []
-    for dataset in dict.fromkeys(str(r.attrs.get("dataset")) for r in maps):
-        scene = truth.get(dataset)
-        labels = scene["labels"].values if scene is not None else None
-        if labels is not None:
-            panels.append((f"{dataset}\nground truth", labels, None))
-        for r in (m for m in maps if str(m.attrs.get("dataset")) == dataset):
-            pred = r["prediction"].values.astype(int)
-            if labels is not None and labels.shape == pred.shape:
-                pred = np.where(labels > 0, pred, 0)  # the labelled pixels, as the ground truth shows
-            panels.append((f"{_record_model(r, False)}\n{r.attrs.get('protocol', '')} protocol, seed "
-                           f"{r.attrs.get('seed', '')}", pred, r))  # fmt: skip
+    panels = _prediction_panels(maps, truth)
     classes = sorted({int(c) for _, m, _ in panels for c in np.unique(m) if c > 0})
     names: dict[int, str] = {}
     for scene in scenes:
@@ -383,6 +386,26 @@ def prediction_figure(
         )
     )
     return fig
+
+
+def _prediction_panels(
+    maps: Sequence[xr.Dataset], truth: Mapping[str, xr.Dataset]
+) -> list[tuple[str, np.ndarray, xr.Dataset | None]]:
+    """(title, class map, record or None) per panel: each scene's ground truth (where its prepared file is given),
+    then each run's predicted map on the labelled pixels."""
+    panels: list[tuple[str, np.ndarray, xr.Dataset | None]] = []
+    for dataset in dict.fromkeys(str(r.attrs.get("dataset")) for r in maps):
+        scene = truth.get(dataset)
+        labels = scene["labels"].values if scene is not None else None
+        if labels is not None:
+            panels.append((f"{dataset}\nground truth", labels, None))
+        for r in (m for m in maps if str(m.attrs.get("dataset")) == dataset):
+            pred = r["prediction"].values.astype(int)
+            if labels is not None and labels.shape == pred.shape:
+                pred = np.where(labels > 0, pred, 0)  # the labelled pixels, as the ground truth shows
+            panels.append((f"{_record_model(r, False)}\n{r.attrs.get('protocol', '')} protocol, seed "
+                           f"{r.attrs.get('seed', '')}", pred, r))  # fmt: skip
+    return panels
 
 
 # --- tables ----------------------------------------------------------------------------------------------------------
@@ -438,32 +461,14 @@ METRICS = {"oa": "OA", "aa": "AA", "kappa": "κ"}
 
 def load_summary(path: str | os.PathLike[str]) -> xr.Dataset:
     """``train/summary.nc`` (kind ``train_summary``): accuracy per cell over seeds, with the baselines."""
-    ds = load(path, kind="train_summary")
-    need(ds, "oa_mean", "oa_std", "aa_mean", "kappa_mean", "seeds")
+    ds = load(path, contracts.TRAIN_SUMMARY)
+    need(ds, *contracts.TRAIN_SUMMARY.variables)
     return ds
 
 
-@dataclass(frozen=True)
-class Cell:
-    """One cell of train/summary.nc: its index and coordinates."""
-
-    i: int
-    dataset: str
-    protocol: str
-    plan: str
-    P: int  # noqa: N815
-    g: int
-    N: int | None  # the crop's tokens (None in a summary written before train.crops)
-
-
-def summary_cells(summary: xr.Dataset) -> list[Cell]:
-    """The summary's cells, in file order."""
-    n = summary["N"].values if "N" in summary else [None] * summary.sizes["cell"]
-    return [
-        Cell(i, str(summary["dataset"].values[i]), str(summary["protocol"].values[i]), str(summary["plan"].values[i]),
-             int(summary["P"].values[i]), int(summary["g"].values[i]), None if n[i] is None else int(n[i]))
-        for i in range(summary.sizes["cell"])
-    ]  # fmt: skip
+def _rows(summary: xr.Dataset) -> list[Any]:
+    """The summary's cells in file order, each with its coordinates and per-cell variables as attributes."""
+    return list(contracts.summary_cells(summary).reset_index().itertuples(index=False))
 
 
 def several_partitions(summary: xr.Dataset) -> bool:
@@ -477,11 +482,11 @@ def accuracy_table(summary: xr.Dataset) -> pd.DataFrame:
     std over replicates (std blank with one), where the summary has several partitions the OA's spread across
     partitions apart from its spread across seeds, and each plan's paired OA difference to tp at the same P."""
     rows: list[dict[str, object]] = []
-    cells = summary_cells(summary)
-    for dataset, protocol in dict.fromkeys((c.dataset, c.protocol) for c in cells):
-        here = [c for c in cells if (c.dataset, c.protocol) == (dataset, protocol)]
-        with_n = len({c.N for c in here}) > 1  # the scene trained at two crops: N in the model's name
-        for c in sorted(here, key=lambda c: (c.N or 0, c.P, c.plan, c.g)):
+    for (dataset, protocol), here in (
+        contracts.summary_cells(summary).reset_index().groupby(["dataset", "protocol"], sort=False)
+    ):
+        with_n = here["N"].nunique() > 1  # the scene trained at two crops: N in the model's name
+        for c in here.sort_values(["N", "P", "plan", "g"], kind="stable").itertuples(index=False):
             row: dict[str, object] = {
                 "dataset": dataset, "protocol": protocol, "model": model_label(c.plan, c.P, c.g, c.N if with_n else None),
                 "kind": "transformer (measured)", "seeds": int(summary["seeds"].values[c.i]),
@@ -502,7 +507,7 @@ def accuracy_table(summary: xr.Dataset) -> pd.DataFrame:
                 row["trained as"] = _trained_as(c.plan, c.P, int(summary["ranks"].values[c.i]))
             rows.append(row)
         if "classifier" in summary.coords:
-            i = here[0].i  # every cell of (dataset, protocol) holds the same baseline numbers
+            i = here["i"].iloc[0]  # every cell of (dataset, protocol) holds the same baseline numbers
             for j, clf in enumerate(summary["classifier"].values):
                 row = {"dataset": dataset, "protocol": protocol, "model": BASELINE_STYLES.get(str(clf), (str(clf),))[0],
                        "kind": "classical baseline (measured)",
@@ -538,14 +543,14 @@ def per_class_table(summary: xr.Dataset) -> pd.DataFrame | None:
     if "per_class_accuracy_mean" not in summary:
         return None
     cols: dict[str, np.ndarray] = {}
-    cells = summary_cells(summary)
-    for c in cells:
+    cells = contracts.summary_cells(summary).reset_index()
+    for c in cells.itertuples(index=False):
         cols[f"{c.dataset} {c.protocol}: {model_label(c.plan, c.P, c.g)}"] = summary[
             "per_class_accuracy_mean"
         ].values[c.i]
     if "baseline_per_class_accuracy_mean" in summary:
-        for dataset, protocol in dict.fromkeys((c.dataset, c.protocol) for c in cells):
-            i = next(c.i for c in cells if (c.dataset, c.protocol) == (dataset, protocol))
+        for (dataset, protocol), here in cells.groupby(["dataset", "protocol"], sort=False):
+            i = here["i"].iloc[0]
             for j, clf in enumerate(summary["classifier"].values):
                 name = BASELINE_STYLES.get(str(clf), (str(clf),))[0]
                 cols[f"{dataset} {protocol}: {name}"] = summary["baseline_per_class_accuracy_mean"].values[
@@ -653,7 +658,7 @@ def equivalence_table(path: str | os.PathLike[str] | None) -> pd.DataFrame:
     (``train/equivalence.nc``); one row saying so when the run has no check."""
     if path is None:
         return pd.DataFrame([{"equivalence": NO_CHECK}])
-    ds = load(path, kind="train_equivalence")
+    ds = load(path, contracts.TRAIN_EQUIVALENCE)
     need(ds, "oa_check", "oa_equivalent", "d_oa", "passed")
     rows = []
     for i in range(ds.sizes["check"]):
@@ -687,22 +692,16 @@ def load_probe(
     memory: str | os.PathLike[str], throughput: str | os.PathLike[str]
 ) -> tuple[xr.Dataset, xr.Dataset]:
     """``probe/memory.nc`` and ``probe/throughput.nc`` of the same run (the probe at the trained sizes)."""
-    mem = load(memory, kind="probe_memory")
+    mem = load(memory, contracts.PROBE_MEMORY)
     need(mem, "peak_allocated", "device")
-    thr = load(throughput, kind="probe_throughput")
+    thr = load(throughput, contracts.PROBE_THROUGHPUT)
     need(thr, "ratio_vs_tp_median", "ratio_vs_tp_min", "ratio_vs_tp_max", "oversubscribed_note")
     return mem, thr
 
 
 def _verdict_name(summary: xr.Dataset, i: int) -> str:
     """One cell's ``oa_verdict`` as its name (equal, better, worse, undecided; flag values or text)."""
-    var = summary["oa_verdict"]
-    raw = var.values[i]
-    values, meanings = var.attrs.get("flag_values"), var.attrs.get("flag_meanings")
-    if values is not None and meanings:
-        names = dict(zip(np.atleast_1d(values).tolist(), str(meanings).split(), strict=False))
-        return names.get(raw.item() if hasattr(raw, "item") else raw, str(raw))
-    return str(raw)
+    return contracts.flag_meanings(summary["oa_verdict"])[i]
 
 
 def _verdict(summary: xr.Dataset, i: int) -> str:
@@ -727,7 +726,7 @@ def _verdict_columns(summary: xr.Dataset | None, plan: str, P: int, g: int, N: i
     if summary is None or "oa_verdict" not in summary:
         return {"OA verdict vs tp (measured on CPU)": NO_VERDICT}
     out = {}
-    for c in summary_cells(summary):
+    for c in _rows(summary):
         col = f"OA verdict vs tp, {c.dataset} {c.protocol} protocol (measured on CPU)"
         out.setdefault(col, "not trained")
         if _answers(c, plan, P, g, N):
@@ -735,22 +734,22 @@ def _verdict_columns(summary: xr.Dataset | None, plan: str, P: int, g: int, N: i
     return out
 
 
-def _answers(c: Cell, plan: str, P: int, g: int, N: int) -> bool:  # noqa: N803
+def _answers(c: Any, plan: str, P: int, g: int, N: int) -> bool:  # noqa: N803
     """Whether summary cell ``c`` is the answer row's (plan, P, g, N); tp, trained once (single-process
     equivalent), is tp at every P."""
     if plan == "tp":
-        return c.plan == "tp" and (c.N or N) == N
-    return (c.plan, c.P, c.N or N) == (plan, P, N) and (c.g == g or plan not in DCHAG_PLANS)
+        return c.plan == "tp" and c.N == N
+    return (c.plan, c.P, c.N) == (plan, P, N) and (c.g == g or plan not in DCHAG_PLANS)
 
 
-def _tp_cell(summary: xr.Dataset, c: Cell) -> int | None:
+def _tp_cell(summary: xr.Dataset, c: Any) -> int | None:
     """Index of the tp cell the summary pairs ``c`` with (``tp_cell``, the verdicts' pairing), or None."""
     i = int(summary["tp_cell"].values[c.i]) if "tp_cell" in summary else -1
     return i if i >= 0 else None
 
 
 def time_to_accuracy_ratio(
-    summary: xr.Dataset, c: Cell, step_time_ratio: float, target: str = "tp_minus_delta"
+    summary: xr.Dataset, c: Any, step_time_ratio: float, target: str = "tp_minus_delta"
 ) -> tuple[float, str]:
     """(ratio, text) of cell ``c``'s time to ``target`` against tp's: its steps over tp's steps (the seed-mean test
     OA curves of train/summary.nc) times ``step_time_ratio``, its measured time per step over tp's (the inverse of
@@ -790,7 +789,7 @@ def _time_columns(
     if summary is None or "steps_to_target" not in summary:
         return {}
     out = {}
-    for c in summary_cells(summary):
+    for c in _rows(summary):
         col = f"time to tp's OA − δ vs tp, {c.dataset} {c.protocol} protocol (measured on CPU)"
         out.setdefault(col, "not trained")
         if _answers(c, plan, P, g, N):
@@ -872,9 +871,9 @@ def tuning_effect_table(summary: xr.Dataset, control: xr.Dataset | None) -> pd.D
         return pd.DataFrame(
             [{"plan": "none", "note": "no untuned control in this run (train.control.world_sizes)"}]
         )
-    tuned = {(c.dataset, c.protocol, c.plan, c.P, c.N): c for c in summary_cells(summary) if c.plan != "tp"}
+    tuned = {(c.dataset, c.protocol, c.plan, c.P, c.N): c for c in _rows(summary) if c.plan != "tp"}
     rows: list[dict[str, object]] = []
-    for c in summary_cells(control):
+    for c in _rows(control):
         if c.plan == "tp":
             continue
         own = tuned.get((c.dataset, c.protocol, c.plan, c.P, c.N))
@@ -938,11 +937,11 @@ def pareto_points(
         zip(throughput["P"].values.tolist(), throughput["oversubscribed_note"].values.tolist(), strict=True)
     )
     rows = []
-    for c in summary_cells(summary):
+    for c in _rows(summary):
         if c.plan not in DCHAG_PLANS:
             continue
         at = {"P": c.P, "g": c.g}
-        if "N" in peak.dims and c.N is not None:
+        if "N" in peak.dims:
             at["N"] = c.N
         try:
             here, tp, thr = (
@@ -1002,7 +1001,7 @@ def load_studies(paths: Sequence[str | os.PathLike[str]]) -> list[xr.Dataset]:
     """The tuning studies (``hsitp tune``'s netCDF, kind ``tune_study``)."""
     out = []
     for path in paths:
-        ds = load(path, kind="tune_study")
+        ds = load(path, contracts.TUNE_STUDY)
         need(ds, "score", "best_so_far", "expected_best", "expected_best_std")
         out.append(ds)
     return out

@@ -46,25 +46,29 @@ log = logging.getLogger(__name__)
 
 
 def _summary(args: argparse.Namespace) -> int:
+    from hsitp.contracts import TRAIN_SUMMARY
     from hsitp.io import provenance, write_netcdf
-    from hsitp.train.summary import KIND, summarize
+    from hsitp.train.summary import summarize
 
     records, baselines = args.data[1:], list(args.baseline)
     given = {k: v for k, v in (("margin", args.margin), ("level", args.level)) if v is not None}
     ds = summarize(records, baselines, **given)  # unset: hsitp.evaluate.verdict's defaults
     inputs = {str(p): p for p in [*records, *baselines]}
-    write_netcdf(ds, args.out, kind=KIND, prov=provenance({}, inputs=inputs))
+    write_netcdf(ds, args.out, kind=TRAIN_SUMMARY.kind, prov=provenance({}, inputs=inputs))
     print(f"wrote {args.out} ({ds.sizes['cell']} cells from {len(records)} records)")
     return 0
 
 
 def _equivalence(args: argparse.Namespace) -> int:
+    from hsitp.contracts import TRAIN_EQUIVALENCE
     from hsitp.io import provenance, write_netcdf
-    from hsitp.train.equivalence import KIND, compare, failures
+    from hsitp.train.equivalence import compare, failures
 
     records = args.data[1:]
     ds = compare(records, **({} if args.tolerance is None else {"tolerance": args.tolerance}))
-    write_netcdf(ds, args.out, kind=KIND, prov=provenance({}, inputs={str(p): p for p in records}))
+    write_netcdf(
+        ds, args.out, kind=TRAIN_EQUIVALENCE.kind, prov=provenance({}, inputs={str(p): p for p in records})
+    )
     bad = failures(ds)
     print(f"wrote {args.out} ({ds.sizes['check']} checks, {len(bad)} outside the tolerance)")
     for line in bad:
@@ -94,17 +98,6 @@ def _dispatch(args: argparse.Namespace) -> int:
     return _train(args)
 
 
-def dataset_name(path: Path) -> str:
-    """The prepared file's ``dataset`` attribute (its stem when it has none), without loading the cube."""
-    from hsitp.io import read_netcdf
-
-    ds = read_netcdf(path, kind="dataset", load=False)
-    try:
-        return str(ds.attrs.get("dataset", path.stem))
-    finally:
-        ds.close()
-
-
 def _train(args: argparse.Namespace) -> int:
     from hsitp.signals import stop_on_signals
 
@@ -128,6 +121,7 @@ def _train(args: argparse.Namespace) -> int:
 def _job(args: argparse.Namespace) -> tuple[TrainSettings, TrainJob]:
     """The settings (read once from the validated config, with ``--recipe`` applied) and the job; a job whose P or
     crop does not fit is refused here, before any rank starts."""
+    from hsitp.contracts import dataset_name
     from hsitp.train.data import scene_header
     from hsitp.train.plan import check_job, crop_patch
 

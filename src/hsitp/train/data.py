@@ -46,10 +46,11 @@ def read_partition(
     named by the ``partition_mode`` attribute (index 0). A file of hsitp before issue 38 (the variable ``split``, the
     attribute ``split_mode``) is read through :func:`hsitp.io.upgrade_names`.
     """
+    from hsitp.contracts import DATASET
     from hsitp.data.partition import INDEX
     from hsitp.io import upgrade_names
 
-    ds = upgrade_names(ds, kind="dataset")
+    ds = upgrade_names(ds, kind=DATASET.kind)
     if "partition" not in ds:
         raise TrainDataError(f"{path}: no `partition` variable; re-run `hsitp data prepare`")
     part = ds["partition"]
@@ -116,9 +117,9 @@ class Scene:
 
 def scene_header(path: str | Path) -> tuple[int, int, int, int]:
     """(bands, classes, height, width) of a prepared file, without loading the cube (for checks before launch)."""
-    from hsitp.io import read_netcdf
+    from hsitp.contracts import DATASET
 
-    ds = read_netcdf(path, kind="dataset", load=False)
+    ds = DATASET.read(path, load=False)
     try:
         height, width, bands = (int(s) for s in ds["cube"].shape)
         return bands, _n_classes(ds), height, width
@@ -297,9 +298,9 @@ def validation_counts(
 ) -> ValidationCounts:
     """The validation pixels a run with these settings holds out (:func:`validation_mask`), counted per fold and
     class, without loading the cube: what the tuning stage logs, records and checks before its first trial."""
-    from hsitp.io import read_netcdf
+    from hsitp.contracts import DATASET
 
-    ds = read_netcdf(path, kind="dataset", load=False)
+    ds = DATASET.read(path, load=False)
     try:
         labels = np.asarray(ds["labels"].values, dtype=np.int64)  # (H, W)
         partition = read_partition(ds, protocol, path=path, index=partition_index)
@@ -356,9 +357,9 @@ def load_scene(
     """Read the prepared file and keep only what training needs (labels 1..K remapped to 0..K-1), on partition
     ``partition_index`` of the protocol; with ``validation`` > 0 that fraction of the train pixels, or with
     ``validation_folds`` >= 2 fold ``validation_fold`` of them, becomes validation pixels (:func:`validation_mask`)."""
-    from hsitp.io import read_netcdf
+    from hsitp.contracts import DATASET
 
-    ds = read_netcdf(path, kind="dataset")
+    ds = DATASET.read(path)
     cube = np.asarray(ds["cube"].transpose("y", "x", ...).values, dtype=np.float32)  # (H, W, L)
     labels = np.asarray(ds["labels"].values, dtype=np.int64)  # (H, W), 0 = unlabelled
     partition = read_partition(ds, protocol, path=path, index=partition_index)

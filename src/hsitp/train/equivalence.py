@@ -17,10 +17,9 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from hsitp.contracts import TRAIN
 from hsitp.errors import HsitpError
-from hsitp.io import read_netcdf
 
-KIND = "train_equivalence"
 DEFAULT_TOLERANCE = 5e-4
 
 
@@ -70,7 +69,7 @@ def _sort_records(records: Sequence[str | Path]) -> tuple[list[Record], dict[tup
     checks: list[Record] = []
     equivalents: dict[tuple, Record] = {}
     for path in records:
-        ds = read_netcdf(path, kind="train")
+        ds = TRAIN.read(path)
         ranks, stop = int(ds.attrs.get("ranks", ds.attrs["P"])), int(ds.attrs.get("stopped_after_epochs", 0))
         if stop and ranks == int(ds.attrs["P"]):
             checks.append((path, ds))

@@ -48,7 +48,6 @@ from hsitp.errors import HsitpError
 from hsitp.train.plan import crop_patch, recipe_hash, run_name
 from hsitp.train.settings import TrainSettings
 
-KIND = "train_ingredients"
 REQUIRED = ("base", "run", "dataset", "plan", "world_size", "protocol", "partitions", "seeds", "rows")
 
 
@@ -85,9 +84,9 @@ def prepare_partitions(spec: Mapping[str, Any]) -> None:
     out = partition_path(spec)
     draws = max(int(k) for k in spec["partitions"]) + 1
     if out.exists():
-        from hsitp.io import read_netcdf
+        from hsitp.contracts import DATASET
 
-        ds = read_netcdf(out, kind="dataset", load=False)
+        ds = DATASET.read(out, load=False)
         try:
             have = ds.sizes.get("partition_index", 1)
         finally:
@@ -189,13 +188,13 @@ def train_rows(spec: Mapping[str, Any], only: Sequence[str] | None = None, worke
 
 def _read(job: Mapping[str, Any]) -> dict[str, Any] | None:
     """A record's numbers: OA (§7.4 summary), validation OA (last epoch), steps, wall time, transductive."""
-    from hsitp.io import read_netcdf
+    from hsitp.contracts import TRAIN
     from hsitp.train.summary import record_numbers
 
     rec: Path = job["record"]
     if not rec.exists():
         return None
-    ds = read_netcdf(rec, kind="train")
+    ds = TRAIN.read(rec)
     if ds.attrs.get("recipe_hash") != job["recipe_hash"]:
         raise IngredientsError(
             f"{rec} was trained under recipe {ds.attrs.get('recipe_hash')}, its row now resolves to "
@@ -350,12 +349,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise IngredientsError(f"--rows: no row named {unknown} in {args.spec}")
     if not args.table:
         train_rows(spec, only, args.workers)
+    from hsitp.contracts import TRAIN_INGREDIENTS
     from hsitp.io import provenance, write_netcdf
 
     ds = table(spec)
     out = Path("results") / spec["run"] / "ingredients.nc"
     inputs = {"spec": Path(args.spec), **{f"overlay{i}": Path(p) for i, p in enumerate(args.overlay)}}
-    write_netcdf(ds, out, kind=KIND, prov=provenance({}, inputs=inputs))
+    write_netcdf(ds, out, kind=TRAIN_INGREDIENTS.kind, prov=provenance({}, inputs=inputs))
     text = markdown(ds)
     out.with_suffix(".md").write_text(text + "\n")
     print(text)

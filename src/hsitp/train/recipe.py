@@ -15,8 +15,6 @@ from typing import Any
 
 from hsitp.errors import HsitpError
 
-STUDY_KIND = "tune_study"  # the kind of a tuning study's netCDF (hsitp.tune.study writes it)
-
 
 class RecipeError(HsitpError):
     """A study that cannot give this job its recipe."""
@@ -25,9 +23,9 @@ class RecipeError(HsitpError):
 def read_best(path: str | Path) -> dict[str, Any]:
     """The study's plan, accuracy protocol and best parameters (RecipeError when the study has no completed
     trial)."""
-    from hsitp.io import read_netcdf
+    from hsitp.contracts import TUNE_STUDY
 
-    ds = read_netcdf(path, kind=STUDY_KIND, load=False)
+    ds = TUNE_STUDY.read(path, load=False)
     try:
         attrs = dict(ds.attrs)
     finally:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import xarray as xr
 
+from hsitp.contracts import TRAIN
 from hsitp.io import provenance, write_netcdf
 from hsitp.probe.tracker import KINDS, PARTS
 
@@ -20,7 +21,6 @@ if TYPE_CHECKING:
     from hsitp.train.plan import TrainJob
     from hsitp.train.settings import TrainSettings
 
-KIND = "train"
 # tokens/s of a record: timed at its own moment on a shared machine, so no ratio with another record's (issue 25)
 COMPARABLE = "within this record only"
 CCR_INLINE_NOTE = (
@@ -244,7 +244,7 @@ def write_record(
     prov = provenance(
         settings.source, inputs={"dataset": job.data}, extra={"dataset": scene.name, "run_name": job.name}
     )
-    return write_netcdf(ds, job.out, kind=KIND, prov=prov)
+    return write_netcdf(ds, job.out, kind=TRAIN.kind, prov=prov)
 
 
 TRANSDUCTIVE = (

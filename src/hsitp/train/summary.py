@@ -42,11 +42,10 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from hsitp.contracts import BASELINE, TRAIN, Cell
 from hsitp.errors import HsitpError
 from hsitp.evaluate.verdict import DEFAULT_MARGIN, LEVEL, VERDICTS, paired_verdict
-from hsitp.io import read_netcdf
 
-KIND = "train_summary"
 ACCURACY = ("oa", "aa", "kappa")
 FINAL = ("oa_final", "aa_final", "kappa_final")
 VERDICT_METRICS = ("oa", "aa")  # the verdict variables: oa_verdict, aa_verdict (and their intervals)
@@ -74,19 +73,9 @@ LONG = {
     "peak_memory": "peak memory of the tracked step, largest rank, mean over the record's last summary epochs",
     "ccr_inline": "in-training comm / (step - comm), mean over ranks and the record's last summary epochs",
 }
-UNITS = {
-    "oa_final": "1",
-    "aa_final": "1",
-    "kappa_final": "1",
-    "oa": "1",
-    "aa": "1",
-    "kappa": "1",
-    "val_oa": "1",
-    "val_aa": "1",
-    "val_kappa": "1",
+UNITS = {m: "1" for m in (*ACCURACY, *FINAL, *VALIDATION, "ccr_inline")} | {
     "tokens_per_s": "1/s",
     "peak_memory": "bytes",
-    "ccr_inline": "1",
 }
 
 
@@ -108,7 +97,6 @@ class SummaryError(HsitpError, ValueError):
     """The records or baseline files cannot be summarised together (names the file)."""
 
 
-Cell = tuple[str, str, int, int, str, int]  # dataset, plan, P, g, protocol, N
 Replicate = tuple[int, int]  # (partition index, training seed)
 
 
@@ -172,11 +160,10 @@ def _pad(values: np.ndarray, classes: int) -> np.ndarray:
 def _reference(runs: Mapping[Cell, Any], cell: Cell, ranks: Mapping[Cell, int]) -> Cell | None:
     """The tp cell a cell is compared with: tp at the same dataset, P, protocol and N, else the one tp cell of that
     dataset, protocol and N trained as a single-process equivalent (tp's architecture does not depend on P)."""
-    d, _plan, p, _g, s, n = cell
-    same = (d, "tp", p, 1, s, n)
+    same = cell._replace(plan="tp", g=1)
     if same in runs:
         return same
-    anyp = [c for c in runs if c[1] == "tp" and (c[0], c[4], c[5]) == (d, s, n) and ranks[c] == 1]
+    anyp = [c for c in runs if c._replace(P=cell.P, g=1) == same and ranks[c] == 1]
     return anyp[0] if len(anyp) == 1 else None
 
 
@@ -189,91 +176,93 @@ def _verdict_vars(
 ) -> dict[str, Any]:
     """d_{m}_vs_tp mean/std/ci_low/ci_high, {m}_verdict (CF flags), seeds_to_decide (OA; aa_seeds_to_decide), and
     what the intervals are over (verdict_unit_flag, verdict_units)."""
-    data: dict[str, Any] = {}
-    flag_attrs = {
-        "flag_values": np.arange(len(VERDICT_FLAGS), dtype=np.int8),
-        "flag_meanings": " ".join(VERDICT_FLAGS),
-    }
     refs = {c: _reference(runs, c, ranks) for c in cells}
+    data = _unit_vars(runs, cells, refs)
+    for m in ACCURACY:
+        data.update(_difference_vars(runs, cells, refs, m, margin, level))
+    return data
+
+
+def _unit_vars(
+    runs: Mapping[Cell, Mapping[Replicate, Mapping[str, Any]]],
+    cells: Sequence[Cell],
+    refs: Mapping[Cell, Cell | None],
+) -> dict[str, Any]:
+    """verdict_unit_flag and verdict_units: what each cell's verdict interval is over, and how many."""
     units = []
     for c in cells:
         ref = refs[c]
         other = {r: v["oa"] for r, v in runs[ref].items()} if ref is not None and ref != c else {}
         a, _, unit = paired_units({r: v["oa"] for r, v in runs[c].items()}, other)
         units.append((unit if a else "none", len(a)))
-    data["verdict_unit_flag"] = (
+    return {
+        "verdict_unit_flag": (
+            "cell",
+            np.array([UNIT_FLAGS.index(u) for u, _ in units], dtype=np.int8),
+            {"units": "1", "long_name": "what the verdict's interval is over: partition (each partition's "
+             "seed-paired difference averaged over its seeds; two or more partitions) or seed (one partition); "
+             "none for tp and unpaired cells", "flag_values": np.arange(len(UNIT_FLAGS), dtype=np.int8),
+             "flag_meanings": " ".join(UNIT_FLAGS)},
+        ),
+        "verdict_units": (
+            "cell",
+            np.array([n for _, n in units], dtype=np.int32),
+            {"units": "1", "long_name": "paired units the verdict's interval is over (its k; 0 for tp and unpaired)"},
+        ),
+    }  # fmt: skip
+
+
+def _difference_vars(
+    runs: Mapping[Cell, Mapping[Replicate, Mapping[str, Any]]],
+    cells: Sequence[Cell],
+    refs: Mapping[Cell, Cell | None],
+    m: str,
+    margin: float,
+    level: float,
+) -> dict[str, Any]:
+    """Metric ``m`` of each cell minus its tp cell's: mean and sd, and for the verdict metrics the interval, the
+    verdict and the units to decide."""
+    mean, std, flags, low, high, need = zip(
+        *(_paired(runs, c, refs[c], m, margin, level) for c in cells), strict=True
+    )
+    note = (
+        f"plan minus tp ({m}) paired by replicate (partition and seed), at the same dataset, protocol and N and "
+        "the same P (or tp's one single-process equivalent), over verdict_unit_flag (partitions, each one's "
+        "mean over its seeds, or seeds where one partition); NaN without a tp run"
+    )
+    data: dict[str, Any] = {
+        f"d_{m}_vs_tp_mean": ("cell", list(mean), {"units": "1", "long_name": f"mean of {note}"}),
+        f"d_{m}_vs_tp_std": ("cell", list(std), {"units": "1", "long_name": f"standard deviation (ddof 1) of {note}"}),
+    }  # fmt: skip
+    if m not in VERDICT_METRICS:
+        return data
+    ci = f"{level:.0%} two-sided t interval (k - 1 degrees of freedom) of the mean of {note}"
+    data[f"d_{m}_vs_tp_ci_low"] = ("cell", list(low), {"units": "1", "long_name": f"low end of the {ci}"})
+    data[f"d_{m}_vs_tp_ci_high"] = ("cell", list(high), {"units": "1", "long_name": f"high end of the {ci}"})
+    data[f"{m}_verdict"] = (
         "cell",
-        np.array([UNIT_FLAGS.index(u) for u, _ in units], dtype=np.int8),
-        {"units": "1", "long_name": "what the verdict's interval is over: partition (each partition's "
-         "seed-paired difference averaged over its seeds; two or more partitions) or seed (one partition); none "
-         "for tp and unpaired cells", "flag_values": np.arange(len(UNIT_FLAGS), dtype=np.int8),
-         "flag_meanings": " ".join(UNIT_FLAGS)},
-    )  # fmt: skip
-    data["verdict_units"] = (
-        "cell",
-        np.array([n for _, n in units], dtype=np.int32),
+        np.array([VERDICT_FLAGS.index(f) for f in flags], dtype=np.int8),
         {
+            "flag_values": np.arange(len(VERDICT_FLAGS), dtype=np.int8),
+            "flag_meanings": " ".join(VERDICT_FLAGS),
             "units": "1",
-            "long_name": "paired units the verdict's interval is over (its k; 0 for tp and unpaired)",
+            "long_name": f"{m.upper()} of the plan vs tp: equal if the interval lies in [-margin, margin], else "
+            "better (low > 0), worse (high < 0) or undecided; reference = tp itself, unpaired = no tp run",
+            "margin": margin,
+            "level": level,
+            "multiplicity": "per comparison: a table of n verdicts holds n such intervals (no correction)",
         },
     )
-    for m in ACCURACY:
-        cols: dict[str, list[float]] = defaultdict(list)
-        flags, need = [], []
-        for c in cells:
-            mean, std, flag, low, high, k = _paired(runs, c, refs[c], m, margin, level)
-            for key, value in (("mean", mean), ("std", std), ("low", low), ("high", high)):
-                cols[key].append(value)
-            flags.append(VERDICT_FLAGS.index(flag))
-            need.append(k)
-        note = (
-            f"plan minus tp ({m}) paired by replicate (partition and seed), at the same dataset, protocol and N and "
-            "the same P (or tp's one single-process equivalent), over verdict_unit_flag (partitions, each one's "
-            "mean over its seeds, or seeds where one partition); NaN without a tp run"
-        )
-        data[f"d_{m}_vs_tp_mean"] = ("cell", cols["mean"], {"units": "1", "long_name": f"mean of {note}"})
-        data[f"d_{m}_vs_tp_std"] = (
-            "cell",
-            cols["std"],
-            {"units": "1", "long_name": f"standard deviation (ddof 1) of {note}"},
-        )
-        if m not in VERDICT_METRICS:
-            continue
-        ci = f"{level:.0%} two-sided t interval (k - 1 degrees of freedom) of the mean of {note}"
-        data[f"d_{m}_vs_tp_ci_low"] = (
-            "cell",
-            cols["low"],
-            {"units": "1", "long_name": f"low end of the {ci}"},
-        )
-        data[f"d_{m}_vs_tp_ci_high"] = (
-            "cell",
-            cols["high"],
-            {"units": "1", "long_name": f"high end of the {ci}"},
-        )
-        data[f"{m}_verdict"] = (
-            "cell",
-            np.array(flags, dtype=np.int8),
-            {
-                **flag_attrs,
-                "units": "1",
-                "long_name": f"{m.upper()} of the plan vs tp: equal if the interval lies in [-margin, margin], else "
-                "better (low > 0), worse (high < 0) or undecided; reference = tp itself, unpaired = no tp run",
-                "margin": margin,
-                "level": level,
-                "multiplicity": "per comparison: a table of n verdicts holds n such intervals (no correction)",
-            },
-        )
-        name = "seeds_to_decide" if m == "oa" else f"{m}_seeds_to_decide"
-        data[name] = (
-            "cell",
-            np.array(need, dtype=np.int32),
-            {
-                "units": "1",
-                "long_name": f"the fewest units (verdict_unit_flag: partitions, or seeds where one partition) whose "
-                f"interval of the {m.upper()} difference would fit in the margin if its mean and sd stayed as "
-                "measured (undecided cells); -1 = not applicable or no number does (|mean| >= margin, one unit)",
-            },
-        )
+    data["seeds_to_decide" if m == "oa" else f"{m}_seeds_to_decide"] = (
+        "cell",
+        np.array(need, dtype=np.int32),
+        {
+            "units": "1",
+            "long_name": f"the fewest units (verdict_unit_flag: partitions, or seeds where one partition) whose "
+            f"interval of the {m.upper()} difference would fit in the margin if its mean and sd stayed as "
+            "measured (undecided cells); -1 = not applicable or no number does (|mean| >= margin, one unit)",
+        },
+    )
     return data
 
 
@@ -291,7 +280,7 @@ def _paired(
     other = runs[ref] if ref is not None else {}
     a, b, _unit = paired_units({r: v[m] for r, v in mine.items()}, {r: v[m] for r, v in other.items()})
     d = [x - y for x, y in zip(a, b, strict=True)]
-    if c[1] == "tp" and ref == c:
+    if c.plan == "tp" and ref == c:
         return _mean(d), _std(d), "reference", np.nan, np.nan, -1
     if len(d) < 2:
         return _mean(d), _std(d), "unpaired" if not d else "undecided", np.nan, np.nan, -1
@@ -501,7 +490,7 @@ def _read_records(records: Sequence[str | Path]) -> _Records:
     trained on different numbers of processes."""
     got = _Records()
     for path in records:
-        ds = read_netcdf(path, kind="train")
+        ds = TRAIN.read(path)
         a = ds.attrs
         got.recipe_json = str(a.get("recipe", ""))
         got.tuned = _tuned(got.recipe_json)
@@ -512,13 +501,8 @@ def _read_records(records: Sequence[str | Path]) -> _Records:
             raise SummaryError(
                 f"{path}: no `tokens` attribute (N of the crop): not a training record of this version"
             )
-        cell = (
-            str(a["dataset"]),
-            str(a["plan"]),
-            int(a["P"]),
-            int(a["g"]),
-            str(a["protocol"]),
-            int(a["tokens"]),
+        cell = Cell(
+            str(a["dataset"]), str(a["plan"]), int(a["P"]), int(a["g"]), str(a["protocol"]), int(a["tokens"])
         )
         numbers = record_numbers(ds)
         replicate = (numbers["partition"], int(a["seed"]))
@@ -559,7 +543,7 @@ def _read_baselines(
     base: dict[tuple[str, str], dict[str, list[Any]]] = defaultdict(lambda: defaultdict(list))
     classifiers: list[str] = []
     for path in baselines:
-        ds = read_netcdf(path, kind="baseline")
+        ds = BASELINE.read(path)
         names = [str(c) for c in ds["classifier"].values]
         classifiers = classifiers or names
         if names != classifiers:
@@ -697,17 +681,17 @@ def _cell_counts(
 def _cell_coords(cells: Sequence[Cell], classes: int) -> dict[str, Any]:
     """The cell's coordinates (dataset, plan, P, g, protocol, N) and the class labels."""
 
-    def column(i: int, dtype: Any) -> np.ndarray:
-        return np.array([c[i] for c in cells], dtype=dtype)
+    def column(name: str, dtype: Any) -> np.ndarray:
+        return np.array([getattr(c, name) for c in cells], dtype=dtype)
 
     return {
         "cell": ("cell", np.arange(len(cells), dtype=np.int32), {"units": "1", "long_name": "cell index"}),
-        "dataset": ("cell", column(0, object), {"long_name": "dataset"}),
-        "plan": ("cell", column(1, object), {"long_name": "parallel plan"}),
-        "P": ("cell", column(2, np.int32), {"units": "1", "long_name": "TP size"}),
-        "g": ("cell", column(3, np.int32), {"units": "1", "long_name": "D-CHAG groups"}),
-        "protocol": ("cell", column(4, object), {"long_name": "accuracy protocol (random, block)"}),
-        "N": ("cell", column(5, np.int32), {"units": "1", "long_name": "spatial tokens per crop (the crop of train.crops)"}),
+        "dataset": ("cell", column("dataset", object), {"long_name": "dataset"}),
+        "plan": ("cell", column("plan", object), {"long_name": "parallel plan"}),
+        "P": ("cell", column("P", np.int32), {"units": "1", "long_name": "TP size"}),
+        "g": ("cell", column("g", np.int32), {"units": "1", "long_name": "D-CHAG groups"}),
+        "protocol": ("cell", column("protocol", object), {"long_name": "accuracy protocol (random, block)"}),
+        "N": ("cell", column("N", np.int32), {"units": "1", "long_name": "spatial tokens per crop (the crop of train.crops)"}),
         "label": ("label", np.arange(1, classes + 1, dtype=np.int16), {"units": "1", "long_name": "class label (1..K)"}),
     }  # fmt: skip
 
@@ -722,42 +706,8 @@ def _baseline_vars(
 ) -> dict[str, Any]:
     """The classical baseline beside every cell: its accuracies on the cell's dataset and protocol over its files
     (partitions x seeds), their spread across partitions, and the cell's OA difference to it paired by partition."""
-    data: dict[str, Any] = {}
-    for m in ACCURACY:
-        rows = [base.get((c[0], c[4]), {}).get(m, []) for c in cells]
-        nan = np.full(len(classifiers), np.nan)
-        mean = [np.mean(r, axis=0) if r else nan for r in rows]
-        std = [np.std(r, axis=0, ddof=1) if len(r) > 1 else nan for r in rows]
-        what = f"the classical baseline's {m} on the same dataset and protocol"
-        data[f"baseline_{m}_mean"] = (
-            ("cell", "classifier"),
-            np.array(mean),
-            {"units": "1", "long_name": f"mean over the baseline's files (partitions x seeds) of {what}"},
-        )
-        data[f"baseline_{m}_std"] = (
-            ("cell", "classifier"),
-            np.array(std),
-            {
-                "units": "1",
-                "long_name": f"standard deviation (ddof 1) over the baseline's files (partitions x seeds) of {what}",
-            },
-        )
-    rows_pc = [base.get((c[0], c[4]), {}).get("per_class", []) for c in cells]
-    if all(rows_pc):
-        with warnings.catch_warnings():  # a class with no test pixel: NaN in every seed
-            warnings.simplefilter("ignore", RuntimeWarning)
-            pc = np.stack([np.nanmean([_pad(r, classes) for r in rs], axis=0) for rs in rows_pc])
-        long = (
-            "mean over the baseline's files of each class's recall on the test pixels of the same dataset and "
-            "protocol; NaN "
-            "for a class with no test pixel"
-        )
-        data["baseline_per_class_accuracy_mean"] = (
-            ("cell", "classifier", "label"),
-            pc,
-            {"units": "1", "long_name": long},
-        )
-    reps = [base.get((c[0], c[4]), {}).get("replicate", []) for c in cells]
+    data = _baseline_accuracy_vars(base, classifiers, cells, classes)
+    reps = [_base(base, c).get("replicate", []) for c in cells]
     data["baseline_seeds"] = (
         "cell",
         [len({seed for _, seed in r}) for r in reps],
@@ -776,11 +726,58 @@ def _baseline_vars(
     return data
 
 
+def _base(base: Mapping[tuple[str, str], Mapping[str, list[Any]]], cell: Cell) -> Mapping[str, list[Any]]:
+    """The baseline files' numbers on the cell's dataset and protocol (empty without such files)."""
+    return base.get((cell.dataset, cell.protocol), {})
+
+
+def _baseline_accuracy_vars(
+    base: Mapping[tuple[str, str], Mapping[str, list[Any]]],
+    classifiers: Sequence[str],
+    cells: Sequence[Cell],
+    classes: int,
+) -> dict[str, Any]:
+    """baseline_{m}_mean and _std (cell, classifier), and baseline_per_class_accuracy_mean where every file has it."""
+    data: dict[str, Any] = {}
+    for m in ACCURACY:
+        rows = [_base(base, c).get(m, []) for c in cells]
+        nan = np.full(len(classifiers), np.nan)
+        what = f"the classical baseline's {m} on the same dataset and protocol"
+        data[f"baseline_{m}_mean"] = (
+            ("cell", "classifier"),
+            np.array([np.mean(r, axis=0) if r else nan for r in rows]),
+            {"units": "1", "long_name": f"mean over the baseline's files (partitions x seeds) of {what}"},
+        )
+        data[f"baseline_{m}_std"] = (
+            ("cell", "classifier"),
+            np.array([np.std(r, axis=0, ddof=1) if len(r) > 1 else nan for r in rows]),
+            {
+                "units": "1",
+                "long_name": f"standard deviation (ddof 1) over the baseline's files (partitions x seeds) of {what}",
+            },
+        )
+    rows_pc = [_base(base, c).get("per_class", []) for c in cells]
+    if all(rows_pc):
+        with warnings.catch_warnings():  # a class with no test pixel: NaN in every seed
+            warnings.simplefilter("ignore", RuntimeWarning)
+            pc = np.stack([np.nanmean([_pad(r, classes) for r in rs], axis=0) for rs in rows_pc])
+        long = (
+            "mean over the baseline's files of each class's recall on the test pixels of the same dataset and "
+            "protocol; NaN for a class with no test pixel"
+        )
+        data["baseline_per_class_accuracy_mean"] = (
+            ("cell", "classifier", "label"),
+            pc,
+            {"units": "1", "long_name": long},
+        )
+    return data
+
+
 def _baseline_values(
     base: Mapping[tuple[str, str], Mapping[str, list[Any]]], cell: Cell, m: str, j: int
 ) -> dict[Replicate, float]:
     """Classifier ``j``'s metric ``m`` on the cell's dataset and protocol, by the file's (partition, seed)."""
-    rows = base.get((cell[0], cell[4]), {})
+    rows = _base(base, cell)
     return {r: float(v[j]) for r, v in zip(rows.get("replicate", []), rows.get(m, []), strict=True)}
 
 
@@ -859,7 +856,7 @@ def _svm_oa(
     if SVM in classifiers:
         k = classifiers.index(SVM)
         for c in cells:
-            rows_oa = base.get((c[0], c[4]), {}).get("oa", [])
+            rows_oa = _base(base, c).get("oa", [])
             if rows_oa:
                 out[c] = float(np.mean([r[k] for r in rows_oa]))
     return out

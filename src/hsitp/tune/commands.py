@@ -29,10 +29,11 @@ if TYPE_CHECKING:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from hsitp.contracts import TUNE_STUDY
     from hsitp.io import provenance, write_netcdf
     from hsitp.parallel.runtime import RuntimeSettings, start
     from hsitp.signals import stop_on_signals
-    from hsitp.tune.study import KIND, run_study, study_dataset
+    from hsitp.tune.study import run_study, study_dataset
 
     if args.protocol is None:
         raise HsitpError("hsitp tune: --protocol required (random or block)")
@@ -51,7 +52,7 @@ def _run(args: argparse.Namespace) -> int:
     write_netcdf(
         ds,
         spec.out,
-        kind=KIND,
+        kind=TUNE_STUDY.kind,
         prov=provenance(
             {"tune": cfg["tune"], "train": cfg["train"], "seed": cfg["seed"]}, inputs={"data": spec.data}
         ),
@@ -65,7 +66,7 @@ def _study_spec(
     args: argparse.Namespace, train: TrainSettings, tune: TuneSettings
 ) -> tuple[StudySpec, Any, str]:
     """The study's spec, what its validation holds (refused below tune.block_validation's minimum) and the scene."""
-    from hsitp.train.commands import dataset_name
+    from hsitp.contracts import dataset_name
     from hsitp.train.data import validation_counts
     from hsitp.train.plan import crop_patch
     from hsitp.tune.study import StudySpec
@@ -148,7 +149,8 @@ def _train_fold(
     rt: Any, stop: Any, job: Any, settings: TrainSettings, report: Callable[[int, Any], None]
 ) -> tuple[float, int]:
     """One fold of a trial: (its last-epoch validation OA, its validation pixels)."""
-    from hsitp.io import json_attr, read_netcdf
+    from hsitp.contracts import TRAIN
+    from hsitp.io import json_attr
     from hsitp.train.loop import train_rank
 
     last: dict[str, float] = {}
@@ -158,7 +160,7 @@ def _train_fold(
         report(epoch, rec)
 
     path = train_rank(rt, settings, job, stop=stop, on_epoch=record)
-    with read_netcdf(path, kind="train") as ds:
+    with TRAIN.read(path) as ds:
         if "val_oa" not in last:  # resumed after its last epoch (killed before the study recorded it)
             last["val_oa"] = float(ds["val_oa"].values[-1])
         n = int((json_attr(ds, "counts") or {}).get("validation_pixels", 0))

@@ -45,11 +45,10 @@ from optuna.trial import TrialState
 from hsitp.errors import HsitpError
 from hsitp.names import DCHAG_PLANS
 from hsitp.settings import Space, TuneSettings
-from hsitp.train.recipe import STUDY_KIND, recipe_keys
+from hsitp.train.recipe import recipe_keys
 
 log = logging.getLogger(__name__)
 
-KIND = STUDY_KIND
 # The searched recipe keys, in the order the netCDF lists them (groups: searched for the D-CHAG plans only, and
 # kept for every trial in its user attrs).
 PARAMS = ("lr", "weight_decay", "label_smoothing", "warmup_steps", "per_class", "groups")

@@ -22,32 +22,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
+import xarray as xr
 
 from hsitp.audit.claims.core import ClaimsError, Context, Outcome, _fmt
+from hsitp.contracts import TRAIN_SUMMARY, flag_meanings, summary_cells
 
 OK_OUTCOMES = ("equal", "better")  # the premise met (better: conservatively)
 VARIANT_NAMES = {"dchag_l": "D-CHAG-L", "dchag_c": "D-CHAG-C"}
 LEVEL = 0.95
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One cell of the accuracy run: a plan at one P and protocol, with its verdict against tp."""
-
-    plan: str
-    P: int
-    protocol: str
-    verdict: str
-    oa: float
-    oa_std: float
-    seeds: int
-    d_oa: float
-    ci_low: float
-    ci_high: float
 
 
 def beats_baseline(
@@ -78,38 +62,10 @@ def variant_outcome(verdicts: Sequence[str]) -> str:
     return "undecided"
 
 
-def _cells(ds: Any) -> list[Cell]:
-    v = ds["oa_verdict"]
-    names: dict[Any, str] = {}
-    if "flag_values" in v.attrs and "flag_meanings" in v.attrs:  # CF flags: compare by name
-        names = dict(
-            zip(
-                np.atleast_1d(v.attrs["flag_values"]).tolist(),
-                str(v.attrs["flag_meanings"]).split(),
-                strict=True,
-            )
-        )
-
-    def col(name: str, i: int, default: float = math.nan) -> float:
-        return float(ds[name].values[i]) if name in ds else default
-
-    out = []
-    for i in range(ds.sizes["cell"]):
-        out.append(
-            Cell(
-                plan=str(ds["plan"].values[i]),
-                P=int(ds["P"].values[i]),
-                protocol=str(ds["protocol"].values[i]) if "protocol" in ds.coords else "random",
-                verdict=names.get(v.values[i].item(), str(v.values[i])),
-                oa=col("oa_mean", i),
-                oa_std=col("oa_std", i),
-                seeds=int(col("seeds", i, 1.0)),
-                d_oa=col("d_oa_vs_tp_mean", i),
-                ci_low=col("d_oa_vs_tp_ci_low", i),
-                ci_high=col("d_oa_vs_tp_ci_high", i),
-            )
-        )
-    return out
+def _cells(ds: xr.Dataset) -> list[Any]:
+    """The accuracy run's cells (:func:`hsitp.contracts.summary_cells`), each with its ``oa_verdict`` by name."""
+    table = summary_cells(ds).reset_index().assign(verdict=flag_meanings(ds["oa_verdict"]))
+    return list(table.itertuples(index=False))
 
 
 def _pp(x: float) -> str:
@@ -122,18 +78,12 @@ def check_accuracy_verdicts(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     whose outcome is equal or better; pending, naming the stage, while nothing decides."""
     path = ctx.accuracy_summary
     variants = list(a.get("variants") or ["dchag_l", "dchag_c"])
-    baseline = str(a.get("baseline", "svm"))
     if not path.exists():
         return Outcome(
-            verdict="pending",
-            basis="measured",
-            how="-",
-            source=str(path),
+            verdict="pending", basis="measured", how="-", source=str(path),
             reason=f"pending: no {path} (the train stage of the accuracy run `{ctx.accuracy_run}`: audit.accuracy_run)",
-        )
-    from hsitp.io import read_netcdf
-
-    ds = read_netcdf(path, kind="train_summary")
+        )  # fmt: skip
+    ds = TRAIN_SUMMARY.read(path)
     ctx.inputs["accuracy_summary"] = path
     if "oa_verdict" not in ds:
         return Outcome(
@@ -141,55 +91,9 @@ def check_accuracy_verdicts(ctx: Context, a: Mapping[str, Any]) -> Outcome:
             reason=f"pending: {path} has no oa_verdict yet (the train stage's summary)",
         )  # fmt: skip
     cells = _cells(ds)
-    classifiers = [str(x) for x in ds["classifier"].values] if "classifier" in ds.coords else []
-    if baseline not in classifiers:
-        raise ClaimsError(f"accuracy_verdicts: no classifier {baseline!r} in {path} ({classifiers})")
-    k = classifiers.index(baseline)
     protocols = sorted({c.protocol for c in cells})
-    counted, notes = [], []
-    for proto in protocols:
-        idx = [i for i, c in enumerate(cells) if c.protocol == proto]
-        i0 = idx[0]
-        base = float(ds["baseline_oa_mean"].values[i0, k])
-        base_sd = float(ds["baseline_oa_std"].values[i0, k])
-        base_n = int(ds["baseline_seeds"].values[i0]) if "baseline_seeds" in ds else 1
-        trained = [cells[i] for i in idx]
-        lows = [(c, *beats_baseline(c.oa, c.oa_std, c.seeds, base, base_sd, base_n)) for c in trained]
-        winners = [(c, low) for c, ok, low in lows if ok]
-        best = max(lows, key=lambda t: t[0].oa)
-        if winners:
-            counted.append(proto)
-            c, low = max(winners, key=lambda t: t[1])
-            notes.append(
-                f"{proto} protocol counts ({len(winners)} of {len(trained)} trained cells beat the {baseline.upper()}'s "
-                f"{100 * base:.1f} %, e.g. {c.plan} P = {c.P} {100 * c.oa:.1f} %, Welch 95 % low end {_pp(low)} pp)"
-            )
-        else:
-            c, _, low = best
-            notes.append(
-                f"{proto} protocol reported, does not count (no trained model beats the {baseline.upper()}'s "
-                f"{100 * base:.1f} %: best {c.plan} P = {c.P} {100 * c.oa:.1f} %, Welch 95 % low end {_pp(low)} pp)"
-            )
-    per_variant, decided_by, parts = {}, [], []
-    for var in variants:
-        mine = [c for c in cells if c.plan == var]
-        if not mine:
-            raise ClaimsError(f"accuracy_verdicts: no cell of plan {var!r} in {path}")
-        for proto in protocols:
-            pc = sorted((c for c in mine if c.protocol == proto), key=lambda c: c.P)
-            if not pc:
-                continue
-            cells_text = ", ".join(
-                f"P = {c.P} {c.verdict} {_pp(c.d_oa)} [{_pp(c.ci_low)}, {_pp(c.ci_high)}]" for c in pc
-            )
-            tag = "" if proto in counted else " (not counted)"
-            parts.append(
-                f"{VARIANT_NAMES.get(var, var)} {proto}{tag}: {variant_outcome([c.verdict for c in pc])} ({cells_text})"
-            )
-        out = variant_outcome([c.verdict for c in mine if c.protocol in counted])
-        per_variant[var] = out
-        if out != "undecided":
-            decided_by.append(f"{VARIANT_NAMES.get(var, var)} on {', '.join(counted)} ({out})")
+    counted, notes = _counting_protocols(ds, cells, protocols, str(a.get("baseline", "svm")), path)
+    per_variant, decided_by, parts = _variant_outcomes(cells, variants, protocols, counted, path)
     decided = [v for v, o in per_variant.items() if o != "undecided"]
     summary = "; ".join(
         f"{VARIANT_NAMES.get(v, v)}: {o}" + (" (conservative: better than tp)" if o == "better" else "")
@@ -224,3 +128,70 @@ def check_accuracy_verdicts(ctx: Context, a: Mapping[str, Any]) -> Outcome:
         basis="measured",
         reason=f"decided by {'; '.join(decided_by)}{ref}",
     )
+
+
+def _counting_protocols(
+    ds: xr.Dataset, cells: Sequence[Any], protocols: Sequence[str], baseline: str, path: Any
+) -> tuple[list[str], list[str]]:
+    """Rule 13.1: the protocols where some trained model beats the classical ``baseline`` (Welch 95 % low end of
+    OA(model) - OA(baseline) above 0), and a note per protocol saying why it counts or not."""
+    classifiers = [str(x) for x in ds["classifier"].values] if "classifier" in ds.coords else []
+    if baseline not in classifiers:
+        raise ClaimsError(f"accuracy_verdicts: no classifier {baseline!r} in {path} ({classifiers})")
+    k = classifiers.index(baseline)
+    counted, notes = [], []
+    for proto in protocols:
+        trained = [c for c in cells if c.protocol == proto]
+        i0 = trained[0].i
+        base = float(ds["baseline_oa_mean"].values[i0, k])
+        base_sd = float(ds["baseline_oa_std"].values[i0, k])
+        base_n = int(ds["baseline_seeds"].values[i0]) if "baseline_seeds" in ds else 1
+        lows = [
+            (c, *beats_baseline(c.oa_mean, c.oa_std, int(c.seeds), base, base_sd, base_n)) for c in trained
+        ]
+        winners = [(c, low) for c, ok, low in lows if ok]
+        if winners:
+            counted.append(proto)
+            c, low = max(winners, key=lambda t: t[1])
+            notes.append(
+                f"{proto} protocol counts ({len(winners)} of {len(trained)} trained cells beat the {baseline.upper()}'s "
+                f"{100 * base:.1f} %, e.g. {c.plan} P = {c.P} {100 * c.oa_mean:.1f} %, Welch 95 % low end {_pp(low)} pp)"
+            )
+        else:
+            c, _, low = max(lows, key=lambda t: t[0].oa_mean)
+            notes.append(
+                f"{proto} protocol reported, does not count (no trained model beats the {baseline.upper()}'s "
+                f"{100 * base:.1f} %: best {c.plan} P = {c.P} {100 * c.oa_mean:.1f} %, Welch 95 % low end {_pp(low)} pp)"
+            )
+    return counted, notes
+
+
+def _variant_outcomes(
+    cells: Sequence[Any], variants: Sequence[str], protocols: Sequence[str], counted: Sequence[str], path: Any
+) -> tuple[dict[str, str], list[str], list[str]]:
+    """Rule 13.2: each variant's outcome on the counting protocols, which variants decided, and a text per variant
+    and protocol listing its cells' verdicts and OA differences to tp."""
+    per_variant: dict[str, str] = {}
+    decided_by: list[str] = []
+    parts: list[str] = []
+    for var in variants:
+        mine = [c for c in cells if c.plan == var]
+        if not mine:
+            raise ClaimsError(f"accuracy_verdicts: no cell of plan {var!r} in {path}")
+        for proto in protocols:
+            pc = sorted((c for c in mine if c.protocol == proto), key=lambda c: c.P)
+            if not pc:
+                continue
+            cells_text = ", ".join(
+                f"P = {c.P} {c.verdict} {_pp(c.d_oa_vs_tp_mean)} [{_pp(c.d_oa_vs_tp_ci_low)}, {_pp(c.d_oa_vs_tp_ci_high)}]"
+                for c in pc
+            )
+            tag = "" if proto in counted else " (not counted)"
+            parts.append(
+                f"{VARIANT_NAMES.get(var, var)} {proto}{tag}: {variant_outcome([c.verdict for c in pc])} ({cells_text})"
+            )
+        out = variant_outcome([c.verdict for c in mine if c.protocol in counted])
+        per_variant[var] = out
+        if out != "undecided":
+            decided_by.append(f"{VARIANT_NAMES.get(var, var)} on {', '.join(counted)} ({out})")
+    return per_variant, decided_by, parts

@@ -12,7 +12,7 @@ time), and two smoke runs of one launch each ordered the same two ops oppositely
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -101,8 +101,7 @@ def check_bench_compare(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     for side in (lhs, rhs):
         if side.pending is not None:
             return side.pending
-    ds, path, L, hL, left = lhs.ds, lhs.path, lhs.values, lhs.half_iqr, lhs.left
-    R, hR = rhs.values, rhs.half_iqr
+    ds, path, left = lhs.ds, lhs.path, lhs.left
     f = _op(a["op"])
     model = None
     if a.get("agree_with"):
@@ -111,31 +110,7 @@ def check_bench_compare(ctx: Context, a: Mapping[str, Any]) -> Outcome:
             return absent
         mv = mvm[a["agree_with"]]
         model = (mv.sel(op=a["lhs"], drop=True), mv.sel(op=a["rhs"], drop=True))
-    pts = []
-    # Walk the points once, by coordinates (the arrays share their dims).
-    stacked = xr.Dataset({"l": L, "r": R, "hl": hL, "hr": hR, "ll": lhs.launches, "rl": rhs.launches}).stack(
-        _pt=list(L.dims)
-    )
-    undecided = 0
-    for i in range(stacked.sizes["_pt"]):
-        l_, r_ = float(stacked["l"].values[i]), float(stacked["r"].values[i])
-        if not (math.isfinite(l_) and math.isfinite(r_)):
-            continue
-        coords = {d: stacked[d].values[i].item() for d in L.dims}
-        lbl = ", ".join(f"{d}={_fmt(coords[d])}" for d in L.dims if L.sizes[d] > 1 or d in ("N", "D"))
-        bands_overlap = abs(l_ - r_) <= float(stacked["hl"].values[i]) + float(stacked["hr"].values[i])
-        if bands_overlap or not _apart(stacked["ll"].isel(_pt=i).values, stacked["rl"].isel(_pt=i).values):
-            undecided += 1
-            continue
-        shown = f"{a['lhs']} {_fmt(l_)} vs {a['rhs']} {_fmt(r_)}"
-        if model is not None:
-            ml = float(model[0].sel({d: coords[d] for d in model[0].dims}).values)
-            mr = float(model[1].sel({d: coords[d] for d in model[1].dims}).values)
-            ok = bool(f(ml, mr)) == bool(f(l_, r_))
-            shown += f" (model {_fmt(ml)} vs {_fmt(mr)})"
-        else:
-            ok = bool(f(l_, r_))
-        pts.append((lbl, ok, shown))
+    pts, undecided = _compared_points(lhs, rhs, a, f, model)
     if undecided:
         left = [*left, f"{undecided} point(s) within the repeats' IQR or the launches' range"]
     if not pts:
@@ -161,6 +136,45 @@ def check_bench_compare(ctx: Context, a: Mapping[str, Any]) -> Outcome:
         ),
         left_out=left,
     )
+
+
+def _compared_points(
+    lhs: Any, rhs: Any, a: Mapping[str, Any], f: Callable[..., Any], model: Any
+) -> tuple[list, int]:
+    """The decided points of ``lhs`` against ``rhs`` (label, passes, shown), walked once by coordinates (the arrays
+    share their dims), and how many points their repeats' IQR or launches' range leave undecided."""
+    L = lhs.values  # noqa: N806
+    stacked = xr.Dataset(
+        {
+            "l": L,
+            "r": rhs.values,
+            "hl": lhs.half_iqr,
+            "hr": rhs.half_iqr,
+            "ll": lhs.launches,
+            "rl": rhs.launches,
+        }
+    ).stack(_pt=list(L.dims))
+    pts, undecided = [], 0
+    for i in range(stacked.sizes["_pt"]):
+        l_, r_ = float(stacked["l"].values[i]), float(stacked["r"].values[i])
+        if not (math.isfinite(l_) and math.isfinite(r_)):
+            continue
+        coords = {d: stacked[d].values[i].item() for d in L.dims}
+        lbl = ", ".join(f"{d}={_fmt(coords[d])}" for d in L.dims if L.sizes[d] > 1 or d in ("N", "D"))
+        bands_overlap = abs(l_ - r_) <= float(stacked["hl"].values[i]) + float(stacked["hr"].values[i])
+        if bands_overlap or not _apart(stacked["ll"].isel(_pt=i).values, stacked["rl"].isel(_pt=i).values):
+            undecided += 1
+            continue
+        shown = f"{a['lhs']} {_fmt(l_)} vs {a['rhs']} {_fmt(r_)}"
+        if model is not None:
+            ml = float(model[0].sel({d: coords[d] for d in model[0].dims}).values)
+            mr = float(model[1].sel({d: coords[d] for d in model[1].dims}).values)
+            ok = bool(f(ml, mr)) == bool(f(l_, r_))
+            shown += f" (model {_fmt(ml)} vs {_fmt(mr)})"
+        else:
+            ok = bool(f(l_, r_))
+        pts.append((lbl, ok, shown))
+    return pts, undecided
 
 
 def _launches_text(ds: xr.Dataset) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from hsitp import contracts
 from hsitp.cost import paper, stated
 from hsitp.errors import HsitpError
 from hsitp.shape import n_tokens
@@ -37,13 +38,13 @@ VERDICTS = ("holds", "consistent", "conditional", "contradicted", "not_reproduci
 # bench/*.nc) or the accuracy run's results/<audit.accuracy_run>/train/summary.nc; a measured check is pending while
 # its file (or a point in its scope) is absent.
 BASES = ("computed", "circular", "reading", "pending", "measured")
-# The measured (and modelled) files a check may read, relative to the measured run's folder: (path, kind, stage).
-MEASURED_FILES: dict[str, tuple[str, str, str]] = {
-    "memory": ("probe/memory.nc", "probe_memory", "probe"),
-    "throughput": ("probe/throughput.nc", "probe_throughput", "probe"),
-    "estimate": ("probe/estimate.nc", "probe_estimate", "probe"),
-    "microbench": ("bench/microbench.nc", "microbench", "bench"),
-    "model_vs_measured": ("bench/model_vs_measured.nc", "model_vs_measured", "bench"),
+# The measured (and modelled) files a check may read, relative to the measured run's folder: (path, contract, stage).
+MEASURED_FILES: dict[str, tuple[str, contracts.Contract, str]] = {
+    "memory": ("probe/memory.nc", contracts.PROBE_MEMORY, "probe"),
+    "throughput": ("probe/throughput.nc", contracts.PROBE_THROUGHPUT, "probe"),
+    "estimate": ("probe/estimate.nc", contracts.PROBE_ESTIMATE, "probe"),
+    "microbench": ("bench/microbench.nc", contracts.MICROBENCH, "bench"),
+    "model_vs_measured": ("bench/model_vs_measured.nc", contracts.MODEL_VS_MEASURED, "bench"),
 }
 # Checks reading the measured run's probe/bench files (config key audit.measured_run), and all measured checks.
 RUN_MEASURED_CHECKS = frozenset(
@@ -64,7 +65,7 @@ PAPER_CASES = frozenset({"paper_N324", "paper_N5776"})
 PROBE_FILES = ("memory", "throughput")
 # The size keys of a probe's model (its ``probe`` attribute) that decide whether a file is at a claim's sizes.
 SIZE_KEYS = ("dim", "depth", "L", "N")
-COST_TABLES = ("rho", "ccr", "boundary", "scale", "plan")
+COST_TABLES = tuple(contracts.COST)
 
 
 class ClaimsError(HsitpError):
@@ -155,14 +156,14 @@ class Context:
             return self._measured[name], self._measured_path[name], None
         from hsitp.io import read_netcdf
 
-        rel, kind, stage = MEASURED_FILES[name]
+        rel, contract, stage = MEASURED_FILES[name]  # by kind: a check names the variable it lacks
         path = self.measured_dir / rel
         ref = self.reference_dir(self.accuracy_run) / rel
         use_ref = name in PROBE_FILES and ref.exists() and ref.resolve() != path.resolve()
         if path.exists():
-            ds = read_netcdf(path, kind=kind)
+            ds = read_netcdf(path, kind=contract.kind)
             if use_ref:
-                ref_ds = read_netcdf(ref, kind=kind)
+                ref_ds = read_netcdf(ref, kind=contract.kind)
                 small = smaller_model(probe_sizes(ds), probe_sizes(ref_ds))
                 if small:
                     self.measured_notes[name] = (
@@ -171,7 +172,7 @@ class Context:
                     )
                     ds, path = ref_ds, ref
         elif use_ref:
-            ds = read_netcdf(ref, kind=kind)
+            ds = read_netcdf(ref, kind=contract.kind)
             self.measured_notes[name] = (
                 f"no {path} here: the headline run's committed reference {ref} decides, not re-run here"
             )
@@ -217,18 +218,12 @@ class Context:
         return self.accuracy_summary.parent.parent.parent.name == "reference"
 
     def table(self, name: str) -> xr.Dataset:
-        """``cost/NAME.nc`` (kind ``cost_NAME``; ``model_NAME`` accepted: the files written before issue 8's
-        rename of the stage, as in results/reference/)."""
+        """``cost/NAME.nc`` (:data:`hsitp.contracts.COST`)."""
         if name not in COST_TABLES:
             raise ClaimsError(f"unknown cost table {name!r}; one of {', '.join(COST_TABLES)}")
         if name not in self._tables:
-            from hsitp.io import read_netcdf
-
             path = self.cost_dir / f"{name}.nc"
-            ds = read_netcdf(path)
-            if ds.attrs.get("kind") not in (f"cost_{name}", f"model_{name}"):
-                ds = read_netcdf(path, kind=f"cost_{name}")  # raises with the reader's message
-            self._tables[name] = ds
+            self._tables[name] = contracts.COST[name].read(path)
             self.inputs[name] = path
         return self._tables[name]
 

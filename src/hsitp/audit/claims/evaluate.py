@@ -85,34 +85,45 @@ def reading_decides(c: Mapping[str, Any], o: Outcome) -> bool:
     return bool(c.get("by_construction")) and not (measured_decided(o) and o.decided_by)
 
 
+def _reason(
+    ctx: Context, c: Mapping[str, Any], o: Outcome, verdict: str, basis: str, by_reading: bool
+) -> str:
+    """A row's reason: the outcome's, the claim's own, which sub-check decided (first_decided), the reading that
+    decides by construction, the conditions a conditional claim holds under, and rule 15 for a pending one."""
+    reason = o.reason or str(c.get("reason", "")).strip()
+    if o.basis == "measured" and o.reason and not o.decided_by and c.get("reason"):
+        reason = f"{o.reason[0].upper()}{o.reason[1:]}. {str(c['reason']).strip()}"
+    if o.decided_by:  # first_decided: say which sub-check decided, and what the others said
+        said = f"Decided by {o.decided_by} (basis {basis})" + (f"; {o.others}" if o.others else "") + "."
+        reason = " ".join(x for x in (said, o.reason, str(c.get("reason", "")).strip()) if x)
+    if by_reading:
+        reason = str(c["reading"]["reason"]).strip() + (
+            f" (Other sub-checks: {o.others}.)" if o.others else ""
+        )
+    elif o.parts and verdict in ("conditional", "holds") and basis != "reading":
+        held = [lbl for lbl, po, pc in o.parts if _holds(po, pc)]
+        if verdict == "conditional" or (possibility_hedged(c["zh"]) and len(held) < len(o.parts)):
+            reason = (f"holds only under: {', '.join(held)}. " + reason).strip()
+    if verdict == "pending" and _evaluate(ctx, c)[1] == "not_reproducible":
+        reason = (
+            f"Pending (rule 15): stage {measuring_stage(c['check'])} of this project can measure it and has not "
+            f"decided it here; not reproducible is kept for claims no stage could measure. {reason}"
+        )
+    return reason
+
+
 def evaluate_claims(ctx: Context, claims: Sequence[Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
     """One row per claim (:data:`COLUMNS`), verdicts computed where a number decides them."""
     rows = []
     for c in claims if claims is not None else load_claims():
         o, verdict, basis = evaluate_claim(ctx, c)
         existential = possibility_hedged(c["zh"])
-        reason = o.reason or str(c.get("reason", "")).strip()
-        if o.basis == "measured" and o.reason and not o.decided_by and c.get("reason"):
-            reason = f"{o.reason[0].upper()}{o.reason[1:]}. {str(c['reason']).strip()}"
-        if o.decided_by:  # first_decided: say which sub-check decided, and what the others said
-            said = f"Decided by {o.decided_by} (basis {basis})" + (f"; {o.others}" if o.others else "") + "."
-            reason = " ".join(x for x in (said, o.reason, str(c.get("reason", "")).strip()) if x)
-        how, source, tolerance = o.how, o.source, o.tolerance
         by_reading = reading_decides(c, o)
+        reason = _reason(ctx, c, o, verdict, basis, by_reading)
+        how, source, tolerance = o.how, o.source, o.tolerance
         if by_reading:
-            r = c["reading"]
-            reason = str(r["reason"]).strip() + (f" (Other sub-checks: {o.others}.)" if o.others else "")
             how = f"by construction ({c['by_construction']}): {o.how}"
-            source = f"{r['source']}; evidence: {o.source}"
-        elif o.parts and verdict in ("conditional", "holds") and basis != "reading":
-            held = [lbl for lbl, po, pc in o.parts if _holds(po, pc)]
-            if verdict == "conditional" or (existential and len(held) < len(o.parts)):
-                reason = (f"holds only under: {', '.join(held)}. " + reason).strip()
-        if verdict == "pending" and _evaluate(ctx, c)[1] == "not_reproducible":
-            reason = (
-                f"Pending (rule 15): stage {measuring_stage(c['check'])} of this project can measure it and has not "
-                f"decided it here; not reproducible is kept for claims no stage could measure. {reason}"
-            )
+            source = f"{c['reading']['source']}; evidence: {o.source}"
         if c.get("about"):
             tolerance = f"about: {c['about']}; {tolerance}".strip("; ")
         if (

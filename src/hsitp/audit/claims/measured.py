@@ -14,6 +14,7 @@ import numpy as np
 import xarray as xr
 
 from hsitp.audit.claims.core import ClaimsError, Context, Outcome, _bounds, _fmt, _op, _sel_text, probe_sizes
+from hsitp.contracts import TRAIN_SUMMARY, flag_meanings
 
 
 def check_measured(ctx: Context, a: Mapping[str, Any]) -> Outcome:
@@ -26,64 +27,32 @@ def check_measured(ctx: Context, a: Mapping[str, Any]) -> Outcome:
 
 
 def _check_measured(ctx: Context, a: Mapping[str, Any]) -> Outcome:
-    """A claim decided by measurements: a variable of ``results/<audit.accuracy_run>/train/summary.nc`` (kind
-    ``train_summary``, one value per cell), as the share of the selected cells equal to ``equals`` (e.g. a verdict
-    variable) or within [low, high]. Basis ``measured``; pending, with what it waits for, while the file or the
-    variable is absent (the drift check compares such claims by presence and schema, never by verdict)."""
-    path = ctx.accuracy_summary
-    waits = a.get("waits_for", "")
+    """A claim decided by measurements: a variable of ``results/<audit.accuracy_run>/train/summary.nc`` (one value
+    per cell), as the share of the selected cells equal to ``equals`` (e.g. a verdict variable) or within [low,
+    high]. Basis ``measured``; pending, with what it waits for, while the file or the variable is absent (the drift
+    check compares such claims by presence and schema, never by verdict)."""
+    path, var, waits = ctx.accuracy_summary, a["variable"], a.get("waits_for", "")
     if not path.exists():
         return Outcome(
-            verdict="pending",
-            basis="measured",
-            how="-",
-            source=str(path),
+            verdict="pending", basis="measured", how="-", source=str(path),
             reason=f"pending: no {path} (run the accuracy run `{ctx.accuracy_run}`: audit.accuracy_run). {waits}".strip(),
-        )
-    from hsitp.io import read_netcdf
-
-    ds = read_netcdf(path, kind="train_summary")
+        )  # fmt: skip
+    ds = TRAIN_SUMMARY.read(path)
     ctx.inputs["accuracy_summary"] = path
-    var = a["variable"]
     if var not in ds:
         return Outcome(
-            verdict="pending",
-            basis="measured",
-            how="-",
-            source=f"{path}:{var}",
+            verdict="pending", basis="measured", how="-", source=f"{path}:{var}",
             reason=f"pending: {path} has no variable {var!r} yet. {waits}".strip(),
-        )
-    da = ds[var]
-    for key, want in (a.get("sel") or {}).items():  # cell coordinates (dataset, plan, P, protocol, ...)
-        if key not in da.coords:
-            raise ClaimsError(f"measured check: {var!r} has no coordinate {key!r} (coords {list(da.coords)})")
-        keep = np.isin(np.asarray(da[key].values), np.asarray(want if isinstance(want, list) else [want]))
-        da = da.isel({da[key].dims[0]: np.flatnonzero(keep)})
-    vals = np.asarray(da.values).ravel()
-    if (
-        "flag_values" in da.attrs and "flag_meanings" in da.attrs
-    ):  # CF flags (e.g. oa_verdict): compare by name
-        names = dict(
-            zip(
-                np.atleast_1d(da.attrs["flag_values"]).tolist(),
-                str(da.attrs["flag_meanings"]).split(),
-                strict=True,
-            )
-        )
-        vals = np.array([names.get(v, str(v)) for v in vals.tolist()], dtype=object)
-    if vals.size == 0:
-        raise ClaimsError(f"measured check: no cell of {var!r} in {path} matches {dict(a.get('sel') or {})}")
+        )  # fmt: skip
+    vals = _selected(ds[var], a.get("sel") or {}, path)
     if "undecided" in a and bool(np.all(vals.astype(str) == str(a["undecided"]))):
         # no cell decided either way: the measurement cannot judge the claim (not a contradiction of it); a share
         # of 0 with a decided cell is one (if_false: contradicted)
         return Outcome(
-            verdict="not_reproducible",
-            basis="measured",
-            value=0.0,
+            verdict="not_reproducible", basis="measured", value=0.0,
             how=f"every one of {vals.size} cell(s) of {var}{_sel_text(a.get('sel'))} is {a['undecided']!r}",
-            source=f"{path}:{var}",
-            reason=f"no selected cell was decided ({a['undecided']}): more seeds could decide it",
-        )
+            source=f"{path}:{var}", reason=f"no selected cell was decided ({a['undecided']}): more seeds could decide it",
+        )  # fmt: skip
     if "equals" in a:
         truth = vals.astype(str) == str(a["equals"])
         cond = f"== {a['equals']!r}"
@@ -102,6 +71,23 @@ def _check_measured(ctx: Context, a: Mapping[str, Any]) -> Outcome:
         tolerance=f"holds if share ≥ {a.get('min_fraction', 1.0)}",
         basis="measured",
     )
+
+
+def _selected(da: xr.DataArray, sel: Mapping[str, Any], path: Path) -> np.ndarray:
+    """The values of ``da`` at the cells whose coordinates (dataset, plan, P, protocol, ...) are in ``sel``, flat; a
+    CF flag variable (e.g. oa_verdict) by name."""
+    for key, want in sel.items():
+        if key not in da.coords:
+            raise ClaimsError(
+                f"measured check: {da.name!r} has no coordinate {key!r} (coords {list(da.coords)})"
+            )
+        keep = np.isin(np.asarray(da[key].values), np.asarray(want if isinstance(want, list) else [want]))
+        da = da.isel({da[key].dims[0]: np.flatnonzero(keep)})
+    flags = "flag_values" in da.attrs and "flag_meanings" in da.attrs
+    vals = np.array(flag_meanings(da), dtype=object) if flags else np.asarray(da.values).ravel()
+    if vals.size == 0:
+        raise ClaimsError(f"measured check: no cell of {da.name!r} in {path} matches {dict(sel)}")
+    return vals
 
 
 def _undecided(path: Path, why: str, basis: str = "measured", note: str = "") -> Outcome:
@@ -357,21 +343,7 @@ def check_probe_throughput(ctx: Context, a: Mapping[str, Any]) -> Outcome:
         return _undecided(path, note=ctx.measured_notes.get("throughput", ""), why=off)
     over = _oversubscribed(ds)
     quantity = a.get("quantity", "ratio")
-    if quantity == "ratio":
-        med, lo, hi = ds["ratio_vs_tp_median"], ds["ratio_vs_tp_min"], ds["ratio_vs_tp_max"]
-        what = "tokens/s of the plan / tokens/s of tp, interleaved rounds (median [slowest, fastest round])"
-    elif quantity == "ccr_ratio":
-        coll = ds["time_collectives"].sum("time_part").max("rank")
-        comp = ds["time_compute"].sum("time_part").max("rank")
-        ccr = coll / comp.where(comp > 0)
-        med = ccr / ccr.sel(plan="tp", drop=True)
-        # Issue 51: a ratio decides only where its measured range (the repeats) lies wholly on one side of the
-        # threshold. The probe records one median per point for the collective and compute times, no repeats:
-        # the range is unknown, so no point decides (lo and hi NaN); the medians are listed.
-        lo = hi = med.where(False)
-        what = "CCR of the plan / CCR of tp (slowest rank's collective / compute time, medians)"
-    else:
-        raise ClaimsError(f"probe_throughput: quantity {quantity!r} is not ratio or ccr_ratio")
+    med, lo, hi, what = _throughput_quantity(ds, quantity)
     sel = {**(a.get("sel") or {}), "plan": list(a["plans"])}
     arrays = []
     for x in (med, lo, hi):
@@ -386,22 +358,8 @@ def check_probe_throughput(ctx: Context, a: Mapping[str, Any]) -> Outcome:
         if (int(P) in a["P"] if a.get("P") else int(P) >= int(a.get("P_min", 2)))
     ]
     f, x = _op(a["op"]), float(a["value"])
-    pts, left = [], [f"P = {P} ({over[P]}: decides nothing)" for P in in_scope if P in over]
-    for P in in_scope:
-        if P in over:
-            continue
-        lows = dict(_labelled_points(lo.sel(P=[P]), keep_nan=True))
-        highs = dict(_labelled_points(hi.sel(P=[P]), keep_nan=True))
-        for lbl, v in _labelled_points(med.sel(P=[P])):
-            vl, vh = lows[lbl], highs[lbl]
-            shown = _fmt(v) if quantity != "ratio" else f"{_fmt(v)} [{_fmt(vl)}, {_fmt(vh)}]"
-            if not (math.isfinite(vl) and math.isfinite(vh)):
-                left.append(f"{lbl} {shown} (one median, no repeat range: decides nothing)")
-                continue
-            if bool(f(vl, x)) != bool(f(vh, x)):
-                left.append(f"{lbl} {shown} (rounds on both sides of {_fmt(x)})")
-                continue
-            pts.append((lbl, bool(f(v, x)), shown))
+    pts, left = _decided_points(med, lo, hi, [P for P in in_scope if P not in over], f, x, quantity)
+    left = [f"P = {P} ({over[P]}: decides nothing)" for P in in_scope if P in over] + left
     if not pts:
         measured = [int(P) for P in med["P"].values]
         why = "; ".join(left) if left else f"no P in scope measured (P = {measured})"
@@ -426,3 +384,51 @@ def check_probe_throughput(ctx: Context, a: Mapping[str, Any]) -> Outcome:
         left_out=left,
         note=ctx.measured_notes.get("throughput", ""),
     )
+
+
+def _throughput_quantity(
+    ds: xr.Dataset, quantity: str
+) -> tuple[xr.DataArray, xr.DataArray, xr.DataArray, str]:
+    """(median, low, high, what) of the probe's ``quantity`` vs tp: the interleaved tokens/s ratio with its slowest
+    and fastest round, or the CCR ratio (medians only: low and high NaN, so no point decides)."""
+    if quantity == "ratio":
+        what = "tokens/s of the plan / tokens/s of tp, interleaved rounds (median [slowest, fastest round])"
+        return ds["ratio_vs_tp_median"], ds["ratio_vs_tp_min"], ds["ratio_vs_tp_max"], what
+    if quantity != "ccr_ratio":
+        raise ClaimsError(f"probe_throughput: quantity {quantity!r} is not ratio or ccr_ratio")
+    coll = ds["time_collectives"].sum("time_part").max("rank")
+    comp = ds["time_compute"].sum("time_part").max("rank")
+    ccr = coll / comp.where(comp > 0)
+    med = ccr / ccr.sel(plan="tp", drop=True)
+    # Issue 51: a ratio decides only where its measured range (the repeats) lies wholly on one side of the
+    # threshold. The probe records one median per point for the collective and compute times, no repeats:
+    # the range is unknown, so no point decides (lo and hi NaN); the medians are listed.
+    what = "CCR of the plan / CCR of tp (slowest rank's collective / compute time, medians)"
+    return med, med.where(False), med.where(False), what
+
+
+def _decided_points(
+    med: xr.DataArray,
+    lo: xr.DataArray,
+    hi: xr.DataArray,
+    sizes: Sequence[int],
+    f: Callable[..., Any],
+    x: float,
+    quantity: str,
+) -> tuple[list[tuple[str, bool, str]], list[str]]:
+    """The points at ``sizes`` whose whole range is on one side of ``x`` (label, passes, shown), and the others
+    with why they decide nothing."""
+    pts, left = [], []
+    for P in sizes:  # noqa: N806
+        lows = dict(_labelled_points(lo.sel(P=[P]), keep_nan=True))
+        highs = dict(_labelled_points(hi.sel(P=[P]), keep_nan=True))
+        for lbl, v in _labelled_points(med.sel(P=[P])):
+            vl, vh = lows[lbl], highs[lbl]
+            shown = _fmt(v) if quantity != "ratio" else f"{_fmt(v)} [{_fmt(vl)}, {_fmt(vh)}]"
+            if not (math.isfinite(vl) and math.isfinite(vh)):
+                left.append(f"{lbl} {shown} (one median, no repeat range: decides nothing)")
+            elif bool(f(vl, x)) != bool(f(vh, x)):
+                left.append(f"{lbl} {shown} (rounds on both sides of {_fmt(x)})")
+            else:
+                pts.append((lbl, bool(f(v, x)), shown))
+    return pts, left

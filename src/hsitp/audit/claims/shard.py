@@ -33,9 +33,9 @@ def _shards(ctx: Context) -> tuple[xr.Dataset | None, Path, Outcome | None]:
             verdict="pending", basis="measured", how="-", source=str(folder),
             reason=f"pending: no shard timings in {folder} (benchmarks/gpu_check.sh on a GPU: bench shard mode)",
         )  # fmt: skip
-    from hsitp.io import read_netcdf
+    from hsitp.contracts import BENCH_SHARD
 
-    parts = [read_netcdf(f, kind="bench_shard") for f in files]
+    parts = [BENCH_SHARD.read(f) for f in files]
     lo_hi = []
     for ds in parts:
         t = ds["time"]
