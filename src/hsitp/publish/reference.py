@@ -279,10 +279,6 @@ def _row(path: Path, control: bool, logs_dir: Path | None) -> dict[str, Any]:
     epochs = int(a.get("epochs", len(epochs_axis)))
     spe = int(a.get("steps_per_epoch", recipe.get("train", {}).get("steps_per_epoch", 0)))
     dataset = str(a.get("dataset", path.parent.parent.name if control else path.parent.name))
-    wall = math.nan
-    if logs_dir is not None:
-        rule = "train_control" if control else "train"
-        wall = benchmark_seconds(logs_dir / "benchmarks" / rule / dataset / f"{path.stem}.tsv")
     return {
         "name": path.stem,
         "dataset": dataset,
@@ -307,17 +303,27 @@ def _row(path: Path, control: bool, logs_dir: Path | None) -> dict[str, Any]:
         "bands": int(model.get("bands", 0)),
         "stopped_after_epochs": int(a.get("stopped_after_epochs", 0)),
         "resumed": len(_json(a.get("resumed_at_epochs"), []) or []),
-        "oa_summary": nums["oa"],
-        "aa_summary": nums["aa"],
-        "kappa_summary": nums["kappa"],
-        "oa_final": nums["oa_final"],
-        "aa_final": nums["aa_final"],
-        "kappa_final": nums["kappa_final"],
+        **{f"{m}_summary": nums[m] for m in ("oa", "aa", "kappa")},
+        **{f"{m}_final": nums[f"{m}_final"] for m in ("oa", "aa", "kappa")},
         "tokens_per_s_summary": nums["tokens_per_s"],
         "step_time_summary": step_time,
         "peak_allocated_summary": nums["peak_memory"],
-        "wall_s": wall,
         "curves": (epochs_axis, curves),
+        **_machine_columns(path, a, model, prov, logs_dir, control, dataset),
+    }
+
+
+def _machine_columns(
+    path: Path, a: dict[str, Any], model: dict[str, Any], prov: dict[str, Any], logs_dir: Path | None, control: bool,
+    dataset: str,
+) -> dict[str, Any]:  # fmt: skip
+    """Where and how a record ran: its rule's wall time (Snakemake's benchmark file under ``logs_dir``; NaN
+    without one), device, kernel, platform and provenance, and the record's own sha256."""
+    rule = "train_control" if control else "train"
+    tsv = f"benchmarks/{rule}/{dataset}/{path.stem}.tsv"
+    wall = benchmark_seconds(logs_dir / tsv) if logs_dir is not None else math.nan
+    return {
+        "wall_s": wall,
         "device": str(a.get("device", "")),
         "backend": str(a.get("backend", "")),
         "attention_kernel": str(a.get("attention_kernel", model.get("attention_kernel", "sdpa"))),
