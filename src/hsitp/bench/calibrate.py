@@ -232,17 +232,12 @@ CALIBRATION_ATTRS: dict[str, dict[str, str]] = {
     "n_points": {"units": "1", "long_name": "points in the fit"},
     "compute_overhead": {"units": "s", "long_name": "fixed time per call of the op"},
     "compute_rate": {"units": "FLOP/s", "long_name": "rate of the FLOP term (inf: term fitted to zero)"},
-    "mem_bandwidth": {
-        "units": "B/s",
-        "long_name": "rate of the memory-traffic term (inf: term fitted to zero)",
-    },
-    "sequence_factor": {
-        "units": "1",
-        "long_name": "time of the op's collectives back to back / their ring-model time timed alone",
-    },
+    "mem_bandwidth": {"units": "B/s", "long_name": "rate of the memory-traffic term (inf: term fitted to zero)"},
+    "sequence_factor": {"units": "1", "long_name": "time of the op's collectives back to back / their ring-model "
+                        "time timed alone"},
     "collective": {"long_name": "collective (ring model per collective)"},
     "op": {"long_name": "parallel layer (hsitp.names.OP_NAMES)"},
-}
+}  # fmt: skip
 
 
 def calibration_dataset(
