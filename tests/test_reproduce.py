@@ -334,3 +334,17 @@ def test_cli_registers_both_commands() -> None:
             [sys.executable, "-m", "hsitp", *argv], capture_output=True, text=True, check=False
         )
         assert done.returncode == 0 and "--" in done.stdout, done.stderr
+
+
+def test_recipe_check_reads_nested_sections_key_by_key():
+    """Catches a recipe check that compares nested sections whole: a record from before issue 50 holds
+    validation {"fraction": 0.0}, today's code writes {"fraction": 0.0, "folds": 1, "fold": 0} (the defaults of the
+    keys added since), and the spot check called that "not trained on the recorded recipe"; a changed nested value
+    must still fail, naming its dotted key."""
+    want = {"seed": 0, "train": {"lr": 1e-3, "validation": {"fraction": 0.0}}}
+    added = {"seed": 0, "train": {"lr": 1e-3, "validation": {"fraction": 0.0, "folds": 1, "fold": 0}}}
+    ok = rp.recipe_check("a", want, "b", added)
+    assert ok.ok and "validation.folds = 1" in ok.text and "validation.fold = 0" in ok.text
+    changed = {"seed": 0, "train": {"lr": 1e-3, "validation": {"fraction": 0.2, "folds": 1}}}
+    bad = rp.recipe_check("a", want, "c", changed)
+    assert not bad.ok and "validation.fraction: 0.0 recorded, 0.2 here" in bad.text

@@ -591,12 +591,24 @@ def _fmt(x: float, digits: int = 6) -> str:
     return f"{x:.{digits}f}" if math.isfinite(x) else "NaN"
 
 
+def _dotted(section: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A recipe section's leaves by dotted key ({"validation": {"fraction": 0}} -> {"validation.fraction": 0})."""
+    out: dict[str, Any] = {}
+    for key, value in section.items():
+        if isinstance(value, Mapping) and value:
+            out |= _dotted(value, f"{prefix}{key}.")
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
 def recipe_check(want_hash: str, want: Mapping[str, Any], got_hash: str, got: Mapping[str, Any]) -> Check:
     """The reproduced run's recipe against the recorded one: equal hashes, or (code that added train keys since:
     their defaults enter the hash) every recorded key with its recorded value, the added keys named."""
     if got_hash == want_hash:
         return Check("recipe", "recipe", want_hash, got_hash, True, f"recipe {got_hash}: the recorded one")
-    wt, gt = dict(want.get("train", {})), dict(got.get("train", {}))
+    # nested sections by dotted key: a key added inside one (validation.folds) is an added key, not a change
+    wt, gt = _dotted(want.get("train", {})), _dotted(got.get("train", {}))
     changed = sorted(k for k in wt if gt.get(k) != wt[k])
     if want.get("seed") != got.get("seed"):
         changed.append("seed")
