@@ -28,6 +28,7 @@ PRELOAD = [
     "hsitp.parallel.runtime",
     "hsitp.models",
     "hsitp.probe.runner",
+    "torch.distributed._tools.mem_tracker",  # ~1.5 s more (dynamo, sympy) at a rank's first tracked step
     "hsitp.train.loop",
     "dist_utils",
     "parallel_checks",
