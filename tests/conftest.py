@@ -191,9 +191,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """pytest-xdist (3.6 and later) reorders --dist loadfile's files by their number of tests, most first: the
+    order below then never reached the workers, and the files of two or three long tests (the Snakemake runs, the
+    parity worlds) were handed out last, one worker finishing them alone."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Files holding a `slow` test (a spawned group, a Snakemake run) first, each file's tests kept together and
-    in order: under `-n auto --dist loadfile` the workers start on the long files and the short ones fill the
-    tail, instead of one worker finishing a Snakemake run alone at the end."""
-    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow_files)  # stable: file and test order kept otherwise
+    """Files holding a `slow` test (a spawned group, a Snakemake run) first, those with the most slow tests first,
+    each file's tests kept together and in order: under `-n auto --dist loadfile` the workers start on the long
+    files and the short ones fill the tail, instead of one worker finishing a Snakemake run alone at the end."""
+    slow: dict[Path, int] = {}
+    for item in items:
+        if item.get_closest_marker("slow"):
+            slow[item.path] = slow.get(item.path, 0) + 1
+    items.sort(key=lambda item: -slow.get(item.path, 0))  # stable: file and test order kept otherwise

@@ -1,6 +1,9 @@
 """Spawn a small gloo world from pytest and collect each rank's result (or traceback) without ever hanging.
 
-Each rank starts the runtime (``hsitp.parallel.runtime.start``, gloo on CPU, one thread) with an explicit rank on a
+Ranks are started through a forkserver that imported torch and hsitp once per pytest process (``PRELOAD``): a
+spawned rank paid ~2 s of CPU importing them, ~30 ranks a suite run on 2 cores. Each rank still is a fresh
+process forked from a server that ran no tensor op, and takes the parent's current environment and working
+directory (as a spawned one does), not the server's. Each rank starts the runtime (``hsitp.parallel.runtime.start``, gloo on CPU, one thread) with an explicit rank on a
 free localhost port (port 0 bound, then released), runs ``fn(rt, *args)`` and puts ``(rank, "ok", result)`` or ``(rank, "error", traceback)`` on a queue. The parent waits up to
 ``deadline_s`` for every rank; ranks still alive then are killed and reported missing. Worker functions must live
 in an importable module (tests/ is on sys.path under pytest).
@@ -19,6 +22,21 @@ from typing import Any
 
 import torch.multiprocessing as mp
 
+# imported once by the forkserver (a missing one is skipped there and imported by the rank itself)
+PRELOAD = [
+    "torch",
+    "hsitp.parallel.runtime",
+    "hsitp.models",
+    "hsitp.probe.runner",
+    "torch.distributed._tools.mem_tracker",  # ~1.5 s more (dynamo, sympy) at a rank's first tracked step
+    "hsitp.train.loop",
+    "dist_utils",
+    "parallel_checks",
+    "model_checks",
+    "probe_workers",
+    "train_utils",
+]
+
 
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -27,9 +45,21 @@ def free_port() -> int:
 
 
 def _entry(
-    rank: int, world: int, port: int, fn: Callable[..., Any], args: tuple, q: Any, timeout_s: float
+    rank: int,
+    world: int,
+    port: int,
+    fn: Callable[..., Any],
+    args: tuple,
+    q: Any,
+    timeout_s: float,
+    env: dict[str, str],
+    cwd: str,
 ) -> None:
     from hsitp.parallel.runtime import RuntimeSettings, start
+
+    os.environ.clear()  # the parent's environment and folder now, not the forkserver's from its start
+    os.environ.update(env)
+    os.chdir(cwd)
 
     # one thread per rank: 2 shared cores, no oversubscription
     settings = RuntimeSettings(backend="gloo", timeout_s=timeout_s, device="cpu", threads_per_rank=1)
@@ -63,11 +93,13 @@ def spawn_world(
     expect_reports: int | None = None,
 ) -> WorldOutcome:
     """Run ``fn(rt, *args)`` on ``world`` gloo ranks and return what happened, without judging it."""
-    ctx = mp.get_context("spawn")
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(PRELOAD)  # read when the server starts: the first world of this process
     q = ctx.Queue()
     port = free_port()
+    here = (dict(os.environ), os.getcwd())
     procs = [
-        ctx.Process(target=_entry, args=(r, world, port, fn, args, q, timeout_s), daemon=True)
+        ctx.Process(target=_entry, args=(r, world, port, fn, args, q, timeout_s, *here), daemon=True)
         for r in range(world)
     ]
     start = time.monotonic()

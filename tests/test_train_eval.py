@@ -101,6 +101,7 @@ def _predict_on_rank(rt, data: str) -> dict[str, np.ndarray]:  # noqa: ANN001
     return out
 
 
+@pytest.mark.slow
 def test_every_rank_predicts_the_dense_map(tmp_path: Path) -> None:
     """Catches an evaluation that skips the plan's shard_input/gather_output (token ranks would score only their
     strip, or hang in a gather another rank never enters) or lets TP ranks disagree: at P = 2 every rank's map

@@ -370,6 +370,7 @@ def _pretrain_on_rank(rt, data: str, tmp: str, plan: str) -> tuple[float, ...]: 
     return pretrain(setup, settings, seed=0).losses
 
 
+@pytest.mark.slow
 def test_token_plan_pretrains_as_the_dense_model(tmp_path: Path) -> None:
     """Catches pretraining that normalises each token rank's loss by its own pixels, or leaves the temporary
     head's gradients unsummed across the token ranks (each rank's head would see only its locations, and the
