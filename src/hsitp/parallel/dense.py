@@ -381,7 +381,8 @@ class _SlotMix(torch.autograd.Function):
     with t[:, j] (M, s, D), any strides: no copy of the tokens (``F.linear`` of the transposed tokens folded them to
     a (..., D, s) copy, and its backward copied the fold's gradient back). backward: the tokens' gradient written
     in one (M, G, s, D) tensor, group by group (dt[m, j, k] = w[j, k] dh[m, j]: an outer product), and the weights'
-    from chunked products summed over D (``_slot_weight_grad``). Inputs: t (M, G, s, D), w (G, s), b (G,); output (M, G, D).
+    from chunked products summed over D (``_slot_weight_grad``). Inputs: t (M, G, s, D), w (G, s), b (G,); output
+    (M, G, D).
     """
 
     @staticmethod
@@ -414,9 +415,9 @@ def _slot_weight_grad(t: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
     """dw[j, k] = sum over (m, d) of t[m, j, k, d] dh[m, j, d]: (M, G, s, D), (M, G, D) -> (G, s).
 
     Chunks of rows (``hsitp.shape.slot_product_rows``) of one broadcast product summed over D (the contiguous
-    axis), then over the rows. A batched
-    product per group (bmm of t[:, j] (M, s, D) with dh (M, D, 1)) copied every group's strided tokens and ran
-    M matrix-vector products: 15 ms of a ~100 ms D-CHAG-L step at the cpu sizes, against ~1 ms here."""
+    axis), then over the rows. A batched product per group (bmm of t[:, j] (M, s, D) with dh (M, D, 1)) copied
+    every group's strided tokens and ran M matrix-vector products: 15.6 ms against 1.0 ms here, in isolation at
+    the cpu sizes (docs/measured.md, "Step speed")."""
     m, groups, s, d = t.shape
     rows = slot_product_rows(groups, s, d)
     acc = t.new_zeros(groups, s)  # (G, s)
