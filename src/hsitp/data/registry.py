@@ -145,6 +145,9 @@ GIC_CITATION = (
     f"M. Graña, M. A. Veganzons, B. Ayerdi, 'Hyperspectral Remote Sensing Scenes', GIC, UPV/EHU, {GIC_PAGE}"
 )
 LITERATURE = "bibliographic reference from the literature; not recorded in the shared README"
+_REPORTED = "commonly reported values (shared README table 'NOT verified against files')"
+_GRID_AND_COUNTS = {"grid": _REPORTED, "class_counts": _REPORTED}  # facts no file confirmed
+_SENSOR_AND_CITATION = {"sensor": "common knowledge", "citation": LITERATURE}
 
 # --- Indian Pines -----------------------------------------------------------------------------------------------
 _IP_REMOVED = _ranges((104, 108), (150, 163), 220)
@@ -312,6 +315,12 @@ SALINAS = DatasetSpec(
     notes="Salinas.mat (224 bands) is not registered: no published checksum was found for it.",
 )
 
+_SA_GT_MAT = _gic(
+    "a/aa/SalinasA_gt.mat",
+    587,
+    "17814c1d3296c0e29b27f320f2c4174d2a68adb87e376abe78f02923e2c2e454",
+    "salinasA_gt",
+)
 SALINAS_A = DatasetSpec(
     name="salinas_a",
     title="Salinas-A (AVIRIS, sub-scene of Salinas)",
@@ -334,12 +343,7 @@ SALINAS_A = DatasetSpec(
                 "d75684ed3ab71a1024cee0f9db9061f50a3523a92ff5edfbbb1eed976b9f1721",
                 "salinasA_corrected",
             ),
-            _gic(
-                "a/aa/SalinasA_gt.mat",
-                587,
-                "17814c1d3296c0e29b27f320f2c4174d2a68adb87e376abe78f02923e2c2e454",
-                "salinasA_gt",
-            ),
+            _SA_GT_MAT,
         ),
         Variant(
             "uncorrected",
@@ -354,12 +358,7 @@ SALINAS_A = DatasetSpec(
                     "no official URL was found, so it comes only from the cache or a mirror"
                 ),
             ),
-            _gic(
-                "a/aa/SalinasA_gt.mat",
-                587,
-                "17814c1d3296c0e29b27f320f2c4174d2a68adb87e376abe78f02923e2c2e454",
-                "salinasA_gt",
-            ),
+            _SA_GT_MAT,
             uncorrected=True,
         ),
     ),
@@ -422,8 +421,7 @@ PAVIA_UNIVERSITY = DatasetSpec(
     band_numbering=_DISTRIBUTED,
     unverified={
         "bands": "103 as commonly reported; the cube was not checked (only PaviaU_gt.mat was)",
-        "sensor": "common knowledge",
-        "citation": LITERATURE,
+        **_SENSOR_AND_CITATION,
     },
 )
 
@@ -471,12 +469,7 @@ PAVIA_CENTRE = DatasetSpec(
     ),
     band_numbers=tuple(range(1, 103)),
     band_numbering=_DISTRIBUTED,
-    unverified={
-        "grid": "commonly reported values (shared README table 'NOT verified against files')",
-        "class_counts": "commonly reported values (shared README table 'NOT verified against files')",
-        "sensor": "common knowledge",
-        "citation": LITERATURE,
-    },
+    unverified={**_GRID_AND_COUNTS, **_SENSOR_AND_CITATION},
 )
 
 # --- KSC, Botswana ----------------------------------------------------------------------------------------------
@@ -535,12 +528,7 @@ KSC = DatasetSpec(
         "1-based band index in the distributed 176-band file; the original AVIRIS numbers are unknown (the only "
         "published removed-band list removes 44 of 224 bands, leaving 180, so it is not used)"
     ),
-    unverified={
-        "grid": "commonly reported values (shared README table 'NOT verified against files')",
-        "class_counts": "commonly reported values (shared README table 'NOT verified against files')",
-        "sensor": "common knowledge",
-        "citation": LITERATURE,
-    },
+    unverified={**_GRID_AND_COUNTS, **_SENSOR_AND_CITATION},
 )
 
 _BOTSWANA_KEPT = _ranges((10, 55), (82, 97), (102, 119), (134, 164), (187, 220))
@@ -594,11 +582,9 @@ BOTSWANA = DatasetSpec(
     band_numbers=_BOTSWANA_KEPT,
     band_numbering="1-based Hyperion band numbers (of 242) retained by the distributor, per the GIC description",
     unverified={
-        "grid": "commonly reported values (shared README table 'NOT verified against files')",
-        "class_counts": "commonly reported values (shared README table 'NOT verified against files')",
+        **_GRID_AND_COUNTS,
         "band_numbers": "GIC description (retained 10-55, 82-97, 102-119, 134-164, 187-220); no code source found",
-        "sensor": "common knowledge",
-        "citation": LITERATURE,
+        **_SENSOR_AND_CITATION,
     },
 )
 
@@ -668,7 +654,7 @@ HOUSTON2013 = DatasetSpec(
         "(tifffile or rasterio) yet; the test labels also come as ENVI ROI text files"
     ),
     unverified={
-        "grid": "commonly reported values (shared README table 'NOT verified against files')",
+        "grid": _REPORTED,
         "class_counts": "only totals are reported: 15,029 labelled (standard train 2,832 + test 12,197)",
         "sha256": "single source (rs-fusion-datasets)",
         "sensor": "common knowledge; the shared README says CASI",
@@ -737,11 +723,10 @@ WHU_HI_LONGKOU = DatasetSpec(
         "(or <mirror>/whu_hi_longkou/); then run `hsitp data fetch whu_hi_longkou`."
     ),
     unverified={
-        "grid": "commonly reported values (shared README table 'NOT verified against files')",
+        "grid": _REPORTED,
         "class_counts": "only the total is reported: 204,542 labelled pixels",
         "sha256": "single public source (shared README)",
-        "sensor": "common knowledge",
-        "citation": LITERATURE,
+        **_SENSOR_AND_CITATION,
     },
 )
 
