@@ -38,7 +38,7 @@ def test_split_pavia_bands_over_eight() -> None:
     assert [s.count(r) for r in range(8)] == [13] * 7 + [12]
     assert sum(s.count(r) for r in range(8)) == 103 and s.start(7) == 91
     full = torch.arange(103.0)[None, :]
-    padded = s.pad_full(full, dim=1)  # (1, 104)
+    padded = torch.cat([s.shard(full, r, dim=1) for r in range(8)], dim=1)  # (1, 104): every rank's slots
     assert padded.shape == (1, 104) and torch.equal(s.unpad(padded, dim=1), full)
     assert int(s.padded_valid_mask().sum()) == 103
 

@@ -15,7 +15,7 @@ from scipy.ndimage import distance_transform_cdt
 from train_utils import tiny_config, train_p1
 
 from hsitp.config import validate_config
-from hsitp.data.partition import TEST, TRAIN, PartitionError, partition_count, per_partition, read_partition
+from hsitp.data.partition import TEST, TRAIN, PartitionError, per_partition, read_partition
 from hsitp.data.prepare import prepare_arrays
 from hsitp.data.registry import DatasetSpec
 from hsitp.evaluate.verdict import paired_verdict, t_quantile
@@ -69,7 +69,7 @@ def test_k_draws_keep_the_old_draw_as_index_zero_each_on_its_own_stream() -> Non
     (one partition per protocol) that does not read as index 0."""
     one, three, two = _prepared(1), _prepared(3), _prepared(2)
     assert three["partition"].dims == ("protocol", "partition_index", "y", "x")
-    assert partition_count(three) == 3 and partition_count(one) == 1
+    assert three.sizes["partition_index"] == 3 and one.sizes["partition_index"] == 1
     labels = three["labels"].values
     for p in ("random", "block"):
         maps = [read_partition(three, p, k) for k in range(3)]
@@ -85,7 +85,7 @@ def test_k_draws_keep_the_old_draw_as_index_zero_each_on_its_own_stream() -> Non
         assert distance_transform_cdt(m != TRAIN, metric="chessboard")[m == TEST].min() > PART["patch"]
     assert not np.array_equal(read_partition(three, "random", 1), read_partition(three, "block", 1))
     old = three.isel(partition_index=0, drop=True)  # (protocol, y, x): as files before issue 50 held it
-    assert partition_count(old) == 1 and np.array_equal(
+    assert "partition_index" not in old.dims and np.array_equal(
         read_partition(old, "block"), read_partition(one, "block")
     )
     with pytest.raises(PartitionError, match="data.partition.draws"):

@@ -89,14 +89,6 @@ AGG_OPS: tuple[str, ...] = tuple(BY_OP)  # the aggregation ops: agg_tp, agg_dcha
 DCHAG_OPS: tuple[str, ...] = tuple(op for op, v in BY_OP.items() if v.groups)
 
 
-def get_plan(name: str) -> Plan:
-    """The plan called ``name``; ValueError naming the plans when there is none."""
-    try:
-        return PLANS[name]
-    except KeyError:
-        raise ValueError(f"unknown plan {name!r}; expected one of {', '.join(PLAN_NAMES)}") from None
-
-
 OP_NAMES: tuple[str, ...] = (
     "mlp",  # Megatron MLP pair: column- then row-parallel linear
     "attn_channel",  # head-parallel attention (channel split)

@@ -249,14 +249,6 @@ def near_train_fraction(partition: np.ndarray, radius: int) -> float:
     return float(np.count_nonzero(dist[test] <= radius) / np.count_nonzero(test))
 
 
-def partition_count(ds: xr.Dataset) -> int:
-    """K, the partitions per protocol a prepared file holds (1 for a file written before there were several)."""
-    ds = upgrade_names(ds, kind=DATASET.kind)
-    if "partition" in ds and INDEX in ds["partition"].dims:
-        return int(ds.sizes[INDEX])
-    return 1
-
-
 def per_partition(value: Any, index: int) -> Any:
     """Partition ``index``'s entry of one protocol's value of a per-protocol attribute of the prepared file
     (``partition_counts``, ``partition_warnings``, ``partition_test_near_train``: a list over the partitions).

@@ -87,12 +87,6 @@ class Split:
         shape[dim] = pad
         return torch.cat([part, full.new_zeros(shape)], dim=dim)
 
-    def pad_full(self, full: torch.Tensor, dim: int) -> torch.Tensor:
-        """The whole padded axis (every rank's slots, rank-major) from a full tensor."""
-        if not self.is_padded:
-            return full
-        return torch.cat([self.shard(full, r, dim) for r in range(self.parts)], dim=dim)
-
     def unpad(self, padded: torch.Tensor, dim: int) -> torch.Tensor:
         """Drop the padding from a gathered, padded axis."""
         if not self.is_padded:
