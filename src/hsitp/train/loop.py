@@ -22,6 +22,7 @@ the timed step, checkpointed), and masked-band pretraining before the first epoc
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
@@ -311,7 +312,10 @@ def _build(settings: TrainSettings, job: TrainJob, tp: TPGroup, device: torch.de
         per_class=settings.per_class,
         photometric=photometric,
     )
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else _nullcontext()
+    # torch.autocast's CPU twin: fp32 on CPU
+    autocast = (
+        torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
+    )
     predict = functools.partial(
         evaluate_scene,
         model,
@@ -528,14 +532,6 @@ def _save(
         keep=settings.checkpoint_keep,
         barrier=lambda: _barrier(tp),
     )
-
-
-class _nullcontext:  # noqa: N801  (torch.autocast's CPU twin: fp32 on CPU)
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def _one_step(
