@@ -11,6 +11,7 @@ stay zero.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Self
 
 import torch
 import torch.nn.functional as F
@@ -65,79 +66,13 @@ def plain_partition(name: str, features: int, parts: int) -> Partition:
     return Partition(Split(name, features, parts))
 
 
-def _master_linear(in_features: int, out_features: int, bias: bool, seed: int) -> nn.Linear:
-    with seeded(seed):
-        return nn.Linear(in_features, out_features, bias=bias)
+class _ShardedLinear(nn.Module):
+    """A linear layer whose weight is split over P along ``dim`` (0: output rows, column parallel; 1: input
+    columns, row parallel), sliced from a master ``nn.Linear`` (given, or drawn from ``seed``); padded entries get
+    masked gradients. The bias is split with the rows, or replicated when the split is over the inputs."""
 
-
-class ColumnParallelLinear(nn.Module):
-    """Y_r = X A_r^T + b_r: output features split over P; input replicated, entered through Megatron's f.
-
-    ``gather_output`` all-gathers the shards (backward: local slice) and drops padding, giving (..., out).
-    """
-
-    def __init__(
-        self,
-        in_features: int,
-        out_features: int,
-        tp: TPGroup,
-        *,
-        bias: bool = True,
-        gather_output: bool = False,
-        partition: Partition | None = None,
-        seed: int = 0,
-        master: nn.Linear | None = None,
-        dtype: torch.dtype | None = None,
-        device: torch.device | str | None = None,
-    ) -> None:
-        super().__init__()
-        self.tp, self.gather_output = tp, gather_output
-        self.in_features, self.out_features = in_features, out_features
-        self.partition = partition or plain_partition("out_features", out_features, tp.size)
-        if self.partition.full != out_features or self.partition.split.parts != tp.size:
-            raise ShardingError(
-                f"column partition {self.partition} does not fit out_features={out_features}, P={tp.size}"
-            )
-        master = master if master is not None else _master_linear(in_features, out_features, bias, seed)
-        valid = self.partition.padding_mask(tp.rank)  # (out/P,) or None
-        self.weight = nn.Parameter(
-            self.partition.shard(master.weight.detach(), tp.rank, 0).clone()
-        )  # (out/P, in)
-        zero_pad_grads(self.weight, valid[:, None] if valid is not None else None)
-        if master.bias is not None:
-            self.bias = nn.Parameter(
-                self.partition.shard(master.bias.detach(), tp.rank, 0).clone()
-            )  # (out/P,)
-            zero_pad_grads(self.bias, valid)
-        else:
-            self.register_parameter("bias", None)
-        move(self, device, dtype)
-
-    @classmethod
-    def from_dense(cls, linear: nn.Linear, tp: TPGroup, **kwargs: object) -> ColumnParallelLinear:
-        return cls(
-            linear.in_features, linear.out_features, tp, bias=linear.bias is not None, master=linear, **kwargs
-        )
-
-    def local_from_full(self, name: str, full: torch.Tensor) -> torch.Tensor:
-        """Slice a full-size tensor (a dense weight or its gradient) as this rank's parameter ``name``."""
-        return self.partition.shard(full, self.tp.rank, 0)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = copy_to_tp(x, self.tp)  # (..., in), replicated
-        y = F.linear(x, self.weight, self.bias)  # (..., out/P)
-        if not self.gather_output:
-            return y
-        y = gather_from_tp(y, self.tp, dim=-1)  # (..., P * out/P)
-        if self.partition.blocks == 1 and self.partition.unit == 1:
-            return self.partition.split.unpad(y, dim=-1)  # (..., out)
-        raise ShardingError("gather_output is only supported for plain (unit = 1, blocks = 1) partitions")
-
-
-class RowParallelLinear(nn.Module):
-    """Y = sum_r X_r A_r^T + b: input features split over P (input already sharded), partial products summed
-    by Megatron's g (all-reduce); the replicated bias is added once, after the reduction.
-    """
+    dim: int  # the weight's split axis
+    kind: str  # "column" | "row", for the error
 
     def __init__(
         self,
@@ -155,31 +90,70 @@ class RowParallelLinear(nn.Module):
         super().__init__()
         self.tp = tp
         self.in_features, self.out_features = in_features, out_features
-        self.partition = partition or plain_partition("in_features", in_features, tp.size)
-        if self.partition.full != in_features or self.partition.split.parts != tp.size:
+        name, features = ("out_features", out_features) if self.dim == 0 else ("in_features", in_features)
+        self.partition = partition or plain_partition(name, features, tp.size)
+        if self.partition.full != features or self.partition.split.parts != tp.size:
             raise ShardingError(
-                f"row partition {self.partition} does not fit in_features={in_features}, P={tp.size}"
+                f"{self.kind} partition {self.partition} does not fit {name}={features}, P={tp.size}"
             )
-        master = master if master is not None else _master_linear(in_features, out_features, bias, seed)
+        if master is None:
+            with seeded(seed):
+                master = nn.Linear(in_features, out_features, bias=bias)
+        valid = self.partition.padding_mask(tp.rank)  # (features/P,) or None
         self.weight = nn.Parameter(
-            self.partition.shard(master.weight.detach(), tp.rank, 1).clone()
-        )  # (out, in/P)
-        valid = self.partition.padding_mask(tp.rank)  # (in/P,) or None
-        zero_pad_grads(self.weight, valid[None, :] if valid is not None else None)
-        if master.bias is not None:
-            self.bias = nn.Parameter(master.bias.detach().clone())  # (out,), replicated
+            self.local_from_full("weight", master.weight.detach()).clone()
+        )  # (out, in) / P
+        zero_pad_grads(self.weight, None if valid is None else valid.unsqueeze(1 - self.dim))
+        if master.bias is not None:  # (out/P,) column parallel, (out,) row parallel
+            self.bias = nn.Parameter(self.local_from_full("bias", master.bias.detach()).clone())
+            if self.dim == 0:
+                zero_pad_grads(self.bias, valid)
         else:
             self.register_parameter("bias", None)
         move(self, device, dtype)
 
     @classmethod
-    def from_dense(cls, linear: nn.Linear, tp: TPGroup, **kwargs: object) -> RowParallelLinear:
+    def from_dense(cls, linear: nn.Linear, tp: TPGroup, **kwargs: Any) -> Self:
         return cls(
             linear.in_features, linear.out_features, tp, bias=linear.bias is not None, master=linear, **kwargs
         )
 
     def local_from_full(self, name: str, full: torch.Tensor) -> torch.Tensor:
-        return self.partition.shard(full, self.tp.rank, 1) if name == "weight" else full
+        """Slice a full-size tensor (a dense weight or its gradient) as this rank's parameter ``name``."""
+        if self.dim == 1 and name != "weight":
+            return full  # the row-parallel bias is replicated
+        return self.partition.shard(full, self.tp.rank, self.dim)
+
+
+class ColumnParallelLinear(_ShardedLinear):
+    """Y_r = X A_r^T + b_r: output features split over P; input replicated, entered through Megatron's f.
+
+    ``gather_output`` all-gathers the shards (backward: local slice) and drops padding, giving (..., out).
+    """
+
+    dim, kind = 0, "column"
+
+    def __init__(self, *args: Any, gather_output: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.gather_output = gather_output
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = copy_to_tp(x, self.tp)  # (..., in), replicated
+        y = F.linear(x, self.weight, self.bias)  # (..., out/P)
+        if not self.gather_output:
+            return y
+        y = gather_from_tp(y, self.tp, dim=-1)  # (..., P * out/P)
+        if self.partition.blocks == 1 and self.partition.unit == 1:
+            return self.partition.split.unpad(y, dim=-1)  # (..., out)
+        raise ShardingError("gather_output is only supported for plain (unit = 1, blocks = 1) partitions")
+
+
+class RowParallelLinear(_ShardedLinear):
+    """Y = sum_r X_r A_r^T + b: input features split over P (input already sharded), partial products summed
+    by Megatron's g (all-reduce); the replicated bias is added once, after the reduction.
+    """
+
+    dim, kind = 1, "row"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = F.linear(x, self.weight)  # (..., out), partial sum over this rank's inputs
