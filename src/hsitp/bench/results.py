@@ -180,15 +180,8 @@ def empty_partial(
 def add_summaries(ds: xr.Dataset) -> xr.Dataset:
     """Means, medians, IQRs and the quantities derived from the means (recomputed, never merged)."""
     ds = ds.copy()
-    med, iqr = median_iqr(ds["time"].values, axis=-1)
-    dims = ds["time"].dims[:-1]
-    ds["time_mean"] = (
-        dims,
-        mean_over_repeats(ds["time"].values, axis=-1),
-        {"units": "s", "long_name": "mean over repeats (measured; the estimate every derived quantity uses)"},
-    )
-    ds["time_median"] = (dims, med, {"units": "s", "long_name": "median over repeats (measured)"})
-    ds["time_iqr"] = (dims, iqr, {"units": "s", "long_name": "inter-quartile range over repeats"})
+    _repeat_stats(ds, "time", "mean over repeats (measured; the estimate every derived quantity uses)",
+                  "median over repeats (measured)")  # fmt: skip
     full = ds["time_mean"].sel(mode="full", drop=True)
     comp = ds["time_mean"].sel(mode="compute", drop=True)
     comm = ds["time_mean"].sel(mode="comm", drop=True)
@@ -217,16 +210,18 @@ def add_summaries(ds: xr.Dataset) -> xr.Dataset:
             "long_name": "inter-quartile range over repeats of the per-repeat CCR (comm / compute)",
         },
     )
-    cmed, ciqr = median_iqr(ds["coll_time"].values, axis=-1)
-    cdims = ds["coll_time"].dims[:-1]
-    ds["coll_time_mean"] = (
-        cdims,
-        mean_over_repeats(ds["coll_time"].values, axis=-1),
-        {"units": "s", "long_name": "mean collective time over repeats (the calibration's estimate)"},
-    )
-    ds["coll_time_median"] = (cdims, cmed, {"units": "s", "long_name": "median collective time over repeats"})
-    ds["coll_time_iqr"] = (cdims, ciqr, {"units": "s", "long_name": "inter-quartile range over repeats"})
+    _repeat_stats(ds, "coll_time", "mean collective time over repeats (the calibration's estimate)",
+                  "median collective time over repeats")  # fmt: skip
     return ds
+
+
+def _repeat_stats(ds: xr.Dataset, var: str, mean: str, median: str) -> None:
+    """``{var}_mean``, ``_median`` and ``_iqr`` over the last dimension (the repeats) of ``var``, in place."""
+    med, iqr = median_iqr(ds[var].values, axis=-1)
+    dims = ds[var].dims[:-1]
+    ds[f"{var}_mean"] = (dims, mean_over_repeats(ds[var].values, axis=-1), {"units": "s", "long_name": mean})
+    ds[f"{var}_median"] = (dims, med, {"units": "s", "long_name": median})
+    ds[f"{var}_iqr"] = (dims, iqr, {"units": "s", "long_name": "inter-quartile range over repeats"})
 
 
 def write_partial(
