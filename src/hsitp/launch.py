@@ -154,34 +154,14 @@ def torchrun_argv(
     One node: ``--standalone`` (a local rendezvous on a free port). Several: the static rendezvous
     (node rank, master address and port), the same on every node but for ``--node-rank``.
     """
+    ranks = ["--nproc-per-node", str(nproc_per_node)]
     if nnodes == 1:
-        return [
-            *TORCHRUN,
-            "--standalone",
-            "--nnodes",
-            "1",
-            "--nproc-per-node",
-            str(nproc_per_node),
-            "-m",
-            "hsitp",
-        ]
+        return [*TORCHRUN, "--standalone", "--nnodes", "1", *ranks, "-m", "hsitp"]
     if node_rank is None or master_addr is None or master_port is None:
         raise LaunchError("a multi-node torchrun needs node_rank, master_addr and master_port")
-    return [
-        *TORCHRUN,
-        "--nnodes",
-        str(nnodes),
-        "--node-rank",
-        str(node_rank),
-        "--nproc-per-node",
-        str(nproc_per_node),
-        "--master-addr",
-        master_addr,
-        "--master-port",
-        str(master_port),
-        "-m",
-        "hsitp",
-    ]
+    nodes = ["--nnodes", str(nnodes), "--node-rank", str(node_rank)]
+    rendezvous = ["--master-addr", master_addr, "--master-port", str(master_port)]
+    return [*TORCHRUN, *nodes, *ranks, *rendezvous, "-m", "hsitp"]
 
 
 def launch_prefix(layout: RankLayout) -> str:
