@@ -316,14 +316,10 @@ def _measured_point(
     nan = float("nan")
     if mvm is None:
         return nan, nan, nan, "no bench file"
-    have = {
-        "op": op in mvm["op"].values,
-        "N": N in mvm["N"].values,
-        "D": D in mvm["D"].values,
-        "P": P in mvm["P"].values,
-    }
-    if not all(have.values()):
-        lacking = ", ".join(f"{k}={v}" for k, v in (("op", op), ("N", N), ("D", D), ("P", P)) if not have[k])
+    lacking = ", ".join(
+        f"{k}={v}" for k, v in (("op", op), ("N", N), ("D", D), ("P", P)) if v not in mvm[k].values
+    )
+    if lacking:
         return nan, nan, nan, f"not measured (bench grid lacks {lacking})"
     L0, dt0 = mvm["L"].values[0], mvm["dtype"].values[0]
     sel = {"op": op, "N": N, "D": D, "P": P, "L": L0, "dtype": dt0}
