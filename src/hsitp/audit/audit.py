@@ -101,10 +101,6 @@ LEGIT_ZEROS: dict[tuple[str, str], tuple[str, Any]] = {
 }
 
 
-class AuditDrift(HsitpError):
-    """A run differs from the reference beyond the declared tolerances (the report lists every difference)."""
-
-
 # --- claims table --------------------------------------------------------------------------------------------------
 def _csv_text(rows: Sequence[Mapping[str, Any]]) -> str:
     buf = io.StringIO()

@@ -17,23 +17,14 @@ TABLE_HELP = {
     "scale": "projection to many devices: TP in a node x data/FSDP across nodes, memory by part",
     "plan": "hsitp advise plan over P: per-rank memory and tokens/s per plan, dataset and GPU preset",
 }
-# Config keys holding hardware names, per table (measured:PATH entries become provenance inputs).
-_HARDWARE_KEYS = {
-    "rho": ("rho", "hardware"),
-    "ccr": ("ccr", "hardware"),
-    "boundary": ("boundary", "point_hardware"),
-    "scale": ("scale", "hardware"),
-    "plan": ("plan", "hardware"),
-}
 
 
 def _measured_inputs(cost: CostSettings, table: str) -> dict[str, str]:
+    """The calibration files a table's ``measured:PATH`` hardware names: provenance inputs."""
     from hsitp.cost.hardware import MEASURED_PREFIX
 
-    section, key = _HARDWARE_KEYS[table]
-    names = list(getattr(getattr(cost, section), key))
-    if table == "boundary":
-        names.append(cost.boundary.hardware)
+    sec = getattr(cost, table)  # every table's section names hardware; the boundary's a list and one preset
+    names = [*sec.point_hardware, sec.hardware] if table == "boundary" else list(sec.hardware)
     return {n: n[len(MEASURED_PREFIX) :] for n in names if n.startswith(MEASURED_PREFIX)}
 
 
