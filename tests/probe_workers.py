@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from hsitp.config import validate_config
+from hsitp.settings import ProbeModel, ProbeSettings
 
 TINY = {
     "seed": 0,
@@ -26,7 +27,15 @@ TINY = {
         "device": "cpu",
     },
 }
-PEAK_SECTION = {"patch": 2, "classes": 3, "dim": 32, "heads": 4, "depth": 2, "mlp_ratio": 4}
+PEAK_SECTION = {
+    "patch": 2,
+    "classes": 3,
+    "dim": 32,
+    "heads": 4,
+    "depth": 2,
+    "mlp_ratio": 4,
+    "dtype": "float32",
+}
 
 
 def tiny_config() -> dict[str, Any]:
@@ -37,10 +46,10 @@ def probe_all(rt: Any) -> list[dict[str, Any]]:
     from hsitp.probe.grid import points
     from hsitp.probe.runner import probe_point, throughput_phase
 
-    cfg = tiny_config()
-    pts = points(cfg["probe"], rt.world_size)
-    results = [probe_point(pt, cfg, rt) for pt in pts]
-    samples, orders = throughput_phase(pts, cfg, rt)  # as run_partial: every plan interleaved
+    s = ProbeSettings.from_config(tiny_config())
+    pts = points(s, rt.world_size)
+    results = [probe_point(pt, s, rt) for pt in pts]
+    samples, orders = throughput_phase(pts, s, rt)  # as run_partial: every plan interleaved
     for res in results:
         res["sample_time"] = samples[res["point"]]
     return {"results": results, "orders": orders}
@@ -59,7 +68,7 @@ def peak_points(rt: Any, cases: list[tuple[str, str, int, int, int, int]]) -> li
 
     out = []
     for plan, ck, batch, L, N, g in cases:  # noqa: N806
-        pc = {**PEAK_SECTION, "batch": batch}
+        pc = ProbeModel(**PEAK_SECTION, batch=batch)
         b = build_point(
             Point(plan, rt.world_size, g, L, N, ck),
             pc,

@@ -19,6 +19,7 @@ from hsitp.audit.audit import audit_run, read_claims_csv, report_text
 from hsitp.cli import main
 from hsitp.config import load_config
 from hsitp.io import provenance, read_netcdf, write_netcdf
+from hsitp.settings import AuditSettings
 
 REF = Path(__file__).resolve().parent.parent / "results" / "reference" / "smoke"
 CONFIGS = ["--config", "config/config.yaml", "--config", "config/smoke.yaml"]
@@ -32,7 +33,7 @@ def claims() -> list[dict]:
 @pytest.fixture(scope="module")
 def ref_rows(repo_root: Path, claims: list[dict]) -> list[dict]:
     cfg = load_config([repo_root / "config/config.yaml", repo_root / "config/smoke.yaml"])
-    return cl.evaluate_claims(cl.Context(REF / "cost", cfg), claims)
+    return cl.evaluate_claims(cl.Context(REF / "cost", AuditSettings.from_config(cfg)), claims)
 
 
 def test_claims_yaml_schema(claims: list[dict]) -> None:

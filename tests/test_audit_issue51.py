@@ -13,6 +13,7 @@ from audit_synthetic import probe_files
 from hsitp.audit import claims as cl
 from hsitp.audit.claims.evaluate import measuring_stage
 from hsitp.config import load_config
+from hsitp.settings import AuditSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 REF = ROOT / "results" / "reference" / "smoke"
@@ -25,7 +26,10 @@ def claims() -> list[dict]:
 
 @pytest.fixture(scope="module")
 def ctx() -> cl.Context:
-    return cl.Context(REF / "cost", load_config([ROOT / "config/config.yaml", ROOT / "config/smoke.yaml"]))
+    return cl.Context(
+        REF / "cost",
+        AuditSettings.from_config(load_config([ROOT / "config/config.yaml", ROOT / "config/smoke.yaml"])),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +47,7 @@ GOOD = {"random": 0.80, "block": 0.55}
 
 def _acc(tmp_path: Path, cells: list, name: str = "acc") -> cl.Outcome:
     accuracy_summary(tmp_path / "results" / name / "train" / "summary.nc", cells, GOOD)
-    ctx = cl.Context(tmp_path / "results" / "smoke" / "cost", {"audit": {"accuracy_run": name}})
+    ctx = cl.Context(tmp_path / "results" / "smoke" / "cost", AuditSettings(name, None, source={}))
     return cl.check_accuracy_verdicts(ctx, {"variants": ["dchag_l", "dchag_c"]})
 
 
@@ -126,7 +130,7 @@ def test_rule8_measured_subchecks_read_the_committed_references(tmp_path: Path, 
     the run and from the reference."""
     run, ref = _run_with_reference(tmp_path)
     c = next(c for c in claims if c["id"] == "s4_2_memory_linear")
-    ctx = cl.Context(run / "cost", {})
+    ctx = cl.Context(run / "cost")
     o, verdict, basis = cl.evaluate_claim(ctx, c)
     assert basis == "measured" and "from the committed reference" in o.how and str(ref / "probe") in o.how
     row = cl.evaluate_claims(ctx, [c])[0]
@@ -147,7 +151,7 @@ def test_rule8_measured_subchecks_read_the_committed_references(tmp_path: Path, 
             ds["peak_allocated"].loc[{"plan": "tp"}] = ds["peak_allocated"].sel(plan="tp") * 3
         write_netcdf(ds, run / f"probe/{name}_toy.nc", kind=f"probe_{name}", prov=provenance())
         (run / f"probe/{name}_toy.nc").replace(run / f"probe/{name}.nc")
-    toy = cl.Context(run / "cost", {})
+    toy = cl.Context(run / "cost")
     o2, verdict2, basis2 = cl.evaluate_claim(toy, c)
     assert (verdict2, basis2) == (verdict, basis) and "is toy-size (depth 1 < 2)" in o2.how
     assert "tests the machinery" in o2.how
@@ -158,7 +162,7 @@ def test_rule8_a_ratio_decides_only_outside_its_range(tmp_path: Path) -> None:
     0.36-1.12 called 'lower' with no noise guard), and the GPU shards ordering two ops whose repeats overlap."""
     folder = tmp_path / "results" / "reference" / cl.GPU_REFERENCE
     shard_files(folder, spread=0.02)
-    ctx = cl.Context(tmp_path / "results" / "smoke" / "cost", {})
+    ctx = cl.Context(tmp_path / "results" / "smoke" / "cost")
     o = cl.check_shard_compare(ctx, {"lhs": "agg_dchag_l", "rhs": "agg_tp", "op": "<"})
     # synthetic: dchag_l's CCR is higher than tp's at every point
     assert o.fraction == 0.0 and o.n_points == 6 and "half-measured" in o.how
@@ -167,14 +171,14 @@ def test_rule8_a_ratio_decides_only_outside_its_range(tmp_path: Path) -> None:
     wide = tmp_path / "wide" / "results" / "reference" / cl.GPU_REFERENCE
     shard_files(wide, ccr=dict.fromkeys(["mlp", "attn_channel", "attn_token", "agg_tp", "agg_dchag_l",
                                          "agg_dchag_c"], 1.0), spread=0.3)  # fmt: skip
-    wctx = cl.Context(tmp_path / "wide" / "results" / "smoke" / "cost", {})
+    wctx = cl.Context(tmp_path / "wide" / "results" / "smoke" / "cost")
     o = cl.check_shard_value(wctx, {"ops": ["mlp"], "op": ">", "value": 1.0})
     assert o.verdict == "pending" and "repeats on both sides of 1" in o.reason
     o = cl.check_shard_compare(wctx, {"lhs": "attn_channel", "rhs": "attn_token", "op": "<"})
     assert o.verdict == "pending" and "ranges overlap" in o.reason
     # the probe's CCR ratio records one median per point: it never decides, and lists its medians
     run, _ = _run_with_reference(tmp_path / "probe")
-    pctx = cl.Context(run / "cost", {})
+    pctx = cl.Context(run / "cost")
     o = cl.check_probe_throughput(
         pctx, {"quantity": "ccr_ratio", "plans": ["dchag_l"], "op": "<", "value": 1.0}
     )
@@ -201,7 +205,7 @@ def test_rule1_a_measurement_decides_only_at_the_claims_sizes(tmp_path: Path, ro
     """Catches a probe at the trained size (D = 64, N = 324) deciding a claim about the paper's model at N = 5776
     (§8.2's memory estimate), and a sizes rule that refuses a probe that is at the claim's sizes."""
     run, _ = _run_with_reference(tmp_path)
-    ctx = cl.Context(run / "cost", {})
+    ctx = cl.Context(run / "cost")
     base = {"lhs": {"plan": ["dchag_l"]}, "against": {"plan": "tp"}, "low": 0.75, "high": 0.85}
     o = cl.check_probe_memory(ctx, {**base, "sizes": {"dim": 256, "N": 5776}})
     assert (

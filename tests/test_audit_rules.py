@@ -23,6 +23,7 @@ from hsitp.audit import claims as cl
 from hsitp.audit.audit import audit_run, read_claims_csv, write_claims
 from hsitp.config import load_config
 from hsitp.io import provenance, write_netcdf
+from hsitp.settings import AuditSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 REF = ROOT / "results" / "reference" / "smoke"
@@ -40,7 +41,7 @@ def claims() -> list[dict]:
 @pytest.fixture(scope="module")
 def ctx() -> cl.Context:
     cfg = load_config([ROOT / "config/config.yaml", ROOT / "config/smoke.yaml"])
-    return cl.Context(REF / "cost", cfg)
+    return cl.Context(REF / "cost", AuditSettings.from_config(cfg))
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +58,10 @@ def measured_ctx(tmp_path_factory: pytest.TempPathFactory) -> cl.Context:
     probe_files(run)
     measured_bench_files(run)
     shard_files(run.parent / "reference" / cl.GPU_REFERENCE)  # the committed GPU check's shard timings
-    return cl.Context(run / "cost", load_config([ROOT / "config/config.yaml", ROOT / "config/smoke.yaml"]))
+    return cl.Context(
+        run / "cost",
+        AuditSettings.from_config(load_config([ROOT / "config/config.yaml", ROOT / "config/smoke.yaml"])),
+    )
 
 
 def _measured_subchecks(check: dict) -> list[dict]:
@@ -369,7 +373,7 @@ def test_rule10_every_measured_subcheck_can_be_contradicted(
         if verdict != "contradicted":
             bad.append(f"{c['id']}: {verdict}")
         judged += 1
-    est = cl.Context(measured_ctx.cost_dir, {"audit": {"measured_run": "estimate_only"}})
+    est = cl.Context(measured_ctx.cost_dir, AuditSettings("cpu-fair", "estimate_only", source={}))
     probe_files(est.measured_dir, memory=False, throughput=False)
     c = copy.deepcopy(next(c for c in claims if c["id"] == "s8_2_memory_saving"))
     for sub in c["check"][
@@ -474,7 +478,7 @@ def test_rule8_measured_basis_reads_the_accuracy_run(tmp_path: Path) -> None:
     """Catches a measured-basis claim decided without its file (it must stay pending, naming what it waits for),
     one reading the wrong run (audit.accuracy_run), and a variable read with the wrong share."""
     run = tmp_path / "results" / "smoke"
-    ctx = cl.Context(run / "cost", {"audit": {"accuracy_run": "acc"}})
+    ctx = cl.Context(run / "cost", AuditSettings("acc", None, source={}))
     check = {"fn": "measured", "variable": "oa_verdict", "equals": "equal", "waits_for": "issue 24"}
     o = cl.check_measured(ctx, check)
     assert cl.decide(o, check) == ("pending", "measured")
@@ -492,7 +496,7 @@ def test_rule8_measured_basis_reads_the_accuracy_run(tmp_path: Path) -> None:
     )
     assert o.fraction == pytest.approx(1 / 3)
     assert cl.config_keys([{"id": "m", "check": check}]) == ["audit.accuracy_run"]
-    default = cl.Context(run / "cost", {})
+    default = cl.Context(run / "cost")
     assert default.accuracy_summary == tmp_path / "results" / "cpu-fair" / "train" / "summary.nc"
 
 
@@ -501,7 +505,7 @@ def test_accuracy_claims_read_the_committed_reference_when_the_run_is_absent(tmp
     committed, one decided from the reference without saying so, and the reference preferred over a run present
     here."""
     run = tmp_path / "results" / "smoke"
-    ctx = cl.Context(run / "cost", {"audit": {"accuracy_run": "acc"}})
+    ctx = cl.Context(run / "cost", AuditSettings("acc", None, source={}))
     check = {"fn": "measured", "variable": "oa_verdict", "equals": "equal", "min_fraction": 1.0}
     ref = tmp_path / "results" / "reference" / "acc" / "train" / "summary.nc"
     _summary(ref, ["equal", "equal", "equal"])
@@ -509,7 +513,7 @@ def test_accuracy_claims_read_the_committed_reference_when_the_run_is_absent(tmp
     assert ctx.accuracy_summary == ref and cl.decide(o, check) == ("holds", "measured")
     assert "from the committed reference" in o.reason and "not re-run here" in o.reason
     _summary(tmp_path / "results" / "acc" / "train" / "summary.nc", ["worse", "worse", "worse"])
-    fresh = cl.Context(run / "cost", {"audit": {"accuracy_run": "acc"}})
+    fresh = cl.Context(run / "cost", AuditSettings("acc", None, source={}))
     o = cl.check_measured(fresh, check)
     assert not fresh.accuracy_from_reference and "committed reference" not in o.reason
     assert cl.decide(o, {**check, "if_false": "contradicted"})[0] == "contradicted"
@@ -522,7 +526,7 @@ def test_rule8_measured_subchecks_read_the_runs_own_files(tmp_path: Path, claims
     by_id = {c["id"]: c for c in claims}
     run = tmp_path / "results" / "smoke"
     shutil.copytree(REF / "cost", run / "cost")
-    ctx = cl.Context(run / "cost", {})
+    ctx = cl.Context(run / "cost")
     assert ctx.measured_run == "smoke" and ctx.measured_dir == run
     c = by_id["s4_2_memory_linear"]
     o, verdict, basis = cl.evaluate_claim(ctx, c)
@@ -536,7 +540,9 @@ def test_rule8_measured_subchecks_read_the_runs_own_files(tmp_path: Path, claims
     assert "run `smoke`" in o.how and str(run / "probe" / "memory.nc") in o.source
     row = cl.evaluate_claims(ctx, [c])[0]
     assert row["reason"].startswith("Decided by measured (probe/memory.nc) (basis measured); refined model")
-    other = cl.Context(run / "cost", {"audit": {"measured_run": "gpu"}})  # another run's files, absent here
+    other = cl.Context(
+        run / "cost", AuditSettings("cpu-fair", "gpu", source={})
+    )  # another run's files, absent here
     assert other.measured_dir == tmp_path / "results" / "gpu"
     assert cl.evaluate_claim(other, c)[2] == "computed"
     # an oversubscribed P decides nothing: at P = 4 alone (synthetic throughput.nc labels it) the check is pending
@@ -552,7 +558,7 @@ def test_rule8_measured_subchecks_read_the_runs_own_files(tmp_path: Path, claims
     mb["ccr_measured_iqr"] = mb["ccr_measured_iqr"] * 1e3
     write_netcdf(mb, run / "bench/microbench_wide.nc", kind="microbench", prov=provenance())
     (run / "bench/microbench_wide.nc").replace(run / "bench/microbench.nc")
-    wide = cl.Context(run / "cost", {})
+    wide = cl.Context(run / "cost")
     o = cl.check_bench_compare(wide, {"lhs": "attn_channel", "rhs": "attn_token", "op": "<"})
     assert o.verdict == "pending" and "within the repeats' IQR" in o.reason
     _bench_launch_rules(run)
@@ -577,7 +583,7 @@ def _rewrite_bench(run: Path, edit) -> cl.Context:
     mb = labelled(edit(mb))
     write_netcdf(mb, run / "bench/microbench_edit.nc", kind="microbench", prov=provenance())
     (run / "bench/microbench_edit.nc").replace(run / "bench/microbench.nc")
-    return cl.Context(run / "cost", {})
+    return cl.Context(run / "cost")
 
 
 def _bench_launch_rules(run: Path) -> None:

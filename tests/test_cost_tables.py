@@ -13,20 +13,21 @@ from hsitp.config import load_config
 from hsitp.cost import tables
 from hsitp.data import registry
 from hsitp.io import provenance, read_netcdf, write_netcdf
+from hsitp.settings import CostSettings
 from hsitp.shape import n_tokens
 
 
 @pytest.fixture(scope="module")
-def cost() -> dict:
+def cost() -> CostSettings:
     """Schema defaults (not config/config.yaml), trimmed to keep the suite fast."""
     c = load_config(
         [], {"cost": {"rho": {"hardware": ["paper-intra", "h100-nvlink-ib"]}, "boundary": {"points": 9}}}
     )
-    return c["cost"]
+    return CostSettings.from_config(c)
 
 
 @pytest.fixture(scope="module")
-def ccr(cost: dict) -> xr.Dataset:
+def ccr(cost: CostSettings) -> xr.Dataset:
     return tables.ccr_table(cost)
 
 
@@ -39,7 +40,7 @@ def test_n_tokens_crop_and_pad():
         n_tokens(145, 145, 8, "tile")
 
 
-def test_rho_table_uses_registry_grids(cost: dict):
+def test_rho_table_uses_registry_grids(cost: CostSettings):
     """Catches grids taken from anywhere but the registry, or ρ not equal to C/N."""
     ds = tables.rho_table(cost)
     assert list(ds["dataset"].values) == registry.names()
@@ -91,7 +92,7 @@ def test_ccr_table_carries_quotes(ccr: xr.Dataset):
     assert 0.0 < float(ccr.sel(quote="dchag_memory_saving_dchag_l")["computed"]) < 1.0
 
 
-def test_boundary_regions(cost: dict):
+def test_boundary_regions(cost: CostSettings):
     """Catches a boundary that ignores the §6.2 rule: below threshold the lower-CCR split wins; where P·F/β
     exceeds both C and N every split is communication-bound (data parallel, code 0)."""
     ds = tables.boundary_table(cost)
@@ -103,10 +104,10 @@ def test_boundary_regions(cost: dict):
     assert int(reg.sel(rho=rho_lo, threshold=lowest_thr)) == tables.REGIONS.index("token")
     assert int(reg.sel(rho=rho_hi, threshold=lowest_thr)) == tables.REGIONS.index("channel")
     assert int(reg.sel(rho=1.0, threshold=ds["threshold"].values[-1], method="nearest")) == 0
-    assert ds.sizes["point"] == len(registry.names()) * len(cost["boundary"]["point_hardware"])
+    assert ds.sizes["point"] == len(registry.names()) * len(cost.boundary.point_hardware)
 
 
-def test_scale_table_infeasible_points(cost: dict):
+def test_scale_table_infeasible_points(cost: CostSettings):
     """Catches infeasible points reported as numbers: pure TP of the 6.6B-class default on one 80 GB GPU does
     not fit, so its throughput is NaN with a reason; a feasible point has a finite throughput."""
     ds = tables.scale_table(cost)
@@ -130,13 +131,13 @@ def test_tables_round_trip_netcdf(ccr: xr.Dataset, tmp_path: Path):
 
 
 @pytest.mark.parametrize("name", sorted(tables.TABLES))
-def test_every_table_describes_its_variables(cost: dict, name: str):
+def test_every_table_describes_its_variables(cost: CostSettings, name: str):
     """Catches a cost table whose ratios say nothing (or "s"), a variable or coordinate without units or long
     name, or a table without a descriptive title."""
     assert_described(tables.TABLES[name](cost), f"cost_{name}")
 
 
-def test_plan_table_is_the_planner_over_p(cost: dict):
+def test_plan_table_is_the_planner_over_p(cost: CostSettings):
     """Catches the report's plan figure drifting from `hsitp advise plan`: plan.nc's peak and tokens/s at the
     recommended row equal the planner's for the same preset and dataset; dense only at P = 1, every other plan
     only above it; the §7.4 model on Indian Pines is N = 324 and fits every GPU preset."""

@@ -3,6 +3,7 @@ must match the measurement."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from typing import Any
@@ -19,6 +20,7 @@ from hsitp.parallel import TPGroup
 from hsitp.probe.build import build_point
 from hsitp.probe.grid import Point
 from hsitp.probe.tracker import KINDS, PARTS, measure_step
+from hsitp.settings import ProbeModel, ProbeSettings
 
 
 def test_probe_two_plans_at_p2_writes_and_merges(tmp_path) -> None:  # noqa: ANN001
@@ -32,8 +34,9 @@ def test_probe_two_plans_at_p2_writes_and_merges(tmp_path) -> None:  # noqa: ANN
     cfg = tiny_config()
     attrs = {"device": "cpu", "backend": "gloo", "threads_per_rank": 1, "cores": 2, "oversubscribed": 0,
              "interleave_orders": out["orders"]}  # fmt: skip
-    part = write_partial(results, config=cfg, attrs=attrs, out=tmp_path / "P2.nc", world_size=2)
-    mem_p, thr_p = merge([part], memory_out=tmp_path / "m.nc", throughput_out=tmp_path / "t.nc", config=cfg)
+    s = ProbeSettings.from_config(cfg)
+    part = write_partial(results, settings=s, attrs=attrs, out=tmp_path / "P2.nc", world_size=2)
+    mem_p, thr_p = merge([part], memory_out=tmp_path / "m.nc", throughput_out=tmp_path / "t.nc", settings=s)
     import xarray as xr
 
     mem, thr = xr.open_dataset(mem_p), xr.open_dataset(thr_p)
@@ -71,8 +74,8 @@ def test_ratio_to_tp_is_per_round_tokens_per_s_at_the_same_point(tmp_path) -> No
     from hsitp.probe.grid import points
     from hsitp.probe.results import merge, write_partial
 
-    cfg = tiny_config()
-    pts = points(cfg["probe"], 2)
+    s = ProbeSettings.from_config(tiny_config())
+    pts = points(s, 2)
     tp_t = {"none": [1.0, 2.0, 1.0, 2.0, 4.0], "blocks": [3.0] * 5}
     dc_t = {"none": [0.5, 0.5, 2.0, 1.0, 1.0], "blocks": [1.0] * 5}
     results = []
@@ -84,8 +87,8 @@ def test_ratio_to_tp_is_per_round_tokens_per_s_at_the_same_point(tmp_path) -> No
         results.append({"point": pt, "ranks": [rank] * 2, "dtype": "float32", "tokens_per_step": 16,
                         "sample_time": times})  # fmt: skip
     attrs = {"device": "cpu", "backend": "gloo", "threads_per_rank": 1, "cores": 1, "oversubscribed": 1}
-    part = write_partial(results, config=cfg, attrs=attrs, out=tmp_path / "P2.nc", world_size=2)
-    _, thr_p = merge([part], memory_out=tmp_path / "m.nc", throughput_out=tmp_path / "t.nc", config=cfg)
+    part = write_partial(results, settings=s, attrs=attrs, out=tmp_path / "P2.nc", world_size=2)
+    _, thr_p = merge([part], memory_out=tmp_path / "m.nc", throughput_out=tmp_path / "t.nc", settings=s)
     import xarray as xr
 
     thr = xr.open_dataset(thr_p).sel(P=2, g=2, L=6, N=16, plan="dchag_l")
@@ -104,16 +107,7 @@ def test_fake_estimate_at_p8_tiny() -> None:
     kernels' choices: LayerNorm statistics in bf16)."""
     from hsitp.probe.estimate import estimate_one
 
-    sec = {
-        "patch": 2,
-        "dim": 32,
-        "depth": 1,
-        "heads": 8,
-        "classes": 3,
-        "batch": 1,
-        "mlp_ratio": 4,
-        "dtype": "bfloat16",
-    }
+    sec = ProbeModel(patch=2, dim=32, depth=1, heads=8, classes=3, batch=1, mlp_ratio=4, dtype="bfloat16")
     for plan in ("tp", "dchag_l", "token"):
         pt = Point(plan, 8, 1, 16, 16, "none")
         sm = estimate_one(pt, sec)
@@ -137,7 +131,7 @@ def test_memory_model_matches_measurement(plan: str, P: int, g: int, ck: str) ->
     """Catches the memory model drifting from what the code keeps (a new saved tensor, a changed split, the N^2
     scores SDPA does not keep): every part and kind within 10 % of rank 0's measurement (P-rank shapes from the
     no-op twin group, one process), the peak within 10 %."""
-    pc = {"patch": 2, "classes": 3, "dim": 32, "heads": 4, "depth": 2, "mlp_ratio": 4, "batch": 2}
+    pc = ProbeModel(patch=2, classes=3, dim=32, heads=4, depth=2, mlp_ratio=4, batch=2, dtype="float32")
     tp = TPGroup(None, P, 0, comm="noop")
     b = build_point(Point(plan, P, g, 10, 16, ck), pc, tp, dtype=torch.float32, device=None, seed=0)
     b.step()
@@ -202,8 +196,8 @@ def test_fake_estimate_peak_matches_the_model(plan: str, P: int, L: int, g: int)
     bands in 28 slots at P = 8, 50 unpadded at P = 4): rank 0's peak within 2 %."""
     from hsitp.probe.estimate import estimate_one
 
-    sec = {"patch": 4, "dim": 256, "depth": 2, "heads": 8, "classes": 16, "batch": 1, "mlp_ratio": 4}
-    sm = estimate_one(Point(plan, P, g, L, 324, "none"), {**sec, "dtype": "bfloat16"})
+    sec = ProbeModel(patch=4, dim=256, depth=2, heads=8, classes=16, batch=1, mlp_ratio=4, dtype="bfloat16")
+    sm = estimate_one(Point(plan, P, g, L, 324, "none"), sec)
     size = PlanSize(
         B=1, N=324, D=256, L=L, heads=8, depth=2, patch=4, classes=16, dtype_bytes=2, ln_stat_bytes=2
     )
@@ -248,11 +242,11 @@ def test_probe_divisibility_errors_name_the_probe_keys() -> None:
     from hsitp.config import ConfigError, load_config
     from hsitp.probe.grid import points
 
-    pc = load_config(["config/config.yaml", "config/smoke.yaml"])["probe"]
+    pc = ProbeSettings.from_config(load_config(["config/config.yaml", "config/smoke.yaml"]))
     with pytest.raises(ConfigError, match=r"probe\.heads = 1 is not divisible by P = 2"):
-        points({**pc, "heads": 1}, 2)
+        points(dataclasses.replace(pc, heads=1), 2)
     with pytest.raises(ConfigError, match=r"probe\.heads = 3 does not divide probe\.dim = 32"):
-        points({**pc, "heads": 3}, 2)
+        points(dataclasses.replace(pc, heads=3), 2)
 
 
 def test_probe_point_builds_on_a_device_other_than_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -271,7 +265,7 @@ def test_probe_point_builds_on_a_device_other_than_the_cpu(monkeypatch: pytest.M
         return randn(*size, generator=generator, **kw)
 
     monkeypatch.setattr(torch, "randn", cuda_like_randn)
-    pc = {"patch": 2, "classes": 3, "dim": 32, "heads": 4, "depth": 1, "mlp_ratio": 4, "batch": 2}
+    pc = ProbeModel(patch=2, classes=3, dim=32, heads=4, depth=1, mlp_ratio=4, batch=2, dtype="float32")
     meta = torch.device("meta")
     b = build_point(
         Point("dchag_l", 1, 2, 10, 16, "none"), pc, TPGroup.single(), dtype=torch.float32, device=meta, seed=0

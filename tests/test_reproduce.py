@@ -58,6 +58,7 @@ def _merge_probe(run: Path, proc: subprocess.Popen) -> None:
     """probe/memory.nc and probe/throughput.nc, as the probe_merge rule writes them."""
     from hsitp.config import validate_config
     from hsitp.probe.results import merge
+    from hsitp.settings import ProbeSettings
 
     _, err = proc.communicate(timeout=180)
     assert proc.returncode == 0, err[-2000:]
@@ -65,7 +66,7 @@ def _merge_probe(run: Path, proc: subprocess.Popen) -> None:
         [run / "probe" / "partial" / "probe_P2.nc"],
         memory_out=run / "probe" / "memory.nc",
         throughput_out=run / "probe" / "throughput.nc",
-        config=validate_config(PROBE_CFG),
+        settings=ProbeSettings.from_config(validate_config(PROBE_CFG)),
     )
 
 

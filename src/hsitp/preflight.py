@@ -19,6 +19,7 @@ from typing import Any
 
 from hsitp.config import ConfigError, check_run, validate_config
 from hsitp.errors import HsitpError
+from hsitp.settings import BenchSettings, ProbeSettings
 
 __all__ = ["check_stage_sizes", "error_log_path", "one_line", "preflight"]
 
@@ -37,7 +38,7 @@ def check_stage_sizes(config: Mapping[str, Any]) -> None:
     if "bench" in stages:
         _check_bench(config)
     if "probe" in stages:
-        _check_probe(config)
+        _check_probe(ProbeSettings.from_config(config))
     if "train" in stages:
         from hsitp.train.plan import check_jobs
 
@@ -52,7 +53,6 @@ def _check_bench(config: Mapping[str, Any]) -> None:
     from hsitp.bench.ops import sweep_points
     from hsitp.bench.predict import check_points
     from hsitp.bench.runner import check_passes
-    from hsitp.settings import BenchSettings
 
     s = BenchSettings.from_config(config)
     check_passes(s)
@@ -65,18 +65,17 @@ def _check_bench(config: Mapping[str, Any]) -> None:
             raise ConfigError(f"bench.world_sizes: P = {P}: {exc}") from exc
 
 
-def _check_probe(config: Mapping[str, Any]) -> None:
+def _check_probe(pc: ProbeSettings) -> None:
     from hsitp.probe.grid import estimate_points, points
 
-    pc = config["probe"]
-    for P in pc["world_sizes"]:  # noqa: N806
+    for P in pc.world_sizes:  # noqa: N806
         try:
             points(pc, int(P))
         except HsitpError as exc:
             # points() names the plan, P, L, N and g already ("probe: plan 'tp' at P = 3, ...")
             raise ConfigError(f"probe.world_sizes: {str(exc).removeprefix('probe: ')}") from exc
     try:
-        estimate_points(pc["estimate"])
+        estimate_points(pc.estimate)
     except HsitpError as exc:
         raise ConfigError(f"probe.estimate: {exc}") from exc
 

@@ -27,11 +27,11 @@ def _frozen(value: Any) -> Any:
 
 def from_section(cls: type[T], section: Mapping[str, Any], **other: Any) -> T:
     """``cls`` from a validated section (schema defaults filled in): each field its key, a nested dataclass from its
-    sub-section; ``other``: the fields that are not keys of this section."""
+    sub-section; ``other``: the fields that are not keys of this section (a field with a default may be neither)."""
     hints = typing.get_type_hints(cls)
     values = dict(other)
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        if f.name not in values:
+        if f.name not in values and (f.name in section or f.default is dataclasses.MISSING):
             kind = hints[f.name]
             sub = section[f.name]
             values[f.name] = from_section(kind, sub) if dataclasses.is_dataclass(kind) else _frozen(sub)
@@ -191,3 +191,202 @@ class TuneSettings:
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> TuneSettings:
         return from_section(cls, config["tune"])
+
+
+# --- probe --------------------------------------------------------------------------------------------------------
+# the kernel of a probe section that names none: sections written before the exact kernel existed (the committed
+# references' probe files) and the estimate's, which prices the paper's GPUs, where "auto" is sdpa
+SECTION_KERNEL = "sdpa"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProbeModel:
+    """The model a probe section sizes (``probe``, ``probe.estimate.grid``, D-CHAG's synthetic benchmark or a probe
+    file's ``probe`` attribute), built at each point's L and N (``hsitp.probe.grid.base_config``)."""
+
+    patch: int  # patch side p in pixels
+    dim: int  # token width D
+    depth: int  # transformer blocks
+    heads: int  # attention heads
+    mlp_ratio: int  # MLP hidden width / D
+    classes: int  # classes per pixel (the head's width is classes x p x p)
+    batch: int  # crops per step (B)
+    dtype: str  # parameter and activation dtype (the probe's may be auto)
+    attention_kernel: str = SECTION_KERNEL  # single-query attention kernel (the probe's: resolved per device)
+    height: int | None = None  # crop rows (D-CHAG's configs; None: the square crop of N tokens)
+    width: int | None = None  # crop columns (likewise)
+
+    @classmethod
+    def of(cls, section: Mapping[str, Any]) -> ProbeModel:
+        """From a mapping holding these keys among others (a probe file's attribute, ``DCHAG_SETTINGS``)."""
+        return cls(**{f.name: section[f.name] for f in dataclasses.fields(cls) if f.name in section})
+
+
+@dataclass(frozen=True)
+class Throughput:
+    repeats: int  # interleaved rounds of one sample per plan
+    steps: int  # training steps per sample
+    warmup: int  # untimed steps of every plan before the first round
+
+
+@dataclass(frozen=True, kw_only=True)
+class EstimateGrid(ProbeModel):
+    plans: tuple[str, ...]  # plans estimated (dense at P = 1)
+    world_sizes: tuple[int, ...]  # P of the estimated grid
+    groups: tuple[int, ...]  # D-CHAG groups per rank (g)
+    L: tuple[int, ...]  # spectral bands
+    N: tuple[int, ...]  # spatial tokens per crop (square numbers)
+    checkpointing: tuple[str, ...]  # checkpointing policies estimated
+
+
+@dataclass(frozen=True)
+class Estimate:
+    grid: EstimateGrid  # the paper grid
+    dchag: tuple[dict[str, Any], ...]  # D-CHAG-style configs: name, dim, bands, tp
+    dchag_plans: tuple[str, ...]  # plans estimated for each D-CHAG config
+    dchag_checkpointing: tuple[str, ...]  # checkpointing policies of the D-CHAG configs
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProbeSettings(ProbeModel):
+    """The ``probe`` section (and the master ``seed``); its model is a ProbeModel whose ``attention_kernel`` the
+    runner resolves from ``model.attention_kernel`` on its device."""
+
+    plans: tuple[str, ...]  # plans probed (dense at P = 1 only)
+    world_sizes: tuple[int, ...]  # P, one torchrun launch each
+    groups: tuple[int, ...]  # D-CHAG groups per rank (g)
+    L: tuple[int, ...]  # spectral bands
+    N: tuple[int, ...]  # spatial tokens per crop (square numbers)
+    warmup: int  # untimed steps before measuring
+    steps: int  # timed steps per mode
+    throughput: Throughput  # the interleaved throughput phase
+    match_train: bool  # the DAG checks that the probe measures the trained models
+    checkpointing: tuple[str, ...]  # activation-checkpointing policies probed
+    device: str  # auto, cpu or cuda
+    threads_per_rank: int  # torch.set_num_threads per rank
+    estimate: Estimate  # ``hsitp probe estimate``
+    seed: int  # the master seed (top-level seed): the models' weights and batches
+    source: Mapping[str, Any] = field(
+        repr=False
+    )  # the validated config, for provenance and RuntimeSettings only
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> ProbeSettings:
+        return from_section(cls, config["probe"], seed=int(config["seed"]), source=config)
+
+
+# --- cost ---------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Rho:
+    patch_sizes: tuple[int, ...]  # patch sizes p
+    parallel_degrees: tuple[int, ...]  # P
+    pca_k: int  # PCA components k, one definition of C
+    hardware: tuple[str, ...]  # presets or measured:PATH
+
+
+@dataclass(frozen=True)
+class Ccr:
+    tokens: tuple[int, ...]  # the paper's N (besides every registry scene's at ``patch``)
+    patch: int  # patch size of the scenes' real N
+    parallel_degrees: tuple[int, ...]  # P
+    hardware: tuple[str, ...]  # presets or measured:PATH
+    groups: tuple[int, ...]  # D-CHAG groups per rank g
+
+
+@dataclass(frozen=True)
+class Boundary:
+    P: int  # parallel degree of the refined boundary
+    hardware: str  # preset giving F and alpha
+    point_hardware: tuple[str, ...]  # presets placed on the boundary as points
+    patch: int  # patch size of the datasets' points
+    rho_range: tuple[float, float]  # [min, max] of rho (log grid)
+    threshold_range: tuple[float, float]  # [min, max] of P F / beta (log grid)
+    points: int  # grid points per axis
+    embed_dims: tuple[int, ...]  # D values
+
+
+@dataclass(frozen=True)
+class PlanTable:
+    hardware: tuple[str, ...]  # GPU presets (they give a device memory)
+    datasets: tuple[str, ...]  # registry datasets
+    patch: int  # patch size p
+    nodes: int  # nodes in the allocation
+    devices_per_node: int  # P runs over the divisors of nodes x devices_per_node
+    groups: int  # D-CHAG groups per rank g
+
+
+@dataclass(frozen=True)
+class Headroom:
+    fraction: float  # share of device memory kept for the allocator
+    fixed_gb: float  # GB kept per device for the CUDA context and NCCL buffers
+
+
+@dataclass(frozen=True)
+class Advise:
+    headroom: Headroom  # device memory the model's peak may not use
+    time_error: float  # the time model's relative error: candidates within it of the best tie
+    dp_overlap: float  # share of the data-parallel all-reduce hidden behind backward
+    groups: tuple[int, ...]  # D-CHAG groups per rank tried
+
+
+@dataclass(frozen=True)
+class Scale:
+    devices: int  # total devices
+    devices_per_node: int  # devices per node (overrides the presets')
+    tp_degrees: tuple[int, ...]  # TP degrees inside a node
+    hardware: tuple[str, ...]  # presets or measured:PATH
+    image: tuple[int, int]  # [H, W] of one sample
+    patch: int  # patch size p
+    bands: int  # spectral bands L
+    embed_dim: int  # D
+    depth: int  # transformer blocks
+    heads: int  # attention heads
+    micro_batch: int  # samples per TP group per micro-batch
+    groups: int  # D-CHAG groups per rank g
+    fsdp: bool  # ZeRO-3 across the data-parallel group (false: DDP)
+    activation_checkpointing: bool  # recompute each block in backward
+    dp_overlap: float  # share of data-parallel traffic hidden behind compute
+
+
+@dataclass(frozen=True)
+class CostSettings:
+    """The ``cost`` section (pure arithmetic: nothing else is read)."""
+
+    embed_dim: int  # D
+    bands: int  # spectral bands L of the cross-band aggregation
+    heads: int  # attention heads
+    mlp_ratio: int  # MLP hidden size / D
+    depth: int  # transformer blocks
+    batch: int  # B per device
+    dtype: str  # element type of activations, collectives and parameters
+    master_fp32: bool  # an fp32 master copy of 16-bit weights
+    optimizer: str  # optimizer whose state counts in memory
+    overlap: float  # share of tensor-parallel communication hidden behind compute
+    grad_accumulation: int  # micro-batches per optimizer step
+    token_grid: str  # N from the image: crop or pad
+    switches: dict[str, bool]  # simplifications of the stated model (hsitp.cost.refined.Switches)
+    rho: Rho  # rho.nc
+    ccr: Ccr  # ccr.nc
+    boundary: Boundary  # boundary.nc
+    plan: PlanTable  # plan.nc
+    advise: Advise  # ``hsitp advise plan``
+    scale: Scale  # scale.nc
+    source: Mapping[str, Any] = field(repr=False)  # the validated config (its cost section is hashed)
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> CostSettings:
+        return from_section(cls, config["cost"], source=config)
+
+
+# --- audit --------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class AuditSettings:
+    """The ``audit`` section (the ``report`` stage has none: its subcommands take no config)."""
+
+    accuracy_run: str  # the run whose train/summary.nc decides the measured-basis accuracy claims
+    measured_run: str | None  # the run whose probe/ and bench/ files decide (None: the audited run)
+    source: Mapping[str, Any] = field(repr=False)  # the validated config: config_value checks and provenance
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> AuditSettings:
+        return from_section(cls, config["audit"], source=config)

@@ -31,9 +31,7 @@ from hsitp.audit.claims import (
     COLUMNS,
     COST_TABLES,
     VERDICTS,
-    Context,
     basis_counts,
-    evaluate_claims,
     finding_counts,
     verdict_counts,
 )
@@ -103,17 +101,7 @@ LEGIT_ZEROS: dict[tuple[str, str], tuple[str, Any]] = {
 }
 
 
-class AuditDrift(HsitpError):
-    """A run differs from the reference beyond the declared tolerances (the report lists every difference)."""
-
-
 # --- claims table --------------------------------------------------------------------------------------------------
-def claims_table(cost_dir: Path, config: Mapping[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Path]]:
-    ctx = Context(cost_dir, config)
-    rows = evaluate_claims(ctx)
-    return rows, dict(ctx.inputs)
-
-
 def _csv_text(rows: Sequence[Mapping[str, Any]]) -> str:
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(COLUMNS), lineterminator="\n")

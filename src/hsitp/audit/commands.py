@@ -11,15 +11,16 @@ from hsitp.config import add_config_args, config_from_args
 
 
 def _claims(args: argparse.Namespace) -> int:
-    from hsitp.audit.audit import claims_table, write_claims
-    from hsitp.audit.claims import CLAIMS_FILE, verdict_counts
+    from hsitp.audit.audit import write_claims
+    from hsitp.audit.claims import CLAIMS_FILE, Context, evaluate_claims, verdict_counts
     from hsitp.io import provenance
+    from hsitp.settings import AuditSettings
 
-    cfg = config_from_args(args)
-    cost_dir = Path(args.run_dir) / "cost"
-    rows, inputs = claims_table(cost_dir, cfg)
+    s = AuditSettings.from_config(config_from_args(args))
+    ctx = Context(Path(args.run_dir) / "cost", s)
+    rows, inputs = evaluate_claims(ctx), ctx.inputs
     prov = provenance(
-        config=cfg, inputs={**{k: str(v) for k, v in inputs.items()}, "claims.yaml": CLAIMS_FILE}
+        config=s.source, inputs={**{k: str(v) for k, v in inputs.items()}, "claims.yaml": CLAIMS_FILE}
     )
     paths = write_claims(rows, args.out, inputs, prov)
     counts = ", ".join(f"{k} {v}" for k, v in verdict_counts(rows).items())

@@ -488,6 +488,7 @@ def remeasure_probe(ref: Reference, cell: Cell, work: Path) -> tuple[xr.Dataset,
 
     from hsitp.config import validate_config
     from hsitp.probe.results import merge
+    from hsitp.settings import ProbeSettings
 
     assert ref.memory is not None
     pc = json.loads(str(ref.memory.attrs["probe"]))
@@ -523,7 +524,10 @@ def remeasure_probe(ref: Reference, cell: Cell, work: Path) -> tuple[xr.Dataset,
     if _run_logged(argv, log) != 0 or not partial.is_file():
         return f"the probe failed ({_tail(log)}); log {log}"
     mem, thr = merge(
-        [partial], memory_out=folder / "memory.nc", throughput_out=folder / "throughput.nc", config=cfg
+        [partial],
+        memory_out=folder / "memory.nc",
+        throughput_out=folder / "throughput.nc",
+        settings=ProbeSettings.from_config(cfg),
     )
     return xr.load_dataset(mem), xr.load_dataset(thr)
 

@@ -21,6 +21,7 @@ from hsitp.cost.tables import ORIGIN
 from hsitp.cost.tables.common import block_costs, cost_switches
 from hsitp.data import registry
 from hsitp.errors import HsitpError
+from hsitp.settings import CostSettings
 from hsitp.shape import LayerShape, n_tokens
 
 
@@ -115,7 +116,7 @@ def _recommend(splits: Mapping[str, StackCost], P: int) -> tuple[str, str]:
 
 
 def advise(
-    cost: Mapping[str, Any],
+    cost: CostSettings,
     *,
     dataset: str,
     patch: int,
@@ -146,7 +147,7 @@ def advise(
         "W": spec.cols,
         "L": spec.bands,
         "patch": patch,
-        "token_grid": cost["token_grid"],
+        "token_grid": cost.token_grid,
         "N": N,
         "D": D,
         "rho": D / N,
@@ -154,7 +155,7 @@ def advise(
         "devices": devices,
         "batch": shape.batch,
         "heads": shape.heads,
-        "dtype": cost["dtype"],
+        "dtype": cost.dtype,
         "hardware": {
             "name": hw.name,
             "description": hw.description,
@@ -189,24 +190,24 @@ def _check_counts(*, devices: int, patch: int, embed_dim: int | None) -> None:
 
 
 def _layer_shape(
-    cost: Mapping[str, Any], spec: Any, *, patch: int, devices: int, embed_dim: int | None
+    cost: CostSettings, spec: Any, *, patch: int, devices: int, embed_dim: int | None
 ) -> LayerShape:
     """One layer of ``cost``'s model on the dataset ``spec`` at ``patch``; refused where ``devices`` would leave
     ranks without tokens or features."""
-    N = n_tokens(spec.rows, spec.cols, patch, cost["token_grid"])
+    N = n_tokens(spec.rows, spec.cols, patch, cost.token_grid)
     if N < 1:
         raise HsitpError(
             f"--patch {patch} is larger than {spec.name}'s {spec.rows}x{spec.cols} grid; use a patch <= "
             f"{min(spec.rows, spec.cols)}"
         )
-    D = int(cost["embed_dim"] if embed_dim is None else embed_dim)
+    D = int(cost.embed_dim if embed_dim is None else embed_dim)
     if devices > min(N, D):
         raise HsitpError(
             f"--devices {devices} exceeds what one layer can be split into here (N = {N} tokens, D = {D} "
             f"features): every split would leave devices without work; use --devices <= {min(N, D)}"
         )
-    model = {k: int(cost[k]) for k in ("batch", "heads", "mlp_ratio")}
-    return LayerShape(N=N, D=D, L=spec.bands, dtype=cost["dtype"], patch=patch, **model)
+    model = {k: int(getattr(cost, k)) for k in ("batch", "heads", "mlp_ratio")}
+    return LayerShape(N=N, D=D, L=spec.bands, dtype=cost.dtype, patch=patch, **model)
 
 
 def format_text(a: Mapping[str, Any]) -> str:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
 
 from hsitp.config import ConfigError, add_config_args, check_shape, config_from_args
+from hsitp.settings import CostSettings
 
 TABLE_HELP = {
     "rho": "rho = C/N per registry dataset x patch x definition of C, and the lower-CCR split (paper 2.2)",
@@ -17,23 +17,14 @@ TABLE_HELP = {
     "scale": "projection to many devices: TP in a node x data/FSDP across nodes, memory by part",
     "plan": "hsitp advise plan over P: per-rank memory and tokens/s per plan, dataset and GPU preset",
 }
-# Config keys holding hardware names, per table (measured:PATH entries become provenance inputs).
-_HARDWARE_KEYS = {
-    "rho": ("rho", "hardware"),
-    "ccr": ("ccr", "hardware"),
-    "boundary": ("boundary", "point_hardware"),
-    "scale": ("scale", "hardware"),
-    "plan": ("plan", "hardware"),
-}
 
 
-def _measured_inputs(cost: dict[str, Any], table: str) -> dict[str, str]:
+def _measured_inputs(cost: CostSettings, table: str) -> dict[str, str]:
+    """The calibration files a table's ``measured:PATH`` hardware names: provenance inputs."""
     from hsitp.cost.hardware import MEASURED_PREFIX
 
-    section, key = _HARDWARE_KEYS[table]
-    names = list(cost[section][key])
-    if table == "boundary":
-        names.append(cost["boundary"]["hardware"])
+    sec = getattr(cost, table)  # every table's section names hardware; the boundary's a list and one preset
+    names = [*sec.point_hardware, sec.hardware] if table == "boundary" else list(sec.hardware)
     return {n: n[len(MEASURED_PREFIX) :] for n in names if n.startswith(MEASURED_PREFIX)}
 
 
@@ -42,10 +33,9 @@ def _table(args: argparse.Namespace) -> int:
     from hsitp.cost.tables import TABLES
     from hsitp.io import provenance, write_netcdf
 
-    cfg = config_from_args(args)
-    cost = cfg["cost"]
+    cost = CostSettings.from_config(config_from_args(args))
     ds = TABLES[args.table](cost)
-    prov = provenance(config={"cost": cost}, inputs=_measured_inputs(cost, args.table))
+    prov = provenance(config={"cost": cost.source["cost"]}, inputs=_measured_inputs(cost, args.table))
     write_netcdf(ds, args.out, kind=COST[args.table].kind, prov=prov)
     print(f"wrote {args.out} ({', '.join(f'{k}={v}' for k, v in ds.sizes.items())})")
     return 0
@@ -54,7 +44,7 @@ def _table(args: argparse.Namespace) -> int:
 def _advise(args: argparse.Namespace) -> int:
     from hsitp.cost.advise import advise, format_text
 
-    cost = config_from_args(args)["cost"]
+    cost = CostSettings.from_config(config_from_args(args))
     _check_model(cost, args)
     result = advise(
         cost,
@@ -174,18 +164,18 @@ def _register_plan(asub: argparse._SubParsersAction, presets: list[str]) -> None
 def _plan(args: argparse.Namespace) -> int:
     from hsitp.cost.planner import run_plan
 
-    cost = config_from_args(args)["cost"]
+    cost = CostSettings.from_config(config_from_args(args))
     _check_model(cost, args)
     print(run_plan(cost, args))
     return 0
 
 
-def _check_model(cost: dict[str, Any], args: argparse.Namespace) -> None:
+def _check_model(cost: CostSettings, args: argparse.Namespace) -> None:
     """Refuse a model that cannot exist as the options give it over the config's cost section (heads that do not
     divide D), before anything is planned with it; the message names the options given, else the keys."""
     given = {k: getattr(args, k, None) for k in ("embed_dim", "heads")}
     names = [f"--{k.replace('_', '-')}" if v is not None else f"cost.{k}" for k, v in given.items()]
-    dim, heads = (int(cost[k]) if v is None else v for k, v in given.items())
+    dim, heads = (int(getattr(cost, k)) if v is None else v for k, v in given.items())
     problem = check_shape(dim, heads, *names)
     if problem:
         raise ConfigError(problem)

@@ -27,6 +27,7 @@ from hsitp.cost.memory import PLAN_PARTS, PlanSize, plan_memory, plan_parameters
 from hsitp.cost.refined import BLOCK_LAYERS, OpCost, Switches, collective_time, evaluate, model_cost
 from hsitp.errors import HsitpError
 from hsitp.names import DCHAG_PLANS, PARALLEL_PLANS, SHARDED_PLANS
+from hsitp.settings import CostSettings
 from hsitp.shape import DTYPE_BYTES, LayerShape
 
 MEMORY_ERROR = 0.02  # the memory model's peak vs the CPU probe's (tests/test_probe.py, PEAK_BOUND)
@@ -515,7 +516,7 @@ def _positive(name: str, value: float | None) -> None:
         raise HsitpError(f"{name} must be > 0, got {value}")
 
 
-def inputs_from_args(cost: Mapping[str, Any], args: Any, hw: Hardware) -> Inputs:
+def inputs_from_args(cost: CostSettings, args: Any, hw: Hardware) -> Inputs:
     """Inputs from the command line and the config's cost section, each bad value named in one line."""
     from hsitp.shape import n_tokens
 
@@ -525,27 +526,27 @@ def inputs_from_args(cost: Mapping[str, Any], args: Any, hw: Hardware) -> Inputs
     for name in ("bands", "height", "width", "classes", "devices"):
         _positive("--" + name, getattr(args, name))
     L, H, W, classes = _scene(args)  # noqa: N806
-    N = n_tokens(H, W, args.patch, cost["token_grid"])  # noqa: N806
+    N = n_tokens(H, W, args.patch, cost.token_grid)  # noqa: N806
     if N < 1:
         raise HsitpError(f"--patch {args.patch} is larger than the {H}x{W} scene; use a patch <= {min(H, W)}")
     G, mem = _allocation(args, hw)  # noqa: N806
-    groups = tuple(args.groups or cost["advise"]["groups"])
+    groups = tuple(args.groups or cost.advise.groups)
     for gv in groups:
         _positive("--groups", gv)
     return Inputs(
-        D=args.embed_dim or int(cost["embed_dim"]),
-        depth=args.depth or int(cost["depth"]),
-        heads=args.heads or int(cost["heads"]),
-        mlp_ratio=args.mlp_ratio or int(cost["mlp_ratio"]),
+        D=args.embed_dim or int(cost.embed_dim),
+        depth=args.depth or int(cost.depth),
+        heads=args.heads or int(cost.heads),
+        mlp_ratio=args.mlp_ratio or int(cost.mlp_ratio),
         L=L,
         H=H,
         W=W,
         patch=args.patch,
         N=N,
-        batch=args.batch or int(cost["batch"]),
+        batch=args.batch or int(cost.batch),
         classes=args.classes or classes,
-        dtype=args.dtype or cost["dtype"],
-        master_fp32=bool(cost["master_fp32"] if args.master_fp32 is None else args.master_fp32),
+        dtype=args.dtype or cost.dtype,
+        master_fp32=bool(cost.master_fp32 if args.master_fp32 is None else args.master_fp32),
         nodes=args.nodes,
         devices_per_node=G,
         device_memory_gb=float(mem),
@@ -594,7 +595,7 @@ def _allocation(args: Any, hw: Hardware) -> tuple[int, float]:
     return G, mem
 
 
-def run_plan(cost: Mapping[str, Any], args: Any) -> str:
+def run_plan(cost: CostSettings, args: Any) -> str:
     """``hsitp advise plan``: the text table, or JSON with ``--json``."""
     import json
 
@@ -603,14 +604,14 @@ def run_plan(cost: Mapping[str, Any], args: Any) -> str:
 
     hw = get_hardware(args.hardware)
     x = inputs_from_args(cost, args, hw)
-    ad = cost["advise"]
+    ad = cost.advise
     result = plan(
         x,
         hw,
-        headroom=Headroom(float(ad["headroom"]["fraction"]), float(ad["headroom"]["fixed_gb"])),
-        time_error=float(ad["time_error"]),
-        overlap=float(cost["overlap"]),
-        dp_overlap=float(ad["dp_overlap"]),
+        headroom=Headroom(float(ad.headroom.fraction), float(ad.headroom.fixed_gb)),
+        time_error=float(ad.time_error),
+        overlap=float(cost.overlap),
+        dp_overlap=float(ad.dp_overlap),
         sw=cost_switches(cost),
     )
     return json.dumps(result, indent=2) if args.json else format_text(result)

@@ -16,7 +16,7 @@ artifact does for its blocks. Only each block's input is then kept; the block re
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +29,7 @@ from hsitp.models import ModelConfig, architecture_for
 from hsitp.names import DCHAG_PLANS
 from hsitp.probe.grid import CHECKPOINTING, Point, base_config
 from hsitp.probe.tracker import PartTimeline
+from hsitp.settings import ProbeModel
 
 
 class CheckpointedBlock(nn.Module):
@@ -64,7 +65,7 @@ class Built:
 
 def build_point(
     point: Point,
-    pc: Mapping[str, Any],
+    pc: ProbeModel,
     tp: Any,
     *,
     dtype: torch.dtype,
@@ -91,7 +92,7 @@ def build_point(
     del dense
     apply_checkpointing(model, point.checkpointing)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    b = int(pc["batch"])
+    b = int(pc.batch)
     gen = None if fake else torch.Generator().manual_seed(seed)
     # real tensors: drawn on the CPU (a CPU generator, the same numbers on every device), then moved; fake ones:
     # made in place, FakeTensorMode cannot move

@@ -11,12 +11,13 @@ from __future__ import annotations
 import argparse
 
 from hsitp.config import add_config_args, config_from_args
+from hsitp.settings import ProbeSettings
 
 
 def _run(args: argparse.Namespace) -> int:
     from hsitp.probe.runner import run_partial
 
-    run_partial(config_from_args(args), world_size=args.world_size, out=args.out)
+    run_partial(ProbeSettings.from_config(config_from_args(args)), world_size=args.world_size, out=args.out)
     if args.world_size > 1:  # the group is torn down (run_partial's finally): the gloo teardown abort
         from hsitp.signals import exit_rank
 
@@ -31,7 +32,7 @@ def _merge(args: argparse.Namespace) -> int:
         args.partials,
         memory_out=args.memory_out,
         throughput_out=args.throughput_out,
-        config=config_from_args(args),
+        settings=ProbeSettings.from_config(config_from_args(args)),
     )
     return 0
 
@@ -39,7 +40,7 @@ def _merge(args: argparse.Namespace) -> int:
 def _estimate(args: argparse.Namespace) -> int:
     from hsitp.probe.estimate import run_estimate
 
-    run_estimate(config_from_args(args), args.out)
+    run_estimate(ProbeSettings.from_config(config_from_args(args)), args.out)
     return 0
 
 

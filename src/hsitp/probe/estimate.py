@@ -12,8 +12,8 @@ synthetic configs the paper's reported rank-0 ``max_memory_reserved``.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +28,12 @@ from hsitp.names import DCHAG_PLANS
 from hsitp.probe.grid import Point, estimate_points
 from hsitp.probe.results import ATTRS
 from hsitp.probe.tracker import KINDS, PARTS
+from hsitp.settings import ProbeModel, ProbeSettings
 
 log = logging.getLogger(__name__)
 
 
-def estimate_one(pt: Point, sec: Mapping[str, Any], seed: int = 0) -> Any:
+def estimate_one(pt: Point, sec: ProbeModel, seed: int = 0) -> Any:
     """StepMemory of rank 0 of ``pt`` with fake tensors on a fake process group of size P."""
     import torch
     import torch.distributed as dist
@@ -43,7 +44,7 @@ def estimate_one(pt: Point, sec: Mapping[str, Any], seed: int = 0) -> Any:
     from hsitp.probe.build import build_point
     from hsitp.probe.tracker import measure_step
 
-    dtype = getattr(torch, sec["dtype"])
+    dtype = getattr(torch, sec.dtype)
     started = False
     if pt.P > 1:
         if dist.is_initialized():
@@ -63,20 +64,18 @@ def estimate_one(pt: Point, sec: Mapping[str, Any], seed: int = 0) -> Any:
             dist.destroy_process_group()
 
 
-def run_estimate(config: Mapping[str, Any], out: str | Path) -> Path:
+def run_estimate(s: ProbeSettings, out: str | Path) -> Path:
     """Estimate every point of ``probe.estimate`` with fake tensors, beside the memory model; write ``out``."""
-    pts = estimate_points(config["probe"]["estimate"])
+    pts = estimate_points(s.estimate)
     # the estimate prices the paper's GPUs: "auto" is the kernel CUDA runs
-    kernel = config_attention_kernel(config, "cuda")
-    ds = _dataset(pts, _estimate_all(pts, kernel, seed=int(config["seed"])), kernel)
+    kernel = config_attention_kernel(s.source, "cuda")
+    ds = _dataset(pts, _estimate_all(pts, kernel, seed=s.seed), kernel)
     describe_missing(ds, ATTRS)
-    prov = provenance(config=config)
+    prov = provenance(config=s.source)
     return write_netcdf(ds, out, kind=PROBE_ESTIMATE.kind, prov=prov, title="probe estimate (fake tensors)")
 
 
-def _estimate_all(
-    pts: list[tuple[str, Point, dict[str, Any]]], kernel: str, seed: int
-) -> dict[str, np.ndarray]:
+def _estimate_all(pts: list[tuple[str, Point, ProbeModel]], kernel: str, seed: int) -> dict[str, np.ndarray]:
     """Per point: memory by (part, kind) and peak, estimated and modelled, and the D-CHAG paper's reported peak."""
     from hsitp.cost.memory import plan_memory
     from hsitp.cost.paper import DCHAG_REFERENCE
@@ -89,13 +88,13 @@ def _estimate_all(
     peak_part = np.full(n, "", dtype=object)
     reported_by = {name: rep for name, _d, _b, _tp, rep in DCHAG_REFERENCE}
     for i, (label, pt, sec) in enumerate(pts):
-        sec = {**sec, "attention_kernel": kernel}
+        sec = dataclasses.replace(sec, attention_kernel=kernel)
         sm = estimate_one(pt, sec, seed=seed)
         mem[i] = [[sm.by_part[p][k] for k in KINDS] for p in PARTS]
         peak[i] = sm.peak_allocated
         peak_part[i] = f"{sm.peak_part}/{sm.peak_phase}"
         g = pt.g if pt.plan in DCHAG_PLANS else 1
-        m = plan_memory(pt.plan, size_of(sec, pt.L, pt.N, sec["dtype"]), pt.P, g, pt.checkpointing)
+        m = plan_memory(pt.plan, size_of(sec, pt.L, pt.N, sec.dtype), pt.P, g, pt.checkpointing)
         model[i] = [[m[(p, k)] for k in KINDS] for p in PARTS]
         peak_model[i] = m[("step", "peak")]
         if label.startswith("dchag/"):
@@ -106,9 +105,7 @@ def _estimate_all(
     )
 
 
-def _dataset(
-    pts: list[tuple[str, Point, dict[str, Any]]], a: dict[str, np.ndarray], kernel: str
-) -> xr.Dataset:
+def _dataset(pts: list[tuple[str, Point, ProbeModel]], a: dict[str, np.ndarray], kernel: str) -> xr.Dataset:
     mem, model, peak, peak_model, reported, peak_part = (
         a[k] for k in ("mem", "model", "peak", "peak_model", "reported", "peak_part")
     )
@@ -144,10 +141,10 @@ def _dataset(
             "g": ("config", [p.g for _, p, _ in pts]),
             "L": ("config", [p.L for _, p, _ in pts]),
             "N": ("config", [p.N for _, p, _ in pts]),
-            "D": ("config", [int(s["dim"]) for _, _, s in pts]),
-            "depth": ("config", [int(s["depth"]) for _, _, s in pts]),
-            "batch": ("config", [int(s["batch"]) for _, _, s in pts]),
-            "dtype": ("config", [str(s["dtype"]) for _, _, s in pts]),
+            "D": ("config", [int(s.dim) for _, _, s in pts]),
+            "depth": ("config", [int(s.depth) for _, _, s in pts]),
+            "batch": ("config", [int(s.batch) for _, _, s in pts]),
+            "dtype": ("config", [str(s.dtype) for _, _, s in pts]),
             "checkpointing": ("config", [p.checkpointing for _, p, _ in pts]),
         },
         coords={"config": [lbl for lbl, _, _ in pts], "part": list(PARTS), "kind": list(KINDS)},

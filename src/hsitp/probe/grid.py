@@ -6,20 +6,13 @@ that a plan cannot split stops the run before any job starts; the probe's runner
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from hsitp.config import ConfigError
 from hsitp.cost.paper import DCHAG_SETTINGS
-from hsitp.models.config import (
-    ModelConfig,
-    architecture_for,
-    check_plan,
-    config_attention_kernel,
-    config_keys,
-)
+from hsitp.models.config import ModelConfig, architecture_for, check_plan, config_keys
 from hsitp.names import DCHAG_PLANS
+from hsitp.settings import Estimate, ProbeModel, ProbeSettings
 
 CHECKPOINTING = ("none", "blocks")
 
@@ -53,55 +46,28 @@ def section_keys(section: str) -> dict[str, str]:
     return {k: f"{section}.{k}" for k in fields} | {"bands": f"{section}.L"}
 
 
-# the kernel of a probe section that names none: sections written before the exact kernel existed (the committed
-# references' probe files) and the estimate's, which prices the paper's GPUs, where "auto" is sdpa
-SECTION_KERNEL = "sdpa"
-
-
-def section_kernel(pc: Mapping[str, Any]) -> str:
-    """The single-query attention kernel a probe section's models use (``SECTION_KERNEL`` when it names none)."""
-    return str(pc.get("attention_kernel", SECTION_KERNEL))
-
-
-def with_attention_kernel(config: Mapping[str, Any], device_type: str) -> dict[str, Any]:
-    """``config`` with its probe section naming the kernel ``model.attention_kernel`` resolves to on
-    ``device_type`` (written into the probe files' ``probe`` attribute, so the memory model prices that kernel)."""
-    kernel = config_attention_kernel(config, device_type)
-    return {**config, "probe": {**config["probe"], "attention_kernel": kernel}}
-
-
-def base_config(pc: Mapping[str, Any], L: int, N: int) -> ModelConfig:  # noqa: N803
+def base_config(pc: ProbeModel, L: int, N: int) -> ModelConfig:  # noqa: N803
     """The dense model of a probe section at L bands and N tokens (architecture_for then picks the plan's); a
     section with ``height`` and ``width`` (the estimate's D-CHAG configs) gives the crop itself."""
-    if "height" in pc:
-        height, width = int(pc["height"]), int(pc["width"])
+    if pc.height is not None and pc.width is not None:
+        height, width = int(pc.height), int(pc.width)
     else:
-        height = width = crop_side(N, int(pc["patch"]))
-    return ModelConfig(
-        bands=L,
-        height=height,
-        width=width,
-        classes=int(pc["classes"]),
-        patch=int(pc["patch"]),
-        dim=int(pc["dim"]),
-        heads=int(pc["heads"]),
-        depth=int(pc["depth"]),
-        mlp_ratio=int(pc["mlp_ratio"]),
-        attention_kernel=section_kernel(pc),
-    )
+        height = width = crop_side(N, int(pc.patch))
+    sizes = {k: int(getattr(pc, k)) for k in ("classes", "patch", "dim", "heads", "depth", "mlp_ratio")}
+    return ModelConfig(bands=L, height=height, width=width, attention_kernel=pc.attention_kernel, **sizes)
 
 
-def points(pc: Mapping[str, Any], P: int) -> list[Point]:  # noqa: N803
+def points(pc: ProbeSettings, P: int) -> list[Point]:  # noqa: N803
     """Every point of the probe grid at P (dense only at P = 1; plans without groups once, at the first g).
 
     Raises ConfigError, naming the key, when a plan cannot split the model at P."""
     out = []
-    for plan in pc["plans"]:
+    for plan in pc.plans:
         if (plan == "dense") != (P == 1):
             continue
-        groups = pc["groups"] if plan in DCHAG_PLANS else pc["groups"][:1]
-        for L in pc["L"]:
-            for N in pc["N"]:
+        groups = pc.groups if plan in DCHAG_PLANS else pc.groups[:1]
+        for L in pc.L:
+            for N in pc.N:
                 for g in groups:
                     try:
                         with config_keys(section_keys("probe")):
@@ -113,28 +79,28 @@ def points(pc: Mapping[str, Any], P: int) -> list[Point]:  # noqa: N803
                         raise ConfigError(
                             f"probe: plan {plan!r} at P = {P}, L = {L}, N = {N}, g = {g}: {exc}"
                         ) from exc
-                    for ck in pc["checkpointing"]:
+                    for ck in pc.checkpointing:
                         out.append(Point(plan, P, int(g), int(L), int(N), ck))
     return out
 
 
-def estimate_points(ec: Mapping[str, Any]) -> list[tuple[str, Point, dict[str, Any]]]:
-    """(label, point, section) for the paper grid and the D-CHAG configs."""
-    out = []
-    gc = ec["grid"]
-    for plan in gc["plans"]:
-        for P in [1] if plan == "dense" else gc["world_sizes"]:  # noqa: N806
-            for g in gc["groups"] if plan in DCHAG_PLANS else [1]:
-                for L in gc["L"]:
-                    for N in gc["N"]:
-                        for ck in gc["checkpointing"]:
+def estimate_points(ec: Estimate) -> list[tuple[str, Point, ProbeModel]]:
+    """(label, point, model section) for the paper grid and the D-CHAG configs."""
+    out: list[tuple[str, Point, ProbeModel]] = []
+    gc = ec.grid
+    for plan in gc.plans:
+        for P in [1] if plan == "dense" else gc.world_sizes:  # noqa: N806
+            for g in gc.groups if plan in DCHAG_PLANS else [1]:
+                for L in gc.L:
+                    for N in gc.N:
+                        for ck in gc.checkpointing:
                             pt = Point(plan, P, g, L, N, ck)
-                            out.append((f"grid/{plan}/P{P}/g{g}/L{L}/N{N}/{ck}", pt, dict(gc)))
-    for cfg in ec["dchag"]:
-        sec = {**DCHAG_SETTINGS, "dim": cfg["dim"]}
-        N = (sec["height"] // sec["patch"]) * (sec["width"] // sec["patch"])  # noqa: N806
-        for plan in ec["dchag_plans"]:
-            for ck in ec["dchag_checkpointing"]:
+                            out.append((f"grid/{plan}/P{P}/g{g}/L{L}/N{N}/{ck}", pt, gc))
+    for cfg in ec.dchag:
+        sec = ProbeModel.of({**DCHAG_SETTINGS, "dim": cfg["dim"]})
+        N = (sec.height // sec.patch) * (sec.width // sec.patch)  # noqa: N806
+        for plan in ec.dchag_plans:
+            for ck in ec.dchag_checkpointing:
                 pt = Point(plan, int(cfg["tp"]), 1, int(cfg["bands"]), N, ck)
                 out.append((f"dchag/{cfg['name']}/{plan}/{ck}", pt, sec))
     for label, pt, sec in out:

@@ -3,39 +3,38 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 import xarray as xr
 
 from hsitp.cost.memory import PlanSize, plan_memory
 from hsitp.names import DCHAG_PLANS
-from hsitp.probe.grid import section_kernel
 from hsitp.probe.tracker import KINDS, PARTS
+from hsitp.settings import ProbeModel
 from hsitp.shape import DTYPE_BYTES
 
 
-def size_of(pc: Mapping[str, Any], L: int, N: int, dtype: str, device: str = "cpu") -> PlanSize:  # noqa: N803
+def size_of(pc: ProbeModel, L: int, N: int, dtype: str, device: str = "cpu") -> PlanSize:  # noqa: N803
     """The model's size for a probe section; ``device`` where the step was measured (a CUDA device: the allocator's
     counters and the foreach AdamW; anything else: the CPU tracker and the for-loop AdamW)."""
     return PlanSize(
-        B=int(pc["batch"]),
+        B=int(pc.batch),
         N=int(N),
-        D=int(pc["dim"]),
+        D=int(pc.dim),
         L=int(L),
-        heads=int(pc["heads"]),
-        depth=int(pc["depth"]),
-        patch=int(pc["patch"]),
-        classes=int(pc["classes"]),
-        mlp_ratio=int(pc["mlp_ratio"]),
+        heads=int(pc.heads),
+        depth=int(pc.depth),
+        patch=int(pc.patch),
+        classes=int(pc.classes),
+        mlp_ratio=int(pc.mlp_ratio),
         dtype_bytes=DTYPE_BYTES[dtype],
         device="cuda" if str(device).startswith("cuda") else "cpu",
-        attention_kernel=section_kernel(pc),
+        attention_kernel=pc.attention_kernel,
     )
 
 
 def add_model(
-    ds: xr.Dataset, pc: Mapping[str, Any], dtype: str, devices: Mapping[int, str] | None = None
+    ds: xr.Dataset, pc: ProbeModel, dtype: str, devices: Mapping[int, str] | None = None
 ) -> xr.Dataset:
     """Add ``memory_model`` (…, part, kind), ``peak_model`` and the relative errors against rank 0's measurement
     (the model prices rank 0; D-CHAG's uneven band counts make other ranks differ by one band at most).

@@ -19,6 +19,7 @@ from hsitp.io import describe_missing, provenance, write_netcdf
 from hsitp.names import DCHAG_PLANS
 from hsitp.probe.grid import Point
 from hsitp.probe.tracker import KINDS, PARTS, PHASES
+from hsitp.settings import ProbeModel, ProbeSettings
 
 TIME_PARTS = (*PARTS, "other")
 MODES = ("full", "compute")
@@ -101,38 +102,37 @@ class ProbeMergeError(HsitpError, ValueError):
     """Partial probe files that cannot be merged (same P twice, different grids)."""
 
 
-def _coords(results: list[dict[str, Any]], pc: Mapping[str, Any], P: int) -> dict[str, list]:  # noqa: N803
+def _coords(results: list[dict[str, Any]], pc: ProbeSettings, P: int) -> dict[str, list]:  # noqa: N803
     return {
-        "plan": [p for p in pc["plans"] if any(r["point"].plan == p for r in results)],
+        "plan": [p for p in pc.plans if any(r["point"].plan == p for r in results)],
         "P": [P],
-        "g": [int(g) for g in pc["groups"]],
-        "L": [int(v) for v in pc["L"]],
-        "N": [int(v) for v in pc["N"]],
-        "checkpointing": list(pc["checkpointing"]),
+        "g": [int(g) for g in pc.groups],
+        "L": [int(v) for v in pc.L],
+        "N": [int(v) for v in pc.N],
+        "checkpointing": list(pc.checkpointing),
         "part": list(PARTS),
         "kind": list(KINDS),
         "rank": list(range(P)),
         "time_part": list(TIME_PARTS),
         "phase": list(PHASES),
         "mode": list(MODES),
-        "step": list(range(int(pc["steps"]))),
-        "repeat": list(range(int(pc["throughput"]["repeats"]))),
+        "step": list(range(int(pc.steps))),
+        "repeat": list(range(int(pc.throughput.repeats))),
     }
 
 
 def write_partial(
     results: list[dict[str, Any]],
     *,
-    config: Mapping[str, Any],
+    settings: ProbeSettings,
     attrs: Mapping[str, Any],
     out: Path,
     world_size: int,
 ) -> Path:
     """One launch's points as a dataset with a length-1 P dimension; plans without band groups (dense, tp,
     token) are measured once and repeated along g."""
-    pc = config["probe"]
     P = world_size  # noqa: N806
-    c = _coords(results, pc, P)
+    c = _coords(results, settings, P)
     shape = tuple(len(c[d]) for d in POINT_DIMS)
     arrays = {k: np.full((*shape, *(len(c[d]) for d in dims)), np.nan) for k, dims in PARTIAL_DIMS.items()}
     arrays["peak_part"] = np.full((*shape, P), "", dtype=object)
@@ -149,6 +149,7 @@ def write_partial(
                 key = f"{pt.plan}/P{P}/g{g}/L{pt.L}/N{pt.N}/{pt.checkpointing}/rank{r}"
                 categories[key] = rr["peak_categories"]
     arrays["peak_part"] = arrays["peak_part"].astype(str)
+    section = {**settings.source["probe"], "attention_kernel": settings.attention_kernel}
     data = {k: ((*POINT_DIMS, *PARTIAL_DIMS[k]), v) for k, v in arrays.items()}
     data["memory"] += ({"long_name": "measured per-rank memory of one training step by part and kind"},)
     data["peak_reserved"] += ({"long_name": "CUDA only"},)
@@ -158,7 +159,7 @@ def write_partial(
         {**data, **per_p},
         coords={k: v for k, v in c.items()},
         attrs={
-            "probe": json.dumps(dict(pc), default=str),
+            "probe": json.dumps(section, default=str),
             "method": "; ".join(sorted(methods)),
             "peak_categories": json.dumps(categories),
             "dtype": results[0]["dtype"] if results else "",
@@ -167,7 +168,8 @@ def write_partial(
         },
     )
     run = {k: v for k, v in attrs.items() if k != "interleave_orders"}
-    prov = provenance(config=config, extra={"run": run})
+    # the section as the runner resolved it: the kernel of this device
+    prov = provenance(config={**settings.source, "probe": section}, extra={"run": run})
     describe_missing(ds, ATTRS)
     return write_netcdf(
         ds, out, kind=PROBE_PARTIAL.kind, prov=prov, title=f"memory probe, one launch at P = {P}"
@@ -206,14 +208,14 @@ def merge(
     *,
     memory_out: str | Path,
     throughput_out: str | Path,
-    config: Mapping[str, Any],
+    settings: ProbeSettings,
 ) -> tuple[Path, Path]:
     """Concatenate the per-P files along P (rank padded with NaN to the largest P), add the memory model beside
     the measurement, and split memory from throughput."""
     if not paths:
         raise ProbeMergeError("probe merge: no partial files given")
     parts = [_read(p) for p in paths]
-    merged = _concat(paths, parts, config["probe"]["plans"])
+    merged = _concat(paths, parts, settings.plans)
     pc = json.loads(parts[0].attrs["probe"])
     common = _merged_attrs(merged, parts, pc)
     mem = _memory(merged, parts, pc, common)
@@ -226,7 +228,7 @@ def merge(
         "other round; same process, same threads"
     )
     thr.attrs.update(common)
-    prov = provenance(config=config, inputs={str(p): p for p in paths})
+    prov = provenance(config=settings.source, inputs={str(p): p for p in paths})
     describe_missing(mem, ATTRS)
     describe_missing(thr, ATTRS)
     m = write_netcdf(
@@ -269,8 +271,6 @@ def _concat(paths: Sequence[str | Path], parts: Sequence[xr.Dataset], plans: Seq
 
 def _merged_attrs(merged: xr.Dataset, parts: Sequence[xr.Dataset], pc: Mapping[str, Any]) -> dict[str, Any]:
     """The attributes memory.nc and throughput.nc share: the probe's settings, dtype, sizes, method and launches."""
-    from hsitp.probe.grid import section_kernel
-
     run_attrs = {
         k: merged[k].values.tolist()
         for k in ("device", "backend", "threads_per_rank", "cores", "oversubscribed")
@@ -283,7 +283,7 @@ def _merged_attrs(merged: xr.Dataset, parts: Sequence[xr.Dataset], pc: Mapping[s
         "run": json.dumps(run_attrs),
         "measured": "yes (real tensors under torchrun)",
         # the single-query attentions' kernel (a probe written before the exact kernel names none: sdpa)
-        "attention_kernel": section_kernel(pc),
+        "attention_kernel": ProbeModel.of(pc).attention_kernel,
     }
 
 
@@ -295,7 +295,7 @@ def _memory(
 
     mem = merged[["memory", "peak_allocated", "peak_reserved", "transient", "peak_part", "tokens_per_step"]]
     devices = {int(P): str(d) for P, d in zip(merged["P"].values, merged["device"].values, strict=True)}  # noqa: N806
-    mem = add_model(mem, pc, common["dtype"], devices)
+    mem = add_model(mem, ProbeModel.of(pc), common["dtype"], devices)
     mem.attrs.update(common)
     mem.attrs["peak_categories"] = json.dumps(
         {k: v for ds in parts for k, v in json.loads(ds.attrs.get("peak_categories", "{}")).items()}

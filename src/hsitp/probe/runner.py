@@ -20,9 +20,9 @@ only timings whose ratio between plans the pipeline reports (memory stays measur
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,10 +32,12 @@ import torch.distributed as dist
 
 from hsitp.bench.interleave import Interleaved, interleave, round_order
 from hsitp.bench.timing import synchronize
+from hsitp.models.config import config_attention_kernel
 from hsitp.names import DCHAG_PLANS
 from hsitp.probe.build import build_point
-from hsitp.probe.grid import Point, points, with_attention_kernel
+from hsitp.probe.grid import Point, points
 from hsitp.probe.tracker import KINDS, PARTS, PHASES, PartTimeline, measure_step
+from hsitp.settings import ProbeModel, ProbeSettings
 
 if TYPE_CHECKING:
     from hsitp.parallel.runtime import Runtime
@@ -45,16 +47,17 @@ TIME_PARTS = (*PARTS, "other")
 MODES = ("full", "compute")
 
 
-def run_partial(config: Mapping[str, Any], *, world_size: int, out: str | Path) -> Path | None:
+def run_partial(s: ProbeSettings, *, world_size: int, out: str | Path) -> Path | None:
     """Probe every configured point at P = ``world_size``; returns the file written (rank 0) or None."""
     from hsitp.parallel.runtime import RuntimeSettings, start
 
-    pts = points(config["probe"], world_size)  # refuses a grid that does not fit before any rendezvous
-    rt = start(RuntimeSettings.from_config(config, section="probe", world_size=world_size))
-    config = with_attention_kernel(config, rt.device.type)  # model.attention_kernel for this device
+    pts = points(s, world_size)  # refuses a grid that does not fit before any rendezvous
+    rt = start(RuntimeSettings.from_config(s.source, section="probe", world_size=world_size))
+    # model.attention_kernel on this device (written into the files, so the memory model prices that kernel)
+    s = dataclasses.replace(s, attention_kernel=config_attention_kernel(s.source, rt.device.type))
     try:
-        results = [probe_point(pt, config, rt) for pt in pts]
-        samples, orders = throughput_phase(pts, config, rt)
+        results = [probe_point(pt, s, rt) for pt in pts]
+        samples, orders = throughput_phase(pts, s, rt)
         if rt.rank != 0:
             return None
         for res in results:
@@ -62,7 +65,7 @@ def run_partial(config: Mapping[str, Any], *, world_size: int, out: str | Path) 
         from hsitp.probe.results import write_partial
 
         attrs = {**rt.attrs(), "interleave_orders": orders}
-        return write_partial(results, config=config, attrs=attrs, out=Path(out), world_size=world_size)
+        return write_partial(results, settings=s, attrs=attrs, out=Path(out), world_size=world_size)
     finally:
         rt.stop()
 
@@ -86,21 +89,20 @@ def _clock(device: torch.device):  # noqa: ANN202
     return time.perf_counter
 
 
-def probe_point(point: Point, config: Mapping[str, Any], rt: Runtime) -> dict[str, Any]:
+def probe_point(point: Point, pc: ProbeSettings, rt: Runtime) -> dict[str, Any]:
     """Memory of one step on every rank, and timed steps in both modes; the per-rank lists (rank 0 keeps them)."""
     from hsitp.parallel.runtime import dtype_name, resolve_dtype
 
-    pc = config["probe"]
-    seed = int(config["seed"])
-    dtype = resolve_dtype(pc["dtype"], rt.device, key="probe.dtype")
+    seed = pc.seed
+    dtype = resolve_dtype(pc.dtype, rt.device, key="probe.dtype")
     built = build_point(point, pc, rt.world, dtype=dtype, device=rt.device, seed=seed)
-    for _ in range(int(pc["warmup"])):
+    for _ in range(int(pc.warmup)):
         built.step()
     mem = measure_step(built.model, built.step, optimizer=built.optimizer, device=rt.device)
     twin = build_point(point, pc, rt.world.noop(), dtype=dtype, device=rt.device, seed=seed)
-    for _ in range(int(pc["warmup"])):
+    for _ in range(int(pc.warmup)):
         twin.step()
-    part_t, step_t = _time_modes(built, twin, int(pc["steps"]), rt)
+    part_t, step_t = _time_modes(built, twin, int(pc.steps), rt)
     mine = {
         "memory": np.array([[mem.by_part[p][k] for k in KINDS] for p in PARTS], dtype=np.float64),
         "peak_allocated": mem.peak_allocated,
@@ -156,16 +158,14 @@ def side_name(point: Point) -> str:
 
 
 def throughput_phase(
-    pts: list[Point], config: Mapping[str, Any], rt: Runtime
+    pts: list[Point], pc: ProbeSettings, rt: Runtime
 ) -> tuple[dict[Point, list[float]], dict[str, list[list[str]]]]:
     """Seconds per training step (slowest rank) of every point, one sample per round, the plans of each (L, N,
     checkpointing) interleaved in one run; and the order each round ran in, per (L, N, checkpointing)."""
     from hsitp.parallel.runtime import resolve_dtype
 
-    pc = config["probe"]
-    tc = pc["throughput"]
-    seed = int(config["seed"])
-    dtype = resolve_dtype(pc["dtype"], rt.device, key="probe.dtype")
+    tc, seed = pc.throughput, pc.seed
+    dtype = resolve_dtype(pc.dtype, rt.device, key="probe.dtype")
     samples: dict[Point, list[float]] = {}
     orders: dict[str, list[list[str]]] = {}
     for key in dict.fromkeys((pt.L, pt.N, pt.checkpointing) for pt in pts):
@@ -174,9 +174,9 @@ def throughput_phase(
         sides = {side_name(pt): (b.step, lambda: synchronize(rt.device)) for pt, b in built.items()}
         res: Interleaved = interleave(
             sides,
-            warmup=int(tc["warmup"]),
-            repeats=int(tc["repeats"]),
-            steps=int(tc["steps"]),
+            warmup=int(tc.warmup),
+            repeats=int(tc.repeats),
+            steps=int(tc.steps),
             device=rt.device,
             group=rt.group,
         )
@@ -193,6 +193,6 @@ def throughput_phase(
     return samples, orders
 
 
-def twin_tokens(point: Point, pc: Mapping[str, Any]) -> int:
+def twin_tokens(point: Point, pc: ProbeModel) -> int:
     """Tokens one step trains on, all ranks together: B * N (TP ranks share a batch; token ranks split it)."""
-    return int(pc["batch"]) * point.N
+    return int(pc.batch) * point.N

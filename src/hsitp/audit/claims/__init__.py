@@ -20,82 +20,30 @@ The package, by responsibility: :mod:`~hsitp.audit.claims.core` (vocabularies, :
 :mod:`~hsitp.audit.claims.validate` (loading and validating claims.yaml) and
 :mod:`~hsitp.audit.claims.evaluate` (every claim into its row); :mod:`~hsitp.audit.claims.verdicts` (verdicts,
 knife edges and flips, hedges, circular evidence); :mod:`~hsitp.audit.claims.render` (the rows' columns and
-counts). Every public name is importable from here, as from the one module this package was."""
+counts). The names other modules use are importable from here."""
 
 from hsitp.audit.claims.accuracy import beats_baseline, check_accuracy_verdicts, variant_outcome
 from hsitp.audit.claims.bench import check_bench_compare, check_bench_trend, check_bench_value
-from hsitp.audit.claims.boundary import (
-    BOUNDARIES,
-    CIRCULAR_FACTORS,
-    DIRECTIONS,
-    FACTORS,
-    FORMAT_BYTES,
-    check_boundary_moves,
-)
-from hsitp.audit.claims.computed import (
-    check_config_value,
-    check_dataset_attr,
-    check_dataset_grid,
-    check_dataset_range,
-    check_formula_identity,
-    check_formula_value,
-    check_lower_split_rule,
-    check_needs_gpu,
-    check_pending,
-    check_preset_value,
-    check_quote,
-    check_quote_texts_agree,
-    check_reading,
-    check_split_regime,
-    check_table_attr,
-    check_table_compare,
-    check_table_fraction,
-    check_table_spread,
-    check_table_value,
-)
+from hsitp.audit.claims.boundary import check_boundary_moves
+from hsitp.audit.claims.computed import check_formula_identity, check_formula_value
 from hsitp.audit.claims.core import (
-    BASES,
-    CIRCULAR_CHECKS,
     CLAIMS_FILE,
     COST_TABLES,
-    DEFAULT_ACCURACY_RUN,
-    FORMULA_NAMES,
     GPU_REFERENCE,
     KINDS,
-    MEASURED_CHECKS,
-    MEASURED_FILES,
-    PAPER_PRESETS,
     RUN_MEASURED_CHECKS,
     VERDICTS,
     ClaimsError,
     Context,
     Outcome,
 )
-from hsitp.audit.claims.evaluate import evaluate_claim, evaluate_claims, measured_decided, reading_decides
-from hsitp.audit.claims.measured import (
-    MAX_LISTED,
-    check_measured,
-    check_probe_estimate,
-    check_probe_memory,
-    check_probe_throughput,
-)
-from hsitp.audit.claims.registry import CHECKS, check_any_of, check_first_decided, evaluate_check
+from hsitp.audit.claims.evaluate import evaluate_claim, evaluate_claims
+from hsitp.audit.claims.measured import check_measured, check_probe_memory, check_probe_throughput
+from hsitp.audit.claims.registry import evaluate_check
 from hsitp.audit.claims.render import COLUMNS, basis_counts, finding_counts, verdict_counts
 from hsitp.audit.claims.shard import check_shard_compare, check_shard_value
-from hsitp.audit.claims.validate import (
-    REQUIRED_ARGS,
-    REQUIRED_FIELDS,
-    config_keys,
-    load_claims,
-    validate_claims,
-)
+from hsitp.audit.claims.validate import config_keys, load_claims, validate_claims
 from hsitp.audit.claims.verdicts import (
-    APPROX_MARKERS,
-    KNIFE_EDGE_RTOL,
-    NOT_HEDGES,
-    OWN_QUOTES,
-    POSSIBILITY_MARKERS,
-    VERDICT_KEYS,
     approximate,
     circular,
     decide,
@@ -107,74 +55,31 @@ from hsitp.audit.claims.verdicts import (
 )
 
 __all__ = [
-    "APPROX_MARKERS",
-    "BASES",
-    "BOUNDARIES",
-    "CHECKS",
-    "CIRCULAR_CHECKS",
-    "CIRCULAR_FACTORS",
     "CLAIMS_FILE",
     "COLUMNS",
     "COST_TABLES",
     "ClaimsError",
     "Context",
-    "DEFAULT_ACCURACY_RUN",
     "GPU_REFERENCE",
-    "DIRECTIONS",
-    "FACTORS",
-    "FORMAT_BYTES",
-    "FORMULA_NAMES",
     "KINDS",
-    "KNIFE_EDGE_RTOL",
-    "MAX_LISTED",
-    "MEASURED_CHECKS",
-    "MEASURED_FILES",
-    "NOT_HEDGES",
-    "OWN_QUOTES",
     "Outcome",
-    "PAPER_PRESETS",
-    "POSSIBILITY_MARKERS",
-    "REQUIRED_ARGS",
-    "REQUIRED_FIELDS",
     "RUN_MEASURED_CHECKS",
     "VERDICTS",
-    "VERDICT_KEYS",
     "approximate",
     "basis_counts",
     "beats_baseline",
     "check_accuracy_verdicts",
-    "variant_outcome",
-    "check_any_of",
     "check_bench_compare",
     "check_bench_trend",
     "check_bench_value",
     "check_boundary_moves",
-    "check_config_value",
-    "check_dataset_attr",
-    "check_dataset_grid",
-    "check_dataset_range",
-    "check_first_decided",
     "check_formula_identity",
     "check_formula_value",
-    "check_lower_split_rule",
     "check_measured",
-    "check_needs_gpu",
-    "check_pending",
-    "check_preset_value",
-    "check_probe_estimate",
     "check_probe_memory",
     "check_probe_throughput",
-    "check_quote",
-    "check_quote_texts_agree",
-    "check_reading",
     "check_shard_compare",
     "check_shard_value",
-    "check_split_regime",
-    "check_table_attr",
-    "check_table_compare",
-    "check_table_fraction",
-    "check_table_spread",
-    "check_table_value",
     "circular",
     "config_keys",
     "decide",
@@ -186,10 +91,9 @@ __all__ = [
     "hedged",
     "knife_edge",
     "load_claims",
-    "measured_decided",
     "possibility_hedged",
-    "reading_decides",
     "validate_claims",
+    "variant_outcome",
     "verdict_counts",
     "verdict_of",
 ]

@@ -336,7 +336,7 @@ def _config_lookup(config: Mapping[str, Any], key: str) -> Any:
 
 def check_config_value(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     """A design parameter of the paper against the run's config."""
-    v = _config_lookup(ctx.config, a["key"])
+    v = _config_lookup(ctx.settings.source, a["key"])
     return Outcome(
         value=v, how=f"config {a['key']}", source=f"config:{a['key']}", ok=v == a["equals"], tolerance="equal"
     )

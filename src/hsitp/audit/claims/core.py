@@ -17,6 +17,7 @@ import xarray as xr
 from hsitp import contracts
 from hsitp.cost import paper, stated
 from hsitp.errors import HsitpError
+from hsitp.settings import AuditSettings
 from hsitp.shape import n_tokens
 
 CLAIMS_FILE = Path(__file__).parent.with_name("claims.yaml")  # hsitp/audit/claims.yaml
@@ -105,15 +106,16 @@ class Outcome:
 
 
 class Context:
-    """Cached inputs of one audit: the run's cost tables (read once), the registry, the run's config, and (for
+    """Cached inputs of one audit: the run's cost tables (read once), the registry, the audit's settings, and (for
     measured-basis checks) the measured run's probe/ and bench/ files (``audit.measured_run``, default the audited
     run) and ``results/<audit.accuracy_run>/train/summary.nc`` beside the run's folder."""
 
     def __init__(
-        self, cost_dir: Path, config: Mapping[str, Any] | None = None, results_root: Path | None = None
+        self, cost_dir: Path, settings: AuditSettings | None = None, results_root: Path | None = None
     ) -> None:
         self.cost_dir = Path(cost_dir)
-        self.config = dict(config or {})
+        # no settings: the schema's defaults and no config (a config_value check then fails, naming its key)
+        self.settings = settings or AuditSettings(DEFAULT_ACCURACY_RUN, None, source={})
         # results/ (the run folder's parent): where the accuracy run's folder sits
         self.results_root = Path(results_root) if results_root is not None else self.cost_dir.parent.parent
         self._tables: dict[str, xr.Dataset] = {}
@@ -128,12 +130,12 @@ class Context:
     def measured_run(self) -> str:
         """The run whose probe/ and bench/ files the measured checks read: ``audit.measured_run``, else the audited
         run itself (the folder above ``cost/``)."""
-        name = (self.config.get("audit") or {}).get("measured_run")
+        name = self.settings.measured_run
         return str(name) if name else self.cost_dir.parent.name
 
     @property
     def measured_dir(self) -> Path:
-        name = (self.config.get("audit") or {}).get("measured_run")
+        name = self.settings.measured_run
         return self.results_root / str(name) if name else self.cost_dir.parent
 
     def reference_dir(self, run: str) -> Path:
@@ -201,7 +203,7 @@ class Context:
 
     @property
     def accuracy_run(self) -> str:
-        return str((self.config.get("audit") or {}).get("accuracy_run", DEFAULT_ACCURACY_RUN))
+        return self.settings.accuracy_run
 
     @property
     def accuracy_summary(self) -> Path:

@@ -10,8 +10,7 @@ share. ``TABLES`` maps a table's name to its builder (``hsitp model TABLE``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 import xarray as xr
 
@@ -21,6 +20,7 @@ from hsitp.cost.tables.common import ORIGIN
 from hsitp.cost.tables.plan import plan_table
 from hsitp.cost.tables.rho import C_DEFINITIONS, rho_table
 from hsitp.cost.tables.scale import scale_table
+from hsitp.settings import CostSettings
 
 __all__ = [
     "C_DEFINITIONS",
@@ -35,7 +35,7 @@ __all__ = [
     "scale_table",
 ]
 
-TABLES: dict[str, Callable[[Mapping[str, Any]], xr.Dataset]] = {
+TABLES: dict[str, Callable[[CostSettings], xr.Dataset]] = {
     "rho": rho_table,
     "ccr": ccr_table,
     "boundary": boundary_table,

@@ -22,6 +22,7 @@ from hsitp.cost.tables.common import (
 )
 from hsitp.data import registry
 from hsitp.io import describe
+from hsitp.settings import CostSettings
 from hsitp.shape import n_tokens
 
 REGIONS = ("data_parallel", "channel", "token", "2d")
@@ -36,17 +37,15 @@ def _region(values: Mapping[str, float]) -> int:
     return REGIONS.index(min(finite, key=finite.get))
 
 
-def boundary_table(cost: Mapping[str, Any]) -> xr.Dataset:
+def boundary_table(cost: CostSettings) -> xr.Dataset:
     """Decision boundary over (ρ, P·F/β) for each D: stated regions from the formulas, refined regions with P, F,
     α from a preset and β = P·F / threshold; plus the datasets and presets as points to place on it."""
-    bc = cost["boundary"]
-    P = int(bc["P"])
-    hw = get_hardware(bc["hardware"])
-    rhos = np.logspace(np.log10(bc["rho_range"][0]), np.log10(bc["rho_range"][1]), int(bc["points"]))
-    thrs = np.logspace(
-        np.log10(bc["threshold_range"][0]), np.log10(bc["threshold_range"][1]), int(bc["points"])
-    )
-    Ds = [int(d) for d in bc["embed_dims"]]
+    bc = cost.boundary
+    P = int(bc.P)
+    hw = get_hardware(bc.hardware)
+    rhos = np.logspace(np.log10(bc.rho_range[0]), np.log10(bc.rho_range[1]), int(bc.points))
+    thrs = np.logspace(np.log10(bc.threshold_range[0]), np.log10(bc.threshold_range[1]), int(bc.points))
+    Ds = [int(d) for d in bc.embed_dims]
     ds = xr.Dataset(
         {**_boundary_grid(cost, P, hw, Ds, rhos, thrs), **_boundary_points(cost, P)},
         coords={"D": Ds, "rho": rhos, "threshold": thrs, "split": list(BLOCK_SPLITS)},
@@ -63,7 +62,7 @@ def boundary_table(cost: Mapping[str, Any]) -> xr.Dataset:
 
 
 def _boundary_grid(
-    cost: Mapping[str, Any], P: int, hw: Hardware, Ds: list[int], rhos: np.ndarray, thrs: np.ndarray
+    cost: CostSettings, P: int, hw: Hardware, Ds: list[int], rhos: np.ndarray, thrs: np.ndarray
 ) -> dict[str, Any]:
     """Both models' CCRs and regions at every (D, ρ, threshold): N = round(D / ρ), β = P·F / threshold."""
     cs = np.empty((len(Ds), len(rhos), len(thrs)))
@@ -123,15 +122,15 @@ def _with_beta(hw: Hardware, beta: float) -> Hardware:
     )
 
 
-def _boundary_points(cost: Mapping[str, Any], P: int) -> dict[str, Any]:
+def _boundary_points(cost: CostSettings, P: int) -> dict[str, Any]:
     """Registry datasets at the boundary patch (C = each D) × hardware presets at P, as (ρ, P·F/β) points."""
-    bc = cost["boundary"]
-    hws = hardware_list(bc["point_hardware"])
+    bc = cost.boundary
+    hws = hardware_list(bc.point_hardware)
     labels, rho_v, thr_v, Dv = [], [], [], []
-    for D in bc["embed_dims"]:
+    for D in bc.embed_dims:
         for name in registry.names():
             spec = registry.get(name)
-            N = n_tokens(spec.rows, spec.cols, int(bc["patch"]), cost["token_grid"])
+            N = n_tokens(spec.rows, spec.cols, int(bc.patch), cost.token_grid)
             for hw in hws:
                 labels.append(f"{name}|{hw.name}|D={D}")
                 rho_v.append(D / N)

@@ -24,28 +24,29 @@ from hsitp.cost.tables.common import (
 from hsitp.data import registry
 from hsitp.io import describe
 from hsitp.names import COMPARED_PLANS, COST_MODELS, DCHAG_PLANS
+from hsitp.settings import CostSettings
 from hsitp.shape import n_tokens
 
 LAYER_NAMES = ("ln1", "attn", "ln2", "mlp")
 
 
-def _cases(cost: Mapping[str, Any]) -> list[tuple[str, str, int]]:
-    cc = cost["ccr"]
-    out = [(f"paper_N{n}", "paper", int(n)) for n in cc["tokens"]]
+def _cases(cost: CostSettings) -> list[tuple[str, str, int]]:
+    cc = cost.ccr
+    out = [(f"paper_N{n}", "paper", int(n)) for n in cc.tokens]
     for name in registry.names():
         spec = registry.get(name)
-        out.append((name, "registry", n_tokens(spec.rows, spec.cols, int(cc["patch"]), cost["token_grid"])))
+        out.append((name, "registry", n_tokens(spec.rows, spec.cols, int(cc.patch), cost.token_grid)))
     return out
 
 
-def ccr_table(cost: Mapping[str, Any]) -> xr.Dataset:
+def ccr_table(cost: CostSettings) -> xr.Dataset:
     """§8.1/§8.2 grid: C = D, N in the paper's cases and each dataset's real N at the ccr patch, P and hardware,
     under both models, with relative throughput, pure TP vs the D-CHAG plans, and the paper's quoted numbers."""
-    cc = cost["ccr"]
+    cc = cost.ccr
     cases = _cases(cost)
-    Ps = [int(p) for p in cc["parallel_degrees"]]
-    hws = hardware_list(cc["hardware"])
-    gs = [int(g) for g in cc["groups"]]
+    Ps = [int(p) for p in cc.parallel_degrees]
+    hws = hardware_list(cc.hardware)
+    gs = [int(g) for g in cc.groups]
     plans = _plan_grid(cost, cases, Ps, hws, gs)
     ds = xr.Dataset(
         {
@@ -73,12 +74,12 @@ def ccr_table(cost: Mapping[str, Any]) -> xr.Dataset:
         attrs={
             **common_attrs(cost, hws),
             "title": "CCR and relative throughput, channel vs token vs 2-D, pure TP vs D-CHAG (paper 8.1, 8.2)",
-            "embed_dim": int(cost["embed_dim"]),
-            "bands": int(cost["bands"]),
-            "heads": int(cost["heads"]),
-            "depth": int(cost["depth"]),
-            "batch": int(cost["batch"]),
-            "patch": int(cc["patch"]),
+            "embed_dim": int(cost.embed_dim),
+            "bands": int(cost.bands),
+            "heads": int(cost.heads),
+            "depth": int(cost.depth),
+            "batch": int(cost.batch),
+            "patch": int(cc.patch),
             "stated_model": "CCR_channel = P F/(beta C), C = embed_dim; CCR_token = P F/(beta N); 2-D = sqrt of "
             "their product; throughput P/(1+CCR); D-CHAG CCR/g",
         },
@@ -90,7 +91,7 @@ BASE = ("case", "P", "hardware")  # the dims every point of the grid has
 
 
 def _block_grid(
-    cost: Mapping[str, Any], cases: Sequence[tuple[str, str, int]], Ps: Sequence[int], hws: Sequence[Any]
+    cost: CostSettings, cases: Sequence[tuple[str, str, int]], Ps: Sequence[int], hws: Sequence[Any]
 ) -> dict[str, np.ndarray]:
     """One transformer block per (case, P, hardware, split): both models' CCR and throughput, the worst layer,
     each layer's numbers and the 2-D mesh chosen."""
@@ -125,7 +126,7 @@ def _block_grid(
 
 
 def _plan_grid(
-    cost: Mapping[str, Any],
+    cost: CostSettings,
     cases: Sequence[tuple[str, str, int]],
     Ps: Sequence[int],
     hws: Sequence[Any],
@@ -134,9 +135,9 @@ def _plan_grid(
     """The whole model per compared plan (pure TP, D-CHAG) and g: CCR and throughput per (case, P, hardware) under
     both models, and per-device training memory per (case, P)."""
     nC, nP, nH, nS = len(cases), len(Ps), len(hws), len(COMPARED_PLANS)
-    depth = int(cost["depth"])
+    depth = int(cost.depth)
     sw = cost_switches(cost)
-    kw = {"overlap": float(cost["overlap"]), "grad_accumulation": int(cost["grad_accumulation"])}
+    kw = {"overlap": float(cost.overlap), "grad_accumulation": int(cost.grad_accumulation)}
     setup = training_setup(cost)
     a = {
         "ccr": np.full((nC, nP, nH, len(gs), nS, 2), np.nan),
@@ -247,7 +248,7 @@ _ATTRS: dict[str, dict[str, Any]] = {
 
 
 def _quotes_for_ccr(
-    cost: Mapping[str, Any],
+    cost: CostSettings,
     cases: list[tuple[str, str, int]],
     Ps: list[int],
     gs: list[int],
@@ -266,7 +267,7 @@ def _quotes_for_ccr(
                     paper_n * 0.95,
                     paper_n * 1.05,
                     float(case_n[name]),
-                    how=f"registry grid {spec.rows}x{spec.cols}: floor(H/p)*floor(W/p) at p = {cost['ccr']['patch']}",
+                    how=f"registry grid {spec.rows}x{spec.cols}: floor(H/p)*floor(W/p) at p = {cost.ccr.patch}",
                 )
             )
     n_dc, P_dc, g_dc = paper.PAPER_DCHAG["N"], paper.PAPER_DCHAG["P"], paper.PAPER_DCHAG["g"]

@@ -4,12 +4,13 @@ config, and the attributes that say a table is modelled and with which hardware 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from hsitp.cost.hardware import Hardware, get_hardware
 from hsitp.cost.memory import TrainingSetup
 from hsitp.cost.refined import BLOCK_SPLITS, Switches, block_cost
+from hsitp.settings import CostSettings, Scale
 from hsitp.shape import DTYPE_BYTES, LayerShape
 
 ORIGIN = "modelled (hsitp.cost), not measured"
@@ -29,9 +30,9 @@ COORD_ATTRS: dict[str, dict[str, str]] = {
 }
 
 
-def cost_switches(cost: Mapping[str, Any]) -> Switches:
+def cost_switches(cost: CostSettings) -> Switches:
     """The refined model's simplification switches (``cost.switches``)."""
-    return Switches.from_mapping(cost.get("switches"))
+    return Switches.from_mapping(cost.switches)
 
 
 def hardware_list(names: Iterable[str]) -> list[Hardware]:
@@ -64,35 +65,35 @@ def _hardware_attrs(hws: Sequence[Hardware]) -> dict[str, str]:
     }
 
 
-def common_attrs(cost: Mapping[str, Any], hws: Sequence[Hardware]) -> dict[str, Any]:
+def common_attrs(cost: CostSettings, hws: Sequence[Hardware]) -> dict[str, Any]:
     """Attributes every table carries: modelled-not-measured, switches, overlap, dtype and the presets used."""
     return {
         "origin": ORIGIN,
         "switches_on": json.dumps(cost_switches(cost).on()),
-        "overlap_fraction": float(cost["overlap"]),
-        "dtype": cost["dtype"],
+        "overlap_fraction": float(cost.overlap),
+        "dtype": cost.dtype,
         **_hardware_attrs(hws),
     }
 
 
 def layer_shape(
-    cost: Mapping[str, Any], *, N: int, D: int | None = None, groups: int = 1, patch: int | None = None
+    cost: CostSettings, *, N: int, D: int | None = None, groups: int = 1, patch: int | None = None
 ) -> LayerShape:
     """Layer sizes from the cost config (D, L, B, heads, MLP ratio, dtype), with N and optionally D, g, p given."""
     return LayerShape(
         N=int(N),
-        D=int(D or cost["embed_dim"]),
-        L=int(cost["bands"]),
-        batch=int(cost["batch"]),
-        heads=int(cost["heads"]),
-        mlp_ratio=int(cost["mlp_ratio"]),
-        dtype=cost["dtype"],
+        D=int(D or cost.embed_dim),
+        L=int(cost.bands),
+        batch=int(cost.batch),
+        heads=int(cost.heads),
+        mlp_ratio=int(cost.mlp_ratio),
+        dtype=cost.dtype,
         groups=int(groups),
-        patch=int(patch or cost["ccr"]["patch"]),
+        patch=int(patch or cost.ccr.patch),
     )
 
 
-def block_costs(shape: LayerShape, P: int, hw: Hardware, cost: Mapping[str, Any]) -> dict[str, Any]:
+def block_costs(shape: LayerShape, P: int, hw: Hardware, cost: CostSettings) -> dict[str, Any]:
     """One block's cost per split (channel, token, 2-D), with the config's overlap and gradient accumulation."""
     sw = cost_switches(cost)
     return {
@@ -102,20 +103,19 @@ def block_costs(shape: LayerShape, P: int, hw: Hardware, cost: Mapping[str, Any]
             P,
             hw,
             sw,
-            overlap=float(cost["overlap"]),
-            grad_accumulation=int(cost["grad_accumulation"]),
+            overlap=float(cost.overlap),
+            grad_accumulation=int(cost.grad_accumulation),
         )
         for split in BLOCK_SPLITS
     }
 
 
-def training_setup(cost: Mapping[str, Any], scale: Mapping[str, Any] | None = None) -> TrainingSetup:
+def training_setup(cost: CostSettings, scale: Scale | None = None) -> TrainingSetup:
     """Precision and optimizer from the cost config; FSDP and checkpointing from ``scale`` (off without it)."""
-    sc = scale or {}
     return TrainingSetup(
-        dtype_bytes=DTYPE_BYTES[cost["dtype"]],
-        master_fp32=bool(cost["master_fp32"]),
-        optimizer=cost["optimizer"],
-        fsdp=bool(sc.get("fsdp", False)),
-        activation_checkpointing=bool(sc.get("activation_checkpointing", False)),
+        dtype_bytes=DTYPE_BYTES[cost.dtype],
+        master_fp32=bool(cost.master_fp32),
+        optimizer=cost.optimizer,
+        fsdp=bool(scale and scale.fsdp),
+        activation_checkpointing=bool(scale and scale.activation_checkpointing),
     )

@@ -3,6 +3,7 @@ tokens/s of one allocation, per hardware preset, dataset, plan and checkpointing
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -17,25 +18,25 @@ from hsitp.cost.tables.common import COORD_ATTRS, common_attrs, cost_switches, h
 from hsitp.data import registry
 from hsitp.io import describe
 from hsitp.names import PLAN_NAMES
+from hsitp.settings import CostSettings
 from hsitp.shape import n_tokens
 
 
-def plan_table(cost: Mapping[str, Any]) -> xr.Dataset:
+def plan_table(cost: CostSettings) -> xr.Dataset:
     """Every candidate of ``hsitp advise plan`` for one allocation (``cost.plan``: nodes, devices per node,
     presets, datasets, patch, g) with the model of ``cost`` (D, depth, heads, batch, dtype, master weights)."""
-    pc, ad = cost["plan"], cost["advise"]
-    hws = hardware_list(pc["hardware"])
-    G, nodes, g = int(pc["devices_per_node"]), int(pc["nodes"]), int(pc["groups"])  # noqa: N806
+    pc, ad = cost.plan, cost.advise
+    hws = hardware_list(pc.hardware)
+    G, nodes, g = int(pc.devices_per_node), int(pc.nodes), int(pc.groups)  # noqa: N806
     Ps = [d for d in range(1, nodes * G + 1) if (nodes * G) % d == 0]  # noqa: N806
-    names = list(pc["datasets"])
-    headroom = Headroom(float(ad["headroom"]["fraction"]), float(ad["headroom"]["fixed_gb"]))
+    names = list(pc.datasets)
+    headroom = Headroom(float(ad.headroom.fraction), float(ad.headroom.fixed_gb))
     shape = (len(hws), len(names), len(PLAN_NAMES), len(Ps), len(CHECKPOINTING))
     a = {k: np.full(shape, np.nan) for k in ("peak", "tps", "comp", "comm", "ar")}
     a["excluded"] = np.full(shape, "", dtype=object)
     memory, usable = np.full(len(hws), np.nan), np.full(len(hws), np.nan)
     tokens = [
-        n_tokens(registry.get(n).rows, registry.get(n).cols, int(pc["patch"]), cost["token_grid"])
-        for n in names
+        n_tokens(registry.get(n).rows, registry.get(n).cols, int(pc.patch), cost.token_grid) for n in names
     ]
     for hi, hw in enumerate(hws):
         if hw.memory_bytes is None:
@@ -84,28 +85,28 @@ _COORDS = {
 }
 
 
-def _priced(cost: Mapping[str, Any], spec: Any, N: int, hw: Hardware, usable: float) -> list[Any]:  # noqa: N803
+def _priced(cost: CostSettings, spec: Any, N: int, hw: Hardware, usable: float) -> list[Any]:  # noqa: N803
     """Every candidate (plan, P, g, checkpointing) of one scene on one preset, priced (or excluded, with why)."""
-    pc, ad = cost["plan"], cost["advise"]
-    G = int(pc["devices_per_node"])  # noqa: N806
+    pc, ad = cost.plan, cost.advise
+    G = int(pc.devices_per_node)  # noqa: N806
     x = Inputs(
-        D=int(cost["embed_dim"]),
-        depth=int(cost["depth"]),
-        heads=int(cost["heads"]),
-        mlp_ratio=int(cost["mlp_ratio"]),
+        D=int(cost.embed_dim),
+        depth=int(cost.depth),
+        heads=int(cost.heads),
+        mlp_ratio=int(cost.mlp_ratio),
         L=spec.bands,
         H=spec.rows,
         W=spec.cols,
-        patch=int(pc["patch"]),
+        patch=int(pc.patch),
         N=N,
-        batch=int(cost["batch"]),
+        batch=int(cost.batch),
         classes=spec.n_classes,
-        dtype=cost["dtype"],
-        master_fp32=bool(cost["master_fp32"]),
-        nodes=int(pc["nodes"]),
+        dtype=cost.dtype,
+        master_fp32=bool(cost.master_fp32),
+        nodes=int(pc.nodes),
         devices_per_node=G,
         device_memory_gb=hw.memory_bytes / GB,
-        groups=(int(pc["groups"]),),
+        groups=(int(pc.groups),),
     )
     rows = candidates(x)
     price(
@@ -114,8 +115,8 @@ def _priced(cost: Mapping[str, Any], spec: Any, N: int, hw: Hardware, usable: fl
         hw.with_devices_per_node(G),
         cost_switches(cost),
         usable=usable,
-        overlap=float(cost["overlap"]),
-        dp_overlap=float(ad["dp_overlap"]),
+        overlap=float(cost.overlap),
+        dp_overlap=float(ad.dp_overlap),
         device="cuda",
     )
     return rows
@@ -144,18 +145,18 @@ def _plan_vars(a: Mapping[str, np.ndarray]) -> dict[str, Any]:
     return out
 
 
-def _plan_attrs(
-    cost: Mapping[str, Any], hws: Sequence[Hardware], nodes: int, G: int, g: int
-) -> dict[str, Any]:  # noqa: N803
-    pc, ad = cost["plan"], cost["advise"]
+def _plan_attrs(cost: CostSettings, hws: Sequence[Hardware], nodes: int, G: int, g: int) -> dict[str, Any]:  # noqa: N803
+    pc, ad = cost.plan, cost.advise
     return {
         **common_attrs(cost, hws),
         "title": f"hsitp advise plan over P: {nodes} node(s) x {G} devices, D-CHAG g = {g}",
-        "model": json.dumps({k: cost[k] for k in ("embed_dim", "depth", "heads", "mlp_ratio", "batch")}),
-        "master_fp32": int(bool(cost["master_fp32"])),
+        "model": json.dumps(
+            {k: getattr(cost, k) for k in ("embed_dim", "depth", "heads", "mlp_ratio", "batch")}
+        ),
+        "master_fp32": int(bool(cost.master_fp32)),
         "groups": g,
-        "patch": int(pc["patch"]),
-        "headroom": json.dumps(dict(ad["headroom"])),
+        "patch": int(pc.patch),
+        "headroom": json.dumps(dataclasses.asdict(ad.headroom)),
         "cuda_peak": "the CUDA-side peak has not been measured here: the memory model is checked against the "
         "CPU probe and fake-tensor estimates only",
     }

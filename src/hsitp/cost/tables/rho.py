@@ -21,6 +21,7 @@ from hsitp.cost.tables.common import (
 from hsitp.data import registry
 from hsitp.io import describe
 from hsitp.names import COST_MODELS
+from hsitp.settings import CostSettings
 from hsitp.shape import n_tokens
 
 C_DEFINITIONS = ("bands", "pca", "embed")
@@ -36,7 +37,7 @@ def _lower(values: Mapping[str, float]) -> str:
 
 
 def _lower_split_grid(
-    cost: Mapping[str, Any], N: np.ndarray, C: np.ndarray, hws: Sequence[Any], Ps: Sequence[int]
+    cost: CostSettings, N: np.ndarray, C: np.ndarray, hws: Sequence[Any], Ps: Sequence[int]
 ) -> tuple[np.ndarray, np.ndarray]:
     """Block CCR per (dataset, patch, C definition, hardware, P, split, model) with D = C, and the split with the
     lower CCR under each model."""
@@ -81,19 +82,19 @@ def _scene_vars(specs: Sequence[Any]) -> dict[str, Any]:
     }
 
 
-def rho_table(cost: Mapping[str, Any]) -> xr.Dataset:
+def rho_table(cost: CostSettings) -> xr.Dataset:
     """ρ = C/N for every registry dataset × patch size × definition of C, and the split with the lower CCR
     (channel, token or 2-D) per hardware preset and P, under both models."""
-    rc = cost["rho"]
+    rc = cost.rho
     specs = [registry.get(n) for n in registry.names()]
-    patches = [int(p) for p in rc["patch_sizes"]]
-    Ps = [int(p) for p in rc["parallel_degrees"]]
-    hws = hardware_list(rc["hardware"])
-    grid = cost["token_grid"]
+    patches = [int(p) for p in rc.patch_sizes]
+    Ps = [int(p) for p in rc.parallel_degrees]
+    hws = hardware_list(rc.hardware)
+    grid = cost.token_grid
     c_values = {
         "bands": lambda s: s.bands,
-        "pca": lambda s: int(rc["pca_k"]),
-        "embed": lambda s: int(cost["embed_dim"]),
+        "pca": lambda s: int(rc.pca_k),
+        "embed": lambda s: int(cost.embed_dim),
     }
     N = np.array([[n_tokens(s.rows, s.cols, p, grid) for p in patches] for s in specs])
     C = np.array([[c_values[c](s) for c in C_DEFINITIONS] for s in specs])
@@ -123,7 +124,7 @@ def rho_table(cost: Mapping[str, Any]) -> xr.Dataset:
             **common_attrs(cost, hws),
             "title": "rho = C/N per dataset and the lower-CCR split (paper section 2.2)",
             "c_def_meaning": "bands: L of the prepared cube; pca: k components (rho.pca_k); embed: D (embed_dim)",
-            "pca_k": int(rc["pca_k"]),
+            "pca_k": int(rc.pca_k),
             "token_grid": grid,
         },
     )

@@ -25,6 +25,7 @@ from hsitp.cost.tables.common import (
 )
 from hsitp.io import describe
 from hsitp.names import COMPARED_PLANS, COST_MODELS, PLANS
+from hsitp.settings import CostSettings
 from hsitp.shape import LayerShape, n_tokens
 
 
@@ -42,35 +43,35 @@ class _Projection:
     devices: int  # devices in all
 
 
-def scale_table(cost: Mapping[str, Any]) -> xr.Dataset:
+def scale_table(cost: CostSettings) -> xr.Dataset:
     """Projection to many devices: TP degree inside a node × data/FSDP degree across nodes, per preset and plan
     (pure TP, D-CHAG): CCR, relative throughput and per-device memory by part and kind; infeasible points are NaN
     with a reason."""
-    sc = cost["scale"]
-    devices, G = int(sc["devices"]), int(sc["devices_per_node"])
-    hws = [hw.with_devices_per_node(G) for hw in hardware_list(sc["hardware"])]
-    tps = [int(t) for t in sc["tp_degrees"]]
-    H, W = sc["image"]
-    p = int(sc["patch"])
+    sc = cost.scale
+    devices, G = int(sc.devices), int(sc.devices_per_node)
+    hws = [hw.with_devices_per_node(G) for hw in hardware_list(sc.hardware)]
+    tps = [int(t) for t in sc.tp_degrees]
+    H, W = sc.image
+    p = int(sc.patch)
     shape = LayerShape(
-        N=n_tokens(int(H), int(W), p, cost["token_grid"]),
-        D=int(sc["embed_dim"]),
-        L=int(sc["bands"]),
-        batch=int(sc["micro_batch"]),
-        heads=int(sc["heads"]),
-        mlp_ratio=int(cost["mlp_ratio"]),
-        dtype=cost["dtype"],
-        groups=int(sc["groups"]),
+        N=n_tokens(int(H), int(W), p, cost.token_grid),
+        D=int(sc.embed_dim),
+        L=int(sc.bands),
+        batch=int(sc.micro_batch),
+        heads=int(sc.heads),
+        mlp_ratio=int(cost.mlp_ratio),
+        dtype=cost.dtype,
+        groups=int(sc.groups),
         patch=p,
     )
     proj = _Projection(
         shape=shape,
-        depth=int(sc["depth"]),
+        depth=int(sc.depth),
         setup=training_setup(cost, sc),
         sw=cost_switches(cost),
-        overlap=float(cost["overlap"]),
-        accum=int(cost["grad_accumulation"]),
-        dp_overlap=float(sc["dp_overlap"]),
+        overlap=float(cost.overlap),
+        accum=int(cost.grad_accumulation),
+        dp_overlap=float(sc.dp_overlap),
         devices=devices,
     )
     ds = xr.Dataset(
@@ -204,19 +205,19 @@ def _scale_vars(a: Mapping[str, np.ndarray], tps: Sequence[int], devices: int) -
     }
 
 
-def _scale_attrs(cost: Mapping[str, Any], hws: Sequence[Hardware], proj: _Projection) -> dict[str, Any]:
-    sc = cost["scale"]
+def _scale_attrs(cost: CostSettings, hws: Sequence[Hardware], proj: _Projection) -> dict[str, Any]:
+    sc = cost.scale
     model_keys = ("image", "patch", "bands", "embed_dim", "depth", "heads", "micro_batch", "groups")
     return {
         **common_attrs(cost, hws),
-        "title": f"projection to {proj.devices} devices ({int(sc['devices_per_node'])} per node): TP inside a node x "
+        "title": f"projection to {proj.devices} devices ({int(sc.devices_per_node)} per node): TP inside a node x "
         "data/FSDP across nodes",
         "devices": proj.devices,
-        "devices_per_node": int(sc["devices_per_node"]),
+        "devices_per_node": int(sc.devices_per_node),
         "N": proj.shape.N,
-        "model": json.dumps({k: sc[k] for k in model_keys}),
-        "optimizer": cost["optimizer"],
-        "master_fp32": int(bool(cost["master_fp32"])),
+        "model": json.dumps({k: getattr(sc, k) for k in model_keys}),
+        "optimizer": cost.optimizer,
+        "master_fp32": int(bool(cost.master_fp32)),
         "fsdp": int(proj.setup.fsdp),
         "activation_checkpointing": int(proj.setup.activation_checkpointing),
         "dp_overlap": proj.dp_overlap,
