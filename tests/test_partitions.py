@@ -296,6 +296,21 @@ def test_tables_show_the_spread_across_partitions_apart_from_seeds(tmp_path: Pat
     assert "-10.5 [-10.5, -10.5]" in fair and "2 partitions" not in fair
     headline = headline_block(Reference(ref))
     assert "3 partitions × 2 seeds (sd across partitions 10.0, across seeds 0.7 pp)" in headline
+    assert "tp − SVM +10.5 [+10.5, +10.5] pp" in headline  # the target's test, paired by partition, tp minus SVM
+
+
+def test_verdict_text_names_what_its_interval_is_over(tmp_path: Path) -> None:
+    """Catches a verdict over partitions labelled with the cell's seed count ("1 seeds" under 5 partitions x 1 seed,
+    as the first cpu-places tables said) and a "seeds to decide" where more partitions would decide."""
+    from hsitp.report.train import _verdict
+
+    tp = {(k, 0): 0.6 + 0.1 * k for k in range(3)}
+    files = [_record(tmp_path, "tp", k, s, v) for (k, s), v in tp.items()]
+    files += [_record(tmp_path, "dchag_l", k, s, v + (0.02, -0.03, 0.0)[k]) for (k, s), v in tp.items()]
+    ds = summarize(files, [])
+    i = [j for j in range(ds.sizes["cell"]) if str(ds["plan"].values[j]) == "dchag_l"][0]
+    text = _verdict(ds, i)
+    assert "3 partitions)" in text and "seeds" not in text, text
 
 
 def test_scene_hash_of_one_partition_is_the_hash_references_recorded(tmp_path: Path) -> None:

@@ -707,16 +707,19 @@ def _verdict_name(summary: xr.Dataset, i: int) -> str:
 def _verdict(summary: xr.Dataset, i: int) -> str:
     """One cell's accuracy verdict (``oa_verdict``: flag values or text), with its CI and seeds to decide."""
     text = _verdict_name(summary, i)
+    unit, n = "seed", int(summary["seeds"].values[i])  # what the interval is over (issue 50: or partitions)
+    if "verdict_unit_flag" in summary and contracts.flag_meanings(summary["verdict_unit_flag"])[i] == "partition":
+        unit, n = "partition", int(summary["verdict_units"].values[i])
     if "d_oa_vs_tp_ci_low" in summary and "d_oa_vs_tp_ci_high" in summary:
         lo, hi = float(summary["d_oa_vs_tp_ci_low"].values[i]), float(summary["d_oa_vs_tp_ci_high"].values[i])
         if np.isfinite(lo) and np.isfinite(hi):
-            text += f" (ΔOA 95 % CI [{100 * lo:+.1f}, {100 * hi:+.1f}] pp, {int(summary['seeds'].values[i])} seeds)"
+            text += f" (ΔOA 95 % CI [{100 * lo:+.1f}, {100 * hi:+.1f}] pp, {n} {unit}s)"
     if "seeds_to_decide" in summary and text.startswith("undecided"):
         k = summary["seeds_to_decide"].values[i]
         text += (
-            f"; seeds to decide: {int(k)}"
+            f"; {unit}s to decide: {int(k)}"
             if np.isfinite(k) and k > 0
-            else "; |mean ΔOA| ≥ the margin: no number of seeds makes it equal"
+            else f"; |mean ΔOA| ≥ the margin: no number of {unit}s makes it equal"
         )
     return text
 
