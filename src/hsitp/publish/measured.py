@@ -40,7 +40,11 @@ BLOCK = re.compile(
 )
 PERCENT = 100.0
 MIB = 2.0**20
-VS_SVM = ("mean", "ci_low", "ci_high")  # d_oa_vs_baseline_*: tp's OA minus the baseline's, paired by partition
+VS_SVM = (
+    "mean",
+    "ci_low",
+    "ci_high",
+)  # d_oa_vs_baseline_*: tp's OA minus the baseline's, paired by partition
 
 
 class MeasuredDocError(HsitpError):
@@ -280,7 +284,9 @@ def headline_block(ref: Reference) -> str:
             else ""
         )
         replicates = f"{int(tp.seeds)} seed{'s' * (int(tp.seeds) != 1)}"
-        if several_partitions(summary):  # issue 50: the replicates and the two spreads (one seed: no seed spread)
+        if several_partitions(
+            summary
+        ):  # issue 50: the replicates and the two spreads (one seed: no seed spread)
             seeds = f", across seeds {_pp(tp.oa_seed_std)}" if int(tp.seeds) > 1 else ""
             replicates = (
                 f"{int(tp.partitions)} partitions × {replicates} (sd across partitions {_pp(tp.oa_partition_std)}"
@@ -288,7 +294,9 @@ def headline_block(ref: Reference) -> str:
             )
             if "svm" in clf:  # the target's test: tp - SVM paired by partition
                 j = clf.index("svm")
-                d, lo, hi = (PERCENT * float(summary[f"d_oa_vs_baseline_{v}"].values[tp.i, j]) for v in VS_SVM)
+                d, lo, hi = (
+                    PERCENT * float(summary[f"d_oa_vs_baseline_{v}"].values[tp.i, j]) for v in VS_SVM
+                )
                 svm = f"{svm[:-1]}; tp − SVM {d:+.1f} [{lo:+.1f}, {hi:+.1f}] pp)"
         d = PERCENT * others["d_oa_vs_tp_mean"].to_numpy(dtype=float)
         lines.append(

@@ -708,7 +708,10 @@ def _verdict(summary: xr.Dataset, i: int) -> str:
     """One cell's accuracy verdict (``oa_verdict``: flag values or text), with its CI and seeds to decide."""
     text = _verdict_name(summary, i)
     unit, n = "seed", int(summary["seeds"].values[i])  # what the interval is over (issue 50: or partitions)
-    if "verdict_unit_flag" in summary and contracts.flag_meanings(summary["verdict_unit_flag"])[i] == "partition":
+    if (
+        "verdict_unit_flag" in summary
+        and contracts.flag_meanings(summary["verdict_unit_flag"])[i] == "partition"
+    ):
         unit, n = "partition", int(summary["verdict_units"].values[i])
     if "d_oa_vs_tp_ci_low" in summary and "d_oa_vs_tp_ci_high" in summary:
         lo, hi = float(summary["d_oa_vs_tp_ci_low"].values[i]), float(summary["d_oa_vs_tp_ci_high"].values[i])
