@@ -115,10 +115,10 @@ def test_beats_baseline_is_an_interval_not_a_mean() -> None:
 
 # --- rule 8: the committed references ----------------------------------------------------------------------------
 def _run_with_reference(tmp_path: Path) -> tuple[Path, Path]:
-    """results/smoke (the reference's cost tables, no probe) beside results/reference/cpu-fair/probe (synthetic)."""
+    """results/smoke (the reference's cost tables, no probe) beside results/reference/cpu-places/probe (synthetic)."""
     run = tmp_path / "results" / "smoke"
     shutil.copytree(REF / "cost", run / "cost")
-    ref = tmp_path / "results" / "reference" / "cpu-fair"
+    ref = tmp_path / "results" / "reference" / "cpu-places"
     probe_files(ref, estimate=False)
     return run, ref
 
@@ -191,11 +191,12 @@ def test_rule8_committed_table_names_the_reference_and_its_numbers(rows: list[di
     by = _by_id(rows)
     for cid in ("s4_2_memory_linear", "s7_2_tp_divides_all", "s7_2_fewer_parameters"):
         assert (
-            by[cid]["basis"] == "measured" and "results/reference/cpu-fair/probe/memory.nc" in by[cid]["how"]
+            by[cid]["basis"] == "measured"
+            and "results/reference/cpu-places/probe/memory.nc" in by[cid]["how"]
         )
     r = by["s7_3_dchag_lowers_ccr"]
     assert r["basis"] == "measured" and "half-measured" in r["how"] and "h200-check" in r["how"]
-    assert "no repeat range" in r["reason"] and "medians 0.363727-1.12165" in r["reason"]
+    assert "no repeat range" in r["reason"] and "medians 0.198399-2.21377" in r["reason"]
     r = by["s6_1_comm_always_dominates"]
     assert r["verdict"] == "contradicted" and r["basis"] == "measured" and "N=324, P=8" in r["how"]
 

@@ -497,7 +497,7 @@ def test_rule8_measured_basis_reads_the_accuracy_run(tmp_path: Path) -> None:
     assert o.fraction == pytest.approx(1 / 3)
     assert cl.config_keys([{"id": "m", "check": check}]) == ["audit.accuracy_run"]
     default = cl.Context(run / "cost")
-    assert default.accuracy_summary == tmp_path / "results" / "cpu-fair" / "train" / "summary.nc"
+    assert default.accuracy_summary == tmp_path / "results" / "cpu-places" / "train" / "summary.nc"
 
 
 def test_accuracy_claims_read_the_committed_reference_when_the_run_is_absent(tmp_path: Path) -> None:

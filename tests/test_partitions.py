@@ -348,3 +348,28 @@ def test_audit_compares_a_headline_summary_replicate_by_replicate(tmp_path: Path
     rep = Report()
     check_summary(tmp_path / "ref", tmp_path / "ref", "summary.nc", rep)
     assert rep.drift == [] and rep.checked
+
+
+def test_the_audit_judges_beating_the_svm_paired_by_partition(tmp_path: Path) -> None:
+    """Catches the audit's rule 13.1 testing "a model beats the SVM" with a Welch interval over seeds on a run whose
+    replicates are partitions x 1 seed (no interval: both protocols uncounted and s7_4_same_accuracy pending, as the
+    first audit of cpu-places said), or unpaired across partitions, where the draw's spread hides a steady lead."""
+    from hsitp.audit.claims.accuracy import _cells, _counting_protocols, _paired_by_partition
+
+    svm = [0.50, 0.70, 0.60]  # a 20 pp spread across partitions
+
+    def judge(where: Path, lead: list[float]) -> tuple[list[str], list[str]]:
+        where.mkdir()
+        files = [
+            _record(where, plan, k, 0, s + d)
+            for plan in ("tp", "dchag_l")
+            for k, (s, d) in enumerate(zip(svm, lead, strict=True))
+        ]
+        ds = summarize(files, [_baseline(where, k, 0, (s, 0.4)) for k, s in enumerate(svm)])
+        assert _paired_by_partition(ds)
+        return _counting_protocols(ds, _cells(ds), ["random"], "svm", where)
+
+    counted, notes = judge(tmp_path / "steady", [0.03, 0.03, 0.03])  # 3 pp ahead on every partition
+    assert counted == ["random"] and "paired by partition, 95 % t low end +3.0 pp" in notes[0], notes
+    counted, notes = judge(tmp_path / "mixed", [0.05, -0.04, 0.01])  # ahead on average, not on every draw
+    assert counted == [] and "does not count" in notes[0], notes

@@ -207,7 +207,7 @@ def cost_calibration_inputs(wildcards):
 def audit_measured_inputs(wildcards):
     """The run's own files that the claims' measured sub-checks read, when the stages writing them run: the probe and
     bench files (audit.measured_run null: the audited run), and the training summary when the run is its own
-    accuracy run (audit.accuracy_run, e.g. cpu-fair). The claims wait for them instead of calling them pending.
+    accuracy run (audit.accuracy_run, e.g. cpu-places). The claims wait for them instead of calling them pending.
     """
     audit = config.get("audit") or {}
     own = []

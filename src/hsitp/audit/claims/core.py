@@ -56,7 +56,9 @@ MEASURED_CHECKS = RUN_MEASURED_CHECKS | {"measured", "accuracy_verdicts", "shard
 PAPER_PRESETS = frozenset({"paper-intra", "paper-inter"})
 # Checks that evaluate the paper's own formulas at the paper's own numbers (rule 11).
 CIRCULAR_CHECKS = frozenset({"formula_identity", "formula_value", "preset_value"})
-DEFAULT_ACCURACY_RUN = "cpu-fair"  # audit.accuracy_run's schema default: the fair matrix (issue 36)
+DEFAULT_ACCURACY_RUN = (
+    "cpu-places"  # audit.accuracy_run's schema default: the fair matrix on 5 partitions (issue 50)
+)
 # The committed one-GPU check (results/reference/h200-check/): its shard files (kind bench_shard) time rank 0's
 # shard on one GPU and model the communication (half-measured); the shard checks read them (issue 51).
 GPU_REFERENCE = "h200-check"
