@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,6 @@ from hsitp.evaluate.metrics import scores
 from hsitp.parallel.groups import TPGroup
 from hsitp.train.data import TEST, load_scene
 from hsitp.train.inference import evaluate_scene, predict_scene, tile_origins
-from hsitp.train.loop import _nullcontext
 from hsitp.train.plan import check_job
 from hsitp.train.settings import TrainSettings
 
@@ -69,7 +69,7 @@ def test_evaluation_equals_metrics_on_the_same_prediction(tmp_path: Path) -> Non
     model, arch = _model(scene, "dense", TPGroup.single())
     model.train()
     s = arch.height  # 12 on the 16 x 16 scene: tiles at 0 and 4 (overlapping)
-    ev = evaluate_scene(model, scene, s, batch=3, device=torch.device("cpu"), autocast=_nullcontext())
+    ev = evaluate_scene(model, scene, s, batch=3, device=torch.device("cpu"), autocast=nullcontext())
     assert model.training  # restored
     assert ev.prediction.dtype == np.int16 and ev.prediction.shape == (16, 16)
     assert ev.prediction.min() >= 1 and ev.prediction.max() <= scene.classes
@@ -96,7 +96,7 @@ def _predict_on_rank(rt, data: str) -> dict[str, np.ndarray]:  # noqa: ANN001
     for plan in ("tp", "token"):  # one world for both plans (spawning is the slow part)
         model, arch = _model(scene, plan, rt.world)
         out[plan] = predict_scene(
-            model, scene, arch.height, batch=2, device=rt.device, autocast=_nullcontext()
+            model, scene, arch.height, batch=2, device=rt.device, autocast=nullcontext()
         )
     return out
 
@@ -111,7 +111,7 @@ def test_every_rank_predicts_the_dense_map(tmp_path: Path) -> None:
     scene = load_scene(data, "random")
     dense, arch = _model(scene, "dense", TPGroup.single())
     ref = predict_scene(
-        dense, scene, arch.height, batch=2, device=torch.device("cpu"), autocast=_nullcontext()
+        dense, scene, arch.height, batch=2, device=torch.device("cpu"), autocast=nullcontext()
     )
     maps = run_world(_predict_on_rank, 2, str(data))
     for r, by_plan in enumerate(maps):

@@ -5,6 +5,7 @@ without it unchanged; each, when on, must do what its key says and survive a res
 from __future__ import annotations
 
 import json
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +20,7 @@ from hsitp.train import checkpoint as ckpt
 from hsitp.train.data import CropSampler, Photometric, load_scene
 from hsitp.train.ema import WeightEMA
 from hsitp.train.inference import TTA, predict_scene, transform, untransform
-from hsitp.train.loop import InjectedFailure, TrainJob, _nullcontext
+from hsitp.train.loop import InjectedFailure, TrainJob
 from hsitp.train.settings import TrainSettings
 
 
@@ -139,7 +140,7 @@ def test_tta_maps_every_output_back_before_averaging(tmp_path: Path) -> None:
     scene = load_scene(write_scene(tmp_path / "scene.nc"), "random")
     model = _Pointwise(scene.bands, scene.classes)
     # a scene whose classes sit in vertical stripes: mirrored outputs would move them
-    kw = {"batch": 2, "device": torch.device("cpu"), "autocast": _nullcontext()}
+    kw = {"batch": 2, "device": torch.device("cpu"), "autocast": nullcontext()}
     plain = predict_scene(model, scene, 12, **kw)
     assert len(np.unique(plain)) > 1
     for tta in ("flips", "dihedral"):
@@ -210,7 +211,7 @@ def test_ema_evaluates_the_average_trains_the_raw_weights_and_resumes(tmp_path: 
     arch = check_job(settings, "dense", 1, 1, scene.bands, scene.classes, patch=4, tokens=9)
     model = parallelize(SpectralSpatialTransformer(arch, seed=0), "dense", TPGroup.single(), device="cpu")
     model.load_state_dict(a["shadow"])
-    kw = {"batch": settings.batch, "device": torch.device("cpu"), "autocast": _nullcontext(), "tta": "flips"}
+    kw = {"batch": settings.batch, "device": torch.device("cpu"), "autocast": nullcontext(), "tta": "flips"}
     np.testing.assert_array_equal(predict_scene(model, scene, 12, **kw), ref["prediction"].values)
     ingredients = json.loads(ref.attrs["ingredients"])
     assert ingredients["ema_decay"] == 0.5 and ingredients["tta"] == "flips"
