@@ -228,6 +228,12 @@ def worker(src: str) -> None:
     import torch
 
     torch.set_num_threads(1)
+    try:  # what a rank does at start (hsitp.parallel.runtime.start), where the revision has it
+        from hsitp.parallel.runtime import keep_freed_memory
+    except ImportError:
+        pass
+    else:
+        keep_freed_memory()
     steppers: dict[str, Stepper] = {}
     for line in sys.stdin:
         cmd = json.loads(line)

@@ -158,3 +158,15 @@ def test_resolve_dtype_names_the_key() -> None:
     assert resolve_dtype("auto", torch.device("cpu")) == torch.float32
     with pytest.raises(DistributedSetupError, match="bench.dtypes: unknown dtype 'float8'"):
         resolve_dtype("float8", torch.device("cpu"), key="bench.dtypes")
+
+
+def test_freed_memory_is_kept_for_reuse_on_glibc() -> None:
+    """Catches the allocator setting silently not applied (a wrong mallopt parameter number returns 0), which leaves a
+    training process in glibc's unmap-and-refault mode (dchag_l's step 52 instead of 38 ms, docs/measured.md)."""
+    import platform
+
+    from hsitp.parallel.runtime import keep_freed_memory
+
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        pytest.skip("mallopt's thresholds are glibc's")
+    assert keep_freed_memory() is True

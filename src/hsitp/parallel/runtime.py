@@ -13,6 +13,7 @@ spawn their own ranks pass ``rank=``, ``world_size=`` and ``init_method=`` inste
 
 from __future__ import annotations
 
+import ctypes
 import datetime
 import os
 from collections.abc import Mapping
@@ -158,6 +159,27 @@ class Runtime:
             dist.destroy_process_group()
 
 
+# glibc's malloc hands every freed block above its (dynamic) mmap threshold back to the OS and maps it again on the
+# next allocation; a step's MiB-sized temporaries (D-CHAG-L's chunked products, the tokenizer's rows) then fault in
+# fresh pages on every touch. Which way a process goes is decided by its first allocations: the same dchag_l step ran
+# at 38 or 52 ms in fresh processes, and at 37-39 ms in every one with these thresholds (docs/measured.md).
+MMAP_THRESHOLD = 64 << 20  # bytes: blocks below it come from the heap and are reused, not unmapped
+TRIM_THRESHOLD = 256 << 20  # bytes of free heap top kept before glibc returns it to the OS
+
+
+def keep_freed_memory() -> bool:
+    """Ask glibc's malloc to keep freed blocks below 64 MiB for reuse (``mallopt`` M_MMAP_THRESHOLD and
+    M_TRIM_THRESHOLD). The same arithmetic and the same tensors (the memory tracker counts tensors, not pages);
+    the process keeps up to ``TRIM_THRESHOLD`` of freed heap. False (nothing changed) off glibc."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    m_trim_threshold, m_mmap_threshold = -1, -3  # glibc's <malloc.h>
+    return bool(mallopt(m_mmap_threshold, MMAP_THRESHOLD)) and bool(mallopt(m_trim_threshold, TRIM_THRESHOLD))
+
+
 def available_cores() -> int:
     """Cores this process may run on (affinity-aware, unlike os.cpu_count)."""
     try:
@@ -278,6 +300,7 @@ def start(
             "start(): give rank, world_size and init_method together, or none of them"
         )
     torch.set_num_threads(settings.threads_per_rank)
+    keep_freed_memory()
     device = resolve_device(settings.device, key=settings.key("device"))
     backend = resolve_backend(settings.backend, device, device_key=settings.key("device"))
     if all(explicit):
