@@ -40,11 +40,8 @@ BLOCK = re.compile(
 )
 PERCENT = 100.0
 MIB = 2.0**20
-VS_SVM = (
-    "mean",
-    "ci_low",
-    "ci_high",
-)  # d_oa_vs_baseline_*: tp's OA minus the baseline's, paired by partition
+# d_oa_vs_baseline_{mean, ci_low, ci_high}: a cell's OA minus the baseline's, paired by partition
+VS_SVM = ("mean", "ci_low", "ci_high")
 
 
 class MeasuredDocError(HsitpError):
@@ -284,9 +281,8 @@ def headline_block(ref: Reference) -> str:
             else ""
         )
         replicates = f"{int(tp.seeds)} seed{'s' * (int(tp.seeds) != 1)}"
-        if several_partitions(
-            summary
-        ):  # issue 50: the replicates and the two spreads (one seed: no seed spread)
+        # issue 50: the replicates and the two spreads (one seed: no spread across seeds)
+        if several_partitions(summary):
             seeds = f", across seeds {_pp(tp.oa_seed_std)}" if int(tp.seeds) > 1 else ""
             replicates = (
                 f"{int(tp.partitions)} partitions × {replicates} (sd across partitions {_pp(tp.oa_partition_std)}"

@@ -6,8 +6,9 @@ spatially disjoint block partition), read from the accuracy run's ``train/summar
 
 1. A protocol counts only where some trained model (tp or a D-CHAG cell) beats the classical baseline (the RBF SVM):
    the 95 % Welch t interval of OA(model) − OA(SVM) over seeds lies above 0, or, where the run's replicates are
-   several partitions with the SVM fit on each (issue 50), the 95 % t interval of the difference paired by partition. Below the baseline no model is trained
-   enough to be compared; such a protocol is reported and decides nothing.
+   several partitions with the SVM fit on each (issue 50), the 95 % t interval of the difference paired by
+   partition. Below the baseline no model is trained enough to be compared; such a protocol is reported and decides
+   nothing.
 2. A variant's outcome on the counting protocols, from its cells' ``oa_verdict`` (each P): ``worse`` if any cell is
    worse (the premise breaks for it); else ``better`` if any cell is better (the paper's comparison is conservative
    for it: at equal accuracy it would only look better); else ``equal`` if any cell is equal; else ``undecided``.
@@ -160,8 +161,9 @@ def _counting_protocols(
         base = float(ds["baseline_oa_mean"].values[i0, k])
         base_sd = float(ds["baseline_oa_std"].values[i0, k])
         base_n = int(ds["baseline_seeds"].values[i0]) if "baseline_seeds" in ds else 1
-        paired = _paired_by_partition(ds)
-        if paired:  # issue 50: the same partitions on both sides; the draw's spread cancels in the difference
+        if _paired_by_partition(
+            ds
+        ):  # issue 50: the same partitions on both sides; the draw's spread cancels in the difference
             lows = [(c, *_beats_paired(ds, c.i, k)) for c in trained]
             test = "paired by partition, 95 % t low end"
         else:
