@@ -296,9 +296,8 @@ def test_tables_show_the_spread_across_partitions_apart_from_seeds(tmp_path: Pat
     assert "-10.5 [-10.5, -10.5]" in fair and "2 partitions" not in fair
     headline = headline_block(Reference(ref))
     assert "3 partitions × 2 seeds (sd across partitions 10.0, across seeds 0.7 pp)" in headline
-    assert (
-        "tp − SVM +10.5 [+10.5, +10.5] pp" in headline
-    )  # the target's test, paired by partition, tp minus SVM
+    # the target's test: tp minus the SVM, paired by partition
+    assert "tp − SVM +10.5 [+10.5, +10.5] pp" in headline
 
 
 def test_verdict_text_names_what_its_interval_is_over(tmp_path: Path) -> None:
