@@ -181,3 +181,34 @@ def test_wrap_suptitle_shrinks_a_title_to_two_lines_before_it_wraps_to_three():
     assert fig._suptitle.get_text().count("\n") == 1 and fig._suptitle.get_fontsize() < 10
     assert fig._suptitle.get_fontsize() >= style.MIN_TITLE_PT
     plt.close(fig)
+
+
+def test_the_saved_png_is_what_savefig_draws(tmp_path):
+    """Catches a PNG written from the readability check's pixels that is not what ``savefig`` writes: the check
+    drawn at the screen's 100 dpi while the file claims 150 (a 2/3-size image), or a layout drawn before the
+    suptitle was wrapped. The Publisher draws once and saves those pixels; savefig would lay out and draw again."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    def figure():
+        fig, ax = plt.subplots(figsize=(6, 3), layout="constrained")
+        ax.plot([1, 2, 4], [3, 1, 2], label="a line")
+        ax.set(xlabel="P (devices)", ylabel="time [ms]")
+        ax.legend()
+        fig.suptitle("a suptitle long enough to be wrapped at this width " * 2)
+        return fig
+
+    Publisher(tmp_path, "cost").figure(figure(), "rho")
+    saved = Image.open(tmp_path / "figures" / "cost_rho.png")
+    reference = figure()
+    style.wrap_suptitle(reference)
+    buffer = io.BytesIO()
+    reference.savefig(buffer, format="png")  # savefig.dpi: the style's 150 (set by the Publisher above)
+    expected = Image.open(buffer)
+    assert saved.size == expected.size == (6 * style.DPI, 3 * style.DPI)
+    assert saved.info["dpi"] == pytest.approx((style.DPI, style.DPI), abs=0.05)  # stored per metre
+    assert saved.info[style.CHECK_KEY] == "ok"
+    # the same pixels to the bit: one Agg draw at the same dpi and layout, the same imsave call
+    np.testing.assert_array_equal(np.asarray(saved), np.asarray(expected))

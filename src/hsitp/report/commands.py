@@ -150,6 +150,7 @@ def run_notebook(
             kernel_name="python3",
             cwd=os.getcwd(),  # input paths are relative to the directory Snakemake runs in
             progress_bar=False,
+            request_save_on_cell_execute=False,  # a page takes seconds: one write at the end, not one per cell
             execution_timeout=timeout,
         )
     except PapermillExecutionError as exc:

@@ -15,10 +15,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import matplotlib as mpl
+import matplotlib.image
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import xarray as xr
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from hsitp.contracts import COST, Contract
@@ -182,19 +185,21 @@ class Publisher:
             raise ValueError(f"{out.base()} is a table")
         paths = self._paths(out, dataset)
         try:
-            # checked as laid out for saving; the result travels in the PNG (hsitp report check-figures reads it)
+            # checked as drawn for the PNG, at its resolution; the result travels in the PNG (hsitp report
+            # check-figures reads it)
             style.wrap_suptitle(fig)
+            fig.set_dpi(style.DPI)
             problems = style.figure_problems(fig)
             for p in problems:
                 log.warning("%s: %s", out.base(dataset), p)
             for path in paths:
                 tmp = path.with_name(f".{path.name}.tmp")
-                metadata = (
-                    {"CreationDate": None}
-                    if path.suffix == ".pdf"
-                    else {"Software": None, style.CHECK_KEY: "\n".join(problems) or "ok"}
-                )
-                fig.savefig(tmp, format=path.suffix[1:], metadata=metadata)
+                if path.suffix == ".png":
+                    _save_drawn_png(
+                        fig, tmp, {"Software": None, style.CHECK_KEY: "\n".join(problems) or "ok"}
+                    )
+                else:
+                    fig.savefig(tmp, format=path.suffix[1:], metadata={"CreationDate": None})
                 os.replace(tmp, path)
                 self.written.append(path)
         finally:
@@ -215,6 +220,17 @@ class Publisher:
         atomic_write_text(tex_path, tex)
         self.written += [csv_path, md_path, tex_path]
         return df
+
+
+def _save_drawn_png(fig: Figure, path: Path, metadata: dict[str, str | None]) -> None:
+    """The PNG of the pixels the readability check just drew: the bytes ``savefig`` would write at the figure's
+    dpi (it draws the same figure again and calls the same ``imsave``), without a second layout and draw."""
+    if not isinstance(fig.canvas, FigureCanvasAgg):  # no pixels kept: draw them
+        fig.savefig(path, format="png", metadata=metadata)
+        return
+    mpl.image.imsave(
+        path, fig.canvas.buffer_rgba(), format="png", origin="upper", dpi=fig.dpi, metadata=metadata
+    )
 
 
 def _tex_escape(text: str) -> str:

@@ -41,9 +41,8 @@ from typing import Any
 
 import numpy as np
 import xarray as xr
-import yaml
 
-from hsitp.config import deep_merge, load_config
+from hsitp.config import deep_merge, load_config, yaml_load
 from hsitp.errors import HsitpError
 from hsitp.train.plan import crop_patch, recipe_hash, run_name
 from hsitp.train.settings import TrainSettings
@@ -57,9 +56,9 @@ class IngredientsError(HsitpError, ValueError):
 
 def read_spec(path: str | Path, overlays: Sequence[str | Path] = ()) -> dict[str, Any]:
     """The spec, with ``overlays`` merged over it (a pilot: fewer seeds and steps, its own run name), checked."""
-    spec = yaml.safe_load(Path(path).read_text())
+    spec = yaml_load(Path(path).read_text())
     for extra in overlays:
-        spec = deep_merge(spec, yaml.safe_load(Path(extra).read_text()))
+        spec = deep_merge(spec, yaml_load(Path(extra).read_text()))
     for key in REQUIRED:
         if key not in spec:
             raise IngredientsError(f"{path}: `{key}` missing")

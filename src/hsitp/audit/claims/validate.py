@@ -21,6 +21,7 @@ from hsitp.audit.claims.core import (
 )
 from hsitp.audit.claims.registry import CHECKS
 from hsitp.audit.claims.verdicts import VERDICT_KEYS, approximate
+from hsitp.config import yaml_load
 
 REQUIRED_FIELDS = ("id", "section", "kind", "zh", "en", "check")
 # Rule 14 (issue 51): a claim that names D-CHAG (its words or its check) says which variant it judges.
@@ -38,7 +39,7 @@ def names_dchag(c: Mapping[str, Any]) -> bool:
 def load_claims(path: Path = CLAIMS_FILE) -> list[dict[str, Any]]:
     """The claims, schema-checked (see :func:`validate_claims`)."""
     try:
-        data = yaml.safe_load(Path(path).read_text())
+        data = yaml_load(Path(path).read_text())  # libyaml: the DAG loads this file at every start
     except (OSError, yaml.YAMLError) as exc:
         raise ClaimsError(f"{path}: cannot read the claims: {exc}") from exc
     claims = data.get("claims") if isinstance(data, Mapping) else None
