@@ -74,3 +74,23 @@ def test_step_speed_against_a_revision_times_both_and_compares_losses(repo_root:
         ["git", "worktree", "list"], cwd=repo_root, capture_output=True, text=True
     ).stdout
     assert "step_speed_" not in worktrees
+
+
+def test_attention_floor_prints_its_ratios(repo_root: Path) -> None:
+    """benchmarks/attention_floor.py at tiny sizes: catches the script rotting (a torch upgrade renaming SDPA's
+    arguments, a shape error in the explicit attention) or its lines changing so the docs' numbers cannot be found
+    again, and a ratio that is not a positive number (a floor computed as zero)."""
+    import re
+
+    args = ["--tokens", "16", "--dim", "16", "--heads", "2", "--gemm", "64", "--calls", "2", "--rounds", "1"]
+    proc = subprocess.run(
+        [sys.executable, str(repo_root / "benchmarks" / "attention_floor.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(r"^GEMM rate \d+ GFLOP/s", proc.stdout, re.M), proc.stdout
+    ratio = re.search(r"SDPA / FLOP floor (\S+)x", proc.stdout)
+    assert ratio and float(ratio.group(1)) > 0, proc.stdout
+    assert "explicit QK^T-softmax-PV" in proc.stdout and "one exp over the scores" in proc.stdout
