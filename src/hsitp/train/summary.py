@@ -100,6 +100,13 @@ class SummaryError(HsitpError, ValueError):
 Replicate = tuple[int, int]  # (partition index, training seed)
 
 
+def variable(
+    dims: str | tuple[str, ...], values: Any, long_name: str, units: str = "1", **attrs: Any
+) -> tuple[Any, Any, dict[str, Any]]:
+    """A Dataset variable ``(dims, values, attrs)``, its attrs CF's ``units`` and ``long_name`` then ``attrs``."""
+    return dims, values, {"units": units, "long_name": long_name, **attrs}
+
+
 def _std(values: Sequence[float]) -> float:
     return float(np.std(values, ddof=1)) if len(values) > 1 else float("nan")
 
@@ -231,14 +238,14 @@ def _difference_vars(
         "mean over its seeds, or seeds where one partition); NaN without a tp run"
     )
     data: dict[str, Any] = {
-        f"d_{m}_vs_tp_mean": ("cell", list(mean), {"units": "1", "long_name": f"mean of {note}"}),
-        f"d_{m}_vs_tp_std": ("cell", list(std), {"units": "1", "long_name": f"standard deviation (ddof 1) of {note}"}),
-    }  # fmt: skip
+        f"d_{m}_vs_tp_mean": variable("cell", list(mean), f"mean of {note}"),
+        f"d_{m}_vs_tp_std": variable("cell", list(std), f"standard deviation (ddof 1) of {note}"),
+    }
     if m not in VERDICT_METRICS:
         return data
     ci = f"{level:.0%} two-sided t interval (k - 1 degrees of freedom) of the mean of {note}"
-    data[f"d_{m}_vs_tp_ci_low"] = ("cell", list(low), {"units": "1", "long_name": f"low end of the {ci}"})
-    data[f"d_{m}_vs_tp_ci_high"] = ("cell", list(high), {"units": "1", "long_name": f"high end of the {ci}"})
+    data[f"d_{m}_vs_tp_ci_low"] = variable("cell", list(low), f"low end of the {ci}")
+    data[f"d_{m}_vs_tp_ci_high"] = variable("cell", list(high), f"high end of the {ci}")
     data[f"{m}_verdict"] = (
         "cell",
         np.array([VERDICT_FLAGS.index(f) for f in flags], dtype=np.int8),
@@ -253,15 +260,12 @@ def _difference_vars(
             "multiplicity": "per comparison: a table of n verdicts holds n such intervals (no correction)",
         },
     )
-    data["seeds_to_decide" if m == "oa" else f"{m}_seeds_to_decide"] = (
+    data["seeds_to_decide" if m == "oa" else f"{m}_seeds_to_decide"] = variable(
         "cell",
         np.array(need, dtype=np.int32),
-        {
-            "units": "1",
-            "long_name": f"the fewest units (verdict_unit_flag: partitions, or seeds where one partition) whose "
-            f"interval of the {m.upper()} difference would fit in the margin if its mean and sd stayed as "
-            "measured (undecided cells); -1 = not applicable or no number does (|mean| >= margin, one unit)",
-        },
+        f"the fewest units (verdict_unit_flag: partitions, or seeds where one partition) whose interval of the "
+        f"{m.upper()} difference would fit in the margin if its mean and sd stayed as measured (undecided cells); "
+        "-1 = not applicable or no number does (|mean| >= margin, one unit)",
     )
     return data
 
@@ -339,8 +343,11 @@ def _time_to_accuracy(
     seeds_reaching_target, each (cell, target); steps_per_epoch (cell)."""
     nan = float("nan")
     shape = (len(cells), len(TARGETS))
-    t = {k: np.full(shape, nan) for k in ("target_oa", "steps", "low", "high")}
-    t["reached"], t["reaching"] = np.zeros(shape, dtype=np.int8), np.zeros(shape, dtype=np.int32)
+    t = {
+        k: np.full(shape, nan)
+        for k in ("target_oa", "steps_to_target", "steps_to_target_min", "steps_to_target_max")
+    }
+    t["target_reached"], t["seeds_reaching_target"] = np.zeros(shape, np.int8), np.zeros(shape, np.int32)
     spe = np.full(len(cells), nan)
     position = {c: i for i, c in enumerate(cells)}
     tp_cell = np.full(len(cells), -1, dtype=np.int32)
@@ -372,51 +379,42 @@ def _cell_crossings(
         hit = _first_crossing(
             epochs, mean, target
         )  # reached even where steps_per_epoch is unknown (NaN steps)
-        t["reached"][i, j] = int(np.isfinite(hit))
-        t["steps"][i, j] = hit * spe
+        t["target_reached"][i, j] = int(np.isfinite(hit))
+        t["steps_to_target"][i, j] = hit * spe
         at_epoch = np.array([_first_crossing(*r["curve"], target) for r in seeds])  # each seed's crossing
         ok = np.isfinite(at_epoch)
         each = at_epoch * np.array([r["steps_per_epoch"] for r in seeds])
-        t["reaching"][i, j] = int(ok.sum())
+        t["seeds_reaching_target"][i, j] = int(ok.sum())
         if ok.any():
-            t["low"][i, j] = float(np.min(each[ok]))
+            t["steps_to_target_min"][i, j] = float(np.min(each[ok]))
         if ok.all():
-            t["high"][i, j] = float(np.max(each))
+            t["steps_to_target_max"][i, j] = float(np.max(each))
 
 
 def _time_to_accuracy_vars(
     tp_cell: np.ndarray, t: Mapping[str, np.ndarray], spe: np.ndarray
 ) -> dict[str, Any]:
     """The time-to-accuracy arrays as the summary's variables, described."""
-    cd = ("cell", "target")
     curve = "the replicate-mean test OA (mean over replicates at each epoch every replicate evaluated)"
     described = {
         "target_oa": "target OA of time to accuracy: svm = the RBF SVM baseline's OA on the same dataset and protocol "
         "(mean over baseline seeds); tp_minus_delta = tp's oa_mean on the same dataset, protocol and N less the "
         "verdict margin; NaN without a baseline or a tp cell",
-        "steps": "training steps until the replicate-mean test OA first reaches the target (NaN: never within the "
-        "run)",
-        "low": "fewest training steps over replicates until a replicate's own test OA first reaches the target (the "
-        "fastest; NaN when none reaches it within the run)",
-        "high": "most training steps over replicates until a replicate's own test OA first reaches the target (the "
-        "slowest; NaN when some replicate never reaches it within the run: seeds_reaching_target)",
-        "reached": f"1 if {curve} reaches the target within the run, else 0",
-        "reaching": "replicates (partition, seed) whose own test OA reaches the target within the run",
-    }
-    names = {
-        "target_oa": "target_oa",
-        "steps": "steps_to_target",
-        "low": "steps_to_target_min",
-        "high": "steps_to_target_max",
-        "reached": "target_reached",
-        "reaching": "seeds_reaching_target",
+        "steps_to_target": "training steps until the replicate-mean test OA first reaches the target (NaN: never "
+        "within the run)",
+        "steps_to_target_min": "fewest training steps over replicates until a replicate's own test OA first reaches "
+        "the target (the fastest; NaN when none reaches it within the run)",
+        "steps_to_target_max": "most training steps over replicates until a replicate's own test OA first reaches "
+        "the target (the slowest; NaN when some replicate never reaches it within the run: seeds_reaching_target)",
+        "target_reached": f"1 if {curve} reaches the target within the run, else 0",
+        "seeds_reaching_target": "replicates (partition, seed) whose own test OA reaches the target within the run",
     }
     tp_note = "index of the tp cell this cell is compared with (its differences, verdict and time to accuracy); -1: none"
     spe_note = "optimizer steps per epoch of the cell's records (train.steps_per_epoch; NaN: not recorded)"
     return {
-        "tp_cell": ("cell", tp_cell, {"units": "1", "long_name": tp_note}),
-        **{names[k]: (cd, t[k], {"units": "1", "long_name": described[k]}) for k in names},
-        "steps_per_epoch": ("cell", spe, {"units": "1", "long_name": spe_note}),
+        "tp_cell": variable("cell", tp_cell, tp_note),
+        **{name: variable(("cell", "target"), t[name], long) for name, long in described.items()},
+        "steps_per_epoch": variable("cell", spe, spe_note),
     }
 
 
@@ -569,18 +567,12 @@ def _seed_stats(
         attrs = {"units": UNITS[m]}
         if m == "tokens_per_s":  # each record timed at its own moment: no ratio between cells
             attrs["comparable"] = "within one record only; plan ratios: probe/throughput.nc (interleaved)"
-        data[f"{m}_mean"] = (
-            "cell",
-            [_mean(v) for v in vals],
-            {**attrs, "long_name": f"mean over replicates (partition, seed) of {LONG[m]}"},
-        )
+        over = f"over replicates (partition, seed) of {LONG[m]}"
+        data[f"{m}_mean"] = ("cell", [_mean(v) for v in vals], {**attrs, "long_name": f"mean {over}"})
         data[f"{m}_std"] = (
             "cell",
             [_std(v) for v in vals],
-            {
-                **attrs,
-                "long_name": f"standard deviation (ddof 1) over replicates (partition, seed) of {LONG[m]}",
-            },
+            {**attrs, "long_name": f"standard deviation (ddof 1) {over}"},
         )
     for m in ACCURACY:
         spreads = [spread_parts({r: v[m] for r, v in runs[c].items()}) for c in cells]
@@ -625,9 +617,7 @@ def _per_class_mean(
         "mean over replicates of each class's recall on the test pixels after the last epoch; NaN for a class with no "
         "test pixel (OA hides minority classes)"
     )
-    return {
-        "per_class_accuracy_mean": (("cell", "label"), pc_mean, {"units": "1", "long_name": long})
-    }, classes
+    return {"per_class_accuracy_mean": variable(("cell", "label"), pc_mean, long)}, classes
 
 
 def _cell_counts(
@@ -636,46 +626,41 @@ def _cell_counts(
     cells: Sequence[Cell],
 ) -> dict[str, Any]:
     """Seeds, partitions, replicates, epochs, summary epochs and processes of each cell."""
-    data: dict[str, Any] = {
-        "seeds": (
-            "cell",
-            [len({seed for _, seed in runs[c]}) for c in cells],
-            {"units": "1", "long_name": "training seeds in the cell (distinct)"},
+
+    def each(count: Any) -> np.ndarray:
+        return np.array([count(c) for c in cells], dtype=np.int32)
+
+    def fewest(key: str) -> np.ndarray:
+        return each(lambda c: min(r[key] for r in runs[c].values()))
+
+    processes = (
+        "processes each run of the cell trained on: P, or 1 for the plan's single-process equivalent "
+        "(train.equivalent; its tokens/s and memory are one process's, not the plan's)"
+    )
+    return {
+        "seeds": variable(
+            "cell", [len({s for _, s in runs[c]}) for c in cells], "training seeds in the cell (distinct)"
         ),
-        "partitions": (
+        "partitions": variable(
             "cell",
-            np.array([len({k for k, _ in runs[c]}) for c in cells], dtype=np.int32),
-            {
-                "units": "1",
-                "long_name": "partitions of the protocol in the cell (distinct; data.partition.draws)",
-            },
+            each(lambda c: len({k for k, _ in runs[c]})),
+            "partitions of the protocol in the cell (distinct; data.partition.draws)",
         ),
-        "replicates": (
+        "replicates": variable(
             "cell",
-            np.array([len(runs[c]) for c in cells], dtype=np.int32),
-            {"units": "1", "long_name": "replicates (partition, seed) in the cell: its training records"},
+            each(lambda c: len(runs[c])),
+            "replicates (partition, seed) in the cell: its training records",
         ),
-    }
-    for key, name, long in (
-        ("epochs", "epochs", "epochs trained by every run of the cell (fewest over its seeds)"),
-        (
-            "window",
-            "summary_epochs",
+        "epochs": variable(
+            "cell", fewest("epochs"), "epochs trained by every run of the cell (fewest over its seeds)"
+        ),
+        "summary_epochs": variable(
+            "cell",
+            fewest("window"),
             "epochs averaged into the cell's accuracy, tokens/s and memory (§7.4: the last 10)",
         ),
-    ):
-        fewest = np.array([min(r[key] for r in runs[c].values()) for c in cells], dtype=np.int32)
-        data[name] = ("cell", fewest, {"units": "1", "long_name": long})
-    data["ranks"] = (
-        "cell",
-        np.array([ranks[c] for c in cells], dtype=np.int32),
-        {
-            "units": "1",
-            "long_name": "processes each run of the cell trained on: P, or 1 for the plan's single-process "
-            "equivalent (train.equivalent; its tokens/s and memory are one process's, not the plan's)",
-        },
-    )
-    return data
+        "ranks": variable("cell", each(lambda c: ranks[c]), processes),
+    }
 
 
 def _cell_coords(cells: Sequence[Cell], classes: int) -> dict[str, Any]:
@@ -708,20 +693,25 @@ def _baseline_vars(
     (partitions x seeds), their spread across partitions, and the cell's OA difference to it paired by partition."""
     data = _baseline_accuracy_vars(base, classifiers, cells, classes)
     reps = [_base(base, c).get("replicate", []) for c in cells]
-    data["baseline_seeds"] = (
-        "cell",
-        [len({seed for _, seed in r}) for r in reps],
-        {"units": "1", "long_name": "baseline seeds (distinct) on the cell's dataset and protocol"},
+    seeds = [len({seed for _, seed in r}) for r in reps]
+    data["baseline_seeds"] = variable(
+        "cell", seeds, "baseline seeds (distinct) on the cell's dataset and protocol"
     )
-    data["baseline_partitions"] = (
+    data["baseline_partitions"] = variable(
         "cell",
         np.array([len({k for k, _ in r}) for r in reps], dtype=np.int32),
-        {
-            "units": "1",
-            "long_name": "partitions the baseline ran on (distinct), the cell's dataset and protocol",
-        },
+        "partitions the baseline ran on (distinct), the cell's dataset and protocol",
     )
-    data.update(_baseline_spread_vars(base, classifiers, cells))
+    for m in ACCURACY:
+        sd = [
+            [spread_parts(_baseline_values(base, c, m, j))[0] for j in range(len(classifiers))] for c in cells
+        ]
+        data[f"baseline_{m}_partition_std"] = variable(
+            ("cell", "classifier"),
+            np.array(sd, dtype=np.float64).reshape(len(cells), len(classifiers)),
+            f"spread across partitions of the classical baseline's {m} on the same dataset and protocol: standard "
+            "deviation (ddof 1) of each partition's mean over baseline seeds; NaN with one partition",
+        )
     data.update(_baseline_difference_vars(base, classifiers, runs, cells, level))
     return data
 
@@ -739,22 +729,18 @@ def _baseline_accuracy_vars(
 ) -> dict[str, Any]:
     """baseline_{m}_mean and _std (cell, classifier), and baseline_per_class_accuracy_mean where every file has it."""
     data: dict[str, Any] = {}
+    nan = np.full(len(classifiers), np.nan)
     for m in ACCURACY:
         rows = [_base(base, c).get(m, []) for c in cells]
-        nan = np.full(len(classifiers), np.nan)
-        what = f"the classical baseline's {m} on the same dataset and protocol"
-        data[f"baseline_{m}_mean"] = (
-            ("cell", "classifier"),
-            np.array([np.mean(r, axis=0) if r else nan for r in rows]),
-            {"units": "1", "long_name": f"mean over the baseline's files (partitions x seeds) of {what}"},
+        what = (
+            f"over the baseline's files (partitions x seeds) of the classical baseline's {m} on the same dataset "
+            "and protocol"
         )
-        data[f"baseline_{m}_std"] = (
-            ("cell", "classifier"),
-            np.array([np.std(r, axis=0, ddof=1) if len(r) > 1 else nan for r in rows]),
-            {
-                "units": "1",
-                "long_name": f"standard deviation (ddof 1) over the baseline's files (partitions x seeds) of {what}",
-            },
+        means = np.array([np.mean(r, axis=0) if r else nan for r in rows])
+        stds = np.array([np.std(r, axis=0, ddof=1) if len(r) > 1 else nan for r in rows])
+        data[f"baseline_{m}_mean"] = variable(("cell", "classifier"), means, f"mean {what}")
+        data[f"baseline_{m}_std"] = variable(
+            ("cell", "classifier"), stds, f"standard deviation (ddof 1) {what}"
         )
     rows_pc = [_base(base, c).get("per_class", []) for c in cells]
     if all(rows_pc):
@@ -765,11 +751,7 @@ def _baseline_accuracy_vars(
             "mean over the baseline's files of each class's recall on the test pixels of the same dataset and "
             "protocol; NaN for a class with no test pixel"
         )
-        data["baseline_per_class_accuracy_mean"] = (
-            ("cell", "classifier", "label"),
-            pc,
-            {"units": "1", "long_name": long},
-        )
+        data["baseline_per_class_accuracy_mean"] = variable(("cell", "classifier", "label"), pc, long)
     return data
 
 
@@ -779,25 +761,6 @@ def _baseline_values(
     """Classifier ``j``'s metric ``m`` on the cell's dataset and protocol, by the file's (partition, seed)."""
     rows = _base(base, cell)
     return {r: float(v[j]) for r, v in zip(rows.get("replicate", []), rows.get(m, []), strict=True)}
-
-
-def _baseline_spread_vars(
-    base: Mapping[tuple[str, str], Mapping[str, list[Any]]], classifiers: Sequence[str], cells: Sequence[Cell]
-) -> dict[str, Any]:
-    """baseline_{m}_partition_std (cell, classifier): the baselines' spread across partitions."""
-    data: dict[str, Any] = {}
-    for m in ACCURACY:
-        sd = [
-            [spread_parts(_baseline_values(base, c, m, j))[0] for j in range(len(classifiers))] for c in cells
-        ]
-        data[f"baseline_{m}_partition_std"] = (
-            ("cell", "classifier"),
-            np.array(sd, dtype=np.float64).reshape(len(cells), len(classifiers)),
-            {"units": "1", "long_name": f"spread across partitions of the classical baseline's {m} on the same "
-             "dataset and protocol: standard deviation (ddof 1) of each partition's mean over baseline seeds; NaN "
-             "with one partition"},
-        )  # fmt: skip
-    return data
 
 
 def _baseline_difference_vars(
@@ -837,13 +800,12 @@ def _baseline_difference_vars(
         "partition"
     )
     ci = f"{level:.0%} two-sided t interval (k - 1 degrees of freedom) of the mean of {note}"
+    dims = ("cell", "classifier")
     return {
-        "d_oa_vs_baseline_mean": (("cell", "classifier"), out["mean"], {"units": "1", "long_name": f"mean of {note}"}),
-        "d_oa_vs_baseline_ci_low": (("cell", "classifier"), out["low"],
-                                    {"units": "1", "long_name": f"low end of the {ci}"}),
-        "d_oa_vs_baseline_ci_high": (("cell", "classifier"), out["high"],
-                                     {"units": "1", "long_name": f"high end of the {ci}"}),
-    }  # fmt: skip
+        "d_oa_vs_baseline_mean": variable(dims, out["mean"], f"mean of {note}"),
+        "d_oa_vs_baseline_ci_low": variable(dims, out["low"], f"low end of the {ci}"),
+        "d_oa_vs_baseline_ci_high": variable(dims, out["high"], f"high end of the {ci}"),
+    }
 
 
 def _svm_oa(
