@@ -129,15 +129,7 @@ def row_jobs(spec: Mapping[str, Any], row: Mapping[str, Any], cfg: Mapping[str, 
     for k in spec["partitions"]:
         for seed in spec["seeds"]:
             name = run_name(spec["plan"], tokens, world, 1, spec["protocol"], int(seed))
-            rec = (
-                Path("results")
-                / spec["run"]
-                / "train"
-                / spec["dataset"]
-                / row["name"]
-                / f"p{k}"
-                / f"{name}.nc"
-            )
+            rec = Path("results", spec["run"], "train", spec["dataset"], row["name"], f"p{k}", f"{name}.nc")
             cmd = [
                 sys.executable, "-m", "hsitp", "train", str(partition_path(spec)), "--partition", str(k),
                 "--plan", spec["plan"],

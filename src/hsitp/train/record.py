@@ -13,6 +13,7 @@ import xarray as xr
 from hsitp.contracts import TRAIN
 from hsitp.io import provenance, write_netcdf
 from hsitp.probe.tracker import KINDS, PARTS
+from hsitp.train.summary import variable
 
 if TYPE_CHECKING:
     from hsitp.models.config import ModelConfig
@@ -139,28 +140,22 @@ def _training_vars(history: Sequence[Mapping[str, Any]]) -> dict[str, tuple]:
         # (plan-to-plan ratios come from the probe's interleaved rounds, probe/throughput.nc)
         "comparable": COMPARABLE,
     }
+    ranked = ("epoch", "rank")
     return {
-        "loss": ("epoch", _per_epoch(history, "loss"), {"units": "1", "long_name": loss}),
-        "lr": (
-            "epoch",
-            _per_epoch(history, "lr"),
-            {"units": "1", "long_name": "learning rate after the epoch"},
-        ),
+        "loss": variable("epoch", _per_epoch(history, "loss"), loss),
+        "lr": variable("epoch", _per_epoch(history, "lr"), "learning rate after the epoch"),
         "tokens_per_s": ("epoch", _per_epoch(history, "tokens_per_s"), throughput),
-        "step_time": (
-            ("epoch", "rank"),
-            _per_rank(history, "step_time"),
-            {"units": "s", "long_name": "mean optimizer-step time (untracked steps)"},
+        "step_time": variable(
+            ranked, _per_rank(history, "step_time"), "mean optimizer-step time (untracked steps)", "s"
         ),
-        "comm_time": (
-            ("epoch", "rank"),
-            _per_rank(history, "comm_time"),
-            {"units": "s", "long_name": "mean time per step inside the model's collectives"},
+        "comm_time": variable(
+            ranked, _per_rank(history, "comm_time"), "mean time per step inside the model's collectives", "s"
         ),
-        "ccr_inline": (
-            ("epoch", "rank"),
+        "ccr_inline": variable(
+            ranked,
             _per_rank(history, "ccr_inline"),
-            {"units": "1", "long_name": "in-training comm / (step - comm)", "comment": CCR_INLINE_NOTE},
+            "in-training comm / (step - comm)",
+            comment=CCR_INLINE_NOTE,
         ),
     }
 
@@ -191,20 +186,12 @@ def _memory_vars(history: Sequence[Mapping[str, Any]]) -> dict[str, tuple]:
 
 def _coords(history: Sequence[Mapping[str, Any]], world_size: int, classes: int) -> dict[str, tuple]:
     return {
-        "epoch": (
-            "epoch",
-            np.array([int(h["epoch"]) for h in history], dtype=np.int32),
-            {"units": "1", "long_name": "epochs finished"},
+        "epoch": variable(
+            "epoch", np.array([int(h["epoch"]) for h in history], dtype=np.int32), "epochs finished"
         ),
-        "rank": (
-            "rank",
-            np.arange(world_size, dtype=np.int32),
-            {"units": "1", "long_name": "rank in the TP group"},
-        ),
-        "label": (
-            "label",
-            np.arange(1, classes + 1, dtype=np.int16),
-            {"units": "1", "long_name": "class label (1..K, the dataset's)"},
+        "rank": variable("rank", np.arange(world_size, dtype=np.int32), "rank in the TP group"),
+        "label": variable(
+            "label", np.arange(1, classes + 1, dtype=np.int16), "class label (1..K, the dataset's)"
         ),
         "part": ("part", list(PARTS), {"long_name": "model part (hsitp.probe.tracker.PARTS)"}),
         "kind": ("kind", list(KINDS), {"long_name": "memory kind (hsitp.probe.tracker.KINDS)"}),

@@ -13,17 +13,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-# Keys of `train` that do not change the trajectory: a checkpoint made under other values is resumed from.
-_NOT_TRAJECTORY = ("debug", "checkpoint", "summary_epochs", "datasets", "plans", "world_sizes", "groups")
-_NOT_TRAJECTORY += (
-    "protocols",
-    "seeds",
-    "device",
-    "threads_per_rank",
-    "crops",
-)  # the job's crop is in "model"
-# the launched ranks are in the checkpoint's layout; the check and the verdict are read after training
-_NOT_TRAJECTORY += ("equivalent", "equivalence", "verdict")
+# Keys of `train` that do not change the trajectory: a checkpoint made under other values is resumed from. The
+# job's crop is in "model"; the launched ranks are in the checkpoint's layout; the check and the verdict are read
+# after training.
+_NOT_TRAJECTORY = (
+    "debug", "checkpoint", "summary_epochs", "datasets", "plans", "world_sizes", "groups", "protocols", "seeds",
+    "device", "threads_per_rank", "crops", "equivalent", "equivalence", "verdict",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
