@@ -46,6 +46,7 @@ from hsitp.errors import HsitpError
 from hsitp.names import DCHAG_PLANS
 from hsitp.settings import Space, TuneSettings
 from hsitp.train.recipe import recipe_keys
+from hsitp.train.summary import variable
 
 log = logging.getLogger(__name__)
 
@@ -108,10 +109,7 @@ def suggest(trial: Any, space: Space, groups: list[int]) -> dict[str, Any]:
         "warmup_steps": trial.suggest_int("warmup_steps", *map(int, space.warmup_steps)),
         "per_class": trial.suggest_int("per_class", *map(int, space.per_class)),
     }
-    if len(groups) > 1:
-        params["groups"] = trial.suggest_categorical("groups", groups)
-    else:
-        params["groups"] = groups[0]
+    params["groups"] = trial.suggest_categorical("groups", groups) if len(groups) > 1 else groups[0]
     return params
 
 
@@ -147,7 +145,6 @@ def trial_key(params: Mapping[str, Any]) -> str:
 
 
 def _storage(journal: Path) -> Any:
-
     journal.parent.mkdir(parents=True, exist_ok=True)
     return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(journal)))
 
@@ -323,33 +320,21 @@ def study_dataset(study: Any, spec: StudySpec, tune: TuneSettings, validation: A
     ds = xr.Dataset(
         _trial_vars(trials, epochs, startup, spec.folds),
         coords={
-            "trial": (
-                "trial",
-                np.arange(1, len(trials) + 1),
-                {"units": "1", "long_name": "trial, in the order the study ran them"},
+            "trial": variable(
+                "trial", np.arange(1, len(trials) + 1), "trial, in the order the study ran them"
             ),
-            "fold": (
-                "fold",
-                np.arange(spec.folds),
-                {"units": "1", "long_name": "inner fold of the validation (one: the single hold-out)"},
+            "fold": variable(
+                "fold", np.arange(spec.folds), "inner fold of the validation (one: the single hold-out)"
             ),
-            "epoch": ("epoch", np.arange(1, epochs + 1), {"units": "1", "long_name": "epoch of the trial"}),
-            "n": (
-                "n",
-                np.arange(1, max(startup, 1) + 1),
-                {"units": "1", "long_name": "trials drawn at random"},
-            ),
+            "epoch": variable("epoch", np.arange(1, epochs + 1), "epoch of the trial"),
+            "n": variable("n", np.arange(1, max(startup, 1) + 1), "trials drawn at random"),
         },
     )
     for name in PARAMS:
         values = [
             t.user_attrs.get("groups", 1) if name == "groups" else t.params.get(name, np.nan) for t in trials
         ]
-        ds[name] = (
-            "trial",
-            np.array(values, dtype=float),
-            {"units": "1", "long_name": f"searched {name.replace('_', ' ')}"},
-        )
+        ds[name] = variable("trial", np.array(values, dtype=float), f"searched {name.replace('_', ' ')}")
     if validation is not None:
         _add_validation(ds, validation)
     ds.attrs.update(_study_attrs(study, spec, tune))
@@ -395,28 +380,15 @@ def _validation_text(spec: StudySpec, tune: TuneSettings) -> str:
 
 def _add_validation(ds: xr.Dataset, v: Any) -> None:
     """The validation's pixels and classes per fold and its pixels per class (``v``: ValidationCounts)."""
-    ds.coords["label"] = (
-        "label",
-        np.arange(1, v.class_pixels.shape[1] + 1),
-        {"units": "1", "long_name": "class label (1..K)"},
-    )
-    ds["validation_pixels"] = ("fold", np.array(v.pixels), {"units": "1", "long_name": "validation pixels"})
-    ds["validation_classes"] = (
-        "fold",
-        np.array(v.classes),
-        {"units": "1", "long_name": "classes among the validation pixels"},
-    )
-    ds["validation_learnable_pixels"] = (
+    ds.coords["label"] = variable("label", np.arange(1, v.class_pixels.shape[1] + 1), "class label (1..K)")
+    ds["validation_pixels"] = variable("fold", np.array(v.pixels), "validation pixels")
+    ds["validation_classes"] = variable("fold", np.array(v.classes), "classes among the validation pixels")
+    ds["validation_learnable_pixels"] = variable(
         "fold",
         np.array(v.learnable_pixels),
-        {"units": "1", "long_name": "validation pixels of a class the fold's own training pixels hold (the others "
-         "no recipe can classify)"},
-    )  # fmt: skip
-    ds["validation_class_pixels"] = (
-        ("fold", "label"),
-        v.class_pixels,
-        {"units": "1", "long_name": "validation pixels per class"},
+        "validation pixels of a class the fold's own training pixels hold (the others no recipe can classify)",
     )
+    ds["validation_class_pixels"] = variable(("fold", "label"), v.class_pixels, "validation pixels per class")
     ds.attrs.update(
         validation_pixels_total=v.total_pixels,
         validation_classes_total=v.total_classes,
@@ -466,48 +438,31 @@ def _trial_vars(trials: Sequence[Any], epochs: int, startup: int, folds: int = 1
     expected = (
         "expected best validation OA of n random start-up trials, from the completed ones (Dodge et al.)"
     )
+    score_note = (
+        "validation OA of the last epoch run, pooled over the folds (pruned: where it stopped, that fold's)"
+    )
+    wall = np.array([float(t.user_attrs.get("wall_s", np.nan)) for t in trials])
+    epochs_run = np.array([len(t.intermediate_values) for t in trials])
     return {
-        "val_oa": (
+        "val_oa": variable(
             ("trial", "fold", "epoch"),
             curve,
-            {"units": "1", "long_name": "validation OA of each inner fold after each epoch (NaN: not run)"},
+            "validation OA of each inner fold after each epoch (NaN: not run)",
         ),
-        "score": (
-            "trial",
-            score,
-            {
-                "units": "1",
-                "long_name": "validation OA of the last epoch run, pooled over the folds (pruned: where "
-                "it stopped, that fold's)",
-            },
-        ),  # fmt: skip
-        "state": ("trial", state, {"units": "1", "long_name": "complete, pruned or failed (diverged)"}),
-        "wall_s": (
-            "trial",
-            np.array([float(t.user_attrs.get("wall_s", np.nan)) for t in trials]),
-            {"units": "s", "long_name": "wall time of the trial"},
+        "score": variable("trial", score, score_note),
+        "state": variable("trial", state, "complete, pruned or failed (diverged)"),
+        "wall_s": variable("trial", wall, "wall time of the trial", "s"),
+        "epochs_run": variable(
+            "trial", epochs_run, "epochs trained before the trial ended (summed over its inner folds)"
         ),
-        "epochs_run": (
-            "trial",
-            np.array([len(t.intermediate_values) for t in trials]),
-            {
-                "units": "1",
-                "long_name": "epochs trained before the trial ended (summed over its inner folds)",
-            },
-        ),
-        "best_so_far": (
+        "best_so_far": variable(
             "trial",
             best_so_far(completed),
-            {
-                "units": "1",
-                "long_name": "best completed validation OA among the first k trials (the search as run)",
-            },
+            "best completed validation OA among the first k trials (the search as run)",
         ),
-        "expected_best": ("n", eb_mean, {"units": "1", "long_name": expected}),
-        "expected_best_std": (
-            "n",
-            eb_std,
-            {"units": "1", "long_name": "spread of the best of n random start-up trials (Dodge et al.)"},
+        "expected_best": variable("n", eb_mean, expected),
+        "expected_best_std": variable(
+            "n", eb_std, "spread of the best of n random start-up trials (Dodge et al.)"
         ),
     }
 
