@@ -19,6 +19,7 @@ import xarray as xr
 
 from hsitp.contracts import TRAIN
 from hsitp.errors import HsitpError
+from hsitp.train.summary import variable
 
 DEFAULT_TOLERANCE = 5e-4
 
@@ -118,33 +119,23 @@ def _compare_one(path: str | Path, ds: xr.Dataset, equivalents: Mapping[tuple, R
 def _check_vars(
     rows: Sequence[Mapping[str, Any]], d_oa: np.ndarray, passed: np.ndarray, tolerance: float
 ) -> dict:
+    def column(key: str, long: str) -> tuple:
+        return variable("check", [r[key] for r in rows], long)
+
     loss = "largest relative difference of the epochs' mean training loss up to the check epoch"
     return {
-        "oa_check": (
-            "check",
-            [r["oa_check"] for r in rows],
-            {"units": "1", "long_name": "test OA of the P-rank run at the check epoch"},
+        "oa_check": column("oa_check", "test OA of the P-rank run at the check epoch"),
+        "oa_equivalent": column(
+            "oa_equivalent", "test OA of the single-process equivalent at the same epoch"
         ),
-        "oa_equivalent": (
-            "check",
-            [r["oa_equivalent"] for r in rows],
-            {"units": "1", "long_name": "test OA of the single-process equivalent at the same epoch"},
-        ),
-        "d_oa": ("check", d_oa, {"units": "1", "long_name": "OA of the P-rank run minus its equivalent's"}),
-        "loss_max_rel_diff": (
-            "check",
-            [r["loss_max_rel_diff"] for r in rows],
-            {"units": "1", "long_name": loss},
-        ),
-        "passed": (
+        "d_oa": variable("check", d_oa, "OA of the P-rank run minus its equivalent's"),
+        "loss_max_rel_diff": column("loss_max_rel_diff", loss),
+        "passed": variable(
             "check",
             passed.astype(np.int8),
-            {
-                "units": "1",
-                "long_name": f"1 where |d_oa| <= {tolerance:g} and both runs share the recipe hash",
-                "flag_values": np.array([0, 1], dtype=np.int8),
-                "flag_meanings": "failed passed",
-            },
+            f"1 where |d_oa| <= {tolerance:g} and both runs share the recipe hash",
+            flag_values=np.array([0, 1], dtype=np.int8),
+            flag_meanings="failed passed",
         ),
     }
 
@@ -155,7 +146,7 @@ def _check_coords(rows: Sequence[Mapping[str, Any]]) -> dict[str, tuple]:
         return ("check", np.array([r[key] for r in rows], dtype=dtype), attrs)
 
     return {
-        "check": ("check", np.arange(len(rows), dtype=np.int32), {"units": "1", "long_name": "check index"}),
+        "check": variable("check", np.arange(len(rows), dtype=np.int32), "check index"),
         "plan": coord("plan", object, "parallel plan"),
         "P": coord("P", np.int32, "TP size of the check run (ranks)", "1"),
         "g": coord("g", np.int32, "D-CHAG groups", "1"),
