@@ -52,11 +52,8 @@ VERDICT_METRICS = ("oa", "aa")  # the verdict variables: oa_verdict, aa_verdict 
 # flag values of the verdict variables: the verdicts, then the cells that have none
 VERDICT_FLAGS = (*VERDICTS, "reference", "unpaired")
 VALIDATION = ("val_oa", "val_aa", "val_kappa")
-UNIT_FLAGS = (
-    "none",
-    "seed",
-    "partition",
-)  # flag values of verdict_unit_flag: what a verdict's interval is over
+# flag values of verdict_unit_flag: what a verdict's interval is over
+UNIT_FLAGS = ("none", "seed", "partition")
 BASELINE_VARS = {"oa": "overall_accuracy", "aa": "average_accuracy", "kappa": "kappa"}
 LONG = {
     "oa": "overall accuracy on the test pixels, the record's mean over its last summary epochs",
@@ -437,9 +434,8 @@ class _Records:
     recipes: dict[tuple[str, ...], dict[str, str]] = field(default_factory=lambda: defaultdict(dict))
     recipe_json: str = ""  # the last record's recipe
     tuned: bool = False  # the records' recipes came from tuning studies
-    transductive: list[str] = field(
-        default_factory=list
-    )  # records whose losses saw test spectra (pretraining)
+    # records whose losses saw test spectra (pretraining)
+    transductive: list[str] = field(default_factory=list)
 
 
 def summarize(
