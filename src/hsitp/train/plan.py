@@ -180,19 +180,9 @@ def model_config(
     """The base ModelConfig of a run: sizes from ``train.model``, crop S = patch x sqrt(tokens) (one crop of
     ``train.crops``)."""
     s = crop_size(int(patch), int(tokens))
-    m = settings.model
+    sizes = dataclasses.asdict(settings.model)  # dim, heads, depth, mlp_ratio
     with config_keys(MODEL_KEYS):
-        return ModelConfig(
-            bands=bands,
-            height=s,
-            width=s,
-            classes=classes,
-            patch=int(patch),
-            dim=m.dim,
-            heads=m.heads,
-            depth=m.depth,
-            mlp_ratio=m.mlp_ratio,
-        )
+        return ModelConfig(bands=bands, height=s, width=s, classes=classes, patch=int(patch), **sizes)
 
 
 def check_job(
