@@ -13,7 +13,18 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from hsitp.audit.claims.core import ClaimsError, Context, Outcome, _bounds, _fmt, _op, _sel_text, probe_sizes
+from hsitp.audit.claims.core import (
+    ClaimsError,
+    Context,
+    Outcome,
+    _bounds,
+    _fmt,
+    _op,
+    _sel_text,
+    pending,
+    probe_config,
+    probe_sizes,
+)
 from hsitp.contracts import TRAIN_SUMMARY, flag_meanings
 
 
@@ -33,17 +44,12 @@ def _check_measured(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     check compares such claims by presence and schema, never by verdict)."""
     path, var, waits = ctx.accuracy_summary, a["variable"], a.get("waits_for", "")
     if not path.exists():
-        return Outcome(
-            verdict="pending", basis="measured", how="-", source=str(path),
-            reason=f"pending: no {path} (run the accuracy run `{ctx.accuracy_run}`: audit.accuracy_run). {waits}".strip(),
-        )  # fmt: skip
+        why = f"pending: no {path} (run the accuracy run `{ctx.accuracy_run}`: audit.accuracy_run). {waits}"
+        return pending(path, why.strip())
     ds = TRAIN_SUMMARY.read(path)
     ctx.inputs["accuracy_summary"] = path
     if var not in ds:
-        return Outcome(
-            verdict="pending", basis="measured", how="-", source=f"{path}:{var}",
-            reason=f"pending: {path} has no variable {var!r} yet. {waits}".strip(),
-        )  # fmt: skip
+        return pending(f"{path}:{var}", f"pending: {path} has no variable {var!r} yet. {waits}".strip())
     vals = _selected(ds[var], a.get("sel") or {}, path)
     if "undecided" in a and bool(np.all(vals.astype(str) == str(a["undecided"]))):
         # no cell decided either way: the measurement cannot judge the claim (not a contradiction of it); a share
@@ -94,25 +100,17 @@ def _undecided(path: Path, why: str, basis: str = "measured", note: str = "") ->
     """A measured check whose file is there but decides nothing (no point in scope, every point oversubscribed or
     within its noise): pending, with why; a first_decided claim then falls through to its next sub-check."""
     where = f" ({note})" if note else ""
-    return Outcome(
-        verdict="pending", basis=basis, how="-", source=str(path), reason=f"undecided{where}: {why}"
-    )
+    return pending(path, f"undecided{where}: {why}", basis)
 
 
 def off_sizes(ds: xr.Dataset, a: Mapping[str, Any]) -> str:
     """Rule 1 (scope) for a measurement: "" when the probe file's model is at every size the claim speaks of
     (``sizes``: e.g. {dim: 256, depth: 12, N: 5776}, §8.2's estimate), else what differs. A claim without
     ``sizes`` speaks of any model at least the headline run's (the toy-size rule of :meth:`Context.measured`)."""
-    import json
-
     want = a.get("sizes") or {}
     if not want:
         return ""
-    try:
-        p = json.loads(ds.attrs.get("probe", "{}"))
-    except ValueError:
-        p = {}
-    have = probe_sizes(ds)
+    p, have = probe_config(ds), probe_sizes(ds)
     off = []
     for k, v in want.items():
         got = p.get(k)
@@ -201,12 +199,7 @@ def _share(
 
 def _probe_model(ds: xr.Dataset) -> str:
     """The probe's model and device, as its attributes record them (the scale a measured verdict rests on)."""
-    import json
-
-    try:
-        p = json.loads(ds.attrs.get("probe", "{}"))
-    except ValueError:
-        p = {}
+    p = probe_config(ds)
     dev = sorted({str(d) for d in np.atleast_1d(ds["device"].values)}) if "device" in ds else []
     model = ", ".join(f"{k} {p[k]}" for k in ("dim", "depth", "heads", "L", "N", "batch") if k in p)
     return f"probe model {model}, {ds.attrs.get('dtype', '?')}; device {' / '.join(dev) or '?'}"

@@ -20,7 +20,7 @@ from typing import Any
 
 import xarray as xr
 
-from hsitp.audit.claims.core import GPU_REFERENCE, Context, Outcome, _fmt, _op
+from hsitp.audit.claims.core import GPU_REFERENCE, Context, Outcome, _fmt, _op, pending
 from hsitp.audit.claims.measured import _share, _undecided
 
 
@@ -29,10 +29,8 @@ def _shards(ctx: Context) -> tuple[xr.Dataset | None, Path, Outcome | None]:
     folder = ctx.reference_dir(GPU_REFERENCE)
     files = sorted(folder.glob("shard_*.nc")) if folder.exists() else []
     if not files:
-        return None, folder, Outcome(
-            verdict="pending", basis="measured", how="-", source=str(folder),
-            reason=f"pending: no shard timings in {folder} (benchmarks/gpu_check.sh on a GPU: bench shard mode)",
-        )  # fmt: skip
+        why = f"pending: no shard timings in {folder} (benchmarks/gpu_check.sh on a GPU: bench shard mode)"
+        return None, folder, pending(folder, why)
     from hsitp.contracts import BENCH_SHARD
 
     parts = [BENCH_SHARD.read(f) for f in files]
