@@ -17,7 +17,6 @@ from hsitp.audit.claims.core import (
     _bounds,
     _eval,
     _fmt,
-    _is_exact,
     _op,
     _sel,
     _sel_text,
@@ -71,19 +70,17 @@ def check_quote_texts_agree(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     )
 
 
-def check_formula_value(ctx: Context, a: Mapping[str, Any]) -> Outcome:
-    """A formula (paper's stated model, constants F, beta_intra, beta_inter, n_tokens) against the paper's number."""
-    v = _eval(a["expr"], a.get("at"))
+def _banded(v: float, a: Mapping[str, Any], how: str, source: str) -> Outcome:
+    """``v`` against the check's bounds (``low``/``high``, or ``expect``: exact), the band deciding."""
     lo, hi, tol = _bounds(a)
     return Outcome(
-        value=v,
-        how=a["expr"],
-        source="hsitp.cost.stated",
-        ok=lo <= v <= hi,
-        tolerance=tol,
-        band=(lo, hi),
-        exact=_is_exact(a),
+        value=v, how=how, source=source, ok=lo <= v <= hi, tolerance=tol, band=(lo, hi), exact="expect" in a
     )
+
+
+def check_formula_value(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+    """A formula (paper's stated model, constants F, beta_intra, beta_inter, n_tokens) against the paper's number."""
+    return _banded(_eval(a["expr"], a.get("at")), a, a["expr"], "hsitp.cost.stated")
 
 
 def check_formula_identity(ctx: Context, a: Mapping[str, Any]) -> Outcome:
@@ -134,16 +131,7 @@ def check_table_value(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     if a.get("over"):  # a ratio of two table values (e.g. one effect against another)
         other = check_table_value(ctx, {"file": a["file"], **a["over"]})
         v, how = v / float(other.value), f"({how}) / ({other.how})"
-    lo, hi, tol = _bounds(a)
-    return Outcome(
-        value=v,
-        how=how,
-        source=f"cost/{a['file']}.nc:{a['variable']}",
-        ok=lo <= v <= hi,
-        tolerance=tol,
-        band=(lo, hi),
-        exact=_is_exact(a),
-    )
+    return _banded(v, a, how, f"cost/{a['file']}.nc:{a['variable']}")
 
 
 def check_table_compare(ctx: Context, a: Mapping[str, Any]) -> Outcome:
@@ -363,16 +351,7 @@ def check_preset_value(ctx: Context, a: Mapping[str, Any]) -> Outcome:
 
     hw = get_hardware(a["preset"])
     v = float(eval(a["field"], {"__builtins__": {}}, {"hw": hw}))  # noqa: S307 - attribute access on a preset
-    lo, hi, tol = _bounds(a)
-    return Outcome(
-        value=v,
-        how=a["field"],
-        source=f"hsitp.cost.hardware:{a['preset']}",
-        ok=lo <= v <= hi,
-        tolerance=tol,
-        band=(lo, hi),
-        exact=_is_exact(a),
-    )
+    return _banded(v, a, a["field"], f"hsitp.cost.hardware:{a['preset']}")
 
 
 def check_reading(ctx: Context, a: Mapping[str, Any]) -> Outcome:

@@ -290,10 +290,6 @@ def _fmt(x: Any) -> str:
     return str(x)
 
 
-def _is_exact(args: Mapping[str, Any]) -> bool:
-    return "expect" in args
-
-
 def _bounds(args: Mapping[str, Any]) -> tuple[float, float, str]:
     """``low``/``high`` bounds, or ``expect`` with ``rtol`` (default 1e-12: exact up to rounding)."""
     if "expect" in args:
