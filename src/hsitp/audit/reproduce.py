@@ -49,7 +49,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -546,14 +546,7 @@ class Check:
         def num(x: Any) -> Any:
             return None if isinstance(x, float) and not math.isfinite(x) else x
 
-        return {
-            "kind": self.kind,
-            "what": self.what,
-            "reference": num(self.reference),
-            "reproduced": num(self.reproduced),
-            "ok": self.ok,
-            "text": self.text,
-        }
+        return {**asdict(self), "reference": num(self.reference), "reproduced": num(self.reproduced)}
 
 
 def seed_spread(ref: Reference, cell: Cell, metric: str) -> tuple[float, str]:
@@ -886,12 +879,9 @@ def _pick(
 
 def _given_data(args: argparse.Namespace) -> dict[str, Path]:
     """The prepared files given with --data, by scene name."""
-    given: dict[str, Path] = {}
-    for d in args.data or []:
-        from hsitp.contracts import dataset_name
+    from hsitp.contracts import dataset_name
 
-        given[dataset_name(d)] = Path(d)
-    return given
+    return {dataset_name(d): Path(d) for d in args.data or []}
 
 
 def _scene_seconds(ref: Reference, given: Mapping[str, Path]) -> float:
