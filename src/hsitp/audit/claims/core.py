@@ -112,6 +112,28 @@ def pending(source: str | Path, reason: str, basis: str = "measured") -> Outcome
     return Outcome(verdict="pending", basis=basis, how="-", source=str(source), reason=reason)
 
 
+def share(
+    frac: float,
+    n: int,
+    a: Mapping[str, Any],
+    how: str,
+    source: str,
+    basis: str | None = None,
+    reason: str = "",
+) -> Outcome:
+    """A share outcome: ``frac`` of ``n`` points hold; the claim holds from ``min_fraction`` (default every point)."""
+    return Outcome(
+        value=frac,
+        how=how,
+        source=source,
+        fraction=frac,
+        n_points=n,
+        tolerance=f"holds if share ≥ {a.get('min_fraction', 1.0)}",
+        basis=basis,
+        reason=reason,
+    )
+
+
 class Context:
     """Cached inputs of one audit: the run's cost tables (read once), the registry, the audit's settings, and (for
     measured-basis checks) the measured run's probe/ and bench/ files (``audit.measured_run``, default the audited

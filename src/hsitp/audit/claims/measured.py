@@ -24,6 +24,7 @@ from hsitp.audit.claims.core import (
     pending,
     probe_config,
     probe_sizes,
+    share,
 )
 from hsitp.contracts import TRAIN_SUMMARY, flag_meanings
 
@@ -67,16 +68,8 @@ def _check_measured(ctx: Context, a: Mapping[str, Any]) -> Outcome:
         num = vals.astype(float)
         truth = (num >= lo) & (num <= hi)
         cond = f"in [{_fmt(lo)}, {_fmt(hi)}]"
-    frac = float(truth.mean())
-    return Outcome(
-        value=frac,
-        how=f"share of {vals.size} cell(s) of {var}{_sel_text(a.get('sel'))} {cond}",
-        source=f"{path}:{var}",
-        fraction=frac,
-        n_points=int(vals.size),
-        tolerance=f"holds if share ≥ {a.get('min_fraction', 1.0)}",
-        basis="measured",
-    )
+    how = f"share of {vals.size} cell(s) of {var}{_sel_text(a.get('sel'))} {cond}"
+    return share(float(truth.mean()), int(vals.size), a, how, f"{path}:{var}", basis="measured")
 
 
 def _selected(da: xr.DataArray, sel: Mapping[str, Any], path: Path) -> np.ndarray:
@@ -185,16 +178,8 @@ def _share(
     listed = "; ".join(f"{lbl}: {shown}{'' if ok else ' (no)'}" for lbl, ok, shown in points[:MAX_LISTED])
     more = f"; and {n - MAX_LISTED} more" if n > MAX_LISTED else ""
     out = f"; left out: {'; '.join(left_out)}" if left_out else ""
-    return Outcome(
-        value=held / n,
-        how=f"{how}: {listed}{more}{out}",
-        source=source,
-        fraction=held / n,
-        n_points=n,
-        tolerance=f"holds if share ≥ {a.get('min_fraction', 1.0)}",
-        basis=basis,
-        reason=f"Measured {note}." if note else "",
-    )
+    reason = f"Measured {note}." if note else ""
+    return share(held / n, n, a, f"{how}: {listed}{more}{out}", source, basis, reason)
 
 
 def _probe_model(ds: xr.Dataset) -> str:
