@@ -308,10 +308,6 @@ def pick_cells(ref: Reference, seed: int, budget_s: float, fixed_s: float = 0.0)
     return picks
 
 
-def cheapest_s(ref: Reference) -> float:
-    return min(train_estimate(ref, c)[0] for c in ref.cells)
-
-
 # --- platform -----------------------------------------------------------------------------------------------------
 def platform_comparison(manifest: Mapping[str, Any]) -> tuple[bool, str]:
     """(same platform?, a line saying why): torch version, torch's CPU capability, CPU vendor and SIMD flags."""
@@ -447,7 +443,8 @@ def train_config(ref: Reference, cell: Cell) -> tuple[dict[str, Any], list[str]]
     )
     # the kernel the reference trained with (a reference made before the exact kernel names none: sdpa), so the
     # spot check re-trains the same arithmetic and its accuracy can be identical
-    cfg: dict[str, Any] = {"train": train, "model": {"attention_kernel": recorded_kernel(ref, cell)}}
+    kernel = str(ref.value(cell, "attention_kernel")) if "attention_kernel" in ref.runs else "sdpa"
+    cfg: dict[str, Any] = {"train": train, "model": {"attention_kernel": kernel}}
     if recipe.get("seed") is not None:
         cfg["seed"] = recipe["seed"]
     backend = str(ref.value(cell, "backend"))
@@ -456,11 +453,6 @@ def train_config(ref: Reference, cell: Cell) -> tuple[dict[str, Any], list[str]]
     if stopped:
         extra += ["--stop-after", str(stopped)]
     return cfg, extra
-
-
-def recorded_kernel(ref: Reference, cell: Cell) -> str:
-    """The single-query attention kernel the cell was trained with ("sdpa" before the exact kernel existed)."""
-    return str(ref.value(cell, "attention_kernel")) if "attention_kernel" in ref.runs else "sdpa"
 
 
 def retrain(ref: Reference, cell: Cell, data: Path, work: Path) -> tuple[Path | None, Path]:
@@ -856,7 +848,7 @@ def _pick(
     if not picks:
         raise ReproduceError(
             f"a budget of {args.budget_min:g} min fits no cell: the cheapest needs "
-            f"{_minutes(cheapest_s(ref) + fixed_s)} (its training{' and the scene' if fixed_s else ''}); "
+            f"{_minutes(min(train_estimate(ref, c)[0] for c in ref.cells) + fixed_s)} (its training{' and the scene' if fixed_s else ''}); "
             "raise --budget-min"
         )
     train_s = sum(p.train_s for p in picks)
