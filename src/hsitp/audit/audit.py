@@ -18,7 +18,7 @@ import io
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -122,17 +122,14 @@ def _md_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]
 
 
 def _md_text(rows: Sequence[Mapping[str, Any]], inputs: Mapping[str, Any]) -> str:
-    out = _md_header(rows, inputs)
-    out += _md_decided(rows)
-    out += _md_findings(rows)
-    out += _md_all_claims(rows)
+    out = [*_md_header(rows, inputs), *_md_decided(rows), *_md_findings(rows), *_md_all_claims(rows)]
     return "\n".join(out) + "\n"
 
 
 def _md_header(rows: Sequence[Mapping[str, Any]], inputs: Mapping[str, Any]) -> list[str]:
     """The title, the counts by verdict and by basis, and what the bases mean."""
     counts = verdict_counts(rows)
-    out = [
+    return [
         "# The paper's claims, one by one",
         "",
         f"{sum(r['kind'] != 'finding' for r in rows)} claims. Verdicts: "
@@ -159,7 +156,6 @@ def _md_header(rows: Sequence[Mapping[str, Any]], inputs: Mapping[str, Any]) -> 
         + ".",
         "",
     ]
-    return out
 
 
 def _md_decided(rows: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -186,15 +182,14 @@ def _md_decided(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def _md_findings(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """The findings' table: each under the claim it refines."""
-    out: list[str] = []
-    claim_ids = {r["id"] for r in rows}
-    out += [
+    out = [
         "",
         "## Findings",
         "",
         "Our refined model's answer, under the claim it refines (left out of the counts).",
         "",
     ]
+    claim_ids = {r["id"] for r in rows}
     verdict_of_id = {r["id"]: r["verdict"] for r in rows}
     header = ("claim", "its verdict", "finding", "refined value", "finding's verdict", "reason")
     found = [
@@ -214,8 +209,6 @@ def _md_findings(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def _md_all_claims(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """The table of every claim."""
-    out: list[str] = []
-    out += ["", "## All claims", ""]
     header = ("id", "§", "kind", "paper", "paper value", "pipeline value", "how / source", "tolerance", "verdict",
               "basis", "reason")  # fmt: skip
     table = [
@@ -234,7 +227,7 @@ def _md_all_claims(rows: Sequence[Mapping[str, Any]]) -> list[str]:
         )
         for r in rows
     ]
-    return out + _md_table(header, table)
+    return ["", "## All claims", "", *_md_table(header, table)]
 
 
 def write_claims(
@@ -314,9 +307,17 @@ def _show(x: Any) -> str:
     )
 
 
-def _compare_values(
-    name: str, ref: xr.DataArray, new: xr.DataArray, rtol: float, max_lines: int = 5
-) -> list[str]:
+MAX_LISTED = 5  # points named per differing variable; the rest counted
+
+
+def _listed(bad: np.ndarray, line: Callable[[tuple[int, ...]], str]) -> list[str]:
+    """``line`` of each of the first :data:`MAX_LISTED` points where ``bad`` holds, then how many more."""
+    idx = np.argwhere(bad)
+    lines = [line(tuple(int(x) for x in i)) for i in idx[:MAX_LISTED]]
+    return lines + ([f"    ... {len(idx) - MAX_LISTED} more"] if len(idx) > MAX_LISTED else [])
+
+
+def _compare_values(name: str, ref: xr.DataArray, new: xr.DataArray, rtol: float) -> list[str]:
     """Lines describing where ``new`` differs from ``ref`` (empty: equal within rtol; NaN equals NaN)."""
     if ref.dims != new.dims or ref.shape != new.shape:
         return [f"{name}: dims {dict(ref.sizes)} in the reference, {dict(new.sizes)} now"]
@@ -330,14 +331,10 @@ def _compare_values(
         bad = a.astype(str) != b.astype(str)
     if not bad.any():
         return []
-    idx = np.argwhere(bad)
-    lines = [f"{name}: {len(idx)} of {a.size} value(s) differ (rtol {rtol:g})"]
-    for i in idx[:max_lines]:
-        t = tuple(int(x) for x in i)
-        lines.append(f"    at {_coords_text(ref, t) or 'scalar'}: reference {_show(a[t])}, new {_show(b[t])}")
-    if len(idx) > max_lines:
-        lines.append(f"    ... {len(idx) - max_lines} more")
-    return lines
+    return [f"{name}: {int(bad.sum())} of {a.size} value(s) differ (rtol {rtol:g})"] + _listed(
+        bad,
+        lambda t: f"    at {_coords_text(ref, t) or 'scalar'}: reference {_show(a[t])}, new {_show(b[t])}",
+    )
 
 
 def _attr_value(v: Any) -> Any:
@@ -441,7 +438,7 @@ def check_claims(new_csv: Path, ref_csv: Path, rep: Report, run_dir: Path | None
     )
 
 
-def _band_lines(kind: str, var: str, ds: xr.Dataset, max_lines: int = 5) -> list[str]:
+def _band_lines(kind: str, var: str, ds: xr.Dataset) -> list[str]:
     """Drift lines for values of ``var`` that are not positive and finite (NaN = a point not run, allowed), apart
     from the zeros LEGIT_ZEROS allows for this variable; each bad point is named by its coordinates."""
     da = ds[var]
@@ -459,14 +456,9 @@ def _band_lines(kind: str, var: str, ds: xr.Dataset, max_lines: int = 5) -> list
     if not bad.any():
         return []
     allowed_text = f"; zero allowed only where {reason}" if reason else ""
-    idx = np.argwhere(bad)
-    lines = [f"{label}: {len(idx)} of {v.size} value(s) zero, negative or non-finite{allowed_text}"]
-    for i in idx[:max_lines]:
-        t = tuple(int(x) for x in i)
-        lines.append(f"    at {_coords_text(da, t)}: {_show(v[t])}")
-    if len(idx) > max_lines:
-        lines.append(f"    ... {len(idx) - max_lines} more")
-    return lines
+    return [
+        f"{label}: {int(bad.sum())} of {v.size} value(s) zero, negative or non-finite{allowed_text}"
+    ] + _listed(bad, lambda t: f"    at {_coords_text(da, t)}: {_show(v[t])}")
 
 
 def check_bench(run_dir: Path, ref_dir: Path, rep: Report) -> None:

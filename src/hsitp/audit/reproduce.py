@@ -49,7 +49,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -308,10 +308,6 @@ def pick_cells(ref: Reference, seed: int, budget_s: float, fixed_s: float = 0.0)
     return picks
 
 
-def cheapest_s(ref: Reference) -> float:
-    return min(train_estimate(ref, c)[0] for c in ref.cells)
-
-
 # --- platform -----------------------------------------------------------------------------------------------------
 def platform_comparison(manifest: Mapping[str, Any]) -> tuple[bool, str]:
     """(same platform?, a line saying why): torch version, torch's CPU capability, CPU vendor and SIMD flags."""
@@ -447,7 +443,8 @@ def train_config(ref: Reference, cell: Cell) -> tuple[dict[str, Any], list[str]]
     )
     # the kernel the reference trained with (a reference made before the exact kernel names none: sdpa), so the
     # spot check re-trains the same arithmetic and its accuracy can be identical
-    cfg: dict[str, Any] = {"train": train, "model": {"attention_kernel": recorded_kernel(ref, cell)}}
+    kernel = str(ref.value(cell, "attention_kernel")) if "attention_kernel" in ref.runs else "sdpa"
+    cfg: dict[str, Any] = {"train": train, "model": {"attention_kernel": kernel}}
     if recipe.get("seed") is not None:
         cfg["seed"] = recipe["seed"]
     backend = str(ref.value(cell, "backend"))
@@ -456,11 +453,6 @@ def train_config(ref: Reference, cell: Cell) -> tuple[dict[str, Any], list[str]]
     if stopped:
         extra += ["--stop-after", str(stopped)]
     return cfg, extra
-
-
-def recorded_kernel(ref: Reference, cell: Cell) -> str:
-    """The single-query attention kernel the cell was trained with ("sdpa" before the exact kernel existed)."""
-    return str(ref.value(cell, "attention_kernel")) if "attention_kernel" in ref.runs else "sdpa"
 
 
 def retrain(ref: Reference, cell: Cell, data: Path, work: Path) -> tuple[Path | None, Path]:
@@ -546,14 +538,7 @@ class Check:
         def num(x: Any) -> Any:
             return None if isinstance(x, float) and not math.isfinite(x) else x
 
-        return {
-            "kind": self.kind,
-            "what": self.what,
-            "reference": num(self.reference),
-            "reproduced": num(self.reproduced),
-            "ok": self.ok,
-            "text": self.text,
-        }
+        return {**asdict(self), "reference": num(self.reference), "reproduced": num(self.reproduced)}
 
 
 def seed_spread(ref: Reference, cell: Cell, metric: str) -> tuple[float, str]:
@@ -863,7 +848,7 @@ def _pick(
     if not picks:
         raise ReproduceError(
             f"a budget of {args.budget_min:g} min fits no cell: the cheapest needs "
-            f"{_minutes(cheapest_s(ref) + fixed_s)} (its training{' and the scene' if fixed_s else ''}); "
+            f"{_minutes(min(train_estimate(ref, c)[0] for c in ref.cells) + fixed_s)} (its training{' and the scene' if fixed_s else ''}); "
             "raise --budget-min"
         )
     train_s = sum(p.train_s for p in picks)
@@ -886,12 +871,9 @@ def _pick(
 
 def _given_data(args: argparse.Namespace) -> dict[str, Path]:
     """The prepared files given with --data, by scene name."""
-    given: dict[str, Path] = {}
-    for d in args.data or []:
-        from hsitp.contracts import dataset_name
+    from hsitp.contracts import dataset_name
 
-        given[dataset_name(d)] = Path(d)
-    return given
+    return {dataset_name(d): Path(d) for d in args.data or []}
 
 
 def _scene_seconds(ref: Reference, given: Mapping[str, Path]) -> float:

@@ -28,7 +28,7 @@ from typing import Any
 
 import xarray as xr
 
-from hsitp.audit.claims.core import ClaimsError, Context, Outcome, _fmt
+from hsitp.audit.claims.core import ClaimsError, Context, Outcome, _fmt, pending
 from hsitp.contracts import TRAIN_SUMMARY, flag_meanings, summary_cells
 
 OK_OUTCOMES = ("equal", "better")  # the premise met (better: conservatively)
@@ -94,17 +94,14 @@ def check_accuracy_verdicts(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     path = ctx.accuracy_summary
     variants = list(a.get("variants") or ["dchag_l", "dchag_c"])
     if not path.exists():
-        return Outcome(
-            verdict="pending", basis="measured", how="-", source=str(path),
-            reason=f"pending: no {path} (the train stage of the accuracy run `{ctx.accuracy_run}`: audit.accuracy_run)",
-        )  # fmt: skip
+        why = f"pending: no {path} (the train stage of the accuracy run `{ctx.accuracy_run}`: audit.accuracy_run)"
+        return pending(path, why)
     ds = TRAIN_SUMMARY.read(path)
     ctx.inputs["accuracy_summary"] = path
     if "oa_verdict" not in ds:
-        return Outcome(
-            verdict="pending", basis="measured", how="-", source=f"{path}:oa_verdict",
-            reason=f"pending: {path} has no oa_verdict yet (the train stage's summary)",
-        )  # fmt: skip
+        return pending(
+            f"{path}:oa_verdict", f"pending: {path} has no oa_verdict yet (the train stage's summary)"
+        )
     cells = _cells(ds)
     protocols = sorted({c.protocol for c in cells})
     counted, notes = _counting_protocols(ds, cells, protocols, str(a.get("baseline", "svm")), path)

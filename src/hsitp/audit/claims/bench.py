@@ -12,7 +12,7 @@ time), and two smoke runs of one launch each ordered the same two ops oppositely
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -34,10 +34,10 @@ class _Arrays(NamedTuple):
     ds: xr.Dataset | None  # microbench.nc
     path: Path
     pending: Outcome | None  # set when nothing can decide (file absent, op not benched, too few launches)
-    values: xr.DataArray | None  # the pooled value per point
-    half_iqr: xr.DataArray | None  # half the repeats' inter-quartile range per point
-    launches: xr.DataArray | None  # (launch, ...) each independent launch's value per point
-    left: list[str]  # what was left out, and why
+    values: xr.DataArray | None = None  # the pooled value per point
+    half_iqr: xr.DataArray | None = None  # half the repeats' inter-quartile range per point
+    launches: xr.DataArray | None = None  # (launch, ...) each independent launch's value per point
+    left: Sequence[str] = ()  # what was left out, and why
 
 
 def _bench_arrays(ctx: Context, a: Mapping[str, Any], op: str, variable: str) -> _Arrays:
@@ -45,26 +45,24 @@ def _bench_arrays(ctx: Context, a: Mapping[str, Any], op: str, variable: str) ->
     filters on N, D and ρ = D/N (e.g. {rho: ["<", 1]}); pending with fewer than :data:`MIN_LAUNCHES` launches."""
     ds, path, absent = ctx.measured("microbench")
     if absent is not None:
-        return _Arrays(None, path, absent, None, None, None, [])
+        return _Arrays(None, path, absent)
     n_launches = int(ds.attrs.get("launches", 1))
     if n_launches < MIN_LAUNCHES:
         why = (
             f"{n_launches} independent launch(es) of the bench at each P; deciding needs >= {MIN_LAUNCHES} "
             "(bench.launches): the repeats inside one launch do not show the run-to-run spread"
         )
-        return _Arrays(ds, path, _undecided(path, why), None, None, None, [])
+        return _Arrays(ds, path, _undecided(path, why))
     if op not in [str(x) for x in ds["op"].values]:
-        return _Arrays(ds, path, _undecided(path, f"op {op} not benched"), None, None, None, [])
+        return _Arrays(ds, path, _undecided(path, f"op {op} not benched"))
     if f"{variable}_launch" not in ds:
-        return _Arrays(
-            ds, path, _undecided(path, f"no per-launch values of {variable}"), None, None, None, []
-        )
+        return _Arrays(ds, path, _undecided(path, f"no per-launch values of {variable}"))
     v = ds[variable].sel(op=op, drop=True)
     iqr_name = f"{variable}_iqr" if f"{variable}_iqr" in ds else None
     h = ds[iqr_name].sel(op=op, drop=True) / 2 if iqr_name else xr.zeros_like(v)
     v, missing = _msel(v, a.get("sel"))
     if v is None:
-        return _Arrays(ds, path, _undecided(path, missing), None, None, None, [])
+        return _Arrays(ds, path, _undecided(path, missing))
     h, _ = _msel(h, a.get("sel"))
     by_launch, _ = _msel(ds[f"{variable}_launch"].sel(op=op, drop=True), a.get("sel"))
     over = _oversubscribed(ds)
@@ -125,9 +123,7 @@ def check_bench_compare(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     return _share(
         pts,
         a,
-        f"measured {ctx.measured_label('microbench')} (bench {ds.attrs.get('device', '?')}, batch "
-        f"{_layer_batch(ds)}, {_launches_text(ds)}): share of {len(pts)} decided point(s) where {_where_text(a)} "
-        f"at which {rule}",
+        f"{_measured_in(ctx, ds)}: share of {len(pts)} decided point(s) where {_where_text(a)} at which {rule}",
         f"{path}:{var}"
         + (
             f"; {ctx.measured_dir / MEASURED_FILES['model_vs_measured'][0]}:{a['agree_with']}"
@@ -177,17 +173,20 @@ def _compared_points(
     return pts, undecided
 
 
-def _launches_text(ds: xr.Dataset) -> str:
-    return f"{int(ds.attrs.get('launches', 1))} independent launches"
-
-
-def _layer_batch(ds: xr.Dataset) -> str:
+def _measured_in(ctx: Context, ds: xr.Dataset, op: str | None = None) -> str:
+    """Where and how the microbenchmark was measured (device, layer batch, launches; with ``op`` its collective
+    calls), as every bench check's ``how`` begins."""
     import json
 
     try:
-        return str(json.loads(ds.attrs.get("layer_shape", "{}")).get("batch", "?"))
+        batch = str(json.loads(ds.attrs.get("layer_shape", "{}")).get("batch", "?"))
     except ValueError:
-        return "?"
+        batch = "?"
+    calls = _collectives_text(ds, op) if op is not None else ""
+    return (
+        f"measured {ctx.measured_label('microbench')} (bench {ds.attrs.get('device', '?')}, batch {batch}, "
+        f"{int(ds.attrs.get('launches', 1))} independent launches{calls})"
+    )
 
 
 def _collectives_text(ds: xr.Dataset, op: str) -> str:
@@ -243,9 +242,7 @@ def check_bench_trend(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     return _share(
         pts,
         a,
-        f"measured {ctx.measured_label('microbench')} (bench {ds.attrs.get('device', '?')}, batch {_layer_batch(ds)}, "
-        f"{_launches_text(ds)}{_collectives_text(ds, a['op'])}): share of {len(pts)} decided pair(s) where "
-        f"{var}({a['op']}) "
+        f"{_measured_in(ctx, ds, a['op'])}: share of {len(pts)} decided pair(s) where {var}({a['op']}) "
         f"{'falls' if falls else 'rises'} as the tensor (N·D) grows",
         f"{path}:{var}",
         left_out=left,
@@ -282,9 +279,7 @@ def check_bench_value(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     return _share(
         pts,
         a,
-        f"measured {ctx.measured_label('microbench')} (bench {ds.attrs.get('device', '?')}, batch {_layer_batch(ds)}, "
-        f"{_launches_text(ds)}{_collectives_text(ds, a['of'])}): share of {len(pts)} decided point(s) where "
-        f"{var}({a['of']}) "
+        f"{_measured_in(ctx, ds, a['of'])}: share of {len(pts)} decided point(s) where {var}({a['of']}) "
         f"(median ± half IQR) {a['op']} {_fmt(x)}",
         f"{path}:{var}",
         left_out=left,

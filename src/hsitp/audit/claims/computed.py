@@ -17,10 +17,10 @@ from hsitp.audit.claims.core import (
     _bounds,
     _eval,
     _fmt,
-    _is_exact,
     _op,
     _sel,
     _sel_text,
+    share,
 )
 from hsitp.data import registry
 from hsitp.shape import n_tokens
@@ -71,19 +71,17 @@ def check_quote_texts_agree(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     )
 
 
-def check_formula_value(ctx: Context, a: Mapping[str, Any]) -> Outcome:
-    """A formula (paper's stated model, constants F, beta_intra, beta_inter, n_tokens) against the paper's number."""
-    v = _eval(a["expr"], a.get("at"))
+def _banded(v: float, a: Mapping[str, Any], how: str, source: str) -> Outcome:
+    """``v`` against the check's bounds (``low``/``high``, or ``expect``: exact), the band deciding."""
     lo, hi, tol = _bounds(a)
     return Outcome(
-        value=v,
-        how=a["expr"],
-        source="hsitp.cost.stated",
-        ok=lo <= v <= hi,
-        tolerance=tol,
-        band=(lo, hi),
-        exact=_is_exact(a),
+        value=v, how=how, source=source, ok=lo <= v <= hi, tolerance=tol, band=(lo, hi), exact="expect" in a
     )
+
+
+def check_formula_value(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+    """A formula (paper's stated model, constants F, beta_intra, beta_inter, n_tokens) against the paper's number."""
+    return _banded(_eval(a["expr"], a.get("at")), a, a["expr"], "hsitp.cost.stated")
 
 
 def check_formula_identity(ctx: Context, a: Mapping[str, Any]) -> Outcome:
@@ -134,16 +132,7 @@ def check_table_value(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     if a.get("over"):  # a ratio of two table values (e.g. one effect against another)
         other = check_table_value(ctx, {"file": a["file"], **a["over"]})
         v, how = v / float(other.value), f"({how}) / ({other.how})"
-    lo, hi, tol = _bounds(a)
-    return Outcome(
-        value=v,
-        how=how,
-        source=f"cost/{a['file']}.nc:{a['variable']}",
-        ok=lo <= v <= hi,
-        tolerance=tol,
-        band=(lo, hi),
-        exact=_is_exact(a),
-    )
+    return _banded(v, a, how, f"cost/{a['file']}.nc:{a['variable']}")
 
 
 def check_table_compare(ctx: Context, a: Mapping[str, Any]) -> Outcome:
@@ -167,16 +156,14 @@ def check_table_compare(ctx: Context, a: Mapping[str, Any]) -> Outcome:
         )
     right = right.transpose(*left.dims)
     truth = np.asarray(_op(a["op"])(np.asarray(left.values), np.asarray(right.values)), dtype=bool).ravel()
-    frac = float(truth.mean()) if truth.size else 0.0
-    return Outcome(
-        value=frac,
-        how=f"share of {truth.size} point(s) where {var}{_sel_text(a.get('lhs'))} {a['op']} "
-        f"{_fmt(float(a.get('rhs_factor', 1.0))) + '·' if 'rhs_factor' in a else ''}{rvar}{_sel_text(a.get('rhs'))}"
-        f" at {_sel_text(base) or 'every point'}",
-        source=f"cost/{a['file']}.nc:{var}" + (f",{rvar}" if rvar != var else ""),
-        fraction=frac,
-        n_points=int(truth.size),
-        tolerance=f"holds if share ≥ {a.get('min_fraction', 1.0)}",
+    factor = f"{_fmt(float(a['rhs_factor']))}·" if "rhs_factor" in a else ""
+    return share(
+        float(truth.mean()) if truth.size else 0.0,
+        int(truth.size),
+        a,
+        f"share of {truth.size} point(s) where {var}{_sel_text(a.get('lhs'))} {a['op']} "
+        f"{factor}{rvar}{_sel_text(a.get('rhs'))} at {_sel_text(base) or 'every point'}",
+        f"cost/{a['file']}.nc:{var}" + (f",{rvar}" if rvar != var else ""),
     )
 
 
@@ -200,14 +187,12 @@ def check_table_fraction(ctx: Context, a: Mapping[str, Any]) -> Outcome:
         lo, hi, _ = _bounds(a)
         truth = (vals >= lo) & (vals <= hi)
         cond = f"in [{_fmt(lo)}, {_fmt(hi)}]"
-    frac = float(truth.mean())
-    return Outcome(
-        value=frac,
-        how=f"share of {vals.size} value(s) of {a['variable']}{_sel_text(a.get('sel'))}{extra} {cond}",
-        source=f"cost/{a['file']}.nc:{a['variable']}",
-        fraction=frac,
-        n_points=int(vals.size),
-        tolerance=f"holds if share ≥ {a.get('min_fraction', 1.0)}",
+    return share(
+        float(truth.mean()),
+        int(vals.size),
+        a,
+        f"share of {vals.size} value(s) of {a['variable']}{_sel_text(a.get('sel'))}{extra} {cond}",
+        f"cost/{a['file']}.nc:{a['variable']}",
     )
 
 
@@ -241,14 +226,12 @@ def check_lower_split_rule(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     lower_is_c = chan < tok
     agree = (lower_is_c == longer_is_c) if a["rule"] == "longer" else (lower_is_c != longer_is_c)
     n = int(decided.sum())
-    frac = float((agree & decided).sum()) / n if n else 0.0
-    return Outcome(
-        value=frac,
-        how=f"share of {n} points where the '{a['rule']}' rule picks the 1-D split with the lower {model} CCR",
-        source="cost/rho.nc:ccr,C,N",
-        fraction=frac,
-        n_points=n,
-        tolerance=f"holds if share ≥ {a.get('min_fraction', 1.0)}",
+    return share(
+        float((agree & decided).sum()) / n if n else 0.0,
+        n,
+        a,
+        f"share of {n} points where the '{a['rule']}' rule picks the 1-D split with the lower {model} CCR",
+        "cost/rho.nc:ccr,C,N",
     )
 
 
@@ -260,15 +243,13 @@ def check_split_regime(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     ccr = _sel(ds["ccr"].sel(split=["channel", "token"]), a.get("sel"))
     lo, hi = ccr.min("split"), ccr.max("split")
     decides = np.asarray(((lo < 1.0) & (hi > 1.0)).values, dtype=bool).ravel()
-    frac = float(decides.mean()) if decides.size else 0.0
-    return Outcome(
-        value=frac,
-        how=f"share of {decides.size} point(s) of ccr{_sel_text(a.get('sel'))} where min(channel, token) < 1 < "
+    return share(
+        float(decides.mean()) if decides.size else 0.0,
+        int(decides.size),
+        a,
+        f"share of {decides.size} point(s) of ccr{_sel_text(a.get('sel'))} where min(channel, token) < 1 < "
         "max(channel, token)",
-        source="cost/rho.nc:ccr",
-        fraction=frac,
-        n_points=int(decides.size),
-        tolerance=f"holds if share ≥ {a.get('min_fraction', 1.0)}",
+        "cost/rho.nc:ccr",
     )
 
 
@@ -311,17 +292,14 @@ def check_dataset_range(ctx: Context, a: Mapping[str, Any]) -> Outcome:
         else:
             vals[name] = getattr(spec, a["attr"])
     inside = [n for n, v in vals.items() if lo <= v <= hi]
-    frac = len(inside) / len(vals)
-    n_points = len(vals)
     what = f"tokens at p = {a['patch']}" if a["attr"] == "tokens" else a["attr"]
-    return Outcome(
-        value=frac,
-        how=f"share of {len(vals)} registry scenes with {what} in [{_fmt(lo)}, {_fmt(hi)}]: "
+    return share(
+        len(inside) / len(vals),
+        len(vals),
+        a,
+        f"share of {len(vals)} registry scenes with {what} in [{_fmt(lo)}, {_fmt(hi)}]: "
         + ", ".join(f"{n}={v}" for n, v in vals.items()),
-        source=f"hsitp.data.registry ({what})",
-        fraction=frac,
-        n_points=n_points,
-        tolerance=f"holds if share ≥ {a.get('min_fraction', 1.0)}",
+        f"hsitp.data.registry ({what})",
     )
 
 
@@ -363,16 +341,7 @@ def check_preset_value(ctx: Context, a: Mapping[str, Any]) -> Outcome:
 
     hw = get_hardware(a["preset"])
     v = float(eval(a["field"], {"__builtins__": {}}, {"hw": hw}))  # noqa: S307 - attribute access on a preset
-    lo, hi, tol = _bounds(a)
-    return Outcome(
-        value=v,
-        how=a["field"],
-        source=f"hsitp.cost.hardware:{a['preset']}",
-        ok=lo <= v <= hi,
-        tolerance=tol,
-        band=(lo, hi),
-        exact=_is_exact(a),
-    )
+    return _banded(v, a, a["field"], f"hsitp.cost.hardware:{a['preset']}")
 
 
 def check_reading(ctx: Context, a: Mapping[str, Any]) -> Outcome:

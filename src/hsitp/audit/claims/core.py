@@ -107,6 +107,33 @@ class Outcome:
     paper_own: bool | None = None
 
 
+def pending(source: str | Path, reason: str, basis: str = "measured") -> Outcome:
+    """A check that waits on a file or a stage: verdict pending, ``reason`` saying what for."""
+    return Outcome(verdict="pending", basis=basis, how="-", source=str(source), reason=reason)
+
+
+def share(
+    frac: float,
+    n: int,
+    a: Mapping[str, Any],
+    how: str,
+    source: str,
+    basis: str | None = None,
+    reason: str = "",
+) -> Outcome:
+    """A share outcome: ``frac`` of ``n`` points hold; the claim holds from ``min_fraction`` (default every point)."""
+    return Outcome(
+        value=frac,
+        how=how,
+        source=source,
+        fraction=frac,
+        n_points=n,
+        tolerance=f"holds if share ≥ {a.get('min_fraction', 1.0)}",
+        basis=basis,
+        reason=reason,
+    )
+
+
 class Context:
     """Cached inputs of one audit: the run's cost tables (read once), the registry, the audit's settings, and (for
     measured-basis checks) the measured run's probe/ and bench/ files (``audit.measured_run``, default the audited
@@ -182,18 +209,11 @@ class Context:
             )
             path = ref
         else:
-            return (
-                None,
-                path,
-                Outcome(
-                    verdict="pending",
-                    basis="pending" if name == "estimate" else "measured",
-                    how="-",
-                    source=str(path),
-                    reason=f"pending: no {path} (the {stage} stage of run `{self.measured_run}`; "
-                    "audit.measured_run names another run)",
-                ),
+            why = (
+                f"pending: no {path} (the {stage} stage of run `{self.measured_run}`; "
+                "audit.measured_run names another run)"
             )
+            return None, path, pending(path, why, "pending" if name == "estimate" else "measured")
         self._measured[name], self._measured_path[name] = ds, path
         self.inputs[f"measured_{name}"] = path
         return ds, path, None
@@ -232,20 +252,20 @@ class Context:
         return self._tables[name]
 
 
-def probe_sizes(ds: xr.Dataset) -> dict[str, int]:
-    """The model sizes of a probe file (its ``probe`` attribute): dim, depth and the largest L and N."""
+def probe_config(ds: xr.Dataset) -> dict[str, Any]:
+    """A probe file's ``probe`` attribute (the probe's settings as JSON); {} when absent or unreadable."""
     import json
 
     try:
-        p = json.loads(ds.attrs.get("probe", "{}"))
+        return json.loads(ds.attrs.get("probe", "{}"))
     except ValueError:
-        p = {}
-    out = {}
-    for k in SIZE_KEYS:
-        v = p.get(k)
-        if v is not None:
-            out[k] = int(max(v) if isinstance(v, list) else v)
-    return out
+        return {}
+
+
+def probe_sizes(ds: xr.Dataset) -> dict[str, int]:
+    """The model sizes of a probe file (its ``probe`` attribute): dim, depth and the largest L and N."""
+    p = probe_config(ds)
+    return {k: int(max(v) if isinstance(v, list) else v) for k in SIZE_KEYS if (v := p.get(k)) is not None}
 
 
 def smaller_model(run: Mapping[str, int], ref: Mapping[str, int]) -> str:
@@ -290,10 +310,6 @@ def _fmt(x: Any) -> str:
     if isinstance(x, float | np.floating):
         return f"{float(x):.6g}"
     return str(x)
-
-
-def _is_exact(args: Mapping[str, Any]) -> bool:
-    return "expect" in args
 
 
 def _bounds(args: Mapping[str, Any]) -> tuple[float, float, str]:

@@ -64,17 +64,11 @@ def _evaluate(ctx: Context, c: Mapping[str, Any]) -> tuple[Outcome, str, str]:
     except (KeyError, TypeError) as exc:
         raise ClaimsError(f"claim {c['id']}: check {c['check'].get('fn')!r} is missing {exc}") from exc
     if reading_decides(c, o):
-        r = c["reading"]
-        return o, r["verdict"], "reading"
+        return o, c["reading"]["verdict"], "reading"
     verdict, basis = decide(o, c["check"], possibility_hedged(c["zh"]))
     if basis == "computed" and circular(deciding_check(o, c["check"]), o):
         return o, "consistent" if verdict == "holds" else verdict, "circular"
     return o, verdict, basis
-
-
-def measured_decided(o: Outcome) -> bool:
-    """The outcome is a measurement that decided (basis measured, not pending)."""
-    return o.basis == "measured" and o.verdict != "pending"
 
 
 def reading_decides(c: Mapping[str, Any], o: Outcome) -> bool:
@@ -82,7 +76,8 @@ def reading_decides(c: Mapping[str, Any], o: Outcome) -> bool:
     sub-check of a first_decided claim decided (a measurement is not our construction). A claim whose only check is
     a measurement of our own config (s7_4_training: the run averaged 10 epochs because we set it so) is by
     construction too (issue 51)."""
-    return bool(c.get("by_construction")) and not (measured_decided(o) and o.decided_by)
+    measurement_decided = o.basis == "measured" and o.verdict != "pending"
+    return bool(c.get("by_construction")) and not (measurement_decided and o.decided_by)
 
 
 def _reason(

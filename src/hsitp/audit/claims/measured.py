@@ -13,7 +13,19 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from hsitp.audit.claims.core import ClaimsError, Context, Outcome, _bounds, _fmt, _op, _sel_text, probe_sizes
+from hsitp.audit.claims.core import (
+    ClaimsError,
+    Context,
+    Outcome,
+    _bounds,
+    _fmt,
+    _op,
+    _sel_text,
+    pending,
+    probe_config,
+    probe_sizes,
+    share,
+)
 from hsitp.contracts import TRAIN_SUMMARY, flag_meanings
 
 
@@ -33,17 +45,12 @@ def _check_measured(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     check compares such claims by presence and schema, never by verdict)."""
     path, var, waits = ctx.accuracy_summary, a["variable"], a.get("waits_for", "")
     if not path.exists():
-        return Outcome(
-            verdict="pending", basis="measured", how="-", source=str(path),
-            reason=f"pending: no {path} (run the accuracy run `{ctx.accuracy_run}`: audit.accuracy_run). {waits}".strip(),
-        )  # fmt: skip
+        why = f"pending: no {path} (run the accuracy run `{ctx.accuracy_run}`: audit.accuracy_run). {waits}"
+        return pending(path, why.strip())
     ds = TRAIN_SUMMARY.read(path)
     ctx.inputs["accuracy_summary"] = path
     if var not in ds:
-        return Outcome(
-            verdict="pending", basis="measured", how="-", source=f"{path}:{var}",
-            reason=f"pending: {path} has no variable {var!r} yet. {waits}".strip(),
-        )  # fmt: skip
+        return pending(f"{path}:{var}", f"pending: {path} has no variable {var!r} yet. {waits}".strip())
     vals = _selected(ds[var], a.get("sel") or {}, path)
     if "undecided" in a and bool(np.all(vals.astype(str) == str(a["undecided"]))):
         # no cell decided either way: the measurement cannot judge the claim (not a contradiction of it); a share
@@ -61,16 +68,8 @@ def _check_measured(ctx: Context, a: Mapping[str, Any]) -> Outcome:
         num = vals.astype(float)
         truth = (num >= lo) & (num <= hi)
         cond = f"in [{_fmt(lo)}, {_fmt(hi)}]"
-    frac = float(truth.mean())
-    return Outcome(
-        value=frac,
-        how=f"share of {vals.size} cell(s) of {var}{_sel_text(a.get('sel'))} {cond}",
-        source=f"{path}:{var}",
-        fraction=frac,
-        n_points=int(vals.size),
-        tolerance=f"holds if share ≥ {a.get('min_fraction', 1.0)}",
-        basis="measured",
-    )
+    how = f"share of {vals.size} cell(s) of {var}{_sel_text(a.get('sel'))} {cond}"
+    return share(float(truth.mean()), int(vals.size), a, how, f"{path}:{var}", basis="measured")
 
 
 def _selected(da: xr.DataArray, sel: Mapping[str, Any], path: Path) -> np.ndarray:
@@ -94,25 +93,17 @@ def _undecided(path: Path, why: str, basis: str = "measured", note: str = "") ->
     """A measured check whose file is there but decides nothing (no point in scope, every point oversubscribed or
     within its noise): pending, with why; a first_decided claim then falls through to its next sub-check."""
     where = f" ({note})" if note else ""
-    return Outcome(
-        verdict="pending", basis=basis, how="-", source=str(path), reason=f"undecided{where}: {why}"
-    )
+    return pending(path, f"undecided{where}: {why}", basis)
 
 
 def off_sizes(ds: xr.Dataset, a: Mapping[str, Any]) -> str:
     """Rule 1 (scope) for a measurement: "" when the probe file's model is at every size the claim speaks of
     (``sizes``: e.g. {dim: 256, depth: 12, N: 5776}, §8.2's estimate), else what differs. A claim without
     ``sizes`` speaks of any model at least the headline run's (the toy-size rule of :meth:`Context.measured`)."""
-    import json
-
     want = a.get("sizes") or {}
     if not want:
         return ""
-    try:
-        p = json.loads(ds.attrs.get("probe", "{}"))
-    except ValueError:
-        p = {}
-    have = probe_sizes(ds)
+    p, have = probe_config(ds), probe_sizes(ds)
     off = []
     for k, v in want.items():
         got = p.get(k)
@@ -187,26 +178,13 @@ def _share(
     listed = "; ".join(f"{lbl}: {shown}{'' if ok else ' (no)'}" for lbl, ok, shown in points[:MAX_LISTED])
     more = f"; and {n - MAX_LISTED} more" if n > MAX_LISTED else ""
     out = f"; left out: {'; '.join(left_out)}" if left_out else ""
-    return Outcome(
-        value=held / n,
-        how=f"{how}: {listed}{more}{out}",
-        source=source,
-        fraction=held / n,
-        n_points=n,
-        tolerance=f"holds if share ≥ {a.get('min_fraction', 1.0)}",
-        basis=basis,
-        reason=f"Measured {note}." if note else "",
-    )
+    reason = f"Measured {note}." if note else ""
+    return share(held / n, n, a, f"{how}: {listed}{more}{out}", source, basis, reason)
 
 
 def _probe_model(ds: xr.Dataset) -> str:
     """The probe's model and device, as its attributes record them (the scale a measured verdict rests on)."""
-    import json
-
-    try:
-        p = json.loads(ds.attrs.get("probe", "{}"))
-    except ValueError:
-        p = {}
+    p = probe_config(ds)
     dev = sorted({str(d) for d in np.atleast_1d(ds["device"].values)}) if "device" in ds else []
     model = ", ".join(f"{k} {p[k]}" for k in ("dim", "depth", "heads", "L", "N", "batch") if k in p)
     return f"probe model {model}, {ds.attrs.get('dtype', '?')}; device {' / '.join(dev) or '?'}"

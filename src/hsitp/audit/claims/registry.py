@@ -3,6 +3,7 @@ composite checks that evaluate others (``any_of``, ``first_decided``)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -83,8 +84,6 @@ def check_first_decided(ctx: Context, a: Mapping[str, Any]) -> Outcome:
                 hows.append(f"[{lbl}] {so.how}")
         if so.source not in sources and so.source != "-":
             sources.append(so.source)
-    import dataclasses
-
     return dataclasses.replace(
         o,
         how="; ".join(hows),
@@ -138,7 +137,5 @@ def evaluate_check(ctx: Context, check: Mapping[str, Any]) -> Outcome:
         raise ClaimsError(f"unknown check {fn!r}; one of {', '.join(CHECKS)}")
     o = CHECKS[fn](ctx, check)
     if fn in TABLE_CHECKS:
-        import dataclasses
-
         o = dataclasses.replace(o, paper_own=paper_own(ctx, check))
     return o

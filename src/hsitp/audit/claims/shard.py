@@ -20,7 +20,7 @@ from typing import Any
 
 import xarray as xr
 
-from hsitp.audit.claims.core import GPU_REFERENCE, Context, Outcome, _fmt, _op
+from hsitp.audit.claims.core import GPU_REFERENCE, Context, Outcome, _fmt, _op, pending
 from hsitp.audit.claims.measured import _share, _undecided
 
 
@@ -29,26 +29,21 @@ def _shards(ctx: Context) -> tuple[xr.Dataset | None, Path, Outcome | None]:
     folder = ctx.reference_dir(GPU_REFERENCE)
     files = sorted(folder.glob("shard_*.nc")) if folder.exists() else []
     if not files:
-        return None, folder, Outcome(
-            verdict="pending", basis="measured", how="-", source=str(folder),
-            reason=f"pending: no shard timings in {folder} (benchmarks/gpu_check.sh on a GPU: bench shard mode)",
-        )  # fmt: skip
+        why = f"pending: no shard timings in {folder} (benchmarks/gpu_check.sh on a GPU: bench shard mode)"
+        return None, folder, pending(folder, why)
     from hsitp.contracts import BENCH_SHARD
 
     parts = [BENCH_SHARD.read(f) for f in files]
-    lo_hi = []
-    for ds in parts:
-        t = ds["time"]
-        comm = ds["t_comm_modelled"]
-        lo_hi.append(
-            xr.Dataset(
-                {
-                    "ccr": ds["ccr_half_measured"],
-                    "lo": comm / t.max("rep"),
-                    "hi": comm / t.min("rep"),
-                }
-            )
+    lo_hi = [
+        xr.Dataset(
+            {
+                "ccr": ds["ccr_half_measured"],
+                "lo": ds["t_comm_modelled"] / ds["time"].max("rep"),
+                "hi": ds["t_comm_modelled"] / ds["time"].min("rep"),
+            }
         )
+        for ds in parts
+    ]
     merged = xr.merge(lo_hi, compat="no_conflicts", join="outer", combine_attrs="drop")
     merged.attrs = {
         k: parts[0].attrs.get(k, "") for k in ("measured", "modelled", "hardware_assumptions", "dtype")
@@ -75,7 +70,7 @@ def _points(ds: xr.Dataset, op: str, sel: Mapping[str, Any]) -> list[tuple[str, 
         sub = sub.sel({k: [x for x in vals if x in sub[k].values]})
     sub = sub.where(sub["P"] > 1, drop=True)
     out = []
-    st = sub.stack(_pt=[d for d in sub["ccr"].dims])
+    st = sub.stack(_pt=list(sub["ccr"].dims))
     for i in range(st.sizes["_pt"]):
         m, lo, hi = (float(st[n].values[i]) for n in ("ccr", "lo", "hi"))
         if not math.isfinite(m):

@@ -4,6 +4,7 @@ rule 11)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -26,12 +27,17 @@ KNIFE_EDGE_RTOL = 0.02  # rule 4: |value - edge| <= 2 % of a finite non-zero edg
 VERDICT_KEYS = ("if_true", "if_false", "if_partial")
 
 
-def hedged(zh: str) -> bool:
-    """Rule 5: the quote contains 可能, 约, 大约 or 左右 (words such as 约束 or 归约 are not hedges)."""
+def _without_non_hedges(zh: str) -> str:
+    """The quote without the words that contain a marker but hedge nothing (约束, 归约, ...)."""
     text = str(zh)
     for word in NOT_HEDGES:
         text = text.replace(word, "")
-    return any(m in text for m in POSSIBILITY_MARKERS + APPROX_MARKERS)
+    return text
+
+
+def hedged(zh: str) -> bool:
+    """Rule 5: the quote contains 可能, 约, 大约 or 左右 (words such as 约束 or 归约 are not hedges)."""
+    return any(m in _without_non_hedges(zh) for m in POSSIBILITY_MARKERS + APPROX_MARKERS)
 
 
 def possibility_hedged(zh: str) -> bool:
@@ -41,10 +47,7 @@ def possibility_hedged(zh: str) -> bool:
 
 def approximate(zh: str) -> bool:
     """The quote says 约/大约/左右 ("about"): the claim must state its tolerance (field ``about``)."""
-    text = str(zh)
-    for word in NOT_HEDGES:
-        text = text.replace(word, "")
-    return any(m in text for m in APPROX_MARKERS)
+    return any(m in _without_non_hedges(zh) for m in APPROX_MARKERS)
 
 
 def deciding_check(o: Outcome, check: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -101,8 +104,6 @@ def verdict_of(o: Outcome, check: Mapping[str, Any]) -> tuple[str, str]:
 def _flip_one(o: Outcome, check: Mapping[str, Any]) -> Outcome:
     """The outcome with its deciding point moved across: the value to the other side of the band, the share by one
     point (towards and across ``min_fraction``), the boolean negated."""
-    import dataclasses
-
     check = deciding_check(o, check)
     if o.parts:  # a nested any_of (a pair judged together): flip its sub-check on a knife edge
         for i, (label, po, pc) in enumerate(o.parts):
@@ -148,8 +149,6 @@ def knife_edge(o: Outcome, check: Mapping[str, Any], existential: bool = False) 
                 continue
             flipped = list(o.parts)
             flipped[i] = (label, _flip_one(po, pc), pc)
-            import dataclasses
-
             if decide(dataclasses.replace(o, parts=flipped), check, existential)[0] != base:
                 notes.append(f"{label}: {sub_note}")
         return bool(notes), "; ".join(notes)
