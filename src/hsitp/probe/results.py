@@ -157,7 +157,7 @@ def write_partial(
     per_p["oversubscribed"] = ("P", np.array([int(attrs["oversubscribed"])]))
     ds = xr.Dataset(
         {**data, **per_p},
-        coords={k: v for k, v in c.items()},
+        coords=c,
         attrs={
             "probe": json.dumps(section, default=str),
             "method": "; ".join(sorted(methods)),
@@ -182,11 +182,8 @@ def _fill_point(arrays: Mapping[str, np.ndarray], idx: tuple[int, ...], res: Map
     arrays["tokens_per_step"][idx] = res["tokens_per_step"]
     for r, rr in enumerate(res["ranks"]):
         arrays["memory"][idx][..., r] = rr["memory"]
-        arrays["peak_allocated"][idx][r] = (
-            rr["peak_allocated"] if rr["peak_allocated"] is not None else np.nan
-        )
-        arrays["peak_reserved"][idx][r] = rr["peak_reserved"] if rr["peak_reserved"] is not None else np.nan
-        arrays["transient"][idx][r] = rr["transient"] if rr["transient"] is not None else np.nan
+        for key in ("peak_allocated", "peak_reserved", "transient"):  # None: not measured on this device
+            arrays[key][idx][r] = np.nan if rr[key] is None else rr[key]
         arrays["peak_part"][idx][r] = f"{rr['peak_part']}/{rr['peak_phase']}"
         arrays["part_time"][idx][..., r] = np.median(rr["part_time"], axis=-1)
     arrays["step_time"][idx] = np.max(

@@ -23,6 +23,7 @@ code runs on fake tensors (paper-scale estimates without the memory).
 from __future__ import annotations
 
 import contextlib
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -307,12 +308,10 @@ def _measure(model, step, optimizer, device, first, memory, acts) -> None:  # no
                 step()
         peak = tracker.get_tracker_snapshot("peak")
         memory.peak_allocated = int(sum(v.get("Total", 0) for v in peak.values()))
-        cats: dict[str, int] = {}
+        cats: Counter[str] = Counter()
         for snap in peak.values():
-            for k, v in snap.items():
-                if k != "Total":
-                    cats[str(k)] = cats.get(str(k), 0) + int(v)
-        memory.peak_categories = cats
+            cats.update({str(k): int(v) for k, v in snap.items() if k != "Total"})
+        memory.peak_categories = dict(cats)
         fake = " under FakeTensorMode (estimated with fake tensors)" if _is_fake(first) else " (CPU)"
         memory.method = "torch.distributed._tools.mem_tracker.MemTracker peak" + fake
     for part, nbytes in acts.items():

@@ -137,8 +137,7 @@ def _json(value: Any, default: Any) -> Any:
 def scene_entry(path: Path) -> dict[str, Any]:
     """What a spot check needs of a prepared scene: its content hash, and the data stage's settings that made it
     (read back from the file's own attributes: seed, accuracy protocols and partition settings, clip quantiles, PCA,
-    source),
-    as ``prepare_config`` for ``hsitp data fetch`` / ``hsitp data prepare --config-json``."""
+    source), as ``prepare_config`` for ``hsitp data fetch`` / ``hsitp data prepare --config-json``."""
     ds = DATASET.read(path, load=False)
     try:
         attrs = dict(ds.attrs)
@@ -146,9 +145,7 @@ def scene_entry(path: Path) -> dict[str, Any]:
         ds.close()
     name = str(attrs.get("dataset", path.stem))
     data: dict[str, Any] = {}
-    partition = dict(
-        _json(attrs.get("partition_settings"), {}) or {}
-    )  # an older file's split_settings: read_netcdf
+    partition = dict(_json(attrs.get("partition_settings"), {}) or {})  # older split_settings: read_netcdf
     protocols = _json(attrs.get("partition_protocols"), None)
     if protocols:
         partition["protocols"] = list(protocols)
