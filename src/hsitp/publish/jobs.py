@@ -118,19 +118,17 @@ def table_rows(jobs: Sequence[Job], by: str = "stage") -> list[dict[str, object]
     for j in jobs:
         groups.setdefault(key(j), []).append(j)
     order = sorted(groups, key=lambda k: -_nan(sum, (j.wall_s for j in groups[k])))
-    rows = []
-    for k in [*order, "total"]:
-        js = list(jobs) if k == "total" else groups[k]
-        rows.append(
-            {
-                by: k,
-                "jobs": len(js),
-                "wall_s": round(_nan(sum, (j.wall_s for j in js)), 1),
-                "cpu_s": round(_nan(sum, (j.cpu_s for j in js)), 1),
-                "max_rss_mb": round(_nan(max, (j.max_rss_mb for j in js)), 1),
-            }
-        )
-    return rows
+    sets = [(k, groups[k]) for k in order] + [("total", list(jobs))]
+    return [
+        {
+            by: k,
+            "jobs": len(js),
+            "wall_s": round(_nan(sum, (j.wall_s for j in js)), 1),
+            "cpu_s": round(_nan(sum, (j.cpu_s for j in js)), 1),
+            "max_rss_mb": round(_nan(max, (j.max_rss_mb for j in js)), 1),
+        }
+        for k, js in sets
+    ]
 
 
 def span_s(jobs: Sequence[Job]) -> float:
