@@ -96,6 +96,8 @@ PARTIAL_DIMS: dict[str, tuple[str, ...]] = {  # a partial file's variables: thei
     "tokens_per_step": (),
     "sample_time": ("repeat",),
 }
+# per P: how its launch ran
+LAUNCH_VARS = ("device", "backend", "threads_per_rank", "cores", "oversubscribed")
 
 
 class ProbeMergeError(HsitpError, ValueError):
@@ -268,10 +270,7 @@ def _concat(paths: Sequence[str | Path], parts: Sequence[xr.Dataset], plans: Seq
 
 def _merged_attrs(merged: xr.Dataset, parts: Sequence[xr.Dataset], pc: Mapping[str, Any]) -> dict[str, Any]:
     """The attributes memory.nc and throughput.nc share: the probe's settings, dtype, sizes, method and launches."""
-    run_attrs = {
-        k: merged[k].values.tolist()
-        for k in ("device", "backend", "threads_per_rank", "cores", "oversubscribed")
-    }
+    run_attrs = {k: merged[k].values.tolist() for k in LAUNCH_VARS}
     return {
         "probe": json.dumps(pc),
         "dtype": parts[0].attrs.get("dtype", "float32"),
@@ -297,7 +296,7 @@ def _memory(
     mem.attrs["peak_categories"] = json.dumps(
         {k: v for ds in parts for k, v in json.loads(ds.attrs.get("peak_categories", "{}")).items()}
     )
-    for key in ("device", "backend", "threads_per_rank", "cores", "oversubscribed"):
+    for key in LAUNCH_VARS:
         mem[key] = merged[key]
     return mem
 
@@ -366,7 +365,7 @@ def _throughput(merged: xr.Dataset, orders: Mapping[int, Any]) -> xr.Dataset:
             ),
         }
     )  # fmt: skip
-    for key in ("device", "backend", "threads_per_rank", "cores", "oversubscribed"):
+    for key in LAUNCH_VARS:
         ds[key] = merged[key]
     ds.attrs["interleave_orders"] = json.dumps({str(k): v for k, v in orders.items()})
     return ds
