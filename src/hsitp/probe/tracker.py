@@ -267,8 +267,9 @@ def measure_step(
     """Run ``step()`` (forward, backward, optimizer step: one training iteration) once and measure it.
 
     Run it after a warm-up step so the optimizer state exists (AdamW creates it lazily at the first step). A
-    :class:`PartTimeline` finds where the peak was reached; a step may call ``PartTimeline.mark_active("update")`` before its gradient reduction (the optimizer's step is marked
-    by a hook when ``optimizer`` is given). Works under FakeTensorMode (MemTracker follows fake allocations)."""
+    :class:`PartTimeline` finds where the peak was reached; a step may call ``PartTimeline.mark_active("update")``
+    before its gradient reduction (the optimizer's step is marked by a hook when ``optimizer`` is given). Works
+    under FakeTensorMode (MemTracker follows fake allocations)."""
     first = next(model.parameters())
     device = device or first.device
     memory = StepMemory()
