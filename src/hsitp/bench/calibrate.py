@@ -72,15 +72,13 @@ class FittedLinks:
 def collective_points(mb: xr.Dataset, *, fraction: float, seed: int) -> list[dict[str, Any]]:
     """One record per measured (collective, P, size), with its time (mean over repeats) and whether it is held
     out."""
-    rows: list[dict[str, Any]] = []
-    med = mb["coll_time_mean"]
-    for c in mb["collective"].values.tolist():
-        for p in mb["P"].values.tolist():
-            for nb in mb["nbytes"].values.tolist():
-                t = float(med.sel(collective=c, P=p, nbytes=nb))
-                b = float(mb["coll_bytes"].sel(collective=c, P=p, nbytes=nb))
-                if p >= 2 and np.isfinite(t) and np.isfinite(b):
-                    rows.append({"collective": c, "P": int(p), "nbytes": int(b), "t_measured": t})
+    dims = ("collective", "P", "nbytes")
+    t, b = (mb[v].stack(point=dims) for v in ("coll_time_mean", "coll_bytes"))
+    rows = [
+        {"collective": str(c), "P": int(p), "nbytes": int(nb), "t_measured": float(tt)}
+        for (c, p, _), tt, nb in zip(t["point"].values, t.values, b.values, strict=True)
+        if p >= 2 and np.isfinite(tt) and np.isfinite(nb)
+    ]
     span: dict[tuple[str, int], list[int]] = {}
     for r in rows:
         span.setdefault((r["collective"], r["P"]), []).append(r["nbytes"])
@@ -178,12 +176,9 @@ def sequence_factors(
     return {o: factors.get(o, fallback) for o in ops}
 
 
-def calibrate(mb: xr.Dataset, *, fraction: float, seed: int, dtype: str | None = None) -> xr.Dataset:
-    """Fit alpha/beta per collective and F per op on the training points of ``mb``."""
-    dtypes = mb["dtype"].values.tolist()
-    dtype = dtype or dtypes[0]
-    if dtype not in dtypes:
-        raise CalibrationError(f"calibration dtype {dtype!r} was not benchmarked; the file has {dtypes}")
+def calibrate(mb: xr.Dataset, *, fraction: float, seed: int) -> xr.Dataset:
+    """Fit alpha/beta per collective and F per op on the training points of ``mb`` at its first dtype."""
+    dtype = mb["dtype"].values.tolist()[0]
     cpts = collective_points(mb, fraction=fraction, seed=seed)
     fits = [_fit_collective(c, cpts) for c in mb["collective"].values.tolist()]
     opts = op_points(mb, dtype=dtype, fraction=fraction, seed=seed)

@@ -28,19 +28,6 @@ def check_collective(name: str) -> str:
     return name
 
 
-def _all_gather_fn() -> Callable[..., Any]:
-    import torch.distributed as dist
-
-    # torch >= 2.13 renamed all_gather_into_tensor; older releases only have the old name.
-    return getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-
-
-def _reduce_scatter_fn() -> Callable[..., Any]:
-    import torch.distributed as dist
-
-    return getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
-
-
 def full_elements(nbytes: int, itemsize: int, world_size: int) -> int:
     """Elements of a full tensor of about ``nbytes``, rounded to a positive multiple of P so it shards evenly."""
     elems = max(1, round(nbytes / itemsize))
@@ -77,7 +64,8 @@ def make_call(
     elif name == "all_gather":
         src = torch.ones(shard, dtype=dtype, device=device)
         dst = torch.empty(full_elems, dtype=dtype, device=device)
-        gather = _all_gather_fn()
+        # torch >= 2.13 renamed all_gather_into_tensor (and reduce_scatter_tensor); older releases only have those
+        gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 
         def run() -> None:
             gather(dst, src, group=group)
@@ -85,7 +73,7 @@ def make_call(
     else:
         src = torch.ones(full_elems, dtype=dtype, device=device)
         dst = torch.empty(shard, dtype=dtype, device=device)
-        scatter = _reduce_scatter_fn()
+        scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
 
         def run() -> None:
             scatter(dst, src, group=group)

@@ -47,12 +47,6 @@ MODELS = (*COST_MODELS, "traced")  # traced: a diagnostic beside the two cost mo
 FLAG_NOT_MEASURED, FLAG_FITTED, FLAG_HELD_OUT = -1, 0, 1
 
 
-def traced_comm_time(point: xr.Dataset, hw: Any, op: str) -> float:
-    """The ring-model time of one point's traced collectives with ``hw``'s α, β, times the op's calibrated
-    sequence factor (as the refined model applies it)."""
-    return collectives_time(trace_records(point), hw) * hw.sequence_factor_for(op)
-
-
 def compare(mb: xr.Dataset, cal: xr.Dataset, calibration_path: str | Path) -> xr.Dataset:
     """Build the comparison on the grid of ``mb`` (NaN where a point was not measured)."""
     hw = hardware_from_calibration(calibration_path)
@@ -117,7 +111,8 @@ def _predictions(
             continue  # measured but not in the calibration's points (another dtype)
         flag[index] = FLAG_HELD_OUT if held[key] else FLAG_FITTED
         pr = predict(point_at(mb, op=op, P=p, N=n, D=d, L=bands, dtype=dtype), hw, head_padding=pad)
-        t_traced = traced_comm_time(mbd.sel(idx), hw, str(op))
+        # the ring model on the traced collectives, times the op's sequence factor (as the refined model applies it)
+        t_traced = collectives_time(trace_records(mbd.sel(idx)), hw) * hw.sequence_factor_for(str(op))
         values = (pr.ccr_stated, pr.ccr_refined, t_traced / pr.t_comp, pr.t_comp, pr.t_comm, t_traced)
         for name, value in zip(pred, (*values, pr.n_collectives, pr.bytes), strict=True):
             pred[name][index] = value

@@ -14,6 +14,7 @@ FLOPs and memory traffic are the cost model's and are computed where used (``ben
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -68,21 +69,18 @@ def replay_calls(traced: list[AxisTrace], rt: Runtime) -> list[CollectiveCall]:
     """Buffers for every traced collective on the real group that issued it, in issue order per group."""
     import torch
 
-    calls = []
-    for tp, records in traced:
-        for r in records:
-            elems = int(np.prod(r.shape))
-            calls.append(
-                make_call(
-                    r.name,
-                    elems,
-                    dtype=getattr(torch, r.dtype),
-                    device=rt.device,
-                    group=tp.group,
-                    world_size=r.group_size,
-                )
-            )
-    return calls
+    return [
+        make_call(
+            r.name,
+            int(np.prod(r.shape)),
+            dtype=getattr(torch, r.dtype),
+            device=rt.device,
+            group=tp.group,
+            world_size=r.group_size,
+        )
+        for tp, records in traced
+        for r in records
+    ]
 
 
 def _agree(ok: bool, rt: Runtime) -> bool:
@@ -181,17 +179,11 @@ def time_point(
 def sweep_points(s: BenchSettings, P: int, dtypes: Iterable[str]) -> Iterator[tuple[tuple[int, ...], Point]]:
     """Every point of the bench sweep at P, with its (op, N, D, L, dtype) index: ops that do not depend on L
     only at the first L."""
-    for i, op in enumerate(s.ops):
-        for j, n in enumerate(s.N):
-            for k, d in enumerate(s.D):
-                for m, bands in enumerate(s.L):
-                    if op not in L_DEPENDENT_OPS and m > 0:
-                        continue
-                    for q, dname in enumerate(dtypes):
-                        yield (
-                            (i, j, k, m, q),
-                            Point(op, P, bench_shape(s, N=n, D=d, L=bands, dtype=dname)),
-                        )
+    for (i, op), (j, n), (k, d), (m, bands), (q, dname) in itertools.product(
+        enumerate(s.ops), enumerate(s.N), enumerate(s.D), enumerate(s.L), enumerate(dtypes)
+    ):
+        if op in L_DEPENDENT_OPS or m == 0:
+            yield (i, j, k, m, q), Point(op, P, bench_shape(s, N=n, D=d, L=bands, dtype=dname))
 
 
 def bench_kernel(s: BenchSettings, device_type: str) -> str:
@@ -231,16 +223,14 @@ def time_ops(
             skipped.append({**dataclasses.asdict(pt), "reason": res["skipped"]})
             if rt.rank == 0:
                 log.warning("skipped %s: %s", pt, res["skipped"])
-            if on_step is not None:
-                on_step(what)
-            continue
-        ds["time"].values[idx][:, reps] = res["times"]  # (mode, rep) view
-        ds["bytes_moved"].values[idx] = res["bytes"]
-        ds["n_collectives"].values[idx] = res["n"]
-        ds["trace_count"].values[idx] = res["count"]
-        ds["trace_bytes"].values[idx] = res["trace_bytes"]
-        if rt.is_cuda:
-            torch.cuda.empty_cache()
+        else:
+            ds["time"].values[idx][:, reps] = res["times"]  # (mode, rep) view
+            ds["bytes_moved"].values[idx] = res["bytes"]
+            ds["n_collectives"].values[idx] = res["n"]
+            ds["trace_count"].values[idx] = res["count"]
+            ds["trace_bytes"].values[idx] = res["trace_bytes"]
+            if rt.is_cuda:
+                torch.cuda.empty_cache()
         if on_step is not None:
             on_step(what)
     ds["group_size"].values[0] = [rt.world.size, *mesh_2d(rt.world_size)]  # TRACED_GROUPS order

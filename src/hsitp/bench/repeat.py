@@ -29,20 +29,10 @@ POINT = ("op", "P", "N", "D", "L")
 
 def load_runs(run_dirs: Sequence[str | Path]) -> list[xr.Dataset]:
     """Each run's ``model_vs_measured.nc`` (one dtype: the calibrated one)."""
-    runs = []
-    for d in run_dirs:
-        ds = MODEL_VS_MEASURED.read(Path(d) / "bench" / "model_vs_measured.nc")
-        runs.append(ds.isel(dtype=0, drop=True))
-    return runs
-
-
-def per_run(runs: Sequence[xr.Dataset]) -> list[dict[str, Any]]:
-    """Each run's summary: held-out and fitted median |relative error| per model, point counts, device."""
-    out = []
-    for ds in runs:
-        summary = json_attr(ds, "summary")
-        out.append({"device": ds.attrs.get("device", "?"), **summary})
-    return out
+    return [
+        MODEL_VS_MEASURED.read(Path(d) / "bench" / "model_vs_measured.nc").isel(dtype=0, drop=True)
+        for d in run_dirs
+    ]
 
 
 def ccr_table(runs: Sequence[xr.Dataset]) -> xr.DataArray:
@@ -72,8 +62,11 @@ def report(run_dirs: Sequence[str | Path], *, points: bool = True) -> str:
     runs = load_runs(run_dirs)
     lines = [f"machine: {runs[0].attrs.get('device', '?')}"]
     lines.append("held-out (and fitted) median |rel. error| of the CCR, points with P >= 2 and CCR > 0:")
-    for d, row in zip(run_dirs, per_run(runs), strict=True):
-        held, fit = row["held_out"], row["fitted"]
+    for d, ds in zip(run_dirs, runs, strict=True):
+        summary = json_attr(
+            ds, "summary"
+        )  # held-out and fitted median |relative error| per model, point counts
+        held, fit = summary["held_out"], summary["fitted"]
         models = "  ".join(
             f"{m} {100 * held[f'median_abs_rel_err_{m}']:5.1f} % ({100 * fit[f'median_abs_rel_err_{m}']:5.1f} %)"
             for m in COST_MODELS

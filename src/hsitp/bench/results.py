@@ -41,12 +41,8 @@ log = logging.getLogger(__name__)
 MODES = ("full", "compute", "comm")
 TITLE = "hsitp microbenchmarks: measured times of tensor-parallel layers (full, compute-only, comm-only) and collectives"
 POINT_DIMS = ("op", "P", "N", "D", "L", "dtype")
-SWEPT = (
-    "N",
-    "D",
-    "L",
-    "dtype",
-)  # the LayerShape fields that are coordinates; the rest are attrs["layer_shape"]
+# the LayerShape fields that are coordinates; the rest are attrs["layer_shape"]
+SWEPT = ("N", "D", "L", "dtype")
 # The process groups a layer communicates on, named as the cost model names them: all P ranks, or the channel
 # and token axes of the attn_2d mesh.
 TRACED_GROUPS = ("tp", "channel", "token")
@@ -149,29 +145,25 @@ def empty_partial(
         raise ValueError(
             f"layer_shape must give exactly the LayerShape fields but {SWEPT}; differs in {unknown}"
         )
-    point_shape = (len(ops), 1, len(N), len(D), len(L), len(dtypes))
-    trace = (
-        (*POINT_DIMS, "traced_collective", "traced_group"),
-        (*point_shape, len(COLLECTIVES), len(TRACED_GROUPS)),
-    )
-    coll = (("collective", "P", "nbytes"), (len(collectives), 1, len(sizes_bytes)))
-    layout = {  # variable: (dims, shape)
-        "time": ((*POINT_DIMS, "mode", "rep"), (*point_shape, len(MODES), repeats)),
-        "bytes_moved": (POINT_DIMS, point_shape),
-        "n_collectives": (POINT_DIMS, point_shape),
-        "trace_count": trace,
-        "trace_bytes": trace,
-        "group_size": (("P", "traced_group"), (1, len(TRACED_GROUPS))),
-        "coll_time": ((*coll[0], "coll_rep"), (*coll[1], coll_repeats)),
-        "coll_bytes": coll,
-    }
     coords = dict(
         zip(POINT_DIMS, (list(ops), [world_size], list(N), list(D), list(L), list(dtypes)), strict=True)
     )
     coords |= {"mode": list(MODES), "rep": np.arange(repeats), "collective": list(collectives)}
     coords |= {"traced_collective": list(COLLECTIVES), "traced_group": list(TRACED_GROUPS)}
     coords |= {"nbytes": list(sizes_bytes), "coll_rep": np.arange(coll_repeats)}
-    ds = xr.Dataset({k: (dims, np.full(shape, np.nan)) for k, (dims, shape) in layout.items()}, coords=coords)
+    trace, coll = (*POINT_DIMS, "traced_collective", "traced_group"), ("collective", "P", "nbytes")
+    layout = {  # variable: dims
+        "time": (*POINT_DIMS, "mode", "rep"),
+        "bytes_moved": POINT_DIMS,
+        "n_collectives": POINT_DIMS,
+        "trace_count": trace,
+        "trace_bytes": trace,
+        "group_size": ("P", "traced_group"),
+        "coll_time": (*coll, "coll_rep"),
+        "coll_bytes": coll,
+    }
+    nan = {k: (dims, np.full([len(coords[d]) for d in dims], np.nan)) for k, dims in layout.items()}
+    ds = xr.Dataset(nan, coords=coords)
     ds.attrs["layer_shape"] = dict(layer_shape)
     ds.attrs["head_padding"] = bool(head_padding)
     return describe(ds, MICROBENCH_ATTRS)

@@ -25,9 +25,8 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from hsitp.config import ConfigError
-from hsitp.models import ModelConfig, architecture_for
-from hsitp.names import DCHAG_PLANS
-from hsitp.probe.grid import CHECKPOINTING, Point, base_config
+from hsitp.models import ModelConfig
+from hsitp.probe.grid import CHECKPOINTING, Point, point_architecture
 from hsitp.probe.tracker import PartTimeline
 from hsitp.settings import ProbeModel
 
@@ -78,16 +77,14 @@ def build_point(
     ``fake``: called under FakeTensorMode (build in place: no ``.to``, which FakeTensorMode cannot do)."""
     from hsitp.models import SpectralSpatialTransformer, parallelize
 
-    g = point.g if point.plan in DCHAG_PLANS else 1
-    arch = architecture_for(base_config(pc, point.L, point.N), point.plan, point.P, g)
+    arch = point_architecture(pc, point)
+    dense = SpectralSpatialTransformer(arch, seed=seed)
     if fake:
-        dense = SpectralSpatialTransformer(arch, seed=seed)
         if dtype != torch.float32:
             for p in dense.parameters():
                 p.data = p.data.to(dtype)
         model = parallelize(dense, point.plan, tp)
     else:
-        dense = SpectralSpatialTransformer(arch, seed=seed)
         model = parallelize(dense, point.plan, tp, dtype=dtype, device=device)
     del dense
     apply_checkpointing(model, point.checkpointing)

@@ -106,44 +106,31 @@ def _estimate_all(pts: list[tuple[str, Point, ProbeModel]], kernel: str, seed: i
 
 
 def _dataset(pts: list[tuple[str, Point, ProbeModel]], a: dict[str, np.ndarray], kernel: str) -> xr.Dataset:
-    mem, model, peak, peak_model, reported, peak_part = (
-        a[k] for k in ("mem", "model", "peak", "peak_model", "reported", "peak_part")
-    )
+    part_kind = ("config", "part", "kind")
+    reported = "D-CHAG paper: rank-0 max_memory_reserved on 64 GiB MI250X GCDs (no FSDP info)"
     return xr.Dataset(
         {
             "memory": (
-                ("config", "part", "kind"),
-                mem,
+                part_kind,
+                a["mem"],
                 {"units": "bytes", "long_name": "estimated with fake tensors, rank 0"},
             ),
             "peak_allocated": (
                 "config",
-                peak,
+                a["peak"],
                 {"units": "bytes", "long_name": "MemTracker peak, estimated with fake tensors"},
             ),
-            "peak_part": ("config", peak_part.astype(str)),
+            "peak_part": ("config", a["peak_part"].astype(str)),
             "memory_model": (
-                ("config", "part", "kind"),
-                model,
+                part_kind,
+                a["model"],
                 {"units": "bytes", "long_name": "cost/memory.py plan_memory"},
             ),
-            "peak_model": ("config", peak_model, {"units": "bytes"}),
-            "reported_reserved_gib": (
-                "config",
-                reported,
-                {
-                    "units": "GiB",
-                    "long_name": "D-CHAG paper: rank-0 max_memory_reserved on 64 GiB MI250X GCDs (no FSDP info)",
-                },
-            ),
-            "plan": ("config", [p.plan for _, p, _ in pts]),
-            "P": ("config", [p.P for _, p, _ in pts]),
-            "g": ("config", [p.g for _, p, _ in pts]),
-            "L": ("config", [p.L for _, p, _ in pts]),
-            "N": ("config", [p.N for _, p, _ in pts]),
+            "peak_model": ("config", a["peak_model"], {"units": "bytes"}),
+            "reported_reserved_gib": ("config", a["reported"], {"units": "GiB", "long_name": reported}),
+            **{k: ("config", [getattr(p, k) for _, p, _ in pts]) for k in ("plan", "P", "g", "L", "N")},
             "D": ("config", [int(s.dim) for _, _, s in pts]),
-            "depth": ("config", [int(s.depth) for _, _, s in pts]),
-            "batch": ("config", [int(s.batch) for _, _, s in pts]),
+            **{k: ("config", [int(getattr(s, k)) for _, _, s in pts]) for k in ("depth", "batch")},
             "dtype": ("config", [str(s.dtype) for _, _, s in pts]),
             "checkpointing": ("config", [p.checkpointing for _, p, _ in pts]),
         },

@@ -5,6 +5,7 @@ that a plan cannot split stops the run before any job starts; the probe's runner
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -57,6 +58,11 @@ def base_config(pc: ProbeModel, L: int, N: int) -> ModelConfig:  # noqa: N803
     return ModelConfig(bands=L, height=height, width=width, attention_kernel=pc.attention_kernel, **sizes)
 
 
+def point_architecture(pc: ProbeModel, pt: Point) -> ModelConfig:
+    """The model ``pt``'s plan splits over its P ranks (D-CHAG plans into ``pt.g`` groups per rank)."""
+    return architecture_for(base_config(pc, pt.L, pt.N), pt.plan, pt.P, pt.g if pt.plan in DCHAG_PLANS else 1)
+
+
 def points(pc: ProbeSettings, P: int) -> list[Point]:  # noqa: N803
     """Every point of the probe grid at P (dense only at P = 1; plans without groups once, at the first g).
 
@@ -66,21 +72,17 @@ def points(pc: ProbeSettings, P: int) -> list[Point]:  # noqa: N803
         if (plan == "dense") != (P == 1):
             continue
         groups = pc.groups if plan in DCHAG_PLANS else pc.groups[:1]
-        for L in pc.L:
-            for N in pc.N:
-                for g in groups:
-                    try:
-                        with config_keys(section_keys("probe")):
-                            base = base_config(pc, L, N)
-                            check_plan(
-                                architecture_for(base, plan, P, g if plan in DCHAG_PLANS else 1), plan, P
-                            )
-                    except Exception as exc:
-                        raise ConfigError(
-                            f"probe: plan {plan!r} at P = {P}, L = {L}, N = {N}, g = {g}: {exc}"
-                        ) from exc
-                    for ck in pc.checkpointing:
-                        out.append(Point(plan, P, int(g), int(L), int(N), ck))
+        for L, N, g in itertools.product(pc.L, pc.N, groups):
+            try:
+                with config_keys(section_keys("probe")):
+                    check_plan(
+                        point_architecture(pc, Point(plan, P, int(g), int(L), int(N), "none")), plan, P
+                    )
+            except Exception as exc:
+                raise ConfigError(
+                    f"probe: plan {plan!r} at P = {P}, L = {L}, N = {N}, g = {g}: {exc}"
+                ) from exc
+            out += [Point(plan, P, int(g), int(L), int(N), ck) for ck in pc.checkpointing]
     return out
 
 
@@ -89,25 +91,18 @@ def estimate_points(ec: Estimate) -> list[tuple[str, Point, ProbeModel]]:
     out: list[tuple[str, Point, ProbeModel]] = []
     gc = ec.grid
     for plan in gc.plans:
-        for P in [1] if plan == "dense" else gc.world_sizes:  # noqa: N806
-            for g in gc.groups if plan in DCHAG_PLANS else [1]:
-                for L in gc.L:
-                    for N in gc.N:
-                        for ck in gc.checkpointing:
-                            pt = Point(plan, P, g, L, N, ck)
-                            out.append((f"grid/{plan}/P{P}/g{g}/L{L}/N{N}/{ck}", pt, gc))
+        sizes = [1] if plan == "dense" else gc.world_sizes
+        groups = gc.groups if plan in DCHAG_PLANS else [1]
+        for P, g, L, N, ck in itertools.product(sizes, groups, gc.L, gc.N, gc.checkpointing):  # noqa: N806
+            out.append((f"grid/{plan}/P{P}/g{g}/L{L}/N{N}/{ck}", Point(plan, P, g, L, N, ck), gc))
     for cfg in ec.dchag:
         sec = ProbeModel.of({**DCHAG_SETTINGS, "dim": cfg["dim"]})
         N = (sec.height // sec.patch) * (sec.width // sec.patch)  # noqa: N806
-        for plan in ec.dchag_plans:
-            for ck in ec.dchag_checkpointing:
-                pt = Point(plan, int(cfg["tp"]), 1, int(cfg["bands"]), N, ck)
-                out.append((f"dchag/{cfg['name']}/{plan}/{ck}", pt, sec))
+        for plan, ck in itertools.product(ec.dchag_plans, ec.dchag_checkpointing):
+            pt = Point(plan, int(cfg["tp"]), 1, int(cfg["bands"]), N, ck)
+            out.append((f"dchag/{cfg['name']}/{plan}/{ck}", pt, sec))
     for label, pt, sec in out:
         # the D-CHAG configs' sizes are fixed here (DCHAG_SETTINGS), not config keys
         with config_keys(section_keys("probe.estimate.grid") if label.startswith("grid/") else {}):
-            arch = architecture_for(
-                base_config(sec, pt.L, pt.N), pt.plan, pt.P, pt.g if pt.plan in DCHAG_PLANS else 1
-            )
-            check_plan(arch, pt.plan, pt.P)
+            check_plan(point_architecture(sec, pt), pt.plan, pt.P)
     return out

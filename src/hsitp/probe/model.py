@@ -17,16 +17,13 @@ from hsitp.shape import DTYPE_BYTES
 def size_of(pc: ProbeModel, L: int, N: int, dtype: str, device: str = "cpu") -> PlanSize:  # noqa: N803
     """The model's size for a probe section; ``device`` where the step was measured (a CUDA device: the allocator's
     counters and the foreach AdamW; anything else: the CPU tracker and the for-loop AdamW)."""
+    sizes = {k: int(getattr(pc, k)) for k in ("heads", "depth", "patch", "classes", "mlp_ratio")}
     return PlanSize(
         B=int(pc.batch),
         N=int(N),
         D=int(pc.dim),
         L=int(L),
-        heads=int(pc.heads),
-        depth=int(pc.depth),
-        patch=int(pc.patch),
-        classes=int(pc.classes),
-        mlp_ratio=int(pc.mlp_ratio),
+        **sizes,
         dtype_bytes=DTYPE_BYTES[dtype],
         device="cuda" if str(device).startswith("cuda") else "cpu",
         attention_kernel=pc.attention_kernel,

@@ -96,6 +96,8 @@ PARTIAL_DIMS: dict[str, tuple[str, ...]] = {  # a partial file's variables: thei
     "tokens_per_step": (),
     "sample_time": ("repeat",),
 }
+# per P: how its launch ran
+LAUNCH_VARS = ("device", "backend", "threads_per_rank", "cores", "oversubscribed")
 
 
 class ProbeMergeError(HsitpError, ValueError):
@@ -157,7 +159,7 @@ def write_partial(
     per_p["oversubscribed"] = ("P", np.array([int(attrs["oversubscribed"])]))
     ds = xr.Dataset(
         {**data, **per_p},
-        coords={k: v for k, v in c.items()},
+        coords=c,
         attrs={
             "probe": json.dumps(section, default=str),
             "method": "; ".join(sorted(methods)),
@@ -182,11 +184,8 @@ def _fill_point(arrays: Mapping[str, np.ndarray], idx: tuple[int, ...], res: Map
     arrays["tokens_per_step"][idx] = res["tokens_per_step"]
     for r, rr in enumerate(res["ranks"]):
         arrays["memory"][idx][..., r] = rr["memory"]
-        arrays["peak_allocated"][idx][r] = (
-            rr["peak_allocated"] if rr["peak_allocated"] is not None else np.nan
-        )
-        arrays["peak_reserved"][idx][r] = rr["peak_reserved"] if rr["peak_reserved"] is not None else np.nan
-        arrays["transient"][idx][r] = rr["transient"] if rr["transient"] is not None else np.nan
+        for key in ("peak_allocated", "peak_reserved", "transient"):  # None: not measured on this device
+            arrays[key][idx][r] = np.nan if rr[key] is None else rr[key]
         arrays["peak_part"][idx][r] = f"{rr['peak_part']}/{rr['peak_phase']}"
         arrays["part_time"][idx][..., r] = np.median(rr["part_time"], axis=-1)
     arrays["step_time"][idx] = np.max(
@@ -271,10 +270,7 @@ def _concat(paths: Sequence[str | Path], parts: Sequence[xr.Dataset], plans: Seq
 
 def _merged_attrs(merged: xr.Dataset, parts: Sequence[xr.Dataset], pc: Mapping[str, Any]) -> dict[str, Any]:
     """The attributes memory.nc and throughput.nc share: the probe's settings, dtype, sizes, method and launches."""
-    run_attrs = {
-        k: merged[k].values.tolist()
-        for k in ("device", "backend", "threads_per_rank", "cores", "oversubscribed")
-    }
+    run_attrs = {k: merged[k].values.tolist() for k in LAUNCH_VARS}
     return {
         "probe": json.dumps(pc),
         "dtype": parts[0].attrs.get("dtype", "float32"),
@@ -300,7 +296,7 @@ def _memory(
     mem.attrs["peak_categories"] = json.dumps(
         {k: v for ds in parts for k, v in json.loads(ds.attrs.get("peak_categories", "{}")).items()}
     )
-    for key in ("device", "backend", "threads_per_rank", "cores", "oversubscribed"):
+    for key in LAUNCH_VARS:
         mem[key] = merged[key]
     return mem
 
@@ -369,7 +365,7 @@ def _throughput(merged: xr.Dataset, orders: Mapping[int, Any]) -> xr.Dataset:
             ),
         }
     )  # fmt: skip
-    for key in ("device", "backend", "threads_per_rank", "cores", "oversubscribed"):
+    for key in LAUNCH_VARS:
         ds[key] = merged[key]
     ds.attrs["interleave_orders"] = json.dumps({str(k): v for k, v in orders.items()})
     return ds

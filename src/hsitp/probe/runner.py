@@ -146,9 +146,8 @@ def _time_modes(built: Any, twin: Any, steps: int, rt: Runtime) -> tuple[np.ndar
             with PartTimeline(b.model, clock=clock) as tl:
                 b.step()
             step_t[mi, rep] = clock() - t0
-            for pi, part in enumerate(TIME_PARTS):
-                for hi, phase in enumerate(PHASES):
-                    part_t[mi, pi, hi, rep] = tl.by_part()[part][phase]
+            seconds = tl.by_part()
+            part_t[mi, ..., rep] = [[seconds[part][phase] for phase in PHASES] for part in TIME_PARTS]
     return part_t, step_t
 
 

@@ -23,6 +23,7 @@ code runs on fake tensors (paper-scale estimates without the memory).
 from __future__ import annotations
 
 import contextlib
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -262,38 +263,36 @@ def measure_step(
     *,
     optimizer: torch.optim.Optimizer | None = None,
     device: torch.device | None = None,
-    timeline: Callable[[nn.Module, Callable[[], int | None]], PartTimeline] | None = None,
 ) -> StepMemory:
     """Run ``step()`` (forward, backward, optimizer step: one training iteration) once and measure it.
 
-    Run it after a warm-up step so the optimizer state exists (AdamW creates it lazily at the first step).
-    ``timeline`` (default ``PartTimeline``) builds the part watcher that finds where the peak was reached; a step
-    may call ``PartTimeline.mark_active("update")`` before its gradient reduction (the optimizer's step is marked
-    by a hook when ``optimizer`` is given). Works under FakeTensorMode (MemTracker follows fake allocations)."""
+    Run it after a warm-up step so the optimizer state exists (AdamW creates it lazily at the first step). A
+    :class:`PartTimeline` finds where the peak was reached; a step may call ``PartTimeline.mark_active("update")``
+    before its gradient reduction (the optimizer's step is marked by a hook when ``optimizer`` is given). Works
+    under FakeTensorMode (MemTracker follows fake allocations)."""
     first = next(model.parameters())
     device = device or first.device
     memory = StepMemory()
     acts: dict[str, int] = {}
-    make = timeline or (lambda m, peak: PartTimeline(m, peak=peak))
     hook = (
         optimizer.register_step_pre_hook(lambda *_: PartTimeline.mark_active("update"))
         if optimizer is not None
         else None
     )
     try:
-        _measure(model, step, optimizer, device, first, memory, acts, make)
+        _measure(model, step, optimizer, device, first, memory, acts)
     finally:
         if hook is not None:
             hook.remove()
     return memory
 
 
-def _measure(model, step, optimizer, device, first, memory, acts, make) -> None:  # noqa: ANN001
+def _measure(model, step, optimizer, device, first, memory, acts) -> None:  # noqa: ANN001
     if device.type == "cuda" and not _is_fake(first):
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
         running = lambda: int(torch.cuda.max_memory_allocated(device))  # noqa: E731
-        with make(model, running) as tl, saved_activations(model, acts):
+        with PartTimeline(model, peak=running) as tl, saved_activations(model, acts):
             step()
         torch.cuda.synchronize(device)
         memory.peak_allocated = int(torch.cuda.max_memory_allocated(device))
@@ -306,16 +305,14 @@ def _measure(model, step, optimizer, device, first, memory, acts, make) -> None:
         tracker.track_external(model, *([optimizer] if optimizer is not None else []))
         with tracker:
             running = lambda: int(sum(tracker._peak_mem.values()))  # noqa: E731 (private: torch pinned)
-            with make(model, running) as tl, saved_activations(model, acts):
+            with PartTimeline(model, peak=running) as tl, saved_activations(model, acts):
                 step()
         peak = tracker.get_tracker_snapshot("peak")
         memory.peak_allocated = int(sum(v.get("Total", 0) for v in peak.values()))
-        cats: dict[str, int] = {}
+        cats: Counter[str] = Counter()
         for snap in peak.values():
-            for k, v in snap.items():
-                if k != "Total":
-                    cats[str(k)] = cats.get(str(k), 0) + int(v)
-        memory.peak_categories = cats
+            cats.update({str(k): int(v) for k, v in snap.items() if k != "Total"})
+        memory.peak_categories = dict(cats)
         fake = " under FakeTensorMode (estimated with fake tensors)" if _is_fake(first) else " (CPU)"
         memory.method = "torch.distributed._tools.mem_tracker.MemTracker peak" + fake
     for part, nbytes in acts.items():

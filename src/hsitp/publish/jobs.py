@@ -21,7 +21,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -105,14 +105,10 @@ def read_jobs(bench_dir: Path) -> list[Job]:
     return jobs
 
 
-def _nansum(xs: Sequence[float]) -> float:
+def _nan(fn: Callable[[list[float]], float], xs: Iterable[float]) -> float:
+    """``fn`` (sum, max) of the numbers among ``xs``; NaN where all are NaN."""
     vals = [x for x in xs if not math.isnan(x)]
-    return sum(vals) if vals else math.nan
-
-
-def _nanmax(xs: Sequence[float]) -> float:
-    vals = [x for x in xs if not math.isnan(x)]
-    return max(vals) if vals else math.nan
+    return fn(vals) if vals else math.nan
 
 
 def table_rows(jobs: Sequence[Job], by: str = "stage") -> list[dict[str, object]]:
@@ -121,20 +117,18 @@ def table_rows(jobs: Sequence[Job], by: str = "stage") -> list[dict[str, object]
     groups: dict[str, list[Job]] = {}
     for j in jobs:
         groups.setdefault(key(j), []).append(j)
-    order = sorted(groups, key=lambda k: -_nansum([j.wall_s for j in groups[k]]))
-    rows = []
-    for k in [*order, "total"]:
-        js = list(jobs) if k == "total" else groups[k]
-        rows.append(
-            {
-                by: k,
-                "jobs": len(js),
-                "wall_s": round(_nansum([j.wall_s for j in js]), 1),
-                "cpu_s": round(_nansum([j.cpu_s for j in js]), 1),
-                "max_rss_mb": round(_nanmax([j.max_rss_mb for j in js]), 1),
-            }
-        )
-    return rows
+    order = sorted(groups, key=lambda k: -_nan(sum, (j.wall_s for j in groups[k])))
+    sets = [(k, groups[k]) for k in order] + [("total", list(jobs))]
+    return [
+        {
+            by: k,
+            "jobs": len(js),
+            "wall_s": round(_nan(sum, (j.wall_s for j in js)), 1),
+            "cpu_s": round(_nan(sum, (j.cpu_s for j in js)), 1),
+            "max_rss_mb": round(_nan(max, (j.max_rss_mb for j in js)), 1),
+        }
+        for k, js in sets
+    ]
 
 
 def span_s(jobs: Sequence[Job]) -> float:

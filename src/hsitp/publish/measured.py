@@ -242,20 +242,19 @@ def kernels_block(ref: Reference) -> str:
     tps = ds["tokens_per_s"]
     ratio = ds["ratio_exact_vs_sdpa"].values
     on = f"measured on {ds.attrs.get('device', '?')}"
-    rows = []
-    for k in map(str, ds["kernel"].values):
-        rows.append(
-            {
-                "plan": f"tp, {k} kernel",
-                "P": int(ds.attrs["P"]),
-                f"peak per rank [MiB] (fullest rank, {on})": f"{float(peak.sel(kernel=k)) / MIB:.1f}",
-                "peak vs sdpa": f"{float(peak.sel(kernel=k) / peak.sel(kernel='sdpa')):.2f}",
-                "tokens/s, median [min, max]": _range(tps.sel(kernel=k).values, "{:.0f}"),
-                "tokens/s vs sdpa, median [min, max] (interleaved rounds)": "1 (reference)"
-                if k == "sdpa"
-                else _range(ratio, "{:.2f}"),
-            }
-        )
+    rows = [
+        {
+            "plan": f"tp, {k} kernel",
+            "P": int(ds.attrs["P"]),
+            f"peak per rank [MiB] (fullest rank, {on})": f"{float(peak.sel(kernel=k)) / MIB:.1f}",
+            "peak vs sdpa": f"{float(peak.sel(kernel=k) / peak.sel(kernel='sdpa')):.2f}",
+            "tokens/s, median [min, max]": _range(tps.sel(kernel=k).values, "{:.0f}"),
+            "tokens/s vs sdpa, median [min, max] (interleaved rounds)": "1 (reference)"
+            if k == "sdpa"
+            else _range(ratio, "{:.2f}"),
+        }
+        for k in map(str, ds["kernel"].values)
+    ]
     return _md(pd.DataFrame(rows))
 
 

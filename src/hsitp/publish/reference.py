@@ -71,26 +71,6 @@ class ReferenceError(HsitpError):
 
 
 # --- the platform: what an identical rerun needs equal -----------------------------------------------------------
-def cpu_info() -> dict[str, Any]:
-    """This machine's CPU: model, vendor and the SIMD flags (sorted), from /proc/cpuinfo (empty where absent)."""
-    vendor, flags = "", []
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, val = line.partition(":")
-            key = key.strip()
-            if key == "vendor_id" and not vendor:
-                vendor = val.strip()
-            elif key in ("flags", "Features") and not flags:
-                flags = val.split()
-    except OSError:
-        pass
-    return {
-        "model": cpu_model(),
-        "vendor": vendor or "unknown",
-        "simd_flags": sorted({f for f in flags if SIMD_FLAG.match(f)}),
-    }
-
-
 def torch_platform() -> dict[str, str]:
     """torch's version and the CPU capability its kernels dispatch to (AVX2, AVX512, ...)."""
     try:
@@ -103,13 +83,24 @@ def torch_platform() -> dict[str, str]:
 
 
 def platform_now() -> dict[str, Any]:
-    """The platform of this process: torch version and CPU capability, CPU model, vendor and SIMD flags."""
-    cpu = cpu_info()
+    """The platform of this process: torch version and CPU capability, and this machine's CPU model, vendor and
+    SIMD flags (sorted), from /proc/cpuinfo (empty where absent)."""
+    vendor, flags = "", []
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, val = line.partition(":")
+            key = key.strip()
+            if key == "vendor_id" and not vendor:
+                vendor = val.strip()
+            elif key in ("flags", "Features") and not flags:
+                flags = val.split()
+    except OSError:
+        pass
     return {
         **torch_platform(),
-        "cpu_model": cpu["model"],
-        "cpu_vendor": cpu["vendor"],
-        "simd_flags": cpu["simd_flags"],
+        "cpu_model": cpu_model(),
+        "cpu_vendor": vendor or "unknown",
+        "simd_flags": sorted({f for f in flags if SIMD_FLAG.match(f)}),
     }
 
 
@@ -146,8 +137,7 @@ def _json(value: Any, default: Any) -> Any:
 def scene_entry(path: Path) -> dict[str, Any]:
     """What a spot check needs of a prepared scene: its content hash, and the data stage's settings that made it
     (read back from the file's own attributes: seed, accuracy protocols and partition settings, clip quantiles, PCA,
-    source),
-    as ``prepare_config`` for ``hsitp data fetch`` / ``hsitp data prepare --config-json``."""
+    source), as ``prepare_config`` for ``hsitp data fetch`` / ``hsitp data prepare --config-json``."""
     ds = DATASET.read(path, load=False)
     try:
         attrs = dict(ds.attrs)
@@ -155,9 +145,7 @@ def scene_entry(path: Path) -> dict[str, Any]:
         ds.close()
     name = str(attrs.get("dataset", path.stem))
     data: dict[str, Any] = {}
-    partition = dict(
-        _json(attrs.get("partition_settings"), {}) or {}
-    )  # an older file's split_settings: read_netcdf
+    partition = dict(_json(attrs.get("partition_settings"), {}) or {})  # older split_settings: read_netcdf
     protocols = _json(attrs.get("partition_protocols"), None)
     if protocols:
         partition["protocols"] = list(protocols)
@@ -211,6 +199,20 @@ def training_records(run_dir: Path) -> list[tuple[Path, bool]]:
 
 
 _STR = "str"
+# the cell of each row: name -> (dtype, units or _STR, long_name)
+RUN_COORDS: dict[str, tuple[type, str, str]] = {
+    "name": (object, _STR, "the record's run name"),
+    "dataset": (object, _STR, "scene"),
+    "plan": (object, _STR, "parallel plan"),
+    "P": (np.int32, "1", "TP size P"),
+    "g": (np.int32, "1", "D-CHAG groups per rank g (1 for the other plans)"),
+    "protocol": (object, _STR, "accuracy protocol"),
+    "seed": (np.int32, "1", "training seed"),
+    "partition_index": (np.int32, "1", "which of the protocol's partitions (data.partition.draws)"),
+    "N": (np.int32, "1", "spatial tokens per crop N"),
+    "control": (np.int8, "1", "1: the untuned control (a D-CHAG plan on tp's tuned recipe, train/DATASET/control/), "
+                "0: the plan's own recipe"),
+}  # fmt: skip
 # name -> (dims, units or _STR, long_name)
 RUN_VARS: dict[str, tuple[tuple[str, ...], str, str]] = {
     "recipe": (("run",), _STR, "the record's training recipe (hsitp.train.plan.recipe: every train key that shapes "
@@ -336,6 +338,10 @@ def _machine_columns(
     }
 
 
+def _attrs(units: str, long_name: str) -> dict[str, str]:
+    return {"long_name": long_name} if units == _STR else {"units": units, "long_name": long_name}
+
+
 def runs_dataset(records: Sequence[tuple[Path, bool]], logs_dir: Path | None = None) -> xr.Dataset:
     """``train/runs.nc``: one row per training record (see the module's docstring)."""
     if not records:
@@ -346,25 +352,12 @@ def runs_dataset(records: Sequence[tuple[Path, bool]], logs_dir: Path | None = N
     coords: dict[str, Any] = {
         "run": ("run", np.arange(len(rows), dtype=np.int32), {"units": "1", "long_name": "row (training record)"}),
         "epoch": ("epoch", epoch, {"units": "1", "long_name": "training epoch (1-based)"}),
-        "name": ("run", np.array([r["name"] for r in rows], dtype=object), {"long_name": "the record's run name"}),
-        "dataset": ("run", np.array([r["dataset"] for r in rows], dtype=object), {"long_name": "scene"}),
-        "plan": ("run", np.array([r["plan"] for r in rows], dtype=object), {"long_name": "parallel plan"}),
-        "P": ("run", np.array([r["P"] for r in rows], dtype=np.int32), {"units": "1", "long_name": "TP size P"}),
-        "g": ("run", np.array([r["g"] for r in rows], dtype=np.int32),
-              {"units": "1", "long_name": "D-CHAG groups per rank g (1 for the other plans)"}),
-        "protocol": ("run", np.array([r["protocol"] for r in rows], dtype=object), {"long_name": "accuracy protocol"}),
-        "seed": ("run", np.array([r["seed"] for r in rows], dtype=np.int32), {"units": "1", "long_name": "training seed"}),
-        "partition_index": ("run", np.array([r["partition_index"] for r in rows], dtype=np.int32),
-                            {"units": "1", "long_name": "which of the protocol's partitions (data.partition.draws)"}),
-        "N": ("run", np.array([r["N"] for r in rows], dtype=np.int32),
-              {"units": "1", "long_name": "spatial tokens per crop N"}),
-        "control": ("run", np.array([r["control"] for r in rows], dtype=np.int8),
-                    {"units": "1", "long_name": "1: the untuned control (a D-CHAG plan on tp's tuned recipe, "
-                     "train/DATASET/control/), 0: the plan's own recipe"}),
+        **{name: ("run", np.array([r[name] for r in rows], dtype=dtype), _attrs(units, long_name))
+           for name, (dtype, units, long_name) in RUN_COORDS.items()},
     }  # fmt: skip
     data: dict[str, Any] = {}
     for name, (dims, units, long_name) in RUN_VARS.items():
-        attrs = {"long_name": long_name} if units == _STR else {"units": units, "long_name": long_name}
+        attrs = _attrs(units, long_name)
         if dims == ("run", "epoch"):
             arr = np.full((len(rows), n_epoch), np.nan)
             for i, r in enumerate(rows):
@@ -537,13 +530,8 @@ def _records_platform(runs: xr.Dataset, here: Mapping[str, Any]) -> dict[str, An
 
 def _file_list(out: Path, written: Sequence[str]) -> dict[str, Any]:
     """The manifest's ``files`` (bytes and SHA-256 of each written file) and their ``total_bytes``."""
-    files = {}
-    total = 0
-    for rel in written:
-        size = (out / rel).stat().st_size
-        total += size
-        files[rel] = {"bytes": size, "sha256": sha256_file(out / rel)}
-    return {"files": files, "total_bytes": total}
+    files = {rel: {"bytes": (out / rel).stat().st_size, "sha256": sha256_file(out / rel)} for rel in written}
+    return {"files": files, "total_bytes": sum(f["bytes"] for f in files.values())}
 
 
 def _remove_stale(out: Path, written: set[str]) -> None:
