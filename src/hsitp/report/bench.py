@@ -46,9 +46,7 @@ SPLIT_OPS = {
 
 
 def load_microbench(path: str | os.PathLike[str]) -> xr.Dataset:
-    ds = load(path, MICROBENCH)
-    need(ds, "time_median", "exposed_comm")
-    return ds
+    return load(path, MICROBENCH, "time_median", "exposed_comm")
 
 
 def load_calibration(path: str | os.PathLike[str]) -> xr.Dataset:
@@ -56,9 +54,7 @@ def load_calibration(path: str | os.PathLike[str]) -> xr.Dataset:
 
 
 def load_model_vs_measured(path: str | os.PathLike[str]) -> xr.Dataset:
-    ds = load(path, MODEL_VS_MEASURED)
-    need(ds, "ccr_measured", "ccr_stated", "ccr_refined", "held_out")
-    return ds
+    return load(path, MODEL_VS_MEASURED, "ccr_measured", "ccr_stated", "ccr_refined", "held_out")
 
 
 def points(mvm: xr.Dataset) -> pd.DataFrame:

@@ -19,7 +19,7 @@ from matplotlib.patches import Patch
 from hsitp.contracts import DATASET
 from hsitp.data.partition import TEST, TRAIN, UNUSED, read_partition
 from hsitp.report import style
-from hsitp.report.common import computed_on, headline, json_attr, load, need
+from hsitp.report.common import computed_on, headline, json_attr, load
 
 # Fractions along the band axis used as red, green and blue: long, middle and short wavelengths of the cube
 # (the prepared file carries band numbers, not wavelengths, so the composite names the bands it used).
@@ -27,9 +27,8 @@ RGB_FRACTIONS = (0.75, 0.45, 0.15)
 
 
 def load_scene(path: str | os.PathLike[str]) -> xr.Dataset:
-    ds = load(path, DATASET)  # a file of an older hsitp comes with `split` renamed (hsitp.io.upgrade_names)
-    need(ds, "cube", "labels", "partition")
-    return ds
+    # a file of an older hsitp comes with `split` renamed (hsitp.io.upgrade_names)
+    return load(path, DATASET, "cube", "labels", "partition")
 
 
 def rgb_bands(ds: xr.Dataset) -> list[int]:

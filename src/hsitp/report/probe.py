@@ -22,7 +22,7 @@ from matplotlib.ticker import LogLocator, MaxNLocator, NullFormatter, ScalarForm
 from hsitp.contracts import PROBE_ESTIMATE, PROBE_MEMORY, PROBE_THROUGHPUT
 from hsitp.names import DCHAG_PLANS
 from hsitp.report import labels, style
-from hsitp.report.common import MEASURED, MODELLED, computed_on, headline, load, need
+from hsitp.report.common import MEASURED, MODELLED, computed_on, headline, load
 
 PARTS = ("tokenisation", "aggregation", "blocks", "head")
 # What a rank keeps through a step (README "Memory probe"): the transient is shown apart, as the peak.
@@ -34,21 +34,16 @@ GIB = 2.0**30
 
 
 def load_memory(path: str | os.PathLike[str]) -> xr.Dataset:
-    ds = load(path, PROBE_MEMORY)
-    need(ds, "memory", "memory_model", "rel_err", "peak_allocated", "device")
-    return ds
+    return load(path, PROBE_MEMORY, "memory", "memory_model", "rel_err", "peak_allocated", "device")
 
 
 def load_throughput(path: str | os.PathLike[str]) -> xr.Dataset:
-    ds = load(path, PROBE_THROUGHPUT)
-    need(ds, "tokens_per_s", "device")
-    return ds
+    return load(path, PROBE_THROUGHPUT, "tokens_per_s", "device")
 
 
 def load_estimate(path: str | os.PathLike[str]) -> xr.Dataset:
-    ds = load(path, PROBE_ESTIMATE)
-    need(ds, "memory", "memory_model", "peak_allocated", "peak_model", "plan", "P", "checkpointing")
-    return ds
+    required = ("memory", "memory_model", "peak_allocated", "peak_model", "plan", "P", "checkpointing")
+    return load(path, PROBE_ESTIMATE, *required)
 
 
 def probe_device(ds: xr.Dataset) -> str:

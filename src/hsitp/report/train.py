@@ -24,19 +24,14 @@ from matplotlib.ticker import MaxNLocator
 from hsitp import contracts
 from hsitp.names import DCHAG_PLANS
 from hsitp.report import labels, style
-from hsitp.report.common import MEASURED, headline, json_attr, load, need
+from hsitp.report.common import MEASURED, headline, json_attr, load
 
 MIB = 2.0**20
 
 
 def load_records(paths: Sequence[str | os.PathLike[str]]) -> list[xr.Dataset]:
     """Every training record (kind ``train``), in the given order."""
-    out = []
-    for p in paths:
-        ds = load(p, contracts.TRAIN)
-        need(ds, "loss", "tokens_per_s", "peak_allocated")
-        out.append(ds)
-    return out
+    return [load(p, contracts.TRAIN, "loss", "tokens_per_s", "peak_allocated") for p in paths]
 
 
 def run_label(ds: xr.Dataset) -> str:
@@ -461,9 +456,7 @@ METRICS = {"oa": "OA", "aa": "AA", "kappa": "κ"}
 
 def load_summary(path: str | os.PathLike[str]) -> xr.Dataset:
     """``train/summary.nc`` (kind ``train_summary``): accuracy per cell over seeds, with the baselines."""
-    ds = load(path, contracts.TRAIN_SUMMARY)
-    need(ds, *contracts.TRAIN_SUMMARY.variables)
-    return ds
+    return load(path, contracts.TRAIN_SUMMARY, *contracts.TRAIN_SUMMARY.variables)
 
 
 def _rows(summary: xr.Dataset) -> list[Any]:
@@ -658,8 +651,7 @@ def equivalence_table(path: str | os.PathLike[str] | None) -> pd.DataFrame:
     (``train/equivalence.nc``); one row saying so when the run has no check."""
     if path is None:
         return pd.DataFrame([{"equivalence": NO_CHECK}])
-    ds = load(path, contracts.TRAIN_EQUIVALENCE)
-    need(ds, "oa_check", "oa_equivalent", "d_oa", "passed")
+    ds = load(path, contracts.TRAIN_EQUIVALENCE, "oa_check", "oa_equivalent", "d_oa", "passed")
     rows = []
     for i in range(ds.sizes["check"]):
         c = ds.isel(check=i)
@@ -692,11 +684,9 @@ def load_probe(
     memory: str | os.PathLike[str], throughput: str | os.PathLike[str]
 ) -> tuple[xr.Dataset, xr.Dataset]:
     """``probe/memory.nc`` and ``probe/throughput.nc`` of the same run (the probe at the trained sizes)."""
-    mem = load(memory, contracts.PROBE_MEMORY)
-    need(mem, "peak_allocated", "device")
-    thr = load(throughput, contracts.PROBE_THROUGHPUT)
-    need(thr, "ratio_vs_tp_median", "ratio_vs_tp_min", "ratio_vs_tp_max", "oversubscribed_note")
-    return mem, thr
+    mem = load(memory, contracts.PROBE_MEMORY, "peak_allocated", "device")
+    ratios = ("ratio_vs_tp_median", "ratio_vs_tp_min", "ratio_vs_tp_max", "oversubscribed_note")
+    return mem, load(throughput, contracts.PROBE_THROUGHPUT, *ratios)
 
 
 def _verdict_name(summary: xr.Dataset, i: int) -> str:
@@ -1005,12 +995,8 @@ def pareto_figure(
 
 def load_studies(paths: Sequence[str | os.PathLike[str]]) -> list[xr.Dataset]:
     """The tuning studies (``hsitp tune``'s netCDF, kind ``tune_study``)."""
-    out = []
-    for path in paths:
-        ds = load(path, contracts.TUNE_STUDY)
-        need(ds, "score", "best_so_far", "expected_best", "expected_best_std")
-        out.append(ds)
-    return out
+    required = ("score", "best_so_far", "expected_best", "expected_best_std")
+    return [load(path, contracts.TUNE_STUDY, *required) for path in paths]
 
 
 def _study_device(studies: Sequence[xr.Dataset]) -> str:
