@@ -34,9 +34,9 @@ from hsitp.report.common import (
     modelled_for,
     need,
 )
+from hsitp.report.cost import MODEL_STYLE, paper_cases
 
 HELD_OUT, FITTED, NOT_MEASURED = 1, 0, -1  # model_vs_measured held_out flags
-MODEL_STYLE = {"stated": (0, (4, 2)), "refined": "solid"}
 MODEL_MARKER = {"stated": "v", "refined": "^"}  # hollow: visible where a sweep has a single P
 SPLIT_OPS = {
     "channel": "attn_channel",
@@ -79,10 +79,6 @@ def _basis(mvm: xr.Dataset) -> str:
     return f"{MEASURED} on {measured_on(mvm)}, beside the stated (paper's formulas) and refined models calibrated there"
 
 
-def _comm_sizes(df: pd.DataFrame) -> list[int]:
-    return sorted(int(p) for p in set(df["P"]))
-
-
 def _op_title(op: str) -> str:
     """'attn_channel (channel split)': the attention ops named by the split they implement."""
     split = {v: k for k, v in SPLIT_OPS.items()}.get(op)
@@ -99,7 +95,7 @@ def ccr_vs_p_figure(mvm: xr.Dataset) -> Figure:
         raise ValueError("model_vs_measured holds no point with P > 1: nothing communicates, no CCR to plot")
     L0, dt0 = mvm["L"].values[0], mvm["dtype"].values[0]
     df = df[(df["L"] == L0) & (df["dtype"] == dt0)].copy()
-    Ps = _comm_sizes(df)
+    Ps = sorted(int(p) for p in set(df["P"]))
     df["shape"] = [f"N={n}, D={d}" for n, d in zip(df["N"], df["D"], strict=True)]
     ops = [str(o) for o in mvm["op"].values if o in set(df["op"])]
     shapes = list(dict.fromkeys(df.sort_values(["D", "N"])["shape"]))
@@ -126,14 +122,12 @@ def ccr_vs_p_figure(mvm: xr.Dataset) -> Figure:
     n = _counts(mvm)
     handles = [Line2D([], [], color=colours[s], marker="s", ls="none", label=s) for s in shapes]
     handles += [
-        Line2D(
-            [], [], color="0.3", marker="o", mec="k", ls="none", label=f"measured, fitted ({n['fitted']})"
-        ),
-        Line2D(
-            [], [], color="0.3", marker="X", mec="k", ls="none", label=f"measured, held out ({n['held out']})"
-        ),
-        Line2D([], [], color="0.3", ls=MODEL_STYLE["stated"], marker="v", mfc="none", label="stated model"),
-        Line2D([], [], color="0.3", ls=MODEL_STYLE["refined"], marker="^", mfc="none", label="refined model"),
+        Line2D([], [], color="0.3", marker=m, mec="k", ls="none", label=f"measured, {s} ({n[s]})")
+        for s, m in (("fitted", "o"), ("held out", "X"))
+    ]
+    handles += [
+        Line2D([], [], color="0.3", ls=MODEL_STYLE[m], marker=MODEL_MARKER[m], mfc="none", label=f"{m} model")
+        for m in ("stated", "refined")
     ]
     fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 4), frameon=False)
     what = f"CCR vs P per layer (L = {L0}, {dt0})"
@@ -417,13 +411,7 @@ def dchag_8_2_table(
     measurement only at that g (pure TP's aggregation does not depend on g)."""
     need(ccr, "scheme_ccr", "scheme_relative_throughput", "scheme_memory", "N")
     C = int(ccr.attrs.get("embed_dim", 0))
-    cases = (
-        list(cases)
-        if cases
-        else [
-            str(c) for c, s in zip(ccr["case"].values, ccr["case_source"].values, strict=True) if s == "paper"
-        ]
-    )
+    cases = list(cases) if cases else paper_cases(ccr)
     dev = measured_on(mvm) if mvm is not None else "no bench file"
     rows = []
     for case in cases:
@@ -482,16 +470,15 @@ def points_table(mvm: xr.Dataset) -> pd.DataFrame:
 def calibration_table(cal: xr.Dataset) -> pd.DataFrame:
     """What the calibration fitted on the bench device: alpha, beta per collective; the compute model per op."""
     need(cal, "alpha", "beta")
-    rows = []
-    for c in cal["collective"].values:
-        rows.append(
-            {
-                "fitted for": f"collective {c}",
-                "alpha [s]": float(cal["alpha"].sel(collective=c)),
-                "beta [B/s]": float(cal["beta"].sel(collective=c)),
-                "training points": int(cal["n_points"].sel(collective=c)) if "n_points" in cal else None,
-            }
-        )
+    rows: list[dict[str, object]] = [
+        {
+            "fitted for": f"collective {c}",
+            "alpha [s]": float(cal["alpha"].sel(collective=c)),
+            "beta [B/s]": float(cal["beta"].sel(collective=c)),
+            "training points": int(cal["n_points"].sel(collective=c)) if "n_points" in cal else None,
+        }
+        for c in cal["collective"].values
+    ]
     for op in cal["op"].values:
         row: dict[str, object] = {"fitted for": f"op {op}"}
         for var, label in (

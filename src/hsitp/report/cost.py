@@ -150,9 +150,8 @@ def boundary_figure(boundary: xr.Dataset) -> Figure:
     labels = [str(s).split("|") for s in boundary["point_label"].values]  # dataset|hardware|D=...
     hw_names = list(dict.fromkeys(lab[1] if len(lab) > 1 else "?" for lab in labels))
     markers = dict(zip(hw_names, ["o", "s", "^", "D", "v", "P", "X"], strict=False))
-    to_name: list[
-        tuple[plt.Axes, dict[str, tuple[float, float, float]]]
-    ] = []  # named once the layout is final
+    # named once the layout is final
+    to_name: list[tuple[plt.Axes, dict[str, tuple[float, float, float]]]] = []
     refined = f"P = {boundary.attrs.get('refined_P', '?')}, F and α of {boundary.attrs.get('refined_hardware', '?')}"
     for i, D in enumerate(Ds):
         for j, model in enumerate(MODELS):
@@ -160,9 +159,7 @@ def boundary_figure(boundary: xr.Dataset) -> Figure:
             region = boundary[f"region_{model}"].sel(D=D).values  # (rho, threshold)
             ax.pcolormesh(rho, thr, region.T, cmap=cmap, vmin=-0.5, vmax=3.5, shading="nearest")
             sel = boundary["point_D"].values == D
-            by_ds: dict[
-                str, tuple[float, float, float]
-            ] = {}  # each dataset's column: x, lowest and highest y
+            by_ds: dict[str, tuple[float, float, float]] = {}  # each dataset's column: x, lowest, highest y
             for k in np.flatnonzero(sel):
                 lab = labels[k]
                 x, y = boundary["point_rho"].values[k], boundary["point_threshold"].values[k]

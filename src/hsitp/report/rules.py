@@ -17,8 +17,9 @@ from hsitp.report.outputs import STAGES, stage_outputs
 COMMON_MODULES = ("__init__", "outputs", "labels", "style", "common", "commands")
 
 
-# Other pages' modules a page uses (the train page draws the scenes' ground truth with the data page's code).
-BORROWED = {"train": ("data",)}
+# Other pages' modules a page uses (the train page draws the scenes' ground truth with the data page's code, the
+# bench page's section 8.2 table takes the paper's cases as the cost page does).
+BORROWED = {"bench": ("cost",), "train": ("data",)}
 
 
 def code_inputs(stage: str) -> list[str]:
