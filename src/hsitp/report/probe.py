@@ -357,34 +357,25 @@ def relative_to_tp_table(mem: xr.Dataset) -> pd.DataFrame:
 def model_vs_measured_table(mem: xr.Dataset) -> pd.DataFrame:
     """Per part and kind: the largest |relative error| of the memory model against rank 0's measurement over
     every measured point, and where it is (plus the step's peak)."""
-    pts = _points(mem)
+    pts = _points(mem)[["plan", "P", "g", "L", "N", "checkpointing"]].to_dict("records")
     rows = []
-    err = mem["rel_err"]
     for part in PARTS:
         for kind in mem["kind"].values.astype(str):
-            vals = [(float(err.sel(**p, part=part, kind=kind)), p) for p in
-                    pts[["plan", "P", "g", "L", "N", "checkpointing"]].to_dict("records")]  # fmt: skip
-            rows.append(_worst(part, kind, vals))
+            rows.append(_worst(part, kind, mem["rel_err"].sel(part=part, kind=kind), pts))
     if "peak_rel_err" in mem:
-        vals = [(float(mem["peak_rel_err"].sel(**p)), p) for p in
-                pts[["plan", "P", "g", "L", "N", "checkpointing"]].to_dict("records")]  # fmt: skip
-        rows.append(_worst("step", "peak", vals))
+        rows.append(_worst("step", "peak", mem["peak_rel_err"], pts))
     return pd.DataFrame(rows)
 
 
-def _worst(part: str, kind: str, vals: list[tuple[float, dict]]) -> dict:
-    finite = [(v, p) for v, p in vals if np.isfinite(v)]
-    if not finite:
-        return {
-            "part": part,
-            "kind": kind,
-            "points": 0,
-            "largest |rel err|": np.nan,
-            "signed": np.nan,
-            "at": "—",
-        }
-    v, p = max(finite, key=lambda t: abs(t[0]))
-    at = f"{_plan_label(p['plan'], p['g'])}, P={p['P']}, L={p['L']}, N={p['N']}, ckpt {p['checkpointing']}"
+def _worst(part: str, kind: str, err: xr.DataArray, pts: list[dict]) -> dict:
+    """The largest |relative error| of ``err`` over the measured points ``pts``, signed, and where it is."""
+    finite = [(v, p) for p in pts if np.isfinite(v := float(err.sel(**p)))]
+    v, p = max(finite, key=lambda t: abs(t[0])) if finite else (np.nan, None)
+    at = (
+        f"{_plan_label(p['plan'], p['g'])}, P={p['P']}, L={p['L']}, N={p['N']}, ckpt {p['checkpointing']}"
+        if p
+        else "—"
+    )
     return {
         "part": part,
         "kind": kind,

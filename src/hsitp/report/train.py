@@ -535,20 +535,18 @@ def per_class_table(summary: xr.Dataset) -> pd.DataFrame | None:
     seeds; None for a summary without per-class numbers (written before issue 23)."""
     if "per_class_accuracy_mean" not in summary:
         return None
-    cols: dict[str, np.ndarray] = {}
     cells = contracts.summary_cells(summary).reset_index()
-    for c in cells.itertuples(index=False):
-        cols[f"{c.dataset} {c.protocol}: {model_label(c.plan, c.P, c.g)}"] = summary[
-            "per_class_accuracy_mean"
-        ].values[c.i]
+    recall = summary["per_class_accuracy_mean"].values
+    cols = {
+        f"{c.dataset} {c.protocol}: {model_label(c.plan, c.P, c.g)}": recall[c.i] for c in cells.itertuples()
+    }
     if "baseline_per_class_accuracy_mean" in summary:
+        recall = summary["baseline_per_class_accuracy_mean"].values
         for (dataset, protocol), here in cells.groupby(["dataset", "protocol"], sort=False):
             i = here["i"].iloc[0]
             for j, clf in enumerate(summary["classifier"].values):
                 name = BASELINE_STYLES.get(str(clf), (str(clf),))[0]
-                cols[f"{dataset} {protocol}: {name}"] = summary["baseline_per_class_accuracy_mean"].values[
-                    i, j
-                ]
+                cols[f"{dataset} {protocol}: {name}"] = recall[i, j]
     return pd.DataFrame({"class": summary["label"].values.astype(int), **cols})
 
 
@@ -738,12 +736,6 @@ def _answers(c: Any, plan: str, P: int, g: int, N: int) -> bool:  # noqa: N803
     return (c.plan, c.P, c.N) == (plan, P, N) and (c.g == g or plan not in DCHAG_PLANS)
 
 
-def _tp_cell(summary: xr.Dataset, c: Any) -> int | None:
-    """Index of the tp cell the summary pairs ``c`` with (``tp_cell``, the verdicts' pairing), or None."""
-    i = int(summary["tp_cell"].values[c.i]) if "tp_cell" in summary else -1
-    return i if i >= 0 else None
-
-
 def time_to_accuracy_ratio(
     summary: xr.Dataset, c: Any, step_time_ratio: float, target: str = "tp_minus_delta"
 ) -> tuple[float, str]:
@@ -753,8 +745,8 @@ def time_to_accuracy_ratio(
     if "steps_to_target" not in summary:
         return math.nan, "not computed (a summary written before time to accuracy)"
     steps = summary["steps_to_target"].sel(target=target)
-    tp = _tp_cell(summary, c)
-    if tp is None:
+    tp = int(summary["tp_cell"].values[c.i]) if "tp_cell" in summary else -1  # the verdicts' pairing
+    if tp < 0:
         return math.nan, "no tp cell to compare with"
     mine, ref = float(steps.values[c.i]), float(steps.values[tp])
     if not np.isfinite(ref):
@@ -823,8 +815,7 @@ def answer_table(
         plan, P, g, ck = str(here["plan"]), int(here["P"]), int(here["g"]), str(here["checkpointing"])  # noqa: N806
         if plan not in DCHAG_PLANS and g != int(peak["g"].values[0]):
             continue  # plans without groups are repeated along g: one row
-        sel = {k: v for k, v in here.items()}
-        tp_sel = {**sel, "plan": "tp"}
+        tp_sel = {**here, "plan": "tp"}
         has_tp = "tp" in peak["plan"].values and np.isfinite(float(peak.sel(tp_sel)))
         step_time = math.nan  # this plan's time per step over tp's, from the interleaved tokens/s ratio
         if plan == "tp":
@@ -833,7 +824,7 @@ def answer_table(
             mem_vs = thr_vs = f"n/a (no tp at P = {P})"
         else:
             mem_vs = f"{value / float(peak.sel(tp_sel)):.2f}"
-            med, lo, hi = (float(throughput[f"ratio_vs_tp_{s}"].sel(sel)) for s in ("median", "min", "max"))
+            med, lo, hi = (float(throughput[f"ratio_vs_tp_{s}"].sel(here)) for s in ("median", "min", "max"))
             thr_vs = f"{med:.2f} [{lo:.2f}, {hi:.2f}]" if np.isfinite(med) else "not timed"
             step_time = _step_time_ratio(med, notes.get(P))
         if notes.get(P) and plan != "tp" and has_tp:
@@ -1044,12 +1035,8 @@ def budget_figure(studies: Sequence[xr.Dataset]) -> Figure:
     return fig
 
 
-SIZE_KEYS = (
-    "dim",
-    "depth",
-    "mlp_ratio",
-    "patch",
-)  # what a plan keeps of the base model (heads may be padded)
+# what a plan keeps of the base model (heads may be padded)
+SIZE_KEYS = ("dim", "depth", "mlp_ratio", "patch")
 
 
 def probe_sizes(memory: xr.Dataset, records: Sequence[xr.Dataset] = ()) -> str:
