@@ -60,15 +60,11 @@ def stage_inputs(
     if stage == "probe":
         probe_by = {Path(p).stem: p for p in probe}
         return {k: probe_by[k] for k in ("memory", "throughput", "estimate")}
-    if (
-        stage == "train"
-    ):  # the records, their summary over seeds, the scenes' ground truth, the probe's answer table
+    # train: the records, their summary over seeds, the scenes' ground truth, the probe's answer table
+    if stage == "train":
         probe_by = {Path(p).stem: p for p in probe} if "probe" in stages else {}
-        reduced = (
-            "summary.nc",
-            "equivalence.nc",
-            "control_summary.nc",
-        )  # files over the records, not records
+        # files over the records, not records
+        reduced = ("summary.nc", "equivalence.nc", "control_summary.nc")
         return {
             "records": [p for p in train if Path(p).name not in reduced],
             "summary": next((p for p in train if Path(p).name == "summary.nc"), None),

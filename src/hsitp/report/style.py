@@ -37,9 +37,7 @@ from matplotlib.transforms import Bbox
 
 DPI = 150  # savefig resolution
 MAX_WIDTH_PX = 2400
-MAX_WIDTH_IN = (
-    MAX_WIDTH_PX / DPI
-)  # 16 in; figures are drawn narrower (FULL_WIDTH_IN) so their text stays legible
+MAX_WIDTH_IN = MAX_WIDTH_PX / DPI  # 16 in; figures are drawn narrower (FULL_WIDTH_IN) so text stays legible
 FULL_WIDTH_IN = 11.0  # a full-width figure: 9 pt text on 11 in still reads as ~6 pt on a 7 in printed page
 MAX_ASPECT = 3.0  # longer side / shorter side
 MIN_FONT_PT = 7.0
@@ -196,8 +194,7 @@ def _texts(fig: Figure) -> Iterator[tuple[str, Text]]:
         if not ax.get_visible():
             continue
         name = _name(ax)
-        for loc in ("center", "left", "right"):
-            t = {"center": ax.title, "left": ax._left_title, "right": ax._right_title}[loc]
+        for t in (ax.title, ax._left_title, ax._right_title):
             yield f"{name} title", t
         yield f"{name} x label", ax.xaxis.label
         yield f"{name} y label", ax.yaxis.label
@@ -407,6 +404,4 @@ def png_problems(path: str | os.PathLike[str]) -> list[str]:
 
 def check_figures(folder: str | os.PathLike[str]) -> dict[Path, list[str]]:
     """Every PNG under ``folder`` with its problems (:func:`png_problems`); figures with none are left out."""
-    pngs = sorted(Path(folder).rglob("*.png"))
-    out = {p: probs for p in pngs if (probs := png_problems(p))}
-    return out
+    return {p: probs for p in sorted(Path(folder).rglob("*.png")) if (probs := png_problems(p))}
