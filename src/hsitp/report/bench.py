@@ -9,7 +9,6 @@ grid holds the same N, D and P.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -325,17 +324,14 @@ def _measured_point(
     )
 
 
-def ccr_8_1_table(
-    ccr: xr.Dataset, mvm: xr.Dataset | None = None, cases: Sequence[str] | None = None
-) -> pd.DataFrame:
+def ccr_8_1_table(ccr: xr.Dataset, mvm: xr.Dataset | None = None) -> pd.DataFrame:
     """Paper section 8.1: block CCR and throughput per case, P and split on each preset (modelled), beside the
     attention layer of that split measured on the bench device at the same N, D = C and P (where measured)."""
     need(ccr, "ccr", "relative_throughput", "N", "layer_ccr")
     C = int(ccr.attrs.get("embed_dim", 0))
-    cases = list(cases) if cases else [str(c) for c in ccr["case"].values]
     dev = measured_on(mvm) if mvm is not None else "no bench file"
     rows = []
-    for case in cases:
+    for case in map(str, ccr["case"].values):
         N = int(ccr["N"].sel(case=case))
         for P in ccr["P"].values:
             for split in ccr["split"].values:
@@ -358,15 +354,14 @@ def ccr_8_1_table(
     return pd.DataFrame(rows)
 
 
-def grid_gaps(ccr: xr.Dataset, mvm: xr.Dataset | None, cases: Sequence[str] | None = None) -> str:
+def grid_gaps(ccr: xr.Dataset, mvm: xr.Dataset | None) -> str:
     """One line: which P, N and D = C of a section 8.1/8.2 table the bench grid lacks (their measured cells stay
     empty), e.g. 'The bench measured P = 1, 2, N = 144, 324, 576, D = 128, 256; it lacks P = 4, 8 and N = 5776'."""
     if mvm is None:
         return "No bench file: every measured cell is empty."
-    cases = list(cases) if cases else [str(c) for c in ccr["case"].values]
     want = {
         "P": sorted({int(p) for p in ccr["P"].values}),
-        "N": sorted({int(ccr["N"].sel(case=c)) for c in cases}),
+        "N": sorted({int(n) for n in ccr["N"].values}),  # every case's
         "D": [int(ccr.attrs.get("embed_dim", 0))],
     }
     have = {k: sorted({int(v) for v in mvm[k].values}) for k in want}
@@ -399,10 +394,7 @@ def bench_groups(mb: xr.Dataset) -> int | None:
 
 
 def dchag_8_2_table(
-    ccr: xr.Dataset,
-    mvm: xr.Dataset | None = None,
-    groups: int | None = None,
-    cases: Sequence[str] | None = None,
+    ccr: xr.Dataset, mvm: xr.Dataset | None = None, groups: int | None = None
 ) -> pd.DataFrame:
     """Paper section 8.2: whole-model CCR, throughput and memory of pure TP vs D-CHAG per case, P and g
     (modelled), beside the aggregation layer of each scheme measured on the bench device (where measured).
@@ -411,10 +403,9 @@ def dchag_8_2_table(
     measurement only at that g (pure TP's aggregation does not depend on g)."""
     need(ccr, "scheme_ccr", "scheme_relative_throughput", "scheme_memory", "N")
     C = int(ccr.attrs.get("embed_dim", 0))
-    cases = list(cases) if cases else paper_cases(ccr)
     dev = measured_on(mvm) if mvm is not None else "no bench file"
     rows = []
-    for case in cases:
+    for case in paper_cases(ccr):
         N = int(ccr["N"].sel(case=case))
         for P in ccr["P"].values:
             for g in ccr["g"].values:

@@ -329,15 +329,14 @@ def prepared_rho(scene: xr.Dataset, patch: int, grid: str = "crop") -> dict[str,
     }
 
 
-def rho_table(
-    rho: xr.Dataset,
-    scenes: Sequence[xr.Dataset] = (),
-    patch: int = 8,
-    hardware: str = "paper-intra",
-    P: int = 8,
-) -> pd.DataFrame:
+LOWER_SPLIT_AT = ("paper-intra", 8)  # the preset and P of the section 2.2 table's lower-CCR split
+
+
+def rho_table(rho: xr.Dataset, scenes: Sequence[xr.Dataset] = (), patch: int = 8) -> pd.DataFrame:
     """Paper section 2.2: rho per dataset at patch p, the registry's (modelled) value beside the value read from
-    the scene prepared in this run (where one was), and the split with the lower CCR on one preset at one P."""
+    the scene prepared in this run (where one was), and the split with the lower CCR on one preset at one P
+    (:data:`LOWER_SPLIT_AT`)."""
+    hardware, P = LOWER_SPLIT_AT
     need(rho, "rho", "N", "C", "H", "W", "L", "lower_split")
     if patch not in rho["patch"].values:
         raise ValueError(f"rho table has patches {list(rho['patch'].values)}, not {patch}")
@@ -368,7 +367,8 @@ def rho_table(
     return pd.DataFrame(rows)
 
 
-def rho_caption(rho: xr.Dataset, patch: int = 8, hardware: str = "paper-intra", P: int = 8) -> str:
+def rho_caption(rho: xr.Dataset, patch: int = 8) -> str:
+    hardware, P = LOWER_SPLIT_AT
     return (
         f"Paper section 2.2, reproduced: rho = C/N at patch {patch} ({rho.attrs.get('token_grid', 'crop')} token "
         "grid). 'modelled' columns come from the registry's grids (cost table rho); 'prepared here' is read from "
