@@ -333,25 +333,22 @@ def relative_to_tp_table(mem: xr.Dataset) -> pd.DataFrame:
     per = df.groupby([*keys, "plan", "g", "label"], sort=False).agg(
         total=("measured", "sum"), tokagg=("tok+agg", "sum"), peak=("peak", "first")
     ).reset_index()  # fmt: skip
-    tp = per[per["plan"] == "tp"].set_index(keys)[["total", "tokagg", "peak"]]
-    rows = []
-    for r in per.to_dict("records"):
-        ref = tp.loc[tuple(r[k] for k in keys)] if tuple(r[k] for k in keys) in tp.index else None
+    tp = per[per["plan"] == "tp"][[*keys, "total", "tokagg", "peak"]]
+    per = per.merge(tp, on=keys, how="left", suffixes=("", "_tp"))  # tp's numbers beside each plan's
 
-        def rel(col: str, r: dict = r, ref: pd.Series | None = ref) -> float:
-            return 100.0 * (r[col] / ref[col] - 1.0) if ref is not None and ref[col] > 0 else np.nan
+    def rel(col: str) -> pd.Series:  # NaN where tp has no such point (or none of this part)
+        return 100.0 * (per[col] / per[f"{col}_tp"].where(per[f"{col}_tp"] > 0) - 1.0)
 
-        rows.append(
-            {
-                "plan": r["label"], "P": r["P"], "L": r["L"], "N": r["N"],
-                "activation checkpointing": r["checkpointing"],
-                "total [MiB] (measured)": r["total"] / MIB, "total vs tp [%]": rel("total"),
-                "tokenisation+aggregation [MiB] (measured)": r["tokagg"] / MIB,
-                "tokenisation+aggregation vs tp [%]": rel("tokagg"),
-                "peak [MiB] (measured)": r["peak"] / MIB, "peak vs tp [%]": rel("peak"),
-            }
-        )  # fmt: skip
-    return pd.DataFrame(rows)
+    return pd.DataFrame(
+        {
+            "plan": per["label"], "P": per["P"], "L": per["L"], "N": per["N"],
+            "activation checkpointing": per["checkpointing"],
+            "total [MiB] (measured)": per["total"] / MIB, "total vs tp [%]": rel("total"),
+            "tokenisation+aggregation [MiB] (measured)": per["tokagg"] / MIB,
+            "tokenisation+aggregation vs tp [%]": rel("tokagg"),
+            "peak [MiB] (measured)": per["peak"] / MIB, "peak vs tp [%]": rel("peak"),
+        }
+    )  # fmt: skip
 
 
 def model_vs_measured_table(mem: xr.Dataset) -> pd.DataFrame:
