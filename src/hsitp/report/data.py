@@ -151,6 +151,5 @@ def class_caption(ds: xr.Dataset) -> str:
     return (
         f"{ds.attrs.get('title', ds.attrs.get('dataset', 'scene'))}: labelled pixels per class and how the partition "
         f"of each protocol ({', '.join(file_protocols(ds))}) divides them (seed {ds.attrs.get('seed', '?')}); counted from "
-        "the prepared "
-        "file, no hardware-dependent number."
+        "the prepared file, no hardware-dependent number."
     )

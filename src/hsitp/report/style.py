@@ -136,17 +136,15 @@ def wrap_suptitle(fig: Figure) -> None:
     if t is None or not t.get_text():
         return
     text, size = t.get_text(), t.get_fontsize()
+
+    def wrapped(pt: float) -> list[str]:  # average glyph of DejaVu Sans ~0.56 em
+        return wrap_lines(text, max(20, int(fig.get_figwidth() * 72.0 / (0.56 * pt) * 0.95)))
+
     sizes = [size] + [s for s in np.arange(size - 0.5, MIN_TITLE_PT - 1e-9, -0.5) if s < size]
-    for s in sizes:
-        chars_per_inch = 72.0 / (0.56 * s)  # average glyph of DejaVu Sans ~0.56 em
-        lines = wrap_lines(text, max(20, int(fig.get_figwidth() * chars_per_inch * 0.95)))
-        if len(lines) <= MAX_TITLE_LINES:
-            break
-    else:
-        s = size  # too long at any size: wrapped at the figure's own size (the check names it)
-        lines = wrap_lines(text, max(20, int(fig.get_figwidth() * 72.0 / (0.56 * s) * 0.95)))
-    t.set_fontsize(s)
-    t.set_text("\n".join(lines))
+    # too long at any size: wrapped at the figure's own size (the check names it)
+    fit = next((s for s in sizes if len(wrapped(s)) <= MAX_TITLE_LINES), size)
+    t.set_fontsize(fit)
+    t.set_text("\n".join(wrapped(fit)))
 
 
 def figsize(width: float, height: float) -> tuple[float, float]:

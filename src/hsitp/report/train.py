@@ -35,10 +35,9 @@ def load_records(paths: Sequence[str | os.PathLike[str]]) -> list[xr.Dataset]:
 
 
 def run_label(ds: xr.Dataset) -> str:
+    """'indian_pines: dchag_l P=2 g=2 N=5776 random s0' (N: the crop of train.crops; one scene may have two)."""
     a = ds.attrs
-    g = f" g={a.get('g')}" if str(a.get("plan", "")) in DCHAG_PLANS else ""
-    n = f" N={a.get('tokens')}" if "tokens" in a else ""  # the crop (train.crops): one scene may have two
-    return f"{a.get('dataset', '?')}: {a.get('plan', '?')} P={a.get('P', '?')}{g}{n} {a.get('protocol', '')} s{a.get('seed', '')}"
+    return f"{a.get('dataset', '?')}: {_record_model(ds, True)} {a.get('protocol', '')} s{a.get('seed', '')}"
 
 
 def trained_on(records: Sequence[xr.Dataset]) -> str:
