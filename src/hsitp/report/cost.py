@@ -18,7 +18,6 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.text import Text
-from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
 from matplotlib.transforms import Bbox
 
 from hsitp.names import PLAN_NAMES
@@ -113,8 +112,7 @@ def ccr_vs_p_figure(ccr: xr.Dataset, cases: Sequence[str] | None = None) -> Figu
             ax.axhline(1.0, color="0.3", lw=0.7, ls=":")
             ax.set_yscale("log")
             ax.set_ylim(lo, hi)
-            ax.set_xscale("log", base=2)
-            ax.set_xticks(Ps, [str(p) for p in Ps])
+            style.log2_axis(ax, Ps)
             ax.set_title(f"{case} (N = {int(ccr['N'].sel(case=case))}), {hw}", fontsize=8)
             if j == 0:
                 ax.set_ylabel("block CCR = T_comm / T_comp")
@@ -271,8 +269,7 @@ def scale_figure(scale: xr.Dataset) -> Figure:
             bad = scale["feasible"].sel(hardware=hw, scheme=s).values == 0
             if bad.any():
                 ax.plot(tp[bad], np.zeros(bad.sum()), "x", color=colours[s])
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(tp, [str(t) for t in tp])
+        style.log2_axis(ax, tp)
         ax.set_title(hw, fontsize=8)
         ax.set_xlabel("TP degree")
     top[0].set_ylabel("throughput vs 1 device (ideal = devices)")
@@ -291,12 +288,9 @@ def scale_figure(scale: xr.Dataset) -> Figure:
         mem_ax.annotate(
             f"device memory: {', '.join(names)}", (tp[-1], gib), fontsize=7, ha="right", va="bottom"
         )
-    mem_ax.set_xscale("log", base=2)
-    mem_ax.set_xticks(tp, [str(t) for t in tp])
+    style.log2_axis(mem_ax, tp)
     mem_ax.set_yscale("log")
-    mem_ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))  # 10, 20, 50, 100 GiB
-    mem_ax.yaxis.set_major_formatter(ScalarFormatter())
-    mem_ax.yaxis.set_minor_formatter(NullFormatter())
+    style.plain_log_ticks(mem_ax.yaxis)  # 10, 20, 50, 100 GiB
     mem_ax.set_xlabel("TP degree (data/FSDP degree = devices / TP)")
     mem_ax.set_ylabel("training memory per device [GiB]")
     mem_ax.legend(fontsize=7, title="TP scheme", title_fontsize=7)
@@ -469,9 +463,9 @@ def plan_figure(plan: xr.Dataset, checkpointing: str = "none") -> Figure:
                 ok = np.isfinite(mem)
                 if not ok.any():
                     continue
-                style = {"color": colours[p], "ls": ls, "marker": PLAN_STYLE.get(p, "o"), "ms": 3}
-                mem_ax.plot(P[ok], mem[ok], **style)
-                tps_ax.plot(P[ok], tps[ok], **style)
+                line = {"color": colours[p], "ls": ls, "marker": PLAN_STYLE.get(p, "o"), "ms": 3}
+                mem_ax.plot(P[ok], mem[ok], **line)
+                tps_ax.plot(P[ok], tps[ok], **line)
         dev = float(plan["device_memory"].sel(hardware=hw)) / 1e9
         use = float(plan["usable_memory"].sel(hardware=hw)) / 1e9
         # the lines only: their values in the panel title, their meaning in the legend (labels beside two lines
@@ -479,8 +473,7 @@ def plan_figure(plan: xr.Dataset, checkpointing: str = "none") -> Figure:
         mem_ax.axhline(dev, color="0.45", lw=0.8, ls=DEVICE_LINES["device"])
         mem_ax.axhline(use, color="0.45", lw=0.8, ls=DEVICE_LINES["usable"])
         for ax in (mem_ax, tps_ax):
-            ax.set_xscale("log", base=2)
-            ax.set_xticks(P, [str(int(x)) for x in P])
+            style.log2_axis(ax, P)
             ax.set_yscale("log")
         mem_ax.set_title(f"{hw}: device {dev:g} GB, usable {use:.1f} GB", fontsize=8)
         tps_ax.set_xlabel("TP degree P (replicas = devices / P)")

@@ -17,7 +17,7 @@ import seaborn as sns
 import xarray as xr
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import LogLocator, MaxNLocator, NullFormatter, ScalarFormatter
+from matplotlib.ticker import MaxNLocator
 
 from hsitp.contracts import PROBE_ESTIMATE, PROBE_MEMORY, PROBE_THROUGHPUT
 from hsitp.names import DCHAG_PLANS
@@ -171,14 +171,11 @@ def memory_vs_p_figure(mem: xr.Dataset) -> Figure:
             ax.plot(g["P"], g["model"] / MIB, marker=m, color="0.15", lw=0.9, ms=4.5, mfc="none", ls=(0, (4, 2)),
                     zorder=3)  # fmt: skip
             handles.setdefault(name, Line2D([], [], color=c, marker=m, lw=2.2, alpha=0.7, label=name))
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(Ps, [str(p) for p in Ps])
+        style.log2_axis(ax, Ps)
         ax.minorticks_off()
         ax.set_xlim(min(Ps) / 1.3, max(Ps) * 1.3)
         ax.set_yscale("log")
-        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-        ax.yaxis.set_major_formatter(ScalarFormatter())
-        ax.yaxis.set_minor_formatter(NullFormatter())
+        style.plain_log_ticks(ax.yaxis)
         ax.set_xlabel("P (ranks)")
         ax.set_ylabel("MiB on the fullest rank")
         ax.set_title(_ckpt(ck))
@@ -233,8 +230,7 @@ def throughput_figure(thr: xr.Dataset) -> Figure:
                      legend=ax is axes.flat[0])  # fmt: skip
         if ax.get_legend() is not None:
             ax.get_legend().set_title("plan (g: D-CHAG groups)")  # not the frame's column name 'label'
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(Ps, [str(p) for p in Ps])
+        style.log2_axis(ax, Ps)
         ax.set_ylabel("tokens / s (B·N per median step)")
         ax.set_title(_ckpt(ck), fontsize=8)
     fig.suptitle(
@@ -296,9 +292,7 @@ def estimate_figure(est: xr.Dataset) -> Figure:
     ax.set_yticks(y, df["config"], fontsize=7)
     ax.set_ylim(len(df) - 0.5, -0.5)
     ax.set_xscale("log")
-    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))  # 10, 20, 50, 100: plain numbers
-    ax.xaxis.set_major_formatter(ScalarFormatter())
-    ax.xaxis.set_minor_formatter(NullFormatter())
+    style.plain_log_ticks(ax.xaxis)
     ax.set_xlim(lo * scale / 1.5, hi * scale * 1.5)
     ax.set_xlabel(
         f"rank-0 peak memory [{unit}], log scale (activation checkpointing: last field of the label)"

@@ -23,7 +23,7 @@ import itertools
 import os
 import re
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -33,6 +33,7 @@ from matplotlib.axis import Axis
 from matplotlib.backend_bases import RendererBase
 from matplotlib.figure import Figure
 from matplotlib.text import Text
+from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
 from matplotlib.transforms import Bbox
 
 DPI = 150  # savefig resolution
@@ -153,6 +154,19 @@ def figsize(width: float, height: float) -> tuple[float, float]:
     width = min(width, FULL_WIDTH_IN)
     limit = MAX_ASPECT - 0.1
     return width, min(max(height, width / limit), width * limit)
+
+
+def log2_axis(ax: plt.Axes, values: Sequence[int]) -> None:
+    """A base-2 log x axis with a tick named at each of ``values`` (P, a TP degree: powers of two)."""
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(values, [str(int(v)) for v in values])
+
+
+def plain_log_ticks(axis: Axis) -> None:
+    """Log-axis ticks at 1, 2 and 5 times each power of ten, written as plain numbers (10, 20, 50, 100)."""
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(ScalarFormatter())
+    axis.set_minor_formatter(NullFormatter())
 
 
 # --- the check -----------------------------------------------------------------------------------------------------
