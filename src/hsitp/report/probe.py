@@ -248,11 +248,7 @@ def estimate_frame(est: xr.Dataset) -> pd.DataFrame:
     steady = {
         k: est[k].sel(kind=list(STEADY_KINDS)).sum(("part", "kind")) for k in ("memory", "memory_model")
     }
-    rep = (
-        est["reported_reserved_gib"]
-        if "reported_reserved_gib" in est
-        else xr.full_like(est["P"], np.nan, float)
-    )
+    rep = est.get("reported_reserved_gib", xr.full_like(est["P"], np.nan, float))
     return pd.DataFrame(
         {
             "config": est["config"].values.astype(str),
