@@ -800,10 +800,8 @@ def answer_table(
     if memory is None or throughput is None:
         return pd.DataFrame([{"answer": NO_PROBE}])
     peak = memory["peak_allocated"].max("rank", skipna=True)  # the fullest rank
-    notes = dict(
-        zip(throughput["P"].values.tolist(), throughput["oversubscribed_note"].values.tolist(), strict=True)
-    )
-    devices = dict(zip(memory["P"].values.tolist(), memory["device"].values.tolist(), strict=True))
+    notes = throughput["oversubscribed_note"].to_series().to_dict()  # P -> note ('' where not oversubscribed)
+    devices = memory["device"].to_series().to_dict()  # P -> device
     dtype = memory.attrs.get("dtype", "")
     rows = []
     for idx in np.ndindex(*peak.shape):
@@ -919,9 +917,7 @@ def pareto_points(
         return pd.DataFrame(columns=cols)
     peak = _no_checkpointing(memory["peak_allocated"].max("rank", skipna=True))
     ratio_vs_tp = _no_checkpointing(throughput["ratio_vs_tp_median"])
-    notes = dict(
-        zip(throughput["P"].values.tolist(), throughput["oversubscribed_note"].values.tolist(), strict=True)
-    )
+    notes = throughput["oversubscribed_note"].to_series().to_dict()  # P -> note ('' where not oversubscribed)
     rows = []
     for c in _rows(summary):
         if c.plan not in DCHAG_PLANS:
