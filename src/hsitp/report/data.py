@@ -71,8 +71,9 @@ def scene_figure(ds: xr.Dataset) -> Figure:
 
     axes[1].imshow(class_image(labels, classes), interpolation="nearest")
     axes[1].set_title(f"ground truth: {len(classes)} classes,\n{int((labels > 0).sum())} labelled pixels")
-    axes[1].legend(handles=class_handles(classes, names), loc="upper left", bbox_to_anchor=(1.0, 1.0),
-                   fontsize=7, frameon=False)  # fmt: skip
+    # each key right of its panel
+    beside = {"loc": "upper left", "bbox_to_anchor": (1.0, 1.0), "fontsize": 7, "frameon": False}
+    axes[1].legend(handles=class_handles(classes, names), **beside)
 
     partition_colours = ListedColormap(["#ffffff", "#1b9e77", "#d95f02"])  # unused, train, test
     for ax, protocol in zip(axes[2:], protocols, strict=True):
@@ -80,17 +81,9 @@ def scene_figure(ds: xr.Dataset) -> Figure:
         ax.imshow(partition, cmap=partition_colours, vmin=0, vmax=2, interpolation="nearest")
         counts = {code: int((partition == code).sum()) for code in (TRAIN, TEST)}
         ax.set_title(f"protocol '{protocol}':\n{counts[TRAIN]} train, {counts[TEST]} test pixels")
-    axes[-1].legend(
-        handles=[
-            Patch(color="#1b9e77", label="train"),
-            Patch(color="#d95f02", label="test"),
-            Patch(facecolor="#ffffff", edgecolor="0.6", label="unused / unlabelled"),
-        ],
-        loc="upper left",
-        bbox_to_anchor=(1.0, 1.0),
-        fontsize=7,
-        frameon=False,
-    )
+    unused = Patch(facecolor="#ffffff", edgecolor="0.6", label="unused / unlabelled")
+    key = [Patch(color="#1b9e77", label="train"), Patch(color="#d95f02", label="test"), unused]
+    axes[-1].legend(handles=key, **beside)
     for ax in axes:
         ax.set_xticks([])
         ax.set_yticks([])
