@@ -95,8 +95,10 @@ def memory_by_part(mem: xr.Dataset) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _first_LN(mem: xr.Dataset) -> tuple[int, int]:  # noqa: N802
-    return int(mem["L"].values[0]), int(mem["N"].values[0])
+def _first_shape(df: pd.DataFrame, ds: xr.Dataset) -> tuple[pd.DataFrame, int, int]:
+    """The rows of ``df`` at the file's first L and N (a figure shows one layer shape), and that L and N."""
+    L0, N0 = int(ds["L"].values[0]), int(ds["N"].values[0])  # noqa: N806
+    return df[(df["L"] == L0) & (df["N"] == N0)], L0, N0
 
 
 def _ckpt(policy: str) -> str:
@@ -106,9 +108,7 @@ def _ckpt(policy: str) -> str:
 # --- figures -------------------------------------------------------------------------------------------------------
 def memory_parts_figure(mem: xr.Dataset) -> Figure:
     """Stacked bars of the steady per-rank memory by part, one bar per plan, one panel per (checkpointing, P)."""
-    L0, N0 = _first_LN(mem)  # noqa: N806
-    df = memory_by_part(mem)
-    df = df[(df["L"] == L0) & (df["N"] == N0)]
+    df, L0, N0 = _first_shape(memory_by_part(mem), mem)  # noqa: N806
     if df.empty:
         raise ValueError(f"{mem.attrs.get('_source_path', 'probe memory')}: no measured point")
     panels = list(dict.fromkeys(zip(df["checkpointing"], df["P"], strict=True)))
@@ -148,9 +148,7 @@ def memory_vs_p_figure(mem: xr.Dataset) -> Figure:
     """Steady per-rank memory vs P per plan: measured (filled markers, solid) beside the memory model (hollow
     markers, dashed, drawn on top so neither hides the other), one panel per checkpointing policy. Plans whose
     measured curves coincide share one labelled line ('tp ≡ token')."""
-    L0, N0 = _first_LN(mem)  # noqa: N806
-    df = memory_by_part(mem)
-    df = df[(df["L"] == L0) & (df["N"] == N0)]
+    df, L0, N0 = _first_shape(memory_by_part(mem), mem)  # noqa: N806
     tot = df.groupby(["checkpointing", "label", "P"], sort=False)[["measured", "model"]].sum().reset_index()
     policies = list(dict.fromkeys(tot["checkpointing"]))
     fig, axes = plt.subplots(1, len(policies), figsize=(min(style.FULL_WIDTH_IN, 4.6 * len(policies)), 4.6),
@@ -218,8 +216,7 @@ def throughput_figure(thr: xr.Dataset) -> Figure:
     df = df[np.isfinite(df["tokens_per_s"])]
     g0 = int(thr["g"].values[0])
     df = df[df["plan"].astype(str).isin(DCHAG_PLANS) | (df["g"] == g0)]
-    L0, N0 = int(thr["L"].values[0]), int(thr["N"].values[0])  # noqa: N806
-    df = df[(df["L"] == L0) & (df["N"] == N0)]
+    df, L0, N0 = _first_shape(df, thr)  # noqa: N806
     df["label"] = [_plan_label(p, g) for p, g in zip(df["plan"], df["g"], strict=True)]
     policies = list(dict.fromkeys(df["checkpointing"]))
     fig, axes = plt.subplots(1, len(policies), figsize=(3.8 * len(policies), 3.3), squeeze=False,
