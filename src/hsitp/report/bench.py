@@ -195,11 +195,8 @@ def predicted_vs_measured_figure(mvm: xr.Dataset) -> Figure:
         Line2D([], [], color="0.3", label="identity"),
     ]  # fmt: skip
     fig.legend(handles=handles, loc="outside lower center", ncol=4, frameon=False)
-    fig.suptitle(
-        headline(
-            "Predicted vs measured CCR (each point: one layer at one P > 1, N, D, L)", MEASURED, _basis(mvm)
-        )
-    )
+    what = "Predicted vs measured CCR (each point: one layer at one P > 1, N, D, L)"
+    fig.suptitle(headline(what, MEASURED, _basis(mvm)))
     return fig
 
 
@@ -255,13 +252,8 @@ def compute_vs_comm_figure(mb: xr.Dataset) -> Figure:
         ax.set_visible(False)
     handles = [plt.Rectangle((0, 0), 1, 1, color=c, label=k) for k, c in palette.items()]
     fig.legend(handles=handles, loc="outside lower center", ncol=3 if width >= 8 else 1, frameon=False)
-    fig.suptitle(
-        headline(
-            f"Compute vs exposed communication per layer (fwd + bwd, L = {L0}, {dt0})",
-            MEASURED,
-            f"{MEASURED} on {measured_on(mb)}; mean over repeats",
-        )
-    )
+    what = f"Compute vs exposed communication per layer (fwd + bwd, L = {L0}, {dt0})"
+    fig.suptitle(headline(what, MEASURED, f"{MEASURED} on {measured_on(mb)}; mean over repeats"))
     return fig
 
 

@@ -62,14 +62,11 @@ def rho_figure(rho: xr.Dataset) -> Figure:
     fig.legend(
         handles, names, title="patch p (pixels)", loc="outside lower center", ncol=len(names), frameon=False
     )
-    fig.suptitle(
-        headline(
-            "rho = C/N per dataset and patch size (N = spatial tokens of the registry grid; rho < 1: more tokens "
-            "than channels)",
-            f"{MODELLED}, from the registry grids",
-            "no hardware dependence",
-        )
+    what = (
+        "rho = C/N per dataset and patch size (N = spatial tokens of the registry grid; rho < 1: more tokens "
+        "than channels)"
     )
+    fig.suptitle(headline(what, f"{MODELLED}, from the registry grids", "no hardware dependence"))
     return fig
 
 
@@ -123,14 +120,11 @@ def ccr_vs_p_figure(ccr: xr.Dataset, cases: Sequence[str] | None = None) -> Figu
                 for m in MODELS]  # fmt: skip
     ncol = len(handles) if 3.3 * len(cases) >= 9 else 3  # one row where the figure is wide enough
     fig.legend(handles=handles, loc="outside lower center", ncol=ncol, fontsize=8, frameon=False)
-    fig.suptitle(
-        headline(
-            f"Block CCR vs P, C = D = {ccr.attrs.get('embed_dim', '?')}, patch {ccr.attrs.get('patch', '?')} "
-            "(CCR < 1: compute-bound)",
-            MODELLED,
-            modelled_for(ccr, hws),
-        )
+    what = (
+        f"Block CCR vs P, C = D = {ccr.attrs.get('embed_dim', '?')}, patch {ccr.attrs.get('patch', '?')} "
+        "(CCR < 1: compute-bound)"
     )
+    fig.suptitle(headline(what, MODELLED, modelled_for(ccr, hws)))
     return fig
 
 
@@ -179,13 +173,8 @@ def boundary_figure(boundary: xr.Dataset) -> Figure:
     ]
     fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 5), frameon=False,
                title="region: the split with the lowest CCR; marker: a dataset at the preset's threshold")  # fmt: skip
-    fig.suptitle(
-        headline(
-            "Decision boundary: the split with the lowest CCR where it is < 1, else data parallel",
-            MODELLED,
-            modelled_for(boundary, hw_names),
-        )
-    )
+    what = "Decision boundary: the split with the lowest CCR where it is < 1, else data parallel"
+    fig.suptitle(headline(what, MODELLED, modelled_for(boundary, hw_names)))
     style.wrap_suptitle(fig)
     fig.canvas.draw()  # the layout (and so the axes' size) final before the names are placed
     for ax, by_ds in to_name:

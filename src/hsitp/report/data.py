@@ -90,13 +90,8 @@ def scene_figure(ds: xr.Dataset) -> Figure:
         ax.grid(False)
     name = ds.attrs.get("title", ds.attrs.get("dataset", "scene"))
     grid = f"{ds.sizes['y']} x {ds.sizes['x']} pixels, {ds.sizes[band_dim]} {band_dim}s"
-    fig.suptitle(
-        headline(
-            f"{name} ({grid})",
-            "read from the prepared file (no hardware-dependent number)",
-            f"prepared on {computed_on(ds)}",
-        )
-    )
+    basis = "read from the prepared file (no hardware-dependent number)"
+    fig.suptitle(headline(f"{name} ({grid})", basis, f"prepared on {computed_on(ds)}"))
     return fig
 
 

@@ -134,12 +134,9 @@ def memory_parts_figure(mem: xr.Dataset) -> Figure:
         ax.set_visible(False)
     handles, names = axes.flat[0].get_legend_handles_labels()
     fig.legend(handles, names, loc="outside lower center", ncol=len(PARTS), frameon=False)
+    what = f"Per-rank memory by part (parameters + gradients + AdamW state + saved activations; L = {L0}, N = {N0})"
     fig.suptitle(
-        headline(
-            f"Per-rank memory by part (parameters + gradients + AdamW state + saved activations; L = {L0}, N = {N0})",
-            MEASURED,
-            f"{MEASURED} on {probe_device(mem)} (one training step, the fullest rank)",
-        )
+        headline(what, MEASURED, f"{MEASURED} on {probe_device(mem)} (one training step, the fullest rank)")
     )
     return fig
 
@@ -183,13 +180,12 @@ def memory_vs_p_figure(mem: xr.Dataset) -> Figure:
                label="memory model (dark, dashed, on top)"),
     ]  # fmt: skip
     fig.legend(handles=legend, loc="outside lower center", ncol=3, frameon=False)
+    what = (
+        f"Per-rank memory vs P per plan (parameters + gradients + AdamW state + saved activations; L = {L0}, "
+        f"N = {N0})"
+    )
     fig.suptitle(
-        headline(
-            f"Per-rank memory vs P per plan (parameters + gradients + AdamW state + saved activations; L = {L0}, "
-            f"N = {N0})",
-            MEASURED,
-            f"{MEASURED} on {probe_device(mem)}, beside the memory model ({MODELLED})",
-        )
+        headline(what, MEASURED, f"{MEASURED} on {probe_device(mem)}, beside the memory model ({MODELLED})")
     )
     return fig
 
@@ -230,13 +226,8 @@ def throughput_figure(thr: xr.Dataset) -> Figure:
         style.log2_axis(ax, Ps)
         ax.set_ylabel("tokens / s (B·N per median step)")
         ax.set_title(_ckpt(ck), fontsize=8)
-    fig.suptitle(
-        headline(
-            f"Training-step throughput vs P per plan (L = {L0}, N = {N0}, slowest rank)",
-            MEASURED,
-            f"{MEASURED} on {probe_device(thr)}",
-        )
-    )
+    what = f"Training-step throughput vs P per plan (L = {L0}, N = {N0}, slowest rank)"
+    fig.suptitle(headline(what, MEASURED, f"{MEASURED} on {probe_device(thr)}"))
     return fig
 
 

@@ -154,13 +154,8 @@ def curves_figure(records: Sequence[xr.Dataset], summary: xr.Dataset | None = No
         handles += [plt.Line2D([], [], color="0.35", ls=ls, label=f"{name}, same partition ({n_seeds})")
                     for name, ls in BASELINE_STYLES.values()]  # fmt: skip
     fig.legend(handles=handles, loc="outside lower center", ncol=2, frameon=False)
-    fig.suptitle(
-        headline(
-            "Learning curves per run" + ("" if has_acc else " (no record holds an overall accuracy)"),
-            MEASURED,
-            trained_on(records),
-        )
-    )
+    what = "Learning curves per run" + ("" if has_acc else " (no record holds an overall accuracy)")
+    fig.suptitle(headline(what, MEASURED, trained_on(records)))
     return fig
 
 
@@ -319,13 +314,8 @@ def resources_figure(records: Sequence[xr.Dataset]) -> Figure:
         ax.tick_params(axis="y", labelsize=7.5)
         ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
     k = sorted({int(r.attrs.get("summary_epochs", 0)) for r in records})
-    fig.suptitle(
-        headline(
-            f"Per-rank peak memory and throughput per run (mean of the last {', '.join(map(str, k))} epochs)",
-            MEASURED,
-            trained_on(records),
-        )
-    )
+    what = f"Per-rank peak memory and throughput per run (mean of the last {', '.join(map(str, k))} epochs)"
+    fig.suptitle(headline(what, MEASURED, trained_on(records)))
     return fig
 
 
@@ -371,14 +361,10 @@ def prediction_figure(
         stamp(axes.flat[first], note, (0.5, 0.5), width_in=2.4)
     fig.legend(handles=class_handles(classes, names), loc="outside lower center", ncol=4, frameon=False,
                fontsize=7.5, title="class (white: unlabelled)")  # fmt: skip
-    fig.suptitle(
-        headline(
-            "Predicted class maps per run (final model)"
-            + (" on the labelled pixels beside the ground truth" if truth else ""),
-            MEASURED,
-            f"{trained_on(records)}; train and test pixels both shown",
-        )
+    what = "Predicted class maps per run (final model)" + (
+        " on the labelled pixels beside the ground truth" if truth else ""
     )
+    fig.suptitle(headline(what, MEASURED, f"{trained_on(records)}; train and test pixels both shown"))
     return fig
 
 
@@ -622,13 +608,8 @@ def accuracy_figure(summary: xr.Dataset, records: Sequence[xr.Dataset]) -> Figur
         if seeds == [1]
         else f"mean ± std over {'/'.join(map(str, seeds))} seeds"
     )
-    fig.suptitle(
-        headline(
-            f"Accuracy per model beside the classical baselines (grey); {spread}",
-            MEASURED,
-            trained_on(records),
-        )
-    )
+    what = f"Accuracy per model beside the classical baselines (grey); {spread}"
+    fig.suptitle(headline(what, MEASURED, trained_on(records)))
     return fig
 
 
@@ -1024,9 +1005,8 @@ def budget_figure(studies: Sequence[xr.Dataset]) -> Figure:
     fig.legend(
         handles=handles, loc="outside lower center", ncol=2, frameon=False, title="plan (colour) and curve"
     )
-    fig.suptitle(
-        headline("Best validation OA against tuning trials, per plan", MEASURED, _study_device(studies))
-    )
+    what = "Best validation OA against tuning trials, per plan"
+    fig.suptitle(headline(what, MEASURED, _study_device(studies)))
     return fig
 
 
