@@ -284,17 +284,14 @@ def scale_figure(scale: xr.Dataset) -> Figure:
     mem_ax.set_ylabel("training memory per device [GiB]")
     mem_ax.legend(fontsize=7, title="TP scheme", title_fontsize=7)
     model = json_attr(scale, "model", {}) or {}
-    fig.suptitle(
-        headline(
-            f"Projection to {scale.attrs.get('devices', '?')} devices ({scale.attrs.get('devices_per_node', '?')} "
-            f"per node): D = {model.get('embed_dim', '?')}, depth {model.get('depth', '?')}, "
-            f"N = {scale.attrs.get('N', '?')}, {scale.attrs.get('optimizer', '?')}"
-            + (", FSDP" if int(scale.attrs.get("fsdp", 0)) else "")
-            + " (x at 0: infeasible)",
-            f"{MODELLED} (refined model)",
-            modelled_for(scale, hws),
-        )
+    what = (
+        f"Projection to {scale.attrs.get('devices', '?')} devices ({scale.attrs.get('devices_per_node', '?')} "
+        f"per node): D = {model.get('embed_dim', '?')}, depth {model.get('depth', '?')}, "
+        f"N = {scale.attrs.get('N', '?')}, {scale.attrs.get('optimizer', '?')}"
+        + (", FSDP" if int(scale.attrs.get("fsdp", 0)) else "")
+        + " (x at 0: infeasible)"
     )
+    fig.suptitle(headline(what, f"{MODELLED} (refined model)", modelled_for(scale, hws)))
     return fig
 
 
@@ -472,15 +469,12 @@ def plan_figure(plan: xr.Dataset, checkpointing: str = "none") -> Figure:
     fig.legend(handles=handles, loc="outside lower center", ncol=int(np.ceil(len(handles) / 2)), fontsize=8,
                frameon=False)  # fmt: skip
     model = json_attr(plan, "model", {}) or {}
-    fig.suptitle(
-        headline(
-            f"advise plan over P: D = {model.get('embed_dim', '?')}, depth {model.get('depth', '?')}, "
-            f"{model.get('heads', '?')} heads, batch {model.get('batch', '?')}, g = {plan.attrs.get('groups', '?')}, "
-            f"checkpointing {checkpointing}",
-            f"{MODELLED} (memory and refined time models)",
-            modelled_for(plan, hws),
-        )
+    what = (
+        f"advise plan over P: D = {model.get('embed_dim', '?')}, depth {model.get('depth', '?')}, "
+        f"{model.get('heads', '?')} heads, batch {model.get('batch', '?')}, g = {plan.attrs.get('groups', '?')}, "
+        f"checkpointing {checkpointing}"
     )
+    fig.suptitle(headline(what, f"{MODELLED} (memory and refined time models)", modelled_for(plan, hws)))
     return fig
 
 

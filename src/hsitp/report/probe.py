@@ -284,15 +284,10 @@ def estimate_figure(est: xr.Dataset) -> Figure:
     ax.set_ylabel("")
     ax.legend(loc="best", frameon=True, framealpha=0.9)
     span = f"{fmt_gib(lo)} to {fmt_gib(hi)}"
-    fig.suptitle(
-        headline(
-            f"Rank-0 peak memory per configuration, estimated without running it ({span})",
-            FAKE,
-            # the method (rank 0 of P in one process, nothing allocated) is in the output's description: with a
-            # long CPU name the line ran to a third title line (the figure check fails that)
-            f"{FAKE} on {computed_on(est)}, beside the memory model (modelled)",
-        )
-    )
+    what = f"Rank-0 peak memory per configuration, estimated without running it ({span})"
+    # the method (rank 0 of P in one process, nothing allocated) is in the output's description: with a long CPU
+    # name the line ran to a third title line (the figure check fails that)
+    fig.suptitle(headline(what, FAKE, f"{FAKE} on {computed_on(est)}, beside the memory model (modelled)"))
     return fig
 
 
