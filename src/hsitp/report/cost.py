@@ -394,6 +394,7 @@ def dchag_memory_table(scale: xr.Dataset) -> pd.DataFrame:
     """The D-CHAG paper's reported peak memory (measured there, on MI250X) beside this memory model."""
     need(scale, "reference_memory_reported", "reference_memory_modelled")
     rows = []
+    embed = scale.get("reference_embed_dim")
     for ref in scale["reference"].values:
         for s in scale["scheme"].values:
             reported = float(scale["reference_memory_reported"].sel(reference=ref, scheme=s))
@@ -401,9 +402,7 @@ def dchag_memory_table(scale: xr.Dataset) -> pd.DataFrame:
             rows.append(
                 {
                     "configuration": str(ref),
-                    "D (inferred)": int(scale["reference_embed_dim"].sel(reference=ref))
-                    if "reference_embed_dim" in scale
-                    else None,
+                    "D (inferred)": int(embed.sel(reference=ref)) if embed is not None else None,
                     "scheme": str(s),
                     "reported [GiB] (D-CHAG paper, MI250X)": reported,
                     "modelled [GiB] (this memory model)": modelled,

@@ -243,11 +243,8 @@ def stamp(
 
 def _baseline_seeds(summary: xr.Dataset) -> str:
     """'mean over 3 seeds' or 'one seed' for the baselines' lines (a mean of one seed is that seed)."""
-    n = (
-        sorted({int(v) for v in np.atleast_1d(summary["baseline_seeds"].values)})
-        if "baseline_seeds" in summary
-        else []
-    )
+    seeds = summary.get("baseline_seeds")
+    n = sorted({int(v) for v in np.atleast_1d(seeds.values)}) if seeds is not None else []
     if not n:
         return "mean over seeds"
     return "one seed" if n == [1] else f"mean over {'/'.join(map(str, n))} seeds"
@@ -281,16 +278,9 @@ def resources_figure(records: Sequence[xr.Dataset]) -> Figure:
     _need_runs(records)
     rows = []
     for r in records:
-        peak = (
-            r["peak_allocated_summary"]
-            if "peak_allocated_summary" in r
-            else r["peak_allocated"].mean("epoch")
-        )
-        tps = (
-            float(r["tokens_per_s_summary"])
-            if "tokens_per_s_summary" in r
-            else float(r["tokens_per_s"].mean())
-        )
+        # the record's summary window where it has one (else the mean over every epoch)
+        peak = r.get("peak_allocated_summary", r["peak_allocated"].mean("epoch"))
+        tps = float(r.get("tokens_per_s_summary", r["tokens_per_s"].mean()))
         for rank, v in zip(peak["rank"].values, peak.values, strict=True):
             rows.append({"run": run_label(r), "rank": int(rank), "peak [MiB]": v / MIB, "tokens/s": tps})
     df = pd.DataFrame(rows)
@@ -397,12 +387,8 @@ def summary_table(records: Sequence[xr.Dataset]) -> pd.DataFrame:
     for r in records:
         a = r.attrs
 
-        def s(name: str, r: xr.Dataset = r) -> xr.DataArray:
-            return (
-                r[f"{name}_summary"]
-                if f"{name}_summary" in r
-                else r[name].isel(epoch=slice(-10, None)).mean("epoch")
-            )
+        def s(name: str, r: xr.Dataset = r) -> xr.DataArray:  # the summary window, else the last 10 epochs
+            return r.get(f"{name}_summary", r[name].isel(epoch=slice(-10, None)).mean("epoch"))
 
         acc = _accuracy(r)
         rows.append(
