@@ -35,7 +35,7 @@ from hsitp.report.common import (
 )
 from hsitp.report.cost import MODEL_STYLE, paper_cases
 
-HELD_OUT, FITTED, NOT_MEASURED = 1, 0, -1  # model_vs_measured held_out flags
+HELD_OUT, NOT_MEASURED = 1, -1  # model_vs_measured held_out flags (0: fitted)
 MODEL_MARKER = {"stated": "v", "refined": "^"}  # hollow: visible where a sweep has a single P
 SPLIT_OPS = {
     "channel": "attn_channel",

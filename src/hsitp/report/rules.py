@@ -48,10 +48,7 @@ def stage_inputs(
     if stage == "data":
         return {"datasets": list(data)}
     if stage == "cost":
-        return {
-            **{t: cost_by[t] for t in ("rho", "ccr", "boundary", "scale", "plan")},
-            "datasets": list(data),
-        }
+        return {t: cost_by[t] for t in ("rho", "ccr", "boundary", "scale", "plan")} | {"datasets": list(data)}
     if stage == "bench":
         return {
             **{k: bench_by[k] for k in ("microbench", "calibration", "model_vs_measured")},

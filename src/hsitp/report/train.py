@@ -952,11 +952,6 @@ def load_studies(paths: Sequence[str | os.PathLike[str]]) -> list[xr.Dataset]:
     return [load(path, contracts.TUNE_STUDY, *required) for path in paths]
 
 
-def _study_device(studies: Sequence[xr.Dataset]) -> str:
-    """'measured on <the machine that ran the studies>' (their provenance)."""
-    return f"measured on {labels.computed_on(studies[0].attrs)}" if studies else "measured on no machine yet"
-
-
 def budget_figure(studies: Sequence[xr.Dataset]) -> Figure:
     """Best validation OA against the number of tuning trials, per protocol (panel) and plan (colour): the search as
     run (best so far, solid) and Dodge et al.'s expected best of n random start-up trials with its spread (dashed,
@@ -992,7 +987,8 @@ def budget_figure(studies: Sequence[xr.Dataset]) -> Figure:
         handles=handles, loc="outside lower center", ncol=2, frameon=False, title="plan (colour) and curve"
     )
     what = "Best validation OA against tuning trials, per plan"
-    fig.suptitle(headline(what, MEASURED, _study_device(studies)))
+    on = f"measured on {labels.computed_on(studies[0].attrs)}" if studies else "measured on no machine yet"
+    fig.suptitle(headline(what, MEASURED, on))  # the machine that ran the studies (their provenance)
     return fig
 
 
