@@ -8,7 +8,9 @@ grid holds the same N, D and P.
 
 from __future__ import annotations
 
+import math
 import os
+from itertools import product
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -220,16 +222,20 @@ def compute_vs_comm_figure(mb: xr.Dataset) -> Figure:
         "exposed comm (full − compute; under collectives only: overlap or noise)",
     )
     rows = []
-    for op in mb["op"].values:
-        for P in Ps:
-            for N in mb["N"].values:
-                for D in mb["D"].values:
-                    sel = {"op": op, "P": P, "N": N, "D": D, "L": L0, "dtype": dt0}
-                    t = mean.sel(**sel)
-                    values = (t.sel(mode="compute"), t.sel(mode="comm"), mb["exposed_comm"].sel(**sel))
-                    for part, v in zip(parts, values, strict=True):
-                        rows.append({"op": str(op), "P": P, "shape": f"N={int(N)}\nD={int(D)}", "part": part,
-                                     "ms": 1e3 * float(v)})  # fmt: skip
+    for op, P, N, D in product(mb["op"].values, Ps, mb["N"].values, mb["D"].values):
+        sel = {"op": op, "P": P, "N": N, "D": D, "L": L0, "dtype": dt0}
+        t = mean.sel(**sel)
+        values = (t.sel(mode="compute"), t.sel(mode="comm"), mb["exposed_comm"].sel(**sel))
+        for part, v in zip(parts, values, strict=True):
+            rows.append(
+                {
+                    "op": str(op),
+                    "P": P,
+                    "shape": f"N={int(N)}\nD={int(D)}",
+                    "part": part,
+                    "ms": 1e3 * float(v),
+                }
+            )
     df = pd.DataFrame(rows).dropna()
     panels = list(dict.fromkeys(zip(df["op"], df["P"], strict=True)))
     ncol = min(3, len(panels))
@@ -322,26 +328,21 @@ def ccr_8_1_table(ccr: xr.Dataset, mvm: xr.Dataset | None = None) -> pd.DataFram
     C = int(ccr.attrs.get("embed_dim", 0))
     dev = measured_on(mvm) if mvm is not None else "no bench file"
     rows = []
-    for case in map(str, ccr["case"].values):
+    for case, P, split in product(map(str, ccr["case"].values), ccr["P"].values, ccr["split"].values):
         N = int(ccr["N"].sel(case=case))
-        for P in ccr["P"].values:
-            for split in ccr["split"].values:
-                row: dict[str, object] = {"case": case, "N": N, "C": C, "P": int(P), "split": str(split)}
-                for hw in ccr["hardware"].values:
-                    sel = {"case": case, "P": P, "hardware": hw, "split": split}
-                    for model in ccr["model"].values:
-                        row[f"block CCR {model} [{hw}]"] = float(ccr["ccr"].sel(**sel, model=model))
-                    row[f"attn CCR refined [{hw}]"] = float(ccr["layer_ccr"].sel(**sel, layer="attn"))
-                    row[f"throughput stated [{hw}]"] = float(
-                        ccr["relative_throughput"].sel(**sel, model="stated")
-                    )
-                op = SPLIT_OPS.get(str(split), "")
-                meas, refined, stated, note = _measured_point(mvm, op, N, C, int(P))
-                row[f"attn CCR measured [{dev}]"] = meas
-                row["attn CCR refined [calibrated, same device]"] = refined
-                row["attn CCR stated [calibrated, same device]"] = stated
-                row["measured point"] = note
-                rows.append(row)
+        row: dict[str, object] = {"case": case, "N": N, "C": C, "P": int(P), "split": str(split)}
+        for hw in ccr["hardware"].values:
+            sel = {"case": case, "P": P, "hardware": hw, "split": split}
+            for model in ccr["model"].values:
+                row[f"block CCR {model} [{hw}]"] = float(ccr["ccr"].sel(**sel, model=model))
+            row[f"attn CCR refined [{hw}]"] = float(ccr["layer_ccr"].sel(**sel, layer="attn"))
+            row[f"throughput stated [{hw}]"] = float(ccr["relative_throughput"].sel(**sel, model="stated"))
+        meas, refined, stated, note = _measured_point(mvm, SPLIT_OPS.get(str(split), ""), N, C, int(P))
+        row[f"attn CCR measured [{dev}]"] = meas
+        row["attn CCR refined [calibrated, same device]"] = refined
+        row["attn CCR stated [calibrated, same device]"] = stated
+        row["measured point"] = note
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
@@ -396,41 +397,35 @@ def dchag_8_2_table(
     C = int(ccr.attrs.get("embed_dim", 0))
     dev = measured_on(mvm) if mvm is not None else "no bench file"
     rows = []
-    for case in paper_cases(ccr):
+    for case, P, g, scheme in product(
+        paper_cases(ccr), ccr["P"].values, ccr["g"].values, ccr["scheme"].values
+    ):
         N = int(ccr["N"].sel(case=case))
-        for P in ccr["P"].values:
-            for g in ccr["g"].values:
-                for scheme in ccr["scheme"].values:
-                    row: dict[str, object] = {
-                        "case": case,
-                        "N": N,
-                        "C": C,
-                        "P": int(P),
-                        "g": int(g),
-                        "scheme": str(scheme),
-                    }
-                    for hw in ccr["hardware"].values:
-                        sel = {"case": case, "P": P, "hardware": hw, "g": g, "scheme": scheme}
-                        for model in ccr["model"].values:
-                            row[f"CCR {model} [{hw}]"] = float(ccr["scheme_ccr"].sel(**sel, model=model))
-                            row[f"throughput {model} [{hw}]"] = float(
-                                ccr["scheme_relative_throughput"].sel(**sel, model=model)
-                            )
-                    row["memory/device [GiB]"] = (
-                        float(ccr["scheme_memory"].sel(case=case, P=P, g=g, scheme=scheme)) / 2**30
-                    )
-                    op = PLANS[str(scheme)].op if str(scheme) in PLANS else ""
-                    if scheme != "tp" and (groups is None or int(g) != groups):
-                        why = "unknown" if groups is None else str(groups)
-                        meas, refined, stated, note = (float("nan"),) * 3 + (
-                            f"not measured (bench D-CHAG groups = {why})",
-                        )
-                    else:
-                        meas, refined, stated, note = _measured_point(mvm, op, N, C, int(P))
-                    row[f"aggregation CCR measured [{dev}]"] = meas
-                    row["aggregation CCR refined [calibrated, same device]"] = refined
-                    row["measured point"] = note
-                    rows.append(row)
+        row: dict[str, object] = {
+            "case": case,
+            "N": N,
+            "C": C,
+            "P": int(P),
+            "g": int(g),
+            "scheme": str(scheme),
+        }
+        for hw, model in product(ccr["hardware"].values, ccr["model"].values):
+            sel = {"case": case, "P": P, "hardware": hw, "g": g, "scheme": scheme, "model": model}
+            row[f"CCR {model} [{hw}]"] = float(ccr["scheme_ccr"].sel(sel))
+            row[f"throughput {model} [{hw}]"] = float(ccr["scheme_relative_throughput"].sel(sel))
+        row["memory/device [GiB]"] = (
+            float(ccr["scheme_memory"].sel(case=case, P=P, g=g, scheme=scheme)) / 2**30
+        )
+        if scheme != "tp" and (groups is None or int(g) != groups):
+            why = "unknown" if groups is None else str(groups)
+            meas, refined, note = math.nan, math.nan, f"not measured (bench D-CHAG groups = {why})"
+        else:
+            op = PLANS[str(scheme)].op if str(scheme) in PLANS else ""
+            meas, refined, _, note = _measured_point(mvm, op, N, C, int(P))
+        row[f"aggregation CCR measured [{dev}]"] = meas
+        row["aggregation CCR refined [calibrated, same device]"] = refined
+        row["measured point"] = note
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
