@@ -7,6 +7,7 @@ for. The paper's section 2.2 table also gets the rho of the scenes prepared in t
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import product
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -361,24 +362,22 @@ def scale_table(scale: xr.Dataset) -> pd.DataFrame:
     """Paper section 9.1 as projected here: per preset, TP degree and scheme — memory, CCR, throughput."""
     need(scale, "memory_total", "ccr", "relative_throughput", "scaling_efficiency", "feasible", "dp")
     rows = []
-    for hw in scale["hardware"].values:
-        for t in scale["tp"].values:
-            for s in scale["scheme"].values:
-                sel = {"hardware": hw, "tp": t, "scheme": s}
-                row = {
-                    "hardware (modelled)": str(hw),
-                    "TP": int(t),
-                    "DP/FSDP": int(scale["dp"].sel(tp=t)),
-                    "scheme": str(s),
-                    "memory/device [GiB]": float(scale["memory_total"].sel(tp=t, scheme=s)) / 2**30,
-                }
-                for m in scale["model"].values:
-                    row[f"CCR {m}"] = float(scale["ccr"].sel(**sel, model=m))
-                row["throughput vs 1 device"] = float(scale["relative_throughput"].sel(**sel))
-                row["scaling efficiency"] = float(scale["scaling_efficiency"].sel(**sel))
-                feasible = bool(int(scale["feasible"].sel(**sel)))
-                row["feasible"] = "yes" if feasible else str(scale["reason"].sel(**sel).values)
-                rows.append(row)
+    for hw, t, s in product(scale["hardware"].values, scale["tp"].values, scale["scheme"].values):
+        sel = {"hardware": hw, "tp": t, "scheme": s}
+        row = {
+            "hardware (modelled)": str(hw),
+            "TP": int(t),
+            "DP/FSDP": int(scale["dp"].sel(tp=t)),
+            "scheme": str(s),
+            "memory/device [GiB]": float(scale["memory_total"].sel(tp=t, scheme=s)) / 2**30,
+        }
+        for m in scale["model"].values:
+            row[f"CCR {m}"] = float(scale["ccr"].sel(**sel, model=m))
+        row["throughput vs 1 device"] = float(scale["relative_throughput"].sel(**sel))
+        row["scaling efficiency"] = float(scale["scaling_efficiency"].sel(**sel))
+        feasible = bool(int(scale["feasible"].sel(**sel)))
+        row["feasible"] = "yes" if feasible else str(scale["reason"].sel(**sel).values)
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
@@ -395,20 +394,19 @@ def dchag_memory_table(scale: xr.Dataset) -> pd.DataFrame:
     need(scale, "reference_memory_reported", "reference_memory_modelled")
     rows = []
     embed = scale.get("reference_embed_dim")
-    for ref in scale["reference"].values:
-        for s in scale["scheme"].values:
-            reported = float(scale["reference_memory_reported"].sel(reference=ref, scheme=s))
-            modelled = float(scale["reference_memory_modelled"].sel(reference=ref, scheme=s))
-            rows.append(
-                {
-                    "configuration": str(ref),
-                    "D (inferred)": int(embed.sel(reference=ref)) if embed is not None else None,
-                    "scheme": str(s),
-                    "reported [GiB] (D-CHAG paper, MI250X)": reported,
-                    "modelled [GiB] (this memory model)": modelled,
-                    "modelled / reported": modelled / reported if reported else float("nan"),
-                }
-            )
+    for ref, s in product(scale["reference"].values, scale["scheme"].values):
+        reported = float(scale["reference_memory_reported"].sel(reference=ref, scheme=s))
+        modelled = float(scale["reference_memory_modelled"].sel(reference=ref, scheme=s))
+        rows.append(
+            {
+                "configuration": str(ref),
+                "D (inferred)": int(embed.sel(reference=ref)) if embed is not None else None,
+                "scheme": str(s),
+                "reported [GiB] (D-CHAG paper, MI250X)": reported,
+                "modelled [GiB] (this memory model)": modelled,
+                "modelled / reported": modelled / reported if reported else float("nan"),
+            }
+        )
     return pd.DataFrame(rows)
 
 

@@ -9,6 +9,7 @@ one process: no device memory was allocated).
 from __future__ import annotations
 
 import os
+from itertools import product
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -329,9 +330,8 @@ def model_vs_measured_table(mem: xr.Dataset) -> pd.DataFrame:
     every measured point, and where it is (plus the step's peak)."""
     pts = _points(mem)[["plan", "P", "g", "L", "N", "checkpointing"]].to_dict("records")
     rows = []
-    for part in PARTS:
-        for kind in mem["kind"].values.astype(str):
-            rows.append(_worst(part, kind, mem["rel_err"].sel(part=part, kind=kind), pts))
+    for part, kind in product(PARTS, mem["kind"].values.astype(str)):
+        rows.append(_worst(part, kind, mem["rel_err"].sel(part=part, kind=kind), pts))
     if "peak_rel_err" in mem:
         rows.append(_worst("step", "peak", mem["peak_rel_err"], pts))
     return pd.DataFrame(rows)
