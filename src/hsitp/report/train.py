@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping, Sequence
+from itertools import cycle
 from typing import Any
 
 import matplotlib.pyplot as plt
@@ -126,9 +127,7 @@ def curves_figure(records: Sequence[xr.Dataset], summary: xr.Dataset | None = No
     marks = dict(zip(names, style.markers(len(names)), strict=True))
     seeds = sorted({int(r.attrs.get("seed", 0)) for r in records})
     # seed line styles, none of them the baselines' ("-." and ":")
-    styles = dict(
-        zip(seeds, ["-", "--", (0, (4, 1, 1, 1, 1, 1)), (0, (8, 2))] * (len(seeds) // 4 + 1), strict=False)
-    )
+    styles = dict(zip(seeds, cycle(["-", "--", (0, (4, 1, 1, 1, 1, 1)), (0, (8, 2))]), strict=False))
     width = min(style.FULL_WIDTH_IN, max(7.5, 4.4 * len(panels)))
     legend_rows = int(np.ceil((len(names) + (len(seeds) if len(seeds) > 1 else 0) + 2) / 2))
     fig, axes = plt.subplots(
