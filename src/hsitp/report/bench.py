@@ -8,8 +8,9 @@ grid holds the same N, D and P.
 
 from __future__ import annotations
 
+import math
 import os
-from collections.abc import Sequence
+from itertools import product
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -34,9 +35,9 @@ from hsitp.report.common import (
     modelled_for,
     need,
 )
+from hsitp.report.cost import MODEL_STYLE, paper_cases
 
-HELD_OUT, FITTED, NOT_MEASURED = 1, 0, -1  # model_vs_measured held_out flags
-MODEL_STYLE = {"stated": (0, (4, 2)), "refined": "solid"}
+HELD_OUT, NOT_MEASURED = 1, -1  # model_vs_measured held_out flags (0: fitted)
 MODEL_MARKER = {"stated": "v", "refined": "^"}  # hollow: visible where a sweep has a single P
 SPLIT_OPS = {
     "channel": "attn_channel",
@@ -46,9 +47,7 @@ SPLIT_OPS = {
 
 
 def load_microbench(path: str | os.PathLike[str]) -> xr.Dataset:
-    ds = load(path, MICROBENCH)
-    need(ds, "time_median", "exposed_comm")
-    return ds
+    return load(path, MICROBENCH, "time_median", "exposed_comm")
 
 
 def load_calibration(path: str | os.PathLike[str]) -> xr.Dataset:
@@ -56,9 +55,7 @@ def load_calibration(path: str | os.PathLike[str]) -> xr.Dataset:
 
 
 def load_model_vs_measured(path: str | os.PathLike[str]) -> xr.Dataset:
-    ds = load(path, MODEL_VS_MEASURED)
-    need(ds, "ccr_measured", "ccr_stated", "ccr_refined", "held_out")
-    return ds
+    return load(path, MODEL_VS_MEASURED, "ccr_measured", "ccr_stated", "ccr_refined", "held_out")
 
 
 def points(mvm: xr.Dataset) -> pd.DataFrame:
@@ -83,10 +80,6 @@ def _basis(mvm: xr.Dataset) -> str:
     return f"{MEASURED} on {measured_on(mvm)}, beside the stated (paper's formulas) and refined models calibrated there"
 
 
-def _comm_sizes(df: pd.DataFrame) -> list[int]:
-    return sorted(int(p) for p in set(df["P"]))
-
-
 def _op_title(op: str) -> str:
     """'attn_channel (channel split)': the attention ops named by the split they implement."""
     split = {v: k for k, v in SPLIT_OPS.items()}.get(op)
@@ -103,7 +96,7 @@ def ccr_vs_p_figure(mvm: xr.Dataset) -> Figure:
         raise ValueError("model_vs_measured holds no point with P > 1: nothing communicates, no CCR to plot")
     L0, dt0 = mvm["L"].values[0], mvm["dtype"].values[0]
     df = df[(df["L"] == L0) & (df["dtype"] == dt0)].copy()
-    Ps = _comm_sizes(df)
+    Ps = sorted(int(p) for p in set(df["P"]))
     df["shape"] = [f"N={n}, D={d}" for n, d in zip(df["N"], df["D"], strict=True)]
     ops = [str(o) for o in mvm["op"].values if o in set(df["op"])]
     shapes = list(dict.fromkeys(df.sort_values(["D", "N"])["shape"]))
@@ -120,8 +113,7 @@ def ccr_vs_p_figure(mvm: xr.Dataset) -> Figure:
         _ccr_panel(ax, df[df["op"] == op], colours, dodge)
         ax.set_yscale("log")
         ax.set_ylim(lo, hi)
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(Ps, [str(p) for p in Ps])
+        style.log2_axis(ax, Ps)
         ax.minorticks_off()
         ax.set_xlim(min(Ps) / 1.5, max(Ps) * 1.5)
         ax.set(title=_op_title(op), xlabel="P (ranks)", ylabel="CCR = T_comm / T_comp")
@@ -130,14 +122,12 @@ def ccr_vs_p_figure(mvm: xr.Dataset) -> Figure:
     n = _counts(mvm)
     handles = [Line2D([], [], color=colours[s], marker="s", ls="none", label=s) for s in shapes]
     handles += [
-        Line2D(
-            [], [], color="0.3", marker="o", mec="k", ls="none", label=f"measured, fitted ({n['fitted']})"
-        ),
-        Line2D(
-            [], [], color="0.3", marker="X", mec="k", ls="none", label=f"measured, held out ({n['held out']})"
-        ),
-        Line2D([], [], color="0.3", ls=MODEL_STYLE["stated"], marker="v", mfc="none", label="stated model"),
-        Line2D([], [], color="0.3", ls=MODEL_STYLE["refined"], marker="^", mfc="none", label="refined model"),
+        Line2D([], [], color="0.3", marker=m, mec="k", ls="none", label=f"measured, {s} ({n[s]})")
+        for s, m in (("fitted", "o"), ("held out", "X"))
+    ]
+    handles += [
+        Line2D([], [], color="0.3", ls=MODEL_STYLE[m], marker=MODEL_MARKER[m], mfc="none", label=f"{m} model")
+        for m in ("stated", "refined")
     ]
     fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 4), frameon=False)
     what = f"CCR vs P per layer (L = {L0}, {dt0})"
@@ -207,11 +197,8 @@ def predicted_vs_measured_figure(mvm: xr.Dataset) -> Figure:
         Line2D([], [], color="0.3", label="identity"),
     ]  # fmt: skip
     fig.legend(handles=handles, loc="outside lower center", ncol=4, frameon=False)
-    fig.suptitle(
-        headline(
-            "Predicted vs measured CCR (each point: one layer at one P > 1, N, D, L)", MEASURED, _basis(mvm)
-        )
-    )
+    what = "Predicted vs measured CCR (each point: one layer at one P > 1, N, D, L)"
+    fig.suptitle(headline(what, MEASURED, _basis(mvm)))
     return fig
 
 
@@ -235,16 +222,20 @@ def compute_vs_comm_figure(mb: xr.Dataset) -> Figure:
         "exposed comm (full − compute; under collectives only: overlap or noise)",
     )
     rows = []
-    for op in mb["op"].values:
-        for P in Ps:
-            for N in mb["N"].values:
-                for D in mb["D"].values:
-                    sel = {"op": op, "P": P, "N": N, "D": D, "L": L0, "dtype": dt0}
-                    t = mean.sel(**sel)
-                    values = (t.sel(mode="compute"), t.sel(mode="comm"), mb["exposed_comm"].sel(**sel))
-                    for part, v in zip(parts, values, strict=True):
-                        rows.append({"op": str(op), "P": P, "shape": f"N={int(N)}\nD={int(D)}", "part": part,
-                                     "ms": 1e3 * float(v)})  # fmt: skip
+    for op, P, N, D in product(mb["op"].values, Ps, mb["N"].values, mb["D"].values):
+        sel = {"op": op, "P": P, "N": N, "D": D, "L": L0, "dtype": dt0}
+        t = mean.sel(**sel)
+        values = (t.sel(mode="compute"), t.sel(mode="comm"), mb["exposed_comm"].sel(**sel))
+        for part, v in zip(parts, values, strict=True):
+            rows.append(
+                {
+                    "op": str(op),
+                    "P": P,
+                    "shape": f"N={int(N)}\nD={int(D)}",
+                    "part": part,
+                    "ms": 1e3 * float(v),
+                }
+            )
     df = pd.DataFrame(rows).dropna()
     panels = list(dict.fromkeys(zip(df["op"], df["P"], strict=True)))
     ncol = min(3, len(panels))
@@ -267,13 +258,8 @@ def compute_vs_comm_figure(mb: xr.Dataset) -> Figure:
         ax.set_visible(False)
     handles = [plt.Rectangle((0, 0), 1, 1, color=c, label=k) for k, c in palette.items()]
     fig.legend(handles=handles, loc="outside lower center", ncol=3 if width >= 8 else 1, frameon=False)
-    fig.suptitle(
-        headline(
-            f"Compute vs exposed communication per layer (fwd + bwd, L = {L0}, {dt0})",
-            MEASURED,
-            f"{MEASURED} on {measured_on(mb)}; mean over repeats",
-        )
-    )
+    what = f"Compute vs exposed communication per layer (fwd + bwd, L = {L0}, {dt0})"
+    fig.suptitle(headline(what, MEASURED, f"{MEASURED} on {measured_on(mb)}; mean over repeats"))
     return fig
 
 
@@ -335,48 +321,39 @@ def _measured_point(
     )
 
 
-def ccr_8_1_table(
-    ccr: xr.Dataset, mvm: xr.Dataset | None = None, cases: Sequence[str] | None = None
-) -> pd.DataFrame:
+def ccr_8_1_table(ccr: xr.Dataset, mvm: xr.Dataset | None = None) -> pd.DataFrame:
     """Paper section 8.1: block CCR and throughput per case, P and split on each preset (modelled), beside the
     attention layer of that split measured on the bench device at the same N, D = C and P (where measured)."""
     need(ccr, "ccr", "relative_throughput", "N", "layer_ccr")
     C = int(ccr.attrs.get("embed_dim", 0))
-    cases = list(cases) if cases else [str(c) for c in ccr["case"].values]
     dev = measured_on(mvm) if mvm is not None else "no bench file"
     rows = []
-    for case in cases:
+    for case, P, split in product(map(str, ccr["case"].values), ccr["P"].values, ccr["split"].values):
         N = int(ccr["N"].sel(case=case))
-        for P in ccr["P"].values:
-            for split in ccr["split"].values:
-                row: dict[str, object] = {"case": case, "N": N, "C": C, "P": int(P), "split": str(split)}
-                for hw in ccr["hardware"].values:
-                    sel = {"case": case, "P": P, "hardware": hw, "split": split}
-                    for model in ccr["model"].values:
-                        row[f"block CCR {model} [{hw}]"] = float(ccr["ccr"].sel(**sel, model=model))
-                    row[f"attn CCR refined [{hw}]"] = float(ccr["layer_ccr"].sel(**sel, layer="attn"))
-                    row[f"throughput stated [{hw}]"] = float(
-                        ccr["relative_throughput"].sel(**sel, model="stated")
-                    )
-                op = SPLIT_OPS.get(str(split), "")
-                meas, refined, stated, note = _measured_point(mvm, op, N, C, int(P))
-                row[f"attn CCR measured [{dev}]"] = meas
-                row["attn CCR refined [calibrated, same device]"] = refined
-                row["attn CCR stated [calibrated, same device]"] = stated
-                row["measured point"] = note
-                rows.append(row)
+        row: dict[str, object] = {"case": case, "N": N, "C": C, "P": int(P), "split": str(split)}
+        for hw in ccr["hardware"].values:
+            sel = {"case": case, "P": P, "hardware": hw, "split": split}
+            for model in ccr["model"].values:
+                row[f"block CCR {model} [{hw}]"] = float(ccr["ccr"].sel(**sel, model=model))
+            row[f"attn CCR refined [{hw}]"] = float(ccr["layer_ccr"].sel(**sel, layer="attn"))
+            row[f"throughput stated [{hw}]"] = float(ccr["relative_throughput"].sel(**sel, model="stated"))
+        meas, refined, stated, note = _measured_point(mvm, SPLIT_OPS.get(str(split), ""), N, C, int(P))
+        row[f"attn CCR measured [{dev}]"] = meas
+        row["attn CCR refined [calibrated, same device]"] = refined
+        row["attn CCR stated [calibrated, same device]"] = stated
+        row["measured point"] = note
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
-def grid_gaps(ccr: xr.Dataset, mvm: xr.Dataset | None, cases: Sequence[str] | None = None) -> str:
+def grid_gaps(ccr: xr.Dataset, mvm: xr.Dataset | None) -> str:
     """One line: which P, N and D = C of a section 8.1/8.2 table the bench grid lacks (their measured cells stay
     empty), e.g. 'The bench measured P = 1, 2, N = 144, 324, 576, D = 128, 256; it lacks P = 4, 8 and N = 5776'."""
     if mvm is None:
         return "No bench file: every measured cell is empty."
-    cases = list(cases) if cases else [str(c) for c in ccr["case"].values]
     want = {
         "P": sorted({int(p) for p in ccr["P"].values}),
-        "N": sorted({int(ccr["N"].sel(case=c)) for c in cases}),
+        "N": sorted({int(n) for n in ccr["N"].values}),  # every case's
         "D": [int(ccr.attrs.get("embed_dim", 0))],
     }
     have = {k: sorted({int(v) for v in mvm[k].values}) for k in want}
@@ -409,10 +386,7 @@ def bench_groups(mb: xr.Dataset) -> int | None:
 
 
 def dchag_8_2_table(
-    ccr: xr.Dataset,
-    mvm: xr.Dataset | None = None,
-    groups: int | None = None,
-    cases: Sequence[str] | None = None,
+    ccr: xr.Dataset, mvm: xr.Dataset | None = None, groups: int | None = None
 ) -> pd.DataFrame:
     """Paper section 8.2: whole-model CCR, throughput and memory of pure TP vs D-CHAG per case, P and g
     (modelled), beside the aggregation layer of each scheme measured on the bench device (where measured).
@@ -421,50 +395,37 @@ def dchag_8_2_table(
     measurement only at that g (pure TP's aggregation does not depend on g)."""
     need(ccr, "scheme_ccr", "scheme_relative_throughput", "scheme_memory", "N")
     C = int(ccr.attrs.get("embed_dim", 0))
-    cases = (
-        list(cases)
-        if cases
-        else [
-            str(c) for c, s in zip(ccr["case"].values, ccr["case_source"].values, strict=True) if s == "paper"
-        ]
-    )
     dev = measured_on(mvm) if mvm is not None else "no bench file"
     rows = []
-    for case in cases:
+    for case, P, g, scheme in product(
+        paper_cases(ccr), ccr["P"].values, ccr["g"].values, ccr["scheme"].values
+    ):
         N = int(ccr["N"].sel(case=case))
-        for P in ccr["P"].values:
-            for g in ccr["g"].values:
-                for scheme in ccr["scheme"].values:
-                    row: dict[str, object] = {
-                        "case": case,
-                        "N": N,
-                        "C": C,
-                        "P": int(P),
-                        "g": int(g),
-                        "scheme": str(scheme),
-                    }
-                    for hw in ccr["hardware"].values:
-                        sel = {"case": case, "P": P, "hardware": hw, "g": g, "scheme": scheme}
-                        for model in ccr["model"].values:
-                            row[f"CCR {model} [{hw}]"] = float(ccr["scheme_ccr"].sel(**sel, model=model))
-                            row[f"throughput {model} [{hw}]"] = float(
-                                ccr["scheme_relative_throughput"].sel(**sel, model=model)
-                            )
-                    row["memory/device [GiB]"] = (
-                        float(ccr["scheme_memory"].sel(case=case, P=P, g=g, scheme=scheme)) / 2**30
-                    )
-                    op = PLANS[str(scheme)].op if str(scheme) in PLANS else ""
-                    if scheme != "tp" and (groups is None or int(g) != groups):
-                        why = "unknown" if groups is None else str(groups)
-                        meas, refined, stated, note = (float("nan"),) * 3 + (
-                            f"not measured (bench D-CHAG groups = {why})",
-                        )
-                    else:
-                        meas, refined, stated, note = _measured_point(mvm, op, N, C, int(P))
-                    row[f"aggregation CCR measured [{dev}]"] = meas
-                    row["aggregation CCR refined [calibrated, same device]"] = refined
-                    row["measured point"] = note
-                    rows.append(row)
+        row: dict[str, object] = {
+            "case": case,
+            "N": N,
+            "C": C,
+            "P": int(P),
+            "g": int(g),
+            "scheme": str(scheme),
+        }
+        for hw, model in product(ccr["hardware"].values, ccr["model"].values):
+            sel = {"case": case, "P": P, "hardware": hw, "g": g, "scheme": scheme, "model": model}
+            row[f"CCR {model} [{hw}]"] = float(ccr["scheme_ccr"].sel(sel))
+            row[f"throughput {model} [{hw}]"] = float(ccr["scheme_relative_throughput"].sel(sel))
+        row["memory/device [GiB]"] = (
+            float(ccr["scheme_memory"].sel(case=case, P=P, g=g, scheme=scheme)) / 2**30
+        )
+        if scheme != "tp" and (groups is None or int(g) != groups):
+            why = "unknown" if groups is None else str(groups)
+            meas, refined, note = math.nan, math.nan, f"not measured (bench D-CHAG groups = {why})"
+        else:
+            op = PLANS[str(scheme)].op if str(scheme) in PLANS else ""
+            meas, refined, _, note = _measured_point(mvm, op, N, C, int(P))
+        row[f"aggregation CCR measured [{dev}]"] = meas
+        row["aggregation CCR refined [calibrated, same device]"] = refined
+        row["measured point"] = note
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
@@ -486,16 +447,15 @@ def points_table(mvm: xr.Dataset) -> pd.DataFrame:
 def calibration_table(cal: xr.Dataset) -> pd.DataFrame:
     """What the calibration fitted on the bench device: alpha, beta per collective; the compute model per op."""
     need(cal, "alpha", "beta")
-    rows = []
-    for c in cal["collective"].values:
-        rows.append(
-            {
-                "fitted for": f"collective {c}",
-                "alpha [s]": float(cal["alpha"].sel(collective=c)),
-                "beta [B/s]": float(cal["beta"].sel(collective=c)),
-                "training points": int(cal["n_points"].sel(collective=c)) if "n_points" in cal else None,
-            }
-        )
+    rows: list[dict[str, object]] = [
+        {
+            "fitted for": f"collective {c}",
+            "alpha [s]": float(cal["alpha"].sel(collective=c)),
+            "beta [B/s]": float(cal["beta"].sel(collective=c)),
+            "training points": int(cal["n_points"].sel(collective=c)) if "n_points" in cal else None,
+        }
+        for c in cal["collective"].values
+    ]
     for op in cal["op"].values:
         row: dict[str, object] = {"fitted for": f"op {op}"}
         for var, label in (

@@ -118,9 +118,8 @@ def _check_notebook_file(notebook: Path) -> None:
         raise NotebookError(
             f"{notebook}: is not UTF-8 text (byte at offset {exc.start}), not a notebook"
         ) from exc
-    except (
-        Exception
-    ) as exc:  # nbformat's NotJSONError, a ValidationError, a KeyError on a JSON of another kind
+    # nbformat's NotJSONError, a ValidationError, a KeyError on a JSON of another kind
+    except Exception as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise NotebookError(f"{notebook}: not a readable notebook ({first[:160]})") from exc
 

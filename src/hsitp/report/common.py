@@ -41,12 +41,13 @@ class ReportError(HsitpError):
 
 
 # --- reading -----------------------------------------------------------------------------------------------------
-def load(path: str | os.PathLike[str], contract: Contract) -> xr.Dataset:
+def load(path: str | os.PathLike[str], contract: Contract, *required: str) -> xr.Dataset:
     """A stage's netCDF, schema and kind checked (``hsitp.io``), loaded into memory; the path is kept in attrs.
-    Not its contract's variables: a page draws an older file of the kind too, and names what a figure lacks
-    (:func:`need`)."""
+    Only the ``required`` variables are checked (:func:`need`), not all of its contract's: a page draws an older
+    file of the kind too, and names what a figure lacks."""
     ds = read_netcdf(path, kind=contract.kind)
     ds.attrs["_source_path"] = str(path)
+    need(ds, *required)
     return ds
 
 
@@ -94,11 +95,6 @@ def modelled_for(ds: xr.Dataset, names: Iterable[str] | None = None) -> str:
 
 
 # --- figures -------------------------------------------------------------------------------------------------------
-def theme() -> None:
-    """One look for every figure (:mod:`hsitp.report.style`: colour-blind-safe palette, legible fonts)."""
-    style.theme()
-
-
 def headline(what: str, basis: str, hardware: str, width: int | None = None) -> str:
     """Figure title of two lines: what is shown, then whether it is measured or modelled and on which hardware
     ('measured (mean over repeats) — CPU: ...'). A hardware line that starts with the basis itself ('measured on
@@ -169,7 +165,7 @@ class Publisher:
         self.out_dir = Path(out_dir)
         self.stage = stage
         self.written: list[Path] = []
-        theme()
+        style.theme()  # one look for every figure: colour-blind-safe palette, legible fonts
 
     def _paths(self, out: Output, dataset: str | None) -> list[Path]:
         base = out.base(dataset)
@@ -237,8 +233,3 @@ def _tex_escape(text: str) -> str:
     for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("_", r"\_"), ("#", r"\#")):
         text = text.replace(a, b)
     return text.replace("ρ", r"$\rho$").replace("β", r"$\beta$").replace("·", r"$\cdot$")
-
-
-def first(ds: xr.Dataset, dim: str) -> Any:
-    """The first coordinate value of ``dim`` (the report shows one slice of dims it does not facet on)."""
-    return ds[dim].values[0].item() if hasattr(ds[dim].values[0], "item") else ds[dim].values[0]

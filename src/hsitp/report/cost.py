@@ -7,6 +7,7 @@ for. The paper's section 2.2 table also gets the rho of the scenes prepared in t
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import product
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -18,7 +19,6 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.text import Text
-from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
 from matplotlib.transforms import Bbox
 
 from hsitp.names import PLAN_NAMES
@@ -63,14 +63,11 @@ def rho_figure(rho: xr.Dataset) -> Figure:
     fig.legend(
         handles, names, title="patch p (pixels)", loc="outside lower center", ncol=len(names), frameon=False
     )
-    fig.suptitle(
-        headline(
-            "rho = C/N per dataset and patch size (N = spatial tokens of the registry grid; rho < 1: more tokens "
-            "than channels)",
-            f"{MODELLED}, from the registry grids",
-            "no hardware dependence",
-        )
+    what = (
+        "rho = C/N per dataset and patch size (N = spatial tokens of the registry grid; rho < 1: more tokens "
+        "than channels)"
     )
+    fig.suptitle(headline(what, f"{MODELLED}, from the registry grids", "no hardware dependence"))
     return fig
 
 
@@ -113,8 +110,7 @@ def ccr_vs_p_figure(ccr: xr.Dataset, cases: Sequence[str] | None = None) -> Figu
             ax.axhline(1.0, color="0.3", lw=0.7, ls=":")
             ax.set_yscale("log")
             ax.set_ylim(lo, hi)
-            ax.set_xscale("log", base=2)
-            ax.set_xticks(Ps, [str(p) for p in Ps])
+            style.log2_axis(ax, Ps)
             ax.set_title(f"{case} (N = {int(ccr['N'].sel(case=case))}), {hw}", fontsize=8)
             if j == 0:
                 ax.set_ylabel("block CCR = T_comm / T_comp")
@@ -125,14 +121,11 @@ def ccr_vs_p_figure(ccr: xr.Dataset, cases: Sequence[str] | None = None) -> Figu
                 for m in MODELS]  # fmt: skip
     ncol = len(handles) if 3.3 * len(cases) >= 9 else 3  # one row where the figure is wide enough
     fig.legend(handles=handles, loc="outside lower center", ncol=ncol, fontsize=8, frameon=False)
-    fig.suptitle(
-        headline(
-            f"Block CCR vs P, C = D = {ccr.attrs.get('embed_dim', '?')}, patch {ccr.attrs.get('patch', '?')} "
-            "(CCR < 1: compute-bound)",
-            MODELLED,
-            modelled_for(ccr, hws),
-        )
+    what = (
+        f"Block CCR vs P, C = D = {ccr.attrs.get('embed_dim', '?')}, patch {ccr.attrs.get('patch', '?')} "
+        "(CCR < 1: compute-bound)"
     )
+    fig.suptitle(headline(what, MODELLED, modelled_for(ccr, hws)))
     return fig
 
 
@@ -150,9 +143,8 @@ def boundary_figure(boundary: xr.Dataset) -> Figure:
     labels = [str(s).split("|") for s in boundary["point_label"].values]  # dataset|hardware|D=...
     hw_names = list(dict.fromkeys(lab[1] if len(lab) > 1 else "?" for lab in labels))
     markers = dict(zip(hw_names, ["o", "s", "^", "D", "v", "P", "X"], strict=False))
-    to_name: list[
-        tuple[plt.Axes, dict[str, tuple[float, float, float]]]
-    ] = []  # named once the layout is final
+    # named once the layout is final
+    to_name: list[tuple[plt.Axes, dict[str, tuple[float, float, float]]]] = []
     refined = f"P = {boundary.attrs.get('refined_P', '?')}, F and α of {boundary.attrs.get('refined_hardware', '?')}"
     for i, D in enumerate(Ds):
         for j, model in enumerate(MODELS):
@@ -160,9 +152,7 @@ def boundary_figure(boundary: xr.Dataset) -> Figure:
             region = boundary[f"region_{model}"].sel(D=D).values  # (rho, threshold)
             ax.pcolormesh(rho, thr, region.T, cmap=cmap, vmin=-0.5, vmax=3.5, shading="nearest")
             sel = boundary["point_D"].values == D
-            by_ds: dict[
-                str, tuple[float, float, float]
-            ] = {}  # each dataset's column: x, lowest and highest y
+            by_ds: dict[str, tuple[float, float, float]] = {}  # each dataset's column: x, lowest, highest y
             for k in np.flatnonzero(sel):
                 lab = labels[k]
                 x, y = boundary["point_rho"].values[k], boundary["point_threshold"].values[k]
@@ -184,13 +174,8 @@ def boundary_figure(boundary: xr.Dataset) -> Figure:
     ]
     fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 5), frameon=False,
                title="region: the split with the lowest CCR; marker: a dataset at the preset's threshold")  # fmt: skip
-    fig.suptitle(
-        headline(
-            "Decision boundary: the split with the lowest CCR where it is < 1, else data parallel",
-            MODELLED,
-            modelled_for(boundary, hw_names),
-        )
-    )
+    what = "Decision boundary: the split with the lowest CCR where it is < 1, else data parallel"
+    fig.suptitle(headline(what, MODELLED, modelled_for(boundary, hw_names)))
     style.wrap_suptitle(fig)
     fig.canvas.draw()  # the layout (and so the axes' size) final before the names are placed
     for ax, by_ds in to_name:
@@ -274,8 +259,7 @@ def scale_figure(scale: xr.Dataset) -> Figure:
             bad = scale["feasible"].sel(hardware=hw, scheme=s).values == 0
             if bad.any():
                 ax.plot(tp[bad], np.zeros(bad.sum()), "x", color=colours[s])
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(tp, [str(t) for t in tp])
+        style.log2_axis(ax, tp)
         ax.set_title(hw, fontsize=8)
         ax.set_xlabel("TP degree")
     top[0].set_ylabel("throughput vs 1 device (ideal = devices)")
@@ -294,27 +278,21 @@ def scale_figure(scale: xr.Dataset) -> Figure:
         mem_ax.annotate(
             f"device memory: {', '.join(names)}", (tp[-1], gib), fontsize=7, ha="right", va="bottom"
         )
-    mem_ax.set_xscale("log", base=2)
-    mem_ax.set_xticks(tp, [str(t) for t in tp])
+    style.log2_axis(mem_ax, tp)
     mem_ax.set_yscale("log")
-    mem_ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))  # 10, 20, 50, 100 GiB
-    mem_ax.yaxis.set_major_formatter(ScalarFormatter())
-    mem_ax.yaxis.set_minor_formatter(NullFormatter())
+    style.plain_log_ticks(mem_ax.yaxis)  # 10, 20, 50, 100 GiB
     mem_ax.set_xlabel("TP degree (data/FSDP degree = devices / TP)")
     mem_ax.set_ylabel("training memory per device [GiB]")
     mem_ax.legend(fontsize=7, title="TP scheme", title_fontsize=7)
     model = json_attr(scale, "model", {}) or {}
-    fig.suptitle(
-        headline(
-            f"Projection to {scale.attrs.get('devices', '?')} devices ({scale.attrs.get('devices_per_node', '?')} "
-            f"per node): D = {model.get('embed_dim', '?')}, depth {model.get('depth', '?')}, "
-            f"N = {scale.attrs.get('N', '?')}, {scale.attrs.get('optimizer', '?')}"
-            + (", FSDP" if int(scale.attrs.get("fsdp", 0)) else "")
-            + " (x at 0: infeasible)",
-            f"{MODELLED} (refined model)",
-            modelled_for(scale, hws),
-        )
+    what = (
+        f"Projection to {scale.attrs.get('devices', '?')} devices ({scale.attrs.get('devices_per_node', '?')} "
+        f"per node): D = {model.get('embed_dim', '?')}, depth {model.get('depth', '?')}, "
+        f"N = {scale.attrs.get('N', '?')}, {scale.attrs.get('optimizer', '?')}"
+        + (", FSDP" if int(scale.attrs.get("fsdp", 0)) else "")
+        + " (x at 0: infeasible)"
     )
+    fig.suptitle(headline(what, f"{MODELLED} (refined model)", modelled_for(scale, hws)))
     return fig
 
 
@@ -332,15 +310,14 @@ def prepared_rho(scene: xr.Dataset, patch: int, grid: str = "crop") -> dict[str,
     }
 
 
-def rho_table(
-    rho: xr.Dataset,
-    scenes: Sequence[xr.Dataset] = (),
-    patch: int = 8,
-    hardware: str = "paper-intra",
-    P: int = 8,
-) -> pd.DataFrame:
+LOWER_SPLIT_AT = ("paper-intra", 8)  # the preset and P of the section 2.2 table's lower-CCR split
+
+
+def rho_table(rho: xr.Dataset, scenes: Sequence[xr.Dataset] = (), patch: int = 8) -> pd.DataFrame:
     """Paper section 2.2: rho per dataset at patch p, the registry's (modelled) value beside the value read from
-    the scene prepared in this run (where one was), and the split with the lower CCR on one preset at one P."""
+    the scene prepared in this run (where one was), and the split with the lower CCR on one preset at one P
+    (:data:`LOWER_SPLIT_AT`)."""
+    hardware, P = LOWER_SPLIT_AT
     need(rho, "rho", "N", "C", "H", "W", "L", "lower_split")
     if patch not in rho["patch"].values:
         raise ValueError(f"rho table has patches {list(rho['patch'].values)}, not {patch}")
@@ -371,7 +348,8 @@ def rho_table(
     return pd.DataFrame(rows)
 
 
-def rho_caption(rho: xr.Dataset, patch: int = 8, hardware: str = "paper-intra", P: int = 8) -> str:
+def rho_caption(rho: xr.Dataset, patch: int = 8) -> str:
+    hardware, P = LOWER_SPLIT_AT
     return (
         f"Paper section 2.2, reproduced: rho = C/N at patch {patch} ({rho.attrs.get('token_grid', 'crop')} token "
         "grid). 'modelled' columns come from the registry's grids (cost table rho); 'prepared here' is read from "
@@ -384,24 +362,22 @@ def scale_table(scale: xr.Dataset) -> pd.DataFrame:
     """Paper section 9.1 as projected here: per preset, TP degree and scheme — memory, CCR, throughput."""
     need(scale, "memory_total", "ccr", "relative_throughput", "scaling_efficiency", "feasible", "dp")
     rows = []
-    for hw in scale["hardware"].values:
-        for t in scale["tp"].values:
-            for s in scale["scheme"].values:
-                sel = {"hardware": hw, "tp": t, "scheme": s}
-                row = {
-                    "hardware (modelled)": str(hw),
-                    "TP": int(t),
-                    "DP/FSDP": int(scale["dp"].sel(tp=t)),
-                    "scheme": str(s),
-                    "memory/device [GiB]": float(scale["memory_total"].sel(tp=t, scheme=s)) / 2**30,
-                }
-                for m in scale["model"].values:
-                    row[f"CCR {m}"] = float(scale["ccr"].sel(**sel, model=m))
-                row["throughput vs 1 device"] = float(scale["relative_throughput"].sel(**sel))
-                row["scaling efficiency"] = float(scale["scaling_efficiency"].sel(**sel))
-                feasible = bool(int(scale["feasible"].sel(**sel)))
-                row["feasible"] = "yes" if feasible else str(scale["reason"].sel(**sel).values)
-                rows.append(row)
+    for hw, t, s in product(scale["hardware"].values, scale["tp"].values, scale["scheme"].values):
+        sel = {"hardware": hw, "tp": t, "scheme": s}
+        row = {
+            "hardware (modelled)": str(hw),
+            "TP": int(t),
+            "DP/FSDP": int(scale["dp"].sel(tp=t)),
+            "scheme": str(s),
+            "memory/device [GiB]": float(scale["memory_total"].sel(tp=t, scheme=s)) / 2**30,
+        }
+        for m in scale["model"].values:
+            row[f"CCR {m}"] = float(scale["ccr"].sel(**sel, model=m))
+        row["throughput vs 1 device"] = float(scale["relative_throughput"].sel(**sel))
+        row["scaling efficiency"] = float(scale["scaling_efficiency"].sel(**sel))
+        feasible = bool(int(scale["feasible"].sel(**sel)))
+        row["feasible"] = "yes" if feasible else str(scale["reason"].sel(**sel).values)
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
@@ -417,22 +393,20 @@ def dchag_memory_table(scale: xr.Dataset) -> pd.DataFrame:
     """The D-CHAG paper's reported peak memory (measured there, on MI250X) beside this memory model."""
     need(scale, "reference_memory_reported", "reference_memory_modelled")
     rows = []
-    for ref in scale["reference"].values:
-        for s in scale["scheme"].values:
-            reported = float(scale["reference_memory_reported"].sel(reference=ref, scheme=s))
-            modelled = float(scale["reference_memory_modelled"].sel(reference=ref, scheme=s))
-            rows.append(
-                {
-                    "configuration": str(ref),
-                    "D (inferred)": int(scale["reference_embed_dim"].sel(reference=ref))
-                    if "reference_embed_dim" in scale
-                    else None,
-                    "scheme": str(s),
-                    "reported [GiB] (D-CHAG paper, MI250X)": reported,
-                    "modelled [GiB] (this memory model)": modelled,
-                    "modelled / reported": modelled / reported if reported else float("nan"),
-                }
-            )
+    embed = scale.get("reference_embed_dim")
+    for ref, s in product(scale["reference"].values, scale["scheme"].values):
+        reported = float(scale["reference_memory_reported"].sel(reference=ref, scheme=s))
+        modelled = float(scale["reference_memory_modelled"].sel(reference=ref, scheme=s))
+        rows.append(
+            {
+                "configuration": str(ref),
+                "D (inferred)": int(embed.sel(reference=ref)) if embed is not None else None,
+                "scheme": str(s),
+                "reported [GiB] (D-CHAG paper, MI250X)": reported,
+                "modelled [GiB] (this memory model)": modelled,
+                "modelled / reported": modelled / reported if reported else float("nan"),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -472,9 +446,9 @@ def plan_figure(plan: xr.Dataset, checkpointing: str = "none") -> Figure:
                 ok = np.isfinite(mem)
                 if not ok.any():
                     continue
-                style = {"color": colours[p], "ls": ls, "marker": PLAN_STYLE.get(p, "o"), "ms": 3}
-                mem_ax.plot(P[ok], mem[ok], **style)
-                tps_ax.plot(P[ok], tps[ok], **style)
+                line = {"color": colours[p], "ls": ls, "marker": PLAN_STYLE.get(p, "o"), "ms": 3}
+                mem_ax.plot(P[ok], mem[ok], **line)
+                tps_ax.plot(P[ok], tps[ok], **line)
         dev = float(plan["device_memory"].sel(hardware=hw)) / 1e9
         use = float(plan["usable_memory"].sel(hardware=hw)) / 1e9
         # the lines only: their values in the panel title, their meaning in the legend (labels beside two lines
@@ -482,8 +456,7 @@ def plan_figure(plan: xr.Dataset, checkpointing: str = "none") -> Figure:
         mem_ax.axhline(dev, color="0.45", lw=0.8, ls=DEVICE_LINES["device"])
         mem_ax.axhline(use, color="0.45", lw=0.8, ls=DEVICE_LINES["usable"])
         for ax in (mem_ax, tps_ax):
-            ax.set_xscale("log", base=2)
-            ax.set_xticks(P, [str(int(x)) for x in P])
+            style.log2_axis(ax, P)
             ax.set_yscale("log")
         mem_ax.set_title(f"{hw}: device {dev:g} GB, usable {use:.1f} GB", fontsize=8)
         tps_ax.set_xlabel("TP degree P (replicas = devices / P)")
@@ -493,15 +466,12 @@ def plan_figure(plan: xr.Dataset, checkpointing: str = "none") -> Figure:
     fig.legend(handles=handles, loc="outside lower center", ncol=int(np.ceil(len(handles) / 2)), fontsize=8,
                frameon=False)  # fmt: skip
     model = json_attr(plan, "model", {}) or {}
-    fig.suptitle(
-        headline(
-            f"advise plan over P: D = {model.get('embed_dim', '?')}, depth {model.get('depth', '?')}, "
-            f"{model.get('heads', '?')} heads, batch {model.get('batch', '?')}, g = {plan.attrs.get('groups', '?')}, "
-            f"checkpointing {checkpointing}",
-            f"{MODELLED} (memory and refined time models)",
-            modelled_for(plan, hws),
-        )
+    what = (
+        f"advise plan over P: D = {model.get('embed_dim', '?')}, depth {model.get('depth', '?')}, "
+        f"{model.get('heads', '?')} heads, batch {model.get('batch', '?')}, g = {plan.attrs.get('groups', '?')}, "
+        f"checkpointing {checkpointing}"
     )
+    fig.suptitle(headline(what, f"{MODELLED} (memory and refined time models)", modelled_for(plan, hws)))
     return fig
 
 

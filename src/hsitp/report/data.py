@@ -19,7 +19,7 @@ from matplotlib.patches import Patch
 from hsitp.contracts import DATASET
 from hsitp.data.partition import TEST, TRAIN, UNUSED, read_partition
 from hsitp.report import style
-from hsitp.report.common import computed_on, headline, json_attr, load, need
+from hsitp.report.common import computed_on, headline, json_attr, load
 
 # Fractions along the band axis used as red, green and blue: long, middle and short wavelengths of the cube
 # (the prepared file carries band numbers, not wavelengths, so the composite names the bands it used).
@@ -27,9 +27,8 @@ RGB_FRACTIONS = (0.75, 0.45, 0.15)
 
 
 def load_scene(path: str | os.PathLike[str]) -> xr.Dataset:
-    ds = load(path, DATASET)  # a file of an older hsitp comes with `split` renamed (hsitp.io.upgrade_names)
-    need(ds, "cube", "labels", "partition")
-    return ds
+    # a file of an older hsitp comes with `split` renamed (hsitp.io.upgrade_names)
+    return load(path, DATASET, "cube", "labels", "partition")
 
 
 def rgb_bands(ds: xr.Dataset) -> list[int]:
@@ -72,8 +71,9 @@ def scene_figure(ds: xr.Dataset) -> Figure:
 
     axes[1].imshow(class_image(labels, classes), interpolation="nearest")
     axes[1].set_title(f"ground truth: {len(classes)} classes,\n{int((labels > 0).sum())} labelled pixels")
-    axes[1].legend(handles=class_handles(classes, names), loc="upper left", bbox_to_anchor=(1.0, 1.0),
-                   fontsize=7, frameon=False)  # fmt: skip
+    # each key right of its panel
+    beside = {"loc": "upper left", "bbox_to_anchor": (1.0, 1.0), "fontsize": 7, "frameon": False}
+    axes[1].legend(handles=class_handles(classes, names), **beside)
 
     partition_colours = ListedColormap(["#ffffff", "#1b9e77", "#d95f02"])  # unused, train, test
     for ax, protocol in zip(axes[2:], protocols, strict=True):
@@ -81,30 +81,17 @@ def scene_figure(ds: xr.Dataset) -> Figure:
         ax.imshow(partition, cmap=partition_colours, vmin=0, vmax=2, interpolation="nearest")
         counts = {code: int((partition == code).sum()) for code in (TRAIN, TEST)}
         ax.set_title(f"protocol '{protocol}':\n{counts[TRAIN]} train, {counts[TEST]} test pixels")
-    axes[-1].legend(
-        handles=[
-            Patch(color="#1b9e77", label="train"),
-            Patch(color="#d95f02", label="test"),
-            Patch(facecolor="#ffffff", edgecolor="0.6", label="unused / unlabelled"),
-        ],
-        loc="upper left",
-        bbox_to_anchor=(1.0, 1.0),
-        fontsize=7,
-        frameon=False,
-    )
+    unused = Patch(facecolor="#ffffff", edgecolor="0.6", label="unused / unlabelled")
+    key = [Patch(color="#1b9e77", label="train"), Patch(color="#d95f02", label="test"), unused]
+    axes[-1].legend(handles=key, **beside)
     for ax in axes:
         ax.set_xticks([])
         ax.set_yticks([])
         ax.grid(False)
     name = ds.attrs.get("title", ds.attrs.get("dataset", "scene"))
     grid = f"{ds.sizes['y']} x {ds.sizes['x']} pixels, {ds.sizes[band_dim]} {band_dim}s"
-    fig.suptitle(
-        headline(
-            f"{name} ({grid})",
-            "read from the prepared file (no hardware-dependent number)",
-            f"prepared on {computed_on(ds)}",
-        )
-    )
+    basis = "read from the prepared file (no hardware-dependent number)"
+    fig.suptitle(headline(f"{name} ({grid})", basis, f"prepared on {computed_on(ds)}"))
     return fig
 
 
@@ -152,6 +139,5 @@ def class_caption(ds: xr.Dataset) -> str:
     return (
         f"{ds.attrs.get('title', ds.attrs.get('dataset', 'scene'))}: labelled pixels per class and how the partition "
         f"of each protocol ({', '.join(file_protocols(ds))}) divides them (seed {ds.attrs.get('seed', '?')}); counted from "
-        "the prepared "
-        "file, no hardware-dependent number."
+        "the prepared file, no hardware-dependent number."
     )

@@ -94,6 +94,9 @@ def _attrs(path: str | os.PathLike[str]) -> dict[str, Any] | None:
         return None
 
 
+BENCH_KINDS = ("model_vs_measured", "microbench", "calibration")  # the bench files that name a device
+
+
 def stage_hardware(stage: str, paths: Sequence[str | os.PathLike[str]]) -> str:
     """One line for a report caption: the hardware behind a stage's page, read from its input files.
 
@@ -108,26 +111,25 @@ def stage_hardware(stage: str, paths: Sequence[str | os.PathLike[str]]) -> str:
         names = list(dict.fromkeys(n for a in found for n in presets(a)))
         return f"{modelled_for({}, names)} (presets, not measurements)"
     if stage == "bench":
-        bench = [a for a in found if a.get("kind") in ("model_vs_measured", "microbench", "calibration")]
-        devices = list(dict.fromkeys(measured_on(a) for a in bench))
-        return "measured on " + ("; ".join(devices) if devices else "an unrecorded device")
-    if stage == "probe":
-        devices = list(
-            dict.fromkeys(
-                measured_on(
-                    {
-                        "device": "; ".join(map(str, _json(a, "run", {}).get("device", []))),
-                        "dtype": a.get("dtype"),
-                    }
-                )  # fmt: skip
-                for a in found
-                if a.get("kind") in ("probe_memory", "probe_throughput")
+        return _measured(measured_on(a) for a in found if a.get("kind") in BENCH_KINDS)
+    if stage == "probe":  # a probe file lists its devices (one per P) in its ``run`` attribute
+        line = _measured(
+            measured_on(
+                {
+                    "device": "; ".join(map(str, _json(a, "run", {}).get("device", []))),
+                    "dtype": a.get("dtype"),
+                }
             )
+            for a in found
+            if a.get("kind") in ("probe_memory", "probe_throughput")
         )
         est = any(a.get("kind") == "probe_estimate" for a in found)
-        line = "measured on " + ("; ".join(devices) if devices else "an unrecorded device")
         return line + ("; estimates with fake tensors (no device memory used)" if est else "")
     if stage == "train":
-        devices = list(dict.fromkeys(measured_on(a) for a in found if a.get("kind") == "train"))
-        return "measured on " + ("; ".join(devices) if devices else "an unrecorded device")
+        return _measured(measured_on(a) for a in found if a.get("kind") == "train")
     return "no hardware recorded for this stage"
+
+
+def _measured(devices: Iterable[str]) -> str:
+    """'measured on A; B': each device once, in order."""
+    return "measured on " + ("; ".join(dict.fromkeys(devices)) or "an unrecorded device")

@@ -9,7 +9,6 @@ Snakemake report is ``workflow/report/captions/{stage}_{name}.rst``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 STAGES: tuple[str, ...] = ("data", "cost", "bench", "probe", "train")
@@ -46,11 +45,6 @@ class Output:
     @property
     def folder(self) -> str:
         return "figures" if self.kind == "figure" else "tables"
-
-    def files(self, datasets: Sequence[str] = ()) -> list[str]:
-        """Paths relative to the run's results folder, every format, every dataset."""
-        bases = [self.base(d) for d in datasets] if self.per_dataset else [self.base()]
-        return [f"{self.folder}/{b}.{ext}" for b in bases for ext in self.formats]
 
 
 OUTPUTS: tuple[Output, ...] = (

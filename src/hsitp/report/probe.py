@@ -9,6 +9,7 @@ one process: no device memory was allocated).
 from __future__ import annotations
 
 import os
+from itertools import product
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -17,12 +18,12 @@ import seaborn as sns
 import xarray as xr
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import LogLocator, MaxNLocator, NullFormatter, ScalarFormatter
+from matplotlib.ticker import MaxNLocator
 
 from hsitp.contracts import PROBE_ESTIMATE, PROBE_MEMORY, PROBE_THROUGHPUT
 from hsitp.names import DCHAG_PLANS
 from hsitp.report import labels, style
-from hsitp.report.common import MEASURED, MODELLED, computed_on, headline, load, need
+from hsitp.report.common import MEASURED, MODELLED, computed_on, headline, load
 
 PARTS = ("tokenisation", "aggregation", "blocks", "head")
 # What a rank keeps through a step (README "Memory probe"): the transient is shown apart, as the peak.
@@ -34,21 +35,16 @@ GIB = 2.0**30
 
 
 def load_memory(path: str | os.PathLike[str]) -> xr.Dataset:
-    ds = load(path, PROBE_MEMORY)
-    need(ds, "memory", "memory_model", "rel_err", "peak_allocated", "device")
-    return ds
+    return load(path, PROBE_MEMORY, "memory", "memory_model", "rel_err", "peak_allocated", "device")
 
 
 def load_throughput(path: str | os.PathLike[str]) -> xr.Dataset:
-    ds = load(path, PROBE_THROUGHPUT)
-    need(ds, "tokens_per_s", "device")
-    return ds
+    return load(path, PROBE_THROUGHPUT, "tokens_per_s", "device")
 
 
 def load_estimate(path: str | os.PathLike[str]) -> xr.Dataset:
-    ds = load(path, PROBE_ESTIMATE)
-    need(ds, "memory", "memory_model", "peak_allocated", "peak_model", "plan", "P", "checkpointing")
-    return ds
+    required = ("memory", "memory_model", "peak_allocated", "peak_model", "plan", "P", "checkpointing")
+    return load(path, PROBE_ESTIMATE, *required)
 
 
 def probe_device(ds: xr.Dataset) -> str:
@@ -100,8 +96,10 @@ def memory_by_part(mem: xr.Dataset) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _first_LN(mem: xr.Dataset) -> tuple[int, int]:  # noqa: N802
-    return int(mem["L"].values[0]), int(mem["N"].values[0])
+def _first_shape(df: pd.DataFrame, ds: xr.Dataset) -> tuple[pd.DataFrame, int, int]:
+    """The rows of ``df`` at the file's first L and N (a figure shows one layer shape), and that L and N."""
+    L0, N0 = int(ds["L"].values[0]), int(ds["N"].values[0])  # noqa: N806
+    return df[(df["L"] == L0) & (df["N"] == N0)], L0, N0
 
 
 def _ckpt(policy: str) -> str:
@@ -111,9 +109,7 @@ def _ckpt(policy: str) -> str:
 # --- figures -------------------------------------------------------------------------------------------------------
 def memory_parts_figure(mem: xr.Dataset) -> Figure:
     """Stacked bars of the steady per-rank memory by part, one bar per plan, one panel per (checkpointing, P)."""
-    L0, N0 = _first_LN(mem)  # noqa: N806
-    df = memory_by_part(mem)
-    df = df[(df["L"] == L0) & (df["N"] == N0)]
+    df, L0, N0 = _first_shape(memory_by_part(mem), mem)  # noqa: N806
     if df.empty:
         raise ValueError(f"{mem.attrs.get('_source_path', 'probe memory')}: no measured point")
     panels = list(dict.fromkeys(zip(df["checkpointing"], df["P"], strict=True)))
@@ -139,12 +135,9 @@ def memory_parts_figure(mem: xr.Dataset) -> Figure:
         ax.set_visible(False)
     handles, names = axes.flat[0].get_legend_handles_labels()
     fig.legend(handles, names, loc="outside lower center", ncol=len(PARTS), frameon=False)
+    what = f"Per-rank memory by part (parameters + gradients + AdamW state + saved activations; L = {L0}, N = {N0})"
     fig.suptitle(
-        headline(
-            f"Per-rank memory by part (parameters + gradients + AdamW state + saved activations; L = {L0}, N = {N0})",
-            MEASURED,
-            f"{MEASURED} on {probe_device(mem)} (one training step, the fullest rank)",
-        )
+        headline(what, MEASURED, f"{MEASURED} on {probe_device(mem)} (one training step, the fullest rank)")
     )
     return fig
 
@@ -153,9 +146,7 @@ def memory_vs_p_figure(mem: xr.Dataset) -> Figure:
     """Steady per-rank memory vs P per plan: measured (filled markers, solid) beside the memory model (hollow
     markers, dashed, drawn on top so neither hides the other), one panel per checkpointing policy. Plans whose
     measured curves coincide share one labelled line ('tp ≡ token')."""
-    L0, N0 = _first_LN(mem)  # noqa: N806
-    df = memory_by_part(mem)
-    df = df[(df["L"] == L0) & (df["N"] == N0)]
+    df, L0, N0 = _first_shape(memory_by_part(mem), mem)  # noqa: N806
     tot = df.groupby(["checkpointing", "label", "P"], sort=False)[["measured", "model"]].sum().reset_index()
     policies = list(dict.fromkeys(tot["checkpointing"]))
     fig, axes = plt.subplots(1, len(policies), figsize=(min(style.FULL_WIDTH_IN, 4.6 * len(policies)), 4.6),
@@ -176,14 +167,11 @@ def memory_vs_p_figure(mem: xr.Dataset) -> Figure:
             ax.plot(g["P"], g["model"] / MIB, marker=m, color="0.15", lw=0.9, ms=4.5, mfc="none", ls=(0, (4, 2)),
                     zorder=3)  # fmt: skip
             handles.setdefault(name, Line2D([], [], color=c, marker=m, lw=2.2, alpha=0.7, label=name))
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(Ps, [str(p) for p in Ps])
+        style.log2_axis(ax, Ps)
         ax.minorticks_off()
         ax.set_xlim(min(Ps) / 1.3, max(Ps) * 1.3)
         ax.set_yscale("log")
-        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-        ax.yaxis.set_major_formatter(ScalarFormatter())
-        ax.yaxis.set_minor_formatter(NullFormatter())
+        style.plain_log_ticks(ax.yaxis)
         ax.set_xlabel("P (ranks)")
         ax.set_ylabel("MiB on the fullest rank")
         ax.set_title(_ckpt(ck))
@@ -193,13 +181,12 @@ def memory_vs_p_figure(mem: xr.Dataset) -> Figure:
                label="memory model (dark, dashed, on top)"),
     ]  # fmt: skip
     fig.legend(handles=legend, loc="outside lower center", ncol=3, frameon=False)
+    what = (
+        f"Per-rank memory vs P per plan (parameters + gradients + AdamW state + saved activations; L = {L0}, "
+        f"N = {N0})"
+    )
     fig.suptitle(
-        headline(
-            f"Per-rank memory vs P per plan (parameters + gradients + AdamW state + saved activations; L = {L0}, "
-            f"N = {N0})",
-            MEASURED,
-            f"{MEASURED} on {probe_device(mem)}, beside the memory model ({MODELLED})",
-        )
+        headline(what, MEASURED, f"{MEASURED} on {probe_device(mem)}, beside the memory model ({MODELLED})")
     )
     return fig
 
@@ -226,8 +213,7 @@ def throughput_figure(thr: xr.Dataset) -> Figure:
     df = df[np.isfinite(df["tokens_per_s"])]
     g0 = int(thr["g"].values[0])
     df = df[df["plan"].astype(str).isin(DCHAG_PLANS) | (df["g"] == g0)]
-    L0, N0 = int(thr["L"].values[0]), int(thr["N"].values[0])  # noqa: N806
-    df = df[(df["L"] == L0) & (df["N"] == N0)]
+    df, L0, N0 = _first_shape(df, thr)  # noqa: N806
     df["label"] = [_plan_label(p, g) for p, g in zip(df["plan"], df["g"], strict=True)]
     policies = list(dict.fromkeys(df["checkpointing"]))
     fig, axes = plt.subplots(1, len(policies), figsize=(3.8 * len(policies), 3.3), squeeze=False,
@@ -238,17 +224,11 @@ def throughput_figure(thr: xr.Dataset) -> Figure:
                      legend=ax is axes.flat[0])  # fmt: skip
         if ax.get_legend() is not None:
             ax.get_legend().set_title("plan (g: D-CHAG groups)")  # not the frame's column name 'label'
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(Ps, [str(p) for p in Ps])
+        style.log2_axis(ax, Ps)
         ax.set_ylabel("tokens / s (B·N per median step)")
         ax.set_title(_ckpt(ck), fontsize=8)
-    fig.suptitle(
-        headline(
-            f"Training-step throughput vs P per plan (L = {L0}, N = {N0}, slowest rank)",
-            MEASURED,
-            f"{MEASURED} on {probe_device(thr)}",
-        )
-    )
+    what = f"Training-step throughput vs P per plan (L = {L0}, N = {N0}, slowest rank)"
+    fig.suptitle(headline(what, MEASURED, f"{MEASURED} on {probe_device(thr)}"))
     return fig
 
 
@@ -257,11 +237,7 @@ def estimate_frame(est: xr.Dataset) -> pd.DataFrame:
     steady = {
         k: est[k].sel(kind=list(STEADY_KINDS)).sum(("part", "kind")) for k in ("memory", "memory_model")
     }
-    rep = (
-        est["reported_reserved_gib"]
-        if "reported_reserved_gib" in est
-        else xr.full_like(est["P"], np.nan, float)
-    )
+    rep = est.get("reported_reserved_gib", xr.full_like(est["P"], np.nan, float))
     return pd.DataFrame(
         {
             "config": est["config"].values.astype(str),
@@ -301,9 +277,7 @@ def estimate_figure(est: xr.Dataset) -> Figure:
     ax.set_yticks(y, df["config"], fontsize=7)
     ax.set_ylim(len(df) - 0.5, -0.5)
     ax.set_xscale("log")
-    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))  # 10, 20, 50, 100: plain numbers
-    ax.xaxis.set_major_formatter(ScalarFormatter())
-    ax.xaxis.set_minor_formatter(NullFormatter())
+    style.plain_log_ticks(ax.xaxis)
     ax.set_xlim(lo * scale / 1.5, hi * scale * 1.5)
     ax.set_xlabel(
         f"rank-0 peak memory [{unit}], log scale (activation checkpointing: last field of the label)"
@@ -311,15 +285,10 @@ def estimate_figure(est: xr.Dataset) -> Figure:
     ax.set_ylabel("")
     ax.legend(loc="best", frameon=True, framealpha=0.9)
     span = f"{fmt_gib(lo)} to {fmt_gib(hi)}"
-    fig.suptitle(
-        headline(
-            f"Rank-0 peak memory per configuration, estimated without running it ({span})",
-            FAKE,
-            # the method (rank 0 of P in one process, nothing allocated) is in the output's description: with a
-            # long CPU name the line ran to a third title line (the figure check fails that)
-            f"{FAKE} on {computed_on(est)}, beside the memory model (modelled)",
-        )
-    )
+    what = f"Rank-0 peak memory per configuration, estimated without running it ({span})"
+    # the method (rank 0 of P in one process, nothing allocated) is in the output's description: with a long CPU
+    # name the line ran to a third title line (the figure check fails that)
+    fig.suptitle(headline(what, FAKE, f"{FAKE} on {computed_on(est)}, beside the memory model (modelled)"))
     return fig
 
 
@@ -338,58 +307,45 @@ def relative_to_tp_table(mem: xr.Dataset) -> pd.DataFrame:
     per = df.groupby([*keys, "plan", "g", "label"], sort=False).agg(
         total=("measured", "sum"), tokagg=("tok+agg", "sum"), peak=("peak", "first")
     ).reset_index()  # fmt: skip
-    tp = per[per["plan"] == "tp"].set_index(keys)[["total", "tokagg", "peak"]]
-    rows = []
-    for r in per.to_dict("records"):
-        ref = tp.loc[tuple(r[k] for k in keys)] if tuple(r[k] for k in keys) in tp.index else None
+    tp = per[per["plan"] == "tp"][[*keys, "total", "tokagg", "peak"]]
+    per = per.merge(tp, on=keys, how="left", suffixes=("", "_tp"))  # tp's numbers beside each plan's
 
-        def rel(col: str, r: dict = r, ref: pd.Series | None = ref) -> float:
-            return 100.0 * (r[col] / ref[col] - 1.0) if ref is not None and ref[col] > 0 else np.nan
+    def rel(col: str) -> pd.Series:  # NaN where tp has no such point (or none of this part)
+        return 100.0 * (per[col] / per[f"{col}_tp"].where(per[f"{col}_tp"] > 0) - 1.0)
 
-        rows.append(
-            {
-                "plan": r["label"], "P": r["P"], "L": r["L"], "N": r["N"],
-                "activation checkpointing": r["checkpointing"],
-                "total [MiB] (measured)": r["total"] / MIB, "total vs tp [%]": rel("total"),
-                "tokenisation+aggregation [MiB] (measured)": r["tokagg"] / MIB,
-                "tokenisation+aggregation vs tp [%]": rel("tokagg"),
-                "peak [MiB] (measured)": r["peak"] / MIB, "peak vs tp [%]": rel("peak"),
-            }
-        )  # fmt: skip
-    return pd.DataFrame(rows)
+    return pd.DataFrame(
+        {
+            "plan": per["label"], "P": per["P"], "L": per["L"], "N": per["N"],
+            "activation checkpointing": per["checkpointing"],
+            "total [MiB] (measured)": per["total"] / MIB, "total vs tp [%]": rel("total"),
+            "tokenisation+aggregation [MiB] (measured)": per["tokagg"] / MIB,
+            "tokenisation+aggregation vs tp [%]": rel("tokagg"),
+            "peak [MiB] (measured)": per["peak"] / MIB, "peak vs tp [%]": rel("peak"),
+        }
+    )  # fmt: skip
 
 
 def model_vs_measured_table(mem: xr.Dataset) -> pd.DataFrame:
     """Per part and kind: the largest |relative error| of the memory model against rank 0's measurement over
     every measured point, and where it is (plus the step's peak)."""
-    pts = _points(mem)
+    pts = _points(mem)[["plan", "P", "g", "L", "N", "checkpointing"]].to_dict("records")
     rows = []
-    err = mem["rel_err"]
-    for part in PARTS:
-        for kind in mem["kind"].values.astype(str):
-            vals = [(float(err.sel(**p, part=part, kind=kind)), p) for p in
-                    pts[["plan", "P", "g", "L", "N", "checkpointing"]].to_dict("records")]  # fmt: skip
-            rows.append(_worst(part, kind, vals))
+    for part, kind in product(PARTS, mem["kind"].values.astype(str)):
+        rows.append(_worst(part, kind, mem["rel_err"].sel(part=part, kind=kind), pts))
     if "peak_rel_err" in mem:
-        vals = [(float(mem["peak_rel_err"].sel(**p)), p) for p in
-                pts[["plan", "P", "g", "L", "N", "checkpointing"]].to_dict("records")]  # fmt: skip
-        rows.append(_worst("step", "peak", vals))
+        rows.append(_worst("step", "peak", mem["peak_rel_err"], pts))
     return pd.DataFrame(rows)
 
 
-def _worst(part: str, kind: str, vals: list[tuple[float, dict]]) -> dict:
-    finite = [(v, p) for v, p in vals if np.isfinite(v)]
-    if not finite:
-        return {
-            "part": part,
-            "kind": kind,
-            "points": 0,
-            "largest |rel err|": np.nan,
-            "signed": np.nan,
-            "at": "—",
-        }
-    v, p = max(finite, key=lambda t: abs(t[0]))
-    at = f"{_plan_label(p['plan'], p['g'])}, P={p['P']}, L={p['L']}, N={p['N']}, ckpt {p['checkpointing']}"
+def _worst(part: str, kind: str, err: xr.DataArray, pts: list[dict]) -> dict:
+    """The largest |relative error| of ``err`` over the measured points ``pts``, signed, and where it is."""
+    finite = [(v, p) for p in pts if np.isfinite(v := float(err.sel(**p)))]
+    v, p = max(finite, key=lambda t: abs(t[0])) if finite else (np.nan, None)
+    at = (
+        f"{_plan_label(p['plan'], p['g'])}, P={p['P']}, L={p['L']}, N={p['N']}, ckpt {p['checkpointing']}"
+        if p
+        else "—"
+    )
     return {
         "part": part,
         "kind": kind,

@@ -17,8 +17,9 @@ from hsitp.report.outputs import STAGES, stage_outputs
 COMMON_MODULES = ("__init__", "outputs", "labels", "style", "common", "commands")
 
 
-# Other pages' modules a page uses (the train page draws the scenes' ground truth with the data page's code).
-BORROWED = {"train": ("data",)}
+# Other pages' modules a page uses (the train page draws the scenes' ground truth with the data page's code, the
+# bench page's section 8.2 table takes the paper's cases as the cost page does).
+BORROWED = {"bench": ("cost",), "train": ("data",)}
 
 
 def code_inputs(stage: str) -> list[str]:
@@ -47,10 +48,7 @@ def stage_inputs(
     if stage == "data":
         return {"datasets": list(data)}
     if stage == "cost":
-        return {
-            **{t: cost_by[t] for t in ("rho", "ccr", "boundary", "scale", "plan")},
-            "datasets": list(data),
-        }
+        return {t: cost_by[t] for t in ("rho", "ccr", "boundary", "scale", "plan")} | {"datasets": list(data)}
     if stage == "bench":
         return {
             **{k: bench_by[k] for k in ("microbench", "calibration", "model_vs_measured")},
@@ -59,15 +57,11 @@ def stage_inputs(
     if stage == "probe":
         probe_by = {Path(p).stem: p for p in probe}
         return {k: probe_by[k] for k in ("memory", "throughput", "estimate")}
-    if (
-        stage == "train"
-    ):  # the records, their summary over seeds, the scenes' ground truth, the probe's answer table
+    # train: the records, their summary over seeds, the scenes' ground truth, the probe's answer table
+    if stage == "train":
         probe_by = {Path(p).stem: p for p in probe} if "probe" in stages else {}
-        reduced = (
-            "summary.nc",
-            "equivalence.nc",
-            "control_summary.nc",
-        )  # files over the records, not records
+        # files over the records, not records
+        reduced = ("summary.nc", "equivalence.nc", "control_summary.nc")
         return {
             "records": [p for p in train if Path(p).name not in reduced],
             "summary": next((p for p in train if Path(p).name == "summary.nc"), None),

@@ -23,7 +23,7 @@ import itertools
 import os
 import re
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -33,13 +33,12 @@ from matplotlib.axis import Axis
 from matplotlib.backend_bases import RendererBase
 from matplotlib.figure import Figure
 from matplotlib.text import Text
+from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
 from matplotlib.transforms import Bbox
 
 DPI = 150  # savefig resolution
 MAX_WIDTH_PX = 2400
-MAX_WIDTH_IN = (
-    MAX_WIDTH_PX / DPI
-)  # 16 in; figures are drawn narrower (FULL_WIDTH_IN) so their text stays legible
+MAX_WIDTH_IN = MAX_WIDTH_PX / DPI  # 16 in; figures are drawn narrower (FULL_WIDTH_IN) so text stays legible
 FULL_WIDTH_IN = 11.0  # a full-width figure: 9 pt text on 11 in still reads as ~6 pt on a 7 in printed page
 MAX_ASPECT = 3.0  # longer side / shorter side
 MIN_FONT_PT = 7.0
@@ -138,17 +137,15 @@ def wrap_suptitle(fig: Figure) -> None:
     if t is None or not t.get_text():
         return
     text, size = t.get_text(), t.get_fontsize()
+
+    def wrapped(pt: float) -> list[str]:  # average glyph of DejaVu Sans ~0.56 em
+        return wrap_lines(text, max(20, int(fig.get_figwidth() * 72.0 / (0.56 * pt) * 0.95)))
+
     sizes = [size] + [s for s in np.arange(size - 0.5, MIN_TITLE_PT - 1e-9, -0.5) if s < size]
-    for s in sizes:
-        chars_per_inch = 72.0 / (0.56 * s)  # average glyph of DejaVu Sans ~0.56 em
-        lines = wrap_lines(text, max(20, int(fig.get_figwidth() * chars_per_inch * 0.95)))
-        if len(lines) <= MAX_TITLE_LINES:
-            break
-    else:
-        s = size  # too long at any size: wrapped at the figure's own size (the check names it)
-        lines = wrap_lines(text, max(20, int(fig.get_figwidth() * 72.0 / (0.56 * s) * 0.95)))
-    t.set_fontsize(s)
-    t.set_text("\n".join(lines))
+    # too long at any size: wrapped at the figure's own size (the check names it)
+    fit = next((s for s in sizes if len(wrapped(s)) <= MAX_TITLE_LINES), size)
+    t.set_fontsize(fit)
+    t.set_text("\n".join(wrapped(fit)))
 
 
 def figsize(width: float, height: float) -> tuple[float, float]:
@@ -157,6 +154,19 @@ def figsize(width: float, height: float) -> tuple[float, float]:
     width = min(width, FULL_WIDTH_IN)
     limit = MAX_ASPECT - 0.1
     return width, min(max(height, width / limit), width * limit)
+
+
+def log2_axis(ax: plt.Axes, values: Sequence[int]) -> None:
+    """A base-2 log x axis with a tick named at each of ``values`` (P, a TP degree: powers of two)."""
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(values, [str(int(v)) for v in values])
+
+
+def plain_log_ticks(axis: Axis) -> None:
+    """Log-axis ticks at 1, 2 and 5 times each power of ten, written as plain numbers (10, 20, 50, 100)."""
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(ScalarFormatter())
+    axis.set_minor_formatter(NullFormatter())
 
 
 # --- the check -----------------------------------------------------------------------------------------------------
@@ -196,8 +206,7 @@ def _texts(fig: Figure) -> Iterator[tuple[str, Text]]:
         if not ax.get_visible():
             continue
         name = _name(ax)
-        for loc in ("center", "left", "right"):
-            t = {"center": ax.title, "left": ax._left_title, "right": ax._right_title}[loc]
+        for t in (ax.title, ax._left_title, ax._right_title):
             yield f"{name} title", t
         yield f"{name} x label", ax.xaxis.label
         yield f"{name} y label", ax.yaxis.label
@@ -407,6 +416,4 @@ def png_problems(path: str | os.PathLike[str]) -> list[str]:
 
 def check_figures(folder: str | os.PathLike[str]) -> dict[Path, list[str]]:
     """Every PNG under ``folder`` with its problems (:func:`png_problems`); figures with none are left out."""
-    pngs = sorted(Path(folder).rglob("*.png"))
-    out = {p: probs for p in pngs if (probs := png_problems(p))}
-    return out
+    return {p: probs for p in sorted(Path(folder).rglob("*.png")) if (probs := png_problems(p))}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping, Sequence
+from itertools import cycle
 from typing import Any
 
 import matplotlib.pyplot as plt
@@ -24,26 +25,20 @@ from matplotlib.ticker import MaxNLocator
 from hsitp import contracts
 from hsitp.names import DCHAG_PLANS
 from hsitp.report import labels, style
-from hsitp.report.common import MEASURED, headline, json_attr, load, need
+from hsitp.report.common import MEASURED, headline, json_attr, load
 
 MIB = 2.0**20
 
 
 def load_records(paths: Sequence[str | os.PathLike[str]]) -> list[xr.Dataset]:
     """Every training record (kind ``train``), in the given order."""
-    out = []
-    for p in paths:
-        ds = load(p, contracts.TRAIN)
-        need(ds, "loss", "tokens_per_s", "peak_allocated")
-        out.append(ds)
-    return out
+    return [load(p, contracts.TRAIN, "loss", "tokens_per_s", "peak_allocated") for p in paths]
 
 
 def run_label(ds: xr.Dataset) -> str:
+    """'indian_pines: dchag_l P=2 g=2 N=5776 random s0' (N: the crop of train.crops; one scene may have two)."""
     a = ds.attrs
-    g = f" g={a.get('g')}" if str(a.get("plan", "")) in DCHAG_PLANS else ""
-    n = f" N={a.get('tokens')}" if "tokens" in a else ""  # the crop (train.crops): one scene may have two
-    return f"{a.get('dataset', '?')}: {a.get('plan', '?')} P={a.get('P', '?')}{g}{n} {a.get('protocol', '')} s{a.get('seed', '')}"
+    return f"{a.get('dataset', '?')}: {_record_model(ds, True)} {a.get('protocol', '')} s{a.get('seed', '')}"
 
 
 def trained_on(records: Sequence[xr.Dataset]) -> str:
@@ -132,9 +127,7 @@ def curves_figure(records: Sequence[xr.Dataset], summary: xr.Dataset | None = No
     marks = dict(zip(names, style.markers(len(names)), strict=True))
     seeds = sorted({int(r.attrs.get("seed", 0)) for r in records})
     # seed line styles, none of them the baselines' ("-." and ":")
-    styles = dict(
-        zip(seeds, ["-", "--", (0, (4, 1, 1, 1, 1, 1)), (0, (8, 2))] * (len(seeds) // 4 + 1), strict=False)
-    )
+    styles = dict(zip(seeds, cycle(["-", "--", (0, (4, 1, 1, 1, 1, 1)), (0, (8, 2))]), strict=False))
     width = min(style.FULL_WIDTH_IN, max(7.5, 4.4 * len(panels)))
     legend_rows = int(np.ceil((len(names) + (len(seeds) if len(seeds) > 1 else 0) + 2) / 2))
     fig, axes = plt.subplots(
@@ -160,13 +153,8 @@ def curves_figure(records: Sequence[xr.Dataset], summary: xr.Dataset | None = No
         handles += [plt.Line2D([], [], color="0.35", ls=ls, label=f"{name}, same partition ({n_seeds})")
                     for name, ls in BASELINE_STYLES.values()]  # fmt: skip
     fig.legend(handles=handles, loc="outside lower center", ncol=2, frameon=False)
-    fig.suptitle(
-        headline(
-            "Learning curves per run" + ("" if has_acc else " (no record holds an overall accuracy)"),
-            MEASURED,
-            trained_on(records),
-        )
-    )
+    what = "Learning curves per run" + ("" if has_acc else " (no record holds an overall accuracy)")
+    fig.suptitle(headline(what, MEASURED, trained_on(records)))
     return fig
 
 
@@ -254,11 +242,8 @@ def stamp(
 
 def _baseline_seeds(summary: xr.Dataset) -> str:
     """'mean over 3 seeds' or 'one seed' for the baselines' lines (a mean of one seed is that seed)."""
-    n = (
-        sorted({int(v) for v in np.atleast_1d(summary["baseline_seeds"].values)})
-        if "baseline_seeds" in summary
-        else []
-    )
+    seeds = summary.get("baseline_seeds")
+    n = sorted({int(v) for v in np.atleast_1d(seeds.values)}) if seeds is not None else []
     if not n:
         return "mean over seeds"
     return "one seed" if n == [1] else f"mean over {'/'.join(map(str, n))} seeds"
@@ -292,16 +277,9 @@ def resources_figure(records: Sequence[xr.Dataset]) -> Figure:
     _need_runs(records)
     rows = []
     for r in records:
-        peak = (
-            r["peak_allocated_summary"]
-            if "peak_allocated_summary" in r
-            else r["peak_allocated"].mean("epoch")
-        )
-        tps = (
-            float(r["tokens_per_s_summary"])
-            if "tokens_per_s_summary" in r
-            else float(r["tokens_per_s"].mean())
-        )
+        # the record's summary window where it has one (else the mean over every epoch)
+        peak = r.get("peak_allocated_summary", r["peak_allocated"].mean("epoch"))
+        tps = float(r.get("tokens_per_s_summary", r["tokens_per_s"].mean()))
         for rank, v in zip(peak["rank"].values, peak.values, strict=True):
             rows.append({"run": run_label(r), "rank": int(rank), "peak [MiB]": v / MIB, "tokens/s": tps})
     df = pd.DataFrame(rows)
@@ -325,13 +303,8 @@ def resources_figure(records: Sequence[xr.Dataset]) -> Figure:
         ax.tick_params(axis="y", labelsize=7.5)
         ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
     k = sorted({int(r.attrs.get("summary_epochs", 0)) for r in records})
-    fig.suptitle(
-        headline(
-            f"Per-rank peak memory and throughput per run (mean of the last {', '.join(map(str, k))} epochs)",
-            MEASURED,
-            trained_on(records),
-        )
-    )
+    what = f"Per-rank peak memory and throughput per run (mean of the last {', '.join(map(str, k))} epochs)"
+    fig.suptitle(headline(what, MEASURED, trained_on(records)))
     return fig
 
 
@@ -377,14 +350,10 @@ def prediction_figure(
         stamp(axes.flat[first], note, (0.5, 0.5), width_in=2.4)
     fig.legend(handles=class_handles(classes, names), loc="outside lower center", ncol=4, frameon=False,
                fontsize=7.5, title="class (white: unlabelled)")  # fmt: skip
-    fig.suptitle(
-        headline(
-            "Predicted class maps per run (final model)"
-            + (" on the labelled pixels beside the ground truth" if truth else ""),
-            MEASURED,
-            f"{trained_on(records)}; train and test pixels both shown",
-        )
+    what = "Predicted class maps per run (final model)" + (
+        " on the labelled pixels beside the ground truth" if truth else ""
     )
+    fig.suptitle(headline(what, MEASURED, f"{trained_on(records)}; train and test pixels both shown"))
     return fig
 
 
@@ -417,12 +386,8 @@ def summary_table(records: Sequence[xr.Dataset]) -> pd.DataFrame:
     for r in records:
         a = r.attrs
 
-        def s(name: str, r: xr.Dataset = r) -> xr.DataArray:
-            return (
-                r[f"{name}_summary"]
-                if f"{name}_summary" in r
-                else r[name].isel(epoch=slice(-10, None)).mean("epoch")
-            )
+        def s(name: str, r: xr.Dataset = r) -> xr.DataArray:  # the summary window, else the last 10 epochs
+            return r.get(f"{name}_summary", r[name].isel(epoch=slice(-10, None)).mean("epoch"))
 
         acc = _accuracy(r)
         rows.append(
@@ -461,9 +426,7 @@ METRICS = {"oa": "OA", "aa": "AA", "kappa": "κ"}
 
 def load_summary(path: str | os.PathLike[str]) -> xr.Dataset:
     """``train/summary.nc`` (kind ``train_summary``): accuracy per cell over seeds, with the baselines."""
-    ds = load(path, contracts.TRAIN_SUMMARY)
-    need(ds, *contracts.TRAIN_SUMMARY.variables)
-    return ds
+    return load(path, contracts.TRAIN_SUMMARY, *contracts.TRAIN_SUMMARY.variables)
 
 
 def _rows(summary: xr.Dataset) -> list[Any]:
@@ -542,20 +505,18 @@ def per_class_table(summary: xr.Dataset) -> pd.DataFrame | None:
     seeds; None for a summary without per-class numbers (written before issue 23)."""
     if "per_class_accuracy_mean" not in summary:
         return None
-    cols: dict[str, np.ndarray] = {}
     cells = contracts.summary_cells(summary).reset_index()
-    for c in cells.itertuples(index=False):
-        cols[f"{c.dataset} {c.protocol}: {model_label(c.plan, c.P, c.g)}"] = summary[
-            "per_class_accuracy_mean"
-        ].values[c.i]
+    recall = summary["per_class_accuracy_mean"].values
+    cols = {
+        f"{c.dataset} {c.protocol}: {model_label(c.plan, c.P, c.g)}": recall[c.i] for c in cells.itertuples()
+    }
     if "baseline_per_class_accuracy_mean" in summary:
+        recall = summary["baseline_per_class_accuracy_mean"].values
         for (dataset, protocol), here in cells.groupby(["dataset", "protocol"], sort=False):
             i = here["i"].iloc[0]
             for j, clf in enumerate(summary["classifier"].values):
                 name = BASELINE_STYLES.get(str(clf), (str(clf),))[0]
-                cols[f"{dataset} {protocol}: {name}"] = summary["baseline_per_class_accuracy_mean"].values[
-                    i, j
-                ]
+                cols[f"{dataset} {protocol}: {name}"] = recall[i, j]
     return pd.DataFrame({"class": summary["label"].values.astype(int), **cols})
 
 
@@ -632,13 +593,8 @@ def accuracy_figure(summary: xr.Dataset, records: Sequence[xr.Dataset]) -> Figur
         if seeds == [1]
         else f"mean ± std over {'/'.join(map(str, seeds))} seeds"
     )
-    fig.suptitle(
-        headline(
-            f"Accuracy per model beside the classical baselines (grey); {spread}",
-            MEASURED,
-            trained_on(records),
-        )
-    )
+    what = f"Accuracy per model beside the classical baselines (grey); {spread}"
+    fig.suptitle(headline(what, MEASURED, trained_on(records)))
     return fig
 
 
@@ -658,8 +614,7 @@ def equivalence_table(path: str | os.PathLike[str] | None) -> pd.DataFrame:
     (``train/equivalence.nc``); one row saying so when the run has no check."""
     if path is None:
         return pd.DataFrame([{"equivalence": NO_CHECK}])
-    ds = load(path, contracts.TRAIN_EQUIVALENCE)
-    need(ds, "oa_check", "oa_equivalent", "d_oa", "passed")
+    ds = load(path, contracts.TRAIN_EQUIVALENCE, "oa_check", "oa_equivalent", "d_oa", "passed")
     rows = []
     for i in range(ds.sizes["check"]):
         c = ds.isel(check=i)
@@ -692,11 +647,9 @@ def load_probe(
     memory: str | os.PathLike[str], throughput: str | os.PathLike[str]
 ) -> tuple[xr.Dataset, xr.Dataset]:
     """``probe/memory.nc`` and ``probe/throughput.nc`` of the same run (the probe at the trained sizes)."""
-    mem = load(memory, contracts.PROBE_MEMORY)
-    need(mem, "peak_allocated", "device")
-    thr = load(throughput, contracts.PROBE_THROUGHPUT)
-    need(thr, "ratio_vs_tp_median", "ratio_vs_tp_min", "ratio_vs_tp_max", "oversubscribed_note")
-    return mem, thr
+    mem = load(memory, contracts.PROBE_MEMORY, "peak_allocated", "device")
+    ratios = ("ratio_vs_tp_median", "ratio_vs_tp_min", "ratio_vs_tp_max", "oversubscribed_note")
+    return mem, load(throughput, contracts.PROBE_THROUGHPUT, *ratios)
 
 
 def _verdict_name(summary: xr.Dataset, i: int) -> str:
@@ -748,12 +701,6 @@ def _answers(c: Any, plan: str, P: int, g: int, N: int) -> bool:  # noqa: N803
     return (c.plan, c.P, c.N) == (plan, P, N) and (c.g == g or plan not in DCHAG_PLANS)
 
 
-def _tp_cell(summary: xr.Dataset, c: Any) -> int | None:
-    """Index of the tp cell the summary pairs ``c`` with (``tp_cell``, the verdicts' pairing), or None."""
-    i = int(summary["tp_cell"].values[c.i]) if "tp_cell" in summary else -1
-    return i if i >= 0 else None
-
-
 def time_to_accuracy_ratio(
     summary: xr.Dataset, c: Any, step_time_ratio: float, target: str = "tp_minus_delta"
 ) -> tuple[float, str]:
@@ -763,8 +710,8 @@ def time_to_accuracy_ratio(
     if "steps_to_target" not in summary:
         return math.nan, "not computed (a summary written before time to accuracy)"
     steps = summary["steps_to_target"].sel(target=target)
-    tp = _tp_cell(summary, c)
-    if tp is None:
+    tp = int(summary["tp_cell"].values[c.i]) if "tp_cell" in summary else -1  # the verdicts' pairing
+    if tp < 0:
         return math.nan, "no tp cell to compare with"
     mine, ref = float(steps.values[c.i]), float(steps.values[tp])
     if not np.isfinite(ref):
@@ -819,10 +766,8 @@ def answer_table(
     if memory is None or throughput is None:
         return pd.DataFrame([{"answer": NO_PROBE}])
     peak = memory["peak_allocated"].max("rank", skipna=True)  # the fullest rank
-    notes = dict(
-        zip(throughput["P"].values.tolist(), throughput["oversubscribed_note"].values.tolist(), strict=True)
-    )
-    devices = dict(zip(memory["P"].values.tolist(), memory["device"].values.tolist(), strict=True))
+    notes = throughput["oversubscribed_note"].to_series().to_dict()  # P -> note ('' where not oversubscribed)
+    devices = memory["device"].to_series().to_dict()  # P -> device
     dtype = memory.attrs.get("dtype", "")
     rows = []
     for idx in np.ndindex(*peak.shape):
@@ -833,8 +778,7 @@ def answer_table(
         plan, P, g, ck = str(here["plan"]), int(here["P"]), int(here["g"]), str(here["checkpointing"])  # noqa: N806
         if plan not in DCHAG_PLANS and g != int(peak["g"].values[0]):
             continue  # plans without groups are repeated along g: one row
-        sel = {k: v for k, v in here.items()}
-        tp_sel = {**sel, "plan": "tp"}
+        tp_sel = {**here, "plan": "tp"}
         has_tp = "tp" in peak["plan"].values and np.isfinite(float(peak.sel(tp_sel)))
         step_time = math.nan  # this plan's time per step over tp's, from the interleaved tokens/s ratio
         if plan == "tp":
@@ -843,7 +787,7 @@ def answer_table(
             mem_vs = thr_vs = f"n/a (no tp at P = {P})"
         else:
             mem_vs = f"{value / float(peak.sel(tp_sel)):.2f}"
-            med, lo, hi = (float(throughput[f"ratio_vs_tp_{s}"].sel(sel)) for s in ("median", "min", "max"))
+            med, lo, hi = (float(throughput[f"ratio_vs_tp_{s}"].sel(here)) for s in ("median", "min", "max"))
             thr_vs = f"{med:.2f} [{lo:.2f}, {hi:.2f}]" if np.isfinite(med) else "not timed"
             step_time = _step_time_ratio(med, notes.get(P))
         if notes.get(P) and plan != "tp" and has_tp:
@@ -939,9 +883,7 @@ def pareto_points(
         return pd.DataFrame(columns=cols)
     peak = _no_checkpointing(memory["peak_allocated"].max("rank", skipna=True))
     ratio_vs_tp = _no_checkpointing(throughput["ratio_vs_tp_median"])
-    notes = dict(
-        zip(throughput["P"].values.tolist(), throughput["oversubscribed_note"].values.tolist(), strict=True)
-    )
+    notes = throughput["oversubscribed_note"].to_series().to_dict()  # P -> note ('' where not oversubscribed)
     rows = []
     for c in _rows(summary):
         if c.plan not in DCHAG_PLANS:
@@ -1005,17 +947,8 @@ def pareto_figure(
 
 def load_studies(paths: Sequence[str | os.PathLike[str]]) -> list[xr.Dataset]:
     """The tuning studies (``hsitp tune``'s netCDF, kind ``tune_study``)."""
-    out = []
-    for path in paths:
-        ds = load(path, contracts.TUNE_STUDY)
-        need(ds, "score", "best_so_far", "expected_best", "expected_best_std")
-        out.append(ds)
-    return out
-
-
-def _study_device(studies: Sequence[xr.Dataset]) -> str:
-    """'measured on <the machine that ran the studies>' (their provenance)."""
-    return f"measured on {labels.computed_on(studies[0].attrs)}" if studies else "measured on no machine yet"
+    required = ("score", "best_so_far", "expected_best", "expected_best_std")
+    return [load(path, contracts.TUNE_STUDY, *required) for path in paths]
 
 
 def budget_figure(studies: Sequence[xr.Dataset]) -> Figure:
@@ -1052,18 +985,14 @@ def budget_figure(studies: Sequence[xr.Dataset]) -> Figure:
     fig.legend(
         handles=handles, loc="outside lower center", ncol=2, frameon=False, title="plan (colour) and curve"
     )
-    fig.suptitle(
-        headline("Best validation OA against tuning trials, per plan", MEASURED, _study_device(studies))
-    )
+    what = "Best validation OA against tuning trials, per plan"
+    on = f"measured on {labels.computed_on(studies[0].attrs)}" if studies else "measured on no machine yet"
+    fig.suptitle(headline(what, MEASURED, on))  # the machine that ran the studies (their provenance)
     return fig
 
 
-SIZE_KEYS = (
-    "dim",
-    "depth",
-    "mlp_ratio",
-    "patch",
-)  # what a plan keeps of the base model (heads may be padded)
+# what a plan keeps of the base model (heads may be padded)
+SIZE_KEYS = ("dim", "depth", "mlp_ratio", "patch")
 
 
 def probe_sizes(memory: xr.Dataset, records: Sequence[xr.Dataset] = ()) -> str:
