@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hsitp.cost.layers import build_terms
+from hsitp.cost.layers import Terms, build_terms
 from hsitp.cost.refined import BLOCK_LAYERS, FRONT_LAYERS
 from hsitp.names import DCHAG_PLANS, ONE_RANK, PLAN_NAMES, PLANS, SHARDED_PLANS
 from hsitp.shape import LayerShape, slot_product_rows
@@ -55,17 +55,21 @@ def block_activation_bytes(shape: LayerShape, P: int) -> float:
     return s * b * h * (10 + 24 / P + 5 * a * s / (h * P)) * shape.dtype_bytes / 2
 
 
-def memory_breakdown(
-    plan: str, shape: LayerShape, P: int, dp: int, depth: int, setup: TrainingSetup, *, pad: bool = True
-) -> dict[tuple[str, str], float]:
-    """Bytes per device for (part, kind) with TP degree P and data-parallel (or FSDP) degree dp."""
+def _layer_terms(plan: str, shape: LayerShape, P: int, pad: bool = True) -> tuple[Terms, Terms, float]:  # noqa: N803
+    """The tokeniser's and the aggregator's terms on one TP rank, and one block's parameters."""
     tok_split, agg = FRONT_LAYERS[plan]
     mesh = (P, 1)
     tok = build_terms("tokenize", tok_split, shape, P, mesh, pad=pad)
     aggr = build_terms(agg, "channel", shape, P, mesh, pad=pad)
-    block_params = sum(
-        build_terms(op, sp, shape, P, mesh, pad=pad).params for op, sp in BLOCK_LAYERS["channel"]
-    )
+    blocks = sum(build_terms(op, sp, shape, P, mesh, pad=pad).params for op, sp in BLOCK_LAYERS["channel"])
+    return tok, aggr, blocks
+
+
+def memory_breakdown(
+    plan: str, shape: LayerShape, P: int, dp: int, depth: int, setup: TrainingSetup, *, pad: bool = True
+) -> dict[tuple[str, str], float]:
+    """Bytes per device for (part, kind) with TP degree P and data-parallel (or FSDP) degree dp."""
+    tok, aggr, block_params = _layer_terms(plan, shape, P, pad)
     params = {"tokenisation": tok.params, "aggregation": aggr.params, "blocks": depth * block_params}
     e = shape.dtype_bytes
     if setup.activation_checkpointing:  # keep each block's input, recompute one block at a time
@@ -89,14 +93,8 @@ def memory_breakdown(
 
 def parameter_count(plan: str, shape: LayerShape, P: int, depth: int) -> float:
     """Parameters held by one TP rank (no FSDP) — the model size a P-way TP group holds per rank."""
-    tok_split, agg = FRONT_LAYERS[plan]
-    mesh = (P, 1)
-    blocks = sum(build_terms(op, sp, shape, P, mesh).params for op, sp in BLOCK_LAYERS["channel"])
-    return (
-        build_terms("tokenize", tok_split, shape, P, mesh).params
-        + build_terms(agg, "channel", shape, P, mesh).params
-        + depth * blocks
-    )
+    tok, aggr, blocks = _layer_terms(plan, shape, P)
+    return tok.params + aggr.params + depth * blocks
 
 
 # --- The probe's model: what this code keeps for one training step, by part and kind ---------------------------
@@ -161,6 +159,18 @@ def band_slots(L: int, P: int, g: int) -> tuple[int, int]:  # noqa: N803
     return slots, L // P + (L % P > 0)
 
 
+def _layout(plan: str, m: PlanSize, P: int, g: int) -> tuple[int, int, int]:  # noqa: N803
+    """(tp, band slots, real bands) of rank 0: heads sharded P ways under the sharded plans; D-CHAG's bands
+    split over the ranks (``band_slots``), every other plan's whole."""
+    slots, bands = band_slots(m.L, P, g) if plan in DCHAG_PLANS else (m.L, m.L)
+    return (P if plan in SHARDED_PLANS else 1), slots, bands
+
+
+def _shard_xattn(D: int, tp: int) -> float:  # noqa: N803
+    """A head-sharded single-query cross-attention's parameters: q, kv column; proj row (bias, query whole)."""
+    return 4 * D * D / tp + 3 * D / tp + 2 * D
+
+
 def _check(plan: str, P: int, checkpointing: str) -> None:  # noqa: N803
     if plan not in PLANS:
         raise ValueError(f"plan must be one of {PLAN_NAMES}, got {plan!r}")
@@ -174,31 +184,24 @@ def plan_parameters(plan: str, m: PlanSize, P: int, g: int = 1) -> dict[str, tup
     """(elements, tensors) of rank 0's parameters per part."""
     _check(plan, P, "none")
     D, p2 = m.D, m.patch**2
-    sharded = plan in SHARDED_PLANS
-    tp = P if sharded else 1
-    bands = band_slots(m.L, P, g)[1] if plan in DCHAG_PLANS else m.L
+    tp, slots, bands = _layout(plan, m, P, g)
     full_xattn = 4 * D * D + 5 * D  # query, q, kv, proj of a single-query cross-attention
-    shard_xattn = (
-        4 * D * D / tp + 3 * D / tp + 2 * D
-    )  # head-sharded: q, kv column; proj row (bias, query whole)
+    shard_xattn = _shard_xattn(D, tp)
     if _linear_partial(plan):
-        slots = band_slots(m.L, P, g)[0]
         agg = (slots / g + 1 + (g + 1 if g > 1 else 0), 2 + (2 if g > 1 else 0))
         agg = (agg[0] + shard_xattn, agg[1] + 7)
     elif plan == "dchag_c":
         n = 2 if g > 1 else 1
         agg = (n * full_xattn + shard_xattn, 7 * n + 7)
-    elif sharded:
+    elif plan in SHARDED_PLANS:
         agg = (shard_xattn, 7)
     else:
         agg = (full_xattn, 7)
-    h = m.hidden
-    block = 4 * D + (3 * D * D + 3 * D) / tp + D * D / tp + D + (h * D + h) / tp + D * h / tp + D
     out = m.classes * p2
     return {
         "tokenisation": (bands * D * p2 + 2 * bands * D, 3),
         "aggregation": agg,
-        "blocks": (m.N * D + m.depth * block, 1 + 12 * m.depth),
+        "blocks": (m.N * D + m.depth * _block_elements(m, tp), 1 + 12 * m.depth),
         "head": (2 * D + D * out + out, 4),
     }
 
@@ -227,8 +230,7 @@ def plan_activations(
     D, h, r = m.D, m.heads, m.mlp_ratio
     n_loc = _ceil(m.N, P) if plan == "token" else m.N
     M = m.B * n_loc  # (B N_local) rows
-    tp = P if plan in SHARDED_PLANS else 1
-    bands = band_slots(m.L, P, g)[1] if plan in DCHAG_PLANS else m.L
+    tp, slots, bands = _layout(plan, m, P, g)
     tok = e * m.B * bands * m.patch**2 * n_loc  # the conv's input
 
     def xattn(rows: float, keys: float, shards: int) -> float:
@@ -237,7 +239,6 @@ def plan_activations(
     if plan not in DCHAG_PLANS:
         agg = xattn(M, m.L, tp)
     else:
-        slots = band_slots(m.L, P, g)[0]
         final = xattn(M, P, P)
         if _linear_partial(plan):
             partial = e * (M * slots * D + (M * g * D if g > 1 else 0))
@@ -299,8 +300,7 @@ def _block_elements(m: PlanSize, tp: int) -> float:
 
 def _largest_parameter(plan: str, m: PlanSize, P: int, g: int) -> float:  # noqa: N803
     """Elements of rank 0's largest parameter tensor (AdamW's per-tensor temporaries are its size)."""
-    tp = P if plan in SHARDED_PLANS else 1
-    bands = band_slots(m.L, P, g)[1] if plan in DCHAG_PLANS else m.L
+    tp, _, bands = _layout(plan, m, P, g)
     D = m.D
     sizes = [
         bands * D * m.patch**2,  # the tokenizer's grouped convolution weight
@@ -392,8 +392,7 @@ def step_sizes(
     e = m.dtype_bytes
     n_loc = _ceil(m.N, P) if plan == "token" else m.N
     M = m.B * n_loc
-    tp = P if plan in SHARDED_PLANS else 1
-    slots, bands = band_slots(m.L, P, g) if plan in DCHAG_PLANS else (m.L, m.L)
+    tp, slots, bands = _layout(plan, m, P, g)
     return StepSizes(
         plan=plan,
         m=m,
@@ -714,9 +713,7 @@ def _dchag_level1_backward(s: StepSizes, later: float) -> Moment:
     released; ``later``: the gradients of the head and the blocks."""
     m, e, M, g, T_s = s.m, s.m.dtype_bytes, s.M, s.g, s.T_s
     D = m.D
-    shard_xattn = (
-        4 * D * D / s.tp + 3 * D / s.tp + 2 * D
-    )  # head-sharded cross-attention: q, kv column; proj row
+    shard_xattn = _shard_xattn(D, s.tp)
     if _linear_partial(s.plan):
         level2 = g + 1 if g > 1 else 0.0  # level 2's Linear(g, 1)
         return s.moment(
