@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import platform
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -150,18 +150,21 @@ def exclusion(plan: str, P: int, g: int, x: Inputs) -> str:  # noqa: N803
     return ""
 
 
-def candidates(x: Inputs) -> list[Row]:
-    """Every (plan, P, g, checkpointing) over the divisors of the allocation (or the fixed P), excluded ones
-    kept with their reason."""
-    Ps = [x.fixed_P] if x.fixed_P else divisors(x.devices)  # noqa: N806
-    rows = []
-    for P in Ps:  # noqa: N806
-        plans = ["dense"] if P == 1 else list(PARALLEL_PLANS)  # P = 1 is the dense model
-        for plan in plans:
+def _splits(x: Inputs) -> Iterator[tuple[str, int, int]]:
+    """Every (plan, P, g) over the divisors of the allocation (or the fixed P)."""
+    for P in [x.fixed_P] if x.fixed_P else divisors(x.devices):  # noqa: N806
+        for plan in ["dense"] if P == 1 else PARALLEL_PLANS:  # P = 1 is the dense model
             for g in x.groups if plan in DCHAG_PLANS else (1,):
-                for ck in x.checkpointing:
-                    rows.append(Row(plan, P, g, ck, excluded=exclusion(plan, P, g, x)))
-    return rows
+                yield plan, P, g
+
+
+def candidates(x: Inputs) -> list[Row]:
+    """Every (plan, P, g, checkpointing), excluded ones kept with their reason."""
+    return [
+        Row(plan, P, g, ck, excluded=exclusion(plan, P, g, x))
+        for plan, P, g in _splits(x)
+        for ck in x.checkpointing
+    ]
 
 
 def size(x: Inputs, device: str, batch: int | None = None) -> PlanSize:
@@ -356,15 +359,12 @@ def what_would_fit(x: Inputs, hw: Hardware, device: str, usable: float) -> list[
                 )
                 break
         P *= 2  # noqa: N806
-    Ps = [x.fixed_P] if x.fixed_P else divisors(x.devices)  # noqa: N806
     for B in range(x.batch - 1, 0, -1):  # noqa: N806
         m = size(x, device, batch=B)
         best = min(
             (
                 (memory_by_part(plan, m, P, g, "blocks")["peak"], plan, P, g)
-                for P in Ps
-                for plan in (["dense"] if P == 1 else PARALLEL_PLANS)
-                for g in (x.groups if plan in DCHAG_PLANS else (1,))
+                for plan, P, g in _splits(x)
                 if not exclusion(plan, P, g, x)
             ),
             default=None,
