@@ -298,49 +298,47 @@ def _rule_quotes(F: float, beta_intra: float, C: int) -> list[Quote]:
     """The prose rules against the formulas: at ρ < 1 (N > C) the formulas give CCR_token < CCR_channel."""
     n_large = paper.PAPER_N[1]
     c_ex, n_ex = C, 2 * C
+
+    def rule(key: str, section: str, statement: str, quoted: str, c: int, n: int, how: str) -> Quote:
+        """The split a rule names against the lower of the two formulas at C = c, N = n."""
+        ratio = float(ccr_channel(8, F, beta_intra, c) / ccr_token(8, F, beta_intra, n))
+        return Quote(key, section, statement, np.nan, np.nan, ratio, quoted, str(lower_split(c, n)), how)
+
     return [
-        Quote(
+        rule(
             "rule_rho_lt1_section3_3",
             "3.3",
             "when ρ < 1 (N > C) the channel split has the lower CCR",
-            np.nan,
-            np.nan,
-            float(ccr_channel(8, F, beta_intra, c_ex) / ccr_token(8, F, beta_intra, n_ex)),
-            quoted_text="channel",
-            computed_text=str(lower_split(c_ex, n_ex)),
-            how=f"lower of the two formulas at C = {c_ex}, N = {n_ex}; computed = CCR_channel/CCR_token",
+            "channel",
+            c_ex,
+            n_ex,
+            f"lower of the two formulas at C = {c_ex}, N = {n_ex}; computed = CCR_channel/CCR_token",
         ),
-        Quote(
+        rule(
             "rule_rho_gt1_section3_3",
             "3.3",
             "when ρ > 1 (C > N) the token split has the lower CCR",
-            np.nan,
-            np.nan,
-            float(ccr_channel(8, F, beta_intra, n_ex) / ccr_token(8, F, beta_intra, c_ex)),
-            quoted_text="token",
-            computed_text=str(lower_split(n_ex, c_ex)),
-            how=f"lower of the two formulas at C = {n_ex}, N = {c_ex}; computed = CCR_channel/CCR_token",
+            "token",
+            n_ex,
+            c_ex,
+            f"lower of the two formulas at C = {n_ex}, N = {c_ex}; computed = CCR_channel/CCR_token",
         ),
-        Quote(
+        rule(
             "rule_large_n_section8_1",
             "8.1",
             f"N = {n_large} (> C): the token split has the lower CCR",
-            np.nan,
-            np.nan,
-            float(ccr_channel(8, F, beta_intra, C) / ccr_token(8, F, beta_intra, n_large)),
-            quoted_text="token",
-            computed_text=str(lower_split(C, n_large)),
-            how="lower of the two formulas; computed = CCR_channel/CCR_token",
+            "token",
+            C,
+            n_large,
+            "lower of the two formulas; computed = CCR_channel/CCR_token",
         ),
-        Quote(
+        rule(
             "rule_large_n_small_rho_section11",
             "11",
             "when N is large and ρ small the channel split has the lower CCR",
-            np.nan,
-            np.nan,
-            float(ccr_channel(8, F, beta_intra, C) / ccr_token(8, F, beta_intra, n_large)),
-            quoted_text="channel",
-            computed_text=str(lower_split(C, n_large)),
-            how=f"lower of the two formulas at C = {C}, N = {n_large}",
+            "channel",
+            C,
+            n_large,
+            f"lower of the two formulas at C = {C}, N = {n_large}",
         ),
     ]
