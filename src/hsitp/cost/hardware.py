@@ -176,22 +176,17 @@ A100 = Hardware(
     "compute ports, one per GPU",
     assumptions=_VENDOR_ASSUMPTIONS,
 )
-H100 = Hardware(
+# The A100 preset's efficiencies, latencies, 8-GPU node and 80 GB: only the compute, the links and the source differ.
+H100 = dataclasses.replace(
+    A100,
     name="h100-nvlink-ib",
     description="NVIDIA H100 SXM5 80 GB, NVLink 4 + NVSwitch in an 8-GPU node, one NDR 400 Gb/s InfiniBand port per GPU",
     peak_flops=989e12,
-    compute_efficiency=0.6,
     beta_intra=450e9,
     beta_inter=50e9,
-    comm_efficiency=0.8,
-    alpha_intra=1e-5,
-    alpha_inter=2e-5,
-    devices_per_node=8,
-    memory_bytes=80e9,
     source="NVIDIA H100 Tensor Core GPU datasheet (SXM): BF16 1,979 TFLOPS with sparsity = 989 dense, NVLink "
     "900 GB/s bidirectional (450 per direction), 80 GB HBM3; NVIDIA DGX H100 user guide: 8 × ConnectX-7 "
     "NDR 400 Gb/s (50 GB/s) compute ports, one per GPU",
-    assumptions=_VENDOR_ASSUMPTIONS,
 )
 # Same GH100 compute, NVLink 4 and NDR ports as the H100: only the memory and its source differ.
 H200 = dataclasses.replace(
