@@ -520,11 +520,11 @@ def inputs_from_args(cost: CostSettings, args: Any, hw: Hardware) -> Inputs:
     """Inputs from the command line and the config's cost section, each bad value named in one line."""
     from hsitp.shape import n_tokens
 
-    for name in ("embed_dim", "depth", "heads", "mlp_ratio", "patch", "batch", "nodes", "devices_per_node"):
+    for name in (
+        *("embed_dim", "depth", "heads", "mlp_ratio", "patch", "batch", "nodes", "devices_per_node"),
+        *("device_memory_gb", "bands", "height", "width", "classes", "devices"),
+    ):
         _positive("--" + name.replace("_", "-"), getattr(args, name))
-    _positive("--device-memory-gb", args.device_memory_gb)
-    for name in ("bands", "height", "width", "classes", "devices"):
-        _positive("--" + name, getattr(args, name))
     L, H, W, classes = _scene(args)  # noqa: N806
     N = n_tokens(H, W, args.patch, cost.token_grid)  # noqa: N806
     if N < 1:
