@@ -335,21 +335,11 @@ def _layernorm(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str
             params=2 * d_l,
         )
     if split == "replicated":  # Megatron: every rank normalises the full (replicated) activation
-        return Terms(
-            [
-                Compute(
-                    "norm",
-                    LAYERNORM_FLOPS * s.batch * s.N * s.D,
-                    "elementwise",
-                    paired=True,
-                    traffic=2 * s.batch * s.N * s.D,
-                )
-            ],
-            [],
-            2 * s.D,
-        )
-    parts, group = (P, "tp") if split == "token" else (mesh[1], "token")
-    n_l = shard(s.N, parts, pad)
+        n_l, comms = s.N, []
+    else:  # token / 2-D: this rank's tokens; the replicated weights' gradients synced over the token ranks
+        parts, group = (P, "tp") if split == "token" else (mesh[1], "token")
+        n_l = shard(s.N, parts, pad)
+        comms = [Comm("grad_sync", "all_reduce", 2 * s.D, "bwd", group=group, per_step=True)]
     return Terms(
         [
             Compute(
@@ -360,7 +350,7 @@ def _layernorm(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str
                 traffic=2 * s.batch * n_l * s.D,
             )
         ],
-        [Comm("grad_sync", "all_reduce", 2 * s.D, "bwd", group=group, per_step=True)],
+        comms,
         params=2 * s.D,
     )
 
