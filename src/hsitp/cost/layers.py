@@ -321,9 +321,8 @@ def _attn_2d(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str) 
 
 
 def _layernorm(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str) -> Terms:
-    if (
-        split == "channel"
-    ):  # features sharded: all-reduce (sum, sum of squares) per token, and again in backward
+    # channel: features sharded, all-reduce (sum, sum of squares) per token, and again in backward
+    if split == "channel":
         d_l = shard(s.D, P, pad)
         M = s.batch * s.N
         return Terms(

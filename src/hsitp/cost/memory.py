@@ -511,9 +511,8 @@ def _dchag_partial_forward(s: StepSizes, tokens: float, level1: float) -> Moment
             masked=T_s if pad else 0.0,  # padded slots zeroed: tokens * valid
             level1_output=level1,
         )
-    if (
-        s.m.attention_kernel == "exact"
-    ):  # the level-1 cross-attention's scores and softmax over its slots (masked)
+    if s.m.attention_kernel == "exact":
+        # the level-1 cross-attention's scores and softmax over its slots (masked)
         scores = _exact_scores(s.m, s.M * s.g, s.slots / s.g, 1)
         return s.moment("aggregation", "forward", tokens=tokens, scores=scores)
     view = s.m.B == 1  # the tokenizer output folds to (B N, bands, D) without a copy

@@ -60,21 +60,18 @@ class Switches:
     """Simplifications of the stated model; True applies one. ``Switches.stated()`` = all on = the paper's model."""
 
     one_flop_per_mac: bool = False  # count a multiply-add as 1 FLOP (refined: 2)
-    forward_only: bool = (
-        False  # no backward compute or backward collectives (refined: backward = 2 × forward)
-    )
+    # no backward compute or backward collectives (refined: backward = 2 × forward)
+    forward_only: bool = False
     one_collective: bool = False  # only the collective the derivation pairs with the layer, counted once
     no_padding: bool = False  # fractional shards (refined: ceil, padded work is computed and sent)
     no_overlap: bool = False  # overlap fraction forced to 0 (refined: config overlap fraction)
-    one_bandwidth_level: bool = (
-        False  # a group spanning nodes runs a flat ring at β_inter (refined: hierarchical)
-    )
+    # a group spanning nodes runs a flat ring at β_inter (refined: hierarchical)
+    one_bandwidth_level: bool = False
     alpha_zero: bool = False  # no per-call latency
     factor_one: bool = False  # ring factors replaced by 1
     one_byte_per_element: bool = False  # bytes = elements (refined: × dtype size)
-    no_attention_n2: bool = (
-        False  # head-split attention without its N×N score/value products (§3.2 sees linears)
-    )
+    # head-split attention without its N×N score/value products (§3.2 sees linears)
+    no_attention_n2: bool = False
     paired_term_only: bool = False  # only the compute term the derivation pairs with the collective
 
     @classmethod
@@ -421,9 +418,8 @@ def _collective_costs(
             t /= grad_accumulation
         else:
             t = collective_time(c.collective, nbytes, n, per_node, hw, sw)
-        t *= hw.sequence_factor_for(
-            op
-        )  # 1 except for measured hardware (collectives back to back in a layer)
+        # 1 except for measured hardware (collectives back to back in a layer)
+        t *= hw.sequence_factor_for(op)
         costs.append(CollectiveCost(c.name, c.collective, c.phase, n, elements, nbytes, t, c.per_step))
     return costs
 
