@@ -23,6 +23,7 @@ D-CHAG+TP).
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Protocol
@@ -141,10 +142,7 @@ class OpCost:
         return out
 
     def count_by_collective(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for c in self.collectives:
-            out[c.collective] = out.get(c.collective, 0) + 1
-        return out
+        return dict(Counter(c.collective for c in self.collectives))
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
