@@ -108,9 +108,7 @@ def _project(proj: _Projection, hws: Sequence[Hardware], tps: Sequence[int]) -> 
             a["params"][ti, si] = parameter_count(plan, shape, tp, depth)
             if dp:
                 m = memory_breakdown(plan, shape, tp, dp, depth, proj.setup)
-                for pi, part in enumerate(PARTS):
-                    for ki, kind in enumerate(KINDS):
-                        a["memory"][ti, si, pi, ki] = m[(part, kind)]
+                a["memory"][ti, si] = [[m[(part, kind)] for kind in KINDS] for part in PARTS]
             for hi, hw in enumerate(hws):
                 why = _infeasible(plan, shape, tp, dp, proj.devices, a["memory"][ti, si].sum(), hw)
                 a["reason"][hi, ti, si] = why
