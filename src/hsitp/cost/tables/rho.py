@@ -45,21 +45,15 @@ def _lower_split_grid(
     shape_ = (n_sets, n_patches, n_defs, len(hws), len(Ps))
     ccr = np.full((*shape_, len(BLOCK_SPLITS), len(COST_MODELS)), np.nan)
     lower = np.full((*shape_, len(COST_MODELS)), "", dtype=object)
-    for i in range(n_sets):
-        for j in range(n_patches):
-            for k in range(n_defs):
-                shape = layer_shape(cost, N=int(N[i, j]), D=int(C[i, k]))
-                for h, hw in enumerate(hws):
-                    for q, P in enumerate(Ps):
-                        blocks = block_costs(shape, P, hw, cost)
-                        for s_i, split in enumerate(BLOCK_SPLITS):
-                            ccr[i, j, k, h, q, s_i, 0] = blocks[split].ccr_stated
-                            ccr[i, j, k, h, q, s_i, 1] = blocks[split].ccr
-                        # The stated model's 2-D value is a geometric mean: never strictly lowest, left out.
-                        lower[i, j, k, h, q, 0] = _lower(
-                            {s: blocks[s].ccr_stated for s in ("channel", "token")}
-                        )
-                        lower[i, j, k, h, q, 1] = _lower({s: blocks[s].ccr for s in BLOCK_SPLITS})
+    for i, j, k in np.ndindex(n_sets, n_patches, n_defs):
+        shape = layer_shape(cost, N=int(N[i, j]), D=int(C[i, k]))
+        for h, hw in enumerate(hws):
+            for q, P in enumerate(Ps):
+                blocks = block_costs(shape, P, hw, cost)
+                ccr[i, j, k, h, q] = [(blocks[s].ccr_stated, blocks[s].ccr) for s in BLOCK_SPLITS]
+                # The stated model's 2-D value is a geometric mean: never strictly lowest, left out.
+                lower[i, j, k, h, q, 0] = _lower({s: blocks[s].ccr_stated for s in ("channel", "token")})
+                lower[i, j, k, h, q, 1] = _lower({s: blocks[s].ccr for s in BLOCK_SPLITS})
     return ccr, lower
 
 
