@@ -13,7 +13,7 @@ import xarray as xr
 
 from hsitp.cost.hardware import Hardware
 from hsitp.cost.memory import CHECKPOINTING
-from hsitp.cost.planner import GB, Headroom, Inputs, candidates, price
+from hsitp.cost.planner import GB, Headroom, Inputs, candidates, divisors, price
 from hsitp.cost.tables.common import COORD_ATTRS, common_attrs, cost_switches, hardware_list
 from hsitp.data import registry
 from hsitp.io import describe
@@ -28,7 +28,7 @@ def plan_table(cost: CostSettings) -> xr.Dataset:
     pc, ad = cost.plan, cost.advise
     hws = hardware_list(pc.hardware)
     G, nodes, g = int(pc.devices_per_node), int(pc.nodes), int(pc.groups)  # noqa: N806
-    Ps = [d for d in range(1, nodes * G + 1) if (nodes * G) % d == 0]  # noqa: N806
+    Ps = divisors(nodes * G)  # noqa: N806
     names = list(pc.datasets)
     headroom = Headroom(float(ad.headroom.fraction), float(ad.headroom.fixed_gb))
     shape = (len(hws), len(names), len(PLAN_NAMES), len(Ps), len(CHECKPOINTING))
@@ -49,11 +49,8 @@ def plan_table(cost: CostSettings) -> xr.Dataset:
                 a["excluded"][idx] = r.excluded
                 if not r.excluded:
                     a["peak"][idx], a["tps"][idx] = r.memory["peak"], r.tokens_per_s
-                    a["comp"][idx], a["comm"][idx], a["ar"][idx] = (
-                        r.t_compute,
-                        r.t_comm_exposed,
-                        r.t_dp_allreduce,
-                    )
+                    a["comp"][idx], a["comm"][idx] = r.t_compute, r.t_comm_exposed
+                    a["ar"][idx] = r.t_dp_allreduce
     ds = xr.Dataset(
         {
             **_plan_vars(a),
