@@ -233,17 +233,14 @@ def plan_activations(
     tp, slots, bands = _layout(plan, m, P, g)
     tok = e * m.B * bands * m.patch**2 * n_loc  # the conv's input
 
-    def xattn(rows: float, keys: float, shards: int) -> float:
-        return _xattn_bytes(m, rows, keys, shards)
-
     if plan not in DCHAG_PLANS:
-        agg = xattn(M, m.L, tp)
+        agg = _xattn_bytes(m, M, m.L, tp)
     else:
-        final = xattn(M, P, P)
+        final = _xattn_bytes(m, M, P, P)
         if _linear_partial(plan):
             partial = e * (M * slots * D + (M * g * D if g > 1 else 0))
         else:
-            partial = xattn(M * g, slots / g, 1) + (xattn(M, g, 1) if g > 1 else 0)
+            partial = _xattn_bytes(m, M * g, slots / g, 1) + (_xattn_bytes(m, M, g, 1) if g > 1 else 0)
         agg = partial + final
     if checkpointing == "blocks":
         per_block = e * M * D  # the block's input; the rest is recomputed in backward
