@@ -280,10 +280,12 @@ def plan_memory(
         )
         out[(part, "activations")] = acts[part]
         out[(part, "transient")] = 0.0
-    peak, part, transient = plan_peak(plan, m, P, g, checkpointing, out)
-    if part in PLAN_PARTS:
-        out[(part, "transient")] = transient
-    out[("step", "peak")] = peak
+    best = max(plan_timeline(plan, m, P, g, checkpointing, out), key=lambda mo: mo.total)
+    steady = sum(out[(p, k)] for p in PLAN_PARTS for k in ("parameters", "optimizer", "activations"))
+    transient = best.total - steady
+    if best.part in PLAN_PARTS:
+        out[(best.part, "transient")] = transient
+    out[("step", "peak")] = best.total
     out[("step", "transient")] = transient
     return out
 
@@ -840,18 +842,3 @@ def plan_timeline(
     """
     s = step_sizes(plan, m, P, g, checkpointing, state)
     return [mo for phase in PHASES for mo in phase(s)]
-
-
-def plan_peak(
-    plan: str,
-    m: PlanSize,
-    P: int,  # noqa: N803
-    g: int,
-    checkpointing: str,
-    state: dict[tuple[str, str], float],
-) -> tuple[float, str, float]:
-    """(peak bytes, part where it falls, transient = peak - parameters - optimizer state - saved activations):
-    the largest moment of ``plan_timeline``."""
-    best = max(plan_timeline(plan, m, P, g, checkpointing, state), key=lambda mo: mo.total)
-    steady = sum(state[(p, k)] for p in PLAN_PARTS for k in ("parameters", "optimizer", "activations"))
-    return best.total, best.part, best.total - steady
