@@ -15,6 +15,7 @@ and all-reduce the gradients once a step. Nothing here is measured: every number
 
 from __future__ import annotations
 
+import itertools
 import math
 import platform
 from collections.abc import Iterator, Mapping
@@ -650,13 +651,11 @@ def dchag_reference_check(checkpointing: str = "blocks") -> list[dict[str, Any]]
         per_param = 2 * m.dtype_bytes + 12  # parameter + gradient (16-bit), fp32 master, exp_avg, exp_avg_sq
         all_bands = (L - L // tp) * (D * S["patch"] ** 2 + 2 * D) * per_param
         pairs = []
-        plans = list(reported)
-        for i, a in enumerate(plans):
-            for b in plans[i + 1 :]:
-                gap = abs(reported[a] - reported[b]) / min(reported[a], reported[b])
-                checked = gap > DCHAG_GAP
-                agree = (reported[a] > reported[b]) == (pred[a] > pred[b])
-                pairs.append({"pair": (a, b), "reported_gap": gap, "checked": checked, "agree": agree})
+        for a, b in itertools.combinations(reported, 2):
+            gap = abs(reported[a] - reported[b]) / min(reported[a], reported[b])
+            checked = gap > DCHAG_GAP
+            agree = (reported[a] > reported[b]) == (pred[a] > pred[b])
+            pairs.append({"pair": (a, b), "reported_gap": gap, "checked": checked, "agree": agree})
         out.append(
             {
                 "name": name,
