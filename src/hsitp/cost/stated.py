@@ -117,21 +117,17 @@ def paper_quotes(
 def _scale_quotes(F: float, beta_intra: float, C: int) -> list[Quote]:
     """§6: the scale threshold P·F/β, and communication dominating both splits at N = 324."""
     n_small = paper.PAPER_N[0]
-    q: list[Quote] = []
-    thr8 = float(threshold(8, F, beta_intra))
-    q.append(
+    cc = float(ccr_channel(8, F, beta_intra, C))
+    ct = float(ccr_token(8, F, beta_intra, n_small))
+    return [
         Quote(
             "threshold_p8_intra",
             "6.1/6.2",
             "P·F/β ≈ 8e3 at P = 8 inside a node",
             *_about(8e3),
-            thr8,
+            float(threshold(8, F, beta_intra)),
             how="8 · F / β_intra",
-        )
-    )
-    cc = float(ccr_channel(8, F, beta_intra, C))
-    ct = float(ccr_token(8, F, beta_intra, n_small))
-    q.append(
+        ),
         Quote(
             "both_ccr_gt1_n324_p8_intra",
             "6.1",
@@ -140,9 +136,8 @@ def _scale_quotes(F: float, beta_intra: float, C: int) -> list[Quote]:
             np.inf,
             min(cc, ct),
             how=f"min(CCR_channel = {cc:.4g}, CCR_token = {ct:.4g})",
-        )
-    )
-    return q
+        ),
+    ]
 
 
 def _throughput_quotes(F: float, beta_intra: float, beta_inter: float, C: int) -> list[Quote]:
