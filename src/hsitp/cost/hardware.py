@@ -176,7 +176,7 @@ A100 = Hardware(
     "compute ports, one per GPU",
     assumptions=_VENDOR_ASSUMPTIONS,
 )
-# The A100 preset's efficiencies, latencies, 8-GPU node and 80 GB: only the compute, the links and the source differ.
+# The A100 preset's efficiencies, latencies, 8-GPU node and 80 GB: only compute, links and source differ.
 H100 = dataclasses.replace(
     A100,
     name="h100-nvlink-ib",
