@@ -167,7 +167,7 @@ def _layout(plan: str, m: PlanSize, P: int, g: int) -> tuple[int, int, int]:  # 
 
 
 def _shard_xattn(D: int, tp: int) -> float:  # noqa: N803
-    """Parameters of a head-sharded single-query cross-attention: q, kv column; proj row (bias, query whole)."""
+    """Head-sharded single-query cross-attention parameters: q, kv column; proj row (bias, query whole)."""
     return 4 * D * D / tp + 3 * D / tp + 2 * D
 
 
