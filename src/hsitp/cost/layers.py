@@ -154,6 +154,8 @@ def build_terms(
     ranks = head_split(op, P, mesh)
     if pad and not head_padding and s.heads % ranks:
         raise HeadSplitError(op, s.heads, ranks)
+    if op in AGG_OPS:
+        return aggregation_only(op, s, P, pad=pad)
     return _BUILDERS[op](s, P, mesh, pad, drop_n2, split)
 
 
@@ -433,16 +435,11 @@ def _tp_cross_attention(s: LayerShape, P: int, channels: float, pad: bool, prefi
 
 def aggregation_only(op: str, s: LayerShape, P: int, *, pad: bool = True) -> Terms:
     """Terms of an aggregation op (``agg_tp``, ``agg_dchag_l``, ``agg_dchag_c``): band tokens in, one token out."""
-    if op == "agg_tp":
+    if op == "agg_tp":  # over all L band tokens (every rank has them: tokenisation is replicated)
         return _tp_cross_attention(s, P, s.L, pad, "")
     if op in DCHAG_OPS:
         return _dchag_aggregation(s, P, pad, str(BY_OP[op].variant))
     raise ValueError(f"{op!r} is not an aggregation op ({', '.join(AGG_OPS)})")
-
-
-def _agg_tp(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str) -> Terms:
-    """Baseline aggregation over all L band tokens (every rank has them: tokenisation is replicated)."""
-    return aggregation_only("agg_tp", s, P, pad=pad)
 
 
 def _dchag_bands(s: LayerShape, P: int, pad: bool) -> tuple[float, float]:
@@ -534,14 +531,6 @@ def _full_cross_attention(s: LayerShape, M: int, prefix: str, tokens: float, out
     ]
 
 
-def _agg_dchag_l(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str) -> Terms:
-    return _dchag_aggregation(s, P, pad, "L")
-
-
-def _agg_dchag_c(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str) -> Terms:
-    return _dchag_aggregation(s, P, pad, "C")
-
-
 _BUILDERS = {
     "linear_column": _linear_column,
     "mlp": _mlp,
@@ -552,7 +541,4 @@ _BUILDERS = {
     "layernorm_replicated": _layernorm,
     "layernorm_sharded": _layernorm,
     "tokenize": _tokenize,
-    "agg_tp": _agg_tp,
-    "agg_dchag_l": _agg_dchag_l,
-    "agg_dchag_c": _agg_dchag_c,
 }
