@@ -131,6 +131,11 @@ def _gic(path: str, size: int, sha256: str, variable: str) -> RawFile:
     )
 
 
+def _corrected(cube: RawFile, gt: RawFile) -> tuple[Variant, ...]:
+    """The variants of a scene distributed only as a corrected cube and its ground truth."""
+    return (Variant("corrected", cube, gt),)
+
+
 def _labels(values: list[_T], labels: Iterable[int] | None = None) -> dict[int, _T]:
     """{label: value} for labels 1..n, or for the given labels (Salinas-A uses {1, 10..14})."""
     keys = list(labels) if labels is not None else list(range(1, len(values) + 1))
@@ -288,21 +293,18 @@ SALINAS = DatasetSpec(
     citation=GIC_CITATION,
     licence=GIC_TERMS,
     verified=True,
-    variants=(
-        Variant(
-            "corrected",
-            _gic(
-                "a/a3/Salinas_corrected.mat",
-                26552770,
-                "5ec1c0d22f56d18ecd336f8e35735863c0f160682e04e0c18ef3f89a3334d87d",
-                "salinas_corrected",
-            ),
-            _gic(
-                "f/fa/Salinas_gt.mat",
-                4277,
-                "ecfab4d31ef5553f097943235d8ea502038eb4a2067b2ad10b33e37c949955e2",
-                "salinas_gt",
-            ),
+    variants=_corrected(
+        _gic(
+            "a/a3/Salinas_corrected.mat",
+            26552770,
+            "5ec1c0d22f56d18ecd336f8e35735863c0f160682e04e0c18ef3f89a3334d87d",
+            "salinas_corrected",
+        ),
+        _gic(
+            "f/fa/Salinas_gt.mat",
+            4277,
+            "ecfab4d31ef5553f097943235d8ea502038eb4a2067b2ad10b33e37c949955e2",
+            "salinas_gt",
         ),
     ),
     removed_bands=_SA_REMOVED,
@@ -370,7 +372,6 @@ SALINAS_A = DatasetSpec(
 )
 
 # --- Pavia -----------------------------------------------------------------------------------------------------
-_PAVIA_TERMS = GIC_TERMS
 _PAVIA_CITATION = "ROSIS data courtesy of P. Gamba, University of Pavia; " + GIC_CITATION
 _DISTRIBUTED = (
     "1-based band index in the distributed file (the distributor removed noisy bands; which is not recorded)"
@@ -398,23 +399,20 @@ PAVIA_UNIVERSITY = DatasetSpec(
     class_counts=_labels([6631, 18649, 2099, 3064, 1345, 5029, 1330, 3682, 947]),
     sensor="ROSIS (airborne, DLR)",
     citation=_PAVIA_CITATION,
-    licence=_PAVIA_TERMS,
+    licence=GIC_TERMS,
     verified=True,
-    variants=(
-        Variant(
-            "corrected",
-            _gic(
-                "e/ee/PaviaU.mat",
-                34806917,
-                "28447fa87f7a5797845e9a189c0da85e23b1d06a4ba7361e5ff44efbf834d2fb",
-                "paviaU",
-            ),
-            _gic(
-                "5/50/PaviaU_gt.mat",
-                11005,
-                "23f6a426928f9b32984adffe659e29f554f9fb6c93b5a107528d308d5087a829",
-                "paviaU_gt",
-            ),
+    variants=_corrected(
+        _gic(
+            "e/ee/PaviaU.mat",
+            34806917,
+            "28447fa87f7a5797845e9a189c0da85e23b1d06a4ba7361e5ff44efbf834d2fb",
+            "paviaU",
+        ),
+        _gic(
+            "5/50/PaviaU_gt.mat",
+            11005,
+            "23f6a426928f9b32984adffe659e29f554f9fb6c93b5a107528d308d5087a829",
+            "paviaU_gt",
         ),
     ),
     band_numbers=tuple(range(1, 104)),
@@ -448,23 +446,20 @@ PAVIA_CENTRE = DatasetSpec(
     class_counts=_labels([65971, 7598, 3090, 2685, 6584, 9248, 7287, 42826, 2863]),
     sensor="ROSIS (airborne, DLR)",
     citation=_PAVIA_CITATION,
-    licence=_PAVIA_TERMS,
+    licence=GIC_TERMS,
     verified=False,
-    variants=(
-        Variant(
-            "corrected",
-            _gic(
-                "e/e3/Pavia.mat",
-                129624657,
-                "b60341da323fd271cd97dd6d7a69514d385ccd7fdfc5a60c4ff5994b047f152e",
-                "pavia",
-            ),
-            _gic(
-                "5/53/Pavia_gt.mat",
-                34887,
-                "7eb54ab81b404dd3ae572e6d0ec211595029e5a847bec2cfb8f9e72d07066b69",
-                "pavia_gt",
-            ),
+    variants=_corrected(
+        _gic(
+            "e/e3/Pavia.mat",
+            129624657,
+            "b60341da323fd271cd97dd6d7a69514d385ccd7fdfc5a60c4ff5994b047f152e",
+            "pavia",
+        ),
+        _gic(
+            "5/53/Pavia_gt.mat",
+            34887,
+            "7eb54ab81b404dd3ae572e6d0ec211595029e5a847bec2cfb8f9e72d07066b69",
+            "pavia_gt",
         ),
     ),
     band_numbers=tuple(range(1, 103)),
@@ -506,21 +501,18 @@ KSC = DatasetSpec(
     citation=_HAM,
     licence=GIC_TERMS,
     verified=False,
-    variants=(
-        Variant(
-            "corrected",
-            _gic(
-                "2/26/KSC.mat",
-                56824624,
-                "b1ad011cfdb65c853e4f9f6108ca4774467d87f90a5c23b74ff3a2984a3b4786",
-                "KSC",
-            ),
-            _gic(
-                "a/a6/KSC_gt.mat",
-                3240,
-                "a1d6ab9293691006bd4d9742d1a1e1c141b1aaa5fbc5fa128b33c1d09038510b",
-                "KSC_gt",
-            ),
+    variants=_corrected(
+        _gic(
+            "2/26/KSC.mat",
+            56824624,
+            "b1ad011cfdb65c853e4f9f6108ca4774467d87f90a5c23b74ff3a2984a3b4786",
+            "KSC",
+        ),
+        _gic(
+            "a/a6/KSC_gt.mat",
+            3240,
+            "a1d6ab9293691006bd4d9742d1a1e1c141b1aaa5fbc5fa128b33c1d09038510b",
+            "KSC_gt",
         ),
     ),
     band_numbers=tuple(range(1, 177)),
@@ -562,21 +554,18 @@ BOTSWANA = DatasetSpec(
     citation=_HAM,
     licence=GIC_TERMS,
     verified=False,
-    variants=(
-        Variant(
-            "corrected",
-            _gic(
-                "7/72/Botswana.mat",
-                78911133,
-                "f1603903c844cdc2980550b0180688e8e1a72d4292595d1120e1dec2a80a91c7",
-                "Botswana",
-            ),
-            _gic(
-                "5/58/Botswana_gt.mat",
-                4039,
-                "668394905e10e629c16584bfd02b0f533b96d6ba18a63274a94ff3a77126a887",
-                "Botswana_gt",
-            ),
+    variants=_corrected(
+        _gic(
+            "7/72/Botswana.mat",
+            78911133,
+            "f1603903c844cdc2980550b0180688e8e1a72d4292595d1120e1dec2a80a91c7",
+            "Botswana",
+        ),
+        _gic(
+            "5/58/Botswana_gt.mat",
+            4039,
+            "668394905e10e629c16584bfd02b0f533b96d6ba18a63274a94ff3a77126a887",
+            "Botswana_gt",
         ),
     ),
     band_numbers=_BOTSWANA_KEPT,
