@@ -93,8 +93,6 @@ def upgrade_names(ds: xr.Dataset, kind: str | None = None) -> xr.Dataset:
         for old, new in RENAMED_ATTRIBUTES.get(kind, {}).items()
         if old in ds.attrs and new not in ds.attrs
     }
-    if not names and not attrs:
-        return ds
     if names:
         renamed = ds.rename(names)  # a dimension of the same name follows its coordinate
         renamed.set_close(ds.close)  # a lazily opened file: closing the renamed dataset closes it

@@ -69,15 +69,11 @@ def _targets(n: np.ndarray, train_fraction: float, min_train: int) -> np.ndarray
 
 
 def _counts(labels: np.ndarray, partition: np.ndarray, classes: list[int]) -> dict[int, dict[str, int]]:
-    out = {}
-    for c in classes:
-        m = labels == c
-        out[c] = {
-            "train": int(np.count_nonzero(m & (partition == TRAIN))),
-            "test": int(np.count_nonzero(m & (partition == TEST))),
-            "unused": int(np.count_nonzero(m & (partition == UNUSED))),
-        }
-    return out
+    roles = {"train": TRAIN, "test": TEST, "unused": UNUSED}
+    return {
+        c: {role: int(np.count_nonzero((labels == c) & (partition == v))) for role, v in roles.items()}
+        for c in classes
+    }
 
 
 def _warnings(counts: Mapping[int, Mapping[str, int]], min_train: int) -> tuple[str, ...]:
@@ -292,10 +288,8 @@ def read_partition(ds: xr.Dataset, protocol: str, index: int = 0) -> np.ndarray:
             f"accuracy protocol {protocol!r} is not in the prepared file, which holds {present}; pick one of "
             "those, or add it to data.partition.protocols and re-run `hsitp data prepare`"
         )
-    var = var.sel(protocol=protocol)
-    var = _select_index(var, index)
-    out = var.transpose("y", "x").values
-    return np.asarray(out, dtype=np.int8)  # (y, x)
+    var = _select_index(var.sel(protocol=protocol), index)
+    return np.asarray(var.transpose("y", "x").values, dtype=np.int8)  # (y, x)
 
 
 def _select_index(var: xr.DataArray, index: int) -> xr.DataArray:

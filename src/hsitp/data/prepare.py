@@ -339,16 +339,12 @@ def _clip_vars(low: np.ndarray, high: np.ndarray, q: Sequence[float]) -> dict[st
     """The per-band clip bounds, in raw units: the source file's values (sensor digital numbers or scaled
     reflectance, dimensionless)."""
     return {
-        "norm_low": (
+        f"norm_{end}": (
             "band",
-            low,
-            {"units": "1", "long_name": f"per-band clip low (q={q[0]}) in the source file's raw values"},
-        ),
-        "norm_high": (
-            "band",
-            high,
-            {"units": "1", "long_name": f"per-band clip high (q={q[1]}) in the source file's raw values"},
-        ),
+            v,
+            {"units": "1", "long_name": f"per-band clip {end} (q={qv}) in the source file's raw values"},
+        )
+        for end, v, qv in (("low", low, q[0]), ("high", high, q[1]))
     }
 
 
