@@ -128,11 +128,11 @@ class SchemaVersionError(ResultFileError):
     """A netCDF file was written by an incompatible version of the pipeline (or holds another kind)."""
 
 
-def sha256_file(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
+def sha256_file(path: str | os.PathLike[str]) -> str:
     """Hex sha256 of a file, read in chunks so large cubes do not need to fit in memory."""
     h = hashlib.sha256()
     with open(path, "rb") as fh:
-        while block := fh.read(chunk):
+        while block := fh.read(1 << 20):
             h.update(block)
     return h.hexdigest()
 
@@ -143,9 +143,9 @@ def config_hash(config: Mapping[str, Any]) -> str:
     return hashlib.sha256(canon.encode()).hexdigest()
 
 
-def git_commit(start: str | os.PathLike[str] | None = None) -> str:
+def git_commit() -> str:
     """The commit of the checkout holding this package (suffix ``-dirty`` when it has changes), or 'unknown'."""
-    where = Path(start) if start else Path(__file__).resolve().parent
+    where = Path(__file__).resolve().parent
     try:
         sha = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, timeout=10, check=True

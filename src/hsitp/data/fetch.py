@@ -462,9 +462,7 @@ def manifest_path(settings: FetchSettings, dataset: str) -> Path:
     return settings.cache_dir(dataset) / MANIFEST_NAME
 
 
-def read_manifest(
-    path: str | os.PathLike[str], spec: DatasetSpec, *, verify: bool = True
-) -> tuple[FetchResult, Variant]:
+def read_manifest(path: str | os.PathLike[str], spec: DatasetSpec) -> tuple[FetchResult, Variant]:
     """The manifest written by ``fetch``, with every listed file re-checked against the registry."""
     path = Path(path)
     try:
@@ -489,15 +487,14 @@ def read_manifest(
             f"{path}: unknown variant {result.variant!r} for {spec.name}; re-run `hsitp data fetch`."
         )
     variant = variants[result.variant]
-    if verify:
-        for f, ff in zip(variant.files, files.values(), strict=True):
-            p = Path(ff.path)
-            found = _check(p, f) if p.is_file() else "no file"
-            if found is not None:
-                raise ManifestError(
-                    f"{p}: listed in {path} but expected {_expected(f)}, found {found}; "
-                    f"run `hsitp data fetch {spec.name}` again."
-                )
+    for f, ff in zip(variant.files, files.values(), strict=True):
+        p = Path(ff.path)
+        found = _check(p, f) if p.is_file() else "no file"
+        if found is not None:
+            raise ManifestError(
+                f"{p}: listed in {path} but expected {_expected(f)}, found {found}; "
+                f"run `hsitp data fetch {spec.name}` again."
+            )
     return result, variant
 
 
