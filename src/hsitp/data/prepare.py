@@ -231,21 +231,9 @@ def _partitions(
 ) -> dict[str, list[PartitionResult]]:
     """Every configured protocol's K = ``data.partition.draws`` partitions, each from its own seeded stream (index
     0 is the one files had before there were several); their warnings logged."""
+    classes, seed_seq = sorted(spec.classes), dataset_seed(seed, spec.name)
     partitions = {
-        p: [
-            make_partition(
-                labels16,
-                sorted(spec.classes),
-                protocol=p,
-                train_fraction=float(part.train_fraction),
-                min_train=part.min_train_per_class,
-                patch=part.patch,
-                block=part.block,
-                seed_seq=dataset_seed(seed, spec.name),
-                index=k,
-            )
-            for k in range(part.draws)
-        ]
+        p: [make_partition(labels16, classes, p, part, seed_seq, k) for k in range(part.draws)]
         for p in protocols
     }
     for p, results in partitions.items():
