@@ -24,7 +24,6 @@ import logging
 import os
 import re
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -34,7 +33,7 @@ from urllib.parse import urlparse
 
 from hsitp.data.registry import DatasetSpec, RawFile, Variant
 from hsitp.errors import HsitpError
-from hsitp.io import atomic_write_text, default_file_mode, sha256_file
+from hsitp.io import atomic_write, atomic_write_text, default_file_mode, sha256_file
 from hsitp.settings import DataSettings
 
 log = logging.getLogger(__name__)
@@ -140,34 +139,22 @@ def _check(path: Path, f: RawFile) -> str | None:
     return None if found == f.sha256 else f"sha256 {found} ({size} bytes)"
 
 
-def _publish(path: Path) -> Path:
-    """Give a verified file the usual permissions (temporary files are created 0600)."""
-    path.chmod(default_file_mode())
-    return path
-
-
 def _copy_verified(src: BinaryIO, f: RawFile, dest_dir: Path, where: str) -> Path:
-    """Stream ``src`` into ``dest_dir/f.name`` via a temporary file, hashing on the way; rename only if it matches."""
-    dest_dir.mkdir(parents=True, exist_ok=True)
-    h = hashlib.sha256()
-    fd, tmp = tempfile.mkstemp(prefix=f".{f.name}.", suffix=".part", dir=dest_dir)
-    try:
-        size = 0
-        with os.fdopen(fd, "wb") as out:
+    """Stream ``src`` into ``dest_dir/f.name`` via a temporary file, hashing on the way; rename only if it matches
+    (:func:`hsitp.io.atomic_write` removes the temporary file when the hash check raises)."""
+
+    def write(tmp: str) -> None:
+        h, size = hashlib.sha256(), 0
+        with open(tmp, "wb") as out:
             while block := src.read(1 << 20):
                 h.update(block)
                 out.write(block)
                 size += len(block)
         if h.hexdigest() != f.sha256:
-            raise _Miss(
-                where,
-                f"checksum mismatch: expected {_expected(f)}, found sha256 {h.hexdigest()} ({size} bytes)",
-                "checksum",
-            )
-        os.replace(tmp, dest_dir / f.name)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-    return _publish(dest_dir / f.name)
+            found = f"sha256 {h.hexdigest()} ({size} bytes)"
+            raise _Miss(where, f"checksum mismatch: expected {_expected(f)}, found {found}", "checksum")
+
+    return atomic_write(dest_dir / f.name, write)
 
 
 # --- network ------------------------------------------------------------------------------------------------------
@@ -202,7 +189,8 @@ def _download(url: str, f: RawFile, dest_dir: Path, s: FetchSettings, dead_hosts
             path = pooch.retrieve(
                 url, known_hash=f"sha256:{f.sha256}", fname=f.name, path=dest_dir, downloader=downloader
             )
-            return _publish(Path(path))
+            Path(path).chmod(default_file_mode())  # pooch's temporary files are created 0600
+            return Path(path)
         except requests.exceptions.HTTPError as exc:
             resp = exc.response
             status = f"HTTP {resp.status_code} {resp.reason}" if resp is not None else str(exc)
