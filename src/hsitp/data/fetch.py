@@ -308,14 +308,8 @@ def _sweep_cache(spec: DatasetSpec, dest: Path) -> tuple[set[str], dict[str, lis
         rejected = path.with_name(path.name + REJECTED_SUFFIX)
         os.replace(path, rejected)
         log.warning("%s: expected %s, found %s; moved to %s", path, _expected(f), found, rejected)
-        notes[f.name].append(
-            _Attempt(
-                "cache",
-                str(path),
-                f"checksum mismatch: expected {_expected(f)}, found {found}; moved aside to {rejected.name}",
-                "checksum",
-            )
-        )
+        reason = f"checksum mismatch: expected {_expected(f)}, found {found}; moved aside to {rejected.name}"
+        notes[f.name].append(_Attempt("cache", str(path), reason, "checksum"))
     return good, notes
 
 

@@ -403,14 +403,8 @@ def prepare(spec: DatasetSpec, fetched: FetchResult, variant: Variant, settings:
         raise PrepareError(f"{spec.name}: variant {variant.name!r} has no ground-truth file")
     cube = load_array(cube_f.path, variant.cube.variable)
     labels = load_array(gt_f.path, variant.gt.variable)
-    ds = prepare_arrays(
-        spec,
-        cube,
-        labels,
-        uncorrected=variant.uncorrected,
-        settings=settings,
-        where=f"{cube_f.path} + {gt_f.path}",
-    )
+    where = f"{cube_f.path} + {gt_f.path}"
+    ds = prepare_arrays(spec, cube, labels, uncorrected=variant.uncorrected, settings=settings, where=where)
     ds.attrs.update(
         {
             "source": fetched.source,
