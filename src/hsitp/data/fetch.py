@@ -239,22 +239,17 @@ def _from_mirror(
         raise _Miss("", f"no mirror configured (data.mirror or {MIRROR_ENV})", "unavailable")
     misses: list[_Miss] = []
     for r in _mirror_paths(spec, f):
-        if _is_url(s.mirror):
-            url = s.mirror.rstrip("/") + "/" + r
-            try:
+        try:
+            if _is_url(s.mirror):
+                url = s.mirror.rstrip("/") + "/" + r
                 return _download(url, f, dest, s, dead), url
-            except _Miss as miss:
-                misses.append(miss)
-        else:
             path = _mirror_root(s.mirror) / r
             if not path.is_file():
-                misses.append(_Miss(str(path), f"not present (expected {_expected(f)})", "absent"))
-                continue
-            try:
-                with path.open("rb") as src:
-                    return _copy_verified(src, f, dest, str(path)), str(path)
-            except _Miss as miss:
-                misses.append(miss)
+                raise _Miss(str(path), f"not present (expected {_expected(f)})", "absent")
+            with path.open("rb") as src:
+                return _copy_verified(src, f, dest, str(path)), str(path)
+        except _Miss as miss:
+            misses.append(miss)
     raise _MultiMiss(misses)
 
 
