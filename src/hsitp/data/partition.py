@@ -224,9 +224,8 @@ def near_train_fraction(partition: np.ndarray, radius: int) -> float:
         return float("nan")
     if not (partition == TRAIN).any():
         return 0.0
-    dist = distance_transform_cdt(
-        partition != TRAIN, metric="chessboard"
-    )  # (y, x) distance to nearest train pixel
+    # (y, x) distance to nearest train pixel
+    dist = distance_transform_cdt(partition != TRAIN, metric="chessboard")
     return float(np.count_nonzero(dist[test] <= radius) / np.count_nonzero(test))
 
 

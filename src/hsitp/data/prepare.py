@@ -310,9 +310,8 @@ def _partition_vars(
     return {
         "partition": (
             ("protocol", INDEX, "y", "x"),
-            np.stack(
-                [np.stack([r.partition for r in partitions[p]]) for p in protocols]
-            ),  # (protocol, k, y, x)
+            # (protocol, k, y, x)
+            np.stack([np.stack([r.partition for r in partitions[p]]) for p in protocols]),
             {
                 "long_name": "train/test partition of labelled pixels, K per accuracy protocol",
                 "flag_values": np.array([UNUSED, TRAIN, TEST], dtype=np.int8),
