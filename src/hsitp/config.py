@@ -248,12 +248,8 @@ class _StrictLoader(_YAML_LOADER):  # type: ignore[misc,valid-type]
             if not isinstance(key, str | int | float):  # unhashable keys: the constructor refuses them itself
                 continue
             if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None,
-                    None,
-                    f"key {key!r} given twice (first on line {seen[key].line + 1})",
-                    key_node.start_mark,
-                )
+                problem = f"key {key!r} given twice (first on line {seen[key].line + 1})"
+                raise yaml.constructor.ConstructorError(None, None, problem, key_node.start_mark)
             seen[key] = key_node.start_mark
         return super().construct_mapping(node, deep=deep)
 
