@@ -108,16 +108,9 @@ class FetchResult:
         return {f.name: f.sha256 for f in self.files.values()}
 
 
-@dataclass
-class _Attempt:
-    source: str
-    where: str
-    reason: str
-    kind: str  # absent | checksum | http | connect | cut | manual | unavailable
-
-
 class _Miss(Exception):
-    """One source could not deliver one file; carries the reason for the final report."""
+    """One source could not deliver one file: where it looked, why not and the kind of miss (absent | checksum |
+    http | connect | cut | manual | unavailable), kept as (source, miss) pairs for the final report."""
 
     def __init__(self, where: str, reason: str, kind: str) -> None:
         super().__init__(reason)
@@ -288,10 +281,10 @@ def _from_package(f: RawFile, dest: Path) -> tuple[Path, str]:
 
 
 # --- the fetch loop ------------------------------------------------------------------------------------------------
-def _sweep_cache(spec: DatasetSpec, dest: Path) -> tuple[set[str], dict[str, list[_Attempt]]]:
+def _sweep_cache(spec: DatasetSpec, dest: Path) -> tuple[set[str], dict[str, list[tuple[str, _Miss]]]]:
     """Verify every registered file already in the cache; move a mismatching one aside (never leave it in place)."""
     good: set[str] = set()
-    notes: dict[str, list[_Attempt]] = {f.name: [] for f in spec.files}
+    notes: dict[str, list[tuple[str, _Miss]]] = {f.name: [] for f in spec.files}
     for f in spec.files:
         path = dest / f.name
         if not path.is_file():
@@ -304,7 +297,7 @@ def _sweep_cache(spec: DatasetSpec, dest: Path) -> tuple[set[str], dict[str, lis
         os.replace(path, rejected)
         log.warning("%s: expected %s, found %s; moved to %s", path, _expected(f), found, rejected)
         reason = f"checksum mismatch: expected {_expected(f)}, found {found}; moved aside to {rejected.name}"
-        notes[f.name].append(_Attempt("cache", str(path), reason, "checksum"))
+        notes[f.name].append(("cache", _Miss(str(path), reason, "checksum")))
     return good, notes
 
 
@@ -348,9 +341,9 @@ def fetch(spec: DatasetSpec, settings: FetchSettings) -> FetchResult:
             else:
                 path, origin = _from_package(f, dest)
         except _Miss as miss:
-            attempts[f.name].append(_Attempt(source, miss.where, miss.reason, miss.kind))
+            attempts[f.name].append((source, miss))
         except _MultiMiss as multi:
-            attempts[f.name].extend(_Attempt(source, m.where, m.reason, m.kind) for m in multi.misses)
+            attempts[f.name].extend((source, m) for m in multi.misses)
         else:
             have[f.name] = (path, source, origin)
             good.add(f.name)
@@ -386,7 +379,7 @@ def _finish(
 def _failure(
     spec: DatasetSpec,
     s: FetchSettings,
-    attempts: dict[str, list[_Attempt]],
+    attempts: dict[str, list[tuple[str, _Miss]]],
     have: dict[str, tuple[Path, str, str]],
 ) -> FetchError:
     dest = s.cache_dir(spec.name)
@@ -410,9 +403,9 @@ def _failure(
             lines.append(f"  {f.name}: expected {_expected(f)} [{f.hash_source}]")
             if not tried:
                 lines.append("    not tried (an earlier file of this variant was missing from every source)")
-            for a in tried:
-                lines.append(f"    {a.source:<8} {a.where + ': ' if a.where else ''}{a.reason}")
-                kinds.add(a.kind)
+            for source, miss in tried:
+                lines.append(f"    {source:<8} {miss.where + ': ' if miss.where else ''}{miss.reason}")
+                kinds.add(miss.kind)
     todo: list[str] = []
     manual = spec.manual is not None and any(f.manual and f.name not in have for f in spec.files)
     if manual:
