@@ -8,6 +8,7 @@ run never leaves a half-written file where a complete one is expected.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -145,18 +146,12 @@ def config_hash(config: Mapping[str, Any]) -> str:
 
 def git_commit() -> str:
     """The commit of the checkout holding this package (suffix ``-dirty`` when it has changes), or 'unknown'."""
-    where = Path(__file__).resolve().parent
+    run = functools.partial(
+        subprocess.run, cwd=Path(__file__).resolve().parent, capture_output=True, text=True, timeout=10
+    )
     try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, timeout=10, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=where,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout.strip()
+        sha = run(["git", "rev-parse", "HEAD"], check=True).stdout.strip()
+        dirty = run(["git", "status", "--porcelain", "--untracked-files=no"]).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return f"{sha}-dirty" if dirty else sha
