@@ -97,9 +97,8 @@ def pca_reduce(cube: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.nda
 
 def dataset_seed(seed: int, dataset: str) -> np.random.SeedSequence:
     """A stream per (config seed, dataset): stable across runs, machines and registry order."""
-    return np.random.SeedSequence(
-        [seed, int.from_bytes(hashlib.sha256(dataset.encode()).digest()[:4], "little")]
-    )
+    name_key = int.from_bytes(hashlib.sha256(dataset.encode()).digest()[:4], "little")
+    return np.random.SeedSequence([seed, name_key])
 
 
 def _check_or_warn(spec: DatasetSpec, fact: str, message: str, where: str, warnings: list[str]) -> None:
