@@ -248,12 +248,8 @@ class _StrictLoader(_YAML_LOADER):  # type: ignore[misc,valid-type]
             if not isinstance(key, str | int | float):  # unhashable keys: the constructor refuses them itself
                 continue
             if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None,
-                    None,
-                    f"key {key!r} given twice (first on line {seen[key].line + 1})",
-                    key_node.start_mark,
-                )
+                problem = f"key {key!r} given twice (first on line {seen[key].line + 1})"
+                raise yaml.constructor.ConstructorError(None, None, problem, key_node.start_mark)
             seen[key] = key_node.start_mark
         return super().construct_mapping(node, deep=deep)
 
@@ -393,12 +389,14 @@ def add_protocol_args(parser: argparse.ArgumentParser, help_text: str) -> None:
     parser.add_argument("--protocol", choices=PROTOCOLS, help=help_text)
 
 
-def config_from_cli(paths: Sequence[str | Path] | None, config_json: str | None) -> dict[str, Any]:
-    """What every subcommand calls: ``--config FILE`` (repeatable overlays) and/or ``--config-json``.
+def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The validated config of a subcommand whose parser got :func:`add_config_args`: ``--config FILE``
+    (repeatable overlays) and/or ``--config-json``.
 
     With neither, ``config/config.yaml`` in the working directory is used when present, else schema defaults.
     """
-    paths = list(paths or [])
+    paths: list[str | Path] = list(args.config or [])
+    config_json = args.config_json
     if not paths and config_json is None and Path("config/config.yaml").exists():
         paths = [Path("config/config.yaml")]
     overrides = None
@@ -415,8 +413,3 @@ def config_from_cli(paths: Sequence[str | Path] | None, config_json: str | None)
             found = "null" if overrides is None else type(overrides).__name__
             raise ConfigError(f"--config-json must be a JSON object ({{...}}), found {found}")
     return load_config(paths, overrides)
-
-
-def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    """The validated config of a subcommand whose parser got :func:`add_config_args`."""
-    return config_from_cli(args.config, args.config_json)

@@ -57,11 +57,8 @@ BASELINE = Contract(
 
 def dataset_name(path: str | os.PathLike[str]) -> str:
     """The prepared file's ``dataset`` attribute (its stem when it has none), without loading the cube."""
-    ds = DATASET.read(path, load=False)
-    try:
+    with DATASET.read(path, load=False) as ds:
         return str(ds.attrs.get("dataset", Path(path).stem))
-    finally:
-        ds.close()
 
 
 # --- cost model (modelled, not measured): `hsitp cost TABLE`, one kind per table ------------------------------------

@@ -8,6 +8,7 @@ run never leaves a half-written file where a complete one is expected.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -93,8 +94,6 @@ def upgrade_names(ds: xr.Dataset, kind: str | None = None) -> xr.Dataset:
         for old, new in RENAMED_ATTRIBUTES.get(kind, {}).items()
         if old in ds.attrs and new not in ds.attrs
     }
-    if not names and not attrs:
-        return ds
     if names:
         renamed = ds.rename(names)  # a dimension of the same name follows its coordinate
         renamed.set_close(ds.close)  # a lazily opened file: closing the renamed dataset closes it
@@ -130,11 +129,11 @@ class SchemaVersionError(ResultFileError):
     """A netCDF file was written by an incompatible version of the pipeline (or holds another kind)."""
 
 
-def sha256_file(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
+def sha256_file(path: str | os.PathLike[str]) -> str:
     """Hex sha256 of a file, read in chunks so large cubes do not need to fit in memory."""
     h = hashlib.sha256()
     with open(path, "rb") as fh:
-        while block := fh.read(chunk):
+        while block := fh.read(1 << 20):
             h.update(block)
     return h.hexdigest()
 
@@ -145,20 +144,14 @@ def config_hash(config: Mapping[str, Any]) -> str:
     return hashlib.sha256(canon.encode()).hexdigest()
 
 
-def git_commit(start: str | os.PathLike[str] | None = None) -> str:
+def git_commit() -> str:
     """The commit of the checkout holding this package (suffix ``-dirty`` when it has changes), or 'unknown'."""
-    where = Path(start) if start else Path(__file__).resolve().parent
+    run = functools.partial(
+        subprocess.run, cwd=Path(__file__).resolve().parent, capture_output=True, text=True, timeout=10
+    )
     try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, timeout=10, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=where,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout.strip()
+        sha = run(["git", "rev-parse", "HEAD"], check=True).stdout.strip()
+        dirty = run(["git", "status", "--porcelain", "--untracked-files=no"]).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return f"{sha}-dirty" if dirty else sha

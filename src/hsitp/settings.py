@@ -136,9 +136,7 @@ class BenchSettings:
     head_padding: bool  # parallel.head_padding: pad heads the ranks do not divide
     attention_kernel: str  # model.attention_kernel (resolved per device: hsitp.bench.ops.bench_kernel)
     seed: int  # the master seed (top-level seed): the layers' weights
-    source: Mapping[str, Any] = field(
-        repr=False
-    )  # the validated config, for provenance and RuntimeSettings only
+    source: Mapping[str, Any] = field(repr=False)  # the validated config: provenance and RuntimeSettings only
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> BenchSettings:
@@ -266,9 +264,7 @@ class ProbeSettings(ProbeModel):
     threads_per_rank: int  # torch.set_num_threads per rank
     estimate: Estimate  # ``hsitp probe estimate``
     seed: int  # the master seed (top-level seed): the models' weights and batches
-    source: Mapping[str, Any] = field(
-        repr=False
-    )  # the validated config, for provenance and RuntimeSettings only
+    source: Mapping[str, Any] = field(repr=False)  # the validated config: provenance and RuntimeSettings only
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> ProbeSettings:

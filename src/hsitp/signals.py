@@ -28,7 +28,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, NoReturn
 
@@ -95,7 +95,7 @@ class StopRequest:
 
 
 @contextmanager
-def stop_on_signals(what: str = "", signals: Sequence[int] = STOP_SIGNALS) -> Iterator[StopRequest]:
+def stop_on_signals(what: str = "") -> Iterator[StopRequest]:
     """Record SIGINT and SIGTERM (instead of raising or dying) while the block runs; restore the old handlers after.
 
     ``what`` names the job in the :class:`Interrupted` message (e.g. ``"bench run at P=2"``). Outside the main
@@ -106,8 +106,8 @@ def stop_on_signals(what: str = "", signals: Sequence[int] = STOP_SIGNALS) -> It
     if threading.current_thread() is not threading.main_thread():
         yield stop
         return
-    previous = {s: signal.getsignal(s) for s in signals}
-    for s in signals:
+    previous = {s: signal.getsignal(s) for s in STOP_SIGNALS}
+    for s in STOP_SIGNALS:
         signal.signal(s, stop._handle)
     try:
         yield stop

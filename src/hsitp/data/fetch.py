@@ -24,7 +24,6 @@ import logging
 import os
 import re
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -34,7 +33,7 @@ from urllib.parse import urlparse
 
 from hsitp.data.registry import DatasetSpec, RawFile, Variant
 from hsitp.errors import HsitpError
-from hsitp.io import atomic_write_text, default_file_mode, sha256_file
+from hsitp.io import atomic_write, atomic_write_text, default_file_mode, sha256_file
 from hsitp.settings import DataSettings
 
 log = logging.getLogger(__name__)
@@ -109,16 +108,9 @@ class FetchResult:
         return {f.name: f.sha256 for f in self.files.values()}
 
 
-@dataclass
-class _Attempt:
-    source: str
-    where: str
-    reason: str
-    kind: str  # absent | checksum | http | connect | cut | manual | unavailable
-
-
 class _Miss(Exception):
-    """One source could not deliver one file; carries the reason for the final report."""
+    """One source could not deliver one file: where it looked, why not and the kind of miss (absent | checksum |
+    http | connect | cut | manual | unavailable), kept as (source, miss) pairs for the final report."""
 
     def __init__(self, where: str, reason: str, kind: str) -> None:
         super().__init__(reason)
@@ -140,34 +132,22 @@ def _check(path: Path, f: RawFile) -> str | None:
     return None if found == f.sha256 else f"sha256 {found} ({size} bytes)"
 
 
-def _publish(path: Path) -> Path:
-    """Give a verified file the usual permissions (temporary files are created 0600)."""
-    path.chmod(default_file_mode())
-    return path
-
-
 def _copy_verified(src: BinaryIO, f: RawFile, dest_dir: Path, where: str) -> Path:
-    """Stream ``src`` into ``dest_dir/f.name`` via a temporary file, hashing on the way; rename only if it matches."""
-    dest_dir.mkdir(parents=True, exist_ok=True)
-    h = hashlib.sha256()
-    fd, tmp = tempfile.mkstemp(prefix=f".{f.name}.", suffix=".part", dir=dest_dir)
-    try:
-        size = 0
-        with os.fdopen(fd, "wb") as out:
+    """Stream ``src`` into ``dest_dir/f.name`` via a temporary file, hashing on the way; rename only if it matches
+    (:func:`hsitp.io.atomic_write` removes the temporary file when the hash check raises)."""
+
+    def write(tmp: str) -> None:
+        h, size = hashlib.sha256(), 0
+        with open(tmp, "wb") as out:
             while block := src.read(1 << 20):
                 h.update(block)
                 out.write(block)
                 size += len(block)
         if h.hexdigest() != f.sha256:
-            raise _Miss(
-                where,
-                f"checksum mismatch: expected {_expected(f)}, found sha256 {h.hexdigest()} ({size} bytes)",
-                "checksum",
-            )
-        os.replace(tmp, dest_dir / f.name)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-    return _publish(dest_dir / f.name)
+            found = f"sha256 {h.hexdigest()} ({size} bytes)"
+            raise _Miss(where, f"checksum mismatch: expected {_expected(f)}, found {found}", "checksum")
+
+    return atomic_write(dest_dir / f.name, write)
 
 
 # --- network ------------------------------------------------------------------------------------------------------
@@ -202,7 +182,8 @@ def _download(url: str, f: RawFile, dest_dir: Path, s: FetchSettings, dead_hosts
             path = pooch.retrieve(
                 url, known_hash=f"sha256:{f.sha256}", fname=f.name, path=dest_dir, downloader=downloader
             )
-            return _publish(Path(path))
+            Path(path).chmod(default_file_mode())  # pooch's temporary files are created 0600
+            return Path(path)
         except requests.exceptions.HTTPError as exc:
             resp = exc.response
             status = f"HTTP {resp.status_code} {resp.reason}" if resp is not None else str(exc)
@@ -251,22 +232,17 @@ def _from_mirror(
         raise _Miss("", f"no mirror configured (data.mirror or {MIRROR_ENV})", "unavailable")
     misses: list[_Miss] = []
     for r in _mirror_paths(spec, f):
-        if _is_url(s.mirror):
-            url = s.mirror.rstrip("/") + "/" + r
-            try:
+        try:
+            if _is_url(s.mirror):
+                url = s.mirror.rstrip("/") + "/" + r
                 return _download(url, f, dest, s, dead), url
-            except _Miss as miss:
-                misses.append(miss)
-        else:
             path = _mirror_root(s.mirror) / r
             if not path.is_file():
-                misses.append(_Miss(str(path), f"not present (expected {_expected(f)})", "absent"))
-                continue
-            try:
-                with path.open("rb") as src:
-                    return _copy_verified(src, f, dest, str(path)), str(path)
-            except _Miss as miss:
-                misses.append(miss)
+                raise _Miss(str(path), f"not present (expected {_expected(f)})", "absent")
+            with path.open("rb") as src:
+                return _copy_verified(src, f, dest, str(path)), str(path)
+        except _Miss as miss:
+            misses.append(miss)
     raise _MultiMiss(misses)
 
 
@@ -305,10 +281,10 @@ def _from_package(f: RawFile, dest: Path) -> tuple[Path, str]:
 
 
 # --- the fetch loop ------------------------------------------------------------------------------------------------
-def _sweep_cache(spec: DatasetSpec, dest: Path) -> tuple[set[str], dict[str, list[_Attempt]]]:
+def _sweep_cache(spec: DatasetSpec, dest: Path) -> tuple[set[str], dict[str, list[tuple[str, _Miss]]]]:
     """Verify every registered file already in the cache; move a mismatching one aside (never leave it in place)."""
     good: set[str] = set()
-    notes: dict[str, list[_Attempt]] = {f.name: [] for f in spec.files}
+    notes: dict[str, list[tuple[str, _Miss]]] = {f.name: [] for f in spec.files}
     for f in spec.files:
         path = dest / f.name
         if not path.is_file():
@@ -320,14 +296,8 @@ def _sweep_cache(spec: DatasetSpec, dest: Path) -> tuple[set[str], dict[str, lis
         rejected = path.with_name(path.name + REJECTED_SUFFIX)
         os.replace(path, rejected)
         log.warning("%s: expected %s, found %s; moved to %s", path, _expected(f), found, rejected)
-        notes[f.name].append(
-            _Attempt(
-                "cache",
-                str(path),
-                f"checksum mismatch: expected {_expected(f)}, found {found}; moved aside to {rejected.name}",
-                "checksum",
-            )
-        )
+        reason = f"checksum mismatch: expected {_expected(f)}, found {found}; moved aside to {rejected.name}"
+        notes[f.name].append(("cache", _Miss(str(path), reason, "checksum")))
     return good, notes
 
 
@@ -371,9 +341,9 @@ def fetch(spec: DatasetSpec, settings: FetchSettings) -> FetchResult:
             else:
                 path, origin = _from_package(f, dest)
         except _Miss as miss:
-            attempts[f.name].append(_Attempt(source, miss.where, miss.reason, miss.kind))
+            attempts[f.name].append((source, miss))
         except _MultiMiss as multi:
-            attempts[f.name].extend(_Attempt(source, m.where, m.reason, m.kind) for m in multi.misses)
+            attempts[f.name].extend((source, m) for m in multi.misses)
         else:
             have[f.name] = (path, source, origin)
             good.add(f.name)
@@ -409,7 +379,7 @@ def _finish(
 def _failure(
     spec: DatasetSpec,
     s: FetchSettings,
-    attempts: dict[str, list[_Attempt]],
+    attempts: dict[str, list[tuple[str, _Miss]]],
     have: dict[str, tuple[Path, str, str]],
 ) -> FetchError:
     dest = s.cache_dir(spec.name)
@@ -433,9 +403,9 @@ def _failure(
             lines.append(f"  {f.name}: expected {_expected(f)} [{f.hash_source}]")
             if not tried:
                 lines.append("    not tried (an earlier file of this variant was missing from every source)")
-            for a in tried:
-                lines.append(f"    {a.source:<8} {a.where + ': ' if a.where else ''}{a.reason}")
-                kinds.add(a.kind)
+            for source, miss in tried:
+                lines.append(f"    {source:<8} {miss.where + ': ' if miss.where else ''}{miss.reason}")
+                kinds.add(miss.kind)
     todo: list[str] = []
     manual = spec.manual is not None and any(f.manual and f.name not in have for f in spec.files)
     if manual:
@@ -462,9 +432,7 @@ def manifest_path(settings: FetchSettings, dataset: str) -> Path:
     return settings.cache_dir(dataset) / MANIFEST_NAME
 
 
-def read_manifest(
-    path: str | os.PathLike[str], spec: DatasetSpec, *, verify: bool = True
-) -> tuple[FetchResult, Variant]:
+def read_manifest(path: str | os.PathLike[str], spec: DatasetSpec) -> tuple[FetchResult, Variant]:
     """The manifest written by ``fetch``, with every listed file re-checked against the registry."""
     path = Path(path)
     try:
@@ -489,15 +457,14 @@ def read_manifest(
             f"{path}: unknown variant {result.variant!r} for {spec.name}; re-run `hsitp data fetch`."
         )
     variant = variants[result.variant]
-    if verify:
-        for f, ff in zip(variant.files, files.values(), strict=True):
-            p = Path(ff.path)
-            found = _check(p, f) if p.is_file() else "no file"
-            if found is not None:
-                raise ManifestError(
-                    f"{p}: listed in {path} but expected {_expected(f)}, found {found}; "
-                    f"run `hsitp data fetch {spec.name}` again."
-                )
+    for f, ff in zip(variant.files, files.values(), strict=True):
+        p = Path(ff.path)
+        found = _check(p, f) if p.is_file() else "no file"
+        if found is not None:
+            raise ManifestError(
+                f"{p}: listed in {path} but expected {_expected(f)}, found {found}; "
+                f"run `hsitp data fetch {spec.name}` again."
+            )
     return result, variant
 
 

@@ -46,6 +46,7 @@ from hsitp.contracts import DATASET
 from hsitp.errors import HsitpError
 from hsitp.io import upgrade_names
 from hsitp.names import PROTOCOLS  # canonical order of the ``protocol`` coordinate
+from hsitp.settings import Partition
 
 UNUSED, TRAIN, TEST = 0, 1, 2
 INDEX = "partition_index"  # the prepared file's dimension of the K partitions of each protocol
@@ -69,15 +70,11 @@ def _targets(n: np.ndarray, train_fraction: float, min_train: int) -> np.ndarray
 
 
 def _counts(labels: np.ndarray, partition: np.ndarray, classes: list[int]) -> dict[int, dict[str, int]]:
-    out = {}
-    for c in classes:
-        m = labels == c
-        out[c] = {
-            "train": int(np.count_nonzero(m & (partition == TRAIN))),
-            "test": int(np.count_nonzero(m & (partition == TEST))),
-            "unused": int(np.count_nonzero(m & (partition == UNUSED))),
-        }
-    return out
+    roles = {"train": TRAIN, "test": TEST, "unused": UNUSED}
+    return {
+        c: {role: int(np.count_nonzero((labels == c) & (partition == v))) for role, v in roles.items()}
+        for c in classes
+    }
 
 
 def _warnings(counts: Mapping[int, Mapping[str, int]], min_train: int) -> tuple[str, ...]:
@@ -91,9 +88,10 @@ def _warnings(counts: Mapping[int, Mapping[str, int]], min_train: int) -> tuple[
 
 
 def random_partition(
-    labels: np.ndarray, classes: list[int], *, train_fraction: float, min_train: int, rng: np.random.Generator
+    labels: np.ndarray, classes: list[int], part: Partition, rng: np.random.Generator
 ) -> PartitionResult:
     """Seeded stratified per-class random partition of the labelled pixels (the random protocol)."""
+    train_fraction, min_train = float(part.train_fraction), part.min_train_per_class
     partition = np.zeros(labels.shape, dtype=np.int8)
     flat = partition.reshape(-1)  # a view: writes land in ``partition``
     lab = labels.reshape(-1)
@@ -108,17 +106,12 @@ def random_partition(
 
 
 def block_partition(
-    labels: np.ndarray,
-    classes: list[int],
-    *,
-    train_fraction: float,
-    min_train: int,
-    block: int,
-    patch: int,
-    rng: np.random.Generator,
+    labels: np.ndarray, classes: list[int], part: Partition, rng: np.random.Generator
 ) -> PartitionResult:
     """Spatially disjoint partition (the block protocol): whole blocks to train, test only beyond a guard band one
     patch wide."""
+    train_fraction, min_train = float(part.train_fraction), part.min_train_per_class
+    block, patch = part.block, part.patch
     rows, cols = labels.shape
     if block > min(rows, cols):
         raise PartitionError(
@@ -199,29 +192,17 @@ def protocol_seed(seed_seq: np.random.SeedSequence, protocol: str, index: int = 
 def make_partition(
     labels: np.ndarray,
     classes: list[int],
-    *,
     protocol: str,
-    train_fraction: float,
-    min_train: int,
-    patch: int,
-    block: int,
+    part: Partition,
     seed_seq: np.random.SeedSequence,
-    index: int = 0,
+    index: int,
 ) -> PartitionResult:
     """Partition ``index`` of one protocol, with a generator derived from the config seed, the dataset name, the
     protocol and the index (:func:`protocol_seed`)."""
     rng = np.random.default_rng(protocol_seed(seed_seq, protocol, index))
     if protocol == "random":
-        return random_partition(labels, classes, train_fraction=train_fraction, min_train=min_train, rng=rng)
-    return block_partition(
-        labels,
-        classes,
-        train_fraction=train_fraction,
-        min_train=min_train,
-        block=block,
-        patch=patch,
-        rng=rng,
-    )
+        return random_partition(labels, classes, part, rng)
+    return block_partition(labels, classes, part, rng)
 
 
 def ordered_protocols(protocols: Sequence[str]) -> list[str]:
@@ -243,9 +224,8 @@ def near_train_fraction(partition: np.ndarray, radius: int) -> float:
         return float("nan")
     if not (partition == TRAIN).any():
         return 0.0
-    dist = distance_transform_cdt(
-        partition != TRAIN, metric="chessboard"
-    )  # (y, x) distance to nearest train pixel
+    # (y, x) distance to nearest train pixel
+    dist = distance_transform_cdt(partition != TRAIN, metric="chessboard")
     return float(np.count_nonzero(dist[test] <= radius) / np.count_nonzero(test))
 
 
@@ -292,10 +272,8 @@ def read_partition(ds: xr.Dataset, protocol: str, index: int = 0) -> np.ndarray:
             f"accuracy protocol {protocol!r} is not in the prepared file, which holds {present}; pick one of "
             "those, or add it to data.partition.protocols and re-run `hsitp data prepare`"
         )
-    var = var.sel(protocol=protocol)
-    var = _select_index(var, index)
-    out = var.transpose("y", "x").values
-    return np.asarray(out, dtype=np.int8)  # (y, x)
+    var = _select_index(var.sel(protocol=protocol), index)
+    return np.asarray(var.transpose("y", "x").values, dtype=np.int8)  # (y, x)
 
 
 def _select_index(var: xr.DataArray, index: int) -> xr.DataArray:

@@ -97,9 +97,8 @@ def pca_reduce(cube: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.nda
 
 def dataset_seed(seed: int, dataset: str) -> np.random.SeedSequence:
     """A stream per (config seed, dataset): stable across runs, machines and registry order."""
-    return np.random.SeedSequence(
-        [seed, int.from_bytes(hashlib.sha256(dataset.encode()).digest()[:4], "little")]
-    )
+    name_key = int.from_bytes(hashlib.sha256(dataset.encode()).digest()[:4], "little")
+    return np.random.SeedSequence([seed, name_key])
 
 
 def _check_or_warn(spec: DatasetSpec, fact: str, message: str, where: str, warnings: list[str]) -> None:
@@ -231,21 +230,9 @@ def _partitions(
 ) -> dict[str, list[PartitionResult]]:
     """Every configured protocol's K = ``data.partition.draws`` partitions, each from its own seeded stream (index
     0 is the one files had before there were several); their warnings logged."""
+    classes, seed_seq = sorted(spec.classes), dataset_seed(seed, spec.name)
     partitions = {
-        p: [
-            make_partition(
-                labels16,
-                sorted(spec.classes),
-                protocol=p,
-                train_fraction=float(part.train_fraction),
-                min_train=part.min_train_per_class,
-                patch=part.patch,
-                block=part.block,
-                seed_seq=dataset_seed(seed, spec.name),
-                index=k,
-            )
-            for k in range(part.draws)
-        ]
+        p: [make_partition(labels16, classes, p, part, seed_seq, k) for k in range(part.draws)]
         for p in protocols
     }
     for p, results in partitions.items():
@@ -322,9 +309,8 @@ def _partition_vars(
     return {
         "partition": (
             ("protocol", INDEX, "y", "x"),
-            np.stack(
-                [np.stack([r.partition for r in partitions[p]]) for p in protocols]
-            ),  # (protocol, k, y, x)
+            # (protocol, k, y, x)
+            np.stack([np.stack([r.partition for r in partitions[p]]) for p in protocols]),
             {
                 "long_name": "train/test partition of labelled pixels, K per accuracy protocol",
                 "flag_values": np.array([UNUSED, TRAIN, TEST], dtype=np.int8),
@@ -339,16 +325,12 @@ def _clip_vars(low: np.ndarray, high: np.ndarray, q: Sequence[float]) -> dict[st
     """The per-band clip bounds, in raw units: the source file's values (sensor digital numbers or scaled
     reflectance, dimensionless)."""
     return {
-        "norm_low": (
+        f"norm_{end}": (
             "band",
-            low,
-            {"units": "1", "long_name": f"per-band clip low (q={q[0]}) in the source file's raw values"},
-        ),
-        "norm_high": (
-            "band",
-            high,
-            {"units": "1", "long_name": f"per-band clip high (q={q[1]}) in the source file's raw values"},
-        ),
+            v,
+            {"units": "1", "long_name": f"per-band clip {end} (q={qv}) in the source file's raw values"},
+        )
+        for end, v, qv in (("low", low, q[0]), ("high", high, q[1]))
     }
 
 
@@ -419,14 +401,8 @@ def prepare(spec: DatasetSpec, fetched: FetchResult, variant: Variant, settings:
         raise PrepareError(f"{spec.name}: variant {variant.name!r} has no ground-truth file")
     cube = load_array(cube_f.path, variant.cube.variable)
     labels = load_array(gt_f.path, variant.gt.variable)
-    ds = prepare_arrays(
-        spec,
-        cube,
-        labels,
-        uncorrected=variant.uncorrected,
-        settings=settings,
-        where=f"{cube_f.path} + {gt_f.path}",
-    )
+    where = f"{cube_f.path} + {gt_f.path}"
+    ds = prepare_arrays(spec, cube, labels, uncorrected=variant.uncorrected, settings=settings, where=where)
     ds.attrs.update(
         {
             "source": fetched.source,

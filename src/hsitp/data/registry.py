@@ -131,7 +131,12 @@ def _gic(path: str, size: int, sha256: str, variable: str) -> RawFile:
     )
 
 
-def _labels(values: list[_T], labels: Iterable[int] | None = None) -> dict[int, _T]:
+def _corrected(cube: RawFile, gt: RawFile) -> tuple[Variant, ...]:
+    """The variants of a scene distributed only as a corrected cube and its ground truth."""
+    return (Variant("corrected", cube, gt),)
+
+
+def _labels(*values: _T, labels: Iterable[int] | None = None) -> dict[int, _T]:
     """{label: value} for labels 1..n, or for the given labels (Salinas-A uses {1, 10..14})."""
     keys = list(labels) if labels is not None else list(range(1, len(values) + 1))
     return dict(zip(keys, values, strict=True))
@@ -166,26 +171,24 @@ INDIAN_PINES = DatasetSpec(
     bands=200,
     raw_bands=220,
     classes=_labels(
-        [
-            "Alfalfa",
-            "Corn-notill",
-            "Corn-mintill",
-            "Corn",
-            "Grass-pasture",
-            "Grass-trees",
-            "Grass-pasture-mowed",
-            "Hay-windrowed",
-            "Oats",
-            "Soybean-notill",
-            "Soybean-mintill",
-            "Soybean-clean",
-            "Wheat",
-            "Woods",
-            "Buildings-Grass-Trees-Drives",
-            "Stone-Steel-Towers",
-        ]
+        "Alfalfa",
+        "Corn-notill",
+        "Corn-mintill",
+        "Corn",
+        "Grass-pasture",
+        "Grass-trees",
+        "Grass-pasture-mowed",
+        "Hay-windrowed",
+        "Oats",
+        "Soybean-notill",
+        "Soybean-mintill",
+        "Soybean-clean",
+        "Wheat",
+        "Woods",
+        "Buildings-Grass-Trees-Drives",
+        "Stone-Steel-Towers",
     ),
-    class_counts=_labels([46, 1428, 830, 237, 483, 730, 28, 478, 20, 972, 2455, 593, 205, 1265, 386, 93]),
+    class_counts=_labels(46, 1428, 830, 237, 483, 730, 28, 478, 20, 972, 2455, 593, 205, 1265, 386, 93),
     sensor="AVIRIS (airborne, NASA/JPL)",
     citation=(
         "M. F. Baumgardner, L. L. Biehl, D. A. Landgrebe, '220 Band AVIRIS Hyperspectral Image Data Set: June 12, "
@@ -280,29 +283,26 @@ SALINAS = DatasetSpec(
     cols=217,
     bands=204,
     raw_bands=224,
-    classes=_labels(_SALINAS_NAMES),
+    classes=_labels(*_SALINAS_NAMES),
     class_counts=_labels(
-        [2009, 3726, 1976, 1394, 2678, 3959, 3579, 11271, 6203, 3278, 1068, 1927, 916, 1070, 7268, 1807]
+        2009, 3726, 1976, 1394, 2678, 3959, 3579, 11271, 6203, 3278, 1068, 1927, 916, 1070, 7268, 1807
     ),
     sensor="AVIRIS (airborne, NASA/JPL)",
     citation=GIC_CITATION,
     licence=GIC_TERMS,
     verified=True,
-    variants=(
-        Variant(
-            "corrected",
-            _gic(
-                "a/a3/Salinas_corrected.mat",
-                26552770,
-                "5ec1c0d22f56d18ecd336f8e35735863c0f160682e04e0c18ef3f89a3334d87d",
-                "salinas_corrected",
-            ),
-            _gic(
-                "f/fa/Salinas_gt.mat",
-                4277,
-                "ecfab4d31ef5553f097943235d8ea502038eb4a2067b2ad10b33e37c949955e2",
-                "salinas_gt",
-            ),
+    variants=_corrected(
+        _gic(
+            "a/a3/Salinas_corrected.mat",
+            26552770,
+            "5ec1c0d22f56d18ecd336f8e35735863c0f160682e04e0c18ef3f89a3334d87d",
+            "salinas_corrected",
+        ),
+        _gic(
+            "f/fa/Salinas_gt.mat",
+            4277,
+            "ecfab4d31ef5553f097943235d8ea502038eb4a2067b2ad10b33e37c949955e2",
+            "salinas_gt",
         ),
     ),
     removed_bands=_SA_REMOVED,
@@ -315,6 +315,7 @@ SALINAS = DatasetSpec(
     notes="Salinas.mat (224 bands) is not registered: no published checksum was found for it.",
 )
 
+_SA_LABELS = (1, 10, 11, 12, 13, 14)  # Salinas labels of the classes in the sub-scene
 _SA_GT_MAT = _gic(
     "a/aa/SalinasA_gt.mat",
     587,
@@ -328,7 +329,7 @@ SALINAS_A = DatasetSpec(
     cols=86,
     bands=204,
     raw_bands=224,
-    classes=_labels([_SALINAS_NAMES[i - 1] for i in (1, 10, 11, 12, 13, 14)], labels=(1, 10, 11, 12, 13, 14)),
+    classes=_labels(*(_SALINAS_NAMES[i - 1] for i in _SA_LABELS), labels=_SA_LABELS),
     class_counts={1: 391, 10: 1343, 11: 616, 12: 1525, 13: 674, 14: 799},
     sensor="AVIRIS (airborne, NASA/JPL)",
     citation=GIC_CITATION,
@@ -370,7 +371,6 @@ SALINAS_A = DatasetSpec(
 )
 
 # --- Pavia -----------------------------------------------------------------------------------------------------
-_PAVIA_TERMS = GIC_TERMS
 _PAVIA_CITATION = "ROSIS data courtesy of P. Gamba, University of Pavia; " + GIC_CITATION
 _DISTRIBUTED = (
     "1-based band index in the distributed file (the distributor removed noisy bands; which is not recorded)"
@@ -383,38 +383,33 @@ PAVIA_UNIVERSITY = DatasetSpec(
     bands=103,
     raw_bands=None,
     classes=_labels(
-        [
-            "Asphalt",
-            "Meadows",
-            "Gravel",
-            "Trees",
-            "Painted metal sheets",
-            "Bare Soil",
-            "Bitumen",
-            "Self-Blocking Bricks",
-            "Shadows",
-        ]
+        "Asphalt",
+        "Meadows",
+        "Gravel",
+        "Trees",
+        "Painted metal sheets",
+        "Bare Soil",
+        "Bitumen",
+        "Self-Blocking Bricks",
+        "Shadows",
     ),
-    class_counts=_labels([6631, 18649, 2099, 3064, 1345, 5029, 1330, 3682, 947]),
+    class_counts=_labels(6631, 18649, 2099, 3064, 1345, 5029, 1330, 3682, 947),
     sensor="ROSIS (airborne, DLR)",
     citation=_PAVIA_CITATION,
-    licence=_PAVIA_TERMS,
+    licence=GIC_TERMS,
     verified=True,
-    variants=(
-        Variant(
-            "corrected",
-            _gic(
-                "e/ee/PaviaU.mat",
-                34806917,
-                "28447fa87f7a5797845e9a189c0da85e23b1d06a4ba7361e5ff44efbf834d2fb",
-                "paviaU",
-            ),
-            _gic(
-                "5/50/PaviaU_gt.mat",
-                11005,
-                "23f6a426928f9b32984adffe659e29f554f9fb6c93b5a107528d308d5087a829",
-                "paviaU_gt",
-            ),
+    variants=_corrected(
+        _gic(
+            "e/ee/PaviaU.mat",
+            34806917,
+            "28447fa87f7a5797845e9a189c0da85e23b1d06a4ba7361e5ff44efbf834d2fb",
+            "paviaU",
+        ),
+        _gic(
+            "5/50/PaviaU_gt.mat",
+            11005,
+            "23f6a426928f9b32984adffe659e29f554f9fb6c93b5a107528d308d5087a829",
+            "paviaU_gt",
         ),
     ),
     band_numbers=tuple(range(1, 104)),
@@ -433,38 +428,33 @@ PAVIA_CENTRE = DatasetSpec(
     bands=102,
     raw_bands=None,
     classes=_labels(
-        [
-            "Water",
-            "Trees",
-            "Asphalt",
-            "Self-Blocking Bricks",
-            "Bitumen",
-            "Tiles",
-            "Shadows",
-            "Meadows",
-            "Bare Soil",
-        ]
+        "Water",
+        "Trees",
+        "Asphalt",
+        "Self-Blocking Bricks",
+        "Bitumen",
+        "Tiles",
+        "Shadows",
+        "Meadows",
+        "Bare Soil",
     ),
-    class_counts=_labels([65971, 7598, 3090, 2685, 6584, 9248, 7287, 42826, 2863]),
+    class_counts=_labels(65971, 7598, 3090, 2685, 6584, 9248, 7287, 42826, 2863),
     sensor="ROSIS (airborne, DLR)",
     citation=_PAVIA_CITATION,
-    licence=_PAVIA_TERMS,
+    licence=GIC_TERMS,
     verified=False,
-    variants=(
-        Variant(
-            "corrected",
-            _gic(
-                "e/e3/Pavia.mat",
-                129624657,
-                "b60341da323fd271cd97dd6d7a69514d385ccd7fdfc5a60c4ff5994b047f152e",
-                "pavia",
-            ),
-            _gic(
-                "5/53/Pavia_gt.mat",
-                34887,
-                "7eb54ab81b404dd3ae572e6d0ec211595029e5a847bec2cfb8f9e72d07066b69",
-                "pavia_gt",
-            ),
+    variants=_corrected(
+        _gic(
+            "e/e3/Pavia.mat",
+            129624657,
+            "b60341da323fd271cd97dd6d7a69514d385ccd7fdfc5a60c4ff5994b047f152e",
+            "pavia",
+        ),
+        _gic(
+            "5/53/Pavia_gt.mat",
+            34887,
+            "7eb54ab81b404dd3ae572e6d0ec211595029e5a847bec2cfb8f9e72d07066b69",
+            "pavia_gt",
         ),
     ),
     band_numbers=tuple(range(1, 103)),
@@ -485,42 +475,37 @@ KSC = DatasetSpec(
     bands=176,
     raw_bands=None,
     classes=_labels(
-        [
-            "Scrub",
-            "Willow swamp",
-            "Cabbage palm hammock",
-            "Cabbage palm/oak hammock",
-            "Slash pine",
-            "Oak/broadleaf hammock",
-            "Hardwood swamp",
-            "Graminoid marsh",
-            "Spartina marsh",
-            "Cattail marsh",
-            "Salt marsh",
-            "Mud flats",
-            "Water",
-        ]
+        "Scrub",
+        "Willow swamp",
+        "Cabbage palm hammock",
+        "Cabbage palm/oak hammock",
+        "Slash pine",
+        "Oak/broadleaf hammock",
+        "Hardwood swamp",
+        "Graminoid marsh",
+        "Spartina marsh",
+        "Cattail marsh",
+        "Salt marsh",
+        "Mud flats",
+        "Water",
     ),
-    class_counts=_labels([761, 243, 256, 252, 161, 229, 105, 431, 520, 404, 419, 503, 927]),
+    class_counts=_labels(761, 243, 256, 252, 161, 229, 105, 431, 520, 404, 419, 503, 927),
     sensor="AVIRIS (airborne, NASA/JPL)",
     citation=_HAM,
     licence=GIC_TERMS,
     verified=False,
-    variants=(
-        Variant(
-            "corrected",
-            _gic(
-                "2/26/KSC.mat",
-                56824624,
-                "b1ad011cfdb65c853e4f9f6108ca4774467d87f90a5c23b74ff3a2984a3b4786",
-                "KSC",
-            ),
-            _gic(
-                "a/a6/KSC_gt.mat",
-                3240,
-                "a1d6ab9293691006bd4d9742d1a1e1c141b1aaa5fbc5fa128b33c1d09038510b",
-                "KSC_gt",
-            ),
+    variants=_corrected(
+        _gic(
+            "2/26/KSC.mat",
+            56824624,
+            "b1ad011cfdb65c853e4f9f6108ca4774467d87f90a5c23b74ff3a2984a3b4786",
+            "KSC",
+        ),
+        _gic(
+            "a/a6/KSC_gt.mat",
+            3240,
+            "a1d6ab9293691006bd4d9742d1a1e1c141b1aaa5fbc5fa128b33c1d09038510b",
+            "KSC_gt",
         ),
     ),
     band_numbers=tuple(range(1, 177)),
@@ -540,43 +525,38 @@ BOTSWANA = DatasetSpec(
     bands=145,
     raw_bands=None,
     classes=_labels(
-        [
-            "Water",
-            "Hippo grass",
-            "Floodplain grasses 1",
-            "Floodplain grasses 2",
-            "Reeds",
-            "Riparian",
-            "Firescar",
-            "Island interior",
-            "Acacia woodlands",
-            "Acacia shrublands",
-            "Acacia grasslands",
-            "Short mopane",
-            "Mixed mopane",
-            "Exposed soils",
-        ]
+        "Water",
+        "Hippo grass",
+        "Floodplain grasses 1",
+        "Floodplain grasses 2",
+        "Reeds",
+        "Riparian",
+        "Firescar",
+        "Island interior",
+        "Acacia woodlands",
+        "Acacia shrublands",
+        "Acacia grasslands",
+        "Short mopane",
+        "Mixed mopane",
+        "Exposed soils",
     ),
-    class_counts=_labels([270, 101, 251, 215, 269, 269, 259, 203, 314, 248, 305, 181, 268, 95]),
+    class_counts=_labels(270, 101, 251, 215, 269, 269, 259, 203, 314, 248, 305, 181, 268, 95),
     sensor="Hyperion (spaceborne, NASA EO-1)",
     citation=_HAM,
     licence=GIC_TERMS,
     verified=False,
-    variants=(
-        Variant(
-            "corrected",
-            _gic(
-                "7/72/Botswana.mat",
-                78911133,
-                "f1603903c844cdc2980550b0180688e8e1a72d4292595d1120e1dec2a80a91c7",
-                "Botswana",
-            ),
-            _gic(
-                "5/58/Botswana_gt.mat",
-                4039,
-                "668394905e10e629c16584bfd02b0f533b96d6ba18a63274a94ff3a77126a887",
-                "Botswana_gt",
-            ),
+    variants=_corrected(
+        _gic(
+            "7/72/Botswana.mat",
+            78911133,
+            "f1603903c844cdc2980550b0180688e8e1a72d4292595d1120e1dec2a80a91c7",
+            "Botswana",
+        ),
+        _gic(
+            "5/58/Botswana_gt.mat",
+            4039,
+            "668394905e10e629c16584bfd02b0f533b96d6ba18a63274a94ff3a77126a887",
+            "Botswana_gt",
         ),
     ),
     band_numbers=_BOTSWANA_KEPT,
@@ -598,23 +578,21 @@ HOUSTON2013 = DatasetSpec(
     bands=144,
     raw_bands=None,
     classes=_labels(
-        [
-            "Healthy grass",
-            "Stressed grass",
-            "Synthetic grass",
-            "Trees",
-            "Soil",
-            "Water",
-            "Residential",
-            "Commercial",
-            "Road",
-            "Highway",
-            "Railway",
-            "Parking Lot 1",
-            "Parking Lot 2",
-            "Tennis Court",
-            "Running Track",
-        ]
+        "Healthy grass",
+        "Stressed grass",
+        "Synthetic grass",
+        "Trees",
+        "Soil",
+        "Water",
+        "Residential",
+        "Commercial",
+        "Road",
+        "Highway",
+        "Railway",
+        "Parking Lot 1",
+        "Parking Lot 2",
+        "Tennis Court",
+        "Running Track",
     ),
     class_counts=None,
     sensor="ITRES CASI-1500 (airborne)",
@@ -670,17 +648,15 @@ WHU_HI_LONGKOU = DatasetSpec(
     bands=270,
     raw_bands=None,
     classes=_labels(
-        [
-            "Corn",
-            "Cotton",
-            "Sesame",
-            "Broad-leaf soybean",
-            "Narrow-leaf soybean",
-            "Rice",
-            "Water",
-            "Roads and houses",
-            "Mixed weed",
-        ]
+        "Corn",
+        "Cotton",
+        "Sesame",
+        "Broad-leaf soybean",
+        "Narrow-leaf soybean",
+        "Rice",
+        "Water",
+        "Roads and houses",
+        "Mixed weed",
     ),
     class_counts=None,
     sensor="Headwall Nano-Hyperspec on a DJI Matrice 600 Pro UAV",
