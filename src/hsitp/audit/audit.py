@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -38,6 +38,7 @@ from hsitp.audit.claims import (
 from hsitp.contracts import COST, PROBE_MEMORY, TRAIN_SUMMARY, flag_meanings, summary_cells
 from hsitp.errors import HsitpError
 from hsitp.io import atomic_write_text, read_netcdf
+from hsitp.publish.reference import MANIFEST, read_manifest
 
 MODELLED_RTOL = 1e-12
 # A claims row whose evidence is a committed headline or GPU reference (results/reference/<run>/, not the smoke
@@ -134,7 +135,8 @@ def _md_header(rows: Sequence[Mapping[str, Any]], inputs: Mapping[str, Any]) -> 
         "",
         f"{sum(r['kind'] != 'finding' for r in rows)} claims. Verdicts: "
         + ", ".join(f"{v} {n}" for v, n in counts.items())
-        + f". Findings (our refined model's answers, not counted): {sum(r['kind'] == 'finding' for r in rows)}"
+        + ". Findings (modelled, measured or half-measured answers beside the claims, not counted): "
+        + str(sum(r["kind"] == "finding" for r in rows))
         + "".join(f", {v} {n}" for v, n in finding_counts(rows).items())
         + ".",
         "",
@@ -147,9 +149,11 @@ def _md_header(rows: Sequence[Mapping[str, Any]], inputs: Mapping[str, Any]) -> 
         "Basis: *computed* (from the cost tables, the registry, the stated formulas or the config, under the "
         "tolerance shown), *circular* (the paper's own formulas at the paper's own numbers: agreement is "
         "*consistent* with its own assumptions, not *holds*), *reading* (a source is cited; evidence that holds by our own construction is labelled "
-        "so), *pending* (a stage not built yet), *measured* (a measurement decided: the run's own probe/ and bench/ "
-        "files, or the accuracy run's train/summary.nc; a claim with a measured sub-check says which sub-check "
-        "decided, and a pending measured sub-check leaves the verdict to the next one). A verdict marked "
+        "so), *pending* (a stage not built yet, or a measurement not made), *measured* (every compared quantity "
+        "measured in one run under the guard against run-to-run spread: the run's own probe/ and bench/ files, "
+        "or the accuracy run's train/summary.nc), *half-measured* (one half measured, the other modelled: "
+        "findings only). A claim rests on the paper's formulas (judged by them) or on a measurement (judged by a "
+        "full one; column rests_on). A verdict marked "
         "**knife edge** moves with a 2 % change of its value or one point of its share; *hedged* claims say "
         "可能/约 (rules: docs/audit.md). Inputs: "
         + ", ".join(f"`{k}`: {v}" for k, v in inputs.items())
@@ -181,28 +185,28 @@ def _md_decided(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def _md_findings(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The findings' table: each under the claim it refines."""
+    """The findings' table: each beside the claims it bears on, with its basis (modelled, measured, half-measured)."""
     out = [
         "",
         "## Findings",
         "",
-        "Our refined model's answer, under the claim it refines (left out of the counts).",
+        "What our refined model, a measurement or a half-measurement says of claims it does not judge (rules 2 "
+        "and 8); each finding's verdict is of its own statement (column *finding*), left out of the counts.",
         "",
     ]
-    claim_ids = {r["id"] for r in rows}
     verdict_of_id = {r["id"]: r["verdict"] for r in rows}
-    header = ("claim", "its verdict", "finding", "refined value", "finding's verdict", "reason")
+    header = ("claims (their verdicts)", "finding", "value", "finding's verdict", "basis", "reason")
     found = [
         (
-            r["refines"],
-            verdict_of_id[r["refines"]],
-            r["id"],
+            ", ".join(f"{t} ({verdict_of_id.get(t, '?')})" for t in str(r["refines"]).split("; ")),
+            f"{r['id']}: {r['en']}",
             r["pipeline_value"],
             r["verdict"],
+            r["basis"],
             r["reason"] or r["how"],
         )
         for r in rows
-        if r["kind"] == "finding" and r["refines"] in claim_ids
+        if r["kind"] == "finding"
     ]
     return out + _md_table(header, found)
 
@@ -278,7 +282,25 @@ def read_claims_csv(path: Path) -> list[dict[str, str]]:
         raise HsitpError(
             f"{path}: not a claims table (no {', '.join(missing)} column in its header {reader.fieldnames}); {rerun}"
         )
-    return list(reader)
+    return _whole_rows(path, reader, text, rerun)
+
+
+def _whole_rows(path: Path, reader: csv.DictReader, text: str, rerun: str) -> list[dict[str, str]]:
+    """Every row of ``reader``, refused (one line naming the file) when a row lacks fields or has extra
+    ones, or the text stops mid-row: a table cut short (a full disk, an interrupted copy) would otherwise
+    compare as claims "missing now" or "new", or pass with its last row's verdict cut in half."""
+    rows = []
+    for row in reader:
+        if None in row or None in row.values():
+            have = sum(v is not None for k, v in row.items() if k is not None)
+            raise HsitpError(
+                f"{path}: truncated or damaged claims table (line {reader.line_num} has "
+                f"{have + len(row.get(None) or [])} of {len(reader.fieldnames or [])} fields); {rerun}"
+            )
+        rows.append(row)
+    if not text.endswith("\n"):
+        raise HsitpError(f"{path}: truncated claims table (it ends mid-row, line {reader.line_num}); {rerun}")
+    return rows
 
 
 # --- comparisons ---------------------------------------------------------------------------------------------------
@@ -289,6 +311,15 @@ class Report:
     drift: list[str] = field(default_factory=list)
     checked: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    held: list[str] = field(default_factory=list)  # the reference's files (manifest.json left out)
+    compared: list[str] = field(default_factory=list)  # those of them the check read and compared
+
+    def coverage(self) -> str:
+        """What was compared, against what the reference holds (``6 of 7 reference files compared, 6
+        checks``): a count of checks alone passed an empty reference as "3 checks, no differences"."""
+        return (
+            f"{len(self.compared)} of {len(self.held)} reference files compared, {len(self.checked)} checks"
+        )
 
 
 def _coords_text(da: xr.DataArray, index: tuple[int, ...]) -> str:
@@ -377,10 +408,9 @@ def check_cost(run_dir: Path, ref_dir: Path, rep: Report) -> None:
                 f"cost/{table}.nc: missing in {run_dir} (run `hsitp cost {table}`, rule cost_table)"
             )
             continue
-        ref, new = (
-            COST[table].read(ref_path),
-            COST[table].read(new_path),
-        )  # one line naming a file of another kind
+        # one line naming a file of another kind, or a damaged one
+        ref, new = read_reference(ref_path, COST[table].read), COST[table].read(new_path)
+        rep.compared.append(f"cost/{table}.nc")
         rep.drift += compare_modelled(ref, new, f"cost/{table}.nc")
         rep.checked.append(f"cost/{table}.nc: {len(new.variables)} variables, exact (rtol {MODELLED_RTOL:g})")
 
@@ -392,8 +422,9 @@ def check_claims(new_csv: Path, ref_csv: Path, rep: Report, run_dir: Path | None
     if not new_csv.exists():
         rep.drift.append(f"{new_csv}: missing (run `hsitp audit claims`, rule audit_claims)")
         return
-    ref = {r["id"]: r for r in read_claims_csv(ref_csv)}
+    ref = {r["id"]: r for r in read_reference(ref_csv, read_claims_csv)}
     new = {r["id"]: r for r in read_claims_csv(new_csv)}
+    rep.compared.append(ref_csv.name)
     for cid in sorted(set(ref) - set(new)):
         rep.drift.append(f"claims: {cid} in the reference, missing now")
     for cid in sorted(set(new) - set(ref)):
@@ -485,7 +516,8 @@ def check_bench(run_dir: Path, ref_dir: Path, rep: Report) -> None:
                 rep.drift += _band_lines(kind, var, ds)
         ref_path = ref_dir / "bench" / f"{kind}.nc"
         if ref_path.exists():
-            ref = read_netcdf(ref_path, kind=kind)
+            ref = read_reference(ref_path, lambda p, kind=kind: read_netcdf(p, kind=kind))
+            rep.compared.append(f"bench/{kind}.nc")
             for var in BENCH_POSITIVE[kind]:
                 if var in ds and var in ref:
                     m_new, m_ref = float(ds[var].median()), float(ref[var].median())
@@ -515,7 +547,8 @@ def check_summary(run_dir: Path, ref_dir: Path, name: str, rep: Report) -> None:
     if not new_path.exists():
         rep.notes.append(f"train/{name}: not in this run, not compared (the reference holds it)")
         return
-    ref, new = TRAIN_SUMMARY.read(ref_path), TRAIN_SUMMARY.read(new_path)
+    ref, new = read_reference(ref_path, TRAIN_SUMMARY.read), TRAIN_SUMMARY.read(new_path)
+    rep.compared.append(f"train/{name}")
     ref_cells, new_cells = (summary_cells(ds)["i"] for ds in (ref, new))
     for cell in sorted(set(ref_cells.index) ^ set(new_cells.index), key=str):
         where = "the reference only" if cell in ref_cells else "this run only"
@@ -566,7 +599,8 @@ def check_probe_memory(run_dir: Path, ref_dir: Path, rep: Report) -> None:
         peak = ds["peak_allocated"].max("rank", skipna=True)
         return peak / peak.sel(plan="tp")
 
-    ref, new = (ratio(PROBE_MEMORY.read(p)) for p in (ref_path, new_path))
+    ref, new = ratio(read_reference(ref_path, PROBE_MEMORY.read)), ratio(PROBE_MEMORY.read(new_path))
+    rep.compared.append("probe/memory.nc")
     ref, new = xr.align(ref, new, join="inner")
     bad = np.abs(new - ref) > MEMORY_RTOL * np.abs(ref)
     for idx in zip(*np.nonzero(bad.values), strict=True):
@@ -580,25 +614,123 @@ def check_probe_memory(run_dir: Path, ref_dir: Path, rep: Report) -> None:
     )
 
 
+# --- the reference: what it must hold ----------------------------------------------------------------------------------
+SUMMARIES = ("summary.nc", "control_summary.nc")  # a headline run's accuracy summaries (issue 41)
+# The files a run's stages make that the check compares by value with the reference's copy (modelled:
+# every run's cost tables and claims table); a reference without a manifest must hold each one the run holds.
+MODELLED_FILES = (*(f"cost/{t}.nc" for t in COST_TABLES), "paper_claims.csv")
+# Every file of a reference the check reads (a headline reference's summaries and memory, bench files).
+COMPARED_FILES = (
+    *MODELLED_FILES,
+    *(f"bench/{k}.nc" for k in BENCH_SCHEMA),
+    *(f"train/{n}" for n in SUMMARIES),
+    "probe/memory.nc",
+)
+_T = TypeVar("_T")
+RESTORE = "restore its committed copy (git checkout) or regenerate it (results/reference/README.md)"
+RESTORE_ALL = "restore the committed files (git checkout) or regenerate them (results/reference/README.md)"
+
+
+class ReferenceFolderError(HsitpError):
+    """A reference the check cannot stand on: missing, empty, lacking a file the run made or one its
+    manifest lists, or holding a damaged file. A usage error (exit 2, one line naming the files), never a
+    PASS on nothing."""
+
+
+def read_reference(path: Path, read: Callable[[Path], _T]) -> _T:
+    """A file of the reference read by ``read``; a damaged one (truncated, not of its kind) is one line
+    naming it that says to restore it, not the run's advice to delete it and re-run a stage."""
+    try:
+        return read(path)
+    except HsitpError as exc:
+        what = str(exc).split("; ")[0].rstrip(".")
+        raise ReferenceFolderError(f"{what}; a file of the reference: {RESTORE}") from exc
+
+
+def reference_files(ref_dir: Path) -> list[str]:
+    """The files the reference holds (relative, sorted), its manifest and hidden files left out."""
+    return sorted(
+        f.relative_to(ref_dir).as_posix()
+        for f in ref_dir.rglob("*")
+        if f.is_file()
+        and f.name != MANIFEST
+        and not any(part.startswith(".") for part in f.relative_to(ref_dir).parts)
+    )
+
+
+def _listed_files(ref_dir: Path) -> list[str]:
+    """The files ``manifest.json`` lists (``hsitp report reference`` writes each one's size and sha256)."""
+    manifest = read_manifest(ref_dir)  # one line naming it when it is not JSON
+    files = manifest.get("files")
+    if not isinstance(files, Mapping | list) or not all(isinstance(f, str) for f in files):
+        raise ReferenceFolderError(
+            f"{ref_dir / MANIFEST}: no list of files (its 'files' is {type(files).__name__}); {RESTORE}"
+        )
+    return list(files)
+
+
+def check_reference(run_dir: Path, ref_dir: Path, run_claims: Path) -> list[str]:
+    """The reference's files, once it is known to hold what the check needs; :class:`ReferenceFolderError`
+    otherwise.
+
+    A reference with a manifest must hold every file the manifest lists (what it holds is declared: a
+    headline reference has no cost tables). One without must hold each modelled file the run holds (its
+    cost tables, its claims table): a file the reference lacked was never compared, and an empty folder
+    passed as "no differences". Either must hold at least one file the check compares."""
+    held = reference_files(ref_dir)
+    if (ref_dir / MANIFEST).is_file():
+        absent = [f for f in _listed_files(ref_dir) if not (ref_dir / f).is_file()]
+        if absent:
+            raise ReferenceFolderError(
+                f"{ref_dir}: reference incomplete: {', '.join(absent)} listed in its {MANIFEST} but not "
+                f"there; {RESTORE_ALL}"
+            )
+    else:
+        made = [
+            f for f in MODELLED_FILES if (run_claims if f == "paper_claims.csv" else run_dir / f).exists()
+        ]
+        lacking = [f for f in made if not (ref_dir / f).is_file()]
+        if lacking:
+            empty = "is empty: it " if not held else ""
+            raise ReferenceFolderError(
+                f"{ref_dir}: reference {empty}lacks {', '.join(lacking)}, made by this run's stages "
+                f"(nothing to compare them with); pass the run's reference (--reference) or {RESTORE_ALL}"
+            )
+    if not set(held) & set(COMPARED_FILES):
+        raise ReferenceFolderError(
+            f"{ref_dir}: reference holds none of the files the drift check compares "
+            f"({len(held)} file(s), none of cost/TABLE.nc, paper_claims.csv, bench/KIND.nc, "
+            "train/summary.nc, probe/memory.nc); name the run's reference (--reference results/reference/RUN)"
+        )
+    return held
+
+
 def audit_run(run_dir: Path, ref_dir: Path, claims_csv: Path | None = None) -> Report:
+    """``run_dir`` against the reference ``ref_dir`` (modelled files exact, claims' verdicts equal, measured
+    files by schema and bands). Refused (:class:`HsitpError`, exit 2) when either folder is missing,
+    ``--claims`` names no file, or the reference cannot stand behind a PASS (:func:`check_reference`, a
+    damaged reference file)."""
     rep = Report()
     if not run_dir.is_dir():
         raise HsitpError(f"{run_dir}: no such run folder (--run-dir: results/RUN)")
     if not ref_dir.is_dir():
-        raise HsitpError(f"{ref_dir}: no reference folder (committed under results/reference/)")
+        raise ReferenceFolderError(f"{ref_dir}: no reference folder (committed under results/reference/)")
     # A table the user named (--claims) that is absent is a typo, not a run's missing output (that is drift).
     if claims_csv is not None and not claims_csv.exists():
         raise HsitpError(
             f"{claims_csv}: no such claims table (--claims); run `hsitp audit claims` (rule audit_claims)"
         )
+    run_claims = claims_csv or run_dir / "tables" / "paper_claims.csv"
+    rep.held = check_reference(run_dir, ref_dir, run_claims)
     check_cost(run_dir, ref_dir, rep)
-    check_claims(
-        claims_csv or run_dir / "tables" / "paper_claims.csv", ref_dir / "paper_claims.csv", rep, run_dir
-    )
+    check_claims(run_claims, ref_dir / "paper_claims.csv", rep, run_dir)
     check_bench(run_dir, ref_dir, rep)
-    for name in ("summary.nc", "control_summary.nc"):  # a headline run's reference (issue 41)
+    for name in SUMMARIES:
         check_summary(run_dir, ref_dir, name, rep)
     check_probe_memory(run_dir, ref_dir, rep)
+    unread = [f for f in rep.held if f not in rep.compared]
+    if unread:
+        rep.notes.append(f"in the reference, not compared by this check: {', '.join(unread)}")
     return rep
 
 
@@ -617,6 +749,8 @@ def report_text(rep: Report, run_dir: Path, ref_dir: Path) -> str:
         *([f"- {d}" if not d.startswith("    ") else f"  {d.strip()}" for d in rep.drift] or ["(none)"]),
         "",
         "## Checked",
+        "",
+        f"{rep.coverage()}.",
         "",
         *[f"- {c}" for c in rep.checked],
         "",

@@ -1,5 +1,7 @@
 """``hsitp audit claims`` (the claims table from a run's cached results) and ``hsitp audit check`` (a run against
-the committed reference; exits 1 with a readable diff on drift)."""
+the committed reference; exits 1 with a readable diff on drift, 2 with one line when the reference is
+missing, lacks a file the run made or one its manifest lists, or holds a damaged file: never a PASS on
+nothing)."""
 
 from __future__ import annotations
 
@@ -12,13 +14,15 @@ from hsitp.config import add_config_args, config_from_args
 
 def _claims(args: argparse.Namespace) -> int:
     from hsitp.audit.audit import write_claims
-    from hsitp.audit.claims import CLAIMS_FILE, Context, evaluate_claims, verdict_counts
+    from hsitp.audit.claims import CLAIMS_FILE, Context, evaluate_claims, load_claims, verdict_counts
+    from hsitp.audit.claims.coherence import refuse_incoherent
     from hsitp.io import provenance
     from hsitp.settings import AuditSettings
 
     s = AuditSettings.from_config(config_from_args(args))
     ctx = Context(Path(args.run_dir) / "cost", s)
     rows, inputs = evaluate_claims(ctx), ctx.inputs
+    refuse_incoherent(load_claims(), rows)
     prov = provenance(
         config=s.source, inputs={**{k: str(v) for k, v in inputs.items()}, "claims.yaml": CLAIMS_FILE}
     )
@@ -29,6 +33,21 @@ def _claims(args: argparse.Namespace) -> int:
         f"wrote {', '.join(map(str, paths))}: {len(rows) - n_findings} claims ({counts}) "
         f"and {n_findings} findings"
     )
+    return 0
+
+
+def _evidence(args: argparse.Namespace) -> int:
+    """The list of which rows read each committed reference, and why the others do not (docs/audit.md)."""
+    from hsitp.audit.claims import load_claims
+    from hsitp.audit.claims.coherence import evidence_markdown, load_tags
+
+    text = evidence_markdown(load_claims(), load_tags())
+    if args.out is None:
+        sys.stdout.write(text)
+    else:
+        from hsitp.io import atomic_write_text
+
+        atomic_write_text(args.out, text)
     return 0
 
 
@@ -50,7 +69,7 @@ def _check(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    print(f"audit passed ({len(rep.checked)} checks); report {args.out}")
+    print(f"audit passed ({rep.coverage()}); report {args.out}")
     return 0
 
 
@@ -76,7 +95,7 @@ def _verdict(args: argparse.Namespace) -> int:
     state = "FAIL" if rep.drift else "PASS"
     diff = f"{len(rep.drift)} difference line(s)" if rep.drift else "no differences"
     print(
-        f"hsitp audit: {state}: {run_dir} against {ref}: {len(rep.checked)} checks, {diff}; "
+        f"hsitp audit: {state}: {run_dir} against {ref}: {rep.coverage()}, {diff}; "
         f"{sum(counts.values())} claims: {summary} (re-checked now from the present outputs in {took:.1f} s)"
     )
     if rep.drift:
@@ -105,6 +124,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_config_args(p)
     p.set_defaults(func=_claims)
+    p = asub.add_parser(
+        "evidence", help="which claims read each committed reference, and why the others do not (Markdown)"
+    )
+    p.add_argument("--out", type=Path, default=None, help="file to write (default: standard output)")
+    p.set_defaults(func=_evidence)
     p = asub.add_parser("check", help="compare a run with the committed reference; exit 1 on drift")
     p.add_argument("--run-dir", required=True, type=Path, help="results/RUN")
     p.add_argument(
