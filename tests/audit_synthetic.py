@@ -67,9 +67,9 @@ def _per_p(values: list, name: str) -> xr.DataArray:
 
 def probe_files(run: Path, *, memory: bool = True, throughput: bool = True, estimate: bool = True) -> None:
     """Synthetic probe files (memory.nc, throughput.nc, estimate.nc) shaped as the probe stage writes them, with
-    made-up numbers: every plan at P = 2, 4, 8 (dense at P = 1), g = 4 and 8, P = 4 labelled oversubscribed."""
+    made-up numbers: every plan at P = 2, 4, 8 (dense at P = 1), g = 2, 4 and 8, P = 4 labelled oversubscribed."""
     rng = np.random.default_rng(0)
-    grid = {"plan": PLANS, "P": PROBE_PS, "g": [4, 8], "L": [200], "N": [324], "checkpointing": ["none"]}
+    grid = {"plan": PLANS, "P": PROBE_PS, "g": [2, 4, 8], "L": [200], "N": [324], "checkpointing": ["none"]}
     ran = np.zeros([len(v) for v in grid.values()], dtype=bool)
     for i, plan in enumerate(PLANS):
         for j, P in enumerate(PROBE_PS):

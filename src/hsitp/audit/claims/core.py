@@ -30,7 +30,7 @@ KINDS = (
     "estimate",
     "conclusion",
     "reference_fact",
-    "finding",  # our refined model's answer to a claim judged by the paper's formulas (``refines``: that claim)
+    "finding",  # a modelled, half-measured or measured answer bearing on claims it does not judge (``refines``)
 )
 # "consistent": holds, but only by the paper's own formulas applied to the paper's own numbers (basis circular)
 VERDICTS = ("holds", "consistent", "conditional", "contradicted", "not_reproducible", "needs_gpu", "pending")
@@ -38,7 +38,13 @@ VERDICTS = ("holds", "consistent", "conditional", "contradicted", "not_reproduci
 # measurements: the run's own probe and bench files (results/<audit.measured_run or the audited run>/probe/*.nc,
 # bench/*.nc) or the accuracy run's results/<audit.accuracy_run>/train/summary.nc; a measured check is pending while
 # its file (or a point in its scope) is absent.
-BASES = ("computed", "circular", "reading", "pending", "measured")
+# "half-measured": one half of the compared value measured, the other modelled (the GPU shards: compute timed,
+# communication from a preset); such an outcome is a finding, never a verdict (docs/audit.md, "measured means fully
+# measured").
+BASES = ("computed", "circular", "reading", "pending", "measured", "half-measured")
+# What a claim's sentence rests on (field ``rests_on``, docs/audit.md rule 2): the paper's formulas under the
+# constants its sentence or section sets, or what real hardware or real training does (a full measurement).
+RESTS_ON = ("formulas", "measurement")
 # The measured (and modelled) files a check may read, relative to the measured run's folder: (path, contract, stage).
 MEASURED_FILES: dict[str, tuple[str, contracts.Contract, str]] = {
     "memory": ("probe/memory.nc", contracts.PROBE_MEMORY, "probe"),
@@ -52,6 +58,24 @@ RUN_MEASURED_CHECKS = frozenset(
     {"probe_memory", "probe_estimate", "probe_throughput", "bench_compare", "bench_trend", "bench_value"}
 )
 MEASURED_CHECKS = RUN_MEASURED_CHECKS | {"measured", "accuracy_verdicts", "shard_compare", "shard_value"}
+# Checks whose every compared quantity is measured in one run, under rule 8's guard against run-to-run spread (>= 3
+# launches for the bench, interleaved rounds for the probe's tokens/s, partitions for accuracy; memory is counted
+# from the tensors the run allocates). Only these may decide a claim that rests on a measurement.
+FULLY_MEASURED_CHECKS = frozenset(
+    {
+        "measured",
+        "accuracy_verdicts",
+        "probe_memory",
+        "probe_throughput",
+        "bench_compare",
+        "bench_trend",
+        "bench_value",
+    }
+)
+HALF_MEASURED_CHECKS = frozenset({"shard_compare", "shard_value"})  # compute timed, communication modelled
+MODELLED_CHECKS = frozenset({"probe_estimate"})  # fake tensors: the model's allocations counted, nothing run
+# Checks that never decide a measurement claim but may close its first_decided list (what it waits for).
+WAITING_CHECKS = frozenset({"pending", "needs_gpu", "reading"})
 # The paper's own presets: a stated-model table selection limited to these evaluates the paper with itself.
 PAPER_PRESETS = frozenset({"paper-intra", "paper-inter"})
 # Checks that evaluate the paper's own formulas at the paper's own numbers (rule 11).

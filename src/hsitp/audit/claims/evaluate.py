@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from hsitp.audit.claims.coherence import refined_ids
 from hsitp.audit.claims.core import ClaimsError, Context, Outcome, _fmt
 from hsitp.audit.claims.registry import evaluate_check
 from hsitp.audit.claims.validate import load_claims
@@ -152,8 +153,10 @@ def evaluate_claims(ctx: Context, claims: Sequence[Mapping[str, Any]] | None = N
                 "hedged": hedged(c["zh"]),
                 "knife_edge": knife,
                 "edge": edge,
-                "refines": str(c.get("refines", "") or ""),
+                "refines": "; ".join(refined_ids(c)),
                 "variant": str(c.get("variant", "") or ""),
+                "rests_on": str(c.get("rests_on", "") or ""),
+                "tag": str(c.get("tag", "") or ""),
             }
         )
     return rows

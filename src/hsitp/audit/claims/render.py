@@ -29,6 +29,8 @@ COLUMNS = (
     "edge",
     "refines",
     "variant",  # the D-CHAG variant a claim naming D-CHAG judges: L, C or both (rule 14)
+    "rests_on",  # what the sentence rests on: the paper's formulas or a measurement (rule 1)
+    "tag",  # the rule or comparison the row states, shared with the rows stating it otherwise (rule 3)
 )
 
 
@@ -51,6 +53,7 @@ def basis_counts(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, int]]
 
 
 def finding_counts(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    """Verdicts of the findings alone (what the refined model says of the claims they refine)."""
+    """Verdicts of the findings alone (what the refined model, a measurement or a half-measurement says of the claims
+    they refine)."""
     found = [r for r in rows if r["kind"] == "finding"]
     return {v: n for v in VERDICTS if (n := sum(r["verdict"] == v for r in found))}

@@ -1,14 +1,13 @@
 """The checks on the committed one-GPU shard timings (``results/reference/h200-check/shard_*.nc``, kind
 ``bench_shard``; issue 51): rank 0's shard of each layer timed on one GPU (fwd + bwd, collectives as no-ops, 5
 repeats) with its communication modelled from the GPU's preset (ring model on the traced collectives). Their CCR is
-*half-measured*: the compute measured, the communication modelled; every row these checks decide says so.
+*half-measured*: the compute measured, the communication modelled. Their outcomes carry basis ``half-measured``, which
+only a finding may show: they never set a claim's verdict (docs/audit.md rule 8).
 
-A point decides only where its measured range lies wholly on one side (issue 51's rule, the bench's rule applied to
-the shard's repeats): the CCR range is the modelled communication over the slowest and the fastest repeat; two ops
-are ordered only where their ranges lie apart, a value only where the range lies wholly on one side of it. The
-shards sit at the paper's sizes (D = 256, L = 200, N = 324 and 5776, P = 2/4/8 within one node), so they decide the
-CCR claims that speak of those sizes (``sel``) and nothing else; a claim about the latency itself (the modelled
-part) is not theirs to decide.
+A finding's point counts only where its measured range lies wholly on one side (the bench's rule applied to the
+shard's repeats): the CCR range is the modelled communication over the slowest and the fastest repeat; two ops are
+ordered only where their ranges lie apart, a value only where the range lies wholly on one side of it. The shards
+sit at the paper's sizes (D = 256, L = 200, N = 324 and 5776, P = 2/4/8 within one node).
 """
 
 from __future__ import annotations
@@ -23,6 +22,8 @@ import xarray as xr
 from hsitp.audit.claims.core import GPU_REFERENCE, Context, Outcome, _fmt, _op, pending
 from hsitp.audit.claims.measured import _share, _undecided
 
+HALF = "half-measured"  # the basis of every outcome here: a finding, never a verdict (docs/audit.md rule 8)
+
 
 def _shards(ctx: Context) -> tuple[xr.Dataset | None, Path, Outcome | None]:
     """Every shard file of the GPU reference merged along op, or a pending outcome naming the folder."""
@@ -30,7 +31,7 @@ def _shards(ctx: Context) -> tuple[xr.Dataset | None, Path, Outcome | None]:
     files = sorted(folder.glob("shard_*.nc")) if folder.exists() else []
     if not files:
         why = f"pending: no shard timings in {folder} (benchmarks/gpu_check.sh on a GPU: bench shard mode)"
-        return None, folder, pending(folder, why)
+        return None, folder, pending(folder, why, HALF)
     from hsitp.contracts import BENCH_SHARD
 
     parts = [BENCH_SHARD.read(f) for f in files]
@@ -97,7 +98,9 @@ def check_shard_value(ctx: Context, a: Mapping[str, Any]) -> Outcome:
             pts.append((f"{opname} {lbl}", bool(f(m, x)), f"{_fmt(m)} [{_fmt(lo)}, {_fmt(hi)}]"))
     if not pts:
         return _undecided(
-            folder, "; ".join([f"no decided point of {a['ops']} at {dict(a.get('sel') or {})}", *left])
+            folder,
+            "; ".join([f"no decided point of {a['ops']} at {dict(a.get('sel') or {})}", *left]),
+            basis=HALF,
         )
     return _share(
         pts,
@@ -105,6 +108,7 @@ def check_shard_value(ctx: Context, a: Mapping[str, Any]) -> Outcome:
         f"{_what(ds, folder)}: share of {len(pts)} decided point(s) where the CCR (median [range over repeats]) "
         f"{a['op']} {_fmt(x)}",
         f"{folder}/shard_*.nc:ccr_half_measured",
+        basis=HALF,
         left_out=left,
     )
 
@@ -130,6 +134,7 @@ def check_shard_compare(ctx: Context, a: Mapping[str, Any]) -> Outcome:
         return _undecided(
             folder,
             "; ".join([f"no decided point of {a['lhs']} vs {a['rhs']} at {dict(a.get('sel') or {})}", *left]),
+            basis=HALF,
         )
     return _share(
         pts,
@@ -137,5 +142,6 @@ def check_shard_compare(ctx: Context, a: Mapping[str, Any]) -> Outcome:
         f"{_what(ds, folder)}: share of {len(pts)} decided point(s) (ranges over repeats apart) where "
         f"CCR({a['lhs']}) {a['op']} CCR({a['rhs']})",
         f"{folder}/shard_*.nc:ccr_half_measured",
+        basis=HALF,
         left_out=left,
     )

@@ -45,7 +45,9 @@ def load_claims(path: Path = CLAIMS_FILE) -> list[dict[str, Any]]:
     claims = data.get("claims") if isinstance(data, Mapping) else None
     if not isinstance(claims, list):
         raise ClaimsError(f"{path}: expected a mapping with a list under 'claims'")
-    problems = validate_claims(claims)
+    from hsitp.audit.claims.coherence import load_tags
+
+    problems = validate_claims(claims, load_tags(path))
     if problems:
         raise ClaimsError(f"{path}: " + "; ".join(problems[:10]))
     return claims
@@ -141,8 +143,13 @@ def _measured_problems(cid: str, check: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def validate_claims(claims: Sequence[Any]) -> list[str]:
-    """Problems of the claims list: required fields, unique ids, valid kinds, check names and verdicts."""
+def validate_claims(claims: Sequence[Any], tags: Mapping[str, Mapping[str, Any]] | None = None) -> list[str]:
+    """Problems of the claims list: required fields, unique ids, valid kinds, check names and verdicts, what each
+    verdict rests on (:func:`~hsitp.audit.claims.grounds.grounds_problems`), and with ``tags`` the tags, stances and
+    relies_on (:func:`~hsitp.audit.claims.coherence.tag_problems`)."""
+    from hsitp.audit.claims.coherence import refined_ids, tag_problems
+    from hsitp.audit.claims.grounds import grounds_problems
+
     problems: list[str] = []
     seen: set[str] = set()
     for i, c in enumerate(claims):
@@ -160,6 +167,7 @@ def validate_claims(claims: Sequence[Any]) -> list[str]:
             problems.append(f"{cid}: kind {c.get('kind')!r} not in {', '.join(KINDS)}")
         if "check" in c:
             problems += _check_problems(cid, c["check"])
+            problems += grounds_problems(c)
         if c.get("kind") == "finding" and not c.get("refines"):
             problems.append(f"{cid}: a finding names the claim it refines (refines: ID)")
         if c.get("refines") and c.get("kind") != "finding":
@@ -181,12 +189,13 @@ def validate_claims(claims: Sequence[Any]) -> list[str]:
     ids = {str(c.get("id")) for c in claims if isinstance(c, Mapping)}
     kind_of = {str(c.get("id")): c.get("kind") for c in claims if isinstance(c, Mapping)}
     for c in claims:
-        if isinstance(c, Mapping) and c.get("refines"):
-            target = str(c["refines"])
+        for target in refined_ids(c) if isinstance(c, Mapping) else []:
             if target not in ids:
                 problems.append(f"{c.get('id')}: refines {target!r}, which is not a claim")
             elif kind_of[target] == "finding":
                 problems.append(f"{c.get('id')}: refines {target!r}, itself a finding")
+    if tags is not None:
+        problems += tag_problems([c for c in claims if isinstance(c, Mapping)], tags)
     return problems
 
 
