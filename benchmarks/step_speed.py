@@ -1,6 +1,6 @@
 """One training step (forward, backward, optimiser) of each plan's single-process equivalent at the cpu config's
 sizes, timed on one thread; with ``--against REV``, REV's code and today's timed in alternation in one process
-pair, and their losses compared. Prints ratios measured in this one run (docs/measured.md, "Step speed").
+pair, and their losses compared. Prints ratios measured in this one run (docs/measured-history.md, "Step speed").
 
     python benchmarks/step_speed.py                      # today's code: ms per step, the FLOP floor, a profile
     python benchmarks/step_speed.py --against 52edbcd    # REV's code vs today's, ABAB... rounds

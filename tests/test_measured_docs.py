@@ -11,7 +11,7 @@ import pytest
 from hsitp.publish.measured import MeasuredDocError, update
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = [ROOT / "docs" / "measured.md", ROOT / "README.md"]
+DOCS = [ROOT / "docs" / "measured.md", ROOT / "docs" / "measured-history.md", ROOT / "README.md"]
 
 
 def _reference(tmp_path: Path) -> Path:

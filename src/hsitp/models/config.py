@@ -41,7 +41,7 @@ PARTIALS = tuple(v.partial for v in BY_VARIANT.values())
 # the config's attention kernel choices: "auto" resolves per device (resolve_attention_kernel)
 KERNEL_CHOICES = ("auto", *ATTENTION_KERNELS)
 # "auto" per device type: exact on the CPU (measured faster there, benchmarks/step_speed.py); CUDA keeps SDPA's
-# flash kernel until benchmarks/gpu_check.sh has timed both on a GPU (docs/measured.md, "Step speed")
+# flash kernel until benchmarks/gpu_check.sh has timed both on a GPU (docs/measured-history.md, "Step speed")
 AUTO_KERNEL = {"cpu": "exact", "meta": "exact", "cuda": "sdpa"}
 
 

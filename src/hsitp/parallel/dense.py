@@ -417,7 +417,7 @@ def _slot_weight_grad(t: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
     Chunks of rows (``hsitp.shape.slot_product_rows``) of one broadcast product summed over D (the contiguous
     axis), then over the rows. A batched product per group (bmm of t[:, j] (M, s, D) with dh (M, D, 1)) copied
     every group's strided tokens and ran M matrix-vector products: 15.6 ms against 1.0 ms here, in isolation at
-    the cpu sizes (docs/measured.md, "Step speed")."""
+    the cpu sizes (docs/measured-history.md, "Step speed")."""
     m, groups, s, d = t.shape
     rows = slot_product_rows(groups, s, d)
     acc = t.new_zeros(groups, s)  # (G, s)

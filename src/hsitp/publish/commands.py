@@ -49,7 +49,7 @@ def _register_jobs(rsub: argparse._SubParsersAction) -> None:
 def _register_measured(rsub: argparse._SubParsersAction) -> None:
     ms = rsub.add_parser(
         "measured",
-        help="rewrite the generated blocks of docs/measured.md and README.md from committed references "
+        help="rewrite the generated blocks of docs/measured.md, docs/measured-history.md and README.md from committed references "
         "(results/reference/RUN); --check: exit 1 when a block differs from its regeneration",
     )
     ms.add_argument(
@@ -58,7 +58,7 @@ def _register_measured(rsub: argparse._SubParsersAction) -> None:
     ms.add_argument(
         "--doc",
         nargs="+",
-        default=["docs/measured.md", "README.md"],
+        default=["docs/measured.md", "docs/measured-history.md", "README.md"],
         help="documents holding generated blocks",
     )
     ms.add_argument("--check", action="store_true", help="rewrite nothing; exit 1 when a block would change")
