@@ -1,6 +1,8 @@
 """``hsitp report notebook STAGE``: execute one stage's notebook with papermill and convert it to HTML;
 ``hsitp report check-figures DIR``: every figure readable at page width (hsitp.report.style);
-``hsitp report check-metadata DIR``: every netCDF name labelled (hsitp.io.tree_metadata_problems).
+``hsitp report check-metadata DIR``: every netCDF name labelled (hsitp.io.tree_metadata_problems);
+``hsitp report headline``: the headline experiment's figures from its committed reference
+(hsitp.report.headline).
 ``register`` returns the group so that ``hsitp.publish.commands`` adds its actions (reference, measured, jobs, check).
 
 The notebook (``notebooks/STAGE.ipynb``) reads the stage's netCDF files and writes its figures and tables through
@@ -51,6 +53,21 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
     )
     cm.add_argument("dir", help="a run's results folder, e.g. results/smoke")
     cm.set_defaults(func=_check_metadata)
+    hl = rsub.add_parser(
+        "headline",
+        help="the headline experiment's figures (accuracy forest plot, memory per rank vs tokens/s, time to "
+        "accuracy; PNG + PDF, checked) and a Markdown page, from a committed reference alone",
+    )
+    hl.add_argument(
+        "--reference", required=True, type=Path, help="the reference, e.g. results/reference/cpu-places"
+    )
+    hl.add_argument("--out", required=True, type=Path, help="output folder, e.g. results/headline")
+    hl.add_argument(
+        "--docs",
+        type=Path,
+        help="also write a compact copy of each PNG here (palette PNG), e.g. docs/figures",
+    )
+    hl.set_defaults(func=_headline)
     return rsub
 
 
@@ -85,6 +102,28 @@ def _check_metadata(args: argparse.Namespace) -> int:
     from hsitp.io import tree_metadata_problems
 
     return _walk("check-metadata", args.dir, "*.nc", "netCDF files", tree_metadata_problems)
+
+
+def _headline(args: argparse.Namespace) -> int:
+    import time
+
+    from hsitp.report.headline import FIGURES, FILES, render
+    from hsitp.report.style import png_problems
+
+    start = time.perf_counter()
+    print(f"headline: reading {args.reference} ({', '.join(FILES.values())})", flush=True)
+    command = f"hsitp report headline --reference {args.reference} --out {args.out}"
+    if args.docs is not None:
+        command += f" --docs {args.docs}"
+    written = render(args.reference, args.out, command, args.docs)
+    pngs = [p for p in written if p.suffix == ".png"]
+    copies = f", compact PNG copies in {args.docs}" if args.docs is not None else ""
+    print(
+        f"headline: wrote {len(FIGURES)} figures (PNG + PDF), their tables (CSV) and "
+        f"{args.out / 'headline.md'}{copies} in {time.perf_counter() - start:.1f} s"
+    )
+    found = {p: problems for p in pngs if (problems := png_problems(p))}
+    return _report_problems("figures", found, len(pngs))
 
 
 def _notebook(args: argparse.Namespace) -> int:

@@ -174,33 +174,14 @@ class Publisher:
         return [folder / f"{base}.{ext}" for ext in out.formats]
 
     def figure(self, fig: Figure, name: str, dataset: str | None = None) -> SavedFigure:
-        """Save PNG and PDF (no time stamp in the PDF, so re-rendering unchanged data gives the same bytes) and
-        close the figure (so an inline backend does not show it a second time)."""
+        """Save PNG and PDF (:func:`save_figure`: checked as drawn, no time stamp in the PDF) under the output's
+        registered name."""
         out = output(self.stage, name)
         if out.kind != "figure":
             raise ValueError(f"{out.base()} is a table")
-        paths = self._paths(out, dataset)
-        try:
-            # checked as drawn for the PNG, at its resolution; the result travels in the PNG (hsitp report
-            # check-figures reads it)
-            style.wrap_suptitle(fig)
-            fig.set_dpi(style.DPI)
-            problems = style.figure_problems(fig)
-            for p in problems:
-                log.warning("%s: %s", out.base(dataset), p)
-            for path in paths:
-                tmp = path.with_name(f".{path.name}.tmp")
-                if path.suffix == ".png":
-                    _save_drawn_png(
-                        fig, tmp, {"Software": None, style.CHECK_KEY: "\n".join(problems) or "ok"}
-                    )
-                else:
-                    fig.savefig(tmp, format=path.suffix[1:], metadata={"CreationDate": None})
-                os.replace(tmp, path)
-                self.written.append(path)
-        finally:
-            plt.close(fig)
-        return SavedFigure(paths)
+        saved = save_figure(fig, self._paths(out, dataset))
+        self.written += saved.paths
+        return saved
 
     def table(self, df: pd.DataFrame, name: str, caption: str, dataset: str | None = None) -> pd.DataFrame:
         """CSV (full precision), Markdown and LaTeX (3 significant digits, '—' for missing), caption on top."""
@@ -216,6 +197,30 @@ class Publisher:
         atomic_write_text(tex_path, tex)
         self.written += [csv_path, md_path, tex_path]
         return df
+
+
+def save_figure(fig: Figure, paths: list[Path]) -> SavedFigure:
+    """Write ``fig`` to each of ``paths`` (PNG, PDF) and close it: the suptitle fitted to the width, the
+    readability check (:func:`hsitp.report.style.figure_problems`) run on the figure as drawn for the PNG, each
+    problem logged and the result recorded in the PNG (``hsitp report check-figures`` reads it); no time stamp in
+    the PDF, so re-rendering unchanged data gives the same bytes. Closing it keeps an inline backend from showing
+    it a second time. Every report figure is saved through here (``Publisher.figure``, the headline page)."""
+    try:
+        style.wrap_suptitle(fig)
+        fig.set_dpi(style.DPI)
+        problems = style.figure_problems(fig)
+        for p in problems:
+            log.warning("%s: %s", paths[0].stem, p)
+        for path in paths:
+            tmp = path.with_name(f".{path.name}.tmp")
+            if path.suffix == ".png":
+                _save_drawn_png(fig, tmp, {"Software": None, style.CHECK_KEY: "\n".join(problems) or "ok"})
+            else:
+                fig.savefig(tmp, format=path.suffix[1:], metadata={"CreationDate": None})
+            os.replace(tmp, path)
+    finally:
+        plt.close(fig)
+    return SavedFigure(list(paths))
 
 
 def _save_drawn_png(fig: Figure, path: Path, metadata: dict[str, str | None]) -> None:

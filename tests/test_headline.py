@@ -1,0 +1,188 @@
+"""``hsitp report headline``: the headline experiment's figures drawn from its committed reference alone
+(``results/reference/cpu-places/``): every figure written and readable, the values drawn equal to the files',
+and a missing or damaged reference file refused in one line."""
+
+from __future__ import annotations
+
+import math
+import shutil
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from scipy.stats import t as student_t  # noqa: E402
+
+from hsitp.cli import main  # noqa: E402
+from hsitp.report import headline as hl  # noqa: E402
+from hsitp.report import style  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+REFERENCE = ROOT / "results" / "reference" / "cpu-places"
+DOCS = ROOT / "docs" / "figures"
+SPOT = {"plan": "dchag_l", "P": 2, "g": 1, "protocol": "block"}  # the cell every spot check reads
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    out = tmp_path_factory.mktemp("headline")
+    code = main(
+        ["report", "headline", "--reference", str(REFERENCE), "--out", str(out), "--docs", str(out / "docs")]
+    )
+    return code, out
+
+
+@pytest.fixture(scope="module")
+def inputs():
+    return hl.load_reference(REFERENCE)
+
+
+def _row(table, **at):
+    here = table
+    for k, v in at.items():
+        here = here[here[k] == v]
+    assert len(here) == 1, f"{at}: {len(here)} rows"
+    return here.iloc[0]
+
+
+def _gid_line(fig, gid: str):
+    """The plotted line whose gid is ``gid`` (the data marker of an errorbar, a curve, a dot)."""
+    found = [line for ax in fig.axes for line in ax.get_lines() if line.get_gid() == gid]
+    assert len(found) == 1, f"{gid}: {len(found)} lines"
+    return found[0]
+
+
+def test_renders_every_figure_from_the_committed_reference(rendered):
+    """Catches a headline page that cannot be drawn from the committed reference (the issue's bug: the train
+    page reads per-run records the reference does not hold), a figure missing, unreadable at page width (the
+    repo's figure check, recorded as saved) or not embedded in the Markdown page, and docs copies that lost
+    the check or are too heavy for the README."""
+    code, out = rendered
+    assert code == 0
+    for name in hl.FIGURES:
+        assert (out / f"headline_{name}.png").is_file() and (out / f"headline_{name}.pdf").is_file()
+        assert f"](headline_{name}.png)" in (out / "headline.md").read_text()
+        assert (out / f"headline_{name}.csv").is_file()
+        assert (out / "docs" / f"headline_{name}.png").stat().st_size < 200_000
+    assert style.check_figures(out) == {}
+    assert main(["report", "check-figures", str(out / "docs")]) == 0
+    page = (out / "headline.md").read_text()
+    assert "P = 8: the probe ran P = 1, 2, 4 only" in page  # what the reference lacks, said
+    assert "measured on CPU" in page and "not a GPU" in page
+
+
+def test_forest_plot_draws_the_summary_and_the_runs_values(inputs):
+    """Catches a forest plot whose cell OA, interval or verdict differ from the files: the mean and the 95 % t
+    interval over partitions recomputed here from runs.nc's per-partition OA, the paired ΔOA interval and
+    verdict from summary.nc, and the values the figure actually draws read back from its artists."""
+    table = hl.forest_table(inputs.summary)
+    row = _row(table, kind="cell", **SPOT)
+    runs = inputs.runs
+    pick = np.flatnonzero(
+        (runs["plan"].values == SPOT["plan"])
+        & (runs["P"].values == SPOT["P"])
+        & (runs["g"].values == SPOT["g"])
+        & (runs["protocol"].values == SPOT["protocol"])
+        & (runs["control"].values == 0)
+    )
+    oa = runs["oa_summary"].values[pick]
+    assert len(oa) == 5 and len(set(runs["partition_index"].values[pick])) == 5  # one seed per partition
+    half = student_t.ppf(0.975, 4) * oa.std(ddof=1) / math.sqrt(5)
+    assert row["oa_mean"] == pytest.approx(oa.mean(), rel=1e-9)
+    assert (row["oa_ci_low"], row["oa_ci_high"]) == pytest.approx(
+        (oa.mean() - half, oa.mean() + half), rel=1e-9
+    )
+    assert round(100 * row["oa_mean"], 1) == 53.1 and round(100 * row["oa_ci_low"], 1) == 44.1
+    s = inputs.summary.isel(cell=6)
+    assert (str(s["plan"].values), int(s["P"]), str(s["protocol"].values)) == ("dchag_l", 2, "block")
+    assert row["d_oa_vs_tp_ci_low"] == float(s["d_oa_vs_tp_ci_low"]) and row["verdict"] == "undecided"
+    svm = _row(table, kind="baseline", plan="svm", protocol="block")
+    assert svm["oa_mean"] == float(inputs.summary["baseline_oa_mean"].sel(classifier="svm").isel(cell=6))
+    fig = hl.forest_figure(table, hl.trained_on(runs))
+    assert _gid_line(fig, "block: oa dchag_l P=2 g=1").get_xdata()[0] == pytest.approx(100 * row["oa_mean"])
+    assert _gid_line(fig, "block: d_oa dchag_l P=2 g=1").get_xdata()[0] == pytest.approx(
+        100 * row["d_oa_vs_tp_mean"]
+    )
+    title = fig.get_suptitle()
+    assert "measured on CPU: AMD EPYC" in title and "not a GPU" in title
+    matplotlib.pyplot.close(fig)
+
+
+def test_pareto_view_draws_the_probe_values(inputs):
+    """Catches a memory-vs-tokens/s point that is not the probe's (fullest rank, no activation checkpointing,
+    tokens/s of the interleaved rounds), a verdict marked on the wrong cell, or a P the probe did not measure
+    drawn as if it had (P = 8 must be NaN and named)."""
+    table = hl.pareto_table(inputs)
+    row = _row(table, **SPOT)
+    at = {"plan": "dchag_l", "P": 2, "g": 1, "checkpointing": "none", "L": 200, "N": 324}
+    peak = float(inputs.memory["peak_allocated"].sel(**at).max("rank")) / 2**20
+    assert row["peak_mib"] == pytest.approx(peak) and round(row["peak_mib"], 1) == 22.6
+    assert row["tokens_per_s"] == float(inputs.throughput["tokens_per_s"].sel(**at))
+    assert row["verdict"] == "undecided" and row["note"] == ""
+    assert _row(table, plan="dchag_l", P=2, g=1, protocol="random")["verdict"] == "better"
+    assert "oversubscribed" in _row(table, plan="dchag_l", P=4, g=1, protocol="block")["note"]
+    assert np.isnan(_row(table, plan="dchag_l", P=8, g=1, protocol="block")["peak_mib"])
+    fig = hl.pareto_figure(table, hl.probed_on(inputs.memory))
+    line = _gid_line(fig, "block: dchag_l P=2 g=1")
+    assert (line.get_xdata()[0], line.get_ydata()[0]) == pytest.approx((row["tokens_per_s"], peak))
+    assert "no activation checkpointing" in fig.get_suptitle() and "gloo" in fig.get_suptitle()
+    matplotlib.pyplot.close(fig)
+
+
+def test_time_to_accuracy_curves_reach_the_target_where_the_summary_says(inputs):
+    """Catches OA curves that are not the ones the summary's steps to tp's OA − δ were read from (each cell's
+    drawn curve must first reach the target at its ``steps_to_target``, NaN where never), and a time ratio
+    drawn where the probe timed nothing comparable (P = 4 oversubscribed, P = 8 not probed)."""
+    curves, times = hl.curves_table(inputs), hl.time_table(inputs)
+    for t in times.itertuples(index=False):
+        c = curves[
+            (curves["plan"] == t.plan)
+            & (curves["P"] == t.P)
+            & (curves["g"] == t.g)
+            & (curves["protocol"] == t.protocol)
+        ]
+        reached = c.loc[c["oa"] >= t.target_oa, "step"]
+        first = float(reached.iloc[0]) if not reached.empty else math.nan
+        assert first == t.steps or (np.isnan(first) and np.isnan(t.steps)), t.row
+    row = _row(times, **SPOT)
+    assert row["steps"] == 720 and round(row["time_ratio"], 2) == 0.42
+    assert times.loc[times["P"] > 2, "time_ratio"].isna().all()
+    fig = hl.time_figure(curves, times, hl.trained_on(inputs.runs))
+    assert _gid_line(fig, "block: steps dchag_l P=2 g=1").get_xdata()[0] == 720
+    matplotlib.pyplot.close(fig)
+
+
+@pytest.mark.parametrize("damage", ["missing", "corrupt", "no folder"])
+def test_a_missing_or_damaged_reference_file_is_one_line_exit_2(tmp_path, capsys, damage):
+    """Catches a traceback (or a half-drawn page) instead of one line naming the file when a reference file is
+    missing or damaged, or the reference folder does not exist."""
+    ref = tmp_path / "ref"
+    for rel in hl.FILES.values():
+        (ref / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REFERENCE / rel, ref / rel)
+    if damage == "missing":
+        (ref / "probe" / "memory.nc").unlink()
+    elif damage == "corrupt":
+        (ref / "train" / "runs.nc").write_bytes(b"not a netCDF file" * 10)
+    else:
+        ref = tmp_path / "absent"
+    capsys.readouterr()
+    assert main(["report", "headline", "--reference", str(ref), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("hsitp: error: ")
+    named = {"missing": "memory.nc", "corrupt": "runs.nc", "no folder": "absent"}[damage]
+    assert named in err[0]
+    assert not (tmp_path / "out").exists()  # refused before anything is drawn
+
+
+def test_the_docs_figures_are_the_checked_headline_figures():
+    """Catches a headline figure the README shows (docs/figures/headline_*.png) that is missing, was not saved
+    through the checked saver, fails the figure check, or is over 200 KB."""
+    for name in hl.FIGURES:
+        png = DOCS / f"headline_{name}.png"
+        assert png.is_file(), f"{png}: run hsitp report headline ... --docs docs/figures"
+        assert style.png_problems(png) == []
+        assert png.stat().st_size < 200_000
