@@ -75,7 +75,8 @@ def test_renders_every_figure_from_the_committed_reference(rendered):
 
 
 def test_forest_plot_draws_the_summary_and_the_runs_values(inputs):
-    """Catches a forest plot whose cell OA, interval or verdict differ from the files: the mean and the 95 % t
+    """Catches a forest plot whose cell OA, interval or verdict differ from the files (or one that presents the
+    verdicts of a protocol where no model beats the SVM as counted): the mean and the 95 % t
     interval over partitions recomputed here from runs.nc's per-partition OA, the paired ΔOA interval and
     verdict from summary.nc, and the values the figure actually draws read back from its artists."""
     table = hl.forest_table(inputs.summary)
@@ -108,6 +109,13 @@ def test_forest_plot_draws_the_summary_and_the_runs_values(inputs):
     )
     title = fig.get_suptitle()
     assert "measured on CPU: AMD EPYC" in title and "not a GPU" in title
+    # a protocol where no model beats the SVM says its verdicts are not counted (the block protocol here)
+    cells = table[table["kind"] == "cell"]
+    assert not cells[cells["protocol"] == "block"]["beats_svm"].any()
+    assert cells[cells["protocol"] == "random"]["beats_svm"].any()
+    titles = [ax.get_title() for ax in fig.axes]
+    assert any(t.startswith("block protocol") and "not counted" in t for t in titles)
+    assert not any(t.startswith("random protocol") and "not counted" in t for t in titles)
     matplotlib.pyplot.close(fig)
 
 

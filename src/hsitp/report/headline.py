@@ -118,6 +118,14 @@ def _cells(summary: xr.Dataset) -> pd.DataFrame:
     return cells.sort_values(["dataset", "protocol", "order", "P", "g"], kind="stable")
 
 
+def _beats_svm(summary: xr.Dataset, i: int) -> bool:
+    """Whether cell ``i`` beats the SVM: the summary's 95 % interval of OA(cell) - OA(SVM), paired by partition,
+    lies above 0 (where no model does, the protocol's verdicts compare models that are not trained yet)."""
+    if "d_oa_vs_baseline_ci_low" not in summary or "svm" not in summary["classifier"].values:
+        return False
+    return bool(float(summary["d_oa_vs_baseline_ci_low"].sel(classifier="svm").values[i]) > 0)
+
+
 def forest_table(summary: xr.Dataset) -> pd.DataFrame:
     """One row per cell and per classical baseline of each (dataset, protocol): mean OA and its 95 % t
     interval over partitions (over seeds with one partition), and for a cell its paired ΔOA vs tp with the
@@ -134,7 +142,8 @@ def forest_table(summary: xr.Dataset) -> pd.DataFrame:
                      "d_oa_vs_tp_mean": float(c.d_oa_vs_tp_mean) if vs_tp else 0.0,
                      "d_oa_vs_tp_ci_low": float(c.d_oa_vs_tp_ci_low) if vs_tp else math.nan,
                      "d_oa_vs_tp_ci_high": float(c.d_oa_vs_tp_ci_high) if vs_tp else math.nan,
-                     "verdict": _verdict(summary, c.i, c.plan)})  # fmt: skip
+                     "verdict": _verdict(summary, c.i, c.plan),
+                     "beats_svm": _beats_svm(summary, c.i)})  # fmt: skip
     cells = contracts.summary_cells(summary).reset_index()
     for (dataset, protocol), here in cells.groupby(["dataset", "protocol"], sort=True):
         i = int(here["i"].iloc[0])  # every cell of (dataset, protocol) holds the same baseline numbers
@@ -353,7 +362,8 @@ def forest_figure(table: pd.DataFrame, hardware: str, margin: float = 0.01) -> F
         _oa_panel(axes[row, 0], cells, here[here["kind"] == "baseline"], colours)
         _delta_panel(axes[row, 1], cells, colours, margin)
         axes[row, 0].set_title(f"{dataset}, {protocol} protocol: OA per cell", fontsize=9)
-        axes[row, 1].set_title(f"{protocol} protocol: verdict vs tp", fontsize=9)
+        counts = "" if cells["beats_svm"].any() else "\nnot counted: no model beats the SVM"
+        axes[row, 1].set_title(f"{protocol} protocol: verdict vs tp{counts}", fontsize=9)
     handles = [plt.Line2D([], [], ls="", marker="o", color=colours[p], label=p) for p in colours]
     handles += [plt.Line2D([], [], ls="", marker=m, color="0.4", label=v) for v, m in MARKERS.items()]
     handles += [plt.Line2D([], [], color="0.35" if ls == "-." else "0.6", ls=ls, lw=1.3,
