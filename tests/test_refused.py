@@ -29,6 +29,12 @@ def _cfg(overlay: dict) -> list[str]:
 # id -> (the config overlay or None (a command-line option only), the hsitp argv, what the one line must say)
 CASES: dict[str, tuple[dict | None, list[str], str]] = {
     "nan": ({"train": {"lr": float("nan")}}, ["data", "list"], "train.lr: nan is not a finite number"),
+    # JSON Schema takes 2.0 as an integer; the stage then fails on it (range(2.0), a tensor shape)
+    "integer-as-float": (
+        {"train": {"epochs": 2.0}},
+        ["data", "list"],
+        "train.epochs: 2.0 is a float where a whole number is wanted; write 2",
+    ),
     "infinite-in-a-list": (
         {"baseline": {"svm": {"C": [10, float("inf")]}}},
         ["cost", "rho", "--out", "{out}"],

@@ -90,7 +90,15 @@ def _with_defaults(cls: type[jsonschema.protocols.Validator]) -> type[jsonschema
     return jsonschema.validators.extend(cls, {"properties": set_defaults})
 
 
-_Validator = _with_defaults(jsonschema.Draft202012Validator)
+def _whole(checker: Any, instance: Any) -> bool:
+    """An integer is an int: JSON Schema takes 2.0 as an integer, the stages then fail on it (range(2.0), a shape)."""
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+_Validator = jsonschema.validators.extend(
+    _with_defaults(jsonschema.Draft202012Validator),
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("integer", _whole),
+)
 
 
 def _where(path: Sequence[Any]) -> str:
@@ -116,6 +124,10 @@ def validate_config(config: Mapping[str, Any]) -> dict[str, Any]:
                     dotted = f"{'.'.join(str(p) for p in err.absolute_path)}.{key}".lstrip(".")
                     if dotted in REPLACED:
                         lines.append(f"{dotted} was replaced by {REPLACED[dotted]}")
+            elif err.validator == "type" and isinstance(err.instance, float) and err.instance.is_integer():
+                lines.append(
+                    f"{where}: {err.instance!r} is a float where a whole number is wanted; write {int(err.instance)}"
+                )
             elif err.validator == "maximum" and id(err.schema) in bounds:  # a size past any machine, a seed
                 lines.append(
                     f"{where}: {err.instance} is above {err.validator_value}; {err.schema['description'].rstrip('.')}"
