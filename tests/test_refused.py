@@ -213,3 +213,26 @@ def test_every_shipped_run_passes(files: list[str]) -> None:
     from hsitp.config import load_config
 
     preflight(load_config([ROOT / "config/config.yaml", *(ROOT / "config" / f for f in files)]))
+
+
+def test_every_list_of_the_schema_refuses_duplicates() -> None:
+    """Catches a list key that takes the same entry twice (a P, a grid value, a crop run twice, or two rows of a
+    table under one name); the only lists exempt are fixed-length tuples (a [low, high] range, an [m, n, k]
+    shape), where a repeat is a value, not a duplicate."""
+    missing = []
+
+    def walk(node: object, path: str) -> None:
+        if not isinstance(node, dict):
+            return
+        if node.get("type") == "array":
+            fixed = node.get("minItems") is not None and node.get("minItems") == node.get("maxItems")
+            if not fixed and not node.get("uniqueItems"):
+                missing.append(path)
+        for key, sub in (node.get("properties") or {}).items():
+            walk(sub, f"{path}.{key}".lstrip("."))
+        walk(node.get("items"), f"{path}[]")
+        for name, sub in (node.get("$defs") or {}).items():
+            walk(sub, f"$defs.{name}")
+
+    walk(load_schema(), "")
+    assert missing == []
