@@ -376,6 +376,55 @@ OPTION_BOUNDS: dict[str, str] = {
 }
 
 
+# Options standing for one config key: they share its schema bounds (``--level 1.5`` is refused as
+# ``train.verdict.level: 1.5`` would be).
+OPTION_KEYS: dict[str, str] = {
+    "level": "train.verdict.level",
+    "margin": "train.verdict.margin",
+    "tolerance": "train.equivalence.tolerance",
+    "threads": "resources.baseline.threads",
+}
+# Options with no config key of their own, and what each can be: (low, high or None, low exclusive, high
+# exclusive, why).
+Limits = tuple[float, float | None, bool, bool, str]
+OPTION_LIMITS: dict[str, Limits] = {
+    "stop_after": (1, None, False, False, "an epoch, counted from 1"),
+    "launch": (0, None, False, False, "a launch index, counted from 0"),
+    "partition": (0, None, False, False, "a partition index, counted from 0"),
+    "timeout": (1, None, False, False, "seconds"),
+    "budget_min": (0, None, True, False, "minutes"),
+    "device_memory_gb": (0, None, True, False, "GB"),
+    "cpus_per_node": (1, None, False, False, "CPUs per task"),
+    "gpus_per_node": (0, None, False, False, "GPUs per task"),
+}
+
+
+def _key_limits(dotted: str) -> Limits:
+    """The bounds of a numeric config key, from the schema."""
+    node: Mapping[str, Any] = load_schema()
+    for part in dotted.split("."):
+        node = node["properties"][part]
+    low = node.get("exclusiveMinimum", node.get("minimum", -math.inf))
+    high = node.get("exclusiveMaximum", node.get("maximum"))
+    why = f"as {dotted}: {str(node.get('description', '')).split('. ')[0].rstrip('.')}"
+    return low, high, "exclusiveMinimum" in node, "exclusiveMaximum" in node, why
+
+
+def _option_problem(dest: str, v: float) -> str:
+    """What is wrong with one parsed number option that stands for a config key or has limits of its own, or ""."""
+    limits = _key_limits(OPTION_KEYS[dest]) if dest in OPTION_KEYS else OPTION_LIMITS.get(dest)
+    if limits is None:
+        return ""
+    low, high, low_excl, high_excl, why = limits
+    below = v < low or (low_excl and v == low)
+    above = high is not None and (v > high or (high_excl and v == high))
+    if not (below or above):
+        return ""
+    lo = f"{'above' if low_excl else 'at least'} {low}"
+    hi = "" if high is None else f", {'below' if high_excl else 'at most'} {high}"
+    return f"--{dest.replace('_', '-')} {v} is out of range ({lo}{hi}; {why})"
+
+
 def check_options(args: argparse.Namespace) -> None:
     """Refuse (ConfigError, one line naming the option) a parsed command-line option that cannot exist: a NaN or
     infinite number (``float`` parses "nan" and "inf", and every later comparison lets them through) or a value
@@ -386,6 +435,12 @@ def check_options(args: argparse.Namespace) -> None:
         for v in value if isinstance(value, list) else [value]:
             if isinstance(v, float) and not math.isfinite(v):
                 raise ConfigError(f"{flag} {v} is not a finite number")
+            if (
+                isinstance(v, int | float)
+                and not isinstance(v, bool)
+                and (problem := _option_problem(dest, v))
+            ):
+                raise ConfigError(problem)
             bound = _bounds().get(OPTION_BOUNDS.get(dest, ""))
             if not bound or not isinstance(v, int) or isinstance(v, bool):
                 continue
