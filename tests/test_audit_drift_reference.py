@@ -231,3 +231,36 @@ def test_headline_reference_with_manifest_passes_without_cost_tables(tmp_path: P
     assert sorted(rep.held) == sorted(listed)
     assert rep.compared == ["train/summary.nc", "train/control_summary.nc", "probe/memory.nc"]
     assert rep.coverage().startswith(f"3 of {len(listed)} reference files compared")
+
+
+# --- (5) a check that compares nothing, a claims table with a claim twice or none -------------------------------
+def test_a_check_that_compares_nothing_is_refused(run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Catches a PASS on "0 of 12 reference files compared, 0 checks": a headline reference (every file listed
+    by its manifest, none of them a file this run made) against a smoke run compares nothing."""
+    line = _refused(_verdict(run, HEADLINE), capsys)
+    assert "nothing was compared" in line and str(HEADLINE) in line, line
+
+
+@pytest.mark.parametrize(
+    ("table", "says"),
+    [
+        ("twice", "listed twice"),
+        ("id,verdict\nA1,holds\n", "no kind column"),
+        ("header", "a claims table with no claim"),
+    ],
+)
+def test_a_claims_table_with_a_claim_twice_or_none_is_refused(
+    run: Path, capsys: pytest.CaptureFixture[str], table: str, says: str
+) -> None:
+    """Catches a claims table whose duplicated row passed the check (which of its two verdicts counts?), one
+    without the kind column ending in a KeyError, and a header-only table reported as 213 claims "missing"."""
+    path = run / "tables" / "paper_claims.csv"
+    text = path.read_text()
+    if table == "twice":
+        path.write_text(text + text.splitlines()[-1] + "\n")
+    elif table == "header":
+        path.write_text(text.splitlines()[0] + "\n")
+    else:
+        path.write_text(table)
+    line = _refused(_verdict(run, SMOKE), capsys)
+    assert says in line and str(path) in line, line

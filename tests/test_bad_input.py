@@ -312,7 +312,7 @@ AUDIT_CLAIMS = {
     "directory": ("{adir}", "is a directory"),
     "garbage": ("{garbage}", "not UTF-8 text"),
     "empty": ("{empty}", "empty claims table"),
-    "no-id-column": ("{noid_csv}", "no id, verdict column"),
+    "no-id-column": ("{noid_csv}", "no id, kind, verdict column"),
     "json": ("{list_json}", "not a claims table"),
 }
 

@@ -256,7 +256,7 @@ def write_claims(
     return [out_csv, md, js]
 
 
-CLAIMS_COLUMNS = ("id", "verdict")  # what the comparison reads from every row
+CLAIMS_COLUMNS = ("id", "kind", "verdict")  # what the comparison and the counts read from every row
 
 
 def read_claims_csv(path: Path) -> list[dict[str, str]]:
@@ -288,8 +288,10 @@ def read_claims_csv(path: Path) -> list[dict[str, str]]:
 def _whole_rows(path: Path, reader: csv.DictReader, text: str, rerun: str) -> list[dict[str, str]]:
     """Every row of ``reader``, refused (one line naming the file) when a row lacks fields or has extra
     ones, or the text stops mid-row: a table cut short (a full disk, an interrupted copy) would otherwise
-    compare as claims "missing now" or "new", or pass with its last row's verdict cut in half."""
-    rows = []
+    compare as claims "missing now" or "new", or pass with its last row's verdict cut in half; a claim listed
+    twice (which of its verdicts would count?) or none at all is refused the same way."""
+    rows: list[dict[str, str]] = []
+    seen: set[str] = set()
     for row in reader:
         if None in row or None in row.values():
             have = sum(v is not None for k, v in row.items() if k is not None)
@@ -297,9 +299,14 @@ def _whole_rows(path: Path, reader: csv.DictReader, text: str, rerun: str) -> li
                 f"{path}: truncated or damaged claims table (line {reader.line_num} has "
                 f"{have + len(row.get(None) or [])} of {len(reader.fieldnames or [])} fields); {rerun}"
             )
+        if row["id"] in seen:
+            raise HsitpError(f"{path}: claim {row['id']} listed twice (line {reader.line_num}); {rerun}")
+        seen.add(row["id"])
         rows.append(row)
     if not text.endswith("\n"):
         raise HsitpError(f"{path}: truncated claims table (it ends mid-row, line {reader.line_num}); {rerun}")
+    if not rows:
+        raise HsitpError(f"{path}: a claims table with no claim; {rerun}")
     return rows
 
 
@@ -728,6 +735,11 @@ def audit_run(run_dir: Path, ref_dir: Path, claims_csv: Path | None = None) -> R
     for name in SUMMARIES:
         check_summary(run_dir, ref_dir, name, rep)
     check_probe_memory(run_dir, ref_dir, rep)
+    if not rep.compared:  # e.g. a headline reference against a run that made none of its files
+        raise ReferenceFolderError(
+            f"{ref_dir}: none of its {len(rep.held)} files is one this run made ({run_dir}), so nothing was "
+            "compared; pass the run's own reference (--reference)"
+        )
     unread = [f for f in rep.held if f not in rep.compared]
     if unread:
         rep.notes.append(f"in the reference, not compared by this check: {', '.join(unread)}")
