@@ -142,3 +142,12 @@ def test_snakemake_plans_one_job_per_dataset_protocol_seed(workflow_copy) -> Non
     assert jobs == [
         f"results/smoke/baseline/indian_pines_{p}_s{s}.nc" for p in ("block", "random") for s in (0, 4)
     ]
+
+
+def test_cli_refuses_a_scene_under_another_name(tmp_path) -> None:
+    """Catches scores of one scene filed under another's name (`hsitp baseline salinas --data <indian pines>`
+    wrote 'salinas ... OA 0.80' computed on Indian Pines): the prepared file's own scene must be the one named."""
+    data = write_netcdf(described(_prepared()), tmp_path / "synthetic.nc", kind="dataset", prov={"test": 1})
+    out = tmp_path / "bl.nc"
+    args = ["baseline", "salinas", "--protocol", "block", "--data", str(data), "--out", str(out)]
+    assert main(args) == 2 and not out.exists()

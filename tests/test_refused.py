@@ -29,6 +29,11 @@ def _cfg(overlay: dict) -> list[str]:
 # id -> (the config overlay or None (a command-line option only), the hsitp argv, what the one line must say)
 CASES: dict[str, tuple[dict | None, list[str], str]] = {
     "nan": ({"train": {"lr": float("nan")}}, ["data", "list"], "train.lr: nan is not a finite number"),
+    "duplicate-json-key": (
+        None,
+        ["data", "list", "--config-json", '{{"seed": 1, "seed": 2}}'],
+        "--config-json: key 'seed' given twice in one object",
+    ),
     "option-past-its-key": (
         None,
         ["train", "summary", "{out}.nc", "--out", "{out}", "--level", "1.5"],

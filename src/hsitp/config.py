@@ -456,6 +456,15 @@ def add_protocol_args(parser: argparse.ArgumentParser, help_text: str) -> None:
     parser.add_argument("--protocol", choices=PROTOCOLS, help=help_text)
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object, refused when a key repeats (``json.loads`` keeps the last one silently)."""
+    keys = [k for k, _ in pairs]
+    twice = sorted({k for k in keys if keys.count(k) > 1})
+    if twice:
+        raise ConfigError(f"--config-json: key {', '.join(map(repr, twice))} given twice in one object")
+    return dict(pairs)
+
+
 def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """The validated config of a subcommand whose parser got :func:`add_config_args`: ``--config FILE``
     (repeatable overlays) and/or ``--config-json``.
@@ -473,7 +482,7 @@ def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
                 '--config-json is empty; give a JSON object, e.g. --config-json \'{"run": "smoke"}\''
             )
         try:
-            overrides = json.loads(config_json)
+            overrides = json.loads(config_json, object_pairs_hook=_unique_keys)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"--config-json is not valid JSON: {exc}") from exc
         if not isinstance(overrides, dict):

@@ -62,6 +62,13 @@ def _baseline(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     ds = DATASET.read(data)
+    if (
+        str(ds.attrs.get("dataset", args.dataset)) != args.dataset
+    ):  # scores would be filed under the wrong scene
+        raise BaselineError(
+            f"hsitp baseline: {data} holds the scene {ds.attrs['dataset']!r}, not {args.dataset!r}; pass the "
+            f"{args.dataset} scene (--data) or name its scene"
+        )
     res = run_baseline(
         ds, args.protocol, args.seed, cfg["baseline"], threads=max(1, args.threads), partition=args.partition
     )
