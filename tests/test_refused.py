@@ -34,6 +34,11 @@ CASES: dict[str, tuple[dict | None, list[str], str]] = {
         ["data", "list", "--config-json", '{{"seed": 1, "seed": 2}}'],
         "--config-json: key 'seed' given twice in one object",
     ),
+    "two-outputs-one-path": (
+        None,
+        ["probe", "merge", "{out}.p.nc", "--memory-out", "{out}", "--throughput-out", "{out}"],
+        "--memory-out and --throughput-out both write",
+    ),
     "option-past-its-key": (
         None,
         ["train", "summary", "{out}.nc", "--out", "{out}", "--level", "1.5"],
@@ -251,3 +256,14 @@ def test_every_list_of_the_schema_refuses_duplicates() -> None:
 
     walk(load_schema(), "")
     assert missing == []
+
+
+def test_an_output_on_an_input_is_refused(tmp_path: Path) -> None:
+    """Catches a command overwriting its own input (`hsitp train summary R.nc --out R.nc` replaced the record
+    with its summary): exit 2, one line, the input untouched."""
+    record = tmp_path / "r.nc"
+    record.write_bytes(b"a record")
+    proc = subprocess.run([sys.executable, "-m", "hsitp", "train", "summary", str(record), "--out", str(record)],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert proc.returncode == 2 and "would overwrite an input of the command" in proc.stderr, proc.stderr
+    assert record.read_bytes() == b"a record"

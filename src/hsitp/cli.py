@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from hsitp import __version__
-from hsitp.config import check_options
+from hsitp.config import check_options, check_outputs
 from hsitp.errors import HsitpError
 from hsitp.signals import Interrupted
 
@@ -73,6 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         check_options(args)  # a NaN, or a size or seed past its bound (hsitp.config.OPTION_BOUNDS)
+        check_outputs(args)  # two outputs on one path, or an output on an input
         return int(args.func(args) or 0)
     except HsitpError as exc:
         print(f"hsitp: error: {one_line(str(exc))}", file=sys.stderr)

@@ -425,6 +425,37 @@ def _option_problem(dest: str, v: float) -> str:
     return f"--{dest.replace('_', '-')} {v} is out of range ({lo}{hi}; {why})"
 
 
+def _paths(value: Any) -> list[Path]:
+    return [
+        Path(v) for v in (value if isinstance(value, list) else [value]) if isinstance(v, str | Path) and v
+    ]
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """Refuse (one line) two outputs of one command on the same path, or an output on one of its input files:
+    ``probe merge --memory-out m.nc --throughput-out m.nc`` kept only the second, ``train summary R --out R``
+    overwrote its own input. Outputs are the options named ``out`` or ``*_out``; inputs every other path option
+    or argument that names an existing file."""
+    outs = {
+        d: p.resolve() for d, v in vars(args).items() if d == "out" or d.endswith("_out") for p in _paths(v)
+    }
+    seen: dict[Path, str] = {}
+    for dest, path in outs.items():
+        if path in seen:
+            raise ConfigError(
+                f"--{seen[path].replace('_', '-')} and --{dest.replace('_', '-')} both write {path}"
+            )
+        seen[path] = dest
+    for dest, value in vars(args).items():
+        if dest in outs:
+            continue
+        for p in _paths(value):
+            if p.is_file() and p.resolve() in seen:
+                raise ConfigError(
+                    f"--{seen[p.resolve()].replace('_', '-')} {p} would overwrite an input of the command"
+                )
+
+
 def check_options(args: argparse.Namespace) -> None:
     """Refuse (ConfigError, one line naming the option) a parsed command-line option that cannot exist: a NaN or
     infinite number (``float`` parses "nan" and "inf", and every later comparison lets them through) or a value
