@@ -227,9 +227,10 @@ def scene_file(folder: Path) -> Path:
         {
             "cube": (("y", "x", "band"), rng.random((20, 27, 6), dtype=np.float32)),
             "labels": (("y", "x"), labels),
-            "partition": (("protocol", "y", "x"), partition),
+            "partition": (("protocol", "partition_index", "y", "x"), partition[:, None]),
         },
-        coords={"y": np.arange(20), "x": np.arange(27), "band": np.arange(1, 7), "protocol": ["random", "block"]},
+        coords={"y": np.arange(20), "x": np.arange(27), "band": np.arange(1, 7), "protocol": ["random", "block"],
+                "partition_index": [0]},
         attrs={"dataset": "synthetic", "title": "synthetic test scene", "seed": 0,
                "class_names": json.dumps({"1": "a", "2": "b", "3": "c"})},
     )  # fmt: skip

@@ -62,11 +62,10 @@ def test_partition_tags_name_partition_zero_as_before() -> None:
             partition_of_tag(bad)
 
 
-def test_k_draws_keep_the_old_draw_as_index_zero_each_on_its_own_stream() -> None:
-    """Catches K partitions that change the single draw the runs before issue 50 trained on (index 0 must equal it),
-    draws that repeat one another, a draw that depends on K (raising data.partition.draws would redraw the
-    partitions already trained), a block draw without the guard band, counts not per partition, and an old file
-    (one partition per protocol) that does not read as index 0."""
+def test_k_draws_each_on_its_own_stream() -> None:
+    """Catches K partitions that change the single draw of K = 1 (index 0 must equal it), draws that repeat one
+    another, a draw that depends on K (raising data.partition.draws would redraw the partitions already trained), a
+    block draw without the guard band, counts not per partition, and an index beyond the file's draws read."""
     one, three, two = _prepared(1), _prepared(3), _prepared(2)
     assert three["partition"].dims == ("protocol", "partition_index", "y", "x")
     assert three.sizes["partition_index"] == 3 and one.sizes["partition_index"] == 1
@@ -84,18 +83,10 @@ def test_k_draws_keep_the_old_draw_as_index_zero_each_on_its_own_stream() -> Non
         m = read_partition(three, "block", k)
         assert distance_transform_cdt(m != TRAIN, metric="chessboard")[m == TEST].min() > PART["patch"]
     assert not np.array_equal(read_partition(three, "random", 1), read_partition(three, "block", 1))
-    old = three.isel(partition_index=0, drop=True)  # (protocol, y, x): as files before issue 50 held it
-    assert "partition_index" not in old.dims and np.array_equal(
-        read_partition(old, "block"), read_partition(one, "block")
-    )
     with pytest.raises(PartitionError, match="data.partition.draws"):
         read_partition(three, "block", 3)
-    with pytest.raises(PartitionError, match="data.partition.draws"):
-        read_partition(old, "block", 1)
-    assert per_partition({"1": {"train": 5}}, 0) == {"1": {"train": 5}}  # an old file's counts: index 0's
-    assert per_partition(["class 1: no test pixels"], 0) == ["class 1: no test pixels"]
-    with pytest.raises(PartitionError):
-        per_partition(0.5, 1)
+    with pytest.raises(PartitionError, match="holds 3 partition"):
+        per_partition(three.attrs["partition_counts"]["block"], 3)
 
 
 def test_training_and_the_baseline_run_on_the_jobs_partition(

@@ -262,7 +262,7 @@ def test_class_table_counts_the_arrays(scene):
     total = df[df["class"] == "all"].iloc[0]
     assert total["pixels"] == (labels > 0).sum()
     for i, protocol in enumerate(("random", "block")):
-        part = scene["partition"].values[i]
+        part = scene["partition"].values[i, 0]
         assert total[f"{protocol}_train"] == ((labels > 0) & (part == 1)).sum()
         assert total[f"{protocol}_test"] == ((labels > 0) & (part == 2)).sum()
     assert list(df["name"][:3]) == ["a", "b", "c"]
@@ -301,7 +301,7 @@ def test_figures_say_measured_or_modelled_and_on_which_hardware(cost_tables, mvm
     assert "no hardware-dependent number" in scene_fig._suptitle.get_text()
     for i in range(2):  # one panel per accuracy protocol, in file order
         shown = np.asarray(scene_fig.axes[2 + i].images[0].get_array()).tolist()
-        assert shown == scene["partition"].values[i].tolist()
+        assert shown == scene["partition"].values[i, 0].tolist()
     plt.close("all")
 
 

@@ -145,7 +145,7 @@ def scene_entry(path: Path) -> dict[str, Any]:
         ds.close()
     name = str(attrs.get("dataset", path.stem))
     data: dict[str, Any] = {}
-    partition = dict(_json(attrs.get("partition_settings"), {}) or {})  # older split_settings: read_netcdf
+    partition = dict(_json(attrs.get("partition_settings"), {}) or {})
     protocols = _json(attrs.get("partition_protocols"), None)
     if protocols:
         partition["protocols"] = list(protocols)

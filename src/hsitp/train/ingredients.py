@@ -87,7 +87,7 @@ def prepare_partitions(spec: Mapping[str, Any]) -> None:
 
         ds = DATASET.read(out, load=False)
         try:
-            have = ds.sizes.get("partition_index", 1)
+            have = ds.sizes["partition_index"]
         finally:
             ds.close()
         if have >= draws:
