@@ -142,9 +142,8 @@ def test_training_and_the_baseline_run_on_the_jobs_partition(
     assert sorted((k, seed) for *_, seed, k in matrix) == [(k, s) for k in range(3) for s in (0, 1)]
 
 
-def _record(tmp: Path, plan: str, partition: int | None, seed: int, oa: float) -> Path:
-    """A one-epoch training record of cell (s, plan, P 2, random, N 9); ``partition`` None: written before there
-    were several (no partition_index attribute)."""
+def _record(tmp: Path, plan: str, partition: int, seed: int, oa: float) -> Path:
+    """A one-epoch training record of cell (s, plan, P 2, random, N 9) on partition ``partition``."""
     one = {"units": "1", "long_name": "x"}
     ds = xr.Dataset(
         {
@@ -160,8 +159,7 @@ def _record(tmp: Path, plan: str, partition: int | None, seed: int, oa: float) -
     g = 2 if plan.startswith("dchag") else 1
     ds.attrs.update({"title": "record", "dataset": "s", "plan": plan, "P": 2, "g": g, "protocol": "random"})
     ds.attrs.update({"seed": seed, "tokens": 9, "recipe_hash": "r", "recipe": "{}", "ranks": 1})
-    if partition is not None:
-        ds.attrs["partition_index"] = partition
+    ds.attrs.update({"partition_index": partition, "steps_per_epoch": 1, "attention_kernel": "exact"})
     name = f"{plan}_k{partition}_s{seed}.nc"
     return write_netcdf(described(ds), tmp / name, kind="train", prov=provenance({}))
 
@@ -226,11 +224,11 @@ def test_summary_over_replicates_by_hand(tmp_path: Path) -> None:
         summarize([*files, _record(again, "tp", 1, 0, 0.5)])
 
 
-def test_records_without_a_partition_read_as_partition_zero(tmp_path: Path) -> None:
-    """Catches records written before issue 50 (no partition_index) that no longer pair with new partition-0 records
-    or that get an interval over partitions: with one partition the verdict is over seeds, as it was."""
+def test_one_partition_gives_a_verdict_over_seeds(tmp_path: Path) -> None:
+    """Catches records of one partition that get an interval over partitions: with one partition the verdict is
+    over seeds."""
     tp = [0.70, 0.75, 0.80]
-    files = [_record(tmp_path, "tp", None, s, v) for s, v in enumerate(tp)]
+    files = [_record(tmp_path, "tp", 0, s, v) for s, v in enumerate(tp)]
     files += [
         _record(tmp_path, "dchag_l", 0, s, v + d)
         for s, (v, d) in enumerate(zip(tp, (0.01, 0.02, 0.0), strict=True))

@@ -394,7 +394,7 @@ def summary_table(records: Sequence[xr.Dataset]) -> pd.DataFrame:
             {
                 "dataset": a.get("dataset"), "plan": a.get("plan"), "P": a.get("P"), "g": a.get("g"),
                 "N": a.get("tokens"),
-                "protocol": a.get("protocol"), "partition": int(a.get("partition_index", 0)), "seed": a.get("seed"),
+                "protocol": a.get("protocol"), "partition": int(a["partition_index"]), "seed": a.get("seed"),
                 "epochs": int(r.sizes["epoch"]),
                 "summary epochs": a.get("summary_epochs"),
                 "loss": float(s("loss")),

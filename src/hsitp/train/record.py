@@ -302,15 +302,14 @@ def _run_attrs(
         "g": job.groups,
         "protocol": job.protocol,
         "seed": job.seed,
-        # which of the protocol's K partitions (data.partition.draws); a record without it is partition 0's
-        "partition_index": job.partition,
+        "partition_index": job.partition,  # which of the protocol's K partitions (data.partition.draws)
         "counts": dict(scene.counts),
         "classes": scene.classes,
         "crop_size": arch.height,
         "tokens": arch.n_tokens,
         "model": dataclasses.asdict(arch),
-        # the single-query attentions' kernel (exact or sdpa: the same numbers up to rounding); a record without
-        # it was made before the exact kernel, with sdpa
+        # the single-query attentions' kernel (exact or sdpa: the same numbers up to rounding, not the same
+        # trajectory): a spot check retrains with it
         "attention_kernel": arch.attention_kernel,
         "epochs": settings.epochs,
         "steps_per_epoch": settings.steps_per_epoch,
