@@ -25,18 +25,6 @@ from hsitp.names import COMPARED_PLANS, OP_NAMES, PLAN_NAMES, PROTOCOLS
 
 SCHEMA_RESOURCE = "config.schema.yaml"
 
-# Keys the schema no longer has -> what replaced them (the error names the new key, not only "unexpected").
-REPLACED = {
-    "train.patch": "train.crops (a list of {patch, tokens, datasets}: e.g. crops: [{patch: 8, tokens: 324, "
-    "datasets: null}])",
-    "train.tokens": "train.crops (a list of {patch, tokens, datasets}: e.g. crops: [{patch: 8, tokens: 324, "
-    "datasets: null}])",
-    # issue 38's old names ("split" meant four things), accepted with a warning until issue 52 retired them
-    "train.splits": "train.protocols (renamed in issue 38)",
-    "tune.splits": "tune.protocols (renamed in issue 38)",
-    "data.split": "data.partition (renamed in issue 38; same keys)",
-}
-
 
 class ConfigError(HsitpError, ValueError):
     """The config is invalid; the message names the key, the bad value and what is allowed."""
@@ -119,11 +107,6 @@ def validate_config(config: Mapping[str, Any]) -> dict[str, Any]:
             if err.validator == "additionalProperties":
                 allowed = sorted(err.schema.get("properties", {}))
                 lines.append(f"{where}: {err.message}; allowed keys: {', '.join(allowed)}")
-                extra = sorted(set(err.instance) - set(allowed)) if isinstance(err.instance, Mapping) else []
-                for key in extra:
-                    dotted = f"{'.'.join(str(p) for p in err.absolute_path)}.{key}".lstrip(".")
-                    if dotted in REPLACED:
-                        lines.append(f"{dotted} was replaced by {REPLACED[dotted]}")
             elif err.validator == "type" and isinstance(err.instance, float) and err.instance.is_integer():
                 lines.append(
                     f"{where}: {err.instance!r} is a float where a whole number is wanted; write {int(err.instance)}"
