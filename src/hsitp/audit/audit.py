@@ -553,11 +553,7 @@ def check_summary(run_dir: Path, ref_dir: Path, name: str, rep: Report) -> None:
     for cell in sorted(set(ref_cells.index) ^ set(new_cells.index), key=str):
         where = "the reference only" if cell in ref_cells else "this run only"
         rep.drift.append(f"train/{name}: cell {cell} in {where}")
-    verdicts = (
-        (flag_meanings(ref["oa_verdict"]), flag_meanings(new["oa_verdict"]))
-        if "oa_verdict" in ref and "oa_verdict" in new
-        else None
-    )
+    verdicts = (flag_meanings(ref["oa_verdict"]), flag_meanings(new["oa_verdict"]))
     for cell in sorted(set(ref_cells.index) & set(new_cells.index), key=str):
         i, j = ref_cells[cell], new_cells[cell]
         # replicates (partition, seed) where both summaries count them (issue 50), else seeds
@@ -576,7 +572,7 @@ def check_summary(run_dir: Path, ref_dir: Path, name: str, rep: Report) -> None:
         a, b = float(ref["oa_mean"].values[i]), float(new["oa_mean"].values[j])
         if not abs(b - a) <= tol:
             rep.drift.append(f"train/{name}: cell {cell}: OA {b:.4f}, reference {a:.4f} (allowed ±{tol:.4f})")
-        if verdicts and verdicts[0][i] != verdicts[1][j]:
+        if verdicts[0][i] != verdicts[1][j]:
             rep.drift.append(
                 f"train/{name}: cell {cell}: verdict {verdicts[1][j]}, reference {verdicts[0][i]}"
             )
