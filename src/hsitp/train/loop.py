@@ -120,8 +120,8 @@ def _gather_rows(row: torch.Tensor, tp: TPGroup) -> np.ndarray:
 
 def _trajectory_meta(settings: TrainSettings, job: TrainJob, arch: ModelConfig) -> dict[str, Any]:
     """What a checkpoint must match to be resumed from: the trajectory's train keys, the master seed (it draws
-    the validation pixels), the job's cell and the architecture."""
-    meta = {
+    the validation pixels), the job's cell and partition, and the architecture."""
+    return {
         "train": settings.trajectory_key(),
         "master_seed": settings.seed,
         "plan": job.plan,
@@ -130,11 +130,9 @@ def _trajectory_meta(settings: TrainSettings, job: TrainJob, arch: ModelConfig) 
         "g": job.groups,
         "protocol": job.protocol,
         "seed": job.seed,
+        "partition": job.partition,
         "model": json.loads(json.dumps(arch.__dict__)),
     }
-    if job.partition:  # partition 0 keeps the key checkpoints had before there were several (they resume)
-        meta["partition"] = job.partition
-    return meta
 
 
 class _Progress:
