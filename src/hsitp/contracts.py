@@ -193,10 +193,8 @@ class Cell(NamedTuple):
 
 # `hsitp train summary`: train/summary.nc, and train/control_summary.nc (the untuned control)
 TRAIN_SUMMARY = Contract(
-    "train_summary",
-    ("cell",),
-    (*Cell._fields, "oa_mean", "oa_std", "seeds", "oa_verdict", "per_class_accuracy_mean", "steps_to_target", "tp_cell"),
-)  # fmt: skip
+    "train_summary", ("cell",), (*Cell._fields, "oa_mean", "oa_std", "seeds", "oa_verdict")
+)
 # `hsitp train check`; the ingredients ablation (python -m hsitp.train.ingredients, not in the DAG)
 TRAIN_EQUIVALENCE = Contract("train_equivalence", ("check",), ("plan", "P", "g", "oa_check", "oa_equivalent", "d_oa", "passed"))  # fmt: skip
 TRAIN_INGREDIENTS = Contract("train_ingredients", ("row",), ("oa_mean", "d_oa_mean", "verdict"))
