@@ -122,7 +122,7 @@ def validate_config(config: Mapping[str, Any]) -> dict[str, Any]:
     return cfg
 
 
-# --- what cannot exist (issue 52): what the schema's keywords cannot say, checked once the schema passed ----------
+# --- what cannot exist: what the schema's keywords cannot say, checked once the schema passed ---------------------
 # [low, high] pairs: the searched ranges of tune.space (low == high fixes the value: Optuna allows it) and the
 # cost model's and the scene's intervals (strict: an empty interval is a grid of one repeated value).
 RANGES: dict[str, bool] = {  # key -> low must be strictly below high
@@ -380,7 +380,7 @@ def check_options(args: argparse.Namespace) -> None:
 
 def add_protocol_args(parser: argparse.ArgumentParser, help_text: str) -> None:
     """``--protocol`` (the accuracy protocol: ``random`` or ``block``; default None, the command says when it
-    needs one). Its name before issue 38, ``--split``, was retired in issue 52."""
+    needs one). Not ``--split``: in this project a split is how a layer is cut across the TP ranks."""
     parser.add_argument("--protocol", choices=PROTOCOLS, help=help_text)
 
 

@@ -1,5 +1,5 @@
 """``hsitp audit reproduce --reference results/reference/RUN --seed S --budget-min M``: a spot check of a reported
-experiment that fits in minutes (issue 41).
+experiment that fits in minutes (a reader checks the numbers without the hours the run took).
 
 1. **Cells picked by the auditor's seed.** A cell is one training run of the reference's ``train/runs.nc`` (plan, P,
    g, protocol, seed, N, control). The cells are put in a canonical order, permuted by ``numpy.random.default_rng(S)``

@@ -15,8 +15,8 @@ numbers. Test pixels are scored once, with :mod:`hsitp.evaluate.metrics`.
 
 The seed drives the folds and the forest, not the partition: the partition is the prepared file's (``partition``
 picks one of each protocol's K draws, ``data.partition.draws``), so the spread over seeds is the methods' variance on
-one partition, and the spread over partitions the draw's (issue 50: the SVM's block OA over five draws of Indian
-Pines spans 16 pp, its spread over seeds on one draw 0.0).
+one partition, and the spread over partitions the draw's (the SVM's block OA over five draws of Indian Pines
+spans 16 pp, its spread over seeds on one draw 0.0).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """``hsitp report reference --run-dir results/RUN --out results/reference/RUN``: the small files that carry every
-number a run reports, collected for committing (issue 41).
+number a run reports, collected for committing (the tables of the docs and the audit read them, and a clone
+can check a rerun against them).
 
 What the folder holds (a few MB for the headline run; no checkpoint, no scene cube, no prediction map):
 
@@ -109,7 +110,8 @@ def scene_content_sha256(path: str | os.PathLike[str]) -> str:
     """sha256 over every data variable of a prepared scene (name, dtype, shape and bytes, in name order): equal
     for equal arrays whatever the file's time stamps and provenance (the file's own sha256 is not). A file with one
     partition per protocol (``data.partition.draws`` 1) hashes its ``partition`` without the partition_index
-    dimension (issue 50), so a scene prepared now has the hash its references collected before."""
+    dimension: the same arrays as a scene of one draw had before that dimension, whose hash the committed
+    references' manifests carry (cpu-fair's)."""
     h = hashlib.sha256()
     ds = DATASET.read(path, load=False)
     try:

@@ -439,8 +439,10 @@ def _rows(summary: xr.Dataset) -> list[Any]:
 
 
 def several_partitions(summary: xr.Dataset) -> bool:
-    """Whether a summary's cells hold more than one partition (issue 50): its tables then show the spread across
-    partitions apart from the spread across seeds; a summary of one partition renders as before."""
+    """Whether a summary's cells hold more than one partition: its tables then show the spread across
+    partitions apart from the spread across seeds (seeds of one partition share its draw of places). A summary
+    of one partition shows the seeds' spread only, whether or not it has the ``partitions`` variable (the
+    committed cpu-fair summaries have none)."""
     return "partitions" in summary and int(np.max(summary["partitions"].values, initial=0)) > 1
 
 
@@ -461,7 +463,7 @@ def accuracy_table(summary: xr.Dataset) -> pd.DataFrame:
             for m, name in METRICS.items():
                 row[f"{name} mean"] = float(summary[f"{m}_mean"].values[c.i])
                 row[f"{name} std"] = float(summary[f"{m}_std"].values[c.i])
-            if several_partitions(summary):  # issue 50: the replicates' two spreads apart
+            if several_partitions(summary):  # the replicates' two spreads apart
                 row["partitions"] = int(summary["partitions"].values[c.i])
                 row["OA sd across partitions"] = float(summary["oa_partition_std"].values[c.i])
                 row["OA sd across seeds"] = float(summary["oa_seed_std"].values[c.i])
@@ -658,7 +660,7 @@ def _verdict_name(summary: xr.Dataset, i: int) -> str:
 def _verdict(summary: xr.Dataset, i: int) -> str:
     """One cell's accuracy verdict (``oa_verdict``: flag values or text), with its CI and seeds to decide."""
     text = _verdict_name(summary, i)
-    unit, n = "seed", int(summary["seeds"].values[i])  # what the interval is over (issue 50: or partitions)
+    unit, n = "seed", int(summary["seeds"].values[i])  # what the interval is over (seeds, or partitions)
     if (
         "verdict_unit_flag" in summary
         and contracts.flag_meanings(summary["verdict_unit_flag"])[i] == "partition"
@@ -757,8 +759,8 @@ def answer_table(
     per-rank peak memory of the fullest rank and its ratio to tp's (``probe/memory.nc``, one point at a time); the
     tokens/s ratio to tp, median [min, max] over the interleaved rounds (``probe/throughput.nc``; oversubscribed P
     says so, and no conclusion rests on it); the accuracy verdict of the plan against tp (``oa_verdict`` of
-    ``train/summary.nc``, per dataset and protocol; "not computed yet" before issue 24). Each row names the machine.
-    Without the probe's files: one row saying so."""
+    ``train/summary.nc``, per dataset and protocol; "not computed yet" without one). Each row names the
+    machine. Without the probe's files: one row saying so."""
     if memory is None or throughput is None:
         return pd.DataFrame([{"answer": NO_PROBE}])
     peak = memory["peak_allocated"].max("rank", skipna=True)  # the fullest rank
@@ -809,7 +811,7 @@ VERDICT_MARKERS = {"equal": "o", "better": "^", "worse": "v", "undecided": "s"}
 
 
 def tuning_effect_table(summary: xr.Dataset, control: xr.Dataset | None) -> pd.DataFrame:
-    """What tuning D-CHAG's own recipe changed (issue 36): per D-CHAG cell of the untuned control
+    """What tuning D-CHAG's own recipe changed: per D-CHAG cell of the untuned control
     (``train/control_summary.nc``: the plan on tp's tuned recipe, at train.groups' g) the OA difference to tp and
     its verdict, beside the same plan, P and protocol on its own tuned recipe (``train/summary.nc``, at its study's g),
     both paired by seed with the same tp runs. One row saying so when the run has no control."""

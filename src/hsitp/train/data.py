@@ -154,7 +154,7 @@ def validation_mask(
     Inner folds (``folds`` >= 2; ``fraction`` is then not read): the train pixels are split into ``folds`` folds and
     fold ``fold`` is held out, so the folds together validate every train pixel once. ``block``: whole training
     blocks, class-stratified over the blocks (scikit-learn's StratifiedGroupKFold, which orders the blocks by their
-    class mix: the seed only breaks ties): why (issue 50): on Indian Pines
+    class mix: the seed only breaks ties). Why: on Indian Pines
     the block protocol's train squares hold 2,122 pixels of 13 classes; a 20 % hold-out of whole squares held 565
     pixels of 7 classes, and a single hold-out of >= 1,500 pixels would leave a third of the train pixels to learn
     from. ``random``: stratified folds of the pixels. Seeded by ``seed``.

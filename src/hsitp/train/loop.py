@@ -13,7 +13,8 @@ Every ``train.eval_every`` epochs, in each of the last ``train.summary_epochs`` 
 them) and after the last one, the whole scene is predicted by tiled inference and scored on the protocol's test pixels (``hsitp.train.inference``; no randomness, so resume stays exact); the record holds OA,
 AA, kappa and per-class accuracy per epoch (NaN where not evaluated) and the final predicted map.
 
-Issue 50's optional ingredients (all off by default, and then nothing of them runs or draws a random number):
+The recipe's optional ingredients for new places, the block protocol (all off by default, and then nothing of
+them runs or draws a random number):
 photometric augmentation of the crops (``train.augmentation``, in the sampler), test-time flips of every evaluation
 (``train.tta``), an EMA of the weights that every evaluation uses (``train.ema``, updated after each step outside
 the timed step, checkpointed), and masked-band pretraining before the first epoch (``train.pretrain``,

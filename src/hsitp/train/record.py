@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from hsitp.train.plan import TrainJob
     from hsitp.train.settings import TrainSettings
 
-# tokens/s of a record: timed at its own moment on a shared machine, so no ratio with another record's (issue 25)
+# tokens/s of a record: timed at its own moment on a shared machine, so no ratio with another record's
 COMPARABLE = "within this record only"
 CCR_INLINE_NOTE = (
     "ccr_inline = time inside the model's collectives / the rest of the step, measured inside real training steps "
@@ -245,9 +245,9 @@ NOT_TRANSDUCTIVE = (
 
 
 def ingredient_attrs(settings: TrainSettings, pretrain: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Which of issue 50's ingredients ran (``ingredients``, their strengths; all off by default), whether the
-    run is transductive (``transductive``: a reader sees it beside every number of the record) and what the
-    pretraining did."""
+    """Which of the recipe's optional ingredients ran (``ingredients``, their strengths; all off by default),
+    whether the run is transductive (``transductive``: a reader sees it beside every number of the record) and
+    what the pretraining did."""
     out: dict[str, Any] = {
         "ingredients": settings.ingredients(),
         "transductive": TRANSDUCTIVE if settings.transductive else NOT_TRANSDUCTIVE,

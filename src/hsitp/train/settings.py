@@ -72,8 +72,8 @@ class TrainSettings:
     warmup_steps: int  # linear warm-up steps from 0 to lr
     augment: bool  # random flips and rot90 of every crop (seeded)
     label_smoothing: float  # cross-entropy label smoothing epsilon (0: plain cross-entropy)
-    # issue 50's ingredients for new places; every one off by default (the trajectory of a run without them is
-    # unchanged)
+    # the optional ingredients for new places (the block protocol); every one off by default, and then nothing
+    # of them runs or draws a random number
     augmentation_brightness: float  # per-pixel brightness factor in [1 - b, 1 + b] (0: off)
     augmentation_noise: float  # Gaussian spectral noise, in band stds (0: off)
     augmentation_band_mask: float  # share of a crop's bands set to their mean (0: off)
@@ -103,8 +103,8 @@ class TrainSettings:
     # device when it builds its model: hsitp.models.resolve_attention_kernel)
     attention_kernel: str
     source: Mapping[str, Any]  # the validated config these were read from, never read for a setting: hashed
-    # into the record's provenance, its recipe hash and the checkpoint's key (JSON of the train section, so
-    # the hashes stay what they were and old checkpoints resume)
+    # into the record's provenance, its recipe hash and the checkpoint's key (JSON of the train section, so a
+    # hash does not depend on how these fields are laid out: the committed references' recipe hashes hold)
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> TrainSettings:

@@ -23,7 +23,7 @@ Every record carries its recipe hash (``hsitp.train.plan.recipe_hash``); records
 so a summary never compares runs trained differently. Validation accuracy (``val_*``, the pixels every recipe
 decision is taken on, last epoch) and the per-class test accuracy (last epoch) are reduced beside the test numbers.
 
-Time to accuracy (MLPerf's training metric; issue 36): per cell, the training steps until the seed-mean test OA
+Time to accuracy (MLPerf's training metric): per cell, the training steps until the seed-mean test OA
 curve first reaches each of two targets (dim ``target``): the RBF SVM baseline's OA on the same dataset and protocol
 (``svm``), and tp's summary OA on the same dataset, protocol and N less the verdict margin δ (``tp_minus_delta``);
 ``steps_to_target`` with ``steps_to_target_min`` / ``_max`` over each seed's own first crossing.
@@ -826,7 +826,7 @@ def _summary_attrs(
         else got.recipe_json,
         "baseline_files": baselines,
         "time_to_accuracy": TIME_TO_ACCURACY_NOTE,
-        # issue 50: masked-band pretraining sees the test pixels' spectra; a reader of any number here must know
+        # masked-band pretraining sees the test pixels' spectra; a reader of any number here must know
         "transductive": (
             f"yes: {len(got.transductive)} of {records} records pretrained on every pixel's spectrum, the test "
             f"pixels' included (never a label): {', '.join(got.transductive)}; the classical baselines had no such "

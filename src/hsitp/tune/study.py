@@ -5,7 +5,7 @@ completed, pruned and diverged trials alike) and the same steps per trial (``tun
 ``tune.steps_per_epoch``). A trial trains the plan's single-process equivalent at ``tune.world_size`` (its
 architecture at that P) on the training pixels of the protocol's partition 0, less ``tune.validation_fraction`` of
 them held out; its score is the validation OA of its last epoch. Under the block protocol with
-``tune.block_validation.folds`` = F >= 2 (issue 50) a trial trains F times, once per inner fold of the partition's
+``tune.block_validation.folds`` = F >= 2 a trial trains F times, once per inner fold of the partition's
 training squares (each on the other folds' squares), and its score is the OA over every fold's validation pixels
 pooled (the folds' last-epoch OAs weighted by their pixels): every train pixel is validated once, where a 20 %
 hold-out of whole squares held 565 pixels of 7 classes on Indian Pines. The pruner sees fold f's epoch e as step
