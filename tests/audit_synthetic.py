@@ -55,7 +55,10 @@ def bench_files(run: Path, zero_at: dict | None = None) -> None:
 PLANS = ["dense", "tp", "dchag_l", "dchag_c", "token"]
 PROBE_PS = [1, 2, 4, 8]  # P = 4 is labelled oversubscribed: its timings decide nothing
 PROBE_ATTRS = {
-    "probe": json.dumps({"dim": 64, "depth": 2, "heads": 4, "L": [200], "N": [324], "batch": 1}),
+    "probe": json.dumps(
+        {"dim": 64, "depth": 2, "heads": 4, "L": [200], "N": [324], "batch": 1, "attention_kernel": "exact"}
+    ),
+    "attention_kernel": "exact",
     "dtype": "float32",
     "title": "synthetic probe file for the audit tests",
 }

@@ -44,8 +44,9 @@ def probe_files(folder: Path) -> dict[str, Path]:
         coords={**pt, "part": PARTS, "kind": KINDS, "rank": [0, 1]},
         attrs={
             "dtype": "float32",
-            "probe": json.dumps({"plans": plans}),
+            "probe": json.dumps({"plans": plans, "attention_kernel": "exact"}),
             "run": json.dumps({"device": [DEVICE] * 2}),
+            "attention_kernel": "exact",
         },
     )
     tokens = np.where(np.isnan(peak[..., 0]), np.nan, rng.uniform(100, 1000, shape))
@@ -118,11 +119,13 @@ def train_record(
         ds["oa"] = ("epoch", [np.nan, min(0.5, last_oa), np.nan, last_oa])
         ds["aa"] = ("epoch", [np.nan, 0.4, np.nan, last_oa - 0.1])
         ds["kappa"] = ("epoch", [np.nan, 0.45, np.nan, last_oa - 0.05])
+        for m in ("oa", "aa", "kappa"):
+            ds[f"{m}_summary"] = ds[m].isel(epoch=-1, drop=True)  # the last evaluation (one in the window)
     if prediction:
         ds["prediction"] = (("y", "x"), rng.integers(1, 4, (20, 27)))  # labels 1..3 over the synthetic scene
     ds.attrs.update({"dataset": "synthetic", "plan": plan, "P": P, "g": g, "protocol": protocol, "seed": seed, "tokens": 9,
                      "dtype": "float32", "device": DEVICE, "summary_epochs": 2, "epochs": E, "steps_per_epoch": 3,
-                     "activation_checkpointing": "none"})  # fmt: skip
+                     "activation_checkpointing": "none", "partition_index": 0, "attention_kernel": "exact"})  # fmt: skip
     name = f"{plan}_N9_P{P}_g{g}_{protocol}_s{seed}.nc"
     return write_netcdf(described(ds), folder / "train" / "synthetic" / name, kind="train", prov=provenance())
 
@@ -137,7 +140,7 @@ def baseline_file(folder: Path, protocol: str, seed: int) -> Path:
             "kappa": ("classifier", oa - 0.05),
         },
         coords={"classifier": ["svm", "rf"]},
-        attrs={"dataset": "synthetic", "protocol": protocol, "seed": seed},
+        attrs={"dataset": "synthetic", "protocol": protocol, "seed": seed, "partition_index": 0},
     )
     return write_netcdf(
         described(ds),
@@ -227,9 +230,10 @@ def scene_file(folder: Path) -> Path:
         {
             "cube": (("y", "x", "band"), rng.random((20, 27, 6), dtype=np.float32)),
             "labels": (("y", "x"), labels),
-            "partition": (("protocol", "y", "x"), partition),
+            "partition": (("protocol", "partition_index", "y", "x"), partition[:, None]),
         },
-        coords={"y": np.arange(20), "x": np.arange(27), "band": np.arange(1, 7), "protocol": ["random", "block"]},
+        coords={"y": np.arange(20), "x": np.arange(27), "band": np.arange(1, 7), "protocol": ["random", "block"],
+                "partition_index": [0]},
         attrs={"dataset": "synthetic", "title": "synthetic test scene", "seed": 0,
                "class_names": json.dumps({"1": "a", "2": "b", "3": "c"})},
     )  # fmt: skip

@@ -73,8 +73,11 @@ def test_every_schema_key_is_documented():
             "data.partition: Additional properties are not allowed ('mode'",
         ),
         ({"data": {"partition": {"train_fraction": 1.5}}}, "data.partition.train_fraction"),
-        # issue 38's old key name, retired in issue 52: refused naming the new one
-        ({"train": {"splits": ["block"]}}, "train.splits was replaced by train.protocols"),
+        # an old key name: refused, naming it (tests/test_older_files.py: and the allowed keys)
+        (
+            {"train": {"splits": ["block"]}},
+            "train: Additional properties are not allowed ('splits' was unexpected",
+        ),
         ({"datasets": ["indian_pine"]}, "datasets.0: 'indian_pine' is not one of"),
         ({"run": "smoke/../paper"}, "run: 'smoke/../paper' does not match"),
         ({"run": "reference"}, "run: 'reference' should not be valid"),

@@ -51,7 +51,7 @@ def test_no_kind_is_spelled_outside_the_contracts() -> None:
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) in (
-                "read_netcdf", "write_netcdf", "upgrade_names", "load",
+                "read_netcdf", "write_netcdf", "load",
             ):  # fmt: skip
                 for kw in node.keywords:
                     if kw.arg == "kind" and isinstance(kw.value, ast.Constant | ast.JoinedStr):

@@ -226,8 +226,6 @@ def test_file_carries_both_protocols_each_seeded_on_its_own():
         PartitionError, match=r"'block' is not in the prepared file, which holds \['random'\]"
     ):
         read_partition(both.sel(protocol=["random"]), "block")
-    with pytest.raises(PartitionError, match="without `protocol`"):
-        read_partition(both.isel(protocol=0), "random")
 
 
 def test_pca_replaces_band_dim_with_component():

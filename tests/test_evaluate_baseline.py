@@ -92,13 +92,10 @@ def test_class_without_test_pixels_is_nan_and_block_folds_need_enough_blocks() -
     """Catches an absent class scored 0 (dragging AA down) and a grouped CV silently run with fewer blocks than
     folds."""
     ds = _prepared()
-    part = ds["partition"].isel(partition_index=0).values.copy()  # (protocol, y, x): a file before issue 50
-    part[0][(ds["labels"].values == 3) & (part[0] == 2)] = 0  # random protocol: class 3 loses its test pixels
-    # as an hsitp before issue 38 wrote it (variable `split`, attribute `split_settings`): read the same
-    ds = ds.drop_vars(["partition", "partition_index"]).assign(split=(("protocol", "y", "x"), part))
-    ds.attrs = {k.replace("partition_", "split_"): v for k, v in ds.attrs.items()}
-    for key in ("split_counts", "split_warnings"):  # one value per protocol, as files before issue 50 held
-        ds.attrs[key] = {p: v[0] for p, v in ds.attrs[key].items()}
+    part = ds["partition"].values.copy()  # (protocol, partition_index, y, x)
+    random = part[0, 0]
+    random[(ds["labels"].values == 3) & (random == 2)] = 0  # random protocol: class 3 loses its test pixels
+    ds = ds.assign(partition=(ds["partition"].dims, part))
     res = run_baseline(ds, "random", seed=1, settings=_settings(methods=["svm"]))
     acc = res["class_accuracy"].sel(classifier="svm").values
     assert np.isnan(acc[2]) and not np.isnan(acc[:2]).any()

@@ -62,11 +62,10 @@ def test_partition_tags_name_partition_zero_as_before() -> None:
             partition_of_tag(bad)
 
 
-def test_k_draws_keep_the_old_draw_as_index_zero_each_on_its_own_stream() -> None:
-    """Catches K partitions that change the single draw the runs before issue 50 trained on (index 0 must equal it),
-    draws that repeat one another, a draw that depends on K (raising data.partition.draws would redraw the
-    partitions already trained), a block draw without the guard band, counts not per partition, and an old file
-    (one partition per protocol) that does not read as index 0."""
+def test_k_draws_each_on_its_own_stream() -> None:
+    """Catches K partitions that change the single draw of K = 1 (index 0 must equal it), draws that repeat one
+    another, a draw that depends on K (raising data.partition.draws would redraw the partitions already trained), a
+    block draw without the guard band, counts not per partition, and an index beyond the file's draws read."""
     one, three, two = _prepared(1), _prepared(3), _prepared(2)
     assert three["partition"].dims == ("protocol", "partition_index", "y", "x")
     assert three.sizes["partition_index"] == 3 and one.sizes["partition_index"] == 1
@@ -84,18 +83,10 @@ def test_k_draws_keep_the_old_draw_as_index_zero_each_on_its_own_stream() -> Non
         m = read_partition(three, "block", k)
         assert distance_transform_cdt(m != TRAIN, metric="chessboard")[m == TEST].min() > PART["patch"]
     assert not np.array_equal(read_partition(three, "random", 1), read_partition(three, "block", 1))
-    old = three.isel(partition_index=0, drop=True)  # (protocol, y, x): as files before issue 50 held it
-    assert "partition_index" not in old.dims and np.array_equal(
-        read_partition(old, "block"), read_partition(one, "block")
-    )
     with pytest.raises(PartitionError, match="data.partition.draws"):
         read_partition(three, "block", 3)
-    with pytest.raises(PartitionError, match="data.partition.draws"):
-        read_partition(old, "block", 1)
-    assert per_partition({"1": {"train": 5}}, 0) == {"1": {"train": 5}}  # an old file's counts: index 0's
-    assert per_partition(["class 1: no test pixels"], 0) == ["class 1: no test pixels"]
-    with pytest.raises(PartitionError):
-        per_partition(0.5, 1)
+    with pytest.raises(PartitionError, match="holds 3 partition"):
+        per_partition(three.attrs["partition_counts"]["block"], 3)
 
 
 def test_training_and_the_baseline_run_on_the_jobs_partition(
@@ -151,9 +142,8 @@ def test_training_and_the_baseline_run_on_the_jobs_partition(
     assert sorted((k, seed) for *_, seed, k in matrix) == [(k, s) for k in range(3) for s in (0, 1)]
 
 
-def _record(tmp: Path, plan: str, partition: int | None, seed: int, oa: float) -> Path:
-    """A one-epoch training record of cell (s, plan, P 2, random, N 9); ``partition`` None: written before there
-    were several (no partition_index attribute)."""
+def _record(tmp: Path, plan: str, partition: int, seed: int, oa: float) -> Path:
+    """A one-epoch training record of cell (s, plan, P 2, random, N 9) on partition ``partition``."""
     one = {"units": "1", "long_name": "x"}
     ds = xr.Dataset(
         {
@@ -169,8 +159,7 @@ def _record(tmp: Path, plan: str, partition: int | None, seed: int, oa: float) -
     g = 2 if plan.startswith("dchag") else 1
     ds.attrs.update({"title": "record", "dataset": "s", "plan": plan, "P": 2, "g": g, "protocol": "random"})
     ds.attrs.update({"seed": seed, "tokens": 9, "recipe_hash": "r", "recipe": "{}", "ranks": 1})
-    if partition is not None:
-        ds.attrs["partition_index"] = partition
+    ds.attrs.update({"partition_index": partition, "steps_per_epoch": 1, "attention_kernel": "exact"})
     name = f"{plan}_k{partition}_s{seed}.nc"
     return write_netcdf(described(ds), tmp / name, kind="train", prov=provenance({}))
 
@@ -235,11 +224,11 @@ def test_summary_over_replicates_by_hand(tmp_path: Path) -> None:
         summarize([*files, _record(again, "tp", 1, 0, 0.5)])
 
 
-def test_records_without_a_partition_read_as_partition_zero(tmp_path: Path) -> None:
-    """Catches records written before issue 50 (no partition_index) that no longer pair with new partition-0 records
-    or that get an interval over partitions: with one partition the verdict is over seeds, as it was."""
+def test_one_partition_gives_a_verdict_over_seeds(tmp_path: Path) -> None:
+    """Catches records of one partition that get an interval over partitions: with one partition the verdict is
+    over seeds."""
     tp = [0.70, 0.75, 0.80]
-    files = [_record(tmp_path, "tp", None, s, v) for s, v in enumerate(tp)]
+    files = [_record(tmp_path, "tp", 0, s, v) for s, v in enumerate(tp)]
     files += [
         _record(tmp_path, "dchag_l", 0, s, v + d)
         for s, (v, d) in enumerate(zip(tp, (0.01, 0.02, 0.0), strict=True))

@@ -1,17 +1,12 @@
 """Today's code reproduces the committed smoke reference (results/reference/smoke/) by value.
 
-The reference was written by the smoke run before the consolidation of issue 8; a refactor that changes a number
-of a cost table or of the prepared scene fails here. Provenance and history attributes are never compared (they
-hold a time stamp and the machine).
+A refactor that changes a number of a cost table or of the prepared scene fails here. Provenance and history
+attributes are never compared (they hold a time stamp and the machine).
 
-Documented differences (each asserted, never skipped):
-- issue 8 renamed the cost tables' kind with the stage (`model_*` -> `cost_*`);
-- issue 13, documented fix: the prepared file carries the partition of both accuracy protocols (`partition`
-  (protocol, y, x), random and block, with counts, warnings and a leakage fraction per protocol); the reference's
-  partition (y, x) and its `partition_mode`/`_counts`/`_warnings`/`_settings` are the random protocol's, which must
-  be unchanged;
-- issue 38 renamed the partition's variable and attributes (`split` -> `partition`, `split_*` -> `partition_*`):
-  the reference keeps the old names and is read through `hsitp.io.upgrade_names`, as every reader reads old files.
+Documented differences (each asserted, never skipped): the prepared file carries K draws of the partition of both
+accuracy protocols (`partition` (protocol, partition_index, y, x), random and block, with counts, warnings and a
+leakage fraction per protocol and draw); the reference summary holds the random protocol's one draw (`partition`
+(y, x), `partition_mode`/`_counts`/`_warnings`/`_settings`), which must be unchanged.
 """
 
 from __future__ import annotations
@@ -24,7 +19,6 @@ import xarray as xr
 from reference_summary import dataset_summary, strip_volatile
 
 from hsitp.cli import main
-from hsitp.io import upgrade_names
 
 REF = Path(__file__).resolve().parent.parent / "results" / "reference" / "smoke"
 
@@ -84,12 +78,10 @@ def test_prepared_indian_pines_equals_reference(tmp_path: Path, repo_root: Path,
     )
     with xr.open_dataset(out) as new, xr.open_dataset(REF / "data" / "indian_pines_summary.nc") as ref:
         summary = dataset_summary(new.load())
-        ref = upgrade_names(
-            strip_volatile(ref.load()), kind="dataset"
-        )  # issue 38: the reference's `split` is `partition`
-        assert "split" not in ref and ref["partition"].dims == ("y", "x")
-        # documented fix (issue 13): the file carries both protocols; the reference's partition is the random one;
-        # issue 50: each protocol's K = data.partition.draws partitions (1 here), index 0 the draw of before
+        ref = strip_volatile(ref.load())
+        assert ref["partition"].dims == ("y", "x")
+        # the file carries both protocols, each with K = data.partition.draws draws (1 here); the reference's
+        # partition is the random protocol's draw 0
         assert list(summary["protocol"].values) == ["random", "block"]
         assert summary["partition"].dims == ("protocol", "partition_index", "y", "x")
         random = summary.assign(

@@ -262,7 +262,7 @@ def test_class_table_counts_the_arrays(scene):
     total = df[df["class"] == "all"].iloc[0]
     assert total["pixels"] == (labels > 0).sum()
     for i, protocol in enumerate(("random", "block")):
-        part = scene["partition"].values[i]
+        part = scene["partition"].values[i, 0]
         assert total[f"{protocol}_train"] == ((labels > 0) & (part == 1)).sum()
         assert total[f"{protocol}_test"] == ((labels > 0) & (part == 2)).sum()
     assert list(df["name"][:3]) == ["a", "b", "c"]
@@ -301,7 +301,7 @@ def test_figures_say_measured_or_modelled_and_on_which_hardware(cost_tables, mvm
     assert "no hardware-dependent number" in scene_fig._suptitle.get_text()
     for i in range(2):  # one panel per accuracy protocol, in file order
         shown = np.asarray(scene_fig.axes[2 + i].images[0].get_array()).tolist()
-        assert shown == scene["partition"].values[i].tolist()
+        assert shown == scene["partition"].values[i, 0].tolist()
     plt.close("all")
 
 
@@ -508,8 +508,8 @@ def test_accuracy_table_and_figure_from_the_summary(tmp_path):
 def test_answer_table_reads_the_probe_and_the_verdict(tmp_path, probe_files):
     """Catches: the one-table answer dividing other numbers than the files' (peak of a rank that is not the
     fullest, a ratio to tp at another P or policy), an oversubscribed P whose throughput cell does not say so, a
-    row without its machine, or a verdict column that shows a number before issue 24's verdict exists (and
-    misreads its flag values once it does)."""
+    row without its machine, or a verdict column that shows a number before the run has a summary (or misreads
+    the verdict's flag values)."""
     from report_synthetic import DEVICE_SHOWN, train_summary
 
     mem, thr, _ = probe_files
@@ -535,9 +535,9 @@ def test_answer_table_reads_the_probe_and_the_verdict(tmp_path, probe_files):
     no_tp1 = mem.assign(peak_allocated=mem["peak_allocated"].where((mem["plan"] != "tp") | (mem["P"] != 1)))
     dense = rt.answer_table(no_tp1, thr).query("plan == 'dense'").iloc[0]  # as the probe runs: no tp at P = 1
     assert dense["peak vs tp (fullest rank, measured on CPU)"] == "n/a (no tp at P = 1)"
-    before = rt.answer_table(mem, thr, summary.drop_vars("oa_verdict"))  # a summary written before issue 24
+    before = rt.answer_table(mem, thr, None)  # no training summary yet
     assert set(before["OA verdict vs tp (measured on CPU)"]) == {rt.NO_VERDICT}
-    # issue 24's verdict as CF flag values, at the probe's crop
+    # the verdict as CF flag values, at the probe's crop
     flags = xr.DataArray(np.ones(summary.sizes["cell"], dtype=np.int8), dims="cell",
                          attrs={"flag_values": np.array([0, 1, 2, 3], dtype=np.int8),
                                 "flag_meanings": "equal better worse undecided"})  # fmt: skip

@@ -11,7 +11,7 @@ import pytest
 import xarray as xr
 from report_synthetic import baseline_file
 
-from hsitp.contracts import TRAIN, TRAIN_SUMMARY
+from hsitp.contracts import TRAIN_SUMMARY
 from hsitp.io import provenance, write_netcdf
 from hsitp.probe.tracker import KINDS, PARTS
 from hsitp.train.record import build_dataset
@@ -45,9 +45,8 @@ CURVES: dict[tuple[str, str], list[list[float]]] = {
 }
 
 
-def _record(folder: Path, plan: str, protocol: str, seed: int, oa: list[float], *, attr_steps: bool) -> Path:
-    """A training record built by the real ``build_dataset`` (P = 2), OA curve ``oa``; steps_per_epoch in its
-    attributes, or (``attr_steps`` False) only in its recipe JSON."""
+def _record(folder: Path, plan: str, protocol: str, seed: int, oa: list[float]) -> Path:
+    """A training record built by the real ``build_dataset`` (P = 2), OA curve ``oa``."""
     p = 2
     history = [
         {
@@ -79,7 +78,9 @@ def _record(folder: Path, plan: str, protocol: str, seed: int, oa: list[float], 
         "recipe_hash": "r",
         "recipe": json.dumps({"train": {"steps_per_epoch": STEPS, "eval_every": 2}, "seed": 0}),
         "eval_every": 2,
-        **({"steps_per_epoch": STEPS} if attr_steps else {}),
+        "steps_per_epoch": STEPS,
+        "partition_index": 0,
+        "attention_kernel": "exact",
     }
     ds = build_dataset(history, world_size=p, summary_epochs=2, attrs=attrs)
     path = folder / f"{plan}_{protocol}_s{seed}.nc"
@@ -91,10 +92,10 @@ def test_steps_to_target_from_the_seed_mean_curve_and_each_seed(tmp_path: Path) 
     a later (or the last) epoch instead of the first, a NaN (not evaluated) epoch counted as reached, the
     tp - delta target taken from tp's last epoch instead of its summary OA, a target borrowed from another protocol
     (no baseline or tp there must give NaN), a cell that never reaches its target given a step count instead of
-    NaN, a seed that never reaches it hidden from steps_to_target_max, steps_per_epoch not read from the recipe
-    when the record's attribute is absent, and a summary that write_netcdf refuses (no units or long_name)."""
+    NaN, a seed that never reaches it hidden from steps_to_target_max, and a summary that write_netcdf refuses
+    (no units or long_name)."""
     records = [
-        _record(tmp_path, plan, protocol, s, oa, attr_steps=plan != "dchag_l")
+        _record(tmp_path, plan, protocol, s, oa)
         for (plan, protocol), curves in CURVES.items()
         for s, oa in enumerate(curves)
     ]
@@ -159,19 +160,13 @@ def test_steps_to_target_from_the_seed_mean_curve_and_each_seed(tmp_path: Path) 
         assert ds[var].attrs["units"] == "1" and ds[var].attrs["long_name"]
 
 
-def test_time_to_accuracy_without_baselines_or_steps_per_epoch(tmp_path: Path) -> None:
-    """Catches a summary that fails (or invents an svm target) when no baseline file is given, or that invents a
-    step count for records that do not say their steps_per_epoch (older records: steps NaN, reached still known)."""
-    records = []
-    for s, oa in enumerate(CURVES[("tp", "random")]):
-        path = _record(tmp_path, "tp", "random", s, oa, attr_steps=False)
-        ds = TRAIN.read(path)
-        ds.attrs["recipe"] = "{}"
-        records.append(write_netcdf(ds, tmp_path / f"old_s{s}.nc", kind="train", prov=provenance({})))
+def test_time_to_accuracy_without_baselines(tmp_path: Path) -> None:
+    """Catches a summary that fails (or invents an svm target) when no baseline file is given."""
+    records = [_record(tmp_path, "tp", "random", s, oa) for s, oa in enumerate(CURVES[("tp", "random")])]
     ds = summarize(records)
     tp = ds.isel(cell=0)
     assert np.isnan(float(tp["target_oa"].sel(target="svm")))
     assert int(tp["target_reached"].sel(target="svm")) == 0
     assert int(tp["target_reached"].sel(target="tp_minus_delta")) == 1
-    assert np.isnan(float(tp["steps_to_target"].sel(target="tp_minus_delta")))
-    assert np.isnan(float(tp["steps_per_epoch"]))
+    assert float(tp["steps_to_target"].sel(target="tp_minus_delta")) > 0
+    assert float(tp["steps_per_epoch"]) == STEPS

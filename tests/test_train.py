@@ -1,4 +1,4 @@
-"""The training stage on a tiny synthetic scene: partition layouts, exact resume, NaN stop, refusal before launch,
+"""The training stage on a tiny synthetic scene: the partition read, exact resume, NaN stop, refusal before launch,
 a dead rank."""
 
 from __future__ import annotations
@@ -43,29 +43,22 @@ def _final_weights(job: TrainJob, rank: int = 0) -> dict[str, torch.Tensor]:
     return state["model"]
 
 
-@pytest.mark.parametrize("old_names", [False, True], ids=["partition", "old-split"])
-def test_read_partition_both_layouts(tmp_path: Path, old_names: bool) -> None:
-    """Catches a reader that only knows one layout of the partition, picks the wrong protocol, silently trains on
-    a protocol the file does not hold, or cannot read a file an older hsitp wrote (variable `split`)."""
-    old = read_netcdf(write_scene(tmp_path / "old.nc", old_names=old_names), kind="dataset")
-    new = read_netcdf(
-        write_scene(tmp_path / "new.nc", both_protocols=True, old_names=old_names), kind="dataset"
-    )
-    np.testing.assert_array_equal(read_partition(old, "random"), old["partition"].values)
-    np.testing.assert_array_equal(
-        read_partition(new, "random"), new["partition"].sel(protocol="random").values
-    )
-    np.testing.assert_array_equal(read_partition(new, "block"), new["partition"].sel(protocol="block").values)
+def test_read_partition_picks_protocol_and_draw(tmp_path: Path) -> None:
+    """Catches a reader that picks the wrong protocol or draw, or silently trains on a protocol or a draw the file
+    does not hold."""
+    one = read_netcdf(write_scene(tmp_path / "one.nc"), kind="dataset")
+    new = read_netcdf(write_scene(tmp_path / "new.nc", both_protocols=True), kind="dataset")
+    np.testing.assert_array_equal(read_partition(one, "random"), one["partition"].values[0, 0])
+    for i, protocol in enumerate(("random", "block")):
+        np.testing.assert_array_equal(read_partition(new, protocol), new["partition"].values[i, 0])
     assert not np.array_equal(read_partition(new, "random"), read_partition(new, "block"))
-    with pytest.raises(TrainDataError, match="only the 'random' partition"):
-        read_partition(old, "block")
+    with pytest.raises(TrainDataError, match="'block' .* not in the file; it holds \\['random'\\]"):
+        read_partition(one, "block")
     with pytest.raises(TrainDataError, match="'spiral' .* not in the file"):
-        read_partition(new.assign_coords(protocol=["random", "block"]), "spiral")
+        read_partition(new, "spiral")
+    with pytest.raises(TrainDataError, match="partition 1 of the 'random' protocol is not in the file"):
+        read_partition(new, "random", index=1)
     assert isinstance(new, xr.Dataset)
-    if old_names:  # an in-memory dataset with the old names (not read through read_netcdf) reads the same
-        with xr.open_dataset(tmp_path / "new.nc") as raw:
-            assert "split" in raw and "partition" not in raw
-            np.testing.assert_array_equal(read_partition(raw, "block"), read_partition(new, "block"))
 
 
 def test_resume_mid_epoch_is_bitwise(tmp_path: Path) -> None:

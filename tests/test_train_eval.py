@@ -130,6 +130,9 @@ def _fake_record(tmp: Path, plan: str, seed: int, oa: float, tok: float, peak: t
             "oa": ("epoch", [np.nan, 0.1, oa]),
             "aa": ("epoch", [np.nan, 0.1, oa - 0.1]),
             "kappa": ("epoch", [np.nan, 0.1, oa - 0.2]),
+            "oa_summary": ((), oa),  # one evaluation in the summary window: the last epoch's
+            "aa_summary": ((), oa - 0.1),
+            "kappa_summary": ((), oa - 0.2),
             "tokens_per_s_summary": ((), tok),
             "peak_allocated_summary": ("rank", list(peak)),
             "ccr_inline_summary": ("rank", [0.5, 0.7]),
@@ -143,6 +146,9 @@ def _fake_record(tmp: Path, plan: str, seed: int, oa: float, tok: float, peak: t
         "protocol": "random",
         "seed": seed,
         "tokens": 9,
+        "partition_index": 0,
+        "steps_per_epoch": 1,
+        "attention_kernel": "exact",
     }
     ds.attrs.update(attrs)
     return write_netcdf(
@@ -163,7 +169,7 @@ def _fake_baseline(tmp: Path, seed: int, oa: tuple[float, float]) -> Path:
         },
         coords={"classifier": ["svm", "rf"]},
     )
-    ds.attrs.update({"dataset": "synthetic", "protocol": "random", "seed": seed})
+    ds.attrs.update({"dataset": "synthetic", "protocol": "random", "seed": seed, "partition_index": 0})
     return write_netcdf(
         described(ds), tmp / f"synthetic_random_s{seed}.nc", kind="baseline", prov=provenance({})
     )

@@ -143,9 +143,11 @@ def _scene_with_draws(path: Path, draws: list[int], tmp: Path) -> None:
     import xarray as xr
 
     write_scene(path, seed=0)
-    parts = [xr.load_dataset(write_scene(tmp / f"draw{k}.nc", seed=k))["partition"].values for k in draws]
+    parts = [
+        xr.load_dataset(write_scene(tmp / f"draw{k}.nc", seed=k))["partition"].values[0, 0] for k in draws
+    ]
     ds = xr.load_dataset(path)
     attrs = dict(ds["partition"].attrs)
-    ds = ds.drop_vars("partition").assign_coords(protocol=["random"], partition_index=list(draws))
+    ds = ds.drop_vars(["partition", "partition_index"]).assign_coords(partition_index=list(draws))
     ds["partition"] = (("protocol", "partition_index", "y", "x"), np.stack(parts)[None], attrs)
     ds.to_netcdf(path)

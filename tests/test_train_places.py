@@ -238,10 +238,11 @@ def _big_scene(path: Path, size: int = 40, bands: int = 8) -> Path:
         {
             "cube": (("y", "x", "band"), cube, {"units": "1"}),
             "labels": (("y", "x"), labels, {"class_names": {"1": "a", "2": "b", "3": "c"}}),
-            "partition": (("y", "x"), part),
-        }
+            "partition": (("protocol", "partition_index", "y", "x"), part[None, None]),
+        },
+        coords={"protocol": ["random"], "partition_index": [0]},
     )
-    ds.attrs.update({"dataset": "synthetic", "partition_mode": "random"})
+    ds.attrs["dataset"] = "synthetic"
     return write_netcdf(described(ds), path, kind="dataset", prov=provenance({}))
 
 

@@ -208,6 +208,7 @@ def _record(tmp: Path, seed: int, rh: str, oa: float) -> Path:
             "oa": ("epoch", [np.nan, oa], {"units": "1", "long_name": "oa"}),
             "aa": ("epoch", [np.nan, oa], {"units": "1", "long_name": "aa"}),
             "kappa": ("epoch", [np.nan, oa], {"units": "1", "long_name": "kappa"}),
+            **{f"{m}_summary": ((), oa, {"units": "1", "long_name": m}) for m in ("oa", "aa", "kappa")},
             "val_oa": ("epoch", [np.nan, oa + 0.1], {"units": "1", "long_name": "val oa"}),
             "per_class_accuracy": (
                 ("epoch", "label"),
@@ -223,6 +224,7 @@ def _record(tmp: Path, seed: int, rh: str, oa: float) -> Path:
         {"title": "record", "dataset": "s", "plan": "tp", "P": 2, "g": 1, "protocol": "random", "seed": seed}
     )
     ds.attrs.update({"tokens": 9, "recipe_hash": rh, "recipe": json.dumps({"h": rh})})
+    ds.attrs.update({"partition_index": 0, "steps_per_epoch": 1, "attention_kernel": "exact"})
     return write_netcdf(described(ds), tmp / f"{rh}_s{seed}.nc", kind="train", prov=provenance({}))
 
 
@@ -236,7 +238,7 @@ def _baseline(tmp: Path, seed: int, per_class: list[float]) -> Path:
             "class_accuracy": (("classifier", "label"), [per_class], one),
         },
         coords={"classifier": ["svm"]},
-        attrs={"title": "baseline", "dataset": "s", "protocol": "random", "seed": seed},
+        attrs={"title": "baseline", "dataset": "s", "protocol": "random", "seed": seed, "partition_index": 0},
     )
     return write_netcdf(described(ds), tmp / f"s_random_s{seed}.nc", kind="baseline", prov=provenance({}))
 

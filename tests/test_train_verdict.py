@@ -37,6 +37,7 @@ def _record(tmp: Path, plan: str, P: int, seed: int, oa_window: list[float], *, 
     g = 2 if plan.startswith("dchag") else 1
     ds.attrs.update({"title": "record", "dataset": "s", "plan": plan, "P": P, "g": g, "protocol": "random"})
     ds.attrs.update({"seed": seed, "tokens": 9, "recipe_hash": "r", "recipe": "{}", "ranks": ranks})
+    ds.attrs.update({"partition_index": 0, "steps_per_epoch": 1, "attention_kernel": "exact"})
     name = f"{plan}_P{P}_s{seed}_r{ranks}.nc"
     return write_netcdf(described(ds), tmp / name, kind="train", prov=provenance({}))
 

@@ -115,6 +115,27 @@ def test_interrupted_trial_is_retried_with_its_parameters(scene: Path, tmp_path:
     assert counted(study) == 0
 
 
+def test_a_journal_of_an_older_hsitp_is_refused(scene: Path, tmp_path: Path) -> None:
+    """Catches a journal whose retries an older hsitp queued by hand (user attribute retry_of) resumed as if
+    Optuna had queued them: a failed trial retried twice, or a retry counted apart. One line naming the journal."""
+    from hsitp.config import validate_config
+    from hsitp.settings import TuneSettings
+    from hsitp.tune.study import StudySpec, TuneError, open_study
+
+    spec = StudySpec(
+        data=scene, out=tmp_path / "tp_random.nc", plan="tp", protocol="random", tokens=9, patch=4
+    )
+    tune = TuneSettings.from_config(validate_config({"tune": TUNE}))
+    study = open_study(spec, tune)
+    study.enqueue_trial({"lr": 0.005}, user_attrs={"retry_of": 0})
+    del study
+    with pytest.raises(
+        TuneError, match=r"tp_random\.journal: a tuning journal written by an older hsitp"
+    ) as exc:
+        open_study(spec, tune)
+    assert "\n" not in str(exc.value) and "re-run `hsitp tune`" in str(exc.value)
+
+
 def test_a_trial_stopped_by_a_signal_runs_again_and_the_budget_holds(tmp_path: Path) -> None:
     """Catches Optuna's bookkeeping done wrong (issue 52): a trial Ctrl-C stopped (failed by Optuna itself, not left
     running) lost or counted, the study run past or short of tune.trials, the progress lines counting the failed

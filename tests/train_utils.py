@@ -15,12 +15,10 @@ from hsitp.io import provenance, write_netcdf
 from hsitp.train.settings import TrainSettings
 
 
-def write_scene(
-    path: Path, *, both_protocols: bool = False, seed: int = 0, bands: int = 12, old_names: bool = False
-) -> Path:
+def write_scene(path: Path, *, both_protocols: bool = False, seed: int = 0, bands: int = 12) -> Path:
     """A 16 x 16 scene, 12 bands (103: Pavia University's count), 3 classes in vertical stripes (learnable from
-    the spectra), the random protocol's partition (and the block one's with ``both_protocols``). ``old_names``:
-    as an hsitp before issue 38 wrote it (variable ``split``, attributes ``split_mode``, ``split_settings``)."""
+    the spectra), one partition (partition_index 0) of the random protocol (and of the block one with
+    ``both_protocols``)."""
     rng = np.random.default_rng(seed)
     h = w = 16
     labels = np.zeros((h, w), dtype=np.int16)
@@ -31,25 +29,21 @@ def write_scene(
         cube[labels == c, c * 3 : c * 3 + 3] += 0.8  # class c lights up its own bands
     part_random = np.where(labels > 0, np.where(rng.random((h, w)) < 0.5, 1, 2), 0).astype(np.int8)
     part_block = np.where(labels > 0, np.where(np.arange(w)[None, :] < 8, 1, 2), 0).astype(np.int8)
-    if both_protocols:
-        part = (("protocol", "y", "x"), np.stack([part_random, part_block]))
-        coords: dict[str, Any] = {"protocol": ["random", "block"]}
-    else:
-        part = (("y", "x"), part_random)
-        coords = {}
-    word = "split" if old_names else "partition"
+    parts = [part_random, part_block] if both_protocols else [part_random]
+    part = (("protocol", "partition_index", "y", "x"), np.stack(parts)[:, None])
+    coords: dict[str, Any] = {"protocol": ["random", "block"][: len(parts)], "partition_index": [0]}
     ds = xr.Dataset(
         {
             "cube": (("y", "x", "band"), cube, {"units": "1"}),
             "labels": (("y", "x"), labels, {"class_names": {"1": "a", "2": "b", "3": "c"}}),
-            word: part,
+            "partition": part,
         },
         coords=coords,
     )
-    ds.attrs.update(
-        {"dataset": "synthetic", f"{word}_mode": "random"} if not both_protocols else {"dataset": "synthetic"}
-    )
-    ds.attrs[f"{word}_settings"] = json.dumps({"block": 4})  # the block partition's grid (validation blocks)
+    ds.attrs["dataset"] = "synthetic"
+    ds.attrs["partition_settings"] = json.dumps(
+        {"block": 4}
+    )  # the block partition's grid (validation blocks)
     return write_netcdf(described(ds), path, kind="dataset", prov=provenance({}))
 
 

@@ -25,18 +25,6 @@ from hsitp.names import COMPARED_PLANS, OP_NAMES, PLAN_NAMES, PROTOCOLS
 
 SCHEMA_RESOURCE = "config.schema.yaml"
 
-# Keys the schema no longer has -> what replaced them (the error names the new key, not only "unexpected").
-REPLACED = {
-    "train.patch": "train.crops (a list of {patch, tokens, datasets}: e.g. crops: [{patch: 8, tokens: 324, "
-    "datasets: null}])",
-    "train.tokens": "train.crops (a list of {patch, tokens, datasets}: e.g. crops: [{patch: 8, tokens: 324, "
-    "datasets: null}])",
-    # issue 38's old names ("split" meant four things), accepted with a warning until issue 52 retired them
-    "train.splits": "train.protocols (renamed in issue 38)",
-    "tune.splits": "tune.protocols (renamed in issue 38)",
-    "data.split": "data.partition (renamed in issue 38; same keys)",
-}
-
 
 class ConfigError(HsitpError, ValueError):
     """The config is invalid; the message names the key, the bad value and what is allowed."""
@@ -119,11 +107,6 @@ def validate_config(config: Mapping[str, Any]) -> dict[str, Any]:
             if err.validator == "additionalProperties":
                 allowed = sorted(err.schema.get("properties", {}))
                 lines.append(f"{where}: {err.message}; allowed keys: {', '.join(allowed)}")
-                extra = sorted(set(err.instance) - set(allowed)) if isinstance(err.instance, Mapping) else []
-                for key in extra:
-                    dotted = f"{'.'.join(str(p) for p in err.absolute_path)}.{key}".lstrip(".")
-                    if dotted in REPLACED:
-                        lines.append(f"{dotted} was replaced by {REPLACED[dotted]}")
             elif err.validator == "type" and isinstance(err.instance, float) and err.instance.is_integer():
                 lines.append(
                     f"{where}: {err.instance!r} is a float where a whole number is wanted; write {int(err.instance)}"
@@ -139,7 +122,7 @@ def validate_config(config: Mapping[str, Any]) -> dict[str, Any]:
     return cfg
 
 
-# --- what cannot exist (issue 52): what the schema's keywords cannot say, checked once the schema passed ----------
+# --- what cannot exist: what the schema's keywords cannot say, checked once the schema passed ---------------------
 # [low, high] pairs: the searched ranges of tune.space (low == high fixes the value: Optuna allows it) and the
 # cost model's and the scene's intervals (strict: an empty interval is a grid of one repeated value).
 RANGES: dict[str, bool] = {  # key -> low must be strictly below high
@@ -483,7 +466,7 @@ def check_options(args: argparse.Namespace) -> None:
 
 def add_protocol_args(parser: argparse.ArgumentParser, help_text: str) -> None:
     """``--protocol`` (the accuracy protocol: ``random`` or ``block``; default None, the command says when it
-    needs one). Its name before issue 38, ``--split``, was retired in issue 52."""
+    needs one). Not ``--split``: in this project a split is how a layer is cut across the TP ranks."""
     parser.add_argument("--protocol", choices=PROTOCOLS, help=help_text)
 
 

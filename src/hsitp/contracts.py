@@ -51,7 +51,10 @@ class Contract:
 DATASET = Contract("dataset", ("y", "x"), ("labels", "partition"))
 # `hsitp baseline`: the classical classifiers on one protocol's partition
 BASELINE = Contract(
-    "baseline", ("classifier",), ("overall_accuracy", "average_accuracy", "kappa"), ("dataset", "protocol")
+    "baseline",
+    ("classifier",),
+    ("overall_accuracy", "average_accuracy", "kappa"),
+    ("dataset", "protocol", "partition_index"),
 )
 
 
@@ -150,7 +153,7 @@ CALIBRATION = Contract(
 _POINT = ("plan", "P", "g", "L", "N", "checkpointing")
 # `hsitp probe run` (one P), `hsitp probe merge`, `hsitp probe estimate`
 PROBE_PARTIAL = Contract("probe_partial", (*_POINT, "rank"), ("memory", "peak_allocated"))
-PROBE_MEMORY = Contract("probe_memory", (*_POINT, "part", "kind", "rank"), ("memory", "memory_model", "peak_allocated", "device"))  # fmt: skip
+PROBE_MEMORY = Contract("probe_memory", (*_POINT, "part", "kind", "rank"), ("memory", "memory_model", "peak_allocated", "device"), ("attention_kernel",))  # fmt: skip
 PROBE_THROUGHPUT = Contract(
     "probe_throughput",
     (*_POINT, "repeat"),
@@ -169,9 +172,12 @@ TUNE_STUDY = Contract("tune_study", ("trial",), ("score",), ("plan", "protocol",
 TRAIN = Contract(
     "train",
     ("epoch",),
-    ("oa", "tokens_per_s_summary", "peak_allocated_summary", "ccr_inline_summary"),
-    ("dataset", "plan", "P", "g", "protocol", "seed"),
-)
+    (
+        "oa", "oa_summary", "aa_summary", "kappa_summary", "tokens_per_s_summary", "peak_allocated_summary",
+        "ccr_inline_summary",
+    ),
+    ("dataset", "plan", "P", "g", "protocol", "seed", "partition_index", "steps_per_epoch", "attention_kernel"),
+)  # fmt: skip
 
 
 class Cell(NamedTuple):
@@ -186,7 +192,9 @@ class Cell(NamedTuple):
 
 
 # `hsitp train summary`: train/summary.nc, and train/control_summary.nc (the untuned control)
-TRAIN_SUMMARY = Contract("train_summary", ("cell",), (*Cell._fields, "oa_mean", "oa_std", "seeds"))
+TRAIN_SUMMARY = Contract(
+    "train_summary", ("cell",), (*Cell._fields, "oa_mean", "oa_std", "seeds", "oa_verdict")
+)
 # `hsitp train check`; the ingredients ablation (python -m hsitp.train.ingredients, not in the DAG)
 TRAIN_EQUIVALENCE = Contract("train_equivalence", ("check",), ("plan", "P", "g", "oa_check", "oa_equivalent", "d_oa", "passed"))  # fmt: skip
 TRAIN_INGREDIENTS = Contract("train_ingredients", ("row",), ("oa_mean", "d_oa_mean", "verdict"))
@@ -194,8 +202,11 @@ TRAIN_INGREDIENTS = Contract("train_ingredients", ("row",), ("oa_mean", "d_oa_me
 REFERENCE_RUNS = Contract(
     "reference_runs",
     ("run",),
-    ("name", *Cell._fields, "seed", "control", "recipe", "recipe_hash", "steps", "summary_epochs", "ranks"),
-)
+    (
+        "name", *Cell._fields, "seed", "partition_index", "control", "recipe", "recipe_hash", "steps", "summary_epochs",
+        "ranks", "attention_kernel",
+    ),
+)  # fmt: skip
 
 
 def summary_cells(summary: xr.Dataset) -> pd.DataFrame:

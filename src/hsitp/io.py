@@ -25,7 +25,24 @@ import xarray as xr
 
 from hsitp.errors import HsitpError
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "1"  # the schema version of every kind not in SCHEMA_VERSIONS
+# Kinds whose files changed their layout, per kind -> its version. "2": every file says what its numbers rest on, so
+# no reader guesses: a prepared scene holds `partition` (protocol, partition_index, y, x) with its partition_*
+# attributes; a training record and a baseline file name their partition_index; a training record, a reference's
+# train/runs.nc and every probe file name the attention kernel that ran. A file of an earlier version is refused,
+# naming the stage that writes it again (:func:`read_netcdf`).
+SCHEMA_VERSIONS: dict[str, str] = {
+    kind: "2"
+    for kind in (
+        "dataset",
+        "train",
+        "baseline",
+        "reference_runs",
+        "probe_partial",
+        "probe_memory",
+        "probe_throughput",
+    )
+}
 NETCDF_ENGINE = "netcdf4"
 
 # Packages whose versions can change a number in a result; recorded in every file's provenance.
@@ -60,49 +77,6 @@ KIND_PRODUCERS: dict[str, str] = {
 }
 
 
-# Issue 38 (one word per meaning of "split"): names files written before it carry, per kind -> the name it has now.
-# The one place the old names are known; every reader gets the new ones through :func:`upgrade_names`
-# (:func:`read_netcdf` applies it). Issue 52 retired the rest: only the prepared scene's names stay, because the
-# committed reference results/reference/smoke/data/indian_pines_summary.nc (kind dataset) still carries them.
-RENAMED_VARIABLES: dict[str, dict[str, str]] = {  # variables, coordinates and dimensions
-    "dataset": {"split": "partition"},  # the train/test partition (protocol, y, x)
-}
-RENAMED_ATTRIBUTES: dict[str, dict[str, str]] = {
-    "dataset": {
-        "split_mode": "partition_mode",  # files with one partition (y, x), before the protocol dimension
-        "split_counts": "partition_counts",
-        "split_settings": "partition_settings",
-        "split_warnings": "partition_warnings",
-    },
-}
-
-
-def upgrade_names(ds: xr.Dataset, kind: str | None = None) -> xr.Dataset:
-    """``ds`` with the names an older hsitp wrote (:data:`RENAMED_VARIABLES`, :data:`RENAMED_ATTRIBUTES`) under
-    their current ones; a file already written with them is returned as it is. ``kind`` defaults to the file's
-    own ``kind`` attribute. A name is only moved where its new one is absent (nothing is overwritten)."""
-    kind = kind if kind is not None else ds.attrs.get("kind")
-    if not isinstance(kind, str):
-        return ds
-    names = {
-        old: new
-        for old, new in RENAMED_VARIABLES.get(kind, {}).items()
-        if old in ds.variables and new not in ds.variables and new not in ds.dims
-    }
-    attrs = {
-        old: new
-        for old, new in RENAMED_ATTRIBUTES.get(kind, {}).items()
-        if old in ds.attrs and new not in ds.attrs
-    }
-    if names:
-        renamed = ds.rename(names)  # a dimension of the same name follows its coordinate
-        renamed.set_close(ds.close)  # a lazily opened file: closing the renamed dataset closes it
-        ds = renamed
-    if attrs:
-        ds.attrs = {attrs.get(k, k): v for k, v in ds.attrs.items()}
-    return ds
-
-
 def producer(kind: str | None) -> str:
     """Which stage writes a kind of file (cost tables: one kind per table)."""
     if kind is None:
@@ -112,6 +86,11 @@ def producer(kind: str | None) -> str:
     if kind.startswith("cost_"):
         return f"`hsitp cost {kind.removeprefix('cost_')}` (rule cost_table)"
     return f"the stage that writes {kind!r} files"
+
+
+def schema_version(kind: str | None) -> str:
+    """The schema version this hsitp writes and reads for files of ``kind``."""
+    return SCHEMA_VERSIONS.get(kind, SCHEMA_VERSION) if kind is not None else SCHEMA_VERSION
 
 
 class ResultFileError(HsitpError):
@@ -318,7 +297,7 @@ def write_netcdf(
             "Conventions": "CF-1.8",
             "title": title or ds.attrs.get("title", generic_title(kind)),
             "history": f"{now} written by hsitp {package_versions(['hsitp'])['hsitp']} ({kind})",
-            "schema_version": SCHEMA_VERSION,
+            "schema_version": schema_version(kind),
             "kind": kind,
             "provenance": json.dumps(dict(prov), sort_keys=True, default=str),
         }
@@ -391,24 +370,26 @@ def read_netcdf(
     Every failure is a :class:`ResultFileError` whose one-line message names the file and the stage that writes
     it: missing, a folder, empty, truncated or foreign (not netCDF, or not written by hsitp), other schema
     version, other kind, or lacking a dimension, variable or attribute the reader needs (``require_*``: an older
-    hsitp's file; :mod:`hsitp.contracts` names them). Names renamed since come under their current ones.
+    hsitp's file; :mod:`hsitp.contracts` names them).
     """
     path = Path(path)
     rerun = f"re-run {producer(kind)}"
     ds = open_netcdf(path, rerun=rerun, load=load)
-    found = ds.attrs.get("schema_version")
+    found, have = ds.attrs.get("schema_version"), ds.attrs.get("kind")
     if found is None:
         raise SchemaVersionError(f"{path}: not written by hsitp (no schema_version attribute); {rerun}.")
-    if found != SCHEMA_VERSION:
+    if kind is not None and have != kind:
         raise SchemaVersionError(
-            f"{path}: schema_version {found!r}, this hsitp reads {SCHEMA_VERSION!r}; delete the file and {rerun}."
+            f"{path}: holds kind {have!r} (written by {producer(have)}), expected {kind!r}; {rerun}."
         )
-    if kind is not None and ds.attrs.get("kind") != kind:
+    rerun = f"re-run {producer(have)}" if kind is None and isinstance(have, str) else rerun
+    want = schema_version(have if isinstance(have, str) else None)
+    if found != want:
+        older = str(found).isdigit() and int(found) < int(want)
         raise SchemaVersionError(
-            f"{path}: holds kind {ds.attrs.get('kind')!r} (written by {producer(ds.attrs.get('kind'))}), "
-            f"expected {kind!r}; {rerun}."
+            f"{path}: written by {'an older' if older else 'another'} hsitp (schema_version {found!r}, this hsitp "
+            f"reads {want!r}); delete the file and {rerun}."
         )
-    ds = upgrade_names(ds, kind=ds.attrs.get("kind"))  # files of an older hsitp: their names renamed since
     lacking = [f"dimension {d!r}" for d in require_dims if d not in ds.dims]
     lacking += [f"variable {v!r}" for v in require_vars if v not in ds.variables]
     lacking += [f"attribute {a!r}" for a in require_attrs if a not in ds.attrs]

@@ -119,8 +119,8 @@ ATTENTION_KERNELS: tuple[str, ...] = (
 )
 
 # One accuracy protocol draws K partitions (data.partition.draws); a replicate is (partition, training seed). Index 0
-# is the partition files had before there were several, so its file names carry no tag (results of older runs, and
-# the committed references, keep their names); index k >= 1 adds "_k{k}" after the protocol.
+# adds no tag, so a run of one draw names its files without one (as the committed references are named); index
+# k >= 1 adds "_k{k}" after the protocol.
 PARTITION_TAG_PATTERN = r"(_k[1-9]\d*)?"  # the Snakemake wildcard of the tag: empty, or _k1, _k2, ...
 
 

@@ -192,8 +192,8 @@ class TuneSettings:
 
 
 # --- probe --------------------------------------------------------------------------------------------------------
-# the kernel of a probe section that names none: sections written before the exact kernel existed (the committed
-# references' probe files) and the estimate's, which prices the paper's GPUs, where "auto" is sdpa
+# the kernel of a section that names none: the estimate's grid and D-CHAG's configs, which price the paper's GPUs,
+# where "auto" is sdpa (a probe's section names the kernel its runner resolved)
 SECTION_KERNEL = "sdpa"
 
 

@@ -42,7 +42,7 @@ from hsitp.publish.reference import MANIFEST, read_manifest
 
 MODELLED_RTOL = 1e-12
 # A claims row whose evidence is a committed headline or GPU reference (results/reference/<run>/, not the smoke
-# reference the drift check compares with): issue 51's measured sub-checks read them.
+# reference the drift check compares with): the measured sub-checks read them.
 COMMITTED_SOURCE = re.compile(r"reference/(?!smoke/)[\w.-]+/")
 MEASURED_BAND = 10.0  # measured medians may differ from the reference by this factor either way
 # Attributes that differ on every run (kind: equal by the contract each file is read through), never compared.
@@ -442,7 +442,7 @@ def check_claims(new_csv: Path, ref_csv: Path, rep: Report, run_dir: Path | None
     for cid in sorted(set(ref) & set(new)):
         r, n = ref[cid], new[cid]
         if run_dir is not None and not beside and COMMITTED_SOURCE.search(r.get("source", "")):
-            # the reference's row rests on a committed headline or GPU reference (issue 51); a run folder with no
+            # the reference's row rests on a committed headline or GPU reference; a run folder with no
             # results/reference/ beside it (outside a clone) cannot read it: said, not counted as drift
             rep.notes.append(
                 f"claims: {cid}: the reference's row rests on a committed reference; no results/reference/ "
@@ -545,8 +545,8 @@ MEMORY_RTOL = 0.02  # measured memory ratios vs tp (deterministic allocations): 
 
 
 def check_summary(run_dir: Path, ref_dir: Path, name: str, rep: Report) -> None:
-    """A headline run's accuracy summary against its reference (issue 41): the same cells and seeds (replicates:
-    partition x seed, issue 50), each cell's mean OA within max(0.5 pp, 3 standard errors of the reference's
+    """A headline run's accuracy summary against its reference: the same cells and seeds (replicates:
+    partition x seed), each cell's mean OA within max(0.5 pp, 3 standard errors of the reference's
     replicates), the same verdict vs tp."""
     ref_path, new_path = ref_dir / "train" / name, run_dir / "train" / name
     if not ref_path.exists():
@@ -560,14 +560,10 @@ def check_summary(run_dir: Path, ref_dir: Path, name: str, rep: Report) -> None:
     for cell in sorted(set(ref_cells.index) ^ set(new_cells.index), key=str):
         where = "the reference only" if cell in ref_cells else "this run only"
         rep.drift.append(f"train/{name}: cell {cell} in {where}")
-    verdicts = (
-        (flag_meanings(ref["oa_verdict"]), flag_meanings(new["oa_verdict"]))
-        if "oa_verdict" in ref and "oa_verdict" in new
-        else None
-    )
+    verdicts = (flag_meanings(ref["oa_verdict"]), flag_meanings(new["oa_verdict"]))
     for cell in sorted(set(ref_cells.index) & set(new_cells.index), key=str):
         i, j = ref_cells[cell], new_cells[cell]
-        # replicates (partition, seed) where both summaries count them (issue 50), else seeds
+        # replicates (partition, seed) where both summaries count them, else seeds (cpu-fair's count none)
         count = "replicates" if "replicates" in ref and "replicates" in new else "seeds"
         seeds = int(ref[count].values[i])
         if int(new[count].values[j]) != seeds:
@@ -583,7 +579,7 @@ def check_summary(run_dir: Path, ref_dir: Path, name: str, rep: Report) -> None:
         a, b = float(ref["oa_mean"].values[i]), float(new["oa_mean"].values[j])
         if not abs(b - a) <= tol:
             rep.drift.append(f"train/{name}: cell {cell}: OA {b:.4f}, reference {a:.4f} (allowed ±{tol:.4f})")
-        if verdicts and verdicts[0][i] != verdicts[1][j]:
+        if verdicts[0][i] != verdicts[1][j]:
             rep.drift.append(
                 f"train/{name}: cell {cell}: verdict {verdicts[1][j]}, reference {verdicts[0][i]}"
             )
@@ -622,7 +618,7 @@ def check_probe_memory(run_dir: Path, ref_dir: Path, rep: Report) -> None:
 
 
 # --- the reference: what it must hold ----------------------------------------------------------------------------------
-SUMMARIES = ("summary.nc", "control_summary.nc")  # a headline run's accuracy summaries (issue 41)
+SUMMARIES = ("summary.nc", "control_summary.nc")  # a headline run's accuracy summaries
 # The files a run's stages make that the check compares by value with the reference's copy (modelled:
 # every run's cost tables and claims table); a reference without a manifest must hold each one the run holds.
 MODELLED_FILES = (*(f"cost/{t}.nc" for t in COST_TABLES), "paper_claims.csv")

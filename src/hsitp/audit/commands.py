@@ -162,6 +162,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--claims", type=Path, default=None, help="claims CSV (default RUN/tables/paper_claims.csv)"
     )
     p.set_defaults(func=_verdict)
-    from hsitp.audit.reproduce import register as register_reproduce  # issue 41: the spot check
+    from hsitp.audit.reproduce import register as register_reproduce  # the spot check
 
     register_reproduce(asub)

@@ -1,5 +1,5 @@
 """``hsitp audit reproduce --reference results/reference/RUN --seed S --budget-min M``: a spot check of a reported
-experiment that fits in minutes (issue 41).
+experiment that fits in minutes (a reader checks the numbers without the hours the run took).
 
 1. **Cells picked by the auditor's seed.** A cell is one training run of the reference's ``train/runs.nc`` (plan, P,
    g, protocol, seed, N, control). The cells are put in a canonical order, permuted by ``numpy.random.default_rng(S)``
@@ -93,7 +93,7 @@ class Cell:
     seed: int
     N: int  # noqa: N815
     control: bool
-    partition: int = 0  # which of the protocol's partitions (runs.nc's partition_index; 0 before issue 50)
+    partition: int = 0  # which of the protocol's partitions (runs.nc's partition_index)
 
     @property
     def label(self) -> str:
@@ -166,12 +166,11 @@ def load_reference(path: str | os.PathLike[str]) -> Reference:
             k: runs[k].values[i]
             for k in ("name", "dataset", "plan", "P", "g", "protocol", "seed", "N", "control")
         }
-        partition = int(runs["partition_index"].values[i]) if "partition_index" in runs else 0
         out.cells.append(
             Cell(
                 row=i, name=str(c["name"]), dataset=str(c["dataset"]), plan=str(c["plan"]), P=int(c["P"]),
                 g=int(c["g"]), protocol=str(c["protocol"]), seed=int(c["seed"]), N=int(c["N"]), control=bool(c["control"]),
-                partition=partition,
+                partition=int(runs["partition_index"].values[i]),
             )
         )  # fmt: skip
     return out
@@ -441,10 +440,12 @@ def train_config(ref: Reference, cell: Cell) -> tuple[dict[str, Any], list[str]]
             "device": "cpu" if device.upper().startswith("CPU") or not device else "auto",
         }
     )
-    # the kernel the reference trained with (a reference made before the exact kernel names none: sdpa), so the
-    # spot check re-trains the same arithmetic and its accuracy can be identical
-    kernel = str(ref.value(cell, "attention_kernel")) if "attention_kernel" in ref.runs else "sdpa"
-    cfg: dict[str, Any] = {"train": train, "model": {"attention_kernel": kernel}}
+    # the kernel the reference trained with, so the spot check re-trains the same arithmetic and its accuracy can
+    # be identical
+    cfg: dict[str, Any] = {
+        "train": train,
+        "model": {"attention_kernel": str(ref.value(cell, "attention_kernel"))},
+    }
     if recipe.get("seed") is not None:
         cfg["seed"] = recipe["seed"]
     backend = str(ref.value(cell, "backend"))
@@ -484,7 +485,7 @@ def remeasure_probe(ref: Reference, cell: Cell, work: Path) -> tuple[xr.Dataset,
 
     assert ref.memory is not None
     pc = json.loads(str(ref.memory.attrs["probe"]))
-    kernel = str(pc.pop("attention_kernel", "sdpa"))  # the reference probe's kernel (none named: sdpa)
+    kernel = str(pc.pop("attention_kernel"))  # the reference probe's kernel
     bands = int(ref.value(cell, "bands"))
     sel = _probe_sel(ref.memory, cell, bands)
     assert sel is not None
@@ -561,8 +562,7 @@ def seed_spread(ref: Reference, cell: Cell, metric: str) -> tuple[float, str]:
     runs = ref.runs
     same = np.ones(runs.sizes["run"], dtype=bool)
     for dim in ("dataset", "plan", "P", "g", "protocol", "N", "control", "partition_index"):
-        if dim in runs:
-            same &= runs[dim].values == runs[dim].values[cell.row]
+        same &= runs[dim].values == runs[dim].values[cell.row]
     vals = runs[f"{metric}_summary"].values[same]
     vals = vals[np.isfinite(vals)]
     sd = float(np.std(vals, ddof=1)) if len(vals) > 1 else math.nan

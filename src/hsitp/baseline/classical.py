@@ -15,8 +15,8 @@ numbers. Test pixels are scored once, with :mod:`hsitp.evaluate.metrics`.
 
 The seed drives the folds and the forest, not the partition: the partition is the prepared file's (``partition``
 picks one of each protocol's K draws, ``data.partition.draws``), so the spread over seeds is the methods' variance on
-one partition, and the spread over partitions the draw's (issue 50: the SVM's block OA over five draws of Indian
-Pines spans 16 pp, its spread over seeds on one draw 0.0).
+one partition, and the spread over partitions the draw's (the SVM's block OA over five draws of Indian Pines
+spans 16 pp, its spread over seeds on one draw 0.0).
 """
 
 from __future__ import annotations
@@ -31,11 +31,9 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from hsitp.contracts import DATASET
 from hsitp.data.partition import TEST, TRAIN, per_partition, read_partition
 from hsitp.errors import HsitpError
 from hsitp.evaluate.metrics import scores
-from hsitp.io import upgrade_names
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +123,6 @@ def run_baseline(
     """Fit every method of ``settings["methods"]`` on the train pixels of ``protocol``'s partition ``partition``,
     score its test pixels."""
     t_start = time.perf_counter()
-    ds = upgrade_names(ds, kind=DATASET.kind)  # a prepared file of an older hsitp (its `split` variable)
     px = _pixels(ds, protocol, partition)
     cv, cv_text = _folds(protocol, px.y_train, px.groups, int(settings["cv_folds"]), seed)
     methods = list(settings["methods"])
@@ -148,10 +145,10 @@ def run_baseline(
             "dataset": ds.attrs.get("dataset", ""),
             "protocol": protocol,
             "seed": seed,
-            "partition_index": partition,  # which of the protocol's K partitions (a file without it: 0)
+            "partition_index": partition,  # which of the protocol's K partitions
             "partition_seed": ds.attrs.get("seed", ""),
-            "partition_counts": per_partition(_attr(ds, "partition_counts").get(protocol, {}), partition),
-            "partition_warnings": per_partition(_attr(ds, "partition_warnings").get(protocol, []), partition),
+            "partition_counts": per_partition(_attr(ds, "partition_counts")[protocol], partition),
+            "partition_warnings": per_partition(_attr(ds, "partition_warnings")[protocol], partition),
             "n_train": int(px.y_train.size),
             "n_test": int(px.y_test.size),
             "features": f"per-pixel vector of the prepared cube ({ds['cube'].shape[-1]} {ds['cube'].dims[-1]}s)",

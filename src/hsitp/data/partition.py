@@ -3,11 +3,11 @@ disjoint blocks.
 
 The prepared file carries K partitions (``data.partition.draws``) of every protocol of ``data.partition.protocols``
 at once (``partition`` (protocol, partition_index, y, x) int8); a consumer picks one by protocol and index with
-:func:`read_partition`. A file written before there were several (``partition`` (protocol, y, x)) reads as index 0.
+:func:`read_partition`.
 
-Why K seeded draws (issue 50): one draw is one sample of which places are train; the SVM's block OA over five draws
+Why K seeded draws: one draw is one sample of which places are train; the SVM's block OA over five draws
 of Indian Pines spans 16 pp, so a verdict from one draw can be an accident of it. Each draw is the same algorithm on
-its own seeded stream (index 0 is the stream files had before, so an old file is its index 0). For the block
+its own seeded stream (draw k does not depend on K: raising K keeps every draw a run trained on). For the block
 protocol this is K seeded block assignments, not a K-fold over the squares: a fold-wise split would either train on
 (K - 1)/K of the squares (eight times the 10 % the protocol trains on: another protocol) or test K - 1 folds from
 one, where a class living in a few squares cannot have train and test squares in every fold; K independent draws
@@ -16,8 +16,7 @@ of a new draw directly. Their test sets overlap (each tests most of the scene be
 mean over draws is not a mean over disjoint test sets. Why both: with a random 10 %
 partition of Indian Pines nearly every test pixel has a training pixel inside its patch, so a patch model's accuracy
 on it says little about generalisation; the block protocol is the honest one, the random one is what the literature
-quotes. (Issue 38 renamed this module, the variable and the config section from "split"; issue 52 retired the old
-module and key, and :func:`hsitp.io.upgrade_names` still reads files with the old variable.)
+quotes. ("Partition", never "split": in this project a TP split is how a layer is cut across ranks.)
 
 ``random``: per class, ``max(min_train, round(train_fraction * n))`` pixels (at most n - 1, so every class keeps a
 test pixel) go to train, the rest to test. Neighbouring train and test pixels share most of their patches, so
@@ -42,9 +41,7 @@ import numpy as np
 import xarray as xr
 from scipy.ndimage import distance_transform_cdt
 
-from hsitp.contracts import DATASET
 from hsitp.errors import HsitpError
-from hsitp.io import upgrade_names
 from hsitp.names import PROTOCOLS  # canonical order of the ``protocol`` coordinate
 from hsitp.settings import Partition
 
@@ -229,20 +226,9 @@ def near_train_fraction(partition: np.ndarray, radius: int) -> float:
     return float(np.count_nonzero(dist[test] <= radius) / np.count_nonzero(test))
 
 
-def per_partition(value: Any, index: int) -> Any:
+def per_partition(value: Sequence[Any], index: int) -> Any:
     """Partition ``index``'s entry of one protocol's value of a per-protocol attribute of the prepared file
-    (``partition_counts``, ``partition_warnings``, ``partition_test_near_train``: a list over the partitions).
-
-    A file written before there were several holds index 0's value alone (a dict of counts, a list of warning
-    strings, a number), read as index 0."""
-    several = isinstance(value, list) and bool(value) and not isinstance(value[0], str)
-    if not several:
-        if index != 0:
-            raise PartitionError(
-                f"partition index {index}: the prepared file holds one partition per protocol (written before "
-                "data.partition.draws); re-run `hsitp data prepare`"
-            )
-        return value
+    (``partition_counts``, ``partition_warnings``, ``partition_test_near_train``: a list over the partitions)."""
     if not 0 <= index < len(value):
         raise PartitionError(f"partition index {index}: the prepared file holds {len(value)} partition(s)")
     return value[index]
@@ -254,34 +240,22 @@ def read_partition(ds: xr.Dataset, protocol: str, index: int = 0) -> np.ndarray:
 
     The error names the protocols the file holds, so a training config asking for one the data stage was not
     configured with (``data.partition.protocols``) says what to change; likewise for an index beyond the file's
-    ``data.partition.draws``. A file of an older hsitp (variable ``split``) is read through
-    :func:`hsitp.io.upgrade_names`; one without the ``partition_index`` dimension is index 0.
+    ``data.partition.draws``.
     """
-    ds = upgrade_names(ds, kind=DATASET.kind)
     if "partition" not in ds:
         raise PartitionError("the prepared file has no `partition` variable; re-run `hsitp data prepare`")
     var = ds["partition"]
-    if "protocol" not in var.dims:
-        raise PartitionError(
-            f"the prepared file's `partition` has dims {var.dims}, without `protocol`: it was written before the "
-            "file carried one partition per protocol; re-run `hsitp data prepare` (rule data_prepare)"
-        )
     present = [str(p) for p in var["protocol"].values]
     if protocol not in present:
         raise PartitionError(
             f"accuracy protocol {protocol!r} is not in the prepared file, which holds {present}; pick one of "
             "those, or add it to data.partition.protocols and re-run `hsitp data prepare`"
         )
-    var = _select_index(var.sel(protocol=protocol), index)
-    return np.asarray(var.transpose("y", "x").values, dtype=np.int8)  # (y, x)
-
-
-def _select_index(var: xr.DataArray, index: int) -> xr.DataArray:
-    """Partition ``index`` of a partition array (one without the dimension holds index 0 only)."""
-    have = int(var.sizes[INDEX]) if INDEX in var.dims else 1
+    have = int(var.sizes[INDEX])
     if not 0 <= index < have:
         raise PartitionError(
             f"partition index {index} is not in the prepared file, which holds {have} partition(s) per protocol "
             "(data.partition.draws); raise data.partition.draws and re-run `hsitp data prepare`"
         )
-    return var.isel({INDEX: index}) if INDEX in var.dims else var
+    var = var.sel(protocol=protocol).isel({INDEX: index})
+    return np.asarray(var.transpose("y", "x").values, dtype=np.int8)  # (y, x)

@@ -228,8 +228,8 @@ def _checked_labels(
 def _partitions(
     spec: DatasetSpec, labels16: np.ndarray, part: Partition, protocols: Sequence[str], seed: int
 ) -> dict[str, list[PartitionResult]]:
-    """Every configured protocol's K = ``data.partition.draws`` partitions, each from its own seeded stream (index
-    0 is the one files had before there were several); their warnings logged."""
+    """Every configured protocol's K = ``data.partition.draws`` partitions, each from its own seeded stream (draw k
+    the same whatever K); their warnings logged."""
     classes, seed_seq = sorted(spec.classes), dataset_seed(seed, spec.name)
     partitions = {
         p: [make_partition(labels16, classes, p, part, seed_seq, k) for k in range(part.draws)]
@@ -264,8 +264,8 @@ def _coords(
             {
                 "units": "1",
                 "long_name": "partition index: the K seeded draws of each protocol's partition (data.partition.draws)",
-                "comment": "a replicate is (partition index, training seed); index 0 is the draw of files written "
-                "before there were several",
+                "comment": "a replicate is (partition index, training seed); draw k is the same whatever the "
+                "number of draws",
             },
         ),
         "y": ("y", np.arange(rows, dtype=np.int32), {"units": "1", "long_name": "row (pixel index)"}),

@@ -177,7 +177,7 @@ class _BandPatchEmbed(torch.autograd.Function):
     bias's, the tokens' gradient summed over locations. x gets one only when it asks (the parity tests' inputs; a
     model's batch needs none).
 
-    Memory (issue 35's regression, fixed): patches copied for all bands at once are a transient the size of the
+    Memory: patches copied for all bands at once are a transient the size of the
     batch, B L H W, in forward and again in backward, where the tokenizer's gradient then set the training peak
     (smoke dchag_l at P = 1: 23.1 -> 49.9 MiB, tracked); chunks bound it to max(1 MiB, batch / 8).
     """

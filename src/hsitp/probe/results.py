@@ -278,8 +278,7 @@ def _merged_attrs(merged: xr.Dataset, parts: Sequence[xr.Dataset], pc: Mapping[s
         "method": "; ".join(sorted({str(ds.attrs.get("method", "")) for ds in parts})),
         "run": json.dumps(run_attrs),
         "measured": "yes (real tensors under torchrun)",
-        # the single-query attentions' kernel (a probe written before the exact kernel names none: sdpa)
-        "attention_kernel": ProbeModel.of(pc).attention_kernel,
+        "attention_kernel": ProbeModel.of(pc).attention_kernel,  # the single-query attentions' kernel
     }
 
 

@@ -9,8 +9,8 @@ One invocation, not a folder's history: the workflow records each snakemake call
 (``logs/<run>/invocations/<start>.json``, written by the ``onstart`` / ``onsuccess`` hooks of hooks.smk: start,
 end, the command, each job's benchmark file, whether it built the ``all`` target). The table is the last complete
 invocation that built ``all`` (the main job, or the resumed part of a killed one), its span that call's start to
-end; later re-renders and audits are left out and said so. Without records (a run from before them) every
-benchmark file is read, as before, and the note says so.
+end; later re-renders and audits are left out and said so. Without a complete record that built ``all`` (a run
+never finished, or whose logs have none) every benchmark file is read, and the note says so.
 """
 
 from __future__ import annotations
@@ -210,7 +210,7 @@ def write_jobs_tables(run: str, logs_root: Path, results_root: Path, machine: st
     inv = last_complete_invocation(logs_root / run)
     if inv is None:
         which = (
-            f"every benchmark file under logs/{run}/benchmarks/ (no invocation record: a run from before them, "
+            f"every benchmark file under logs/{run}/benchmarks/ (no complete invocation record that built `all`, "
             f"so later re-renders and audits are folded in). Span (first job start to last end): "
             f"{span_s(jobs):.0f} s."
         )

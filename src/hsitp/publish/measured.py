@@ -1,4 +1,4 @@
-"""The generated blocks of docs/measured.md and README.md (issue 41): every table of a headline run written from its
+"""The generated blocks of docs/measured.md and README.md: every table of a headline run written from its
 committed reference (``results/reference/RUN/``, ``hsitp report reference``), never typed by hand.
 
 A document holds a block between two markers::
@@ -143,7 +143,7 @@ def _summary_rows(ref: Reference, recipe: str) -> list[dict[str, object]]:
 
 
 def _with_partitions(row: dict[str, object], c: Any, tp: bool) -> dict[str, object]:
-    """A fair-table row of a summary with partitions (issue 50): replicates as partitions x seeds, the OA's spread
+    """A fair-table row of a summary with partitions: replicates as partitions x seeds, the OA's spread
     across partitions and across seeds apart, and the units to decide named by what the interval is over."""
     from hsitp.train.summary import UNIT_FLAGS
 
@@ -280,7 +280,7 @@ def headline_block(ref: Reference) -> str:
             else ""
         )
         replicates = f"{int(tp.seeds)} seed{'s' * (int(tp.seeds) != 1)}"
-        # issue 50: the replicates and the two spreads (one seed: no spread across seeds)
+        # the replicates and the two spreads (one seed: no spread across seeds)
         if several_partitions(summary):
             seeds = f", across seeds {_pp(tp.oa_seed_std)}" if int(tp.seeds) > 1 else ""
             replicates = (

@@ -1,5 +1,6 @@
 """``hsitp report reference --run-dir results/RUN --out results/reference/RUN``: the small files that carry every
-number a run reports, collected for committing (issue 41).
+number a run reports, collected for committing (the tables of the docs and the audit read them, and a clone
+can check a rerun against them).
 
 What the folder holds (a few MB for the headline run; no checkpoint, no scene cube, no prediction map):
 
@@ -109,7 +110,8 @@ def scene_content_sha256(path: str | os.PathLike[str]) -> str:
     """sha256 over every data variable of a prepared scene (name, dtype, shape and bytes, in name order): equal
     for equal arrays whatever the file's time stamps and provenance (the file's own sha256 is not). A file with one
     partition per protocol (``data.partition.draws`` 1) hashes its ``partition`` without the partition_index
-    dimension (issue 50), so a scene prepared now has the hash its references collected before."""
+    dimension: the same arrays as a scene of one draw had before that dimension, whose hash the committed
+    references' manifests carry (cpu-fair's)."""
     h = hashlib.sha256()
     ds = DATASET.read(path, load=False)
     try:
@@ -145,7 +147,7 @@ def scene_entry(path: Path) -> dict[str, Any]:
         ds.close()
     name = str(attrs.get("dataset", path.stem))
     data: dict[str, Any] = {}
-    partition = dict(_json(attrs.get("partition_settings"), {}) or {})  # older split_settings: read_netcdf
+    partition = dict(_json(attrs.get("partition_settings"), {}) or {})
     protocols = _json(attrs.get("partition_protocols"), None)
     if protocols:
         partition["protocols"] = list(protocols)
@@ -247,8 +249,7 @@ RUN_VARS: dict[str, tuple[tuple[str, ...], str, str]] = {
     "loss": (("run", "epoch"), "1", "mean training loss per epoch (NaN past the run's epochs)"),
     "device": (("run",), _STR, "the record's device line (CPU model, threads per rank, backend)"),
     "backend": (("run",), _STR, "process-group backend (none for one process)"),
-    "attention_kernel": (("run",), _STR, "the single-query attentions' kernel, exact or sdpa (a record made "
-                         "before the exact kernel names none: sdpa)"),
+    "attention_kernel": (("run",), _STR, "the single-query attentions' kernel, exact or sdpa"),
     "torch_version": (("run",), _STR, "torch version of the training process (provenance)"),
     "cpu_model": (("run",), _STR, "CPU model of the training machine (provenance)"),
     "git_commit": (("run",), _STR, "commit of the code that trained (provenance)"),
@@ -289,7 +290,7 @@ def _row(path: Path, control: bool, logs_dir: Path | None) -> dict[str, Any]:
         "g": int(a.get("g", 1)),
         "protocol": str(a["protocol"]),
         "seed": int(a["seed"]),
-        "partition_index": int(a.get("partition_index", 0)),  # a record before issue 50: partition 0
+        "partition_index": int(a["partition_index"]),
         "N": int(a.get("tokens", model.get("n_tokens", 0))),
         "control": int(control),
         "recipe": json.dumps(recipe, sort_keys=True),
@@ -311,14 +312,13 @@ def _row(path: Path, control: bool, logs_dir: Path | None) -> dict[str, Any]:
         "step_time_summary": step_time,
         "peak_allocated_summary": nums["peak_memory"],
         "curves": (epochs_axis, curves),
-        **_machine_columns(path, a, model, prov, logs_dir, control, dataset),
+        **_machine_columns(path, a, prov, logs_dir, control, dataset),
     }
 
 
 def _machine_columns(
-    path: Path, a: dict[str, Any], model: dict[str, Any], prov: dict[str, Any], logs_dir: Path | None, control: bool,
-    dataset: str,
-) -> dict[str, Any]:  # fmt: skip
+    path: Path, a: dict[str, Any], prov: dict[str, Any], logs_dir: Path | None, control: bool, dataset: str
+) -> dict[str, Any]:
     """Where and how a record ran: its rule's wall time (Snakemake's benchmark file under ``logs_dir``; NaN
     without one), device, kernel, platform and provenance, and the record's own sha256."""
     rule = "train_control" if control else "train"
@@ -328,7 +328,7 @@ def _machine_columns(
         "wall_s": wall,
         "device": str(a.get("device", "")),
         "backend": str(a.get("backend", "")),
-        "attention_kernel": str(a.get("attention_kernel", model.get("attention_kernel", "sdpa"))),
+        "attention_kernel": str(a["attention_kernel"]),
         "torch_version": str(prov.get("packages", {}).get("torch", "unknown")),
         "cpu_model": str(prov.get("device", {}).get("cpu", "unknown")),
         "git_commit": str(prov.get("git_commit", "unknown")),

@@ -27,7 +27,6 @@ RGB_FRACTIONS = (0.75, 0.45, 0.15)
 
 
 def load_scene(path: str | os.PathLike[str]) -> xr.Dataset:
-    # a file of an older hsitp comes with `split` renamed (hsitp.io.upgrade_names)
     return load(path, DATASET, "cube", "labels", "partition")
 
 

@@ -340,7 +340,7 @@ def _titles(fig: Figure) -> Iterator[tuple[str, Text]]:
 
 
 def wording_problems(fig: Figure) -> list[str]:
-    """Wording a reader stumbles on although every text fits (issue 40): a title (suptitle or axes title) over
+    """Wording a reader stumbles on although every text fits: a title (suptitle or axes title) over
     :data:`MAX_TITLE_LINES` lines, a legend titled with a raw column name, and :func:`text_problems` in any text
     (titles, labels, annotations, legend entries and titles, tick labels)."""
     problems: list[str] = []

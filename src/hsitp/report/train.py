@@ -394,7 +394,7 @@ def summary_table(records: Sequence[xr.Dataset]) -> pd.DataFrame:
             {
                 "dataset": a.get("dataset"), "plan": a.get("plan"), "P": a.get("P"), "g": a.get("g"),
                 "N": a.get("tokens"),
-                "protocol": a.get("protocol"), "partition": int(a.get("partition_index", 0)), "seed": a.get("seed"),
+                "protocol": a.get("protocol"), "partition": int(a["partition_index"]), "seed": a.get("seed"),
                 "epochs": int(r.sizes["epoch"]),
                 "summary epochs": a.get("summary_epochs"),
                 "loss": float(s("loss")),
@@ -424,9 +424,13 @@ def summary_caption(records: Sequence[xr.Dataset]) -> str:
 METRICS = {"oa": "OA", "aa": "AA", "kappa": "κ"}
 
 
+# what the page's tables and figures read of a summary beyond its contract
+SUMMARY_NEEDS = ("per_class_accuracy_mean", "steps_to_target", "tp_cell")
+
+
 def load_summary(path: str | os.PathLike[str]) -> xr.Dataset:
     """``train/summary.nc`` (kind ``train_summary``): accuracy per cell over seeds, with the baselines."""
-    return load(path, contracts.TRAIN_SUMMARY, *contracts.TRAIN_SUMMARY.variables)
+    return load(path, contracts.TRAIN_SUMMARY, *contracts.TRAIN_SUMMARY.variables, *SUMMARY_NEEDS)
 
 
 def _rows(summary: xr.Dataset) -> list[Any]:
@@ -435,8 +439,10 @@ def _rows(summary: xr.Dataset) -> list[Any]:
 
 
 def several_partitions(summary: xr.Dataset) -> bool:
-    """Whether a summary's cells hold more than one partition (issue 50): its tables then show the spread across
-    partitions apart from the spread across seeds; a summary of one partition renders as before."""
+    """Whether a summary's cells hold more than one partition: its tables then show the spread across
+    partitions apart from the spread across seeds (seeds of one partition share its draw of places). A summary
+    of one partition shows the seeds' spread only, whether or not it has the ``partitions`` variable (the
+    committed cpu-fair summaries have none)."""
     return "partitions" in summary and int(np.max(summary["partitions"].values, initial=0)) > 1
 
 
@@ -457,15 +463,14 @@ def accuracy_table(summary: xr.Dataset) -> pd.DataFrame:
             for m, name in METRICS.items():
                 row[f"{name} mean"] = float(summary[f"{m}_mean"].values[c.i])
                 row[f"{name} std"] = float(summary[f"{m}_std"].values[c.i])
-            if several_partitions(summary):  # issue 50: the replicates' two spreads apart
+            if several_partitions(summary):  # the replicates' two spreads apart
                 row["partitions"] = int(summary["partitions"].values[c.i])
                 row["OA sd across partitions"] = float(summary["oa_partition_std"].values[c.i])
                 row["OA sd across seeds"] = float(summary["oa_seed_std"].values[c.i])
             vs_tp = c.plan != "tp"  # tp minus itself is not a comparison
             row["ΔOA vs tp mean"] = float(summary["d_oa_vs_tp_mean"].values[c.i]) if vs_tp else np.nan
             row["ΔOA vs tp std"] = float(summary["d_oa_vs_tp_std"].values[c.i]) if vs_tp else np.nan
-            if "oa_verdict" in summary:
-                row["verdict"] = _verdict(summary, c.i) if vs_tp else "reference"
+            row["verdict"] = _verdict(summary, c.i) if vs_tp else "reference"
             if "ranks" in summary:
                 row["trained as"] = _trained_as(c.plan, c.P, int(summary["ranks"].values[c.i]))
             rows.append(row)
@@ -483,8 +488,7 @@ def accuracy_table(summary: xr.Dataset) -> pd.DataFrame:
                     row["OA sd across partitions"] = float(summary["baseline_oa_partition_std"].values[i, j])
                     row["OA sd across seeds"] = np.nan  # its seed drives only the CV folds and the forest
                 row["ΔOA vs tp mean"] = row["ΔOA vs tp std"] = np.nan
-                if "oa_verdict" in summary:
-                    row["verdict"] = ""
+                row["verdict"] = ""
                 if "ranks" in summary:
                     row["trained as"] = "one process"
                 rows.append(row)
@@ -500,11 +504,9 @@ def _trained_as(plan: str, P: int, ranks: int) -> str:  # noqa: N803
     return f"1 process (equivalent of P = {P})"
 
 
-def per_class_table(summary: xr.Dataset) -> pd.DataFrame | None:
+def per_class_table(summary: xr.Dataset) -> pd.DataFrame:
     """Test recall per class (rows: labels 1..K) per model and baseline (columns, per dataset and protocol), mean over
-    seeds; None for a summary without per-class numbers (written before issue 23)."""
-    if "per_class_accuracy_mean" not in summary:
-        return None
+    seeds: OA hides the minority classes."""
     cells = contracts.summary_cells(summary).reset_index()
     recall = summary["per_class_accuracy_mean"].values
     cols = {
@@ -534,16 +536,14 @@ def accuracy_caption(summary: xr.Dataset, records: Sequence[xr.Dataset]) -> str:
         if records and "oa_final_mean" in summary
         else "after the last epoch"
     )
-    verdict = ""
-    if "oa_verdict" in summary:
-        a = summary["oa_verdict"].attrs
-        verdict = (
-            f" The verdict: equal when the {float(a.get('level', 0.95)):.0%} t interval of the paired ΔOA lies "
-            f"within ±{100 * float(a.get('margin', 0.01)):g} pp, better / worse when it excludes 0 on one side, "
-            "else undecided with the seeds that would decide it; per comparison, no multiplicity correction. "
-            "A cell trained as a single-process equivalent trains the plan's exact architecture in one process "
-            "(train/equivalence.nc shows it tracks the real P-rank run)."
-        )
+    a = summary["oa_verdict"].attrs
+    verdict = (
+        f" The verdict: equal when the {float(a.get('level', 0.95)):.0%} t interval of the paired ΔOA lies "
+        f"within ±{100 * float(a.get('margin', 0.01)):g} pp, better / worse when it excludes 0 on one side, "
+        "else undecided with the seeds that would decide it; per comparison, no multiplicity correction. "
+        "A cell trained as a single-process equivalent trains the plan's exact architecture in one process "
+        "(train/equivalence.nc shows it tracks the real P-rank run)."
+    )
     return (
         f"Accuracy on the test pixels of each accuracy protocol, {window}: mean and sample standard deviation "
         "(ddof 1) over seeds of overall accuracy (OA), average accuracy (AA, mean recall over the classes with test "
@@ -599,7 +599,7 @@ def accuracy_figure(summary: xr.Dataset, records: Sequence[xr.Dataset]) -> Figur
 
 
 # --- the answer in one table: memory, throughput and accuracy vs tp per plan and P (probe + summary) ---------------
-NO_VERDICT = "not computed yet (issue 24)"
+NO_VERDICT = "not computed yet"  # no training summary yet
 
 
 NO_CHECK = (
@@ -660,7 +660,7 @@ def _verdict_name(summary: xr.Dataset, i: int) -> str:
 def _verdict(summary: xr.Dataset, i: int) -> str:
     """One cell's accuracy verdict (``oa_verdict``: flag values or text), with its CI and seeds to decide."""
     text = _verdict_name(summary, i)
-    unit, n = "seed", int(summary["seeds"].values[i])  # what the interval is over (issue 50: or partitions)
+    unit, n = "seed", int(summary["seeds"].values[i])  # what the interval is over (seeds, or partitions)
     if (
         "verdict_unit_flag" in summary
         and contracts.flag_meanings(summary["verdict_unit_flag"])[i] == "partition"
@@ -682,7 +682,7 @@ def _verdict(summary: xr.Dataset, i: int) -> str:
 
 def _verdict_columns(summary: xr.Dataset | None, plan: str, P: int, g: int, N: int) -> dict[str, str]:  # noqa: N803
     """'OA verdict vs tp, DATASET PROTOCOL protocol' -> the verdict of this (plan, P, g, N), per dataset and protocol."""
-    if summary is None or "oa_verdict" not in summary:
+    if summary is None:
         return {"OA verdict vs tp (measured on CPU)": NO_VERDICT}
     out = {}
     for c in _rows(summary):
@@ -707,10 +707,8 @@ def time_to_accuracy_ratio(
     """(ratio, text) of cell ``c``'s time to ``target`` against tp's: its steps over tp's steps (the seed-mean test
     OA curves of train/summary.nc) times ``step_time_ratio``, its measured time per step over tp's (the inverse of
     the probe's interleaved tokens/s ratio; NaN: steps only). NaN ratio with the reason when it cannot be given."""
-    if "steps_to_target" not in summary:
-        return math.nan, "not computed (a summary written before time to accuracy)"
     steps = summary["steps_to_target"].sel(target=target)
-    tp = int(summary["tp_cell"].values[c.i]) if "tp_cell" in summary else -1  # the verdicts' pairing
+    tp = int(summary["tp_cell"].values[c.i])  # the verdicts' pairing
     if tp < 0:
         return math.nan, "no tp cell to compare with"
     mine, ref = float(steps.values[c.i]), float(steps.values[tp])
@@ -739,7 +737,7 @@ def _time_columns(
     step_time_ratio: float,  # noqa: N803
 ) -> dict[str, str]:
     """'time to tp's OA - delta vs tp, DATASET PROTOCOL protocol' -> the ratio of this (plan, P, g, N), per dataset and protocol."""
-    if summary is None or "steps_to_target" not in summary:
+    if summary is None:
         return {}
     out = {}
     for c in _rows(summary):
@@ -761,8 +759,8 @@ def answer_table(
     per-rank peak memory of the fullest rank and its ratio to tp's (``probe/memory.nc``, one point at a time); the
     tokens/s ratio to tp, median [min, max] over the interleaved rounds (``probe/throughput.nc``; oversubscribed P
     says so, and no conclusion rests on it); the accuracy verdict of the plan against tp (``oa_verdict`` of
-    ``train/summary.nc``, per dataset and protocol; "not computed yet" before issue 24). Each row names the machine.
-    Without the probe's files: one row saying so."""
+    ``train/summary.nc``, per dataset and protocol; "not computed yet" without one). Each row names the
+    machine. Without the probe's files: one row saying so."""
     if memory is None or throughput is None:
         return pd.DataFrame([{"answer": NO_PROBE}])
     peak = memory["peak_allocated"].max("rank", skipna=True)  # the fullest rank
@@ -813,7 +811,7 @@ VERDICT_MARKERS = {"equal": "o", "better": "^", "worse": "v", "undecided": "s"}
 
 
 def tuning_effect_table(summary: xr.Dataset, control: xr.Dataset | None) -> pd.DataFrame:
-    """What tuning D-CHAG's own recipe changed (issue 36): per D-CHAG cell of the untuned control
+    """What tuning D-CHAG's own recipe changed: per D-CHAG cell of the untuned control
     (``train/control_summary.nc``: the plan on tp's tuned recipe, at train.groups' g) the OA difference to tp and
     its verdict, beside the same plan, P and protocol on its own tuned recipe (``train/summary.nc``, at its study's g),
     both paired by seed with the same tp runs. One row saying so when the run has no control."""
@@ -879,7 +877,7 @@ def pareto_points(
     (:func:`time_to_accuracy_ratio`, the interleaved tokens/s ratio of ``probe/throughput.nc``), with its verdict;
     NaN where either is missing (never reached, oversubscribed, not probed)."""
     cols = ["dataset", "protocol", "plan", "P", "g", "memory_ratio", "time_ratio", "verdict"]
-    if memory is None or throughput is None or summary is None or "steps_to_target" not in summary:
+    if memory is None or throughput is None or summary is None:
         return pd.DataFrame(columns=cols)
     peak = _no_checkpointing(memory["peak_allocated"].max("rank", skipna=True))
     ratio_vs_tp = _no_checkpointing(throughput["ratio_vs_tp_median"])
@@ -900,7 +898,7 @@ def pareto_points(
             continue  # this (P, g, N) was not probed
         mem = here / tp if tp > 0 else math.nan
         ratio = time_to_accuracy_ratio(summary, c, _step_time_ratio(thr, notes.get(c.P)))[0]
-        verdict = _verdict_name(summary, c.i) if "oa_verdict" in summary else "undecided"
+        verdict = _verdict_name(summary, c.i)
         rows.append([c.dataset, c.protocol, c.plan, c.P, c.g, mem, ratio, verdict])
     return pd.DataFrame(rows, columns=cols)
 

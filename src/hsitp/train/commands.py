@@ -78,7 +78,7 @@ def _equivalence(args: argparse.Namespace) -> int:
 
 def _dispatch(args: argparse.Namespace) -> int:
     """``hsitp train summary ...``, ``hsitp train equivalence ...`` or ``hsitp train DATA --plan ...`` (one parser
-    keeps the old call working)."""
+    for the three forms: the positional word says which)."""
     if args.data[0] == "summary":
         return _summary(args)
     if args.data[0] == "equivalence":

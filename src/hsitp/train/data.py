@@ -39,47 +39,26 @@ def read_partition(
     ds: xr.Dataset, protocol: str, *, path: str | Path = "the prepared file", index: int = 0
 ) -> np.ndarray:
     """The (y, x) int8 partition flags (0 unused / 1 train / 2 test) of accuracy protocol ``protocol`` ("random" or
-    "block"), partition ``index`` of its K draws (``data.partition.draws``).
-
-    Three layouts: ``partition`` (protocol, partition_index, y, x), the K draws of every protocol; (protocol, y, x)
-    with a ``protocol`` coordinate (one draw per protocol: index 0); or the older (y, x) holding the one protocol
-    named by the ``partition_mode`` attribute (index 0). A file of hsitp before issue 38 (the variable ``split``, the
-    attribute ``split_mode``) is read through :func:`hsitp.io.upgrade_names`.
-    """
-    from hsitp.contracts import DATASET
+    "block"), partition ``index`` of its K draws (``data.partition.draws``): ``partition`` (protocol,
+    partition_index, y, x), the K draws of every protocol."""
     from hsitp.data.partition import INDEX
-    from hsitp.io import upgrade_names
 
-    ds = upgrade_names(ds, kind=DATASET.kind)
     if "partition" not in ds:
         raise TrainDataError(f"{path}: no `partition` variable; re-run `hsitp data prepare`")
     part = ds["partition"]
-    if "protocol" in part.dims:
-        have = [str(p) for p in part["protocol"].values]
-        if protocol not in have:
-            raise TrainDataError(
-                f"{path}: accuracy protocol {protocol!r} (train.protocols) is not in the file; it holds {have}"
-            )
-        part = part.sel(protocol=protocol)
-    else:
-        mode = ds.attrs.get("partition_mode")
-        if mode != protocol:
-            raise TrainDataError(
-                f"{path}: holds only the {mode!r} partition (attribute partition_mode), but train.protocols asks "
-                f"for {protocol!r}; prepare the data with that protocol (data.partition.protocols) or drop it from "
-                "train.protocols"
-            )
-    have = int(part.sizes[INDEX]) if INDEX in part.dims else 1
-    if not 0 <= index < have:
+    have = [str(p) for p in part["protocol"].values]
+    if protocol not in have:
         raise TrainDataError(
-            f"{path}: partition {index} of the {protocol!r} protocol is not in the file, which holds {have} "
+            f"{path}: accuracy protocol {protocol!r} (train.protocols) is not in the file; it holds {have}"
+        )
+    draws = int(part.sizes[INDEX])
+    if not 0 <= index < draws:
+        raise TrainDataError(
+            f"{path}: partition {index} of the {protocol!r} protocol is not in the file, which holds {draws} "
             "(data.partition.draws); raise data.partition.draws and re-run `hsitp data prepare`"
         )
-    if INDEX in part.dims:
-        part = part.isel({INDEX: index})
-    if part.dims != ("y", "x"):
-        part = part.transpose("y", "x")
-    return np.asarray(part.values, dtype=np.int8)
+    part = part.sel(protocol=protocol).isel({INDEX: index})
+    return np.asarray(part.transpose("y", "x").values, dtype=np.int8)
 
 
 @dataclass
@@ -175,7 +154,7 @@ def validation_mask(
     Inner folds (``folds`` >= 2; ``fraction`` is then not read): the train pixels are split into ``folds`` folds and
     fold ``fold`` is held out, so the folds together validate every train pixel once. ``block``: whole training
     blocks, class-stratified over the blocks (scikit-learn's StratifiedGroupKFold, which orders the blocks by their
-    class mix: the seed only breaks ties): why (issue 50): on Indian Pines
+    class mix: the seed only breaks ties). Why: on Indian Pines
     the block protocol's train squares hold 2,122 pixels of 13 classes; a 20 % hold-out of whole squares held 565
     pixels of 7 classes, and a single hold-out of >= 1,500 pixels would leave a third of the train pixels to learn
     from. ``random``: stratified folds of the pixels. Seeded by ``seed``.

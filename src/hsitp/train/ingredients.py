@@ -1,4 +1,4 @@
-"""The ingredients ablation (issue 50, ``config/cpu-places-ablation.yaml``): one row per recipe ingredient, each the
+"""The ingredients ablation (``config/cpu-places-ablation.yaml``): one row per recipe ingredient, each the
 baseline recipe plus that ingredient alone, trained on the same replicates as the baseline through the pipeline's
 own ``hsitp train``, then reduced to one table of mean ΔOA vs the baseline with its paired interval and its cost.
 
@@ -9,9 +9,9 @@ own ``hsitp train``, then reduced to one table of mean ΔOA vs the baseline with
 
 A replicate is (partition, training seed). A partition is one draw of the accuracy protocol's train/test squares:
 draw k of the prepared scene ``results/RUN/data/DATASET.nc`` (``data.partition.draws`` = the largest index + 1,
-written by this runner when missing; draw 0 is the single draw of the runs before issue 50, cpu-fair's), trained
+written by this runner when missing; draw 0 is the draw of a run of one, cpu-fair's), trained
 with ``hsitp train --partition k``. Every row runs on every replicate, so ΔOA is paired by replicate: the draw's effect on OA
-(16 pp of the SVM's across five block draws, issue 50) cancels from the difference. Interval: the 95 % t interval
+(16 pp of the SVM's across five block draws) cancels from the difference. Interval: the 95 % t interval
 of the mean paired difference over replicates (:func:`hsitp.evaluate.verdict.paired_verdict`; none with one
 replicate). OA is each record's §7.4 summary (mean of its last ``summary_epochs`` evaluations).
 
@@ -79,7 +79,7 @@ def partition_path(spec: Mapping[str, Any]) -> Path:
 
 def prepare_partitions(spec: Mapping[str, Any]) -> None:
     """Prepare the scene once with K = max(partitions) + 1 draws per protocol (``hsitp data prepare``, the base
-    overlays; partition k is the k-th seeded draw, partition 0 the single draw of the runs before issue 50)."""
+    overlays; partition k is the k-th seeded draw, the same whatever K: partition 0 is a one-draw run's)."""
     out = partition_path(spec)
     draws = max(int(k) for k in spec["partitions"]) + 1
     if out.exists():
@@ -87,7 +87,7 @@ def prepare_partitions(spec: Mapping[str, Any]) -> None:
 
         ds = DATASET.read(out, load=False)
         try:
-            have = ds.sizes.get("partition_index", 1)
+            have = ds.sizes["partition_index"]
         finally:
             ds.close()
         if have >= draws:

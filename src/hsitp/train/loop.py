@@ -13,7 +13,8 @@ Every ``train.eval_every`` epochs, in each of the last ``train.summary_epochs`` 
 them) and after the last one, the whole scene is predicted by tiled inference and scored on the protocol's test pixels (``hsitp.train.inference``; no randomness, so resume stays exact); the record holds OA,
 AA, kappa and per-class accuracy per epoch (NaN where not evaluated) and the final predicted map.
 
-Issue 50's optional ingredients (all off by default, and then nothing of them runs or draws a random number):
+The recipe's optional ingredients for new places, the block protocol (all off by default, and then nothing of
+them runs or draws a random number):
 photometric augmentation of the crops (``train.augmentation``, in the sampler), test-time flips of every evaluation
 (``train.tta``), an EMA of the weights that every evaluation uses (``train.ema``, updated after each step outside
 the timed step, checkpointed), and masked-band pretraining before the first epoch (``train.pretrain``,
@@ -120,8 +121,8 @@ def _gather_rows(row: torch.Tensor, tp: TPGroup) -> np.ndarray:
 
 def _trajectory_meta(settings: TrainSettings, job: TrainJob, arch: ModelConfig) -> dict[str, Any]:
     """What a checkpoint must match to be resumed from: the trajectory's train keys, the master seed (it draws
-    the validation pixels), the job's cell and the architecture."""
-    meta = {
+    the validation pixels), the job's cell and partition, and the architecture."""
+    return {
         "train": settings.trajectory_key(),
         "master_seed": settings.seed,
         "plan": job.plan,
@@ -130,11 +131,9 @@ def _trajectory_meta(settings: TrainSettings, job: TrainJob, arch: ModelConfig) 
         "g": job.groups,
         "protocol": job.protocol,
         "seed": job.seed,
+        "partition": job.partition,
         "model": json.loads(json.dumps(arch.__dict__)),
     }
-    if job.partition:  # partition 0 keeps the key checkpoints had before there were several (they resume)
-        meta["partition"] = job.partition
-    return meta
 
 
 class _Progress:

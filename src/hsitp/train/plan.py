@@ -59,7 +59,7 @@ class TrainConfigError(HsitpError, ValueError):
 def run_name(plan: str, N: int, P: int, g: int, protocol: str, seed: int, partition: int = 0) -> str:  # noqa: N803
     """The file stem of one job: ``{plan}_N{N}_P{P}_g{g}_{protocol}{tag}_s{seed}`` (N = the crop's spatial tokens;
     protocol the accuracy protocol, ``random`` or ``block``; tag = "" for partition 0, ``_k{partition}`` for the
-    others: the names of runs before issue 50 are partition 0's)."""
+    others: a run of one draw names its files without a tag)."""
     return f"{plan}_N{N}_P{P}_g{g}_{protocol}{partition_tag(partition)}_s{seed}"
 
 

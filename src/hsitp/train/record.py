@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from hsitp.train.plan import TrainJob
     from hsitp.train.settings import TrainSettings
 
-# tokens/s of a record: timed at its own moment on a shared machine, so no ratio with another record's (issue 25)
+# tokens/s of a record: timed at its own moment on a shared machine, so no ratio with another record's
 COMPARABLE = "within this record only"
 CCR_INLINE_NOTE = (
     "ccr_inline = time inside the model's collectives / the rest of the step, measured inside real training steps "
@@ -245,9 +245,9 @@ NOT_TRANSDUCTIVE = (
 
 
 def ingredient_attrs(settings: TrainSettings, pretrain: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Which of issue 50's ingredients ran (``ingredients``, their strengths; all off by default), whether the
-    run is transductive (``transductive``: a reader sees it beside every number of the record) and what the
-    pretraining did."""
+    """Which of the recipe's optional ingredients ran (``ingredients``, their strengths; all off by default),
+    whether the run is transductive (``transductive``: a reader sees it beside every number of the record) and
+    what the pretraining did."""
     out: dict[str, Any] = {
         "ingredients": settings.ingredients(),
         "transductive": TRANSDUCTIVE if settings.transductive else NOT_TRANSDUCTIVE,
@@ -302,15 +302,14 @@ def _run_attrs(
         "g": job.groups,
         "protocol": job.protocol,
         "seed": job.seed,
-        # which of the protocol's K partitions (data.partition.draws); a record without it is partition 0's
-        "partition_index": job.partition,
+        "partition_index": job.partition,  # which of the protocol's K partitions (data.partition.draws)
         "counts": dict(scene.counts),
         "classes": scene.classes,
         "crop_size": arch.height,
         "tokens": arch.n_tokens,
         "model": dataclasses.asdict(arch),
-        # the single-query attentions' kernel (exact or sdpa: the same numbers up to rounding); a record without
-        # it was made before the exact kernel, with sdpa
+        # the single-query attentions' kernel (exact or sdpa: the same numbers up to rounding, not the same
+        # trajectory): a spot check retrains with it
         "attention_kernel": arch.attention_kernel,
         "epochs": settings.epochs,
         "steps_per_epoch": settings.steps_per_epoch,

@@ -72,8 +72,8 @@ class TrainSettings:
     warmup_steps: int  # linear warm-up steps from 0 to lr
     augment: bool  # random flips and rot90 of every crop (seeded)
     label_smoothing: float  # cross-entropy label smoothing epsilon (0: plain cross-entropy)
-    # issue 50's ingredients for new places; every one off by default (the trajectory of a run without them is
-    # unchanged)
+    # the optional ingredients for new places (the block protocol); every one off by default, and then nothing
+    # of them runs or draws a random number
     augmentation_brightness: float  # per-pixel brightness factor in [1 - b, 1 + b] (0: off)
     augmentation_noise: float  # Gaussian spectral noise, in band stds (0: off)
     augmentation_band_mask: float  # share of a crop's bands set to their mean (0: off)
@@ -103,8 +103,8 @@ class TrainSettings:
     # device when it builds its model: hsitp.models.resolve_attention_kernel)
     attention_kernel: str
     source: Mapping[str, Any]  # the validated config these were read from, never read for a setting: hashed
-    # into the record's provenance, its recipe hash and the checkpoint's key (JSON of the train section, so
-    # the hashes stay what they were and old checkpoints resume)
+    # into the record's provenance, its recipe hash and the checkpoint's key (JSON of the train section, so a
+    # hash does not depend on how these fields are laid out: the committed references' recipe hashes hold)
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> TrainSettings:
@@ -135,8 +135,8 @@ class TrainSettings:
             **{k: bool(tc[k]) for k in flags},
             **_ingredients(tc),
             validation_fraction=float(tc["validation"]["fraction"]),
-            validation_folds=int(tc["validation"].get("folds", 1)),
-            validation_fold=int(tc["validation"].get("fold", 0)),
+            validation_folds=int(tc["validation"]["folds"]),
+            validation_fold=int(tc["validation"]["fold"]),
             sampling_mode=str(tc["sampling"]["mode"]),
             sampling_per_class=int(tc["sampling"]["per_class"]),
             recipe_plan=tc.get("recipe_plan"),
@@ -185,19 +185,17 @@ class TrainSettings:
 
 
 def _ingredients(tc: Mapping[str, Any]) -> dict[str, Any]:
-    """Issue 50's keys, at their schema defaults (off) when the section predates them (a config read back from
-    an older record)."""
-    aug = tc.get("augmentation") or {}
-    pre = tc.get("pretrain") or {}
+    """The recipe's optional ingredients (every one off at its schema default)."""
+    aug, pre = tc["augmentation"], tc["pretrain"]
     return {
-        "augmentation_brightness": float(aug.get("brightness", 0.0)),
-        "augmentation_noise": float(aug.get("noise", 0.0)),
-        "augmentation_band_mask": float(aug.get("band_mask", 0.0)),
-        "tta": str(tc.get("tta", "none")),
-        "ema_decay": float((tc.get("ema") or {}).get("decay", 0.0)),
-        "pretrain_steps": int(pre.get("steps", 0)),
-        "pretrain_mask_ratio": float(pre.get("mask_ratio", 0.5)),
-        "pretrain_lr": float(pre.get("lr", 0.001)),
+        "augmentation_brightness": float(aug["brightness"]),
+        "augmentation_noise": float(aug["noise"]),
+        "augmentation_band_mask": float(aug["band_mask"]),
+        "tta": str(tc["tta"]),
+        "ema_decay": float(tc["ema"]["decay"]),
+        "pretrain_steps": int(pre["steps"]),
+        "pretrain_mask_ratio": float(pre["mask_ratio"]),
+        "pretrain_lr": float(pre["lr"]),
     }
 
 

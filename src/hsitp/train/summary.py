@@ -2,7 +2,7 @@
 
 A cell is (dataset, plan, P, g, protocol, N), N the crop's spatial tokens (the record's ``tokens``: one scene may be
 trained at several crops of ``train.crops``); its replicates (partition, seed): the protocol's K partitions
-(``data.partition.draws``, the record's ``partition_index``, 0 when it has none) times the training seeds, are
+(``data.partition.draws``, the record's ``partition_index``) times the training seeds, are
 reduced to mean and sample standard deviation (ddof = 1; NaN with one replicate), and the accuracy's spread across
 partitions (sd of the partitions' seed means) apart from its spread across seeds (pooled within-partition sd). As the paper's §7.4 says, test OA, AA and kappa are each record's mean over its last
 ``train.summary_epochs`` epochs (each evaluated), and so are throughput, peak memory and ccr_inline
@@ -14,7 +14,7 @@ with the units that would decide an undecided one. The interval's unit is the pa
 or more (each partition's seed-paired differences averaged over its seeds, k - 1 degrees of freedom over k
 partitions): seeds within a partition share its draw of places, so K x S replicates are not K x S independent
 draws, and an interval over them would be narrower by about sqrt(S) wherever the difference depends on the draw.
-With one partition (every run before issue 50) the unit is the seed, as before. The same pairing gives each cell's
+With one partition the unit is the seed. The same pairing gives each cell's
 difference to each classical baseline (``d_oa_vs_baseline_*``: the cell's seed mean minus the baseline's seed mean
 on each partition). The classical baseline (results/<run>/baseline/DATASET_{protocol}[_kK]_s{seed}.nc)
 on the same dataset and protocol stands beside every cell (whatever its N) when its files are given.
@@ -23,7 +23,7 @@ Every record carries its recipe hash (``hsitp.train.plan.recipe_hash``); records
 so a summary never compares runs trained differently. Validation accuracy (``val_*``, the pixels every recipe
 decision is taken on, last epoch) and the per-class test accuracy (last epoch) are reduced beside the test numbers.
 
-Time to accuracy (MLPerf's training metric; issue 36): per cell, the training steps until the seed-mean test OA
+Time to accuracy (MLPerf's training metric): per cell, the training steps until the seed-mean test OA
 curve first reaches each of two targets (dim ``target``): the RBF SVM baseline's OA on the same dataset and protocol
 (``svm``), and tp's summary OA on the same dataset, protocol and N less the verdict margin δ (``tp_minus_delta``);
 ``steps_to_target`` with ``steps_to_target_min`` / ``_max`` over each seed's own first crossing.
@@ -120,15 +120,10 @@ def record_numbers(ds: xr.Dataset) -> dict[str, Any]:
         "per_class": np.asarray(ds["per_class_accuracy"].values[-1], dtype=np.float64)
         if "per_class_accuracy" in ds
         else np.zeros(0),
-        # the window mean (§7.4); records written before it fall back to the last epoch
-        **{
-            m: float(ds[f"{m}_summary"]) if f"{m}_summary" in ds else float(ds[m].values[-1])
-            for m in ACCURACY
-        },
+        **{m: float(ds[f"{m}_summary"]) for m in ACCURACY},  # the window mean (§7.4)
         **{f"{m}_final": float(ds[m].values[-1]) for m in ACCURACY},
         "ranks": int(ds.attrs.get("ranks", ds.attrs["P"])),
-        # which of the protocol's K partitions: records written before there were several are partition 0's
-        "partition": int(ds.attrs.get("partition_index", 0)),
+        "partition": int(ds.attrs["partition_index"]),  # which of the protocol's K partitions
         "epochs": int(ds.sizes["epoch"]),
         "window": int(ds.attrs.get("summary_epochs", 1)),
         "tokens_per_s": float(ds["tokens_per_s_summary"]),
@@ -139,19 +134,8 @@ def record_numbers(ds: xr.Dataset) -> dict[str, Any]:
             np.asarray(ds["epoch"].values, dtype=np.int64),
             np.asarray(ds["oa"].values, dtype=np.float64),
         ),
-        "steps_per_epoch": _steps_per_epoch(ds.attrs),
+        "steps_per_epoch": float(ds.attrs["steps_per_epoch"]),
     }
-
-
-def _steps_per_epoch(attrs: Mapping[str, Any]) -> float:
-    """The record's optimizer steps per epoch: its ``steps_per_epoch`` attribute, else its recipe's
-    train.steps_per_epoch; NaN when neither says (records written before either)."""
-    if "steps_per_epoch" in attrs:
-        return float(attrs["steps_per_epoch"])
-    try:
-        return float(json.loads(str(attrs.get("recipe", "")))["train"]["steps_per_epoch"])
-    except (ValueError, KeyError, TypeError):
-        return float("nan")
 
 
 def _pad(values: np.ndarray, classes: int) -> np.ndarray:
@@ -350,12 +334,12 @@ def _time_to_accuracy(
     tp_cell = np.full(len(cells), -1, dtype=np.int32)
     for i, c in enumerate(cells):
         seeds = [runs[c][s] for s in sorted(runs[c])]
-        per_epoch = {r["steps_per_epoch"] for r in seeds if np.isfinite(r["steps_per_epoch"])}
+        per_epoch = {r["steps_per_epoch"] for r in seeds}
         if len(per_epoch) > 1:
             raise SummaryError(
                 f"cell {c}: seeds trained at different steps_per_epoch {sorted(per_epoch)} (one recipe has one)"
             )
-        spe[i] = per_epoch.pop() if per_epoch else nan
+        spe[i] = per_epoch.pop()
         ref = _reference(runs, c, ranks)
         tp_cell[i] = position.get(ref, -1) if ref is not None else -1
         tp_oa = _mean([r["oa"] for r in runs[ref].values()]) if ref is not None else nan
@@ -373,9 +357,7 @@ def _cell_crossings(
     for j, target in enumerate(t["target_oa"][i]):
         if not np.isfinite(target):
             continue
-        hit = _first_crossing(
-            epochs, mean, target
-        )  # reached even where steps_per_epoch is unknown (NaN steps)
+        hit = _first_crossing(epochs, mean, target)
         t["target_reached"][i, j] = int(np.isfinite(hit))
         t["steps_to_target"][i, j] = hit * spe
         at_epoch = np.array([_first_crossing(*r["curve"], target) for r in seeds])  # each seed's crossing
@@ -407,7 +389,7 @@ def _time_to_accuracy_vars(
         "seeds_reaching_target": "replicates (partition, seed) whose own test OA reaches the target within the run",
     }
     tp_note = "index of the tp cell this cell is compared with (its differences, verdict and time to accuracy); -1: none"
-    spe_note = "optimizer steps per epoch of the cell's records (train.steps_per_epoch; NaN: not recorded)"
+    spe_note = "optimizer steps per epoch of the cell's records (train.steps_per_epoch)"
     return {
         "tp_cell": variable("cell", tp_cell, tp_note),
         **{name: variable(("cell", "target"), t[name], long) for name, long in described.items()},
@@ -543,8 +525,7 @@ def _read_baselines(
         if names != classifiers:
             raise SummaryError(f"{path}: classifiers {names}, other baseline files have {classifiers}")
         key = (str(ds.attrs["dataset"]), str(ds.attrs["protocol"]))
-        # the file's replicate: a baseline file written before there were several partitions is partition 0's
-        base[key]["replicate"].append((int(ds.attrs.get("partition_index", 0)), int(ds.attrs.get("seed", 0))))
+        base[key]["replicate"].append((int(ds.attrs["partition_index"]), int(ds.attrs.get("seed", 0))))
         for m, var in BASELINE_VARS.items():
             base[key][m].append(np.asarray(ds[var].values, dtype=np.float64))
         if "class_accuracy" in ds:
@@ -845,7 +826,7 @@ def _summary_attrs(
         else got.recipe_json,
         "baseline_files": baselines,
         "time_to_accuracy": TIME_TO_ACCURACY_NOTE,
-        # issue 50: masked-band pretraining sees the test pixels' spectra; a reader of any number here must know
+        # masked-band pretraining sees the test pixels' spectra; a reader of any number here must know
         "transductive": (
             f"yes: {len(got.transductive)} of {records} records pretrained on every pixel's spectrum, the test "
             f"pixels' included (never a label): {', '.join(got.transductive)}; the classical baselines had no such "

@@ -169,7 +169,7 @@ def _train_fold(
 
 def _check_validation(spec: StudySpec, held: Any, tune: TuneSettings) -> None:
     """Log what the validation holds; refuse a block-protocol study whose validation (pooled over its folds) holds
-    fewer pixels or classes than tune.block_validation asks: it could not select (issue 50)."""
+    fewer pixels or classes than tune.block_validation asks: it could not select a recipe."""
     import logging
 
     from hsitp.tune.study import TuneError

@@ -5,7 +5,7 @@ completed, pruned and diverged trials alike) and the same steps per trial (``tun
 ``tune.steps_per_epoch``). A trial trains the plan's single-process equivalent at ``tune.world_size`` (its
 architecture at that P) on the training pixels of the protocol's partition 0, less ``tune.validation_fraction`` of
 them held out; its score is the validation OA of its last epoch. Under the block protocol with
-``tune.block_validation.folds`` = F >= 2 (issue 50) a trial trains F times, once per inner fold of the partition's
+``tune.block_validation.folds`` = F >= 2 a trial trains F times, once per inner fold of the partition's
 training squares (each on the other folds' squares), and its score is the OA over every fold's validation pixels
 pooled (the folds' last-epoch OAs weighted by their pixels): every train pixel is validated once, where a 20 %
 hold-out of whole squares held 565 pixels of 7 classes on Indian Pines. The pruner sees fold f's epoch e as step
@@ -166,9 +166,17 @@ def open_study(spec: StudySpec, tune: TuneSettings) -> Any:
         direction="maximize",
         load_if_exists=True,
     )
+    trials = study.get_trials(deepcopy=False)
+    if any(
+        "retry_of" in t.user_attrs for t in trials
+    ):  # retries queued by hand, not Optuna's: not counted alike
+        raise TuneError(
+            f"{spec.journal}: a tuning journal written by an older hsitp (its retries queued by hand); delete it "
+            "and re-run `hsitp tune` (rule tune), which starts the study again"
+        )
     # a seeded sampler restarts its random stream in every process: a resumed study would draw its first points
     # again; seeding by the trials already there continues the search (deterministic given the journal)
-    study.sampler = _sampler(tune, len(study.get_trials(deepcopy=False)))
+    study.sampler = _sampler(tune, len(trials))
     retry_killed(study)
     return study
 
@@ -199,8 +207,6 @@ def retry_killed(study: optuna.Study) -> None:
         history = optuna.storages.RetryHeartbeatStaleTrialCallback.retry_history
         trials = study.get_trials(deepcopy=False)
         retried = {n for t in trials for n in history(t)}
-        # a journal written before issue 52 queued its retries by hand, naming them in the user attr retry_of
-        retried |= {t.user_attrs["retry_of"] for t in trials if "retry_of" in t.user_attrs}
         retry = optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1)
         finished = [t.params for t in counted_trials(study)]
         for t in study.get_trials(deepcopy=True, states=(TrialState.FAIL,)):

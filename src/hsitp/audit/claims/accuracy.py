@@ -1,4 +1,4 @@
-"""The equal-accuracy claim judged per D-CHAG variant and per accuracy protocol (issue 51; docs/audit.md, rule 13).
+"""The equal-accuracy claim judged per D-CHAG variant and per accuracy protocol (docs/audit.md, rule 13).
 
 §7.1 sets how the plans are compared: memory and throughput *at equal accuracy*. Whether that comparison can be made
 is a question per variant (D-CHAG-L and D-CHAG-C are different models) and per protocol (the random and the
@@ -6,7 +6,7 @@ spatially disjoint block partition), read from the accuracy run's ``train/summar
 
 1. A protocol counts only where some trained model (tp or a D-CHAG cell) beats the classical baseline (the RBF SVM):
    the 95 % Welch t interval of OA(model) − OA(SVM) over seeds lies above 0, or, where the run's replicates are
-   several partitions with the SVM fit on each (issue 50), the 95 % t interval of the difference paired by
+   several partitions with the SVM fit on each, the 95 % t interval of the difference paired by
    partition. Below the baseline no model is trained enough to be compared; such a protocol is reported and decides
    nothing.
 2. A variant's outcome on the counting protocols, from its cells' ``oa_verdict`` (each P): ``worse`` if any cell is
@@ -58,7 +58,8 @@ def beats_baseline(
 
 def _paired_by_partition(ds: xr.Dataset) -> bool:
     """Whether the summary's replicates span several partitions with every model and the baseline on the same ones
-    (issue 50): then OA(model) − OA(baseline) is judged paired by partition (``d_oa_vs_baseline_ci_low``)."""
+    (a summary of one partition, as the committed cpu-fair ones, has neither): then OA(model) − OA(baseline)
+    is judged paired by partition (``d_oa_vs_baseline_ci_low``)."""
     return "d_oa_vs_baseline_ci_low" in ds and "partitions" in ds and int(ds["partitions"].max(initial=0)) > 1
 
 
@@ -160,7 +161,7 @@ def _counting_protocols(
         base_n = int(ds["baseline_seeds"].values[i0]) if "baseline_seeds" in ds else 1
         if _paired_by_partition(
             ds
-        ):  # issue 50: the same partitions on both sides; the draw's spread cancels in the difference
+        ):  # the same partitions on both sides: the draw's spread cancels in the difference
             lows = [(c, *_beats_paired(ds, c.i, k)) for c in trained]
             test = "paired by partition, 95 % t low end"
         else:

@@ -1,4 +1,4 @@
-"""Rule 11 by data, not by hand (issue 51): whether a computed check's evidence uses only the paper's own numbers
+"""Rule 11 by data, not by hand: whether a computed check's evidence uses only the paper's own numbers
 and formulas, read from the coordinates of the values the check selects.
 
 Evidence is the paper's own when every value the check reads is the paper's stated model (coordinate ``model =

@@ -80,11 +80,9 @@ WAITING_CHECKS = frozenset({"pending", "needs_gpu", "reading"})
 PAPER_PRESETS = frozenset({"paper-intra", "paper-inter"})
 # Checks that evaluate the paper's own formulas at the paper's own numbers (rule 11).
 CIRCULAR_CHECKS = frozenset({"formula_identity", "formula_value", "preset_value"})
-DEFAULT_ACCURACY_RUN = (
-    "cpu-places"  # audit.accuracy_run's schema default: the fair matrix on 5 partitions (issue 50)
-)
+DEFAULT_ACCURACY_RUN = "cpu-places"  # audit.accuracy_run's schema default: the fair matrix on 5 partitions
 # The committed one-GPU check (results/reference/h200-check/): its shard files (kind bench_shard) time rank 0's
-# shard on one GPU and model the communication (half-measured); the shard checks read them (issue 51).
+# shard on one GPU and model the communication (half-measured); the shard checks read them.
 GPU_REFERENCE = "h200-check"
 # The paper's own token cases of cost/ccr.nc (§7.4, §8.1: N = 324 and 5776); every other case is a registry scene.
 PAPER_CASES = frozenset({"paper_N324", "paper_N5776"})
@@ -127,7 +125,7 @@ class Outcome:
     decided_by: str = ""
     decides_with: Mapping[str, Any] | None = None
     others: str = ""  # first_decided: what the sub-checks that did not decide said (a pending one: why)
-    # rule 11 by data (issue 51): a table check's evidence is the paper's own (stated model at the paper's inputs)
+    # rule 11 by data: a table check's evidence is the paper's own (stated model at the paper's inputs)
     paper_own: bool | None = None
 
 
@@ -175,7 +173,7 @@ class Context:
         self._measured: dict[str, xr.Dataset] = {}
         self._measured_path: dict[str, Path] = {}
         # name -> where a measured file came from when it is not the run's own at the run's sizes: the committed
-        # reference (the run's file absent, or toy-size) and why; shown in every check reading it (issue 51)
+        # reference (the run's file absent, or toy-size) and why; shown in every check reading it
         self.measured_notes: dict[str, str] = {}
         self.inputs: dict[str, Path] = {}
 
@@ -203,7 +201,7 @@ class Context:
         """(dataset, path, None) of a measured file (:data:`MEASURED_FILES`), or (None, path, a pending outcome
         naming the file and the stage that writes it) while no copy of it is here.
 
-        Which copy (issue 51): the measured run's own file, at the sizes of the headline run; where it is absent,
+        Which copy: the measured run's own file, at the sizes of the headline run; where it is absent,
         or toy-size (its probe model smaller than the headline run's, as the smoke run's: it tests the machinery,
         it does not decide a claim), the headline run's committed reference
         ``results/reference/<audit.accuracy_run>/<file>``; :attr:`measured_notes` says which and why."""
@@ -243,7 +241,7 @@ class Context:
         return ds, path, None
 
     def measured_label(self, name: str) -> str:
-        """Where a measured file was read: "in run `RUN`", or the committed reference and why (issue 51)."""
+        """Where a measured file was read: "in run `RUN`", or the committed reference and why."""
         note = self.measured_notes.get(name)
         return f"from the committed reference ({note})" if note else f"in run `{self.measured_run}`"
 
@@ -254,8 +252,8 @@ class Context:
     @property
     def accuracy_summary(self) -> Path:
         """``results/<audit.accuracy_run>/train/summary.nc``: the input of measured-basis claims; when that run is
-        absent here, its committed reference ``results/reference/<audit.accuracy_run>/train/summary.nc`` (issue 41:
-        the headline run read from the reference, the verdict saying so)."""
+        absent here, its committed reference ``results/reference/<audit.accuracy_run>/train/summary.nc`` (the
+        headline run read from the reference, the verdict saying so)."""
         run = self.results_root / self.accuracy_run / "train" / "summary.nc"
         ref = self.results_root / "reference" / self.accuracy_run / "train" / "summary.nc"
         return ref if not run.exists() and ref.exists() else run

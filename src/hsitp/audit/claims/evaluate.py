@@ -76,7 +76,7 @@ def reading_decides(c: Mapping[str, Any], o: Outcome) -> bool:
     """Rule 3: a claim whose evidence holds by our own construction is decided by its reading, unless a measured
     sub-check of a first_decided claim decided (a measurement is not our construction). A claim whose only check is
     a measurement of our own config (s7_4_training: the run averaged 10 epochs because we set it so) is by
-    construction too (issue 51)."""
+    construction too."""
     measurement_decided = o.basis == "measured" and o.verdict != "pending"
     return bool(c.get("by_construction")) and not (measurement_decided and o.decided_by)
 

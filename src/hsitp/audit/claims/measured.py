@@ -378,7 +378,7 @@ def _throughput_quantity(
     comp = ds["time_compute"].sum("time_part").max("rank")
     ccr = coll / comp.where(comp > 0)
     med = ccr / ccr.sel(plan="tp", drop=True)
-    # Issue 51: a ratio decides only where its measured range (the repeats) lies wholly on one side of the
+    # A ratio decides only where its measured range (the repeats) lies wholly on one side of the
     # threshold. The probe records one median per point for the collective and compute times, no repeats:
     # the range is unknown, so no point decides (lo and hi NaN); the medians are listed.
     what = "CCR of the plan / CCR of tp (slowest rank's collective / compute time, medians)"

@@ -1,5 +1,5 @@
 """The checks on the committed one-GPU shard timings (``results/reference/h200-check/shard_*.nc``, kind
-``bench_shard``; issue 51): rank 0's shard of each layer timed on one GPU (fwd + bwd, collectives as no-ops, 5
+``bench_shard``): rank 0's shard of each layer timed on one GPU (fwd + bwd, collectives as no-ops, 5
 repeats) with its communication modelled from the GPU's preset (ring model on the traced collectives). Their CCR is
 *half-measured*: the compute measured, the communication modelled. Their outcomes carry basis ``half-measured``, which
 only a finding may show: they never set a claim's verdict (docs/audit.md rule 8).

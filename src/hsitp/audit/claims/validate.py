@@ -24,7 +24,7 @@ from hsitp.audit.claims.verdicts import VERDICT_KEYS, approximate
 from hsitp.config import yaml_load
 
 REQUIRED_FIELDS = ("id", "section", "kind", "zh", "en", "check")
-# Rule 14 (issue 51): a claim that names D-CHAG (its words or its check) says which variant it judges.
+# Rule 14: a claim that names D-CHAG (its words or its check) says which variant it judges.
 VARIANTS = ("L", "C", "both")
 NAMES_DCHAG = re.compile(r"D-CHAG|dchag|分层聚合|hierarchical aggregation", re.I)
 

@@ -184,7 +184,7 @@ def circular(check: Mapping[str, Any], outcome: Outcome | None = None) -> bool:
     limited to the paper's presets), so
     agreement says the paper is consistent with its own assumptions, not that it holds.
 
-    With the check's ``outcome`` a table check is judged by the data it read (``Outcome.paper_own``, issue 51:
+    With the check's ``outcome`` a table check is judged by the data it read (``Outcome.paper_own``,
     :mod:`~hsitp.audit.claims.circularity`), an any_of by its parts' outcomes; without it, by the check's words."""
     fn = str(check.get("fn", ""))
     if outcome is not None:
