@@ -160,8 +160,8 @@ def test_nothing_fits_says_what_would(capsys: pytest.CaptureFixture[str]):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--device-memory-gb", "0"], "--device-memory-gb must be > 0, got 0"),
-        (["--device-memory-gb", "-3"], "--device-memory-gb must be > 0"),
+        (["--device-memory-gb", "0"], "--device-memory-gb 0.0 is out of range (above 0; GB)"),
+        (["--device-memory-gb", "-3"], "--device-memory-gb -3.0 is out of range (above 0; GB)"),
         (["--device-memory-gb", "nan"], "--device-memory-gb nan is not a finite number"),
         (["--devices", "16"], "--devices 16 is above the allocation's 8 devices"),
         (["--devices", "3", "--nodes", "2"], "--devices 3 does not divide the allocation's 16 devices"),

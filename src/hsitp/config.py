@@ -409,9 +409,19 @@ def _option_problem(dest: str, v: float) -> str:
 
 
 def _paths(value: Any) -> list[Path]:
-    return [
-        Path(v) for v in (value if isinstance(value, list) else [value]) if isinstance(v, str | Path) and v
-    ]
+    """The values of an option that can name a file (a JSON text cannot)."""
+    out = []
+    for v in value if isinstance(value, list) else [value]:
+        if isinstance(v, str | Path) and str(v) and not str(v).lstrip().startswith(("{", "[")):
+            out.append(Path(v))
+    return out
+
+
+def _is_file(p: Path) -> bool:
+    try:
+        return p.is_file()
+    except OSError:  # a name too long for the file system names no file
+        return False
 
 
 def check_outputs(args: argparse.Namespace) -> None:
@@ -433,7 +443,7 @@ def check_outputs(args: argparse.Namespace) -> None:
         if dest in outs:
             continue
         for p in _paths(value):
-            if p.is_file() and p.resolve() in seen:
+            if _is_file(p) and p.resolve() in seen:
                 raise ConfigError(
                     f"--{seen[p.resolve()].replace('_', '-')} {p} would overwrite an input of the command"
                 )
