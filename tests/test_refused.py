@@ -141,6 +141,15 @@ def test_refused_by_the_subcommand(case: str, tmp_path: Path) -> None:
 # keys, the schema's defaults standing in for train.plans), the crop's split of the scene checked by every stage
 # that builds the crop (hsitp.train.plan.check_jobs, `hsitp train`, `hsitp tune`).
 DAG_ONLY = {
+    # the data job refused these minutes into the run; the DAG's check knows each scene's extent and bands
+    "partition-block-past-the-scene": (
+        {"data": {"partition": {"block": 200}}},
+        "data.partition.block = 200 exceeds the indian_pines scene (145 x 145)",
+    ),
+    "pca-past-the-bands": (
+        {"data": {"pca_components": 5000}},
+        "data.pca_components = 5000: the indian_pines scene has 200 bands",
+    ),
     "tuned-recipe-names-no-study": (
         {"train": {"recipe": "tuned"}},
         "train.recipe: tuned trains each plan on its own tuning study, and `hsitp tune` studies tp, dchag_l, dchag_c "

@@ -35,6 +35,8 @@ def preflight(config: Mapping[str, Any]) -> dict[str, Any]:
 def check_stage_sizes(config: Mapping[str, Any]) -> None:
     """Refuse, naming the key, a P that a stage listed in ``stages`` cannot run (ConfigError / PlanError)."""
     stages = set(config["stages"])
+    if "data" in stages:
+        _check_data(config)
     if "bench" in stages:
         _check_bench(config)
     if "probe" in stages:
@@ -47,6 +49,24 @@ def check_stage_sizes(config: Mapping[str, Any]) -> None:
         from hsitp.probe.match import check_matches_train
 
         check_matches_train(config)
+
+
+def _check_data(config: Mapping[str, Any]) -> None:
+    """Refuse what ``data prepare`` would refuse minutes later, from the registry's facts of every listed scene:
+    a partition block larger than the scene, more PCA components than the scene has bands."""
+    from hsitp.data.registry import get
+
+    data = config["data"]
+    block, k = data["partition"]["block"], data.get("pca_components")
+    for name in config["datasets"]:
+        spec = get(name)
+        if block > min(spec.rows, spec.cols):
+            raise ConfigError(
+                f"data.partition.block = {block} exceeds the {name} scene ({spec.rows} x {spec.cols}); use a "
+                f"block side <= {min(spec.rows, spec.cols)}"
+            )
+        if k is not None and k > spec.bands:
+            raise ConfigError(f"data.pca_components = {k}: the {name} scene has {spec.bands} bands")
 
 
 def _check_bench(config: Mapping[str, Any]) -> None:
