@@ -21,8 +21,9 @@ def _claims(args: argparse.Namespace) -> int:
 
     s = AuditSettings.from_config(config_from_args(args))
     ctx = Context(Path(args.run_dir) / "cost", s)
-    rows, inputs = evaluate_claims(ctx), ctx.inputs
-    refuse_incoherent(load_claims(), rows)
+    claims = load_claims()
+    rows, inputs = evaluate_claims(ctx, claims), ctx.inputs
+    refuse_incoherent(claims, rows)
     prov = provenance(
         config=s.source, inputs={**{k: str(v) for k, v in inputs.items()}, "claims.yaml": CLAIMS_FILE}
     )

@@ -52,7 +52,8 @@ def t_quantile(k: int, level: float = LEVEL) -> float:
     return float(t.ppf(1 - (1 - level) / 2, k - 1))
 
 
-def _half_width(sd: float, k: int, level: float) -> float:
+def half_width(sd: float, k: int, level: float) -> float:
+    """Half the two-sided t interval of a mean over ``k`` paired units of spread ``sd``."""
     return t_quantile(k, level) * sd / math.sqrt(k)
 
 
@@ -88,7 +89,7 @@ def paired_verdict(
     if k < 2:
         return Verdict(mean, math.nan, k, -math.inf, math.inf, "undecided", None)
     sd = float(d.std(ddof=1))
-    hw = _half_width(sd, k, level)
+    hw = half_width(sd, k, level)
     low, high = mean - hw, mean + hw
     if -margin <= low and high <= margin:
         verdict = "equal"

@@ -33,12 +33,18 @@ import xarray as xr
 from matplotlib.figure import Figure
 
 from hsitp import contracts
-from hsitp.evaluate.verdict import t_quantile
+from hsitp.evaluate.verdict import half_width
 from hsitp.io import atomic_write_text
 from hsitp.names import DCHAG_PLANS
 from hsitp.report import labels, style
 from hsitp.report.common import MEASURED, ReportError, headline, load, save_figure
-from hsitp.report.train import BASELINE_STYLES, VERDICT_MARKERS, model_label, time_to_accuracy_ratio
+from hsitp.report.train import (
+    BASELINE_STYLES,
+    VERDICT_MARKERS,
+    model_label,
+    step_time_ratio,
+    time_to_accuracy_ratio,
+)
 
 FILES = {
     "summary": "train/summary.nc",
@@ -92,7 +98,7 @@ def _interval(mean: float, sd: float, k: int, level: float) -> tuple[float, floa
     """The two-sided t interval of a mean over ``k`` units (NaN with fewer than two or no spread recorded)."""
     if k < 2 or not np.isfinite(sd):
         return math.nan, math.nan
-    half = t_quantile(k, level) * sd / math.sqrt(k)
+    half = half_width(sd, k, level)
     return mean - half, mean + half
 
 
@@ -232,10 +238,9 @@ def _step_time_ratio(inputs: Inputs, plan: str, P: int, g: int, N: int) -> tuple
     """The plan's time per step over tp's (inverse of the probe's interleaved tokens/s ratio) and why it is
     NaN: not probed, or oversubscribed (ranks outnumbering cores time nothing)."""
     point = _probe_point(inputs, plan, P, g, N)
-    ratio = float(point.get("ratio_vs_tp", math.nan))
-    if str(point.get("note")):
-        return math.nan, str(point["note"])
-    return (1.0 / ratio, "") if np.isfinite(ratio) and ratio > 0 else (math.nan, "not timed")
+    note = str(point.get("note") or "")
+    ratio = step_time_ratio(float(point.get("ratio_vs_tp", math.nan)), note)
+    return ratio, note or ("" if np.isfinite(ratio) else "not timed")
 
 
 def time_table(inputs: Inputs, target: str = "tp_minus_delta") -> pd.DataFrame:

@@ -787,7 +787,7 @@ def answer_table(
             mem_vs = f"{value / float(peak.sel(tp_sel)):.2f}"
             med, lo, hi = (float(throughput[f"ratio_vs_tp_{s}"].sel(here)) for s in ("median", "min", "max"))
             thr_vs = f"{med:.2f} [{lo:.2f}, {hi:.2f}]" if np.isfinite(med) else "not timed"
-            step_time = _step_time_ratio(med, notes.get(P))
+            step_time = step_time_ratio(med, notes.get(P))
         if notes.get(P) and plan != "tp" and has_tp:
             thr_vs = f"{notes[P]}: {thr_vs}, no conclusion"
         on = labels.measured_on({"device": devices.get(P, ""), "dtype": dtype})
@@ -850,7 +850,7 @@ def tuning_effect_caption() -> str:
     )
 
 
-def _step_time_ratio(tokens_per_s_ratio: float, oversubscribed: str | None) -> float:
+def step_time_ratio(tokens_per_s_ratio: float, oversubscribed: str | None) -> float:
     """A plan's time per step over tp's: the inverse of the interleaved tokens/s ratio (NaN when not timed, or at an
     oversubscribed P, which times nothing)."""
     ok = np.isfinite(tokens_per_s_ratio) and tokens_per_s_ratio > 0 and not oversubscribed
@@ -897,7 +897,7 @@ def pareto_points(
         except KeyError:
             continue  # this (P, g, N) was not probed
         mem = here / tp if tp > 0 else math.nan
-        ratio = time_to_accuracy_ratio(summary, c, _step_time_ratio(thr, notes.get(c.P)))[0]
+        ratio = time_to_accuracy_ratio(summary, c, step_time_ratio(thr, notes.get(c.P)))[0]
         verdict = _verdict_name(summary, c.i)
         rows.append([c.dataset, c.protocol, c.plan, c.P, c.g, mem, ratio, verdict])
     return pd.DataFrame(rows, columns=cols)

@@ -53,7 +53,12 @@ def load_tags(path: Path = CLAIMS_FILE) -> dict[str, dict[str, Any]]:
     """claims.yaml's ``tags:``: each tag's statement and the references that bear on it (and why the others not)."""
     from hsitp.config import yaml_load
 
-    tags = (yaml_load(Path(path).read_text()) or {}).get("tags") or {}
+    return tags_of(yaml_load(Path(path).read_text()) or {}, path)
+
+
+def tags_of(data: Mapping[str, Any], path: Path = CLAIMS_FILE) -> dict[str, dict[str, Any]]:
+    """The ``tags:`` of claims.yaml's parsed ``data``."""
+    tags = data.get("tags") or {}
     if not isinstance(tags, Mapping):
         raise ClaimsError(f"{path}: 'tags' must map each tag to its statement and references")
     return {str(k): dict(v or {}) for k, v in tags.items()}

@@ -61,19 +61,9 @@ MEASURED_CHECKS = RUN_MEASURED_CHECKS | {"measured", "accuracy_verdicts", "shard
 # Checks whose every compared quantity is measured in one run, under rule 8's guard against run-to-run spread (>= 3
 # launches for the bench, interleaved rounds for the probe's tokens/s, partitions for accuracy; memory is counted
 # from the tensors the run allocates). Only these may decide a claim that rests on a measurement.
-FULLY_MEASURED_CHECKS = frozenset(
-    {
-        "measured",
-        "accuracy_verdicts",
-        "probe_memory",
-        "probe_throughput",
-        "bench_compare",
-        "bench_trend",
-        "bench_value",
-    }
-)
 HALF_MEASURED_CHECKS = frozenset({"shard_compare", "shard_value"})  # compute timed, communication modelled
 MODELLED_CHECKS = frozenset({"probe_estimate"})  # fake tensors: the model's allocations counted, nothing run
+FULLY_MEASURED_CHECKS = MEASURED_CHECKS - HALF_MEASURED_CHECKS - MODELLED_CHECKS
 # Checks that never decide a measurement claim but may close its first_decided list (what it waits for).
 WAITING_CHECKS = frozenset({"pending", "needs_gpu", "reading"})
 # The paper's own presets: a stated-model table selection limited to these evaluates the paper with itself.

@@ -45,9 +45,9 @@ def load_claims(path: Path = CLAIMS_FILE) -> list[dict[str, Any]]:
     claims = data.get("claims") if isinstance(data, Mapping) else None
     if not isinstance(claims, list):
         raise ClaimsError(f"{path}: expected a mapping with a list under 'claims'")
-    from hsitp.audit.claims.coherence import load_tags
+    from hsitp.audit.claims.coherence import tags_of
 
-    problems = validate_claims(claims, load_tags(path))
+    problems = validate_claims(claims, tags_of(data, path))
     if problems:
         raise ClaimsError(f"{path}: " + "; ".join(problems[:10]))
     return claims
