@@ -38,6 +38,7 @@ from hsitp.audit.claims import (
 from hsitp.contracts import COST, PROBE_MEMORY, TRAIN_SUMMARY, flag_meanings, summary_cells
 from hsitp.errors import HsitpError
 from hsitp.io import atomic_write_text, read_netcdf
+from hsitp.outcomes import Basis, Claim
 from hsitp.publish.reference import MANIFEST, read_manifest
 
 MODELLED_RTOL = 1e-12
@@ -165,7 +166,7 @@ def _md_header(rows: Sequence[Mapping[str, Any]], inputs: Mapping[str, Any]) -> 
 def _md_decided(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """The claims a measurement decided, and the contradicted ones."""
     out = ["## Decided by measurement", ""]
-    decided = [r for r in rows if r["basis"] == "measured" and r["verdict"] != "pending"]
+    decided = [r for r in rows if r["basis"] == Basis.MEASURED and r["verdict"] != Claim.PENDING]
     out += [
         f"- **{r['id']}** (§{r['section']}, {r['verdict']}{', finding' if r['kind'] == 'finding' else ''}): "
         f"{r['en']}; {r['source']}"
@@ -179,7 +180,7 @@ def _md_decided(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     out += [
         f"- **{r['id']}** (§{r['section']}) {r['en']}: {r['reason'] or r['how']}"
         for r in rows
-        if r["verdict"] == "contradicted" and r["kind"] != "finding"
+        if r["verdict"] == Claim.CONTRADICTED and r["kind"] != "finding"
     ]
     return out
 

@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hsitp.errors import HsitpError
+from hsitp.outcomes import Reproduction
 
 if TYPE_CHECKING:  # numpy and xarray are imported where used: `hsitp --help` builds this parser
     import xarray as xr
@@ -741,7 +742,13 @@ def check_cells(
         )
         checks += _probe_checks(ref, p, work, probes, at, timing) if p.probe else [_probe_note(p)]
         bad = [ch for ch in checks if ch.ok is False]
-        verdict = "failed" if record is None else "differs" if bad else "reproduced"
+        verdict = (
+            Reproduction.FAILED
+            if record is None
+            else Reproduction.DIFFERS
+            if bad
+            else Reproduction.REPRODUCED
+        )
         took = time.monotonic() - t_cell
         _say(
             f"{at}: {verdict} in {_minutes(took)}" + (": " + "; ".join(ch.text for ch in bad) if bad else "")
@@ -826,7 +833,7 @@ def run_spot_check(args: argparse.Namespace) -> int:
     finally:
         if not keep:
             shutil.rmtree(work, ignore_errors=True)
-    good = sum(r["verdict"] == "reproduced" for r in results)
+    good = sum(r["verdict"] == Reproduction.REPRODUCED for r in results)
     wall = time.monotonic() - t0
     if args.out:
         _write_report(args.out, {

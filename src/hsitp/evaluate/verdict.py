@@ -24,9 +24,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from hsitp.errors import HsitpError
+from hsitp.outcomes import ACCURACY_FLAGS, Accuracy
 
 # Flag values of the `*_verdict` variables (CF flag_values / flag_meanings), in this order.
-VERDICTS: tuple[str, ...] = ("equal", "better", "worse", "undecided")
+VERDICTS: tuple[str, ...] = tuple(v.value for v in ACCURACY_FLAGS)
 DEFAULT_MARGIN = 0.01  # δ: 1 percentage point of OA (or AA) as a fraction
 LEVEL = 0.95  # two-sided confidence level of each interval
 MAX_SEEDS = 10_000  # seeds_to_decide beyond this is reported as none
@@ -41,7 +42,7 @@ class Verdict:
     k: int
     ci_low: float  # -inf/inf with one seed
     ci_high: float
-    verdict: str  # one of VERDICTS
+    verdict: Accuracy
     seeds_to_decide: int | None  # only for 'undecided'; None where no k decides it
 
 
@@ -87,17 +88,17 @@ def paired_verdict(
     k = int(d.size)
     mean = float(d.mean())
     if k < 2:
-        return Verdict(mean, math.nan, k, -math.inf, math.inf, "undecided", None)
+        return Verdict(mean, math.nan, k, -math.inf, math.inf, Accuracy.UNDECIDED, None)
     sd = float(d.std(ddof=1))
     hw = half_width(sd, k, level)
     low, high = mean - hw, mean + hw
     if -margin <= low and high <= margin:
-        verdict = "equal"
+        verdict = Accuracy.EQUAL
     elif low > 0:
-        verdict = "better"
+        verdict = Accuracy.BETTER
     elif high < 0:
-        verdict = "worse"
+        verdict = Accuracy.WORSE
     else:
-        verdict = "undecided"
-    need = seeds_to_decide(mean, sd, margin, level) if verdict == "undecided" else None
+        verdict = Accuracy.UNDECIDED
+    need = seeds_to_decide(mean, sd, margin, level) if verdict == Accuracy.UNDECIDED else None
     return Verdict(mean, sd, k, low, high, verdict, need)

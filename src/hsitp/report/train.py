@@ -24,6 +24,7 @@ from matplotlib.ticker import MaxNLocator
 
 from hsitp import contracts
 from hsitp.names import DCHAG_PLANS
+from hsitp.outcomes import Accuracy
 from hsitp.report import labels, style
 from hsitp.report.common import MEASURED, headline, json_attr, load
 
@@ -670,7 +671,7 @@ def _verdict(summary: xr.Dataset, i: int) -> str:
         lo, hi = float(summary["d_oa_vs_tp_ci_low"].values[i]), float(summary["d_oa_vs_tp_ci_high"].values[i])
         if np.isfinite(lo) and np.isfinite(hi):
             text += f" (ΔOA 95 % CI [{100 * lo:+.1f}, {100 * hi:+.1f}] pp, {n} {unit}s)"
-    if "seeds_to_decide" in summary and text.startswith("undecided"):
+    if "seeds_to_decide" in summary and text.startswith(Accuracy.UNDECIDED):
         k = summary["seeds_to_decide"].values[i]
         text += (
             f"; {unit}s to decide: {int(k)}"
@@ -807,7 +808,7 @@ def answer_table(
     return pd.DataFrame(rows).sort_values("P", kind="stable").reset_index(drop=True)  # P by P, plans in order
 
 
-VERDICT_MARKERS = {"equal": "o", "better": "^", "worse": "v", "undecided": "s"}
+VERDICT_MARKERS = {Accuracy.EQUAL: "o", Accuracy.BETTER: "^", Accuracy.WORSE: "v", Accuracy.UNDECIDED: "s"}
 
 
 def tuning_effect_table(summary: xr.Dataset, control: xr.Dataset | None) -> pd.DataFrame:

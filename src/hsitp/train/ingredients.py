@@ -44,6 +44,7 @@ import xarray as xr
 
 from hsitp.config import deep_merge, load_config, yaml_load
 from hsitp.errors import HsitpError
+from hsitp.outcomes import Accuracy
 from hsitp.train.plan import crop_patch, recipe_hash, run_name
 from hsitp.train.settings import TrainSettings
 
@@ -231,7 +232,7 @@ def table(spec: Mapping[str, Any]) -> xr.Dataset:
         if not common:
             for k in ("d_oa_mean", "d_oa_ci_low", "d_oa_ci_high", "d_val_oa_mean", "wall_vs_baseline"):
                 cols[k].append(math.nan)
-            cols["verdict"].append("pending")
+            cols["verdict"].append(Accuracy.PENDING)
             continue
         v = paired_verdict([numbers[r]["oa"] for r in common], [base[r]["oa"] for r in common], margin=margin)
         cols["d_oa_mean"].append(v.mean)

@@ -45,6 +45,7 @@ import xarray as xr
 from hsitp.contracts import BASELINE, TRAIN, Cell
 from hsitp.errors import HsitpError
 from hsitp.evaluate.verdict import DEFAULT_MARGIN, LEVEL, VERDICTS, paired_verdict
+from hsitp.outcomes import Accuracy
 
 ACCURACY = ("oa", "aa", "kappa")
 FINAL = ("oa_final", "aa_final", "kappa_final")
@@ -268,7 +269,7 @@ def _paired(
     if c.plan == "tp" and ref == c:
         return _mean(d), _std(d), "reference", np.nan, np.nan, -1
     if len(d) < 2:
-        return _mean(d), _std(d), "unpaired" if not d else "undecided", np.nan, np.nan, -1
+        return _mean(d), _std(d), "unpaired" if not d else Accuracy.UNDECIDED, np.nan, np.nan, -1
     v = paired_verdict(a, b, margin, level)
     k = -1 if v.seeds_to_decide is None else v.seeds_to_decide
     return _mean(d), _std(d), v.verdict, v.ci_low, v.ci_high, k

@@ -30,8 +30,9 @@ import xarray as xr
 
 from hsitp.audit.claims.core import ClaimsError, Context, Outcome, _fmt, pending
 from hsitp.contracts import TRAIN_SUMMARY, flag_meanings, summary_cells
+from hsitp.outcomes import Accuracy, Basis, Claim
 
-OK_OUTCOMES = ("equal", "better")  # the premise met (better: conservatively)
+OK_OUTCOMES = (Accuracy.EQUAL, Accuracy.BETTER)  # the premise met (better: conservatively)
 VARIANT_NAMES = {"dchag_l": "D-CHAG-L", "dchag_c": "D-CHAG-C"}
 LEVEL = 0.95
 
@@ -70,12 +71,12 @@ def _beats_paired(ds: xr.Dataset, i: int, k: int) -> tuple[bool, float]:
     return (math.isfinite(low) and low > 0), low
 
 
-def variant_outcome(verdicts: Sequence[str]) -> str:
+def variant_outcome(verdicts: Sequence[str]) -> Accuracy:
     """Rule 13.2: worse > better > equal > undecided over one variant's cells on the counting protocols."""
-    for v in ("worse", "better", "equal"):
+    for v in (Accuracy.WORSE, Accuracy.BETTER, Accuracy.EQUAL):
         if v in verdicts:
             return v
-    return "undecided"
+    return Accuracy.UNDECIDED
 
 
 def _cells(ds: xr.Dataset) -> list[Any]:
@@ -107,9 +108,10 @@ def check_accuracy_verdicts(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     protocols = sorted({c.protocol for c in cells})
     counted, notes = _counting_protocols(ds, cells, protocols, str(a.get("baseline", "svm")), path)
     per_variant, decided_by, parts = _variant_outcomes(cells, variants, protocols, counted, path)
-    decided = [v for v, o in per_variant.items() if o != "undecided"]
+    decided = [v for v, o in per_variant.items() if o != Accuracy.UNDECIDED]
     summary = "; ".join(
-        f"{VARIANT_NAMES.get(v, v)}: {o}" + (" (conservative: better than tp)" if o == "better" else "")
+        f"{VARIANT_NAMES.get(v, v)}: {o}"
+        + (" (conservative: better than tp)" if o == Accuracy.BETTER else "")
         for v, o in per_variant.items()
     )
     how = (
@@ -125,7 +127,7 @@ def check_accuracy_verdicts(ctx: Context, a: Mapping[str, Any]) -> Outcome:
             else "every variant's cells undecided on the counting protocols"
         )
         return Outcome(
-            verdict="pending", basis="measured", how=how, source=source,
+            verdict=Claim.PENDING, basis=Basis.MEASURED, how=how, source=source,
             reason=f"pending: {why}; the train stage of `{ctx.accuracy_run}` with more seeds (seeds_to_decide) "
             f"could decide it{ref}",
         )  # fmt: skip
@@ -213,6 +215,6 @@ def _variant_outcomes(
             )
         out = variant_outcome([c.verdict for c in mine if c.protocol in counted])
         per_variant[var] = out
-        if out != "undecided":
+        if out != Accuracy.UNDECIDED:
             decided_by.append(f"{VARIANT_NAMES.get(var, var)} on {', '.join(counted)} ({out})")
     return per_variant, decided_by, parts

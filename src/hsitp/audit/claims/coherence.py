@@ -22,15 +22,16 @@ from typing import Any
 
 from hsitp.audit.claims.core import CLAIMS_FILE, DEFAULT_ACCURACY_RUN, GPU_REFERENCE, ClaimsError
 from hsitp.audit.claims.grounds import leaf_checks
+from hsitp.outcomes import Claim, Reliance
 
 STANCES = ("affirms", "negates")
 # Verdict classes a row may rely on; "holds" takes consistent too (the paper's formulas agree with themselves).
 RELIES = {
-    "holds": ("holds", "consistent"),
-    "contradicted": ("contradicted",),
-    "conditional": ("conditional",),
-    "undecided": ("pending", "needs_gpu", "not_reproducible"),
-    "any": (),
+    Reliance.HOLDS: (Claim.HOLDS, Claim.CONSISTENT),
+    Reliance.CONTRADICTED: (Claim.CONTRADICTED,),
+    Reliance.CONDITIONAL: (Claim.CONDITIONAL,),
+    Reliance.UNDECIDED: (Claim.PENDING, Claim.NEEDS_GPU, Claim.NOT_REPRODUCIBLE),
+    Reliance.ANY: (),
 }
 # The committed references a check may read, and what each holds (the evidence list in docs/audit.md).
 REFERENCES = {
@@ -129,14 +130,14 @@ def _named(c: Mapping[str, Any], ids: set[str]) -> set[str]:
 
 
 def _cls(verdict: str) -> str:
-    return next((k for k, v in RELIES.items() if verdict in v), "any")
+    return next((k for k, v in RELIES.items() if verdict in v), Reliance.ANY)
 
 
 def _aligned(c: Mapping[str, Any], verdict: str) -> str:
     """The verdict's class as said of the tag's statement: a negating row's holds is the statement contradicted."""
     cls = _cls(verdict)
-    if c.get("stance") == "negates" and cls in ("holds", "contradicted"):
-        return "contradicted" if cls == "holds" else "holds"
+    if c.get("stance") == "negates" and cls in (Reliance.HOLDS, Reliance.CONTRADICTED):
+        return Reliance.CONTRADICTED if cls == Reliance.HOLDS else Reliance.HOLDS
     return cls
 
 
@@ -149,14 +150,14 @@ def incoherences(claims: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str
     for a, b in combinations(tagged, 2):
         same = all(a.get(k) == b.get(k) for k in ("tag", "scope", "variant", "rests_on"))
         va, vb = _aligned(a, verdict[a["id"]]), _aligned(b, verdict[b["id"]])
-        if same and {va, vb} == {"holds", "contradicted"}:
+        if same and {va, vb} == {Reliance.HOLDS, Reliance.CONTRADICTED}:
             out.append(
                 f"tag {a['tag']}: {a['id']} {verdict[a['id']]} ({a.get('stance', 'affirms')}) against "
                 f"{b['id']} {verdict[b['id']]} ({b.get('stance', 'affirms')}) under the same conditions"
             )
     for c in claims:
         for other, cls in (c.get("relies_on") or {}).items():
-            if cls != "any" and other in verdict and verdict[other] not in RELIES[cls]:
+            if cls != Reliance.ANY and other in verdict and verdict[other] not in RELIES[cls]:
                 out.append(f"{c['id']}: its reason takes {other} as {cls}; the table says {verdict[other]}")
     return out
 

@@ -23,6 +23,7 @@ from hsitp.audit.claims.core import (
     share,
 )
 from hsitp.data import registry
+from hsitp.outcomes import Claim
 from hsitp.shape import n_tokens
 
 
@@ -352,10 +353,10 @@ def check_reading(ctx: Context, a: Mapping[str, Any]) -> Outcome:
 def check_pending(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     """Waits on a stage not built yet (training, memory probe)."""
     return Outcome(
-        verdict="pending", reason=f"pending: {a['stage']} stage; {a['reason']}", how="-", source="-"
+        verdict=Claim.PENDING, reason=f"pending: {a['stage']} stage; {a['reason']}", how="-", source="-"
     )
 
 
 def check_needs_gpu(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     """Needs a GPU measurement (tensor cores, NCCL overlap) that CPU/gloo runs cannot stand in for."""
-    return Outcome(verdict="needs_gpu", reason=a["reason"], how="-", source=a.get("source", "-"))
+    return Outcome(verdict=Claim.NEEDS_GPU, reason=a["reason"], how="-", source=a.get("source", "-"))

@@ -17,6 +17,7 @@ import xarray as xr
 from hsitp import contracts
 from hsitp.cost import paper, stated
 from hsitp.errors import HsitpError
+from hsitp.outcomes import Basis, Claim
 from hsitp.settings import AuditSettings
 from hsitp.shape import n_tokens
 
@@ -32,8 +33,8 @@ KINDS = (
     "reference_fact",
     "finding",  # a modelled, half-measured or measured answer bearing on claims it does not judge (``refines``)
 )
-# "consistent": holds, but only by the paper's own formulas applied to the paper's own numbers (basis circular)
-VERDICTS = ("holds", "consistent", "conditional", "contradicted", "not_reproducible", "needs_gpu", "pending")
+# The claim verdicts and the bases, as the table writes them (their meanings: hsitp.outcomes).
+VERDICTS = tuple(v.value for v in Claim)
 # How a verdict was reached: computed from cached results, read from a source, waiting on a stage, or decided by
 # measurements: the run's own probe and bench files (results/<audit.measured_run or the audited run>/probe/*.nc,
 # bench/*.nc) or the accuracy run's results/<audit.accuracy_run>/train/summary.nc; a measured check is pending while
@@ -41,7 +42,7 @@ VERDICTS = ("holds", "consistent", "conditional", "contradicted", "not_reproduci
 # "half-measured": one half of the compared value measured, the other modelled (the GPU shards: compute timed,
 # communication from a preset); such an outcome is a finding, never a verdict (docs/audit.md, "measured means fully
 # measured").
-BASES = ("computed", "circular", "reading", "pending", "measured", "half-measured")
+BASES = tuple(b.value for b in Basis)
 # What a claim's sentence rests on (field ``rests_on``, docs/audit.md rule 2): the paper's formulas under the
 # constants its sentence or section sets, or what real hardware or real training does (a full measurement).
 RESTS_ON = ("formulas", "measurement")
@@ -119,9 +120,9 @@ class Outcome:
     paper_own: bool | None = None
 
 
-def pending(source: str | Path, reason: str, basis: str = "measured") -> Outcome:
+def pending(source: str | Path, reason: str, basis: str = Basis.MEASURED) -> Outcome:
     """A check that waits on a file or a stage: verdict pending, ``reason`` saying what for."""
-    return Outcome(verdict="pending", basis=basis, how="-", source=str(source), reason=reason)
+    return Outcome(verdict=Claim.PENDING, basis=basis, how="-", source=str(source), reason=reason)
 
 
 def share(
@@ -225,7 +226,7 @@ class Context:
                 f"pending: no {path} (the {stage} stage of run `{self.measured_run}`; "
                 "audit.measured_run names another run)"
             )
-            return None, path, pending(path, why, "pending" if name == "estimate" else "measured")
+            return None, path, pending(path, why, Basis.PENDING if name == "estimate" else Basis.MEASURED)
         self._measured[name], self._measured_path[name] = ds, path
         self.inputs[f"measured_{name}"] = path
         return ds, path, None

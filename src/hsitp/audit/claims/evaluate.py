@@ -22,6 +22,7 @@ from hsitp.audit.claims.verdicts import (
     knife_edge,
     possibility_hedged,
 )
+from hsitp.outcomes import Basis, Claim
 
 # The stage that measures each measured check (rule 15: such a claim is pending on it, never not reproducible).
 MEASURING_STAGE = {
@@ -51,8 +52,8 @@ def measuring_stage(check: Mapping[str, Any]) -> str:
 def evaluate_claim(ctx: Context, c: Mapping[str, Any]) -> tuple[Outcome, str, str]:
     """(outcome, verdict, basis) of one claim; rule 15 applied (:func:`_evaluate` does the rest)."""
     o, verdict, basis = _evaluate(ctx, c)
-    if verdict == "not_reproducible" and measuring_stage(c["check"]):
-        return o, "pending", "pending"
+    if verdict == Claim.NOT_REPRODUCIBLE and measuring_stage(c["check"]):
+        return o, Claim.PENDING, Basis.PENDING
     return o, verdict, basis
 
 
@@ -65,10 +66,10 @@ def _evaluate(ctx: Context, c: Mapping[str, Any]) -> tuple[Outcome, str, str]:
     except (KeyError, TypeError) as exc:
         raise ClaimsError(f"claim {c['id']}: check {c['check'].get('fn')!r} is missing {exc}") from exc
     if reading_decides(c, o):
-        return o, c["reading"]["verdict"], "reading"
+        return o, c["reading"]["verdict"], Basis.READING
     verdict, basis = decide(o, c["check"], possibility_hedged(c["zh"]))
-    if basis == "computed" and circular(deciding_check(o, c["check"]), o):
-        return o, "consistent" if verdict == "holds" else verdict, "circular"
+    if basis == Basis.COMPUTED and circular(deciding_check(o, c["check"]), o):
+        return o, Claim.CONSISTENT if verdict == Claim.HOLDS else verdict, Basis.CIRCULAR
     return o, verdict, basis
 
 
@@ -77,7 +78,7 @@ def reading_decides(c: Mapping[str, Any], o: Outcome) -> bool:
     sub-check of a first_decided claim decided (a measurement is not our construction). A claim whose only check is
     a measurement of our own config (s7_4_training: the run averaged 10 epochs because we set it so) is by
     construction too."""
-    measurement_decided = o.basis == "measured" and o.verdict != "pending"
+    measurement_decided = o.basis == Basis.MEASURED and o.verdict != Claim.PENDING
     return bool(c.get("by_construction")) and not (measurement_decided and o.decided_by)
 
 
@@ -96,11 +97,11 @@ def _reason(
         reason = str(c["reading"]["reason"]).strip() + (
             f" (Other sub-checks: {o.others}.)" if o.others else ""
         )
-    elif o.parts and verdict in ("conditional", "holds") and basis != "reading":
+    elif o.parts and verdict in (Claim.CONDITIONAL, Claim.HOLDS) and basis != Basis.READING:
         held = [lbl for lbl, po, pc in o.parts if _holds(po, pc)]
-        if verdict == "conditional" or (possibility_hedged(c["zh"]) and len(held) < len(o.parts)):
+        if verdict == Claim.CONDITIONAL or (possibility_hedged(c["zh"]) and len(held) < len(o.parts)):
             reason = (f"holds only under: {', '.join(held)}. " + reason).strip()
-    if verdict == "pending" and _evaluate(ctx, c)[1] == "not_reproducible":
+    if verdict == Claim.PENDING and _evaluate(ctx, c)[1] == Claim.NOT_REPRODUCIBLE:
         reason = (
             f"Pending (rule 15): stage {measuring_stage(c['check'])} of this project can measure it and has not "
             f"decided it here; not reproducible is kept for claims no stage could measure. {reason}"

@@ -27,12 +27,13 @@ from hsitp.audit.claims.core import (
     share,
 )
 from hsitp.contracts import TRAIN_SUMMARY, flag_meanings
+from hsitp.outcomes import Basis, Claim
 
 
 def check_measured(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     """:func:`_check_measured`, its reason saying when the summary is the committed reference, not a run here."""
     out = _check_measured(ctx, a)
-    if ctx.accuracy_from_reference and out.verdict != "pending":
+    if ctx.accuracy_from_reference and out.verdict != Claim.PENDING:
         note = f"from the committed reference {ctx.accuracy_summary}, not re-run here"
         out = replace(out, reason=f"{out.reason}; {note}" if out.reason else note)
     return out
@@ -56,7 +57,7 @@ def _check_measured(ctx: Context, a: Mapping[str, Any]) -> Outcome:
         # no cell decided either way: the measurement cannot judge the claim (not a contradiction of it); a share
         # of 0 with a decided cell is one (if_false: contradicted)
         return Outcome(
-            verdict="not_reproducible", basis="measured", value=0.0,
+            verdict=Claim.NOT_REPRODUCIBLE, basis=Basis.MEASURED, value=0.0,
             how=f"every one of {vals.size} cell(s) of {var}{_sel_text(a.get('sel'))} is {a['undecided']!r}",
             source=f"{path}:{var}", reason=f"no selected cell was decided ({a['undecided']}): more seeds could decide it",
         )  # fmt: skip
@@ -255,7 +256,7 @@ def check_probe_estimate(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     if "part" in da.dims or "kind" in da.dims:
         da, missing = _msel(da, a.get("sel"))
         if da is None:
-            return _undecided(path, missing, basis="pending")
+            return _undecided(path, missing, basis=Basis.PENDING)
         da = da.sum([d for d in ("part", "kind") if d in da.dims])
     keys = [k for k in ("P", "L", "N", "D", "depth", "batch", "dtype", "checkpointing") if k in ds]
     plans = [str(x) for x in ds["plan"].values]
@@ -278,7 +279,7 @@ def check_probe_estimate(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     if not pts:
         at = f" at the sizes the claim speaks of ({sizes})" if sizes else ""
         return _undecided(
-            path, f"no config of {want}{at} with a matching {a['against']} config", basis="pending"
+            path, f"no config of {want}{at} with a matching {a['against']} config", basis=Basis.PENDING
         )
     return _share(
         pts,

@@ -41,6 +41,7 @@ from hsitp.audit.claims.measured import (
 )
 from hsitp.audit.claims.shard import check_shard_compare, check_shard_value
 from hsitp.audit.claims.verdicts import _holds, circular, decide
+from hsitp.outcomes import Basis, Claim
 
 
 def check_any_of(ctx: Context, a: Mapping[str, Any]) -> Outcome:
@@ -66,18 +67,18 @@ def check_first_decided(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     own verdict mapping, tolerance and basis; the verdict's reason names it and what the others said (a pending
     one: why)."""
     subs = [(s["label"], s, evaluate_check(ctx, s)) for s in a["checks"]]
-    pick = next((i for i, (_, _, o) in enumerate(subs) if o.verdict != "pending"), len(subs) - 1)
+    pick = next((i for i, (_, _, o) in enumerate(subs) if o.verdict != Claim.PENDING), len(subs) - 1)
     label, sub, o = subs[pick]
     notes, hows, sources = [], [f"[{label}] {o.how}"], [o.source]
     for i, (lbl, s, so) in enumerate(subs):
         if i == pick:
             continue
-        if so.verdict == "pending":
+        if so.verdict == Claim.PENDING:
             notes.append(f"{lbl}: {so.reason.rstrip('. ')}")
         else:
             v, b = decide(so, s)
-            if b == "computed" and circular(s, so):
-                v, b = ("consistent" if v == "holds" else v), "circular"
+            if b == Basis.COMPUTED and circular(s, so):
+                v, b = (Claim.CONSISTENT if v == Claim.HOLDS else v), Basis.CIRCULAR
             value = f", value {_fmt(so.value)}" if str(so.value) != "" else ""
             notes.append(f"{lbl} would say {v} ({b}{value})")
             if so.how != "-":

@@ -12,6 +12,7 @@ from typing import Any
 from hsitp.audit.claims.boundary import CIRCULAR_FACTORS
 from hsitp.audit.claims.core import CIRCULAR_CHECKS, PAPER_PRESETS, Outcome, _fmt
 from hsitp.cost import stated
+from hsitp.outcomes import Basis, Claim
 
 # Quotes recomputed by the paper's own formulas and parameters alone (not those needing the registry's scenes or
 # the refined memory model, which hsitp.cost adds beside them).
@@ -78,8 +79,8 @@ def decide(o: Outcome, check: Mapping[str, Any], existential: bool = False) -> t
     first_decided outcome is decided under the mapping of the sub-check that decided it."""
     check = deciding_check(o, check)
     if o.verdict is not None:
-        return o.verdict, o.basis or ("pending" if o.verdict == "pending" else "reading")
-    basis = o.basis or "computed"
+        return o.verdict, o.basis or (Basis.PENDING if o.verdict == Claim.PENDING else Basis.READING)
+    basis = o.basis or Basis.COMPUTED
     if o.parts:
         held = [_holds(po, pc) for _, po, pc in o.parts]
         ok = any(held) if existential else all(held)
@@ -90,10 +91,10 @@ def decide(o: Outcome, check: Mapping[str, Any], existential: bool = False) -> t
         ok = _holds(o, check, existential)
         partial = not ok and float(o.fraction) > 0
     if ok:
-        return check.get("if_true", "holds"), basis
+        return check.get("if_true", Claim.HOLDS), basis
     if partial:
-        return check.get("if_partial", "conditional"), basis
-    return check.get("if_false", "contradicted"), basis
+        return check.get("if_partial", Claim.CONDITIONAL), basis
+    return check.get("if_false", Claim.CONTRADICTED), basis
 
 
 def verdict_of(o: Outcome, check: Mapping[str, Any]) -> tuple[str, str]:
