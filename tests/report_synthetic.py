@@ -244,6 +244,8 @@ def render_every_figure(folder: Path) -> dict[str, Path]:
     """Every figure of the five report pages, saved by the real ``Publisher`` under ``folder/figures``, from small
     files: the committed smoke cost tables, the bench fixture (tests/fixtures/report_bench) and the synthetic
     scene, probe and train files above. Returns figure name -> PNG."""
+    from hsitp.analysis import answer as analysis_answer
+    from hsitp.analysis import cells as analysis_cells
     from hsitp.report import bench as rb
     from hsitp.report import cost as rc
     from hsitp.report import data as rd
@@ -264,7 +266,7 @@ def render_every_figure(folder: Path) -> dict[str, Path]:
     mem, thr, est = (rp.load_memory(probe["memory"]), rp.load_throughput(probe["throughput"]),
                      rp.load_estimate(probe["estimate"]))  # fmt: skip
     summary_path, record_paths = train_summary(folder)
-    runs, summary = rt.load_records(record_paths), rt.load_summary(summary_path)
+    runs, summary = rt.load_records(record_paths), analysis_cells.load_summary(summary_path)
     pages = {
         "data": {"scene": lambda: rd.scene_figure(scene)},
         "cost": {
@@ -286,7 +288,9 @@ def render_every_figure(folder: Path) -> dict[str, Path]:
             "estimate": lambda: rp.estimate_figure(est),
         },
         "train": {
-            "pareto": lambda: rt.pareto_figure(*rt.load_probe(probe["memory"], probe["throughput"]), summary),
+            "pareto": lambda: rt.pareto_figure(
+                *analysis_answer.load_probe(probe["memory"], probe["throughput"]), summary
+            ),
             "tune_budget": lambda: rt.budget_figure(rt.load_studies(study_files(folder))),
             "curves": lambda: rt.curves_figure(runs, summary),
             "accuracy_plot": lambda: rt.accuracy_figure(summary, runs),

@@ -16,6 +16,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from scipy.stats import t as student_t  # noqa: E402
 
+from hsitp.analysis import headline as analysis_headline  # noqa: E402
 from hsitp.cli import main  # noqa: E402
 from hsitp.report import headline as hl  # noqa: E402
 from hsitp.report import style  # noqa: E402
@@ -37,7 +38,7 @@ def rendered(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def inputs():
-    return hl.load_reference(REFERENCE)
+    return analysis_headline.load_reference(REFERENCE)
 
 
 def _row(table, **at):
@@ -79,7 +80,7 @@ def test_forest_plot_draws_the_summary_and_the_runs_values(inputs):
     verdicts of a protocol where no model beats the SVM as counted): the mean and the 95 % t
     interval over partitions recomputed here from runs.nc's per-partition OA, the paired ΔOA interval and
     verdict from summary.nc, and the values the figure actually draws read back from its artists."""
-    table = hl.forest_table(inputs.summary)
+    table = analysis_headline.forest_table(inputs.summary)
     row = _row(table, kind="cell", **SPOT)
     runs = inputs.runs
     pick = np.flatnonzero(
@@ -102,7 +103,7 @@ def test_forest_plot_draws_the_summary_and_the_runs_values(inputs):
     assert row["d_oa_vs_tp_ci_low"] == float(s["d_oa_vs_tp_ci_low"]) and row["verdict"] == "undecided"
     svm = _row(table, kind="baseline", plan="svm", protocol="block")
     assert svm["oa_mean"] == float(inputs.summary["baseline_oa_mean"].sel(classifier="svm").isel(cell=6))
-    fig = hl.forest_figure(table, hl.trained_on(runs))
+    fig = hl.forest_figure(table, analysis_headline.trained_on(runs))
     assert _gid_line(fig, "block: oa dchag_l P=2 g=1").get_xdata()[0] == pytest.approx(100 * row["oa_mean"])
     assert _gid_line(fig, "block: d_oa dchag_l P=2 g=1").get_xdata()[0] == pytest.approx(
         100 * row["d_oa_vs_tp_mean"]
@@ -123,7 +124,7 @@ def test_pareto_view_draws_the_probe_values(inputs):
     """Catches a memory-vs-tokens/s point that is not the probe's (fullest rank, no activation checkpointing,
     tokens/s of the interleaved rounds), a verdict marked on the wrong cell, or a P the probe did not measure
     drawn as if it had (P = 8 must be NaN and named)."""
-    table = hl.pareto_table(inputs)
+    table = analysis_headline.pareto_table(inputs)
     row = _row(table, **SPOT)
     at = {"plan": "dchag_l", "P": 2, "g": 1, "checkpointing": "none", "L": 200, "N": 324}
     peak = float(inputs.memory["peak_allocated"].sel(**at).max("rank")) / 2**20
@@ -133,7 +134,7 @@ def test_pareto_view_draws_the_probe_values(inputs):
     assert _row(table, plan="dchag_l", P=2, g=1, protocol="random")["verdict"] == "better"
     assert "oversubscribed" in _row(table, plan="dchag_l", P=4, g=1, protocol="block")["note"]
     assert np.isnan(_row(table, plan="dchag_l", P=8, g=1, protocol="block")["peak_mib"])
-    fig = hl.pareto_figure(table, hl.probed_on(inputs.memory))
+    fig = hl.pareto_figure(table, analysis_headline.probed_on(inputs.memory))
     line = _gid_line(fig, "block: dchag_l P=2 g=1")
     assert (line.get_xdata()[0], line.get_ydata()[0]) == pytest.approx((row["tokens_per_s"], peak))
     assert "no activation checkpointing" in fig.get_suptitle() and "gloo" in fig.get_suptitle()
@@ -144,7 +145,7 @@ def test_time_to_accuracy_curves_reach_the_target_where_the_summary_says(inputs)
     """Catches OA curves that are not the ones the summary's steps to tp's OA − δ were read from (each cell's
     drawn curve must first reach the target at its ``steps_to_target``, NaN where never), and a time ratio
     drawn where the probe timed nothing comparable (P = 4 oversubscribed, P = 8 not probed)."""
-    curves, times = hl.curves_table(inputs), hl.time_table(inputs)
+    curves, times = analysis_headline.curves_table(inputs), analysis_headline.time_table(inputs)
     for t in times.itertuples(index=False):
         c = curves[
             (curves["plan"] == t.plan)
@@ -158,7 +159,7 @@ def test_time_to_accuracy_curves_reach_the_target_where_the_summary_says(inputs)
     row = _row(times, **SPOT)
     assert row["steps"] == 720 and round(row["time_ratio"], 2) == 0.42
     assert times.loc[times["P"] > 2, "time_ratio"].isna().all()
-    fig = hl.time_figure(curves, times, hl.trained_on(inputs.runs))
+    fig = hl.time_figure(curves, times, analysis_headline.trained_on(inputs.runs))
     assert _gid_line(fig, "block: steps dchag_l P=2 g=1").get_xdata()[0] == 720
     matplotlib.pyplot.close(fig)
 
@@ -168,7 +169,7 @@ def test_a_missing_or_damaged_reference_file_is_one_line_exit_2(tmp_path, capsys
     """Catches a traceback (or a half-drawn page) instead of one line naming the file when a reference file is
     missing or damaged, or the reference folder does not exist."""
     ref = tmp_path / "ref"
-    for rel in hl.FILES.values():
+    for rel in analysis_headline.FILES.values():
         (ref / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(REFERENCE / rel, ref / rel)
     if damage == "missing":

@@ -261,8 +261,8 @@ def test_snakemake_plans_every_partition_as_its_own_job(workflow_copy) -> None: 
 def test_tables_show_the_spread_across_partitions_apart_from_seeds(tmp_path: Path) -> None:
     """Catches tables that fold the partitions' spread into one std (the spread of a new draw of places would be
     invisible), a baseline row without its own spread across partitions, or a tp-minus-baseline sign flipped."""
+    from hsitp.analysis.cells import accuracy_table
     from hsitp.publish.measured import Reference, fair_block, headline_block
-    from hsitp.report.train import accuracy_table
 
     tp = {(k, s): 0.6 + 0.1 * k + 0.01 * s for k in range(3) for s in (0, 1)}
     files = [_record(tmp_path, "tp", k, s, v) for (k, s), v in tp.items()]
@@ -292,7 +292,7 @@ def test_tables_show_the_spread_across_partitions_apart_from_seeds(tmp_path: Pat
 def test_verdict_text_names_what_its_interval_is_over(tmp_path: Path) -> None:
     """Catches a verdict over partitions labelled with the cell's seed count ("1 seeds" under 5 partitions x 1 seed,
     as the first cpu-places tables said) and a "seeds to decide" where more partitions would decide."""
-    from hsitp.report.train import _verdict
+    from hsitp.analysis.cells import verdict_text as _verdict
 
     tp = {(k, 0): 0.6 + 0.1 * k for k in range(3)}
     files = [_record(tmp_path, "tp", k, s, v) for (k, s), v in tp.items()]

@@ -9,11 +9,16 @@ from pathlib import Path
 
 import matplotlib
 import numpy as np
+import pandas as pd
 import pytest
 import xarray as xr
 
 matplotlib.use("Agg")
 
+from hsitp.analysis import answer as analysis_answer  # noqa: E402
+from hsitp.analysis import cells as analysis_cells  # noqa: E402
+from hsitp.analysis.labels import stage_hardware  # noqa: E402
+from hsitp.analysis.read import ReportError, need  # noqa: E402
 from hsitp.io import ResultFileError, json_attr, read_netcdf  # noqa: E402
 from hsitp.report import bench as rb  # noqa: E402
 from hsitp.report import cost as rc  # noqa: E402
@@ -21,8 +26,7 @@ from hsitp.report import data as rd  # noqa: E402
 from hsitp.report import probe as rp  # noqa: E402
 from hsitp.report import rules  # noqa: E402
 from hsitp.report import train as rt  # noqa: E402
-from hsitp.report.common import Publisher, ReportError, fmt_num, load_cost, measured_on, need  # noqa: E402
-from hsitp.report.labels import stage_hardware  # noqa: E402
+from hsitp.report.common import Publisher, fmt_num, load_cost, measured_on  # noqa: E402
 from hsitp.report.outputs import OUTPUTS, STAGES, stage_outputs  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -463,7 +467,7 @@ def test_train_page_with_and_without_accuracy_and_prediction(tmp_path):
     ref = read_netcdf(full)
     row = tab.iloc[0]
     assert row["loss"] == float(ref["loss_summary"]) and row["tokens/s"] == float(ref["tokens_per_s_summary"])
-    assert row["peak [MiB] (fullest rank)"] == float(ref["peak_allocated_summary"].max()) / rt.MIB
+    assert row["peak [MiB] (fullest rank)"] == float(ref["peak_allocated_summary"].max()) / analysis_cells.MIB
     assert row["overall accuracy (last evaluated)"] == 0.7 and np.isnan(
         tab.iloc[1]["overall accuracy (last evaluated)"]
     )
@@ -477,9 +481,9 @@ def test_accuracy_table_and_figure_from_the_summary(tmp_path):
     from report_synthetic import DEVICE_SHOWN, train_summary
 
     path, records = train_summary(tmp_path)
-    summary = rt.load_summary(path)
+    summary = analysis_cells.load_summary(path)
     runs = rt.load_records(records)
-    tab = rt.accuracy_table(summary)
+    tab = analysis_cells.accuracy_table(summary)
     assert list(dict.fromkeys(zip(tab["dataset"], tab["protocol"], strict=True))) == [
         ("synthetic", "block"),
         ("synthetic", "random"),
@@ -514,8 +518,8 @@ def test_answer_table_reads_the_probe_and_the_verdict(tmp_path, probe_files):
 
     mem, thr, _ = probe_files
     path, _ = train_summary(tmp_path)
-    summary = rt.load_summary(path)
-    tab = rt.answer_table(mem, thr, summary)
+    summary = analysis_cells.load_summary(path)
+    tab = analysis_answer.answer_table(mem, thr, summary)
     assert {("dense", 1), ("tp", 2), ("dchag_l", 2)} <= set(zip(tab["plan"], tab["P"], strict=True))
     assert len(tab) == len(set(zip(tab["plan"], tab["P"], strict=True))) * 2  # x 2 checkpointing policies
     row = tab[
@@ -533,16 +537,18 @@ def test_answer_table_reads_the_probe_and_the_verdict(tmp_path, probe_files):
     )
     assert all(DEVICE_SHOWN in on for on in tab["measured on"])
     no_tp1 = mem.assign(peak_allocated=mem["peak_allocated"].where((mem["plan"] != "tp") | (mem["P"] != 1)))
-    dense = rt.answer_table(no_tp1, thr).query("plan == 'dense'").iloc[0]  # as the probe runs: no tp at P = 1
+    dense = (
+        analysis_answer.answer_table(no_tp1, thr).query("plan == 'dense'").iloc[0]
+    )  # as the probe runs: no tp at P = 1
     assert dense["peak vs tp (fullest rank, measured on CPU)"] == "n/a (no tp at P = 1)"
-    before = rt.answer_table(mem, thr, None)  # no training summary yet
-    assert set(before["OA verdict vs tp (measured on CPU)"]) == {rt.NO_VERDICT}
+    before = analysis_answer.answer_table(mem, thr, None)  # no training summary yet
+    assert set(before["OA verdict vs tp (measured on CPU)"]) == {analysis_answer.NO_VERDICT}
     # the verdict as CF flag values, at the probe's crop
     flags = xr.DataArray(np.ones(summary.sizes["cell"], dtype=np.int8), dims="cell",
                          attrs={"flag_values": np.array([0, 1, 2, 3], dtype=np.int8),
                                 "flag_meanings": "equal better worse undecided"})  # fmt: skip
     summary = summary.assign(oa_verdict=flags, N=("cell", np.full(summary.sizes["cell"], 16)))
-    tab = rt.answer_table(mem, thr, summary)
+    tab = analysis_answer.answer_table(mem, thr, summary)
     row = tab[(tab["plan"] == "dchag_l") & (tab["P"] == 2)].iloc[0]
     assert row["OA verdict vs tp, synthetic random protocol (measured on CPU)"].startswith("better")
     assert (
@@ -558,7 +564,7 @@ def test_answer_table_reads_the_probe_and_the_verdict(tmp_path, probe_files):
     assert "measured on CPU" in rt.answer_caption(mem, thr) and "oversubscribed" in rt.answer_caption(
         mem, thr
     )
-    assert list(rt.answer_table(None, None, summary)["answer"]) == [rt.NO_PROBE]
+    assert list(analysis_answer.answer_table(None, None, summary)["answer"]) == [analysis_answer.NO_PROBE]
 
 
 def test_probe_and_train_hardware_lines(tmp_path):
@@ -657,7 +663,7 @@ def test_accuracy_figures_of_an_untrained_run_say_so(tmp_path):
     scene = rd.load_scene(scene_file(tmp_path))
     for oa, noted in ((0.1, True), (0.7, False)):
         path, records = train_summary(tmp_path / f"oa{oa}", oa=oa)
-        summary, runs = rt.load_summary(path), rt.load_records(records)
+        summary, runs = analysis_cells.load_summary(path), rt.load_records(records)
         note = rt.accuracy_note(summary, runs)
         assert (note is not None) == noted, oa
         if noted:
@@ -679,12 +685,12 @@ def test_pareto_points_pair_memory_with_time_to_accuracy(tmp_path):
     from report_synthetic import probe_files, train_summary
 
     probe = probe_files(tmp_path)
-    summary = rt.load_summary(train_summary(tmp_path)[0])
-    mem, thr = rt.load_probe(probe["memory"], probe["throughput"])
+    summary = analysis_cells.load_summary(train_summary(tmp_path)[0])
+    mem, thr = analysis_answer.load_probe(probe["memory"], probe["throughput"])
     mem, thr = (ds.assign_coords(N=[9]) for ds in (mem, thr))  # the synthetic probe at the records' crop
     busy = thr["oversubscribed_note"].copy()
     thr = thr.assign(oversubscribed_note=xr.full_like(busy, ""))  # as if P = 2 had its two cores
-    pts = rt.pareto_points(mem, thr, summary).set_index("protocol")
+    pts = analysis_answer.pareto_points(mem, thr, summary).set_index("protocol")
     peak = mem["peak_allocated"].max("rank").sel(P=2, g=2, checkpointing="none").isel(L=0, N=0)
     med = float(thr["ratio_vs_tp_median"].sel(plan="dchag_l", P=2, g=2, checkpointing="none").isel(L=0, N=0))
     assert pts.loc["block", "memory_ratio"] == pytest.approx(
@@ -696,9 +702,13 @@ def test_pareto_points_pair_memory_with_time_to_accuracy(tmp_path):
     assert pts.loc["block", "time_ratio"] == pytest.approx(steps[0] / steps[2] / med)
     never = summary.copy(deep=True)
     never["steps_to_target"].loc[{"target": "tp_minus_delta"}] = [np.nan, 12.0, 12.0, 12.0]
-    pts = rt.pareto_points(mem, thr, never).set_index("protocol")
+    pts = analysis_answer.pareto_points(mem, thr, never).set_index("protocol")
     assert np.isnan(pts.loc["block", "time_ratio"]) and np.isfinite(pts.loc["random", "time_ratio"])
-    assert rt.pareto_points(mem, thr.assign(oversubscribed_note=busy), summary)["time_ratio"].isna().all()
+    assert (
+        analysis_answer.pareto_points(mem, thr.assign(oversubscribed_note=busy), summary)["time_ratio"]
+        .isna()
+        .all()
+    )
 
 
 def test_budget_figure_draws_each_study(tmp_path):
@@ -724,15 +734,39 @@ def test_tuning_effect_pairs_each_control_cell_with_its_tuned_cell(tmp_path):
     control."""
     from report_synthetic import train_summary
 
-    summary = rt.load_summary(train_summary(tmp_path)[0])
+    summary = analysis_cells.load_summary(train_summary(tmp_path)[0])
     control = summary.copy(deep=True)
     dchag = np.flatnonzero(summary["plan"].values == "dchag_l")
     control["d_oa_vs_tp_mean"].values[dchag] = [-0.10, -0.02]  # block, random on tp's recipe
-    table = rt.tuning_effect_table(summary, control).set_index("protocol")
+    table = analysis_answer.tuning_effect_table(summary, control).set_index("protocol")
     assert list(table["plan"]) == ["dchag_l", "dchag_l"]
     for i, protocol in zip(dchag, summary["protocol"].values[dchag], strict=True):
         own = 100 * float(summary["d_oa_vs_tp_mean"].values[i])
         assert table.loc[protocol, "ΔOA vs tp on its own recipe (pp)"] == pytest.approx(own)
         untuned = 100 * float(control["d_oa_vs_tp_mean"].values[i])
         assert table.loc[protocol, "tuning gained (pp)"] == pytest.approx(own - untuned)
-    assert rt.tuning_effect_table(summary, None)["plan"].tolist() == ["none"]
+    assert analysis_answer.tuning_effect_table(summary, None)["plan"].tolist() == ["none"]
+
+
+def test_every_analysis_module_is_a_rendering_input() -> None:
+    """Bug: a module added to the analysis floor is left out of the rendering rules' inputs, so an edit to the
+    tables it computes leaves every rendered page stale."""
+    from pathlib import Path
+
+    from hsitp import analysis
+
+    on_disk = {p.stem for p in Path(analysis.__file__).parent.glob("*.py")}
+    assert on_disk == set(rules.ANALYSIS_MODULES)
+    assert all(Path(p).exists() for p in rules.code_inputs("train"))
+
+
+def test_the_one_markdown_writer_keeps_text_as_text() -> None:
+    """Bug: a cell holding '|' splits its row in two, a seed '01' or a version '2.10' is re-read as a number and
+    printed as 1 or 2.1 (the claims table and the jobs' times print text, the pages' tables numbers)."""
+    from hsitp.markdown import markdown_table
+
+    text = markdown_table([["01", "a|b", "2.10"]], ["seed", "note", "version"]).splitlines()
+    assert [c.strip() for c in text[2].strip("|").split(" | ")] == ["01", "a\\|b", "2.10"]
+    assert (
+        markdown_table(pd.DataFrame({"x": [0.123456]}), floatfmt=".3g").splitlines()[2].strip("| ") == "0.123"
+    )

@@ -148,7 +148,7 @@ def test_two_crops_of_one_scene_give_distinct_records_and_cells(tmp_path: Path) 
     for n in (9, 16):
         cell = ds.isel(cell=int(np.flatnonzero((ds["plan"].values == "dense") & (ds["N"].values == n))[0]))
         assert float(cell["d_oa_vs_tp_mean"]) == pytest.approx(oa[("dense", n)] - oa[("tp", n)])
-    from hsitp.report.train import accuracy_table
+    from hsitp.analysis.cells import accuracy_table
 
     models = accuracy_table(ds)["model"].tolist()
     assert sorted(models) == ["dense P=1 N=16", "dense P=1 N=9", "tp P=1 N=16", "tp P=1 N=9"]

@@ -246,7 +246,7 @@ def _baseline(tmp: Path, seed: int, per_class: list[float]) -> Path:
 def test_summary_refuses_mixed_recipes_and_reduces_validation(tmp_path: Path) -> None:
     """Catches a summary that silently averages runs of two recipes, loses the recipe hash, or drops the
     validation and per-class numbers (the model's and the baseline's) that the train page's per-class table shows."""
-    from hsitp.report.train import per_class_table
+    from hsitp.analysis.cells import per_class_table
 
     a0, a1 = _record(tmp_path, 0, "aaaa", 0.6), _record(tmp_path, 1, "aaaa", 0.8)
     bases = [_baseline(tmp_path, seed, [0.5 + 0.2 * seed, np.nan]) for seed in (0, 1)]

@@ -3,7 +3,7 @@
 # a rule, so the rule files call these.
 from hsitp.names import partition_tag
 from hsitp.report import rules as report_rules
-from hsitp.report.labels import stage_hardware
+from hsitp.analysis.labels import stage_hardware
 from hsitp.train import plan as train_plan
 
 

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
-import pandas as pd
 import xarray as xr
 
 from hsitp.audit.claims import (
@@ -38,6 +37,7 @@ from hsitp.audit.claims import (
 from hsitp.contracts import COST, PROBE_MEMORY, TRAIN_SUMMARY, flag_meanings, summary_cells
 from hsitp.errors import HsitpError
 from hsitp.io import atomic_write_text, read_netcdf
+from hsitp.markdown import markdown_table
 from hsitp.outcomes import Basis, Claim
 from hsitp.publish.reference import MANIFEST, read_manifest
 
@@ -113,14 +113,9 @@ def _csv_text(rows: Sequence[Mapping[str, Any]]) -> str:
     return buf.getvalue()
 
 
-def _md_cell(x: Any) -> str:
-    return str(x).replace("|", "\\|").replace("\n", " ")
-
-
 def _md_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
-    """A Markdown table's lines: every cell through :func:`_md_cell`, none reformatted as a number."""
-    cells = pd.DataFrame([[_md_cell(x) for x in r] for r in rows], columns=list(header))
-    return cells.to_markdown(index=False, disable_numparse=True).split("\n")
+    """A Markdown table's lines, every cell as its text (none reformatted as a number)."""
+    return markdown_table(rows, header).split("\n")
 
 
 def _md_text(rows: Sequence[Mapping[str, Any]], inputs: Mapping[str, Any]) -> str:

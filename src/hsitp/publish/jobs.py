@@ -25,10 +25,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import pandas as pd
-
 from hsitp.errors import HsitpError
 from hsitp.io import atomic_write_text
+from hsitp.markdown import markdown_table
 
 INVOCATIONS = "invocations"  # logs/<run>/invocations/: one JSON record per snakemake call that ran jobs
 
@@ -147,8 +146,7 @@ def _csv(rows: Sequence[dict[str, object]]) -> str:
 def _md(rows: Sequence[dict[str, object]], note: str) -> str:
     """``note``, then the rows as a Markdown table, each cell as ``str`` gives it (no number reformatted)."""
     cols = list(rows[0])
-    table = pd.DataFrame([[str(r[c]) for c in cols] for r in rows], columns=cols)
-    return f"{note}\n\n{table.to_markdown(index=False, disable_numparse=True)}\n"
+    return f"{note}\n\n{markdown_table([[r[c] for c in cols] for r in rows], cols)}\n"
 
 
 def start_invocation(run_logs: Path, jobs: Sequence[tuple[str, str | None]], command: Sequence[str]) -> Path:

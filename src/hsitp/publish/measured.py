@@ -29,9 +29,12 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from hsitp.analysis.answer import answer_table, load_probe, tuning_effect_table
+from hsitp.analysis.cells import several_partitions, verdict_name
 from hsitp.contracts import KERNEL_CHECK, TRAIN_SUMMARY, TUNE_STUDY, summary_cells
 from hsitp.errors import HsitpError
 from hsitp.io import atomic_write_text
+from hsitp.markdown import markdown_table
 
 BLOCK = re.compile(
     r"(<!-- generated: (?P<name>[\w.-]+/[\w-]+) \(hsitp report measured\) -->\n)(?P<body>.*?)(<!-- end generated: "
@@ -49,7 +52,7 @@ class MeasuredDocError(HsitpError):
 
 
 def _md(df: pd.DataFrame) -> str:
-    return df.to_markdown(index=False, floatfmt=".3g") + "\n"
+    return markdown_table(df, floatfmt=".3g") + "\n"
 
 
 @dataclass
@@ -124,8 +127,6 @@ def _pp(x: float, fmt: str = ".1f") -> str:
 
 
 def _summary_rows(ref: Reference, recipe: str) -> list[dict[str, object]]:
-    from hsitp.report.train import _verdict_name, several_partitions
-
     rows = []
     for c in ref.cells.itertuples(index=False):
         k = float(getattr(c, "seeds_to_decide", np.nan))
@@ -135,7 +136,7 @@ def _summary_rows(ref: Reference, recipe: str) -> list[dict[str, object]]:
             "seeds": int(c.seeds), "OA [%] mean ± std": f"{_pp(c.oa_mean)} ± {_pp(c.oa_std)}",
             "ΔOA vs tp [pp] (95 % CI)": "reference" if tp else
             f"{_pp(c.d_oa_vs_tp_mean, '+.1f')} [{_pp(c.d_oa_vs_tp_ci_low, '+.1f')}, {_pp(c.d_oa_vs_tp_ci_high, '+.1f')}]",
-            "verdict": "" if tp else _verdict_name(ref.summary, c.i),
+            "verdict": "" if tp else verdict_name(ref.summary, c.i),
             "seeds to decide": "" if tp or not np.isfinite(k) or k <= 0 else int(k),
         }  # fmt: skip
         rows.append(_with_partitions(row, c, tp) if several_partitions(ref.summary) else row)
@@ -161,8 +162,6 @@ def _with_partitions(row: dict[str, object], c: Any, tp: bool) -> dict[str, obje
 
 
 def _baseline_rows(ref: Reference) -> list[dict[str, object]]:
-    from hsitp.report.train import several_partitions
-
     summary, rows = ref.summary, []
     if "classifier" not in summary.coords:
         return rows
@@ -213,16 +212,12 @@ def fair_block(ref: Reference) -> str:
 
 def tuning_block(ref: Reference) -> str:
     """The untuned control (D-CHAG on tp's tuned recipe) beside the same cells on their own recipe."""
-    from hsitp.report.train import tuning_effect_table
-
     return _md(tuning_effect_table(ref.summary, ref.control).drop(columns=["dataset"], errors="ignore"))
 
 
 def answer_block(ref: Reference) -> str:
     """The one-table answer: per plan and P, memory and throughput vs tp from the probe, the accuracy verdict and
     the time to accuracy from the summary (the train page's answer table, without activation checkpointing)."""
-    from hsitp.report.train import answer_table, load_probe
-
     memory, throughput = ref.path / "probe" / "memory.nc", ref.path / "probe" / "throughput.nc"
     if not (memory.exists() and throughput.exists()):
         return "No probe files in this reference: memory and throughput were not measured in this run.\n"
@@ -266,14 +261,12 @@ def _range(values: np.ndarray, fmt: str) -> str:
 def headline_block(ref: Reference) -> str:
     """The README's sentences: per protocol, tp's OA against the SVM's, and the D-CHAG cells' verdicts on their own
     recipes counted, with the range of their OA differences to tp."""
-    from hsitp.report.train import _verdict_name, several_partitions
-
     summary, lines = ref.summary, []
     clf = list(map(str, summary["classifier"].values)) if "classifier" in summary.coords else []
     for protocol, cells in ref.cells.groupby("protocol", sort=False):
         tp = next(c for c in cells.itertuples(index=False) if c.plan == "tp")
         others = cells[cells["plan"] != "tp"]
-        counts = pd.Series([_verdict_name(summary, i) for i in others["i"]]).value_counts()
+        counts = pd.Series([verdict_name(summary, i) for i in others["i"]]).value_counts()
         svm = (
             f" (SVM {_pp(summary['baseline_oa_mean'].values[tp.i, clf.index('svm')])})"
             if "svm" in clf

@@ -21,20 +21,11 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from hsitp.analysis.read import json_attr, load, need
 from hsitp.contracts import CALIBRATION, MICROBENCH, MODEL_VS_MEASURED
 from hsitp.names import PLANS
 from hsitp.report import style
-from hsitp.report.common import (
-    MEASURED,
-    MODELLED,
-    headline,
-    json_attr,
-    load,
-    log_limits,
-    measured_on,
-    modelled_for,
-    need,
-)
+from hsitp.report.common import MEASURED, MODELLED, headline, log_limits, measured_on, modelled_for
 from hsitp.report.cost import MODEL_STYLE, paper_cases
 
 HELD_OUT, NOT_MEASURED = 1, -1  # model_vs_measured held_out flags (0: fitted)

@@ -7,7 +7,6 @@ to a notebook or a plotting function costs seconds.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -24,10 +23,12 @@ import xarray as xr
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from hsitp.contracts import COST, Contract
-from hsitp.errors import HsitpError
-from hsitp.io import atomic_write_text, read_netcdf
-from hsitp.report import labels, style
+from hsitp.analysis import labels
+from hsitp.analysis.read import load
+from hsitp.contracts import COST
+from hsitp.io import atomic_write_text
+from hsitp.markdown import markdown_table
+from hsitp.report import style
 from hsitp.report.outputs import Output, output
 
 log = logging.getLogger(__name__)
@@ -36,19 +37,7 @@ MODELLED = "modelled, not measured"
 MEASURED = "measured"
 
 
-class ReportError(HsitpError):
-    """A result file lacks what a figure or table needs (the message names the file and the variable)."""
-
-
 # --- reading -----------------------------------------------------------------------------------------------------
-def load(path: str | os.PathLike[str], contract: Contract, *required: str) -> xr.Dataset:
-    """A stage's netCDF, schema and kind checked (``hsitp.io``), loaded into memory; the path is kept in attrs.
-    Only the ``required`` variables are checked (:func:`need`), not all of its contract's: a page draws an older
-    file of the kind too, and names what a figure lacks."""
-    ds = read_netcdf(path, kind=contract.kind)
-    ds.attrs["_source_path"] = str(path)
-    need(ds, *required)
-    return ds
 
 
 def load_cost(path: str | os.PathLike[str], table: str) -> xr.Dataset:
@@ -56,24 +45,7 @@ def load_cost(path: str | os.PathLike[str], table: str) -> xr.Dataset:
     return load(path, COST[table])
 
 
-def need(ds: xr.Dataset, *names: str) -> None:
-    """Fail with the file and the missing variables, not a KeyError deep in a plot."""
-    missing = [n for n in names if n not in ds.variables]
-    if missing:
-        where = ds.attrs.get("_source_path", f"a {ds.attrs.get('kind', '?')} file")
-        raise ReportError(
-            f"{where}: lacks {', '.join(missing)} (written by an older hsitp? re-run its stage)"
-        )
-
-
-def json_attr(ds: xr.Dataset, key: str, default: Any = None) -> Any:
-    raw = ds.attrs.get(key)
-    if raw is None:
-        return default
-    return json.loads(raw) if isinstance(raw, str) else raw
-
-
-# --- hardware: which machine or which preset a number belongs to (hsitp.report.labels, on a Dataset) ----------
+# --- hardware: which machine or which preset a number belongs to (hsitp.analysis.labels, on a Dataset) ----------
 def computed_on(ds: xr.Dataset) -> str:
     """The machine that wrote the file (provenance.device)."""
     return labels.computed_on(ds.attrs)
@@ -191,7 +163,7 @@ class Publisher:
         csv_path, md_path, tex_path = self._paths(out, dataset)
         atomic_write_text(csv_path, df.to_csv(index=False))
         shown = df.map(fmt_num) if hasattr(df, "map") else df.applymap(fmt_num)
-        atomic_write_text(md_path, f"{caption}\n\n{shown.to_markdown(index=False)}\n")
+        atomic_write_text(md_path, f"{caption}\n\n{markdown_table(shown, floatfmt='g')}\n")
         label = out.base(dataset).replace("_", "-")
         tex = shown.to_latex(index=False, caption=_tex_escape(caption), label=f"tab:{label}", escape=True)
         atomic_write_text(tex_path, tex)

@@ -21,9 +21,10 @@ from matplotlib.patches import Patch
 from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 
+from hsitp.analysis.read import json_attr, need
 from hsitp.names import PLAN_NAMES
 from hsitp.report import style
-from hsitp.report.common import MODELLED, headline, json_attr, log_limits, modelled_for, need, presets
+from hsitp.report.common import MODELLED, headline, log_limits, modelled_for, presets
 from hsitp.shape import n_tokens
 
 SPLITS = ("channel", "token", "2d")

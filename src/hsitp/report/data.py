@@ -16,10 +16,11 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from hsitp.analysis.read import json_attr, load
 from hsitp.contracts import DATASET
 from hsitp.data.partition import TEST, TRAIN, UNUSED, read_partition
 from hsitp.report import style
-from hsitp.report.common import computed_on, headline, json_attr, load
+from hsitp.report.common import computed_on, headline
 
 # Fractions along the band axis used as red, green and blue: long, middle and short wavelengths of the cube
 # (the prepared file carries band numbers, not wavelengths, so the composite names the bands it used).

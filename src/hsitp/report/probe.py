@@ -20,10 +20,12 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
+from hsitp.analysis import labels
+from hsitp.analysis.read import load
 from hsitp.contracts import PROBE_ESTIMATE, PROBE_MEMORY, PROBE_THROUGHPUT
 from hsitp.names import DCHAG_PLANS
-from hsitp.report import labels, style
-from hsitp.report.common import MEASURED, MODELLED, computed_on, headline, load
+from hsitp.report import style
+from hsitp.report.common import MEASURED, MODELLED, computed_on, headline
 
 PARTS = ("tokenisation", "aggregation", "blocks", "head")
 # What a rank keeps through a step (README "Memory probe"): the transient is shown apart, as the peak.

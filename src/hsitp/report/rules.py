@@ -13,8 +13,10 @@ from typing import Any
 
 from hsitp.report.outputs import STAGES, stage_outputs
 
-# Code every page runs (module files under src/hsitp/report/): rendering-rule inputs, so an edit re-runs them.
-COMMON_MODULES = ("__init__", "outputs", "labels", "style", "common", "commands")
+# Code every page runs (module files under src/hsitp/report/, and the analysis floor's every module): rendering-rule
+# inputs, so an edit re-runs them.
+COMMON_MODULES = ("__init__", "outputs", "style", "common", "commands")
+ANALYSIS_MODULES = ("__init__", "labels", "read", "cells", "answer", "headline")
 
 
 # Other pages' modules a page uses (the train page draws the scenes' ground truth with the data page's code, the
@@ -24,7 +26,8 @@ BORROWED = {"bench": ("cost",), "train": ("data",)}
 
 def code_inputs(stage: str) -> list[str]:
     """The report modules a stage's rendering job runs, as paths relative to the repository root."""
-    return [f"src/hsitp/report/{m}.py" for m in (*COMMON_MODULES, *BORROWED.get(stage, ()), stage)]
+    report = [f"src/hsitp/report/{m}.py" for m in (*COMMON_MODULES, *BORROWED.get(stage, ()), stage)]
+    return [*report, *(f"src/hsitp/analysis/{m}.py" for m in ANALYSIS_MODULES)]
 
 
 def stage_inputs(

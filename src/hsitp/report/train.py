@@ -8,11 +8,9 @@ map are shown only where a record holds them (``overall_accuracy`` per evaluated
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping, Sequence
 from itertools import cycle
-from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -23,12 +21,14 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from hsitp import contracts
+from hsitp.analysis import labels
+from hsitp.analysis.answer import NO_PROBE, pareto_points
+from hsitp.analysis.cells import BASELINE_NAMES, METRICS, MIB, accuracy_table, model_label
+from hsitp.analysis.read import json_attr, load
 from hsitp.names import DCHAG_PLANS
 from hsitp.outcomes import Accuracy
-from hsitp.report import labels, style
-from hsitp.report.common import MEASURED, headline, json_attr, load
-
-MIB = 2.0**20
+from hsitp.report import style
+from hsitp.report.common import MEASURED, headline
 
 
 def load_records(paths: Sequence[str | os.PathLike[str]]) -> list[xr.Dataset]:
@@ -69,12 +69,6 @@ def _accuracy(ds: xr.Dataset) -> pd.DataFrame | None:
 
 def _panel_key(ds: xr.Dataset) -> tuple[str, str]:
     return str(ds.attrs.get("dataset", "?")), str(ds.attrs.get("protocol", "?"))
-
-
-def model_label(plan: str, P: int, g: int, N: int | None = None) -> str:  # noqa: N803
-    """'dchag_l P=2 g=2', 'tp P=2', 'dense P=1': one model of the comparison; ' N=5776' appended when given (a
-    scene trained at more than one crop of train.crops)."""
-    return f"{plan} P={P}" + (f" g={g}" if str(plan) in DCHAG_PLANS else "") + (f" N={N}" if N else "")
 
 
 def _record_model(ds: xr.Dataset, with_n: bool) -> str:
@@ -251,9 +245,8 @@ def _baseline_seeds(summary: xr.Dataset) -> str:
 
 
 BASELINE_STYLES = {
-    "svm": ("SVM (RBF)", "-."),
-    "rf": ("random forest", ":"),
-}  # classifier -> (name, line style)
+    k: (BASELINE_NAMES[k], ls) for k, ls in (("svm", "-."), ("rf", ":"))
+}  # -> (name, line style)
 
 
 def _baseline_oa(summary: xr.Dataset | None, dataset: str, protocol: str) -> list[tuple[str, str, float]]:
@@ -422,105 +415,6 @@ def summary_caption(records: Sequence[xr.Dataset]) -> str:
 
 
 # --- accuracy over seeds (train/summary.nc) -------------------------------------------------------------------------
-METRICS = {"oa": "OA", "aa": "AA", "kappa": "κ"}
-
-
-# what the page's tables and figures read of a summary beyond its contract
-SUMMARY_NEEDS = ("per_class_accuracy_mean", "steps_to_target", "tp_cell")
-
-
-def load_summary(path: str | os.PathLike[str]) -> xr.Dataset:
-    """``train/summary.nc`` (kind ``train_summary``): accuracy per cell over seeds, with the baselines."""
-    return load(path, contracts.TRAIN_SUMMARY, *contracts.TRAIN_SUMMARY.variables, *SUMMARY_NEEDS)
-
-
-def _rows(summary: xr.Dataset) -> list[Any]:
-    """The summary's cells in file order, each with its coordinates and per-cell variables as attributes."""
-    return list(contracts.summary_cells(summary).reset_index().itertuples(index=False))
-
-
-def several_partitions(summary: xr.Dataset) -> bool:
-    """Whether a summary's cells hold more than one partition: its tables then show the spread across
-    partitions apart from the spread across seeds (seeds of one partition share its draw of places). A summary
-    of one partition shows the seeds' spread only, whether or not it has the ``partitions`` variable (the
-    committed cpu-fair summaries have none)."""
-    return "partitions" in summary and int(np.max(summary["partitions"].values, initial=0)) > 1
-
-
-def accuracy_table(summary: xr.Dataset) -> pd.DataFrame:
-    """One row per model and per classical baseline, grouped by (dataset, protocol): OA, AA and κ as mean and sample
-    std over replicates (std blank with one), where the summary has several partitions the OA's spread across
-    partitions apart from its spread across seeds, and each plan's paired OA difference to tp at the same P."""
-    rows: list[dict[str, object]] = []
-    for (dataset, protocol), here in (
-        contracts.summary_cells(summary).reset_index().groupby(["dataset", "protocol"], sort=False)
-    ):
-        with_n = here["N"].nunique() > 1  # the scene trained at two crops: N in the model's name
-        for c in here.sort_values(["N", "P", "plan", "g"], kind="stable").itertuples(index=False):
-            row: dict[str, object] = {
-                "dataset": dataset, "protocol": protocol, "model": model_label(c.plan, c.P, c.g, c.N if with_n else None),
-                "kind": "transformer (measured)", "seeds": int(summary["seeds"].values[c.i]),
-            }  # fmt: skip
-            for m, name in METRICS.items():
-                row[f"{name} mean"] = float(summary[f"{m}_mean"].values[c.i])
-                row[f"{name} std"] = float(summary[f"{m}_std"].values[c.i])
-            if several_partitions(summary):  # the replicates' two spreads apart
-                row["partitions"] = int(summary["partitions"].values[c.i])
-                row["OA sd across partitions"] = float(summary["oa_partition_std"].values[c.i])
-                row["OA sd across seeds"] = float(summary["oa_seed_std"].values[c.i])
-            vs_tp = c.plan != "tp"  # tp minus itself is not a comparison
-            row["ΔOA vs tp mean"] = float(summary["d_oa_vs_tp_mean"].values[c.i]) if vs_tp else np.nan
-            row["ΔOA vs tp std"] = float(summary["d_oa_vs_tp_std"].values[c.i]) if vs_tp else np.nan
-            row["verdict"] = _verdict(summary, c.i) if vs_tp else "reference"
-            if "ranks" in summary:
-                row["trained as"] = _trained_as(c.plan, c.P, int(summary["ranks"].values[c.i]))
-            rows.append(row)
-        if "classifier" in summary.coords:
-            i = here["i"].iloc[0]  # every cell of (dataset, protocol) holds the same baseline numbers
-            for j, clf in enumerate(summary["classifier"].values):
-                row = {"dataset": dataset, "protocol": protocol, "model": BASELINE_STYLES.get(str(clf), (str(clf),))[0],
-                       "kind": "classical baseline (measured)",
-                       "seeds": int(summary["baseline_seeds"].values[i]) if "baseline_seeds" in summary else np.nan}  # fmt: skip
-                for m, name in METRICS.items():
-                    row[f"{name} mean"] = float(summary[f"baseline_{m}_mean"].values[i, j])
-                    row[f"{name} std"] = float(summary[f"baseline_{m}_std"].values[i, j])
-                if several_partitions(summary):
-                    row["partitions"] = int(summary["baseline_partitions"].values[i])
-                    row["OA sd across partitions"] = float(summary["baseline_oa_partition_std"].values[i, j])
-                    row["OA sd across seeds"] = np.nan  # its seed drives only the CV folds and the forest
-                row["ΔOA vs tp mean"] = row["ΔOA vs tp std"] = np.nan
-                row["verdict"] = ""
-                if "ranks" in summary:
-                    row["trained as"] = "one process"
-                rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def _trained_as(plan: str, P: int, ranks: int) -> str:  # noqa: N803
-    """How a cell's runs were trained: over P ranks, or as the plan's single-process equivalent."""
-    if ranks == P:
-        return f"{P} ranks"
-    if plan == "tp":
-        return "1 process (tp's equivalent: one model at every P)"
-    return f"1 process (equivalent of P = {P})"
-
-
-def per_class_table(summary: xr.Dataset) -> pd.DataFrame:
-    """Test recall per class (rows: labels 1..K) per model and baseline (columns, per dataset and protocol), mean over
-    seeds: OA hides the minority classes."""
-    cells = contracts.summary_cells(summary).reset_index()
-    recall = summary["per_class_accuracy_mean"].values
-    cols = {
-        f"{c.dataset} {c.protocol}: {model_label(c.plan, c.P, c.g)}": recall[c.i] for c in cells.itertuples()
-    }
-    if "baseline_per_class_accuracy_mean" in summary:
-        recall = summary["baseline_per_class_accuracy_mean"].values
-        for (dataset, protocol), here in cells.groupby(["dataset", "protocol"], sort=False):
-            i = here["i"].iloc[0]
-            for j, clf in enumerate(summary["classifier"].values):
-                name = BASELINE_STYLES.get(str(clf), (str(clf),))[0]
-                cols[f"{dataset} {protocol}: {name}"] = recall[i, j]
-    return pd.DataFrame({"class": summary["label"].values.astype(int), **cols})
 
 
 def per_class_caption(summary: xr.Dataset, records: Sequence[xr.Dataset]) -> str:
@@ -600,7 +494,6 @@ def accuracy_figure(summary: xr.Dataset, records: Sequence[xr.Dataset]) -> Figur
 
 
 # --- the answer in one table: memory, throughput and accuracy vs tp per plan and P (probe + summary) ---------------
-NO_VERDICT = "not computed yet"  # no training summary yet
 
 
 NO_CHECK = (
@@ -644,204 +537,7 @@ def equivalence_caption(path: str | os.PathLike[str] | None, records: Sequence[x
     )
 
 
-def load_probe(
-    memory: str | os.PathLike[str], throughput: str | os.PathLike[str]
-) -> tuple[xr.Dataset, xr.Dataset]:
-    """``probe/memory.nc`` and ``probe/throughput.nc`` of the same run (the probe at the trained sizes)."""
-    mem = load(memory, contracts.PROBE_MEMORY, "peak_allocated", "device")
-    ratios = ("ratio_vs_tp_median", "ratio_vs_tp_min", "ratio_vs_tp_max", "oversubscribed_note")
-    return mem, load(throughput, contracts.PROBE_THROUGHPUT, *ratios)
-
-
-def _verdict_name(summary: xr.Dataset, i: int) -> str:
-    """One cell's ``oa_verdict`` as its name (equal, better, worse, undecided; flag values or text)."""
-    return contracts.flag_meanings(summary["oa_verdict"])[i]
-
-
-def _verdict(summary: xr.Dataset, i: int) -> str:
-    """One cell's accuracy verdict (``oa_verdict``: flag values or text), with its CI and seeds to decide."""
-    text = _verdict_name(summary, i)
-    unit, n = "seed", int(summary["seeds"].values[i])  # what the interval is over (seeds, or partitions)
-    if (
-        "verdict_unit_flag" in summary
-        and contracts.flag_meanings(summary["verdict_unit_flag"])[i] == "partition"
-    ):
-        unit, n = "partition", int(summary["verdict_units"].values[i])
-    if "d_oa_vs_tp_ci_low" in summary and "d_oa_vs_tp_ci_high" in summary:
-        lo, hi = float(summary["d_oa_vs_tp_ci_low"].values[i]), float(summary["d_oa_vs_tp_ci_high"].values[i])
-        if np.isfinite(lo) and np.isfinite(hi):
-            text += f" (ΔOA 95 % CI [{100 * lo:+.1f}, {100 * hi:+.1f}] pp, {n} {unit}s)"
-    if "seeds_to_decide" in summary and text.startswith(Accuracy.UNDECIDED):
-        k = summary["seeds_to_decide"].values[i]
-        text += (
-            f"; {unit}s to decide: {int(k)}"
-            if np.isfinite(k) and k > 0
-            else f"; |mean ΔOA| ≥ the margin: no number of {unit}s makes it equal"
-        )
-    return text
-
-
-def _verdict_columns(summary: xr.Dataset | None, plan: str, P: int, g: int, N: int) -> dict[str, str]:  # noqa: N803
-    """'OA verdict vs tp, DATASET PROTOCOL protocol' -> the verdict of this (plan, P, g, N), per dataset and protocol."""
-    if summary is None:
-        return {"OA verdict vs tp (measured on CPU)": NO_VERDICT}
-    out = {}
-    for c in _rows(summary):
-        col = f"OA verdict vs tp, {c.dataset} {c.protocol} protocol (measured on CPU)"
-        out.setdefault(col, "not trained")
-        if _answers(c, plan, P, g, N):
-            out[col] = "reference" if plan == "tp" else _verdict(summary, c.i)
-    return out
-
-
-def _answers(c: Any, plan: str, P: int, g: int, N: int) -> bool:  # noqa: N803
-    """Whether summary cell ``c`` is the answer row's (plan, P, g, N); tp, trained once (single-process
-    equivalent), is tp at every P."""
-    if plan == "tp":
-        return c.plan == "tp" and c.N == N
-    return (c.plan, c.P, c.N) == (plan, P, N) and (c.g == g or plan not in DCHAG_PLANS)
-
-
-def time_to_accuracy_ratio(
-    summary: xr.Dataset, c: Any, step_time_ratio: float, target: str = "tp_minus_delta"
-) -> tuple[float, str]:
-    """(ratio, text) of cell ``c``'s time to ``target`` against tp's: its steps over tp's steps (the seed-mean test
-    OA curves of train/summary.nc) times ``step_time_ratio``, its measured time per step over tp's (the inverse of
-    the probe's interleaved tokens/s ratio; NaN: steps only). NaN ratio with the reason when it cannot be given."""
-    steps = summary["steps_to_target"].sel(target=target)
-    tp = int(summary["tp_cell"].values[c.i])  # the verdicts' pairing
-    if tp < 0:
-        return math.nan, "no tp cell to compare with"
-    mine, ref = float(steps.values[c.i]), float(steps.values[tp])
-    if not np.isfinite(ref):
-        return math.nan, "tp's own curve never reaches it"
-    if not np.isfinite(mine):
-        return math.nan, "never reached within the run"
-    if c.plan == "tp":
-        return 1.0, f"1 (reference: {int(ref)} steps)"
-    by_steps = mine / ref
-    if not np.isfinite(step_time_ratio):
-        return (
-            math.nan,
-            f"steps {int(mine)} vs tp's {int(ref)} ({by_steps:.2f}x); no interleaved time per step",
-        )
-    ratio = by_steps * step_time_ratio
-    return ratio, f"{ratio:.2f} ({int(mine)} vs {int(ref)} steps, x {step_time_ratio:.2f} time per step)"
-
-
-def _time_columns(
-    summary: xr.Dataset | None,
-    plan: str,
-    P: int,
-    g: int,
-    N: int,
-    step_time_ratio: float,  # noqa: N803
-) -> dict[str, str]:
-    """'time to tp's OA - delta vs tp, DATASET PROTOCOL protocol' -> the ratio of this (plan, P, g, N), per dataset and protocol."""
-    if summary is None:
-        return {}
-    out = {}
-    for c in _rows(summary):
-        col = f"time to tp's OA − δ vs tp, {c.dataset} {c.protocol} protocol (measured on CPU)"
-        out.setdefault(col, "not trained")
-        if _answers(c, plan, P, g, N):
-            out[col] = time_to_accuracy_ratio(summary, c, step_time_ratio)[1]
-    return out
-
-
-NO_PROBE = "no probe stage in this run (config `stages`): no per-rank memory or interleaved tokens/s to show"
-
-
-def answer_table(
-    memory: xr.Dataset | None, throughput: xr.Dataset | None, summary: xr.Dataset | None = None
-) -> pd.DataFrame:
-    """The paper's question in one table, one row per probed (plan, P, g, L, N, checkpointing):
-
-    per-rank peak memory of the fullest rank and its ratio to tp's (``probe/memory.nc``, one point at a time); the
-    tokens/s ratio to tp, median [min, max] over the interleaved rounds (``probe/throughput.nc``; oversubscribed P
-    says so, and no conclusion rests on it); the accuracy verdict of the plan against tp (``oa_verdict`` of
-    ``train/summary.nc``, per dataset and protocol; "not computed yet" without one). Each row names the
-    machine. Without the probe's files: one row saying so."""
-    if memory is None or throughput is None:
-        return pd.DataFrame([{"answer": NO_PROBE}])
-    peak = memory["peak_allocated"].max("rank", skipna=True)  # the fullest rank
-    notes = throughput["oversubscribed_note"].to_series().to_dict()  # P -> note ('' where not oversubscribed)
-    devices = memory["device"].to_series().to_dict()  # P -> device
-    dtype = memory.attrs.get("dtype", "")
-    rows = []
-    for idx in np.ndindex(*peak.shape):
-        here = {d: peak[d].values[i] for d, i in zip(peak.dims, idx, strict=True)}
-        value = float(peak.values[idx])
-        if not np.isfinite(value):
-            continue  # not probed (dense at P > 1)
-        plan, P, g, ck = str(here["plan"]), int(here["P"]), int(here["g"]), str(here["checkpointing"])  # noqa: N806
-        if plan not in DCHAG_PLANS and g != int(peak["g"].values[0]):
-            continue  # plans without groups are repeated along g: one row
-        tp_sel = {**here, "plan": "tp"}
-        has_tp = "tp" in peak["plan"].values and np.isfinite(float(peak.sel(tp_sel)))
-        step_time = math.nan  # this plan's time per step over tp's, from the interleaved tokens/s ratio
-        if plan == "tp":
-            mem_vs, thr_vs, step_time = "1 (reference)", "1 (reference)", 1.0
-        elif not has_tp:
-            mem_vs = thr_vs = f"n/a (no tp at P = {P})"
-        else:
-            mem_vs = f"{value / float(peak.sel(tp_sel)):.2f}"
-            med, lo, hi = (float(throughput[f"ratio_vs_tp_{s}"].sel(here)) for s in ("median", "min", "max"))
-            thr_vs = f"{med:.2f} [{lo:.2f}, {hi:.2f}]" if np.isfinite(med) else "not timed"
-            step_time = step_time_ratio(med, notes.get(P))
-        if notes.get(P) and plan != "tp" and has_tp:
-            thr_vs = f"{notes[P]}: {thr_vs}, no conclusion"
-        on = labels.measured_on({"device": devices.get(P, ""), "dtype": dtype})
-        on += f", {labels.attention_kernel(memory.attrs)}"
-        rows.append(
-            {
-                "plan": plan, "P": P, "g": g if plan in DCHAG_PLANS else "", "L": int(here["L"]),
-                "N": int(here["N"]), "activation checkpointing": ck,
-                "peak per rank [MiB] (fullest rank, measured on CPU)": f"{value / MIB:.1f}",
-                "peak vs tp (fullest rank, measured on CPU)": mem_vs,
-                "tokens/s vs tp, median [min, max] (measured on CPU, interleaved)": thr_vs,
-                **_verdict_columns(summary, plan, P, g, int(here["N"])),
-                **_time_columns(summary, plan, P, g, int(here["N"]), step_time),
-                "measured on": on + (f"; {notes[P]}" if notes.get(P) else ""),
-            }
-        )  # fmt: skip
-    return pd.DataFrame(rows).sort_values("P", kind="stable").reset_index(drop=True)  # P by P, plans in order
-
-
 VERDICT_MARKERS = {Accuracy.EQUAL: "o", Accuracy.BETTER: "^", Accuracy.WORSE: "v", Accuracy.UNDECIDED: "s"}
-
-
-def tuning_effect_table(summary: xr.Dataset, control: xr.Dataset | None) -> pd.DataFrame:
-    """What tuning D-CHAG's own recipe changed: per D-CHAG cell of the untuned control
-    (``train/control_summary.nc``: the plan on tp's tuned recipe, at train.groups' g) the OA difference to tp and
-    its verdict, beside the same plan, P and protocol on its own tuned recipe (``train/summary.nc``, at its study's g),
-    both paired by seed with the same tp runs. One row saying so when the run has no control."""
-    if control is None:
-        return pd.DataFrame(
-            [{"plan": "none", "note": "no untuned control in this run (train.control.world_sizes)"}]
-        )
-    tuned = {(c.dataset, c.protocol, c.plan, c.P, c.N): c for c in _rows(summary) if c.plan != "tp"}
-    rows: list[dict[str, object]] = []
-    for c in _rows(control):
-        if c.plan == "tp":
-            continue
-        own = tuned.get((c.dataset, c.protocol, c.plan, c.P, c.N))
-        d_tp = float(control["d_oa_vs_tp_mean"].values[c.i])
-        row: dict[str, object] = {
-            "dataset": c.dataset, "protocol": c.protocol, "plan": c.plan, "P": c.P,
-            "g on tp's recipe": c.g, "ΔOA vs tp on tp's recipe (pp)": 100 * d_tp,
-            "verdict on tp's recipe": _verdict(control, c.i),
-        }  # fmt: skip
-        if own is None:
-            row["verdict on its own recipe"] = "not trained at this P"
-        else:
-            d_own = float(summary["d_oa_vs_tp_mean"].values[own.i])
-            row |= {
-                "g on its own recipe": own.g, "ΔOA vs tp on its own recipe (pp)": 100 * d_own,
-                "verdict on its own recipe": _verdict(summary, own.i), "tuning gained (pp)": 100 * (d_own - d_tp),
-            }  # fmt: skip
-        rows.append(row)
-    return pd.DataFrame(rows)
 
 
 def tuning_effect_caption() -> str:
@@ -849,59 +545,6 @@ def tuning_effect_caption() -> str:
         "What tuning changed: each D-CHAG cell on tp's tuned recipe (the untuned control) beside its own tuned "
         "recipe, ΔOA vs the same tp runs (paired by seed), measured on CPU."
     )
-
-
-def step_time_ratio(tokens_per_s_ratio: float, oversubscribed: str | None) -> float:
-    """A plan's time per step over tp's: the inverse of the interleaved tokens/s ratio (NaN when not timed, or at an
-    oversubscribed P, which times nothing)."""
-    ok = np.isfinite(tokens_per_s_ratio) and tokens_per_s_ratio > 0 and not oversubscribed
-    return 1.0 / tokens_per_s_ratio if ok else math.nan
-
-
-def _no_checkpointing(da: xr.DataArray) -> xr.DataArray:
-    """The probe's numbers without activation checkpointing (the first policy when it has no "none")."""
-    if "checkpointing" not in da.dims:
-        return da
-    return da.sel(checkpointing="none") if "none" in da["checkpointing"].values else da.isel(checkpointing=0)
-
-
-def _first(da: xr.DataArray) -> float:
-    """The value at the first index of every dimension left (the probe's one L, one N)."""
-    return float(da.isel({d: 0 for d in da.dims}))
-
-
-def pareto_points(
-    memory: xr.Dataset | None, throughput: xr.Dataset | None, summary: xr.Dataset | None
-) -> pd.DataFrame:
-    """One row per trained D-CHAG cell that the probe measured: its per-rank peak memory over tp's (fullest rank,
-    no activation checkpointing, ``probe/memory.nc``) and its time to tp's OA − δ over tp's
-    (:func:`time_to_accuracy_ratio`, the interleaved tokens/s ratio of ``probe/throughput.nc``), with its verdict;
-    NaN where either is missing (never reached, oversubscribed, not probed)."""
-    cols = ["dataset", "protocol", "plan", "P", "g", "memory_ratio", "time_ratio", "verdict"]
-    if memory is None or throughput is None or summary is None:
-        return pd.DataFrame(columns=cols)
-    peak = _no_checkpointing(memory["peak_allocated"].max("rank", skipna=True))
-    ratio_vs_tp = _no_checkpointing(throughput["ratio_vs_tp_median"])
-    notes = throughput["oversubscribed_note"].to_series().to_dict()  # P -> note ('' where not oversubscribed)
-    rows = []
-    for c in _rows(summary):
-        if c.plan not in DCHAG_PLANS:
-            continue
-        at = {"P": c.P, "g": c.g}
-        if "N" in peak.dims:
-            at["N"] = c.N
-        try:
-            here, tp, thr = (
-                _first(x.sel(**at))
-                for x in (peak.sel(plan=c.plan), peak.sel(plan="tp"), ratio_vs_tp.sel(plan=c.plan))
-            )
-        except KeyError:
-            continue  # this (P, g, N) was not probed
-        mem = here / tp if tp > 0 else math.nan
-        ratio = time_to_accuracy_ratio(summary, c, step_time_ratio(thr, notes.get(c.P)))[0]
-        verdict = _verdict_name(summary, c.i)
-        rows.append([c.dataset, c.protocol, c.plan, c.P, c.g, mem, ratio, verdict])
-    return pd.DataFrame(rows, columns=cols)
 
 
 def pareto_figure(

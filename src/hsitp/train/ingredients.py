@@ -44,6 +44,7 @@ import xarray as xr
 
 from hsitp.config import deep_merge, load_config, yaml_load
 from hsitp.errors import HsitpError
+from hsitp.markdown import markdown_table
 from hsitp.outcomes import Accuracy
 from hsitp.train.plan import crop_patch, recipe_hash, run_name
 from hsitp.train.settings import TrainSettings
@@ -302,7 +303,7 @@ def markdown(ds: xr.Dataset) -> str:
     head = ["ingredient", "what", "replicates", "test OA [%]", "ΔOA vs baseline [pp] (95 % CI)", "verdict",
             "ΔOA per replicate [pp]", "Δ validation OA [pp]", "steps", "wall/run [s]", "wall vs baseline",
             "transductive"]  # fmt: skip
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows = []
     for i, name in enumerate(ds["row"].values):
         v = {k: ds[k].values[i] for k in ds.data_vars}
         if i == 0:
@@ -322,8 +323,8 @@ def markdown(ds: xr.Dataset) -> str:
             str(int(v["steps"])), _fmt(float(v["wall_s"]), ".0f"),
             _fmt(float(v["wall_vs_baseline"]), ".2f") if i else "1", "yes" if int(v["transductive"]) else "no",
         ]  # fmt: skip
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        rows.append(cells)
+    return markdown_table(rows, head)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
