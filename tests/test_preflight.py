@@ -74,14 +74,65 @@ def test_snakemake_stops_with_one_line_before_any_job(workflow_copy) -> None:
     """Catches a DAG that starts jobs (or prints Snakemake's traceback with a common.smk line number) for a P the
     probe cannot split: exit 2, one `hsitp:` line on stderr, the detail in logs/smoke/config_error.log."""
     wf = workflow_copy
-    (wf.root / "config" / "bad.yaml").write_text(yaml.safe_dump({"probe": {"world_sizes": [1, 3]}}))
-    run = wf.snakemake(
-        "-n", "--cores", "1", "--configfile", "config/smoke.yaml", "config/bad.yaml", timeout=120
-    )
-    err = run.stderr
-    assert run.returncode == 2, err[-2000:]
-    ours = [ln for ln in err.splitlines() if ln.startswith("hsitp:")]
-    assert len(ours) == 1 and "probe.world_sizes" in ours[0], err
-    assert "Traceback" not in err and "common.smk" not in err, err
-    assert "Job stats" not in run.stdout
-    assert (wf.root / "logs/smoke/config_error.log").is_file()
+    for text, key in (
+        (yaml.safe_dump({"probe": {"world_sizes": [1, 3]}}), "probe.world_sizes"),
+        # Snakemake's own YAML loader keeps the second of two equal keys: the run would silently train 3 epochs
+        ("train: {epochs: 2, epochs: 3}\n", "key 'epochs' given twice"),
+    ):
+        (wf.root / "config" / "bad.yaml").write_text(text)
+        run = wf.snakemake(
+            "-n", "--cores", "1", "--configfile", "config/smoke.yaml", "config/bad.yaml", timeout=120
+        )
+        err = run.stderr
+        assert run.returncode == 2, err[-2000:]
+        ours = [ln for ln in err.splitlines() if ln.startswith("hsitp:")]
+        assert len(ours) == 1 and key in ours[0], err
+        assert "Traceback" not in err and "common.smk" not in err, err
+        assert "Job stats" not in run.stdout
+        assert (wf.root / "logs/smoke/config_error.log").is_file()
+
+
+@pytest.mark.parametrize(
+    ("overlay", "key"),
+    [
+        ({"train": {"recipe": "tuned", "plans": ["tp", "dchag_l"], "control": {"world_sizes": [3]}}},
+         "train.control.world_sizes: P = [3] is not in train.world_sizes"),
+        ({"bench": {"shard": {"hardware": "h999"}}}, "bench.shard.hardware = 'h999': no such preset"),
+        ({"cost": {"plan": {"datasets": ["nowhere"]}}}, "cost.plan.datasets: nowhere not in the registry"),
+        ({"train": {"validation": {"folds": 2, "fold": 5}}}, "train.validation.fold = 5 is past"),
+        ({"stages": ["data", "tune"], "tune": {"world_size": 3}, "train": {"recipe": "config"}},
+         "tune.world_size = 3 does not divide train.model.heads = 4"),
+    ],
+    ids=["control-P", "shard-hardware", "cost-plan-dataset", "validation-fold", "tune-P"],
+)  # fmt: skip
+def test_the_dag_refuses_names_and_indices_that_do_not_exist(overlay: dict, key: str) -> None:
+    """Catches keys the DAG accepted and a job met minutes later (the control's P: a traceback from targets.smk)
+    or never (a shard preset read only on a GPU machine; a held-out fold past the folds; a cost plan for a scene
+    the registry lacks)."""
+    from hsitp.config import deep_merge
+
+    with pytest.raises(HsitpError) as info:
+        preflight(deep_merge(_raw_smoke(), overlay))
+    assert key in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("overlay", "key"),
+    [
+        (
+            {"train": {"groups": {"dchag_l": [512], "dchag_c": [2]}}},
+            "train.groups = 512 D-CHAG groups per rank",
+        ),
+        ({"probe": {"groups": [512]}}, "probe.groups = 512 D-CHAG groups per rank"),
+        ({"bench": {"groups": 64}}, "bench.groups = 64 D-CHAG groups per rank"),
+    ],
+    ids=["train", "probe", "bench"],
+)
+def test_every_stage_refuses_more_groups_than_a_rank_holds_bands(overlay: dict, key: str) -> None:
+    """Catches D-CHAG groups that no band fills: g = 512 with 200 bands trained silently (the empty groups masked
+    out), so the run compared a model other than the one its config names."""
+    from hsitp.config import deep_merge
+
+    with pytest.raises(HsitpError) as info:
+        preflight(deep_merge(_raw_smoke(), overlay))
+    assert key in str(info.value) and "every group needs a band" in str(info.value)

@@ -198,6 +198,12 @@ def value_problems(cfg: Mapping[str, Any]) -> list[str]:
             what = "reversed" if low > high else "empty"
             need = "below" if strict else "at most"
             out.append(f"{key}: [{low}, {high}] is {what}: a range is [low, high] with low {need} high")
+    validation = cfg["train"]["validation"]
+    if validation["folds"] >= 2 and validation["fold"] >= validation["folds"]:
+        out.append(
+            f"train.validation.fold = {validation['fold']} is past train.validation.folds = {validation['folds']} "
+            f"(0-based: 0 to {validation['folds'] - 1})"
+        )
     for dim_key, heads_key in (pair for pair in SHAPES if _attends(cfg, pair[0])):
         dims, heads = _get(cfg, dim_key), int(_get(cfg, heads_key))
         for dim in dims if isinstance(dims, list) else [dims]:

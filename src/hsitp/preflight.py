@@ -35,6 +35,7 @@ def preflight(config: Mapping[str, Any]) -> dict[str, Any]:
 def check_stage_sizes(config: Mapping[str, Any]) -> None:
     """Refuse, naming the key, a P that a stage listed in ``stages`` cannot run (ConfigError / PlanError)."""
     stages = set(config["stages"])
+    _check_names(config, stages)
     if "data" in stages:
         _check_data(config)
     if "bench" in stages:
@@ -67,6 +68,30 @@ def _check_data(config: Mapping[str, Any]) -> None:
             )
         if k is not None and k > spec.bands:
             raise ConfigError(f"data.pca_components = {k}: the {name} scene has {spec.bands} bands")
+
+
+def _check_names(config: Mapping[str, Any], stages: set[str]) -> None:
+    """Refuse a name the registry or the hardware presets lack (which a job would meet minutes later, or never:
+    the bench's shard mode runs on a GPU machine only), and a tuned P whose ranks cannot hold whole heads."""
+    from hsitp.cost.hardware import preset_names
+    from hsitp.data.registry import names
+
+    hardware = str(config["bench"]["shard"]["hardware"])
+    if not hardware.startswith("measured:") and hardware not in preset_names():
+        raise ConfigError(
+            f"bench.shard.hardware = {hardware!r}: no such preset; one of {', '.join(preset_names())}, or "
+            "measured:PATH"
+        )
+    unknown = [d for d in config["cost"]["plan"]["datasets"] if d not in names()]
+    if "cost" in stages and unknown:
+        raise ConfigError(
+            f"cost.plan.datasets: {', '.join(unknown)} not in the registry (`hsitp data list`: {', '.join(names())})"
+        )
+    P, heads = int(config["tune"]["world_size"]), int(config["train"]["model"]["heads"])  # noqa: N806
+    if "tune" in stages and heads % P:
+        raise ConfigError(
+            f"tune.world_size = {P} does not divide train.model.heads = {heads} (every rank holds whole heads)"
+        )
 
 
 def _check_bench(config: Mapping[str, Any]) -> None:

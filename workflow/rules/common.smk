@@ -5,6 +5,7 @@
 import json
 import sys
 
+from hsitp.config import read_config_file
 from hsitp.errors import HsitpError
 from hsitp.names import PARTITION_TAG_PATTERN, PLAN_NAMES, PROTOCOLS
 from hsitp.preflight import error_log_path, one_line, preflight
@@ -12,8 +13,11 @@ from hsitp.preflight import error_log_path, one_line, preflight
 # One check when the DAG is built, before any job: the schema (filling its defaults), then what cannot exist, then
 # every stage's sizes at every P it will run (hsitp.preflight). The same hsitp.config.validate_config checks every
 # subcommand's config, without Snakemake; snakemake.utils.validate is not used (docs/stages.md, "The workflow").
-# A refusal is one line naming the key; the full text goes to logs/<run>/config_error.log.
+# A refusal is one line naming the key; the full text goes to logs/<run>/config_error.log. Each config file is read
+# again by hsitp's own reader first: Snakemake's YAML loader keeps the last of two equal keys without a word.
 try:
+    for path in workflow.configfiles:
+        read_config_file(path)
     config.update(preflight(config))
 except HsitpError as exc:
     print(one_line(exc, error_log_path(config)), file=sys.stderr)

@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from hsitp.config import ConfigError
 from hsitp.cost.refined import OpCost, default_mesh, op_cost
 from hsitp.names import AGG_OPS, BY_OP
 from hsitp.settings import BenchSettings
@@ -99,6 +100,12 @@ def check_points(points: Iterable[Point], *, head_padding: bool) -> None:
     from hsitp.cost.layers import HeadSplitError
 
     for pt in points:
+        held = -(-pt.shape.L // pt.P)  # the bands the fullest rank holds
+        if pt.op in AGG_OPS and BY_OP[pt.op].groups and pt.shape.groups > held:
+            raise ConfigError(
+                f"bench.groups = {pt.shape.groups} D-CHAG groups per rank, but at L = {pt.shape.L}, P = {pt.P} a "
+                f"rank holds at most {held} bands ({pt.op}): every group needs a band (bench.groups <= {held})"
+            )
         try:
             _parts(pt, "paper-intra", head_padding)
         except HeadSplitError as exc:

@@ -134,6 +134,12 @@ class ModelConfig:
             raise ModelConfigError(
                 f"model.parts = {self.parts} band chunks but model.bands = {self.bands}: every chunk needs a band"
             )
+        held = -(-self.bands // self.parts)  # the bands the fullest rank holds
+        if self.aggregation == "hierarchical" and self.groups > held:
+            raise ModelConfigError(
+                f"model.groups = {self.groups} D-CHAG groups per rank, but a rank holds at most {held} of the "
+                f"{self.bands} bands at P = {self.parts}: every group needs a band (g <= {held})"
+            )
         if self.attention_kernel not in ATTENTION_KERNELS:
             raise ModelConfigError(
                 f"model.attention_kernel must be one of {ATTENTION_KERNELS}, got {self.attention_kernel!r}"

@@ -43,7 +43,7 @@ def crop_side(N: int, patch: int, *, key: str = "probe.N") -> int:  # noqa: N803
 def section_keys(section: str) -> dict[str, str]:
     """ModelConfig field -> the key of a probe section (``probe``, ``probe.estimate.grid``) that sets it, for
     errors that name the key as the user writes it."""
-    fields = ("dim", "heads", "depth", "mlp_ratio", "patch", "classes")
+    fields = ("dim", "heads", "depth", "mlp_ratio", "patch", "classes", "groups")
     return {k: f"{section}.{k}" for k in fields} | {"bands": f"{section}.L"}
 
 

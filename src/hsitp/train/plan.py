@@ -24,7 +24,8 @@ from hsitp.train.settings import TrainSettings
 
 # ModelConfig fields set from train.model (errors name these keys, not ModelConfig's model.*).
 MODEL_KEYS = {k: f"train.model.{k}" for k in ("dim", "heads", "depth", "mlp_ratio")} | {
-    "patch": "train.crops patch"
+    "patch": "train.crops patch",
+    "groups": "train.groups",
 }
 
 __all__ = [
@@ -349,6 +350,7 @@ def check_jobs(config: Mapping[str, Any]) -> None:
             f"train.equivalence.seed = {ts.equivalence_seed} is not one of train.seeds {list(ts.seeds)}: the "
             "check run is compared with that seed's single-process equivalent"
         )
+    control_jobs(config)  # the control's P against train.world_sizes
     pca = config.get("data", {}).get("pca_components")
     for dataset, plan, N, P, g, *_ in _jobs(ts):  # noqa: N806
         if dataset not in known:
