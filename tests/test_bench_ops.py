@@ -91,7 +91,7 @@ def test_time_interleaved_shape_and_per_call_mean():
 def test_shard_mode_on_cpu_is_labelled_half_measured():
     """Catches shard output that hides which part is modelled, or gives a P = 1 shard any communication."""
     cfg = BenchSettings.from_config(validate_config(
-        {"bench": {"ops": ["mlp", "attn_2d", "agg_dchag_l"], "N": [16], "D": [16], "L": [4, 8], "repeats": 2,
+        {"bench": {"ops": ["mlp", "attn_2d", "agg_dchag_l"], "N": [16], "D": [16], "L": [4, 8], "groups": 1, "repeats": 2,
                    "warmup": 0, "min_region_s": 0.0, "device": "cpu", "shard": {"world_sizes": [1, 2, 4]}}}
     ))  # fmt: skip
     ds = run_shard(cfg, hardware="paper-intra")

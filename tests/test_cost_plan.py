@@ -243,3 +243,13 @@ def test_measured_calibration_needs_memory_and_is_labelled(capsys: pytest.Captur
     text = " ".join(a["labels"])
     assert "measured calibration" in text and "CUDA-side" not in text and a["hardware"]["measured"]
     assert a["inputs"]["device_memory_gb"] == 4.0 and a["recommendation"]
+
+
+def test_the_divisors_of_a_huge_allocation_are_found_at_once() -> None:
+    """Catches `advise plan --nodes 1048576 --devices-per-node 1048576` hanging: the divisors of 2^40 devices were
+    found by trying every integer up to it."""
+    from hsitp.cost.planner import divisors
+
+    for n in (1, 12, 97, 1000, 2**20):
+        assert divisors(n) == [d for d in range(1, n + 1) if n % d == 0]
+    assert divisors(2**40) == [2**k for k in range(41)]

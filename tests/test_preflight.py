@@ -136,3 +136,50 @@ def test_every_stage_refuses_more_groups_than_a_rank_holds_bands(overlay: dict, 
     with pytest.raises(HsitpError) as info:
         preflight(deep_merge(_raw_smoke(), overlay))
     assert key in str(info.value) and "every group needs a band" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("overlay", "key"),
+    [
+        ({"train": {"model": {"dim": 65536, "heads": 4096, "depth": 1024, "mlp_ratio": 64}}},
+         "lower train.batch or train.model"),
+        ({"probe": {"N": [1048576], "L": [65536], "dim": 65536, "depth": 1024, "heads": 4096}},
+         "lower probe.batch, .dim, .depth, .mlp_ratio, .L or .N"),
+        ({"bench": {"N": [1048576], "D": [65536], "L": [65536]}}, "lower bench.N, bench.D, bench.L or bench.batch"),
+        ({"bench": {"roofline": {"shapes": [[64, 64, 64], [128, 128, 128], [2**21, 2**21, 2**21]]}}},
+         "lower bench.roofline.shapes"),
+    ],
+    ids=["train-model", "probe-grid", "bench-sweep", "bench-roofline"],
+)  # fmt: skip
+def test_the_dag_refuses_a_job_past_any_machine(overlay: dict, key: str) -> None:
+    """Catches sizes inside their bounds whose product no machine holds (D = 65,536 x 1,024 blocks): the job hung
+    or was killed for memory after its ranks started; now the DAG names the keys and the modelled size."""
+    from hsitp.config import deep_merge
+
+    with pytest.raises(HsitpError) as info:
+        preflight(deep_merge(_raw_smoke(), overlay))
+    assert key in str(info.value) and "any machine holds" in str(info.value)
+
+
+def test_a_job_refuses_what_this_machine_cannot_hold(tmp_path: Path) -> None:
+    """Catches a job that fits some machine but not this one (a 2 TiB copy on a small CPU host): it would be
+    killed for memory mid-run; the job itself refuses before allocating, in one line with exit 2."""
+    from hsitp.cli import main
+    from hsitp.cost.budget import host_bytes
+
+    copy = int(host_bytes())  # twice this is past the host
+    argv = ["bench", "roofline", "--out", str(tmp_path / "r.nc"), "--config", str(SMOKE[0]), "--config",
+            str(SMOKE[1]), "--config-json",
+            f'{{"bench": {{"device": "cpu", "roofline": {{"copy_bytes": {copy}}}}}}}']  # fmt: skip
+    assert main(argv) == 2
+    assert not (tmp_path / "r.nc").exists()
+
+
+def test_the_boundary_table_refuses_a_grid_of_hours() -> None:
+    """Catches 512 points per axis x 9 embed_dims (each key inside its bounds): some 20 minutes of arithmetic
+    with no end in sight for whoever asked for a table."""
+    from hsitp.config import ConfigError, validate_config
+
+    with pytest.raises(ConfigError, match="2,359,296 grid cells"):
+        validate_config({"cost": {"boundary": {"points": 512, "embed_dims": [2**k for k in range(8, 17)]}}})
+    validate_config({"cost": {"boundary": {"points": 512, "embed_dims": [256]}}})  # the largest one-D grid

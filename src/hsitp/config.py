@@ -186,6 +186,11 @@ def check_shape(dim: int, heads: int, dim_key: str, heads_key: str) -> str | Non
     return None
 
 
+# The boundary table's grid cells at most: one table at its largest grid (512 x 512 points, one D), about 2 minutes
+# on 2 cores (401 x 401 took 80 s, 2026-12-05); its time grows with the cells.
+BOUNDARY_CELLS = 512**2
+
+
 def value_problems(cfg: Mapping[str, Any]) -> list[str]:
     """What cannot exist in a schema-valid config, one line each: a NaN or infinite number, a reversed range
     (:data:`RANGES`), a model whose heads do not divide its width (:data:`SHAPES`)."""
@@ -198,6 +203,13 @@ def value_problems(cfg: Mapping[str, Any]) -> list[str]:
             what = "reversed" if low > high else "empty"
             need = "below" if strict else "at most"
             out.append(f"{key}: [{low}, {high}] is {what}: a range is [low, high] with low {need} high")
+    boundary = cfg["cost"]["boundary"]
+    cells = boundary["points"] ** 2 * len(boundary["embed_dims"])
+    if cells > BOUNDARY_CELLS:
+        out.append(
+            f"cost.boundary: {boundary['points']} points per axis x {len(boundary['embed_dims'])} embed_dims is "
+            f"{cells:,} grid cells, past the {BOUNDARY_CELLS:,} a table computes in minutes; fewer points or dims"
+        )
     validation = cfg["train"]["validation"]
     if validation["folds"] >= 2 and validation["fold"] >= validation["folds"]:
         out.append(

@@ -98,9 +98,11 @@ def _check_bench(config: Mapping[str, Any]) -> None:
     from hsitp.bench.ops import sweep_points
     from hsitp.bench.predict import check_points
     from hsitp.bench.runner import check_passes
+    from hsitp.cost.budget import ANY_MACHINE_BYTES, check_bench_sizes
 
     s = BenchSettings.from_config(config)
     check_passes(s)
+    check_bench_sizes(s.roofline.shapes, s.roofline.copy_bytes, s.collectives.sizes_bytes, ANY_MACHINE_BYTES)
     # "auto" is bfloat16 on CUDA, float32 on CPU: the element type does not decide whether a split fits
     dtypes = list(dict.fromkeys("float32" if d == "auto" else d for d in s.dtypes))
     for P in s.world_sizes:  # noqa: N806

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hsitp.config import ConfigError
+from hsitp.cost.budget import ANY_MACHINE_BYTES, bench_point_bytes, check_fits
 from hsitp.cost.refined import OpCost, default_mesh, op_cost
 from hsitp.names import AGG_OPS, BY_OP
 from hsitp.settings import BenchSettings
@@ -93,13 +94,17 @@ def compute_time(
     return hw.compute_time(op, *work)
 
 
-def check_points(points: Iterable[Point], *, head_padding: bool) -> None:
+def check_points(points: Iterable[Point], *, head_padding: bool, memory: float = ANY_MACHINE_BYTES) -> None:
     """Refuse, before anything is timed, a sweep the layers would refuse: with ``parallel.head_padding`` off, a
     head count that the ranks splitting it do not divide raises the cost model's error naming ``parallel.heads``
-    (the bench's heads) and that key."""
+    (the bench's heads) and that key; a point whose layer cannot fit in ``memory`` bytes (any machine's, or this
+    one's) names bench.N, D, L and batch."""
     from hsitp.cost.layers import HeadSplitError
 
     for pt in points:
+        sh = pt.shape
+        check_fits(f"bench: {pt.op} at N = {sh.N}, D = {sh.D}, L = {sh.L}", bench_point_bytes(sh),
+                   "bench.N, bench.D, bench.L or bench.batch", memory)  # fmt: skip
         held = -(-pt.shape.L // pt.P)  # the bands the fullest rank holds
         if pt.op in AGG_OPS and BY_OP[pt.op].groups and pt.shape.groups > held:
             raise ConfigError(

@@ -17,6 +17,7 @@ import xarray as xr
 
 from hsitp.bench.timing import median_iqr, time_region
 from hsitp.contracts import BENCH_ROOFLINE
+from hsitp.cost.budget import ANY_MACHINE_BYTES, check_bench_sizes, host_bytes
 from hsitp.io import describe, device_description, provenance, write_netcdf
 from hsitp.settings import BenchSettings
 
@@ -77,6 +78,8 @@ def run_roofline(
     from hsitp.parallel.runtime import dtype_name, resolve_device, resolve_dtype
 
     dev = resolve_device(device, key="bench.device")
+    memory = ANY_MACHINE_BYTES if dev.type == "cuda" else host_bytes()
+    check_bench_sizes([list(s) for s in shapes], copy_bytes, [], memory)
     dt = resolve_dtype(dtype, dev, key="bench.dtypes")
     gen = torch.Generator(device="cpu").manual_seed(seed)
     times = np.full((len(shapes), repeats), np.nan)

@@ -22,6 +22,7 @@ from hsitp.bench.collective_sweep import sweep_collectives
 from hsitp.bench.predict import check_points
 from hsitp.bench.results import SWEPT, empty_partial, write_partial
 from hsitp.config import ConfigError
+from hsitp.cost.budget import ANY_MACHINE_BYTES, check_bench_sizes, host_bytes
 from hsitp.progress import Progress
 from hsitp.signals import StopRequest
 
@@ -83,7 +84,9 @@ def _run(
     resolved = _resolved_dtypes(s, rt)
     names = list(resolved)
     points = [pt for _, pt in sweep_points(s, rt.world_size, names)]
-    check_points(points, head_padding=s.head_padding)
+    memory = ANY_MACHINE_BYTES if rt.device.type == "cuda" else host_bytes() / rt.world_size
+    check_points(points, head_padding=s.head_padding, memory=memory)
+    check_bench_sizes([], 0, s.collectives.sizes_bytes, memory)
     fixed = {k: v for k, v in dataclasses.asdict(points[0].shape).items() if k not in SWEPT}
     cc = s.collectives
     ds = empty_partial(ops=s.ops, world_size=rt.world_size, N=s.N, D=s.D, L=s.L, dtypes=names, repeats=s.repeats,

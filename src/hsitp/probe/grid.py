@@ -10,6 +10,8 @@ import math
 from dataclasses import dataclass
 
 from hsitp.config import ConfigError
+from hsitp.cost.budget import ANY_MACHINE_BYTES, check_fits, peak_per_rank
+from hsitp.cost.memory import PlanSize
 from hsitp.cost.paper import DCHAG_SETTINGS
 from hsitp.models.config import ModelConfig, architecture_for, check_plan, config_keys
 from hsitp.names import DCHAG_PLANS
@@ -63,6 +65,17 @@ def point_architecture(pc: ProbeModel, pt: Point) -> ModelConfig:
     return architecture_for(base_config(pc, pt.L, pt.N), pt.plan, pt.P, pt.g if pt.plan in DCHAG_PLANS else 1)
 
 
+def check_point_fits(pc: ProbeModel, pt: Point, section: str, memory: float = ANY_MACHINE_BYTES) -> None:
+    """Refuse a point whose modelled peak per rank is past ``memory`` bytes (any machine's, or this one's:
+    hsitp.cost.budget), naming its keys."""
+    arch = point_architecture(pc, pt)
+    size = PlanSize(B=pc.batch, N=arch.n_tokens, D=arch.dim, L=arch.bands, heads=arch.heads, depth=arch.depth,
+                    patch=arch.patch, classes=arch.classes, mlp_ratio=arch.mlp_ratio)  # fmt: skip
+    need = peak_per_rank(pt.plan, size, pt.P, pt.g, pt.checkpointing)
+    check_fits(f"{section}: plan {pt.plan!r} at P = {pt.P}, L = {pt.L}, N = {pt.N}", need,
+               f"{section}.batch, .dim, .depth, .mlp_ratio, .L or .N", memory)  # fmt: skip
+
+
 def points(pc: ProbeSettings, P: int) -> list[Point]:  # noqa: N803
     """Every point of the probe grid at P (dense only at P = 1; plans without groups once, at the first g).
 
@@ -83,6 +96,8 @@ def points(pc: ProbeSettings, P: int) -> list[Point]:  # noqa: N803
                     f"probe: plan {plan!r} at P = {P}, L = {L}, N = {N}, g = {g}: {exc}"
                 ) from exc
             out += [Point(plan, P, int(g), int(L), int(N), ck) for ck in pc.checkpointing]
+    for pt in out:
+        check_point_fits(pc, pt, "probe")
     return out
 
 
@@ -105,4 +120,5 @@ def estimate_points(ec: Estimate) -> list[tuple[str, Point, ProbeModel]]:
         # the D-CHAG configs' sizes are fixed here (DCHAG_SETTINGS), not config keys
         with config_keys(section_keys("probe.estimate.grid") if label.startswith("grid/") else {}):
             check_plan(point_architecture(sec, pt), pt.plan, pt.P)
+        check_point_fits(sec, pt, "probe.estimate.grid")
     return out

@@ -32,10 +32,11 @@ import torch.distributed as dist
 
 from hsitp.bench.interleave import Interleaved, interleave, round_order
 from hsitp.bench.timing import synchronize
+from hsitp.cost.budget import host_bytes
 from hsitp.models.config import config_attention_kernel
 from hsitp.names import DCHAG_PLANS
 from hsitp.probe.build import build_point
-from hsitp.probe.grid import Point, points
+from hsitp.probe.grid import Point, check_point_fits, points
 from hsitp.probe.tracker import KINDS, PARTS, PHASES, PartTimeline, measure_step
 from hsitp.settings import ProbeModel, ProbeSettings
 
@@ -47,11 +48,20 @@ TIME_PARTS = (*PARTS, "other")
 MODES = ("full", "compute")
 
 
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
 def run_partial(s: ProbeSettings, *, world_size: int, out: str | Path) -> Path | None:
     """Probe every configured point at P = ``world_size``; returns the file written (rank 0) or None."""
     from hsitp.parallel.runtime import RuntimeSettings, start
 
     pts = points(s, world_size)  # refuses a grid that does not fit before any rendezvous
+    if str(s.source["probe"]["device"]) == "cpu" or not _cuda():  # the ranks share this machine's memory
+        for pt in pts:
+            check_point_fits(s, pt, "probe", host_bytes() / world_size)
     rt = start(RuntimeSettings.from_config(s.source, section="probe", world_size=world_size))
     # model.attention_kernel on this device (written into the files, so the memory model prices that kernel)
     s = dataclasses.replace(s, attention_kernel=config_attention_kernel(s.source, rt.device.type))

@@ -118,6 +118,23 @@ def _train(args: argparse.Namespace) -> int:
         _run_rank(rt, settings, job, stop)
 
 
+def _memory(settings: TrainSettings, job: TrainJob) -> float:
+    """What one rank of this job may hold: this machine's memory shared by the ranks launched here on its CPU
+    (a GPU's own limit is CUDA's to report), else any machine's."""
+    from hsitp.cost.budget import ANY_MACHINE_BYTES, host_bytes
+
+    device = str(settings.source["train"]["device"])
+    if device == "cuda" or (device == "auto" and _cuda()):
+        return ANY_MACHINE_BYTES
+    return host_bytes() / job.launched
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
 def _job(args: argparse.Namespace) -> tuple[TrainSettings, TrainJob]:
     """The settings (read once from the validated config, with ``--recipe`` applied) and the job; a job whose P or
     crop does not fit is refused here, before any rank starts."""
@@ -166,7 +183,7 @@ def _job(args: argparse.Namespace) -> tuple[TrainSettings, TrainJob]:
     # before any rank starts: a P the model does not fit, a crop larger than the scene
     check_job(
         settings, job.plan, job.world_size, job.groups, bands, classes,
-        patch=job.patch, tokens=job.tokens, rows=rows, cols=cols, dataset=dataset,
+        patch=job.patch, tokens=job.tokens, rows=rows, cols=cols, dataset=dataset, memory=_memory(settings, job),
     )  # fmt: skip
     return settings, job
 

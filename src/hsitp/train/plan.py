@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hsitp.cost.budget import ANY_MACHINE_BYTES, check_fits, peak_per_rank
+from hsitp.cost.memory import PlanSize
 from hsitp.errors import HsitpError
 from hsitp.models.config import ModelConfig, PlanError, architecture_for, config_keys
 from hsitp.names import DCHAG_PLANS, partition_tag
@@ -199,13 +201,22 @@ def check_job(
     rows: int | None = None,
     cols: int | None = None,
     dataset: str | None = None,
+    memory: float = ANY_MACHINE_BYTES,
 ) -> ModelConfig:
-    """The architecture the job trains; PlanError / TrainConfigError (naming the key) when it does not fit."""
+    """The architecture the job trains; PlanError / TrainConfigError (naming the key) when it does not fit, and
+    ConfigError when its modelled peak per rank is past ``memory`` bytes (any machine's, or this one's)."""
     if plan not in DCHAG_PLANS and g != 1:
         raise TrainConfigError(f"plan {plan!r} has no band groups: g must be 1, got {g}")
     base = model_config(settings, bands, classes, patch=patch, tokens=tokens)
     with config_keys(MODEL_KEYS):
         arch = architecture_for(base, plan, P, g)
+    size = PlanSize(B=settings.batch, N=arch.n_tokens, D=arch.dim, L=arch.bands, heads=arch.heads,
+                    depth=arch.depth, patch=arch.patch, classes=arch.classes, mlp_ratio=arch.mlp_ratio)  # fmt: skip
+    check_fits(
+        f"train {plan} at P = {P}",
+        peak_per_rank(plan, size, P, g),
+        "train.batch or train.model (dim, depth, mlp_ratio)",
+    )
     if rows is not None and cols is not None and (arch.height > rows or arch.width > cols):
         scene = f"the {dataset} scene" if dataset else "the scene"
         raise TrainConfigError(
