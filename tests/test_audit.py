@@ -88,13 +88,13 @@ def test_claims_yaml_schema(claims: list[dict]) -> None:
     for needle in (
         "duplicate id",
         "kind 'opinion'",
-        "check.fn must be",
-        "reading verdict 'probably'",
-        "check.if_false 'maybe'",
+        "check: Input tag",
+        "check.verdict: Input should be 'holds'",
+        "check.if_false: Input should be",
         "v: missing zh",
-        "needs a reason",
-        "boundary 'edge' not in",
-        "direction 'sideways' not in",
+        "check.reason: Field required",
+        "check.boundary: Input should be 'threshold'",
+        "check.direction: Input should be",
         "needs its rates (rate) and their source",
         "format 'fp4' not in",
     ):
@@ -400,3 +400,26 @@ def test_audit_check_compares_a_headline_run_with_its_reference(tmp_path: Path) 
         planted, run / "probe" / "memory.nc", kind="probe_memory", prov=json.loads(mem.attrs["provenance"])
     )
     assert any(line.startswith("probe/memory.nc: peak vs tp") for line in audit_run(run, ref).drift)
+
+
+def test_every_check_is_its_kinds_typed_model() -> None:
+    """Catches a check whose misspelt field was ignored (``lw: 5`` for ``low: 5``: the band silently open) or
+    whose number was text: each check is validated as its kind's model (a union tagged by ``fn``) when
+    claims.yaml loads, and a bad one is refused naming the claim and the field."""
+    from hsitp.audit.claims.checks import Check, check_errors
+
+    claims = cl.load_claims()
+    assert all(isinstance(c["check"], Check) for c in claims)
+    first = claims[0]["check"]
+    assert dict(first) == {k: first[k] for k in first} and first.get("no such field", 7) == 7
+    assert check_errors("x", {"fn": "table_value", "file": "ccr", "variable": "ccr", "lw": 5}) == [
+        "x: check.lw: Extra inputs are not permitted"
+    ]
+    assert check_errors("x", {"fn": "formula_value", "expr": "1", "expect": "one"})[0].startswith(
+        "x: check.expect: Input should be a valid"
+    )
+    nested = {
+        "fn": "any_of",
+        "checks": [{"fn": "quote", "label": "a"}, {"fn": "quote", "key": "k", "label": "b"}],
+    }
+    assert check_errors("x", nested) == ["x: check.checks.0.key: Field required"]

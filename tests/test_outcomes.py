@@ -16,9 +16,9 @@ VERDICT_WORDS = {m.value for enum in (outcomes.Accuracy, outcomes.Claim, outcome
 NOT_A_VERDICT = {
     ("audit/claims/registry.py", "pending"): "the name of the check kind `pending` (claims.yaml's `fn`)",
     ("audit/claims/registry.py", "needs_gpu"): "the name of the check kind `needs_gpu`",
-    ("audit/claims/validate.py", "pending"): "the check kind `pending`",
-    ("audit/claims/validate.py", "needs_gpu"): "the check kind `needs_gpu`",
     ("audit/claims/grounds.py", "pending"): "the check kind `pending`",
+    ("audit/claims/checks.py", "pending"): "the check kind `pending` (its model's tag)",
+    ("audit/claims/checks.py", "needs_gpu"): "the check kind `needs_gpu` (its model's tag)",
     ("audit/claims/core.py", "pending"): "the check kinds that wait (WAITING_CHECKS)",
     ("audit/claims/core.py", "needs_gpu"): "the check kinds that wait (WAITING_CHECKS)",
     ("audit/reproduce.py", "reproduced"): "the report's JSON field of the value this machine reproduced",

@@ -23,11 +23,12 @@ other measured claim (rules 6 and 10).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import xarray as xr
 
+from hsitp.audit.claims import checks
 from hsitp.audit.claims.core import ClaimsError, Context, Outcome, _fmt, pending
 from hsitp.contracts import TRAIN_SUMMARY, flag_meanings, summary_cells
 from hsitp.outcomes import Accuracy, Basis, Claim
@@ -89,7 +90,7 @@ def _pp(x: float) -> str:
     return f"{100 * x:+.1f}" if math.isfinite(x) else "n/a"
 
 
-def check_accuracy_verdicts(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+def check_accuracy_verdicts(ctx: Context, a: checks.AccuracyVerdicts) -> Outcome:
     """The equal-accuracy premise per variant and protocol (the module's rule) from
     ``results/<audit.accuracy_run>/train/summary.nc`` (or its committed reference): a share of the decided variants
     whose outcome is equal or better; pending, naming the stage, while nothing decides."""

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import xarray as xr
 
+from hsitp.audit.claims import checks
 from hsitp.audit.claims.core import MEASURED_FILES, Context, Outcome, _fmt, _op
 from hsitp.audit.claims.measured import _msel, _oversubscribed, _share, _undecided
 
@@ -88,7 +89,7 @@ def _where_text(a: Mapping[str, Any]) -> str:
     )
 
 
-def check_bench_compare(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+def check_bench_compare(ctx: Context, a: checks.BenchCompare) -> Outcome:
     """Two ops of the microbenchmark at the same point (P, N, D, L, dtype; P > 1, not oversubscribed; ``where``
     filters on N, D, ρ = D/N): the share of decided points where ``variable`` (default ccr_measured) of ``lhs``
     ``op`` that of ``rhs``. A point decides only where the two values differ by more than half their IQRs together
@@ -204,7 +205,7 @@ def _collectives_text(ds: xr.Dataset, op: str) -> str:
     )
 
 
-def check_bench_trend(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+def check_bench_trend(ctx: Context, a: checks.BenchTrend) -> Outcome:
     """How one op's ``variable`` (default ccr_measured) moves with the size of its tensor (N·D elements per crop):
     the share of decided pairs of points (same P, L, dtype; different N·D; inter-quartile bands apart) where it
     ``direction`` (falls: larger on the smaller tensor; rises) as the tensor grows."""
@@ -249,7 +250,7 @@ def check_bench_trend(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     )
 
 
-def check_bench_value(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+def check_bench_value(ctx: Context, a: checks.BenchValue) -> Outcome:
     """One op's ``variable`` (default ccr_measured) at every communicating, not oversubscribed point passing
     ``op`` ``value``: the share of decided points (the inter-quartile band wholly on one side of ``value``)."""
     var = a.get("variable", "ccr_measured")

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from hsitp.audit.claims import checks
+from hsitp.audit.claims.checks import BOUNDARIES, FACTORS
 from hsitp.audit.claims.core import ClaimsError, Context, Outcome, _fmt
 from hsitp.audit.claims.measured import _share
 from hsitp.cost import paper, stated
@@ -14,9 +16,6 @@ from hsitp.shape import n_tokens
 
 # Bytes per element of the number formats the paper names (§9.2, §11: FP8, INT8) beside the training formats.
 FORMAT_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1, "int8": 1}
-BOUNDARIES = ("threshold", "split", "max_P", "layers", "decision")
-FACTORS = ("dtype", "beta", "preset", "width", "rho")
-DIRECTIONS = ("moves", "up", "down", "none")
 CIRCULAR_FACTORS = frozenset(
     {"beta", "preset", "rho"}
 )  # on the paper's presets, only the paper's numbers move
@@ -126,7 +125,7 @@ def _show(kind: str, v: Any) -> str:
     return _fmt(v)
 
 
-def check_boundary_moves(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+def check_boundary_moves(ctx: Context, a: checks.BoundaryMoves) -> Outcome:
     """Rule 12: a factor the paper says moves a boundary, judged by moving it. Each point (a preset of
     ``hardware`` × ``P`` × a new value in ``to``) recomputes the ``boundary`` (one of :data:`BOUNDARIES`, or a list:
     the point counts if any of them moves as stated) with the ``factor`` changed as the paper says, every quantity

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from hsitp.audit.claims import checks
 from hsitp.audit.claims.core import (
     ClaimsError,
     Context,
@@ -27,7 +28,7 @@ from hsitp.outcomes import Claim
 from hsitp.shape import n_tokens
 
 
-def check_quote(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+def check_quote(ctx: Context, a: checks.Quote) -> Outcome:
     """A quote recorded in ccr.nc (stated.paper_quotes + the table's own): consistent or not."""
     ds = ctx.table("ccr")
     key = a["key"]
@@ -59,7 +60,7 @@ def check_quote(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     )
 
 
-def check_quote_texts_agree(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+def check_quote_texts_agree(ctx: Context, a: checks.QuoteTextsAgree) -> Outcome:
     """Two of the paper's prose rules (quoted_text of two quotes) name the same split."""
     ds = ctx.table("ccr")
     ta, tb = (str(ds["quoted_text"].sel(quote=k).values) for k in (a["a"], a["b"]))
@@ -80,12 +81,12 @@ def _banded(v: float, a: Mapping[str, Any], how: str, source: str) -> Outcome:
     )
 
 
-def check_formula_value(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+def check_formula_value(ctx: Context, a: checks.FormulaValue) -> Outcome:
     """A formula (paper's stated model, constants F, beta_intra, beta_inter, n_tokens) against the paper's number."""
     return _banded(_eval(a["expr"], a.get("at")), a, a["expr"], "hsitp.cost.stated")
 
 
-def check_formula_identity(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+def check_formula_identity(ctx: Context, a: checks.FormulaIdentity) -> Outcome:
     """Two expressions agree at every listed point (a derivation step; rtol 1e-12 by default)."""
     rtol = float(a.get("rtol", 1e-12))
     points = a.get("points") or [a.get("at", {})]
@@ -121,7 +122,7 @@ def _reduce(da: xr.DataArray, how: str) -> float:
     return float(funcs[how](vals))
 
 
-def check_table_value(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+def check_table_value(ctx: Context, a: checks.TableValue) -> Outcome:
     """One number from a cost table (optionally reduced over a selection) within bounds."""
     da = _sel(ctx.table(a["file"])[a["variable"]], a.get("sel"))
     if a.get("ratio_to"):
@@ -136,7 +137,7 @@ def check_table_value(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     return _banded(v, a, how, f"cost/{a['file']}.nc:{a['variable']}")
 
 
-def check_table_compare(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+def check_table_compare(ctx: Context, a: checks.TableCompare) -> Outcome:
     """Elementwise ``var[sel+lhs] OP var[sel+rhs]`` over the remaining dims: the fraction of points where true."""
     var = a["variable"]
     rvar = a.get("rhs_variable", var)
@@ -168,7 +169,7 @@ def check_table_compare(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     )
 
 
-def check_table_fraction(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+def check_table_fraction(ctx: Context, a: checks.TableFraction) -> Outcome:
     """Fraction of a table's selected values satisfying ``OP value`` (or within [low, high]); optionally of their
     ratio to another selection (``ratio_to``) or of their minimum over one dim (``min_over``, e.g. the better split)."""
     ds = ctx.table(a["file"])
@@ -197,7 +198,7 @@ def check_table_fraction(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     )
 
 
-def check_table_spread(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+def check_table_spread(ctx: Context, a: checks.TableSpread) -> Outcome:
     """A quantity the paper says does not depend on ``dim``: max/min − 1 along it (worst over other dims)."""
     da = _sel(ctx.table(a["file"])[a["variable"]], a.get("sel"))
     spread = (da.max(a["dim"]) / da.min(a["dim"]) - 1.0).max()
@@ -213,7 +214,7 @@ def check_table_spread(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     )
 
 
-def check_lower_split_rule(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+def check_lower_split_rule(ctx: Context, a: checks.LowerSplitRule) -> Outcome:
     """How often a prose rule picks the 1-D split (channel vs token) with the lower CCR, over every rho.nc point
     (dataset × patch × definition of C × hardware × P) with C ≠ N. Rule ``longer``: split the longer of C and N
     (what the formulas give); ``shorter``: split the shorter (what §3.3 and §11 say)."""
@@ -236,7 +237,7 @@ def check_lower_split_rule(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     )
 
 
-def check_split_regime(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+def check_split_regime(ctx: Context, a: checks.SplitRegime) -> Outcome:
     """Share of rho.nc points (after ``sel``) where the choice between the two 1-D splits decides the regime: the
     better split's CCR is below 1 and the worse split's above 1 (``max(C, N) > P F/beta > min(C, N)`` under the
     stated model). Where both are above 1 (or both below), picking the wrong split changes no regime."""
@@ -254,7 +255,7 @@ def check_split_regime(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     )
 
 
-def check_dataset_grid(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+def check_dataset_grid(ctx: Context, a: checks.DatasetGrid) -> Outcome:
     """A scene's rows × cols (× bands) as the paper gives it, against the registry."""
     spec = registry.get(a["dataset"])
     keys = [k for k in ("rows", "cols", "bands") if k in a]
@@ -269,7 +270,7 @@ def check_dataset_grid(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     )
 
 
-def check_dataset_attr(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+def check_dataset_attr(ctx: Context, a: checks.DatasetAttr) -> Outcome:
     """A registry attribute equals (or contains) what the paper says."""
     spec = registry.get(a["dataset"])
     v = getattr(spec, a["attr"])
@@ -282,7 +283,7 @@ def check_dataset_attr(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     )
 
 
-def check_dataset_range(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+def check_dataset_range(ctx: Context, a: checks.DatasetRange) -> Outcome:
     """Share of registry scenes whose bands (or tokens at a patch size) fall in [low, high]."""
     lo, hi, _ = _bounds(a)
     vals = {}
@@ -313,7 +314,7 @@ def _config_lookup(config: Mapping[str, Any], key: str) -> Any:
     return node
 
 
-def check_config_value(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+def check_config_value(ctx: Context, a: checks.ConfigValue) -> Outcome:
     """A design parameter of the paper against the run's config."""
     v = _config_lookup(ctx.settings.source, a["key"])
     return Outcome(
@@ -321,7 +322,7 @@ def check_config_value(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     )
 
 
-def check_table_attr(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+def check_table_attr(ctx: Context, a: checks.TableAttr) -> Outcome:
     """A design parameter recorded in a cost table (attribute or coordinate values)."""
     ds = ctx.table(a["file"])
     if "coord" in a:
@@ -336,7 +337,7 @@ def check_table_attr(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     return Outcome(value=v, how="recorded value", source=src, ok=ok, tolerance="equal")
 
 
-def check_preset_value(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+def check_preset_value(ctx: Context, a: checks.PresetValue) -> Outcome:
     """A hardware number of the paper against the preset that encodes it (hsitp.cost.hardware)."""
     from hsitp.cost.hardware import get_hardware
 
@@ -345,18 +346,18 @@ def check_preset_value(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     return _banded(v, a, a["field"], f"hsitp.cost.hardware:{a['preset']}")
 
 
-def check_reading(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+def check_reading(ctx: Context, a: checks.Reading) -> Outcome:
     """A verdict that rests on reading (a reference's authors, a method's name, internal consistency of prose)."""
     return Outcome(verdict=a["verdict"], reason=a["reason"], source=a["source"], how="reading")
 
 
-def check_pending(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+def check_pending(ctx: Context, a: checks.Pending) -> Outcome:
     """Waits on a stage not built yet (training, memory probe)."""
     return Outcome(
         verdict=Claim.PENDING, reason=f"pending: {a['stage']} stage; {a['reason']}", how="-", source="-"
     )
 
 
-def check_needs_gpu(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+def check_needs_gpu(ctx: Context, a: checks.NeedsGpu) -> Outcome:
     """Needs a GPU measurement (tensor cores, NCCL overlap) that CPU/gloo runs cannot stand in for."""
     return Outcome(verdict=Claim.NEEDS_GPU, reason=a["reason"], how="-", source=a.get("source", "-"))

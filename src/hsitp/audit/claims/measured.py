@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from hsitp.audit.claims import checks
 from hsitp.audit.claims.core import (
     ClaimsError,
     Context,
@@ -30,7 +31,7 @@ from hsitp.contracts import TRAIN_SUMMARY, flag_meanings
 from hsitp.outcomes import Basis, Claim
 
 
-def check_measured(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+def check_measured(ctx: Context, a: checks.Measured) -> Outcome:
     """:func:`_check_measured`, its reason saying when the summary is the committed reference, not a run here."""
     out = _check_measured(ctx, a)
     if ctx.accuracy_from_reference and out.verdict != Claim.PENDING:
@@ -191,7 +192,7 @@ def _probe_model(ds: xr.Dataset) -> str:
     return f"probe model {model}, {ds.attrs.get('dtype', '?')}; device {' / '.join(dev) or '?'}"
 
 
-def check_probe_memory(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+def check_probe_memory(ctx: Context, a: checks.ProbeMemory) -> Outcome:
     """Measured per-rank memory of one training step (``probe/memory.nc``, real tensors under torchrun, the larger
     rank's value) as a share of points passing ``op``/``value`` or ``low``/``high``: ``variable`` (peak_allocated,
     or memory after ``sel`` summed over the ``sum`` dims, e.g. kind = activations) at ``lhs`` (plans, g) divided by
@@ -242,7 +243,7 @@ def check_probe_memory(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     )
 
 
-def check_probe_estimate(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+def check_probe_estimate(ctx: Context, a: checks.ProbeEstimate) -> Outcome:
     """The planner's fake-tensor estimate (``probe/estimate.nc``: the model built under FakeTensorMode at the
     configs it lists, rank 0): ``variable`` (peak_allocated, or memory after ``sel`` summed over part and kind) of
     each config of a plan in ``lhs`` over the config of plan ``against`` with the same P, L, N, D, depth, batch,
@@ -308,7 +309,7 @@ def _oversubscribed(ds: xr.Dataset) -> dict[int, str]:
     return out
 
 
-def check_probe_throughput(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+def check_probe_throughput(ctx: Context, a: checks.ProbeThroughput) -> Outcome:
     """Measured throughput against tp (``probe/throughput.nc``: every plan at one P timed interleaved, in rounds)
     as a share of decided points passing ``op`` ``value``: ``quantity`` ratio (tokens/s of the plan / tokens/s of
     tp in the same round: a point decides only when its slowest and fastest round are on the same side of

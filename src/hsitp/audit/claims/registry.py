@@ -7,6 +7,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from hsitp.audit.claims import checks
 from hsitp.audit.claims.accuracy import check_accuracy_verdicts
 from hsitp.audit.claims.bench import check_bench_compare, check_bench_trend, check_bench_value
 from hsitp.audit.claims.boundary import check_boundary_moves
@@ -44,7 +45,7 @@ from hsitp.audit.claims.verdicts import _holds, circular, decide
 from hsitp.outcomes import Basis, Claim
 
 
-def check_any_of(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+def check_any_of(ctx: Context, a: checks.AnyOf) -> Outcome:
     """Sub-checks under named conditions (e.g. intra- and inter-node β): all hold → holds, some → conditional on
     those, none → contradicted."""
     parts = [(sub["label"], evaluate_check(ctx, sub), sub) for sub in a["checks"]]
@@ -61,7 +62,7 @@ def check_any_of(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     )
 
 
-def check_first_decided(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+def check_first_decided(ctx: Context, a: checks.FirstDecided) -> Outcome:
     """Sub-checks in order (``checks``, each labelled): the run's measurement first, a modelled estimate next,
     the paper's arithmetic (or a reading) last. The first whose outcome is not pending decides the claim, with its
     own verdict mapping, tolerance and basis; the verdict's reason names it and what the others said (a pending

@@ -19,6 +19,7 @@ from typing import Any
 
 import xarray as xr
 
+from hsitp.audit.claims import checks
 from hsitp.audit.claims.core import GPU_REFERENCE, Context, Outcome, _fmt, _op, pending
 from hsitp.audit.claims.measured import _share, _undecided
 
@@ -81,7 +82,7 @@ def _points(ds: xr.Dataset, op: str, sel: Mapping[str, Any]) -> list[tuple[str, 
     return out
 
 
-def check_shard_value(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+def check_shard_value(ctx: Context, a: checks.ShardValue) -> Outcome:
     """The half-measured CCR of ``ops`` at the points of ``sel`` (N, P) passing ``op`` ``value``: the share of
     decided points (the range over repeats wholly on one side of ``value``)."""
     ds, folder, absent = _shards(ctx)
@@ -113,7 +114,7 @@ def check_shard_value(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     )
 
 
-def check_shard_compare(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+def check_shard_compare(ctx: Context, a: checks.ShardCompare) -> Outcome:
     """Two ops' half-measured CCR at the same point (N, P of ``sel``): the share of decided points (their ranges
     over repeats apart) where CCR(``lhs``) ``op`` CCR(``rhs``)."""
     ds, folder, absent = _shards(ctx)

@@ -10,7 +10,8 @@ from typing import Any
 
 import yaml
 
-from hsitp.audit.claims.boundary import BOUNDARIES, DIRECTIONS, FACTORS, FORMAT_BYTES
+from hsitp.audit.claims.boundary import FORMAT_BYTES
+from hsitp.audit.claims.checks import check_errors, parse_check
 from hsitp.audit.claims.core import (
     CLAIMS_FILE,
     KINDS,
@@ -19,7 +20,6 @@ from hsitp.audit.claims.core import (
     VERDICTS,
     ClaimsError,
 )
-from hsitp.audit.claims.registry import CHECKS
 from hsitp.audit.claims.verdicts import VERDICT_KEYS, approximate
 from hsitp.config import yaml_load
 
@@ -33,7 +33,11 @@ def names_dchag(c: Mapping[str, Any]) -> bool:
     """The claim's quote, gloss or check names D-CHAG (or its hierarchical aggregation)."""
     import json
 
-    return bool(NAMES_DCHAG.search(f"{c.get('zh', '')} {c.get('en', '')} {json.dumps(c.get('check', {}))}"))
+    return bool(
+        NAMES_DCHAG.search(
+            f"{c.get('zh', '')} {c.get('en', '')} {json.dumps(c.get('check', {}), default=dict)}"
+        )
+    )
 
 
 def load_claims(path: Path = CLAIMS_FILE) -> list[dict[str, Any]]:
@@ -50,96 +54,38 @@ def load_claims(path: Path = CLAIMS_FILE) -> list[dict[str, Any]]:
     problems = validate_claims(claims, tags_of(data, path))
     if problems:
         raise ClaimsError(f"{path}: " + "; ".join(problems[:10]))
+    for c in claims:  # each check as its kind's model from here on
+        c["check"] = parse_check(str(c["id"]), c["check"])
     return claims
 
 
 def _check_problems(cid: str, check: Any) -> list[str]:
-    if not isinstance(check, Mapping) or check.get("fn") not in CHECKS:
-        return [f"{cid}: check.fn must be one of {', '.join(CHECKS)}"]
-    out = []
-    for k in VERDICT_KEYS:
-        if k in check and check[k] not in VERDICTS:
-            out.append(f"{cid}: check.{k} {check[k]!r} is not a verdict ({', '.join(VERDICTS)})")
-    if check["fn"] == "reading":
-        if check.get("verdict") not in VERDICTS:
-            out.append(f"{cid}: reading verdict {check.get('verdict')!r} not in {', '.join(VERDICTS)}")
-        for k in ("reason", "source"):
-            if not check.get(k):
-                out.append(f"{cid}: a reading check needs a {k}")
-    if check["fn"] == "measured" and not check.get("variable"):
-        out.append(f"{cid}: a measured check needs a variable of train/summary.nc")
-    out += _measured_problems(cid, check)
-    if check["fn"] == "pending" and not (check.get("stage") and check.get("reason")):
-        out.append(f"{cid}: a pending check needs stage and reason")
-    if check["fn"] == "needs_gpu" and not check.get("reason"):
-        out.append(f"{cid}: a needs_gpu check needs a reason")
-    if check["fn"] == "any_of":
-        subs = check.get("checks")
-        if not isinstance(subs, list) or len(subs) < 2:
-            out.append(f"{cid}: any_of needs a list of at least two checks")
-        else:
-            for s in subs:
-                if not isinstance(s, Mapping) or not s.get("label"):
-                    out.append(f"{cid}: every any_of check needs a label")
-                else:
-                    out += _check_problems(cid, s)
-    return out
-
-
-# Arguments each measured or boundary check needs (beyond fn).
-REQUIRED_ARGS: dict[str, tuple[str, ...]] = {
-    "probe_memory": ("lhs", "against"),
-    "probe_estimate": ("lhs", "against"),
-    "probe_throughput": ("plans", "op", "value"),
-    "bench_compare": ("lhs", "rhs", "op"),
-    "bench_trend": ("op",),
-    "bench_value": ("of", "op", "value"),
-    "shard_compare": ("lhs", "rhs", "op"),
-    "shard_value": ("ops", "op", "value"),
-    "boundary_moves": ("boundary", "factor", "hardware", "to", "direction"),
-}
-
-
-def _measured_problems(cid: str, check: Mapping[str, Any]) -> list[str]:
-    """Problems of a measured-file, boundary or first_decided check: its required arguments and their values."""
-    fn, out = check["fn"], []
-    for k in REQUIRED_ARGS.get(fn, ()):
-        if k not in check:
-            out.append(f"{cid}: a {fn} check needs {k}")
+    """The check's type errors (its kind's model, :mod:`hsitp.audit.claims.checks`), then what a type cannot say."""
+    out = check_errors(cid, check)
+    if not isinstance(check, Mapping):
+        return out
+    fn = check.get("fn")
     if fn in ("probe_memory", "probe_estimate") and not ("op" in check or "low" in check or "high" in check):
         out.append(f"{cid}: a {fn} check needs op/value or low/high")
-    if fn == "boundary_moves":
-        kinds = check.get("boundary")
-        for k in kinds if isinstance(kinds, list) else [kinds]:
-            if k not in BOUNDARIES:
-                out.append(f"{cid}: boundary {k!r} not in {', '.join(BOUNDARIES)}")
-        if check.get("factor") not in FACTORS:
-            out.append(f"{cid}: factor {check.get('factor')!r} not in {', '.join(FACTORS)}")
-        if check.get("direction") not in DIRECTIONS:
-            out.append(f"{cid}: direction {check.get('direction')!r} not in {', '.join(DIRECTIONS)}")
-        if check.get("factor") == "dtype":
-            if not check.get("rate") or not check.get("source"):
-                out.append(f"{cid}: a number-format change needs its rates (rate) and their source")
-            for to in check.get("to") or []:
-                if to not in FORMAT_BYTES:
-                    out.append(f"{cid}: format {to!r} not in {', '.join(FORMAT_BYTES)}")
-    if fn == "first_decided":
-        subs = check.get("checks")
-        if not isinstance(subs, list) or len(subs) < 2:
-            out.append(f"{cid}: first_decided needs a list of at least two checks")
-        else:
-            if not any(isinstance(s, Mapping) and s.get("fn") in MEASURED_CHECKS for s in subs[:-1]):
-                out.append(f"{cid}: first_decided tries a measured check before its last one")
-            for s in subs:
-                if not isinstance(s, Mapping) or not s.get("label"):
-                    out.append(f"{cid}: every first_decided check needs a label")
-                elif s.get("fn") == "first_decided":
-                    out.append(f"{cid}: first_decided does not nest")
-                else:
-                    out += _check_problems(cid, s)
-            for k in VERDICT_KEYS:
-                if k in check:
-                    out.append(f"{cid}: first_decided takes its mapping from each sub-check, not check.{k}")
+    if fn == "boundary_moves" and check.get("factor") == "dtype":
+        if not check.get("rate") or not check.get("source"):
+            out.append(f"{cid}: a number-format change needs its rates (rate) and their source")
+        for to in check.get("to") or []:
+            if to not in FORMAT_BYTES:
+                out.append(f"{cid}: format {to!r} not in {', '.join(FORMAT_BYTES)}")
+    subs = check.get("checks") if fn in ("any_of", "first_decided") else None
+    for s in subs if isinstance(subs, list) else []:
+        if isinstance(s, Mapping) and not s.get("label"):
+            out.append(f"{cid}: every {fn} check needs a label")
+        if isinstance(s, Mapping) and fn == "first_decided" and s.get("fn") == "first_decided":
+            out.append(f"{cid}: first_decided does not nest")
+        elif isinstance(s, Mapping):
+            out += [p for p in _check_problems(cid, s) if p not in out]
+    if fn == "first_decided" and isinstance(subs, list) and len(subs) >= 2:
+        if not any(isinstance(s, Mapping) and s.get("fn") in MEASURED_CHECKS for s in subs[:-1]):
+            out.append(f"{cid}: first_decided tries a measured check before its last one")
+        out += [f"{cid}: first_decided takes its mapping from each sub-check, not check.{k}" for k in VERDICT_KEYS
+                if k in check]  # fmt: skip
     return out
 
 
