@@ -30,6 +30,15 @@ def model_label(plan: str, P: int, g: int, N: int | None = None) -> str:  # noqa
     return f"{plan} P={P}" + (f" g={g}" if str(plan) in DCHAG_PLANS else "") + (f" N={N}" if N else "")
 
 
+def cell_table(summary: xr.Dataset) -> pd.DataFrame:
+    """The summary's cells in file order, one row each: coordinates, per-cell variables, and ``verdict``, the
+    ``oa_verdict`` by name where the summary has one."""
+    table = contracts.summary_cells(summary).reset_index()
+    if "oa_verdict" in summary:
+        table = table.assign(verdict=contracts.flag_meanings(summary["oa_verdict"]))
+    return table
+
+
 def cell_rows(summary: xr.Dataset) -> list[Any]:
     """The summary's cells in file order, each with its coordinates and per-cell variables as attributes."""
     return list(contracts.summary_cells(summary).reset_index().itertuples(index=False))

@@ -28,9 +28,10 @@ from typing import Any
 
 import xarray as xr
 
+from hsitp.analysis.cells import cell_table
 from hsitp.audit.claims import checks
 from hsitp.audit.claims.core import ClaimsError, Context, Outcome, _fmt, pending
-from hsitp.contracts import TRAIN_SUMMARY, flag_meanings, summary_cells
+from hsitp.contracts import TRAIN_SUMMARY
 from hsitp.outcomes import Accuracy, Basis, Claim
 
 OK_OUTCOMES = (Accuracy.EQUAL, Accuracy.BETTER)  # the premise met (better: conservatively)
@@ -82,7 +83,7 @@ def variant_outcome(verdicts: Sequence[str]) -> Accuracy:
 
 def _cells(ds: xr.Dataset) -> list[Any]:
     """The accuracy run's cells (:func:`hsitp.contracts.summary_cells`), each with its ``oa_verdict`` by name."""
-    table = summary_cells(ds).reset_index().assign(verdict=flag_meanings(ds["oa_verdict"]))
+    table = cell_table(ds)
     return list(table.itertuples(index=False))
 
 
