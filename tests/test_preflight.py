@@ -125,8 +125,9 @@ def test_the_dag_refuses_names_and_indices_that_do_not_exist(overlay: dict, key:
         ),
         ({"probe": {"groups": [512]}}, "probe.groups = 512 D-CHAG groups per rank"),
         ({"bench": {"groups": 64}}, "bench.groups = 64 D-CHAG groups per rank"),
+        ({"bench": {"L": [1], "groups": 1}}, "bench.L = 1 bands over P = 2 ranks"),
     ],
-    ids=["train", "probe", "bench"],
+    ids=["train", "probe", "bench", "bench-L-below-P"],
 )
 def test_every_stage_refuses_more_groups_than_a_rank_holds_bands(overlay: dict, key: str) -> None:
     """Catches D-CHAG groups that no band fills: g = 512 with 200 bands trained silently (the empty groups masked
@@ -135,7 +136,9 @@ def test_every_stage_refuses_more_groups_than_a_rank_holds_bands(overlay: dict, 
 
     with pytest.raises(HsitpError) as info:
         preflight(deep_merge(_raw_smoke(), overlay))
-    assert key in str(info.value) and "every group needs a band" in str(info.value)
+    assert key in str(info.value) and (
+        "every group needs a band" in str(info.value) or "chunk of bands" in str(info.value)
+    )
 
 
 @pytest.mark.parametrize(
@@ -183,3 +186,19 @@ def test_the_boundary_table_refuses_a_grid_of_hours() -> None:
     with pytest.raises(ConfigError, match="2,359,296 grid cells"):
         validate_config({"cost": {"boundary": {"points": 512, "embed_dims": [2**k for k in range(8, 17)]}}})
     validate_config({"cost": {"boundary": {"points": 512, "embed_dims": [256]}}})  # the largest one-D grid
+
+
+def test_a_training_job_checks_the_memory_it_is_given() -> None:
+    """Catches `hsitp train` allocating 136 GB on a 24 GiB host (a traceback from the CPU allocator mid-step): the
+    job's own check compares the modelled peak with this machine's memory, which the DAG cannot know."""
+    from hsitp.config import ConfigError, deep_merge, validate_config
+    from hsitp.train.plan import check_job
+    from hsitp.train.settings import TrainSettings
+
+    cfg = validate_config(
+        deep_merge(_raw_smoke(), {"train": {"batch": 256, "model": {"dim": 2048, "depth": 8}}})
+    )
+    ts = TrainSettings.from_config(cfg)
+    check_job(ts, "tp", 1, 1, 200, 16, patch=8, tokens=324)  # fits some machine
+    with pytest.raises(ConfigError, match="past the 24 GiB this machine holds; lower train.batch"):
+        check_job(ts, "tp", 1, 1, 200, 16, patch=8, tokens=324, memory=24 * 2.0**30)

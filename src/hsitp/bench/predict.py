@@ -106,6 +106,11 @@ def check_points(points: Iterable[Point], *, head_padding: bool, memory: float =
         check_fits(f"bench: {pt.op} at N = {sh.N}, D = {sh.D}, L = {sh.L}", bench_point_bytes(sh),
                    "bench.N, bench.D, bench.L or bench.batch", memory)  # fmt: skip
         held = -(-pt.shape.L // pt.P)  # the bands the fullest rank holds
+        if pt.op in AGG_OPS and BY_OP[pt.op].groups and pt.shape.L < pt.P:
+            raise ConfigError(
+                f"bench.L = {pt.shape.L} bands over P = {pt.P} ranks ({pt.op}): D-CHAG gives every rank a chunk of "
+                f"bands, so bench.L must be at least the largest of bench.world_sizes"
+            )
         if pt.op in AGG_OPS and BY_OP[pt.op].groups and pt.shape.groups > held:
             raise ConfigError(
                 f"bench.groups = {pt.shape.groups} D-CHAG groups per rank, but at L = {pt.shape.L}, P = {pt.P} a "

@@ -216,6 +216,7 @@ def check_job(
         f"train {plan} at P = {P}",
         peak_per_rank(plan, size, P, g),
         "train.batch or train.model (dim, depth, mlp_ratio)",
+        memory,
     )
     if rows is not None and cols is not None and (arch.height > rows or arch.width > cols):
         scene = f"the {dataset} scene" if dataset else "the scene"
