@@ -52,6 +52,9 @@ def test_blocks_are_written_from_the_reference_and_checked(tmp_path: Path) -> No
     assert update([doc], [ref], check=True) == []  # idempotent
     doc.write_text(text.replace("| dchag_l ", "| dchag_x ", 1))
     assert update([doc], [ref], check=True) == [doc]
+    doc.write_text(other)  # the reference named by no block: nothing compared, never a pass
+    with pytest.raises(MeasuredDocError, match="names the reference tiny"):
+        update([doc], [ref], check=True)
     doc.write_text("<!-- generated: tiny/fair (hsitp report measured) -->\nno end\n")
     with pytest.raises(MeasuredDocError, match="without its end"):
         update([doc], [ref])

@@ -202,3 +202,12 @@ def test_a_training_job_checks_the_memory_it_is_given() -> None:
     check_job(ts, "tp", 1, 1, 200, 16, patch=8, tokens=324)  # fits some machine
     with pytest.raises(ConfigError, match="past the 24 GiB this machine holds; lower train.batch"):
         check_job(ts, "tp", 1, 1, 200, 16, patch=8, tokens=324, memory=24 * 2.0**30)
+
+
+def test_a_whole_number_past_any_count_is_refused() -> None:
+    """Catches `train: {epochs: 100000000000000000000}` (a key without its own maximum) accepted, a job of no end;
+    and a number JSON readers would not even hold exactly."""
+    from hsitp.config import ConfigError, validate_config
+
+    with pytest.raises(ConfigError, match="train.epochs: 100000000000000000000 is past 2\\^53"):
+        validate_config({"train": {"epochs": 10**20}})

@@ -162,11 +162,17 @@ def _get(cfg: Mapping[str, Any], dotted: str) -> Any:
     return node
 
 
+MAX_WHOLE = 2**53  # the largest whole number a JSON reader (a float) holds exactly
+
+
 def _non_finite(node: Any, path: tuple[Any, ...] = ()) -> Iterator[str]:
     """NaN and infinite numbers anywhere in the config (YAML's ``.nan`` and ``.inf``, JSON's ``NaN``): no key takes
     one, and ``minimum`` lets NaN through (every comparison with NaN is false)."""
     if isinstance(node, float) and not math.isfinite(node):
         yield f"{_where(path)}: {node} is not a finite number; give a number"
+    elif isinstance(node, int) and not isinstance(node, bool) and abs(node) > MAX_WHOLE:
+        # no count, size or step of this pipeline comes near it (a typo: 10^20 epochs ran as a job of no end)
+        yield f"{_where(path)}: {node} is past 2^53, beyond any count or size a key takes; give a smaller number"
     elif isinstance(node, Mapping):
         for key, value in node.items():
             yield from _non_finite(value, (*path, key))

@@ -334,13 +334,20 @@ def update(docs: Sequence[Path], references: Sequence[Path], check: bool = False
             raise MeasuredDocError(
                 f"{r}: not a run's reference (no train/summary.nc, no tune/*/*.nc, no probe/kernels.nc)"
             )
-    changed = []
-    for doc in map(Path, docs):
-        text = doc.read_text(encoding="utf-8")
+    texts = {Path(doc): Path(doc).read_text(encoding="utf-8") for doc in docs}
+    for doc, text in texts.items():
         # a marker is a line of its own: prose may quote one in backticks (docs/measured.md's introduction does)
-        opened = len(re.findall(r"^<!-- generated: ", text, re.M))
-        if opened != len(BLOCK.findall(text)):
+        if len(re.findall(r"^<!-- generated: ", text, re.M)) != len(BLOCK.findall(text)):
             raise MeasuredDocError(f"{doc}: a `<!-- generated: ... -->` marker without its end marker")
+    named = {m["name"].split("/", 1)[0] for text in texts.values() for m in BLOCK.finditer(text)}
+    unnamed = sorted(set(refs) - named)
+    if unnamed:  # a reference no block names would pass the check having compared nothing
+        raise MeasuredDocError(
+            f"no generated block of {', '.join(map(str, texts))} names the reference {', '.join(unnamed)} (blocks "
+            f"name {', '.join(sorted(named)) or 'none'}): nothing to compare; give the reference its run's name"
+        )
+    changed = []
+    for doc, text in texts.items():
         new = regenerate(text, refs)
         if new != text:
             changed.append(doc)
