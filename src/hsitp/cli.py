@@ -29,7 +29,7 @@ class Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from hsitp import launch
+    from hsitp import launch, schema
     from hsitp.audit import commands as audit_commands
     from hsitp.baseline import commands as baseline_commands
     from hsitp.bench import commands as bench_commands
@@ -55,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     tune_commands.register(sub)
     probe_commands.register(sub)
     launch.register(sub)
+    schema.register(sub)
     return parser
 
 

@@ -1,0 +1,55 @@
+"""The config schema is generated from the typed sections (hsitp.sections) and the unconverted YAML."""
+
+from __future__ import annotations
+
+import pytest
+
+from hsitp.config import ConfigError, schema_path, validate_config
+from hsitp.schema import build_schema, schema_text
+from hsitp.sections import SECTIONS, AuditSection, ParallelSection
+
+
+def test_committed_schema_is_generated() -> None:
+    """Catches a hand edit of config.schema.yaml, or a model changed without `hsitp config schema` rerun (the
+    workflow would validate with stale constraints)."""
+    assert schema_path().read_text() == schema_text()
+
+
+def test_converted_sections_left_the_yaml() -> None:
+    """Catches a section written both as a model and in unconverted.schema.yaml (two sources again)."""
+    schema = build_schema()
+    for name in SECTIONS:
+        assert schema["properties"][name]["additionalProperties"] is False
+        assert schema["properties"][name]["default"] == {}
+
+
+@pytest.mark.parametrize("model", list(SECTIONS.values()))
+def test_every_field_documented(model: type) -> None:
+    """Catches a model field without a docstring (the generated schema would list an undocumented key)."""
+    undocumented = [k for k, f in model.model_fields.items() if not f.description]
+    assert not undocumented
+
+
+def test_model_defaults_are_the_validated_defaults() -> None:
+    """Catches the schema's defaults and the models' drifting apart (the workflow and a model would disagree)."""
+    cfg = validate_config({})
+    assert ParallelSection.model_validate(cfg["parallel"]) == ParallelSection()
+    assert AuditSection.model_validate(cfg["audit"]) == AuditSection()
+    assert cfg["parallel"] == ParallelSection().model_dump()
+    assert cfg["audit"] == AuditSection().model_dump()
+
+
+def test_bound_of_a_sized_field_still_named() -> None:
+    """Catches the generated schema losing the ``$defs`` reference of a bounded size: the one-line message naming
+    the bound and its reason would turn into jsonschema's bare one."""
+    with pytest.raises(ConfigError, match=r"parallel\.heads: 5000 is above 4096; Attention heads"):
+        validate_config({"parallel": {"heads": 5000}})
+
+
+def test_nullable_run_name_keeps_its_pattern() -> None:
+    """Catches the nullable ``audit.measured_run`` losing its name pattern in the generated schema."""
+    assert validate_config({"audit": {"measured_run": None}})["audit"]["measured_run"] is None
+    with pytest.raises(ConfigError, match=r"audit\.measured_run"):
+        validate_config({"audit": {"measured_run": "../x"}})
+    with pytest.raises(ValueError, match="measured_run"):
+        AuditSection(measured_run="../x")
