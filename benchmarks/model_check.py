@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from hsitp.models import PLANS, ModelConfig, SpectralSpatialTransformer, architecture_for, parallelize
-from hsitp.parallel import TPGroup
+from hsitp.parallel.groups import TPGroup
 
 # bf16 keeps 8 bits of mantissa (relative step 2^-8 = 0.4 %). At P = 1 a plan runs the dense model's operations
 # (the token plan convolves a strip of the same patches), so the two differ only by bf16 rounding of differently

@@ -1,4 +1,4 @@
-"""Our Megatron MLP pair (hsitp.parallel.ParallelMLP) vs PyTorch's own tensor parallelism
+"""Our Megatron MLP pair (hsitp.parallel.tensor_parallel.ParallelMLP) vs PyTorch's own tensor parallelism
 (torch.distributed.tensor.parallel: ColwiseParallel on fc1 + RowwiseParallel on fc2 over a 1-D DeviceMesh).
 
 Same process group backend, same threads per rank, same weights (both built from DenseMLP(seed)), same input;
@@ -28,7 +28,8 @@ def bench_one(tp: Any, mesh: Any, n: int, args: argparse.Namespace, device: torc
     """Check parity, then time interleaved samples of ours vs PyTorch's TP for N tokens."""
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
-    from hsitp.parallel import DenseMLP, ParallelMLP
+    from hsitp.parallel.dense import DenseMLP
+    from hsitp.parallel.tensor_parallel import ParallelMLP
 
     hidden = args.mlp_ratio * args.D
     ours = ParallelMLP(args.D, hidden, tp, seed=args.seed, device=device)

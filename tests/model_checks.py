@@ -16,7 +16,7 @@ import torch
 from torch.testing import assert_close
 
 from hsitp.models import ModelConfig, SpectralSpatialTransformer, architecture_for, parallelize
-from hsitp.parallel import TPGroup
+from hsitp.parallel.groups import TPGroup
 from hsitp.parallel.runtime import Runtime
 
 # Tiny sizes: L = 10 bands (uneven over P = 4 with g = 2: 3, 3, 2, 2 bands in 4 slots), D = 32, 4 heads (1 per

@@ -15,32 +15,29 @@ import torch
 from torch.testing import assert_close
 
 from hsitp.names import ATTENTION_KERNELS
-from hsitp.parallel import (
-    ColumnParallelLinear,
-    DCHAGAggregator,
+from hsitp.parallel.aggregation import DCHAGAggregator, HeadParallelCrossAttention, TPAggregator
+from hsitp.parallel.collectives import copy_to_tp, gather_from_tp, gather_seq, reduce_from_tp
+from hsitp.parallel.dense import (
     DenseAttention,
     DenseDCHAG,
     DenseMLP,
     DenseTPAggregator,
+    SingleQueryCrossAttention,
+    dense_layernorm,
+    seeded,
+)
+from hsitp.parallel.errors import ShardingError
+from hsitp.parallel.groups import TPGroup
+from hsitp.parallel.linear import ColumnParallelLinear
+from hsitp.parallel.padding import local_state_from_full
+from hsitp.parallel.runtime import Runtime
+from hsitp.parallel.tensor_parallel import (
     HeadParallelAttention,
-    HeadParallelCrossAttention,
     ParallelMLP,
     ReplicatedLayerNorm,
     ShardedLayerNorm,
-    ShardingError,
-    SingleQueryCrossAttention,
-    TokenParallelAttention,
-    TPAggregator,
-    TPGroup,
-    copy_to_tp,
-    dense_layernorm,
-    gather_from_tp,
-    gather_seq,
-    local_state_from_full,
-    reduce_from_tp,
 )
-from hsitp.parallel.dense import seeded
-from hsitp.parallel.runtime import Runtime
+from hsitp.parallel.token_parallel import TokenParallelAttention
 from hsitp.parallel.two_d import Attention2D
 
 # Tolerances by dtype. Sharded layers compute the same maths with a different summation order (partial sums over

@@ -25,7 +25,7 @@ from hsitp.models import (
     parallelize,
 )
 from hsitp.models.model import unpatchify
-from hsitp.parallel import TPGroup
+from hsitp.parallel.groups import TPGroup
 
 PAPER = ModelConfig(bands=103, height=72, width=72, classes=9, patch=4, dim=256, heads=8, depth=2)  # N = 324
 

@@ -9,8 +9,9 @@ import torch
 import torch.distributed as dist
 
 from hsitp.config import validate_config
-from hsitp.parallel import DistributedSetupError, RuntimeSettings, ShardingError, TPGroup
-from hsitp.parallel.runtime import TORCHRUN_ENV, resolve_dtype, start
+from hsitp.parallel.errors import DistributedSetupError, ShardingError
+from hsitp.parallel.groups import TPGroup
+from hsitp.parallel.runtime import TORCHRUN_ENV, RuntimeSettings, resolve_dtype, start
 
 ATTR_KEYS = {"device", "backend", "world_size", "threads_per_rank", "cores", "oversubscribed", "hardware"}
 

@@ -9,23 +9,14 @@ import pytest
 import torch
 
 from hsitp.config import load_config
-from hsitp.parallel import (
-    OP_NAMES,
-    DenseMLP,
-    DistributedSetupError,
-    Mesh2D,
-    ParallelMLP,
-    ParallelSettings,
-    PartialAggregator,
-    ShardingError,
-    Split,
-    TokenParallelAttention,
-    TPGroup,
-    build_op,
-    make_mesh_2d,
-    split_heads,
-)
-from hsitp.parallel.ops import token_grid
+from hsitp.parallel.dense import DenseMLP, PartialAggregator
+from hsitp.parallel.errors import DistributedSetupError, ShardingError
+from hsitp.parallel.groups import Mesh2D, TPGroup, make_mesh_2d
+from hsitp.parallel.ops import OP_NAMES, build_op, token_grid
+from hsitp.parallel.padding import Split, split_heads
+from hsitp.parallel.settings import ParallelSettings
+from hsitp.parallel.tensor_parallel import ParallelMLP
+from hsitp.parallel.token_parallel import TokenParallelAttention
 from hsitp.shape import LayerShape
 
 

@@ -16,7 +16,7 @@ from nc_checks import assert_described
 from probe_workers import probe_all, tiny_config
 
 from hsitp.cost.memory import PlanSize, plan_memory
-from hsitp.parallel import TPGroup
+from hsitp.parallel.groups import TPGroup
 from hsitp.probe.build import build_point
 from hsitp.probe.grid import Point
 from hsitp.probe.tracker import KINDS, PARTS, measure_step

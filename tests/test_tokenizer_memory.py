@@ -18,8 +18,8 @@ import torch.nn.functional as F  # noqa: N812
 
 import hsitp.parallel.dense as dense
 from hsitp.models import ModelConfig, SpectralSpatialTransformer, architecture_for, parallelize
-from hsitp.parallel import TPGroup
 from hsitp.parallel.dense import BandTokenizer
+from hsitp.parallel.groups import TPGroup
 from hsitp.probe.tracker import measure_step
 
 # p p = 64 > D = 16: the patches (B L H W) are 4x the tokens (B N L D), the smoke run's regime (p = 8, D = 32)

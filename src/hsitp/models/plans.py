@@ -30,19 +30,13 @@ from torch import nn
 from hsitp.models.config import PLANS, ModelConfig, check_plan
 from hsitp.models.model import PositionEmbedding, SpectralSpatialTransformer
 from hsitp.names import DCHAG_PLANS
-from hsitp.parallel import (
-    DCHAGAggregator,
-    HeadParallelAttention,
-    ParallelMLP,
-    Split,
-    TokenParallelAttention,
-    TPAggregator,
-    TPGroup,
-    all_reduce_grads,
-    gather_from_tp,
-    local_state_from_full,
-)
+from hsitp.parallel.aggregation import DCHAGAggregator, TPAggregator
+from hsitp.parallel.collectives import all_reduce_grads, gather_from_tp
 from hsitp.parallel.dense import clone_module, move
+from hsitp.parallel.groups import TPGroup
+from hsitp.parallel.padding import Split, local_state_from_full
+from hsitp.parallel.tensor_parallel import HeadParallelAttention, ParallelMLP
+from hsitp.parallel.token_parallel import TokenParallelAttention
 
 __all__ = ["PLANS", "ParallelModel", "check_plan", "parallelize"]
 

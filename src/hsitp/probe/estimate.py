@@ -40,7 +40,7 @@ def estimate_one(pt: Point, sec: ProbeModel, seed: int = 0) -> Any:
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.testing._internal.distributed.fake_pg import FakeStore  # registers the "fake" backend
 
-    from hsitp.parallel import TPGroup
+    from hsitp.parallel.groups import TPGroup
     from hsitp.probe.build import build_point
     from hsitp.probe.tracker import measure_step
 

@@ -30,7 +30,7 @@ from torch import nn
 
 from hsitp.errors import HsitpError
 from hsitp.models.model import unpatchify
-from hsitp.parallel import all_reduce_grads
+from hsitp.parallel.collectives import all_reduce_grads
 from hsitp.parallel.dense import seeded
 from hsitp.train.steps import global_loss, lr_lambda
 
