@@ -211,3 +211,31 @@ def test_a_whole_number_past_any_count_is_refused() -> None:
 
     with pytest.raises(ConfigError, match="train.epochs: 100000000000000000000 is past 2\\^53"):
         validate_config({"train": {"epochs": 10**20}})
+
+
+@pytest.mark.parametrize(
+    "partition",
+    [{"min_train_per_class": 20}, {"train_fraction": 0.99}],
+    ids=["min-train-past-the-smallest-class", "fraction-leaves-no-test-pixel"],
+)
+def test_the_dag_refuses_a_partition_some_class_cannot_meet(partition: dict) -> None:
+    """Catches min_train_per_class / train_fraction that Indian Pines' 20-pixel class cannot meet with a test
+    pixel left: the partition was drawn anyway (19 train pixels, one test pixel) and only a log line warned."""
+    from hsitp.config import deep_merge
+
+    with pytest.raises(HsitpError) as info:
+        preflight(deep_merge(_raw_smoke(), {"data": {"partition": partition}}))
+    assert "data.partition: train_fraction" in str(info.value) and "indian_pines" in str(info.value)
+    preflight(deep_merge(_raw_smoke(), {"data": {"partition": {"min_train_per_class": 19}}}))
+
+
+def test_preparing_a_scene_refuses_a_partition_some_class_cannot_meet() -> None:
+    """Catches `hsitp data prepare` drawing a partition whose smallest class keeps no test pixel beyond the one
+    forced: it only logged a warning; the job now stops naming the class and its size."""
+    from hsitp.data.partition import PartitionError, check_satisfiable
+    from hsitp.settings import DataSettings
+
+    part = DataSettings.from_config(load_config(SMOKE)).partition
+    check_satisfiable({1: 46, 9: 20}, part, "indian_pines")  # the shipped settings pass
+    with pytest.raises(PartitionError, match="class 9 of the tiny scene, which has 3"):
+        check_satisfiable({1: 46, 9: 3}, part, "tiny")

@@ -54,10 +54,14 @@ def check_stage_sizes(config: Mapping[str, Any]) -> None:
 
 def _check_data(config: Mapping[str, Any]) -> None:
     """Refuse what ``data prepare`` would refuse minutes later, from the registry's facts of every listed scene:
-    a partition block larger than the scene, more PCA components than the scene has bands."""
+    a partition block larger than the scene, more PCA components than the scene has bands, a partition that
+    leaves some class no test pixel."""
+    from hsitp.data.partition import check_satisfiable
     from hsitp.data.registry import get
+    from hsitp.settings import DataSettings
 
     data = config["data"]
+    partition = DataSettings.from_config(config).partition
     block, k = data["partition"]["block"], data.get("pca_components")
     for name in config["datasets"]:
         spec = get(name)
@@ -68,6 +72,11 @@ def _check_data(config: Mapping[str, Any]) -> None:
             )
         if k is not None and k > spec.bands:
             raise ConfigError(f"data.pca_components = {k}: the {name} scene has {spec.bands} bands")
+        if spec.class_counts is not None:
+            try:
+                check_satisfiable({c: spec.class_counts[c] for c in spec.classes}, partition, name)
+            except HsitpError as exc:
+                raise ConfigError(str(exc)) from exc
 
 
 def _check_names(config: Mapping[str, Any], stages: set[str]) -> None:

@@ -66,6 +66,21 @@ def _targets(n: np.ndarray, train_fraction: float, min_train: int) -> np.ndarray
     return np.minimum(want, np.maximum(n - 1, 0))
 
 
+def check_satisfiable(class_counts: Mapping[int, int], part: Partition, scene: str) -> None:
+    """Refuse (PartitionError) a ``train_fraction`` / ``min_train_per_class`` that some class cannot meet while
+    keeping a test pixel: its ``max(min_train, round(fraction * n))`` train pixels reach its n labelled pixels.
+    The partition would silently train on n - 1 and score on one pixel, a warning in a log nobody reads."""
+    fraction, min_train = float(part.train_fraction), int(part.min_train_per_class)
+    for c, n in sorted(class_counts.items()):
+        want = max(min_train, int(np.floor(fraction * n + 0.5)))
+        if n > 0 and want >= n:
+            raise PartitionError(
+                f"data.partition: train_fraction = {fraction:g}, min_train_per_class = {min_train} ask {want} train "
+                f"pixels of class {c} of the {scene} scene, which has {n} (one at least must stay for test); "
+                f"lower them so that every class keeps a test pixel (min_train_per_class < {min(class_counts.values())})"
+            )
+
+
 def _counts(labels: np.ndarray, partition: np.ndarray, classes: list[int]) -> dict[int, dict[str, int]]:
     roles = {"train": TRAIN, "test": TEST, "unused": UNUSED}
     return {

@@ -33,6 +33,7 @@ from hsitp.data.partition import (
     TRAIN,
     UNUSED,
     PartitionResult,
+    check_satisfiable,
     make_partition,
     near_train_fraction,
     ordered_protocols,
@@ -231,6 +232,7 @@ def _partitions(
     """Every configured protocol's K = ``data.partition.draws`` partitions, each from its own seeded stream (draw k
     the same whatever K); their warnings logged."""
     classes, seed_seq = sorted(spec.classes), dataset_seed(seed, spec.name)
+    check_satisfiable({c: int(np.count_nonzero(labels16 == c)) for c in classes}, part, spec.name)
     partitions = {
         p: [make_partition(labels16, classes, p, part, seed_seq, k) for k in range(part.draws)]
         for p in protocols
