@@ -423,3 +423,21 @@ def test_every_check_is_its_kinds_typed_model() -> None:
         "checks": [{"fn": "quote", "label": "a"}, {"fn": "quote", "key": "k", "label": "b"}],
     }
     assert check_errors("x", nested) == ["x: check.checks.0.key: Field required"]
+
+
+def test_quote_agrees_with_sets_two_prose_rules_side_by_side() -> None:
+    """Catches the folded kind (``quote_texts_agree`` became ``quote`` with ``agrees_with``) judging the first
+    quote alone, taking a key ccr.nc lacks, or calling two prose rules side by side circular (they recompute no
+    formula: the verdict stays computed); the old kind is refused when claims.yaml loads."""
+    from hsitp.audit.claims.checks import check_errors, parse_check
+
+    ctx = cl.Context(REF / "cost")
+    a, b = "rule_rho_lt1_section3_3", "rule_large_n_section8_1"  # channel vs token: the paper disagrees
+    both = parse_check("x", {"fn": "quote", "key": a, "agrees_with": b})
+    o = cl.evaluate_check(ctx, both)
+    assert not o.ok and o.value == f"{a}: channel; {b}: token" and o.tolerance == "same split"
+    assert not cl.circular(both, o) and cl.circular(parse_check("x", {"fn": "quote", "key": a}))
+    assert cl.evaluate_check(ctx, parse_check("x", {"fn": "quote", "key": b, "agrees_with": b})).ok
+    with pytest.raises(cl.ClaimsError, match="'nope' not in ccr.nc"):
+        cl.evaluate_check(ctx, parse_check("x", {"fn": "quote", "key": a, "agrees_with": "nope"}))
+    assert check_errors("x", {"fn": "quote_texts_agree", "a": a, "b": b})[0].startswith("x: check: ")

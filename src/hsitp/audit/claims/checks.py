@@ -54,14 +54,12 @@ class Check(BaseModel, Mapping[str, Any]):
 
 
 class Quote(Check):
+    """A quote of ccr.nc: consistent with what the formulas give, or (``agrees_with``: another quote's key) naming
+    the same split as that quote."""
+
     fn: Literal["quote"]
     key: str
-
-
-class QuoteTextsAgree(Check):
-    fn: Literal["quote_texts_agree"]
-    a: str
-    b: str
+    agrees_with: str | None = None
 
 
 class FormulaValue(Check):
@@ -317,7 +315,7 @@ class BoundaryMoves(Check):
 
 
 AnyCheck = (
-    Quote | QuoteTextsAgree | FormulaValue | FormulaIdentity | TableValue | TableCompare | TableFraction
+    Quote | FormulaValue | FormulaIdentity | TableValue | TableCompare | TableFraction
     | TableSpread | TableAttr | LowerSplitRule | SplitRegime | DatasetGrid | DatasetAttr | DatasetRange
     | ConfigValue | PresetValue | AnyOf | FirstDecided | Reading | Pending | NeedsGpu | Measured | AccuracyVerdicts
     | ProbeMemory | ProbeEstimate | ProbeThroughput | BenchCompare | BenchTrend | BenchValue | ShardCompare

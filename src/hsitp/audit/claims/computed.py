@@ -29,11 +29,17 @@ from hsitp.shape import n_tokens
 
 
 def check_quote(ctx: Context, a: checks.Quote) -> Outcome:
-    """A quote recorded in ccr.nc (stated.paper_quotes + the table's own): consistent or not."""
+    """A quote recorded in ccr.nc (stated.paper_quotes + the table's own): consistent or not; with ``agrees_with``,
+    whether the two quotes' prose rules name the same split."""
     ds = ctx.table("ccr")
     key = a["key"]
-    if key not in ds["quote"].values:
-        raise ClaimsError(f"quote {key!r} not in ccr.nc (quotes: {', '.join(map(str, ds['quote'].values))})")
+    for k in (key, a.get("agrees_with", key)):
+        if k not in ds["quote"].values:
+            raise ClaimsError(
+                f"quote {k!r} not in ccr.nc (quotes: {', '.join(map(str, ds['quote'].values))})"
+            )
+    if "agrees_with" in a:
+        return _texts_agree(ds, key, a["agrees_with"])
     q = ds.sel(quote=key)
     text = str(q["quoted_text"].values)
     if text:
@@ -60,14 +66,13 @@ def check_quote(ctx: Context, a: checks.Quote) -> Outcome:
     )
 
 
-def check_quote_texts_agree(ctx: Context, a: checks.QuoteTextsAgree) -> Outcome:
+def _texts_agree(ds: xr.Dataset, a: str, b: str) -> Outcome:
     """Two of the paper's prose rules (quoted_text of two quotes) name the same split."""
-    ds = ctx.table("ccr")
-    ta, tb = (str(ds["quoted_text"].sel(quote=k).values) for k in (a["a"], a["b"]))
+    ta, tb = (str(ds["quoted_text"].sel(quote=k).values) for k in (a, b))
     return Outcome(
-        value=f"{a['a']}: {ta}; {a['b']}: {tb}",
+        value=f"{a}: {ta}; {b}: {tb}",
         how="the split each rule names for the same regime",
-        source=f"cost/ccr.nc:quoted_text[quote={a['a']},{a['b']}]",
+        source=f"cost/ccr.nc:quoted_text[quote={a},{b}]",
         ok=ta == tb,
         tolerance="same split",
     )

@@ -24,7 +24,6 @@ from hsitp.audit.claims.computed import (
     check_pending,
     check_preset_value,
     check_quote,
-    check_quote_texts_agree,
     check_reading,
     check_split_regime,
     check_table_attr,
@@ -98,7 +97,6 @@ def check_first_decided(ctx: Context, a: checks.FirstDecided) -> Outcome:
 
 CHECKS: dict[str, Callable[[Context, Mapping[str, Any]], Outcome]] = {
     "quote": check_quote,
-    "quote_texts_agree": check_quote_texts_agree,
     "formula_value": check_formula_value,
     "formula_identity": check_formula_identity,
     "table_value": check_table_value,

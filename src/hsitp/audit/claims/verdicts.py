@@ -195,8 +195,8 @@ def circular(check: Mapping[str, Any], outcome: Outcome | None = None) -> bool:
             return all(circular(pc, po) for _, po, pc in outcome.parts)
     if fn in CIRCULAR_CHECKS:
         return True
-    if fn == "quote":
-        return str(check.get("key")) in OWN_QUOTES
+    if fn == "quote":  # two prose rules set side by side recompute nothing: not circular
+        return "agrees_with" not in check and str(check.get("key")) in OWN_QUOTES
     if fn == "any_of":
         return bool(check.get("checks")) and all(circular(sub) for sub in check["checks"])
     if (
