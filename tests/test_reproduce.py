@@ -17,6 +17,7 @@ import pytest
 import xarray as xr
 from train_utils import TINY_CROP, tiny_config, train_p1, write_scene
 
+from hsitp.audit import rebuild
 from hsitp.audit import reproduce as rp
 from hsitp.cli import main
 from hsitp.publish.reference import MANIFEST, collect
@@ -49,7 +50,9 @@ PROBE_CFG = {"seed": 0, "probe": PROBE, "parallel": {"timeout_s": 60}}
 def _start_probe(run: Path) -> subprocess.Popen:
     """The tiny run's probe at P = 2 through its own command (torchrun), started in the background."""
     partial = run / "probe" / "partial" / "probe_P2.nc"
-    argv = [*rp.hsitp_argv(2), "probe", "run", "--world-size", "2", "--out", str(partial)]
+    from hsitp.launch import torchrun_argv
+
+    argv = [sys.executable, *torchrun_argv(2)[1:], "probe", "run", "--world-size", "2", "--out", str(partial)]
     argv += ["--config-json", json.dumps(PROBE_CFG)]
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
@@ -349,3 +352,73 @@ def test_recipe_check_reads_nested_sections_key_by_key():
     changed = {"seed": 0, "train": {"lr": 1e-3, "validation": {"fraction": 0.2, "folds": 1}}}
     bad = rp.recipe_check("a", want, "c", changed)
     assert not bad.ok and "validation.fraction: 0.0 recorded, 0.2 here" in bad.text
+
+
+def _cpu_places_cell(control: bool) -> tuple[rp.Reference, rp.Cell]:
+    ref = rp.load_reference(Path(__file__).parents[1] / "results" / "reference" / "cpu-places")
+    cell = next(c for c in ref.cells if c.control == control and c.plan == "dchag_l" and c.partition == 2)
+    return ref, cell
+
+
+def test_cell_overlay_holds_the_recorded_run_and_only_its_cell() -> None:
+    """Catches an overlay that lets Snakemake build more than the picked cell (another seed, P, plan, protocol or
+    crop) or trains another recipe than the recorded one (a recorded train key changed)."""
+    ref, cell = _cpu_places_cell(control=False)
+    cfg = rebuild.cell_overlay(ref.config, ref.run, rp.cell_facts(ref, cell))
+    train = cfg["train"]
+    assert (train["plans"], train["world_sizes"], train["groups"]) == (
+        ["dchag_l"],
+        [cell.P],
+        {"dchag_l": [cell.g]},
+    )
+    assert (train["protocols"], train["seeds"], train["datasets"]) == (
+        [cell.protocol],
+        [cell.seed],
+        [cell.dataset],
+    )
+    assert [c["tokens"] for c in train["crops"]] == [cell.N] and train["control"] == {"world_sizes": []}
+    recipe = json.loads(str(ref.value(cell, "recipe")))["train"]
+    assert all(train[k] == v for k, v in recipe.items() if k != "recipe_plan"), "not the recorded recipe"
+    assert cfg["data"]["partition"]["draws"] > cell.partition
+
+
+@pytest.mark.parametrize("control", [False, True])
+def test_snakemake_plans_exactly_the_picked_cell(tmp_path: Path, control: bool) -> None:
+    """Catches a spot check whose overlay and target make Snakemake plan other jobs than the one cell's training
+    (a tuning study rerun, other seeds, the summary) or no job at all: the rule's command line is the one run."""
+    ref, cell = _cpu_places_cell(control)
+    work = tmp_path / "work"
+    data = work / "results" / ref.run / "data" / f"{cell.dataset}.nc"
+    data.parent.mkdir(parents=True)
+    data.write_bytes(b"")  # present: the dry run plans no data job
+    for study in (ref.path / "tune" / cell.dataset).glob("*.nc"):  # the recipe is tuned: the rules read them
+        rebuild.place(study, work / "results" / ref.run / "tune" / cell.dataset / study.name)
+    overlay = rebuild.cell_overlay(ref.config, ref.run, rp.cell_facts(ref, cell))
+    path = work / "overlay.json"
+    path.write_text(json.dumps(overlay))
+    sub = "control/" if control else ""
+    target = f"results/{ref.run}/train/{cell.dataset}/{sub}{cell.name}.nc"
+    argv = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(rebuild.snakefile()),
+        "--configfile",
+        str(path),
+    ]
+    argv += ["--directory", str(work), "-n", "--cores", "1", "--nolock", target]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rule = "train_control" if control else "train"
+    rows = [ln.split() for ln in done.stdout.splitlines()]
+    stats = {tuple(r) for r in rows if len(r) == 2 and r[1].isdigit()}  # Snakemake's tables of jobs per rule
+    assert stats == {(rule, "1"), ("total", "1")}, done.stdout[-3000:]
+
+
+def test_no_snakefile_says_a_checkout_is_needed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Catches a pip-installed package (no Snakefile beside it) failing with a traceback instead of one line that
+    says the spot check needs a checkout."""
+    monkeypatch.setattr(rebuild, "SNAKEFILE", tmp_path / "Snakefile")
+    with pytest.raises(rp.ReproduceError, match="checkout of hsitp"):
+        rebuild.snakefile()

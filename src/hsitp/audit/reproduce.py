@@ -8,17 +8,17 @@ experiment that fits in minutes (a reader checks the numbers without the hours t
    benchmark file) or, without one, its steps x recorded step time x 1.25 + 10 s of start-up; a D-CHAG cell's probe
    re-measurement adds the probe's recorded wall time at its P scaled to the two points it re-measures. When a
    cell's training fits but its probe does not, the cell is taken without the probe, and its lines say so.
-2. **Retrained exactly.** Each picked run is trained again through ``hsitp train`` (``python -m hsitp train``, or
-   ``python -m hsitp.torchrun ... -m hsitp train`` for a run launched on P ranks) in a work folder, with the
-   recorded recipe JSON as ``--config-json`` (the master seed and every train key that shapes the weights), the
-   recorded seed, P, g, protocol, crop, ranks launched, threads, evaluation cadence and summary window; the untuned
-   control's runs take tp's study from the reference (``--recipe ... --recipe-plan tp``), as the rule does. The
-   prepared scene is the one named by the reference: ``--data PATH``, else ``results/RUN/data/DATASET.nc`` when
-   present, else prepared in the work folder with ``hsitp data fetch`` + ``hsitp data prepare`` and the settings
-   the reference recorded; either way its content hash must equal the reference's.
-3. **Memory and throughput re-measured** for a D-CHAG cell with the probe (``hsitp probe run`` at the cell's P,
-   tp and the cell's plan at its g, L and N, no activation checkpointing; ``hsitp.probe.results.merge``), once per
-   (plan, P, g).
+2. **Retrained exactly, by Snakemake.** Each picked run is built again by the repository's Snakefile in a work
+   folder (``hsitp.audit.rebuild``): a config overlay written from the reference's recorded config
+   (``run_config.json``) and the run's recorded recipe, restricted to the cell (its scene, plan, P, g, protocol,
+   partition, seed, crop, ranks, threads, evaluation cadence, summary window and kernel), and Snakemake asked for
+   that one record (rule ``train``, or ``train_control`` on tp's study copied from the reference), so the command
+   line is the rule's own. The prepared scene is the one named by the reference: ``--data PATH``, else
+   ``results/RUN/data/DATASET.nc`` when present, else built by the data rules with the settings the reference
+   recorded; either way its content hash must equal the reference's. A pip-installed package has no Snakefile:
+   the spot check says it needs a checkout.
+3. **Memory and throughput re-measured** for a D-CHAG cell by the probe rules (``probe_run``, ``probe_merge``) at
+   the cell's P, tp and the cell's plan at its g, L and N, no activation checkpointing, once per (plan, P, g).
 4. **Verdict per cell.** ``reproduced`` when every judged check holds, else ``differs`` with by how much (``failed``
    when the training itself did not finish):
 
@@ -44,8 +44,6 @@ import json
 import math
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -53,7 +51,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hsitp.errors import HsitpError
+from hsitp.audit import rebuild
+from hsitp.audit.rebuild import ReproduceError
 from hsitp.outcomes import Reproduction
 
 if TYPE_CHECKING:  # numpy and xarray are imported where used: `hsitp --help` builds this parser
@@ -73,10 +72,6 @@ ACCURACY = (
     ("kappa_summary", "kappa last {k}", "kappa"),
     ("oa_final", "final OA", "oa"),
 )
-
-
-class ReproduceError(HsitpError):
-    """The spot check cannot start (reference, budget, scene); the message says what to give."""
 
 
 # --- the reference ------------------------------------------------------------------------------------------------
@@ -130,6 +125,7 @@ class Reference:
     memory: xr.Dataset | None
     throughput: xr.Dataset | None
     cells: list[Cell] = field(default_factory=list)
+    config: dict[str, Any] = field(default_factory=dict)  # the run's recorded config (run_config.json), or {}
 
     def value(self, cell: Cell, var: str) -> Any:
         v = self.runs[var].values[cell.row]
@@ -161,6 +157,7 @@ def load_reference(path: str | os.PathLike[str]) -> Reference:
         },
         memory=optional("probe/memory.nc", PROBE_MEMORY),
         throughput=optional("probe/throughput.nc", PROBE_THROUGHPUT),
+        config=rebuild.base_config(ref),
     )
     for i in range(runs.sizes["run"]):
         c = {
@@ -343,68 +340,34 @@ def platform_comparison(manifest: Mapping[str, Any]) -> tuple[bool, str]:
     return True, f"the reference's platform: {what}"
 
 
-# --- the scene ----------------------------------------------------------------------------------------------------
-def _run_logged(argv: Sequence[str], log: Path, env: Mapping[str, str] | None = None) -> int:
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("w") as fh:
-        fh.write("$ " + " ".join(argv) + "\n")
-        fh.flush()
-        return subprocess.run(
-            list(argv), stdout=fh, stderr=subprocess.STDOUT, env=env, check=False
-        ).returncode
-
-
-def _tail(log: Path, lines: int = 3) -> str:
-    try:
-        text = [ln for ln in log.read_text().splitlines() if ln.strip()]
-    except OSError:
-        return ""
-    return " | ".join(text[-lines:])
-
-
-def hsitp_argv(ranks: int) -> list[str]:
-    """``python -m hsitp`` for one process, ``python -m hsitp.torchrun ... -m hsitp`` for P ranks (this Python)."""
-    if ranks <= 1:
-        return [sys.executable, "-m", "hsitp"]
-    from hsitp.launch import torchrun_argv
-
-    argv = torchrun_argv(ranks)
-    return [sys.executable, *argv[1:]] if argv[0] == "python" else argv
-
-
+# --- the builds (Snakemake, through hsitp.audit.rebuild) ------------------------------------------------------
 def scene_for(ref: Reference, dataset: str, given: Mapping[str, Path], work: Path, say) -> Path:  # noqa: ANN001
-    """The prepared scene of ``dataset``: given, the run's own, or prepared here; its content hash checked."""
+    """The prepared scene of ``dataset`` in the work folder: given, the run's own, or built there by the data rules
+    with the reference's data settings; its content hash checked."""
     from hsitp.publish.reference import scene_content_sha256
 
     entry = ref.manifest.get("scenes", {}).get(dataset, {})
-    if dataset in given:
-        path, how = given[dataset], "given (--data)"
-    elif (Path("results") / ref.run / "data" / f"{dataset}.nc").is_file():
-        path, how = Path("results") / ref.run / "data" / f"{dataset}.nc", "the run's own"
+    path = work / "results" / ref.run / "data" / f"{dataset}.nc"
+    own = Path("results") / ref.run / "data" / f"{dataset}.nc"
+    if dataset in given or own.is_file():
+        src, how = (given[dataset], "given (--data)") if dataset in given else (own, "the run's own")
+        if not src.is_file():
+            raise ReproduceError(f"--data {src}: no such file")
+        rebuild.place(src, path)
     else:
         cfg = entry.get("prepare_config")
         if not cfg:
             raise ReproduceError(
                 f"the reference records no way to prepare {dataset!r} (not a registry scene?): give --data PATH"
             )
-        path = work / "data" / f"{dataset}.nc"
-        fetch_json = work / "data" / "fetch" / f"{dataset}.json"
         say(
-            f"preparing {dataset} with the reference's data settings in {path} (hsitp data fetch + prepare) ..."
+            f"preparing {dataset} with the reference's data settings in {path} (Snakemake, rule data_prepare) ..."
         )
-        cj = json.dumps(cfg, sort_keys=True)
-        logs = work / "logs" / "data"
-        for step, argv in (
-            ("fetch", [*hsitp_argv(1), "data", "fetch", dataset, "--out", str(fetch_json), "--config-json", cj]),
-            ("prepare", [*hsitp_argv(1), "data", "prepare", dataset, "--manifest", str(fetch_json), "--out",
-                         str(path), "--config-json", cj]),
-        ):  # fmt: skip
-            if _run_logged(argv, logs / f"{step}_{dataset}.log") != 0:
-                log = logs / f"{step}_{dataset}.log"
-                raise ReproduceError(f"hsitp data {step} {dataset} failed ({_tail(log)}); log {log}")
+        overlay = {**ref.config, **cfg, "run": ref.run, "datasets": [dataset], "stages": ["data"]}
+        log = work / "logs" / "reproduce" / f"data_{dataset}.log"
+        if rebuild.snakemake(work, f"data_{dataset}", overlay, [str(path)], log) != 0 or not path.is_file():
+            raise ReproduceError(f"preparing {dataset} failed ({rebuild.tail(log)}); log {log}")
         how = "prepared here"
-    if not path.is_file():
-        raise ReproduceError(f"--data {path}: no such file")
     want = entry.get("content_sha256")
     got = scene_content_sha256(path)
     if want and got != want:
@@ -416,73 +379,42 @@ def scene_for(ref: Reference, dataset: str, given: Mapping[str, Path], work: Pat
     return path
 
 
-# --- retraining ---------------------------------------------------------------------------------------------------
-def train_config(ref: Reference, cell: Cell) -> tuple[dict[str, Any], list[str]]:
-    """The ``--config-json`` and the extra arguments of ``hsitp train`` that retrain the cell as recorded."""
-    recipe = json.loads(str(ref.value(cell, "recipe")))
-    train = dict(recipe.get("train", {}))
-    extra: list[str] = []
-    recipe_plan = train.pop("recipe_plan", None)
-    if (
-        recipe_plan is not None
-    ):  # the untuned control: the recipe of another plan's study, as the rule passes it
-        study = ref.path / "tune" / cell.dataset / f"{recipe_plan}_{cell.protocol}.nc"
-        if not study.is_file():
-            raise ReproduceError(
-                f"{cell.label}: trained on {recipe_plan}'s recipe, but the reference has no {study}"
-            )
-        extra += ["--recipe", str(study), "--recipe-plan", str(recipe_plan)]
-    device = str(ref.value(cell, "device"))
-    train.update(
-        {
-            "eval_every": int(ref.value(cell, "eval_every")),
-            "summary_epochs": int(ref.value(cell, "summary_epochs")),
-            "threads_per_rank": int(ref.value(cell, "threads_per_rank")),
-            "device": "cpu" if device.upper().startswith("CPU") or not device else "auto",
-        }
-    )
-    # the kernel the reference trained with, so the spot check re-trains the same arithmetic and its accuracy can
-    # be identical
-    cfg: dict[str, Any] = {
-        "train": train,
-        "model": {"attention_kernel": str(ref.value(cell, "attention_kernel"))},
+def cell_facts(ref: Reference, cell: Cell) -> dict[str, Any]:
+    """What the reference recorded of the cell's run, as ``rebuild.cell_overlay`` takes it."""
+    device, backend = str(ref.value(cell, "device")), str(ref.value(cell, "backend"))
+    facts = {
+        k: ref.value(cell, k) for k in ("patch", "ranks", "eval_every", "summary_epochs", "threads_per_rank")
     }
-    if recipe.get("seed") is not None:
-        cfg["seed"] = recipe["seed"]
-    backend = str(ref.value(cell, "backend"))
-    cfg["parallel"] = {"backend": backend if backend in ("gloo", "nccl") else "auto", "timeout_s": 600}
-    stopped = int(ref.value(cell, "stopped_after_epochs"))
-    if stopped:
-        extra += ["--stop-after", str(stopped)]
-    return cfg, extra
+    return {
+        **facts, "dataset": cell.dataset, "plan": cell.plan, "P": cell.P, "g": cell.g, "protocol": cell.protocol,
+        "seed": cell.seed, "N": cell.N, "partition": cell.partition, "recipe": str(ref.value(cell, "recipe")),
+        "kernel": str(ref.value(cell, "attention_kernel")),
+        "device": "cpu" if device.upper().startswith("CPU") or not device else "auto",
+        "backend": backend if backend in ("gloo", "nccl") else "auto",
+    }  # fmt: skip
 
 
 def retrain(ref: Reference, cell: Cell, data: Path, work: Path) -> tuple[Path | None, Path]:
-    """Train the cell again in ``work``; (its record or None when the job failed, its log)."""
-    cfg, extra = train_config(ref, cell)
-    ranks = int(ref.value(cell, "ranks"))
+    """Snakemake trains the cell again in ``work`` (rule train, or train_control), the reference's tuning studies
+    beside it; (its record or None when the job failed, the log of the Snakemake call)."""
     sub = Path(cell.dataset) / ("control" if cell.control else "")
-    out = work / "train" / sub / f"{cell.name}.nc"
-    log = work / "logs" / "train" / sub / f"{cell.name}.log"
-    argv = [
-        *hsitp_argv(ranks), "train", str(data), "--plan", cell.plan, "--tokens", str(cell.N),
-        "--patch", str(int(ref.value(cell, "patch"))), "--world-size", str(cell.P), "--ranks", str(ranks),
-        "--groups", str(cell.g), "--protocol", cell.protocol, "--partition", str(cell.partition),
-        "--seed", str(cell.seed), *extra,
-        "--out", str(out), "--config-json", json.dumps(cfg, sort_keys=True),
-    ]  # fmt: skip
-    code = _run_logged(argv, log)
+    out = work / "results" / ref.run / "train" / sub / f"{cell.name}.nc"
+    log = work / "logs" / "reproduce" / "train" / sub / f"{cell.name}.log"
+    if int(ref.value(cell, "stopped_after_epochs")):
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text("a run stopped early (a check run) has no rule that trains it as a cell\n")
+        return None, log
+    for study in sorted((ref.path / "tune" / cell.dataset).glob("*.nc")):  # what a tuned recipe reads
+        rebuild.place(study, work / "results" / ref.run / "tune" / cell.dataset / study.name)
+    overlay = rebuild.cell_overlay(ref.config, ref.run, cell_facts(ref, cell))
+    code = rebuild.snakemake(work, f"train_{cell.label.replace('/', '_')}", overlay, [str(out)], log)
     return (out if code == 0 and out.is_file() else None), log
 
 
 def remeasure_probe(ref: Reference, cell: Cell, work: Path) -> tuple[xr.Dataset, xr.Dataset] | str:
-    """The probe at the cell's P for tp and its plan at its g, L and N (no checkpointing): (memory, throughput),
-    or why not."""
+    """Snakemake's probe rules at the cell's P for tp and its plan at its g, L and N (no checkpointing), in a run
+    of their own under ``work``: (memory, throughput), or why not."""
     import xarray as xr
-
-    from hsitp.config import validate_config
-    from hsitp.probe.results import merge
-    from hsitp.settings import ProbeSettings
 
     assert ref.memory is not None
     pc = json.loads(str(ref.memory.attrs["probe"]))
@@ -499,31 +431,15 @@ def remeasure_probe(ref: Reference, cell: Cell, work: Path) -> tuple[xr.Dataset,
         world_sizes=[cell.P],
         match_train=False,
     )
-    recipe = json.loads(str(ref.value(cell, "recipe")))
-    cfg = validate_config(
-        {
-            "seed": int(recipe.get("seed") or 0),
-            "probe": pc,
-            "parallel": {"timeout_s": 600},
-            "model": {"attention_kernel": kernel},
-        }
-    )
-    folder = work / "probe" / f"{cell.plan}_P{cell.P}_g{cell.g}"
-    partial = folder / f"probe_P{cell.P}.nc"
-    log = work / "logs" / "probe" / f"{cell.plan}_P{cell.P}_g{cell.g}.log"
-    argv = [
-        *hsitp_argv(cell.P), "probe", "run", "--world-size", str(cell.P), "--out", str(partial),
-        "--config-json", json.dumps({k: cfg[k] for k in ("seed", "probe", "parallel", "model")}, sort_keys=True),
-    ]  # fmt: skip
-    if _run_logged(argv, log) != 0 or not partial.is_file():
-        return f"the probe failed ({_tail(log)}); log {log}"
-    mem, thr = merge(
-        [partial],
-        memory_out=folder / "memory.nc",
-        throughput_out=folder / "throughput.nc",
-        settings=ProbeSettings.from_config(cfg),
-    )
-    return xr.load_dataset(mem), xr.load_dataset(thr)
+    seed = int(json.loads(str(ref.value(cell, "recipe"))).get("seed") or 0)
+    run = f"{ref.run}-probe-{cell.plan}-P{cell.P}-g{cell.g}"
+    folder = work / "results" / run / "probe"
+    log = work / "logs" / "reproduce" / f"{run}.log"
+    overlay = rebuild.probe_overlay(ref.config, run, pc, seed, kernel)
+    targets = [str(folder / "memory.nc"), str(folder / "throughput.nc")]
+    if rebuild.snakemake(work, run, overlay, targets, log) != 0 or not Path(targets[0]).is_file():
+        return f"the probe failed ({rebuild.tail(log)}); log {log}"
+    return xr.load_dataset(targets[0]), xr.load_dataset(targets[1])
 
 
 # --- comparison ---------------------------------------------------------------------------------------------------
@@ -738,7 +654,11 @@ def check_cells(
         checks = (
             accuracy_checks(ref, c, record, identical)
             if record is not None
-            else [Check("run", "training", None, None, False, f"training failed: {_tail(log)}; log {log}")]
+            else [
+                Check(
+                    "run", "training", None, None, False, f"training failed: {rebuild.tail(log)}; log {log}"
+                )
+            ]
         )
         checks += _probe_checks(ref, p, work, probes, at, timing) if p.probe else [_probe_note(p)]
         bad = [ch for ch in checks if ch.ok is False]
@@ -824,6 +744,7 @@ def run_spot_check(args: argparse.Namespace) -> int:
     if args.dry_run:
         _say_dry_run(ref, picks)
         return 0
+    rebuild.snakefile()  # a pip-installed package has no Snakefile: said in one line before anything is built
     keep = args.work is not None
     work = Path(args.work) if keep else Path(tempfile.mkdtemp(prefix="hsitp-reproduce-"))
     work.mkdir(parents=True, exist_ok=True)

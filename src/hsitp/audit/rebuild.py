@@ -1,0 +1,133 @@
+"""The spot check's builds, made by the repository's own Snakefile (the one orchestrator): a config overlay written
+from what the reference recorded, restricted to one picked cell, and Snakemake asked for that cell's file in a work
+folder (``snakemake --snakefile SNAKEFILE --configfile OVERLAY --directory WORK TARGET``). Each rule's command line
+thus exists once, in workflow/rules/; nothing here knows an ``hsitp`` subcommand's flags.
+
+The overlay starts from the reference's ``run_config.json`` (the merged config of the run) and sets the cell's
+keys: its scene, plan, P, g, protocol, seed and crop, the partition draws that hold its partition, and the
+recorded recipe (the train keys that shaped its weights). Under ``train.recipe: tuned`` the rules read the tuning
+studies, which are copied from the reference (newer than the scene there, so Snakemake does not tune again). A
+reference without ``run_config.json`` starts from config/config.yaml's defaults.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from hsitp.errors import HsitpError
+
+SNAKEFILE = Path(__file__).resolve().parents[3] / "Snakefile"  # src/hsitp/audit/ -> the checkout's root
+
+
+class ReproduceError(HsitpError):
+    """The spot check cannot start (reference, budget, scene, checkout); the message says what to give."""
+
+
+def snakefile() -> Path:
+    """The checkout's Snakefile; a pip-installed package has none, and the spot check cannot run without it."""
+    if not SNAKEFILE.is_file():
+        raise ReproduceError(
+            f"the spot check builds its cells with the repository's Snakefile ({SNAKEFILE} is missing): "
+            "run it from a checkout of hsitp (git clone), not from a pip-installed package"
+        )
+    return SNAKEFILE
+
+
+def base_config(reference: Path) -> dict[str, Any]:
+    """The run's recorded config (``run_config.json``), or an empty overlay (config/config.yaml's defaults)."""
+    path = reference / "run_config.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def _set(config: dict[str, Any], dotted: str, value: Any) -> None:
+    """``config[a][b] = value`` for ``"a.b"``, creating the sections on the way."""
+    *sections, key = dotted.split(".")
+    for s in sections:
+        config = config.setdefault(s, {})
+    config[key] = value
+
+
+def cell_overlay(base: Mapping[str, Any], run: str, cell: Mapping[str, Any]) -> dict[str, Any]:
+    """The config that makes rule ``train`` (or ``train_control``) build exactly this cell as it was recorded.
+
+    ``cell``: dataset, plan, P, g, protocol, seed, N, patch, partition, ranks, recipe (the record's JSON), kernel,
+    device, backend, eval_every, summary_epochs, threads_per_rank."""
+    cfg = copy.deepcopy(dict(base))
+    recipe = json.loads(cell["recipe"])
+    train = {k: v for k, v in recipe.get("train", {}).items() if k != "recipe_plan"}
+    cfg["train"] = {**cfg.get("train", {}), **train}
+    cfg |= {"run": run, "stages": ["train"]}  # train.datasets only: a scene outside the registry is given
+    if recipe.get("seed") is not None:
+        cfg["seed"] = recipe["seed"]
+    plan, P, g = cell["plan"], int(cell["P"]), int(cell["g"])  # noqa: N806
+    for key, value in {
+        # the DAG's keys: this cell only
+        "train.datasets": [cell["dataset"]], "train.plans": [plan], "train.world_sizes": [P],
+        "train.groups": {} if plan == "tp" else {plan: [g]}, "train.protocols": [cell["protocol"]],
+        "train.seeds": [int(cell["seed"])], "train.control": {"world_sizes": []},
+        "train.equivalence.seed": int(cell["seed"]),  # must be one of train.seeds; not in the recipe
+        "train.crops": [{"tokens": int(cell["N"]), "patch": int(cell["patch"]), "datasets": None}],
+        "train.equivalent": int(cell["ranks"]) < P,
+        "train.eval_every": int(cell["eval_every"]), "train.summary_epochs": int(cell["summary_epochs"]),
+        "train.threads_per_rank": int(cell["threads_per_rank"]), "train.device": cell["device"],
+        "model.attention_kernel": cell["kernel"],  # the arithmetic the reference trained with
+        "parallel.backend": cell["backend"], "parallel.timeout_s": 600,
+    }.items():  # fmt: skip
+        _set(cfg, key, value)
+    draws = cfg.get("data", {}).get("partition", {}).get("draws", 1)
+    _set(cfg, "data.partition.draws", max(int(draws), int(cell["partition"]) + 1))
+    return cfg
+
+
+def probe_overlay(
+    base: Mapping[str, Any], run: str, probe: Mapping[str, Any], seed: int, kernel: str
+) -> dict:
+    """The config that makes rules ``probe_run`` and ``probe_merge`` re-measure the given probe section."""
+    cfg = copy.deepcopy(dict(base))
+    cfg |= {"run": run, "seed": seed, "probe": dict(probe), "stages": ["probe"]}
+    _set(cfg, "model.attention_kernel", kernel)
+    _set(cfg, "parallel.timeout_s", 600)
+    return cfg
+
+
+def place(src: Path, dst: Path) -> Path:
+    """A file of the reference (a scene, a study) copied into the work folder, newer than what it was made from
+    there (Snakemake's mtime check then takes it as built)."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, dst)
+    return dst
+
+
+def snakemake(work: Path, name: str, config: Mapping[str, Any], targets: Sequence[str], log: Path) -> int:
+    """Snakemake builds ``targets`` (paths under ``work``) with ``config`` as its overlay; its exit status, its
+    output in ``log``."""
+    targets = [os.path.relpath(t, work) for t in targets]  # Snakemake matches them against its rules' outputs
+    overlay = work / "overlays" / f"{name}.json"
+    overlay.parent.mkdir(parents=True, exist_ok=True)
+    overlay.write_text(json.dumps(config, indent=1, sort_keys=True) + "\n")
+    argv = [
+        sys.executable, "-m", "snakemake", "--snakefile", str(snakefile()), "--configfile", str(overlay),
+        "--directory", str(work), "--cores", str(os.cpu_count() or 1), "--nolock", *targets,
+    ]  # fmt: skip
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("w") as fh:
+        fh.write("$ " + " ".join(argv) + "\n")
+        fh.flush()
+        return subprocess.run(argv, stdout=fh, stderr=subprocess.STDOUT, check=False).returncode
+
+
+def tail(log: Path, lines: int = 3) -> str:
+    """The last non-empty lines of a log, on one line."""
+    try:
+        text = [ln for ln in log.read_text().splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return " | ".join(text[-lines:])
