@@ -1,0 +1,13 @@
+"""The config sections written as typed models, one module per section: each field's type carries its constraints
+and its docstring says what it does, so the model is the schema of its section (``hsitp.schema`` generates
+``config.schema.yaml`` from these models and the sections not yet converted, ``schemas/unconverted.schema.yaml``).
+"""
+
+from __future__ import annotations
+
+from hsitp.sections.audit import AuditSection
+from hsitp.sections.base import Section
+from hsitp.sections.parallel import ParallelSection
+
+# The converted sections, by their config key, in the order the generated schema lists them after the others.
+SECTIONS: dict[str, type[Section]] = {"parallel": ParallelSection, "audit": AuditSection}
