@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
 
-from hsitp.config import ConfigError, schema_path, validate_config
+import pytest
+from pydantic import ValidationError
+
+from hsitp.config import ConfigError, load_config, schema_path, validate_config
 from hsitp.schema import build_schema, schema_text
-from hsitp.sections import SECTIONS, AuditSection, ParallelSection
+from hsitp.sections import SECTIONS, AuditSection, BenchSection, ParallelSection
+from hsitp.settings import BenchSettings
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_committed_schema_is_generated() -> None:
@@ -37,6 +43,8 @@ def test_model_defaults_are_the_validated_defaults() -> None:
     assert AuditSection.model_validate(cfg["audit"]) == AuditSection()
     assert cfg["parallel"] == ParallelSection().model_dump()
     assert cfg["audit"] == AuditSection().model_dump()
+    assert BenchSection.model_validate(cfg["bench"]) == BenchSection()
+    assert cfg["bench"] == BenchSection().model_dump(mode="json")
 
 
 def test_bound_of_a_sized_field_still_named() -> None:
@@ -53,3 +61,30 @@ def test_nullable_run_name_keeps_its_pattern() -> None:
         validate_config({"audit": {"measured_run": "../x"}})
     with pytest.raises(ValueError, match="measured_run"):
         AuditSection(measured_run="../x")
+
+
+@pytest.mark.parametrize(
+    "overlay", sorted(p.name for p in (ROOT / "config").glob("*.yaml") if "places-" not in p.name)
+)
+def test_every_shipped_config_builds_every_section(overlay: str) -> None:
+    """Catches a model stricter than the schema it generates (a shipped overlay validated by the workflow, then
+    refused when its stage builds its settings)."""
+    cfg = load_config([ROOT / "config" / "config.yaml", ROOT / "config" / overlay])
+    for name, model in SECTIONS.items():
+        assert model.model_validate(cfg[name]) is not None
+    assert BenchSettings.from_config(cfg).source is cfg
+
+
+def test_bench_settings_frozen_typed_and_bounded() -> None:
+    """Catches a settings object a function could change under the next one, a nested section left a dict, or a
+    model that takes what the schema refuses (a repeated P, a GEMM shape of two sizes)."""
+    s = BenchSettings.from_config(validate_config({"bench": {"collectives": {"repeats": 7}}}))
+    assert (
+        s.collectives.repeats == 7 and isinstance(s.N, tuple) and s.roofline.shapes[0] == (8192, 8192, 8192)
+    )
+    with pytest.raises(ValidationError):
+        s.repeats = 1  # type: ignore[misc]
+    with pytest.raises(ValidationError, match="repeats an item"):
+        BenchSection(world_sizes=(2, 2))
+    with pytest.raises(ValidationError, match="roofline.shapes"):
+        BenchSection.model_validate({"roofline": {"shapes": [[1, 2], [3, 4, 5]]}})

@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from hsitp.config import load_config, load_schema, validate_config
+from hsitp.config import load_config, load_schema
 from hsitp.settings import (
     AuditSettings,
-    BenchSettings,
     CostSettings,
     DataSettings,
     EstimateGrid,
@@ -24,7 +23,6 @@ from hsitp.train.settings import TrainSettings
 ROOT = Path(__file__).resolve().parents[1]
 SECTIONS: dict[str, type] = {
     "data": DataSettings,
-    "bench": BenchSettings,
     "tune": TuneSettings,
     "probe": ProbeSettings,
     "cost": CostSettings,
@@ -34,13 +32,6 @@ SECTIONS: dict[str, type] = {
 # Fields that are no key of their section: the schema key each is read from (None: no key, the config itself).
 OTHER_KEYS: dict[type, dict[str, str | None]] = {
     DataSettings: {"seed": "seed", "run": "run", "source": None},
-    BenchSettings: {
-        "heads": "parallel.heads",
-        "head_padding": "parallel.head_padding",
-        "attention_kernel": "model.attention_kernel",
-        "seed": "seed",
-        "source": None,
-    },
     ProbeSettings: {
         "attention_kernel": "model.attention_kernel",  # resolved on the probe's device by its runner
         "height": None,  # a ProbeModel's crop: D-CHAG's configs only
@@ -125,11 +116,3 @@ def test_every_shipped_config_builds_every_settings(overlay: str) -> None:
     cfg = load_config([ROOT / "config" / "config.yaml", ROOT / "config" / overlay])
     for cls in SECTIONS.values():
         assert cls.from_config(cfg) is not None
-
-
-def test_settings_are_frozen_and_nested_sections_typed() -> None:
-    """Catches a settings object a function could change under the next one, or a nested section left a dict."""
-    s = BenchSettings.from_config(validate_config({"bench": {"collectives": {"repeats": 7}}}))
-    assert s.collectives.repeats == 7 and isinstance(s.N, tuple)
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        s.repeats = 1  # type: ignore[misc]

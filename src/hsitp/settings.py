@@ -3,7 +3,8 @@ from the validated config where a subcommand starts (``XSettings.from_config(cfg
 
 A field is the section's key of its name (a nested section is a nested dataclass; lists become tuples); the schema
 (``schemas/config.schema.yaml``) says what each does and what it may be, and ``tests/test_settings_schema.py`` fails
-when the two drift. A field read from another section (the master ``seed``, a ``parallel`` key) says so; ``source``
+when the two drift. A section written as a model (``hsitp.sections``) needs no second copy: its settings are its
+model with the fields read from elsewhere added (``BenchSettings``). A field read from another section (the master ``seed``, a ``parallel`` key) says so; ``source``
 is the validated config itself, read for no setting: it is hashed into every output's provenance. One module at the
 bottom of the layers (beside ``config``, importing neither torch nor a stage) so any stage, the report and the audit
 read any section without importing upward; ``TrainSettings``, ``ParallelSettings``, ``RuntimeSettings`` and
@@ -17,6 +18,10 @@ import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
+
+from pydantic import Field, SkipValidation
+
+from hsitp.sections.bench import BenchSection
 
 T = TypeVar("T")
 
@@ -81,68 +86,25 @@ class DataSettings:
 
 
 # --- bench --------------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Collectives:
-    names: tuple[str, ...]  # collectives swept (at P >= 2)
-    sizes_bytes: tuple[int, ...]  # full (unsharded) tensor sizes
-    warmup: int  # untimed calls before each size
-    repeats: int  # timed repeats per size, spread over the passes
-    min_region_s: float  # a timed repeat lasts at least this long
-
-
-@dataclass(frozen=True)
-class Fit:
-    holdout_fraction: float  # share of the points held out of calibration.nc's fit, to test it
-
-
-@dataclass(frozen=True)
-class Shard:
-    world_sizes: tuple[int, ...]  # P whose rank-0 shard is timed on one device
-    hardware: str  # preset (or measured:PATH) that costs the traced collectives
-
-
-@dataclass(frozen=True)
-class Roofline:
-    shapes: tuple[tuple[int, int, int], ...]  # GEMM shapes [m, n, k]
-    copy_bytes: int  # size of the device copy that measures the memory roof
-
-
-@dataclass(frozen=True)
-class BenchSettings:
+class BenchSettings(BenchSection):
     """The ``bench`` section (with the ``parallel`` layer keys, the master ``seed`` and the attention kernel)."""
 
-    world_sizes: tuple[int, ...]  # P, one torchrun launch each
-    threads_per_rank: int  # torch.set_num_threads of every rank
-    device: str  # auto, cpu or cuda
-    dtypes: tuple[str, ...]  # element types timed (the first calibrated)
-    ops: tuple[str, ...]  # layer types timed
-    N: tuple[int, ...]  # spatial tokens per sample
-    D: tuple[int, ...]  # token widths
-    L: tuple[int, ...]  # spectral bands (the aggregation ops only)
-    batch: int  # B of every timed layer
-    groups: int  # D-CHAG groups per rank
-    patch: int  # patch side of the aggregation ops' tokeniser
-    mlp_ratio: int  # MLP hidden width / D
-    warmup: int  # untimed calls before each series
-    repeats: int  # timed repeats per point and mode
-    passes: int  # round-robin passes over the sweep
-    launches: int  # independent launches at each P
-    min_region_s: float  # a timed repeat lasts at least this long
-    collectives: Collectives  # the sweep that fits alpha and beta
-    fit: Fit  # how calibration.nc is fitted
-    shard: Shard  # the single-device shard mode
-    roofline: Roofline  # the GEMM roofline check
-    heads: int  # parallel.heads: attention heads of every layer
-    head_padding: bool  # parallel.head_padding: pad heads the ranks do not divide
-    attention_kernel: str  # model.attention_kernel (resolved per device: hsitp.bench.ops.bench_kernel)
-    seed: int  # the master seed (top-level seed): the layers' weights
-    source: Mapping[str, Any] = field(repr=False)  # the validated config: provenance and RuntimeSettings only
+    heads: int
+    """parallel.heads: attention heads of every layer."""
+    head_padding: bool
+    """parallel.head_padding: pad heads the ranks do not divide."""
+    attention_kernel: str
+    """model.attention_kernel (resolved per device: hsitp.bench.ops.bench_kernel)."""
+    seed: int
+    """The master seed (top-level seed): the layers' weights."""
+    source: SkipValidation[Mapping[str, Any]] = Field(repr=False, exclude=True)
+    """The validated config: provenance and RuntimeSettings only."""
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> BenchSettings:
         par = config["parallel"]
-        return from_section(cls, config["bench"], heads=int(par["heads"]), head_padding=bool(par["head_padding"]),
-                            attention_kernel=_kernel(config), seed=int(config["seed"]), source=config)  # fmt: skip
+        return cls(**config["bench"], heads=int(par["heads"]), head_padding=bool(par["head_padding"]),
+                   attention_kernel=_kernel(config), seed=int(config["seed"]), source=config)  # fmt: skip
 
 
 # --- tune ---------------------------------------------------------------------------------------------------------

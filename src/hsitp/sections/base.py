@@ -48,6 +48,21 @@ def named(name: str) -> Any:
     return Annotated[str, AfterValidator(check), WithJsonSchema({DEF_MARKER: name})]
 
 
+def _no_repeats(value: tuple[Any, ...]) -> tuple[Any, ...]:
+    if len(set(value)) != len(value):
+        raise ValueError(f"{list(value)} repeats an item")
+    return value
+
+
+def distinct(item: Any, min_items: int = 1) -> Any:
+    """A tuple of at least ``min_items`` different ``item``s (``uniqueItems`` and ``minItems`` in the schema)."""
+    return Annotated[
+        tuple[item, ...],
+        Field(min_length=min_items, json_schema_extra={"uniqueItems": True}),
+        AfterValidator(_no_repeats),
+    ]
+
+
 class Section(BaseModel):
     """A config section: unknown keys refused, values frozen once validated."""
 
