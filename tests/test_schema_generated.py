@@ -88,3 +88,26 @@ def test_bench_settings_frozen_typed_and_bounded() -> None:
         BenchSection(world_sizes=(2, 2))
     with pytest.raises(ValidationError, match="roofline.shapes"):
         BenchSection.model_validate({"roofline": {"shapes": [[1, 2], [3, 4, 5]]}})
+
+
+def test_sized_bound_must_be_the_defs_bound() -> None:
+    """Catches a model bounding a size differently from its ``$defs`` entry: the model would accept what the
+    workflow's schema refuses, or the other way round."""
+    from hsitp.sections.base import sized
+
+    with pytest.raises(ValueError, match=r"not \$defs/heads's \[1, 4096\]"):
+        sized("heads", 5000)
+
+
+def test_top_keys_are_generated() -> None:
+    """Catches the root losing its keys or bounds when it left the YAML: ``run: reference`` (the committed
+    references' folder) and a seed past 2^32 - 1 must still be refused, by the schema and by the model."""
+    from hsitp.sections.root import TopKeys
+
+    with pytest.raises(ConfigError, match="run"):
+        validate_config({"run": "reference"})
+    with pytest.raises(ConfigError, match=r"seed: 4294967296 is above 4294967295"):
+        validate_config({"seed": 2**32})
+    with pytest.raises(ValueError, match="reference"):
+        TopKeys(run="reference")
+    assert set(build_schema()["$defs"]) >= {"plan", "op", "seed", "heads", "world_size"}
