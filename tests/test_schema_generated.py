@@ -111,3 +111,17 @@ def test_top_keys_are_generated() -> None:
     with pytest.raises(ValueError, match="reference"):
         TopKeys(run="reference")
     assert set(build_schema()["$defs"]) >= {"plan", "op", "seed", "heads", "world_size"}
+
+
+def test_docs_key_list_is_generated() -> None:
+    """Catches docs/config.md going stale: a key added, renamed or re-documented in a model without `hsitp config
+    keys` rerun (the docs would list keys the config refuses, or miss one), and a key the list leaves out."""
+    from pathlib import Path
+
+    from hsitp.schema import keys_text
+
+    docs = Path(__file__).resolve().parents[1] / "docs" / "config.md"
+    text = keys_text()
+    assert docs.read_text() == text, "docs/config.md is stale: run `hsitp config keys`"
+    for key in ("run", "seed", "data.partition.draws", "parallel.heads", "audit.measured_run"):
+        assert f"| `{key}` " in text
