@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from hsitp.config import ConfigError, load_config, schema_path, validate_config
 from hsitp.schema import build_schema, schema_text
-from hsitp.sections import SECTIONS, AuditSection, BenchSection, ParallelSection
+from hsitp.sections import SECTIONS, AuditSection, BenchSection, TrainSection
 from hsitp.settings import BenchSettings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,12 +39,9 @@ def test_every_field_documented(model: type) -> None:
 def test_model_defaults_are_the_validated_defaults() -> None:
     """Catches the schema's defaults and the models' drifting apart (the workflow and a model would disagree)."""
     cfg = validate_config({})
-    assert ParallelSection.model_validate(cfg["parallel"]) == ParallelSection()
-    assert AuditSection.model_validate(cfg["audit"]) == AuditSection()
-    assert cfg["parallel"] == ParallelSection().model_dump()
-    assert cfg["audit"] == AuditSection().model_dump()
-    assert BenchSection.model_validate(cfg["bench"]) == BenchSection()
-    assert cfg["bench"] == BenchSection().model_dump(mode="json")
+    for name, model in SECTIONS.items():
+        assert model.model_validate(cfg[name]) == model()
+        assert cfg[name] == model().model_dump(mode="json")
 
 
 def test_bound_of_a_sized_field_still_named() -> None:
@@ -125,3 +122,15 @@ def test_docs_key_list_is_generated() -> None:
     assert docs.read_text() == text, "docs/config.md is stale: run `hsitp config keys`"
     for key in ("run", "seed", "data.partition.draws", "parallel.heads", "audit.measured_run"):
         assert f"| `{key}` " in text
+
+
+def test_train_lists_refuse_repeats_and_groups_stay_absent() -> None:
+    """Catches a train list losing ``uniqueItems`` in the generated schema or the model accepting what the schema
+    refuses (a repeated crop would run its jobs twice), or a D-CHAG plan left out of ``train.groups`` filled with a
+    null the schema then refuses."""
+    crop = {"patch": 8, "tokens": 324}
+    with pytest.raises(ConfigError, match=r"train\.crops"):
+        validate_config({"train": {"crops": [crop, crop]}})
+    with pytest.raises(ValidationError, match="repeats an item"):
+        TrainSection.model_validate({"crops": [crop, crop]})
+    assert validate_config({"train": {"groups": {"dchag_l": [2]}}})["train"]["groups"] == {"dchag_l": [2]}

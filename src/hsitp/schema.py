@@ -59,24 +59,27 @@ def _clean(node: Any) -> Any:
     return _nullable(out)
 
 
-def _inline(node: Any, defs: dict[str, Any]) -> Any:
+def _inline(node: Any, defs: dict[str, Any], key: str = "") -> Any:
     """pydantic's ``$ref`` to a nested model's entry in its own ``$defs`` replaced by that model's schema, written as
     the hand-written schema wrote a sub-section: an object refusing unknown keys whose absence is ``{}`` (so the
-    validator fills every default below it)."""
+    validator fills every default below it) unless the field's default is more than the model's own; an array's
+    entries (``items``) as that object alone."""
     if isinstance(node, list):
         return [_inline(v, defs) for v in node]
     if not isinstance(node, dict):
         return node
     ref = node.get("$ref", "")
-    if ref.startswith("#/$defs/") and ref[len("#/$defs/") :] in defs:
-        sub = _inline(defs[ref[len("#/$defs/") :]], defs)
-        rest = {k: v for k, v in node.items() if k not in ("$ref", "default")}
-        head = {"description": rest.pop("description", sub.get("description")), "type": "object"}
-        body = {
-            k: v for k, v in sub.items() if k not in ("description", "type", "additionalProperties", "title")
-        }
-        return {**head, "additionalProperties": False, "default": {}, **body, **rest}
-    return {k: _inline(v, defs) for k, v in node.items()}
+    if not (ref.startswith("#/$defs/") and ref[len("#/$defs/") :] in defs):
+        return {k: _inline(v, defs, k) for k, v in node.items()}
+    sub = _inline(defs[ref[len("#/$defs/") :]], defs)
+    body = {k: v for k, v in sub.items() if k not in ("description", "type", "additionalProperties", "title")}
+    if key == "items":
+        return {"type": "object", "additionalProperties": False, **body}
+    rest = {k: v for k, v in node.items() if k not in ("$ref", "default")}
+    own = {k: p["default"] for k, p in sub.get("properties", {}).items() if "default" in p}
+    default = {} if node.get("default", own) == own else node["default"]
+    head = {"description": rest.pop("description", sub.get("description")), "type": "object"}
+    return {**head, "additionalProperties": False, "default": default, **body, **rest}
 
 
 def section_schema(model: type[Section]) -> dict[str, Any]:

@@ -9,10 +9,12 @@ from hsitp.sections.audit import AuditSection
 from hsitp.sections.base import Section
 from hsitp.sections.bench import BenchSection
 from hsitp.sections.parallel import ParallelSection
+from hsitp.sections.train import TrainSection
 
 # The converted sections, by their config key, in the order the generated schema lists them after the others.
 SECTIONS: dict[str, type[Section]] = {
     "parallel": ParallelSection,
     "audit": AuditSection,
     "bench": BenchSection,
+    "train": TrainSection,
 }

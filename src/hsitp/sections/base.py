@@ -101,10 +101,11 @@ def _no_repeats(value: tuple[Any, ...]) -> tuple[Any, ...]:
 
 
 def distinct(item: Any, min_items: int = 1) -> Any:
-    """A tuple of at least ``min_items`` different ``item``s (``uniqueItems`` and ``minItems`` in the schema)."""
+    """A tuple of at least ``min_items`` different ``item``s (``uniqueItems`` and ``minItems`` in the schema; 0: no
+    ``minItems``)."""
     return Annotated[
         tuple[item, ...],
-        Field(min_length=min_items, json_schema_extra={"uniqueItems": True}),
+        Field(min_length=min_items or None, json_schema_extra={"uniqueItems": True}),
         AfterValidator(_no_repeats),
     ]
 
