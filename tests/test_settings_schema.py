@@ -18,7 +18,6 @@ from hsitp.settings import (
     ProbeSettings,
     TuneSettings,
 )
-from hsitp.train.settings import TrainSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTIONS: dict[str, type] = {
@@ -27,7 +26,6 @@ SECTIONS: dict[str, type] = {
     "probe": ProbeSettings,
     "cost": CostSettings,
     "audit": AuditSettings,  # the report stage has no section: its subcommands take no config
-    "train": TrainSettings,  # its nested keys are flattened: train.validation.fraction is validation_fraction
 }
 # Fields that are no key of their section: the schema key each is read from (None: no key, the config itself).
 OTHER_KEYS: dict[type, dict[str, str | None]] = {
@@ -42,20 +40,6 @@ OTHER_KEYS: dict[type, dict[str, str | None]] = {
     EstimateGrid: {"attention_kernel": None, "height": None, "width": None},  # the estimate's: sdpa, square
     CostSettings: {"source": None},
     AuditSettings: {"source": None},
-    TrainSettings: {
-        "seed": "seed",
-        "partitions": "data.partition.draws",  # range(draws)
-        "attention_kernel": "model.attention_kernel",
-        "recipe_plan": None,  # --recipe-plan of a control job, on its command line
-        "source": None,
-    },
-}
-# Keys deliberately without a field, and who reads them instead.
-NOT_SURFACED = {
-    "train.device",  # hsitp.parallel.runtime.RuntimeSettings (section="train")
-    "train.threads_per_rank",  # RuntimeSettings
-    "train.equivalence.tolerance",  # the workflow passes it as `hsitp train equivalence --tolerance`
-    "train.verdict",  # the workflow passes it as `hsitp train summary --margin --level`
 }
 
 
@@ -69,19 +53,11 @@ def _drift(props: dict, cls: type, where: str) -> list[str]:
     fields, out, seen = _fields(cls), [], set()
     for key, sub in props.items():
         dotted = f"{where}.{key}"
-        if dotted in NOT_SURFACED:
-            continue
         kind = fields.get(key)
         if kind is not None:
             seen.add(key)
             if dataclasses.is_dataclass(kind) and "properties" in sub:
                 out += _drift(sub["properties"], kind, dotted)
-        elif "properties" in sub and any(f"{key}_{k}" in fields for k in sub["properties"]):
-            for k in sub["properties"]:  # a flattened sub-section (TrainSettings)
-                if f"{key}_{k}" in fields:
-                    seen.add(f"{key}_{k}")
-                elif f"{dotted}.{k}" not in NOT_SURFACED:
-                    out.append(f"schema key {dotted}.{k} has no field {key}_{k} in {cls.__name__}")
         else:
             out.append(f"schema key {dotted} has no field in {cls.__name__}")
     other = OTHER_KEYS.get(cls, {})
@@ -99,7 +75,7 @@ def test_settings_and_schema_name_the_same_keys(section: str) -> None:
     schema = load_schema()
     props = schema["properties"][section]["properties"]
     assert _drift(props, SECTIONS[section], section) == []
-    for dotted in [*NOT_SURFACED, *(k for m in OTHER_KEYS.values() for k in m.values() if k)]:
+    for dotted in [k for m in OTHER_KEYS.values() for k in m.values() if k]:
         node = schema
         for part in dotted.split("."):
             node = node["properties"][part]

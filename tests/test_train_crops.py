@@ -11,7 +11,7 @@ import pytest
 from train_utils import tiny_config, write_scene
 
 from hsitp.config import ConfigError, load_config, validate_config
-from hsitp.train.plan import TrainConfigError, check_jobs, crop_patch, jobs, run_name
+from hsitp.train.plan import TrainConfigError, check_jobs, crop_patch, jobs, plan_groups, run_name
 from hsitp.train.settings import TrainSettings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -152,3 +152,27 @@ def test_two_crops_of_one_scene_give_distinct_records_and_cells(tmp_path: Path) 
 
     models = accuracy_table(ds)["model"].tolist()
     assert sorted(models) == ["dense P=1 N=16", "dense P=1 N=9", "tp P=1 N=16", "tp P=1 N=9"]
+
+
+def test_settings_are_the_section_model_read_by_config_path() -> None:
+    """Catches TrainSettings losing a key of the section (a nested key read at its default, not the config's), a
+    null train.datasets not falling back to the top-level list, a D-CHAG plan the config gives no g for trained at
+    another g than 1, the ``recipe_plan`` the tuned recipe writes into ``train`` refused as an unknown key, or the
+    hashed config copied (provenance must hash the validated config itself)."""
+    cfg = validate_config(
+        {
+            "datasets": ["indian_pines"],
+            "train": {
+                "groups": {"dchag_l": [2]},
+                "validation": {"folds": 3, "fold": 2},
+                "ema": {"decay": 0.5},
+            },
+        }
+    )
+    cfg["train"]["recipe_plan"] = "tp"
+    s = TrainSettings.from_config(cfg)
+    assert s.datasets == ("indian_pines",) and s.recipe_plan == "tp" and s.source is cfg
+    assert (s.validation.folds, s.validation.fold, s.ema.decay) == (3, 2, 0.5)
+    assert plan_groups(s, "dchag_l") == [2] and plan_groups(s, "dchag_c") == [1]
+    with pytest.raises(ValueError, match="frozen"):
+        s.validation.fraction = 0.5  # type: ignore[misc]

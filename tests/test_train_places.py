@@ -207,7 +207,7 @@ def test_ema_evaluates_the_average_trains_the_raw_weights_and_resumes(tmp_path: 
 
     settings = TrainSettings.from_config(tiny_config(**keys))
     # the run's scene: standardised on its train pixels less the validation ones
-    scene = load_scene(data, "random", validation=settings.validation_fraction, validation_seed=settings.seed)
+    scene = load_scene(data, "random", validation=settings.validation.fraction, validation_seed=settings.seed)
     arch = check_job(settings, "dense", 1, 1, scene.bands, scene.classes, patch=4, tokens=9)
     model = parallelize(SpectralSpatialTransformer(arch, seed=0), "dense", TPGroup.single(), device="cpu")
     model.load_state_dict(a["shadow"])

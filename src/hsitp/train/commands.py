@@ -123,7 +123,7 @@ def _memory(settings: TrainSettings, job: TrainJob) -> float:
     (a GPU's own limit is CUDA's to report), else any machine's."""
     from hsitp.cost.budget import ANY_MACHINE_BYTES, host_bytes
 
-    device = str(settings.source["train"]["device"])
+    device = settings.device
     if device == "cuda" or (device == "auto" and _cuda()):
         return ANY_MACHINE_BYTES
     return host_bytes() / job.launched

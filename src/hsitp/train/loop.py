@@ -87,7 +87,7 @@ def evaluated_epochs(settings: TrainSettings, stop_after: int | None = None) -> 
     k = min(epochs, settings.summary_epochs)
     out = {e for e in range(1, epochs + 1) if e % every == 0 or e > epochs - k}
     out.add(epochs)
-    check = settings.equivalence_epochs
+    check = settings.equivalence.epochs
     if settings.equivalent and 0 < check <= epochs:
         out.add(check)
     if stop_after is not None:
@@ -232,7 +232,7 @@ def train_rank(
     setup = _build(settings, job, tp, rt.device)
     meta = _trajectory_meta(settings, job, setup.arch)
     run = _resume(setup, job, meta)
-    if run.start_epoch == 0 and settings.pretrain_steps > 0:  # once, before the first epoch (not on resume)
+    if run.start_epoch == 0 and settings.pretrain.steps > 0:  # once, before the first epoch (not on resume)
         from hsitp.train.pretrain import pretrain
 
         run.pretrain = pretrain(setup, settings, job.seed).attrs()
@@ -299,9 +299,8 @@ def _build(settings: TrainSettings, job: TrainJob, tp: TPGroup, device: torch.de
     total_steps = settings.epochs * settings.steps_per_epoch
     opt = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(settings.warmup_steps, total_steps))
-    photometric = Photometric(
-        settings.augmentation_brightness, settings.augmentation_noise, settings.augmentation_band_mask
-    )
+    aug = settings.augmentation
+    photometric = Photometric(aug.brightness, aug.noise, aug.band_mask)
     sampler = CropSampler(
         scene,
         arch.height,
@@ -325,7 +324,7 @@ def _build(settings: TrainSettings, job: TrainJob, tp: TPGroup, device: torch.de
         autocast=autocast,
         tta=settings.tta,
     )
-    ema = WeightEMA(model, settings.ema_decay) if settings.ema_decay > 0 else None
+    ema = WeightEMA(model, settings.ema.decay) if settings.ema.decay > 0 else None
     valid = model.output_valid()  # (1, 1, ...) bool or None: this rank's padded output locations
     tokens_per_step = settings.batch * arch.n_tokens
     return _Setup(
@@ -342,10 +341,10 @@ def _scene_and_arch(
         job.data,
         job.protocol,
         partition_index=job.partition,
-        validation=settings.validation_fraction,
+        validation=settings.validation.fraction,
         validation_seed=settings.seed,
-        validation_folds=settings.validation_folds,
-        validation_fold=settings.validation_fold,
+        validation_folds=settings.validation.folds,
+        validation_fold=settings.validation.fold,
     )
     arch = check_job(
         settings,
@@ -404,7 +403,7 @@ def _train_epoch(
 ) -> dict[str, Any]:
     """One epoch's optimizer steps (the last one memory-tracked in the summary epochs); its record."""
     spe = settings.steps_per_epoch
-    nan_at, fail_at = settings.debug_nan_at_step, settings.debug_fail_at_step
+    nan_at, fail_at = settings.debug.nan_at_step, settings.debug.fail_at_step
     timer = CommTimer(setup.device)
     losses: list[float] = []
     step_times: list[float] = []
@@ -528,7 +527,7 @@ def _save(
         tp.size,
         state,
         meta,
-        keep=settings.checkpoint_keep,
+        keep=settings.checkpoint.keep,
         barrier=lambda: _barrier(tp),
     )
 

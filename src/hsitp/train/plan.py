@@ -8,7 +8,6 @@ partitions (``data.partition.draws``), so (partition, seed) is the job's replica
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import math
@@ -183,7 +182,7 @@ def model_config(
     """The base ModelConfig of a run: sizes from ``train.model``, crop S = patch x sqrt(tokens) (one crop of
     ``train.crops``)."""
     s = crop_size(int(patch), int(tokens))
-    sizes = dataclasses.asdict(settings.model)  # dim, heads, depth, mlp_ratio
+    sizes = settings.model.model_dump()  # dim, heads, depth, mlp_ratio
     with config_keys(MODEL_KEYS):
         return ModelConfig(bands=bands, height=s, width=s, classes=classes, patch=int(patch), **sizes)
 
@@ -230,7 +229,7 @@ def check_job(
 
 def plan_groups(settings: TrainSettings, plan: str) -> list[int]:
     """The g a plan is trained at: ``train.groups[plan]`` for the D-CHAG plans, 1 for every other plan."""
-    return list(settings.groups.get(plan, (1,))) if plan in DCHAG_PLANS else [1]
+    return list(getattr(settings.groups, plan) or (1,)) if plan in DCHAG_PLANS else [1]
 
 
 def plan_world_sizes(settings: TrainSettings, plan: str) -> list[int]:
@@ -290,7 +289,7 @@ def control_jobs(config: Mapping[str, Any]) -> list[Job]:
     ``train.control.world_sizes``, at ``train.groups``, every protocol and seed, each to be trained on tp's tuned
     recipe (tp's study on its protocol). [] unless the recipe is tuned and the control names a P."""
     ts = TrainSettings.from_config(config)
-    sizes = list(ts.control_world_sizes)
+    sizes = list(ts.control.world_sizes)
     if ts.recipe != "tuned" or not sizes:
         return []
     unknown = sorted(set(sizes) - set(ts.world_sizes))
@@ -300,7 +299,7 @@ def control_jobs(config: Mapping[str, Any]) -> list[Job]:
             "control cell is compared with the tuned cell at the same P"
         )
     plans = tuple(p for p in ts.plans if p in DCHAG_PLANS)
-    return _jobs(dataclasses.replace(ts, plans=plans, world_sizes=tuple(sizes)))
+    return _jobs(ts.model_copy(update={"plans": plans, "world_sizes": tuple(sizes)}))
 
 
 def check_runs(config: Mapping[str, Any]) -> list[Job]:
@@ -312,9 +311,9 @@ def check_runs(config: Mapping[str, Any]) -> list[Job]:
 
 
 def _check_runs(ts: TrainSettings) -> list[Job]:
-    if not ts.equivalent or not ts.equivalence_epochs:
+    if not ts.equivalent or not ts.equivalence.epochs:
         return []
-    seed, protocol = ts.equivalence_seed, ts.protocols[0]
+    seed, protocol = ts.equivalence.seed, ts.protocols[0]
     out = []
     for dataset in ts.datasets:
         for _, N in dataset_crops(ts, dataset):  # noqa: N806
@@ -357,9 +356,9 @@ def check_jobs(config: Mapping[str, Any]) -> None:
     ts = TrainSettings.from_config(config)
     known = set(registry.names())
     _check_crop_names(ts, sorted(known))
-    if _check_runs(ts) and ts.equivalence_seed not in ts.seeds:
+    if _check_runs(ts) and ts.equivalence.seed not in ts.seeds:
         raise TrainConfigError(
-            f"train.equivalence.seed = {ts.equivalence_seed} is not one of train.seeds {list(ts.seeds)}: the "
+            f"train.equivalence.seed = {ts.equivalence.seed} is not one of train.seeds {list(ts.seeds)}: the "
             "check run is compared with that seed's single-process equivalent"
         )
     control_jobs(config)  # the control's P against train.world_sizes

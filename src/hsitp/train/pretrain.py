@@ -95,18 +95,18 @@ def mask_bands(x: torch.Tensor, ratio: float, gen: torch.Generator) -> tuple[tor
 
 
 def pretrain(setup: Any, settings: Any, seed: int) -> PretrainResult:
-    """Run ``settings.pretrain_steps`` reconstruction steps on ``setup.model`` (every rank of the group calls it
+    """Run ``settings.pretrain.steps`` reconstruction steps on ``setup.model`` (every rank of the group calls it
     with the same arguments); the encoder's weights are updated in place."""
     from hsitp.train.data import CropSampler
 
     model, tp, device = setup.model, setup.tp, setup.device
     c = model.config
-    steps = settings.pretrain_steps
+    steps = settings.pretrain.steps
     head = reconstruction_head(model, seed + SEED_OFFSET, device)
     sampler = CropSampler(setup.scene, c.height, settings.batch, seed + SEED_OFFSET, augment=settings.augment)
     gen = torch.Generator().manual_seed(seed + SEED_OFFSET + 1)  # the band masks
     params = [*model.parameters(), *head.parameters()]
-    opt = torch.optim.AdamW(params, lr=settings.pretrain_lr, weight_decay=settings.weight_decay)
+    opt = torch.optim.AdamW(params, lr=settings.pretrain.lr, weight_decay=settings.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(max(1, steps // 10), steps))
     losses: list[float] = []
     t0 = time.perf_counter()
@@ -116,7 +116,7 @@ def pretrain(setup: Any, settings: Any, seed: int) -> PretrainResult:
         for _ in range(steps):
             x, _labels = sampler.next()  # the labels are dropped: the loss sees spectra only
             del _labels
-            losses.append(_step(model, head, opt, sched, x, settings.pretrain_mask_ratio, gen, setup, tp))
+            losses.append(_step(model, head, opt, sched, x, settings.pretrain.mask_ratio, gen, setup, tp))
     finally:
         model.train(was_training)
     del head, opt, sched

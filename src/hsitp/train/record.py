@@ -254,8 +254,8 @@ def ingredient_attrs(settings: TrainSettings, pretrain: Mapping[str, Any] | None
     }
     if settings.tta != "none":
         out["evaluation_tta"] = f"{settings.tta}: logits averaged over the transforms, each mapped back"
-    if settings.ema_decay > 0:
-        out["evaluation_weights"] = f"EMA of the weights, decay {settings.ema_decay} (warmed up)"
+    if settings.ema.decay > 0:
+        out["evaluation_weights"] = f"EMA of the weights, decay {settings.ema.decay} (warmed up)"
     if pretrain is not None:
         out["pretrain"] = dict(pretrain)
     return out
