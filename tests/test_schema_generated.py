@@ -10,7 +10,9 @@ from pydantic import ValidationError
 from hsitp.config import ConfigError, load_config, schema_path, validate_config
 from hsitp.schema import build_schema, schema_text
 from hsitp.sections import SECTIONS, AuditSection, BenchSection, TrainSection
-from hsitp.settings import BenchSettings
+from hsitp.sections.data import DataSection
+from hsitp.sections.root import TopKeys
+from hsitp.settings import BenchSettings, DataSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,6 +44,8 @@ def test_model_defaults_are_the_validated_defaults() -> None:
     for name, model in SECTIONS.items():
         assert model.model_validate(cfg[name]) == model()
         assert cfg[name] == model().model_dump(mode="json")
+    top = TopKeys()
+    assert {k: cfg[k] for k in TopKeys.model_fields} == top.model_dump(mode="json")
 
 
 def test_bound_of_a_sized_field_still_named() -> None:
@@ -70,6 +74,7 @@ def test_every_shipped_config_builds_every_section(overlay: str) -> None:
     for name, model in SECTIONS.items():
         assert model.model_validate(cfg[name]) is not None
     assert BenchSettings.from_config(cfg).source is cfg
+    assert DataSettings.from_config(cfg).source is cfg
 
 
 def test_bench_settings_frozen_typed_and_bounded() -> None:
@@ -134,3 +139,17 @@ def test_train_lists_refuse_repeats_and_groups_stay_absent() -> None:
     with pytest.raises(ValidationError, match="repeats an item"):
         TrainSection.model_validate({"crops": [crop, crop]})
     assert validate_config({"train": {"groups": {"dchag_l": [2]}}})["train"]["groups"] == {"dchag_l": [2]}
+
+
+def test_model_refuses_what_the_schema_refuses() -> None:
+    """Catches a model looser than its generated schema: a repeated list entry (uniqueItems), a block side under
+    the floor that $defs/pixels does not carry, or an unknown scene as a data.sources key."""
+    for bad in (
+        {"source_order": ["cache", "cache"]},
+        {"partition": {"block": 1}},
+        {"sources": {"x": ["cache"]}},
+    ):
+        with pytest.raises(ConfigError):
+            validate_config({"data": bad})
+        with pytest.raises(ValidationError):
+            DataSection.model_validate(bad)

@@ -13,7 +13,6 @@ from hsitp.config import load_config, load_schema
 from hsitp.settings import (
     AuditSettings,
     CostSettings,
-    DataSettings,
     EstimateGrid,
     ProbeSettings,
     TuneSettings,
@@ -21,7 +20,6 @@ from hsitp.settings import (
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTIONS: dict[str, type] = {
-    "data": DataSettings,
     "tune": TuneSettings,
     "probe": ProbeSettings,
     "cost": CostSettings,
@@ -29,7 +27,6 @@ SECTIONS: dict[str, type] = {
 }
 # Fields that are no key of their section: the schema key each is read from (None: no key, the config itself).
 OTHER_KEYS: dict[type, dict[str, str | None]] = {
-    DataSettings: {"seed": "seed", "run": "run", "source": None},
     ProbeSettings: {
         "attention_kernel": "model.attention_kernel",  # resolved on the probe's device by its runner
         "height": None,  # a ProbeModel's crop: D-CHAG's configs only

@@ -4,7 +4,7 @@ from the validated config where a subcommand starts (``XSettings.from_config(cfg
 A field is the section's key of its name (a nested section is a nested dataclass; lists become tuples); the schema
 (``schemas/config.schema.yaml``) says what each does and what it may be, and ``tests/test_settings_schema.py`` fails
 when the two drift. A section written as a model (``hsitp.sections``) needs no second copy: its settings are its
-model with the fields read from elsewhere added (``BenchSettings``). A field read from another section (the master ``seed``, a ``parallel`` key) says so; ``source``
+model with the fields read from elsewhere added (``BenchSettings``, ``DataSettings``). A field read from another section (the master ``seed``, a ``parallel`` key) says so; ``source``
 is the validated config itself, read for no setting: it is hashed into every output's provenance. One module at the
 bottom of the layers (beside ``config``, importing neither torch nor a stage) so any stage, the report and the audit
 read any section without importing upward; ``TrainSettings``, ``ParallelSettings``, ``RuntimeSettings`` and
@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from pydantic import Field, SkipValidation
 
 from hsitp.sections.bench import BenchSection
+from hsitp.sections.data import DataSection
 
 T = TypeVar("T")
 
@@ -48,41 +49,21 @@ def _kernel(config: Mapping[str, Any]) -> str:
 
 
 # --- data ---------------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Partition:
-    protocols: tuple[str, ...]  # accuracy protocols the prepared file carries (random, block)
-    train_fraction: float  # share of each class's labelled pixels trained on
-    min_train_per_class: int  # at least this many training pixels per class
-    patch: int  # p: the block protocol's guard band is one patch wide
-    block: int  # side of the squares the block protocol assigns whole
-    draws: int  # K, partitions drawn per protocol
-
-    def attrs(self) -> dict[str, Any]:
-        """The settings a prepared file records (``partition_settings``)."""
-        return {k: v for k, v in dataclasses.asdict(self).items() if k != "protocols"}
-
-
-@dataclass(frozen=True)
-class DataSettings:
+class DataSettings(DataSection):
     """The ``data`` section (and the master ``seed``, the ``run``)."""
 
-    raw_dir: str  # local cache of the raw files, one folder per dataset
-    mirror: str | None  # a folder or base URL holding copies of the raw files
-    source_order: tuple[str, ...]  # default order of the sources tried
-    sources: dict[str, Any]  # per-dataset override of source_order
-    connect_timeout_s: float  # seconds to wait for a connection
-    read_timeout_s: float  # seconds without data before a download is abandoned
-    retries: int  # extra attempts of a download that broke off
-    clip_quantiles: tuple[float, float]  # per-band robust normalisation: clip to these quantiles
-    pca_components: int | None  # PCA components of the band axis (None: off)
-    partition: Partition  # the train/test partitions of the labelled pixels
-    seed: int  # the master seed (top-level seed): seeds each partition's stream
-    run: str  # the run's name (top-level run): the default output folder
-    source: Mapping[str, Any] = field(repr=False)  # the validated config, for provenance only
+    seed: int
+    """The master seed (top-level seed): seeds each partition's stream."""
+    run: str
+    """The run's name (top-level run): the default output folder."""
+    source: SkipValidation[Mapping[str, Any]] = Field(repr=False, exclude=True)
+    """The validated config, for provenance only."""
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> DataSettings:
-        return from_section(cls, config["data"], seed=int(config["seed"]), run=config["run"], source=config)
+        return cls.model_validate(
+            {**config["data"], "seed": config["seed"], "run": config["run"], "source": config}
+        )
 
 
 # --- bench --------------------------------------------------------------------------------------------------------

@@ -28,17 +28,18 @@ import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, get_args
 from urllib.parse import urlparse
 
 from hsitp.data.registry import DatasetSpec, RawFile, Variant
 from hsitp.errors import HsitpError
 from hsitp.io import atomic_write, atomic_write_text, default_file_mode, sha256_file
+from hsitp.sections.data import Source
 from hsitp.settings import DataSettings
 
 log = logging.getLogger(__name__)
 
-SOURCES = ("cache", "mirror", "official", "package")
+SOURCES: tuple[str, ...] = get_args(Source)
 MANIFEST_NAME = "fetch.json"
 MIRROR_ENV = "HSITP_DATA_MIRROR"
 REJECTED_SUFFIX = ".rejected"
@@ -62,10 +63,10 @@ class FetchSettings:
 
     raw_dir: Path
     order: tuple[str, ...]
+    connect_timeout_s: float
+    read_timeout_s: float
+    retries: int
     mirror: str | None = None
-    connect_timeout_s: float = 5.0
-    read_timeout_s: float = 60.0
-    retries: int = 2
     progressbar: bool = False
 
     @classmethod
@@ -75,8 +76,8 @@ class FetchSettings:
             raw_dir=Path(data.raw_dir),
             order=tuple(data.sources.get(dataset, data.source_order)),
             mirror=data.mirror or os.environ.get(MIRROR_ENV) or None,
-            connect_timeout_s=float(data.connect_timeout_s),
-            read_timeout_s=float(data.read_timeout_s),
+            connect_timeout_s=data.connect_timeout_s,
+            read_timeout_s=data.read_timeout_s,
             retries=data.retries,
             progressbar=sys.stderr.isatty(),
         )

@@ -43,7 +43,7 @@ from scipy.ndimage import distance_transform_cdt
 
 from hsitp.errors import HsitpError
 from hsitp.names import PROTOCOLS  # canonical order of the ``protocol`` coordinate
-from hsitp.settings import Partition
+from hsitp.sections.data import Partition
 
 UNUSED, TRAIN, TEST = 0, 1, 2
 INDEX = "partition_index"  # the prepared file's dimension of the K partitions of each protocol

@@ -41,7 +41,8 @@ from hsitp.data.partition import (
 from hsitp.data.registry import DatasetSpec, Variant
 from hsitp.errors import HsitpError
 from hsitp.io import provenance, write_netcdf
-from hsitp.settings import DataSettings, Partition
+from hsitp.sections.data import Partition
+from hsitp.settings import DataSettings
 
 log = logging.getLogger(__name__)
 

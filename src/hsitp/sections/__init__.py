@@ -8,11 +8,15 @@ from __future__ import annotations
 from hsitp.sections.audit import AuditSection
 from hsitp.sections.base import Section
 from hsitp.sections.bench import BenchSection
+from hsitp.sections.data import DataSection
+from hsitp.sections.model import ModelSection
 from hsitp.sections.parallel import ParallelSection
 from hsitp.sections.train import TrainSection
 
 # The converted sections, by their config key, in the order the generated schema lists them after the others.
 SECTIONS: dict[str, type[Section]] = {
+    "data": DataSection,
+    "model": ModelSection,
     "parallel": ParallelSection,
     "audit": AuditSection,
     "bench": BenchSection,
