@@ -16,6 +16,7 @@ from hsitp.config import validate_config
 from hsitp.data.prepare import prepare_arrays
 from hsitp.data.registry import DatasetSpec
 from hsitp.io import json_attr, read_netcdf, read_provenance, write_netcdf
+from hsitp.sections.baseline import BaselineSection
 from hsitp.settings import DataSettings
 
 FAST = {
@@ -62,8 +63,18 @@ def _prepared() -> xr.Dataset:
     return prepare_arrays(spec, cube, labels, uncorrected=False, settings=DataSettings.from_config(cfg))
 
 
-def _settings(**kw) -> dict:
-    return {**validate_config({"baseline": FAST})["baseline"], **kw}
+def _settings(**kw) -> BaselineSection:
+    return BaselineSection.model_validate({**validate_config({"baseline": FAST})["baseline"], **kw})
+
+
+def test_a_grid_value_keeps_its_type() -> None:
+    """Catches the section's model turning an integer grid value into a float: scikit-learn reads max_features 1 as
+    one feature and 1.0 as every feature, and the grids and chosen parameters the output records would change."""
+    s = BaselineSection.model_validate({"rf": {"max_features": [1, 0.5, "sqrt"]}, "svm": {"C": [1, 2.5]}})
+    assert [type(v) for v in s.rf.max_features] == [int, float, str]
+    assert [type(v) for v in s.svm.C] == [int, float]
+    with pytest.raises(ValueError, match="repeats an item"):
+        BaselineSection(methods=("svm", "svm"))
 
 
 @pytest.mark.parametrize("protocol", ["random", "block"])

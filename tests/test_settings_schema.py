@@ -15,12 +15,10 @@ from hsitp.settings import (
     CostSettings,
     EstimateGrid,
     ProbeSettings,
-    TuneSettings,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTIONS: dict[str, type] = {
-    "tune": TuneSettings,
     "probe": ProbeSettings,
     "cost": CostSettings,
     "audit": AuditSettings,  # the report stage has no section: its subcommands take no config

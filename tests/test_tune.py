@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -178,9 +177,10 @@ def test_a_trial_stopped_by_a_signal_runs_again_and_the_budget_holds(tmp_path: P
 
 def test_groups_searched_only_where_the_band_partition_allows() -> None:
     """Catches a D-CHAG g the plan cannot run entering the search (or tp searching g at all)."""
+    from hsitp.sections.tune import Space
     from hsitp.tune.study import TuneError, allowed_groups
 
-    space = SimpleNamespace(groups=(1, 2, 4))
+    space = Space(groups=(1, 2, 4))
     assert allowed_groups(space, "dchag_c", lambda g: g != 4) == [1, 2]
     assert allowed_groups(space, "tp", lambda g: False) == [1]
     with pytest.raises(TuneError, match="tune.space.groups"):

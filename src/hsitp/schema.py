@@ -46,7 +46,8 @@ def _nullable(node: dict[str, Any]) -> dict[str, Any]:
 
 def _clean(node: Any) -> Any:
     """A pydantic JSON schema node as the config schema writes it: no titles, one-line descriptions, the bounded
-    sizes as references to ``$defs``, nullables as a type list."""
+    sizes as references to ``$defs``, nullables as a type list, a one-value ``Literal`` as the one-item ``enum`` the
+    key list (docs/config.md) names."""
     if isinstance(node, list):
         return [_clean(v) for v in node]
     if not isinstance(node, dict):
@@ -56,6 +57,8 @@ def _clean(node: Any) -> Any:
         out = {"$ref": f"#/$defs/{out.pop(DEF_MARKER)}", **out}
     if isinstance(out.get("description"), str):
         out["description"] = " ".join(out["description"].split())
+    if "const" in out and not isinstance(out["const"], dict):  # a dict: a key named const under properties
+        out["enum"] = [out.pop("const")]
     return _nullable(out)
 
 

@@ -4,7 +4,8 @@ from the validated config where a subcommand starts (``XSettings.from_config(cfg
 A field is the section's key of its name (a nested section is a nested dataclass; lists become tuples); the schema
 (``schemas/config.schema.yaml``) says what each does and what it may be, and ``tests/test_settings_schema.py`` fails
 when the two drift. A section written as a model (``hsitp.sections``) needs no second copy: its settings are its
-model with the fields read from elsewhere added (``BenchSettings``, ``DataSettings``). A field read from another section (the master ``seed``, a ``parallel`` key) says so; ``source``
+model with the fields read from elsewhere added (``BenchSettings``, ``DataSettings``), or the model alone
+(``TuneSettings``). A field read from another section (the master ``seed``, a ``parallel`` key) says so; ``source``
 is the validated config itself, read for no setting: it is hashed into every output's provenance. One module at the
 bottom of the layers (beside ``config``, importing neither torch nor a stage) so any stage, the report and the audit
 read any section without importing upward; ``TrainSettings``, ``ParallelSettings``, ``RuntimeSettings`` and
@@ -23,6 +24,7 @@ from pydantic import Field, SkipValidation
 
 from hsitp.sections.bench import BenchSection
 from hsitp.sections.data import DataSection
+from hsitp.sections.tune import TuneSection
 
 T = TypeVar("T")
 
@@ -89,49 +91,12 @@ class BenchSettings(BenchSection):
 
 
 # --- tune ---------------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class BlockValidation:
-    folds: int  # inner folds over the block protocol's training squares (1: the single hold-out)
-    min_pixels: int  # fewest validation pixels a study accepts (0: no check)
-    min_classes: int  # fewest validation classes a study accepts (0: no check)
-
-
-@dataclass(frozen=True)
-class Prune:
-    startup_trials: int  # trials run to the end before any is pruned
-    warmup_epochs: int  # no trial is pruned before this many epochs
-
-
-@dataclass(frozen=True)
-class Space:
-    lr: tuple[float, float]  # peak learning rate, log-uniform
-    weight_decay: tuple[float, float]  # AdamW weight decay, log-uniform
-    label_smoothing: tuple[float, float]  # label smoothing, uniform
-    warmup_steps: tuple[int, int]  # warm-up steps, integers
-    per_class: tuple[int, int]  # stratified loss pixels per class per step, integers
-    groups: tuple[int, ...]  # D-CHAG groups per rank, where the band partition allows
-
-
-@dataclass(frozen=True)
-class TuneSettings:
+class TuneSettings(TuneSection):
     """The ``tune`` section (the trials' training settings are the ``train`` section's: TrainSettings)."""
-
-    plans: tuple[str, ...]  # plans tuned, each with the same budget
-    protocols: tuple[str, ...]  # accuracy protocols, each tuned on its own validation pixels
-    world_size: int  # P whose architecture is tuned
-    trials: int  # trials per study (completed, pruned and diverged)
-    startup_trials: int  # TPE's random start-up trials
-    epochs: int  # epochs per trial
-    steps_per_epoch: int  # training steps per epoch of a trial
-    validation_fraction: float  # share of the training pixels held out as validation
-    block_validation: BlockValidation  # the block protocol's validation
-    seed: int  # seed of the sampler and of every trial's training
-    prune: Prune  # the median pruner
-    space: Space  # the search space
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> TuneSettings:
-        return from_section(cls, config["tune"])
+        return cls.model_validate(config["tune"])
 
 
 # --- probe --------------------------------------------------------------------------------------------------------

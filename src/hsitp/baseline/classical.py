@@ -34,10 +34,10 @@ import xarray as xr
 from hsitp.data.partition import TEST, TRAIN, per_partition, read_partition
 from hsitp.errors import HsitpError
 from hsitp.evaluate.metrics import scores
+from hsitp.sections.baseline import BaselineSection
 
 log = logging.getLogger(__name__)
 
-METHODS = ("svm", "rf")
 METHOD_NAMES = {
     "svm": "support vector machine, RBF kernel, on standardised pixel spectra",
     "rf": "random forest on pixel spectra",
@@ -48,7 +48,7 @@ class BaselineError(HsitpError):
     """The baseline cannot run on this file or with these settings (names the key)."""
 
 
-def _estimator(method: str, settings: Mapping[str, Any], seed: int) -> tuple[Any, dict[str, list[Any]]]:
+def _estimator(method: str, settings: BaselineSection, seed: int) -> tuple[Any, dict[str, list[Any]]]:
     """The scikit-learn estimator and its parameter grid (keys as GridSearchCV wants them)."""
     from sklearn.ensemble import RandomForestClassifier
     from sklearn.pipeline import make_pipeline
@@ -56,14 +56,13 @@ def _estimator(method: str, settings: Mapping[str, Any], seed: int) -> tuple[Any
     from sklearn.svm import SVC
 
     if method == "svm":
-        grid = settings["svm"]
         est = make_pipeline(StandardScaler(), SVC(kernel="rbf"))
-        return est, {"svc__C": list(grid["C"]), "svc__gamma": list(grid["gamma"])}
-    if method == "rf":
-        grid = settings["rf"]
-        est = RandomForestClassifier(random_state=seed, n_jobs=1)
-        return est, {"n_estimators": list(grid["n_estimators"]), "max_features": list(grid["max_features"])}
-    raise BaselineError(f"baseline.methods: unknown method {method!r}; expected one of {list(METHODS)}")
+        return est, {"svc__C": list(settings.svm.C), "svc__gamma": list(settings.svm.gamma)}
+    est = RandomForestClassifier(random_state=seed, n_jobs=1)  # rf: the section's methods allow no other
+    return est, {
+        "n_estimators": list(settings.rf.n_estimators),
+        "max_features": list(settings.rf.max_features),
+    }
 
 
 def _folds(protocol: str, y: np.ndarray, groups: np.ndarray, n_folds: int, seed: int) -> tuple[Any, str]:
@@ -115,17 +114,17 @@ def run_baseline(
     ds: xr.Dataset,
     protocol: str,
     seed: int,
-    settings: Mapping[str, Any],
+    settings: BaselineSection,
     threads: int = 1,
     *,
     partition: int = 0,
 ) -> xr.Dataset:
-    """Fit every method of ``settings["methods"]`` on the train pixels of ``protocol``'s partition ``partition``,
+    """Fit every method of ``settings.methods`` on the train pixels of ``protocol``'s partition ``partition``,
     score its test pixels."""
     t_start = time.perf_counter()
     px = _pixels(ds, protocol, partition)
-    cv, cv_text = _folds(protocol, px.y_train, px.groups, int(settings["cv_folds"]), seed)
-    methods = list(settings["methods"])
+    cv, cv_text = _folds(protocol, px.y_train, px.groups, settings.cv_folds, seed)
+    methods = list(settings.methods)
     out: dict[str, Any] = {
         k: [] for k in ("oa", "aa", "kappa", "per_class", "confusion", "cv", "fit", "pred")
     }
@@ -199,7 +198,7 @@ def _fit_one(
     cv: Any,
     protocol: str,
     seed: int,
-    settings: Mapping[str, Any],
+    settings: BaselineSection,
     threads: int,
 ) -> tuple[dict[str, Any], dict[str, list[Any]], dict[str, Any]]:
     """Grid search one method on the train pixels and score its refit on the test pixels: (its numbers, the grid,

@@ -49,6 +49,7 @@ def _baseline(args: argparse.Namespace) -> int:
     from hsitp.baseline.classical import BaselineError, run_baseline
     from hsitp.contracts import BASELINE, DATASET
     from hsitp.io import provenance, write_netcdf
+    from hsitp.sections.baseline import BaselineSection
 
     if args.partition < 0:
         raise BaselineError(f"hsitp baseline: --partition {args.partition}: a partition index is >= 0")
@@ -69,8 +70,9 @@ def _baseline(args: argparse.Namespace) -> int:
             f"hsitp baseline: {data} holds the scene {ds.attrs['dataset']!r}, not {args.dataset!r}; pass the "
             f"{args.dataset} scene (--data) or name its scene"
         )
+    settings = BaselineSection.model_validate(cfg["baseline"])
     res = run_baseline(
-        ds, args.protocol, args.seed, cfg["baseline"], threads=max(1, args.threads), partition=args.partition
+        ds, args.protocol, args.seed, settings, threads=max(1, args.threads), partition=args.partition
     )
     prov = provenance(
         config={"baseline": cfg["baseline"]},

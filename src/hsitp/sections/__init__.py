@@ -7,11 +7,14 @@ from __future__ import annotations
 
 from hsitp.sections.audit import AuditSection
 from hsitp.sections.base import Section
+from hsitp.sections.baseline import BaselineSection
 from hsitp.sections.bench import BenchSection
 from hsitp.sections.data import DataSection
 from hsitp.sections.model import ModelSection
 from hsitp.sections.parallel import ParallelSection
+from hsitp.sections.resources import ResourcesSection
 from hsitp.sections.train import TrainSection
+from hsitp.sections.tune import TuneSection
 
 # The converted sections, by their config key, in the order the generated schema lists them after the others.
 SECTIONS: dict[str, type[Section]] = {
@@ -21,4 +24,7 @@ SECTIONS: dict[str, type[Section]] = {
     "audit": AuditSection,
     "bench": BenchSection,
     "train": TrainSection,
+    "baseline": BaselineSection,
+    "tune": TuneSection,
+    "resources": ResourcesSection,
 }

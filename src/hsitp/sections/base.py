@@ -20,6 +20,14 @@ DEF_MARKER = "x-hsitp-def"
 RUN_NAME = r"^[A-Za-z0-9_-]+$"
 
 
+def number(**bounds: float) -> Any:
+    """A JSON number bounded by ``bounds`` (gt, ge, lt, le) that keeps an integer an integer: a grid value passed on
+    as written (scikit-learn reads ``max_features: 1`` as one feature, ``1.0`` as all of them)."""
+    keyword = {"gt": "exclusiveMinimum", "ge": "minimum", "lt": "exclusiveMaximum", "le": "maximum"}
+    schema = {"type": "number", **{keyword[k]: v for k, v in bounds.items()}}
+    return Annotated[int | float, Field(**bounds), WithJsonSchema(schema)]  # type: ignore[arg-type]
+
+
 # What a run can hold: a seed, and every size, each bounded far above the largest published model or machine. A
 # value past the bound is a typo, refused in one line when the config is read (a depth of 10^9 was planned for
 # days); the options of `hsitp advise` and the other subcommands that stand for the same quantity take the same

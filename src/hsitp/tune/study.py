@@ -44,7 +44,8 @@ from optuna.trial import TrialState
 
 from hsitp.errors import HsitpError
 from hsitp.names import DCHAG_PLANS
-from hsitp.settings import Space, TuneSettings
+from hsitp.sections.tune import Space
+from hsitp.settings import TuneSettings
 from hsitp.train.recipe import recipe_keys
 from hsitp.train.summary import variable
 
