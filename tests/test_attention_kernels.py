@@ -143,3 +143,18 @@ def test_the_model_builds_each_kernel_and_auto_follows_the_device() -> None:
     assert resolve_attention_kernel("sdpa", "cpu") == "sdpa"
     with pytest.raises(ModelConfigError):
         resolve_attention_kernel("fast", "cpu")
+
+
+def test_config_kernel_choices_are_the_registry_kernels() -> None:
+    """Catches model.attention_kernel's choices (hsitp.sections.model) and the kernels the layers run
+    (hsitp.names.ATTENTION_KERNELS) drifting apart, or a config without a model section not resolving to auto."""
+    import typing
+
+    from hsitp.models.config import config_attention_kernel
+    from hsitp.names import ATTENTION_KERNELS
+    from hsitp.sections.model import ModelSection
+
+    kinds = typing.get_args(ModelSection.model_fields["attention_kernel"].annotation)
+    assert kinds == ("auto", *ATTENTION_KERNELS)
+    assert config_attention_kernel({}, "cpu") == resolve_attention_kernel("auto", "cpu")
+    assert config_attention_kernel({"model": {"attention_kernel": "sdpa"}}, "cpu") == "sdpa"

@@ -24,6 +24,7 @@ from pydantic import Field, SkipValidation
 
 from hsitp.sections.bench import BenchSection
 from hsitp.sections.data import DataSection
+from hsitp.sections.model import ModelSection
 from hsitp.sections.tune import TuneSection
 
 T = TypeVar("T")
@@ -44,10 +45,6 @@ def from_section(cls: type[T], section: Mapping[str, Any], **other: Any) -> T:
             sub = section[f.name]
             values[f.name] = from_section(kind, sub) if dataclasses.is_dataclass(kind) else _frozen(sub)
     return cls(**values)
-
-
-def _kernel(config: Mapping[str, Any]) -> str:
-    return str((config.get("model") or {}).get("attention_kernel", "auto"))
 
 
 # --- data ---------------------------------------------------------------------------------------------------------
@@ -87,7 +84,7 @@ class BenchSettings(BenchSection):
     def from_config(cls, config: Mapping[str, Any]) -> BenchSettings:
         par = config["parallel"]
         return cls(**config["bench"], heads=int(par["heads"]), head_padding=bool(par["head_padding"]),
-                   attention_kernel=_kernel(config), seed=int(config["seed"]), source=config)  # fmt: skip
+                   attention_kernel=ModelSection.of(config).attention_kernel, seed=int(config["seed"]), source=config)  # fmt: skip
 
 
 # --- tune ---------------------------------------------------------------------------------------------------------

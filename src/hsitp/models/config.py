@@ -33,6 +33,7 @@ from hsitp.names import (
     PLANS,
     TOKEN_RANKS,
 )
+from hsitp.sections.model import ModelSection
 
 # the model's cross-band aggregations: attention, hierarchical
 AGGREGATIONS = tuple(dict.fromkeys(p.aggregation for p in PLANS.values() if p.aggregation))
@@ -55,9 +56,7 @@ def resolve_attention_kernel(choice: str, device_type: str) -> str:
 
 def config_attention_kernel(config: Mapping[str, Any], device_type: str) -> str:
     """The kernel a validated config's ``model.attention_kernel`` resolves to on ``device_type``."""
-    return resolve_attention_kernel(
-        str((config.get("model") or {}).get("attention_kernel", "auto")), device_type
-    )
+    return resolve_attention_kernel(ModelSection.of(config).attention_kernel, device_type)
 
 
 class ModelConfigError(HsitpError, ValueError):

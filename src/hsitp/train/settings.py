@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import Field, SkipValidation
 
+from hsitp.sections.model import ModelSection
 from hsitp.sections.train import TrainSection
 
 # Keys of `train` that do not change the trajectory: a checkpoint made under other values is resumed from. The
@@ -57,7 +58,7 @@ class TrainSettings(TrainSection):
                 "datasets": tc.get("datasets") or config["datasets"],
                 "seed": config["seed"],
                 "partitions": tuple(range(draws)),
-                "attention_kernel": (config.get("model") or {}).get("attention_kernel", "auto"),
+                "attention_kernel": ModelSection.of(config).attention_kernel,
                 "source": config,
             }
         )
