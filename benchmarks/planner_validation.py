@@ -90,7 +90,7 @@ def check_time(throughput: Path, calibration: Path) -> bool:
     from hsitp.bench.predict import L_DEPENDENT_OPS
     from hsitp.cost.hardware import get_hardware
     from hsitp.cost.planner import Inputs, step_time
-    from hsitp.cost.refined import Switches
+    from hsitp.sections.cost import Switches
 
     hw = get_hardware(f"measured:{calibration}")
     ds = xr.open_dataset(throughput)

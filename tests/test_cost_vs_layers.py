@@ -15,11 +15,12 @@ torch = pytest.importorskip("torch")
 
 from hsitp.bench.ops import trace_point  # noqa: E402
 from hsitp.bench.predict import Point, mesh_2d, op_work  # noqa: E402
-from hsitp.cost.refined import Switches, op_cost  # noqa: E402
+from hsitp.cost.refined import op_cost  # noqa: E402
 from hsitp.names import OP_NAMES  # noqa: E402
 from hsitp.parallel.errors import ShardingError  # noqa: E402
 from hsitp.parallel.groups import TPGroup, make_mesh_2d  # noqa: E402
 from hsitp.parallel.ops import build_op  # noqa: E402
+from hsitp.sections.cost import Switches  # noqa: E402
 from hsitp.shape import LayerShape  # noqa: E402
 
 PHASE = {"forward": "fwd", "backward": "bwd"}

@@ -12,7 +12,6 @@ import pytest
 from hsitp.config import load_config, load_schema
 from hsitp.settings import (
     AuditSettings,
-    CostSettings,
     EstimateGrid,
     ProbeSettings,
 )
@@ -20,7 +19,6 @@ from hsitp.settings import (
 ROOT = Path(__file__).resolve().parents[1]
 SECTIONS: dict[str, type] = {
     "probe": ProbeSettings,
-    "cost": CostSettings,
     "audit": AuditSettings,  # the report stage has no section: its subcommands take no config
 }
 # Fields that are no key of their section: the schema key each is read from (None: no key, the config itself).
@@ -33,7 +31,6 @@ OTHER_KEYS: dict[type, dict[str, str | None]] = {
         "source": None,
     },
     EstimateGrid: {"attention_kernel": None, "height": None, "width": None},  # the estimate's: sdpa, square
-    CostSettings: {"source": None},
     AuditSettings: {"source": None},
 }
 

@@ -62,6 +62,14 @@ def _clean(node: Any) -> Any:
     return _nullable(out)
 
 
+def _own_defaults(sub: dict[str, Any]) -> dict[str, Any]:
+    """What an inlined sub-section's absence stands for: each key's default, a nested sub-section's ``{}`` filled in
+    the same way (pydantic writes a field's default model out in full)."""
+    props = sub.get("properties", {}).items()
+    return {k: _own_defaults(p) if p["default"] == {} and "properties" in p else p["default"] for k, p in props
+            if "default" in p}  # fmt: skip
+
+
 def _inline(node: Any, defs: dict[str, Any], key: str = "") -> Any:
     """pydantic's ``$ref`` to a nested model's entry in its own ``$defs`` replaced by that model's schema, written as
     the hand-written schema wrote a sub-section: an object refusing unknown keys whose absence is ``{}`` (so the
@@ -79,7 +87,7 @@ def _inline(node: Any, defs: dict[str, Any], key: str = "") -> Any:
     if key == "items":
         return {"type": "object", "additionalProperties": False, **body}
     rest = {k: v for k, v in node.items() if k not in ("$ref", "default")}
-    own = {k: p["default"] for k, p in sub.get("properties", {}).items() if "default" in p}
+    own = _own_defaults(sub)
     default = {} if node.get("default", own) == own else node["default"]
     head = {"description": rest.pop("description", sub.get("description")), "type": "object"}
     return {**head, "additionalProperties": False, "default": default, **body, **rest}

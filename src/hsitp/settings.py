@@ -9,7 +9,8 @@ model with the fields read from elsewhere added (``BenchSettings``, ``DataSettin
 is the validated config itself, read for no setting: it is hashed into every output's provenance. One module at the
 bottom of the layers (beside ``config``, importing neither torch nor a stage) so any stage, the report and the audit
 read any section without importing upward; ``TrainSettings``, ``ParallelSettings``, ``RuntimeSettings`` and
-``FetchSettings`` keep their derived logic in their packages.
+``FetchSettings`` keep their derived logic in their packages. A converted section's settings are its model
+(:mod:`hsitp.sections`) plus the fields read from elsewhere: ``CostSettings`` is ``CostSection`` and ``source``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any, TypeVar
 from pydantic import Field, SkipValidation
 
 from hsitp.sections.bench import BenchSection
+from hsitp.sections.cost import CostSection
 from hsitp.sections.data import DataSection
 from hsitp.sections.model import ModelSection
 from hsitp.sections.tune import TuneSection
@@ -177,106 +179,15 @@ class ProbeSettings(ProbeModel):
 
 
 # --- cost ---------------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Rho:
-    patch_sizes: tuple[int, ...]  # patch sizes p
-    parallel_degrees: tuple[int, ...]  # P
-    pca_k: int  # PCA components k, one definition of C
-    hardware: tuple[str, ...]  # presets or measured:PATH
-
-
-@dataclass(frozen=True)
-class Ccr:
-    tokens: tuple[int, ...]  # the paper's N (besides every registry scene's at ``patch``)
-    patch: int  # patch size of the scenes' real N
-    parallel_degrees: tuple[int, ...]  # P
-    hardware: tuple[str, ...]  # presets or measured:PATH
-    groups: tuple[int, ...]  # D-CHAG groups per rank g
-
-
-@dataclass(frozen=True)
-class Boundary:
-    P: int  # parallel degree of the refined boundary
-    hardware: str  # preset giving F and alpha
-    point_hardware: tuple[str, ...]  # presets placed on the boundary as points
-    patch: int  # patch size of the datasets' points
-    rho_range: tuple[float, float]  # [min, max] of rho (log grid)
-    threshold_range: tuple[float, float]  # [min, max] of P F / beta (log grid)
-    points: int  # grid points per axis
-    embed_dims: tuple[int, ...]  # D values
-
-
-@dataclass(frozen=True)
-class PlanTable:
-    hardware: tuple[str, ...]  # GPU presets (they give a device memory)
-    datasets: tuple[str, ...]  # registry datasets
-    patch: int  # patch size p
-    nodes: int  # nodes in the allocation
-    devices_per_node: int  # P runs over the divisors of nodes x devices_per_node
-    groups: int  # D-CHAG groups per rank g
-
-
-@dataclass(frozen=True)
-class Headroom:
-    fraction: float  # share of device memory kept for the allocator
-    fixed_gb: float  # GB kept per device for the CUDA context and NCCL buffers
-
-
-@dataclass(frozen=True)
-class Advise:
-    headroom: Headroom  # device memory the model's peak may not use
-    time_error: float  # the time model's relative error: candidates within it of the best tie
-    dp_overlap: float  # share of the data-parallel all-reduce hidden behind backward
-    groups: tuple[int, ...]  # D-CHAG groups per rank tried
-
-
-@dataclass(frozen=True)
-class Scale:
-    devices: int  # total devices
-    devices_per_node: int  # devices per node (overrides the presets')
-    tp_degrees: tuple[int, ...]  # TP degrees inside a node
-    hardware: tuple[str, ...]  # presets or measured:PATH
-    image: tuple[int, int]  # [H, W] of one sample
-    patch: int  # patch size p
-    bands: int  # spectral bands L
-    embed_dim: int  # D
-    depth: int  # transformer blocks
-    heads: int  # attention heads
-    micro_batch: int  # samples per TP group per micro-batch
-    groups: int  # D-CHAG groups per rank g
-    fsdp: bool  # ZeRO-3 across the data-parallel group (false: DDP)
-    activation_checkpointing: bool  # recompute each block in backward
-    dp_overlap: float  # share of data-parallel traffic hidden behind compute
-
-
-@dataclass(frozen=True)
-class CostSettings:
+class CostSettings(CostSection):
     """The ``cost`` section (pure arithmetic: nothing else is read)."""
 
-    embed_dim: int  # D
-    bands: int  # spectral bands L of the cross-band aggregation
-    heads: int  # attention heads
-    mlp_ratio: int  # MLP hidden size / D
-    depth: int  # transformer blocks
-    batch: int  # B per device
-    dtype: str  # element type of activations, collectives and parameters
-    master_fp32: bool  # an fp32 master copy of 16-bit weights
-    optimizer: str  # optimizer whose state counts in memory
-    overlap: float  # share of tensor-parallel communication hidden behind compute
-    grad_accumulation: int  # micro-batches per optimizer step
-    token_grid: str  # N from the image: crop or pad
-    switches: dict[str, bool]  # simplifications of the stated model (hsitp.cost.refined.Switches)
-    rho: Rho  # rho.nc
-    ccr: Ccr  # ccr.nc
-    boundary: Boundary  # boundary.nc
-    plan: PlanTable  # plan.nc
-    advise: Advise  # ``hsitp advise plan``
-    scale: Scale  # scale.nc
-    source: Mapping[str, Any] = field(repr=False)  # the validated config (its cost section is hashed)
+    # The validated config, read for no setting: its cost section is hashed into the tables' provenance.
+    source: SkipValidation[Mapping[str, Any]] = Field(repr=False, exclude=True)
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> CostSettings:
-        return from_section(cls, config["cost"], source=config)
+        return cls.model_validate({**config["cost"], "source": config})
 
 
 # --- audit --------------------------------------------------------------------------------------------------------

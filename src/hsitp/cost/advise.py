@@ -18,7 +18,7 @@ from hsitp.cost import stated
 from hsitp.cost.hardware import get_hardware
 from hsitp.cost.refined import StackCost
 from hsitp.cost.tables import ORIGIN
-from hsitp.cost.tables.common import block_costs, cost_switches
+from hsitp.cost.tables.common import block_costs
 from hsitp.data import registry
 from hsitp.errors import HsitpError
 from hsitp.settings import CostSettings
@@ -166,7 +166,7 @@ def advise(
             "assumptions": hw.assumptions,
         },
         "threshold": float(stated.threshold(devices, hw.flops, hw.beta_for(devices))),
-        "switches_on": cost_switches(cost).on(),
+        "switches_on": cost.switches.on(),
         "splits": tables,
         "recommendation": rec,
         "reason": reason,

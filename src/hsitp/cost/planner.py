@@ -19,15 +19,16 @@ import itertools
 import math
 import platform
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from hsitp import __version__
 from hsitp.cost.hardware import Hardware
 from hsitp.cost.memory import PLAN_PARTS, PlanSize, plan_memory, plan_parameters
-from hsitp.cost.refined import BLOCK_LAYERS, OpCost, Switches, collective_time, evaluate, model_cost
+from hsitp.cost.refined import BLOCK_LAYERS, OpCost, collective_time, evaluate, model_cost
 from hsitp.errors import HsitpError
 from hsitp.names import DCHAG_PLANS, PARALLEL_PLANS, SHARDED_PLANS
+from hsitp.sections.cost import Headroom, Switches
 from hsitp.settings import CostSettings
 from hsitp.shape import DTYPE_BYTES, LayerShape
 
@@ -62,18 +63,6 @@ class Inputs:
     @property
     def devices(self) -> int:
         return self.nodes * self.devices_per_node
-
-
-@dataclass(frozen=True)
-class Headroom:
-    """What allocated-bytes models leave out (CUDA context, NCCL buffers, allocator fragmentation)."""
-
-    fraction: float
-    fixed_gb: float
-
-    def usable(self, memory_gb: float) -> float:
-        """Bytes a model's peak may reach on a device of ``memory_gb``."""
-        return memory_gb * GB * (1.0 - self.fraction) - self.fixed_gb * GB
 
 
 @dataclass
@@ -243,7 +232,9 @@ def step_time(
         rep = plan_parameters("token", m, P)
         nbytes = (rep["tokenisation"][0] + rep["aggregation"][0]) * DTYPE_BYTES[x.dtype]
         per_node = min(P, hw.devices_per_node)
-        sync = collective_time("all_reduce", nbytes, P, per_node, hw, replace(sw, alpha_zero=True))
+        sync = collective_time(
+            "all_reduce", nbytes, P, per_node, hw, sw.model_copy(update={"alpha_zero": True})
+        )
         comp = sum(op.t_comp for op in layers)
         comm = sum(op.t_comm_exposed for op in layers) + (1.0 - overlap) * sync
     else:
@@ -268,7 +259,12 @@ def dp_allreduce(plan: str, x: Inputs, P: int, g: int, hw: Hardware, sw: Switche
     elements = sum(n for n, _ in plan_parameters(plan, size(x, "cpu"), P, g).values())
     per_node = max(1, x.devices_per_node // P)
     return collective_time(
-        "all_reduce", elements * DTYPE_BYTES[x.dtype], replicas, per_node, hw, replace(sw, alpha_zero=True)
+        "all_reduce",
+        elements * DTYPE_BYTES[x.dtype],
+        replicas,
+        per_node,
+        hw,
+        sw.model_copy(update={"alpha_zero": True}),
     )
 
 
@@ -605,7 +601,6 @@ def run_plan(cost: CostSettings, args: Any) -> str:
     import json
 
     from hsitp.cost.hardware import get_hardware
-    from hsitp.cost.tables.common import cost_switches
 
     hw = get_hardware(args.hardware)
     x = inputs_from_args(cost, args, hw)
@@ -613,11 +608,11 @@ def run_plan(cost: CostSettings, args: Any) -> str:
     result = plan(
         x,
         hw,
-        headroom=Headroom(float(ad.headroom.fraction), float(ad.headroom.fixed_gb)),
+        headroom=ad.headroom,
         time_error=float(ad.time_error),
         overlap=float(cost.overlap),
         dp_overlap=float(ad.dp_overlap),
-        sw=cost_switches(cost),
+        sw=cost.switches,
     )
     return json.dumps(result, indent=2) if args.json else format_text(result)
 

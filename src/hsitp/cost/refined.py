@@ -10,7 +10,8 @@ Each layer's terms come from :mod:`hsitp.cost.layers`; this module turns them in
 * an overlap fraction hides that share of communication behind compute (CCR itself is T_comm / T_comp, §3.1);
 * padding when a dimension is not divisible by its parallel degree.
 
-Every simplification the paper's stated model makes is a :class:`Switches` field; ``Switches.stated()`` turns
+Every simplification the paper's stated model makes is a field of :class:`hsitp.sections.cost.Switches` (the
+config's ``cost.switches``); ``Switches.stated()`` turns
 them all on, and then ``linear_column``, ``mlp``, ``attn_channel`` (channel split, C_in = the contraction
 dimension of the GEMM whose output is communicated) and ``attn_token`` reproduce :mod:`hsitp.cost.stated`
 exactly (tests/test_cost_refined.py).
@@ -24,8 +25,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field, fields, replace
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -33,8 +34,8 @@ import numpy as np
 from hsitp.cost import stated
 from hsitp.cost.hardware import Hardware, get_hardware
 from hsitp.cost.layers import SPLITS, Terms, build_terms
-from hsitp.errors import HsitpError
 from hsitp.names import COMPARED_PLANS, DCHAG_OPS, PLANS
+from hsitp.sections.cost import Switches
 from hsitp.shape import LayerShape
 
 BLOCK_SPLITS = ("channel", "token", "2d")
@@ -54,42 +55,6 @@ BLOCK_LAYERS: dict[str, tuple[tuple[str, str], ...]] = {
 FRONT_LAYERS: dict[str, tuple[str, str]] = {
     p: ("dchag" if PLANS[p].groups else "replicated", str(PLANS[p].op)) for p in COMPARED_PLANS
 }
-
-
-@dataclass(frozen=True)
-class Switches:
-    """Simplifications of the stated model; True applies one. ``Switches.stated()`` = all on = the paper's model."""
-
-    one_flop_per_mac: bool = False  # count a multiply-add as 1 FLOP (refined: 2)
-    # no backward compute or backward collectives (refined: backward = 2 × forward)
-    forward_only: bool = False
-    one_collective: bool = False  # only the collective the derivation pairs with the layer, counted once
-    no_padding: bool = False  # fractional shards (refined: ceil, padded work is computed and sent)
-    no_overlap: bool = False  # overlap fraction forced to 0 (refined: config overlap fraction)
-    # a group spanning nodes runs a flat ring at β_inter (refined: hierarchical)
-    one_bandwidth_level: bool = False
-    alpha_zero: bool = False  # no per-call latency
-    factor_one: bool = False  # ring factors replaced by 1
-    one_byte_per_element: bool = False  # bytes = elements (refined: × dtype size)
-    # head-split attention without its N×N score/value products (§3.2 sees linears)
-    no_attention_n2: bool = False
-    paired_term_only: bool = False  # only the compute term the derivation pairs with the collective
-
-    @classmethod
-    def stated(cls) -> Switches:
-        return cls(**{f.name: True for f in fields(cls)})
-
-    @classmethod
-    def from_mapping(cls, values: Mapping[str, bool] | None) -> Switches:
-        values = dict(values or {})
-        names = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - names)
-        if unknown:
-            raise HsitpError(f"unknown refined-model switches {unknown}; valid: {', '.join(sorted(names))}")
-        return cls(**{k: bool(v) for k, v in values.items()})
-
-    def on(self) -> list[str]:
-        return [f.name for f in fields(self) if getattr(self, f.name)]
 
 
 @dataclass(frozen=True)
@@ -412,7 +377,9 @@ def _collective_costs(
         nbytes = elements * elem_bytes
         if c.per_step and not per_step_alpha:
             # gradient syncs are bucketed (as DDP/FSDP do): no per-layer latency, paid once a step
-            t = collective_time(c.collective, nbytes, n, per_node, hw, replace(sw, alpha_zero=True))
+            t = collective_time(
+                c.collective, nbytes, n, per_node, hw, sw.model_copy(update={"alpha_zero": True})
+            )
             t /= grad_accumulation
         else:
             t = collective_time(c.collective, nbytes, n, per_node, hw, sw)

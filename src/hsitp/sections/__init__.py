@@ -9,6 +9,7 @@ from hsitp.sections.audit import AuditSection
 from hsitp.sections.base import Section
 from hsitp.sections.baseline import BaselineSection
 from hsitp.sections.bench import BenchSection
+from hsitp.sections.cost import CostSection
 from hsitp.sections.data import DataSection
 from hsitp.sections.model import ModelSection
 from hsitp.sections.parallel import ParallelSection
@@ -27,4 +28,5 @@ SECTIONS: dict[str, type[Section]] = {
     "baseline": BaselineSection,
     "tune": TuneSection,
     "resources": ResourcesSection,
+    "cost": CostSection,
 }

@@ -16,7 +16,6 @@ from hsitp.cost.tables.common import (
     COORD_ATTRS,
     block_costs,
     common_attrs,
-    cost_switches,
     hardware_list,
     layer_shape,
     training_setup,
@@ -136,7 +135,7 @@ def _plan_grid(
     both models, and per-device training memory per (case, P)."""
     nC, nP, nH, nS = len(cases), len(Ps), len(hws), len(COMPARED_PLANS)
     depth = int(cost.depth)
-    sw = cost_switches(cost)
+    sw = cost.switches
     kw = {"overlap": float(cost.overlap), "grad_accumulation": int(cost.grad_accumulation)}
     setup = training_setup(cost)
     a = {

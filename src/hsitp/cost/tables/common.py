@@ -9,8 +9,9 @@ from typing import Any
 
 from hsitp.cost.hardware import Hardware, get_hardware
 from hsitp.cost.memory import TrainingSetup
-from hsitp.cost.refined import BLOCK_SPLITS, Switches, block_cost
-from hsitp.settings import CostSettings, Scale
+from hsitp.cost.refined import BLOCK_SPLITS, block_cost
+from hsitp.sections.cost import Scale
+from hsitp.settings import CostSettings
 from hsitp.shape import DTYPE_BYTES, LayerShape
 
 ORIGIN = "modelled (hsitp.cost), not measured"
@@ -28,11 +29,6 @@ COORD_ATTRS: dict[str, dict[str, str]] = {
     "patch": {"units": "1", "long_name": "patch size p (pixels per side of a token)"},
     "D": {"units": "1", "long_name": "embedding dimension"},
 }
-
-
-def cost_switches(cost: CostSettings) -> Switches:
-    """The refined model's simplification switches (``cost.switches``)."""
-    return Switches.from_mapping(cost.switches)
 
 
 def hardware_list(names: Iterable[str]) -> list[Hardware]:
@@ -69,7 +65,7 @@ def common_attrs(cost: CostSettings, hws: Sequence[Hardware]) -> dict[str, Any]:
     """Attributes every table carries: modelled-not-measured, switches, overlap, dtype and the presets used."""
     return {
         "origin": ORIGIN,
-        "switches_on": json.dumps(cost_switches(cost).on()),
+        "switches_on": json.dumps(cost.switches.on()),
         "overlap_fraction": float(cost.overlap),
         "dtype": cost.dtype,
         **_hardware_attrs(hws),
@@ -95,14 +91,13 @@ def layer_shape(
 
 def block_costs(shape: LayerShape, P: int, hw: Hardware, cost: CostSettings) -> dict[str, Any]:
     """One block's cost per split (channel, token, 2-D), with the config's overlap and gradient accumulation."""
-    sw = cost_switches(cost)
     return {
         split: block_cost(
             split,
             shape,
             P,
             hw,
-            sw,
+            cost.switches,
             overlap=float(cost.overlap),
             grad_accumulation=int(cost.grad_accumulation),
         )

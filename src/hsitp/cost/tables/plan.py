@@ -3,7 +3,6 @@ tokens/s of one allocation, per hardware preset, dataset, plan and checkpointing
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -13,8 +12,8 @@ import xarray as xr
 
 from hsitp.cost.hardware import Hardware
 from hsitp.cost.memory import CHECKPOINTING
-from hsitp.cost.planner import GB, Headroom, Inputs, candidates, divisors, price
-from hsitp.cost.tables.common import COORD_ATTRS, common_attrs, cost_switches, hardware_list
+from hsitp.cost.planner import GB, Inputs, candidates, divisors, price
+from hsitp.cost.tables.common import COORD_ATTRS, common_attrs, hardware_list
 from hsitp.data import registry
 from hsitp.io import describe
 from hsitp.names import PLAN_NAMES
@@ -30,7 +29,7 @@ def plan_table(cost: CostSettings) -> xr.Dataset:
     G, nodes, g = int(pc.devices_per_node), int(pc.nodes), int(pc.groups)  # noqa: N806
     Ps = divisors(nodes * G)  # noqa: N806
     names = list(pc.datasets)
-    headroom = Headroom(float(ad.headroom.fraction), float(ad.headroom.fixed_gb))
+    headroom = ad.headroom
     shape = (len(hws), len(names), len(PLAN_NAMES), len(Ps), len(CHECKPOINTING))
     a = {k: np.full(shape, np.nan) for k in ("peak", "tps", "comp", "comm", "ar")}
     a["excluded"] = np.full(shape, "", dtype=object)
@@ -110,7 +109,7 @@ def _priced(cost: CostSettings, spec: Any, N: int, hw: Hardware, usable: float) 
         rows,
         x,
         hw.with_devices_per_node(G),
-        cost_switches(cost),
+        cost.switches,
         usable=usable,
         overlap=float(cost.overlap),
         dp_overlap=float(ad.dp_overlap),
@@ -153,7 +152,7 @@ def _plan_attrs(cost: CostSettings, hws: Sequence[Hardware], nodes: int, G: int,
         "master_fp32": int(bool(cost.master_fp32)),
         "groups": g,
         "patch": int(pc.patch),
-        "headroom": json.dumps(dataclasses.asdict(ad.headroom)),
+        "headroom": json.dumps(ad.headroom.model_dump()),
         "cuda_peak": "the CUDA-side peak has not been measured here: the memory model is checked against the "
         "CPU probe and fake-tensor estimates only",
     }

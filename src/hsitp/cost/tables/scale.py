@@ -15,16 +15,16 @@ from hsitp.cost import stated
 from hsitp.cost.hardware import Hardware
 from hsitp.cost.memory import KINDS, PARTS, TrainingSetup, memory_breakdown, parameter_count
 from hsitp.cost.paper import DCHAG_REFERENCE, DCHAG_SETTINGS
-from hsitp.cost.refined import Switches, collective_time, model_cost
+from hsitp.cost.refined import collective_time, model_cost
 from hsitp.cost.tables.common import (
     COORD_ATTRS,
     common_attrs,
-    cost_switches,
     hardware_list,
     training_setup,
 )
 from hsitp.io import describe
 from hsitp.names import COMPARED_PLANS, COST_MODELS, PLANS
+from hsitp.sections.cost import Switches
 from hsitp.settings import CostSettings
 from hsitp.shape import LayerShape, n_tokens
 
@@ -68,7 +68,7 @@ def scale_table(cost: CostSettings) -> xr.Dataset:
         shape=shape,
         depth=int(sc.depth),
         setup=training_setup(cost, sc),
-        sw=cost_switches(cost),
+        sw=cost.switches,
         overlap=float(cost.overlap),
         accum=int(cost.grad_accumulation),
         dp_overlap=float(sc.dp_overlap),
