@@ -5,7 +5,6 @@ Everything reads results/reference/smoke (committed): no cost table is recompute
 
 from __future__ import annotations
 
-import copy
 import shutil
 from pathlib import Path
 
@@ -26,25 +25,27 @@ CONFIGS = ["--config", "config/config.yaml", "--config", "config/smoke.yaml"]
 
 
 @pytest.fixture(scope="module")
-def claims() -> list[dict]:
+def claims() -> list:
     return cl.load_claims()
 
 
 @pytest.fixture(scope="module")
-def ref_rows(repo_root: Path, claims: list[dict]) -> list[dict]:
+def ref_rows(repo_root: Path, claims: list) -> list:
     cfg = load_config([repo_root / "config/config.yaml", repo_root / "config/smoke.yaml"])
     return cl.evaluate_claims(cl.Context(REF / "cost", AuditSettings.from_config(cfg)), claims)
 
 
-def test_claims_yaml_schema(claims: list[dict]) -> None:
-    """Catches a claim without id/section/kind/quote/check, a duplicate id, or an unknown kind/check/verdict."""
+def test_claims_yaml_schema(claims: list) -> None:
+    """Catches a claim without id/section/kind/quote/check, a duplicate id, an unknown kind/check/verdict, a key no
+    row reads (``abuot`` for ``about``), and a number format without its rates."""
     assert cl.validate_claims(claims) == []
     assert len(claims) >= 100
-    assert len({c["id"] for c in claims}) == len(claims)
-    assert {c["kind"] for c in claims} == set(cl.KINDS)  # every kind is used at least once
-    bad = copy.deepcopy(claims[:3])
+    assert len({c.id for c in claims}) == len(claims)
+    assert {c.kind for c in claims} == set(cl.KINDS)  # every kind is used at least once
+    bad = [c.model_dump(exclude_unset=True) for c in claims[:3]]
     bad[1]["id"] = bad[0]["id"]
     bad[2]["kind"] = "opinion"
+    bad.append({**bad[0], "id": "t", "abuot": "10 %"})
     bad.append({"id": "x", "section": "1", "kind": "number", "zh": "z", "en": "e", "check": {"fn": "guess"}})
     bad.append(
         {
@@ -84,19 +85,24 @@ def test_claims_yaml_schema(claims: list[dict]) -> None:
             },  # fmt: skip
         }
     )
+    bad.append({**bad[-1], "id": "s", "check": {**bad[-1]["check"], "boundary": "split", "P": [8],
+                                                "direction": "moves"}})  # fmt: skip
+    bad.append({**bad[-1], "id": "r", "check": {**bad[-1]["check"], "rate": {"paper-intra": {"fp4": 4}},
+                                                "source": "s"}})  # fmt: skip
     problems = " | ".join(cl.validate_claims(bad))
     for needle in (
         "duplicate id",
-        "kind 'opinion'",
-        "check: Input tag",
+        "kind: Input tag 'opinion'",
+        "t: abuot: Extra inputs are not permitted",
+        "x: check.fn: Input tag 'guess'",
         "check.verdict: Input should be 'holds'",
         "check.if_false: Input should be",
-        "v: missing zh",
+        "v: zh: Field required",
         "check.reason: Field required",
         "check.boundary: Input should be 'threshold'",
         "check.direction: Input should be",
-        "needs its rates (rate) and their source",
-        "format 'fp4' not in",
+        "s: check: a number-format change needs its rates (rate) and their source",
+        "r: check: format 'fp4' not in",
     ):
         assert needle in problems, needle
 
@@ -135,21 +141,21 @@ def test_formula_checks_compute() -> None:
         cl.check_formula_value(ctx, {"expr": "__import__('os')", "expect": 1})
 
 
-def test_verdicts_on_reference_match_committed(ref_rows: list[dict]) -> None:
+def test_verdicts_on_reference_match_committed(ref_rows: list) -> None:
     """Catches a check function or a claim whose verdict changes silently: the committed expected verdicts
     (results/reference/smoke/paper_claims.csv) are recomputed from the committed cost tables."""
     expected = {r["id"]: r["verdict"] for r in read_claims_csv(REF / "paper_claims.csv")}
-    got = {r["id"]: r["verdict"] for r in ref_rows}
+    got = {r.id: r.verdict for r in ref_rows}
     assert got == expected
     for r in ref_rows:
-        assert r["verdict"] in cl.VERDICTS
-        if r["basis"] == "reading":
-            assert r["reason"] and r["source"], r["id"]  # a verdict resting on reading cites its source
+        assert r.verdict in cl.VERDICTS
+        if r.basis == "reading":
+            assert r.reason and r.source, r.id  # a verdict resting on reading cites its source
 
 
-def test_known_contradictions_are_computed(ref_rows: list[dict]) -> None:
+def test_known_contradictions_are_computed(ref_rows: list) -> None:
     """The contradictions found by hand (README) come out of the numbers, not out of typed verdicts."""
-    by_id = {r["id"]: r for r in ref_rows}
+    by_id = {r.id: r for r in ref_rows}
     for cid, value in (
         ("s2_1_tokens_pavia", 3192.0),
         ("s2_1_grid_pavia_university", None),
@@ -157,25 +163,23 @@ def test_known_contradictions_are_computed(ref_rows: list[dict]) -> None:
         ("s8_2_tput_004", None),
     ):
         # computed, or circular where the paper's prose disagrees with its own formulas (rule 11)
-        assert by_id[cid]["verdict"] == "contradicted" and by_id[cid]["basis"] in ("computed", "circular"), (
-            cid
-        )
+        assert by_id[cid].verdict == "contradicted" and by_id[cid].basis in ("computed", "circular"), cid
         if value is not None:
-            assert by_id[cid]["pipeline_number"] == value
+            assert by_id[cid].pipeline_number == value
     # the prose rules the paper's own formulas contradict (rule 1: the formulas judge them; the half-measured GPU
     # shards, which order the splits the other way at the paper's sizes, are a finding beside them)
     for cid in ("s3_3_rule_rho_lt1", "s11_rule_large_n_channel"):
-        assert (by_id[cid]["verdict"], by_id[cid]["basis"]) == ("contradicted", "circular"), cid
-    assert (by_id["split_rule_gpu_shards"]["verdict"], by_id["split_rule_gpu_shards"]["basis"]) == (
+        assert (by_id[cid].verdict, by_id[cid].basis) == ("contradicted", "circular"), cid
+    assert (by_id["split_rule_gpu_shards"].verdict, by_id["split_rule_gpu_shards"].basis) == (
         "holds",
         "half-measured",
     )
     # true only under a condition the paper does not state
-    assert by_id["s8_1_n324_tput_below_0p1"]["verdict"] == "conditional"
-    assert "inter-node" in by_id["s8_1_n324_tput_below_0p1"]["reason"]
+    assert by_id["s8_1_n324_tput_below_0p1"].verdict == "conditional"
+    assert "inter-node" in by_id["s8_1_n324_tput_below_0p1"].reason
     # §8.2's memory estimate waits for a probe at its sizes; the refined model's -29.6 % is a finding
-    assert by_id["s8_2_memory_saving"]["verdict"] == "pending"
-    assert "D-CHAG-L: 0.2958" in by_id["s8_2_memory_saving_refined"]["pipeline_value"]
+    assert by_id["s8_2_memory_saving"].verdict == "pending"
+    assert "D-CHAG-L: 0.2958" in by_id["s8_2_memory_saving_refined"].pipeline_value
 
 
 def _write_cost(run: Path) -> None:
@@ -402,15 +406,28 @@ def test_audit_check_compares_a_headline_run_with_its_reference(tmp_path: Path) 
     assert any(line.startswith("probe/memory.nc: peak vs tp") for line in audit_run(run, ref).drift)
 
 
-def test_every_check_is_its_kinds_typed_model() -> None:
-    """Catches a check whose misspelt field was ignored (``lw: 5`` for ``low: 5``: the band silently open) or
-    whose number was text: each check is validated as its kind's model (a union tagged by ``fn``) when
-    claims.yaml loads, and a bad one is refused naming the claim and the field."""
+def test_every_check_is_its_kinds_typed_model(tmp_path: Path) -> None:
+    """Catches a check or a row whose misspelt field was ignored (``lw: 5`` for ``low: 5``: the band silently
+    open; ``abuot`` for ``about``) or whose number was text: each row is validated as its kind's model (a claim or
+    a finding, its check a union tagged by ``fn``) when claims.yaml loads, and a bad file is refused in one line
+    naming the claim and the field."""
+    import yaml
+
     from hsitp.audit.claims.checks import Check, check_errors
+    from hsitp.audit.claims.entries import Finding, PaperClaim
 
     claims = cl.load_claims()
-    assert all(isinstance(c["check"], Check) for c in claims)
-    first = claims[0]["check"]
+    assert all(isinstance(c.check, Check) for c in claims)
+    assert {type(c) for c in claims} == {PaperClaim, Finding}
+    raw = yaml.safe_load(cl.CLAIMS_FILE.read_text())
+    raw["claims"][1]["check"]["lw"] = 5
+    (tmp_path / "claims.yaml").write_text(yaml.safe_dump(raw, allow_unicode=True))
+    with pytest.raises(
+        cl.ClaimsError, match=rf"^\S+: {raw['claims'][1]['id']}: check.lw: Extra inputs"
+    ) as err:
+        cl.load_claims(tmp_path / "claims.yaml")
+    assert "\n" not in str(err.value)
+    first = claims[0].check
     assert dict(first) == {k: first[k] for k in first} and first.get("no such field", 7) == 7
     assert check_errors("x", {"fn": "table_value", "file": "ccr", "variable": "ccr", "lw": 5}) == [
         "x: check.lw: Extra inputs are not permitted"
@@ -440,4 +457,6 @@ def test_quote_agrees_with_sets_two_prose_rules_side_by_side() -> None:
     assert cl.evaluate_check(ctx, parse_check("x", {"fn": "quote", "key": b, "agrees_with": b})).ok
     with pytest.raises(cl.ClaimsError, match="'nope' not in ccr.nc"):
         cl.evaluate_check(ctx, parse_check("x", {"fn": "quote", "key": a, "agrees_with": "nope"}))
-    assert check_errors("x", {"fn": "quote_texts_agree", "a": a, "b": b})[0].startswith("x: check: ")
+    assert check_errors("x", {"fn": "quote_texts_agree", "a": a, "b": b})[0].startswith(
+        "x: check.fn: Input tag 'quote_texts_agree'"
+    )

@@ -3,7 +3,7 @@ rests on, `measured` means fully measured, one verdict per rule, evidence used e
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -13,12 +13,12 @@ from hsitp.audit.audit import read_claims_csv
 from hsitp.audit.claims.coherence import (
     evidence_markdown,
     incoherences,
-    load_tags,
     references_read,
     refuse_incoherent,
     uneven,
 )
 from hsitp.audit.claims.grounds import leaf_checks
+from hsitp.audit.claims.validate import load_tags
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLE = ROOT / "results" / "reference" / "smoke" / "paper_claims.csv"
@@ -26,89 +26,89 @@ DOC = ROOT / "docs" / "audit.md"
 
 
 @pytest.fixture(scope="module")
-def claims() -> list[dict]:
+def claims() -> list:
     return cl.load_claims()
 
 
 @pytest.fixture(scope="module")
-def tags() -> dict[str, dict]:
+def tags() -> dict:
     return load_tags()
 
 
 @pytest.fixture(scope="module")
-def rows() -> list[dict]:
-    return read_claims_csv(TABLE)
+def rows() -> list:
+    return [cl.Row(**r) for r in read_claims_csv(TABLE)]
 
 
-def _by_id(items: list[dict]) -> dict[str, dict]:
-    return {str(r["id"]): r for r in items}
+def _by_id(items: list) -> dict:
+    return {str(r.id): r for r in items}
 
 
-def test_rule2_a_claim_is_judged_by_what_its_sentence_rests_on(claims: list[dict], rows: list[dict]) -> None:
+def test_rule2_a_claim_is_judged_by_what_its_sentence_rests_on(claims: list, rows: list) -> None:
     """Catches a formula claim decided by a measurement (issue 58: §6.1's worked example at the paper's F and beta
     was called contradicted by one H200's launch-bound compute), and a claim about real hardware decided by a
     model (§7.3's throughput estimate called holds by the refined model, which the paper says needs measuring)."""
     by = _by_id(rows)
     for c in claims:
-        if c["kind"] == "finding":
+        if c.kind == "finding":
             continue
-        r = by[c["id"]]
-        if c.get("rests_on") == "formulas":
-            assert r["basis"] in ("computed", "circular", "reading"), c["id"]
-        if c.get("rests_on") == "measurement":
-            assert r["basis"] in ("measured", "pending", "reading"), c["id"]
+        r = by[c.id]
+        if c.rests_on == "formulas":
+            assert r.basis in ("computed", "circular", "reading"), c.id
+        if c.rests_on == "measurement":
+            assert r.basis in ("measured", "pending", "reading"), c.id
     for cid in ("s6_1_both_gt1", "s6_1_comm_always_dominates", "s8_1_n324_ccr_gt1", "s8_1_n5776_token_lower"):
-        assert (by[cid]["verdict"], by[cid]["basis"]) == ("consistent", "circular"), cid
+        assert (by[cid].verdict, by[cid].basis) == ("consistent", "circular"), cid
     for cid in (
         "s7_3_dchag_wins_mid_c_high_p",
         "s11_dchag_mid_c",
         "s8_2_memory_saving",
         "s3_4_directional_value",
     ):
-        assert by[cid]["verdict"] == "pending", cid
-    formula = copy.deepcopy(_by_id(claims)["s6_1_both_gt1"])
+        assert by[cid].verdict == "pending", cid
+    formula = _by_id(claims)["s6_1_both_gt1"].model_dump(exclude_unset=True)
     formula["check"] = {"fn": "first_decided", "checks": [
         {"label": "m", "fn": "bench_value", "of": "mlp", "op": ">", "value": 1},
         {"label": "f", **formula["check"]}]}  # fmt: skip
     assert "belongs in a finding" in " ".join(cl.validate_claims([formula]))
-    hardware = copy.deepcopy(_by_id(claims)["s7_3_dchag_wins_mid_c_high_p"])
+    hardware = _by_id(claims)["s7_3_dchag_wins_mid_c_high_p"].model_dump(exclude_unset=True)
     hardware["check"]["checks"][1] = {
         "label": "r",
-        **_by_id(claims)["s7_3_dchag_wins_mid_c_high_p_refined"]["check"],
+        **_by_id(claims)["s7_3_dchag_wins_mid_c_high_p_refined"].check.model_dump(exclude_unset=True),
     }
     assert "table_compare may not decide it" in " ".join(cl.validate_claims([hardware]))
     hardware.pop("rests_on")
     assert "say what the sentence rests on" in " ".join(cl.validate_claims([hardware]))
 
 
-def test_rule8_measured_means_fully_measured(claims: list[dict], rows: list[dict]) -> None:
+def test_rule8_measured_means_fully_measured(claims: list, rows: list) -> None:
     """Catches a verdict labelled measured whose deciding half was modelled (issue 58: eight rows rested on the GPU
     shards, compute timed and communication modelled), and a half-measured value setting any claim's verdict."""
     by_claim = _by_id(claims)
     for r in rows:
-        if r["basis"] == "half-measured":
-            assert r["kind"] == "finding", r["id"]
-        if r["basis"] == "measured" and r["kind"] != "finding" and r["verdict"] != "pending":
-            fns = {x.get("fn") for x in leaf_checks(by_claim[r["id"]]["check"])}
-            assert fns & cl.core.FULLY_MEASURED_CHECKS and not fns & cl.core.HALF_MEASURED_CHECKS, r["id"]
+        if r.basis == "half-measured":
+            assert r.kind == "finding", r.id
+        if r.basis == "measured" and r.kind != "finding" and r.verdict != "pending":
+            fns = {x.fn for x in leaf_checks(by_claim[r.id].check)}
+            assert fns & cl.core.FULLY_MEASURED_CHECKS and not fns & cl.core.HALF_MEASURED_CHECKS, r.id
             # names its run and file
-            assert "results/reference/cpu-places/" in r["source"] + r["how"], r["id"]
-    assert sum(r["basis"] == "half-measured" for r in rows) >= 4
-    planted = copy.deepcopy(by_claim["split_rule_gpu_shards"])
+            assert "results/reference/cpu-places/" in r.source + r.how, r.id
+    assert sum(r.basis == "half-measured" for r in rows) >= 4
+    planted = by_claim["split_rule_gpu_shards"].model_dump(exclude_unset=True)
     planted.update(kind="directional_rule", id="x", rests_on="measurement")
     planted.pop("refines")
     assert "may sit in a finding only" in " ".join(cl.validate_claims([planted]))
 
 
-def test_rule16_one_verdict_per_rule(claims: list[dict], tags: dict[str, dict], rows: list[dict]) -> None:
+def test_rule16_one_verdict_per_rule(claims: list, tags: dict, rows: list) -> None:
     """Catches the table contradicting itself (issue 58: s3_3_rule_rho_lt1 held by a measurement while
     s3_3_rule_shorter_all_points, the same rule, was contradicted by the formulas; s8_1_consistent_with_3_3's
     reason took §8.1's token split as right while s8_1_n5776_token_lower was contradicted), and `hsitp audit
     claims` writing such a table."""
-    assert incoherences(claims, rows) == []
+    verdicts = {r.id: r.verdict for r in rows}
+    assert incoherences(claims, verdicts) == []
     assert cl.validate_claims(claims, tags) == []
-    planted = [dict(r) for r in rows]
-    _by_id(planted)["s3_3_rule_rho_lt1"]["verdict"] = "holds"
+    planted = {**verdicts, "s3_3_rule_rho_lt1": "holds"}
     found = incoherences(claims, planted)
     assert any("s3_3_rule_rho_lt1 holds (affirms) against s3_3_rule_shorter_all_points contradicted" in f
                for f in found), found  # fmt: skip
@@ -116,17 +116,17 @@ def test_rule16_one_verdict_per_rule(claims: list[dict], tags: dict[str, dict], 
         "s8_1_consistent_with_3_3: its reason takes s3_3_rule_rho_lt1 as contradicted" in f for f in found
     )
     with pytest.raises(cl.ClaimsError, match="contradicts itself, nothing written"):
-        refuse_incoherent(claims, planted)
-    planted = [dict(r) for r in rows]
+        refuse_incoherent(claims, [dataclasses.replace(r, verdict=planted[r.id]) for r in rows])
     # a negating row: contradicted, aligned, says the rule holds, against every other row of the tag
-    _by_id(planted)["s8_1_n5776_token_lower"]["verdict"] = "contradicted"
+    planted = {**verdicts, "s8_1_n5776_token_lower": "contradicted"}
     assert any("s8_1_n5776_token_lower contradicted (negates)" in f for f in incoherences(claims, planted))
-    named = [copy.deepcopy(c) for c in claims]  # a reason naming another row's verdict without declaring it
-    _by_id(named)["s3_3_rule_rho_gt1"].pop("relies_on")
+    # a reason naming another row's verdict without declaring it
+    named = [c.model_dump(exclude_unset=True) for c in claims]
+    next(c for c in named if c["id"] == "s3_3_rule_rho_gt1").pop("relies_on")
     assert "names s3_3_rule_rho_lt1; declare it" in " ".join(cl.validate_claims(named, tags))
 
 
-def test_rule17_evidence_used_evenly(claims: list[dict], tags: dict[str, dict]) -> None:
+def test_rule17_evidence_used_evenly(claims: list, tags: dict) -> None:
     """Catches a committed reference read for one row of a rule and ignored for its twin (issue 58: the GPU shards
     decided s7_3_dchag_lowers_ccr while the probe's real collectives, which disagree, were not shown; they bore on
     s3_4_directional_value without being read), and a docs/audit.md list that no longer matches claims.yaml."""
@@ -134,9 +134,11 @@ def test_rule17_evidence_used_evenly(claims: list[dict], tags: dict[str, dict]) 
     reads = references_read(claims)
     assert reads["s7_3_dchag_lowers_ccr"] == reads["s8_2_ccr_drop"] == {"h200-check", "cpu-places"}
     assert "h200-check" in reads["s3_4_directional_value"]
-    planted = copy.deepcopy(claims)
-    shards = _by_id(planted)["split_rule_gpu_shards"]
-    shards["refines"] = [x for x in shards["refines"] if x != "s8_1_n5776_token_lower"]
+    shards = _by_id(claims)["split_rule_gpu_shards"]
+    fewer = shards.model_copy(
+        update={"refines": tuple(x for x in shards.refines if x != "s8_1_n5776_token_lower")}
+    )
+    planted = [fewer if c is shards else c for c in claims]
     assert any(
         u.startswith("s8_1_n5776_token_lower (tag split_rule) reads []") for u in uneven(planted, tags)
     )

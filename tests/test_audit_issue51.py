@@ -11,6 +11,7 @@ from audit_references import accuracy_summary, shard_files
 from audit_synthetic import probe_files
 
 from hsitp.audit import claims as cl
+from hsitp.audit.claims.checks import parse_check
 from hsitp.audit.claims.evaluate import measuring_stage
 from hsitp.config import load_config
 from hsitp.settings import AuditSettings
@@ -20,7 +21,7 @@ REF = ROOT / "results" / "reference" / "smoke"
 
 
 @pytest.fixture(scope="module")
-def claims() -> list[dict]:
+def claims() -> list:
     return cl.load_claims()
 
 
@@ -33,12 +34,12 @@ def ctx() -> cl.Context:
 
 
 @pytest.fixture(scope="module")
-def rows(ctx: cl.Context, claims: list[dict]) -> list[dict]:
+def rows(ctx: cl.Context, claims: list) -> list:
     return cl.evaluate_claims(ctx, claims)
 
 
-def _by_id(rows: list[dict]) -> dict[str, dict]:
-    return {r["id"]: r for r in rows}
+def _by_id(rows: list) -> dict:
+    return {r.id: r for r in rows}
 
 
 # --- rule 13: equal accuracy per variant and protocol ------------------------------------------------------------
@@ -47,11 +48,11 @@ GOOD = {"random": 0.80, "block": 0.55}
 
 def _acc(tmp_path: Path, cells: list, name: str = "acc") -> cl.Outcome:
     accuracy_summary(tmp_path / "results" / name / "train" / "summary.nc", cells, GOOD)
-    ctx = cl.Context(tmp_path / "results" / "smoke" / "cost", AuditSettings(name, None, source={}))
+    ctx = cl.Context(tmp_path / "results" / "smoke" / "cost", AuditSettings(accuracy_run=name))
     return cl.check_accuracy_verdicts(ctx, {"variants": ["dchag_l", "dchag_c"]})
 
 
-def test_rule13_equal_accuracy_per_variant_and_protocol(tmp_path: Path, rows: list[dict]) -> None:
+def test_rule13_equal_accuracy_per_variant_and_protocol(tmp_path: Path, rows: list) -> None:
     """Catches the bug issue 51 names: 'better than tp' counted as a contradiction, D-CHAG-L and D-CHAG-C pooled into
     one verdict, and a protocol where no model beats the SVM (block, on the committed reference) deciding the claim."""
     check = {"fn": "accuracy_verdicts", "min_fraction": 1.0}
@@ -95,9 +96,9 @@ def test_rule13_equal_accuracy_per_variant_and_protocol(tmp_path: Path, rows: li
     assert "block protocol reported, does not count" in o.how and "random protocol counts" in o.how
     assert "D-CHAG-C: better (conservative" in o.how
     r = _by_id(rows)["s7_4_same_accuracy"]  # the committed headline reference
-    assert r["verdict"] == "conditional" and r["basis"] == "measured" and r["variant"] == "both"
-    assert r["reason"].startswith("Decided by D-CHAG-L on random (better); D-CHAG-C on random (worse)")
-    assert "block protocol reported, does not count" in r["how"]
+    assert r.verdict == "conditional" and r.basis == "measured" and r.variant == "both"
+    assert r.reason.startswith("Decided by D-CHAG-L on random (better); D-CHAG-C on random (worse)")
+    assert "block protocol reported, does not count" in r.how
 
 
 def test_beats_baseline_is_an_interval_not_a_mean() -> None:
@@ -123,18 +124,18 @@ def _run_with_reference(tmp_path: Path) -> tuple[Path, Path]:
     return run, ref
 
 
-def test_rule8_measured_subchecks_read_the_committed_references(tmp_path: Path, claims: list[dict]) -> None:
+def test_rule8_measured_subchecks_read_the_committed_references(tmp_path: Path, claims: list) -> None:
     """Catches a memory or throughput claim left to the model while the headline run's committed probe could decide
     it, one decided from the reference without saying so, and a toy-size run file deciding a claim (the smoke run's
     probe deciding s7_3_dchag_lowers_ccr opposite to the committed table): the same claim gets the same verdict from
     the run and from the reference."""
     run, ref = _run_with_reference(tmp_path)
-    c = next(c for c in claims if c["id"] == "s4_2_memory_linear")
+    c = next(c for c in claims if c.id == "s4_2_memory_linear")
     ctx = cl.Context(run / "cost")
     o, verdict, basis = cl.evaluate_claim(ctx, c)
     assert basis == "measured" and "from the committed reference" in o.how and str(ref / "probe") in o.how
     row = cl.evaluate_claims(ctx, [c])[0]
-    assert "not re-run here" in row["reason"]
+    assert "not re-run here" in row.reason
     # a toy-size probe of the run itself (depth 1 < the reference's 2) tests the machinery and defers
     import json
 
@@ -185,35 +186,30 @@ def test_rule8_a_ratio_decides_only_outside_its_range(tmp_path: Path) -> None:
     assert o.verdict == "pending" and "no repeat range" in o.reason and "medians" in o.reason
 
 
-def test_rule8_committed_table_names_the_reference_and_its_numbers(rows: list[dict]) -> None:
+def test_rule8_committed_table_names_the_reference_and_its_numbers(rows: list) -> None:
     """Catches the committed table's memory, throughput and CCR claims decided by the model while the committed
     references decide them (issue 51's examples), and a reference read without naming it."""
     by = _by_id(rows)
     for cid in ("s4_2_memory_linear", "s7_2_tp_divides_all", "s7_2_fewer_parameters"):
-        assert (
-            by[cid]["basis"] == "measured"
-            and "results/reference/cpu-places/probe/memory.nc" in by[cid]["how"]
-        )
+        assert by[cid].basis == "measured" and "results/reference/cpu-places/probe/memory.nc" in by[cid].how
     # a claim on real hardware whose only full measurement has no range waits (rule 8); its half-measured shards
     # are a finding, never its verdict (rule 2)
     r = by["s7_3_dchag_lowers_ccr"]
-    assert r["verdict"] == "pending" and "no repeat range" in r["reason"]
-    assert "medians 0.198399-2.21377" in r["reason"]
+    assert r.verdict == "pending" and "no repeat range" in r.reason
+    assert "medians 0.198399-2.21377" in r.reason
     r = by["dchag_ccr_gpu_shards"]
-    assert (
-        r["basis"] == "half-measured" and "h200-check" in r["how"] and "s7_3_dchag_lowers_ccr" in r["refines"]
-    )
+    assert r.basis == "half-measured" and "h200-check" in r.how and "s7_3_dchag_lowers_ccr" in r.refines
     # the paper's formulas under §6.1's constants judge §6.1's sentence; what one H200 gives is a finding
-    assert (by["s6_1_comm_always_dominates"]["verdict"], by["s6_1_comm_always_dominates"]["basis"]) == (
+    assert (by["s6_1_comm_always_dominates"].verdict, by["s6_1_comm_always_dominates"].basis) == (
         "consistent",
         "circular",
     )
     r = by["n324_gpu_shards"]
-    assert r["verdict"] == "contradicted" and r["basis"] == "half-measured" and "N=324, P=8" in r["how"]
+    assert r.verdict == "contradicted" and r.basis == "half-measured" and "N=324, P=8" in r.how
 
 
 # --- rule 1: scope -----------------------------------------------------------------------------------------------
-def test_rule1_a_measurement_decides_only_at_the_claims_sizes(tmp_path: Path, rows: list[dict]) -> None:
+def test_rule1_a_measurement_decides_only_at_the_claims_sizes(tmp_path: Path, rows: list) -> None:
     """Catches a probe at the trained size (D = 64, N = 324) deciding a claim about the paper's model at N = 5776
     (§8.2's memory estimate), and a sizes rule that refuses a probe that is at the claim's sizes."""
     run, _ = _run_with_reference(tmp_path)
@@ -226,14 +222,14 @@ def test_rule1_a_measurement_decides_only_at_the_claims_sizes(tmp_path: Path, ro
     o = cl.check_probe_memory(ctx, {**base, "sizes": {"dim": 64, "N": 324}})
     assert o.verdict is None and o.fraction is not None
     r = _by_id(rows)["s8_2_memory_saving"]
-    assert r["verdict"] == "pending" and "not at the sizes the claim speaks of" in r["reason"]
+    assert r.verdict == "pending" and "not at the sizes the claim speaks of" in r.reason
 
 
-def test_rule1_a_pair_is_judged_at_one_condition(ctx: cl.Context, rows: list[dict]) -> None:
+def test_rule1_a_pair_is_judged_at_one_condition(ctx: cl.Context, rows: list) -> None:
     """Catches §8.2's '约 40' held conditional by the inter-node 46.9 while that bandwidth's companion is 375, not the
     quoted 250 (issue 51): a number that ends a pair holds only where its companion holds too."""
     r = _by_id(rows)["s8_2_ccr_40"]
-    assert r["verdict"] == "contradicted" and r["knife_edge"] is False
+    assert r.verdict == "contradicted" and r.knife_edge is False
     pair = {"fn": "any_of", "checks": [
         {"label": "both", "fn": "any_of", "checks": [
             {"label": "a", "fn": "formula_value", "expr": "1", "expect": 1},
@@ -241,6 +237,7 @@ def test_rule1_a_pair_is_judged_at_one_condition(ctx: cl.Context, rows: list[dic
         {"label": "half", "fn": "any_of", "checks": [
             {"label": "a", "fn": "formula_value", "expr": "1", "expect": 1},
             {"label": "b", "fn": "formula_value", "expr": "3", "expect": 2}]}]}  # fmt: skip
+    pair = parse_check("pair", pair)
     o = cl.evaluate_check(ctx, pair)
     assert cl.decide(o, pair)[0] == "conditional" and o.labels == ["both"]
     # 可能 stays a possibility (rule 5)
@@ -248,81 +245,83 @@ def test_rule1_a_pair_is_judged_at_one_condition(ctx: cl.Context, rows: list[dic
 
 
 # --- rule 11: every row's basis by code --------------------------------------------------------------------------
-def test_rule11_every_rows_basis_is_decided_by_code(
-    ctx: cl.Context, rows: list[dict], claims: list[dict]
-) -> None:
+def test_rule11_every_rows_basis_is_decided_by_code(ctx: cl.Context, rows: list, claims: list) -> None:
     """Catches a row whose evidence is only the paper's own formulas at its own numbers labelled computed (issue 51:
     s8_1_tp_unusable, s6_1_prefer_dp, s3_2_ccr_channel_*, s10_1_rule_* and others said holds), one reading
     registry scenes labelled circular, and a basis typed into claims.yaml."""
-    by_id = {c["id"]: c for c in claims}
+    by_id = {c.id: c for c in claims}
     for c in claims:
-        assert "basis" not in c and "basis" not in c["check"], c["id"]
+        assert "basis" not in type(c).model_fields and "basis" not in c.check, c.id
     for r in rows:
-        if r["basis"] not in ("computed", "circular"):
+        if r.basis not in ("computed", "circular"):
             continue
-        o, _, _ = cl.evaluate_claim(ctx, by_id[r["id"]])
-        own = cl.circular(cl.deciding_check(o, by_id[r["id"]]["check"]), o)
-        assert (r["basis"] == "circular") == own, r["id"]
-        if r["basis"] == "computed":
-            assert r["verdict"] != "consistent", r["id"]
+        o, _, _ = cl.evaluate_claim(ctx, by_id[r.id])
+        own = cl.circular(cl.deciding_check(o, by_id[r.id].check), o)
+        assert (r.basis == "circular") == own, r.id
+        if r.basis == "computed":
+            assert r.verdict != "consistent", r.id
     by = _by_id(rows)
     for cid in ("s8_1_tp_unusable", "s6_1_prefer_dp", "s5_3_ccr_token_inverse_n", "abs_token_robust_large_n",
                 "s3_2_ccr_channel_indep_n", "s3_2_ccr_channel_grows_p", "s3_2_ccr_channel_p_proportional",
                 "s6_2_thousands", "s10_1_rule_drop_tp", "s10_1_rule_lower"):  # fmt: skip
-        assert (by[cid]["basis"], by[cid]["verdict"]) == ("circular", "consistent"), cid
+        assert (by[cid].basis, by[cid].verdict) == ("circular", "consistent"), cid
     # planted: the same table read at the paper's presets and cases, at a registry scene, and by the refined model
     own = {"fn": "table_value", "file": "ccr", "variable": "ccr", "reduce": "min", "low": 1,
            "sel": {"case": "paper_N324", "model": "stated"}}  # fmt: skip
-    assert cl.evaluate_claim(ctx, {"id": "p", "zh": "x", "check": own})[2] == "circular"
+    assert cl.evaluate_claim(ctx, _claim(own))[2] == "circular"
     scene = {**own, "sel": {"case": "pavia_university", "model": "stated", "split": "token"}}
-    assert cl.evaluate_claim(ctx, {"id": "p", "zh": "x", "check": scene})[2] == "computed"
+    assert cl.evaluate_claim(ctx, _claim(scene))[2] == "computed"
     # the stated channel CCR P F/(beta C) has no N: the same at every scene
     flat = {**own, "sel": {"case": "pavia_university", "model": "stated", "split": "channel"}}
-    assert cl.evaluate_claim(ctx, {"id": "p", "zh": "x", "check": flat})[2] == "circular"
+    assert cl.evaluate_claim(ctx, _claim(flat))[2] == "circular"
     refined = {**own, "sel": {"case": "paper_N324", "model": "refined"}}
-    assert cl.evaluate_claim(ctx, {"id": "p", "zh": "x", "check": refined})[2] == "computed"
+    assert cl.evaluate_claim(ctx, _claim(refined))[2] == "computed"
+
+
+def _claim(check: dict) -> cl.ClaimEntry:
+    return cl.parse_entry({"id": "p", "section": "1", "kind": "number", "zh": "x", "en": "x", "check": check})
 
 
 # --- rule 14: the D-CHAG variant ---------------------------------------------------------------------------------
-def test_rule14_every_row_naming_dchag_says_which_variant(rows: list[dict], claims: list[dict]) -> None:
+def test_rule14_every_row_naming_dchag_says_which_variant(rows: list, claims: list) -> None:
     """Catches a row that judges 'D-CHAG' without saying whether D-CHAG-L, D-CHAG-C or both (issue 51:
     s7_1_dynamic_weights mixed them), and a claims.yaml entry that drops its variant."""
-    from hsitp.audit.claims.validate import names_dchag
+    from hsitp.audit.claims.entries import names_dchag
 
-    by_id = {c["id"]: c for c in claims}
+    by_id = {c.id: c for c in claims}
     n = 0
     for r in rows:
-        if names_dchag(by_id[r["id"]]):
-            assert r["variant"] in ("L", "C", "both"), r["id"]
+        if names_dchag(by_id[r.id]):
+            assert r.variant in ("L", "C", "both"), r.id
             n += 1
     assert n >= 30
     by = _by_id(rows)
-    assert by["s7_3_dchag_lowers_ccr"]["variant"] == "L" and by["s11_dchag_mid_c"]["variant"] == "C"
-    assert by["s7_1_dynamic_weights"]["variant"] == "both"
-    bad = [{**by_id["s7_2_fewer_parameters"], "id": "x"}]
+    assert by["s7_3_dchag_lowers_ccr"].variant == "L" and by["s11_dchag_mid_c"].variant == "C"
+    assert by["s7_1_dynamic_weights"].variant == "both"
+    bad = [{**by_id["s7_2_fewer_parameters"].model_dump(exclude_unset=True), "id": "x"}]
     bad[0].pop("variant")
     assert "say which variant" in " ".join(cl.validate_claims(bad))
     bad[0]["variant"] = "D"
-    assert "not in L, C, both" in " ".join(cl.validate_claims(bad))
+    assert "x: variant: Input should be 'L', 'C' or 'both' (got 'D')" in " ".join(cl.validate_claims(bad))
 
 
 # --- rule 15: not reproducible only where no stage could measure -------------------------------------------------
-def test_rule15_not_reproducible_only_where_no_stage_could_measure(ctx: cl.Context, rows: list[dict],
-                                                                    claims: list[dict]) -> None:  # fmt: skip
+def test_rule15_not_reproducible_only_where_no_stage_could_measure(ctx: cl.Context, rows: list,
+                                                                    claims: list) -> None:  # fmt: skip
     """Catches a claim called not reproducible although a stage of this project can measure it (issue 51:
     s3_4_sync_points_small_tensors, which the bench times), and one made pending without naming the stage."""
-    by_id = {c["id"]: c for c in claims}
+    by_id = {c.id: c for c in claims}
     for r in rows:
-        if r["verdict"] == "not_reproducible":
-            assert not measuring_stage(by_id[r["id"]]["check"]), r["id"]
+        if r.verdict == "not_reproducible":
+            assert not measuring_stage(by_id[r.id].check), r.id
     r = _by_id(rows)["s3_4_sync_points_small_tensors"]
-    assert r["verdict"] == "pending" and "bench (>= 3 launches) stage" in r["reason"]
+    assert r.verdict == "pending" and "bench (>= 3 launches) stage" in r.reason
     reading = {"fn": "reading", "verdict": "not_reproducible", "reason": "r", "source": "paper §1"}
     planted = {"id": "p", "zh": "x", "en": "x", "section": "1", "kind": "conclusion", "check": reading}
-    assert cl.evaluate_claims(ctx, [planted])[0]["verdict"] == "not_reproducible"
+    assert cl.evaluate_claims(ctx, [cl.parse_entry(planted)])[0].verdict == "not_reproducible"
     measurable = {**planted, "check": {"fn": "first_decided", "checks": [
         {"label": "m", "fn": "probe_memory", "lhs": {"plan": "tp"}, "against": {"plan": "dense"}, "op": "<",
          "value": 1, "sizes": {"dim": 9999}},
         {"label": "r", **reading}]}}  # fmt: skip
-    row = cl.evaluate_claims(ctx, [measurable])[0]
-    assert row["verdict"] == "pending" and "Pending (rule 15): stage probe" in row["reason"]
+    row = cl.evaluate_claims(ctx, [cl.parse_entry(measurable)])[0]
+    assert row.verdict == "pending" and "Pending (rule 15): stage probe" in row.reason

@@ -5,7 +5,6 @@ Everything reads results/reference/smoke (committed) and, for the quotes, the pa
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import math
 import re
@@ -21,6 +20,7 @@ from nc_checks import described
 
 from hsitp.audit import claims as cl
 from hsitp.audit.audit import audit_run, read_claims_csv, write_claims
+from hsitp.audit.claims.checks import parse_check
 from hsitp.config import load_config
 from hsitp.io import provenance, write_netcdf
 from hsitp.settings import AuditSettings
@@ -34,7 +34,7 @@ PUBLIC_SOURCE = re.compile(r"arXiv[: ]\s*\d{4}\.\d{4,5}|doi:10\.\d{4,}/|https?:/
 
 
 @pytest.fixture(scope="module")
-def claims() -> list[dict]:
+def claims() -> list:
     return cl.load_claims()
 
 
@@ -45,7 +45,7 @@ def ctx() -> cl.Context:
 
 
 @pytest.fixture(scope="module")
-def rows(ctx: cl.Context, claims: list[dict]) -> list[dict]:
+def rows(ctx: cl.Context, claims: list) -> list:
     return cl.evaluate_claims(ctx, claims)
 
 
@@ -64,7 +64,11 @@ def measured_ctx(tmp_path_factory: pytest.TempPathFactory) -> cl.Context:
     )
 
 
-def _measured_subchecks(check: dict) -> list[dict]:
+def _entry(check: dict) -> cl.ClaimEntry:
+    return cl.parse_entry({"id": "m", "section": "1", "kind": "number", "zh": "z", "en": "e", "check": check})
+
+
+def _measured_subchecks(check: dict) -> list:
     """The sub-checks of a claim that read the measured run's probe/bench files at any model size (a sub-check
     bound to the paper's sizes, ``sizes``, is left to test_audit_issue51's scope test: the synthetic probe is not at
     them)."""
@@ -75,85 +79,86 @@ def _measured_subchecks(check: dict) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def by_id(rows: list[dict]) -> dict[str, dict]:
-    return {r["id"]: r for r in rows}
+def by_id(rows: list) -> dict:
+    return {r.id: r for r in rows}
 
 
 # --- rule 1: scope ---------------------------------------------------------------------------------------------------
-def test_rule1_scope_covers_every_p_the_sentence_names(by_id: dict[str, dict]) -> None:
+def test_rule1_scope_covers_every_p_the_sentence_names(by_id: dict) -> None:
     """Catches a claim judged on part of its stated scope: §6.2's 'P 取 2 或 4' checked at P = 2 only (it held on
     Indian Pines' refined P = 2 alone), §11's small-model claim checked on one scene."""
     r = by_id["s6_2_lower_p_way_out"]
-    assert "P=[2, 4]" in r["how"] and r["pipeline_number"] == pytest.approx(10 / 18)
-    assert r["verdict"] == "conditional"
+    assert "P=[2, 4]" in r.how and r.pipeline_number == pytest.approx(10 / 18)
+    assert r.verdict == "conditional"
     r = by_id["s11_small_models_fail"]
-    assert "27 point(s)" in r["how"] and r["pipeline_number"] == pytest.approx(12 / 27)
+    assert "27 point(s)" in r.how and r.pipeline_number == pytest.approx(12 / 27)
 
 
 # --- rule 2: the paper's formulas first; findings ------------------------------------------------------------------
-def _fns(check: dict) -> list[dict]:
+def _fns(check: dict) -> list:
     return [check, *[s for sub in check.get("checks") or [] for s in _fns(sub)]]
 
 
 def test_rule2_findings_refine_a_claim_and_stay_out_of_the_counts(
-    claims: list[dict], rows: list[dict], tmp_path: Path
+    claims: list, rows: list, tmp_path: Path
 ) -> None:
     """Catches §8.1/§8.2 counted twice (a refined-model answer counted as a verdict of its own), a finding that
     refines nothing, and a claim whose verdict mixes the stated and the refined model."""
-    ids = {c["id"]: c for c in claims}
+    ids = {c.id: c for c in claims}
     for fid, target in (
         ("s8_1_n5776_refined_order", "s8_1_n5776_order_of_magnitude"),
         ("s8_2_refined_ccr_factor", "s8_2_ratio_vs_g"),
         ("s6_1_both_gt1_refined", "s6_1_both_gt1"),
         ("s8_1_n324_ccr_gt1_refined", "s8_1_n324_ccr_gt1"),
     ):
-        assert ids[fid]["kind"] == "finding" and ids[fid]["refines"] == target
+        assert ids[fid].kind == "finding" and ids[fid].refines == (target,)
     for c in claims:
-        if c["kind"] != "finding" and c["check"]["fn"] == "any_of":
-            labels = {s["label"] for s in c["check"]["checks"]}
-            assert not {"stated model", "refined model"} <= labels, c["id"]
-        for s in _fns(c["check"]):  # a CCR read without naming the model would mix stated and refined points
+        if c.kind != "finding" and c.check["fn"] == "any_of":
+            labels = {s["label"] for s in c.check["checks"]}
+            assert not {"stated model", "refined model"} <= labels, c.id
+        for s in _fns(c.check):  # a CCR read without naming the model would mix stated and refined points
             if s.get("file") in ("ccr", "rho") and s.get("variable") in (
                 "ccr",
                 "relative_throughput",
                 "lower_split",
             ):
                 keys = {**(s.get("sel") or {}), **(s.get("lhs") or {}), **(s.get("rhs") or {})}
-                assert "model" in keys, c["id"]
+                assert "model" in keys, c.id
     counts = cl.verdict_counts(rows)
-    assert sum(counts.values()) == sum(r["kind"] != "finding" for r in rows)
-    n_find = sum(r["kind"] == "finding" for r in rows)
+    assert sum(counts.values()) == sum(r.kind != "finding" for r in rows)
+    n_find = sum(r.kind == "finding" for r in rows)
     assert n_find >= 10 and sum(cl.finding_counts(rows).values()) == n_find
     paths = write_claims(rows, tmp_path / "paper_claims.csv", {}, {})
     md = paths[1].read_text()
     findings = md.split("## Findings")[1].split("## All claims")[0]
     for r in rows:
-        if r["kind"] == "finding":  # every claim a finding refines is named beside it
-            named = all(t in findings for t in r["refines"].split("; "))
-            assert f"{r['id']}: " in findings and named, r["id"]
+        if r.kind == "finding":  # every claim a finding refines is named beside it
+            named = all(t in findings for t in r.refines.split("; "))
+            assert f"{r.id}: " in findings and named, r.id
     contradicted = md.split("## Contradicted")[1].split("## Findings")[0]
     assert "s8_1_n5776_refined_order" not in contradicted
-    bad = [{**ids["s6_1_both_gt1_refined"], "refines": "s6_1_both_gt1_refined", "id": "x_f"}]
-    bad.append({**ids["s6_1_both_gt1"], "id": "x_c", "refines": "s6_1_both_gt1"})
+    raw = {cid: ids[cid].model_dump(exclude_unset=True) for cid in ("s6_1_both_gt1_refined", "s6_1_both_gt1")}
+    bad = [{**raw["s6_1_both_gt1_refined"], "refines": "s6_1_both_gt1_refined", "id": "x_f"}]
+    bad.append({**raw["s6_1_both_gt1"], "id": "x_c", "refines": "s6_1_both_gt1"})
+    bad.append({**raw["s6_1_both_gt1_refined"], "id": "x_n", "refines": []})
     problems = " | ".join(cl.validate_claims(bad))
     assert "refines 's6_1_both_gt1_refined', which is not a claim" in problems
-    assert "only a finding" in problems
+    assert "x_c: refines: Extra inputs are not permitted" in problems  # only a finding refines
+    assert "x_n: refines: Tuple should have at least 1 item" in problems  # a finding refines a claim
 
 
 # --- rule 3: no circular evidence ----------------------------------------------------------------------------------
-def test_rule3_evidence_by_construction_is_labelled_and_judged_by_reading(
-    claims: list[dict], by_id: dict[str, dict]
-) -> None:
+def test_rule3_evidence_by_construction_is_labelled_and_judged_by_reading(claims: list, by_id: dict) -> None:
     """Catches a verdict computed from a config value we chose (or a layer we left unsplit) presented as a
     computed finding about the paper."""
     for c in claims:
         chosen = any(
             s["fn"] in ("config_value", "table_attr")
             or (s["fn"] == "preset_value" and str(s["preset"]).startswith("paper-"))
-            for s in _fns(c["check"])
+            for s in _fns(c.check)
         )
         if chosen:
-            assert c.get("by_construction"), c["id"]
+            assert c.by_construction, c.id
     for cid in (
         "s2_3_pca_lowers_rho",
         "s2_3_pca_tens",
@@ -162,23 +167,25 @@ def test_rule3_evidence_by_construction_is_labelled_and_judged_by_reading(
     ):
         r = by_id[cid]
         # a reading's not_reproducible that a stage can measure is pending (rule 15), still by construction
-        assert r["basis"] in ("reading", "pending") and r["how"].startswith("by construction"), cid
-        assert "evidence:" in r["source"], cid
+        assert r.basis in ("reading", "pending") and r.how.startswith("by construction"), cid
+        assert "evidence:" in r.source, cid
     # C = k by construction; with C = embed PCA changes nothing
-    assert by_id["s2_3_pca_lowers_rho"]["verdict"] == "conditional"
-    bad = [{**claims[0], "id": "z", "by_construction": "ours", "reading": {"verdict": "holds"}}]
-    assert "needs a reading verdict" in " ".join(cl.validate_claims(bad))
+    assert by_id["s2_3_pca_lowers_rho"].verdict == "conditional"
+    bad = [{**claims[0].model_dump(exclude_unset=True), "id": "z", "by_construction": "ours"}]
+    assert "z: by_construction evidence needs a reading verdict" in " ".join(cl.validate_claims(bad))
+    bad[0]["reading"] = {"verdict": "holds", "reason": "r"}
+    assert "z: reading.source: Field required" in " ".join(cl.validate_claims(bad))
 
 
 # --- rule 4: knife edges -------------------------------------------------------------------------------------------
-def test_rule4_knife_edge_marks(by_id: dict[str, dict]) -> None:
+def test_rule4_knife_edge_marks(by_id: dict) -> None:
     """Catches a verdict resting on a value within 2 % of its band edge (or one point of a share) shown without the
     mark: §8.2's 0.04 from the quoted CCR 250 gives 0.0319 against the edge 0.032."""
     r = by_id["s8_2_tput_004"]
-    assert r["knife_edge"] is True and "from the quoted CCR 250" in r["edge"]
-    assert "intra-node" not in r["edge"] and "inter-node" not in r["edge"]
-    assert by_id["s6_2_near_critical"]["knife_edge"] is True  # 6 of 9 against 0.75
-    assert by_id["s2_1_tokens_indian_pines"]["knife_edge"] is False  # an exact count that matches
+    assert r.knife_edge is True and "from the quoted CCR 250" in r.edge
+    assert "intra-node" not in r.edge and "inter-node" not in r.edge
+    assert by_id["s6_2_near_critical"].knife_edge is True  # 6 of 9 against 0.75
+    assert by_id["s2_1_tokens_indian_pines"].knife_edge is False  # an exact count that matches
     o = cl.Outcome(value=0.99, band=(1.0, math.inf))
     assert cl.knife_edge(o, {})[0]
     assert not cl.knife_edge(dataclasses.replace(o, value=0.97), {})[0]
@@ -193,22 +200,23 @@ def test_rule4_knife_edge_marks(by_id: dict[str, dict]) -> None:
 
 
 # --- rule 5: hedged claims -----------------------------------------------------------------------------------------
-def test_rule5_hedged_claims(claims: list[dict], by_id: dict[str, dict]) -> None:
+def test_rule5_hedged_claims(claims: list, by_id: dict) -> None:
     """Catches a 可能-claim judged as universal, a 约-claim without a stated tolerance, and 归约 ('reduce') or 约束
     ('constraint') taken for a hedge."""
     assert cl.hedged("可能达到数万") and cl.hedged("约 250") and cl.hedged("左右")
     assert not cl.hedged("反向时通过 Reduce-Scatter 归约梯度") and not cl.hedged("整除性约束")
     for c in claims:
-        assert by_id[c["id"]]["hedged"] == cl.hedged(c["zh"])
-        if cl.approximate(c["zh"]):
-            assert c.get("about") and by_id[c["id"]]["tolerance"].startswith("about:"), c["id"]
+        assert by_id[c.id].hedged == cl.hedged(c.zh)
+        if cl.approximate(c.zh):
+            assert c.about and by_id[c.id].tolerance.startswith("about:"), c.id
     one = cl.Outcome(fraction=1 / 9, n_points=9)
     assert cl.decide(one, {}, existential=True)[0] == "holds"
     assert cl.decide(one, {})[0] == "conditional"
     assert cl.decide(cl.Outcome(fraction=0.0, n_points=9), {}, existential=True)[0] == "contradicted"
     r = by_id["s7_2_parallelism_dominates"]  # 2(1 - a_s) >= 1 in D-CHAG's six published configs
-    assert r["hedged"] and r["verdict"] == "holds" and r["pipeline_number"] == 1.0
-    bad = [{"id": "a", "section": "1", "kind": "number", "zh": "约 5", "en": "e", "check": {"fn": "reading"}}]
+    assert r.hedged and r.verdict == "holds" and r.pipeline_number == 1.0
+    reading = {"fn": "reading", "verdict": "holds", "reason": "r", "source": "s"}
+    bad = [{"id": "a", "section": "1", "kind": "number", "zh": "约 5", "en": "e", "check": reading}]
     assert "state the tolerance" in " ".join(cl.validate_claims(bad))
 
 
@@ -255,7 +263,7 @@ def _documented_cannot_flip() -> set[str]:
     return set(re.findall(r"^- `([a-z0-9_]+)`", part, re.M))
 
 
-def test_rule6_every_computed_verdict_can_flip(ctx: cl.Context, claims: list[dict]) -> None:
+def test_rule6_every_computed_verdict_can_flip(ctx: cl.Context, claims: list) -> None:
     """Catches a computed verdict that no value could change (a band on the wrong side, an if_true equal to its
     if_false, an any_of whose sub-checks cannot move it), and a non-flippable claim missing from docs/audit.md."""
     cannot, flipped = set(), 0
@@ -263,39 +271,37 @@ def test_rule6_every_computed_verdict_can_flip(ctx: cl.Context, claims: list[dic
         o, verdict, basis = cl.evaluate_claim(ctx, c)
         if basis not in ("computed", "circular", "measured", "half-measured") or verdict == "pending":
             continue
-        existential = cl.possibility_hedged(c["zh"])
-        pairs = _sides(o, c["check"], existential)
+        existential = cl.possibility_hedged(c.zh)
+        pairs = _sides(o, c.check, existential)
         if pairs is None:
-            cannot.add(c["id"])
+            cannot.add(c.id)
             continue
         moved = [
-            cl.decide(a, c["check"], existential)[0] != cl.decide(b, c["check"], existential)[0]
-            for a, b in pairs
+            cl.decide(a, c.check, existential)[0] != cl.decide(b, c.check, existential)[0] for a, b in pairs
         ]
-        assert any(moved), c["id"]
+        assert any(moved), c.id
         flipped += 1
     assert flipped >= 80
     assert cannot == _documented_cannot_flip()
 
 
-def test_rule6_every_measured_subcheck_can_flip(measured_ctx: cl.Context, claims: list[dict]) -> None:
+def test_rule6_every_measured_subcheck_can_flip(measured_ctx: cl.Context, claims: list) -> None:
     """Catches a measured sub-check (probe memory, throughput, bench timings) whose verdict no measurement could
     change: on a run with every measured file, each decides and flips at its edge."""
     n = 0
     for c in claims:
-        if not _measured_subchecks(c["check"]):
+        if not _measured_subchecks(c.check):
             continue
         o, verdict, basis = cl.evaluate_claim(measured_ctx, c)
         # a claim's measured sub-check decides it; a finding's measurement is its whole check
-        by = o.decided_by.startswith("measured") or c["check"]["fn"] in cl.RUN_MEASURED_CHECKS
-        assert basis == "measured" and verdict != "pending" and by, c["id"]
-        existential = cl.possibility_hedged(c["zh"])
-        pairs = _sides(o, c["check"], existential)
-        assert pairs, c["id"]
+        by = o.decided_by.startswith("measured") or c.check["fn"] in cl.RUN_MEASURED_CHECKS
+        assert basis == "measured" and verdict != "pending" and by, c.id
+        existential = cl.possibility_hedged(c.zh)
+        pairs = _sides(o, c.check, existential)
+        assert pairs, c.id
         assert any(
-            cl.decide(a, c["check"], existential)[0] != cl.decide(b, c["check"], existential)[0]
-            for a, b in pairs
-        ), c["id"]
+            cl.decide(a, c.check, existential)[0] != cl.decide(b, c.check, existential)[0] for a, b in pairs
+        ), c.id
         n += 1
     assert n >= 12
 
@@ -326,9 +332,7 @@ def _documented_not_contradictions() -> set[str]:
     return set(re.findall(r"^- `([a-z0-9_]+)`", part, re.M))
 
 
-def test_rule10_every_computed_or_measured_claim_can_be_contradicted(
-    ctx: cl.Context, claims: list[dict]
-) -> None:
+def test_rule10_every_computed_or_measured_claim_can_be_contradicted(ctx: cl.Context, claims: list) -> None:
     """Catches a verdict that cannot come out against the paper whatever is measured (the bug: a failed check
     mapped to `conditional` or `not_reproducible`, as eight rows and the equal-accuracy claim did before issue 37):
     every computed or measured claim, fed an outcome that contradicts the paper at every point (a measured claim
@@ -336,20 +340,20 @@ def test_rule10_every_computed_or_measured_claim_can_be_contradicted(
     docs/audit.md."""
     exempt, judged, bad = set(), 0, []
     for c in claims:
-        if c.get("by_construction"):
+        if c.by_construction:
             continue  # a reading decides it (rule 3)
         o, _, basis = cl.evaluate_claim(ctx, c)
-        fn = c["check"]["fn"]
+        fn = c.check["fn"]
         if fn in cl.MEASURED_CHECKS and o.verdict is not None:  # pending: no file here; what it would give
             o = cl.Outcome(fraction=0.5, n_points=4, basis=basis)
         elif basis not in ("computed", "circular", "measured"):
             continue
-        verdict = cl.decide(_against(o, c["check"]), c["check"], cl.possibility_hedged(c["zh"]))[0]
+        verdict = cl.decide(_against(o, c.check), c.check, cl.possibility_hedged(c.zh))[0]
         if verdict != "contradicted":
-            if c["id"] in _documented_not_contradictions():
-                exempt.add(c["id"])
+            if c.id in _documented_not_contradictions():
+                exempt.add(c.id)
             else:
-                bad.append(f"{c['id']}: {verdict}")
+                bad.append(f"{c.id}: {verdict}")
         judged += 1
     print(f"rule 10: {judged} computed or measured claims fed a contradicting outcome; "
           f"{judged - len(bad) - len(exempt)} reach contradicted, {len(exempt)} documented exceptions")  # fmt: skip
@@ -358,31 +362,31 @@ def test_rule10_every_computed_or_measured_claim_can_be_contradicted(
     assert judged >= 100
 
 
-def test_rule10_every_measured_subcheck_can_be_contradicted(
-    measured_ctx: cl.Context, claims: list[dict]
-) -> None:
+def test_rule10_every_measured_subcheck_can_be_contradicted(measured_ctx: cl.Context, claims: list) -> None:
     """Catches a measured sub-check that cannot come out against the paper: on a run with every measured file each
     claim's measured sub-check decides (basis measured), and fed an outcome contradicting the paper at every point
     it reaches `contradicted`; the modelled estimate (probe/estimate.nc, which decides where memory.nc is absent)
     too."""
     judged, bad = 0, []
     for c in claims:
-        if not _measured_subchecks(c["check"]):
+        if not _measured_subchecks(c.check):
             continue
         o, _, basis = cl.evaluate_claim(measured_ctx, c)
-        assert basis == "measured", c["id"]
-        verdict = cl.decide(_against(o, c["check"]), c["check"], cl.possibility_hedged(c["zh"]))[0]
+        assert basis == "measured", c.id
+        verdict = cl.decide(_against(o, c.check), c.check, cl.possibility_hedged(c.zh))[0]
         if verdict != "contradicted":
-            bad.append(f"{c['id']}: {verdict}")
+            bad.append(f"{c.id}: {verdict}")
         judged += 1
-    est = cl.Context(measured_ctx.cost_dir, AuditSettings("cpu-fair", "estimate_only", source={}))
+    est = cl.Context(
+        measured_ctx.cost_dir, AuditSettings(accuracy_run="cpu-fair", measured_run="estimate_only")
+    )
     probe_files(est.measured_dir, memory=False, throughput=False)
-    c = copy.deepcopy(next(c for c in claims if c["id"] == "s8_2_memory_saving_estimate"))
+    c = next(c for c in claims if c.id == "s8_2_memory_saving_estimate")
     # §8.2's sizes, which the synthetic estimate is not at (issue 51's scope test)
-    c["check"] = {k: v for k, v in c["check"].items() if k != "sizes"}
+    c = c.model_copy(update={"check": parse_check(c.id, {k: v for k, v in c.check.items() if k != "sizes"})})
     o, _, basis = cl.evaluate_claim(est, c)
     assert basis == "computed" and "not measured" in o.how  # a finding: modelled (rule 2)
-    assert cl.decide(_against(o, c["check"]), c["check"])[0] == "contradicted"
+    assert cl.decide(_against(o, c.check), c.check)[0] == "contradicted"
     print(f"rule 10: {judged} claims' measured sub-checks fed a contradicting outcome; "
           f"{judged - len(bad)} reach contradicted; the modelled estimate of s8_2_memory_saving too")  # fmt: skip
     assert not bad, "\n".join(bad)
@@ -390,25 +394,25 @@ def test_rule10_every_measured_subcheck_can_be_contradicted(
 
 
 # --- rule 7: sources -----------------------------------------------------------------------------------------------
-def test_rule7_reading_verdicts_quote_the_paper_and_cite_a_public_source(rows: list[dict]) -> None:
+def test_rule7_reading_verdicts_quote_the_paper_and_cite_a_public_source(rows: list) -> None:
     """Catches a reading verdict that cites only our own files or ../shared, and a quote the paper does not contain
     (e.g. '220 → 200', which the paper never writes)."""
     for r in rows:
-        if r["basis"] != "reading" or r["verdict"] == "needs_gpu":
+        if r.basis != "reading" or r.verdict == "needs_gpu":
             continue
-        cited = r["source"].split("; evidence:")[0]
-        assert PUBLIC_SOURCE.search(cited), r["id"]
+        cited = r.source.split("; evidence:")[0]
+        assert PUBLIC_SOURCE.search(cited), r.id
         for part in cited.split(
             ";"
         ):  # an arXiv id or DOI names where in it: section, table, figure, abstract, ...
             if re.search(r"arXiv|doi:", part):
-                assert LOCATOR.search(part), (r["id"], part)
-        assert "../shared" not in r["source"] and "/shared/" not in r["source"], r["id"]
-        assert r["zh"] and r["en"], r["id"]
+                assert LOCATOR.search(part), (r.id, part)
+        assert "../shared" not in r.source and "/shared/" not in r.source, r.id
+        assert r.zh and r.en, r.id
     text = _paper_text()
     for r in rows:
-        for frag in re.split(r"……|…", r["zh"]):
-            assert _norm(frag) in text, (r["id"], frag)
+        for frag in re.split(r"……|…", r.zh):
+            assert _norm(frag) in text, (r.id, frag)
 
 
 def _norm(s: str) -> str:
@@ -429,14 +433,14 @@ CLAUSE_ENDS = set(
 )  # an elision may skip whole clauses or a parenthesis, never words inside one
 
 
-def test_rule7_quotes_elide_no_words_inside_a_clause(rows: list[dict]) -> None:
+def test_rule7_quotes_elide_no_words_inside_a_clause(rows: list) -> None:
     """Catches a quote whose elision removes decisive words from inside the clause a verdict rests on (the bug issue
     37 names: the abstract's 'a boundary set jointly by three factors' quoted as '存在一条……决策边界', the three factors
     elided): between two fragments of a quote the paper's skipped text must hold a clause boundary or a parenthesis."""
     text = _paper_text()
     bad = []
     for r in rows:
-        frags = [_norm(f) for f in re.split(r"……|…", r["zh"])]
+        frags = [_norm(f) for f in re.split(r"……|…", r.zh)]
         if len(frags) < 2:
             continue
         at = text.find(frags[0]) + len(frags[0])
@@ -444,7 +448,7 @@ def test_rule7_quotes_elide_no_words_inside_a_clause(rows: list[dict]) -> None:
             nxt = text.find(frag, at)
             gap = text[at:nxt]
             if not set(gap) & CLAUSE_ENDS:
-                bad.append(f"{r['id']}: '{gap}' elided inside a clause")
+                bad.append(f"{r.id}: '{gap}' elided inside a clause")
             at = nxt + len(frag)
     assert not bad, "\n".join(bad)
 
@@ -478,7 +482,7 @@ def test_rule8_measured_basis_reads_the_accuracy_run(tmp_path: Path) -> None:
     """Catches a measured-basis claim decided without its file (it must stay pending, naming what it waits for),
     one reading the wrong run (audit.accuracy_run), and a variable read with the wrong share."""
     run = tmp_path / "results" / "smoke"
-    ctx = cl.Context(run / "cost", AuditSettings("acc", None, source={}))
+    ctx = cl.Context(run / "cost", AuditSettings(accuracy_run="acc"))
     check = {"fn": "measured", "variable": "oa_verdict", "equals": "equal", "waits_for": "issue 24"}
     o = cl.check_measured(ctx, check)
     assert cl.decide(o, check) == ("pending", "measured")
@@ -495,7 +499,7 @@ def test_rule8_measured_basis_reads_the_accuracy_run(tmp_path: Path) -> None:
         ctx, {"fn": "measured", "variable": "oa_mean", "low": 0.56, "sel": {"plan": "dchag_l"}}
     )
     assert o.fraction == pytest.approx(1 / 3)
-    assert cl.config_keys([{"id": "m", "check": check}]) == ["audit.accuracy_run"]
+    assert cl.config_keys([_entry(check)]) == ["audit.accuracy_run"]
     default = cl.Context(run / "cost")
     assert default.accuracy_summary == tmp_path / "results" / "cpu-places" / "train" / "summary.nc"
 
@@ -505,7 +509,7 @@ def test_accuracy_claims_read_the_committed_reference_when_the_run_is_absent(tmp
     committed, one decided from the reference without saying so, and the reference preferred over a run present
     here."""
     run = tmp_path / "results" / "smoke"
-    ctx = cl.Context(run / "cost", AuditSettings("acc", None, source={}))
+    ctx = cl.Context(run / "cost", AuditSettings(accuracy_run="acc"))
     check = {"fn": "measured", "variable": "oa_verdict", "equals": "equal", "min_fraction": 1.0}
     ref = tmp_path / "results" / "reference" / "acc" / "train" / "summary.nc"
     _summary(ref, ["equal", "equal", "equal"])
@@ -513,17 +517,17 @@ def test_accuracy_claims_read_the_committed_reference_when_the_run_is_absent(tmp
     assert ctx.accuracy_summary == ref and cl.decide(o, check) == ("holds", "measured")
     assert "from the committed reference" in o.reason and "not re-run here" in o.reason
     _summary(tmp_path / "results" / "acc" / "train" / "summary.nc", ["worse", "worse", "worse"])
-    fresh = cl.Context(run / "cost", AuditSettings("acc", None, source={}))
+    fresh = cl.Context(run / "cost", AuditSettings(accuracy_run="acc"))
     o = cl.check_measured(fresh, check)
     assert not fresh.accuracy_from_reference and "committed reference" not in o.reason
     assert cl.decide(o, {**check, "if_false": "contradicted"})[0] == "contradicted"
 
 
-def test_rule8_measured_subchecks_read_the_runs_own_files(tmp_path: Path, claims: list[dict]) -> None:
+def test_rule8_measured_subchecks_read_the_runs_own_files(tmp_path: Path, claims: list) -> None:
     """Catches a measured sub-check that decides without its file (it must stay pending, naming the run and the
     file, and leave the verdict to the paper's arithmetic), reads the wrong run (audit.measured_run), lets an
     oversubscribed P or a point within its noise decide, or a verdict that does not say which sub-check decided."""
-    by_id = {c["id"]: c for c in claims}
+    by_id = {c.id: c for c in claims}
     run = tmp_path / "results" / "smoke"
     shutil.copytree(REF / "cost", run / "cost")
     ctx = cl.Context(run / "cost")
@@ -534,15 +538,15 @@ def test_rule8_measured_subchecks_read_the_runs_own_files(tmp_path: Path, claims
     assert (verdict, basis) == ("pending", "pending") and o.decided_by == "a probe of the tp plan"
     assert f"{run / 'probe' / 'memory.nc'}" in o.others and "run `smoke`" in o.others
     row = cl.evaluate_claims(ctx, [c])[0]
-    assert row["reason"].startswith("Decided by a probe of the tp plan (basis pending); measured")
+    assert row.reason.startswith("Decided by a probe of the tp plan (basis pending); measured")
     probe_files(run)
     o, verdict, basis = cl.evaluate_claim(ctx, c)
     assert basis == "measured" and o.decided_by == "measured (probe/memory.nc)"
     assert "run `smoke`" in o.how and str(run / "probe" / "memory.nc") in o.source
     row = cl.evaluate_claims(ctx, [c])[0]
-    assert row["reason"].startswith("Decided by measured (probe/memory.nc) (basis measured); a probe of")
+    assert row.reason.startswith("Decided by measured (probe/memory.nc) (basis measured); a probe of")
     other = cl.Context(
-        run / "cost", AuditSettings("cpu-fair", "gpu", source={})
+        run / "cost", AuditSettings(accuracy_run="cpu-fair", measured_run="gpu")
     )  # another run's files, absent here
     assert other.measured_dir == tmp_path / "results" / "gpu"
     assert cl.evaluate_claim(other, c)[2] == "pending"
@@ -563,18 +567,16 @@ def test_rule8_measured_subchecks_read_the_runs_own_files(tmp_path: Path, claims
     o = cl.check_bench_compare(wide, {"lhs": "attn_channel", "rhs": "attn_token", "op": "<"})
     assert o.verdict == "pending" and "within the repeats' IQR" in o.reason
     _bench_launch_rules(run)
-    assert cl.config_keys([{"id": "m", "check": by_id["s4_2_memory_linear"]["check"]}]) == [
-        "audit.measured_run"
-    ]
-    bad = [{**c, "id": "x", "check": {"fn": "first_decided", "checks": [{"label": "a", "fn": "formula_value",
+    assert cl.config_keys([by_id["s4_2_memory_linear"]]) == ["audit.measured_run"]
+    bad = [{**c.model_dump(exclude_unset=True), "id": "x", "check": {"fn": "first_decided", "checks": [{"label": "a", "fn": "formula_value",
                                                                            "expr": "1", "expect": 1}]}}]  # fmt: skip
     assert "check.checks: List should have at least 2 items" in " ".join(cl.validate_claims(bad))
     bad[0]["check"]["checks"].append({"label": "b", "fn": "formula_value", "expr": "1", "expect": 1})
     assert "tries a measured check" in " ".join(cl.validate_claims(bad))
     bad[0]["check"] = {"fn": "probe_memory", "lhs": {"plan": "tp"}}
-    assert "check.against: Field required" in " ".join(
-        cl.validate_claims(bad)
-    ) and "needs op/value" in " ".join(cl.validate_claims(bad))
+    assert "x: check.against: Field required" in " ".join(cl.validate_claims(bad))
+    bad[0]["check"]["against"] = {"plan": "dense"}
+    assert "x: check: a probe_memory check needs op/value" in " ".join(cl.validate_claims(bad))
 
 
 def _rewrite_bench(run: Path, edit) -> cl.Context:
@@ -662,23 +664,21 @@ def test_rule8_drift_check_compares_measured_claims_by_presence_and_schema(tmp_p
 
 
 # --- rule 9: the record --------------------------------------------------------------------------------------------
-def test_rule9_changelog_and_counts_match_the_reference(rows: list[dict]) -> None:
+def test_rule9_changelog_and_counts_match_the_reference(rows: list) -> None:
     """Catches docs/audit.md's counts or changelog drifting from the committed reference table."""
     text = DOC.read_text()
-    counts = cl.verdict_counts(read_claims_csv(REF / "paper_claims.csv"))
+    counts = cl.verdict_counts([cl.Row(**r) for r in read_claims_csv(REF / "paper_claims.csv")])
     line = ", ".join(f"{v} {n}" for v, n in counts.items())
     assert line in text
     assert cl.verdict_counts(rows) == counts
     log = (ROOT / "docs" / "audit-changelog.md").read_text().split("## Changelog")[1]
-    ids = {r["id"] for r in rows}
+    ids = {r.id for r in rows}
     logged = set(re.findall(r"^\| `([a-z0-9_]+)` \|", log, re.M))
     assert logged and logged <= ids
 
 
 # --- rule 11: circular evidence ------------------------------------------------------------------------------------
-def test_rule11_circular_evidence_says_consistent(
-    ctx: cl.Context, rows: list[dict], claims: list[dict]
-) -> None:
+def test_rule11_circular_evidence_says_consistent(ctx: cl.Context, rows: list, claims: list) -> None:
     """Catches a verdict that rests on the paper's own formula at the paper's own numbers presented as `holds`
     (issue 37: it cannot come out against the paper, so it says `consistent`, basis `circular`), and the opposite
     mistake: a check that reads our refined model, the registry or a measurement labelled circular."""
@@ -691,22 +691,22 @@ def test_rule11_circular_evidence_says_consistent(
     assert not cl.circular({"fn": "table_value", "sel": {"model": "stated"}})  # every preset, ours among them
     assert not cl.circular({"fn": "dataset_grid"}) and not cl.circular({"fn": "measured"})
     assert not cl.circular({"fn": "probe_memory"}) and not cl.circular({"fn": "bench_compare"})
-    by_id = {c["id"]: c for c in claims}
+    by_id = {c.id: c for c in claims}
     for r in rows:
-        c = by_id.get(r["id"])
-        if c is None or c.get("by_construction"):
+        c = by_id.get(r.id)
+        if c is None or c.by_construction:
             continue
-        if r["basis"] == "circular":
+        if r.basis == "circular":
             o, _, _ = cl.evaluate_claim(ctx, c)  # a first_decided claim: the sub-check that decided
-            assert cl.circular(cl.deciding_check(o, c["check"]), o) and r["verdict"] != "holds", r["id"]
-        if r["verdict"] == "consistent":
-            assert r["basis"] == "circular", r["id"]
+            assert cl.circular(cl.deciding_check(o, c.check), o) and r.verdict != "holds", r.id
+        if r.verdict == "consistent":
+            assert r.basis == "circular", r.id
     counts = cl.basis_counts(rows)
     assert counts["circular"]["consistent"] >= 20 and "holds" not in counts["circular"]
 
 
 # --- rule 12: a factor that moves a boundary is judged by moving it ------------------------------------------------
-def test_rule12_a_factor_that_moves_a_boundary_is_judged_by_moving_it(by_id: dict[str, dict]) -> None:
+def test_rule12_a_factor_that_moves_a_boundary_is_judged_by_moving_it(by_id: dict) -> None:
     """Catches a boundary claim judged by reading instead of recomputing (the bug issue 37 names: 'FP8 moves the
     decision boundary' held by reading), a format change that moves F alone (not the bytes per element with it),
     and a 'jointly set' boundary not judged factor by factor."""
@@ -735,16 +735,12 @@ def test_rule12_a_factor_that_moves_a_boundary_is_judged_by_moving_it(by_id: dic
                                           "hardware": ["mi250x-frontier"]})  # fmt: skip
         assert o.fraction == 0.0, factor
     r = by_id["s9_2_precision"]
-    assert (
-        r["basis"] == "computed"
-        and r["verdict"] == "conditional"
-        and r["pipeline_number"] == pytest.approx(1 / 6)
-    )
+    assert r.basis == "computed" and r.verdict == "conditional" and r.pipeline_number == pytest.approx(1 / 6)
     r = by_id["abs_boundary_three_factors"]  # rho and beta enter, memory does not: two of three
-    assert r["basis"] == "computed" and r["verdict"] == "contradicted"
-    assert "per-device memory (H100 80 GB -> H200 141 GB): 0" in r["pipeline_value"]
-    assert by_id["s11_growth_crosses_threshold"]["verdict"] == "conditional"
-    assert "holds only under: intra-node beta" in by_id["s11_growth_crosses_threshold"]["reason"]
-    assert by_id["s11_faster_links_larger_p"]["verdict"] == "holds"
+    assert r.basis == "computed" and r.verdict == "contradicted"
+    assert "per-device memory (H100 80 GB -> H200 141 GB): 0" in r.pipeline_value
+    assert by_id["s11_growth_crosses_threshold"].verdict == "conditional"
+    assert "holds only under: intra-node beta" in by_id["s11_growth_crosses_threshold"].reason
+    assert by_id["s11_faster_links_larger_p"].verdict == "holds"
     assert cl.circular({**base, "factor": "beta", "hardware": ["paper-inter"], "to": ["paper-intra"]})
     assert not cl.circular({**base, "factor": "width", "hardware": ["paper-intra"], "to": [2048]})

@@ -11,7 +11,6 @@ import pytest
 
 from hsitp.config import load_config, load_schema
 from hsitp.settings import (
-    AuditSettings,
     EstimateGrid,
     ProbeSettings,
 )
@@ -19,7 +18,6 @@ from hsitp.settings import (
 ROOT = Path(__file__).resolve().parents[1]
 SECTIONS: dict[str, type] = {
     "probe": ProbeSettings,
-    "audit": AuditSettings,  # the report stage has no section: its subcommands take no config
 }
 # Fields that are no key of their section: the schema key each is read from (None: no key, the config itself).
 OTHER_KEYS: dict[type, dict[str, str | None]] = {
@@ -31,7 +29,6 @@ OTHER_KEYS: dict[type, dict[str, str | None]] = {
         "source": None,
     },
     EstimateGrid: {"attention_kernel": None, "height": None, "width": None},  # the estimate's: sdpa, square
-    AuditSettings: {"source": None},
 }
 
 

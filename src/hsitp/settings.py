@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 from pydantic import Field, SkipValidation
 
+from hsitp.sections.audit import AuditSection
 from hsitp.sections.bench import BenchSection
 from hsitp.sections.cost import CostSection
 from hsitp.sections.data import DataSection
@@ -191,14 +192,13 @@ class CostSettings(CostSection):
 
 
 # --- audit --------------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class AuditSettings:
-    """The ``audit`` section (the ``report`` stage has none: its subcommands take no config)."""
+class AuditSettings(AuditSection):
+    """The ``audit`` section (the ``report`` stage has none: its subcommands take no config), with the validated
+    config its config_value checks read and its provenance hashes (``source``)."""
 
-    accuracy_run: str  # the run whose train/summary.nc decides the measured-basis accuracy claims
-    measured_run: str | None  # the run whose probe/ and bench/ files decide (None: the audited run)
-    source: Mapping[str, Any] = field(repr=False)  # the validated config: config_value checks and provenance
+    # The validated config: config_value checks read it, provenance hashes it (none: no config_value check can).
+    source: SkipValidation[Mapping[str, Any]] = Field(default_factory=dict, repr=False, exclude=True)
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> AuditSettings:
-        return from_section(cls, config["audit"], source=config)
+        return cls.model_validate({**config["audit"], "source": config})

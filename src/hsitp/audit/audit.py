@@ -19,21 +19,15 @@ import json
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
 import xarray as xr
 
-from hsitp.audit.claims import (
-    COLUMNS,
-    COST_TABLES,
-    VERDICTS,
-    basis_counts,
-    finding_counts,
-    verdict_counts,
-)
+from hsitp.audit.claims import COLUMNS, COST_TABLES, VERDICTS, basis_counts, finding_counts, verdict_counts
+from hsitp.audit.claims.render import Row
 from hsitp.contracts import COST, PROBE_MEMORY, TRAIN_SUMMARY, flag_meanings, summary_cells
 from hsitp.errors import HsitpError
 from hsitp.io import atomic_write_text, read_netcdf
@@ -104,12 +98,12 @@ LEGIT_ZEROS: dict[tuple[str, str], tuple[str, Any]] = {
 
 
 # --- claims table --------------------------------------------------------------------------------------------------
-def _csv_text(rows: Sequence[Mapping[str, Any]]) -> str:
+def _csv_text(rows: Sequence[Row]) -> str:
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(COLUMNS), lineterminator="\n")
     w.writeheader()
     for r in rows:
-        w.writerow({k: ("" if isinstance(r[k], float) and math.isnan(r[k]) else r[k]) for k in COLUMNS})
+        w.writerow({k: ("" if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(r).items()})
     return buf.getvalue()
 
 
@@ -118,21 +112,21 @@ def _md_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]
     return markdown_table(rows, header).split("\n")
 
 
-def _md_text(rows: Sequence[Mapping[str, Any]], inputs: Mapping[str, Any]) -> str:
+def _md_text(rows: Sequence[Row], inputs: Mapping[str, str]) -> str:
     out = [*_md_header(rows, inputs), *_md_decided(rows), *_md_findings(rows), *_md_all_claims(rows)]
     return "\n".join(out) + "\n"
 
 
-def _md_header(rows: Sequence[Mapping[str, Any]], inputs: Mapping[str, Any]) -> list[str]:
+def _md_header(rows: Sequence[Row], inputs: Mapping[str, str]) -> list[str]:
     """The title, the counts by verdict and by basis, and what the bases mean."""
     counts = verdict_counts(rows)
     return [
         "# The paper's claims, one by one",
         "",
-        f"{sum(r['kind'] != 'finding' for r in rows)} claims. Verdicts: "
+        f"{sum(r.kind != 'finding' for r in rows)} claims. Verdicts: "
         + ", ".join(f"{v} {n}" for v, n in counts.items())
         + ". Findings (modelled, measured or half-measured answers beside the claims, not counted): "
-        + str(sum(r["kind"] == "finding" for r in rows))
+        + str(sum(r.kind == "finding" for r in rows))
         + "".join(f", {v} {n}" for v, n in finding_counts(rows).items())
         + ".",
         "",
@@ -158,13 +152,13 @@ def _md_header(rows: Sequence[Mapping[str, Any]], inputs: Mapping[str, Any]) -> 
     ]
 
 
-def _md_decided(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+def _md_decided(rows: Sequence[Row]) -> list[str]:
     """The claims a measurement decided, and the contradicted ones."""
     out = ["## Decided by measurement", ""]
-    decided = [r for r in rows if r["basis"] == Basis.MEASURED and r["verdict"] != Claim.PENDING]
+    decided = [r for r in rows if r.basis == Basis.MEASURED and r.verdict != Claim.PENDING]
     out += [
-        f"- **{r['id']}** (§{r['section']}, {r['verdict']}{', finding' if r['kind'] == 'finding' else ''}): "
-        f"{r['en']}; {r['source']}"
+        f"- **{r.id}** (§{r.section}, {r.verdict}{', finding' if r.kind == 'finding' else ''}): "
+        f"{r.en}; {r.source}"
         for r in decided
     ] or ["(none: no measured file of this run, or of the accuracy run, decided a claim)"]
     out += [
@@ -173,14 +167,14 @@ def _md_decided(rows: Sequence[Mapping[str, Any]]) -> list[str]:
         "",
     ]
     out += [
-        f"- **{r['id']}** (§{r['section']}) {r['en']}: {r['reason'] or r['how']}"
+        f"- **{r.id}** (§{r.section}) {r.en}: {r.reason or r.how}"
         for r in rows
-        if r["verdict"] == Claim.CONTRADICTED and r["kind"] != "finding"
+        if r.verdict == Claim.CONTRADICTED and r.kind != "finding"
     ]
     return out
 
 
-def _md_findings(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+def _md_findings(rows: Sequence[Row]) -> list[str]:
     """The findings' table: each beside the claims it bears on, with its basis (modelled, measured, half-measured)."""
     out = [
         "",
@@ -190,40 +184,40 @@ def _md_findings(rows: Sequence[Mapping[str, Any]]) -> list[str]:
         "and 8); each finding's verdict is of its own statement (column *finding*), left out of the counts.",
         "",
     ]
-    verdict_of_id = {r["id"]: r["verdict"] for r in rows}
+    verdict_of_id = {r.id: r.verdict for r in rows}
     header = ("claims (their verdicts)", "finding", "value", "finding's verdict", "basis", "reason")
     found = [
         (
-            ", ".join(f"{t} ({verdict_of_id.get(t, '?')})" for t in str(r["refines"]).split("; ")),
-            f"{r['id']}: {r['en']}",
-            r["pipeline_value"],
-            r["verdict"],
-            r["basis"],
-            r["reason"] or r["how"],
+            ", ".join(f"{t} ({verdict_of_id.get(t, '?')})" for t in str(r.refines).split("; ")),
+            f"{r.id}: {r.en}",
+            r.pipeline_value,
+            r.verdict,
+            r.basis,
+            r.reason or r.how,
         )
         for r in rows
-        if r["kind"] == "finding"
+        if r.kind == "finding"
     ]
     return out + _md_table(header, found)
 
 
-def _md_all_claims(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+def _md_all_claims(rows: Sequence[Row]) -> list[str]:
     """The table of every claim."""
     header = ("id", "§", "kind", "paper", "paper value", "pipeline value", "how / source", "tolerance", "verdict",
               "basis", "reason")  # fmt: skip
     table = [
         (
-            r["id"],
-            r["section"],
-            r["kind"],
-            f"{r['zh']} ({r['en']})" + (" *hedged*" if r["hedged"] else ""),
-            r["paper_value"],
-            r["pipeline_value"],
-            f"{r['how']}; {r['source']}",
-            r["tolerance"],
-            r["verdict"] + (f" **knife edge** ({r['edge']})" if r["knife_edge"] else ""),
-            r["basis"],
-            r["reason"],
+            r.id,
+            r.section,
+            r.kind,
+            f"{r.zh} ({r.en})" + (" *hedged*" if r.hedged else ""),
+            r.paper_value,
+            r.pipeline_value,
+            f"{r.how}; {r.source}",
+            r.tolerance,
+            r.verdict + (f" **knife edge** ({r.edge})" if r.knife_edge else ""),
+            r.basis,
+            r.reason,
         )
         for r in rows
     ]
@@ -231,7 +225,7 @@ def _md_all_claims(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def write_claims(
-    rows: Sequence[Mapping[str, Any]], out_csv: Path, inputs: Mapping[str, Any], prov: Mapping[str, Any]
+    rows: Sequence[Row], out_csv: Path, inputs: Mapping[str, Path | str], prov: Mapping[str, Any]
 ) -> list[Path]:
     """``paper_claims.csv`` (the table), ``.md`` (readable, with counts and the contradicted list) and ``.json``
     (rows + counts + provenance) side by side."""
@@ -239,12 +233,15 @@ def write_claims(
     md, js = out_csv.with_suffix(".md"), out_csv.with_suffix(".json")
     atomic_write_text(out_csv, _csv_text(rows))
     atomic_write_text(md, _md_text(rows, {k: str(v) for k, v in inputs.items()}))
-    clean = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()} for r in rows]
+    clean = [
+        {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(r).items()}
+        for r in rows
+    ]
     doc = {
         "counts": verdict_counts(rows),
-        "n_claims": sum(r["kind"] != "finding" for r in rows),
+        "n_claims": sum(r.kind != "finding" for r in rows),
         "finding_counts": finding_counts(rows),
-        "n_findings": sum(r["kind"] == "finding" for r in rows),
+        "n_findings": sum(r.kind == "finding" for r in rows),
         "provenance": dict(prov),
         "claims": clean,
     }
@@ -279,6 +276,12 @@ def read_claims_csv(path: Path) -> list[dict[str, str]]:
             f"{path}: not a claims table (no {', '.join(missing)} column in its header {reader.fieldnames}); {rerun}"
         )
     return _whole_rows(path, reader, text, rerun)
+
+
+def table_counts(rows: Sequence[Mapping[str, str]]) -> dict[str, int]:
+    """The verdicts of a claims table's claims, as read (:func:`read_claims_csv`); findings left out, as in the
+    table's own counts (:func:`~hsitp.audit.claims.render.verdict_counts`)."""
+    return {v: sum(r["verdict"] == v for r in rows if r["kind"] != "finding") for v in VERDICTS}
 
 
 def _whole_rows(path: Path, reader: csv.DictReader, text: str, rerun: str) -> list[dict[str, str]]:
@@ -465,7 +468,7 @@ def check_claims(new_csv: Path, ref_csv: Path, rep: Report, run_dir: Path | None
             fa, fb = float(a or "nan"), float(b or "nan")
             if not (math.isnan(fa) and math.isnan(fb)) and not abs(fa - fb) <= MODELLED_RTOL * abs(fa):
                 rep.drift.append(f"claims: {cid} pipeline_number: reference {a}, new {b}")
-    counts = verdict_counts(list(new.values()))  # findings left out, as in the table's own counts
+    counts = table_counts(list(new.values()))
     rep.checked.append(
         f"{new_csv.name}: {len(new)} claims and findings, verdicts equal (measured-basis claims by presence), "
         f"numbers exact; counts {counts}"

@@ -29,7 +29,7 @@ def _claims(args: argparse.Namespace) -> int:
     )
     paths = write_claims(rows, args.out, inputs, prov)
     counts = ", ".join(f"{k} {v}" for k, v in verdict_counts(rows).items())
-    n_findings = sum(r["kind"] == "finding" for r in rows)
+    n_findings = sum(r.kind == "finding" for r in rows)
     print(
         f"wrote {', '.join(map(str, paths))}: {len(rows) - n_findings} claims ({counts}) "
         f"and {n_findings} findings"
@@ -40,7 +40,8 @@ def _claims(args: argparse.Namespace) -> int:
 def _evidence(args: argparse.Namespace) -> int:
     """The list of which rows read each committed reference, and why the others do not (docs/audit.md)."""
     from hsitp.audit.claims import load_claims
-    from hsitp.audit.claims.coherence import evidence_markdown, load_tags
+    from hsitp.audit.claims.coherence import evidence_markdown
+    from hsitp.audit.claims.validate import load_tags
 
     text = evidence_markdown(load_claims(), load_tags())
     if args.out is None:
@@ -76,11 +77,9 @@ def _check(args: argparse.Namespace) -> int:
 
 def _verdict(args: argparse.Namespace) -> int:
     """The auditor's line: the run's present outputs re-checked against the reference, nothing written."""
-    import csv
     import time
 
-    from hsitp.audit.audit import audit_run
-    from hsitp.audit.claims import verdict_counts
+    from hsitp.audit.audit import audit_run, read_claims_csv, table_counts
     from hsitp.errors import HsitpError
 
     t0 = time.monotonic()
@@ -89,8 +88,7 @@ def _verdict(args: argparse.Namespace) -> int:
     if not claims.is_file():
         raise HsitpError(f"audit verdict: {claims} does not exist (build the run's audit first)")
     rep = audit_run(run_dir, ref, claims)
-    with claims.open(newline="") as fh:
-        counts = verdict_counts(list(csv.DictReader(fh)))
+    counts = table_counts(read_claims_csv(claims))
     summary = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in counts.items())
     took = time.monotonic() - t0
     state = "FAIL" if rep.drift else "PASS"

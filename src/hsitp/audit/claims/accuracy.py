@@ -30,7 +30,8 @@ import xarray as xr
 
 from hsitp.analysis.cells import cell_table
 from hsitp.audit.claims import checks
-from hsitp.audit.claims.core import ClaimsError, Context, Outcome, _fmt, pending
+from hsitp.audit.claims.checks import ClaimsError
+from hsitp.audit.claims.core import Context, Outcome, _fmt, pending
 from hsitp.contracts import TRAIN_SUMMARY
 from hsitp.outcomes import Accuracy, Basis, Claim
 

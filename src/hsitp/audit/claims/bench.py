@@ -12,7 +12,7 @@ time), and two smoke runs of one launch each ordered the same two ops oppositely
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -41,7 +41,7 @@ class _Arrays(NamedTuple):
     left: Sequence[str] = ()  # what was left out, and why
 
 
-def _bench_arrays(ctx: Context, a: Mapping[str, Any], op: str, variable: str) -> _Arrays:
+def _bench_arrays(ctx: Context, a: checks.BenchCheck, op: str, variable: str) -> _Arrays:
     """One op's values at communicating P (> 1) that are not oversubscribed, after ``sel`` and the ``where``
     filters on N, D and ρ = D/N (e.g. {rho: ["<", 1]}); pending with fewer than :data:`MIN_LAUNCHES` launches."""
     ds, path, absent = ctx.measured("microbench")
@@ -82,7 +82,7 @@ def _apart(a: np.ndarray, b: np.ndarray) -> bool:
     return bool(a.size and b.size and (a.min() > b.max() or a.max() < b.min()))
 
 
-def _where_text(a: Mapping[str, Any]) -> str:
+def _where_text(a: checks.BenchCheck) -> str:
     w = a.get("where") or {}
     return (
         " and ".join(f"{'ρ = D/N' if k == 'rho' else k} {o} {_fmt(x)}" for k, (o, x) in w.items()) or "any ρ"
@@ -136,7 +136,7 @@ def check_bench_compare(ctx: Context, a: checks.BenchCompare) -> Outcome:
 
 
 def _compared_points(
-    lhs: Any, rhs: Any, a: Mapping[str, Any], f: Callable[..., Any], model: Any
+    lhs: Any, rhs: Any, a: checks.BenchCompare, f: Callable[..., Any], model: Any
 ) -> tuple[list, int]:
     """The decided points of ``lhs`` against ``rhs`` (label, passes, shown), walked once by coordinates (the arrays
     share their dims), and how many points their repeats' IQR or launches' range leave undecided."""

@@ -3,25 +3,22 @@ judged by moving it (rule 12 of ``docs/audit.md``)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from hsitp.audit.claims import checks
-from hsitp.audit.claims.checks import BOUNDARIES, FACTORS
-from hsitp.audit.claims.core import ClaimsError, Context, Outcome, _fmt
+from hsitp.audit.claims.checks import BOUNDARIES, FACTORS, FORMAT_BYTES, ClaimsError
+from hsitp.audit.claims.core import Context, Outcome, _fmt
 from hsitp.audit.claims.measured import _share
 from hsitp.cost import paper, stated
 from hsitp.data import registry
 from hsitp.shape import n_tokens
 
-# Bytes per element of the number formats the paper names (§9.2, §11: FP8, INT8) beside the training formats.
-FORMAT_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1, "int8": 1}
 CIRCULAR_FACTORS = frozenset(
     {"beta", "preset", "rho"}
 )  # on the paper's presets, only the paper's numbers move
 
 
-def _boundary_params(a: Mapping[str, Any], hw_name: str, P: int) -> dict[str, Any]:
+def _boundary_params(a: checks.BoundaryMoves, hw_name: str, P: int) -> dict[str, Any]:
     from hsitp.cost.hardware import get_hardware
 
     hw = get_hardware(hw_name)
@@ -38,7 +35,7 @@ def _boundary_params(a: Mapping[str, Any], hw_name: str, P: int) -> dict[str, An
     }
 
 
-def _changed(a: Mapping[str, Any], p: dict[str, Any], to: Any) -> tuple[dict[str, Any] | None, str]:
+def _changed(a: checks.BoundaryMoves, p: dict[str, Any], to: Any) -> tuple[dict[str, Any] | None, str]:
     """The parameters with the factor changed as the paper says, every quantity it touches at once; (None, why)
     where the change does not apply (a format the hardware lacks)."""
     from hsitp.cost.hardware import get_hardware
@@ -73,7 +70,7 @@ def _changed(a: Mapping[str, Any], p: dict[str, Any], to: Any) -> tuple[dict[str
     raise ClaimsError(f"boundary_moves: unknown factor {factor!r}; one of {', '.join(FACTORS)}")
 
 
-def _boundary_value(kind: str, p: Mapping[str, Any], a: Mapping[str, Any]) -> Any:
+def _boundary_value(kind: str, p: dict[str, Any], a: checks.BoundaryMoves) -> Any:
     """One boundary of the paper's decision under parameters ``p`` (the stated model, hsitp.cost.stated):
     threshold X* = P·F·b/(2β), the dimension a 1-D split must exceed to be compute-bound (§6.2's P·F/β with the
     bytes per element b and the 2 FLOPs per multiply-add its derivation cancels, §3.2); split: ρ* where

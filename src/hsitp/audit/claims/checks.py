@@ -11,17 +11,29 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
-from hsitp.audit.claims.core import ClaimsError
+from hsitp.errors import HsitpError
 from hsitp.outcomes import Claim
 
 # What a boundary_moves check may name: the boundary, the factor that changes, and the way the boundary moves.
 BOUNDARIES = ("threshold", "split", "max_P", "layers", "decision")
 FACTORS = ("dtype", "beta", "preset", "width", "rho")
 DIRECTIONS = ("moves", "up", "down", "none")
+# Checks reading the measured run's probe/bench files (config key audit.measured_run), and all measured checks.
+RUN_MEASURED_CHECKS = frozenset(
+    {"probe_memory", "probe_estimate", "probe_throughput", "bench_compare", "bench_trend", "bench_value"}
+)
+MEASURED_CHECKS = RUN_MEASURED_CHECKS | {"measured", "accuracy_verdicts", "shard_compare", "shard_value"}
+# Bytes per element of the number formats the paper names (§9.2, §11: FP8, INT8) beside the training formats.
+FORMAT_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1, "int8": 1}
+VERDICT_KEYS = ("if_true", "if_false", "if_partial")  # the verdict mapping a check may set
 Num = int | float  # a number kept as written (5 stays 5, not 5.0: the table prints it)
 Sel = dict[str, Any]  # a selection of a netCDF's coordinates (xarray .sel)
+
+
+class ClaimsError(HsitpError):
+    """claims.yaml is malformed, or a check cannot be evaluated (names the claim and the key)."""
 
 
 class Check(BaseModel, Mapping[str, Any]):
@@ -30,6 +42,7 @@ class Check(BaseModel, Mapping[str, Any]):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    fn: str  # the kind: each model narrows it to its own name
     label: str | None = None
     if_true: Claim | None = None
     if_false: Claim | None = None
@@ -88,7 +101,11 @@ class TableValue(TableCheck):
     fn: Literal["table_value"]
     reduce: str | None = None
     ratio_to: Sel | None = None
-    over: dict[str, Any] | None = None
+    over: dict[str, Any] | None = None  # a second value of the same table this one is divided by
+
+    def over_check(self) -> TableValue:
+        """``over`` as the check of that second value."""
+        return TableValue(fn="table_value", file=self.file, **(self.over or {}))
 
 
 class TableCompare(TableCheck):
@@ -174,12 +191,28 @@ class AnyOf(Check):
     fn: Literal["any_of"]
     checks: list[Annotated[AnyCheck, Field(discriminator="fn")]] = Field(min_length=2)
 
+    @model_validator(mode="after")
+    def _labelled(self) -> AnyOf:
+        if not all(s.label for s in self.checks):
+            raise ValueError(f"every {self.fn} check needs a label")
+        return self
 
-class FirstDecided(Check):
-    """Its labelled sub-checks in order; the first not pending decides, with its own mapping."""
 
-    fn: Literal["first_decided"]
-    checks: list[Annotated[AnyCheck, Field(discriminator="fn")]] = Field(min_length=2)
+class FirstDecided(AnyOf):
+    """Its labelled sub-checks in order; the first not pending decides, with its own mapping: a measured one
+    before the last, none a first_decided itself."""
+
+    fn: Literal["first_decided"]  # type: ignore[assignment]
+
+    @model_validator(mode="after")
+    def _ordered(self) -> FirstDecided:
+        if any(s.fn == "first_decided" for s in self.checks):
+            raise ValueError("first_decided does not nest")
+        if not any(s.fn in MEASURED_CHECKS for s in self.checks[:-1]):
+            raise ValueError("first_decided tries a measured check before its last one")
+        if keys := [k for k in VERDICT_KEYS if k in self.model_fields_set]:
+            raise ValueError(f"first_decided takes its mapping from each sub-check, not check.{keys[0]}")
+        return self
 
 
 class Reading(Check):
@@ -217,7 +250,17 @@ class AccuracyVerdicts(Check):
     baseline: str | None = None
 
 
-class ProbeMemory(Check):
+class ProbeCheck(Check):
+    """A ratio of the probe's memory: decided by ``op``/``value`` or the band ``low``/``high``."""
+
+    @model_validator(mode="after")
+    def _decided(self) -> ProbeCheck:
+        if not {"op", "low", "high"} & self.model_fields_set:
+            raise ValueError(f"a {self.fn} check needs op/value or low/high")
+        return self
+
+
+class ProbeMemory(ProbeCheck):
     fn: Literal["probe_memory"]
     lhs: Sel
     against: Sel
@@ -231,7 +274,7 @@ class ProbeMemory(Check):
     P_min: int | None = None  # noqa: N815
 
 
-class ProbeEstimate(Check):
+class ProbeEstimate(ProbeCheck):
     fn: Literal["probe_estimate"]
     lhs: Any
     against: Any
@@ -313,6 +356,15 @@ class BoundaryMoves(Check):
     mlp_ratio: int | None = None
     patch: int | None = None
 
+    @model_validator(mode="after")
+    def _formats(self) -> BoundaryMoves:
+        if self.factor == "dtype":
+            if not self.rate or not self.source:
+                raise ValueError("a number-format change needs its rates (rate) and their source")
+            if bad := [to for to in self.to if to not in FORMAT_BYTES]:
+                raise ValueError(f"format {bad[0]!r} not in {', '.join(FORMAT_BYTES)}")
+        return self
+
 
 AnyCheck = (
     Quote | FormulaValue | FormulaIdentity | TableValue | TableCompare | TableFraction
@@ -323,8 +375,9 @@ AnyCheck = (
 )  # fmt: skip
 AnyOf.model_rebuild()
 FirstDecided.model_rebuild()
-CHECK = TypeAdapter(Annotated[AnyCheck, Field(discriminator="fn")])
-KINDS_TYPED = tuple(m.model_fields["fn"].annotation.__args__[0] for m in AnyCheck.__args__)  # every fn
+CHECK_FIELD: Any = Field(discriminator="fn")
+CHECK = TypeAdapter(Annotated[AnyCheck, CHECK_FIELD])
+MEMBERS = ("int", "float", "str", "bool", "none", "literal[", "list[", "dict[", "tuple[")  # a union's members
 
 
 def check_errors(cid: str, raw: Any) -> list[str]:
@@ -332,7 +385,7 @@ def check_errors(cid: str, raw: Any) -> list[str]:
     try:
         CHECK.validate_python(raw)
     except ValidationError as exc:
-        return [_line(cid, e) for e in exc.errors()]
+        return [error_line(cid, e, raw, "check") for e in exc.errors()]
     return []
 
 
@@ -341,18 +394,29 @@ def parse_check(cid: str, raw: Any) -> Check:
     try:
         return CHECK.validate_python(raw)
     except ValidationError as exc:
-        raise ClaimsError(_line(cid, exc.errors()[0])) from None
+        raise ClaimsError(error_line(cid, exc.errors()[0], raw, "check")) from None
 
 
-def _line(cid: str, e: Any) -> str:
-    """'ID: check.checks.0.key: Field required': the path without the union's tags."""
-    skip = KINDS_TYPED + ("int", "float", "str", "bool", "none")  # the union's tags and members in the path
-    path = [
-        str(p)
-        for p in e["loc"]
-        if str(p) not in skip and not str(p).startswith(("literal[", "list[", "dict["))
-    ]
+def error_line(cid: str, e: Any, raw: Any, *prefix: str) -> str:
+    """'ID: check.checks.0.key: Field required': the path into ``raw`` without the unions' tags (a check's
+    ``fn``, a row's ``kind``) and members (int, float, ...); a model's own rule as 'ID: check: its words'."""
+    path, node = list(prefix), raw
+    for p in e["loc"]:
+        if isinstance(node, dict) and p not in node and p in (node.get("fn"), node.get("kind")):
+            continue  # the tag of a union the value was validated as
+        if not isinstance(node, dict | list) and str(p).startswith(MEMBERS):
+            continue  # the member of a plain union (int | float) the value was tried as
+        path.append(str(p))
+        has = (
+            isinstance(node, dict)
+            and p in node
+            or isinstance(node, list)
+            and isinstance(p, int)
+            and p < len(node)
+        )
+        node = node[p] if has else None
+    if e["type"] == "union_tag_invalid":  # its words name the tag it got
+        path.append(e["ctx"]["discriminator"].strip("'"))
     shown = f" (got {e['input']!r})" if e["type"] in ("literal_error", "enum") else ""
-    if e["type"] == "union_tag_invalid":
-        shown = f" (got {e['ctx']['tag']!r})"
-    return f"{cid}: {'.'.join(['check', *path])}: {e['msg']}{shown}"
+    msg = e["msg"].removeprefix("Value error, ")
+    return f"{cid}: {'.'.join(path)}: {msg}{shown}" if path else f"{cid}: {msg}"

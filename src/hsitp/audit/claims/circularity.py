@@ -13,12 +13,13 @@ formulas' pick with N against C, which is their own ratio N/C: the paper's own w
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import xarray as xr
 
+from hsitp.audit.claims.checks import Check, Sel, TableValue
 from hsitp.audit.claims.core import PAPER_CASES, PAPER_PRESETS, Context
 
 # Variables without a model coordinate that hold the paper's stated formulas.
@@ -62,7 +63,7 @@ def _constant_along(da: xr.DataArray, dim: str) -> bool:
     return bool(np.all(a == b))
 
 
-def own_selection(ds: xr.Dataset, file: str, variable: str, sel: Mapping[str, Any]) -> bool:
+def own_selection(ds: xr.Dataset, file: str, variable: str, sel: Sel) -> bool:
     """The values of ``variable`` at ``sel`` are the paper's stated model at the paper's own inputs (see module)."""
     da = ds[variable]
     sel = {k: v for k, v in (sel or {}).items() if k in da.dims or k in da.coords}
@@ -88,7 +89,7 @@ def own_selection(ds: xr.Dataset, file: str, variable: str, sel: Mapping[str, An
     return True
 
 
-def _sels(a: Mapping[str, Any]) -> Sequence[tuple[str, Mapping[str, Any]]]:
+def _sels(a: Check) -> Sequence[tuple[str, Sel]]:
     """(variable, selection) pairs a table check reads."""
     fn, var, base = a["fn"], a.get("variable"), dict(a.get("sel") or {})
     if fn == "table_compare":
@@ -102,7 +103,7 @@ def _sels(a: Mapping[str, Any]) -> Sequence[tuple[str, Mapping[str, Any]]]:
     return out
 
 
-def paper_own(ctx: Context, a: Mapping[str, Any]) -> bool | None:
+def paper_own(ctx: Context, a: Check) -> bool | None:
     """Whether a table check's evidence is the paper's own (None: not a table check; rule 11 by its name)."""
     fn = a.get("fn")
     if fn not in TABLE_CHECKS:
@@ -114,6 +115,6 @@ def paper_own(ctx: Context, a: Mapping[str, Any]) -> bool | None:
         return own_selection(ds, "rho", "ccr", {**(a.get("sel") or {}), "split": ["channel", "token"]})
     ds = ctx.table(a["file"])
     own = all(own_selection(ds, a["file"], v, s) for v, s in _sels(a))
-    if own and a.get("over"):
-        return bool(paper_own(ctx, {"fn": "table_value", "file": a["file"], **a["over"]}))
+    if own and isinstance(a, TableValue) and a.over:
+        return bool(paper_own(ctx, a.over_check()))
     return own

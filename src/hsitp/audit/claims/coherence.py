@@ -17,14 +17,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from itertools import combinations
-from pathlib import Path
-from typing import Any
 
-from hsitp.audit.claims.core import CLAIMS_FILE, DEFAULT_ACCURACY_RUN, GPU_REFERENCE, ClaimsError
+from hsitp.audit.claims.checks import ClaimsError
+from hsitp.audit.claims.core import DEFAULT_ACCURACY_RUN, GPU_REFERENCE
+from hsitp.audit.claims.entries import ClaimEntry, Tag
 from hsitp.audit.claims.grounds import leaf_checks
+from hsitp.audit.claims.render import Row
 from hsitp.outcomes import Claim, Reliance
 
-STANCES = ("affirms", "negates")
 # Verdict classes a row may rely on; "holds" takes consistent too (the paper's formulas agree with themselves).
 RELIES = {
     Reliance.HOLDS: (Claim.HOLDS, Claim.CONSISTENT),
@@ -50,121 +50,89 @@ READS = {  # check fn -> the committed reference it reads where the run holds no
 }
 
 
-def load_tags(path: Path = CLAIMS_FILE) -> dict[str, dict[str, Any]]:
-    """claims.yaml's ``tags:``: each tag's statement and the references that bear on it (and why the others not)."""
-    from hsitp.config import yaml_load
-
-    return tags_of(yaml_load(Path(path).read_text()) or {}, path)
-
-
-def tags_of(data: Mapping[str, Any], path: Path = CLAIMS_FILE) -> dict[str, dict[str, Any]]:
-    """The ``tags:`` of claims.yaml's parsed ``data``."""
-    tags = data.get("tags") or {}
-    if not isinstance(tags, Mapping):
-        raise ClaimsError(f"{path}: 'tags' must map each tag to its statement and references")
-    return {str(k): dict(v or {}) for k, v in tags.items()}
-
-
-def refiners(claims: Sequence[Mapping[str, Any]]) -> dict[str, list[str]]:
-    """Claim id -> the findings refining it (``refines`` is one id or a list)."""
+def refiners(claims: Sequence[ClaimEntry]) -> dict[str, list[str]]:
+    """Claim id -> the findings refining it."""
     out: dict[str, list[str]] = {}
     for c in claims:
-        for target in refined_ids(c):
-            out.setdefault(target, []).append(str(c["id"]))
+        for target in c.refines:
+            out.setdefault(target, []).append(c.id)
     return out
 
 
-def refined_ids(c: Mapping[str, Any]) -> list[str]:
-    """The ids a finding refines (its ``refines``, one id or a list); none for a claim."""
-    r = c.get("refines")
-    return [str(x) for x in r] if isinstance(r, list) else [str(r)] if r else []
-
-
-def references_read(claims: Sequence[Mapping[str, Any]]) -> dict[str, set[str]]:
+def references_read(claims: Sequence[ClaimEntry]) -> dict[str, set[str]]:
     """Row id -> the committed references its own check and the findings refining it read."""
-    own = {str(c["id"]): {READS[str(x.get("fn"))] for x in leaf_checks(c["check"]) if x.get("fn") in READS}
-           for c in claims}  # fmt: skip
+    own = {c.id: {READS[x.fn] for x in leaf_checks(c.check) if x.fn in READS} for c in claims}
     found = refiners(claims)
     return {cid: refs.union(*(own[f] for f in found.get(cid, []))) for cid, refs in own.items()}
 
 
-def tag_problems(claims: Sequence[Mapping[str, Any]], tags: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """claims.yaml's tags, stances and relies_on as written: known names, valid values, every tag's references
-    accounted for, and every other row a reason names declared in relies_on."""
-    ids = {str(c.get("id")) for c in claims}
+def tag_problems(claims: Sequence[ClaimEntry], tags: Mapping[str, Tag]) -> list[str]:
+    """claims.yaml's tags and relies_on as written: known names, every tag's references accounted for, and every
+    other row a reason names declared in relies_on."""
+    ids = {c.id for c in claims}
     found = refiners(claims)
     out = []
     for name, t in tags.items():
-        if not t.get("states"):
-            out.append(f"tag {name}: say what it states (states: ...)")
-        refs, skip = dict(t.get("references") or {}), dict(t.get("not_read") or {})
-        if set(refs) & set(skip) or set(refs) | set(skip) != set(REFERENCES):
+        if set(t.references) & set(t.not_read) or set(t.references) | set(t.not_read) != set(REFERENCES):
             out.append(f"tag {name}: list each of {', '.join(REFERENCES)} once, in references or not_read")
     for c in claims:
-        cid = str(c.get("id"))
-        if c.get("tag") is not None and c.get("tag") not in tags:
-            out.append(f"{cid}: tag {c.get('tag')!r} is not under tags:")
-        if c.get("stance", "affirms") not in STANCES:
-            out.append(f"{cid}: stance {c.get('stance')!r} not in {', '.join(STANCES)}")
-        relies = c.get("relies_on") or {}
-        for other, cls in relies.items():
-            if other not in ids or cls not in RELIES:
-                out.append(
-                    f"{cid}: relies_on {other}: {cls} (an id of claims.yaml: one of {', '.join(RELIES)})"
-                )
-        # a finding and the claims it refines name each other freely
-        kin = set(relies) | set(found.get(cid, [])) | set(refined_ids(c))
+        if c.tag is not None and c.tag not in tags:
+            out.append(f"{c.id}: tag {c.tag!r} is not under tags:")
+        for other, cls in c.relies_on.items():
+            if other not in ids:
+                out.append(f"{c.id}: relies_on {other}: {cls} (not an id of claims.yaml)")
+        kin = set(c.relies_on) | set(found.get(c.id, [])) | set(c.refines)  # name each other freely
         for other in sorted(_named(c, ids) - kin):
             out.append(
-                f"{cid}: its text names {other}; declare it (relies_on: {{{other}: <verdict> or any}})"
+                f"{c.id}: its text names {other}; declare it (relies_on: {{{other}: <verdict> or any}})"
             )
     return out
 
 
-def _named(c: Mapping[str, Any], ids: set[str]) -> set[str]:
+def _named(c: ClaimEntry, ids: set[str]) -> set[str]:
     """The other claims a row's reasons name."""
-    texts = [str(c.get("reason", "")), str((c.get("reading") or {}).get("reason", ""))]
-    texts += [str(x.get("reason", "")) for x in leaf_checks(c.get("check") or {})]
+    texts = [c.reason, c.reading.reason if c.reading else ""]
+    texts += [str(x.get("reason", "")) for x in leaf_checks(c.check)]
     words = set(re.findall(r"[a-z0-9_]+", " ".join(texts)))
-    return (words & ids) - {str(c.get("id"))}
+    return (words & ids) - {c.id}
 
 
 def _cls(verdict: str) -> str:
     return next((k for k, v in RELIES.items() if verdict in v), Reliance.ANY)
 
 
-def _aligned(c: Mapping[str, Any], verdict: str) -> str:
+def _aligned(c: ClaimEntry, verdict: str) -> str:
     """The verdict's class as said of the tag's statement: a negating row's holds is the statement contradicted."""
     cls = _cls(verdict)
-    if c.get("stance") == "negates" and cls in (Reliance.HOLDS, Reliance.CONTRADICTED):
+    if c.stance == "negates" and cls in (Reliance.HOLDS, Reliance.CONTRADICTED):
         return Reliance.CONTRADICTED if cls == Reliance.HOLDS else Reliance.HOLDS
     return cls
 
 
-def incoherences(claims: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Where the table contradicts itself: two rows of one tag under the same conditions with opposite verdicts
-    (stances aligned), or a row whose relies_on names a verdict the other row does not have."""
-    verdict = {str(r["id"]): str(r["verdict"]) for r in rows}
+def incoherences(claims: Sequence[ClaimEntry], verdicts: Mapping[str, str]) -> list[str]:
+    """Where the table (``verdicts``: each row's by id) contradicts itself: two rows of one tag under the same
+    conditions with opposite verdicts (stances aligned), or a row whose relies_on names a verdict the other row
+    does not have."""
     out = []
-    tagged = [c for c in claims if c.get("tag") and str(c["id"]) in verdict]
+    tagged = [c for c in claims if c.tag and c.id in verdicts]
     for a, b in combinations(tagged, 2):
-        same = all(a.get(k) == b.get(k) for k in ("tag", "scope", "variant", "rests_on"))
-        va, vb = _aligned(a, verdict[a["id"]]), _aligned(b, verdict[b["id"]])
+        same = all(getattr(a, k) == getattr(b, k) for k in ("tag", "scope", "variant", "rests_on"))
+        va, vb = _aligned(a, verdicts[a.id]), _aligned(b, verdicts[b.id])
         if same and {va, vb} == {Reliance.HOLDS, Reliance.CONTRADICTED}:
             out.append(
-                f"tag {a['tag']}: {a['id']} {verdict[a['id']]} ({a.get('stance', 'affirms')}) against "
-                f"{b['id']} {verdict[b['id']]} ({b.get('stance', 'affirms')}) under the same conditions"
+                f"tag {a.tag}: {a.id} {verdicts[a.id]} ({a.stance}) against {b.id} {verdicts[b.id]} ({b.stance}) "
+                "under the same conditions"
             )
     for c in claims:
-        for other, cls in (c.get("relies_on") or {}).items():
-            if cls != Reliance.ANY and other in verdict and verdict[other] not in RELIES[cls]:
-                out.append(f"{c['id']}: its reason takes {other} as {cls}; the table says {verdict[other]}")
+        for other, cls in c.relies_on.items():
+            if cls != Reliance.ANY and other in verdicts and verdicts[other] not in RELIES[cls]:
+                out.append(f"{c.id}: its reason takes {other} as {cls}; the table says {verdicts[other]}")
     return out
 
 
-def refuse_incoherent(claims: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]]) -> None:
+def refuse_incoherent(claims: Sequence[ClaimEntry], rows: Sequence[Row]) -> None:
     """:class:`ClaimsError` (one line, nothing written) when the table would contradict itself."""
-    found = incoherences(claims, rows)
+    found = incoherences(claims, {r.id: str(r.verdict) for r in rows})
     if found:
         more = f"; and {len(found) - 3} more" if len(found) > 3 else ""
         raise ClaimsError(
@@ -172,21 +140,17 @@ def refuse_incoherent(claims: Sequence[Mapping[str, Any]], rows: Sequence[Mappin
         )
 
 
-def uneven(claims: Sequence[Mapping[str, Any]], tags: Mapping[str, Mapping[str, Any]]) -> list[str]:
+def uneven(claims: Sequence[ClaimEntry], tags: Mapping[str, Tag]) -> list[str]:
     """Rows of a tag that read other committed references than the tag names (evidence used one way only)."""
     reads = references_read(claims)
-    out = []
-    for c in claims:
-        if c.get("tag") in tags:
-            want = set(tags[c["tag"]].get("references") or {})
-            if reads[str(c["id"])] != want:
-                out.append(
-                    f"{c['id']} (tag {c['tag']}) reads {sorted(reads[str(c['id'])])}, its tag {sorted(want)}"
-                )
-    return out
+    return [
+        f"{c.id} (tag {c.tag}) reads {sorted(reads[c.id])}, its tag {sorted(tags[c.tag].references)}"
+        for c in claims
+        if c.tag in tags and reads[c.id] != set(tags[c.tag].references)
+    ]
 
 
-def evidence_markdown(claims: Sequence[Mapping[str, Any]], tags: Mapping[str, Mapping[str, Any]]) -> str:
+def evidence_markdown(claims: Sequence[ClaimEntry], tags: Mapping[str, Tag]) -> str:
     """The generated list of docs/audit.md: for each committed reference, the rows that read it (grouped by tag)
     and why each other tag does not."""
     reads = references_read(claims)
@@ -195,15 +159,14 @@ def evidence_markdown(claims: Sequence[Mapping[str, Any]], tags: Mapping[str, Ma
         lines += [f"**`results/reference/{ref}/`**: {what}.", ""]
         by_tag: dict[str, list[str]] = {}
         for c in claims:
-            if ref in reads[str(c["id"])] and c.get("kind") != "finding":
-                by_tag.setdefault(str(c.get("tag") or ""), []).append(f"`{c['id']}`")
+            if ref in reads[c.id] and c.kind != "finding":
+                by_tag.setdefault(c.tag or "", []).append(f"`{c.id}`")
         for tag, ids in sorted(by_tag.items()):
-            bears = (tags.get(tag, {}).get("references") or {}).get(ref, "")
-            why = bears if tag else "their own checks read it"
+            why = tags[tag].references.get(ref, "") if tag else "their own checks read it"
             lines.append(f"- read by {f'tag `{tag}`' if tag else 'untagged rows'} ({why}): {', '.join(ids)}.")
         for tag, t in sorted(tags.items()):
-            if ref in (t.get("not_read") or {}):
-                lines.append(f"- not read by tag `{tag}`: {t['not_read'][ref]}.")
+            if ref in t.not_read:
+                lines.append(f"- not read by tag `{tag}`: {t.not_read[ref]}.")
         lines += ["- no other row reads it: their checks are the paper's formulas, the registry, the config or a "
                   "reading, and no finding of theirs reads it.", ""]  # fmt: skip
     return "\n".join(lines).rstrip() + "\n"

@@ -11,18 +11,8 @@ import numpy as np
 import xarray as xr
 
 from hsitp.audit.claims import checks
-from hsitp.audit.claims.core import (
-    ClaimsError,
-    Context,
-    Outcome,
-    _bounds,
-    _eval,
-    _fmt,
-    _op,
-    _sel,
-    _sel_text,
-    share,
-)
+from hsitp.audit.claims.checks import ClaimsError
+from hsitp.audit.claims.core import Context, Outcome, _bounds, _eval, _fmt, _op, _sel, _sel_text, share
 from hsitp.data import registry
 from hsitp.outcomes import Claim
 from hsitp.shape import n_tokens
@@ -78,7 +68,7 @@ def _texts_agree(ds: xr.Dataset, a: str, b: str) -> Outcome:
     )
 
 
-def _banded(v: float, a: Mapping[str, Any], how: str, source: str) -> Outcome:
+def _banded(v: float, a: checks.Check, how: str, source: str) -> Outcome:
     """``v`` against the check's bounds (``low``/``high``, or ``expect``: exact), the band deciding."""
     lo, hi, tol = _bounds(a)
     return Outcome(
@@ -137,7 +127,7 @@ def check_table_value(ctx: Context, a: checks.TableValue) -> Outcome:
     ratio = f" / {a['variable']}{_sel_text(a['ratio_to'])}" if a.get("ratio_to") else ""
     how = f"{red} of {a['variable']}{_sel_text(a.get('sel'))}{ratio}"
     if a.get("over"):  # a ratio of two table values (e.g. one effect against another)
-        other = check_table_value(ctx, {"file": a["file"], **a["over"]})
+        other = check_table_value(ctx, a.over_check())
         v, how = v / float(other.value), f"({how}) / ({other.how})"
     return _banded(v, a, how, f"cost/{a['file']}.nc:{a['variable']}")
 

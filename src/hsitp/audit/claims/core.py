@@ -15,8 +15,8 @@ import numpy as np
 import xarray as xr
 
 from hsitp import contracts
+from hsitp.audit.claims.checks import MEASURED_CHECKS, Check, ClaimsError, Sel
 from hsitp.cost import paper, stated
-from hsitp.errors import HsitpError
 from hsitp.outcomes import Basis, Claim
 from hsitp.settings import AuditSettings
 from hsitp.shape import n_tokens
@@ -54,11 +54,6 @@ MEASURED_FILES: dict[str, tuple[str, contracts.Contract, str]] = {
     "microbench": ("bench/microbench.nc", contracts.MICROBENCH, "bench"),
     "model_vs_measured": ("bench/model_vs_measured.nc", contracts.MODEL_VS_MEASURED, "bench"),
 }
-# Checks reading the measured run's probe/bench files (config key audit.measured_run), and all measured checks.
-RUN_MEASURED_CHECKS = frozenset(
-    {"probe_memory", "probe_estimate", "probe_throughput", "bench_compare", "bench_trend", "bench_value"}
-)
-MEASURED_CHECKS = RUN_MEASURED_CHECKS | {"measured", "accuracy_verdicts", "shard_compare", "shard_value"}
 # Checks whose every compared quantity is measured in one run, under rule 8's guard against run-to-run spread (>= 3
 # launches for the bench, interleaved rounds for the probe's tokens/s, partitions for accuracy; memory is counted
 # from the tensors the run allocates). Only these may decide a claim that rests on a measurement.
@@ -84,10 +79,6 @@ SIZE_KEYS = ("dim", "depth", "L", "N")
 COST_TABLES = tuple(contracts.COST)
 
 
-class ClaimsError(HsitpError):
-    """claims.yaml is malformed, or a check cannot be evaluated (names the claim and the key)."""
-
-
 @dataclass
 class Outcome:
     """What one check found. Exactly one of ``ok``, ``fraction``, ``verdict`` decides the claim."""
@@ -107,14 +98,12 @@ class Outcome:
     band: tuple[float, float] | None = None
     exact: bool = False
     n_points: int | None = None
-    parts: list[tuple[str, Outcome, Mapping[str, Any]]] = field(
-        default_factory=list
-    )  # any_of: label, outcome, check
+    parts: list[tuple[str, Outcome, Check]] = field(default_factory=list)  # any_of: label, outcome, check
     basis: str | None = None  # "measured" for a check reading a measured file (probe, bench, accuracy run)
     # first_decided: the label and the check of the sub-check that decided (the verdict mapping, min_fraction and
     # band of the outcome are that sub-check's); empty for any other check.
     decided_by: str = ""
-    decides_with: Mapping[str, Any] | None = None
+    decides_with: Check | None = None
     others: str = ""  # first_decided: what the sub-checks that did not decide said (a pending one: why)
     # rule 11 by data: a table check's evidence is the paper's own (stated model at the paper's inputs)
     paper_own: bool | None = None
@@ -128,7 +117,7 @@ def pending(source: str | Path, reason: str, basis: str = Basis.MEASURED) -> Out
 def share(
     frac: float,
     n: int,
-    a: Mapping[str, Any],
+    a: Check,
     how: str,
     source: str,
     basis: str | None = None,
@@ -157,7 +146,7 @@ class Context:
     ) -> None:
         self.cost_dir = Path(cost_dir)
         # no settings: the schema's defaults and no config (a config_value check then fails, naming its key)
-        self.settings = settings or AuditSettings(DEFAULT_ACCURACY_RUN, None, source={})
+        self.settings = settings or AuditSettings(accuracy_run=DEFAULT_ACCURACY_RUN)
         # results/ (the run folder's parent): where the accuracy run's folder sits
         self.results_root = Path(results_root) if results_root is not None else self.cost_dir.parent.parent
         self._tables: dict[str, xr.Dataset] = {}
@@ -304,7 +293,7 @@ def _op(name: str) -> Callable[[Any, Any], Any]:
     return _OPS[name]
 
 
-def _sel(da: xr.DataArray, sel: Mapping[str, Any] | None) -> xr.DataArray:
+def _sel(da: xr.DataArray, sel: Sel | None) -> xr.DataArray:
     if not sel:
         return da
     try:
@@ -313,7 +302,7 @@ def _sel(da: xr.DataArray, sel: Mapping[str, Any] | None) -> xr.DataArray:
         raise ClaimsError(f"selection {dict(sel)} not in {da.name!r} (dims {dict(da.sizes)}): {exc}") from exc
 
 
-def _sel_text(sel: Mapping[str, Any] | None) -> str:
+def _sel_text(sel: Sel | None) -> str:
     if not sel:
         return ""
     return "[" + ", ".join(f"{k}={v}" for k, v in sel.items()) + "]"
@@ -325,7 +314,7 @@ def _fmt(x: Any) -> str:
     return str(x)
 
 
-def _bounds(args: Mapping[str, Any]) -> tuple[float, float, str]:
+def _bounds(args: Check) -> tuple[float, float, str]:
     """``low``/``high`` bounds, or ``expect`` with ``rtol`` (default 1e-12: exact up to rounding)."""
     if "expect" in args:
         e, rtol = float(args["expect"]), float(args.get("rtol", 1e-12))
@@ -356,7 +345,7 @@ FORMULA_NAMES: dict[str, Any] = {
 }
 
 
-def _eval(expr: str, extra: Mapping[str, Any] | None = None) -> float:
+def _eval(expr: str, extra: dict[str, Any] | None = None) -> float:
     names = {**FORMULA_NAMES, **(extra or {})}
     try:
         return float(eval(expr, {"__builtins__": {}}, names))  # noqa: S307 - names are the whitelist above

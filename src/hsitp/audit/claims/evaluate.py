@@ -4,14 +4,15 @@ verdict and basis (reading, circular, hedged), its knife edge."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
-from hsitp.audit.claims.coherence import refined_ids
-from hsitp.audit.claims.core import ClaimsError, Context, Outcome, _fmt
+from hsitp.audit.claims.checks import AnyOf, Check, ClaimsError
+from hsitp.audit.claims.core import Context, Outcome, _fmt
+from hsitp.audit.claims.entries import ClaimEntry
 from hsitp.audit.claims.registry import evaluate_check
+from hsitp.audit.claims.render import Row
 from hsitp.audit.claims.validate import load_claims
 from hsitp.audit.claims.verdicts import (
     _holds,
@@ -39,125 +40,113 @@ MEASURING_STAGE = {
 }
 
 
-def measuring_stage(check: Mapping[str, Any]) -> str:
+def measuring_stage(check: Check) -> str:
     """The first stage of this project that could measure the claim (a measured check in its check), or ""."""
-    if check.get("fn") in MEASURING_STAGE:
-        return MEASURING_STAGE[check["fn"]]
-    for sub in check.get("checks") or []:
-        if stage := measuring_stage(sub):
-            return stage
-    return ""
+    if check.fn in MEASURING_STAGE:
+        return MEASURING_STAGE[check.fn]
+    subs = check.checks if isinstance(check, AnyOf) else []
+    return next((stage for sub in subs if (stage := measuring_stage(sub))), "")
 
 
-def evaluate_claim(ctx: Context, c: Mapping[str, Any]) -> tuple[Outcome, str, str]:
+def evaluate_claim(ctx: Context, c: ClaimEntry) -> tuple[Outcome, str, str]:
     """(outcome, verdict, basis) of one claim; rule 15 applied (:func:`_evaluate` does the rest)."""
     o, verdict, basis = _evaluate(ctx, c)
-    if verdict == Claim.NOT_REPRODUCIBLE and measuring_stage(c["check"]):
+    if verdict == Claim.NOT_REPRODUCIBLE and measuring_stage(c.check):
         return o, Claim.PENDING, Basis.PENDING
     return o, verdict, basis
 
 
-def _evaluate(ctx: Context, c: Mapping[str, Any]) -> tuple[Outcome, str, str]:
+def _evaluate(ctx: Context, c: ClaimEntry) -> tuple[Outcome, str, str]:
     """(outcome, verdict, basis) of one claim. Evidence that holds by our own construction (``by_construction``) is
     shown but does not decide: the claim's ``reading`` verdict does (rule 3). A computed claim whose check is
     circular (rule 11) has basis ``circular``, and says ``consistent`` where it would say ``holds``."""
     try:
-        o = evaluate_check(ctx, c["check"])
+        o = evaluate_check(ctx, c.check)
     except (KeyError, TypeError) as exc:
-        raise ClaimsError(f"claim {c['id']}: check {c['check'].get('fn')!r} is missing {exc}") from exc
-    if reading_decides(c, o):
-        return o, c["reading"]["verdict"], Basis.READING
-    verdict, basis = decide(o, c["check"], possibility_hedged(c["zh"]))
-    if basis == Basis.COMPUTED and circular(deciding_check(o, c["check"]), o):
+        raise ClaimsError(f"claim {c.id}: check {c.check.fn!r} is missing {exc}") from exc
+    if c.reading is not None and reading_decides(c, o):
+        return o, c.reading.verdict, Basis.READING
+    verdict, basis = decide(o, c.check, possibility_hedged(c.zh))
+    if basis == Basis.COMPUTED and circular(deciding_check(o, c.check), o):
         return o, Claim.CONSISTENT if verdict == Claim.HOLDS else verdict, Basis.CIRCULAR
     return o, verdict, basis
 
 
-def reading_decides(c: Mapping[str, Any], o: Outcome) -> bool:
+def reading_decides(c: ClaimEntry, o: Outcome) -> bool:
     """Rule 3: a claim whose evidence holds by our own construction is decided by its reading, unless a measured
     sub-check of a first_decided claim decided (a measurement is not our construction). A claim whose only check is
     a measurement of our own config (s7_4_training: the run averaged 10 epochs because we set it so) is by
     construction too."""
     measurement_decided = o.basis == Basis.MEASURED and o.verdict != Claim.PENDING
-    return bool(c.get("by_construction")) and not (measurement_decided and o.decided_by)
+    return bool(c.by_construction) and not (measurement_decided and o.decided_by)
 
 
-def _reason(
-    ctx: Context, c: Mapping[str, Any], o: Outcome, verdict: str, basis: str, by_reading: bool
-) -> str:
+def _reason(ctx: Context, c: ClaimEntry, o: Outcome, verdict: str, basis: str, by_reading: bool) -> str:
     """A row's reason: the outcome's, the claim's own, which sub-check decided (first_decided), the reading that
     decides by construction, the conditions a conditional claim holds under, and rule 15 for a pending one."""
-    reason = o.reason or str(c.get("reason", "")).strip()
-    if o.basis == "measured" and o.reason and not o.decided_by and c.get("reason"):
-        reason = f"{o.reason[0].upper()}{o.reason[1:]}. {str(c['reason']).strip()}"
+    own = c.reason.strip()
+    reason = o.reason or own
+    if o.basis == "measured" and o.reason and not o.decided_by and own:
+        reason = f"{o.reason[0].upper()}{o.reason[1:]}. {own}"
     if o.decided_by:  # first_decided: say which sub-check decided, and what the others said
         said = f"Decided by {o.decided_by} (basis {basis})" + (f"; {o.others}" if o.others else "") + "."
-        reason = " ".join(x for x in (said, o.reason, str(c.get("reason", "")).strip()) if x)
-    if by_reading:
-        reason = str(c["reading"]["reason"]).strip() + (
-            f" (Other sub-checks: {o.others}.)" if o.others else ""
-        )
+        reason = " ".join(x for x in (said, o.reason, own) if x)
+    if by_reading and c.reading is not None:
+        reason = c.reading.reason.strip() + (f" (Other sub-checks: {o.others}.)" if o.others else "")
     elif o.parts and verdict in (Claim.CONDITIONAL, Claim.HOLDS) and basis != Basis.READING:
         held = [lbl for lbl, po, pc in o.parts if _holds(po, pc)]
-        if verdict == Claim.CONDITIONAL or (possibility_hedged(c["zh"]) and len(held) < len(o.parts)):
+        if verdict == Claim.CONDITIONAL or (possibility_hedged(c.zh) and len(held) < len(o.parts)):
             reason = (f"holds only under: {', '.join(held)}. " + reason).strip()
     if verdict == Claim.PENDING and _evaluate(ctx, c)[1] == Claim.NOT_REPRODUCIBLE:
         reason = (
-            f"Pending (rule 15): stage {measuring_stage(c['check'])} of this project can measure it and has not "
+            f"Pending (rule 15): stage {measuring_stage(c.check)} of this project can measure it and has not "
             f"decided it here; not reproducible is kept for claims no stage could measure. {reason}"
         )
     return reason
 
 
-def evaluate_claims(ctx: Context, claims: Sequence[Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """One row per claim (:data:`COLUMNS`), verdicts computed where a number decides them."""
-    rows = []
-    for c in claims if claims is not None else load_claims():
-        o, verdict, basis = evaluate_claim(ctx, c)
-        existential = possibility_hedged(c["zh"])
-        by_reading = reading_decides(c, o)
-        reason = _reason(ctx, c, o, verdict, basis, by_reading)
-        how, source, tolerance = o.how, o.source, o.tolerance
-        if by_reading:
-            how = f"by construction ({c['by_construction']}): {o.how}"
-            source = f"{c['reading']['source']}; evidence: {o.source}"
-        if c.get("about"):
-            tolerance = f"about: {c['about']}; {tolerance}".strip("; ")
-        if (
-            existential
-            and basis in ("computed", "circular", "measured")
-            and (o.parts or o.fraction is not None)
-        ):
-            tolerance = f"{tolerance}; hedged (可能): holds if it occurs at one point or more".strip("; ")
-        knife, edge = (False, "") if by_reading else knife_edge(o, c["check"], existential)
-        number = (
-            o.value
-            if isinstance(o.value, int | float | np.number) and not isinstance(o.value, bool)
-            else None
-        )
-        rows.append(
-            {
-                "id": c["id"],
-                "section": str(c["section"]),
-                "kind": c["kind"],
-                "zh": c["zh"].strip(),
-                "en": c["en"].strip(),
-                "paper_value": str(c.get("paper_value", "") or o.paper_value),
-                "pipeline_value": _fmt(o.value) if not isinstance(o.value, list) else str(o.value),
-                "pipeline_number": float(number) if number is not None else math.nan,
-                "how": how,
-                "source": source,
-                "tolerance": tolerance,
-                "verdict": verdict,
-                "basis": basis,
-                "reason": reason,
-                "hedged": hedged(c["zh"]),
-                "knife_edge": knife,
-                "edge": edge,
-                "refines": "; ".join(refined_ids(c)),
-                "variant": str(c.get("variant", "") or ""),
-                "rests_on": str(c.get("rests_on", "") or ""),
-                "tag": str(c.get("tag", "") or ""),
-            }
-        )
-    return rows
+def evaluate_claims(ctx: Context, claims: Sequence[ClaimEntry] | None = None) -> list[Row]:
+    """One row per claim, verdicts computed where a number decides them."""
+    return [evaluate_row(ctx, c) for c in (claims if claims is not None else load_claims())]
+
+
+def evaluate_row(ctx: Context, c: ClaimEntry) -> Row:
+    """One claim's row: its verdict, basis, reason, tolerance and knife edge."""
+    o, verdict, basis = evaluate_claim(ctx, c)
+    existential = possibility_hedged(c.zh)
+    by_reading = c.reading is not None and reading_decides(c, o)
+    how, source, tolerance = o.how, o.source, o.tolerance
+    if by_reading and c.reading is not None:
+        how = f"by construction ({c.by_construction}): {o.how}"
+        source = f"{c.reading.source}; evidence: {o.source}"
+    if c.about:
+        tolerance = f"about: {c.about}; {tolerance}".strip("; ")
+    if existential and basis in ("computed", "circular", "measured") and (o.parts or o.fraction is not None):
+        tolerance = f"{tolerance}; hedged (可能): holds if it occurs at one point or more".strip("; ")
+    knife, edge = (False, "") if by_reading else knife_edge(o, c.check, existential)
+    number = (
+        o.value if isinstance(o.value, int | float | np.number) and not isinstance(o.value, bool) else None
+    )
+    return Row(
+        id=c.id,
+        section=c.section,
+        kind=c.kind,
+        zh=c.zh.strip(),
+        en=c.en.strip(),
+        paper_value=c.paper_value or o.paper_value,
+        pipeline_value=_fmt(o.value) if not isinstance(o.value, list) else str(o.value),
+        pipeline_number=float(number) if number is not None else math.nan,
+        how=how,
+        source=source,
+        tolerance=tolerance,
+        verdict=verdict,
+        basis=basis,
+        reason=_reason(ctx, c, o, verdict, basis, by_reading),
+        hedged=hedged(c.zh),
+        knife_edge=knife,
+        edge=edge,
+        refines="; ".join(c.refines),
+        variant=c.variant or "",
+        rests_on=c.rests_on or "",
+        tag=c.tag or "",
+    )

@@ -11,42 +11,34 @@ fully measured checks (:data:`~hsitp.audit.claims.core.FULLY_MEASURED_CHECKS`) a
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Iterator
 
+from hsitp.audit.claims.checks import MEASURED_CHECKS, AnyOf, Check
 from hsitp.audit.claims.core import (
     FULLY_MEASURED_CHECKS,
     HALF_MEASURED_CHECKS,
-    MEASURED_CHECKS,
     MODELLED_CHECKS,
-    RESTS_ON,
     WAITING_CHECKS,
 )
+from hsitp.audit.claims.entries import ClaimEntry
 
 
-def leaf_checks(check: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+def leaf_checks(check: Check) -> Iterator[Check]:
     """Every check in a check tree that is not a composite (any_of, first_decided)."""
-    subs = check.get("checks")
-    if isinstance(subs, list) and check.get("fn") in ("any_of", "first_decided"):
-        for sub in subs:
-            if isinstance(sub, Mapping):
-                yield from leaf_checks(sub)
+    if isinstance(check, AnyOf):
+        for sub in check.checks:
+            yield from leaf_checks(sub)
     else:
         yield check
 
 
-def grounds_problems(c: Mapping[str, Any]) -> list[str]:
-    """The ways a claim breaks rules 2 and 8 (empty when it keeps them)."""
-    cid, rests = c.get("id"), c.get("rests_on")
-    check = c.get("check")
-    if not isinstance(check, Mapping):
+def grounds_problems(c: ClaimEntry) -> list[str]:
+    """The ways a claim breaks rules 2 and 8 (empty when it keeps them; a finding keeps them by its type)."""
+    if c.kind == "finding":
         return []
-    fns = [str(leaf.get("fn")) for leaf in leaf_checks(check)]
+    cid, rests = c.id, c.rests_on
+    fns = [leaf.fn for leaf in leaf_checks(c.check)]
     out = []
-    if rests is not None and rests not in RESTS_ON:
-        out.append(f"{cid}: rests_on {rests!r} not in {', '.join(RESTS_ON)}")
-    if c.get("kind") == "finding":
-        return out + ([f"{cid}: a finding does not set rests_on"] if rests is not None else [])
     half = sorted({f for f in fns if f in HALF_MEASURED_CHECKS | MODELLED_CHECKS})
     if half:
         out.append(f"{cid}: {', '.join(half)} (half-measured or modelled) may sit in a finding only (rule 8)")
@@ -65,14 +57,14 @@ def grounds_problems(c: Mapping[str, Any]) -> list[str]:
             out.append(
                 f"{cid}: rests on a measurement but its check neither measures nor names the stage that would"
             )
-    if any(_refined(leaf) for leaf in leaf_checks(check)):
+    if any(_refined(leaf) for leaf in leaf_checks(c.check)):
         out.append(f"{cid}: the refined model's answer is a finding, never a claim's verdict (rule 2)")
     return out
 
 
-def _refined(check: Mapping[str, Any]) -> bool:
+def _refined(check: Check) -> bool:
     """The check selects our refined model (``model: refined``, or a ``*_refined`` variable)."""
     sels = [check.get(k) or {} for k in ("sel", "lhs", "rhs")]
     return str(check.get("variable", "")).endswith("_refined") or any(
-        isinstance(s, Mapping) and s.get("model") == "refined" for s in sels
+        isinstance(s, dict) and s.get("model") == "refined" for s in sels
     )

@@ -5,7 +5,7 @@ it waits for."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -14,8 +14,8 @@ import numpy as np
 import xarray as xr
 
 from hsitp.audit.claims import checks
+from hsitp.audit.claims.checks import ClaimsError
 from hsitp.audit.claims.core import (
-    ClaimsError,
     Context,
     Outcome,
     _bounds,
@@ -40,7 +40,7 @@ def check_measured(ctx: Context, a: checks.Measured) -> Outcome:
     return out
 
 
-def _check_measured(ctx: Context, a: Mapping[str, Any]) -> Outcome:
+def _check_measured(ctx: Context, a: checks.Measured) -> Outcome:
     """A claim decided by measurements: a variable of ``results/<audit.accuracy_run>/train/summary.nc`` (one value
     per cell), as the share of the selected cells equal to ``equals`` (e.g. a verdict variable) or within [low,
     high]. Basis ``measured``; pending, with what it waits for, while the file or the variable is absent (the drift
@@ -74,7 +74,7 @@ def _check_measured(ctx: Context, a: Mapping[str, Any]) -> Outcome:
     return share(float(truth.mean()), int(vals.size), a, how, f"{path}:{var}", basis="measured")
 
 
-def _selected(da: xr.DataArray, sel: Mapping[str, Any], path: Path) -> np.ndarray:
+def _selected(da: xr.DataArray, sel: checks.Sel, path: Path) -> np.ndarray:
     """The values of ``da`` at the cells whose coordinates (dataset, plan, P, protocol, ...) are in ``sel``, flat; a
     CF flag variable (e.g. oa_verdict) by name."""
     for key, want in sel.items():
@@ -98,7 +98,7 @@ def _undecided(path: Path, why: str, basis: str = "measured", note: str = "") ->
     return pending(path, f"undecided{where}: {why}", basis)
 
 
-def off_sizes(ds: xr.Dataset, a: Mapping[str, Any]) -> str:
+def off_sizes(ds: xr.Dataset, a: checks.Check) -> str:
     """Rule 1 (scope) for a measurement: "" when the probe file's model is at every size the claim speaks of
     (``sizes``: e.g. {dim: 256, depth: 12, N: 5776}, §8.2's estimate), else what differs. A claim without
     ``sizes`` speaks of any model at least the headline run's (the toy-size rule of :meth:`Context.measured`)."""
@@ -119,7 +119,7 @@ def off_sizes(ds: xr.Dataset, a: Mapping[str, Any]) -> str:
     )
 
 
-def _msel(da: xr.DataArray, sel: Mapping[str, Any] | None) -> tuple[xr.DataArray | None, str]:
+def _msel(da: xr.DataArray, sel: checks.Sel | None) -> tuple[xr.DataArray | None, str]:
     """``da`` at coordinate values (a scalar drops the dim, a list keeps it); (None, what was not measured) when a
     value is absent from the file (a point the run did not measure), :class:`ClaimsError` for an unknown name."""
     for key, want in (sel or {}).items():
@@ -136,7 +136,7 @@ def _msel(da: xr.DataArray, sel: Mapping[str, Any] | None) -> tuple[xr.DataArray
     return da, ""
 
 
-def _condition(a: Mapping[str, Any]) -> tuple[Callable[[float], bool], str]:
+def _condition(a: checks.Check) -> tuple[Callable[[float], bool], str]:
     """The test a measured value must pass: ``op``/``value`` or the band ``low``/``high`` (or ``expect``)."""
     if "op" in a:
         f, x = _op(a["op"]), float(a["value"])
@@ -167,7 +167,7 @@ MAX_LISTED = 12  # points listed in a measured check's `how`
 
 def _share(
     points: Sequence[tuple[str, bool, str]],
-    a: Mapping[str, Any],
+    a: checks.Check,
     how: str,
     source: str,
     basis: str | None = "measured",

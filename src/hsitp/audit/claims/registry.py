@@ -4,7 +4,7 @@ composite checks that evaluate others (``any_of``, ``first_decided``)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from hsitp.audit.claims import checks
@@ -32,7 +32,7 @@ from hsitp.audit.claims.computed import (
     check_table_spread,
     check_table_value,
 )
-from hsitp.audit.claims.core import ClaimsError, Context, Outcome, _fmt
+from hsitp.audit.claims.core import Context, Outcome, _fmt
 from hsitp.audit.claims.measured import (
     check_measured,
     check_probe_estimate,
@@ -47,7 +47,7 @@ from hsitp.outcomes import Basis, Claim
 def check_any_of(ctx: Context, a: checks.AnyOf) -> Outcome:
     """Sub-checks under named conditions (e.g. intra- and inter-node β): all hold → holds, some → conditional on
     those, none → contradicted."""
-    parts = [(sub["label"], evaluate_check(ctx, sub), sub) for sub in a["checks"]]
+    parts = [(str(sub.label), evaluate_check(ctx, sub), sub) for sub in a.checks]
     held = [lbl for lbl, o, sub in parts if _holds(o, sub)]
     return Outcome(
         value="; ".join(f"{lbl}: {_fmt(o.value)}" for lbl, o, _ in parts),
@@ -66,7 +66,7 @@ def check_first_decided(ctx: Context, a: checks.FirstDecided) -> Outcome:
     the paper's arithmetic (or a reading) last. The first whose outcome is not pending decides the claim, with its
     own verdict mapping, tolerance and basis; the verdict's reason names it and what the others said (a pending
     one: why)."""
-    subs = [(s["label"], s, evaluate_check(ctx, s)) for s in a["checks"]]
+    subs = [(str(s.label), s, evaluate_check(ctx, s)) for s in a.checks]
     pick = next((i for i, (_, _, o) in enumerate(subs) if o.verdict != Claim.PENDING), len(subs) - 1)
     label, sub, o = subs[pick]
     notes, hows, sources = [], [f"[{label}] {o.how}"], [o.source]
@@ -95,7 +95,7 @@ def check_first_decided(ctx: Context, a: checks.FirstDecided) -> Outcome:
     )
 
 
-CHECKS: dict[str, Callable[[Context, Mapping[str, Any]], Outcome]] = {
+CHECKS: dict[str, Callable[[Context, Any], Outcome]] = {
     "quote": check_quote,
     "formula_value": check_formula_value,
     "formula_identity": check_formula_identity,
@@ -130,12 +130,9 @@ CHECKS: dict[str, Callable[[Context, Mapping[str, Any]], Outcome]] = {
 }
 
 
-def evaluate_check(ctx: Context, check: Mapping[str, Any]) -> Outcome:
+def evaluate_check(ctx: Context, check: checks.Check) -> Outcome:
     """One check's outcome; a table check's carries whether its evidence is the paper's own (rule 11 by data)."""
-    fn = check.get("fn")
-    if fn not in CHECKS:
-        raise ClaimsError(f"unknown check {fn!r}; one of {', '.join(CHECKS)}")
-    o = CHECKS[fn](ctx, check)
-    if fn in TABLE_CHECKS:
+    o = CHECKS[check.fn](ctx, check)
+    if check.fn in TABLE_CHECKS:
         o = dataclasses.replace(o, paper_own=paper_own(ctx, check))
     return o

@@ -13,9 +13,7 @@ sit at the paper's sizes (D = 256, L = 200, N = 324 and 5776, P = 2/4/8 within o
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import xarray as xr
 
@@ -62,7 +60,7 @@ def _what(ds: xr.Dataset, folder: Path) -> str:
     )
 
 
-def _points(ds: xr.Dataset, op: str, sel: Mapping[str, Any]) -> list[tuple[str, float, float, float]]:
+def _points(ds: xr.Dataset, op: str, sel: checks.Sel) -> list[tuple[str, float, float, float]]:
     """(label, median, low, high) of one op's CCR at every communicating point (P > 1) of ``sel``."""
     if op not in [str(x) for x in ds["op"].values]:
         return []

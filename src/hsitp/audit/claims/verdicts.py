@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
-from typing import Any
 
 from hsitp.audit.claims.boundary import CIRCULAR_FACTORS
+from hsitp.audit.claims.checks import Check
 from hsitp.audit.claims.core import CIRCULAR_CHECKS, PAPER_PRESETS, Outcome, _fmt
 from hsitp.cost import stated
 from hsitp.outcomes import Basis, Claim
@@ -24,8 +23,6 @@ POSSIBILITY_MARKERS = ("可能",)
 APPROX_MARKERS = ("大约", "约", "左右")
 NOT_HEDGES = ("约束", "归约", "规约", "节约", "约定")
 KNIFE_EDGE_RTOL = 0.02  # rule 4: |value - edge| <= 2 % of a finite non-zero edge
-# Verdict mapping keys a claim may set on its check.
-VERDICT_KEYS = ("if_true", "if_false", "if_partial")
 
 
 def _without_non_hedges(zh: str) -> str:
@@ -51,12 +48,12 @@ def approximate(zh: str) -> bool:
     return any(m in _without_non_hedges(zh) for m in APPROX_MARKERS)
 
 
-def deciding_check(o: Outcome, check: Mapping[str, Any]) -> Mapping[str, Any]:
+def deciding_check(o: Outcome, check: Check) -> Check:
     """The check whose mapping decides ``o``: the sub-check that decided a first_decided claim, else ``check``."""
     return o.decides_with if o.decides_with is not None else check
 
 
-def _holds(o: Outcome, check: Mapping[str, Any], existential: bool = False) -> bool:
+def _holds(o: Outcome, check: Check, existential: bool = False) -> bool:
     """Whether one outcome meets its check: the value in its band, the share at least ``min_fraction`` (any point
     at all for an existential, i.e. 可能-hedged, claim), the boolean, or all/any sub-checks of an any_of."""
     check = deciding_check(o, check)
@@ -71,7 +68,7 @@ def _holds(o: Outcome, check: Mapping[str, Any], existential: bool = False) -> b
     return bool(o.ok)
 
 
-def decide(o: Outcome, check: Mapping[str, Any], existential: bool = False) -> tuple[str, str]:
+def decide(o: Outcome, check: Check, existential: bool = False) -> tuple[str, str]:
     """(verdict, basis) of an outcome under the claim's mapping (``if_true``/``if_false``/``if_partial``).
 
     The only place a number becomes a verdict: the flip test and the knife-edge mark move the outcome's value (or
@@ -97,12 +94,12 @@ def decide(o: Outcome, check: Mapping[str, Any], existential: bool = False) -> t
     return check.get("if_false", Claim.CONTRADICTED), basis
 
 
-def verdict_of(o: Outcome, check: Mapping[str, Any]) -> tuple[str, str]:
+def verdict_of(o: Outcome, check: Check) -> tuple[str, str]:
     """(verdict, basis) of an outcome of a claim that is not 可能-hedged (see :func:`decide`)."""
     return decide(o, check)
 
 
-def _flip_one(o: Outcome, check: Mapping[str, Any]) -> Outcome:
+def _flip_one(o: Outcome, check: Check) -> Outcome:
     """The outcome with its deciding point moved across: the value to the other side of the band, the share by one
     point (towards and across ``min_fraction``), the boolean negated."""
     check = deciding_check(o, check)
@@ -131,7 +128,7 @@ def _flip_one(o: Outcome, check: Mapping[str, Any]) -> Outcome:
     return dataclasses.replace(o, ok=not o.ok)
 
 
-def knife_edge(o: Outcome, check: Mapping[str, Any], existential: bool = False) -> tuple[bool, str]:
+def knife_edge(o: Outcome, check: Check, existential: bool = False) -> tuple[bool, str]:
     """Rule 4: (knife_edge, which edge). A band check is on a knife edge when |value − edge| ≤ 2 % of a finite
     non-zero edge (an exact ``expect`` check only when it misses by at most 2 %: a match of an exact number is not
     an edge); a share check when moving one point changes the verdict; an any_of when one of its sub-checks is on a
@@ -179,7 +176,7 @@ def knife_edge(o: Outcome, check: Mapping[str, Any], existential: bool = False) 
     return False, ""
 
 
-def circular(check: Mapping[str, Any], outcome: Outcome | None = None) -> bool:
+def circular(check: Check, outcome: Outcome | None = None) -> bool:
     """Rule 11: the check evaluates the paper's own formulas at the paper's own numbers (a formula identity or value,
     a quote its own formulas and parameters recompute, a preset copied from the paper, or a stated-model table
     limited to the paper's presets), so
