@@ -3,7 +3,6 @@ must match the measurement."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 from typing import Any
@@ -244,9 +243,9 @@ def test_probe_divisibility_errors_name_the_probe_keys() -> None:
 
     pc = ProbeSettings.from_config(load_config(["config/config.yaml", "config/smoke.yaml"]))
     with pytest.raises(ConfigError, match=r"probe\.heads = 1 is not divisible by P = 2"):
-        points(dataclasses.replace(pc, heads=1), 2)
+        points(pc.model_copy(update={"heads": 1}), 2)
     with pytest.raises(ConfigError, match=r"probe\.heads = 3 does not divide probe\.dim = 32"):
-        points(dataclasses.replace(pc, heads=3), 2)
+        points(pc.model_copy(update={"heads": 3}), 2)
 
 
 def test_probe_point_builds_on_a_device_other_than_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:

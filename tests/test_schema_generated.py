@@ -1,4 +1,4 @@
-"""The config schema is generated from the typed sections (hsitp.sections) and the unconverted YAML."""
+"""The config schema is generated from the typed sections (hsitp.sections)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from hsitp.config import ConfigError, load_config, schema_path, validate_config
 from hsitp.schema import build_schema, schema_text
 from hsitp.sections import SECTIONS, AuditSection, BenchSection, TrainSection
 from hsitp.sections.data import DataSection
+from hsitp.sections.probe import ProbeSection
 from hsitp.sections.root import TopKeys
-from hsitp.settings import BenchSettings, DataSettings
+from hsitp.settings import BenchSettings, DataSettings, ProbeSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,9 +24,11 @@ def test_committed_schema_is_generated() -> None:
     assert schema_path().read_text() == schema_text()
 
 
-def test_converted_sections_left_the_yaml() -> None:
-    """Catches a section written both as a model and in unconverted.schema.yaml (two sources again)."""
+def test_every_key_is_a_model_section() -> None:
+    """Catches a config key the models do not generate, or a section that takes unknown keys or whose absence no
+    longer stands for its defaults."""
     schema = build_schema()
+    assert set(schema["properties"]) == set(SECTIONS) | set(TopKeys.model_fields)
     for name in SECTIONS:
         assert schema["properties"][name]["additionalProperties"] is False
         assert schema["properties"][name]["default"] == {}
@@ -75,6 +78,23 @@ def test_every_shipped_config_builds_every_section(overlay: str) -> None:
         assert model.model_validate(cfg[name]) is not None
     assert BenchSettings.from_config(cfg).source is cfg
     assert DataSettings.from_config(cfg).source is cfg
+    assert ProbeSettings.from_config(cfg).source is cfg
+
+
+def test_probe_settings_are_the_section_with_its_model() -> None:
+    """Catches the probe's settings losing what its stages read besides the section (the seed, the kernel the
+    runner resolves, the estimate's grid as a model priced with sdpa on square crops), or its model taking a
+    repeated P the schema refuses."""
+    s = ProbeSettings.from_config(validate_config({"seed": 5, "probe": {"estimate": {"grid": {"dim": 64}}}}))
+    assert (s.seed, s.attention_kernel, s.height) == (5, "sdpa", None)
+    assert s.model_copy(update={"attention_kernel": "math"}).attention_kernel == "math"
+    grid = s.estimate.grid
+    assert (grid.dim, grid.attention_kernel, grid.width) == (64, "sdpa", None)
+    assert s.estimate.dchag[0].name == "1.7B_512ch_TP2" and isinstance(s.world_sizes, tuple)
+    with pytest.raises(ConfigError, match=r"probe\.world_sizes"):
+        validate_config({"probe": {"world_sizes": [2, 2]}})
+    with pytest.raises(ValidationError, match="repeats an item"):
+        ProbeSection(world_sizes=(2, 2))
 
 
 def test_bench_settings_frozen_typed_and_bounded() -> None:

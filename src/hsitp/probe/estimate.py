@@ -12,7 +12,6 @@ synthetic configs the paper's reported rank-0 ``max_memory_reserved``.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from pathlib import Path
 from typing import Any
@@ -88,7 +87,7 @@ def _estimate_all(pts: list[tuple[str, Point, ProbeModel]], kernel: str, seed: i
     peak_part = np.full(n, "", dtype=object)
     reported_by = {name: rep for name, _d, _b, _tp, rep in DCHAG_REFERENCE}
     for i, (label, pt, sec) in enumerate(pts):
-        sec = dataclasses.replace(sec, attention_kernel=kernel)
+        sec = sec.model_copy(update={"attention_kernel": kernel})
         sm = estimate_one(pt, sec, seed=seed)
         mem[i] = [[sm.by_part[p][k] for k in KINDS] for p in PARTS]
         peak[i] = sm.peak_allocated

@@ -111,11 +111,11 @@ def estimate_points(ec: Estimate) -> list[tuple[str, Point, ProbeModel]]:
         for P, g, L, N, ck in itertools.product(sizes, groups, gc.L, gc.N, gc.checkpointing):  # noqa: N806
             out.append((f"grid/{plan}/P{P}/g{g}/L{L}/N{N}/{ck}", Point(plan, P, g, L, N, ck), gc))
     for cfg in ec.dchag:
-        sec = ProbeModel.of({**DCHAG_SETTINGS, "dim": cfg["dim"]})
+        sec = ProbeModel.of({**DCHAG_SETTINGS, "dim": cfg.dim})
         N = (sec.height // sec.patch) * (sec.width // sec.patch)  # noqa: N806
         for plan, ck in itertools.product(ec.dchag_plans, ec.dchag_checkpointing):
-            pt = Point(plan, int(cfg["tp"]), 1, int(cfg["bands"]), N, ck)
-            out.append((f"dchag/{cfg['name']}/{plan}/{ck}", pt, sec))
+            pt = Point(plan, cfg.tp, 1, cfg.bands, N, ck)
+            out.append((f"dchag/{cfg.name}/{plan}/{ck}", pt, sec))
     for label, pt, sec in out:
         # the D-CHAG configs' sizes are fixed here (DCHAG_SETTINGS), not config keys
         with config_keys(section_keys("probe.estimate.grid") if label.startswith("grid/") else {}):

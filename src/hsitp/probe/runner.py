@@ -20,7 +20,6 @@ only timings whose ratio between plans the pipeline reports (memory stays measur
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from pathlib import Path
@@ -64,7 +63,7 @@ def run_partial(s: ProbeSettings, *, world_size: int, out: str | Path) -> Path |
             check_point_fits(s, pt, "probe", host_bytes() / world_size)
     rt = start(RuntimeSettings.from_config(s.source, section="probe", world_size=world_size))
     # model.attention_kernel on this device (written into the files, so the memory model prices that kernel)
-    s = dataclasses.replace(s, attention_kernel=config_attention_kernel(s.source, rt.device.type))
+    s = s.model_copy(update={"attention_kernel": config_attention_kernel(s.source, rt.device.type)})
     try:
         results = [probe_point(pt, s, rt) for pt in pts]
         samples, orders = throughput_phase(pts, s, rt)

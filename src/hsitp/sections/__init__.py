@@ -1,6 +1,6 @@
 """The config sections written as typed models, one module per section: each field's type carries its constraints
 and its docstring says what it does, so the model is the schema of its section (``hsitp.schema`` generates
-``config.schema.yaml`` from these models and the sections not yet converted, ``schemas/unconverted.schema.yaml``).
+``config.schema.yaml`` from these models alone).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from hsitp.sections.cost import CostSection
 from hsitp.sections.data import DataSection
 from hsitp.sections.model import ModelSection
 from hsitp.sections.parallel import ParallelSection
+from hsitp.sections.probe import ProbeSection
 from hsitp.sections.resources import ResourcesSection
 from hsitp.sections.train import TrainSection
 from hsitp.sections.tune import TuneSection
@@ -29,4 +30,5 @@ SECTIONS: dict[str, type[Section]] = {
     "tune": TuneSection,
     "resources": ResourcesSection,
     "cost": CostSection,
+    "probe": ProbeSection,
 }
