@@ -58,7 +58,7 @@ def run_partial(s: ProbeSettings, *, world_size: int, out: str | Path) -> Path |
     from hsitp.parallel.runtime import RuntimeSettings, start
 
     pts = points(s, world_size)  # refuses a grid that does not fit before any rendezvous
-    if str(s.source["probe"]["device"]) == "cpu" or not _cuda():  # the ranks share this machine's memory
+    if s.device == "cpu" or not _cuda():  # the ranks share this machine's memory
         for pt in pts:
             check_point_fits(s, pt, "probe", host_bytes() / world_size)
     rt = start(RuntimeSettings.from_config(s.source, section="probe", world_size=world_size))
