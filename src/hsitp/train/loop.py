@@ -55,6 +55,7 @@ from hsitp.train.data import CropSampler, Photometric, Scene, load_scene
 from hsitp.train.ema import WeightEMA
 from hsitp.train.inference import Evaluation, evaluate_scene
 from hsitp.train.plan import TrainJob, check_job
+from hsitp.train.record import EpochRecord, EpochSteps, write_record
 from hsitp.train.settings import TrainSettings
 from hsitp.train.steps import global_loss as _global_loss
 from hsitp.train.steps import lr_lambda
@@ -205,7 +206,7 @@ class _Resumed:
     """Where a run starts: after the newest complete checkpoint of the same configuration, or at epoch 0."""
 
     start_epoch: int  # epochs already done
-    history: list[dict[str, Any]]  # their per-epoch records
+    history: list[EpochRecord]  # their per-epoch records
     resumed_at: list[int]  # every epoch a run of this job resumed after
     last_good: Path | None  # the newest complete checkpoint (named in a failure's message)
     pretrain: dict[str, Any] | None = None  # what the pretraining did (train.pretrain), in the checkpoints
@@ -218,7 +219,7 @@ def train_rank(
     *,
     stop: StopRequest | None = None,
     on_step: Callable[[int], None] | None = None,
-    on_epoch: Callable[[int, Mapping[str, Any]], None] | None = None,
+    on_epoch: Callable[[int, EpochRecord], None] | None = None,
 ) -> Path | None:
     """Train ``job`` on this rank (every rank of the group calls it); rank 0 returns the record's path.
 
@@ -249,8 +250,8 @@ def train_rank(
     try:
         for epoch in range(run.start_epoch, last_epoch):
             steps = _Steps(stop, on_step, progress, tracked=epoch >= tracked_from)
-            rec = _train_epoch(setup, settings, job, epoch, run.last_good, steps)
-            scored = _score_epoch(setup, rec, evaluate=epoch + 1 in eval_at)
+            trained = _train_epoch(setup, settings, job, epoch, run.last_good, steps)
+            rec, scored = _score_epoch(setup, trained, evaluate=epoch + 1 in eval_at)
             prediction = scored if scored is not None else prediction
             run.history.append(rec)
             run.last_good = _save(setup, settings, job, epoch, run, meta)
@@ -270,8 +271,6 @@ def _write_record(
     rt: Runtime, settings: TrainSettings, job: TrainJob, setup: _Setup, run: _Resumed, prediction: np.ndarray
 ) -> Path:
     """Rank 0's record of the run: every epoch's numbers, the resumptions, the last evaluation's map."""
-    from hsitp.train.record import write_record
-
     return write_record(
         job, settings, rt, setup.arch, setup.scene, run.history, resumed_at=run.resumed_at,
         memory_method=_memory_method(setup.device), prediction=prediction, pretrain=run.pretrain,
@@ -400,8 +399,8 @@ class _Steps:
 
 def _train_epoch(
     setup: _Setup, settings: TrainSettings, job: TrainJob, epoch: int, last_good: Path | None, steps: _Steps
-) -> dict[str, Any]:
-    """One epoch's optimizer steps (the last one memory-tracked in the summary epochs); its record."""
+) -> EpochSteps:
+    """One epoch's optimizer steps (the last one memory-tracked in the summary epochs); its numbers."""
     spe = settings.steps_per_epoch
     nan_at, fail_at = settings.debug.nan_at_step, settings.debug.fail_at_step
     timer = CommTimer(setup.device)
@@ -447,11 +446,10 @@ def _train_epoch(
             comm_times.append(comm)
         losses.append(box["loss"])
         steps.progress.step(box["loss"], setup.tokens_per_step / dt)
-    rec = _epoch_record(
-        epoch, losses, step_times, comm_times, memory, setup.tp, setup.tokens_per_step, setup.device
+    lr = float(setup.sched.get_last_lr()[0])
+    return _epoch_record(
+        epoch, losses, step_times, comm_times, memory, setup.tp, setup.tokens_per_step, setup.device, lr
     )
-    rec["lr"] = float(setup.sched.get_last_lr()[0])
-    return rec
 
 
 def _next_batch(setup: _Setup) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
@@ -490,17 +488,16 @@ def _timed(
     return time.perf_counter() - t0, timer.seconds(), memory
 
 
-def _score_epoch(setup: _Setup, rec: dict[str, Any], *, evaluate: bool) -> np.ndarray | None:
-    """Test and validation accuracy into the epoch's record (NaN when not evaluated); the predicted map or None."""
+def _score_epoch(
+    setup: _Setup, trained: EpochSteps, *, evaluate: bool
+) -> tuple[EpochRecord, np.ndarray | None]:
+    """The epoch's record: its numbers and test and validation accuracy (NaN when not evaluated); the predicted
+    map or None."""
     classes = setup.scene.classes
-    if not evaluate:
-        rec.update(_accuracy(None, classes))
-        rec.update(_accuracy(None, classes, prefix="val_"))
-        return None
-    result = setup.evaluate()
-    rec.update(_accuracy(result.scores))
-    rec.update(_accuracy(result.validation, classes, prefix="val_"))
-    return result.prediction
+    result = setup.evaluate() if evaluate else None
+    test = _accuracy(None if result is None else result.scores, classes)
+    val = _accuracy(None if result is None else result.validation, classes, prefix="val_")
+    return EpochRecord(**trained, **test, **val), None if result is None else result.prediction
 
 
 def _save(
@@ -593,7 +590,7 @@ def _memory_method(device: torch.device) -> str:
     return "torch.distributed._tools.mem_tracker.MemTracker peak (CPU)"
 
 
-def _rank0(rec: Mapping[str, Any]) -> dict[str, float]:
+def _rank0(rec: EpochRecord) -> dict[str, float]:
     return {
         "loss": rec["loss"],
         "tokens_per_s": rec["tokens_per_s"],
@@ -611,7 +608,8 @@ def _epoch_record(
     tp: TPGroup,
     tokens_per_step: int,
     device: torch.device,
-) -> dict[str, Any]:
+    lr: float,
+) -> EpochSteps:
     """One epoch's numbers, per-rank values gathered onto every rank (so every rank's checkpoint has them); the
     memory numbers are NaN in an epoch whose memory was not tracked (``memory`` None)."""
     step = float(np.mean(step_times))
@@ -630,6 +628,7 @@ def _epoch_record(
     return {
         "epoch": epoch + 1,
         "loss": float(np.mean(losses)),
+        "lr": lr,
         "tokens_per_s": tokens_per_step / slowest,
         "step_time": step_r,
         "comm_time": comm_r,

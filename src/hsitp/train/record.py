@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 import numpy as np
 import xarray as xr
@@ -38,6 +38,36 @@ def summary_window(n_epochs: int, summary_epochs: int) -> int:
     return min(n_epochs, summary_epochs)
 
 
+class EpochSteps(TypedDict):
+    """One epoch's training numbers (``hsitp.train.loop``); the arrays are every rank's, (rank, ...)."""
+
+    epoch: int  # epochs finished (1-based)
+    loss: float
+    lr: float
+    tokens_per_s: float
+    step_time: np.ndarray
+    comm_time: np.ndarray
+    ccr_inline: np.ndarray
+    peak_allocated: np.ndarray
+    peak_reserved: np.ndarray
+    memory: np.ndarray  # (rank, part, kind)
+
+
+class EpochRecord(EpochSteps):
+    """One entry of a run's history: the epoch's training numbers and its test and validation accuracy (NaN
+    when not evaluated), what the record and the checkpoints hold."""
+
+    oa: float
+    aa: float
+    kappa: float
+    per_class: np.ndarray  # (classes,)
+    # the loop always writes them; build_dataset reads a history without them as NaN
+    val_oa: NotRequired[float]
+    val_aa: NotRequired[float]
+    val_kappa: NotRequired[float]
+    val_per_class: NotRequired[np.ndarray]
+
+
 EVALUATED = "; NaN at epochs not evaluated (train.eval_every)"
 TEST_NOTE = "on the labelled test pixels of the run's accuracy protocol, whole-scene tiled prediction"
 VAL_NOTE = (
@@ -60,7 +90,7 @@ SUMMARISED = (
 
 
 def build_dataset(
-    history: Sequence[Mapping[str, Any]],
+    history: Sequence[EpochRecord],
     *,
     world_size: int,
     summary_epochs: int,
@@ -85,15 +115,15 @@ def build_dataset(
     return ds
 
 
-def _per_epoch(history: Sequence[Mapping[str, Any]], key: str) -> np.ndarray:
+def _per_epoch(history: Sequence[EpochRecord], key: str) -> np.ndarray:
     return np.array([h[key] for h in history], dtype=np.float64)
 
 
-def _per_rank(history: Sequence[Mapping[str, Any]], key: str) -> np.ndarray:
+def _per_rank(history: Sequence[EpochRecord], key: str) -> np.ndarray:
     return np.stack([np.asarray(h[key], dtype=np.float64) for h in history])  # (epoch, rank, ...)
 
 
-def _accuracy_vars(history: Sequence[Mapping[str, Any]], classes: int) -> dict[str, tuple]:
+def _accuracy_vars(history: Sequence[EpochRecord], classes: int) -> dict[str, tuple]:
     """Test and validation OA, AA, kappa and per-class recall per epoch."""
 
     def per_class(key: str) -> np.ndarray:
@@ -127,7 +157,7 @@ def _accuracy_vars(history: Sequence[Mapping[str, Any]], classes: int) -> dict[s
     }  # fmt: skip
 
 
-def _training_vars(history: Sequence[Mapping[str, Any]]) -> dict[str, tuple]:
+def _training_vars(history: Sequence[EpochRecord]) -> dict[str, tuple]:
     """Loss, learning rate, throughput, step and communication times per epoch (and rank)."""
     loss = (
         "mean training cross-entropy of the epoch's steps (loss pixels; label-smoothed under "
@@ -160,7 +190,7 @@ def _training_vars(history: Sequence[Mapping[str, Any]]) -> dict[str, tuple]:
     }
 
 
-def _memory_vars(history: Sequence[Mapping[str, Any]]) -> dict[str, tuple]:
+def _memory_vars(history: Sequence[EpochRecord]) -> dict[str, tuple]:
     """The tracked step's peaks and its memory by part and kind, per epoch and rank (NaN where untracked)."""
     peak = (
         f"peak memory of the tracked step, {BYTES_NOTE}; NaN before the summary epochs (memory is tracked only in "
@@ -184,7 +214,7 @@ def _memory_vars(history: Sequence[Mapping[str, Any]]) -> dict[str, tuple]:
     }  # fmt: skip
 
 
-def _coords(history: Sequence[Mapping[str, Any]], world_size: int, classes: int) -> dict[str, tuple]:
+def _coords(history: Sequence[EpochRecord], world_size: int, classes: int) -> dict[str, tuple]:
     return {
         "epoch": variable(
             "epoch", np.array([int(h["epoch"]) for h in history], dtype=np.int32), "epochs finished"
@@ -204,7 +234,7 @@ def write_record(
     rt: Runtime,
     arch: ModelConfig,
     scene: Scene,
-    history: Sequence[Mapping[str, Any]],
+    history: Sequence[EpochRecord],
     *,
     resumed_at: Sequence[int],
     memory_method: str,

@@ -37,7 +37,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import xarray as xr
@@ -98,6 +98,33 @@ class SummaryError(HsitpError, ValueError):
 Replicate = tuple[int, int]  # (partition index, training seed)
 
 
+class RunRecord(TypedDict):
+    """The numbers one training record contributes to its cell (:func:`record_numbers`)."""
+
+    val_oa: float  # last epoch, validation pixels (NaN in a record without them)
+    val_aa: float
+    val_kappa: float
+    per_class: np.ndarray  # (classes,) test recall, last epoch
+    oa: float  # the window mean (``*_summary``)
+    aa: float
+    kappa: float
+    oa_final: float  # last epoch
+    aa_final: float
+    kappa_final: float
+    ranks: int  # processes it trained on
+    partition: int  # which of the protocol's K partitions
+    epochs: int
+    window: int  # summary epochs
+    tokens_per_s: float
+    peak_memory: float
+    ccr_inline: float
+    curve: tuple[np.ndarray, np.ndarray]  # (epochs, test OA; NaN where not evaluated)
+    steps_per_epoch: float
+
+
+Runs = Mapping[Cell, Mapping[Replicate, RunRecord]]  # each cell's records by replicate
+
+
 def variable(
     dims: str | tuple[str, ...], values: Any, long_name: str, units: str = "1", **attrs: Any
 ) -> tuple[Any, Any, dict[str, Any]]:
@@ -113,7 +140,7 @@ def _mean(values: Sequence[float]) -> float:
     return float(np.mean(values)) if len(values) else float("nan")
 
 
-def record_numbers(ds: xr.Dataset) -> dict[str, Any]:
+def record_numbers(ds: xr.Dataset) -> RunRecord:
     """The numbers one record contributes to its cell."""
     nan = float("nan")
     return {
@@ -146,7 +173,7 @@ def _pad(values: np.ndarray, classes: int) -> np.ndarray:
     return out
 
 
-def _reference(runs: Mapping[Cell, Any], cell: Cell, ranks: Mapping[Cell, int]) -> Cell | None:
+def _reference(runs: Runs, cell: Cell, ranks: Mapping[Cell, int]) -> Cell | None:
     """The tp cell a cell is compared with: tp at the same dataset, P, protocol and N, else the one tp cell of that
     dataset, protocol and N trained as a single-process equivalent (tp's architecture does not depend on P)."""
     same = cell._replace(plan="tp", g=1)
@@ -157,11 +184,7 @@ def _reference(runs: Mapping[Cell, Any], cell: Cell, ranks: Mapping[Cell, int]) 
 
 
 def _verdict_vars(
-    runs: Mapping[Cell, Mapping[Replicate, Mapping[str, Any]]],
-    cells: Sequence[Cell],
-    ranks: Mapping[Cell, int],
-    margin: float,
-    level: float,
+    runs: Runs, cells: Sequence[Cell], ranks: Mapping[Cell, int], margin: float, level: float
 ) -> dict[str, Any]:
     """d_{m}_vs_tp mean/std/ci_low/ci_high, {m}_verdict (CF flags), seeds_to_decide (OA; aa_seeds_to_decide), and
     what the intervals are over (verdict_unit_flag, verdict_units)."""
@@ -172,11 +195,7 @@ def _verdict_vars(
     return data
 
 
-def _unit_vars(
-    runs: Mapping[Cell, Mapping[Replicate, Mapping[str, Any]]],
-    cells: Sequence[Cell],
-    refs: Mapping[Cell, Cell | None],
-) -> dict[str, Any]:
+def _unit_vars(runs: Runs, cells: Sequence[Cell], refs: Mapping[Cell, Cell | None]) -> dict[str, Any]:
     """verdict_unit_flag and verdict_units: what each cell's verdict interval is over, and how many."""
     units = []
     for c in cells:
@@ -202,12 +221,7 @@ def _unit_vars(
 
 
 def _difference_vars(
-    runs: Mapping[Cell, Mapping[Replicate, Mapping[str, Any]]],
-    cells: Sequence[Cell],
-    refs: Mapping[Cell, Cell | None],
-    m: str,
-    margin: float,
-    level: float,
+    runs: Runs, cells: Sequence[Cell], refs: Mapping[Cell, Cell | None], m: str, margin: float, level: float
 ) -> dict[str, Any]:
     """Metric ``m`` of each cell minus its tp cell's: mean and sd, and for the verdict metrics the interval, the
     verdict and the units to decide."""
@@ -253,12 +267,7 @@ def _difference_vars(
 
 
 def _paired(
-    runs: Mapping[Cell, Mapping[Replicate, Mapping[str, Any]]],
-    c: Cell,
-    ref: Cell | None,
-    m: str,
-    margin: float,
-    level: float,
+    runs: Runs, c: Cell, ref: Cell | None, m: str, margin: float, level: float
 ) -> tuple[float, float, str, float, float, int]:
     """Cell ``c`` minus its tp cell ``ref`` in metric ``m``, paired by replicate (:func:`paired_units`): (mean, sd,
     verdict, interval low and high, units to decide; -1 where not applicable)."""
@@ -315,11 +324,7 @@ def _seed_mean_curve(curves: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[n
 
 
 def _time_to_accuracy(
-    runs: Mapping[Cell, Mapping[Replicate, Mapping[str, Any]]],
-    cells: Sequence[Cell],
-    ranks: Mapping[Cell, int],
-    svm_oa: Mapping[Cell, float],
-    margin: float,
+    runs: Runs, cells: Sequence[Cell], ranks: Mapping[Cell, int], svm_oa: Mapping[Cell, float], margin: float
 ) -> dict[str, Any]:
     """target_oa, steps_to_target (seed-mean curve), its _min / _max over seeds, target_reached and
     seeds_reaching_target, each (cell, target); steps_per_epoch (cell)."""
@@ -349,9 +354,7 @@ def _time_to_accuracy(
     return _time_to_accuracy_vars(tp_cell, t, spe)
 
 
-def _cell_crossings(
-    seeds: Sequence[Mapping[str, Any]], spe: float, t: Mapping[str, np.ndarray], i: int
-) -> None:
+def _cell_crossings(seeds: Sequence[RunRecord], spe: float, t: Mapping[str, np.ndarray], i: int) -> None:
     """Row ``i`` of the time-to-accuracy arrays ``t``: where the seed-mean curve and each seed's own first reach
     each target of ``t["target_oa"][i]``."""
     epochs, mean = _seed_mean_curve([r["curve"] for r in seeds])
@@ -410,7 +413,7 @@ def _tuned(recipe_json: str) -> bool:
 class _Records:
     """The training records read, by cell and seed, with what the summary checks across them."""
 
-    runs: dict[Cell, dict[Replicate, dict[str, Any]]] = field(default_factory=lambda: defaultdict(dict))
+    runs: dict[Cell, dict[Replicate, RunRecord]] = field(default_factory=lambda: defaultdict(dict))
     ranks: dict[Cell, int] = field(default_factory=dict)  # processes each cell's runs trained on
     # recipe hash -> the first record with it, per recipe scope: the whole summary, or under train.recipe "tuned"
     # (each plan on its own study's recipe) each (dataset, plan, protocol)
@@ -534,9 +537,7 @@ def _read_baselines(
     return base, classifiers
 
 
-def _seed_stats(
-    runs: Mapping[Cell, Mapping[Replicate, Mapping[str, Any]]], cells: Sequence[Cell]
-) -> dict[str, Any]:
+def _seed_stats(runs: Runs, cells: Sequence[Cell]) -> dict[str, Any]:
     """Mean and standard deviation over replicates of every per-record number, per cell; for the accuracy, its
     spread across partitions apart from its spread across seeds (:func:`spread_parts`)."""
     data: dict[str, Any] = {}
@@ -582,9 +583,7 @@ def spread_parts(values: Mapping[Replicate, float]) -> tuple[float, float]:
     return _std(means), float(np.sqrt(np.mean(within))) if within else float("nan")
 
 
-def _per_class_mean(
-    runs: Mapping[Cell, Mapping[Replicate, Mapping[str, Any]]], cells: Sequence[Cell]
-) -> tuple[dict[str, Any], int]:
+def _per_class_mean(runs: Runs, cells: Sequence[Cell]) -> tuple[dict[str, Any], int]:
     """Each class's test recall, mean over replicates per cell; and the most classes of any cell."""
     per_class = [np.stack([r["per_class"] for r in runs[c].values()]) for c in cells]  # (seeds, K) per cell
     classes = max(pc.shape[1] for pc in per_class)
@@ -598,11 +597,7 @@ def _per_class_mean(
     return {"per_class_accuracy_mean": variable(("cell", "label"), pc_mean, long)}, classes
 
 
-def _cell_counts(
-    runs: Mapping[Cell, Mapping[Replicate, Mapping[str, Any]]],
-    ranks: Mapping[Cell, int],
-    cells: Sequence[Cell],
-) -> dict[str, Any]:
+def _cell_counts(runs: Runs, ranks: Mapping[Cell, int], cells: Sequence[Cell]) -> dict[str, Any]:
     """Seeds, partitions, replicates, epochs, summary epochs and processes of each cell."""
 
     def each(count: Any) -> np.ndarray:
@@ -664,7 +659,7 @@ def _baseline_vars(
     classifiers: Sequence[str],
     cells: Sequence[Cell],
     classes: int,
-    runs: Mapping[Cell, Mapping[Replicate, Mapping[str, Any]]],
+    runs: Runs,
     level: float,
 ) -> dict[str, Any]:
     """The classical baseline beside every cell: its accuracies on the cell's dataset and protocol over its files
@@ -744,7 +739,7 @@ def _baseline_values(
 def _baseline_difference_vars(
     base: Mapping[tuple[str, str], Mapping[str, list[Any]]],
     classifiers: Sequence[str],
-    runs: Mapping[Cell, Mapping[Replicate, Mapping[str, Any]]],
+    runs: Runs,
     cells: Sequence[Cell],
     level: float,
 ) -> dict[str, Any]:

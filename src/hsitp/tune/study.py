@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import optuna
@@ -49,6 +49,9 @@ from hsitp.settings import TuneSettings
 from hsitp.train.recipe import recipe_keys
 from hsitp.train.summary import variable
 
+if TYPE_CHECKING:
+    from hsitp.train.record import EpochRecord
+
 log = logging.getLogger(__name__)
 
 # The searched recipe keys, in the order the netCDF lists them (groups: searched for the D-CHAG plans only, and
@@ -60,7 +63,7 @@ COUNTED = (TrialState.COMPLETE, TrialState.PRUNED)
 
 
 # run_study's trial: train_trial(params, workdir, on_epoch) -> its score
-TrialTrainer = Callable[[Mapping[str, Any], Path, Callable[[int, Mapping[str, Any]], None]], float]
+TrialTrainer = Callable[[Mapping[str, Any], Path, Callable[[int, "EpochRecord"], None]], float]
 
 
 class TuneError(HsitpError):
@@ -256,7 +259,7 @@ def run_study(
         workdir = spec.trial_root / trial_key(params)
         t0 = time.perf_counter()
 
-        def on_epoch(epoch: int, rec: Mapping[str, Any]) -> None:
+        def on_epoch(epoch: int, rec: EpochRecord) -> None:
             value = float(rec["val_oa"])
             trial.report(value, epoch)
             if trial.should_prune():
