@@ -24,7 +24,27 @@ class ThroughputSection(Section):
     growth)."""
 
 
-class EstimateGridSection(Section):
+class ModelShape(Section):
+    """The transformer a probe point builds, but for its bands L and tokens N (the point's): shared by the measured
+    probe, the estimate's paper grid and the model a probe file records."""
+
+    patch: sized("pixels") = 4  # type: ignore[valid-type]
+    """Patch side p in pixels."""
+    dim: sized("dim") = 256  # type: ignore[valid-type]
+    """Token width D."""
+    depth: sized("depth") = 12  # type: ignore[valid-type]
+    """Transformer blocks."""
+    heads: sized("heads") = 8  # type: ignore[valid-type]
+    """Attention heads (divisible by every P of tp and dchag plans)."""
+    mlp_ratio: sized("mlp_ratio") = 4  # type: ignore[valid-type]
+    """MLP hidden width as a multiple of D."""
+    classes: sized("classes") = 16  # type: ignore[valid-type]
+    """Classes predicted per pixel (the head's width is classes x p x p)."""
+    batch: sized("batch") = 1  # type: ignore[valid-type]
+    """Crops per step (B)."""
+
+
+class EstimateGridSection(ModelShape):
     """The paper grid of the fake-tensor estimate."""
 
     plans: distinct(named("plan"), 0) = ("dense", "tp", "dchag_l", "dchag_c", "token")  # type: ignore[valid-type]
@@ -37,20 +57,6 @@ class EstimateGridSection(Section):
     """Spectral bands."""
     N: distinct(sized("tokens"), 0) = (324, 5776)  # type: ignore[valid-type]
     """Spatial tokens per crop (square numbers)."""
-    patch: sized("pixels") = 4  # type: ignore[valid-type]
-    """Patch side p."""
-    dim: sized("dim") = 256  # type: ignore[valid-type]
-    """Token width D."""
-    depth: sized("depth") = 12  # type: ignore[valid-type]
-    """Transformer blocks."""
-    heads: sized("heads") = 8  # type: ignore[valid-type]
-    """Attention heads."""
-    mlp_ratio: sized("mlp_ratio") = 4  # type: ignore[valid-type]
-    """MLP hidden width / D."""
-    classes: sized("classes") = 16  # type: ignore[valid-type]
-    """Classes per pixel."""
-    batch: sized("batch") = 1  # type: ignore[valid-type]
-    """Crops per step."""
     dtype: Literal["float32", "bfloat16", "float16"] = "bfloat16"
     """Parameter and activation dtype of the estimate."""
     checkpointing: distinct(Checkpointing, 0) = ("none", "blocks")  # type: ignore[valid-type]
@@ -91,7 +97,7 @@ class EstimateSection(Section):
     """Checkpointing policies of the D-CHAG configs (theirs: blocks)."""
 
 
-class ProbeSection(Section):
+class ProbeSection(ModelShape):
     """The memory probe (results/<run>/probe/): a few forward+backward+AdamW steps of each plan under torchrun, one
     launch per P; per-rank memory by part and kind and the peak, step time and time per part with and without
     collectives; and paper-scale estimates with fake tensors (probe estimate). Backend and timeout are the parallel
@@ -107,20 +113,6 @@ class ProbeSection(Section):
     """Spectral bands."""
     N: distinct(sized("tokens")) = (324, 5776)  # type: ignore[valid-type]
     """Spatial tokens per crop; square numbers (crop side = sqrt(N) x patch)."""
-    patch: sized("pixels") = 4  # type: ignore[valid-type]
-    """Patch side p in pixels."""
-    dim: sized("dim") = 256  # type: ignore[valid-type]
-    """Token width D."""
-    depth: sized("depth") = 12  # type: ignore[valid-type]
-    """Transformer blocks."""
-    heads: sized("heads") = 8  # type: ignore[valid-type]
-    """Attention heads (divisible by every P of tp and dchag plans)."""
-    mlp_ratio: sized("mlp_ratio") = 4  # type: ignore[valid-type]
-    """MLP hidden width as a multiple of D."""
-    classes: sized("classes") = 16  # type: ignore[valid-type]
-    """Classes predicted per pixel (the head's width is classes x p x p)."""
-    batch: sized("batch") = 1  # type: ignore[valid-type]
-    """Crops per step (B)."""
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     """Parameter and activation dtype; auto = bfloat16 on CUDA, float32 on CPU."""
     warmup: int = Field(1, ge=1)
