@@ -18,7 +18,7 @@ from hsitp.sections.resources import ResourcesSection
 from hsitp.sections.train import TrainSection
 from hsitp.sections.tune import TuneSection
 
-# The converted sections, by their config key, in the order the generated schema lists them after the others.
+# Every section, by its config key, in the order the generated schema lists them after the top-level keys.
 SECTIONS: dict[str, type[Section]] = {
     "data": DataSection,
     "model": ModelSection,
