@@ -15,7 +15,7 @@ from typing import NoReturn
 
 from hsitp import __version__
 from hsitp.config import check_options, check_outputs
-from hsitp.errors import HsitpError
+from hsitp.errors import HsitpError, one_line
 from hsitp.signals import Interrupted
 
 
@@ -105,18 +105,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-
-
-def one_line(message: str) -> str:
-    """An error message on one line: a multi-line one (``invalid config:`` then one problem a line) is joined
-    with ``; `` so the terminal's and the log's last line holds all of it."""
-    lines = [ln.strip() for ln in message.splitlines() if ln.strip()]
-    if not lines:
-        return message.strip()
-    out = lines[0]
-    for ln in lines[1:]:
-        out += " " + ln if out.endswith(":") or ln.startswith("(") else "; " + ln
-    return out
 
 
 def os_error_line(exc: OSError) -> str:
