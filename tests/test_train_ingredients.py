@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import pickle
+import re
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +16,7 @@ from hsitp.evaluate.verdict import t_quantile
 from hsitp.io import read_netcdf
 from hsitp.train.ingredients import (
     IngredientsError,
+    main,
     markdown,
     partition_path,
     read_spec,
@@ -61,23 +64,24 @@ def test_the_table_pairs_each_row_with_the_baseline_by_replicate(tmp_path: Path,
     where the runner's jobs would write them, and the table recomputed by hand."""
     monkeypatch.chdir(tmp_path)
     spec = read_spec(_spec(tmp_path))
-    _scene_with_draws(partition_path(spec), spec["partitions"], tmp_path)  # two different draws of the scene
+    _scene_with_draws(partition_path(spec), spec.partitions, tmp_path)  # two different draws of the scene
     oa: dict[str, dict[tuple[int, int], float]] = {}
-    for row in spec["rows"]:
+    for row in spec.rows:
         cfg = row_config(spec, row)
         assert cfg["train"]["epochs"] == 2 and cfg["train"]["validation"]["fraction"] == 0.0
-        oa[row["name"]] = {}
-        for job in row_jobs(spec, row, cfg):
-            k, seed = job["replicate"]
-            assert job["cmd"][job["cmd"].index("--seed") + 1] == str(seed)
-            assert job["cmd"][4] == str(partition_path(spec))
-            assert job["cmd"][job["cmd"].index("--partition") + 1] == str(k)
+        oa[row.name] = {}
+        for job in row_jobs(spec, row):
+            k, seed = job.replicate
+            assert job.cmd[job.cmd.index("--seed") + 1] == str(seed)
+            assert job.cmd[4] == str(partition_path(spec))
+            assert job.cmd[job.cmd.index("--partition") + 1] == str(k)
+            assert pickle.loads(pickle.dumps(job)) == job  # a process pool can take it
             out = train_p1(cfg, TrainJob(
-                data=partition_path(spec), out=job["record"], plan="dense", world_size=1, groups=1,
+                data=partition_path(spec), out=job.record, plan="dense", world_size=1, groups=1,
                 protocol="random", seed=seed, tokens=9, patch=4, partition=k,
             ))  # fmt: skip
-            job["record"].with_suffix(".wall.json").write_text(json.dumps({"wall_s": 10.0 + k + seed}))
-            oa[row["name"]][(k, seed)] = float(read_netcdf(out, kind="train")["oa_summary"])
+            job.record.with_suffix(".wall.json").write_text(json.dumps({"wall_s": 10.0 + k + seed}))
+            oa[row.name][(k, seed)] = float(read_netcdf(out, kind="train")["oa_summary"])
     ds = table(spec)
     reps = sorted(oa["baseline"])
     for i, name in enumerate(["baseline", "ema", "pretrain"]):
@@ -97,43 +101,85 @@ def test_the_table_pairs_each_row_with_the_baseline_by_replicate(tmp_path: Path,
     assert rows[0][0] == "baseline" and by_name["pretrain"][1:3] == ["pretraining", "4"]
     assert rows[-1][-1] == "yes"
 
-    changed = read_spec(_spec(tmp_path))
-    changed["train"] = {**TINY, "epochs": 3}
+    changed = read_spec(_spec(tmp_path)).model_copy(update={"train": {**TINY, "epochs": 3}})
     with pytest.raises(IngredientsError, match="trained under recipe .* the spec or its overlays changed"):
         table(changed)
 
 
-def test_spec_is_checked_and_overlaid(tmp_path: Path) -> None:
-    """Catches a baseline row that adds keys (the ΔOA would not be against the baseline recipe), a spec without
-    partitions, and an overlay (the pilot's) that does not replace the run name, seeds and shared keys; and the
-    committed spec and pilot resolving to other than tp's tuned block recipe on the block protocol at N = 324."""
-    path = _spec(tmp_path)
-    raw = yaml.safe_load(path.read_text())
+def _bad(raw: dict) -> None:
     raw["rows"][0]["train"] = {"augment": False}
+
+
+MALFORMED = [  # (what is wrong, the change, the line's key and words)
+    ("baseline adds keys", _bad, r"rows: the first row \(baseline\) is the baseline: it adds no `train` keys"),
+    ("a row twice", lambda r: r["rows"].append({"name": "ema"}), r"rows: row names repeat: \['ema'\]"),
+    ("no partitions", lambda r: r.update(partitions=[]), "partitions: Tuple should have at least 1 item"),
+    ("a seed twice", lambda r: r.update(seeds=[0, 0]), r"seeds: \[0, 0\] repeats an item"),
+    ("a partition twice", lambda r: r.update(partitions=[1, 1]), r"partitions: \[1, 1\] repeats an item"),
+    ("a negative partition", lambda r: r.update(partitions=[-1]), "partitions.0: Input should be greater"),
+    ("a key missing", lambda r: r.pop("plan"), "plan: Field required"),
+    ("a key misspelt", lambda r: r.update(seed=3), r"seed: unknown key \(allowed: base, run, .*seeds"),
+    ("a row's key misspelt", lambda r: r["rows"][1].update(trian={}), r"rows.1.trian: unknown key \(allowed: name"),
+    ("an unknown plan", lambda r: r.update(plan="tpp"), "plan: 'tpp' is not a plan"),
+    ("a row name as a path", lambda r: r["rows"][1].update(name="../x"), "rows.1.name: String should match"),
+    ("no world size", lambda r: r.update(world_size=0), "world_size: Input should be greater than or equal to 1"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("what", "change", "words"), MALFORMED, ids=[m[0] for m in MALFORMED])
+def test_a_malformed_spec_is_refused_in_one_line_naming_the_file_and_key(
+    tmp_path: Path, what: str, change, words: str
+) -> None:
+    """Catches a malformed spec that trains anyway or fails later with a traceback: a baseline row adding keys
+    (ΔOA not against the baseline recipe), two rows of one name (one folder for two rows' records), a seed or
+    partition given twice (one replicate counted twice in the paired interval), no partitions, a misspelt key
+    silently ignored (``seed:`` for ``seeds:``, a row's ``trian:``: the row would train the baseline), an unknown
+    plan, a row name that leaves results/RUN/, a world size of 0; and a message without the file or the key."""
+    raw = yaml.safe_load(_spec(tmp_path).read_text())
+    change(raw)
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(raw))
-    with pytest.raises(IngredientsError, match="the first row is the baseline"):
+    with pytest.raises(IngredientsError, match=f"^{re.escape(str(bad))}: {words}") as exc:
         read_spec(bad)
-    raw = yaml.safe_load(path.read_text())
-    raw["partitions"] = []
-    bad.write_text(yaml.safe_dump(raw))
-    with pytest.raises(IngredientsError, match="`partitions` and `seeds`"):
-        read_spec(bad)
+    assert "\n" not in str(exc.value)
 
+
+def test_the_runner_exits_2_with_one_line(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Catches the runner printing a traceback (or exiting 1) for a spec it refuses, a row whose ingredient the
+    pipeline's schema refuses reported without the row's name or only after other rows trained, and an empty
+    overlay read as no overlay."""
+    monkeypatch.chdir(tmp_path)
+    path = _spec(tmp_path)
+    raw = yaml.safe_load(path.read_text())
+    raw["rows"][2]["train"] = {"pretrain": {"stepz": 2}}
+    path.write_text(yaml.safe_dump(raw))
+    assert main([str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("hsitp: error: rows: pretrain: invalid config: train.pretrain") and "\n" not in err
+    assert not (tmp_path / "results").exists()  # refused before the scene was prepared or a row trained
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("# nothing\n")
+    assert main([str(path), "--overlay", str(empty), "--table"]) == 2
+    assert f"{empty} holds no settings" in capsys.readouterr().err
+
+
+def test_spec_is_overlaid(tmp_path: Path) -> None:
+    """Catches an overlay (the pilot's) that does not replace the run name, seeds and shared keys; and the
+    committed spec and pilot resolving to other than tp's tuned block recipe on the block protocol at N = 324."""
     spec = read_spec(ROOT / "config/cpu-places-ablation.yaml", [ROOT / "config/cpu-places-pilot.yaml"])
-    assert spec["run"] == "cpu-places-pilot" and spec["seeds"] == [0, 1] and spec["partitions"] == [0]
+    assert spec.run == "cpu-places-pilot" and spec.seeds == (0, 1) and spec.partitions == (0,)
     full = read_spec(ROOT / "config/cpu-places-ablation.yaml")
-    assert [r["name"] for r in spec["rows"]] == [r["name"] for r in full["rows"]]
-    base = row_config(full, full["rows"][0])["train"]
+    assert [r.name for r in spec.rows] == [r.name for r in full.rows]
+    base = row_config(full, full.rows[0])["train"]
     assert base["lr"] == pytest.approx(0.00855, rel=1e-3) and base["sampling"] == {
         "mode": "stratified",
         "per_class": 19,
     }
     assert base["epochs"] * base["steps_per_epoch"] == 2000 and base["crops"][0]["tokens"] == 324
-    assert row_config(spec, spec["rows"][0])["train"]["epochs"] * 30 == 300
-    for row in full["rows"][1:]:
+    assert row_config(spec, spec.rows[0])["train"]["epochs"] * 30 == 300
+    for row in full.rows[1:]:
         cfg = row_config(full, row)["train"]
-        assert cfg["crops"][0]["tokens"] == 324 and cfg["lr"] == base["lr"], row["name"]
+        assert cfg["crops"][0]["tokens"] == 324 and cfg["lr"] == base["lr"], row.name
 
 
 def _scene_with_draws(path: Path, draws: list[int], tmp: Path) -> None:

@@ -19,11 +19,9 @@ Cost: optimizer steps (fine-tuning plus pretraining) and wall time per run (one 
 machine: ratios to the baseline are paired by replicate but not interleaved, so they are rough). A row with
 pretraining is transductive (it saw the test pixels' spectra, never their labels): its line says so.
 
-The spec is not a pipeline overlay: ``base`` lists the overlays every row starts from; ``recipe`` (optional) a
-tuning study whose best trial's keys (``hsitp.train.recipe.recipe_keys``) go under every row; ``train`` the keys
-every row shares (steps, evaluation cadence); each row's ``train`` its ingredient. The first row is the baseline.
-Records: results/RUN/train/DATASET/ROW/pK/NAME.nc with a ``.wall.json`` beside; the table: results/RUN/ingredients.
-{nc,md}.
+The spec (:class:`AblationSpec`; a malformed one refused in one line naming each bad key) is not a pipeline
+overlay: each row's config is built from it (:func:`row_config`). Records: results/RUN/train/DATASET/ROW/pK/NAME.nc
+with a ``.wall.json`` beside; the table: results/RUN/ingredients.{nc,md}.
 """
 
 from __future__ import annotations
@@ -37,53 +35,125 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, NamedTuple
 
 import numpy as np
 import xarray as xr
+from pydantic import Field, ValidationError, field_validator
+from pydantic_core import ErrorDetails
 
-from hsitp.config import deep_merge, load_config, yaml_load
-from hsitp.errors import HsitpError
+from hsitp.config import ConfigError, deep_merge, load_config, read_config_file
+from hsitp.errors import HsitpError, one_line
 from hsitp.markdown import markdown_table
 from hsitp.outcomes import Accuracy
+from hsitp.sections.base import RUN_NAME, Section, distinct, named, sized
 from hsitp.train.plan import crop_patch, recipe_hash, run_name
 from hsitp.train.settings import TrainSettings
 
-REQUIRED = ("base", "run", "dataset", "plan", "world_size", "protocol", "partitions", "seeds", "rows")
+PartitionIndex = Annotated[int, Field(ge=0, strict=True)]
 
 
 class IngredientsError(HsitpError, ValueError):
     """The ingredients spec is malformed or its records do not match it (names the key)."""
 
 
-def read_spec(path: str | Path, overlays: Sequence[str | Path] = ()) -> dict[str, Any]:
-    """The spec, with ``overlays`` merged over it (a pilot: fewer seeds and steps, its own run name), checked."""
-    spec = yaml_load(Path(path).read_text())
-    for extra in overlays:
-        spec = deep_merge(spec, yaml_load(Path(extra).read_text()))
-    for key in REQUIRED:
-        if key not in spec:
-            raise IngredientsError(f"{path}: `{key}` missing")
-    names = [r.get("name") for r in spec["rows"]]
-    if len(set(names)) != len(names) or not all(names):
-        raise IngredientsError(f"{path}: rows need unique non-empty `name`s, got {names}")
-    if spec["rows"][0].get("train"):
-        raise IngredientsError(f"{path}: the first row is the baseline: it adds no `train` keys")
-    if not spec["partitions"] or not spec["seeds"]:
-        raise IngredientsError(f"{path}: `partitions` and `seeds` need at least one entry each")
-    return spec
+class Row(Section):
+    """One row of the table: the baseline recipe plus one ingredient."""
+
+    name: str = Field(pattern=RUN_NAME)
+    """The row's folder under results/RUN/train/DATASET/ and its label in the table (letters, digits, _ and -)."""
+    what: str = ""
+    """What the row adds, in words: the table's `what` column."""
+    train: dict[str, Any] = {}
+    """The ingredient: train keys merged over the shared ones; the pipeline's schema validates the merged config
+    (none for the first row, the baseline)."""
 
 
-def partition_path(spec: Mapping[str, Any]) -> Path:
+class AblationSpec(Section):
+    """The ingredients ablation (``config/cpu-places-ablation.yaml``): not a pipeline overlay, the rows' configs are
+    built from it."""
+
+    base: distinct(str)  # type: ignore[valid-type]
+    """Pipeline overlays every row starts from, in merge order (config/config.yaml first)."""
+    run: str = Field(pattern=RUN_NAME)
+    """The run: the prepared scene goes to results/RUN/data/, the records under results/RUN/train/, the table to
+    results/RUN/ingredients.{nc,md}."""
+    dataset: str = Field(pattern=RUN_NAME)
+    """The registry scene every row trains on."""
+    plan: named("plan")  # type: ignore[valid-type]
+    """The parallel plan every row trains, as its single-process equivalent (--ranks 1)."""
+    world_size: sized("world_size")  # type: ignore[valid-type]
+    """The plan's parallel degree P: its architecture (the same at every P for tp) and its records' run name."""
+    protocol: named("protocol")  # type: ignore[valid-type]
+    """The accuracy protocol whose train/test partitions the rows train and score on."""
+    partitions: distinct(PartitionIndex)  # type: ignore[valid-type]
+    """Draws k of the protocol's partition (0: a one-draw run's); every row trains on each (x every seed)."""
+    seeds: distinct(sized("seed"))  # type: ignore[valid-type]
+    """Training seeds; a replicate is (partition, seed), and ΔOA is paired by replicate."""
+    rows: tuple[Row, ...] = Field(min_length=1)
+    """The rows in the order they train; the first is the baseline the others are compared with."""
+    recipe: str | None = None
+    """A tuning study (results/RUN/tune/DATASET/PLAN_PROTOCOL.nc) whose best trial's keys go under every row; it
+    must be the study of `plan` under `protocol`. None: the base overlays' train keys."""
+    train: dict[str, Any] = {}
+    """Train keys every row shares (steps, evaluation cadence), over the recipe's, under each row's."""
+
+    @field_validator("rows")
+    @classmethod
+    def _baseline_first(cls, rows: tuple[Row, ...]) -> tuple[Row, ...]:
+        names = [r.name for r in rows]
+        if len(set(names)) != len(names):
+            raise ValueError(f"row names repeat: {sorted({n for n in names if names.count(n) > 1})}")
+        if rows[0].train:
+            raise ValueError(f"the first row ({rows[0].name}) is the baseline: it adds no `train` keys")
+        return rows
+
+
+class Job(NamedTuple):
+    """One replicate of a row: the command that trains it and the record it writes."""
+
+    row: str
+    replicate: tuple[int, int]  # (partition, seed)
+    record: Path
+    cmd: tuple[str, ...]
+    recipe_hash: str
+
+
+def _problem(e: ErrorDetails) -> str:
+    """One of pydantic's errors as 'key.path: what is wrong'."""
+    where = ".".join(str(p) for p in e["loc"]) or "<top level>"
+    if e["type"] == "extra_forbidden":
+        model = Row if e["loc"][0] == "rows" else AblationSpec
+        return f"{where}: unknown key (allowed: {', '.join(model.model_fields)})"
+    return f"{where}: {e['msg'].removeprefix('Value error, ')}"
+
+
+def read_spec(path: str | Path, overlays: Sequence[str | Path] = ()) -> AblationSpec:
+    """The spec, with ``overlays`` merged over it (a pilot: fewer seeds and steps, its own run name);
+    IngredientsError naming the file(s) and each malformed key on one line otherwise."""
+    try:
+        raw = read_config_file(path)
+        for extra in overlays:
+            raw = deep_merge(raw, read_config_file(extra))
+    except ConfigError as exc:
+        raise IngredientsError(str(exc)) from None
+    try:
+        return AblationSpec.model_validate(raw)
+    except ValidationError as exc:
+        files = " + ".join(str(p) for p in (path, *overlays))
+        raise IngredientsError(f"{files}: " + "; ".join(_problem(e) for e in exc.errors())) from None
+
+
+def partition_path(spec: AblationSpec) -> Path:
     """The prepared scene holding every partition of the spec (``data.partition.draws`` = the largest index + 1)."""
-    return Path("results") / spec["run"] / "data" / f"{spec['dataset']}.nc"
+    return Path("results") / spec.run / "data" / f"{spec.dataset}.nc"
 
 
-def prepare_partitions(spec: Mapping[str, Any]) -> None:
+def prepare_partitions(spec: AblationSpec) -> None:
     """Prepare the scene once with K = max(partitions) + 1 draws per protocol (``hsitp data prepare``, the base
     overlays; partition k is the k-th seeded draw, the same whatever K: partition 0 is a one-draw run's)."""
     out = partition_path(spec)
-    draws = max(int(k) for k in spec["partitions"]) + 1
+    draws = max(spec.partitions) + 1
     if out.exists():
         from hsitp.contracts import DATASET
 
@@ -94,67 +164,68 @@ def prepare_partitions(spec: Mapping[str, Any]) -> None:
             ds.close()
         if have >= draws:
             return
-    cmd = [sys.executable, "-m", "hsitp", "data", "prepare", spec["dataset"], "--out", str(out)]
-    for base in spec["base"]:
+    cmd = [sys.executable, "-m", "hsitp", "data", "prepare", spec.dataset, "--out", str(out)]
+    for base in spec.base:
         cmd += ["--config", str(base)]
     cmd += ["--config-json", json.dumps({"data": {"partition": {"draws": draws}}})]
     if subprocess.call(cmd) != 0:
         raise IngredientsError(f"partitions: preparing {draws} partitions failed: {' '.join(cmd)}")
 
 
-def row_config(spec: Mapping[str, Any], row: Mapping[str, Any]) -> dict[str, Any]:
+def row_config(spec: AblationSpec, row: Row) -> dict[str, Any]:
     """The full validated config of one row: base overlays, the study's recipe keys, the spec's shared keys,
     the row's ingredient."""
     train: dict[str, Any] = {}
-    if spec.get("recipe"):
+    if spec.recipe:
         from hsitp.train.recipe import read_best, recipe_keys
 
-        found = read_best(spec["recipe"])
-        if (found["plan"], found["protocol"]) != (spec["plan"], spec["protocol"]):
+        found = read_best(spec.recipe)
+        if (found["plan"], found["protocol"]) != (spec.plan, spec.protocol):
             raise IngredientsError(
-                f"recipe: {spec['recipe']} is the study of {found['plan']} under {found['protocol']}, the spec "
-                f"trains {spec['plan']} under {spec['protocol']}"
+                f"recipe: {spec.recipe} is the study of {found['plan']} under {found['protocol']}, the spec "
+                f"trains {spec.plan} under {spec.protocol}"
             )
         train = recipe_keys(found["best"])
-    train = deep_merge(train, dict(spec.get("train") or {}))
-    train = deep_merge(train, dict(row.get("train") or {}))
-    return load_config([Path(p) for p in spec["base"]], {"run": spec["run"], "train": train})
+    train = deep_merge(deep_merge(train, spec.train), row.train)
+    try:
+        return load_config([Path(p) for p in spec.base], {"run": spec.run, "train": train})
+    except ConfigError as exc:
+        raise IngredientsError(f"rows: {row.name}: {exc}") from None
 
 
-def row_jobs(spec: Mapping[str, Any], row: Mapping[str, Any], cfg: Mapping[str, Any]) -> list[dict[str, Any]]:
+def row_jobs(spec: AblationSpec, row: Row) -> list[Job]:
     """One job per replicate (partition, seed) of a row: its command line and record."""
+    cfg = row_config(spec, row)
     settings = TrainSettings.from_config(cfg)
     tokens = settings.crops[0].tokens
-    patch = crop_patch(settings, spec["dataset"], tokens)
-    world = int(spec["world_size"])
+    patch = crop_patch(settings, spec.dataset, tokens)
     out = []
-    for k in spec["partitions"]:
-        for seed in spec["seeds"]:
-            name = run_name(spec["plan"], tokens, world, 1, spec["protocol"], int(seed))
-            rec = Path("results", spec["run"], "train", spec["dataset"], row["name"], f"p{k}", f"{name}.nc")
-            cmd = [
+    for k in spec.partitions:
+        for seed in spec.seeds:
+            name = run_name(spec.plan, tokens, spec.world_size, 1, spec.protocol, seed)
+            rec = Path("results", spec.run, "train", spec.dataset, row.name, f"p{k}", f"{name}.nc")
+            cmd = (
                 sys.executable, "-m", "hsitp", "train", str(partition_path(spec)), "--partition", str(k),
-                "--plan", spec["plan"],
-                "--tokens", str(tokens), "--patch", str(patch), "--world-size", str(world), "--ranks", "1",
-                "--protocol", spec["protocol"], "--seed", str(seed), "--out", str(rec),
+                "--plan", spec.plan,
+                "--tokens", str(tokens), "--patch", str(patch), "--world-size", str(spec.world_size), "--ranks", "1",
+                "--protocol", spec.protocol, "--seed", str(seed), "--out", str(rec),
                 "--config-json", json.dumps(cfg),
-            ]  # fmt: skip
-            out.append({"row": row["name"], "replicate": (int(k), int(seed)), "record": rec, "cmd": cmd,
-                        "recipe_hash": recipe_hash(cfg)})  # fmt: skip
+            )  # fmt: skip
+            out.append(Job(row.name, (k, seed), rec, cmd, recipe_hash(cfg)))
     return out
 
 
-def run_one(job: Mapping[str, Any]) -> None:
-    """Train one missing record (``job["cmd"]``, one thread) and write its wall time beside it (``.wall.json``), its
+def run_one(job: Job) -> None:
+    """Train one missing record (``job.cmd``, one thread) and write its wall time beside it (``.wall.json``), its
     output to ``.log``; a record present is left alone (resumable), a failed run is reported and leaves no record."""
-    rec: Path = job["record"]
+    rec = job.record
     if rec.exists():
         return
     rec.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     t0 = time.monotonic()
     with open(rec.with_suffix(".log"), "w") as log:
-        code = subprocess.call(job["cmd"], stdout=log, stderr=subprocess.STDOUT, env=env)
+        code = subprocess.call(job.cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
     wall = time.monotonic() - t0
     if code != 0:
         print(f"FAILED ({code}): {rec} (log {rec.with_suffix('.log')})", flush=True)
@@ -163,35 +234,30 @@ def run_one(job: Mapping[str, Any]) -> None:
     print(f"done {rec} in {wall:.0f} s", flush=True)
 
 
-def train_rows(spec: Mapping[str, Any], only: Sequence[str] | None = None, workers: int = 1) -> None:
+def train_rows(spec: AblationSpec, only: Sequence[str] | None = None, workers: int = 1) -> None:
     """Train every missing record, row by row (the baseline first), ``workers`` processes at a time (one thread
-    each)."""
+    each); every row's config is resolved (and a malformed one refused) before anything runs."""
     from concurrent.futures import ThreadPoolExecutor
 
+    jobs = [job for row in spec.rows if only is None or row.name in only for job in row_jobs(spec, row)]
     prepare_partitions(spec)
-    jobs = [
-        job
-        for row in spec["rows"]
-        if only is None or row["name"] in only
-        for job in row_jobs(spec, row, row_config(spec, row))
-    ]
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         list(pool.map(run_one, jobs))
 
 
-def _read(job: Mapping[str, Any]) -> dict[str, Any] | None:
+def _read(job: Job) -> dict[str, Any] | None:
     """A record's numbers: OA (§7.4 summary), validation OA (last epoch), steps, wall time, transductive."""
     from hsitp.contracts import TRAIN
     from hsitp.train.summary import record_numbers
 
-    rec: Path = job["record"]
+    rec = job.record
     if not rec.exists():
         return None
     ds = TRAIN.read(rec)
-    if ds.attrs.get("recipe_hash") != job["recipe_hash"]:
+    if ds.attrs.get("recipe_hash") != job.recipe_hash:
         raise IngredientsError(
             f"{rec} was trained under recipe {ds.attrs.get('recipe_hash')}, its row now resolves to "
-            f"{job['recipe_hash']}: the spec or its overlays changed; restore them or delete the row's records"
+            f"{job.recipe_hash}: the spec or its overlays changed; restore them or delete the row's records"
         )
     ingredients = json.loads(str(ds.attrs.get("ingredients", "{}")))
     pre = int((ingredients.get("pretrain") or {}).get("steps", 0))
@@ -205,16 +271,13 @@ def _read(job: Mapping[str, Any]) -> dict[str, Any] | None:
     }
 
 
-def table(spec: Mapping[str, Any]) -> xr.Dataset:
+def table(spec: AblationSpec) -> xr.Dataset:
     """Per row: replicates found, mean OA, mean ΔOA vs the baseline with its 95 % paired interval and verdict
     (margin train.verdict.margin), validation ΔOA, steps, wall time per run and its ratio to the baseline's."""
     from hsitp.evaluate.verdict import paired_verdict
 
-    rows = list(spec["rows"])
-    got = []
-    for row in rows:
-        cfg = row_config(spec, row)
-        got.append({j["replicate"]: n for j in row_jobs(spec, row, cfg) if (n := _read(j)) is not None})
+    rows = spec.rows
+    got = [{j.replicate: n for j in row_jobs(spec, row) if (n := _read(j)) is not None} for row in rows]
     margin = float(row_config(spec, rows[0])["train"]["verdict"]["margin"])
     base = got[0]
     cols: dict[str, list[Any]] = {k: [] for k in (
@@ -242,7 +305,7 @@ def table(spec: Mapping[str, Any]) -> xr.Dataset:
         cols["verdict"].append(v.verdict)
         cols["d_val_oa_mean"].append(_mean([numbers[r]["val_oa"] - base[r]["val_oa"] for r in common]))
         cols["wall_vs_baseline"].append(_mean([numbers[r]["wall_s"] / base[r]["wall_s"] for r in common]))
-    return _dataset(spec, rows, cols, margin)
+    return _dataset(spec, cols, margin)
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -267,23 +330,23 @@ LONG = {
 }  # fmt: skip
 
 
-def _dataset(spec: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], cols: Mapping[str, list[Any]],
-             margin: float) -> xr.Dataset:  # fmt: skip
+def _dataset(spec: AblationSpec, cols: Mapping[str, list[Any]], margin: float) -> xr.Dataset:
+    rows = spec.rows
     data = {}
     for k, values in cols.items():
         units, long = LONG[k]
         arr = np.asarray(values, dtype=np.int8 if k == "transductive" else str if k == "d_oa_each" else None)
         data[k] = ("row", arr, {"units": units, "long_name": long} if units else {"long_name": long})
-    ds = xr.Dataset(data, coords={"row": ("row", [r["name"] for r in rows], {"long_name": "ingredient"})})
-    ds["what"] = ("row", [str(r.get("what", "")) for r in rows], {"long_name": "what the row adds"})
+    ds = xr.Dataset(data, coords={"row": ("row", [r.name for r in rows], {"long_name": "ingredient"})})
+    ds["what"] = ("row", [r.what for r in rows], {"long_name": "what the row adds"})
     ds.attrs.update({
         "title": "hsitp ingredients ablation: each ingredient alone on the baseline recipe, paired by replicate",
-        "plan": f"{spec['plan']} at P = {spec['world_size']} as its single-process equivalent",
-        "protocol": spec["protocol"],
-        "partitions": json.dumps([int(k) for k in spec["partitions"]]),
-        "seeds": json.dumps([int(s) for s in spec["seeds"]]),
-        "baseline": rows[0]["name"],
-        "recipe": str(spec.get("recipe") or "the base overlays' train keys"),
+        "plan": f"{spec.plan} at P = {spec.world_size} as its single-process equivalent",
+        "protocol": spec.protocol,
+        "partitions": json.dumps(list(spec.partitions)),
+        "seeds": json.dumps(list(spec.seeds)),
+        "baseline": rows[0].name,
+        "recipe": (spec.recipe or "the base overlays' train keys"),
         "verdict_margin": margin,
         "decision": "test OA over the replicates measures each ingredient; adopting one by it selects on the test "
         "pixels of these partitions: confirm on fresh partitions or on validation pixels",
@@ -335,9 +398,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=1, help="training processes at a time (one thread each)")
     ap.add_argument("--table", action="store_true", help="only build the table from the records present")
     args = ap.parse_args(argv)
+    try:
+        return _run(args)
+    except HsitpError as exc:  # a malformed spec, a row's config refused, records of another recipe
+        print(f"hsitp: error: {one_line(str(exc))}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
     spec = read_spec(args.spec, args.overlay)
     only = args.rows.split(",") if args.rows else None
-    unknown = sorted(set(only or ()) - {r["name"] for r in spec["rows"]})
+    unknown = sorted(set(only or ()) - {r.name for r in spec.rows})
     if unknown:
         raise IngredientsError(f"--rows: no row named {unknown} in {args.spec}")
     if not args.table:
@@ -346,7 +417,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from hsitp.io import provenance, write_netcdf
 
     ds = table(spec)
-    out = Path("results") / spec["run"] / "ingredients.nc"
+    out = Path("results") / spec.run / "ingredients.nc"
     inputs = {"spec": Path(args.spec), **{f"overlay{i}": Path(p) for i, p in enumerate(args.overlay)}}
     write_netcdf(ds, out, kind=TRAIN_INGREDIENTS.kind, prov=provenance({}, inputs=inputs))
     text = markdown(ds)
