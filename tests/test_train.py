@@ -16,9 +16,9 @@ import xarray as xr
 from dist_utils import spawn_world
 from train_utils import TINY_CROP, tiny_config, train_p1, write_scene
 
+from hsitp.data.partition import PartitionError, read_partition
 from hsitp.io import read_netcdf
 from hsitp.train import checkpoint as ckpt
-from hsitp.train.data import TrainDataError, read_partition
 from hsitp.train.loop import InjectedFailure, TrainError, TrainJob, train_rank
 from hsitp.train.settings import TrainSettings
 
@@ -52,12 +52,14 @@ def test_read_partition_picks_protocol_and_draw(tmp_path: Path) -> None:
     for i, protocol in enumerate(("random", "block")):
         np.testing.assert_array_equal(read_partition(new, protocol), new["partition"].values[i, 0])
     assert not np.array_equal(read_partition(new, "random"), read_partition(new, "block"))
-    with pytest.raises(TrainDataError, match="'block' .* not in the file; it holds \\['random'\\]"):
-        read_partition(one, "block")
-    with pytest.raises(TrainDataError, match="'spiral' .* not in the file"):
+    with pytest.raises(
+        PartitionError, match=r"^x.nc: .*'block' is not in the prepared file, which holds \['random'\]"
+    ):
+        read_partition(one, "block", path="x.nc")
+    with pytest.raises(PartitionError, match="'spiral' is not in the prepared file"):
         read_partition(new, "spiral")
-    with pytest.raises(TrainDataError, match="partition 1 of the 'random' protocol is not in the file"):
-        read_partition(new, "random", index=1)
+    with pytest.raises(PartitionError, match="partition index 1 is not in the prepared file"):
+        read_partition(new, "random", 1)
     assert isinstance(new, xr.Dataset)
 
 

@@ -218,7 +218,7 @@ def test_block_study_over_inner_folds_validates_every_train_pixel(tmp_path: Path
     sample), a fold trained on its own validation pixels, a score that is not the folds' OA pooled by their pixels
     (a plain mean of the folds would weigh a small fold as much as a large one), counts not recorded, and a
     validation below tune.block_validation's minimum that the study runs anyway instead of refusing at start."""
-    from hsitp.train.data import TRAIN, read_partition
+    from hsitp.data.partition import TRAIN, read_partition
 
     scene = write_scene(tmp_path / "scene.nc", both_protocols=True)
     out = tmp_path / "tp_block.nc"

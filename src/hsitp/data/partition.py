@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -249,28 +250,33 @@ def per_partition(value: Sequence[Any], index: int) -> Any:
     return value[index]
 
 
-def read_partition(ds: xr.Dataset, protocol: str, index: int = 0) -> np.ndarray:
+def read_partition(
+    ds: xr.Dataset, protocol: str, index: int = 0, *, path: str | Path | None = None
+) -> np.ndarray:
     """The (y, x) int8 partition (0 unused, 1 train, 2 test) of one protocol and partition index from a prepared
-    ``dataset`` file.
+    ``dataset`` file (``path``, when given, names it in the errors).
 
     The error names the protocols the file holds, so a training config asking for one the data stage was not
     configured with (``data.partition.protocols``) says what to change; likewise for an index beyond the file's
     ``data.partition.draws``.
     """
+    where = f"{path}: " if path is not None else ""
     if "partition" not in ds:
-        raise PartitionError("the prepared file has no `partition` variable; re-run `hsitp data prepare`")
+        raise PartitionError(
+            f"{where}the prepared file has no `partition` variable; re-run `hsitp data prepare`"
+        )
     var = ds["partition"]
     present = [str(p) for p in var["protocol"].values]
     if protocol not in present:
         raise PartitionError(
-            f"accuracy protocol {protocol!r} is not in the prepared file, which holds {present}; pick one of "
-            "those, or add it to data.partition.protocols and re-run `hsitp data prepare`"
+            f"{where}accuracy protocol {protocol!r} is not in the prepared file, which holds {present}; pick one "
+            "of those, or add it to data.partition.protocols and re-run `hsitp data prepare`"
         )
     have = int(var.sizes[INDEX])
     if not 0 <= index < have:
         raise PartitionError(
-            f"partition index {index} is not in the prepared file, which holds {have} partition(s) per protocol "
-            "(data.partition.draws); raise data.partition.draws and re-run `hsitp data prepare`"
+            f"{where}partition index {index} is not in the prepared file, which holds {have} partition(s) per "
+            "protocol (data.partition.draws); raise data.partition.draws and re-run `hsitp data prepare`"
         )
     var = var.sel(protocol=protocol).isel({INDEX: index})
     return np.asarray(var.transpose("y", "x").values, dtype=np.int8)  # (y, x)

@@ -35,32 +35,6 @@ class TrainDataError(HsitpError, ValueError):
     """The prepared file cannot feed this training run (missing protocol, crop larger than the scene, ...)."""
 
 
-def read_partition(
-    ds: xr.Dataset, protocol: str, *, path: str | Path = "the prepared file", index: int = 0
-) -> np.ndarray:
-    """The (y, x) int8 partition flags (0 unused / 1 train / 2 test) of accuracy protocol ``protocol`` ("random" or
-    "block"), partition ``index`` of its K draws (``data.partition.draws``): ``partition`` (protocol,
-    partition_index, y, x), the K draws of every protocol."""
-    from hsitp.data.partition import INDEX
-
-    if "partition" not in ds:
-        raise TrainDataError(f"{path}: no `partition` variable; re-run `hsitp data prepare`")
-    part = ds["partition"]
-    have = [str(p) for p in part["protocol"].values]
-    if protocol not in have:
-        raise TrainDataError(
-            f"{path}: accuracy protocol {protocol!r} (train.protocols) is not in the file; it holds {have}"
-        )
-    draws = int(part.sizes[INDEX])
-    if not 0 <= index < draws:
-        raise TrainDataError(
-            f"{path}: partition {index} of the {protocol!r} protocol is not in the file, which holds {draws} "
-            "(data.partition.draws); raise data.partition.draws and re-run `hsitp data prepare`"
-        )
-    part = part.sel(protocol=protocol).isel({INDEX: index})
-    return np.asarray(part.transpose("y", "x").values, dtype=np.int8)
-
-
 @dataclass
 class Scene:
     """One scene ready for training: cube (L, H, W) float32, targets (H, W) int64 in 0..K-1 (train pixels; -1
@@ -278,11 +252,12 @@ def validation_counts(
     """The validation pixels a run with these settings holds out (:func:`validation_mask`), counted per fold and
     class, without loading the cube: what the tuning stage logs, records and checks before its first trial."""
     from hsitp.contracts import DATASET
+    from hsitp.data.partition import read_partition
 
     ds = DATASET.read(path, load=False)
     try:
         labels = np.asarray(ds["labels"].values, dtype=np.int64)  # (H, W)
-        partition = read_partition(ds, protocol, path=path, index=partition_index)
+        partition = read_partition(ds, protocol, partition_index, path=path)
         classes = _n_classes(ds)
         block = _partition_block(ds)
     finally:
@@ -337,11 +312,12 @@ def load_scene(
     ``partition_index`` of the protocol; with ``validation`` > 0 that fraction of the train pixels, or with
     ``validation_folds`` >= 2 fold ``validation_fold`` of them, becomes validation pixels (:func:`validation_mask`)."""
     from hsitp.contracts import DATASET
+    from hsitp.data.partition import read_partition
 
     ds = DATASET.read(path)
     cube = np.asarray(ds["cube"].transpose("y", "x", ...).values, dtype=np.float32)  # (H, W, L)
     labels = np.asarray(ds["labels"].values, dtype=np.int64)  # (H, W), 0 = unlabelled
-    partition = read_partition(ds, protocol, path=path, index=partition_index)
+    partition = read_partition(ds, protocol, partition_index, path=path)
     classes = _n_classes(ds)
     if labels.max() > classes:
         raise TrainDataError(f"{path}: label {labels.max()} exceeds the {classes} classes of class_names")
