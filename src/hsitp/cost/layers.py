@@ -393,34 +393,7 @@ def _tp_cross_attention(s: LayerShape, P: int, channels: float, pad: bool, prefi
     M = s.batch * s.N  # spatial locations, folded into the batch
     return Terms(
         [
-            Compute(f"{prefix}q_proj", s.D * d_l, "gemm", traffic=s.D + s.D * d_l + d_l),
-            Compute(
-                f"{prefix}kv",
-                M * channels * s.D * 2 * d_l,
-                "gemm",
-                traffic=M * channels * s.D + s.D * 2 * d_l + M * channels * 2 * d_l,
-            ),
-            Compute(
-                f"{prefix}scores",
-                M * channels * d_l,
-                "gemm",
-                traffic=M * d_l + M * channels * d_l + M * h_l * channels,
-            ),
-            Compute(
-                f"{prefix}softmax",
-                SOFTMAX_FLOPS * M * h_l * channels,
-                "elementwise",
-                traffic=2 * M * h_l * channels,
-            ),
-            Compute(
-                f"{prefix}attn_v",
-                M * channels * d_l,
-                "gemm",
-                traffic=M * h_l * channels + M * channels * d_l + M * d_l,
-            ),
-            Compute(
-                f"{prefix}proj", M * d_l * s.D, "gemm", paired=True, traffic=M * d_l + d_l * s.D + M * s.D
-            ),
+            *_cross_attention(s, M, prefix, channels, 1, d_l, h_l, paired="proj"),
             Compute(f"{prefix}proj_bias", BIAS_FLOPS * M * s.D, "elementwise", traffic=2 * M * s.D),
         ],
         [
@@ -486,48 +459,54 @@ def _dchag_cross_attention(s: LayerShape, M: int, c_g: float) -> tuple[list[Comp
     """D-CHAG-C's partial aggregation (computes, parameters, activations): a full (unsharded) single-query
     multi-head cross-attention per group, then one over the g group results."""
     g, D = s.groups, s.D
-    computes = _full_cross_attention(s, M, "partial_", g * c_g, g)
+    computes = _cross_attention(s, M, "partial_", g * c_g, g, D, s.heads, paired="kv")
     params = D + 4 * D * D + 4 * D
     acts = M * g * c_g * 2 * D + M * s.heads * g * c_g + 2 * M * g * D
     if g > 1:
-        computes += _full_cross_attention(s, M, "group_", g, 1)
+        computes += _cross_attention(s, M, "group_", g, 1, D, s.heads, paired="")
         params += D + 4 * D * D + 4 * D
         acts += M * g * 2 * D + M * s.heads * g + 2 * M * D
     return computes, params, acts
 
 
-def _full_cross_attention(s: LayerShape, M: int, prefix: str, tokens: float, outputs: float) -> list[Compute]:
-    """The computes of an unsharded single-query cross-attention of ``outputs`` queries over ``tokens`` tokens
-    at each of ``M`` locations."""
-    D, heads = s.D, s.heads
+def _cross_attention(
+    s: LayerShape, M: int, prefix: str, tokens: float, outputs: float, d_l: float, h_l: float, *, paired: str
+) -> list[Compute]:
+    """The computes of a single-query cross-attention of ``outputs`` queries over ``tokens`` tokens at each of
+    ``M`` locations, with ``h_l`` heads of ``d_l`` features on this rank (all of them when it is unsharded);
+    ``paired``: the term (``kv`` or ``proj``) the derivation pairs with the layer's collective, "" for none."""
+    D, Mo = s.D, M * outputs
     return [
-        Compute(f"{prefix}q_proj", D * D, "gemm", traffic=2 * D + D * D),
+        Compute(f"{prefix}q_proj", D * d_l, "gemm", traffic=D + D * d_l + d_l),
         Compute(
             f"{prefix}kv",
-            M * tokens * D * 2 * D,
+            M * tokens * D * 2 * d_l,
             "gemm",
-            paired=prefix == "partial_",
-            traffic=M * tokens * D + 2 * D * D + M * tokens * 2 * D,
+            paired=paired == "kv",
+            traffic=M * tokens * D + D * 2 * d_l + M * tokens * 2 * d_l,
         ),
         Compute(
             f"{prefix}scores",
-            M * tokens * D,
+            M * tokens * d_l,
             "gemm",
-            traffic=M * outputs * D + M * tokens * D + M * heads * tokens,
+            traffic=Mo * d_l + M * tokens * d_l + M * h_l * tokens,
         ),
         Compute(
-            f"{prefix}softmax",
-            SOFTMAX_FLOPS * M * heads * tokens,
-            "elementwise",
-            traffic=2 * M * heads * tokens,
+            f"{prefix}softmax", SOFTMAX_FLOPS * M * h_l * tokens, "elementwise", traffic=2 * M * h_l * tokens
         ),
         Compute(
             f"{prefix}attn_v",
-            M * tokens * D,
+            M * tokens * d_l,
             "gemm",
-            traffic=M * heads * tokens + M * tokens * D + M * outputs * D,
+            traffic=M * h_l * tokens + M * tokens * d_l + Mo * d_l,
         ),
-        Compute(f"{prefix}proj", M * outputs * D * D, "gemm", traffic=2 * M * outputs * D + D * D),
+        Compute(
+            f"{prefix}proj",
+            Mo * d_l * D,
+            "gemm",
+            paired=paired == "proj",
+            traffic=Mo * d_l + d_l * D + Mo * D,
+        ),
     ]
 
 
