@@ -112,10 +112,6 @@ def check_bench_compare(ctx: Context, a: checks.BenchCompare) -> Outcome:
     pts, undecided = _compared_points(lhs, rhs, a, f, model)
     if undecided:
         left = [*left, f"{undecided} point(s) within the repeats' IQR or the launches' range"]
-    if not pts:
-        return _undecided(
-            path, "; ".join([f"no decided point of {a['lhs']} vs {a['rhs']} where {_where_text(a)}", *left])
-        )
     rule = (
         f"the model's {a['agree_with']} orders {a['lhs']} {a['op']} {a['rhs']} as measured"
         if model is not None
@@ -132,6 +128,7 @@ def check_bench_compare(ctx: Context, a: checks.BenchCompare) -> Outcome:
             else ""
         ),
         left_out=left,
+        none=(path, f"no decided point of {a['lhs']} vs {a['rhs']} where {_where_text(a)}"),
     )
 
 
@@ -238,8 +235,6 @@ def check_bench_trend(ctx: Context, a: checks.BenchTrend) -> Outcome:
             pts.append((lbl, ok, f"{_fmt(vs)} vs {_fmt(vl)}"))
     if undecided:
         left = [*left, f"{undecided} pair(s) within the repeats' IQR or the launches' range"]
-    if not pts:
-        return _undecided(path, "; ".join([f"no decided pair of {a['op']} points of different size", *left]))
     return _share(
         pts,
         a,
@@ -247,6 +242,7 @@ def check_bench_trend(ctx: Context, a: checks.BenchTrend) -> Outcome:
         f"{'falls' if falls else 'rises'} as the tensor (N·D) grows",
         f"{path}:{var}",
         left_out=left,
+        none=(path, f"no decided pair of {a['op']} points of different size"),
     )
 
 
@@ -275,8 +271,6 @@ def check_bench_value(ctx: Context, a: checks.BenchValue) -> Outcome:
         pts.append((lbl, bool(f(v, x)), f"{_fmt(v)} ± {_fmt(h)}"))
     if undecided:
         left = [*left, f"{undecided} point(s) whose IQR or launches straddle {_fmt(x)}"]
-    if not pts:
-        return _undecided(path, "; ".join([f"no decided point of {a['of']}", *left]))
     return _share(
         pts,
         a,
@@ -284,4 +278,5 @@ def check_bench_value(ctx: Context, a: checks.BenchValue) -> Outcome:
         f"(median ± half IQR) {a['op']} {_fmt(x)}",
         f"{path}:{var}",
         left_out=left,
+        none=(path, f"no decided point of {a['of']}"),
     )

@@ -173,8 +173,12 @@ def _share(
     basis: str | None = "measured",
     left_out: Sequence[str] = (),
     note: str = "",
+    none: tuple[Path, str] | None = None,
 ) -> Outcome:
-    """A share outcome over decided points (label, holds, shown value), listing them and what was left out."""
+    """A share outcome over decided points (label, holds, shown value), listing them and what was left out; with
+    ``none`` = (file, what decided nothing) and no point, undecided on that file, the left-out listed."""
+    if not points and none is not None:
+        return _undecided(none[0], "; ".join([none[1], *left_out]), basis or "measured")
     n = len(points)
     held = sum(ok for _, ok, _ in points)
     listed = "; ".join(f"{lbl}: {shown}{'' if ok else ' (no)'}" for lbl, ok, shown in points[:MAX_LISTED])

@@ -19,7 +19,7 @@ import xarray as xr
 
 from hsitp.audit.claims import checks
 from hsitp.audit.claims.core import GPU_REFERENCE, Context, Outcome, _fmt, _op, pending
-from hsitp.audit.claims.measured import _share, _undecided
+from hsitp.audit.claims.measured import _share
 
 HALF = "half-measured"  # the basis of every outcome here: a finding, never a verdict (docs/audit.md rule 8)
 
@@ -95,12 +95,6 @@ def check_shard_value(ctx: Context, a: checks.ShardValue) -> Outcome:
                 left.append(f"{shown} (repeats on both sides of {_fmt(x)})")
                 continue
             pts.append((f"{opname} {lbl}", bool(f(m, x)), f"{_fmt(m)} [{_fmt(lo)}, {_fmt(hi)}]"))
-    if not pts:
-        return _undecided(
-            folder,
-            "; ".join([f"no decided point of {a['ops']} at {dict(a.get('sel') or {})}", *left]),
-            basis=HALF,
-        )
     return _share(
         pts,
         a,
@@ -109,6 +103,7 @@ def check_shard_value(ctx: Context, a: checks.ShardValue) -> Outcome:
         f"{folder}/shard_*.nc:ccr_half_measured",
         basis=HALF,
         left_out=left,
+        none=(folder, f"no decided point of {a['ops']} at {dict(a.get('sel') or {})}"),
     )
 
 
@@ -129,12 +124,6 @@ def check_shard_compare(ctx: Context, a: checks.ShardCompare) -> Outcome:
             left.append(f"{lbl}: {shown} (ranges overlap)")
             continue
         pts.append((lbl, bool(f(ml, mr)), shown))
-    if not pts:
-        return _undecided(
-            folder,
-            "; ".join([f"no decided point of {a['lhs']} vs {a['rhs']} at {dict(a.get('sel') or {})}", *left]),
-            basis=HALF,
-        )
     return _share(
         pts,
         a,
@@ -143,4 +132,5 @@ def check_shard_compare(ctx: Context, a: checks.ShardCompare) -> Outcome:
         f"{folder}/shard_*.nc:ccr_half_measured",
         basis=HALF,
         left_out=left,
+        none=(folder, f"no decided point of {a['lhs']} vs {a['rhs']} at {dict(a.get('sel') or {})}"),
     )
