@@ -198,24 +198,20 @@ H200 = dataclasses.replace(
     "compute as H100), NVLink 900 GB/s bidirectional (450 per direction), 141 GB HBM3e; DGX H200: 8 × "
     "ConnectX-7 NDR 400 Gb/s ports, one per GPU",
 )
-MI250X = Hardware(
+# The A100 preset's assumed efficiencies and latencies and its 8 devices per node (8 GCDs on Frontier).
+MI250X = dataclasses.replace(
+    A100,
     name="mi250x-frontier",
     description="one GCD of an AMD MI250X on OLCF Frontier: 8 GCDs per node, Infinity Fabric inside the node, "
     "4 × Slingshot-11 NICs per node",
     peak_flops=191.5e12,
-    compute_efficiency=0.6,
     beta_intra=50e9,
     beta_inter=12.5e9,
-    comm_efficiency=0.8,
-    alpha_intra=1e-5,
-    alpha_inter=2e-5,
-    devices_per_node=8,
     memory_bytes=64e9,
     source="AMD Instinct MI250X datasheet: 383 TFLOPS peak FP16/BF16 matrix per OAM (2 GCDs) = 191.5 per GCD; "
     "OLCF Frontier user guide: 64 GB HBM2E per GCD, 8 GCDs per node, GCD pairs on one MI250X linked at 200 GB/s, "
     "GCDs on different MI250X at 50-100 GB/s (β_intra = 50 GB/s, the slowest hop of an 8-GCD ring), four "
     "HPE Slingshot 200 Gb/s (25 GB/s) NICs per node = 12.5 GB/s per GCD",
-    assumptions=_VENDOR_ASSUMPTIONS,
 )
 
 PRESETS: dict[str, Hardware] = {hw.name: hw for hw in (PAPER_INTRA, PAPER_INTER, A100, H100, H200, MI250X)}
