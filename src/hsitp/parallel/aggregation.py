@@ -127,10 +127,8 @@ class TPAggregator(nn.Module):
     def padding_report(self) -> list[dict[str, float | int | str]]:
         return [self.attn.head_split.report()]
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        tok = self.tokenizer(x)  # (B, N, L, D): every rank tokenises every band
-        b, n, bands, d = tok.shape
-        return self.attn(tok.reshape(b * n, bands, d)).view(b, n, d)  # (B, N, D)
+    # every rank tokenises every band, then the dense reference's steps with the head-sharded attention
+    forward = DenseTPAggregator.forward
 
 
 class DCHAGAggregator(nn.Module):
