@@ -194,7 +194,7 @@ def memory_by_part(plan: str, m: PlanSize, P: int, g: int, ck: str) -> dict[str,
     return out
 
 
-def _shape(x: Inputs, P: int, g: int, N: int | None = None) -> LayerShape:  # noqa: N803
+def _shape(x: Inputs, g: int, N: int | None = None) -> LayerShape:
     return LayerShape(
         N=N or x.N,
         D=x.D,
@@ -223,10 +223,10 @@ def step_time(
     if plan == "token":
         # tokeniser and aggregator run whole on each rank's ceil(N / P) tokens; blocks split the sequence; the
         # replicated tokeniser and aggregator gradients are all-reduced over the group once a step
-        local = _shape(x, 1, 1, -(-x.N // P))
+        local = _shape(x, 1, -(-x.N // P))
         head = [evaluate("tokenize", "replicated", local, 1, hw, sw, **kw)]
         head.append(evaluate("agg_tp", "channel", local, 1, hw, sw, **kw))
-        blocks = [evaluate(op, sp, _shape(x, P, 1), P, hw, sw, **kw) for op, sp in BLOCK_LAYERS["token"]]
+        blocks = [evaluate(op, sp, _shape(x, 1), P, hw, sw, **kw) for op, sp in BLOCK_LAYERS["token"]]
         layers = head + blocks * x.depth
         m = size(x, "cpu")
         rep = plan_parameters("token", m, P)
@@ -239,7 +239,7 @@ def step_time(
         comm = sum(op.t_comm_exposed for op in layers) + (1.0 - overlap) * sync
     else:
         priced = "tp" if plan == "dense" else plan  # dense: tp's model at P = 1
-        sc = model_cost(priced, _shape(x, P, g), P, hw, x.depth, sw, **kw)
+        sc = model_cost(priced, _shape(x, g), P, hw, x.depth, sw, **kw)
         layers = list(sc.layers)
         comp, comm = sc.t_comp, sc.t_comm_exposed
         blocks = layers[2 : 2 + len(BLOCK_LAYERS["channel"])]
