@@ -89,18 +89,15 @@ def predict_scene(
     ``tta``: a key of :data:`TTA`, the logits of its transforms averaged."""
     transforms = TTA[tta]
     tiles = [(t, left) for t in tile_origins(scene.height, size) for left in tile_origins(scene.width, size)]
-    total = torch.zeros(
-        scene.classes, scene.height, scene.width, dtype=torch.float64
-    )  # (K, H, W) summed logits
+    total = torch.zeros(scene.classes, scene.height, scene.width, dtype=torch.float64)  # (K, H, W) logits
     was_training = model.training
     model.eval()
     try:
         with torch.no_grad():
             for i in range(0, len(tiles), max(1, batch)):
                 chunk = tiles[i : i + max(1, batch)]
-                x = torch.stack(
-                    [scene.cube[:, t : t + size, left : left + size] for t, left in chunk]
-                )  # (B, L, S, S)
+                # (B, L, S, S)
+                x = torch.stack([scene.cube[:, t : t + size, left : left + size] for t, left in chunk])
                 logits = _tile_logits(model, x.to(device), transforms, autocast)  # (B, K, S, S)
                 for (t, left), tile in zip(chunk, logits, strict=True):
                     total[:, t : t + size, left : left + size] += tile
@@ -140,9 +137,7 @@ def evaluate_scene(
     pred = predict_scene(model, scene, size, batch=batch, device=device, autocast=autocast, tta=tta)
     validation = None
     if scene.validation.any():
-        flags = np.where(scene.validation, TEST, 0).astype(
-            np.int8
-        )  # score_map scores the pixels flagged TEST
+        flags = np.where(scene.validation, TEST, 0).astype(np.int8)  # score_map scores TEST-flagged pixels
         validation = score_map(pred, scene.labels, flags, scene.classes)
     return Evaluation(
         prediction=pred,
