@@ -46,9 +46,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ChildFailedError as exc:
         rank, failure = exc.get_first_failure()
         code = int(failure.exitcode)
-        code = (
-            128 - code if code < 0 else code or 1
-        )  # a negative exit code is the signal that ended the worker
+        # a negative exit code is the signal that ended the worker
+        code = 128 - code if code < 0 else code or 1
         others = sorted(r for r in exc.failures if r != rank)
         more = f" (and ranks {', '.join(map(str, others))})" if others else ""
         print(f"hsitp.torchrun: rank {rank} failed with exit status {code}{more}", file=sys.stderr)

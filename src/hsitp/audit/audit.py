@@ -717,9 +717,8 @@ def audit_run(run_dir: Path, ref_dir: Path, claims_csv: Path | None = None) -> R
     for name in SUMMARIES:
         check_summary(run_dir, ref_dir, name, rep)
     check_probe_memory(run_dir, ref_dir, rep)
-    if (
-        not rep.compared
-    ):  # a folder of other files, or a headline reference against a run that made none of them
+    # a folder of other files, or a headline reference against a run that made none of them
+    if not rep.compared:
         raise ReferenceFolderError(
             f"{ref_dir}: nothing was compared: the reference holds none of the files the drift check compares "
             f"that this run ({run_dir}) made ({len(rep.held)} file(s) there); pass the run's own reference "

@@ -63,9 +63,8 @@ def report(run_dirs: Sequence[str | Path], *, points: bool = True) -> str:
     lines = [f"machine: {runs[0].attrs.get('device', '?')}"]
     lines.append("held-out (and fitted) median |rel. error| of the CCR, points with P >= 2 and CCR > 0:")
     for d, ds in zip(run_dirs, runs, strict=True):
-        summary = json_attr(
-            ds, "summary"
-        )  # held-out and fitted median |relative error| per model, point counts
+        # held-out and fitted median |relative error| per model, point counts
+        summary = json_attr(ds, "summary")
         held, fit = summary["held_out"], summary["fitted"]
         models = "  ".join(
             f"{m} {100 * held[f'median_abs_rel_err_{m}']:5.1f} % ({100 * fit[f'median_abs_rel_err_{m}']:5.1f} %)"

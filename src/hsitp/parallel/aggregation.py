@@ -86,9 +86,8 @@ class HeadParallelCrossAttention(nn.Module):
         q = self.q(self.query).view(h, hd)  # (h_local, hd)
         tokens = copy_to_tp(tokens, self.tp)  # Megatron's f, as the kv linear's: backward all-reduces dtokens
         kv = self.kv  # column-parallel: this rank's heads of k and v
-        o = single_query_attention(
-            tokens, q, kv.weight, kv.bias, key_valid, kernel=self.kernel
-        )  # (M, h_local hd)
+        # (M, h_local hd)
+        o = single_query_attention(tokens, q, kv.weight, kv.bias, key_valid, kernel=self.kernel)
         return self.proj(o)  # (M, D)
 
 

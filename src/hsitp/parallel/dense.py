@@ -70,9 +70,8 @@ def trunc_normal_(tensor: torch.Tensor, std: float = 0.02, bound: float = 2.0) -
     with ``.item()`` / ``.any()``, which FakeTensorMode cannot run (paper-scale memory estimates build models
     under it).
     """
-    edge = math.erf(
-        bound / math.sqrt(2.0)
-    )  # CDF mass inside [-bound, bound] is (1 + edge) / 2 - (1 - edge) / 2
+    # CDF mass inside [-bound, bound] is (1 + edge) / 2 - (1 - edge) / 2
+    edge = math.erf(bound / math.sqrt(2.0))
     with torch.no_grad():
         tensor.uniform_(-edge, edge)  # 2 u - 1 for u uniform on [cdf(-bound), cdf(bound)]
         tensor.erfinv_()
@@ -224,9 +223,8 @@ class _BandPatchEmbed(torch.autograd.Function):
             p = ctx.patch
             weight_view = weight.view(bands, dim, p * p)  # (L, D, p p)
             gp = torch.bmm(g.transpose(0, 1), weight_view)  # (L, B N, p p)
-            gp = gp.view(bands, b, height // p, width // p, p, p).permute(
-                1, 0, 2, 4, 3, 5
-            )  # (B, L, h, p, w, p)
+            # (B, L, h, p, w, p)
+            gp = gp.view(bands, b, height // p, width // p, p, p).permute(1, 0, 2, 4, 3, 5)
             grad_x = gp.reshape(x.shape)
         return grad_x, grad_weight, grad_bias, None
 
@@ -294,9 +292,8 @@ class SingleQueryCrossAttention(nn.Module):
     def __init__(self, dim: int, heads: int, *, kernel: str = "exact") -> None:
         super().__init__()
         self.dim, self.heads, self.head_dim = dim, heads, head_dim(dim, heads)
-        self.kernel = check_kernel(
-            kernel
-        )  # exact or sdpa: the same numbers (hsitp.parallel.attention_kernels)
+        # exact or sdpa: the same numbers (hsitp.parallel.attention_kernels)
+        self.kernel = check_kernel(kernel)
         self.query = nn.Parameter(torch.empty(1, 1, dim))
         trunc_normal_(self.query, std=0.02)
         self.q = nn.Linear(dim, dim)

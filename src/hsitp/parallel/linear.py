@@ -100,9 +100,8 @@ class _ShardedLinear(nn.Module):
             with seeded(seed):
                 master = nn.Linear(in_features, out_features, bias=bias)
         valid = self.partition.padding_mask(tp.rank)  # (features/P,) or None
-        self.weight = nn.Parameter(
-            self.local_from_full("weight", master.weight.detach()).clone()
-        )  # (out, in) / P
+        # (out, in) / P
+        self.weight = nn.Parameter(self.local_from_full("weight", master.weight.detach()).clone())
         zero_pad_grads(self.weight, None if valid is None else valid.unsqueeze(1 - self.dim))
         if master.bias is not None:  # (out/P,) column parallel, (out,) row parallel
             self.bias = nn.Parameter(self.local_from_full("bias", master.bias.detach()).clone())

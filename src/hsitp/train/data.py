@@ -208,9 +208,8 @@ def _fold_mask(
     else:
         groups = None
         splitter = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)
-    with (
-        warnings.catch_warnings()
-    ):  # a class with fewer members than folds: scikit-learn warns, the split stands
+    # a class with fewer members than folds: scikit-learn warns, the split stands
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         split = list(splitter.split(np.zeros(flat.size), y, groups))
     val = np.zeros(train.shape, dtype=bool)

@@ -548,9 +548,8 @@ def _one_step(
     opt.zero_grad(set_to_none=True)
     with autocast:
         logits = model(x_local)  # (B, K, ...) this rank's pixels
-    ce = F.cross_entropy(
-        logits.float(), target.clamp(min=0), reduction="none", label_smoothing=smoothing
-    )  # (B, ...)
+    # (B, ...)
+    ce = F.cross_entropy(logits.float(), target.clamp(min=0), reduction="none", label_smoothing=smoothing)
     loss = (ce * mask).sum() / n_train
     if inject_nan:
         loss = loss * float("nan")  # train.debug.nan_at_step

@@ -29,7 +29,6 @@ def global_loss(loss: torch.Tensor, plan: str, tp: TPGroup) -> float:
     counted as the model's communication)."""
     value = loss.detach().double()
     if plan == "token" and tp.size > 1:
-        dist.all_reduce(
-            value, group=tp.group
-        )  # raw torch call: not timed (a metric, not the model's traffic)
+        # raw torch call: not timed (a metric, not the model's traffic)
+        dist.all_reduce(value, group=tp.group)
     return float(value)

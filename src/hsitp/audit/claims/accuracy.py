@@ -164,9 +164,8 @@ def _counting_protocols(
         base = float(ds["baseline_oa_mean"].values[i0, k])
         base_sd = float(ds["baseline_oa_std"].values[i0, k])
         base_n = int(ds["baseline_seeds"].values[i0]) if "baseline_seeds" in ds else 1
-        if _paired_by_partition(
-            ds
-        ):  # the same partitions on both sides: the draw's spread cancels in the difference
+        # the same partitions on both sides: the draw's spread cancels in the difference
+        if _paired_by_partition(ds):
             lows = [(c, *_beats_paired(ds, c.i, k)) for c in trained]
             test = "paired by partition, 95 % t low end"
         else:

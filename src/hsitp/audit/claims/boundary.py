@@ -13,9 +13,8 @@ from hsitp.cost import paper, stated
 from hsitp.data import registry
 from hsitp.shape import n_tokens
 
-CIRCULAR_FACTORS = frozenset(
-    {"beta", "preset", "rho"}
-)  # on the paper's presets, only the paper's numbers move
+# on the paper's presets, only the paper's numbers move
+CIRCULAR_FACTORS = frozenset({"beta", "preset", "rho"})
 
 
 def _boundary_params(a: checks.BoundaryMoves, hw_name: str, P: int) -> dict[str, Any]:

@@ -196,9 +196,8 @@ def circular(check: Check, outcome: Outcome | None = None) -> bool:
         return "agrees_with" not in check and str(check.get("key")) in OWN_QUOTES
     if fn == "any_of":
         return bool(check.get("checks")) and all(circular(sub) for sub in check["checks"])
-    if (
-        fn == "boundary_moves"
-    ):  # the paper's formulas on the paper's presets, moved by the paper's own numbers
+    # the paper's formulas on the paper's presets, moved by the paper's own numbers
+    if fn == "boundary_moves":
         named = set(check.get("hardware") or [])
         if check.get("factor") in ("beta", "preset"):
             named |= {t for t in check.get("to") or [] if isinstance(t, str)}
