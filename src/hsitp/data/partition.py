@@ -40,7 +40,6 @@ from typing import Any
 
 import numpy as np
 import xarray as xr
-from scipy.ndimage import distance_transform_cdt
 
 from hsitp.errors import HsitpError
 from hsitp.names import PROTOCOLS  # canonical order of the ``protocol`` coordinate
@@ -237,6 +236,10 @@ def near_train_fraction(partition: np.ndarray, radius: int) -> float:
         return float("nan")
     if not (partition == TRAIN).any():
         return 0.0
+    # scipy.ndimage here, not at the top: every Snakemake run imports this module to check the partition
+    # (hsitp.preflight), and scipy.ndimage costs it 0.3 s
+    from scipy.ndimage import distance_transform_cdt
+
     # (y, x) distance to nearest train pixel
     dist = distance_transform_cdt(partition != TRAIN, metric="chessboard")
     return float(np.count_nonzero(dist[test] <= radius) / np.count_nonzero(test))
