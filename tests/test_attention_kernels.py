@@ -150,11 +150,12 @@ def test_config_kernel_choices_are_the_registry_kernels() -> None:
     (hsitp.names.ATTENTION_KERNELS) drifting apart, or a config without a model section not resolving to auto."""
     import typing
 
+    from hsitp.config import validate_config
     from hsitp.models.config import config_attention_kernel
     from hsitp.names import ATTENTION_KERNELS
     from hsitp.sections.model import ModelSection
 
     kinds = typing.get_args(ModelSection.model_fields["attention_kernel"].annotation)
     assert kinds == ("auto", *ATTENTION_KERNELS)
-    assert config_attention_kernel({}, "cpu") == resolve_attention_kernel("auto", "cpu")
-    assert config_attention_kernel({"model": {"attention_kernel": "sdpa"}}, "cpu") == "sdpa"
+    assert config_attention_kernel(validate_config({}), "cpu") == resolve_attention_kernel("auto", "cpu")
+    assert config_attention_kernel(validate_config({"model": {"attention_kernel": "sdpa"}}), "cpu") == "sdpa"

@@ -98,7 +98,11 @@ def test_smoke_config_asks_for_no_gpu():
                         for k, v in b.items()}}  # fmt: skip
 
     merged = validate_config(merge(cfg, smoke))
-    gpus = {rule: res["gpus_per_rank"] for rule, res in merged["resources"].items() if "gpus_per_rank" in res}
+    gpus = {
+        rule: res["gpus_per_rank"]
+        for rule, res in merged.resources.model_dump().items()
+        if "gpus_per_rank" in res
+    }
     assert gpus and set(gpus.values()) == {0}, gpus
 
 

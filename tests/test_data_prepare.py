@@ -32,7 +32,7 @@ def cfg(**data) -> dict:
 
 
 def _data(config: dict, seed: int = 0) -> DataSettings:
-    return DataSettings.from_config({**config, "seed": seed})
+    return DataSettings.from_config(config.model_copy(update={"seed": seed}))
 
 
 def scene(rows: int = 40, cols: int = 40) -> np.ndarray:

@@ -64,7 +64,7 @@ def _prepared() -> xr.Dataset:
 
 
 def _settings(**kw) -> BaselineSection:
-    return BaselineSection.model_validate({**validate_config({"baseline": FAST})["baseline"], **kw})
+    return BaselineSection.model_validate({**validate_config({"baseline": FAST}).baseline.model_dump(), **kw})
 
 
 def test_a_grid_value_keeps_its_type() -> None:

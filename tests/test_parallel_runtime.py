@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from hsitp.config import validate_config
+from hsitp.config import ConfigError, validate_config
 from hsitp.parallel.errors import DistributedSetupError, ShardingError
 from hsitp.parallel.groups import TPGroup
 from hsitp.parallel.runtime import TORCHRUN_ENV, RuntimeSettings, resolve_dtype, start
@@ -66,9 +66,9 @@ def test_settings_from_config() -> None:
     )
     got = RuntimeSettings.from_config(cfg, section="bench", world_size=2)
     assert got == RuntimeSettings("gloo", 7, "cpu", 2, world_size=2, section="bench")
-    assert RuntimeSettings.from_config({}) == RuntimeSettings()
-    with pytest.raises(DistributedSetupError, match="bench.device"):
-        RuntimeSettings.from_config({"bench": {"device": "gpu"}}, section="bench")
+    assert RuntimeSettings.from_config(validate_config({})) == RuntimeSettings()
+    with pytest.raises(ConfigError, match="bench.device"):  # the typed config refuses it before any runtime
+        validate_config({"bench": {"device": "gpu"}})
 
 
 def test_missing_master_addr_fails_before_rendezvous(torchrun_env: pytest.MonkeyPatch) -> None:

@@ -8,13 +8,12 @@ import dataclasses
 import pytest
 import torch
 
-from hsitp.config import load_config
+from hsitp.config import ConfigError, load_config
 from hsitp.parallel.dense import DenseMLP, PartialAggregator
-from hsitp.parallel.errors import DistributedSetupError, ShardingError
+from hsitp.parallel.errors import ShardingError
 from hsitp.parallel.groups import Mesh2D, TPGroup, make_mesh_2d
 from hsitp.parallel.ops import OP_NAMES, build_op, token_grid
 from hsitp.parallel.padding import Split, split_heads
-from hsitp.parallel.settings import ParallelSettings
 from hsitp.parallel.tensor_parallel import ParallelMLP
 from hsitp.parallel.token_parallel import TokenParallelAttention
 from hsitp.shape import LayerShape
@@ -127,20 +126,19 @@ def test_token_grid() -> None:
 
 
 def test_parallel_config_section() -> None:
-    """Catches the parallel section missing from the schema or config files, or layer settings not read from it
-    (or a bad value accepted when the settings are built without the schema)."""
+    """Catches the parallel section missing from the schema or config files, or a bad value accepted."""
     cfg = (
         load_config(["config/config.yaml"])
         if __import__("os").path.exists("config/config.yaml")
         else load_config()
     )
-    s = ParallelSettings.from_config(cfg)
+    s = cfg.parallel
     assert s.heads >= 1 and isinstance(s.head_padding, bool)
     # LayerNorm placement is not a setting: both placements are ops (layernorm_replicated, layernorm_sharded).
     with pytest.raises(Exception, match="layernorm"):
         load_config(overrides={"parallel": {"layernorm": "sharded"}})
-    with pytest.raises(DistributedSetupError, match="parallel.heads"):
-        ParallelSettings.from_config({"parallel": {"heads": 0}})
+    with pytest.raises(ConfigError, match="parallel.heads"):
+        load_config(overrides={"parallel": {"heads": 0}})
 
 
 def test_group_noop_and_traced_twins() -> None:

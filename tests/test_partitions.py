@@ -22,6 +22,7 @@ from hsitp.evaluate.verdict import paired_verdict, t_quantile
 from hsitp.io import json_attr, provenance, read_netcdf, write_netcdf
 from hsitp.names import partition_of_tag, partition_tag
 from hsitp.settings import DataSettings
+from hsitp.train.settings import TrainSettings
 from hsitp.train.summary import UNIT_FLAGS, SummaryError, summarize
 
 PART = {"train_fraction": 0.2, "block": 8, "patch": 2, "min_train_per_class": 5}
@@ -136,9 +137,8 @@ def test_training_and_the_baseline_run_on_the_jobs_partition(
     assert json_attr(res, "partition_counts") == json_attr(read_netcdf(data), "partition_counts")["block"][1]
     assert int(res["test_pixels"].sum()) == int(test.sum())
 
-    matrix = jobs(
-        {**tiny_config(seeds=[0, 1], plans=["tp"], world_sizes=[1]), "data": {"partition": {"draws": 3}}}
-    )
+    cfg = tiny_config(seeds=[0, 1], plans=["tp"], world_sizes=[1], data={"partition": {"draws": 3}})
+    matrix = jobs(TrainSettings.from_config(cfg))
     assert sorted((k, seed) for *_, seed, k in matrix) == [(k, s) for k in range(3) for s in (0, 1)]
 
 

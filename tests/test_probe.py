@@ -208,11 +208,11 @@ def test_probe_at_the_trained_sizes_is_checked_against_train(repo_root) -> None:
     whose accuracy nobody judges): every differing size fails with one line naming both keys; cpu.yaml passes."""
     import copy
 
-    from hsitp.config import ConfigError, load_config
+    from hsitp.config import ConfigError, load_config, validate_config
     from hsitp.probe.match import check_matches_train
 
     cfg = load_config([repo_root / "config" / "config.yaml", repo_root / "config" / "cpu.yaml"])
-    assert cfg["probe"]["match_train"] and "probe" in cfg["stages"]
+    assert cfg.probe.match_train and "probe" in cfg.stages
     check_matches_train(cfg)
     cases = [
         (("probe", "depth"), 2, "probe.depth = 2 differs from train.model.depth = "),
@@ -223,16 +223,16 @@ def test_probe_at_the_trained_sizes_is_checked_against_train(repo_root) -> None:
         (("probe", "classes"), 9, "probe.classes = 9 differs from the classes of train.datasets"),
     ]
     for (section, key), value, msg in cases:
-        bad = copy.deepcopy(cfg)
+        bad = copy.deepcopy(cfg.as_json())
         bad[section][key] = value
         with pytest.raises(ConfigError, match=re.escape(msg)) as exc:
-            check_matches_train(bad)
+            check_matches_train(validate_config(bad))
         assert "\n" not in str(exc.value)
-    off = copy.deepcopy(cfg)
+    off = copy.deepcopy(cfg.as_json())
     off["probe"].update(match_train=False, depth=2)
     check_matches_train(
-        off
-    )  # unchecked unless asked (the smoke probe is smaller than its training on purpose)
+        validate_config(off)
+    )  # unchecked unless asked (the smoke probe is smaller than its training)
 
 
 def test_probe_divisibility_errors_name_the_probe_keys() -> None:

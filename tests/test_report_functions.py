@@ -139,9 +139,10 @@ def test_notebook_defaults_are_the_smoke_run_and_match_the_rule_parameters():
     probe = [f"results/smoke/probe/{p}.nc" for p in ("memory", "throughput", "estimate")]
     from hsitp.config import load_config
     from hsitp.train.plan import jobs, run_name
+    from hsitp.train.settings import TrainSettings
 
     smoke = load_config([ROOT / "config" / "config.yaml", ROOT / "config" / "smoke.yaml"])
-    train = [f"results/smoke/train/{d}/{run_name(*j)}.nc" for d, *j in jobs(smoke)]
+    train = [f"results/smoke/train/{d}/{run_name(*j)}.nc" for d, *j in jobs(TrainSettings.from_config(smoke))]
     train.append("results/smoke/train/summary.nc")
     for stage in STAGES:
         nb = nbformat.read(ROOT / "notebooks" / f"{stage}.ipynb", as_version=4)

@@ -117,7 +117,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     jobs = [(plan, g, seed, None) for plan, g in CELLS for seed in (0, 1)] + [("dchag_l", 2, 0, "tp")]
     records: dict[str, list[Path]] = {"own": [], "control": []}
     for plan, g, seed, recipe_plan in jobs:
-        cfg = apply_recipe(
+        cfg, whose = apply_recipe(
             base,
             studies[recipe_plan or plan],
             plan=plan,
@@ -130,7 +130,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             data=scene, out=folder / f"{plan}_N9_P2_g{g}_random_s{seed}.nc", plan=plan, world_size=2, groups=g,
             protocol="random", seed=seed, tokens=TINY_CROP["tokens"], patch=TINY_CROP["patch"], ranks=1,
         )  # fmt: skip
-        records["control" if recipe_plan else "own"].append(train_p1(cfg, job))
+        records["control" if recipe_plan else "own"].append(train_p1(cfg, job, recipe_plan=whose))
     own = [str(p) for p in records["own"]]
     tp = [p for p in own if "/tp_" in p]
     assert main(["train", "summary", *own, "--out", str(run / "train" / "summary.nc")]) == 0

@@ -199,11 +199,11 @@ def test_dag_refuses_a_plan_that_does_not_fit() -> None:
     check_jobs, called when train.smk is parsed, names the key as the user writes it (train.model.heads)."""
     from hsitp.config import load_config
     from hsitp.train.plan import PlanError, check_jobs, jobs
+    from hsitp.train.settings import TrainSettings
 
-    cfg = load_config(["config/config.yaml", "config/smoke.yaml"])
+    cfg = TrainSettings.from_config(load_config(["config/config.yaml", "config/smoke.yaml"]))
     check_jobs(cfg)  # the smoke config fits
     assert ("indian_pines", "dense", 324, 1, 1, "random", 0, 0) in jobs(cfg)  # seed 0, partition 0
     assert not any(plan == "dense" and P > 1 for _, plan, _, P, *_ in jobs(cfg))
-    cfg["train"]["world_sizes"] = [3]
     with pytest.raises(PlanError, match=r"train\.model\.heads = 4 is not divisible by P = 3"):
-        check_jobs(cfg)
+        check_jobs(cfg.model_copy(update={"world_sizes": (3,)}))

@@ -22,17 +22,17 @@ def test_paper_config_trains_5776_only_on_pavia_university() -> None:
     all), a crop whose patch is lost (5776 with patch 8 would be S = 608), or a matrix that silently drops a
     crop: N = 324 (patch 8) on both scenes, N = 5776 (patch 4) on Pavia University only, 90 jobs per crop and
     scene."""
-    cfg = load_config([ROOT / "config" / "config.yaml"])
+    cfg = TrainSettings.from_config(load_config([ROOT / "config" / "config.yaml"]))
     check_jobs(cfg)  # every crop fits its scene (registry sizes) and every P fits the model
     by_scene: dict[str, set[int]] = {}
     for dataset, _, N, *_ in jobs(cfg):  # noqa: N806
         by_scene.setdefault(dataset, set()).add(N)
     assert by_scene == {"indian_pines": {324}, "pavia_university": {324, 5776}}
-    assert crop_patch(TrainSettings.from_config(cfg), "pavia_university", 5776) == 4
-    assert crop_patch(TrainSettings.from_config(cfg), "pavia_university", 324) == 8
-    assert crop_patch(TrainSettings.from_config(cfg), "indian_pines", 324) == 8
+    assert crop_patch(cfg, "pavia_university", 5776) == 4
+    assert crop_patch(cfg, "pavia_university", 324) == 8
+    assert crop_patch(cfg, "indian_pines", 324) == 8
     with pytest.raises(TrainConfigError, match=r"train\.crops: indian_pines has no crop with tokens = 5776"):
-        crop_patch(TrainSettings.from_config(cfg), "indian_pines", 5776)
+        crop_patch(cfg, "indian_pines", 5776)
     counts = {
         (d, N): 0 for d, N in [("indian_pines", 324), ("pavia_university", 324), ("pavia_university", 5776)]
     }
@@ -50,15 +50,19 @@ def test_crop_larger_than_the_scene_is_refused_naming_train_crops(
     given, and a config still using the removed train.patch / train.tokens without being told of train.crops."""
     from hsitp.cli import main
 
-    cfg = load_config([ROOT / "config" / "config.yaml"])
-    cfg["train"]["crops"] = [{"patch": 4, "tokens": 5776, "datasets": None}]
+    cfg = load_config([ROOT / "config" / "config.yaml"]).as_json()
+
+    def check(**train: object) -> None:
+        cfg["train"].update(train)
+        check_jobs(TrainSettings.from_config(validate_config(cfg)))
+
     with pytest.raises(TrainConfigError, match=r"train\.crops.*indian_pines scene \(145 x 145\)"):
-        check_jobs(cfg)
-    cfg["train"]["datasets"] = ["pavia_university"]
-    check_jobs(cfg)  # the same crop fits Pavia University
-    cfg["train"]["crops"] = [{"patch": 8, "tokens": 324, "datasets": ["pavia_universty"]}]
+        check(crops=[{"patch": 4, "tokens": 5776, "datasets": None}])
+    check(datasets=["pavia_university"])  # the same crop fits Pavia University
     with pytest.raises(TrainConfigError, match=r"train\.crops\[0\]\.datasets names \['pavia_universty'\]"):
-        check_jobs(cfg)  # a typo would silently train no crop there
+        check(
+            crops=[{"patch": 8, "tokens": 324, "datasets": ["pavia_universty"]}]
+        )  # a typo would train no crop
 
     with pytest.raises(
         ConfigError, match=r"train: .*'patch', 'tokens' were unexpected\); allowed keys: .*crops"
@@ -107,7 +111,7 @@ def test_two_crops_of_one_scene_give_distinct_records_and_cells(tmp_path: Path) 
         epochs=1,
         steps_per_epoch=1,
     )
-    planned = jobs(cfg)
+    planned = jobs(TrainSettings.from_config(cfg))
     assert [(N, plan) for _, plan, N, *_ in planned] == [(9, "dense"), (9, "tp"), (16, "dense"), (16, "tp")]
     names = [run_name(*j[1:]) for j in planned]
     assert len(set(names)) == 4 and "tp_N9_P1_g1_random_s0" in names and "tp_N16_P1_g1_random_s0" in names
@@ -157,8 +161,8 @@ def test_two_crops_of_one_scene_give_distinct_records_and_cells(tmp_path: Path) 
 def test_settings_are_the_section_model_read_by_config_path() -> None:
     """Catches TrainSettings losing a key of the section (a nested key read at its default, not the config's), a
     null train.datasets not falling back to the top-level list, a D-CHAG plan the config gives no g for trained at
-    another g than 1, the ``recipe_plan`` the tuned recipe writes into ``train`` refused as an unknown key, or the
-    hashed config copied (provenance must hash the validated config itself)."""
+    another g than 1, the ``recipe_plan`` of a tuned recipe lost, or the hashed config copied (provenance must hash
+    the validated config itself)."""
     cfg = validate_config(
         {
             "datasets": ["indian_pines"],
@@ -169,9 +173,8 @@ def test_settings_are_the_section_model_read_by_config_path() -> None:
             },
         }
     )
-    cfg["train"]["recipe_plan"] = "tp"
-    s = TrainSettings.from_config(cfg)
-    assert s.datasets == ("indian_pines",) and s.recipe_plan == "tp" and s.source is cfg
+    s = TrainSettings.from_config(cfg, recipe_plan="tp")
+    assert s.datasets == ("indian_pines",) and s.recipe_plan == "tp" and s.config is cfg
     assert (s.validation.folds, s.validation.fold, s.ema.decay) == (3, 2, 0.5)
     assert plan_groups(s, "dchag_l") == [2] and plan_groups(s, "dchag_c") == [1]
     with pytest.raises(ValueError, match="frozen"):

@@ -68,7 +68,7 @@ def test_the_table_pairs_each_row_with_the_baseline_by_replicate(tmp_path: Path,
     oa: dict[str, dict[tuple[int, int], float]] = {}
     for row in spec.rows:
         cfg = row_config(spec, row)
-        assert cfg["train"]["epochs"] == 2 and cfg["train"]["validation"]["fraction"] == 0.0
+        assert cfg.train.epochs == 2 and cfg.train.validation.fraction == 0.0
         oa[row.name] = {}
         for job in row_jobs(spec, row):
             k, seed = job.replicate
@@ -170,16 +170,14 @@ def test_spec_is_overlaid(tmp_path: Path) -> None:
     assert spec.run == "cpu-places-pilot" and spec.seeds == (0, 1) and spec.partitions == (0,)
     full = read_spec(ROOT / "config/cpu-places-ablation.yaml")
     assert [r.name for r in spec.rows] == [r.name for r in full.rows]
-    base = row_config(full, full.rows[0])["train"]
-    assert base["lr"] == pytest.approx(0.00855, rel=1e-3) and base["sampling"] == {
-        "mode": "stratified",
-        "per_class": 19,
-    }
-    assert base["epochs"] * base["steps_per_epoch"] == 2000 and base["crops"][0]["tokens"] == 324
-    assert row_config(spec, spec.rows[0])["train"]["epochs"] * 30 == 300
+    base = row_config(full, full.rows[0]).train
+    assert base.lr == pytest.approx(0.00855, rel=1e-3)
+    assert (base.sampling.mode, base.sampling.per_class) == ("stratified", 19)
+    assert base.epochs * base.steps_per_epoch == 2000 and base.crops[0].tokens == 324
+    assert row_config(spec, spec.rows[0]).train.epochs * 30 == 300
     for row in full.rows[1:]:
-        cfg = row_config(full, row)["train"]
-        assert cfg["crops"][0]["tokens"] == 324 and cfg["lr"] == base["lr"], row.name
+        train = row_config(full, row).train
+        assert train.crops[0].tokens == 324 and train.lr == base.lr, row.name
 
 
 def _scene_with_draws(path: Path, draws: list[int], tmp: Path) -> None:

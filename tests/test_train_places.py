@@ -256,10 +256,12 @@ def test_n324_at_36_and_18_pixel_crops_trains_end_to_end(tmp_path: Path, patch: 
     from hsitp.train.plan import check_jobs, crop_patch, jobs
 
     crop = {"patch": patch, "tokens": 324, "datasets": None}
-    cfg = load_config(["config/config.yaml", "config/cpu.yaml"], {"train": {"crops": [crop]}})
+    cfg = TrainSettings.from_config(
+        load_config(["config/config.yaml", "config/cpu.yaml"], {"train": {"crops": [crop]}})
+    )
     check_jobs(cfg)  # Indian Pines' 145 x 145 holds S = 36 and 18
     assert {n for _, _, n, *_ in jobs(cfg)} == {324}
-    assert crop_patch(TrainSettings.from_config(cfg), "indian_pines", 324) == patch
+    assert crop_patch(cfg, "indian_pines", 324) == patch
 
     data = _big_scene(tmp_path / "scene.nc")
     tiny = tiny_config(crops=[crop], epochs=1, steps_per_epoch=2, tta="flips", pretrain={"steps": 2})

@@ -13,14 +13,19 @@ import xarray as xr
 from nc_checks import described
 from train_utils import TINY_CROP, tiny_config, train_p1, write_scene
 
-from hsitp.config import ConfigError
+from hsitp.config import ConfigError, validate_config
 from hsitp.evaluate.metrics import score_map
 from hsitp.io import provenance, read_netcdf, write_netcdf
+from hsitp.sections import Config
 from hsitp.train import checkpoint as ckpt
 from hsitp.train.data import TEST, CropSampler, TrainDataError, load_scene, validation_mask
 from hsitp.train.loop import InjectedFailure, TrainJob
-from hsitp.train.plan import recipe_hash
+from hsitp.train.settings import TrainSettings
 from hsitp.train.summary import SummaryError, summarize
+
+
+def recipe_hash(cfg: Config) -> str:
+    return TrainSettings.from_config(cfg).recipe_hash()
 
 
 def _grid_labels(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -173,13 +178,14 @@ def test_recipe_run_resumes_bitwise_and_records_validation(tmp_path: Path) -> No
     for name in ("loss", "oa", "val_oa", "val_per_class_accuracy", "prediction"):
         np.testing.assert_array_equal(got[name].values, ref[name].values, err_msg=name)
 
-    scene = load_scene(data, "random", validation=0.3, validation_seed=int(cfg["seed"]))
+    scene = load_scene(data, "random", validation=0.3, validation_seed=cfg.seed)
     flags = np.where(scene.validation, TEST, 0)
     val = score_map(ref["prediction"].values, scene.labels, flags, scene.classes)
     assert float(ref["val_oa"].values[-1]) == pytest.approx(val.oa)
     assert np.isnan(ref["val_oa"].values[0]) and np.isfinite(ref["val_oa"].values[1:]).all()  # eval_every = 2
     assert json.loads(ref.attrs["counts"])["validation_pixels"] == int(scene.validation.sum())
     assert ref.attrs["recipe_hash"] == recipe_hash(cfg)
+    assert json.loads(ref.attrs["recipe"]) == TrainSettings.from_config(cfg).recipe_record()
 
 
 def test_recipe_hash_follows_the_recipe_not_the_job_matrix() -> None:
@@ -197,7 +203,9 @@ def test_recipe_hash_follows_the_recipe_not_the_job_matrix() -> None:
         assert recipe_hash(tiny_config(**change)) != base, change
     for same in ({"seeds": [0, 1, 2]}, {"plans": ["tp"]}, {"eval_every": 1}, {"summary_epochs": 2}):
         assert recipe_hash(tiny_config(**same)) == base, same
-    assert recipe_hash({**tiny_config(), "seed": 7}) != base  # the master seed draws the validation pixels
+    assert (
+        recipe_hash(tiny_config().model_copy(update={"seed": 7})) != base
+    )  # the seed draws the validation pixels
     with pytest.raises(ConfigError, match="label_smoothing"):
         tiny_config(label_smoothing=1.5)
 
@@ -266,7 +274,6 @@ def test_summary_refuses_mixed_recipes_and_reduces_validation(tmp_path: Path) ->
 def test_control_jobs_train_dchag_on_tp_recipe_only_under_tuned(tmp_path: Path) -> None:
     """Catches the untuned control (issue 36) being planned when the recipe is not tuned, at a P the tuned matrix
     lacks (nothing to compare it with), for tp itself, or at the study's g instead of train.groups."""
-    from hsitp.config import validate_config
     from hsitp.train.plan import TrainConfigError, control_jobs
 
     train = {
@@ -274,17 +281,21 @@ def test_control_jobs_train_dchag_on_tp_recipe_only_under_tuned(tmp_path: Path) 
         "world_sizes": [2, 4], "groups": {"dchag_l": [2]}, "protocols": ["block"], "seeds": [0, 1],
         "recipe": "tuned", "control": {"world_sizes": [2]}, "equivalent": True,
     }  # fmt: skip
-    # the DAG's functions read a validated config
-    config = validate_config({"datasets": ["ksc"], "train": train})
-    train = config["train"]
-    assert control_jobs(config) == [
+
+    # the DAG's functions read the typed train settings
+    def control(**keys: object) -> list:
+        return control_jobs(
+            TrainSettings.from_config(validate_config({"datasets": ["ksc"], "train": train | keys}))
+        )
+
+    assert control() == [
         ("ksc", "dchag_l", 9, 2, 2, "block", 0, 0),
         ("ksc", "dchag_l", 9, 2, 2, "block", 1, 0),
     ]
-    assert control_jobs({**config, "train": {**train, "recipe": "config"}}) == []
-    assert control_jobs({**config, "train": {**train, "control": {"world_sizes": []}}}) == []
+    assert control(recipe="config") == []
+    assert control(control={"world_sizes": []}) == []
     with pytest.raises(TrainConfigError, match="not in train.world_sizes"):
-        control_jobs({**config, "train": {**train, "control": {"world_sizes": [8]}}})
+        control(control={"world_sizes": [8]})
 
 
 def test_apply_recipe_control_takes_tp_study_and_keeps_job_g(tmp_path: Path) -> None:
@@ -298,11 +309,14 @@ def test_apply_recipe_control_takes_tp_study_and_keeps_job_g(tmp_path: Path) -> 
     attrs = {"plan": "tp", "protocol": "block", "best_params": json.dumps(best)}
     study_ds = xr.Dataset({"score": ("trial", [0.5])}, coords={"trial": [1]}, attrs=attrs)
     write_netcdf(described(study_ds), study, kind=TUNE_STUDY.kind, prov=provenance({}))
-    cfg = {"train": {"lr": 0.001, "sampling": {"mode": "all", "per_class": 16}}}
-    out = apply_recipe(cfg, study, plan="dchag_l", protocol="block", groups=4, recipe_plan="tp")
-    assert out["train"]["lr"] == 0.002 and out["train"]["recipe_plan"] == "tp"
-    assert out["train"]["sampling"] == {"mode": "stratified", "per_class": 8}
-    assert "recipe_plan" not in apply_recipe(cfg, study, plan="tp", protocol="block", groups=1)["train"]
+    cfg = validate_config({"train": {"lr": 0.001, "sampling": {"mode": "all", "per_class": 16}}})
+    out, whose = apply_recipe(cfg, study, plan="dchag_l", protocol="block", groups=4, recipe_plan="tp")
+    assert out.train.lr == 0.002 and whose == "tp"
+    assert out.as_json()["train"]["sampling"] == {"mode": "stratified", "per_class": 8}
+    assert (
+        TrainSettings.from_config(out, whose).recipe_record()["train"]["recipe_plan"] == "tp"
+    )  # in the hash
+    assert apply_recipe(cfg, study, plan="tp", protocol="block", groups=1)[1] is None
     with pytest.raises(RecipeError, match="own study"):
         apply_recipe(cfg, study, plan="dchag_l", protocol="block", groups=4)
     with pytest.raises(RecipeError, match="random protocol"):

@@ -94,7 +94,7 @@ def test_summary_refuses_equivalents_and_rank_runs_in_one_cell(tmp_path: Path) -
         summarize([a, b])
 
 
-def _cfg(**train: object) -> dict:
+def _cfg(**train: object) -> TrainSettings:
     cfg = tiny_config(
         plans=["tp", "dchag_l", "dchag_c"],
         world_sizes=[2, 4],
@@ -105,7 +105,7 @@ def _cfg(**train: object) -> dict:
         equivalent=True,
         **train,
     )
-    return cfg
+    return TrainSettings.from_config(cfg)
 
 
 def test_equivalent_mode_trains_tp_once_and_checks_every_plan_and_p() -> None:
@@ -124,9 +124,8 @@ def test_equivalent_mode_trains_tp_once_and_checks_every_plan_and_p() -> None:
     assert all(protocol == "random" and seed == 0 and k == 0 for *_, protocol, seed, k in checks)
     assert all(equivalent_of(cfg, c) in matrix for c in checks)
     assert check_runs(_cfg(equivalence={"epochs": 0})) == []
-    assert check_runs(tiny_config()) == []  # not in equivalent mode
+    assert check_runs(TrainSettings.from_config(tiny_config())) == []  # not in equivalent mode
     bad = _cfg(equivalence={"epochs": 2, "seed": 5})
-    bad["datasets"] = ["synthetic"]
     with pytest.raises(TrainConfigError, match="train.equivalence.seed = 5"):
         check_jobs(bad)
 

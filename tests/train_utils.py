@@ -12,6 +12,7 @@ from nc_checks import described
 
 from hsitp.config import validate_config
 from hsitp.io import provenance, write_netcdf
+from hsitp.sections import Config
 from hsitp.train.settings import TrainSettings
 
 
@@ -50,8 +51,9 @@ def write_scene(path: Path, *, both_protocols: bool = False, seed: int = 0, band
 TINY_CROP = {"patch": 4, "tokens": 9, "datasets": None}  # S = 4 x 3 = 12
 
 
-def tiny_config(**train: Any) -> dict[str, Any]:
-    """A validated config whose model trains on the synthetic scene in well under a second per step."""
+def tiny_config(data: dict[str, Any] | None = None, **train: Any) -> Config:
+    """A validated config whose model trains on the synthetic scene in well under a second per step (``data``: its
+    data section)."""
     base: dict[str, Any] = {
         "epochs": 3,
         "steps_per_epoch": 2,
@@ -63,16 +65,16 @@ def tiny_config(**train: Any) -> dict[str, Any]:
         "device": "cpu",
     }
     base.update(train)
-    return validate_config({"train": base, "parallel": {"timeout_s": 20}})
+    return validate_config({"train": base, "parallel": {"timeout_s": 20}, "data": data or {}})
 
 
-def train_p1(cfg: dict[str, Any], job: Any) -> Path | None:
+def train_p1(cfg: Config, job: Any, recipe_plan: str | None = None) -> Path | None:
     """Train one job in this process at P = 1 (a runtime started and stopped around it)."""
     from hsitp.parallel.runtime import RuntimeSettings, start
     from hsitp.train.loop import train_rank
 
     rt = start(RuntimeSettings.from_config(cfg, section="train", world_size=1))
     try:
-        return train_rank(rt, TrainSettings.from_config(cfg), job)
+        return train_rank(rt, TrainSettings.from_config(cfg, recipe_plan), job)
     finally:
         rt.stop()

@@ -18,10 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import pydantic
 import yaml
 
 from hsitp.errors import HsitpError
 from hsitp.names import COMPARED_PLANS, OP_NAMES, PLAN_NAMES, PROTOCOLS
+from hsitp.sections import Config
 
 SCHEMA_RESOURCE = "config.schema.yaml"
 
@@ -93,8 +95,10 @@ def _where(path: Sequence[Any]) -> str:
     return ".".join(str(p) for p in path) or "<top level>"
 
 
-def validate_config(config: Mapping[str, Any]) -> dict[str, Any]:
-    """Return a validated copy of ``config`` with schema defaults filled in; raise ConfigError otherwise."""
+def validate_config(config: Mapping[str, Any]) -> Config:
+    """``config`` (a config file's mapping, overlays merged) validated against the schema, its defaults filled in,
+    as the typed :class:`~hsitp.sections.Config`; ConfigError naming every bad key otherwise. The caller's mapping
+    is not changed."""
     # the schema's defaults are filled into the copy, never the caller's mappings
     cfg = copy.deepcopy(dict(config))
     schema = load_schema()
@@ -118,8 +122,16 @@ def validate_config(config: Mapping[str, Any]) -> dict[str, Any]:
             else:
                 lines.append(f"{where}: {err.message}")
         raise ConfigError("invalid config:\n  " + "\n  ".join(lines) + f"\n(schema: {schema_path()})")
-    check_values(cfg)
-    return cfg
+    problems = list(_non_finite(cfg))
+    if problems:  # the typed checks below would compare NaNs
+        raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
+    try:  # the schema was generated from these models: what it took, they take
+        typed = Config.model_validate(cfg)
+    except pydantic.ValidationError as exc:
+        raise ConfigError("invalid config:\n  " + "\n  ".join(
+            f"{_where(e['loc'])}: {e['msg']}" for e in exc.errors())) from exc  # fmt: skip
+    check_values(typed)
+    return typed
 
 
 # --- what cannot exist: what the schema's keywords cannot say, checked once the schema passed ---------------------
@@ -147,19 +159,17 @@ SHAPES: tuple[tuple[str, str], ...] = (
 )
 
 
-def _attends(cfg: Mapping[str, Any], dim_key: str) -> bool:
+def _attends(cfg: Config, dim_key: str) -> bool:
     """Whether the model of ``dim_key`` has attention heads: the bench's sweep only with an attention op (attn_*,
     or agg_*: the cross-band attentions); an MLP or a LayerNorm alone takes any D."""
     if dim_key != "bench.D":
         return True
-    return any(str(op).startswith(("attn_", "agg_")) for op in cfg["bench"]["ops"])
+    return any(op.startswith(("attn_", "agg_")) for op in cfg.bench.ops)
 
 
-def _get(cfg: Mapping[str, Any], dotted: str) -> Any:
-    node: Any = cfg
-    for part in dotted.split("."):
-        node = node[part]
-    return node
+def _get(cfg: Config, dotted: str) -> Any:
+    """The value of a dotted key (``train.model.dim``) of the typed config."""
+    return functools.reduce(getattr, dotted.split("."), cfg)
 
 
 MAX_WHOLE = 2**53  # the largest whole number a JSON reader (a float) holds exactly
@@ -197,41 +207,40 @@ def check_shape(dim: int, heads: int, dim_key: str, heads_key: str) -> str | Non
 BOUNDARY_CELLS = 512**2
 
 
-def value_problems(cfg: Mapping[str, Any]) -> list[str]:
-    """What cannot exist in a schema-valid config, one line each: a NaN or infinite number, a reversed range
-    (:data:`RANGES`), a model whose heads do not divide its width (:data:`SHAPES`)."""
-    out = list(_non_finite(cfg))
-    if out:
-        return out  # the comparisons below would be meaningless
+def value_problems(cfg: Config) -> list[str]:
+    """What cannot exist in a schema-valid config, one line each (NaN and infinities were refused before it was
+    typed): a reversed range (:data:`RANGES`), a model whose heads do not divide its width (:data:`SHAPES`), a grid
+    past what a table computes in minutes, a fold past the folds."""
+    out = []
     for key, strict in RANGES.items():
         low, high = _get(cfg, key)
         if low > high or (strict and low == high):
             what = "reversed" if low > high else "empty"
             need = "below" if strict else "at most"
             out.append(f"{key}: [{low}, {high}] is {what}: a range is [low, high] with low {need} high")
-    boundary = cfg["cost"]["boundary"]
-    cells = boundary["points"] ** 2 * len(boundary["embed_dims"])
+    boundary = cfg.cost.boundary
+    cells = boundary.points**2 * len(boundary.embed_dims)
     if cells > BOUNDARY_CELLS:
         out.append(
-            f"cost.boundary: {boundary['points']} points per axis x {len(boundary['embed_dims'])} embed_dims is "
+            f"cost.boundary: {boundary.points} points per axis x {len(boundary.embed_dims)} embed_dims is "
             f"{cells:,} grid cells, past the {BOUNDARY_CELLS:,} a table computes in minutes; fewer points or dims"
         )
-    validation = cfg["train"]["validation"]
-    if validation["folds"] >= 2 and validation["fold"] >= validation["folds"]:
+    validation = cfg.train.validation
+    if validation.folds >= 2 and validation.fold >= validation.folds:
         out.append(
-            f"train.validation.fold = {validation['fold']} is past train.validation.folds = {validation['folds']} "
-            f"(0-based: 0 to {validation['folds'] - 1})"
+            f"train.validation.fold = {validation.fold} is past train.validation.folds = {validation.folds} "
+            f"(0-based: 0 to {validation.folds - 1})"
         )
     for dim_key, heads_key in (pair for pair in SHAPES if _attends(cfg, pair[0])):
         dims, heads = _get(cfg, dim_key), int(_get(cfg, heads_key))
-        for dim in dims if isinstance(dims, list) else [dims]:
+        for dim in dims if isinstance(dims, tuple | list) else [dims]:
             problem = check_shape(int(dim), heads, dim_key, heads_key)
             if problem:
                 out.append(problem)
     return out
 
 
-def check_values(cfg: Mapping[str, Any]) -> None:
+def check_values(cfg: Config) -> None:
     """Refuse (ConfigError, one problem a line) what :func:`value_problems` finds. :func:`validate_config` calls it,
     so every subcommand's config and the DAG's (hsitp.preflight) are checked the same way."""
     problems = value_problems(cfg)
@@ -239,12 +248,12 @@ def check_values(cfg: Mapping[str, Any]) -> None:
         raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
 
 
-def check_run(cfg: Mapping[str, Any]) -> None:
+def check_run(cfg: Config) -> None:
     """What only the whole run's config can show (the DAG's, hsitp.preflight; a subcommand is given only the keys
     its rule passes, the schema's defaults standing in for the others): under ``train.recipe: tuned`` each plan
     trains on its own tuning study, which rule tune makes for the compared plans only."""
-    if cfg["train"]["recipe"] == "tuned":
-        untuned = [p for p in cfg["train"]["plans"] if p not in COMPARED_PLANS]
+    if cfg.train.recipe == "tuned":
+        untuned = [p for p in cfg.train.plans if p not in COMPARED_PLANS]
         if untuned:
             them = "it" if len(untuned) == 1 else "them"
             raise ConfigError(
@@ -322,10 +331,8 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     return dict(data)
 
 
-def load_config(
-    paths: Sequence[str | Path] = (), overrides: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
-    """Merge YAML files in order, then ``overrides``, and validate."""
+def load_config(paths: Sequence[str | Path] = (), overrides: Mapping[str, Any] | None = None) -> Config:
+    """Merge YAML files in order, then ``overrides``, and validate (:func:`validate_config`)."""
     merged: dict[str, Any] = {}
     for p in paths:
         merged = deep_merge(merged, read_config_file(p))
@@ -513,7 +520,7 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return dict(pairs)
 
 
-def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
+def config_from_args(args: argparse.Namespace) -> Config:
     """The validated config of a subcommand whose parser got :func:`add_config_args`: ``--config FILE``
     (repeatable overlays) and/or ``--config-json``.
 

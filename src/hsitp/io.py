@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import xarray as xr
+from pydantic import BaseModel
 
 from hsitp.errors import HsitpError
 
@@ -117,8 +118,11 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
     return h.hexdigest()
 
 
-def config_hash(config: Mapping[str, Any]) -> str:
-    """sha256 of the canonical JSON of a config mapping (key order does not matter)."""
+def config_hash(config: BaseModel | Mapping[str, Any]) -> str:
+    """sha256 of the canonical JSON of a config (a typed section's: the keys the validated config holds; key order
+    does not matter)."""
+    if isinstance(config, BaseModel):
+        config = config.model_dump(mode="json", exclude_unset=True)
     canon = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canon.encode()).hexdigest()
 
@@ -183,7 +187,7 @@ def cpu_model() -> str:
 
 
 def provenance(
-    config: Mapping[str, Any] | None = None,
+    config: BaseModel | Mapping[str, Any] | None = None,
     inputs: Mapping[str, str | os.PathLike[str]] | Iterable[str | os.PathLike[str]] | None = None,
     input_sha256: Mapping[str, str] | None = None,
     extra: Mapping[str, Any] | None = None,

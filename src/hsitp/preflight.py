@@ -19,22 +19,24 @@ from typing import Any
 
 from hsitp.config import ConfigError, check_run, validate_config
 from hsitp.errors import HsitpError
+from hsitp.sections import Config
 from hsitp.settings import BenchSettings, ProbeSettings
 
 __all__ = ["check_stage_sizes", "error_log_path", "one_line", "preflight"]
 
 
-def preflight(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The validated config (schema defaults filled), once every stage's sizes were checked; HsitpError otherwise."""
+def preflight(config: Mapping[str, Any]) -> Config:
+    """The typed config (schema defaults filled) of the workflow's config mapping, once every stage's sizes were
+    checked; HsitpError otherwise."""
     cfg = validate_config(config)
     check_run(cfg)
     check_stage_sizes(cfg)
     return cfg
 
 
-def check_stage_sizes(config: Mapping[str, Any]) -> None:
+def check_stage_sizes(config: Config) -> None:
     """Refuse, naming the key, a P that a stage listed in ``stages`` cannot run (ConfigError / PlanError)."""
-    stages = set(config["stages"])
+    stages = set(config.stages)
     _check_names(config, stages)
     if "data" in stages:
         _check_data(config)
@@ -44,26 +46,25 @@ def check_stage_sizes(config: Mapping[str, Any]) -> None:
         _check_probe(ProbeSettings.from_config(config))
     if "train" in stages:
         from hsitp.train.plan import check_jobs
+        from hsitp.train.settings import TrainSettings
 
-        check_jobs(config)
+        check_jobs(TrainSettings.from_config(config))
     if "probe" in stages and "train" in stages:
         from hsitp.probe.match import check_matches_train
 
         check_matches_train(config)
 
 
-def _check_data(config: Mapping[str, Any]) -> None:
+def _check_data(config: Config) -> None:
     """Refuse what ``data prepare`` would refuse minutes later, from the registry's facts of every listed scene:
     a partition block larger than the scene, more PCA components than the scene has bands, a partition that
     leaves some class no test pixel."""
     from hsitp.data.partition import check_satisfiable
     from hsitp.data.registry import get
-    from hsitp.settings import DataSettings
 
-    data = config["data"]
-    partition = DataSettings.from_config(config).partition
-    block, k = data["partition"]["block"], data.get("pca_components")
-    for name in config["datasets"]:
+    partition = config.data.partition
+    block, k = partition.block, config.data.pca_components
+    for name in config.datasets:
         spec = get(name)
         if block > min(spec.rows, spec.cols):
             raise ConfigError(
@@ -79,31 +80,31 @@ def _check_data(config: Mapping[str, Any]) -> None:
                 raise ConfigError(str(exc)) from exc
 
 
-def _check_names(config: Mapping[str, Any], stages: set[str]) -> None:
+def _check_names(config: Config, stages: set[str]) -> None:
     """Refuse a name the registry or the hardware presets lack (which a job would meet minutes later, or never:
     the bench's shard mode runs on a GPU machine only), and a tuned P whose ranks cannot hold whole heads."""
     from hsitp.cost.hardware import preset_names
     from hsitp.data.registry import names
 
-    hardware = str(config["bench"]["shard"]["hardware"])
+    hardware = config.bench.shard.hardware
     if not hardware.startswith("measured:") and hardware not in preset_names():
         raise ConfigError(
             f"bench.shard.hardware = {hardware!r}: no such preset; one of {', '.join(preset_names())}, or "
             "measured:PATH"
         )
-    unknown = [d for d in config["cost"]["plan"]["datasets"] if d not in names()]
+    unknown = [d for d in config.cost.plan.datasets if d not in names()]
     if "cost" in stages and unknown:
         raise ConfigError(
             f"cost.plan.datasets: {', '.join(unknown)} not in the registry (`hsitp data list`: {', '.join(names())})"
         )
-    P, heads = int(config["tune"]["world_size"]), int(config["train"]["model"]["heads"])  # noqa: N806
+    P, heads = config.tune.world_size, config.train.model.heads  # noqa: N806
     if "tune" in stages and heads % P:
         raise ConfigError(
             f"tune.world_size = {P} does not divide train.model.heads = {heads} (every rank holds whole heads)"
         )
 
 
-def _check_bench(config: Mapping[str, Any]) -> None:
+def _check_bench(config: Config) -> None:
     from hsitp.bench.ops import sweep_points
     from hsitp.bench.predict import check_points
     from hsitp.bench.runner import check_passes

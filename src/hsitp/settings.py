@@ -1,11 +1,12 @@
 """The stages' settings, typed (torchtitan's ``job_config.py``): per config section its model (:mod:`hsitp.sections`)
 plus the fields read from elsewhere, built once from the validated config where a subcommand starts
-(``XSettings.from_config(cfg)``) and passed to its functions; there is no second copy of a key to drift from the
-schema, which the models generate. A field read from another section (the master ``seed``, a ``parallel`` key) says
-so; ``source`` is the validated config itself, read for no setting: it is hashed into every output's provenance.
+(``XSettings.from_config(cfg)``, ``cfg`` the typed :class:`~hsitp.sections.Config`) and passed to its functions;
+there is no second copy of a key to drift from the schema, which the models generate. A field read from another
+section (the master ``seed``, a ``parallel`` key) says so; ``config`` is the whole typed config, read for no setting
+of the stage's own: provenance hashes it, a rank job's launcher reads its section's device keys.
 One module at the bottom of the layers (beside ``config``, importing neither torch nor a stage) so any stage, the
-report and the audit read any section without importing upward; ``TrainSettings``, ``ParallelSettings``,
-``RuntimeSettings`` and ``FetchSettings`` keep their derived logic in their packages.
+report and the audit read any section without importing upward; ``TrainSettings``, ``RuntimeSettings`` and
+``FetchSettings`` keep their derived logic in their packages.
 """
 
 from __future__ import annotations
@@ -15,14 +16,17 @@ from typing import Any
 
 from pydantic import Field, SkipValidation
 
+from hsitp.sections import Config
 from hsitp.sections.audit import AuditSection
 from hsitp.sections.base import Section
 from hsitp.sections.bench import BenchSection
 from hsitp.sections.cost import CostSection
 from hsitp.sections.data import DataSection
-from hsitp.sections.model import ModelSection
 from hsitp.sections.probe import EstimateGridSection, EstimateSection, ProbeSection
 from hsitp.sections.tune import TuneSection
+
+# The whole typed config beside a stage's own settings, taken as it is (not validated again, not copied).
+CONFIG = SkipValidation[Config]
 
 
 # --- data ---------------------------------------------------------------------------------------------------------
@@ -33,14 +37,12 @@ class DataSettings(DataSection):
     """The master seed (top-level seed): seeds each partition's stream."""
     run: str
     """The run's name (top-level run): the default output folder."""
-    source: SkipValidation[Mapping[str, Any]] = Field(repr=False, exclude=True)
-    """The validated config, for provenance only."""
+    config: CONFIG = Field(repr=False, exclude=True)
+    """The whole config, for provenance only."""
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> DataSettings:
-        return cls.model_validate(
-            {**config["data"], "seed": config["seed"], "run": config["run"], "source": config}
-        )
+    def from_config(cls, config: Config) -> DataSettings:
+        return cls(**dict(config.data), seed=config.seed, run=config.run, config=config)
 
 
 # --- bench --------------------------------------------------------------------------------------------------------
@@ -55,14 +57,14 @@ class BenchSettings(BenchSection):
     """model.attention_kernel (resolved per device: hsitp.bench.ops.bench_kernel)."""
     seed: int
     """The master seed (top-level seed): the layers' weights."""
-    source: SkipValidation[Mapping[str, Any]] = Field(repr=False, exclude=True)
-    """The validated config: provenance and RuntimeSettings only."""
+    config: CONFIG = Field(repr=False, exclude=True)
+    """The whole config: provenance and RuntimeSettings only."""
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> BenchSettings:
-        par = config["parallel"]
-        return cls(**config["bench"], heads=int(par["heads"]), head_padding=bool(par["head_padding"]),
-                   attention_kernel=ModelSection.of(config).attention_kernel, seed=int(config["seed"]), source=config)  # fmt: skip
+    def from_config(cls, config: Config) -> BenchSettings:
+        par = config.parallel
+        return cls(**dict(config.bench), heads=par.heads, head_padding=par.head_padding,
+                   attention_kernel=config.model.attention_kernel, seed=config.seed, config=config)  # fmt: skip
 
 
 # --- tune ---------------------------------------------------------------------------------------------------------
@@ -70,8 +72,8 @@ class TuneSettings(TuneSection):
     """The ``tune`` section (the trials' training settings are the ``train`` section's: TrainSettings)."""
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> TuneSettings:
-        return cls.model_validate(config["tune"])
+    def from_config(cls, config: Config) -> TuneSettings:
+        return cls(**dict(config.tune))
 
 
 # --- probe --------------------------------------------------------------------------------------------------------
@@ -132,34 +134,33 @@ class ProbeSettings(ProbeSection, ProbeModel):
     """``hsitp probe estimate``."""
     seed: int
     """The master seed (top-level seed): the models' weights and batches."""
-    source: SkipValidation[Mapping[str, Any]] = Field(repr=False, exclude=True)
-    """The validated config itself (not copied): provenance and RuntimeSettings only."""
+    config: CONFIG = Field(repr=False, exclude=True)
+    """The whole config: provenance and RuntimeSettings only."""
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> ProbeSettings:
-        return cls.model_validate({**config["probe"], "seed": config["seed"], "source": config})
+    def from_config(cls, config: Config) -> ProbeSettings:
+        return cls.model_validate(
+            {**config.probe.model_dump(exclude_unset=True), "seed": config.seed, "config": config}
+        )
 
 
 # --- cost ---------------------------------------------------------------------------------------------------------
 class CostSettings(CostSection):
     """The ``cost`` section (pure arithmetic: nothing else is read)."""
 
-    # The validated config, read for no setting: its cost section is hashed into the tables' provenance.
-    source: SkipValidation[Mapping[str, Any]] = Field(repr=False, exclude=True)
-
     @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> CostSettings:
-        return cls.model_validate({**config["cost"], "source": config})
+    def from_config(cls, config: Config) -> CostSettings:
+        return cls.model_validate(config.cost.model_dump(exclude_unset=True))  # its keys set as the config's
 
 
 # --- audit --------------------------------------------------------------------------------------------------------
 class AuditSettings(AuditSection):
-    """The ``audit`` section (the ``report`` stage has none: its subcommands take no config), with the validated
-    config its config_value checks read and its provenance hashes (``source``)."""
+    """The ``audit`` section (the ``report`` stage has none: its subcommands take no config), with the whole config
+    its config_value checks read and its provenance hashes."""
 
-    # The validated config: config_value checks read it, provenance hashes it (none: no config_value check can).
-    source: SkipValidation[Mapping[str, Any]] = Field(default_factory=dict, repr=False, exclude=True)
+    config: CONFIG = Field(default_factory=Config, repr=False, exclude=True)
+    """The whole config: config_value checks read it, provenance hashes it."""
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> AuditSettings:
-        return cls.model_validate({**config["audit"], "source": config})
+    def from_config(cls, config: Config) -> AuditSettings:
+        return cls(**dict(config.audit), config=config)

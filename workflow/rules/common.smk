@@ -9,6 +9,7 @@ from hsitp.config import read_config_file
 from hsitp.errors import HsitpError
 from hsitp.names import PARTITION_TAG_PATTERN, PLAN_NAMES, PROTOCOLS
 from hsitp.preflight import error_log_path, one_line, preflight
+from hsitp.train.settings import TrainSettings
 
 # One check when the DAG is built, before any job: the schema (filling its defaults), then what cannot exist, then
 # every stage's sizes at every P it will run (hsitp.preflight). The same hsitp.config.validate_config checks every
@@ -18,10 +19,14 @@ from hsitp.preflight import error_log_path, one_line, preflight
 try:
     for path in workflow.configfiles:
         read_config_file(path)
-    config.update(preflight(config))
+    CONFIG = preflight(config)  # hsitp.sections.Config
 except HsitpError as exc:
     print(one_line(exc, error_log_path(config)), file=sys.stderr)
     sys.exit(2)
+# The rules pass keys on as JSON (stage_config): the config as validated, the schema's defaults filled in. The
+# training targets read the train section typed (hsitp.train.plan).
+config.update(CONFIG.as_json())
+TRAIN = TrainSettings.from_config(CONFIG)
 
 # Conda environments (--software-deployment-method conda), paths relative to the rule files. Every rule runs in ENV
 # except a rank rule whose ranks have GPUs (rank_env), which gets PyTorch's CUDA build.

@@ -66,7 +66,7 @@ def tune_targets():
     """One tuning study per dataset x plan x accuracy protocol of the `tune` section (trained datasets only)."""
     return expand(
         result("tune/{dataset}/{plan}_{protocol}.nc"),
-        dataset=train_plan.trained_datasets(config),
+        dataset=list(TRAIN.datasets),
         plan=config["tune"]["plans"],
         protocol=config["tune"]["protocols"],
     )
@@ -91,7 +91,7 @@ def train_jobs(where=None):
 
     keep = where or (lambda dataset, plan, protocol: True)
     if not tuned():
-        return [j for j in train_plan.jobs(config) if keep(j[0], j[1], j[5])]
+        return [j for j in train_plan.jobs(TRAIN) if keep(j[0], j[1], j[5])]
 
     def groups_of(dataset, plan, protocol):
         if not keep(dataset, plan, protocol):
@@ -102,9 +102,7 @@ def train_jobs(where=None):
         return [best_groups(path)]
 
     return [
-        j
-        for j in train_plan.jobs(config, groups_of=groups_of)
-        if keep(j[0], j[1], j[5])
+        j for j in train_plan.jobs(TRAIN, groups_of=groups_of) if keep(j[0], j[1], j[5])
     ]
 
 
@@ -121,7 +119,7 @@ def control_record_targets():
     """The untuned control (train.control under train.recipe tuned): one record per D-CHAG job on tp's recipe."""
     return [
         result(f"train/{job[0]}/control/{train_plan.run_name(*job[1:])}.nc")
-        for job in train_plan.control_jobs(config)
+        for job in train_plan.control_jobs(TRAIN)
     ]
 
 
@@ -129,7 +127,7 @@ def train_check_targets():
     """Under train.equivalent: one P-rank check run per (plan, P, g), stopped after train.equivalence.epochs."""
     return [
         result(f"train/{job[0]}/check/{train_plan.run_name(*job[1:])}.nc")
-        for job in train_plan.check_runs(config)
+        for job in train_plan.check_runs(TRAIN)
     ]
 
 
@@ -245,7 +243,7 @@ def train_record_inputs():
     one when its own tuning study has run, so tp's jobs (no g to choose) start with the studies and a D-CHAG
     plan's as soon as its study ends, not after the last study (which left a core idle: docs/measured.md).
     """
-    cells = sorted({(job[0], job[1], job[5]) for job in train_plan.jobs(config)})
+    cells = sorted({(job[0], job[1], job[5]) for job in train_plan.jobs(TRAIN)})
 
     def records(cell):
         return lambda wildcards: train_record_targets(lambda *key: key == cell)
@@ -272,8 +270,8 @@ def control_summary_records(wildcards):
 
 def train_equivalence_inputs(wildcards):
     """The check runs and the single-process equivalents they are compared with."""
-    checks = train_plan.check_runs(config)
-    pairs = sorted({train_plan.equivalent_of(config, job) for job in checks})
+    checks = train_plan.check_runs(TRAIN)
+    pairs = sorted({train_plan.equivalent_of(TRAIN, job) for job in checks})
     return train_check_targets() + [
         result(f"train/{job[0]}/{train_plan.run_name(*job[1:])}.nc") for job in pairs
     ]
@@ -282,7 +280,7 @@ def train_equivalence_inputs(wildcards):
 def train_summary_baselines(wildcards):
     """Baseline files on the datasets and protocols that were trained, every partition (the baseline rule's own
     grid)."""
-    trained = {(job[0], job[5]) for job in train_plan.jobs(config)}
+    trained = {(job[0], job[5]) for job in train_plan.jobs(TRAIN)}
     return [
         f
         for d, protocol in sorted(trained)

@@ -9,10 +9,6 @@
 # bench_slot; train_check runs each (plan, P) for real on P ranks for a few epochs, train_equivalence compares them.
 from hsitp.names import DCHAG_PLANS, PARALLEL_PLANS, partition_of_tag
 from hsitp.train.plan import crop_patch
-from hsitp.train.settings import TrainSettings
-
-# the validated train section, typed (common.smk validated the config)
-TRAIN = TrainSettings.from_config(config)
 
 # What `hsitp train` reads: the master seed, every train key but the ones that shape the DAG (each job gets its own dataset, crop,
 # plan, P, g, protocol, seed on the command line), and the process-group settings.

@@ -4,7 +4,6 @@
 # beside the netCDF and are not rule outputs: a killed study resumes from them.
 from hsitp.names import COMPARED_PLANS
 from hsitp.train.plan import dataset_crops
-from hsitp.train.settings import TrainSettings
 
 # What `hsitp tune` reads: the tune section, the train keys its trials inherit (the model, the crops, the recipe's
 # ingredients, how a job runs), the master seed and the process-group settings. Not the job matrix nor the keys a trial sets itself
@@ -54,9 +53,7 @@ checkpoint tune:
         **job_resources("tune"),
     params:
         cfg=stage_config(*TUNE_KEYS),
-        tokens=lambda wildcards: dataset_crops(
-            TrainSettings.from_config(config), wildcards.dataset
-        )[0][1],
+        tokens=lambda wildcards: dataset_crops(TRAIN, wildcards.dataset)[0][1],
     message:
         "tune: {wildcards.dataset} {wildcards.plan} {wildcards.protocol}, {config[tune][trials]} trials; "
         "a line per trial in {log}"

@@ -25,7 +25,7 @@ def _claims(args: argparse.Namespace) -> int:
     rows, inputs = evaluate_claims(ctx, claims), ctx.inputs
     refuse_incoherent(claims, rows)
     prov = provenance(
-        config=s.source, inputs={**{k: str(v) for k, v in inputs.items()}, "claims.yaml": CLAIMS_FILE}
+        config=s.config, inputs={**{k: str(v) for k, v in inputs.items()}, "claims.yaml": CLAIMS_FILE}
     )
     paths = write_claims(rows, args.out, inputs, prov)
     counts = ", ".join(f"{k} {v}" for k, v in verdict_counts(rows).items())

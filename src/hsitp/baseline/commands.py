@@ -49,14 +49,13 @@ def _baseline(args: argparse.Namespace) -> int:
     from hsitp.baseline.classical import BaselineError, run_baseline
     from hsitp.contracts import BASELINE, DATASET
     from hsitp.io import provenance, write_netcdf
-    from hsitp.sections.baseline import BaselineSection
 
     if args.partition < 0:
         raise BaselineError(f"hsitp baseline: --partition {args.partition}: a partition index is >= 0")
     cfg = config_from_args(args)
-    data = args.data or DEFAULT_DATA.format(run=cfg["run"], dataset=args.dataset)
+    data = args.data or DEFAULT_DATA.format(run=cfg.run, dataset=args.dataset)
     out = args.out or DEFAULT_OUT.format(
-        run=cfg["run"],
+        run=cfg.run,
         dataset=args.dataset,
         protocol=args.protocol,
         tag=partition_tag(args.partition),
@@ -70,12 +69,11 @@ def _baseline(args: argparse.Namespace) -> int:
             f"hsitp baseline: {data} holds the scene {ds.attrs['dataset']!r}, not {args.dataset!r}; pass the "
             f"{args.dataset} scene (--data) or name its scene"
         )
-    settings = BaselineSection.model_validate(cfg["baseline"])
     res = run_baseline(
-        ds, args.protocol, args.seed, settings, threads=max(1, args.threads), partition=args.partition
+        ds, args.protocol, args.seed, cfg.baseline, threads=max(1, args.threads), partition=args.partition
     )
     prov = provenance(
-        config={"baseline": cfg["baseline"]},
+        config=cfg.as_json(include={"baseline"}),
         inputs={"dataset": data},
         extra={
             "dataset": args.dataset,

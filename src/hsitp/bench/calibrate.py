@@ -374,7 +374,7 @@ def run_calibrate(microbench: str | Path, out: str | Path, settings: BenchSettin
         seed,
     )
     cal = calibrate(mb, fraction=fraction, seed=seed)
-    prov = provenance(config=settings.source, inputs={"microbench": microbench})
+    prov = provenance(config=settings.config, inputs={"microbench": microbench})
     path = write_netcdf(cal, out, kind=CALIBRATION.kind, prov=prov)
     log.info("wrote %s", path)
     return path

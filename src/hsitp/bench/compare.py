@@ -180,7 +180,7 @@ def run_compare(
     )
     ds = compare(mb, cal, calibration)
     log_summary(ds)
-    prov = provenance(config=settings.source, inputs={"microbench": microbench, "calibration": calibration})
+    prov = provenance(config=settings.config, inputs={"microbench": microbench, "calibration": calibration})
     path = write_netcdf(ds, out, kind=MODEL_VS_MEASURED.kind, prov=prov)
     log.info("wrote %s", path)
     return path

@@ -229,7 +229,7 @@ def write_partial(
     describe(ds, MICROBENCH_ATTRS)
     ds.attrs.update({"world_size": p, "measured": "yes", **{k: attrs[k] for k in ("device", "backend")}})
     title = f"{TITLE}, one launch at P = {p}"
-    prov = provenance(config=settings.source, extra={"run": dict(attrs)})
+    prov = provenance(config=settings.config, extra={"run": dict(attrs)})
     return write_netcdf(ds, path, kind=MICROBENCH.kind, prov=prov, title=title)
 
 
@@ -292,7 +292,7 @@ def merge_partials(paths: Sequence[str | Path], out: str | Path, settings: Bench
     merged["launch"].attrs.update(units="1", long_name="independent launch (its own torchrun) at each P")
     merged.attrs = _merged_attrs(merged, by_p, parts)
     _log_merged(merged.attrs)
-    prov = provenance(config=settings.source, inputs={Path(p).name: p for p in paths})
+    prov = provenance(config=settings.config, inputs={Path(p).name: p for p in paths})
     sizes = ", ".join(str(p) for p in merged.attrs["world_sizes"])
     path = write_netcdf(merged, out, kind=MICROBENCH.kind, prov=prov, title=f"{TITLE}, P = {sizes}")
     log.info("wrote %s (P = %s, %d launch(es) each)", path, sizes, merged.attrs["launches"])

@@ -136,5 +136,5 @@ def write_roofline(out: str | Path, s: BenchSettings) -> Path:
     kwargs = dict(device=s.device, dtype=s.dtypes[0], shapes=s.roofline.shapes, copy_bytes=s.roofline.copy_bytes,
                   warmup=s.warmup, repeats=s.repeats, seed=s.seed)  # fmt: skip
     ds = run_roofline(**kwargs)
-    prov = provenance(config=s.source, extra={"roofline": kwargs})
+    prov = provenance(config=s.config, extra={"roofline": kwargs})
     return write_netcdf(ds, out, kind=BENCH_ROOFLINE.kind, prov=prov)

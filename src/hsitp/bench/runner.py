@@ -57,7 +57,7 @@ def run_partial(
     from hsitp.parallel.runtime import RuntimeSettings, start
 
     check_passes(settings)
-    rt = start(RuntimeSettings.from_config(settings.source, section="bench", world_size=world_size))
+    rt = start(RuntimeSettings.from_config(settings.config, section="bench", world_size=world_size))
     try:
         return _run(settings, rt, Path(out), stop, launch=launch)
     finally:

@@ -78,7 +78,7 @@ def run_shard(s: BenchSettings, *, hardware: str) -> xr.Dataset:
 
     hw = get_hardware(hardware)
     # one process (P = 1): threads and device as `bench run` sets them; no process group
-    rt = start(RuntimeSettings.from_config(s.source, section="bench", world_size=1))
+    rt = start(RuntimeSettings.from_config(s.config, section="bench", world_size=1))
     try:
         return _run_shard(s, hw, rt.device)
     finally:
@@ -193,5 +193,5 @@ def write_shard(out: str | Path, settings: BenchSettings, *, hardware: str | Non
     hardware = hardware or settings.shard.hardware
     ds = run_shard(settings, hardware=hardware)
     return write_netcdf(
-        ds, out, kind=BENCH_SHARD.kind, prov=provenance(config=settings.source, extra={"hardware": hardware})
+        ds, out, kind=BENCH_SHARD.kind, prov=provenance(config=settings.config, extra={"hardware": hardware})
     )

@@ -35,7 +35,7 @@ def _table(args: argparse.Namespace) -> int:
 
     cost = CostSettings.from_config(config_from_args(args))
     ds = TABLES[args.table](cost)
-    prov = provenance(config={"cost": cost.source["cost"]}, inputs=_measured_inputs(cost, args.table))
+    prov = provenance(config={"cost": cost.as_json()}, inputs=_measured_inputs(cost, args.table))
     write_netcdf(ds, args.out, kind=COST[args.table].kind, prov=prov)
     print(f"wrote {args.out} ({', '.join(f'{k}={v}' for k, v in ds.sizes.items())})")
     return 0

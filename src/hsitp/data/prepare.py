@@ -424,7 +424,7 @@ def write_prepared(
 ) -> Path:
     """Atomic netCDF write through hsitp.io with provenance (input sha256s = the verified raw files)."""
     prov = provenance(
-        config=settings.source,
+        config=settings.config,
         input_sha256=fetched.input_sha256(),
         extra={"dataset": fetched.dataset, "source": fetched.source, "variant": fetched.variant},
     )

@@ -20,7 +20,6 @@ import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
 
 from hsitp.errors import HsitpError
 from hsitp.names import (
@@ -33,7 +32,7 @@ from hsitp.names import (
     PLANS,
     TOKEN_RANKS,
 )
-from hsitp.sections.model import ModelSection
+from hsitp.sections import Config
 
 # the model's cross-band aggregations: attention, hierarchical
 AGGREGATIONS = tuple(dict.fromkeys(p.aggregation for p in PLANS.values() if p.aggregation))
@@ -54,9 +53,9 @@ def resolve_attention_kernel(choice: str, device_type: str) -> str:
     return AUTO_KERNEL.get(device_type, "sdpa") if choice == "auto" else choice
 
 
-def config_attention_kernel(config: Mapping[str, Any], device_type: str) -> str:
+def config_attention_kernel(config: Config, device_type: str) -> str:
     """The kernel a validated config's ``model.attention_kernel`` resolves to on ``device_type``."""
-    return resolve_attention_kernel(ModelSection.of(config).attention_kernel, device_type)
+    return resolve_attention_kernel(config.model.attention_kernel, device_type)
 
 
 class ModelConfigError(HsitpError, ValueError):

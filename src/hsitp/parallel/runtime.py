@@ -16,9 +16,8 @@ from __future__ import annotations
 import ctypes
 import datetime
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
@@ -26,6 +25,9 @@ import torch.distributed as dist
 from hsitp.parallel.errors import DistributedSetupError
 from hsitp.parallel.groups import Mesh2D, TPGroup, make_mesh_2d
 from hsitp.shape import DTYPE_BYTES
+
+if TYPE_CHECKING:
+    from hsitp.sections import Config
 
 BACKENDS = ("auto", "gloo", "nccl")
 DEVICES = ("auto", "cpu", "cuda")
@@ -72,15 +74,19 @@ class RuntimeSettings:
 
     @classmethod
     def from_config(
-        cls, config: Mapping[str, Any], *, section: str | None = None, world_size: int | None = None
+        cls, config: Config, *, section: str | None = None, world_size: int | None = None
     ) -> RuntimeSettings:
-        """backend and timeout_s from ``config["parallel"]``; device and threads_per_rank from the caller's stage
-        section ``config[section]`` (e.g. "bench"); defaults where a key is absent."""
-        par = config.get("parallel", {})
-        own = config.get(section, {}) if section else {}
-        kwargs = {k: par[k] for k in ("backend", "timeout_s") if k in par}
-        kwargs |= {k: own[k] for k in ("device", "threads_per_rank") if k in own}
-        return cls(**kwargs, world_size=world_size, section=section or "")
+        """backend and timeout_s from the config's ``parallel`` section; device and threads_per_rank from the
+        caller's stage section (e.g. "bench")."""
+        own = (
+            {k: getattr(config.section(section), k) for k in ("device", "threads_per_rank")}
+            if section
+            else {}
+        )
+        par = config.parallel
+        return cls(
+            backend=par.backend, timeout_s=par.timeout_s, **own, world_size=world_size, section=section or ""
+        )
 
 
 def _is_int(x: Any) -> bool:

@@ -67,10 +67,10 @@ def run_estimate(s: ProbeSettings, out: str | Path) -> Path:
     """Estimate every point of ``probe.estimate`` with fake tensors, beside the memory model; write ``out``."""
     pts = estimate_points(s.estimate)
     # the estimate prices the paper's GPUs: "auto" is the kernel CUDA runs
-    kernel = config_attention_kernel(s.source, "cuda")
+    kernel = config_attention_kernel(s.config, "cuda")
     ds = _dataset(pts, _estimate_all(pts, kernel, seed=s.seed), kernel)
     describe_missing(ds, ATTRS)
-    prov = provenance(config=s.source)
+    prov = provenance(config=s.config)
     return write_netcdf(ds, out, kind=PROBE_ESTIMATE.kind, prov=prov, title="probe estimate (fake tensors)")
 
 

@@ -151,7 +151,7 @@ def write_partial(
                 key = f"{pt.plan}/P{P}/g{g}/L{pt.L}/N{pt.N}/{pt.checkpointing}/rank{r}"
                 categories[key] = rr["peak_categories"]
     arrays["peak_part"] = arrays["peak_part"].astype(str)
-    section = {**settings.source["probe"], "attention_kernel": settings.attention_kernel}
+    section = {**settings.config.probe.as_json(), "attention_kernel": settings.attention_kernel}
     data = {k: ((*POINT_DIMS, *PARTIAL_DIMS[k]), v) for k, v in arrays.items()}
     data["memory"] += ({"long_name": "measured per-rank memory of one training step by part and kind"},)
     data["peak_reserved"] += ({"long_name": "CUDA only"},)
@@ -171,7 +171,7 @@ def write_partial(
     )
     run = {k: v for k, v in attrs.items() if k != "interleave_orders"}
     # the section as the runner resolved it: the kernel of this device
-    prov = provenance(config={**settings.source, "probe": section}, extra={"run": run})
+    prov = provenance(config={**settings.config.as_json(), "probe": section}, extra={"run": run})
     describe_missing(ds, ATTRS)
     return write_netcdf(
         ds, out, kind=PROBE_PARTIAL.kind, prov=prov, title=f"memory probe, one launch at P = {P}"
@@ -227,7 +227,7 @@ def merge(
         "other round; same process, same threads"
     )
     thr.attrs.update(common)
-    prov = provenance(config=settings.source, inputs={str(p): p for p in paths})
+    prov = provenance(config=settings.config, inputs={str(p): p for p in paths})
     describe_missing(mem, ATTRS)
     describe_missing(thr, ATTRS)
     m = write_netcdf(

@@ -61,9 +61,9 @@ def run_partial(s: ProbeSettings, *, world_size: int, out: str | Path) -> Path |
     if s.device == "cpu" or not _cuda():  # the ranks share this machine's memory
         for pt in pts:
             check_point_fits(s, pt, "probe", host_bytes() / world_size)
-    rt = start(RuntimeSettings.from_config(s.source, section="probe", world_size=world_size))
+    rt = start(RuntimeSettings.from_config(s.config, section="probe", world_size=world_size))
     # model.attention_kernel on this device (written into the files, so the memory model prices that kernel)
-    s = s.model_copy(update={"attention_kernel": config_attention_kernel(s.source, rt.device.type)})
+    s = s.model_copy(update={"attention_kernel": config_attention_kernel(s.config, rt.device.type)})
     try:
         results = [probe_point(pt, s, rt) for pt in pts]
         samples, orders = throughput_phase(pts, s, rt)

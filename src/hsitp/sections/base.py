@@ -122,3 +122,9 @@ class Section(BaseModel):
     """A config section: unknown keys refused, values frozen once validated."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    def as_json(self, **include: Any) -> dict[str, Any]:
+        """The section as the validated config holds it: the keys given or filled in by the schema's defaults (a
+        key the schema has no default for and nobody set stays out), as JSON: what provenance hashes and what the
+        workflow's rules pass on. ``include``: as pydantic's ``model_dump``."""
+        return self.model_dump(mode="json", exclude_unset=True, **include)

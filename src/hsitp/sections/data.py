@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, WithJsonSchema
 
-from hsitp.sections.base import BOUNDS, DEF_MARKER, Section, distinct, named, sized
+from hsitp.sections.base import BOUNDS, DEF_MARKER, Section, distinct, named, number, sized
 
 # The registry's scene names (hsitp.data.registry.names(); tests/test_data_registry.py holds the two equal).
 DatasetName = Literal[
@@ -60,9 +60,9 @@ class DataSection(Section):
     """Default order in which sources are tried for every dataset."""
     sources: dict[DatasetName, distinct(Source)] = {}  # type: ignore[valid-type]
     """Per-dataset override of source_order, e.g. {indian_pines: [package]}."""
-    connect_timeout_s: float = Field(5, gt=0)
+    connect_timeout_s: number(gt=0) = 5  # type: ignore[valid-type]
     """Seconds to wait for a server connection before moving to the next source (offline = fast)."""
-    read_timeout_s: float = Field(60, gt=0)
+    read_timeout_s: number(gt=0) = 60  # type: ignore[valid-type]
     """Seconds without data before a download is abandoned."""
     retries: int = Field(2, ge=0)
     """Extra attempts for a download that broke off or stalled mid-file (never after an HTTP error, a refused

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Literal
 
 from hsitp.sections.base import Section
 
@@ -20,8 +19,3 @@ class ModelSection(Section):
     scaled_dot_product_attention (what the committed references before it ran). auto: exact on the CPU, sdpa on
     CUDA (flash), until benchmarks/gpu_check.sh has timed both on a GPU. Every train, probe and bench file records
     the kernel that ran."""
-
-    @classmethod
-    def of(cls, config: Mapping[str, Any]) -> ModelSection:
-        """The ``model`` section of a config, its defaults where the section or a key is absent."""
-        return cls.model_validate(config.get("model") or {})

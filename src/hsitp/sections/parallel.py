@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
-
-from hsitp.sections.base import Section, sized
+from hsitp.sections.base import Section, number, sized
 
 
 class ParallelSection(Section):
@@ -16,7 +14,7 @@ class ParallelSection(Section):
 
     backend: Literal["auto", "gloo", "nccl"] = "auto"
     """Process-group backend; auto = nccl when CUDA is available, gloo on CPU."""
-    timeout_s: float = Field(300, gt=0)
+    timeout_s: number(gt=0) = 300  # type: ignore[valid-type]
     """Process-group timeout in seconds; a dead or stuck rank makes the others raise after this, never hang."""
     heads: sized("heads", 4096) = 8  # type: ignore[valid-type]
     """Attention heads of every attention and cross-attention layer the bench builds and its cost model prices

@@ -108,7 +108,7 @@ def _train(args: argparse.Namespace) -> int:
     # SIGINT / SIGTERM are recorded (hsitp.signals) and stop every rank together at the next epoch's end, after its
     # checkpoint (in one process, before the next step); the job leaves with 128 + the signal, no record written
     with stop_on_signals(f"train {job.name}") as stop:
-        rt = start(RuntimeSettings.from_config(settings.source, section="train", world_size=job.launched))
+        rt = start(RuntimeSettings.from_config(settings.config, section="train", world_size=job.launched))
         if rt.world_size == 1:
             try:
                 train_rank(rt, settings, job, stop=stop)
@@ -142,11 +142,11 @@ def _job(args: argparse.Namespace) -> tuple[TrainSettings, TrainJob]:
     from hsitp.train.data import scene_header
     from hsitp.train.plan import check_job, crop_patch
 
-    cfg = config_from_args(args)
+    cfg, recipe_plan = config_from_args(args), None
     if args.recipe:
         from hsitp.train.recipe import apply_recipe
 
-        cfg = apply_recipe(
+        cfg, recipe_plan = apply_recipe(
             cfg,
             args.recipe,
             plan=args.plan,
@@ -160,7 +160,7 @@ def _job(args: argparse.Namespace) -> tuple[TrainSettings, TrainJob]:
         )
     if args.partition < 0:
         raise HsitpError(f"hsitp train: --partition {args.partition}: a partition index is >= 0")
-    settings = TrainSettings.from_config(cfg)
+    settings = TrainSettings.from_config(cfg, recipe_plan=recipe_plan)
     dataset = dataset_name(Path(args.data))
     patch = args.patch if args.patch is not None else crop_patch(settings, dataset, args.tokens)
     job = TrainJob(

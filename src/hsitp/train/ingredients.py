@@ -46,8 +46,9 @@ from hsitp.config import ConfigError, deep_merge, load_config, read_config_file
 from hsitp.errors import HsitpError, one_line
 from hsitp.markdown import markdown_table
 from hsitp.outcomes import Accuracy
+from hsitp.sections import Config
 from hsitp.sections.base import RUN_NAME, Section, distinct, named, sized
-from hsitp.train.plan import crop_patch, recipe_hash, run_name
+from hsitp.train.plan import crop_patch, run_name
 from hsitp.train.settings import TrainSettings
 
 PartitionIndex = Annotated[int, Field(ge=0, strict=True)]
@@ -172,7 +173,7 @@ def prepare_partitions(spec: AblationSpec) -> None:
         raise IngredientsError(f"partitions: preparing {draws} partitions failed: {' '.join(cmd)}")
 
 
-def row_config(spec: AblationSpec, row: Row) -> dict[str, Any]:
+def row_config(spec: AblationSpec, row: Row) -> Config:
     """The full validated config of one row: base overlays, the study's recipe keys, the spec's shared keys,
     the row's ingredient."""
     train: dict[str, Any] = {}
@@ -209,9 +210,9 @@ def row_jobs(spec: AblationSpec, row: Row) -> list[Job]:
                 "--plan", spec.plan,
                 "--tokens", str(tokens), "--patch", str(patch), "--world-size", str(spec.world_size), "--ranks", "1",
                 "--protocol", spec.protocol, "--seed", str(seed), "--out", str(rec),
-                "--config-json", json.dumps(cfg),
+                "--config-json", json.dumps(cfg.as_json()),
             )  # fmt: skip
-            out.append(Job(row.name, (k, seed), rec, cmd, recipe_hash(cfg)))
+            out.append(Job(row.name, (k, seed), rec, cmd, settings.recipe_hash()))
     return out
 
 
@@ -278,7 +279,7 @@ def table(spec: AblationSpec) -> xr.Dataset:
 
     rows = spec.rows
     got = [{j.replicate: n for j in row_jobs(spec, row) if (n := _read(j)) is not None} for row in rows]
-    margin = float(row_config(spec, rows[0])["train"]["verdict"]["margin"])
+    margin = row_config(spec, rows[0]).train.verdict.margin
     base = got[0]
     cols: dict[str, list[Any]] = {k: [] for k in (
         "replicates", "oa_mean", "d_oa_mean", "d_oa_ci_low", "d_oa_ci_high", "verdict", "d_val_oa_mean", "steps",

@@ -8,13 +8,10 @@ partitions (``data.partition.draws``), so (partition, seed) is the job's replica
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from hsitp.cost.budget import ANY_MACHINE_BYTES, check_fits, peak_per_rank
 from hsitp.cost.memory import PlanSize
@@ -30,7 +27,6 @@ MODEL_KEYS = {k: f"train.model.{k}" for k in ("dim", "heads", "depth", "mlp_rati
 }
 
 __all__ = [
-    "RECIPE_EXCLUDED",
     "PlanError",
     "TrainConfigError",
     "check_job",
@@ -45,10 +41,7 @@ __all__ = [
     "model_config",
     "plan_groups",
     "plan_world_sizes",
-    "recipe",
-    "recipe_hash",
     "run_name",
-    "trained_datasets",
 ]
 
 Job = tuple[str, str, int, int, int, str, int, int]  # dataset, plan, N, P, g, protocol, seed, partition
@@ -103,30 +96,6 @@ class TrainJob:
         return self.out.parent / "checkpoints" / self.name
 
 
-# train keys that are no part of the recipe: the job matrix (one job's dataset, crop, plan, P, g, protocol, seed are
-# its cell), where and how it runs, what is recorded, and fault injection
-RECIPE_EXCLUDED = (
-    "datasets", "crops", "plans", "world_sizes", "groups", "protocols", "seeds", "device", "threads_per_rank",
-    "deterministic", "eval_every", "summary_epochs", "checkpoint", "debug", "equivalent", "equivalence", "verdict",
-    "control",
-)  # fmt: skip
-
-
-def recipe(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The training recipe of a run: every `train` key that shapes the trained weights apart from the job's cell
-    (optimiser, schedule, steps, model sizes, sampling, augmentation, smoothing, validation), plus the master
-    `seed` (it draws the train/test partition and the validation pixels)."""
-    tc = config["train"]
-    keep = {k: v for k, v in sorted(tc.items()) if k not in RECIPE_EXCLUDED}
-    return json.loads(json.dumps({"train": keep, "seed": config.get("seed")}, sort_keys=True))
-
-
-def recipe_hash(config: Mapping[str, Any]) -> str:
-    """12 hex digits of the SHA-256 of :func:`recipe` (sorted-key JSON): equal recipes, equal hashes."""
-    text = json.dumps(recipe(config), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
-
-
 def crop_size(patch: int, tokens: int) -> int:
     """S = patch x sqrt(N); N must be a perfect square (a square grid of tokens)."""
     side = math.isqrt(tokens)
@@ -135,11 +104,6 @@ def crop_size(patch: int, tokens: int) -> int:
             f"train.crops: tokens = {tokens} is not a perfect square (the crop is a square grid of tokens)"
         )
     return patch * side
-
-
-def trained_datasets(config: Mapping[str, Any]) -> list[str]:
-    """``train.datasets``, or the top-level ``datasets`` when it is null (of a validated config: the DAG's)."""
-    return list(TrainSettings.from_config(config).datasets)
 
 
 def dataset_crops(settings: TrainSettings, dataset: str) -> list[tuple[int, int]]:
@@ -242,9 +206,7 @@ def plan_world_sizes(settings: TrainSettings, plan: str) -> list[int]:
     return list(settings.world_sizes)
 
 
-def jobs(
-    config: Mapping[str, Any], groups_of: Callable[[str, str, str], list[int]] | None = None
-) -> list[Job]:
+def jobs(settings: TrainSettings, groups_of: Callable[[str, str, str], list[int]] | None = None) -> list[Job]:
     """(dataset, plan, N, P, g, protocol, seed, partition) of every configured training job of a validated config:
     every crop of ``train.crops`` that applies to the dataset, every plan, every partition of
     ``data.partition.draws`` with every seed; dense once per crop, at P = 1, whatever
@@ -252,12 +214,6 @@ def jobs(
     ``train.equivalent`` tp once (plan_world_sizes). ``groups_of(dataset, plan, protocol)``, when given, replaces
     ``train.groups`` for the D-CHAG plans (under ``train.recipe: tuned``, the g of the plan's tuning study on that
     protocol)."""
-    return _jobs(TrainSettings.from_config(config), groups_of)
-
-
-def _jobs(
-    settings: TrainSettings, groups_of: Callable[[str, str, str], list[int]] | None = None
-) -> list[Job]:
     out = []
     for dataset in settings.datasets:
         for _, N in dataset_crops(settings, dataset):  # noqa: N806
@@ -284,11 +240,10 @@ def _groups_and_protocols(
     return sorted(pairs, key=lambda p: (p[0], list(protocols).index(p[1])))
 
 
-def control_jobs(config: Mapping[str, Any]) -> list[Job]:
+def control_jobs(ts: TrainSettings) -> list[Job]:
     """The untuned control of ``train.recipe: tuned``: every D-CHAG plan of ``train.plans`` at each P of
     ``train.control.world_sizes``, at ``train.groups``, every protocol and seed, each to be trained on tp's tuned
     recipe (tp's study on its protocol). [] unless the recipe is tuned and the control names a P."""
-    ts = TrainSettings.from_config(config)
     sizes = list(ts.control.world_sizes)
     if ts.recipe != "tuned" or not sizes:
         return []
@@ -299,18 +254,14 @@ def control_jobs(config: Mapping[str, Any]) -> list[Job]:
             "control cell is compared with the tuned cell at the same P"
         )
     plans = tuple(p for p in ts.plans if p in DCHAG_PLANS)
-    return _jobs(ts.model_copy(update={"plans": plans, "world_sizes": tuple(sizes)}))
+    return jobs(ts.model_copy(update={"plans": plans, "world_sizes": tuple(sizes)}))
 
 
-def check_runs(config: Mapping[str, Any]) -> list[Job]:
+def check_runs(ts: TrainSettings) -> list[Job]:
     """The equivalence checks of ``train.equivalent``: one real P-rank run per (dataset, N, plan, P, g) of the
     parallel plans (tp at every P of ``train.world_sizes``), at ``train.equivalence.seed`` on the first protocol's
     partition 0, stopped after ``train.equivalence.epochs`` epochs; none without ``train.equivalent`` or with
     epochs 0."""
-    return _check_runs(TrainSettings.from_config(config))
-
-
-def _check_runs(ts: TrainSettings) -> list[Job]:
     if not ts.equivalent or not ts.equivalence.epochs:
         return []
     seed, protocol = ts.equivalence.seed, ts.protocols[0]
@@ -326,11 +277,11 @@ def _check_runs(ts: TrainSettings) -> list[Job]:
     return out
 
 
-def equivalent_of(config: Mapping[str, Any], job: Job) -> Job:
+def equivalent_of(ts: TrainSettings, job: Job) -> Job:
     """The accuracy job a check run is compared with: the same cell, tp at its one trained P."""
     dataset, plan, N, P, g, protocol, seed, partition = job  # noqa: N806
     if plan == "tp":
-        P = plan_world_sizes(TrainSettings.from_config(config), "tp")[0]  # noqa: N806
+        P = plan_world_sizes(ts, "tp")[0]  # noqa: N806
     return (dataset, plan, N, P, g, protocol, seed, partition)
 
 
@@ -347,23 +298,22 @@ def _check_crop_names(ts: TrainSettings, known: Sequence[str]) -> None:
             )
 
 
-def check_jobs(config: Mapping[str, Any]) -> None:
+def check_jobs(ts: TrainSettings) -> None:
     """Refuse, when the DAG is built, any job whose P or crop does not fit (bands, classes and scene size from the
     registry; scenes the registry does not know, or a PCA-reduced cube, are checked by the CLI against the
     prepared file)."""
     from hsitp.data import registry
 
-    ts = TrainSettings.from_config(config)
     known = set(registry.names())
     _check_crop_names(ts, sorted(known))
-    if _check_runs(ts) and ts.equivalence.seed not in ts.seeds:
+    if check_runs(ts) and ts.equivalence.seed not in ts.seeds:
         raise TrainConfigError(
             f"train.equivalence.seed = {ts.equivalence.seed} is not one of train.seeds {list(ts.seeds)}: the "
             "check run is compared with that seed's single-process equivalent"
         )
-    control_jobs(config)  # the control's P against train.world_sizes
-    pca = config.get("data", {}).get("pca_components")
-    for dataset, plan, N, P, g, *_ in _jobs(ts):  # noqa: N806
+    control_jobs(ts)  # the control's P against train.world_sizes
+    pca = ts.config.data.pca_components
+    for dataset, plan, N, P, g, *_ in jobs(ts):  # noqa: N806
         if dataset not in known:
             crop_size(crop_patch(ts, dataset, N), N)  # N a perfect square, at least
             continue

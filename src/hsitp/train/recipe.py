@@ -7,13 +7,13 @@ depend on the tuning code (``hsitp.tune`` depends on training, not the other way
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from hsitp.errors import HsitpError
+from hsitp.sections import Config
 
 
 class RecipeError(HsitpError):
@@ -42,18 +42,18 @@ def best_groups(path: str | Path) -> int:
 
 
 def apply_recipe(
-    config: Mapping[str, Any],
+    config: Config,
     study: str | Path,
     *,
     plan: str,
     protocol: str,
     groups: int,
     recipe_plan: str | None = None,
-) -> dict[str, Any]:
-    """``config`` with the train keys of the study's best trial; the study must be this job's plan and protocol,
-    and its best g the job's g. With ``recipe_plan`` (the untuned control: a D-CHAG job on tp's recipe) the study
-    must be that plan's under the job's protocol, the job keeps its own g, and ``train.recipe_plan`` records whose recipe it
-    trained on (it enters the recipe hash: a control run is never summarised as the plan's own recipe)."""
+) -> tuple[Config, str | None]:
+    """``config`` with the train keys of the study's best trial, and whose recipe the job trains on when not its
+    own plan's (``TrainSettings.recipe_plan``). The study must be this job's plan and protocol, and its best g the
+    job's g. With ``recipe_plan`` (the untuned control: a D-CHAG job on tp's recipe) the study must be that plan's
+    under the job's protocol and the job keeps its own g."""
     found = read_best(study)
     owner = recipe_plan or plan
     if found["plan"] != owner or found["protocol"] != protocol:
@@ -67,11 +67,7 @@ def apply_recipe(
         raise RecipeError(
             f"--recipe {study}: its best trial has g = {best.get('groups', 1)}, this job g = {groups}"
         )
-    cfg = copy.deepcopy(dict(config))
-    cfg["train"].update(recipe_keys(best))
-    if recipe_plan is not None and recipe_plan != plan:
-        cfg["train"]["recipe_plan"] = recipe_plan
-    return cfg
+    return config.with_train(**recipe_keys(best)), recipe_plan if recipe_plan != plan else None
 
 
 def recipe_keys(params: Mapping[str, Any]) -> dict[str, Any]:

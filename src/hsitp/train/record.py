@@ -259,7 +259,7 @@ def write_record(
     ds.attrs["eval_every"] = settings.eval_every
     ds.attrs["evaluated"] = "every eval_every epochs, each of the last summary_epochs, and the last epoch run"
     prov = provenance(
-        settings.source, inputs={"dataset": job.data}, extra={"dataset": scene.name, "run_name": job.name}
+        settings.config, inputs={"dataset": job.data}, extra={"dataset": scene.name, "run_name": job.name}
     )
     return write_netcdf(ds, job.out, kind=TRAIN.kind, prov=prov)
 
@@ -310,7 +310,6 @@ def _run_attrs(
     memory_method: str,
 ) -> dict[str, Any]:
     """The record's attributes: the recipe, the job's cell, the scene, the model and where it ran."""
-    from hsitp.train.plan import recipe, recipe_hash
 
     trained_as = (
         f"single-process equivalent: architecture_for(base, {job.plan!r}, P={job.world_size}, g={job.groups}) "
@@ -320,8 +319,8 @@ def _run_attrs(
         else f"{job.plan} over {job.world_size} rank(s)"
     )
     return {
-        "recipe_hash": recipe_hash(settings.source),
-        "recipe": recipe(settings.source),
+        "recipe_hash": settings.recipe_hash(),
+        "recipe": settings.recipe_record(),
         "title": f"hsitp training record: {job.name} on {scene.name}",
         "dataset": scene.name,
         "plan": job.plan,

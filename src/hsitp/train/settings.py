@@ -8,14 +8,15 @@ from), so a setting is found by the config's own path: ``train.A.B`` is ``settin
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Mapping
 from typing import Any
 
-from pydantic import Field, SkipValidation
+from pydantic import Field
 
-from hsitp.sections.model import ModelSection
+from hsitp.sections import Config
 from hsitp.sections.train import TrainSection
+from hsitp.settings import CONFIG
 
 # Keys of `train` that do not change the trajectory: a checkpoint made under other values is resumed from. The
 # job's crop is in "model"; the launched ranks are in the checkpoint's layout; the check and the verdict are read
@@ -23,6 +24,13 @@ from hsitp.sections.train import TrainSection
 _NOT_TRAJECTORY = (
     "debug", "checkpoint", "summary_epochs", "datasets", "plans", "world_sizes", "groups", "protocols", "seeds",
     "device", "threads_per_rank", "crops", "equivalent", "equivalence", "verdict",
+)  # fmt: skip
+# train keys that are no part of the recipe: the job matrix (one job's dataset, crop, plan, P, g, protocol, seed are
+# its cell), where and how it runs, what is recorded, and fault injection
+RECIPE_EXCLUDED = (
+    "datasets", "crops", "plans", "world_sizes", "groups", "protocols", "seeds", "device", "threads_per_rank",
+    "deterministic", "eval_every", "summary_epochs", "checkpoint", "debug", "equivalent", "equivalence", "verdict",
+    "control",
 )  # fmt: skip
 
 
@@ -42,25 +50,23 @@ class TrainSettings(TrainSection):
     recipe_plan: str | None = None
     """Whose tuned recipe a control job trains on (``--recipe-plan``, put in ``train`` by the tuned recipe); None:
     its own."""
-    source: SkipValidation[Mapping[str, Any]] = Field(repr=False, exclude=True)
-    """The validated config these were read from, never read for a setting: hashed into the record's provenance, its
-    recipe hash and the checkpoint's key (JSON of the train section, so a hash does not depend on how these fields
-    are laid out: the committed references' recipe hashes hold)."""
+    config: CONFIG = Field(repr=False, exclude=True)
+    """The whole config these were read from, never read for a setting: hashed into the record's provenance, its
+    recipe hash and the checkpoint's key (the JSON of its train section, so a hash does not depend on how these
+    fields are laid out: the committed references' recipe hashes hold)."""
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> TrainSettings:
-        """The settings of a validated config (schema defaults filled in: ``hsitp.config.validate_config``)."""
-        tc = config["train"]
-        draws = int(config.get("data", {}).get("partition", {}).get("draws", 1))
-        return cls.model_validate(
-            {
-                **tc,
-                "datasets": tc.get("datasets") or config["datasets"],
-                "seed": config["seed"],
-                "partitions": tuple(range(draws)),
-                "attention_kernel": ModelSection.of(config).attention_kernel,
-                "source": config,
-            }
+    def from_config(cls, config: Config, recipe_plan: str | None = None) -> TrainSettings:
+        """The settings of the typed config (:func:`hsitp.config.validate_config`); ``recipe_plan`` as
+        :func:`hsitp.train.recipe.apply_recipe` returns it."""
+        tc = config.train
+        return cls(
+            **{**dict(tc), "datasets": tc.datasets or config.datasets},
+            seed=config.seed,
+            partitions=tuple(range(config.data.partition.draws)),
+            attention_kernel=config.model.attention_kernel,
+            recipe_plan=recipe_plan,
+            config=config,
         )
 
     @property
@@ -84,9 +90,27 @@ class TrainSettings(TrainSection):
         """The per-class cap of a step's loss pixels under stratified sampling; None under "all"."""
         return self.sampling.per_class if self.sampling.mode == "stratified" else None
 
+    def _train_json(self) -> dict[str, Any]:
+        """The config's train section as JSON, with ``recipe_plan`` when a control job trains on another plan's
+        recipe (it enters the recipe hash: a control run is never summarised as the plan's own recipe)."""
+        train = self.config.train.as_json()
+        return train | {"recipe_plan": self.recipe_plan} if self.recipe_plan else train
+
+    def recipe_record(self) -> dict[str, Any]:
+        """The training recipe of a run: every `train` key that shapes the trained weights apart from the job's
+        cell (optimiser, schedule, steps, model sizes, sampling, augmentation, smoothing, validation), plus the
+        master `seed` (it draws the train/test partition and the validation pixels)."""
+        keep = {k: v for k, v in sorted(self._train_json().items()) if k not in RECIPE_EXCLUDED}
+        return json.loads(json.dumps({"train": keep, "seed": self.config.seed}, sort_keys=True))
+
+    def recipe_hash(self) -> str:
+        """12 hex digits of the SHA-256 of :meth:`recipe_record` (sorted-key JSON): equal recipes, equal hashes."""
+        text = json.dumps(self.recipe_record(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
     def trajectory_key(self) -> dict[str, Any]:
         """The train keys that shape a run's trajectory, as JSON (a checkpoint is resumed only under equal keys)."""
-        keys = {k: v for k, v in self.source["train"].items() if k not in _NOT_TRAJECTORY}
+        keys = {k: v for k, v in self._train_json().items() if k not in _NOT_TRAJECTORY}
         if self.attention_kernel != "auto":  # the kernels round differently: a resumed run keeps its kernel
             keys["attention_kernel"] = self.attention_kernel
         return json.loads(json.dumps(keys, sort_keys=True))

@@ -19,7 +19,7 @@ difference to each classical baseline (``d_oa_vs_baseline_*``: the cell's seed m
 on each partition). The classical baseline (results/<run>/baseline/DATASET_{protocol}[_kK]_s{seed}.nc)
 on the same dataset and protocol stands beside every cell (whatever its N) when its files are given.
 
-Every record carries its recipe hash (``hsitp.train.plan.recipe_hash``); records of different recipes are refused,
+Every record carries its recipe hash (``TrainSettings.recipe_hash``); records of different recipes are refused,
 so a summary never compares runs trained differently. Validation accuracy (``val_*``, the pixels every recipe
 decision is taken on, last epoch) and the per-class test accuracy (last epoch) are reduced beside the test numbers.
 

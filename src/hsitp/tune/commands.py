@@ -53,9 +53,7 @@ def _run(args: argparse.Namespace) -> int:
         ds,
         spec.out,
         kind=TUNE_STUDY.kind,
-        prov=provenance(
-            {"tune": cfg["tune"], "train": cfg["train"], "seed": cfg["seed"]}, inputs={"data": spec.data}
-        ),
+        prov=provenance(cfg.as_json(include={"tune", "train", "seed"}), inputs={"data": spec.data}),
         title=f"Tuning study of {spec.plan} under the {spec.protocol} protocol on {dataset} (validation pixels only)",
     )
     print(f"wrote {spec.out} ({ds.sizes['trial']} trials; best validation OA {float(ds['score'].max()):.3f})")
@@ -125,7 +123,7 @@ def _trainer(spec: StudySpec, train: TrainSettings, tune: TuneSettings, rt: Any,
         correct = pixels = 0.0
         try:
             for f, job in enumerate(jobs):
-                cfg_f = trial_config(train.source, tune, params, folds=spec.folds, fold=f)
+                cfg_f = trial_config(train.config, tune, params, folds=spec.folds, fold=f)
                 report = lambda e, rec, f=f: on_epoch(f * tune.epochs + e, rec)  # noqa: E731
                 oa, n = _train_fold(rt, stop, job, TrainSettings.from_config(cfg_f), report)
                 correct, pixels = correct + oa * n, pixels + n

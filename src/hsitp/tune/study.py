@@ -25,7 +25,6 @@ trial still RUNNING when the study opens belongs to a dead process. ``MaxTrialsC
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import logging
@@ -44,6 +43,7 @@ from optuna.trial import TrialState
 
 from hsitp.errors import HsitpError
 from hsitp.names import DCHAG_PLANS
+from hsitp.sections import Config
 from hsitp.sections.tune import Space
 from hsitp.settings import TuneSettings
 from hsitp.train.recipe import recipe_keys
@@ -118,19 +118,12 @@ def suggest(trial: Any, space: Space, groups: list[int]) -> dict[str, Any]:
 
 
 def trial_config(
-    config: Mapping[str, Any],
-    tune: TuneSettings,
-    params: Mapping[str, Any],
-    *,
-    folds: int = 1,
-    fold: int = 0,
-) -> dict[str, Any]:
+    config: Config, tune: TuneSettings, params: Mapping[str, Any], *, folds: int = 1, fold: int = 0
+) -> Config:
     """The training config one trial (or, with ``folds`` >= 2, its inner fold ``fold``) runs: the run's train section
     with the trial's recipe and the study's budget (epochs, steps, validation pixels every epoch, one memory-tracked
     step)."""
-    cfg = copy.deepcopy(dict(config))
-    tc = cfg["train"]
-    tc.update(
+    return config.with_train(
         **recipe_keys(params),
         epochs=tune.epochs,
         steps_per_epoch=tune.steps_per_epoch,
@@ -139,7 +132,6 @@ def trial_config(
         summary_epochs=1,  # the memory tracker (slow on CPU) runs on one step only
         equivalent=True,
     )
-    return cfg
 
 
 def trial_key(params: Mapping[str, Any]) -> str:

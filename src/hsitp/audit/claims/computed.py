@@ -4,7 +4,6 @@ waiting on a stage or a GPU."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -15,6 +14,7 @@ from hsitp.audit.claims.checks import ClaimsError
 from hsitp.audit.claims.core import Context, Outcome, _bounds, _eval, _fmt, _op, _sel, _sel_text, share
 from hsitp.data import registry
 from hsitp.outcomes import Claim
+from hsitp.sections import Config
 from hsitp.shape import n_tokens
 
 
@@ -300,10 +300,11 @@ def check_dataset_range(ctx: Context, a: checks.DatasetRange) -> Outcome:
     )
 
 
-def _config_lookup(config: Mapping[str, Any], key: str) -> Any:
-    node: Any = config
+def _config_lookup(config: Config, key: str) -> Any:
+    """A dotted key's value in the config's JSON form (what a claim's ``equals`` is written in)."""
+    node: Any = config.as_json()
     for part in key.split("."):
-        if not isinstance(node, Mapping) or part not in node:
+        if not isinstance(node, dict) or part not in node:
             raise ClaimsError(f"config key {key!r} not in the config the audit was given")
         node = node[part]
     return node
@@ -311,7 +312,7 @@ def _config_lookup(config: Mapping[str, Any], key: str) -> Any:
 
 def check_config_value(ctx: Context, a: checks.ConfigValue) -> Outcome:
     """A design parameter of the paper against the run's config."""
-    v = _config_lookup(ctx.settings.source, a["key"])
+    v = _config_lookup(ctx.settings.config, a["key"])
     return Outcome(
         value=v, how=f"config {a['key']}", source=f"config:{a['key']}", ok=v == a["equals"], tolerance="equal"
     )
