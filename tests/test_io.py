@@ -39,10 +39,27 @@ def test_roundtrip_carries_provenance(tmp_path):
     assert got["config_hash"] == io.config_hash({"seed": 1})
     assert {"git_commit", "packages", "device", "created_utc"} <= set(got)
     # the SIMD path and core count: a rerun on another machine can say why its last bits differ
-    assert {"cpu", "cpu_count", "torch_threads", "torch_cpu_capability"} <= set(got["device"])
+    assert {"cpu", "cpu_count"} <= set(got["device"])
     assert json.loads(back.attrs["names"]) == {"1": "Oats"}
     assert back.attrs["ok"] == 1
     assert back.attrs["schema_version"] == io.SCHEMA_VERSION
+
+
+def test_device_names_torch_kernels_only_where_torch_computed() -> None:
+    """Catches a provenance that imports torch only to describe it (1.5 s of every summary, cost table and
+    baseline job), or one that loses the SIMD path of a process that computed with torch."""
+    import subprocess
+    import sys
+
+    code = "import json, sys; from hsitp.io import device_description as d; {}print(json.dumps([d(), 'torch' in sys.modules]))"
+    bare, loaded = (json.loads(subprocess.run([sys.executable, "-c", code.format(pre)], capture_output=True, text=True,
+                                              check=True).stdout) for pre in ("", "import torch; "))  # fmt: skip
+    assert (
+        bare[1] is False
+        and "torch_cpu_capability" not in bare[0]
+        and bare[0]["torch"].startswith("not loaded")
+    )
+    assert loaded[1] is True and {"torch_threads", "torch_cpu_capability"} <= set(loaded[0])
 
 
 def test_config_hash_ignores_key_order():

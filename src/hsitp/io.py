@@ -14,6 +14,7 @@ import json
 import os
 import platform
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
@@ -151,27 +152,28 @@ def package_versions(names: Iterable[str] = _TRACKED_PACKAGES) -> dict[str, str]
 
 
 def device_description() -> dict[str, str]:
-    """What the numbers were computed on: CPU model, its core count and the SIMD kernels PyTorch dispatches to
-    (two machines with the same CPU name can run different kernels, whose float sums differ in the last bits),
-    and, if torch sees one, the GPU."""
+    """What the numbers were computed on: CPU model, its core count and, when this process computed with PyTorch
+    (it is loaded), the SIMD kernels it dispatches to (two machines with the same CPU name can run different
+    kernels, whose float sums differ in the last bits) and the GPU it sees. A stage that never loads torch (a
+    summary, a cost table, the classical baseline) computed nothing with it: it is not imported only to be
+    described (about 1.5 s of every such job)."""
     desc = {
         "machine": platform.machine(),
         "cpu": cpu_model(),
         "cpu_count": str(os.cpu_count()),
         "python": platform.python_version(),
     }
-    try:
-        import torch
-
-        desc["torch_threads"] = str(torch.get_num_threads())
-        desc["torch_cpu_capability"] = str(torch.backends.cpu.get_cpu_capability())  # e.g. AVX2, AVX512
-        if torch.cuda.is_available():
-            desc["gpu"] = torch.cuda.get_device_name(0)
-            desc["gpu_count"] = str(torch.cuda.device_count())
-        else:
-            desc["gpu"] = "none"
-    except ImportError:
-        desc["gpu"] = "unknown (torch not installed)"
+    torch = sys.modules.get("torch")
+    if torch is None:
+        desc |= {"gpu": "none", "torch": "not loaded (this process computed without it)"}
+        return desc
+    desc["torch_threads"] = str(torch.get_num_threads())
+    desc["torch_cpu_capability"] = str(torch.backends.cpu.get_cpu_capability())  # e.g. AVX2, AVX512
+    if torch.cuda.is_available():
+        desc["gpu"] = torch.cuda.get_device_name(0)
+        desc["gpu_count"] = str(torch.cuda.device_count())
+    else:
+        desc["gpu"] = "none"
     return desc
 
 
