@@ -15,12 +15,13 @@ and all-reduce the gradients once a step. Nothing here is measured: every number
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import platform
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from hsitp import __version__
 from hsitp.cost.hardware import Hardware
@@ -95,7 +96,7 @@ class Row:
     def t_step(self) -> float:
         return self.t_compute + self.t_comm_exposed + self.t_dp_allreduce
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> RowJSON:
         def fin(x: float) -> float | None:
             return float(x) if isinstance(x, (int, float)) and math.isfinite(x) else None
 
@@ -118,6 +119,85 @@ class Row:
             "memory_borderline": self.borderline,
             "why_not": self.why_not or None,
         }
+
+
+class RowJSON(TypedDict):
+    """One candidate as ``--json`` writes it (``Row.as_dict``): times in s, memory in bytes, None where not priced."""
+
+    plan: str
+    P: int
+    g: int
+    checkpointing: str
+    excluded: str | None
+    memory_bytes: dict[str, float | None]
+    fits: bool
+    t_compute_s: float | None
+    t_comm_exposed_s: float | None
+    t_dp_allreduce_s: float | None
+    t_step_s: float | None
+    replicas: int
+    tokens_per_s: float | None
+    rank: int | None
+    tie_with_best: bool
+    memory_borderline: bool
+    why_not: str | None
+
+
+class PlanInputs(TypedDict):
+    """The ``Inputs`` of a plan as ``--json`` writes them, with the allocation's device count."""
+
+    D: int
+    depth: int
+    heads: int
+    mlp_ratio: int
+    L: int
+    H: int
+    W: int
+    patch: int
+    N: int
+    batch: int
+    classes: int
+    dtype: str
+    master_fp32: bool
+    nodes: int
+    devices_per_node: int
+    device_memory_gb: float
+    fixed_P: int | None
+    groups: tuple[int, ...]
+    checkpointing: tuple[str, ...]
+    devices: int
+
+
+class PlanHardware(TypedDict):
+    name: str
+    measured: bool
+    source: str
+    assumptions: str
+    F_flops: float
+    beta_intra_bytes_per_s: float
+    beta_inter_bytes_per_s: float
+    devices_per_node: int
+
+
+class PlanHeadroom(TypedDict):
+    fraction: float
+    fixed_gb: float
+    usable_bytes: float
+
+
+class PlanResult(TypedDict):
+    """``hsitp advise plan``'s answer: what ``--json`` writes and :func:`format_text` prints."""
+
+    inputs: PlanInputs
+    hardware: PlanHardware
+    headroom: PlanHeadroom
+    errors: dict[str, float]  # the models' relative errors: time, memory
+    versions: dict[str, str]  # hsitp, python
+    rows: list[RowJSON]
+    recommendation: RowJSON | None
+    ties: list[str]
+    what_would_fit: list[str]
+    labels: list[str]
 
 
 def divisors(n: int) -> list[int]:
@@ -392,7 +472,7 @@ def plan(
     overlap: float,
     dp_overlap: float,
     sw: Switches | None = None,
-) -> dict[str, Any]:
+) -> PlanResult:
     """The answer as a JSON-ready dict: inputs, rows (ranked, each with its why-not), recommendation, labels."""
     sw = sw or Switches()
     gpu = hw.memory_bytes is not None and not hw.measured
@@ -413,7 +493,7 @@ def plan(
     price(rows, x, hw, sw, usable=usable, overlap=overlap, dp_overlap=dp_overlap, device=device)
     best = rank_rows(rows, usable, time_error)
     return {
-        "inputs": {k: getattr(x, k) for k in x.__dataclass_fields__} | {"devices": x.devices},
+        "inputs": PlanInputs(**dataclasses.asdict(x), devices=x.devices),
         "hardware": {
             "name": hw.name,
             "measured": hw.measured,
@@ -452,7 +532,7 @@ def _labels(x: Inputs, hw: Hardware, headroom: Headroom, usable: float, *, gpu: 
     return labels
 
 
-def format_text(a: Mapping[str, Any], limit: int = 20) -> str:
+def format_text(a: PlanResult, limit: int = 20) -> str:
     """The plan as a short table (the best ``limit`` rows; every row in --json)."""
     x = a["inputs"]
 
