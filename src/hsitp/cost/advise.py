@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -29,7 +29,73 @@ def _finite(x: float) -> float | None:
     return float(x) if x is not None and np.isfinite(x) else None
 
 
-def _split_report(b: StackCost) -> dict[str, Any]:
+class LayerReport(TypedDict):
+    """One layer of a split's block as ``--json`` writes it (times in s, bytes and calls per collective)."""
+
+    op: str
+    split: str
+    t_comp_s: float
+    t_comm_s: float
+    ccr: float | None
+    ccr_stated: float | None
+    bytes_by_collective: dict[str, float]
+    count_by_collective: dict[str, int]
+
+
+class SplitReport(TypedDict):
+    """One split's CCRs, throughputs and per-block times (None: not finite, or no layer to time)."""
+
+    ccr_stated: float | None
+    ccr_refined: float | None
+    ccr_refined_worst_layer: float | None
+    relative_throughput_stated: float | None
+    relative_throughput_refined: float | None
+    t_comp_s: float | None
+    t_comm_s: float | None
+    mesh: list[int] | None  # the 2-D split's (P_c, P_t)
+    note: str
+    layers: list[LayerReport]
+
+
+class AdviceHardware(TypedDict):
+    name: str
+    description: str
+    measured: bool
+    F_flops: float
+    beta_bytes_per_s: float
+    source: str
+    assumptions: str
+
+
+class Advice(TypedDict):
+    """``hsitp advise``'s answer: what ``--json`` writes and :func:`format_text` prints."""
+
+    origin: str
+    dataset: str
+    title: str
+    H: int
+    W: int
+    L: int
+    patch: int
+    token_grid: str
+    N: int
+    D: int
+    rho: float
+    rho_bands: float
+    devices: int
+    batch: int
+    heads: int
+    dtype: str
+    hardware: AdviceHardware
+    threshold: float
+    switches_on: list[str]
+    splits: dict[str, SplitReport]  # by split (channel, token, 2d); empty at P = 1
+    recommendation: str
+    reason: str
+    warnings: list[str]
+
+
+def _split_report(b: StackCost) -> SplitReport:
     return {
         "ccr_stated": _finite(b.ccr_stated),
         "ccr_refined": _finite(b.ccr),
@@ -123,7 +189,7 @@ def advise(
     devices: int,
     hardware: str,
     embed_dim: int | None = None,
-) -> dict[str, Any]:
+) -> Advice:
     """The advice as a JSON-ready dict (see module docstring).
 
     Every argument is checked before any arithmetic: a P the model cannot split (more devices than tokens or
@@ -210,7 +276,7 @@ def _layer_shape(
     return LayerShape(N=N, D=D, L=spec.bands, dtype=cost.dtype, patch=patch, **model)
 
 
-def format_text(a: Mapping[str, Any]) -> str:
+def format_text(a: Advice) -> str:
     """The advice as a short human-readable table."""
 
     def f(x: float | None) -> str:
