@@ -8,9 +8,8 @@ depend on the tuning code (``hsitp.tune`` depends on training, not the other way
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from hsitp.errors import HsitpError
 from hsitp.sections import Config
@@ -20,7 +19,27 @@ class RecipeError(HsitpError):
     """A study that cannot give this job its recipe."""
 
 
-def read_best(path: str | Path) -> dict[str, Any]:
+class TrialParams(TypedDict):
+    """A tuning trial's recipe: the parameters Optuna suggests (groups: the D-CHAG plans' g, searched or fixed),
+    what a study file's ``best_params`` holds for its best trial."""
+
+    lr: float
+    weight_decay: float
+    label_smoothing: float
+    warmup_steps: int
+    per_class: int
+    groups: int
+
+
+class StudyBest(TypedDict):
+    """What ``--recipe`` reads of a study file: its plan, accuracy protocol and best trial's parameters."""
+
+    plan: str
+    protocol: str
+    best: TrialParams
+
+
+def read_best(path: str | Path) -> StudyBest:
     """The study's plan, accuracy protocol and best parameters (RecipeError when the study has no completed
     trial)."""
     from hsitp.contracts import TUNE_STUDY
@@ -70,7 +89,7 @@ def apply_recipe(
     return config.with_train(**recipe_keys(best)), recipe_plan if recipe_plan != plan else None
 
 
-def recipe_keys(params: Mapping[str, Any]) -> dict[str, Any]:
+def recipe_keys(params: TrialParams) -> dict[str, Any]:
     """The train keys a searched recipe sets (lr, weight decay, label smoothing, warm-up, stratified per_class):
     what a tuning trial trains with and what ``--recipe`` applies from its best trial."""
     return {

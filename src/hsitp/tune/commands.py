@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +25,8 @@ from hsitp.settings import TuneSettings
 from hsitp.train.settings import TrainSettings
 
 if TYPE_CHECKING:
+    from hsitp.train.recipe import TrialParams
+    from hsitp.train.record import EpochRecord
     from hsitp.tune.study import StudySpec, TrialTrainer
 
 
@@ -113,7 +115,9 @@ def _trainer(spec: StudySpec, train: TrainSettings, tune: TuneSettings, rt: Any,
     from hsitp.train.plan import TrainJob
     from hsitp.tune.study import trial_config
 
-    def train_trial(params: Mapping[str, Any], workdir: Path, on_epoch: Callable[[int, Any], None]) -> float:
+    def train_trial(
+        params: TrialParams, workdir: Path, on_epoch: Callable[[int, EpochRecord], None]
+    ) -> float:
         jobs = [
             TrainJob(data=spec.data, out=(workdir / f"fold{f}" if spec.folds > 1 else workdir) / "trial.nc",
                      plan=spec.plan, world_size=tune.world_size, groups=int(params["groups"]), protocol=spec.protocol,
@@ -144,7 +148,7 @@ def _drop_checkpoints(jobs: list[Any]) -> None:
 
 
 def _train_fold(
-    rt: Any, stop: Any, job: Any, settings: TrainSettings, report: Callable[[int, Any], None]
+    rt: Any, stop: Any, job: Any, settings: TrainSettings, report: Callable[[int, EpochRecord], None]
 ) -> tuple[float, int]:
     """One fold of a trial: (its last-epoch validation OA, its validation pixels)."""
     from hsitp.contracts import TRAIN
@@ -153,7 +157,7 @@ def _train_fold(
 
     last: dict[str, float] = {}
 
-    def record(epoch: int, rec: Mapping[str, Any]) -> None:
+    def record(epoch: int, rec: EpochRecord) -> None:
         last["val_oa"] = float(rec["val_oa"])
         report(epoch, rec)
 

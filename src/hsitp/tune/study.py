@@ -30,7 +30,7 @@ import json
 import logging
 import time
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +46,7 @@ from hsitp.names import DCHAG_PLANS
 from hsitp.sections import Config
 from hsitp.sections.tune import Space
 from hsitp.settings import TuneSettings
-from hsitp.train.recipe import recipe_keys
+from hsitp.train.recipe import TrialParams, recipe_keys
 from hsitp.train.summary import variable
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ COUNTED = (TrialState.COMPLETE, TrialState.PRUNED)
 
 
 # run_study's trial: train_trial(params, workdir, on_epoch) -> its score
-TrialTrainer = Callable[[Mapping[str, Any], Path, Callable[[int, "EpochRecord"], None]], float]
+TrialTrainer = Callable[[TrialParams, Path, Callable[[int, "EpochRecord"], None]], float]
 
 
 class TuneError(HsitpError):
@@ -104,21 +104,20 @@ def allowed_groups(space: Space, plan: str, fits: Callable[[int], bool]) -> list
     return allowed
 
 
-def suggest(trial: Any, space: Space, groups: list[int]) -> dict[str, Any]:
+def suggest(trial: Any, space: Space, groups: list[int]) -> TrialParams:
     """One point of the search space (the same space for every plan; groups where the plan has them)."""
-    params: dict[str, Any] = {
-        "lr": trial.suggest_float("lr", *map(float, space.lr), log=True),
-        "weight_decay": trial.suggest_float("weight_decay", *map(float, space.weight_decay), log=True),
-        "label_smoothing": trial.suggest_float("label_smoothing", *map(float, space.label_smoothing)),
-        "warmup_steps": trial.suggest_int("warmup_steps", *map(int, space.warmup_steps)),
-        "per_class": trial.suggest_int("per_class", *map(int, space.per_class)),
-    }
-    params["groups"] = trial.suggest_categorical("groups", groups) if len(groups) > 1 else groups[0]
-    return params
+    return TrialParams(
+        lr=trial.suggest_float("lr", *map(float, space.lr), log=True),
+        weight_decay=trial.suggest_float("weight_decay", *map(float, space.weight_decay), log=True),
+        label_smoothing=trial.suggest_float("label_smoothing", *map(float, space.label_smoothing)),
+        warmup_steps=trial.suggest_int("warmup_steps", *map(int, space.warmup_steps)),
+        per_class=trial.suggest_int("per_class", *map(int, space.per_class)),
+        groups=trial.suggest_categorical("groups", groups) if len(groups) > 1 else groups[0],
+    )
 
 
 def trial_config(
-    config: Config, tune: TuneSettings, params: Mapping[str, Any], *, folds: int = 1, fold: int = 0
+    config: Config, tune: TuneSettings, params: TrialParams, *, folds: int = 1, fold: int = 0
 ) -> Config:
     """The training config one trial (or, with ``folds`` >= 2, its inner fold ``fold``) runs: the run's train section
     with the trial's recipe and the study's budget (epochs, steps, validation pixels every epoch, one memory-tracked
@@ -134,9 +133,9 @@ def trial_config(
     )
 
 
-def trial_key(params: Mapping[str, Any]) -> str:
+def trial_key(params: TrialParams) -> str:
     """A short stable name for a trial's parameters: its working folder, so a retried trial finds its checkpoint."""
-    text = json.dumps({k: params[k] for k in sorted(params)}, sort_keys=True)
+    text = json.dumps(params, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
