@@ -21,7 +21,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple, NotRequired, TypedDict
 
 import numpy as np
 import xarray as xr
@@ -69,13 +69,53 @@ class FittedLinks:
         return fit.alpha, fit.beta
 
 
-def collective_points(mb: xr.Dataset, *, fraction: float, seed: int) -> list[dict[str, Any]]:
+class CollectivePoint(TypedDict):
+    """One measured (collective, P, size) of the sweep, as the calibration's ``fit_points`` lists it."""
+
+    collective: str
+    P: int
+    nbytes: int
+    t_measured: float  # [s] mean over repeats
+    held_out: NotRequired[bool]  # set once the hold-out is drawn
+    t_predicted: NotRequired[float]  # [s] set by the collective's fit
+
+
+class OpPoint(TypedDict):
+    """One measured op point, as the calibration's ``fit_points`` lists it: its time (compute-only, and with its
+    collectives) and the refined model's work, the tokeniser's share of it apart."""
+
+    op: str
+    P: int
+    N: int
+    D: int
+    L: int
+    dtype: str
+    t_compute: float  # [s]
+    t_comm: float  # [s]
+    flops: float
+    traffic_bytes: float
+    tokenize_flops: float  # the tokeniser's share of an aggregation point (else 0)
+    tokenize_traffic_bytes: float
+    held_out: NotRequired[bool]  # set once the hold-out is drawn
+    t_compute_predicted: NotRequired[float]  # [s] set by the op's compute fit
+
+
+class OwnWork(NamedTuple):
+    """A point's work and time less its tokeniser's, and the tokeniser's modelled time [s]."""
+
+    flops: float
+    traffic: float
+    t: float
+    tok_t: float
+
+
+def collective_points(mb: xr.Dataset, *, fraction: float, seed: int) -> list[CollectivePoint]:
     """One record per measured (collective, P, size), with its time (mean over repeats) and whether it is held
     out."""
     dims = ("collective", "P", "nbytes")
     t, b = (mb[v].stack(point=dims) for v in ("coll_time_mean", "coll_bytes"))
     rows = [
-        {"collective": str(c), "P": int(p), "nbytes": int(nb), "t_measured": float(tt)}
+        CollectivePoint(collective=str(c), P=int(p), nbytes=int(nb), t_measured=float(tt))
         for (c, p, _), tt, nb in zip(t["point"].values, t.values, b.values, strict=True)
         if p >= 2 and np.isfinite(tt) and np.isfinite(nb)
     ]
@@ -95,7 +135,7 @@ def collective_points(mb: xr.Dataset, *, fraction: float, seed: int) -> list[dic
     return rows
 
 
-def op_points(mb: xr.Dataset, *, dtype: str, fraction: float, seed: int) -> list[dict[str, Any]]:
+def op_points(mb: xr.Dataset, *, dtype: str, fraction: float, seed: int) -> list[OpPoint]:
     """One record per measured op point of ``dtype``, grouped by (op, P) for the hold-out choice, with the
     refined model's FLOPs and memory traffic for the point."""
     dims = ("op", "P", "N", "D", "L")
@@ -103,22 +143,22 @@ def op_points(mb: xr.Dataset, *, dtype: str, fraction: float, seed: int) -> list
     comp = sel["time_mean"].sel(mode="compute").stack(point=dims)
     comm = sel["time_mean"].sel(mode="comm").stack(point=dims)
     pad = head_padding(mb)
-    rows: list[dict[str, Any]] = []
+    rows: list[OpPoint] = []
     for i, (op, p, n, d, bands) in enumerate(comp["point"].values):
         t = float(comp.values[i])
         if np.isfinite(t):
             point = {"op": str(op), "P": int(p), "N": int(n), "D": int(d), "L": int(bands), "dtype": dtype}
             (flops, traffic), (tok_flops, tok_traffic) = work_split(point_at(mb, **point), head_padding=pad)
             rows.append(
-                {
+                OpPoint(
                     **point,
-                    "t_compute": t,
-                    "t_comm": float(comm.values[i]),
-                    "flops": flops,
-                    "traffic_bytes": traffic,
-                    "tokenize_flops": tok_flops,  # the tokeniser's share of an aggregation point (else 0)
-                    "tokenize_traffic_bytes": tok_traffic,
-                }
+                    t_compute=t,
+                    t_comm=float(comm.values[i]),
+                    flops=flops,
+                    traffic_bytes=traffic,
+                    tokenize_flops=tok_flops,
+                    tokenize_traffic_bytes=tok_traffic,
+                )
             )
     mask = holdout_mask(
         [(r["op"], r["P"], r["N"], r["D"], r["L"]) for r in rows],
@@ -131,25 +171,23 @@ def op_points(mb: xr.Dataset, *, dtype: str, fraction: float, seed: int) -> list
     return rows
 
 
-def _own_work(row: Mapping[str, Any], tok_fit: Any) -> dict[str, Any]:
+def _own_work(row: OpPoint, tok_fit: Any) -> OwnWork:
     """A point's work and time less its tokeniser's (modelled by ``tok_fit``, the ``tokenize`` op's compute
     model; none fitted: the whole point is the op's own)."""
     if tok_fit is None or not row["tokenize_flops"]:
-        own = (row["flops"], row["traffic_bytes"], row["t_compute"], 0.0)
-    else:
-        tok_t = float(tok_fit.predict(row["tokenize_flops"], row["tokenize_traffic_bytes"]))
-        own = (
-            row["flops"] - row["tokenize_flops"],
-            row["traffic_bytes"] - row["tokenize_traffic_bytes"],
-            row["t_compute"] - tok_t,
-            tok_t,
-        )
-    return {**row, **dict(zip(("own_flops", "own_traffic", "own_t", "tok_t"), own, strict=True))}
+        return OwnWork(row["flops"], row["traffic_bytes"], row["t_compute"], 0.0)
+    tok_t = float(tok_fit.predict(row["tokenize_flops"], row["tokenize_traffic_bytes"]))
+    return OwnWork(
+        row["flops"] - row["tokenize_flops"],
+        row["traffic_bytes"] - row["tokenize_traffic_bytes"],
+        row["t_compute"] - tok_t,
+        tok_t,
+    )
 
 
 def sequence_factors(
     mb: xr.Dataset,
-    opts: list[dict[str, Any]],
+    opts: list[OpPoint],
     fits: Mapping[str, AlphaBetaFit],
     ops: list[str],
     *,
@@ -287,7 +325,7 @@ def calibration_dataset(
     return ds
 
 
-def _fit_collective(c: str, cpts: list[dict[str, Any]]) -> AlphaBetaFit:
+def _fit_collective(c: str, cpts: list[CollectivePoint]) -> AlphaBetaFit:
     """alpha and beta of collective ``c`` from its training points; every point of ``c`` gets its prediction."""
     train = [r for r in cpts if r["collective"] == c and not r["held_out"]]
     try:
@@ -315,36 +353,33 @@ def _held_out_error(ratios: list[float], what: str) -> str:
     return f"held-out median |rel. error| of {what} {median} over {len(ratios)} points"
 
 
-def _fit_compute(
-    ops: list[str], opts: list[dict[str, Any]]
-) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+def _fit_compute(ops: list[str], opts: list[OpPoint]) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
     """Per op: the achieved FLOP rate and the compute model (overhead, rate, memory bandwidth) of its own work
     (the aggregations less the tokeniser, fitted first); every point of the op gets its predicted compute time."""
     rates: dict[str, float] = {}
     models: dict[str, dict[str, float]] = {"compute_overhead": {}, "compute_rate": {}, "mem_bandwidth": {}}
     tok_fit = None
     for o in sorted(ops, key=lambda name: name != TOKENIZE):  # tokenize first: the aggregations need it
-        rows = [_own_work(r, tok_fit) for r in opts if r["op"] == o]
-        train = [r for r in rows if not r["held_out"]]
+        points = [r for r in opts if r["op"] == o]
+        own = [_own_work(r, tok_fit) for r in points]
+        train = [(r, w) for r, w in zip(points, own, strict=True) if not r["held_out"]]
         # The rate while all P ranks compute at once (shared cores, memory bandwidth) is the one a P-way layer
         # sees; P = 1 points only stand in when an op has no multi-rank training point.
-        train = [r for r in train if r["P"] >= 2] or train
-        kept = [r for r in train if r["own_t"] > 0]
+        train = [(r, w) for r, w in train if r["P"] >= 2] or train
+        kept = [w for _, w in train if w.t > 0]
         if len(kept) < len(train):
             log.warning(
                 "%s: %d training points left out: the tokeniser's modelled time exceeds the measured time",
                 o,
                 len(train) - len(kept),
             )
-        rates[o] = achieved_flops([r["own_flops"] for r in kept], [r["own_t"] for r in kept])
-        cf = fit_compute(
-            o, [r["own_flops"] for r in kept], [r["own_traffic"] for r in kept], [r["own_t"] for r in kept]
-        )
+        rates[o] = achieved_flops([w.flops for w in kept], [w.t for w in kept])
+        cf = fit_compute(o, [w.flops for w in kept], [w.traffic for w in kept], [w.t for w in kept])
         models["compute_overhead"][o] = cf.overhead
         models["compute_rate"][o] = cf.rate
         models["mem_bandwidth"][o] = cf.bandwidth
-        for r, own in zip([r for r in opts if r["op"] == o], rows, strict=True):
-            r["t_compute_predicted"] = float(cf.predict(own["own_flops"], own["own_traffic"])) + own["tok_t"]
+        for r, w in zip(points, own, strict=True):
+            r["t_compute_predicted"] = float(cf.predict(w.flops, w.traffic)) + w.tok_t
         if o == TOKENIZE:
             tok_fit = cf
         held = [r["t_compute_predicted"] / r["t_compute"] for r in opts if r["op"] == o and r["held_out"]]
