@@ -10,23 +10,21 @@ import pytest
 import torch
 from nc_checks import assert_described
 
-from hsitp.bench.ops import summarize_trace, trace_point, traced_group_names
+from hsitp.bench.ops import OpBuild, summarize_trace, trace_point, traced_group_names
 from hsitp.bench.predict import Point, bench_shape, op_work, predict
 from hsitp.bench.roofline import run_roofline
 from hsitp.bench.shard import noop_group, run_shard
 from hsitp.bench.timing import time_interleaved
 from hsitp.config import validate_config
 from hsitp.parallel.groups import Mesh2D, TPGroup
-from hsitp.parallel.ops import build_op
 from hsitp.settings import BenchSettings
 from hsitp.shape import LayerShape
 
 CPU = torch.device("cpu")
 
 
-def _kw(op: str, P: int, N: int = 16, D: int = 16, L: int = 4) -> dict:
-    shape = LayerShape(N=N, D=D, L=L, groups=2, patch=4, dtype="float32")
-    return {"shape": shape, "head_padding": False, "device": CPU, "seed": 0}
+def _kw(op: str, P: int, N: int = 16, D: int = 16, L: int = 4) -> OpBuild:
+    return OpBuild(LayerShape(N=N, D=D, L=L, groups=2, patch=4, dtype="float32"), device=CPU)
 
 
 @pytest.mark.parametrize("op", ["mlp", "attn_token", "agg_dchag_c"])
@@ -35,7 +33,7 @@ def test_trace_counts_one_step_not_the_shape_probe(op):
     traced = trace_point(op, TPGroup(None, 2, 0, comm="noop"), _kw(op, 2))
     fwd = [r for _, recs in traced for r in recs if r.phase == "forward"]
     probe = []  # one forward pass alone, traced separately
-    module, make_input = build_op(op, tp=TPGroup(None, 2, 0, comm="noop", trace=probe), **_kw(op, 2))
+    module, make_input = _kw(op, 2).build(op, TPGroup(None, 2, 0, comm="noop", trace=probe))
     module(*make_input())
     assert [(r.name, r.shape) for r in fwd] == [(r.name, r.shape) for r in probe]
     assert any(r.phase == "backward" for _, recs in traced for r in recs)

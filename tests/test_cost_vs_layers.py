@@ -13,7 +13,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from hsitp.bench.ops import trace_point  # noqa: E402
+from hsitp.bench.ops import OpBuild, trace_point  # noqa: E402
 from hsitp.bench.predict import Point, mesh_2d, op_work  # noqa: E402
 from hsitp.cost.refined import op_cost  # noqa: E402
 from hsitp.names import OP_NAMES  # noqa: E402
@@ -33,10 +33,9 @@ def _group(pt: Point):
 
 def traced_calls(pt: Point, *, head_padding: bool = False) -> Counter:
     """(collective, phase, full bytes, group size) of every collective one fwd+bwd step of the layer issues."""
-    kw = {"shape": pt.shape, "head_padding": head_padding, "device": None, "seed": 0}
     return Counter(
         (r.name, PHASE[r.phase], int(r.nbytes), r.group_size)
-        for _, recs in trace_point(pt.op, _group(pt), kw)
+        for _, recs in trace_point(pt.op, _group(pt), OpBuild(pt.shape, head_padding))
         for r in recs
     )
 

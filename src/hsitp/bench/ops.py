@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -30,8 +30,10 @@ from hsitp.errors import HsitpError
 
 if TYPE_CHECKING:
     from hsitp.parallel.groups import AxisTrace, Mesh2D, TPGroup
+    from hsitp.parallel.ops import BuiltOp
     from hsitp.parallel.runtime import Runtime
     from hsitp.settings import BenchSettings
+    from hsitp.shape import LayerShape
 
 log = logging.getLogger(__name__)
 
@@ -95,14 +97,27 @@ def _agree(ok: bool, rt: Runtime) -> bool:
     return bool(flag.item())
 
 
-def trace_point(op: str, tp: TPGroup | Mesh2D, kw: Mapping[str, Any]) -> list[AxisTrace]:
-    """The collectives one training step of ``op`` issues, per real group, without communicating.
+@dataclasses.dataclass(frozen=True)
+class OpBuild:
+    """How a point's op is built: :func:`hsitp.parallel.ops.build_op`'s arguments but the op and its group."""
 
-    ``kw``: the rest of ``build_op``'s arguments (shape, head_padding, device, seed)."""
-    from hsitp.parallel.ops import build_op
+    shape: LayerShape
+    head_padding: bool = False
+    device: Any = None  # a torch.device (torch is imported where an op is built)
+    seed: int = 0
+    attention_kernel: str = "exact"
 
+    def build(self, op: str, tp: TPGroup | Mesh2D) -> BuiltOp:
+        from hsitp.parallel.ops import build_op
+
+        return build_op(op, tp=tp, shape=self.shape, head_padding=self.head_padding, device=self.device,
+                        seed=self.seed, attention_kernel=self.attention_kernel)  # fmt: skip
+
+
+def trace_point(op: str, tp: TPGroup | Mesh2D, how: OpBuild) -> list[AxisTrace]:
+    """The collectives one training step of ``op`` issues, per real group, without communicating."""
     traced_tp, traced = tp.traced()
-    step = make_step(build_op(op, tp=traced_tp, **kw))
+    step = make_step(how.build(op, traced_tp))
     for _, recs in traced:
         recs.clear()  # drop what make_step's shape probe recorded
     step()
@@ -138,21 +153,13 @@ def time_point(
     """Time one point in all three modes: times (mode, rep) plus :func:`summarize_trace` (or a skip reason)."""
     import torch
 
-    from hsitp.parallel.ops import build_op
-
     tp = rt.mesh(*mesh_2d(pt.P)) if pt.op == "attn_2d" else rt.world
-    kw = {
-        "shape": pt.shape,
-        "head_padding": s.head_padding,
-        "device": rt.device,
-        "seed": s.seed,
-        "attention_kernel": bench_kernel(s, rt.device.type),
-    }
+    how = OpBuild(pt.shape, s.head_padding, rt.device, s.seed, bench_kernel(s, rt.device.type))
     reason = ""
     try:
-        traced = trace_point(pt.op, tp, kw)
-        full = make_step(build_op(pt.op, tp=tp, **kw))
-        compute = make_step(build_op(pt.op, tp=tp.noop(), **kw))
+        traced = trace_point(pt.op, tp, how)
+        full = make_step(how.build(pt.op, tp))
+        compute = make_step(how.build(pt.op, tp.noop()))
         calls = replay_calls(traced, rt)
     except (HsitpError, torch.cuda.OutOfMemoryError) as exc:
         reason = f"{type(exc).__name__}: {exc}"

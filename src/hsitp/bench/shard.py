@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from hsitp.bench.ops import bench_kernel, make_step, sweep_points, trace_point
+from hsitp.bench.ops import OpBuild, bench_kernel, make_step, sweep_points, trace_point
 from hsitp.bench.predict import check_points, mesh_2d, op_work, predict
 from hsitp.bench.results import POINT_COORD_ATTRS
 from hsitp.bench.timing import median_iqr, time_region
@@ -126,14 +126,11 @@ def _time_shard(pt: Any, s: BenchSettings, device: Any, kernel: str) -> tuple[np
     """Rank 0's shard of one point timed on ``device`` (collectives as no-ops), and the collectives it issued."""
     import torch
 
-    from hsitp.parallel.ops import build_op
-
-    kw = {"shape": pt.shape, "head_padding": s.head_padding, "device": device}
-    kw |= {"seed": s.seed, "attention_kernel": kernel}
+    how = OpBuild(pt.shape, s.head_padding, device, s.seed, kernel)
     tp = noop_group(pt.op, pt.P)
     try:
-        traced = trace_point(pt.op, tp, kw)
-        step = make_step(build_op(pt.op, tp=tp, **kw))
+        traced = trace_point(pt.op, tp, how)
+        step = make_step(how.build(pt.op, tp))
         t = time_region(step, device=device, warmup=s.warmup, repeats=s.repeats, min_region_s=s.min_region_s)
         return t, traced
     finally:
