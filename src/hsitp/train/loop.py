@@ -55,7 +55,7 @@ from hsitp.train.data import CropSampler, Photometric, Scene, load_scene
 from hsitp.train.ema import WeightEMA
 from hsitp.train.inference import Evaluation, evaluate_scene
 from hsitp.train.plan import TrainJob, check_job
-from hsitp.train.record import EpochRecord, EpochSteps, write_record
+from hsitp.train.record import EpochRecord, EpochSteps, PretrainAttrs, write_record
 from hsitp.train.settings import TrainSettings
 from hsitp.train.steps import global_loss as _global_loss
 from hsitp.train.steps import lr_lambda
@@ -209,7 +209,7 @@ class _Resumed:
     history: list[EpochRecord]  # their per-epoch records
     resumed_at: list[int]  # every epoch a run of this job resumed after
     last_good: Path | None  # the newest complete checkpoint (named in a failure's message)
-    pretrain: dict[str, Any] | None = None  # what the pretraining did (train.pretrain), in the checkpoints
+    pretrain: PretrainAttrs | None = None  # what the pretraining did (train.pretrain), in the checkpoints
 
 
 def train_rank(

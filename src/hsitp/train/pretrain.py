@@ -32,6 +32,7 @@ from hsitp.errors import HsitpError
 from hsitp.models.model import unpatchify
 from hsitp.parallel.collectives import all_reduce_grads
 from hsitp.parallel.dense import seeded
+from hsitp.train.record import PretrainAttrs
 from hsitp.train.steps import global_loss, lr_lambda
 
 # the pretraining stream's seed is the job's seed plus this (the fine-tuning sampler is seeded by the job's seed)
@@ -60,9 +61,9 @@ class PretrainResult:
         tail = self.losses[-10:]
         return float(sum(tail) / len(tail))
 
-    def attrs(self) -> dict[str, Any]:
-        return {"steps": self.steps, "first_loss": self.first_loss, "last_loss_mean_of_10": self.last_loss,
-                "seconds": self.seconds}  # fmt: skip
+    def attrs(self) -> PretrainAttrs:
+        return PretrainAttrs(steps=self.steps, first_loss=self.first_loss, last_loss_mean_of_10=self.last_loss,
+                             seconds=self.seconds)  # fmt: skip
 
 
 def encode(model: Any, x_local: torch.Tensor) -> torch.Tensor:

@@ -68,6 +68,16 @@ class EpochRecord(EpochSteps):
     val_per_class: NotRequired[np.ndarray]
 
 
+class PretrainAttrs(TypedDict):
+    """What the masked-band pretraining did (``hsitp.train.pretrain``), as the checkpoints and the record's
+    ``pretrain`` attribute keep it."""
+
+    steps: int
+    first_loss: float
+    last_loss_mean_of_10: float  # the mean of the last 10 steps' losses
+    seconds: float
+
+
 EVALUATED = "; NaN at epochs not evaluated (train.eval_every)"
 TEST_NOTE = "on the labelled test pixels of the run's accuracy protocol, whole-scene tiled prediction"
 VAL_NOTE = (
@@ -239,7 +249,7 @@ def write_record(
     resumed_at: Sequence[int],
     memory_method: str,
     prediction: np.ndarray,
-    pretrain: Mapping[str, Any] | None = None,
+    pretrain: PretrainAttrs | None = None,
 ) -> Path:
     """Rank 0's record of a finished (or stopped-after) run: the history, the final map and what was trained;
     ``pretrain``: what the masked-band pretraining did (``hsitp.train.pretrain``), None when it did not run."""
@@ -274,7 +284,7 @@ NOT_TRANSDUCTIVE = (
 )
 
 
-def ingredient_attrs(settings: TrainSettings, pretrain: Mapping[str, Any] | None) -> dict[str, Any]:
+def ingredient_attrs(settings: TrainSettings, pretrain: PretrainAttrs | None) -> dict[str, Any]:
     """Which of the recipe's optional ingredients ran (``ingredients``, their strengths; all off by default),
     whether the run is transductive (``transductive``: a reader sees it beside every number of the record) and
     what the pretraining did."""
