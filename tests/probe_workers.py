@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from hsitp.config import validate_config
@@ -50,8 +51,7 @@ def probe_all(rt: Any) -> list[dict[str, Any]]:
     pts = points(s, rt.world_size)
     results = [probe_point(pt, s, rt) for pt in pts]
     samples, orders = throughput_phase(pts, s, rt)  # as run_partial: every plan interleaved
-    for res in results:
-        res["sample_time"] = samples[res["point"]]
+    results = [dataclasses.replace(res, sample_time=samples[res.point]) for res in results]
     return {"results": results, "orders": orders}
 
 

@@ -72,6 +72,7 @@ def test_ratio_to_tp_is_per_round_tokens_per_s_at_the_same_point(tmp_path) -> No
     does not say so. Known sample times in a hand-made partial, no ranks."""
     from hsitp.probe.grid import points
     from hsitp.probe.results import merge, write_partial
+    from hsitp.probe.runner import PointResult, RankResult
 
     s = ProbeSettings.from_config(tiny_config())
     pts = points(s, 2)
@@ -79,12 +80,11 @@ def test_ratio_to_tp_is_per_round_tokens_per_s_at_the_same_point(tmp_path) -> No
     dc_t = {"none": [0.5, 0.5, 2.0, 1.0, 1.0], "blocks": [1.0] * 5}
     results = []
     for pt in pts:
-        rank = {"memory": np.ones((4, 5)), "peak_allocated": 1, "peak_reserved": None, "transient": 0,
-                "peak_part": "blocks", "peak_phase": "forward", "peak_categories": {}, "method": "test",
-                "part_time": np.ones((2, 5, 3, 2)), "step_time": np.ones((2, 2))}  # fmt: skip
+        rank = RankResult(memory=np.ones((4, 5)), peak_allocated=1, peak_reserved=None, transient=0,
+                          peak_part="blocks", peak_phase="forward", peak_categories={}, method="test",
+                          part_time=np.ones((2, 5, 3, 2)), step_time=np.ones((2, 2)))  # fmt: skip
         times = (tp_t if pt.plan == "tp" else dc_t)[pt.checkpointing]
-        results.append({"point": pt, "ranks": [rank] * 2, "dtype": "float32", "tokens_per_step": 16,
-                        "sample_time": times})  # fmt: skip
+        results.append(PointResult(pt, [rank] * 2, "float32", 16, sample_time=times))
     attrs = {"device": "cpu", "backend": "gloo", "threads_per_rank": 1, "cores": 1, "oversubscribed": 1}
     part = write_partial(results, settings=s, attrs=attrs, out=tmp_path / "P2.nc", world_size=2)
     _, thr_p = merge([part], memory_out=tmp_path / "m.nc", throughput_out=tmp_path / "t.nc", settings=s)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import xarray as xr
@@ -17,9 +17,11 @@ from hsitp.contracts import PROBE_MEMORY, PROBE_PARTIAL, PROBE_THROUGHPUT
 from hsitp.errors import HsitpError
 from hsitp.io import describe_missing, provenance, write_netcdf
 from hsitp.names import DCHAG_PLANS
-from hsitp.probe.grid import Point
 from hsitp.probe.tracker import KINDS, PARTS, PHASES
 from hsitp.settings import ProbeModel, ProbeSettings
+
+if TYPE_CHECKING:
+    from hsitp.probe.runner import PointResult
 
 TIME_PARTS = (*PARTS, "other")
 MODES = ("full", "compute")
@@ -104,9 +106,9 @@ class ProbeMergeError(HsitpError, ValueError):
     """Partial probe files that cannot be merged (same P twice, different grids)."""
 
 
-def _coords(results: list[dict[str, Any]], pc: ProbeSettings, P: int) -> dict[str, list]:  # noqa: N803
+def _coords(results: list[PointResult], pc: ProbeSettings, P: int) -> dict[str, list]:  # noqa: N803
     return {
-        "plan": [p for p in pc.plans if any(r["point"].plan == p for r in results)],
+        "plan": [p for p in pc.plans if any(r.point.plan == p for r in results)],
         "P": [P],
         "g": [int(g) for g in pc.groups],
         "L": [int(v) for v in pc.L],
@@ -124,7 +126,7 @@ def _coords(results: list[dict[str, Any]], pc: ProbeSettings, P: int) -> dict[st
 
 
 def write_partial(
-    results: list[dict[str, Any]],
+    results: list[PointResult],
     *,
     settings: ProbeSettings,
     attrs: Mapping[str, Any],
@@ -141,15 +143,15 @@ def write_partial(
     methods: set[str] = set()
     categories: dict[str, Any] = {}
     for res in results:
-        pt: Point = res["point"]
+        pt = res.point
         for g in [pt.g] if pt.plan in DCHAG_PLANS else c["g"]:
             point = (pt.plan, 0, g, pt.L, pt.N, pt.checkpointing)
             idx = tuple(0 if d == "P" else c[d].index(v) for d, v in zip(POINT_DIMS, point, strict=True))
             _fill_point(arrays, idx, res)
-            for r, rr in enumerate(res["ranks"]):
-                methods.add(rr["method"])
+            for r, rr in enumerate(res.ranks):
+                methods.add(rr.method)
                 key = f"{pt.plan}/P{P}/g{g}/L{pt.L}/N{pt.N}/{pt.checkpointing}/rank{r}"
-                categories[key] = rr["peak_categories"]
+                categories[key] = rr.peak_categories
     arrays["peak_part"] = arrays["peak_part"].astype(str)
     section = {**settings.config.probe.as_json(), "attention_kernel": settings.attention_kernel}
     data = {k: ((*POINT_DIMS, *PARTIAL_DIMS[k]), v) for k, v in arrays.items()}
@@ -164,7 +166,7 @@ def write_partial(
             "probe": json.dumps(section, default=str),
             "method": "; ".join(sorted(methods)),
             "peak_categories": json.dumps(categories),
-            "dtype": results[0]["dtype"] if results else "",
+            "dtype": results[0].dtype if results else "",
             "world_size": P,
             "interleave_orders": json.dumps(attrs.get("interleave_orders", {})),
         },
@@ -178,21 +180,20 @@ def write_partial(
     )
 
 
-def _fill_point(arrays: Mapping[str, np.ndarray], idx: tuple[int, ...], res: Mapping[str, Any]) -> None:
+def _fill_point(arrays: Mapping[str, np.ndarray], idx: tuple[int, ...], res: PointResult) -> None:
     """Write one measured point's numbers at ``idx`` (its position on the point dimensions) of the partial's
     arrays: per rank its memory, peaks and median part times; the slowest rank's step and sample times."""
-    arrays["tokens_per_step"][idx] = res["tokens_per_step"]
-    for r, rr in enumerate(res["ranks"]):
-        arrays["memory"][idx][..., r] = rr["memory"]
+    arrays["tokens_per_step"][idx] = res.tokens_per_step
+    for r, rr in enumerate(res.ranks):
+        arrays["memory"][idx][..., r] = rr.memory
         for key in ("peak_allocated", "peak_reserved", "transient"):  # None: not measured on this device
-            arrays[key][idx][r] = np.nan if rr[key] is None else rr[key]
-        arrays["peak_part"][idx][r] = f"{rr['peak_part']}/{rr['peak_phase']}"
-        arrays["part_time"][idx][..., r] = np.median(rr["part_time"], axis=-1)
-    arrays["step_time"][idx] = np.max(
-        [rr["step_time"] for rr in res["ranks"]], axis=0
-    )  # slowest rank per step
-    if "sample_time" in res:  # the throughput phase (slowest rank already)
-        arrays["sample_time"][idx] = res["sample_time"]
+            value = getattr(rr, key)
+            arrays[key][idx][r] = np.nan if value is None else value
+        arrays["peak_part"][idx][r] = f"{rr.peak_part}/{rr.peak_phase}"
+        arrays["part_time"][idx][..., r] = np.median(rr.part_time, axis=-1)
+    arrays["step_time"][idx] = np.max([rr.step_time for rr in res.ranks], axis=0)  # slowest rank per step
+    if res.sample_time is not None:  # the throughput phase (slowest rank already)
+        arrays["sample_time"][idx] = res.sample_time
 
 
 def _read(path: str | Path) -> xr.Dataset:

@@ -20,8 +20,10 @@ only timings whose ratio between plans the pipeline reports (memory stays measur
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +49,35 @@ TIME_PARTS = (*PARTS, "other")
 MODES = ("full", "compute")
 
 
+@dataclass(frozen=True)
+class RankResult:
+    """One rank's numbers for one point: its step's memory and peaks (``measure_step``; None: not measured on
+    this device) and its timed steps."""
+
+    memory: np.ndarray  # (part, kind) bytes
+    peak_allocated: int | None
+    peak_reserved: int | None
+    transient: int | None
+    peak_part: str
+    peak_phase: str
+    peak_categories: dict[str, int]
+    method: str
+    part_time: np.ndarray  # (mode, part incl. other, phase, step) s
+    step_time: np.ndarray  # (mode, step) s
+
+
+@dataclass(frozen=True)
+class PointResult:
+    """One point's results (rank 0 writes them): every rank's, the dtype it ran in, the tokens of one step, and
+    its throughput-phase samples (s per step, slowest rank) once that phase ran."""
+
+    point: Point
+    ranks: list[RankResult]
+    dtype: str
+    tokens_per_step: int
+    sample_time: list[float] | None = None
+
+
 def _cuda() -> bool:
     import torch
 
@@ -69,8 +100,7 @@ def run_partial(s: ProbeSettings, *, world_size: int, out: str | Path) -> Path |
         samples, orders = throughput_phase(pts, s, rt)
         if rt.rank != 0:
             return None
-        for res in results:
-            res["sample_time"] = samples[res["point"]]
+        results = [dataclasses.replace(res, sample_time=samples[res.point]) for res in results]
         from hsitp.probe.results import write_partial
 
         attrs = {**rt.attrs(), "interleave_orders": orders}
@@ -98,7 +128,7 @@ def _clock(device: torch.device):  # noqa: ANN202
     return time.perf_counter
 
 
-def probe_point(point: Point, pc: ProbeSettings, rt: Runtime) -> dict[str, Any]:
+def probe_point(point: Point, pc: ProbeSettings, rt: Runtime) -> PointResult:
     """Memory of one step on every rank, and timed steps in both modes; the per-rank lists (rank 0 keeps them)."""
     from hsitp.parallel.runtime import dtype_name, resolve_dtype
 
@@ -112,30 +142,25 @@ def probe_point(point: Point, pc: ProbeSettings, rt: Runtime) -> dict[str, Any]:
     for _ in range(int(pc.warmup)):
         twin.step()
     part_t, step_t = _time_modes(built, twin, int(pc.steps), rt)
-    mine = {
-        "memory": np.array([[mem.by_part[p][k] for k in KINDS] for p in PARTS], dtype=np.float64),
-        "peak_allocated": mem.peak_allocated,
-        "peak_reserved": mem.peak_reserved,
-        "transient": mem.transient,
-        "peak_part": mem.peak_part,
-        "peak_phase": mem.peak_phase,
-        "peak_categories": mem.peak_categories,
-        "method": mem.method,
-        "part_time": part_t,
-        "step_time": step_t,
-    }
+    mine = RankResult(
+        memory=np.array([[mem.by_part[p][k] for k in KINDS] for p in PARTS], dtype=np.float64),
+        peak_allocated=mem.peak_allocated,
+        peak_reserved=mem.peak_reserved,
+        transient=mem.transient,
+        peak_part=mem.peak_part,
+        peak_phase=mem.peak_phase,
+        peak_categories=mem.peak_categories,
+        method=mem.method,
+        part_time=part_t,
+        step_time=step_t,
+    )
     ranks = _gather(mine, rt)
     del built, twin
     if rt.rank == 0:
         where = (point.plan, point.P, point.g, point.L, point.N, point.checkpointing)
         peak, step = (mem.peak_allocated or 0) / 2**20, float(np.median(step_t[0]))
         log.info("probe %s P=%d g=%d L=%d N=%d ckpt=%s: peak %.1f MiB, step %.3f s", *where, peak, step)
-    return {
-        "point": point,
-        "ranks": ranks,
-        "dtype": dtype_name(dtype),
-        "tokens_per_step": twin_tokens(point, pc),
-    }
+    return PointResult(point, ranks, dtype_name(dtype), twin_tokens(point, pc))
 
 
 def _time_modes(built: Any, twin: Any, steps: int, rt: Runtime) -> tuple[np.ndarray, np.ndarray]:
