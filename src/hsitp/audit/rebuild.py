@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -55,35 +56,56 @@ def _set(config: dict[str, Any], dotted: str, value: Any) -> None:
     config[key] = value
 
 
-def cell_overlay(base: Mapping[str, Any], run: str, cell: Mapping[str, Any]) -> dict[str, Any]:
-    """The config that makes rule ``train`` (or ``train_control``) build exactly this cell as it was recorded.
+@dataclass(frozen=True)
+class CellFacts:
+    """What a reference recorded of one training run (``hsitp.audit.reproduce.cell_facts``): its cell, its recipe
+    and how it ran."""
 
-    ``cell``: dataset, plan, P, g, protocol, seed, N, patch, partition, ranks, recipe (the record's JSON), kernel,
-    device, backend, eval_every, summary_epochs, threads_per_rank."""
+    dataset: str
+    plan: str
+    P: int
+    g: int
+    protocol: str
+    seed: int
+    N: int
+    patch: int
+    partition: int
+    ranks: int  # processes launched (< P: the single-process equivalent)
+    recipe: str  # the record's recipe JSON
+    kernel: str  # model.attention_kernel
+    device: str  # cpu or auto
+    backend: str  # gloo, nccl or auto
+    eval_every: int
+    summary_epochs: int
+    threads_per_rank: int
+
+
+def cell_overlay(base: Mapping[str, Any], run: str, cell: CellFacts) -> dict[str, Any]:
+    """The config that makes rule ``train`` (or ``train_control``) build exactly this cell as it was recorded."""
     cfg = copy.deepcopy(dict(base))
-    recipe = json.loads(cell["recipe"])
+    recipe = json.loads(cell.recipe)
     train = {k: v for k, v in recipe.get("train", {}).items() if k != "recipe_plan"}
     cfg["train"] = {**cfg.get("train", {}), **train}
     cfg |= {"run": run, "stages": ["train"]}  # train.datasets only: a scene outside the registry is given
     if recipe.get("seed") is not None:
         cfg["seed"] = recipe["seed"]
-    plan, P, g = cell["plan"], int(cell["P"]), int(cell["g"])  # noqa: N806
+    plan, P, g = cell.plan, cell.P, cell.g  # noqa: N806
     for key, value in {
         # the DAG's keys: this cell only
-        "train.datasets": [cell["dataset"]], "train.plans": [plan], "train.world_sizes": [P],
-        "train.groups": {} if plan == "tp" else {plan: [g]}, "train.protocols": [cell["protocol"]],
-        "train.seeds": [int(cell["seed"])], "train.control": {"world_sizes": []},
-        "train.equivalence.seed": int(cell["seed"]),  # must be one of train.seeds; not in the recipe
-        "train.crops": [{"tokens": int(cell["N"]), "patch": int(cell["patch"]), "datasets": None}],
-        "train.equivalent": int(cell["ranks"]) < P,
-        "train.eval_every": int(cell["eval_every"]), "train.summary_epochs": int(cell["summary_epochs"]),
-        "train.threads_per_rank": int(cell["threads_per_rank"]), "train.device": cell["device"],
-        "model.attention_kernel": cell["kernel"],  # the arithmetic the reference trained with
-        "parallel.backend": cell["backend"], "parallel.timeout_s": 600,
+        "train.datasets": [cell.dataset], "train.plans": [plan], "train.world_sizes": [P],
+        "train.groups": {} if plan == "tp" else {plan: [g]}, "train.protocols": [cell.protocol],
+        "train.seeds": [cell.seed], "train.control": {"world_sizes": []},
+        "train.equivalence.seed": cell.seed,  # must be one of train.seeds; not in the recipe
+        "train.crops": [{"tokens": cell.N, "patch": cell.patch, "datasets": None}],
+        "train.equivalent": cell.ranks < P,
+        "train.eval_every": cell.eval_every, "train.summary_epochs": cell.summary_epochs,
+        "train.threads_per_rank": cell.threads_per_rank, "train.device": cell.device,
+        "model.attention_kernel": cell.kernel,  # the arithmetic the reference trained with
+        "parallel.backend": cell.backend, "parallel.timeout_s": 600,
     }.items():  # fmt: skip
         _set(cfg, key, value)
     draws = cfg.get("data", {}).get("partition", {}).get("draws", 1)
-    _set(cfg, "data.partition.draws", max(int(draws), int(cell["partition"]) + 1))
+    _set(cfg, "data.partition.draws", max(int(draws), cell.partition + 1))
     return cfg
 
 

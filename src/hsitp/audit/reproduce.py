@@ -379,19 +379,21 @@ def scene_for(ref: Reference, dataset: str, given: Mapping[str, Path], work: Pat
     return path
 
 
-def cell_facts(ref: Reference, cell: Cell) -> dict[str, Any]:
+def cell_facts(ref: Reference, cell: Cell) -> rebuild.CellFacts:
     """What the reference recorded of the cell's run, as ``rebuild.cell_overlay`` takes it."""
     device, backend = str(ref.value(cell, "device")), str(ref.value(cell, "backend"))
-    facts = {
-        k: ref.value(cell, k) for k in ("patch", "ranks", "eval_every", "summary_epochs", "threads_per_rank")
-    }
-    return {
-        **facts, "dataset": cell.dataset, "plan": cell.plan, "P": cell.P, "g": cell.g, "protocol": cell.protocol,
-        "seed": cell.seed, "N": cell.N, "partition": cell.partition, "recipe": str(ref.value(cell, "recipe")),
-        "kernel": str(ref.value(cell, "attention_kernel")),
-        "device": "cpu" if device.upper().startswith("CPU") or not device else "auto",
-        "backend": backend if backend in ("gloo", "nccl") else "auto",
-    }  # fmt: skip
+
+    def count(var: str) -> int:
+        return int(ref.value(cell, var))
+
+    return rebuild.CellFacts(
+        dataset=cell.dataset, plan=cell.plan, P=int(cell.P), g=int(cell.g), protocol=cell.protocol,
+        seed=int(cell.seed), N=int(cell.N), patch=count("patch"), partition=int(cell.partition),
+        ranks=count("ranks"), recipe=str(ref.value(cell, "recipe")), kernel=str(ref.value(cell, "attention_kernel")),
+        device="cpu" if device.upper().startswith("CPU") or not device else "auto",
+        backend=backend if backend in ("gloo", "nccl") else "auto", eval_every=count("eval_every"),
+        summary_epochs=count("summary_epochs"), threads_per_rank=count("threads_per_rank"),
+    )  # fmt: skip
 
 
 def retrain(ref: Reference, cell: Cell, data: Path, work: Path) -> tuple[Path | None, Path]:
