@@ -37,7 +37,7 @@ import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import xarray as xr
@@ -72,7 +72,20 @@ class ReferenceError(HsitpError):
 
 
 # --- the platform: what an identical rerun needs equal -----------------------------------------------------------
-def torch_platform() -> dict[str, str]:
+class TorchPlatform(TypedDict):
+    torch: str  # torch's version, or absent
+    torch_cpu_capability: str  # the CPU capability torch's kernels dispatch to (AVX2, AVX512, ...)
+
+
+class Platform(TorchPlatform):
+    """A machine's platform as a reference's manifest records it (``collected_by``, ``platform``)."""
+
+    cpu_model: str
+    cpu_vendor: str
+    simd_flags: list[str]  # sorted
+
+
+def torch_platform() -> TorchPlatform:
     """torch's version and the CPU capability its kernels dispatch to (AVX2, AVX512, ...)."""
     try:
         import torch
@@ -83,7 +96,7 @@ def torch_platform() -> dict[str, str]:
         return {"torch": "absent", "torch_cpu_capability": "unknown"}
 
 
-def platform_now() -> dict[str, Any]:
+def platform_now() -> Platform:
     """The platform of this process: torch version and CPU capability, and this machine's CPU model, vendor and
     SIMD flags (sorted), from /proc/cpuinfo (empty where absent)."""
     vendor, flags = "", []
@@ -507,7 +520,7 @@ def _scenes_and_walls(
     return scenes, probe_wall
 
 
-def _records_platform(runs: xr.Dataset, here: Mapping[str, Any]) -> dict[str, Any]:
+def _records_platform(runs: xr.Dataset, here: Platform) -> dict[str, Any]:
     """The records' platform: their torch and CPU model when one, and the CPU's flags read on this machine."""
     torch_versions = _distinct(runs["torch_version"].values)
     cpu_models = _distinct(runs["cpu_model"].values)
