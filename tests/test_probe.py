@@ -71,8 +71,7 @@ def test_ratio_to_tp_is_per_round_tokens_per_s_at_the_same_point(tmp_path) -> No
     formed from medians instead of per round (rounds are what interleaving pairs); and an oversubscribed P that
     does not say so. Known sample times in a hand-made partial, no ranks."""
     from hsitp.probe.grid import points
-    from hsitp.probe.results import merge, write_partial
-    from hsitp.probe.runner import PointResult, RankResult
+    from hsitp.probe.results import PointResult, RankResult, merge, write_partial
 
     s = ProbeSettings.from_config(tiny_config())
     pts = points(s, 2)

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -17,14 +18,41 @@ from hsitp.contracts import PROBE_MEMORY, PROBE_PARTIAL, PROBE_THROUGHPUT
 from hsitp.errors import HsitpError
 from hsitp.io import describe_missing, provenance, write_netcdf
 from hsitp.names import DCHAG_PLANS
+from hsitp.probe.grid import Point
 from hsitp.probe.tracker import KINDS, PARTS, PHASES
 from hsitp.settings import ProbeModel, ProbeSettings
 
-if TYPE_CHECKING:
-    from hsitp.probe.runner import PointResult
-
 TIME_PARTS = (*PARTS, "other")
 MODES = ("full", "compute")
+
+
+@dataclass(frozen=True)
+class RankResult:
+    """One rank's numbers for one point: its step's memory and peaks (``measure_step``; None: not measured on
+    this device) and its timed steps."""
+
+    memory: np.ndarray  # (part, kind) bytes
+    peak_allocated: int | None
+    peak_reserved: int | None
+    transient: int | None
+    peak_part: str
+    peak_phase: str
+    peak_categories: dict[str, int]
+    method: str
+    part_time: np.ndarray  # (mode, part incl. other, phase, step) s
+    step_time: np.ndarray  # (mode, step) s
+
+
+@dataclass(frozen=True)
+class PointResult:
+    """One point's results (rank 0 writes them): every rank's, the dtype it ran in, the tokens of one step, and
+    its throughput-phase samples (s per step, slowest rank) once that phase ran."""
+
+    point: Point
+    ranks: list[RankResult]
+    dtype: str
+    tokens_per_step: int
+    sample_time: list[float] | None = None
 
 
 # units and long_name of every variable and coordinate of the probe's files (partial, memory, throughput,

@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +37,7 @@ from hsitp.models.config import config_attention_kernel
 from hsitp.names import DCHAG_PLANS
 from hsitp.probe.build import build_point
 from hsitp.probe.grid import Point, check_point_fits, points
+from hsitp.probe.results import MODES, TIME_PARTS, PointResult, RankResult
 from hsitp.probe.tracker import KINDS, PARTS, PHASES, PartTimeline, measure_step
 from hsitp.settings import ProbeModel, ProbeSettings
 
@@ -45,37 +45,6 @@ if TYPE_CHECKING:
     from hsitp.parallel.runtime import Runtime
 
 log = logging.getLogger(__name__)
-TIME_PARTS = (*PARTS, "other")
-MODES = ("full", "compute")
-
-
-@dataclass(frozen=True)
-class RankResult:
-    """One rank's numbers for one point: its step's memory and peaks (``measure_step``; None: not measured on
-    this device) and its timed steps."""
-
-    memory: np.ndarray  # (part, kind) bytes
-    peak_allocated: int | None
-    peak_reserved: int | None
-    transient: int | None
-    peak_part: str
-    peak_phase: str
-    peak_categories: dict[str, int]
-    method: str
-    part_time: np.ndarray  # (mode, part incl. other, phase, step) s
-    step_time: np.ndarray  # (mode, step) s
-
-
-@dataclass(frozen=True)
-class PointResult:
-    """One point's results (rank 0 writes them): every rank's, the dtype it ran in, the tokens of one step, and
-    its throughput-phase samples (s per step, slowest rank) once that phase ran."""
-
-    point: Point
-    ranks: list[RankResult]
-    dtype: str
-    tokens_per_step: int
-    sample_time: list[float] | None = None
 
 
 def _cuda() -> bool:
