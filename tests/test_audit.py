@@ -410,7 +410,8 @@ def test_every_check_is_its_kinds_typed_model(tmp_path: Path) -> None:
     """Catches a check or a row whose misspelt field was ignored (``lw: 5`` for ``low: 5``: the band silently
     open; ``abuot`` for ``about``) or whose number was text: each row is validated as its kind's model (a claim or
     a finding, its check a union tagged by ``fn``) when claims.yaml loads, and a bad file is refused in one line
-    naming the claim and the field."""
+    naming the claim and the field; a dataset_attr with nothing to compare, or a table_fraction's op without its
+    value, would compare against None and decide unseen."""
     import yaml
 
     from hsitp.audit.claims.checks import Check, check_errors
@@ -435,6 +436,13 @@ def test_every_check_is_its_kinds_typed_model(tmp_path: Path) -> None:
     assert check_errors("x", {"fn": "formula_value", "expr": "1", "expect": "one"})[0].startswith(
         "x: check.expect: Input should be a valid"
     )
+    # a check the model's defaults cannot complete: it compared against None, unseen
+    assert check_errors("x", {"fn": "dataset_attr", "dataset": "indian_pines", "attr": "bands"}) == [
+        "x: check: a dataset_attr check needs equals or contains"
+    ]
+    assert check_errors("x", {"fn": "table_fraction", "file": "ccr", "variable": "ccr", "op": "=="}) == [
+        "x: check: a table_fraction check with op needs its value"
+    ]
     nested = {
         "fn": "any_of",
         "checks": [{"fn": "quote", "label": "a"}, {"fn": "quote", "key": "k", "label": "b"}],

@@ -8,11 +8,13 @@ fields the file set, so a default a check function gives stays the function's.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
+from hsitp.cost import paper
 from hsitp.errors import HsitpError
 from hsitp.outcomes import Claim
 
@@ -37,21 +39,21 @@ class ClaimsError(HsitpError):
 
 
 class Check(BaseModel, Mapping[str, Any]):
-    """What every check may carry: a label (inside any_of / first_decided), the verdict it maps its outcome to,
-    the band or share that decides it, and the source it names."""
+    """What every check may carry: a label (inside any_of / first_decided), the verdict it maps its outcome to
+    (held, partly held, not held), the band or share that decides it, and the source it names."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     fn: str  # the kind: each model narrows it to its own name
     label: str | None = None
-    if_true: Claim | None = None
-    if_false: Claim | None = None
-    if_partial: Claim | None = None
-    low: Num | None = None
-    high: Num | None = None
-    expect: Num | None = None
-    rtol: float | None = None
-    min_fraction: float | None = None
+    if_true: Claim = Claim.HOLDS
+    if_false: Claim = Claim.CONTRADICTED
+    if_partial: Claim = Claim.CONDITIONAL
+    low: Num = -math.inf
+    high: Num = math.inf
+    expect: Num | None = None  # an exact number (within rtol) instead of the band low/high
+    rtol: float = 1e-12  # of expect: exact up to rounding
+    min_fraction: float = 1.0  # the share of points that must hold (default every point)
     source: str | None = None
 
     def __getitem__(self, key: str) -> Any:
@@ -99,7 +101,7 @@ class TableCheck(Check):
 
 class TableValue(TableCheck):
     fn: Literal["table_value"]
-    reduce: str | None = None
+    reduce: str = "value"  # value (one point), min, max, median, count_positive, count_distinct
     ratio_to: Sel | None = None
     over: dict[str, Any] | None = None  # a second value of the same table this one is divided by
 
@@ -125,10 +127,17 @@ class TableFraction(TableCheck):
     min_over: str | None = None
     ratio_to: Sel | None = None
 
+    @model_validator(mode="after")
+    def _valued(self) -> TableFraction:
+        if "op" in self.model_fields_set and "value" not in self.model_fields_set:
+            raise ValueError("a table_fraction check with op needs its value")
+        return self
+
 
 class TableSpread(TableCheck):
     fn: Literal["table_spread"]
     dim: str
+    rtol: float = 1e-9  # the largest spread max/min - 1 that counts as no dependence
 
 
 class TableAttr(Check):
@@ -164,6 +173,12 @@ class DatasetAttr(Check):
     attr: str
     equals: Any = None
     contains: str | None = None
+
+    @model_validator(mode="after")
+    def _compared(self) -> DatasetAttr:
+        if not {"equals", "contains"} & self.model_fields_set:
+            raise ValueError("a dataset_attr check needs equals or contains")
+        return self
 
 
 class DatasetRange(Check):
@@ -231,6 +246,7 @@ class Pending(Check):
 class NeedsGpu(Check):
     fn: Literal["needs_gpu"]
     reason: str = Field(min_length=1)
+    source: str = "-"
 
 
 class Measured(Check):
@@ -241,13 +257,13 @@ class Measured(Check):
     equals: Any = None
     sel: Sel | None = None
     undecided: str | None = None
-    waits_for: str | None = None
+    waits_for: str = ""
 
 
 class AccuracyVerdicts(Check):
     fn: Literal["accuracy_verdicts"]
     variants: list[str] | None = None
-    baseline: str | None = None
+    baseline: str = "svm"  # the classical classifier a protocol's trained models must beat
 
 
 class ProbeCheck(Check):
@@ -266,12 +282,12 @@ class ProbeMemory(ProbeCheck):
     against: Sel
     op: str | None = None
     value: Num | None = None
-    variable: str | None = None
+    variable: str = "peak_allocated"
     sel: Sel | None = None
     sum: list[Any] | None = None
     scale_P: bool | None = None  # noqa: N815
     sizes: dict[str, Any] | None = None
-    P_min: int | None = None  # noqa: N815
+    P_min: int = 2  # noqa: N815
 
 
 class ProbeEstimate(ProbeCheck):
@@ -280,7 +296,7 @@ class ProbeEstimate(ProbeCheck):
     against: Any
     op: str | None = None
     value: Num | None = None
-    variable: str | None = None
+    variable: str = "peak_allocated"
     sel: Sel | None = None
     sizes: dict[str, Any] | None = None
 
@@ -290,8 +306,8 @@ class ProbeThroughput(Check):
     plans: list[str]
     op: str
     value: Num
-    quantity: str | None = None
-    P_min: int | None = None  # noqa: N815
+    quantity: str = "ratio"  # or ccr_ratio
+    P_min: int = 2  # noqa: N815
     P: Any = None
     sel: Sel | None = None
 
@@ -302,7 +318,7 @@ class BenchCheck(Check):
     op: str
     where: Sel | None = None
     sel: Sel | None = None
-    variable: str | None = None
+    variable: str = "ccr_measured"
 
 
 class BenchCompare(BenchCheck):
@@ -314,7 +330,7 @@ class BenchCompare(BenchCheck):
 
 class BenchTrend(BenchCheck):
     fn: Literal["bench_trend"]
-    direction: str | None = None
+    direction: str = "falls"  # or rises
 
 
 class BenchValue(BenchCheck):
@@ -349,12 +365,13 @@ class BoundaryMoves(Check):
     P: list[int]
     to: list[Any]
     direction: Literal[DIRECTIONS]  # type: ignore[valid-type]
-    D: int | None = None
-    X: int | None = None
+    rtol: float = 0.01  # a number moves when it changes by more than this share of itself
+    D: int = paper.PAPER_C
+    X: int = paper.PAPER_N[1]
     rate: dict[str, Any] | None = None
-    dtype: str | None = None
-    mlp_ratio: int | None = None
-    patch: int | None = None
+    dtype: str = "bfloat16"
+    mlp_ratio: int = 4
+    patch: int = 8
 
     @model_validator(mode="after")
     def _formats(self) -> BoundaryMoves:
