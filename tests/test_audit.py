@@ -15,6 +15,7 @@ from nc_checks import described
 
 from hsitp.audit import claims as cl
 from hsitp.audit.audit import audit_run, read_claims_csv, report_text
+from hsitp.audit.claims.checks import Check, parse_check
 from hsitp.cli import main
 from hsitp.config import load_config
 from hsitp.io import provenance, read_netcdf, write_netcdf
@@ -109,14 +110,19 @@ def test_claims_yaml_schema(claims: list) -> None:
 
 def test_verdict_mapping() -> None:
     """Catches a fraction or boolean outcome mapped to the wrong verdict (e.g. partial support called 'holds')."""
-    assert cl.verdict_of(cl.Outcome(ok=True), {}) == ("holds", "computed")
-    assert cl.verdict_of(cl.Outcome(ok=False), {}) == ("contradicted", "computed")
-    assert cl.verdict_of(cl.Outcome(ok=False), {"if_false": "conditional"}) == ("conditional", "computed")
-    assert cl.verdict_of(cl.Outcome(fraction=0.4), {"min_fraction": 0.5}) == ("conditional", "computed")
-    assert cl.verdict_of(cl.Outcome(fraction=0.6), {"min_fraction": 0.5}) == ("holds", "computed")
-    assert cl.verdict_of(cl.Outcome(fraction=0.0), {}) == ("contradicted", "computed")
-    assert cl.verdict_of(cl.Outcome(verdict="pending"), {}) == ("pending", "pending")
-    assert cl.verdict_of(cl.Outcome(verdict="contradicted"), {}) == ("contradicted", "reading")
+    plain = Check(fn="any")  # the mapping's defaults
+    assert cl.verdict_of(cl.Outcome(ok=True), plain) == ("holds", "computed")
+    assert cl.verdict_of(cl.Outcome(ok=False), plain) == ("contradicted", "computed")
+    assert cl.verdict_of(cl.Outcome(ok=False), Check(fn="any", if_false="conditional")) == (
+        "conditional",
+        "computed",
+    )
+    half = Check(fn="any", min_fraction=0.5)
+    assert cl.verdict_of(cl.Outcome(fraction=0.4), half) == ("conditional", "computed")
+    assert cl.verdict_of(cl.Outcome(fraction=0.6), half) == ("holds", "computed")
+    assert cl.verdict_of(cl.Outcome(fraction=0.0), plain) == ("contradicted", "computed")
+    assert cl.verdict_of(cl.Outcome(verdict="pending"), plain) == ("pending", "pending")
+    assert cl.verdict_of(cl.Outcome(verdict="contradicted"), plain) == ("contradicted", "reading")
 
 
 def test_formula_checks_compute() -> None:
@@ -124,21 +130,30 @@ def test_formula_checks_compute() -> None:
     ctx = cl.Context(REF / "cost")
     ok = cl.check_formula_identity(
         ctx,
-        {
-            "lhs": "ccr_channel(8, F, beta_intra, C)",
-            "rhs": "8 * F / (beta_intra * C)",
-            "points": [{"C": 256}, {"C": 103}],
-        },
+        parse_check(
+            "t",
+            {
+                "fn": "formula_identity",
+                "lhs": "ccr_channel(8, F, beta_intra, C)",
+                "rhs": "8 * F / (beta_intra * C)",
+                "points": [{"C": 256}, {"C": 103}],
+            },
+        ),
     )
     assert ok.ok and ok.value < 1e-15
-    wrong = cl.check_formula_identity(
-        ctx, {"lhs": "ccr_channel(8, F, beta_intra, 256)", "rhs": "ccr_token(8, F, beta_intra, 324)"}
-    )
-    assert not wrong.ok
-    assert cl.check_formula_value(ctx, {"expr": "n_tokens(610, 340, 8)", "expect": 3192}).ok
-    assert not cl.check_formula_value(ctx, {"expr": "n_tokens(610, 340, 8)", "expect": 5776}).ok
+    wrong = {
+        "fn": "formula_identity",
+        "lhs": "ccr_channel(8, F, beta_intra, 256)",
+        "rhs": "ccr_token(8, F, beta_intra, 324)",
+    }
+    assert not cl.check_formula_identity(ctx, parse_check("t", wrong)).ok
+    value = {"fn": "formula_value", "expr": "n_tokens(610, 340, 8)"}
+    assert cl.check_formula_value(ctx, parse_check("t", {**value, "expect": 3192})).ok
+    assert not cl.check_formula_value(ctx, parse_check("t", {**value, "expect": 5776})).ok
     with pytest.raises(cl.ClaimsError, match="cannot be evaluated"):
-        cl.check_formula_value(ctx, {"expr": "__import__('os')", "expect": 1})
+        cl.check_formula_value(
+            ctx, parse_check("t", {"fn": "formula_value", "expr": "__import__('os')", "expect": 1})
+        )
 
 
 def test_verdicts_on_reference_match_committed(ref_rows: list) -> None:
@@ -414,7 +429,7 @@ def test_every_check_is_its_kinds_typed_model(tmp_path: Path) -> None:
     value, would compare against None and decide unseen."""
     import yaml
 
-    from hsitp.audit.claims.checks import Check, check_errors
+    from hsitp.audit.claims.checks import check_errors
     from hsitp.audit.claims.entries import Finding, PaperClaim
 
     claims = cl.load_claims()
@@ -454,7 +469,7 @@ def test_quote_agrees_with_sets_two_prose_rules_side_by_side() -> None:
     """Catches the folded kind (``quote_texts_agree`` became ``quote`` with ``agrees_with``) judging the first
     quote alone, taking a key ccr.nc lacks, or calling two prose rules side by side circular (they recompute no
     formula: the verdict stays computed); the old kind is refused when claims.yaml loads."""
-    from hsitp.audit.claims.checks import check_errors, parse_check
+    from hsitp.audit.claims.checks import check_errors
 
     ctx = cl.Context(REF / "cost")
     a, b = "rule_rho_lt1_section3_3", "rule_large_n_section8_1"  # channel vs token: the paper disagrees

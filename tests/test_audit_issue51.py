@@ -49,13 +49,15 @@ GOOD = {"random": 0.80, "block": 0.55}
 def _acc(tmp_path: Path, cells: list, name: str = "acc") -> cl.Outcome:
     accuracy_summary(tmp_path / "results" / name / "train" / "summary.nc", cells, GOOD)
     ctx = cl.Context(tmp_path / "results" / "smoke" / "cost", AuditSettings(accuracy_run=name))
-    return cl.check_accuracy_verdicts(ctx, {"variants": ["dchag_l", "dchag_c"]})
+    return cl.check_accuracy_verdicts(
+        ctx, parse_check("t", {"fn": "accuracy_verdicts", "variants": ["dchag_l", "dchag_c"]})
+    )
 
 
 def test_rule13_equal_accuracy_per_variant_and_protocol(tmp_path: Path, rows: list) -> None:
     """Catches the bug issue 51 names: 'better than tp' counted as a contradiction, D-CHAG-L and D-CHAG-C pooled into
     one verdict, and a protocol where no model beats the SVM (block, on the committed reference) deciding the claim."""
-    check = {"fn": "accuracy_verdicts", "min_fraction": 1.0}
+    check = parse_check("t", {"fn": "accuracy_verdicts", "min_fraction": 1.0})
     tp_r, tp_b = ("tp", 2, "random", "reference", 0.85, 0.01), ("tp", 2, "block", "reference", 0.45, 0.01)
     cases = [
         # (D-CHAG-L cells, D-CHAG-C cells) -> verdict
@@ -164,24 +166,43 @@ def test_rule8_a_ratio_decides_only_outside_its_range(tmp_path: Path) -> None:
     folder = tmp_path / "results" / "reference" / cl.GPU_REFERENCE
     shard_files(folder, spread=0.02)
     ctx = cl.Context(tmp_path / "results" / "smoke" / "cost")
-    o = cl.check_shard_compare(ctx, {"lhs": "agg_dchag_l", "rhs": "agg_tp", "op": "<"})
+    o = cl.check_shard_compare(
+        ctx, parse_check("t", {"fn": "shard_compare", "lhs": "agg_dchag_l", "rhs": "agg_tp", "op": "<"})
+    )
     # synthetic: dchag_l's CCR is higher than tp's at every point
     assert o.fraction == 0.0 and o.n_points == 6 and "half-measured" in o.how
-    o = cl.check_shard_value(ctx, {"ops": ["mlp"], "op": ">", "value": 1.0, "sel": {"N": 324}})
+    o = cl.check_shard_value(
+        ctx,
+        parse_check("t", {"fn": "shard_value", "ops": ["mlp"], "op": ">", "value": 1.0, "sel": {"N": 324}}),
+    )
     assert o.fraction == 0.0 and o.n_points == 3
     wide = tmp_path / "wide" / "results" / "reference" / cl.GPU_REFERENCE
     shard_files(wide, ccr=dict.fromkeys(["mlp", "attn_channel", "attn_token", "agg_tp", "agg_dchag_l",
                                          "agg_dchag_c"], 1.0), spread=0.3)  # fmt: skip
     wctx = cl.Context(tmp_path / "wide" / "results" / "smoke" / "cost")
-    o = cl.check_shard_value(wctx, {"ops": ["mlp"], "op": ">", "value": 1.0})
+    o = cl.check_shard_value(
+        wctx, parse_check("t", {"fn": "shard_value", "ops": ["mlp"], "op": ">", "value": 1.0})
+    )
     assert o.verdict == "pending" and "repeats on both sides of 1" in o.reason
-    o = cl.check_shard_compare(wctx, {"lhs": "attn_channel", "rhs": "attn_token", "op": "<"})
+    o = cl.check_shard_compare(
+        wctx, parse_check("t", {"fn": "shard_compare", "lhs": "attn_channel", "rhs": "attn_token", "op": "<"})
+    )
     assert o.verdict == "pending" and "ranges overlap" in o.reason
     # the probe's CCR ratio records one median per point: it never decides, and lists its medians
     run, _ = _run_with_reference(tmp_path / "probe")
     pctx = cl.Context(run / "cost")
     o = cl.check_probe_throughput(
-        pctx, {"quantity": "ccr_ratio", "plans": ["dchag_l"], "op": "<", "value": 1.0}
+        pctx,
+        parse_check(
+            "t",
+            {
+                "fn": "probe_throughput",
+                "quantity": "ccr_ratio",
+                "plans": ["dchag_l"],
+                "op": "<",
+                "value": 1.0,
+            },
+        ),
     )
     assert o.verdict == "pending" and "no repeat range" in o.reason and "medians" in o.reason
 
@@ -215,11 +236,15 @@ def test_rule1_a_measurement_decides_only_at_the_claims_sizes(tmp_path: Path, ro
     run, _ = _run_with_reference(tmp_path)
     ctx = cl.Context(run / "cost")
     base = {"lhs": {"plan": ["dchag_l"]}, "against": {"plan": "tp"}, "low": 0.75, "high": 0.85}
-    o = cl.check_probe_memory(ctx, {**base, "sizes": {"dim": 256, "N": 5776}})
+    o = cl.check_probe_memory(
+        ctx, parse_check("t", {"fn": "probe_memory", **base, "sizes": {"dim": 256, "N": 5776}})
+    )
     assert (
         o.verdict == "pending" and "not at the sizes the claim speaks of: dim 256 (measured: 64)" in o.reason
     )
-    o = cl.check_probe_memory(ctx, {**base, "sizes": {"dim": 64, "N": 324}})
+    o = cl.check_probe_memory(
+        ctx, parse_check("t", {"fn": "probe_memory", **base, "sizes": {"dim": 64, "N": 324}})
+    )
     assert o.verdict is None and o.fraction is not None
     r = _by_id(rows)["s8_2_memory_saving"]
     assert r.verdict == "pending" and "not at the sizes the claim speaks of" in r.reason
@@ -251,7 +276,7 @@ def test_rule11_every_rows_basis_is_decided_by_code(ctx: cl.Context, rows: list,
     registry scenes labelled circular, and a basis typed into claims.yaml."""
     by_id = {c.id: c for c in claims}
     for c in claims:
-        assert "basis" not in type(c).model_fields and "basis" not in c.check, c.id
+        assert "basis" not in type(c).model_fields and "basis" not in type(c.check).model_fields, c.id
     for r in rows:
         if r.basis not in ("computed", "circular"):
             continue

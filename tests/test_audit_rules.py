@@ -20,7 +20,7 @@ from nc_checks import described
 
 from hsitp.audit import claims as cl
 from hsitp.audit.audit import audit_run, read_claims_csv, write_claims
-from hsitp.audit.claims.checks import parse_check
+from hsitp.audit.claims.checks import AnyOf, Check, parse_check
 from hsitp.config import load_config
 from hsitp.io import provenance, write_netcdf
 from hsitp.settings import AuditSettings
@@ -68,7 +68,7 @@ def _entry(check: dict) -> cl.ClaimEntry:
     return cl.parse_entry({"id": "m", "section": "1", "kind": "number", "zh": "z", "en": "e", "check": check})
 
 
-def _measured_subchecks(check: dict) -> list:
+def _measured_subchecks(check: Check) -> list:
     """The sub-checks of a claim that read the measured run's probe/bench files at any model size (a sub-check
     bound to the paper's sizes, ``sizes``, is left to test_audit_issue51's scope test: the synthetic probe is not at
     them)."""
@@ -95,8 +95,10 @@ def test_rule1_scope_covers_every_p_the_sentence_names(by_id: dict) -> None:
 
 
 # --- rule 2: the paper's formulas first; findings ------------------------------------------------------------------
-def _fns(check: dict) -> list:
-    return [check, *[s for sub in check.get("checks") or [] for s in _fns(sub)]]
+def _fns(check: Check | dict) -> list[dict]:
+    """A check and its sub-checks, each as the fields claims.yaml set (whichever kind names them)."""
+    fields = check if isinstance(check, dict) else check.model_dump(exclude_unset=True)
+    return [fields, *[s for sub in fields.get("checks") or [] for s in _fns(sub)]]
 
 
 def test_rule2_findings_refine_a_claim_and_stay_out_of_the_counts(
@@ -113,8 +115,8 @@ def test_rule2_findings_refine_a_claim_and_stay_out_of_the_counts(
     ):
         assert ids[fid].kind == "finding" and ids[fid].refines == (target,)
     for c in claims:
-        if c.kind != "finding" and c.check["fn"] == "any_of":
-            labels = {s["label"] for s in c.check["checks"]}
+        if c.kind != "finding" and isinstance(c.check, AnyOf) and c.check.fn == "any_of":
+            labels = {s.label for s in c.check.checks}
             assert not {"stated model", "refined model"} <= labels, c.id
         for s in _fns(c.check):  # a CCR read without naming the model would mix stated and refined points
             if s.get("file") in ("ccr", "rho") and s.get("variable") in (
@@ -187,13 +189,14 @@ def test_rule4_knife_edge_marks(by_id: dict) -> None:
     assert by_id["s6_2_near_critical"].knife_edge is True  # 6 of 9 against 0.75
     assert by_id["s2_1_tokens_indian_pines"].knife_edge is False  # an exact count that matches
     o = cl.Outcome(value=0.99, band=(1.0, math.inf))
-    assert cl.knife_edge(o, {})[0]
-    assert not cl.knife_edge(dataclasses.replace(o, value=0.97), {})[0]
-    assert not cl.knife_edge(cl.Outcome(value=3.0, band=(3.0, 3.0), exact=True), {})[0]
-    assert cl.knife_edge(cl.Outcome(value=3.05, band=(3.0, 3.0), exact=True), {})[0]
+    plain = Check(fn="any")
+    assert cl.knife_edge(o, plain)[0]
+    assert not cl.knife_edge(dataclasses.replace(o, value=0.97), plain)[0]
+    assert not cl.knife_edge(cl.Outcome(value=3.0, band=(3.0, 3.0), exact=True), plain)[0]
+    assert cl.knife_edge(cl.Outcome(value=3.05, band=(3.0, 3.0), exact=True), plain)[0]
     share = cl.Outcome(fraction=5 / 9, n_points=9)
-    assert cl.knife_edge(share, {"min_fraction": 0.5})[0]  # 5/9 holds, 4/9 would not
-    assert not cl.knife_edge(cl.Outcome(fraction=1.0, n_points=9), {})[0]  # universal, unanimous
+    assert cl.knife_edge(share, Check(fn="any", min_fraction=0.5))[0]  # 5/9 holds, 4/9 would not
+    assert not cl.knife_edge(cl.Outcome(fraction=1.0, n_points=9), plain)[0]  # universal, unanimous
     from hsitp.audit.audit import _md_text
 
     assert "**knife edge**" in _md_text([r], {})
@@ -210,9 +213,10 @@ def test_rule5_hedged_claims(claims: list, by_id: dict) -> None:
         if cl.approximate(c.zh):
             assert c.about and by_id[c.id].tolerance.startswith("about:"), c.id
     one = cl.Outcome(fraction=1 / 9, n_points=9)
-    assert cl.decide(one, {}, existential=True)[0] == "holds"
-    assert cl.decide(one, {})[0] == "conditional"
-    assert cl.decide(cl.Outcome(fraction=0.0, n_points=9), {}, existential=True)[0] == "contradicted"
+    plain = Check(fn="any")
+    assert cl.decide(one, plain, existential=True)[0] == "holds"
+    assert cl.decide(one, plain)[0] == "conditional"
+    assert cl.decide(cl.Outcome(fraction=0.0, n_points=9), plain, existential=True)[0] == "contradicted"
     r = by_id["s7_2_parallelism_dominates"]  # 2(1 - a_s) >= 1 in D-CHAG's six published configs
     assert r.hedged and r.verdict == "holds" and r.pipeline_number == 1.0
     reading = {"fn": "reading", "verdict": "holds", "reason": "r", "source": "s"}
@@ -225,7 +229,7 @@ def _step(edge: float, width: float) -> float:
     return 0.01 * abs(edge) if edge != 0 else 0.01 * (width if math.isfinite(width) and width > 0 else 1.0)
 
 
-def _sides(o: cl.Outcome, check: dict, existential: bool) -> list[tuple[cl.Outcome, cl.Outcome]] | None:
+def _sides(o: cl.Outcome, check: Check, existential: bool) -> list[tuple[cl.Outcome, cl.Outcome]] | None:
     """(just inside, just outside) versions of the outcome at its deciding edge: the band edge nearest the value
     ± 1 % of the edge (or of the band width), the share threshold ± 1 %, or each sub-check of an any_of."""
     check = cl.deciding_check(o, check)
@@ -249,7 +253,7 @@ def _sides(o: cl.Outcome, check: dict, existential: bool) -> list[tuple[cl.Outco
         outside = e - d if e == lo else e + d
         return [(dataclasses.replace(o, value=inside), dataclasses.replace(o, value=outside))]
     if o.fraction is not None and o.n_points:
-        m = 0.0 if existential else float(check.get("min_fraction", 1.0))
+        m = 0.0 if existential else check.min_fraction
         d = _step(m, 1.0)
         inside = 0.01 if existential else min(1.0, m + d)
         outside = 0.0 if existential else m - d
@@ -294,7 +298,7 @@ def test_rule6_every_measured_subcheck_can_flip(measured_ctx: cl.Context, claims
             continue
         o, verdict, basis = cl.evaluate_claim(measured_ctx, c)
         # a claim's measured sub-check decides it; a finding's measurement is its whole check
-        by = o.decided_by.startswith("measured") or c.check["fn"] in cl.RUN_MEASURED_CHECKS
+        by = o.decided_by.startswith("measured") or c.check.fn in cl.RUN_MEASURED_CHECKS
         assert basis == "measured" and verdict != "pending" and by, c.id
         existential = cl.possibility_hedged(c.zh)
         pairs = _sides(o, c.check, existential)
@@ -307,7 +311,7 @@ def test_rule6_every_measured_subcheck_can_flip(measured_ctx: cl.Context, claims
 
 
 # --- rule 10: every verdict can come out against the paper ---------------------------------------------------------
-def _against(o: cl.Outcome, check: dict) -> cl.Outcome:
+def _against(o: cl.Outcome, check: Check) -> cl.Outcome:
     """The outcome as a measurement contradicting the paper everywhere would give it: the value far outside its
     band, a share of 0, the boolean false, every sub-check of an any_of so."""
     check = cl.deciding_check(o, check)
@@ -343,7 +347,7 @@ def test_rule10_every_computed_or_measured_claim_can_be_contradicted(ctx: cl.Con
         if c.by_construction:
             continue  # a reading decides it (rule 3)
         o, _, basis = cl.evaluate_claim(ctx, c)
-        fn = c.check["fn"]
+        fn = c.check.fn
         if fn in cl.MEASURED_CHECKS and o.verdict is not None:  # pending: no file here; what it would give
             o = cl.Outcome(fraction=0.5, n_points=4, basis=basis)
         elif basis not in ("computed", "circular", "measured"):
@@ -383,7 +387,9 @@ def test_rule10_every_measured_subcheck_can_be_contradicted(measured_ctx: cl.Con
     probe_files(est.measured_dir, memory=False, throughput=False)
     c = next(c for c in claims if c.id == "s8_2_memory_saving_estimate")
     # §8.2's sizes, which the synthetic estimate is not at (issue 51's scope test)
-    c = c.model_copy(update={"check": parse_check(c.id, {k: v for k, v in c.check.items() if k != "sizes"})})
+    c = c.model_copy(
+        update={"check": parse_check(c.id, c.check.model_dump(exclude_unset=True, exclude={"sizes"}))}
+    )
     o, _, basis = cl.evaluate_claim(est, c)
     assert basis == "computed" and "not measured" in o.how  # a finding: modelled (rule 2)
     assert cl.decide(_against(o, c.check), c.check)[0] == "contradicted"
@@ -483,23 +489,27 @@ def test_rule8_measured_basis_reads_the_accuracy_run(tmp_path: Path) -> None:
     one reading the wrong run (audit.accuracy_run), and a variable read with the wrong share."""
     run = tmp_path / "results" / "smoke"
     ctx = cl.Context(run / "cost", AuditSettings(accuracy_run="acc"))
-    check = {"fn": "measured", "variable": "oa_verdict", "equals": "equal", "waits_for": "issue 24"}
+    raw = {"fn": "measured", "variable": "oa_verdict", "equals": "equal", "waits_for": "issue 24"}
+    check = parse_check("t", raw)
     o = cl.check_measured(ctx, check)
     assert cl.decide(o, check) == ("pending", "measured")
     assert str(tmp_path / "results" / "acc" / "train" / "summary.nc") in o.reason and "issue 24" in o.reason
     _summary(tmp_path / "results" / "acc" / "train" / "summary.nc", ["equal", "equal", "not_equal"])
-    o = cl.check_measured(ctx, {**check, "min_fraction": 0.5})
-    assert o.fraction == pytest.approx(2 / 3) and cl.decide(o, {**check, "min_fraction": 0.5}) == (
+    o = cl.check_measured(ctx, parse_check("t", {**raw, "min_fraction": 0.5}))
+    assert o.fraction == pytest.approx(2 / 3) and cl.decide(
+        o, parse_check("t", {**raw, "min_fraction": 0.5})
+    ) == (
         "holds",
         "measured",
     )
-    o = cl.check_measured(ctx, {"fn": "measured", "variable": "oa_ci_low"})
+    o = cl.check_measured(ctx, parse_check("t", {"fn": "measured", "variable": "oa_ci_low"}))
     assert o.verdict == "pending" and "no variable 'oa_ci_low'" in o.reason
     o = cl.check_measured(
-        ctx, {"fn": "measured", "variable": "oa_mean", "low": 0.56, "sel": {"plan": "dchag_l"}}
+        ctx,
+        parse_check("t", {"fn": "measured", "variable": "oa_mean", "low": 0.56, "sel": {"plan": "dchag_l"}}),
     )
     assert o.fraction == pytest.approx(1 / 3)
-    assert cl.config_keys([_entry(check)]) == ["audit.accuracy_run"]
+    assert cl.config_keys([_entry(raw)]) == ["audit.accuracy_run"]
     default = cl.Context(run / "cost")
     assert default.accuracy_summary == tmp_path / "results" / "cpu-places" / "train" / "summary.nc"
 
@@ -510,7 +520,8 @@ def test_accuracy_claims_read_the_committed_reference_when_the_run_is_absent(tmp
     here."""
     run = tmp_path / "results" / "smoke"
     ctx = cl.Context(run / "cost", AuditSettings(accuracy_run="acc"))
-    check = {"fn": "measured", "variable": "oa_verdict", "equals": "equal", "min_fraction": 1.0}
+    raw = {"fn": "measured", "variable": "oa_verdict", "equals": "equal", "min_fraction": 1.0}
+    check = parse_check("t", raw)
     ref = tmp_path / "results" / "reference" / "acc" / "train" / "summary.nc"
     _summary(ref, ["equal", "equal", "equal"])
     o = cl.check_measured(ctx, check)
@@ -520,7 +531,7 @@ def test_accuracy_claims_read_the_committed_reference_when_the_run_is_absent(tmp
     fresh = cl.Context(run / "cost", AuditSettings(accuracy_run="acc"))
     o = cl.check_measured(fresh, check)
     assert not fresh.accuracy_from_reference and "committed reference" not in o.reason
-    assert cl.decide(o, {**check, "if_false": "contradicted"})[0] == "contradicted"
+    assert cl.decide(o, parse_check("t", {**raw, "if_false": "contradicted"}))[0] == "contradicted"
 
 
 def test_rule8_measured_subchecks_read_the_runs_own_files(tmp_path: Path, claims: list) -> None:
@@ -551,11 +562,19 @@ def test_rule8_measured_subchecks_read_the_runs_own_files(tmp_path: Path, claims
     assert other.measured_dir == tmp_path / "results" / "gpu"
     assert cl.evaluate_claim(other, c)[2] == "pending"
     # an oversubscribed P decides nothing: at P = 4 alone (synthetic throughput.nc labels it) the check is pending
-    o = cl.check_probe_throughput(ctx, {"plans": ["dchag_l"], "P": [4], "op": ">", "value": 1.0})
+    o = cl.check_probe_throughput(
+        ctx,
+        parse_check("t", {"fn": "probe_throughput", "plans": ["dchag_l"], "P": [4], "op": ">", "value": 1.0}),
+    )
     assert (
         o.verdict == "pending" and "P = 4 (oversubscribed: 4 ranks on 2 cores: decides nothing)" in o.reason
     )
-    o = cl.check_probe_throughput(ctx, {"plans": ["dchag_l"], "P_min": 2, "op": ">", "value": 1.0})
+    o = cl.check_probe_throughput(
+        ctx,
+        parse_check(
+            "t", {"fn": "probe_throughput", "plans": ["dchag_l"], "P_min": 2, "op": ">", "value": 1.0}
+        ),
+    )
     assert o.n_points == 6 and "left out: P = 4" in o.how  # P = 2 and 8 at g = 2, 4, 8
     # a point within its repeats' IQR decides nothing
     measured_bench_files(run)
@@ -564,7 +583,9 @@ def test_rule8_measured_subchecks_read_the_runs_own_files(tmp_path: Path, claims
     write_netcdf(mb, run / "bench/microbench_wide.nc", kind="microbench", prov=provenance())
     (run / "bench/microbench_wide.nc").replace(run / "bench/microbench.nc")
     wide = cl.Context(run / "cost")
-    o = cl.check_bench_compare(wide, {"lhs": "attn_channel", "rhs": "attn_token", "op": "<"})
+    o = cl.check_bench_compare(
+        wide, parse_check("t", {"fn": "bench_compare", "lhs": "attn_channel", "rhs": "attn_token", "op": "<"})
+    )
     assert o.verdict == "pending" and "within the repeats' IQR" in o.reason
     _bench_launch_rules(run)
     assert cl.config_keys([by_id["s4_2_memory_linear"]]) == ["audit.measured_run"]
@@ -591,9 +612,9 @@ def _rewrite_bench(run: Path, edit) -> cl.Context:
 
 def _bench_launch_rules(run: Path) -> None:
     """The bench sub-checks decide only from >= 3 independent launches lying wholly apart (docs/audit.md)."""
-    compare = {"lhs": "attn_channel", "rhs": "attn_token", "op": "<"}
-    trend = {"op": "layernorm_sharded", "direction": "falls"}
-    value = {"of": "layernorm_sharded", "op": ">", "value": 1.0}
+    compare = parse_check("t", {"fn": "bench_compare", "lhs": "attn_channel", "rhs": "attn_token", "op": "<"})
+    trend = parse_check("t", {"fn": "bench_trend", "op": "layernorm_sharded", "direction": "falls"})
+    value = parse_check("t", {"fn": "bench_value", "of": "layernorm_sharded", "op": ">", "value": 1.0})
     tight = _rewrite_bench(run, lambda mb: mb)
     for check, args in ((cl.check_bench_compare, compare), (cl.check_bench_trend, trend),
                         (cl.check_bench_value, value)):  # fmt: skip
@@ -682,15 +703,20 @@ def test_rule11_circular_evidence_says_consistent(ctx: cl.Context, rows: list, c
     """Catches a verdict that rests on the paper's own formula at the paper's own numbers presented as `holds`
     (issue 37: it cannot come out against the paper, so it says `consistent`, basis `circular`), and the opposite
     mistake: a check that reads our refined model, the registry or a measurement labelled circular."""
-    assert cl.circular({"fn": "formula_value"}) and cl.circular({"fn": "quote", "key": "threshold_p8_intra"})
-    assert not cl.circular(
-        {"fn": "quote", "key": "grid_pavia_university"}
-    )  # the registry's scene, not the paper's
-    assert cl.circular({"fn": "table_value", "sel": {"model": "stated", "hardware": "paper-intra"}})
-    assert not cl.circular({"fn": "table_value", "sel": {"model": "refined", "hardware": "paper-intra"}})
-    assert not cl.circular({"fn": "table_value", "sel": {"model": "stated"}})  # every preset, ours among them
-    assert not cl.circular({"fn": "dataset_grid"}) and not cl.circular({"fn": "measured"})
-    assert not cl.circular({"fn": "probe_memory"}) and not cl.circular({"fn": "bench_compare"})
+
+    def quote(key: str) -> Check:
+        return parse_check("t", {"fn": "quote", "key": key})
+
+    def table(sel: dict) -> Check:
+        return parse_check("t", {"fn": "table_value", "file": "ccr", "variable": "ccr", "sel": sel})
+
+    assert cl.circular(Check(fn="formula_value")) and cl.circular(quote("threshold_p8_intra"))
+    assert not cl.circular(quote("grid_pavia_university"))  # the registry's scene, not the paper's
+    assert cl.circular(table({"model": "stated", "hardware": "paper-intra"}))
+    assert not cl.circular(table({"model": "refined", "hardware": "paper-intra"}))
+    assert not cl.circular(table({"model": "stated"}))  # every preset, ours among them
+    for fn in ("dataset_grid", "measured", "probe_memory", "bench_compare"):
+        assert not cl.circular(Check(fn=fn)), fn
     by_id = {c.id: c for c in claims}
     for r in rows:
         c = by_id.get(r.id)
@@ -717,22 +743,27 @@ def test_rule12_a_factor_that_moves_a_boundary_is_judged_by_moving_it(by_id: dic
         "factor": "dtype",
         "P": [8],
         "direction": "moves",
+        "source": "made-up rates",  # a number-format change names where its rates come from
     }
     rate = {"h100-nvlink-ib": {"fp8": 2.0}, "mi250x-frontier": {"int8": 1.0}}
     # H100 FP8: F doubles and the bytes per element halve at once: P F b / (2 beta) stays
-    o = cl.check_boundary_moves(ctx, {**base, "hardware": ["h100-nvlink-ib"], "to": ["fp8"], "rate": rate})
+    o = cl.check_boundary_moves(
+        ctx, parse_check("t", {**base, "hardware": ["h100-nvlink-ib"], "to": ["fp8"], "rate": rate})
+    )
     assert o.fraction == 0.0 and "threshold 13186.7 → 13186.7" in o.how
     # MI250X INT8: the rate stays, the bytes halve: the threshold halves
-    o = cl.check_boundary_moves(ctx, {**base, "hardware": ["mi250x-frontier"], "to": ["int8"], "rate": rate})
+    o = cl.check_boundary_moves(
+        ctx, parse_check("t", {**base, "hardware": ["mi250x-frontier"], "to": ["int8"], "rate": rate})
+    )
     assert o.fraction == 1.0 and "threshold 22980 → 11490" in o.how
     # a format the hardware lacks is not a point
-    o = cl.check_boundary_moves(ctx, {**base, "hardware": ["h100-nvlink-ib", "mi250x-frontier"], "to": ["int8"],
-                                      "rate": rate})  # fmt: skip
+    o = cl.check_boundary_moves(ctx, parse_check("t", {**base, "hardware": ["h100-nvlink-ib", "mi250x-frontier"], "to": ["int8"],
+                                      "rate": rate}))  # fmt: skip
     assert o.n_points == 1 and "not applicable" in o.how
     # the split boundary rho* = 1 moves for no factor of the paper's formulas
     for factor, to in (("dtype", "int8"), ("beta", "paper-intra"), ("preset", "h200-nvlink-ib")):
-        o = cl.check_boundary_moves(ctx, {**base, "boundary": "split", "factor": factor, "to": [to], "rate": rate,
-                                          "hardware": ["mi250x-frontier"]})  # fmt: skip
+        o = cl.check_boundary_moves(ctx, parse_check("t", {**base, "boundary": "split", "factor": factor, "to": [to], "rate": rate,
+                                          "hardware": ["mi250x-frontier"]}))  # fmt: skip
         assert o.fraction == 0.0, factor
     r = by_id["s9_2_precision"]
     assert r.basis == "computed" and r.verdict == "conditional" and r.pipeline_number == pytest.approx(1 / 6)
@@ -742,5 +773,9 @@ def test_rule12_a_factor_that_moves_a_boundary_is_judged_by_moving_it(by_id: dic
     assert by_id["s11_growth_crosses_threshold"].verdict == "conditional"
     assert "holds only under: intra-node beta" in by_id["s11_growth_crosses_threshold"].reason
     assert by_id["s11_faster_links_larger_p"].verdict == "holds"
-    assert cl.circular({**base, "factor": "beta", "hardware": ["paper-inter"], "to": ["paper-intra"]})
-    assert not cl.circular({**base, "factor": "width", "hardware": ["paper-intra"], "to": [2048]})
+    assert cl.circular(
+        parse_check("t", {**base, "factor": "beta", "hardware": ["paper-inter"], "to": ["paper-intra"]})
+    )
+    assert not cl.circular(
+        parse_check("t", {**base, "factor": "width", "hardware": ["paper-intra"], "to": [2048]})
+    )
