@@ -22,14 +22,14 @@ def check_quote(ctx: Context, a: checks.Quote) -> Outcome:
     """A quote recorded in ccr.nc (stated.paper_quotes + the table's own): consistent or not; with ``agrees_with``,
     whether the two quotes' prose rules name the same split."""
     ds = ctx.table("ccr")
-    key = a["key"]
-    for k in (key, a.get("agrees_with", key)):
+    key, pair = a.key, "agrees_with" in a.model_fields_set
+    for k in (key, a.agrees_with) if pair else (key,):
         if k not in ds["quote"].values:
             raise ClaimsError(
                 f"quote {k!r} not in ccr.nc (quotes: {', '.join(map(str, ds['quote'].values))})"
             )
-    if "agrees_with" in a:
-        return _texts_agree(ds, key, a["agrees_with"])
+    if pair:
+        return _texts_agree(ds, key, str(a.agrees_with))
     q = ds.sel(quote=key)
     text = str(q["quoted_text"].values)
     if text:
@@ -72,26 +72,32 @@ def _banded(v: float, a: checks.Check, how: str, source: str) -> Outcome:
     """``v`` against the check's bounds (``low``/``high``, or ``expect``: exact), the band deciding."""
     lo, hi, tol = _bounds(a)
     return Outcome(
-        value=v, how=how, source=source, ok=lo <= v <= hi, tolerance=tol, band=(lo, hi), exact="expect" in a
+        value=v,
+        how=how,
+        source=source,
+        ok=lo <= v <= hi,
+        tolerance=tol,
+        band=(lo, hi),
+        exact="expect" in a.model_fields_set,
     )
 
 
 def check_formula_value(ctx: Context, a: checks.FormulaValue) -> Outcome:
     """A formula (paper's stated model, constants F, beta_intra, beta_inter, n_tokens) against the paper's number."""
-    return _banded(_eval(a["expr"], a.get("at")), a, a["expr"], "hsitp.cost.stated")
+    return _banded(_eval(a.expr, a.at), a, a.expr, "hsitp.cost.stated")
 
 
 def check_formula_identity(ctx: Context, a: checks.FormulaIdentity) -> Outcome:
     """Two expressions agree at every listed point (a derivation step; rtol 1e-12 by default)."""
-    rtol = float(a.get("rtol", 1e-12))
-    points = a.get("points") or [a.get("at", {})]
+    rtol = a.rtol
+    points = a.points or [a.at]
     worst = 0.0
     for p in points:
-        lhs, rhs = _eval(a["lhs"], p), _eval(a["rhs"], p)
+        lhs, rhs = _eval(a.lhs, p), _eval(a.rhs, p)
         worst = max(worst, abs(lhs - rhs) / max(abs(rhs), 1e-300))
     return Outcome(
         value=worst,
-        how=f"max relative |({a['lhs']}) − ({a['rhs']})| over {len(points)} point(s)",
+        how=f"max relative |({a.lhs}) − ({a.rhs})| over {len(points)} point(s)",
         source="hsitp.cost.stated",
         ok=worst <= rtol,
         tolerance=f"rtol {rtol:g}",
@@ -119,67 +125,67 @@ def _reduce(da: xr.DataArray, how: str) -> float:
 
 def check_table_value(ctx: Context, a: checks.TableValue) -> Outcome:
     """One number from a cost table (optionally reduced over a selection) within bounds."""
-    da = _sel(ctx.table(a["file"])[a["variable"]], a.get("sel"))
-    if a.get("ratio_to"):
-        da = da / _sel(ctx.table(a["file"])[a["variable"]], a["ratio_to"])
-    red = a.get("reduce", "value")
-    v = _reduce(da, red)
-    ratio = f" / {a['variable']}{_sel_text(a['ratio_to'])}" if a.get("ratio_to") else ""
-    how = f"{red} of {a['variable']}{_sel_text(a.get('sel'))}{ratio}"
-    if a.get("over"):  # a ratio of two table values (e.g. one effect against another)
+    da = _sel(ctx.table(a.file)[a.variable], a.sel)
+    if a.ratio_to:
+        da = da / _sel(ctx.table(a.file)[a.variable], a.ratio_to)
+    v = _reduce(da, a.reduce)
+    ratio = f" / {a.variable}{_sel_text(a.ratio_to)}" if a.ratio_to else ""
+    how = f"{a.reduce} of {a.variable}{_sel_text(a.sel)}{ratio}"
+    if a.over:  # a ratio of two table values (e.g. one effect against another)
         other = check_table_value(ctx, a.over_check())
         v, how = v / float(other.value), f"({how}) / ({other.how})"
-    return _banded(v, a, how, f"cost/{a['file']}.nc:{a['variable']}")
+    return _banded(v, a, how, f"cost/{a.file}.nc:{a.variable}")
 
 
 def check_table_compare(ctx: Context, a: checks.TableCompare) -> Outcome:
     """Elementwise ``var[sel+lhs] OP var[sel+rhs]`` over the remaining dims: the fraction of points where true."""
-    var = a["variable"]
-    rvar = a.get("rhs_variable", var)
-    ds = ctx.table(a["file"])
-    base = dict(a.get("sel") or {})
-    left = _sel(ds[var], {**base, **(a.get("lhs") or {})})
-    rsel = {**base, **(a.get("rhs") or {})}
+    var = a.variable
+    rvar = a.rhs_variable if a.rhs_variable is not None else var
+    ds = ctx.table(a.file)
+    base = dict(a.sel or {})
+    left = _sel(ds[var], {**base, **(a.lhs or {})})
+    rsel = {**base, **(a.rhs or {})}
     if rvar != var:  # a second variable: the shared selection applies to the dims it has
         rsel = {k: v for k, v in rsel.items() if k in ds[rvar].dims}
     right = _sel(ds[rvar], rsel)
-    if a.get("rhs_min_over"):  # against the best of several (e.g. the better 1-D split)
-        right = right.min(a["rhs_min_over"])
-    if "rhs_factor" in a:
-        right = right * float(a["rhs_factor"])
+    if a.rhs_min_over:  # against the best of several (e.g. the better 1-D split)
+        right = right.min(a.rhs_min_over)
+    scaled = "rhs_factor" in a.model_fields_set
+    if scaled:
+        right = right * float(a.rhs_factor)
     if set(left.dims) != set(right.dims):
         raise ClaimsError(
-            f"table_compare: {var}{_sel_text(a.get('lhs'))} has dims {left.dims}, the other side {right.dims}"
+            f"table_compare: {var}{_sel_text(a.lhs)} has dims {left.dims}, the other side {right.dims}"
         )
     right = right.transpose(*left.dims)
-    truth = np.asarray(_op(a["op"])(np.asarray(left.values), np.asarray(right.values)), dtype=bool).ravel()
-    factor = f"{_fmt(float(a['rhs_factor']))}·" if "rhs_factor" in a else ""
+    truth = np.asarray(_op(a.op)(np.asarray(left.values), np.asarray(right.values)), dtype=bool).ravel()
+    factor = f"{_fmt(float(a.rhs_factor))}·" if scaled else ""
     return share(
         float(truth.mean()) if truth.size else 0.0,
         int(truth.size),
         a,
-        f"share of {truth.size} point(s) where {var}{_sel_text(a.get('lhs'))} {a['op']} "
-        f"{factor}{rvar}{_sel_text(a.get('rhs'))} at {_sel_text(base) or 'every point'}",
-        f"cost/{a['file']}.nc:{var}" + (f",{rvar}" if rvar != var else ""),
+        f"share of {truth.size} point(s) where {var}{_sel_text(a.lhs)} {a.op} "
+        f"{factor}{rvar}{_sel_text(a.rhs)} at {_sel_text(base) or 'every point'}",
+        f"cost/{a.file}.nc:{var}" + (f",{rvar}" if rvar != var else ""),
     )
 
 
 def check_table_fraction(ctx: Context, a: checks.TableFraction) -> Outcome:
     """Fraction of a table's selected values satisfying ``OP value`` (or within [low, high]); optionally of their
     ratio to another selection (``ratio_to``) or of their minimum over one dim (``min_over``, e.g. the better split)."""
-    ds = ctx.table(a["file"])
-    da = _sel(ds[a["variable"]], a.get("sel"))
+    ds = ctx.table(a.file)
+    da = _sel(ds[a.variable], a.sel)
     extra = ""
-    if a.get("ratio_to"):
-        da = da / _sel(ds[a["variable"]], a["ratio_to"])
-        extra += f" / {a['variable']}{_sel_text(a['ratio_to'])}"
-    if a.get("min_over"):
-        da = da.min(a["min_over"])
-        extra += f" (min over {a['min_over']})"
+    if a.ratio_to:
+        da = da / _sel(ds[a.variable], a.ratio_to)
+        extra += f" / {a.variable}{_sel_text(a.ratio_to)}"
+    if a.min_over:
+        da = da.min(a.min_over)
+        extra += f" (min over {a.min_over})"
     vals = np.asarray(da.values).ravel()
-    if "op" in a:
-        truth = np.asarray(_op(a["op"])(vals, a["value"]), dtype=bool)
-        cond = f"{a['op']} {a['value']}"
+    if "op" in a.model_fields_set:
+        truth = np.asarray(_op(a.op)(vals, a.value), dtype=bool)
+        cond = f"{a.op} {a.value}"
     else:
         lo, hi, _ = _bounds(a)
         truth = (vals >= lo) & (vals <= hi)
@@ -188,21 +194,21 @@ def check_table_fraction(ctx: Context, a: checks.TableFraction) -> Outcome:
         float(truth.mean()),
         int(vals.size),
         a,
-        f"share of {vals.size} value(s) of {a['variable']}{_sel_text(a.get('sel'))}{extra} {cond}",
-        f"cost/{a['file']}.nc:{a['variable']}",
+        f"share of {vals.size} value(s) of {a.variable}{_sel_text(a.sel)}{extra} {cond}",
+        f"cost/{a.file}.nc:{a.variable}",
     )
 
 
 def check_table_spread(ctx: Context, a: checks.TableSpread) -> Outcome:
     """A quantity the paper says does not depend on ``dim``: max/min − 1 along it (worst over other dims)."""
-    da = _sel(ctx.table(a["file"])[a["variable"]], a.get("sel"))
-    spread = (da.max(a["dim"]) / da.min(a["dim"]) - 1.0).max()
+    da = _sel(ctx.table(a.file)[a.variable], a.sel)
+    spread = (da.max(a.dim) / da.min(a.dim) - 1.0).max()
     v = float(spread.values)
-    rtol = float(a.get("rtol", 1e-9))
+    rtol = a.rtol
     return Outcome(
         value=v,
-        how=f"max/min − 1 of {a['variable']}{_sel_text(a.get('sel'))} along {a['dim']}",
-        source=f"cost/{a['file']}.nc:{a['variable']}",
+        how=f"max/min − 1 of {a.variable}{_sel_text(a.sel)} along {a.dim}",
+        source=f"cost/{a.file}.nc:{a.variable}",
         ok=v <= rtol,
         tolerance=f"spread ≤ {rtol:g}",
         band=(0.0, rtol),
@@ -214,20 +220,20 @@ def check_lower_split_rule(ctx: Context, a: checks.LowerSplitRule) -> Outcome:
     (dataset × patch × definition of C × hardware × P) with C ≠ N. Rule ``longer``: split the longer of C and N
     (what the formulas give); ``shorter``: split the shorter (what §3.3 and §11 say)."""
     ds = ctx.table("rho")
-    model = a.get("model", "stated")
+    model = a.model
     ccr = ds["ccr"].sel(model=model)
     chan, tok = ccr.sel(split="channel"), ccr.sel(split="token")
     C, N = ds["C"], ds["N"]  # (dataset, c_def), (dataset, patch)
     longer_is_c = (C > N).broadcast_like(chan)
     decided = (C != N).broadcast_like(chan) & (chan != tok)
     lower_is_c = chan < tok
-    agree = (lower_is_c == longer_is_c) if a["rule"] == "longer" else (lower_is_c != longer_is_c)
+    agree = (lower_is_c == longer_is_c) if a.rule == "longer" else (lower_is_c != longer_is_c)
     n = int(decided.sum())
     return share(
         float((agree & decided).sum()) / n if n else 0.0,
         n,
         a,
-        f"share of {n} points where the '{a['rule']}' rule picks the 1-D split with the lower {model} CCR",
+        f"share of {n} points where the '{a.rule}' rule picks the 1-D split with the lower {model} CCR",
         "cost/rho.nc:ccr,C,N",
     )
 
@@ -237,14 +243,14 @@ def check_split_regime(ctx: Context, a: checks.SplitRegime) -> Outcome:
     better split's CCR is below 1 and the worse split's above 1 (``max(C, N) > P F/beta > min(C, N)`` under the
     stated model). Where both are above 1 (or both below), picking the wrong split changes no regime."""
     ds = ctx.table("rho")
-    ccr = _sel(ds["ccr"].sel(split=["channel", "token"]), a.get("sel"))
+    ccr = _sel(ds["ccr"].sel(split=["channel", "token"]), a.sel)
     lo, hi = ccr.min("split"), ccr.max("split")
     decides = np.asarray(((lo < 1.0) & (hi > 1.0)).values, dtype=bool).ravel()
     return share(
         float(decides.mean()) if decides.size else 0.0,
         int(decides.size),
         a,
-        f"share of {decides.size} point(s) of ccr{_sel_text(a.get('sel'))} where min(channel, token) < 1 < "
+        f"share of {decides.size} point(s) of ccr{_sel_text(a.sel)} where min(channel, token) < 1 < "
         "max(channel, token)",
         "cost/rho.nc:ccr",
     )
@@ -252,29 +258,30 @@ def check_split_regime(ctx: Context, a: checks.SplitRegime) -> Outcome:
 
 def check_dataset_grid(ctx: Context, a: checks.DatasetGrid) -> Outcome:
     """A scene's rows × cols (× bands) as the paper gives it, against the registry."""
-    spec = registry.get(a["dataset"])
-    keys = [k for k in ("rows", "cols", "bands") if k in a]
+    spec = registry.get(a.dataset)
+    keys = [k for k in ("rows", "cols", "bands") if k in a.model_fields_set]
     got = {k: getattr(spec, k) for k in keys}
+    want = {k: getattr(a, k) for k in keys}
     return Outcome(
         value="x".join(str(got[k]) for k in keys),
-        paper_value="x".join(str(a[k]) for k in keys),
+        paper_value="x".join(str(want[k]) for k in keys),
         how=" x ".join(keys),
-        source=f"hsitp.data.registry:{a['dataset']} (verified={spec.verified})",
-        ok=all(int(a[k]) == got[k] for k in keys),
+        source=f"hsitp.data.registry:{a.dataset} (verified={spec.verified})",
+        ok=all(int(want[k]) == got[k] for k in keys),
         tolerance="exact",
     )
 
 
 def check_dataset_attr(ctx: Context, a: checks.DatasetAttr) -> Outcome:
     """A registry attribute equals (or contains) what the paper says."""
-    spec = registry.get(a["dataset"])
-    v = getattr(spec, a["attr"])
-    if "contains" in a:
-        ok, tol = str(a["contains"]).lower() in str(v).lower(), f"contains {a['contains']!r}"
+    spec = registry.get(a.dataset)
+    v = getattr(spec, a.attr)
+    if "contains" in a.model_fields_set:
+        ok, tol = str(a.contains).lower() in str(v).lower(), f"contains {a.contains!r}"
     else:
-        ok, tol = v == a["equals"], f"equals {a['equals']!r}"
+        ok, tol = v == a.equals, f"equals {a.equals!r}"
     return Outcome(
-        value=v, how=a["attr"], source=f"hsitp.data.registry:{a['dataset']}.{a['attr']}", ok=ok, tolerance=tol
+        value=v, how=a.attr, source=f"hsitp.data.registry:{a.dataset}.{a.attr}", ok=ok, tolerance=tol
     )
 
 
@@ -282,14 +289,14 @@ def check_dataset_range(ctx: Context, a: checks.DatasetRange) -> Outcome:
     """Share of registry scenes whose bands (or tokens at a patch size) fall in [low, high]."""
     lo, hi, _ = _bounds(a)
     vals = {}
-    for name in a.get("datasets") or registry.names():
+    for name in a.datasets or registry.names():
         spec = registry.get(name)
-        if a["attr"] == "tokens":
-            vals[name] = n_tokens(spec.rows, spec.cols, int(a["patch"]))
+        if a.attr == "tokens":
+            vals[name] = n_tokens(spec.rows, spec.cols, int(a.patch))
         else:
-            vals[name] = getattr(spec, a["attr"])
+            vals[name] = getattr(spec, a.attr)
     inside = [n for n, v in vals.items() if lo <= v <= hi]
-    what = f"tokens at p = {a['patch']}" if a["attr"] == "tokens" else a["attr"]
+    what = f"tokens at p = {a.patch}" if a.attr == "tokens" else a.attr
     return share(
         len(inside) / len(vals),
         len(vals),
@@ -312,23 +319,23 @@ def _config_lookup(config: Config, key: str) -> Any:
 
 def check_config_value(ctx: Context, a: checks.ConfigValue) -> Outcome:
     """A design parameter of the paper against the run's config."""
-    v = _config_lookup(ctx.settings.config, a["key"])
+    v = _config_lookup(ctx.settings.config, a.key)
     return Outcome(
-        value=v, how=f"config {a['key']}", source=f"config:{a['key']}", ok=v == a["equals"], tolerance="equal"
+        value=v, how=f"config {a.key}", source=f"config:{a.key}", ok=v == a.equals, tolerance="equal"
     )
 
 
 def check_table_attr(ctx: Context, a: checks.TableAttr) -> Outcome:
     """A design parameter recorded in a cost table (attribute or coordinate values)."""
-    ds = ctx.table(a["file"])
-    if "coord" in a:
-        v: Any = [x.item() if hasattr(x, "item") else x for x in ds[a["coord"]].values]
-        src = f"cost/{a['file']}.nc:{a['coord']} (coordinate)"
+    ds = ctx.table(a.file)
+    if "coord" in a.model_fields_set:
+        v: Any = [x.item() if hasattr(x, "item") else x for x in ds[a.coord].values]
+        src = f"cost/{a.file}.nc:{a.coord} (coordinate)"
     else:
-        v = ds.attrs[a["attr"]]
+        v = ds.attrs[a.attr]
         v = v.item() if hasattr(v, "item") else v
-        src = f"cost/{a['file']}.nc:{a['attr']} (attribute)"
-    want = a["equals"]
+        src = f"cost/{a.file}.nc:{a.attr} (attribute)"
+    want = a.equals
     ok = list(v) == list(want) if isinstance(want, list) else v == want
     return Outcome(value=v, how="recorded value", source=src, ok=ok, tolerance="equal")
 
@@ -337,23 +344,21 @@ def check_preset_value(ctx: Context, a: checks.PresetValue) -> Outcome:
     """A hardware number of the paper against the preset that encodes it (hsitp.cost.hardware)."""
     from hsitp.cost.hardware import get_hardware
 
-    hw = get_hardware(a["preset"])
-    v = float(eval(a["field"], {"__builtins__": {}}, {"hw": hw}))  # noqa: S307 - attribute access on a preset
-    return _banded(v, a, a["field"], f"hsitp.cost.hardware:{a['preset']}")
+    hw = get_hardware(a.preset)
+    v = float(eval(a.field, {"__builtins__": {}}, {"hw": hw}))  # noqa: S307 - attribute access on a preset
+    return _banded(v, a, a.field, f"hsitp.cost.hardware:{a.preset}")
 
 
 def check_reading(ctx: Context, a: checks.Reading) -> Outcome:
     """A verdict that rests on reading (a reference's authors, a method's name, internal consistency of prose)."""
-    return Outcome(verdict=a["verdict"], reason=a["reason"], source=a["source"], how="reading")
+    return Outcome(verdict=a.verdict, reason=a.reason, source=a.source, how="reading")
 
 
 def check_pending(ctx: Context, a: checks.Pending) -> Outcome:
     """Waits on a stage not built yet (training, memory probe)."""
-    return Outcome(
-        verdict=Claim.PENDING, reason=f"pending: {a['stage']} stage; {a['reason']}", how="-", source="-"
-    )
+    return Outcome(verdict=Claim.PENDING, reason=f"pending: {a.stage} stage; {a.reason}", how="-", source="-")
 
 
 def check_needs_gpu(ctx: Context, a: checks.NeedsGpu) -> Outcome:
     """Needs a GPU measurement (tensor cores, NCCL overlap) that CPU/gloo runs cannot stand in for."""
-    return Outcome(verdict=Claim.NEEDS_GPU, reason=a["reason"], how="-", source=a.get("source", "-"))
+    return Outcome(verdict=Claim.NEEDS_GPU, reason=a.reason, how="-", source=a.source)
