@@ -45,7 +45,7 @@ def _check_measured(ctx: Context, a: checks.Measured) -> Outcome:
     per cell), as the share of the selected cells equal to ``equals`` (e.g. a verdict variable) or within [low,
     high]. Basis ``measured``; pending, with what it waits for, while the file or the variable is absent (the drift
     check compares such claims by presence and schema, never by verdict)."""
-    path, var, waits = ctx.accuracy_summary, a["variable"], a.get("waits_for", "")
+    path, var, waits = ctx.accuracy_summary, a.variable, a.waits_for
     if not path.exists():
         why = f"pending: no {path} (run the accuracy run `{ctx.accuracy_run}`: audit.accuracy_run). {waits}"
         return pending(path, why.strip())
@@ -53,24 +53,24 @@ def _check_measured(ctx: Context, a: checks.Measured) -> Outcome:
     ctx.inputs["accuracy_summary"] = path
     if var not in ds:
         return pending(f"{path}:{var}", f"pending: {path} has no variable {var!r} yet. {waits}".strip())
-    vals = _selected(ds[var], a.get("sel") or {}, path)
-    if "undecided" in a and bool(np.all(vals.astype(str) == str(a["undecided"]))):
+    vals = _selected(ds[var], a.sel or {}, path)
+    if "undecided" in a.model_fields_set and bool(np.all(vals.astype(str) == str(a.undecided))):
         # no cell decided either way: the measurement cannot judge the claim (not a contradiction of it); a share
         # of 0 with a decided cell is one (if_false: contradicted)
         return Outcome(
             verdict=Claim.NOT_REPRODUCIBLE, basis=Basis.MEASURED, value=0.0,
-            how=f"every one of {vals.size} cell(s) of {var}{_sel_text(a.get('sel'))} is {a['undecided']!r}",
-            source=f"{path}:{var}", reason=f"no selected cell was decided ({a['undecided']}): more seeds could decide it",
+            how=f"every one of {vals.size} cell(s) of {var}{_sel_text(a.sel)} is {a.undecided!r}",
+            source=f"{path}:{var}", reason=f"no selected cell was decided ({a.undecided}): more seeds could decide it",
         )  # fmt: skip
-    if "equals" in a:
-        truth = vals.astype(str) == str(a["equals"])
-        cond = f"== {a['equals']!r}"
+    if "equals" in a.model_fields_set:
+        truth = vals.astype(str) == str(a.equals)
+        cond = f"== {a.equals!r}"
     else:
         lo, hi, _ = _bounds(a)
         num = vals.astype(float)
         truth = (num >= lo) & (num <= hi)
         cond = f"in [{_fmt(lo)}, {_fmt(hi)}]"
-    how = f"share of {vals.size} cell(s) of {var}{_sel_text(a.get('sel'))} {cond}"
+    how = f"share of {vals.size} cell(s) of {var}{_sel_text(a.sel)} {cond}"
     return share(float(truth.mean()), int(vals.size), a, how, f"{path}:{var}", basis="measured")
 
 
@@ -98,11 +98,11 @@ def _undecided(path: Path, why: str, basis: str = "measured", note: str = "") ->
     return pending(path, f"undecided{where}: {why}", basis)
 
 
-def off_sizes(ds: xr.Dataset, a: checks.Check) -> str:
+def off_sizes(ds: xr.Dataset, want: dict[str, Any] | None) -> str:
     """Rule 1 (scope) for a measurement: "" when the probe file's model is at every size the claim speaks of
-    (``sizes``: e.g. {dim: 256, depth: 12, N: 5776}, §8.2's estimate), else what differs. A claim without
-    ``sizes`` speaks of any model at least the headline run's (the toy-size rule of :meth:`Context.measured`)."""
-    want = a.get("sizes") or {}
+    (``want``, its ``sizes``: e.g. {dim: 256, depth: 12, N: 5776}, §8.2's estimate), else what differs. A claim
+    without ``sizes`` speaks of any model at least the headline run's (the toy-size rule of
+    :meth:`Context.measured`)."""
     if not want:
         return ""
     p, have = probe_config(ds), probe_sizes(ds)
@@ -136,11 +136,11 @@ def _msel(da: xr.DataArray, sel: checks.Sel | None) -> tuple[xr.DataArray | None
     return da, ""
 
 
-def _condition(a: checks.Check) -> tuple[Callable[[float], bool], str]:
+def _condition(a: checks.ProbeMemory | checks.ProbeEstimate) -> tuple[Callable[[float], bool], str]:
     """The test a measured value must pass: ``op``/``value`` or the band ``low``/``high`` (or ``expect``)."""
-    if "op" in a:
-        f, x = _op(a["op"]), float(a["value"])
-        return (lambda v: bool(f(v, x))), f"{a['op']} {_fmt(x)}"
+    if "op" in a.model_fields_set:
+        f, x = _op(a.op), float(a.value)
+        return (lambda v: bool(f(v, x))), f"{a.op} {_fmt(x)}"
     lo, hi, _ = _bounds(a)
     return (lambda v: lo <= v <= hi), f"in [{_fmt(lo)}, {_fmt(hi)}]"
 
@@ -207,35 +207,33 @@ def check_probe_memory(ctx: Context, a: checks.ProbeMemory) -> Outcome:
     ds, path, absent = ctx.measured("memory")
     if absent is not None:
         return absent
-    if off := off_sizes(ds, a):
+    if off := off_sizes(ds, a.sizes):
         return _undecided(path, note=ctx.measured_notes.get("memory", ""), why=off)
-    var = a.get("variable", "peak_allocated")
+    var = a.variable
     ran = ds["peak_allocated"].notnull().any("rank")  # memory holds 0 where a point was not run
-    da, missing = _msel(ds[var].where(ran), a.get("sel"))
+    da, missing = _msel(ds[var].where(ran), a.sel)
     if da is None:
         return _undecided(path, note=ctx.measured_notes.get("memory", ""), why=missing)
-    for d in a.get("sum") or []:
+    for d in a.sum or []:
         da = da.sum(d, min_count=1)
     da = da.max("rank")
-    num, miss = _msel(da, a.get("lhs"))
-    den, miss2 = _msel(da, a.get("against"))
+    num, miss = _msel(da, a.lhs)
+    den, miss2 = _msel(da, a.against)
     if num is None or den is None:
         return _undecided(path, note=ctx.measured_notes.get("memory", ""), why=miss or miss2)
     q = num / den.where(den > 0)
-    if a.get("scale_P"):
+    if a.scale_P:
         q = q * q["P"]
     if "P" in q.dims:
-        q = q.where(q["P"] >= int(a.get("P_min", 2)))
+        q = q.where(q["P"] >= a.P_min)
     cond, ctext = _condition(a)
     pts = [(lbl, cond(v), _fmt(v)) for lbl, v in _labelled_points(q)]
     if not pts:
-        return _undecided(
-            path, f"no measured point of {var}{_sel_text(a.get('lhs'))} at P ≥ {a.get('P_min', 2)}"
-        )
-    summed = f" summed over {', '.join(a['sum'])}" if a.get("sum") else ""
+        return _undecided(path, f"no measured point of {var}{_sel_text(a.lhs)} at P ≥ {a.P_min}")
+    summed = f" summed over {', '.join(a.sum)}" if a.sum else ""
     expr = (
-        f"{var}{_sel_text(a.get('sel'))}{summed} (larger rank) at {_sel_text(a.get('lhs'))} / at "
-        f"{_sel_text(a.get('against'))}{' × P' if a.get('scale_P') else ''}"
+        f"{var}{_sel_text(a.sel)}{summed} (larger rank) at {_sel_text(a.lhs)} / at "
+        f"{_sel_text(a.against)}{' × P' if a.scale_P else ''}"
     )
     return _share(
         pts,
@@ -256,27 +254,27 @@ def check_probe_estimate(ctx: Context, a: checks.ProbeEstimate) -> Outcome:
     ds, path, absent = ctx.measured("estimate")
     if absent is not None:
         return absent
-    var = a.get("variable", "peak_allocated")
+    var = a.variable
     da = ds[var]
     if "part" in da.dims or "kind" in da.dims:
-        da, missing = _msel(da, a.get("sel"))
+        da, missing = _msel(da, a.sel)
         if da is None:
             return _undecided(path, missing, basis=Basis.PENDING)
         da = da.sum([d for d in ("part", "kind") if d in da.dims])
     keys = [k for k in ("P", "L", "N", "D", "depth", "batch", "dtype", "checkpointing") if k in ds]
     plans = [str(x) for x in ds["plan"].values]
     sig = [tuple(str(ds[k].values[i]) for k in keys) for i in range(len(plans))]
-    want = a["lhs"] if isinstance(a["lhs"], list) else [a["lhs"]]
+    want = a.lhs if isinstance(a.lhs, list) else [a.lhs]
     cond, ctext = _condition(a)
     pts = []
-    sizes = {("D" if k == "dim" else k): int(v) for k, v in (a.get("sizes") or {}).items()}
+    sizes = {("D" if k == "dim" else k): int(v) for k, v in (a.sizes or {}).items()}
     off = [
         i for i in range(len(plans)) if any(k in ds and int(ds[k].values[i]) != v for k, v in sizes.items())
     ]
     for i, plan in enumerate(plans):
         if plan not in want or i in off:  # rule 1: only the configs at the sizes the claim speaks of
             continue
-        j = next((j for j in range(len(plans)) if plans[j] == a["against"] and sig[j] == sig[i]), None)
+        j = next((j for j in range(len(plans)) if plans[j] == a.against and sig[j] == sig[i]), None)
         if j is None or not float(da.values[j]) > 0:
             continue
         v = float(da.values[i]) / float(da.values[j])
@@ -284,13 +282,13 @@ def check_probe_estimate(ctx: Context, a: checks.ProbeEstimate) -> Outcome:
     if not pts:
         at = f" at the sizes the claim speaks of ({sizes})" if sizes else ""
         return _undecided(
-            path, f"no config of {want}{at} with a matching {a['against']} config", basis=Basis.PENDING
+            path, f"no config of {want}{at} with a matching {a.against} config", basis=Basis.PENDING
         )
     return _share(
         pts,
         a,
         f"modelled with fake tensors in run `{ctx.measured_run}` (not measured: {ds.attrs.get('estimated', '')}): "
-        f"share of {len(pts)} config(s) where {var} of {want} / {a['against']} at the same P, L, N, D, depth "
+        f"share of {len(pts)} config(s) where {var} of {want} / {a.against} at the same P, L, N, D, depth "
         f"{ctext}",
         f"{path}:{var}",
         basis="computed",
@@ -323,12 +321,10 @@ def check_probe_throughput(ctx: Context, a: checks.ProbeThroughput) -> Outcome:
     ds, path, absent = ctx.measured("throughput")
     if absent is not None:
         return absent
-    if off := off_sizes(ds, a):
-        return _undecided(path, note=ctx.measured_notes.get("throughput", ""), why=off)
     over = _oversubscribed(ds)
-    quantity = a.get("quantity", "ratio")
+    quantity = a.quantity
     med, lo, hi, what = _throughput_quantity(ds, quantity)
-    sel = {**(a.get("sel") or {}), "plan": list(a["plans"])}
+    sel = {**(a.sel or {}), "plan": list(a.plans)}
     arrays = []
     for x in (med, lo, hi):
         x, missing = _msel(x, sel)
@@ -336,12 +332,8 @@ def check_probe_throughput(ctx: Context, a: checks.ProbeThroughput) -> Outcome:
             return _undecided(path, note=ctx.measured_notes.get("throughput", ""), why=missing)
         arrays.append(x)
     med, lo, hi = arrays
-    in_scope = [
-        int(P)
-        for P in med["P"].values
-        if (int(P) in a["P"] if a.get("P") else int(P) >= int(a.get("P_min", 2)))
-    ]
-    f, x = _op(a["op"]), float(a["value"])
+    in_scope = [int(P) for P in med["P"].values if (int(P) in a.P if a.P else int(P) >= a.P_min)]
+    f, x = _op(a.op), float(a.value)
     pts, left = _decided_points(med, lo, hi, [P for P in in_scope if P not in over], f, x, quantity)
     left = [f"P = {P} ({over[P]}: decides nothing)" for P in in_scope if P in over] + left
     if not pts:
@@ -353,17 +345,17 @@ def check_probe_throughput(ctx: Context, a: checks.ProbeThroughput) -> Outcome:
                 below = sum(bool(f(v, x)) for v in meds)
                 why = (
                     f"medians {_fmt(min(meds))}-{_fmt(max(meds))} over {len(meds)} point(s), {below} of them "
-                    f"{a['op']} {_fmt(x)}, but the probe records no repeat range of a CCR (one median of the "
+                    f"{a.op} {_fmt(x)}, but the probe records no repeat range of a CCR (one median of the "
                     f"collective and of the compute time per point): a ratio decides only where its measured range "
                     f"lies wholly on one side of {_fmt(x)}; {why}"
                 )
-        scope = f"P in {a['P']}" if a.get("P") else f"P ≥ {a.get('P_min', 2)}"
+        scope = f"P in {a.P}" if a.P else f"P ≥ {a.P_min}"
         return _undecided(path, note=ctx.measured_notes.get("throughput", ""), why=f"{why}; scope {scope}")
     return _share(
         pts,
         a,
         f"measured {ctx.measured_label('throughput')} ({_probe_model(ds)}): share of {len(pts)} decided point(s) of "
-        f"{what} {a['op']} {_fmt(x)}",
+        f"{what} {a.op} {_fmt(x)}",
         f"{path}:{'ratio_vs_tp_median' if quantity == 'ratio' else 'time_collectives,time_compute'}",
         left_out=left,
         note=ctx.measured_notes.get("throughput", ""),
