@@ -61,16 +61,16 @@ def _bench_arrays(ctx: Context, a: checks.BenchCheck, op: str, variable: str) ->
     v = ds[variable].sel(op=op, drop=True)
     iqr_name = f"{variable}_iqr" if f"{variable}_iqr" in ds else None
     h = ds[iqr_name].sel(op=op, drop=True) / 2 if iqr_name else xr.zeros_like(v)
-    v, missing = _msel(v, a.get("sel"))
+    v, missing = _msel(v, a.sel)
     if v is None:
         return _Arrays(ds, path, _undecided(path, missing))
-    h, _ = _msel(h, a.get("sel"))
-    by_launch, _ = _msel(ds[f"{variable}_launch"].sel(op=op, drop=True), a.get("sel"))
+    h, _ = _msel(h, a.sel)
+    by_launch, _ = _msel(ds[f"{variable}_launch"].sel(op=op, drop=True), a.sel)
     over = _oversubscribed(ds)
     keep = [int(P) for P in v["P"].values if int(P) > 1 and int(P) not in over]
     left = [f"P = {P} ({over[P]}: decides nothing)" for P in v["P"].values if int(P) in over]
     mask = v["P"].isin(keep)
-    for name, (opname, x) in (a.get("where") or {}).items():
+    for name, (opname, x) in (a.where or {}).items():
         coord = v["D"] / v["N"] if name == "rho" else v[name]
         mask = mask & _op(opname)(coord, float(x))
     return _Arrays(ds, path, None, v.where(mask), h.where(mask), by_launch.where(mask), left)
@@ -83,7 +83,7 @@ def _apart(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 def _where_text(a: checks.BenchCheck) -> str:
-    w = a.get("where") or {}
+    w = a.where or {}
     return (
         " and ".join(f"{'ρ = D/N' if k == 'rho' else k} {o} {_fmt(x)}" for k, (o, x) in w.items()) or "any ρ"
     )
@@ -95,27 +95,27 @@ def check_bench_compare(ctx: Context, a: checks.BenchCompare) -> Outcome:
     ``op`` that of ``rhs``. A point decides only where the two values differ by more than half their IQRs together
     (their inter-quartile bands do not overlap). With ``agree_with`` (a model variable of bench/model_vs_measured.nc,
     e.g. ccr_stated), the share of decided points where that model orders the two ops as measured."""
-    var = a.get("variable", "ccr_measured")
-    lhs, rhs = _bench_arrays(ctx, a, a["lhs"], var), _bench_arrays(ctx, a, a["rhs"], var)
+    var = a.variable
+    lhs, rhs = _bench_arrays(ctx, a, a.lhs, var), _bench_arrays(ctx, a, a.rhs, var)
     for side in (lhs, rhs):
         if side.pending is not None:
             return side.pending
     ds, path, left = lhs.ds, lhs.path, lhs.left
-    f = _op(a["op"])
+    f = _op(a.op)
     model = None
-    if a.get("agree_with"):
+    if a.agree_with:
         mvm, mpath, absent = ctx.measured("model_vs_measured")
         if absent is not None:
             return absent
-        mv = mvm[a["agree_with"]]
-        model = (mv.sel(op=a["lhs"], drop=True), mv.sel(op=a["rhs"], drop=True))
+        mv = mvm[a.agree_with]
+        model = (mv.sel(op=a.lhs, drop=True), mv.sel(op=a.rhs, drop=True))
     pts, undecided = _compared_points(lhs, rhs, a, f, model)
     if undecided:
         left = [*left, f"{undecided} point(s) within the repeats' IQR or the launches' range"]
     rule = (
-        f"the model's {a['agree_with']} orders {a['lhs']} {a['op']} {a['rhs']} as measured"
+        f"the model's {a.agree_with} orders {a.lhs} {a.op} {a.rhs} as measured"
         if model is not None
-        else f"{var}({a['lhs']}) {a['op']} {var}({a['rhs']})"
+        else f"{var}({a.lhs}) {a.op} {var}({a.rhs})"
     )
     return _share(
         pts,
@@ -123,12 +123,12 @@ def check_bench_compare(ctx: Context, a: checks.BenchCompare) -> Outcome:
         f"{_measured_in(ctx, ds)}: share of {len(pts)} decided point(s) where {_where_text(a)} at which {rule}",
         f"{path}:{var}"
         + (
-            f"; {ctx.measured_dir / MEASURED_FILES['model_vs_measured'][0]}:{a['agree_with']}"
+            f"; {ctx.measured_dir / MEASURED_FILES['model_vs_measured'][0]}:{a.agree_with}"
             if model is not None
             else ""
         ),
         left_out=left,
-        none=(path, f"no decided point of {a['lhs']} vs {a['rhs']} where {_where_text(a)}"),
+        none=(path, f"no decided point of {a.lhs} vs {a.rhs} where {_where_text(a)}"),
     )
 
 
@@ -159,7 +159,7 @@ def _compared_points(
         if bands_overlap or not _apart(stacked["ll"].isel(_pt=i).values, stacked["rl"].isel(_pt=i).values):
             undecided += 1
             continue
-        shown = f"{a['lhs']} {_fmt(l_)} vs {a['rhs']} {_fmt(r_)}"
+        shown = f"{a.lhs} {_fmt(l_)} vs {a.rhs} {_fmt(r_)}"
         if model is not None:
             ml = float(model[0].sel({d: coords[d] for d in model[0].dims}).values)
             mr = float(model[1].sel({d: coords[d] for d in model[1].dims}).values)
@@ -206,8 +206,8 @@ def check_bench_trend(ctx: Context, a: checks.BenchTrend) -> Outcome:
     """How one op's ``variable`` (default ccr_measured) moves with the size of its tensor (N·D elements per crop):
     the share of decided pairs of points (same P, L, dtype; different N·D; inter-quartile bands apart) where it
     ``direction`` (falls: larger on the smaller tensor; rises) as the tensor grows."""
-    var = a.get("variable", "ccr_measured")
-    arr = _bench_arrays(ctx, a, a["op"], var)
+    var = a.variable
+    arr = _bench_arrays(ctx, a, a.op, var)
     if arr.pending is not None:
         return arr.pending
     ds, path, V, left = arr.ds, arr.path, arr.values, arr.left
@@ -218,7 +218,7 @@ def check_bench_trend(ctx: Context, a: checks.BenchTrend) -> Outcome:
         if math.isfinite(v):
             c = {d: st[d].values[i].item() for d in V.dims}
             rows.append((c, v, float(st["h"].values[i]), st["vl"].isel(_pt=i).values))
-    falls = a.get("direction", "falls") == "falls"
+    falls = a.direction == "falls"
     pts, undecided = [], 0
     for i, (ci, vi, hi, li) in enumerate(rows):
         for cj, vj, hj, lj in rows[i + 1 :]:
@@ -238,23 +238,23 @@ def check_bench_trend(ctx: Context, a: checks.BenchTrend) -> Outcome:
     return _share(
         pts,
         a,
-        f"{_measured_in(ctx, ds, a['op'])}: share of {len(pts)} decided pair(s) where {var}({a['op']}) "
+        f"{_measured_in(ctx, ds, a.op)}: share of {len(pts)} decided pair(s) where {var}({a.op}) "
         f"{'falls' if falls else 'rises'} as the tensor (N·D) grows",
         f"{path}:{var}",
         left_out=left,
-        none=(path, f"no decided pair of {a['op']} points of different size"),
+        none=(path, f"no decided pair of {a.op} points of different size"),
     )
 
 
 def check_bench_value(ctx: Context, a: checks.BenchValue) -> Outcome:
     """One op's ``variable`` (default ccr_measured) at every communicating, not oversubscribed point passing
     ``op`` ``value``: the share of decided points (the inter-quartile band wholly on one side of ``value``)."""
-    var = a.get("variable", "ccr_measured")
-    arr = _bench_arrays(ctx, a, a["of"], var)
+    var = a.variable
+    arr = _bench_arrays(ctx, a, a.of, var)
     if arr.pending is not None:
         return arr.pending
     ds, path, V, left = arr.ds, arr.path, arr.values, arr.left
-    f, x = _op(a["op"]), float(a["value"])
+    f, x = _op(a.op), float(a.value)
     st = xr.Dataset({"v": V, "h": arr.half_iqr, "vl": arr.launches}).stack(_pt=list(V.dims))
     pts, undecided = [], 0
     for i in range(st.sizes["_pt"]):
@@ -274,9 +274,9 @@ def check_bench_value(ctx: Context, a: checks.BenchValue) -> Outcome:
     return _share(
         pts,
         a,
-        f"{_measured_in(ctx, ds, a['of'])}: share of {len(pts)} decided point(s) where {var}({a['of']}) "
-        f"(median ± half IQR) {a['op']} {_fmt(x)}",
+        f"{_measured_in(ctx, ds, a.of)}: share of {len(pts)} decided point(s) where {var}({a.of}) "
+        f"(median ± half IQR) {a.op} {_fmt(x)}",
         f"{path}:{var}",
         left_out=left,
-        none=(path, f"no decided point of {a['of']}"),
+        none=(path, f"no decided point of {a.of}"),
     )

@@ -86,10 +86,10 @@ def check_shard_value(ctx: Context, a: checks.ShardValue) -> Outcome:
     ds, folder, absent = _shards(ctx)
     if absent is not None:
         return absent
-    f, x = _op(a["op"]), float(a["value"])
+    f, x = _op(a.op), float(a.value)
     pts, left = [], []
-    for opname in a["ops"]:
-        for lbl, m, lo, hi in _points(ds, opname, a.get("sel") or {}):
+    for opname in a.ops:
+        for lbl, m, lo, hi in _points(ds, opname, a.sel or {}):
             shown = f"{opname} {lbl}: {_fmt(m)} [{_fmt(lo)}, {_fmt(hi)}]"
             if bool(f(lo, x)) != bool(f(hi, x)):
                 left.append(f"{shown} (repeats on both sides of {_fmt(x)})")
@@ -99,11 +99,11 @@ def check_shard_value(ctx: Context, a: checks.ShardValue) -> Outcome:
         pts,
         a,
         f"{_what(ds, folder)}: share of {len(pts)} decided point(s) where the CCR (median [range over repeats]) "
-        f"{a['op']} {_fmt(x)}",
+        f"{a.op} {_fmt(x)}",
         f"{folder}/shard_*.nc:ccr_half_measured",
         basis=HALF,
         left_out=left,
-        none=(folder, f"no decided point of {a['ops']} at {dict(a.get('sel') or {})}"),
+        none=(folder, f"no decided point of {a.ops} at {dict(a.sel or {})}"),
     )
 
 
@@ -113,13 +113,13 @@ def check_shard_compare(ctx: Context, a: checks.ShardCompare) -> Outcome:
     ds, folder, absent = _shards(ctx)
     if absent is not None:
         return absent
-    f = _op(a["op"])
-    left_pts = {lbl: (m, lo, hi) for lbl, m, lo, hi in _points(ds, a["lhs"], a.get("sel") or {})}
-    right_pts = {lbl: (m, lo, hi) for lbl, m, lo, hi in _points(ds, a["rhs"], a.get("sel") or {})}
+    f = _op(a.op)
+    left_pts = {lbl: (m, lo, hi) for lbl, m, lo, hi in _points(ds, a.lhs, a.sel or {})}
+    right_pts = {lbl: (m, lo, hi) for lbl, m, lo, hi in _points(ds, a.rhs, a.sel or {})}
     pts, left = [], []
     for lbl in sorted(set(left_pts) & set(right_pts)):
         (ml, ll, hl), (mr, lr, hr) = left_pts[lbl], right_pts[lbl]
-        shown = f"{a['lhs']} {_fmt(ml)} [{_fmt(ll)}, {_fmt(hl)}] vs {a['rhs']} {_fmt(mr)} [{_fmt(lr)}, {_fmt(hr)}]"
+        shown = f"{a.lhs} {_fmt(ml)} [{_fmt(ll)}, {_fmt(hl)}] vs {a.rhs} {_fmt(mr)} [{_fmt(lr)}, {_fmt(hr)}]"
         if not (hl < lr or hr < ll):
             left.append(f"{lbl}: {shown} (ranges overlap)")
             continue
@@ -128,9 +128,9 @@ def check_shard_compare(ctx: Context, a: checks.ShardCompare) -> Outcome:
         pts,
         a,
         f"{_what(ds, folder)}: share of {len(pts)} decided point(s) (ranges over repeats apart) where "
-        f"CCR({a['lhs']}) {a['op']} CCR({a['rhs']})",
+        f"CCR({a.lhs}) {a.op} CCR({a.rhs})",
         f"{folder}/shard_*.nc:ccr_half_measured",
         basis=HALF,
         left_out=left,
-        none=(folder, f"no decided point of {a['lhs']} vs {a['rhs']} at {dict(a.get('sel') or {})}"),
+        none=(folder, f"no decided point of {a.lhs} vs {a.rhs} at {dict(a.sel or {})}"),
     )
