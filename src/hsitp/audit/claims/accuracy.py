@@ -97,7 +97,7 @@ def check_accuracy_verdicts(ctx: Context, a: checks.AccuracyVerdicts) -> Outcome
     ``results/<audit.accuracy_run>/train/summary.nc`` (or its committed reference): a share of the decided variants
     whose outcome is equal or better; pending, naming the stage, while nothing decides."""
     path = ctx.accuracy_summary
-    variants = list(a.get("variants") or ["dchag_l", "dchag_c"])
+    variants = list(a.variants or ["dchag_l", "dchag_c"])
     if not path.exists():
         why = f"pending: no {path} (the train stage of the accuracy run `{ctx.accuracy_run}`: audit.accuracy_run)"
         return pending(path, why)
@@ -109,7 +109,7 @@ def check_accuracy_verdicts(ctx: Context, a: checks.AccuracyVerdicts) -> Outcome
         )
     cells = _cells(ds)
     protocols = sorted({c.protocol for c in cells})
-    counted, notes = _counting_protocols(ds, cells, protocols, str(a.get("baseline", "svm")), path)
+    counted, notes = _counting_protocols(ds, cells, protocols, a.baseline, path)
     per_variant, decided_by, parts = _variant_outcomes(cells, variants, protocols, counted, path)
     decided = [v for v, o in per_variant.items() if o != Accuracy.UNDECIDED]
     summary = "; ".join(
@@ -142,7 +142,7 @@ def check_accuracy_verdicts(ctx: Context, a: checks.AccuracyVerdicts) -> Outcome
         source=source,
         fraction=frac,
         n_points=len(variants),
-        tolerance=f"holds if every variant is equal or better (share ≥ {a.get('min_fraction', 1.0)})",
+        tolerance=f"holds if every variant is equal or better (share ≥ {a.min_fraction})",
         basis="measured",
         reason=f"decided by {'; '.join(decided_by)}{ref}",
     )

@@ -9,7 +9,7 @@ from hsitp.audit.claims import checks
 from hsitp.audit.claims.checks import BOUNDARIES, FACTORS, FORMAT_BYTES, ClaimsError
 from hsitp.audit.claims.core import Context, Outcome, _fmt
 from hsitp.audit.claims.measured import _share
-from hsitp.cost import paper, stated
+from hsitp.cost import stated
 from hsitp.data import registry
 from hsitp.shape import n_tokens
 
@@ -26,10 +26,10 @@ def _boundary_params(a: checks.BoundaryMoves, hw_name: str, P: int) -> dict[str,
         "P": int(P),
         "F": float(hw.flops),
         "beta": float(hw.beta_for(int(P))),
-        "bytes": FORMAT_BYTES[a.get("dtype", "bfloat16")],
-        "dtype": a.get("dtype", "bfloat16"),
+        "bytes": FORMAT_BYTES[a.dtype],
+        "dtype": a.dtype,
         "memory": hw.memory_bytes,
-        "D": int(a.get("D", paper.PAPER_C)),
+        "D": a.D,
         "C_scale": 1.0,
     }
 
@@ -39,9 +39,9 @@ def _changed(a: checks.BoundaryMoves, p: dict[str, Any], to: Any) -> tuple[dict[
     where the change does not apply (a format the hardware lacks)."""
     from hsitp.cost.hardware import get_hardware
 
-    factor, q = a["factor"], dict(p)
+    factor, q = a.factor, dict(p)
     if factor == "dtype":
-        rate = (a.get("rate") or {}).get(p["hw"], {}).get(str(to))
+        rate = (a.rate or {}).get(p["hw"], {}).get(str(to))
         if rate is None:
             return None, f"{p['hw']} has no dense {to} rate (not in `rate`)"
         q.update(F=p["F"] * float(rate), bytes=FORMAT_BYTES[str(to)], dtype=str(to))
@@ -86,16 +86,16 @@ def _boundary_value(kind: str, p: dict[str, Any], a: checks.BoundaryMoves) -> An
             stated.ccr_channel(p["P"], p["F"], beta_e, 1) / stated.ccr_token(p["P"], p["F"], beta_e, 1)
         )
     if kind == "max_P":
-        return float(a.get("X", paper.PAPER_N[1])) * beta_e / p["F"]
+        return float(a.X) * beta_e / p["F"]
     if kind == "layers":
-        c_ins = (p["D"], int(a.get("mlp_ratio", 4)) * p["D"])
+        c_ins = (p["D"], a.mlp_ratio * p["D"])
         return sum(c > X for c in c_ins)
     if kind == "decision":
         C = p["D"] * p["C_scale"]
         out = []
         for name in registry.names():
             spec = registry.get(name)
-            N = n_tokens(spec.rows, spec.cols, int(a.get("patch", 8)))
+            N = n_tokens(spec.rows, spec.cols, a.patch)
             cc, ct = X / C, X / N
             out.append("data_parallel" if min(cc, ct) >= 1 else ("channel" if cc < ct else "token"))
         return tuple(out)
@@ -128,13 +128,13 @@ def check_boundary_moves(ctx: Context, a: checks.BoundaryMoves) -> Outcome:
     it touches at once (a number format: the rate F at that format, from ``rate``, and the bytes per element, hence
     β in elements per second; a preset: F, β and memory), and asks whether it moved in the paper's ``direction``
     (moves / up / down / none; by more than ``rtol``, default 1 %). The outcome is the share of points."""
-    kinds = a["boundary"] if isinstance(a["boundary"], list) else [a["boundary"]]
-    direction, rtol = a.get("direction", "moves"), float(a.get("rtol", 0.01))
+    kinds = a.boundary if isinstance(a.boundary, list) else [a.boundary]
+    direction, rtol = a.direction, a.rtol
     pts, skipped = [], []
-    for hw in a["hardware"]:
-        for P in a.get("P") or [8]:
+    for hw in a.hardware:
+        for P in a.P or [8]:
             base = _boundary_params(a, hw, P)
-            for to in a["to"]:
+            for to in a.to:
                 new, what = _changed(a, base, to)
                 if new is None:
                     skipped.append(what)
@@ -151,10 +151,10 @@ def check_boundary_moves(ctx: Context, a: checks.BoundaryMoves) -> Outcome:
     return _share(
         pts,
         a,
-        f"stated model (hsitp.cost.stated) recomputed with {a['factor']} changed: share of {len(pts)} point(s) where "
+        f"stated model (hsitp.cost.stated) recomputed with {a.factor} changed: share of {len(pts)} point(s) where "
         f"{' or '.join(kinds)} {'moves' if direction == 'moves' else direction if direction != 'none' else 'stays'}"
         f" (rtol {rtol:g})",
-        "hsitp.cost.stated, hsitp.cost.hardware" + (f"; {a['source']}" if a.get("source") else ""),
+        "hsitp.cost.stated, hsitp.cost.hardware" + (f"; {a.source}" if a.source else ""),
         basis=None,
         left_out=left,
     )
