@@ -130,7 +130,7 @@ def share(
         source=source,
         fraction=frac,
         n_points=n,
-        tolerance=f"holds if share ≥ {a.get('min_fraction', 1.0)}",
+        tolerance=f"holds if share ≥ {a.min_fraction}",
         basis=basis,
         reason=reason,
     )
@@ -316,10 +316,10 @@ def _fmt(x: Any) -> str:
 
 def _bounds(args: Check) -> tuple[float, float, str]:
     """``low``/``high`` bounds, or ``expect`` with ``rtol`` (default 1e-12: exact up to rounding)."""
-    if "expect" in args:
-        e, rtol = float(args["expect"]), float(args.get("rtol", 1e-12))
+    if "expect" in args.model_fields_set:
+        e, rtol = float(args.expect), args.rtol
         return e - abs(e) * rtol, e + abs(e) * rtol, f"{_fmt(e)} (rtol {rtol:g})"
-    low, high = float(args.get("low", -math.inf)), float(args.get("high", math.inf))
+    low, high = float(args.low), float(args.high)
     return low, high, f"[{_fmt(low)}, {_fmt(high)}]"
 
 

@@ -8,7 +8,7 @@ import dataclasses
 import math
 
 from hsitp.audit.claims.boundary import CIRCULAR_FACTORS
-from hsitp.audit.claims.checks import Check
+from hsitp.audit.claims.checks import AnyOf, BoundaryMoves, Check, Quote, SplitRegime, TableCheck
 from hsitp.audit.claims.core import CIRCULAR_CHECKS, PAPER_PRESETS, Outcome, _fmt
 from hsitp.cost import stated
 from hsitp.outcomes import Basis, Claim
@@ -64,7 +64,7 @@ def _holds(o: Outcome, check: Check, existential: bool = False) -> bool:
         return bool(o.band[0] <= float(o.value) <= o.band[1])
     if o.fraction is not None:
         f = float(o.fraction)
-        return f > 0 if existential else f >= float(check.get("min_fraction", 1.0))
+        return f > 0 if existential else f >= check.min_fraction
     return bool(o.ok)
 
 
@@ -88,10 +88,10 @@ def decide(o: Outcome, check: Check, existential: bool = False) -> tuple[str, st
         ok = _holds(o, check, existential)
         partial = not ok and float(o.fraction) > 0
     if ok:
-        return check.get("if_true", Claim.HOLDS), basis
+        return check.if_true, basis
     if partial:
-        return check.get("if_partial", Claim.CONDITIONAL), basis
-    return check.get("if_false", Claim.CONTRADICTED), basis
+        return check.if_partial, basis
+    return check.if_false, basis
 
 
 def verdict_of(o: Outcome, check: Check) -> tuple[str, str]:
@@ -121,7 +121,7 @@ def _flip_one(o: Outcome, check: Check) -> Outcome:
         e = lo if v < lo else hi
         return dataclasses.replace(o, value=e)
     if o.fraction is not None and o.n_points:
-        m = float(check.get("min_fraction", 1.0))
+        m = check.min_fraction
         k = round(float(o.fraction) * o.n_points)
         k = k - 1 if float(o.fraction) >= m else k + 1
         return dataclasses.replace(o, fraction=min(max(k, 0), o.n_points) / o.n_points)
@@ -165,7 +165,7 @@ def knife_edge(o: Outcome, check: Check, existential: bool = False) -> tuple[boo
     if o.fraction is not None and o.n_points:
         n, f = o.n_points, float(o.fraction)
         k = round(f * n)
-        m = 1.0 / n if existential else float(check.get("min_fraction", 1.0))
+        m = 1.0 / n if existential else check.min_fraction
         ok = k / n >= m
         if ok and (m >= 1.0 and not existential):
             return False, ""
@@ -184,7 +184,7 @@ def circular(check: Check, outcome: Outcome | None = None) -> bool:
 
     With the check's ``outcome`` a table check is judged by the data it read (``Outcome.paper_own``,
     :mod:`~hsitp.audit.claims.circularity`), an any_of by its parts' outcomes; without it, by the check's words."""
-    fn = str(check.get("fn", ""))
+    fn = check.fn
     if outcome is not None:
         if outcome.paper_own is not None:
             return outcome.paper_own
@@ -192,22 +192,19 @@ def circular(check: Check, outcome: Outcome | None = None) -> bool:
             return all(circular(pc, po) for _, po, pc in outcome.parts)
     if fn in CIRCULAR_CHECKS:
         return True
-    if fn == "quote":  # two prose rules set side by side recompute nothing: not circular
-        return "agrees_with" not in check and str(check.get("key")) in OWN_QUOTES
-    if fn == "any_of":
-        return bool(check.get("checks")) and all(circular(sub) for sub in check["checks"])
+    if isinstance(check, Quote):  # two prose rules set side by side recompute nothing: not circular
+        return "agrees_with" not in check.model_fields_set and check.key in OWN_QUOTES
+    if isinstance(check, AnyOf) and fn == "any_of":
+        return all(circular(sub) for sub in check.checks)
     # the paper's formulas on the paper's presets, moved by the paper's own numbers
-    if fn == "boundary_moves":
-        named = set(check.get("hardware") or [])
-        if check.get("factor") in ("beta", "preset"):
-            named |= {t for t in check.get("to") or [] if isinstance(t, str)}
-        return check.get("factor") in CIRCULAR_FACTORS and bool(named) and named <= PAPER_PRESETS
-    sel = check.get("sel") or {}
+    if isinstance(check, BoundaryMoves):
+        named = set(check.hardware)
+        if check.factor in ("beta", "preset"):
+            named |= {t for t in check.to if isinstance(t, str)}
+        return check.factor in CIRCULAR_FACTORS and bool(named) and named <= PAPER_PRESETS
+    if not isinstance(check, TableCheck | SplitRegime):  # a table_attr selects nothing
+        return False
+    sel = check.sel or {}
     hw = sel.get("hardware")
     hardware = set(hw if isinstance(hw, list) else [hw]) if hw is not None else set()
-    return (
-        (fn.startswith("table_") or fn == "split_regime")
-        and sel.get("model") == "stated"
-        and bool(hardware)
-        and hardware <= PAPER_PRESETS
-    )
+    return sel.get("model") == "stated" and bool(hardware) and hardware <= PAPER_PRESETS
