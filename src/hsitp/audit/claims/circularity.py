@@ -19,7 +19,16 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from hsitp.audit.claims.checks import Check, Sel, TableValue
+from hsitp.audit.claims.checks import (
+    Check,
+    LowerSplitRule,
+    Sel,
+    SplitRegime,
+    TableCheck,
+    TableCompare,
+    TableFraction,
+    TableValue,
+)
 from hsitp.audit.claims.core import PAPER_CASES, PAPER_PRESETS, Context
 
 # Variables without a model coordinate that hold the paper's stated formulas.
@@ -89,32 +98,29 @@ def own_selection(ds: xr.Dataset, file: str, variable: str, sel: Sel) -> bool:
     return True
 
 
-def _sels(a: Check) -> Sequence[tuple[str, Sel]]:
+def _sels(a: TableCheck) -> Sequence[tuple[str, Sel]]:
     """(variable, selection) pairs a table check reads."""
-    fn, var, base = a["fn"], a.get("variable"), dict(a.get("sel") or {})
-    if fn == "table_compare":
-        return [
-            (var, {**base, **(a.get("lhs") or {})}),
-            (a.get("rhs_variable", var), {**base, **(a.get("rhs") or {})}),
-        ]
+    var, base = a.variable, dict(a.sel or {})
+    if isinstance(a, TableCompare):
+        rvar = a.rhs_variable if a.rhs_variable is not None else var
+        return [(var, {**base, **(a.lhs or {})}), (rvar, {**base, **(a.rhs or {})})]
     out = [(var, base)]
-    if a.get("ratio_to"):
-        out.append((var, dict(a["ratio_to"])))
+    if isinstance(a, TableValue | TableFraction) and a.ratio_to:
+        out.append((var, dict(a.ratio_to)))
     return out
 
 
 def paper_own(ctx: Context, a: Check) -> bool | None:
     """Whether a table check's evidence is the paper's own (None: not a table check; rule 11 by its name)."""
-    fn = a.get("fn")
-    if fn not in TABLE_CHECKS:
-        return None
-    if fn == "lower_split_rule":
-        return a.get("model", "stated") == "stated"
-    if fn == "split_regime":
+    if isinstance(a, LowerSplitRule):
+        return a.model == "stated"
+    if isinstance(a, SplitRegime):
         ds = ctx.table("rho")
-        return own_selection(ds, "rho", "ccr", {**(a.get("sel") or {}), "split": ["channel", "token"]})
-    ds = ctx.table(a["file"])
-    own = all(own_selection(ds, a["file"], v, s) for v, s in _sels(a))
+        return own_selection(ds, "rho", "ccr", {**(a.sel or {}), "split": ["channel", "token"]})
+    if not isinstance(a, TableCheck):
+        return None
+    ds = ctx.table(a.file)
+    own = all(own_selection(ds, a.file, v, s) for v, s in _sels(a))
     if own and isinstance(a, TableValue) and a.over:
         return bool(paper_own(ctx, a.over_check()))
     return own

@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping, Sequence
 from itertools import combinations
 
-from hsitp.audit.claims.checks import ClaimsError
+from hsitp.audit.claims.checks import ClaimsError, NeedsGpu, Pending, Reading
 from hsitp.audit.claims.core import DEFAULT_ACCURACY_RUN, GPU_REFERENCE
 from hsitp.audit.claims.entries import ClaimEntry, Tag
 from hsitp.audit.claims.grounds import leaf_checks
@@ -92,7 +92,7 @@ def tag_problems(claims: Sequence[ClaimEntry], tags: Mapping[str, Tag]) -> list[
 def _named(c: ClaimEntry, ids: set[str]) -> set[str]:
     """The other claims a row's reasons name."""
     texts = [c.reason, c.reading.reason if c.reading else ""]
-    texts += [str(x.get("reason", "")) for x in leaf_checks(c.check)]
+    texts += [x.reason for x in leaf_checks(c.check) if isinstance(x, Reading | Pending | NeedsGpu)]
     words = set(re.findall(r"[a-z0-9_]+", " ".join(texts)))
     return (words & ids) - {c.id}
 

@@ -63,8 +63,10 @@ def grounds_problems(c: ClaimEntry) -> list[str]:
 
 
 def _refined(check: Check) -> bool:
-    """The check selects our refined model (``model: refined``, or a ``*_refined`` variable)."""
-    sels = [check.get(k) or {} for k in ("sel", "lhs", "rhs")]
-    return str(check.get("variable", "")).endswith("_refined") or any(
+    """The check selects our refined model (``model: refined``, or a ``*_refined`` variable): read from the fields
+    the file set, whichever kind of check names them."""
+    fields = check.model_dump(exclude_unset=True)
+    sels = [fields.get(k) for k in ("sel", "lhs", "rhs")]
+    return str(fields.get("variable", "")).endswith("_refined") or any(
         isinstance(s, dict) and s.get("model") == "refined" for s in sels
     )
