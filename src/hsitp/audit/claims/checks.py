@@ -1,15 +1,15 @@
 """The claim language typed: one model per check kind, validated as a union tagged by ``fn`` when claims.yaml loads.
 
 Each model names the fields its check reads, with their types; a field no check reads (a typo such as ``lw`` for
-``low``) and a field of the wrong type are refused with the claim's id and the field's path. A model reads like the
-mapping it replaces (``check["file"]``, ``check.get("min_fraction", 1.0)``, ``"undecided" in check``) over the
-fields the file set, so a default a check function gives stays the function's.
+``low``) and a field of the wrong type are refused with the claim's id and the field's path. A check function reads
+its model by attribute (``check.file``, ``check.min_fraction``): a default the functions give is the field's own
+default, None says the file did not set it, and where an explicit null would differ from an absent key the function
+asks whether the file wrote it (``"undecided" in check.model_fields_set``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
@@ -38,7 +38,7 @@ class ClaimsError(HsitpError):
     """claims.yaml is malformed, or a check cannot be evaluated (names the claim and the key)."""
 
 
-class Check(BaseModel, Mapping[str, Any]):
+class Check(BaseModel):
     """What every check may carry: a label (inside any_of / first_decided), the verdict it maps its outcome to
     (held, partly held, not held), the band or share that decides it, and the source it names."""
 
@@ -55,17 +55,6 @@ class Check(BaseModel, Mapping[str, Any]):
     rtol: float = 1e-12  # of expect: exact up to rounding
     min_fraction: float = 1.0  # the share of points that must hold (default every point)
     source: str | None = None
-
-    def __getitem__(self, key: str) -> Any:
-        if key in self.model_fields_set:
-            return getattr(self, key)
-        raise KeyError(key)
-
-    def __iter__(self) -> Iterator[str]:  # type: ignore[override]  # a mapping's keys, not pydantic's pairs
-        return iter([k for k in type(self).model_fields if k in self.model_fields_set])
-
-    def __len__(self) -> int:
-        return len(self.model_fields_set)
 
 
 class Quote(Check):
