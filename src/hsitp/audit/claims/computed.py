@@ -71,14 +71,9 @@ def _texts_agree(ds: xr.Dataset, a: str, b: str) -> Outcome:
 def _banded(v: float, a: checks.Check, how: str, source: str) -> Outcome:
     """``v`` against the check's bounds (``low``/``high``, or ``expect``: exact), the band deciding."""
     lo, hi, tol = _bounds(a)
+    exact = "expect" in a.model_fields_set
     return Outcome(
-        value=v,
-        how=how,
-        source=source,
-        ok=lo <= v <= hi,
-        tolerance=tol,
-        band=(lo, hi),
-        exact="expect" in a.model_fields_set,
+        value=v, how=how, source=source, ok=lo <= v <= hi, tolerance=tol, band=(lo, hi), exact=exact
     )
 
 
