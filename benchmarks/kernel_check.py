@@ -46,18 +46,24 @@ def main(argv: list[str] | None = None) -> int:
     from hsitp.probe.build import build_point
     from hsitp.probe.grid import Point
     from hsitp.probe.tracker import measure_step
+    from hsitp.settings import ProbeSettings
 
     cfg = load_config(args.configfile, {"probe": {"device": args.device}} if args.device else None)
-    pc = cfg["probe"]
+    pc = ProbeSettings.from_config(cfg)
     rt = start(RuntimeSettings.from_config(cfg, section="probe"))  # P: the launch's ranks
     try:
-        dtype = resolve_dtype(pc["dtype"], rt.device, key="probe.dtype")
-        pt = Point("tp", rt.world_size, 1, int(pc["L"][0]), int(pc["N"][0]), "none")
+        dtype = resolve_dtype(pc.dtype, rt.device, key="probe.dtype")
+        pt = Point("tp", rt.world_size, 1, pc.L[0], pc.N[0], "none")
         peaks = np.zeros((len(KERNELS), rt.world_size))
         built = {}
         for i, kernel in enumerate(KERNELS):
             b = build_point(
-                pt, {**pc, "attention_kernel": kernel}, rt.world, dtype=dtype, device=rt.device, seed=0
+                pt,
+                pc.model_copy(update={"attention_kernel": kernel}),
+                rt.world,
+                dtype=dtype,
+                device=rt.device,
+                seed=0,
             )
             b.step()  # AdamW's state
             mem = measure_step(b.model, b.step, optimizer=b.optimizer, device=rt.device)
@@ -80,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         if rt.rank != 0:
             return 0
-        tokens = int(pc["batch"]) * pt.N * args.steps  # tokens of one timed sample
+        tokens = pc.batch * pt.N * args.steps  # tokens of one timed sample
         times = np.array([res.times[k] for k in KERNELS])  # (kernel, repeat) seconds per sample
         ds = xr.Dataset(
             {
@@ -117,7 +123,10 @@ def main(argv: list[str] | None = None) -> int:
                 "N": pt.N,
                 "checkpointing": "none",
                 "probe": str(
-                    {k: pc[k] for k in ("dim", "heads", "depth", "mlp_ratio", "patch", "batch", "classes")}
+                    {
+                        k: getattr(pc, k)
+                        for k in ("dim", "heads", "depth", "mlp_ratio", "patch", "batch", "classes")
+                    }
                 ),
                 "device": rt.device_label,
                 "backend": rt.backend,

@@ -35,15 +35,16 @@ def check_memory(config: list[str], only: str) -> bool:
     from hsitp.probe.estimate import estimate_one, estimate_points
     from hsitp.probe.grid import DCHAG_PLANS
     from hsitp.probe.model import size_of
+    from hsitp.settings import ProbeSettings
 
     cfg = load_config(config)
     worst, bad = 0.0, []
-    for label, pt, sec in estimate_points(cfg["probe"]["estimate"]):
+    for label, pt, sec in estimate_points(ProbeSettings.from_config(cfg).estimate):
         if only not in label:
             continue
         est = estimate_one(pt, sec).peak_allocated
         g = pt.g if pt.plan in DCHAG_PLANS else 1
-        model = plan_memory(pt.plan, size_of(sec, pt.L, pt.N, sec["dtype"]), pt.P, g, pt.checkpointing)
+        model = plan_memory(pt.plan, size_of(sec, pt.L, pt.N, sec.dtype), pt.P, g, pt.checkpointing)
         err = model[("step", "peak")] / est - 1.0
         worst = max(worst, abs(err))
         print(

@@ -94,3 +94,23 @@ def test_attention_floor_prints_its_ratios(repo_root: Path) -> None:
     ratio = re.search(r"SDPA / FLOP floor (\S+)x", proc.stdout)
     assert ratio and float(ratio.group(1)) > 0, proc.stdout
     assert "explicit QK^T-softmax-PV" in proc.stdout and "one exp over the scores" in proc.stdout
+
+
+def test_kernel_check_times_both_kernels_on_the_cpu(repo_root: Path, tmp_path: Path) -> None:
+    """benchmarks/kernel_check.py (the kernel step of benchmarks/gpu_check.sh, whose timings set CUDA's attention
+    kernel default) at smoke size on the CPU: catches the script rotting between GPU sessions, as it did when the
+    config became typed and it still read the probe section as a dict, and a file without both kernels' rounds."""
+    import xarray as xr
+
+    out = tmp_path / "kernels.nc"
+    proc = subprocess.run(
+        [sys.executable, "-m", "hsitp.torchrun", "--standalone", "--nproc-per-node", "1",
+         str(repo_root / "benchmarks" / "kernel_check.py"), "--configfile", "config/config.yaml",
+         "config/smoke.yaml", "--device", "cpu", "--out", str(out), "--repeats", "2", "--steps", "1",
+         "--warmup", "1"],
+        capture_output=True, text=True, timeout=300, cwd=repo_root,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    ds = xr.open_dataset(out)
+    assert sorted(ds["kernel"].values.tolist()) == ["exact", "sdpa"] and ds.sizes["repeat"] == 2
+    assert (ds["ratio_exact_vs_sdpa"] > 0).all() and (ds["peak_allocated"] > 0).all()

@@ -67,7 +67,7 @@ def finished(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
         )
     src = Path(given).resolve()
     configs = ["config/smoke.yaml", *request.config.getoption("--workflow-config")]
-    cfg = load_config([src / "config" / "config.yaml", *(src / c for c in configs)])
+    cfg = load_config([src / "config" / "config.yaml", *(src / c for c in configs)]).as_json()
     run = cfg["run"]
     assert (src / "results" / run / "audit" / "report.md").is_file(), f"{src}: no finished {run} run"
     root = tmp_path_factory.mktemp("finished")
