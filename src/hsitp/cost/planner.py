@@ -143,31 +143,6 @@ class RowJSON(TypedDict):
     why_not: str | None
 
 
-class PlanInputs(TypedDict):
-    """The ``Inputs`` of a plan as ``--json`` writes them, with the allocation's device count."""
-
-    D: int
-    depth: int
-    heads: int
-    mlp_ratio: int
-    L: int
-    H: int
-    W: int
-    patch: int
-    N: int
-    batch: int
-    classes: int
-    dtype: str
-    master_fp32: bool
-    nodes: int
-    devices_per_node: int
-    device_memory_gb: float
-    fixed_P: int | None
-    groups: tuple[int, ...]
-    checkpointing: tuple[str, ...]
-    devices: int
-
-
 class PlanHardware(TypedDict):
     name: str
     measured: bool
@@ -188,7 +163,7 @@ class PlanHeadroom(TypedDict):
 class PlanResult(TypedDict):
     """``hsitp advise plan``'s answer: what ``--json`` writes and :func:`format_text` prints."""
 
-    inputs: PlanInputs
+    inputs: Inputs  # --json writes its fields and the device count (:func:`_json_default`)
     hardware: PlanHardware
     headroom: PlanHeadroom
     errors: dict[str, float]  # the models' relative errors: time, memory
@@ -493,7 +468,7 @@ def plan(
     price(rows, x, hw, sw, usable=usable, overlap=overlap, dp_overlap=dp_overlap, device=device)
     best = rank_rows(rows, usable, time_error)
     return {
-        "inputs": PlanInputs(**dataclasses.asdict(x), devices=x.devices),
+        "inputs": x,
         "hardware": {
             "name": hw.name,
             "measured": hw.measured,
@@ -543,10 +518,10 @@ def format_text(a: PlanResult, limit: int = 20) -> str:
         return "-" if v is None else f"{1e3 * v:.2f}"
 
     lines = [
-        f"model D = {x['D']}, depth {x['depth']}, {x['heads']} heads, mlp x{x['mlp_ratio']}; scene "
-        f"{x['H']}x{x['W']}x{x['L']}, patch {x['patch']} -> N = {x['N']}; batch {x['batch']}, {x['dtype']}"
-        f"{' + fp32 master' if x['master_fp32'] else ''}",
-        f"allocation: {x['nodes']} node(s) x {x['devices_per_node']} devices of {x['device_memory_gb']:g} GB on "
+        f"model D = {x.D}, depth {x.depth}, {x.heads} heads, mlp x{x.mlp_ratio}; scene "
+        f"{x.H}x{x.W}x{x.L}, patch {x.patch} -> N = {x.N}; batch {x.batch}, {x.dtype}"
+        f"{' + fp32 master' if x.master_fp32 else ''}",
+        f"allocation: {x.nodes} node(s) x {x.devices_per_node} devices of {x.device_memory_gb:g} GB on "
         f"{a['hardware']['name']}; usable per rank {a['headroom']['usable_bytes'] / GB:.1f} GB",
         f"{'#':>3} {'plan':<9}{'P':>3}{'g':>3} {'ckpt':<7}{'tok':>7}{'agg':>7}{'blocks':>8}{'head':>6}"
         f"{'+trans':>7}{'peak GB':>8} {'fit':<4}{'comp ms':>9}{'comm ms':>9}{'AR ms':>8}{'tokens/s':>11}  why not",
@@ -577,7 +552,7 @@ def format_text(a: PlanResult, limit: int = 20) -> str:
         g = f", g = {rec['g']}" if rec["plan"] in DCHAG_PLANS else ""
         lines.append(
             f"recommendation: {rec['plan']} at P = {rec['P']}{g}, checkpointing {rec['checkpointing']}: "
-            f"{rec['tokens_per_s']:.3g} tokens/s on {x['devices']} devices ({rec['replicas']} replicas), "
+            f"{rec['tokens_per_s']:.3g} tokens/s on {x.devices} devices ({rec['replicas']} replicas), "
             f"{rec['memory_bytes']['peak'] / GB:.2f} GB per rank"
             + (f"; ties (within the models' error): {', '.join(a['ties'])}" if a["ties"] else "")
             + (
@@ -694,7 +669,14 @@ def run_plan(cost: CostSettings, args: Any) -> str:
         dp_overlap=float(ad.dp_overlap),
         sw=cost.switches,
     )
-    return json.dumps(result, indent=2) if args.json else format_text(result)
+    return json.dumps(result, indent=2, default=_json_default) if args.json else format_text(result)
+
+
+def _json_default(value: object) -> dict[str, object]:
+    """The plan's inputs as ``--json`` writes them: every field and the allocation's device count."""
+    if isinstance(value, Inputs):
+        return {**dataclasses.asdict(value), "devices": value.devices}
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 
 # --- Validation against D-CHAG's published memory (the numbers live once, in cost.paper) -----------------
