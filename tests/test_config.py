@@ -119,4 +119,4 @@ def test_defaults_are_those_snakemake_validate_fills(overlays):
         merged = deep_merge(merged, read_config_file(ROOT / "config" / name))
     theirs = copy.deepcopy(merged)
     validate(theirs, str(schema_path()), set_default=True)
-    assert validate_config(merged).model_dump(mode="json") == theirs
+    assert validate_config(merged).as_json() == theirs

@@ -48,8 +48,8 @@ def test_shipped_configs_pass_the_preflight() -> None:
         files = [ROOT / "config/config.yaml", ROOT / "config" / extra]
         if extra == "cpu-accuracy.yaml":
             files.insert(1, ROOT / "config/cpu.yaml")
-        preflight(load_config(files).model_dump(mode="json"))
-    preflight(load_config([ROOT / "config/config.yaml"]).model_dump(mode="json"))
+        preflight(load_config(files).as_json())
+    preflight(load_config([ROOT / "config/config.yaml"]).as_json())
 
 
 def test_one_line_names_the_first_error_and_writes_the_rest(tmp_path: Path) -> None:

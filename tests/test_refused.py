@@ -242,11 +242,7 @@ def test_every_shipped_run_passes(files: list[str]) -> None:
     D-CHAG's 26B configs at D = 8192, the scale table's 1,024 devices, the tuned fair run)."""
     from hsitp.config import load_config
 
-    preflight(
-        load_config([ROOT / "config/config.yaml", *(ROOT / "config" / f for f in files)]).model_dump(
-            mode="json"
-        )
-    )
+    preflight(load_config([ROOT / "config/config.yaml", *(ROOT / "config" / f for f in files)]).as_json())
 
 
 def test_every_list_of_the_schema_refuses_duplicates() -> None:
