@@ -68,57 +68,36 @@ def reduce_scatter(x: torch.Tensor, tp: TPGroup, dim: int, phase: str = "backwar
 # --- autograd functions -------------------------------------------------------------------------------------------
 
 
-class _CopyToTP(torch.autograd.Function):
-    """Megatron's f. forward: identity; backward: all-reduce (sum) of the input gradient.
+class _AllReduce(torch.autograd.Function):
+    """A sum over the group in the pass(es) that need it: ``forward`` is "" (identity), "in_place" or "copy";
+    ``backward`` says whether the input gradient is all-reduced. The three uses:
 
-    Placed before a column-parallel layer whose input is replicated: each rank's partial input gradient comes from
-    its own output columns, so the true gradient is their sum.
+    - Megatron's f ("", True): before a column-parallel layer whose input is replicated; each rank's partial input
+      gradient comes from its own output columns, so the true gradient is their sum.
+    - Megatron's g ("in_place", False): after a row-parallel layer; each rank holds a partial sum over its slice of
+      the contraction dim.
+    - A sum of partials that every rank then consumes for its own sharded outputs ("copy", True): LayerNorm
+      statistics over a sharded D, where each rank's gradient w.r.t. the global statistics is partial.
     """
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, tp: TPGroup) -> torch.Tensor:
-        ctx.tp = tp
-        return x
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
-        # Copy: autograd may hand the same gradient tensor to other consumers (e.g. AddBackward); never reduce it
-        # in place.
-        grad = grad.clone(memory_format=torch.contiguous_format)
-        return all_reduce_(grad, ctx.tp, "backward"), None
-
-
-class _ReduceFromTP(torch.autograd.Function):
-    """Megatron's g. forward: all-reduce (sum) of the partial outputs, in place; backward: identity.
-
-    Placed after a row-parallel layer: each rank holds a partial sum over its slice of the contraction dim.
-    """
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, tp: TPGroup) -> torch.Tensor:
-        ctx.mark_dirty(x)
+    def forward(ctx, x: torch.Tensor, tp: TPGroup, forward: str, backward: bool) -> torch.Tensor:
+        ctx.tp, ctx.backward = tp, backward
+        if not forward:
+            return x
+        if forward == "in_place":
+            ctx.mark_dirty(x)
+        else:
+            x = x.clone(memory_format=torch.contiguous_format)
         return all_reduce_(x, tp, "forward")
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
-        return grad, None
-
-
-class _AllReduceSum(torch.autograd.Function):
-    """Sum of per-rank partials that every rank then consumes for its own (sharded) outputs.
-
-    forward: all-reduce; backward: all-reduce. Used for LayerNorm statistics over a sharded D: each rank's
-    normalised slice depends on the global statistics, so each rank's gradient w.r.t. them is partial.
-    """
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, tp: TPGroup) -> torch.Tensor:
-        ctx.tp = tp
-        return all_reduce_(x.clone(memory_format=torch.contiguous_format), tp, "forward")
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
-        return all_reduce_(grad.clone(memory_format=torch.contiguous_format), ctx.tp, "backward"), None
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:
+        if ctx.backward:
+            # Copy: autograd may hand the same gradient tensor to other consumers (e.g. AddBackward); never reduce
+            # it in place.
+            grad = all_reduce_(grad.clone(memory_format=torch.contiguous_format), ctx.tp, "backward")
+        return grad, None, None, None
 
 
 class _Gather(torch.autograd.Function):
@@ -152,7 +131,7 @@ class _Gather(torch.autograd.Function):
 
 def copy_to_tp(x: torch.Tensor, tp: TPGroup) -> torch.Tensor:
     """Megatron f: forward identity, backward all-reduce."""
-    return x if tp.size == 1 else _CopyToTP.apply(x, tp)
+    return x if tp.size == 1 else _AllReduce.apply(x, tp, "", True)
 
 
 def reduce_from_tp(x: torch.Tensor, tp: TPGroup) -> torch.Tensor:
@@ -163,12 +142,12 @@ def reduce_from_tp(x: torch.Tensor, tp: TPGroup) -> torch.Tensor:
         x = x.clone()  # never overwrite a user's leaf
     elif not x.is_contiguous():
         x = x.contiguous()
-    return _ReduceFromTP.apply(x, tp)
+    return _AllReduce.apply(x, tp, "in_place", False)
 
 
 def all_reduce_sum(x: torch.Tensor, tp: TPGroup) -> torch.Tensor:
     """forward all-reduce, backward all-reduce (partials consumed by sharded outputs, e.g. LayerNorm stats)."""
-    return x if tp.size == 1 else _AllReduceSum.apply(x, tp)
+    return x if tp.size == 1 else _AllReduce.apply(x, tp, "copy", True)
 
 
 def gather_seq(x: torch.Tensor, tp: TPGroup, dim: int = 1) -> torch.Tensor:
