@@ -107,7 +107,8 @@ class ModelConfig:
     attention_kernel: str = "exact"
 
     def __post_init__(self) -> None:
-        for key in ("bands", "height", "width", "classes", "patch", "dim", "heads", "depth", "mlp_ratio"):
+        sizes = ("bands", "height", "width", "classes", "patch", "dim", "heads", "depth", "mlp_ratio")
+        for key in (*sizes, "parts", "groups"):
             value = getattr(self, key)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ModelConfigError(f"model.{key} must be a positive integer, got {value!r}")
@@ -124,10 +125,6 @@ class ModelConfig:
             )
         if self.partial not in PARTIALS:
             raise ModelConfigError(f"model.partial must be one of {PARTIALS}, got {self.partial!r}")
-        for key in ("parts", "groups"):
-            value = getattr(self, key)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ModelConfigError(f"model.{key} must be a positive integer, got {value!r}")
         if self.aggregation == "hierarchical" and self.parts > self.bands:
             raise ModelConfigError(
                 f"model.parts = {self.parts} band chunks but model.bands = {self.bands}: every chunk needs a band"

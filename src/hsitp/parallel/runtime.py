@@ -202,9 +202,8 @@ def is_oversubscribed(world_size: int, threads_per_rank: int, cores: int, *, cud
 
 
 def resolve_device(name: str, *, key: str = "device") -> torch.device:
-    """``auto`` picks CUDA when present; asking for CUDA on a machine without one is an error, not a fallback."""
-    if name not in DEVICES:
-        raise DistributedSetupError(f"{key} must be one of {DEVICES}, got {name!r}")
+    """``auto`` picks CUDA when present; asking for CUDA on a machine without one is an error, not a fallback.
+    ``name`` is one of DEVICES (RuntimeSettings and the typed config refuse any other)."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
@@ -213,9 +212,8 @@ def resolve_device(name: str, *, key: str = "device") -> torch.device:
 
 
 def resolve_backend(name: str, device: torch.device, *, device_key: str = "device") -> str:
-    """'auto' -> nccl on a CUDA device, gloo otherwise; an explicit nccl needs a CUDA device and NCCL."""
-    if name not in BACKENDS:
-        raise DistributedSetupError(f"parallel.backend must be one of {BACKENDS}, got {name!r}")
+    """'auto' -> nccl on a CUDA device, gloo otherwise; an explicit nccl needs a CUDA device and NCCL (``name``,
+    one of BACKENDS, was checked by RuntimeSettings)."""
     nccl_ok = device.type == "cuda" and dist.is_nccl_available()
     if name == "auto":
         return "nccl" if nccl_ok else "gloo"
