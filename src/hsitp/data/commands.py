@@ -13,6 +13,9 @@ from hsitp.settings import DataSettings
 log = logging.getLogger(__name__)
 
 DEFAULT_OUT = "results/{run}/data/{dataset}.nc"  # the path the Snakemake rule writes
+# what `hsitp data list` shows of each DatasetSpec, in this order (--json: these keys)
+LIST_FACTS = ("name", "title", "rows", "cols", "bands", "raw_bands", "classes", "class_counts", "sensor", "citation",
+              "licence", "verified", "unverified")  # fmt: skip
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -95,27 +98,10 @@ def _list(args: argparse.Namespace) -> int:
     rows = []
     for spec in registry.all_specs():
         status, detail = local_status(spec, FetchSettings.of(data, spec.name))
+        # the registry's facts by name (json writes the class labels as strings), then the local status
+        row = {k: getattr(spec, k) for k in LIST_FACTS}
         rows.append(
-            {
-                "name": spec.name,
-                "title": spec.title,
-                "rows": spec.rows,
-                "cols": spec.cols,
-                "bands": spec.bands,
-                "raw_bands": spec.raw_bands,
-                "classes": {str(k): v for k, v in spec.classes.items()},
-                "class_counts": None
-                if spec.class_counts is None
-                else {str(k): v for k, v in spec.class_counts.items()},
-                "sensor": spec.sensor,
-                "citation": spec.citation,
-                "licence": spec.licence,
-                "verified": spec.verified,
-                "unverified": dict(spec.unverified),
-                "status": status,
-                "status_detail": detail,
-                "prepare_unsupported": spec.prepare_unsupported,
-            }
+            row | {"status": status, "status_detail": detail, "prepare_unsupported": spec.prepare_unsupported}
         )
     if args.json:
         print(json.dumps(rows, indent=2))

@@ -90,13 +90,21 @@ class DatasetSpec:
     verified: bool  # grid and class counts confirmed against a file (shared README)
     variants: tuple[Variant, ...]
     removed_bands: tuple[int, ...] = ()  # 1-based, in raw_bands numbering; removed from uncorrected cubes
-    band_numbers: tuple[int, ...] = ()  # 1-based original band number of each prepared band
+    # 1-based original band number of each prepared band; default: the raw numbers that removed_bands keeps, else
+    # 1..bands (the distributed file's own numbering)
+    band_numbers: tuple[int, ...] = ()
     band_numbering: str = ""  # what band_numbers mean for this scene
     wavelengths_nm: tuple[float, ...] | None = None  # band centres when known; None = omitted, never invented
     manual: str | None = None  # what the user must download and where to put it (registration needed)
     prepare_unsupported: str | None = None  # why `hsitp data prepare` cannot read this source yet
     unverified: Mapping[str, str] = field(default_factory=dict)  # fact -> where the claim comes from
     notes: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.band_numbers:
+            removed, raw = self.removed_bands, self.raw_bands
+            kept = _kept(raw, removed) if removed and raw else tuple(range(1, self.bands + 1))
+            object.__setattr__(self, "band_numbers", kept)
 
     @property
     def files(self) -> tuple[RawFile, ...]:
@@ -246,7 +254,6 @@ INDIAN_PINES = DatasetSpec(
         ),
     ),
     removed_bands=_IP_REMOVED,
-    band_numbers=_kept(220, _IP_REMOVED),
     band_numbering="1-based AVIRIS band numbers of the 220-band Indian_pines.mat",
     unverified={
         "citation": LITERATURE,
@@ -306,7 +313,6 @@ SALINAS = DatasetSpec(
         ),
     ),
     removed_bands=_SA_REMOVED,
-    band_numbers=_kept(224, _SA_REMOVED),
     band_numbering=_SALINAS_BANDS,
     unverified={
         "bands": "204 from the GIC description; the corrected cube was not checked (only Salinas_gt.mat was)",
@@ -364,7 +370,6 @@ SALINAS_A = DatasetSpec(
         ),
     ),
     removed_bands=_SA_REMOVED,
-    band_numbers=_kept(224, _SA_REMOVED),
     band_numbering=_SALINAS_BANDS,
     unverified={"sensor": "common knowledge"},
     notes="The array is 83 rows x 86 columns (the GIC page says 86x83). Labels are {1, 10-14} (Salinas labels).",
@@ -412,7 +417,6 @@ PAVIA_UNIVERSITY = DatasetSpec(
             "paviaU_gt",
         ),
     ),
-    band_numbers=tuple(range(1, 104)),
     band_numbering=_DISTRIBUTED,
     unverified={
         "bands": "103 as commonly reported; the cube was not checked (only PaviaU_gt.mat was)",
@@ -457,7 +461,6 @@ PAVIA_CENTRE = DatasetSpec(
             "pavia_gt",
         ),
     ),
-    band_numbers=tuple(range(1, 103)),
     band_numbering=_DISTRIBUTED,
     unverified={**_GRID_AND_COUNTS, **_SENSOR_AND_CITATION},
 )
@@ -508,7 +511,6 @@ KSC = DatasetSpec(
             "KSC_gt",
         ),
     ),
-    band_numbers=tuple(range(1, 177)),
     band_numbering=(
         "1-based band index in the distributed 176-band file; the original AVIRIS numbers are unknown (the only "
         "published removed-band list removes 44 of 224 bands, leaving 180, so it is not used)"
@@ -620,7 +622,6 @@ HOUSTON2013 = DatasetSpec(
             None,
         ),
     ),
-    band_numbers=tuple(range(1, 145)),
     band_numbering="1-based band index of the 144-band CASI cube",
     manual=(
         "Register for the IEEE GRSS Data Fusion Contest 2013 at https://machinelearning.ee.uh.edu/?page_id=459, "
@@ -691,7 +692,6 @@ WHU_HI_LONGKOU = DatasetSpec(
             ),
         ),
     ),
-    band_numbers=tuple(range(1, 271)),
     band_numbering="1-based band index in the distributed 270-band file",
     manual=(
         "Request WHU-Hi-LongKou from http://rsidea.whu.edu.cn/resource_WHUHi_sharing.htm, then put "
