@@ -189,10 +189,6 @@ def protocol_seed(seed_seq: np.random.SeedSequence, protocol: str, index: int = 
     existed), ``block`` a child of it (spawn key (1,)). Partition k >= 1: the child (protocol's position, k), a key
     of another length than those, so no draw repeats another protocol's or another index's stream.
     """
-    if protocol not in PROTOCOLS:
-        raise PartitionError(f"accuracy protocol {protocol!r}; expected one of {list(PROTOCOLS)}")
-    if index < 0:
-        raise PartitionError(f"partition index {index}: must be >= 0")
     position = PROTOCOLS.index(protocol)
     if index > 0:
         return np.random.SeedSequence(seed_seq.entropy, spawn_key=(*seed_seq.spawn_key, position, index))
@@ -215,17 +211,6 @@ def make_partition(
     if protocol == "random":
         return random_partition(labels, classes, part, rng)
     return block_partition(labels, classes, part, rng)
-
-
-def ordered_protocols(protocols: Sequence[str]) -> list[str]:
-    """The configured protocols in canonical order (a reordered config list gives the same file); errors name
-    ``data.partition.protocols``."""
-    unknown = [p for p in protocols if p not in PROTOCOLS]
-    if unknown or not protocols:
-        raise PartitionError(
-            f"data.partition.protocols = {list(protocols)}: expected a non-empty list drawn from {list(PROTOCOLS)}"
-        )
-    return [p for p in PROTOCOLS if p in protocols]
 
 
 def near_train_fraction(partition: np.ndarray, radius: int) -> float:

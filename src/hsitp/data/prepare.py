@@ -36,11 +36,11 @@ from hsitp.data.partition import (
     check_satisfiable,
     make_partition,
     near_train_fraction,
-    ordered_protocols,
 )
 from hsitp.data.registry import DatasetSpec, Variant
 from hsitp.errors import HsitpError
 from hsitp.io import provenance, write_netcdf
+from hsitp.names import PROTOCOLS
 from hsitp.sections.data import Partition
 from hsitp.settings import DataSettings
 
@@ -59,10 +59,9 @@ class PrepareError(HsitpError):
 def normalise_bands(
     cube: np.ndarray, quantiles: Sequence[float]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(y, x, L) any dtype -> float32 in [0, 1], plus the per-band low/high clip values (raw units)."""
+    """(y, x, L) any dtype -> float32 in [0, 1], plus the per-band low/high clip values (raw units); ``quantiles``
+    (low, high) with low < high, as the config's check of ``data.clip_quantiles`` holds them."""
     q_lo, q_hi = float(quantiles[0]), float(quantiles[1])
-    if not q_lo < q_hi:
-        raise PrepareError(f"data.clip_quantiles = {list(quantiles)}: the first must be below the second")
     n_bands = cube.shape[-1]
     out = np.empty(cube.shape, dtype=np.float32)
     low = np.empty(n_bands)
@@ -130,7 +129,9 @@ def prepare_arrays(
     q = settings.clip_quantiles
     cube01, low, high = normalise_bands(cube, q)
     part = settings.partition
-    protocols = ordered_protocols(part.protocols)
+    protocols = [
+        p for p in PROTOCOLS if p in part.protocols
+    ]  # canonical order: a reordered list, the same file
     partitions = _partitions(spec, labels16, part, protocols, settings.seed)
     coords = _coords(spec, labels16.shape, protocols, draws=part.draws)
     data_vars = _label_vars(spec, labels16)
