@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 import warnings
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
@@ -44,7 +44,7 @@ import xarray as xr
 
 from hsitp.contracts import BASELINE, TRAIN, Cell
 from hsitp.errors import HsitpError
-from hsitp.evaluate.verdict import DEFAULT_MARGIN, LEVEL, VERDICTS, paired_verdict
+from hsitp.evaluate.verdict import DEFAULT_MARGIN, LEVEL, VERDICTS, half_width, paired_verdict
 from hsitp.outcomes import Accuracy
 
 ACCURACY = ("oa", "aa", "kappa")
@@ -132,6 +132,18 @@ def variable(
     return dims, values, {"units": units, "long_name": long_name, **attrs}
 
 
+def flags(
+    dims: str | tuple[str, ...], values: Sequence[str], meanings: Sequence[str], long_name: str, **attrs: Any
+) -> tuple[Any, Any, dict[str, Any]]:
+    """A CF flag variable: each of ``values`` as its int8 index in ``meanings`` (``flag_values``,
+    ``flag_meanings``)."""
+    codes = np.array([meanings.index(v) for v in values], dtype=np.int8)
+    flag_values = np.arange(len(meanings), dtype=np.int8)
+    return variable(
+        dims, codes, long_name, flag_values=flag_values, flag_meanings=" ".join(meanings), **attrs
+    )
+
+
 def _std(values: Sequence[float]) -> float:
     return float(np.std(values, ddof=1)) if len(values) > 1 else float("nan")
 
@@ -173,61 +185,87 @@ def _pad(values: np.ndarray, classes: int) -> np.ndarray:
     return out
 
 
-def _reference(runs: Runs, cell: Cell, ranks: Mapping[Cell, int]) -> Cell | None:
-    """The tp cell a cell is compared with: tp at the same dataset, P, protocol and N, else the one tp cell of that
-    dataset, protocol and N trained as a single-process equivalent (tp's architecture does not depend on P)."""
-    same = cell._replace(plan="tp", g=1)
-    if same in runs:
-        return same
-    anyp = [c for c in runs if c._replace(P=cell.P, g=1) == same and ranks[c] == 1]
-    return anyp[0] if len(anyp) == 1 else None
+# the baseline files' numbers by (dataset, protocol): each file's (partition, seed) under "replicate", its
+# (classifier,) accuracies under oa / aa / kappa and its (classifier, label) recall under per_class
+Baselines = Mapping[tuple[str, str], Mapping[str, list[Any]]]
 
 
-def _verdict_vars(
-    runs: Runs, cells: Sequence[Cell], ranks: Mapping[Cell, int], margin: float, level: float
-) -> dict[str, Any]:
+@dataclass
+class _Cells:
+    """What every group of the summary's variables is computed from: the records by cell and replicate, the
+    processes each cell trained on, the baseline files, the verdicts' margin and level; the cells in order and
+    each one's tp cell, found once."""
+
+    runs: Runs
+    ranks: Mapping[Cell, int]
+    base: Baselines
+    classifiers: Sequence[str]
+    margin: float
+    level: float
+    cells: list[Cell] = field(init=False)
+    refs: dict[Cell, Cell | None] = field(init=False)  # the tp cell each cell is compared with
+
+    def __post_init__(self) -> None:
+        self.cells = sorted(self.runs)
+        self.refs = {c: self._reference(c) for c in self.cells}
+
+    def _reference(self, cell: Cell) -> Cell | None:
+        """The tp cell a cell is compared with: tp at the same dataset, P, protocol and N, else the one tp cell of
+        that dataset, protocol and N trained as a single-process equivalent (tp's architecture does not depend on
+        P)."""
+        same = cell._replace(plan="tp", g=1)
+        if same in self.runs:
+            return same
+        anyp = [c for c in self.runs if c._replace(P=cell.P, g=1) == same and self.ranks[c] == 1]
+        return anyp[0] if len(anyp) == 1 else None
+
+    def values(self, cell: Cell | None, m: str) -> dict[Replicate, float]:
+        """Metric ``m`` of a cell's records by replicate; empty for no cell."""
+        return {r: v[m] for r, v in self.runs[cell].items()} if cell is not None else {}
+
+    def each(self, count: Callable[[Cell], int]) -> np.ndarray:
+        """(cell,) int32: ``count`` of every cell."""
+        return np.array([count(c) for c in self.cells], dtype=np.int32)
+
+    def baseline(self, cell: Cell) -> Mapping[str, list[Any]]:
+        """The baseline files' numbers on the cell's dataset and protocol (empty without such files)."""
+        return self.base.get((cell.dataset, cell.protocol), {})
+
+    def baseline_values(self, cell: Cell, m: str, j: int) -> dict[Replicate, float]:
+        """Classifier ``j``'s metric ``m`` on the cell's dataset and protocol, by the file's (partition, seed)."""
+        rows = self.baseline(cell)
+        return {r: float(v[j]) for r, v in zip(rows.get("replicate", []), rows.get(m, []), strict=True)}
+
+
+def _verdict_vars(s: _Cells) -> dict[str, Any]:
     """d_{m}_vs_tp mean/std/ci_low/ci_high, {m}_verdict (CF flags), seeds_to_decide (OA; aa_seeds_to_decide), and
-    what the intervals are over (verdict_unit_flag, verdict_units)."""
-    refs = {c: _reference(runs, c, ranks) for c in cells}
-    data = _unit_vars(runs, cells, refs)
+    what the intervals are over (verdict_unit_flag, verdict_units: none and 0 for tp and unpaired cells)."""
+    units = []
+    for c in s.cells:
+        a, _, unit = paired_units(s.values(c, "oa"), s.values(s.refs[c], "oa"))
+        units.append(("none", 0) if s.refs[c] == c or not a else (unit, len(a)))
+    long = (
+        "what the verdict's interval is over: partition (each partition's seed-paired difference averaged over its "
+        "seeds; two or more partitions) or seed (one partition); none for tp and unpaired cells"
+    )
+    data = {
+        "verdict_unit_flag": flags("cell", [u for u, _ in units], UNIT_FLAGS, long),
+        "verdict_units": variable(
+            "cell",
+            np.array([n for _, n in units], dtype=np.int32),
+            "paired units the verdict's interval is over (its k; 0 for tp and unpaired)",
+        ),
+    }
     for m in ACCURACY:
-        data.update(_difference_vars(runs, cells, refs, m, margin, level))
+        data.update(_difference_vars(s, m))
     return data
 
 
-def _unit_vars(runs: Runs, cells: Sequence[Cell], refs: Mapping[Cell, Cell | None]) -> dict[str, Any]:
-    """verdict_unit_flag and verdict_units: what each cell's verdict interval is over, and how many."""
-    units = []
-    for c in cells:
-        ref = refs[c]
-        other = {r: v["oa"] for r, v in runs[ref].items()} if ref is not None and ref != c else {}
-        a, _, unit = paired_units({r: v["oa"] for r, v in runs[c].items()}, other)
-        units.append((unit if a else "none", len(a)))
-    return {
-        "verdict_unit_flag": (
-            "cell",
-            np.array([UNIT_FLAGS.index(u) for u, _ in units], dtype=np.int8),
-            {"units": "1", "long_name": "what the verdict's interval is over: partition (each partition's "
-             "seed-paired difference averaged over its seeds; two or more partitions) or seed (one partition); "
-             "none for tp and unpaired cells", "flag_values": np.arange(len(UNIT_FLAGS), dtype=np.int8),
-             "flag_meanings": " ".join(UNIT_FLAGS)},
-        ),
-        "verdict_units": (
-            "cell",
-            np.array([n for _, n in units], dtype=np.int32),
-            {"units": "1", "long_name": "paired units the verdict's interval is over (its k; 0 for tp and unpaired)"},
-        ),
-    }  # fmt: skip
-
-
-def _difference_vars(
-    runs: Runs, cells: Sequence[Cell], refs: Mapping[Cell, Cell | None], m: str, margin: float, level: float
-) -> dict[str, Any]:
+def _difference_vars(s: _Cells, m: str) -> dict[str, Any]:
     """Metric ``m`` of each cell minus its tp cell's: mean and sd, and for the verdict metrics the interval, the
     verdict and the units to decide."""
-    mean, std, flags, low, high, need = zip(
-        *(_paired(runs, c, refs[c], m, margin, level) for c in cells), strict=True
-    )
+    mean, std, verdicts, low, high, need = zip(*(_paired(s, c, m) for c in s.cells), strict=True)
+    margin, level = s.margin, s.level
     note = (
         f"plan minus tp ({m}) paired by replicate (partition and seed), at the same dataset, protocol and N and "
         "the same P (or tp's one single-process equivalent), over verdict_unit_flag (partitions, each one's "
@@ -242,19 +280,15 @@ def _difference_vars(
     ci = f"{level:.0%} two-sided t interval (k - 1 degrees of freedom) of the mean of {note}"
     data[f"d_{m}_vs_tp_ci_low"] = variable("cell", list(low), f"low end of the {ci}")
     data[f"d_{m}_vs_tp_ci_high"] = variable("cell", list(high), f"high end of the {ci}")
-    data[f"{m}_verdict"] = (
+    data[f"{m}_verdict"] = flags(
         "cell",
-        np.array([VERDICT_FLAGS.index(f) for f in flags], dtype=np.int8),
-        {
-            "flag_values": np.arange(len(VERDICT_FLAGS), dtype=np.int8),
-            "flag_meanings": " ".join(VERDICT_FLAGS),
-            "units": "1",
-            "long_name": f"{m.upper()} of the plan vs tp: equal if the interval lies in [-margin, margin], else "
-            "better (low > 0), worse (high < 0) or undecided; reference = tp itself, unpaired = no tp run",
-            "margin": margin,
-            "level": level,
-            "multiplicity": "per comparison: a table of n verdicts holds n such intervals (no correction)",
-        },
+        verdicts,
+        VERDICT_FLAGS,
+        f"{m.upper()} of the plan vs tp: equal if the interval lies in [-margin, margin], else better (low > 0), "
+        "worse (high < 0) or undecided; reference = tp itself, unpaired = no tp run",
+        margin=margin,
+        level=level,
+        multiplicity="per comparison: a table of n verdicts holds n such intervals (no correction)",
     )
     data["seeds_to_decide" if m == "oa" else f"{m}_seeds_to_decide"] = variable(
         "cell",
@@ -266,20 +300,17 @@ def _difference_vars(
     return data
 
 
-def _paired(
-    runs: Runs, c: Cell, ref: Cell | None, m: str, margin: float, level: float
-) -> tuple[float, float, str, float, float, int]:
-    """Cell ``c`` minus its tp cell ``ref`` in metric ``m``, paired by replicate (:func:`paired_units`): (mean, sd,
+def _paired(s: _Cells, c: Cell, m: str) -> tuple[float, float, str, float, float, int]:
+    """Cell ``c`` minus its tp cell in metric ``m``, paired by replicate (:func:`paired_units`): (mean, sd,
     verdict, interval low and high, units to decide; -1 where not applicable)."""
-    mine = runs[c]
-    other = runs[ref] if ref is not None else {}
-    a, b, _unit = paired_units({r: v[m] for r, v in mine.items()}, {r: v[m] for r, v in other.items()})
+    ref = s.refs[c]
+    a, b, _unit = paired_units(s.values(c, m), s.values(ref, m))
     d = [x - y for x, y in zip(a, b, strict=True)]
     if c.plan == "tp" and ref == c:
         return _mean(d), _std(d), "reference", np.nan, np.nan, -1
     if len(d) < 2:
         return _mean(d), _std(d), "unpaired" if not d else Accuracy.UNDECIDED, np.nan, np.nan, -1
-    v = paired_verdict(a, b, margin, level)
+    v = paired_verdict(a, b, s.margin, s.level)
     k = -1 if v.seeds_to_decide is None else v.seeds_to_decide
     return _mean(d), _std(d), v.verdict, v.ci_low, v.ci_high, k
 
@@ -323,34 +354,31 @@ def _seed_mean_curve(curves: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[n
     return epochs, stack.mean(axis=0)  # NaN in any seed: the epoch was not evaluated in the cell
 
 
-def _time_to_accuracy(
-    runs: Runs, cells: Sequence[Cell], ranks: Mapping[Cell, int], svm_oa: Mapping[Cell, float], margin: float
-) -> dict[str, Any]:
+def _time_to_accuracy(s: _Cells) -> dict[str, Any]:
     """target_oa, steps_to_target (seed-mean curve), its _min / _max over seeds, target_reached and
     seeds_reaching_target, each (cell, target); steps_per_epoch (cell)."""
     nan = float("nan")
-    shape = (len(cells), len(TARGETS))
+    shape = (len(s.cells), len(TARGETS))
     t = {
         k: np.full(shape, nan)
         for k in ("target_oa", "steps_to_target", "steps_to_target_min", "steps_to_target_max")
     }
     t["target_reached"], t["seeds_reaching_target"] = np.zeros(shape, np.int8), np.zeros(shape, np.int32)
-    spe = np.full(len(cells), nan)
-    position = {c: i for i, c in enumerate(cells)}
-    tp_cell = np.full(len(cells), -1, dtype=np.int32)
-    for i, c in enumerate(cells):
-        seeds = [runs[c][s] for s in sorted(runs[c])]
+    spe = np.full(len(s.cells), nan)
+    position = {c: i for i, c in enumerate(s.cells)}
+    svm_oa = _svm_oa(s)
+    for i, c in enumerate(s.cells):
+        seeds = [s.runs[c][r] for r in sorted(s.runs[c])]
         per_epoch = {r["steps_per_epoch"] for r in seeds}
         if len(per_epoch) > 1:
             raise SummaryError(
                 f"cell {c}: seeds trained at different steps_per_epoch {sorted(per_epoch)} (one recipe has one)"
             )
         spe[i] = per_epoch.pop()
-        ref = _reference(runs, c, ranks)
-        tp_cell[i] = position.get(ref, -1) if ref is not None else -1
-        tp_oa = _mean([r["oa"] for r in runs[ref].values()]) if ref is not None else nan
-        t["target_oa"][i] = (svm_oa.get(c, nan), tp_oa - margin)
+        tp_oa = _mean(list(s.values(s.refs[c], "oa").values()))  # NaN without a tp cell
+        t["target_oa"][i] = (svm_oa.get(c, nan), tp_oa - s.margin)
         _cell_crossings(seeds, spe[i], t, i)
+    tp_cell = s.each(lambda c: position.get(s.refs[c], -1))
     return _time_to_accuracy_vars(tp_cell, t, spe)
 
 
@@ -437,22 +465,18 @@ def summarize(
     base, classifiers = _read_baselines(baselines)
     if not got.runs:
         raise SummaryError("train summary: no training records given")
-    runs, ranks = got.runs, got.ranks
-    cells = sorted(runs)
-    data = _seed_stats(runs, cells)
-    data.update(_verdict_vars(runs, cells, ranks, margin, level))
-    per_class, classes = _per_class_mean(runs, cells)
-    data.update(per_class)
-    data.update(_cell_counts(runs, ranks, cells))
-    coords = _cell_coords(cells, classes)
+    s = _Cells(got.runs, got.ranks, base, classifiers, margin, level)
+    per_class, classes = _per_class_mean(s)
+    data = {**_seed_stats(s), **_verdict_vars(s), **per_class, **_cell_counts(s)}
+    coords = _cell_coords(s.cells, classes)
     if classifiers:
         coords["classifier"] = (
             "classifier",
             np.array(classifiers, dtype=object),
             {"long_name": "classifier"},
         )
-        data.update(_baseline_vars(base, classifiers, cells, classes, runs, level))
-    data.update(_time_to_accuracy(runs, cells, ranks, _svm_oa(base, classifiers, cells), margin))
+        data.update(_baseline_vars(s, classes))
+    data.update(_time_to_accuracy(s))
     coords["target"] = (
         "target",
         np.array(TARGETS, dtype=object),
@@ -537,12 +561,12 @@ def _read_baselines(
     return base, classifiers
 
 
-def _seed_stats(runs: Runs, cells: Sequence[Cell]) -> dict[str, Any]:
+def _seed_stats(s: _Cells) -> dict[str, Any]:
     """Mean and standard deviation over replicates of every per-record number, per cell; for the accuracy, its
     spread across partitions apart from its spread across seeds (:func:`spread_parts`)."""
     data: dict[str, Any] = {}
     for m in (*ACCURACY, *FINAL, *VALIDATION, "tokens_per_s", "peak_memory", "ccr_inline"):
-        vals = [[r[m] for r in runs[c].values()] for c in cells]
+        vals = [list(s.values(c, m).values()) for c in s.cells]
         attrs = {"units": UNITS[m]}
         if m == "tokens_per_s":  # each record timed at its own moment: no ratio between cells
             attrs["comparable"] = "within one record only; plan ratios: probe/throughput.nc (interleaved)"
@@ -554,20 +578,19 @@ def _seed_stats(runs: Runs, cells: Sequence[Cell]) -> dict[str, Any]:
             {**attrs, "long_name": f"standard deviation (ddof 1) {over}"},
         )
     for m in ACCURACY:
-        spreads = [spread_parts({r: v[m] for r, v in runs[c].items()}) for c in cells]
-        data[f"{m}_partition_std"] = (
+        spreads = [spread_parts(s.values(c, m)) for c in s.cells]
+        data[f"{m}_partition_std"] = variable(
             "cell",
             [p for p, _ in spreads],
-            {"units": "1", "long_name": f"spread across partitions: standard deviation (ddof 1) over the cell's "
-             f"partitions of each partition's mean over its seeds, of {LONG[m]}; NaN with one partition"},
-        )  # fmt: skip
-        data[f"{m}_seed_std"] = (
+            f"spread across partitions: standard deviation (ddof 1) over the cell's partitions of each "
+            f"partition's mean over its seeds, of {LONG[m]}; NaN with one partition",
+        )
+        data[f"{m}_seed_std"] = variable(
             "cell",
             [q for _, q in spreads],
-            {"units": "1", "long_name": f"spread across seeds: pooled standard deviation over seeds within a "
-             f"partition (root mean of the partitions' ddof-1 variances), of {LONG[m]}; NaN with one seed per "
-             "partition"},
-        )  # fmt: skip
+            f"spread across seeds: pooled standard deviation over seeds within a partition (root mean of the "
+            f"partitions' ddof-1 variances), of {LONG[m]}; NaN with one seed per partition",
+        )
     return data
 
 
@@ -583,9 +606,9 @@ def spread_parts(values: Mapping[Replicate, float]) -> tuple[float, float]:
     return _std(means), float(np.sqrt(np.mean(within))) if within else float("nan")
 
 
-def _per_class_mean(runs: Runs, cells: Sequence[Cell]) -> tuple[dict[str, Any], int]:
+def _per_class_mean(s: _Cells) -> tuple[dict[str, Any], int]:
     """Each class's test recall, mean over replicates per cell; and the most classes of any cell."""
-    per_class = [np.stack([r["per_class"] for r in runs[c].values()]) for c in cells]  # (seeds, K) per cell
+    per_class = [np.stack(list(s.values(c, "per_class").values())) for c in s.cells]  # (seeds, K) per cell
     classes = max(pc.shape[1] for pc in per_class)
     with warnings.catch_warnings():  # a class with no test pixel is NaN in every seed: mean of nothing
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -597,31 +620,27 @@ def _per_class_mean(runs: Runs, cells: Sequence[Cell]) -> tuple[dict[str, Any], 
     return {"per_class_accuracy_mean": variable(("cell", "label"), pc_mean, long)}, classes
 
 
-def _cell_counts(runs: Runs, ranks: Mapping[Cell, int], cells: Sequence[Cell]) -> dict[str, Any]:
+def _cell_counts(s: _Cells) -> dict[str, Any]:
     """Seeds, partitions, replicates, epochs, summary epochs and processes of each cell."""
 
-    def each(count: Any) -> np.ndarray:
-        return np.array([count(c) for c in cells], dtype=np.int32)
-
     def fewest(key: str) -> np.ndarray:
-        return each(lambda c: min(r[key] for r in runs[c].values()))
+        return s.each(lambda c: min(r[key] for r in s.runs[c].values()))
 
     processes = (
         "processes each run of the cell trained on: P, or 1 for the plan's single-process equivalent "
         "(train.equivalent; its tokens/s and memory are one process's, not the plan's)"
     )
+    seeds = [len({seed for _, seed in s.runs[c]}) for c in s.cells]
     return {
-        "seeds": variable(
-            "cell", [len({s for _, s in runs[c]}) for c in cells], "training seeds in the cell (distinct)"
-        ),
+        "seeds": variable("cell", seeds, "training seeds in the cell (distinct)"),
         "partitions": variable(
             "cell",
-            each(lambda c: len({k for k, _ in runs[c]})),
+            s.each(lambda c: len({k for k, _ in s.runs[c]})),
             "partitions of the protocol in the cell (distinct; data.partition.draws)",
         ),
         "replicates": variable(
             "cell",
-            each(lambda c: len(runs[c])),
+            s.each(lambda c: len(s.runs[c])),
             "replicates (partition, seed) in the cell: its training records",
         ),
         "epochs": variable(
@@ -632,7 +651,7 @@ def _cell_counts(runs: Runs, ranks: Mapping[Cell, int], cells: Sequence[Cell]) -
             fewest("window"),
             "epochs averaged into the cell's accuracy, tokens/s and memory (§7.4: the last 10)",
         ),
-        "ranks": variable("cell", each(lambda c: ranks[c]), processes),
+        "ranks": variable("cell", s.each(lambda c: s.ranks[c]), processes),
     }
 
 
@@ -654,57 +673,40 @@ def _cell_coords(cells: Sequence[Cell], classes: int) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _baseline_vars(
-    base: Mapping[tuple[str, str], Mapping[str, list[Any]]],
-    classifiers: Sequence[str],
-    cells: Sequence[Cell],
-    classes: int,
-    runs: Runs,
-    level: float,
-) -> dict[str, Any]:
+def _baseline_vars(s: _Cells, classes: int) -> dict[str, Any]:
     """The classical baseline beside every cell: its accuracies on the cell's dataset and protocol over its files
     (partitions x seeds), their spread across partitions, and the cell's OA difference to it paired by partition."""
-    data = _baseline_accuracy_vars(base, classifiers, cells, classes)
-    reps = [_base(base, c).get("replicate", []) for c in cells]
-    seeds = [len({seed for _, seed in r}) for r in reps]
+    data = _baseline_accuracy_vars(s, classes)
+    reps = [s.baseline(c).get("replicate", []) for c in s.cells]
     data["baseline_seeds"] = variable(
-        "cell", seeds, "baseline seeds (distinct) on the cell's dataset and protocol"
+        "cell",
+        [len({seed for _, seed in r}) for r in reps],
+        "baseline seeds (distinct) on the cell's dataset and protocol",
     )
     data["baseline_partitions"] = variable(
         "cell",
         np.array([len({k for k, _ in r}) for r in reps], dtype=np.int32),
         "partitions the baseline ran on (distinct), the cell's dataset and protocol",
     )
+    shape = (len(s.cells), len(s.classifiers))
     for m in ACCURACY:
-        sd = [
-            [spread_parts(_baseline_values(base, c, m, j))[0] for j in range(len(classifiers))] for c in cells
-        ]
+        sd = [[spread_parts(s.baseline_values(c, m, j))[0] for j in range(shape[1])] for c in s.cells]
         data[f"baseline_{m}_partition_std"] = variable(
             ("cell", "classifier"),
-            np.array(sd, dtype=np.float64).reshape(len(cells), len(classifiers)),
+            np.array(sd, dtype=np.float64).reshape(shape),
             f"spread across partitions of the classical baseline's {m} on the same dataset and protocol: standard "
             "deviation (ddof 1) of each partition's mean over baseline seeds; NaN with one partition",
         )
-    data.update(_baseline_difference_vars(base, classifiers, runs, cells, level))
+    data.update(_baseline_difference_vars(s))
     return data
 
 
-def _base(base: Mapping[tuple[str, str], Mapping[str, list[Any]]], cell: Cell) -> Mapping[str, list[Any]]:
-    """The baseline files' numbers on the cell's dataset and protocol (empty without such files)."""
-    return base.get((cell.dataset, cell.protocol), {})
-
-
-def _baseline_accuracy_vars(
-    base: Mapping[tuple[str, str], Mapping[str, list[Any]]],
-    classifiers: Sequence[str],
-    cells: Sequence[Cell],
-    classes: int,
-) -> dict[str, Any]:
+def _baseline_accuracy_vars(s: _Cells, classes: int) -> dict[str, Any]:
     """baseline_{m}_mean and _std (cell, classifier), and baseline_per_class_accuracy_mean where every file has it."""
     data: dict[str, Any] = {}
-    nan = np.full(len(classifiers), np.nan)
+    nan = np.full(len(s.classifiers), np.nan)
     for m in ACCURACY:
-        rows = [_base(base, c).get(m, []) for c in cells]
+        rows = [s.baseline(c).get(m, []) for c in s.cells]
         what = (
             f"over the baseline's files (partitions x seeds) of the classical baseline's {m} on the same dataset "
             "and protocol"
@@ -715,7 +717,7 @@ def _baseline_accuracy_vars(
         data[f"baseline_{m}_std"] = variable(
             ("cell", "classifier"), stds, f"standard deviation (ddof 1) {what}"
         )
-    rows_pc = [_base(base, c).get("per_class", []) for c in cells]
+    rows_pc = [s.baseline(c).get("per_class", []) for c in s.cells]
     if all(rows_pc):
         with warnings.catch_warnings():  # a class with no test pixel: NaN in every seed
             warnings.simplefilter("ignore", RuntimeWarning)
@@ -728,33 +730,17 @@ def _baseline_accuracy_vars(
     return data
 
 
-def _baseline_values(
-    base: Mapping[tuple[str, str], Mapping[str, list[Any]]], cell: Cell, m: str, j: int
-) -> dict[Replicate, float]:
-    """Classifier ``j``'s metric ``m`` on the cell's dataset and protocol, by the file's (partition, seed)."""
-    rows = _base(base, cell)
-    return {r: float(v[j]) for r, v in zip(rows.get("replicate", []), rows.get(m, []), strict=True)}
-
-
-def _baseline_difference_vars(
-    base: Mapping[tuple[str, str], Mapping[str, list[Any]]],
-    classifiers: Sequence[str],
-    runs: Runs,
-    cells: Sequence[Cell],
-    level: float,
-) -> dict[str, Any]:
+def _baseline_difference_vars(s: _Cells) -> dict[str, Any]:
     """d_oa_vs_baseline_mean / _ci_low / _ci_high (cell, classifier): the cell's OA minus the baseline's, paired by
     partition (each side's mean over its seeds on the partition; the baseline's seed drives only its CV folds and
     forest, so its seeds are no pairing of the training seeds), the interval over partitions (over the cell's
     seeds against the baseline's mean where one partition)."""
-    from hsitp.evaluate.verdict import t_quantile
-
-    shape = (len(cells), len(classifiers))
+    shape = (len(s.cells), len(s.classifiers))
     out = {k: np.full(shape, np.nan) for k in ("mean", "low", "high")}
-    for i, c in enumerate(cells):
-        mine = {r: float(v["oa"]) for r, v in runs[c].items()}
-        for j in range(len(classifiers)):
-            theirs = _baseline_values(base, c, "oa", j)
+    for i, c in enumerate(s.cells):
+        mine = s.values(c, "oa")
+        for j in range(shape[1]):
+            theirs = s.baseline_values(c, "oa", j)
             parts = sorted({k for k, _ in mine} & {k for k, _ in theirs})
             if not parts:
                 continue
@@ -765,14 +751,14 @@ def _baseline_difference_vars(
                 d = [v - ref[q] for (q, _), v in sorted(mine.items()) if q in ref]
             out["mean"][i, j] = float(np.mean(d))
             if len(d) >= 2:
-                half = t_quantile(len(d), level) * float(np.std(d, ddof=1)) / np.sqrt(len(d))
+                half = half_width(float(np.std(d, ddof=1)), len(d), s.level)
                 out["low"][i, j], out["high"][i, j] = out["mean"][i, j] - half, out["mean"][i, j] + half
     note = (
         "the cell's OA minus the classical baseline's on the same dataset and protocol, paired by partition (each "
         "side's mean over its seeds); over partitions, or the cell's seeds against the baseline's mean where one "
         "partition"
     )
-    ci = f"{level:.0%} two-sided t interval (k - 1 degrees of freedom) of the mean of {note}"
+    ci = f"{s.level:.0%} two-sided t interval (k - 1 degrees of freedom) of the mean of {note}"
     dims = ("cell", "classifier")
     return {
         "d_oa_vs_baseline_mean": variable(dims, out["mean"], f"mean of {note}"),
@@ -781,20 +767,12 @@ def _baseline_difference_vars(
     }
 
 
-def _svm_oa(
-    base: Mapping[tuple[str, str], Mapping[str, list[Any]]],
-    classifiers: Sequence[str],
-    cells: Sequence[Cell],
-) -> dict[Cell, float]:
+def _svm_oa(s: _Cells) -> dict[Cell, float]:
     """The RBF SVM baseline's OA (mean over its seeds) on each cell's dataset and protocol, where there is one."""
-    out: dict[Cell, float] = {}
-    if SVM in classifiers:
-        k = classifiers.index(SVM)
-        for c in cells:
-            rows_oa = _base(base, c).get("oa", [])
-            if rows_oa:
-                out[c] = float(np.mean([r[k] for r in rows_oa]))
-    return out
+    if SVM not in s.classifiers:
+        return {}
+    k = s.classifiers.index(SVM)
+    return {c: float(np.mean([r[k] for r in rows])) for c in s.cells if (rows := s.baseline(c).get("oa", []))}
 
 
 def _summary_attrs(
