@@ -17,7 +17,7 @@ matplotlib.use("Agg")
 
 from hsitp.analysis import answer as analysis_answer  # noqa: E402
 from hsitp.analysis import cells as analysis_cells  # noqa: E402
-from hsitp.analysis.labels import stage_hardware  # noqa: E402
+from hsitp.analysis.labels import measured_on, stage_hardware  # noqa: E402
 from hsitp.analysis.read import ReportError, need  # noqa: E402
 from hsitp.io import ResultFileError, json_attr, read_netcdf  # noqa: E402
 from hsitp.report import bench as rb  # noqa: E402
@@ -26,7 +26,7 @@ from hsitp.report import data as rd  # noqa: E402
 from hsitp.report import probe as rp  # noqa: E402
 from hsitp.report import rules  # noqa: E402
 from hsitp.report import train as rt  # noqa: E402
-from hsitp.report.common import Publisher, fmt_num, load_cost, measured_on  # noqa: E402
+from hsitp.report.common import Publisher, fmt_num, load_cost  # noqa: E402
 from hsitp.report.outputs import OUTPUTS, STAGES, stage_outputs  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -160,9 +160,10 @@ def test_notebook_defaults_are_the_smoke_run_and_match_the_rule_parameters():
 # --- hardware labels -------------------------------------------------------------------------------------------------
 def test_hardware_named_from_the_files(mvm, cost_tables):
     """Catches: captions or titles that lose the device a number was measured on or the presets it was modelled for."""
-    assert measured_on(mvm).startswith("CPU: AMD EPYC") and "gloo" in measured_on(mvm)
-    assert ", none)" not in measured_on(mvm)  # the P = 1 launch (no process group) is not a second device
-    assert stage_hardware("bench", [BENCH / "model_vs_measured.nc"]) == f"measured on {measured_on(mvm)}"
+    device = measured_on(mvm.attrs)
+    assert device.startswith("CPU: AMD EPYC") and "gloo" in device
+    assert ", none)" not in device  # the P = 1 launch (no process group) is not a second device
+    assert stage_hardware("bench", [BENCH / "model_vs_measured.nc"]) == f"measured on {device}"
     cost_line = stage_hardware("cost", [COST / "ccr.nc", COST / "scale.nc"])
     assert "paper-intra" in cost_line and "h200-nvlink-ib" in cost_line and "not measurements" in cost_line
     assert stage_hardware("bench", ["/nonexistent.nc"]) == "named once the stage's files exist"

@@ -21,11 +21,12 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from hsitp.analysis.labels import measured_on, modelled_for
 from hsitp.analysis.read import json_attr, load, need
 from hsitp.contracts import CALIBRATION, MICROBENCH, MODEL_VS_MEASURED
 from hsitp.names import PLANS
 from hsitp.report import style
-from hsitp.report.common import MEASURED, MODELLED, headline, log_limits, measured_on, modelled_for
+from hsitp.report.common import MEASURED, MODELLED, headline, log_limits
 from hsitp.report.cost import MODEL_STYLE, paper_cases
 
 HELD_OUT, NOT_MEASURED = 1, -1  # model_vs_measured held_out flags (0: fitted)
@@ -68,7 +69,12 @@ def _counts(mvm: xr.Dataset) -> dict[str, int]:
 
 def _basis(mvm: xr.Dataset) -> str:
     """The second title line: measured on which device, beside which models (the counts go to the legend)."""
-    return f"{MEASURED} on {measured_on(mvm)}, beside the stated (paper's formulas) and refined models calibrated there"
+    return f"{MEASURED} on {measured_on(mvm.attrs)}, beside the stated (paper's formulas) and refined models calibrated there"
+
+
+def _device(mvm: xr.Dataset | None) -> str:
+    """The device a section 8.1 / 8.2 table's measured columns come from."""
+    return measured_on(mvm.attrs) if mvm is not None else "no bench file"
 
 
 def _op_title(op: str) -> str:
@@ -251,7 +257,7 @@ def compute_vs_comm_figure(mb: xr.Dataset) -> Figure:
     handles = [plt.Rectangle((0, 0), 1, 1, color=c, label=k) for k, c in palette.items()]
     fig.legend(handles=handles, loc="outside lower center", ncol=3 if width >= 8 else 1, frameon=False)
     what = f"Compute vs exposed communication per layer (fwd + bwd, L = {L0}, {dt0})"
-    fig.suptitle(headline(what, MEASURED, f"{MEASURED} on {measured_on(mb)}; mean over repeats"))
+    fig.suptitle(headline(what, MEASURED, f"{MEASURED} on {measured_on(mb.attrs)}; mean over repeats"))
     return fig
 
 
@@ -282,7 +288,7 @@ def summary_table(mvm: xr.Dataset) -> pd.DataFrame:
 def summary_caption(mvm: xr.Dataset) -> str:
     return (
         f"Model vs measured CCR: median |relative error| of the paper's stated model and of the refined model, "
-        f"both calibrated on the device measured ({measured_on(mvm)}); 'held out' points were not used by the "
+        f"both calibrated on the device measured ({measured_on(mvm.attrs)}); 'held out' points were not used by the "
         "calibration fit. 'traced' is a diagnostic (the ring model on the collectives the layer issued)."
     )
 
@@ -318,7 +324,7 @@ def ccr_8_1_table(ccr: xr.Dataset, mvm: xr.Dataset | None = None) -> pd.DataFram
     attention layer of that split measured on the bench device at the same N, D = C and P (where measured)."""
     need(ccr, "ccr", "relative_throughput", "N", "layer_ccr")
     C = int(ccr.attrs.get("embed_dim", 0))
-    dev = measured_on(mvm) if mvm is not None else "no bench file"
+    dev = _device(mvm)
     rows = []
     for case, P, split in product(map(str, ccr["case"].values), ccr["P"].values, ccr["split"].values):
         N = int(ccr["N"].sel(case=case))
@@ -361,11 +367,11 @@ def grid_gaps(ccr: xr.Dataset, mvm: xr.Dataset | None) -> str:
 
 
 def ccr_8_1_caption(ccr: xr.Dataset, mvm: xr.Dataset | None) -> str:
-    dev = measured_on(mvm) if mvm is not None else "no bench file"
+    dev = _device(mvm)
     return (
         f"{grid_gaps(ccr, mvm)}  \n"  # a line of its own in Markdown (hard break), a space in LaTeX
         f"Paper section 8.1, reproduced: block CCR (stated and refined) and stated relative throughput, "
-        f"{MODELLED}, {modelled_for(ccr, list(ccr['hardware'].values))}; beside them the attention layer of the "
+        f"{MODELLED}, {modelled_for(ccr.attrs, list(ccr['hardware'].values))}; beside them the attention layer of the "
         f"same split {MEASURED} on {dev} at the same N, D = C and P with both models calibrated on that device "
         "(a single layer, not the whole block; empty where the bench grid lacks the point)."
     )
@@ -387,7 +393,7 @@ def dchag_8_2_table(
     measurement only at that g (pure TP's aggregation does not depend on g)."""
     need(ccr, "scheme_ccr", "scheme_relative_throughput", "scheme_memory", "N")
     C = int(ccr.attrs.get("embed_dim", 0))
-    dev = measured_on(mvm) if mvm is not None else "no bench file"
+    dev = _device(mvm)
     rows = []
     for case, P, g, scheme in product(
         paper_cases(ccr), ccr["P"].values, ccr["g"].values, ccr["scheme"].values
@@ -422,11 +428,11 @@ def dchag_8_2_table(
 
 
 def dchag_8_2_caption(ccr: xr.Dataset, mvm: xr.Dataset | None) -> str:
-    dev = measured_on(mvm) if mvm is not None else "no bench file"
+    dev = _device(mvm)
     return (
         "Paper section 8.2, reproduced: whole-model CCR and throughput of pure TP vs D-CHAG (linear and "
         f"cross-attention partial aggregators) and per-device memory, {MODELLED}, "
-        f"{modelled_for(ccr, list(ccr['hardware'].values))}; beside them the aggregation layer of each scheme "
+        f"{modelled_for(ccr.attrs, list(ccr['hardware'].values))}; beside them the aggregation layer of each scheme "
         f"{MEASURED} on {dev} (one layer, not the whole model; only at the bench's group count)."
     )
 
@@ -465,7 +471,7 @@ def calibration_table(cal: xr.Dataset) -> pd.DataFrame:
 
 def calibration_caption(cal: xr.Dataset) -> str:
     return (
-        f"Calibration fitted to the microbenchmarks on {measured_on(cal)} (world sizes "
+        f"Calibration fitted to the microbenchmarks on {measured_on(cal.attrs)} (world sizes "
         f"{json_attr(cal, 'world_sizes', '?')}): {cal.attrs.get('model', '')}. Fitted to measurements, on the "
         f"training subset only (hold-out fraction {cal.attrs.get('holdout_fraction', '?')})."
     )
@@ -473,6 +479,6 @@ def calibration_caption(cal: xr.Dataset) -> str:
 
 def points_caption(mvm: xr.Dataset) -> str:
     return (
-        f"Every measured point with P > 1: CCR {MEASURED} on {measured_on(mvm)} beside the stated and refined "
+        f"Every measured point with P > 1: CCR {MEASURED} on {measured_on(mvm.attrs)} beside the stated and refined "
         "models calibrated on the same device, relative errors, and whether the calibration fit saw the point."
     )

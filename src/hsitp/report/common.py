@@ -1,5 +1,6 @@
-"""What every report page shares: reading a stage's netCDF, naming the hardware behind a number, and writing
-figures (PNG + PDF) and tables (CSV + Markdown + LaTeX) under the names of :mod:`hsitp.report.outputs`.
+"""What every report page shares: reading a stage's netCDF and writing figures (PNG + PDF) and tables (CSV +
+Markdown + LaTeX) under the names of :mod:`hsitp.report.outputs`; the hardware behind a number is named by
+:mod:`hsitp.analysis.labels` on the file's attributes.
 
 Report code reads results only (``hsitp.io.read_netcdf``); it never runs a stage, so re-rendering after a change
 to a notebook or a plotting function costs seconds.
@@ -23,7 +24,6 @@ import xarray as xr
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from hsitp.analysis import labels
 from hsitp.analysis.read import load
 from hsitp.contracts import COST
 from hsitp.io import atomic_write_text
@@ -43,27 +43,6 @@ MEASURED = "measured"
 def load_cost(path: str | os.PathLike[str], table: str) -> xr.Dataset:
     """A cost-model table (rho, ccr, boundary, scale, plan): :func:`load` by its contract."""
     return load(path, COST[table])
-
-
-# --- hardware: which machine or which preset a number belongs to (hsitp.analysis.labels, on a Dataset) ----------
-def computed_on(ds: xr.Dataset) -> str:
-    """The machine that wrote the file (provenance.device)."""
-    return labels.computed_on(ds.attrs)
-
-
-def measured_on(ds: xr.Dataset) -> str:
-    """The device a bench file was timed on, with dtype."""
-    return labels.measured_on(ds.attrs)
-
-
-def presets(ds: xr.Dataset) -> dict[str, dict[str, Any]]:
-    """Hardware presets a cost table was modelled for."""
-    return labels.presets(ds.attrs)
-
-
-def modelled_for(ds: xr.Dataset, names: Iterable[str] | None = None) -> str:
-    """'modelled for paper-intra, paper-inter' (the presets in the file, or the given subset)."""
-    return labels.modelled_for(ds.attrs, names)
 
 
 # --- figures -------------------------------------------------------------------------------------------------------

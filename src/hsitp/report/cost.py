@@ -21,10 +21,11 @@ from matplotlib.patches import Patch
 from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 
+from hsitp.analysis.labels import modelled_for, presets
 from hsitp.analysis.read import json_attr, need
 from hsitp.names import PLAN_NAMES
 from hsitp.report import style
-from hsitp.report.common import MODELLED, headline, log_limits, modelled_for, presets
+from hsitp.report.common import MODELLED, headline, log_limits
 from hsitp.shape import n_tokens
 
 SPLITS = ("channel", "token", "2d")
@@ -126,7 +127,7 @@ def ccr_vs_p_figure(ccr: xr.Dataset, cases: Sequence[str] | None = None) -> Figu
         f"Block CCR vs P, C = D = {ccr.attrs.get('embed_dim', '?')}, patch {ccr.attrs.get('patch', '?')} "
         "(CCR < 1: compute-bound)"
     )
-    fig.suptitle(headline(what, MODELLED, modelled_for(ccr, hws)))
+    fig.suptitle(headline(what, MODELLED, modelled_for(ccr.attrs, hws)))
     return fig
 
 
@@ -176,7 +177,7 @@ def boundary_figure(boundary: xr.Dataset) -> Figure:
     fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 5), frameon=False,
                title="region: the split with the lowest CCR; marker: a dataset at the preset's threshold")  # fmt: skip
     what = "Decision boundary: the split with the lowest CCR where it is < 1, else data parallel"
-    fig.suptitle(headline(what, MODELLED, modelled_for(boundary, hw_names)))
+    fig.suptitle(headline(what, MODELLED, modelled_for(boundary.attrs, hw_names)))
     style.wrap_suptitle(fig)
     fig.canvas.draw()  # the layout (and so the axes' size) final before the names are placed
     for ax, by_ds in to_name:
@@ -271,7 +272,7 @@ def scale_figure(scale: xr.Dataset) -> Figure:
             tp, scale["memory_total"].sel(scheme=s).values / 2**30, marker="o", color=colours[s], label=s
         )
     limits: dict[float, list[str]] = {}  # device memory -> presets with that much (A100 and H100: both 80 GB)
-    for name, p in presets(scale).items():
+    for name, p in presets(scale.attrs).items():
         if name in hws and p.get("memory_bytes"):
             limits.setdefault(p["memory_bytes"] / 2**30, []).append(name)
     for gib, names in limits.items():
@@ -293,7 +294,7 @@ def scale_figure(scale: xr.Dataset) -> Figure:
         + (", FSDP" if int(scale.attrs.get("fsdp", 0)) else "")
         + " (x at 0: infeasible)"
     )
-    fig.suptitle(headline(what, f"{MODELLED} (refined model)", modelled_for(scale, hws)))
+    fig.suptitle(headline(what, f"{MODELLED} (refined model)", modelled_for(scale.attrs, hws)))
     return fig
 
 
@@ -355,7 +356,7 @@ def rho_caption(rho: xr.Dataset, patch: int = 8) -> str:
         f"Paper section 2.2, reproduced: rho = C/N at patch {patch} ({rho.attrs.get('token_grid', 'crop')} token "
         "grid). 'modelled' columns come from the registry's grids (cost table rho); 'prepared here' is read from "
         "the scene files this run prepared (empty where the run prepared none). The lower-CCR split is "
-        f"{modelled_for(rho, [hardware])} at P = {P}. No measurement on any device."
+        f"{modelled_for(rho.attrs, [hardware])} at P = {P}. No measurement on any device."
     )
 
 
@@ -385,7 +386,7 @@ def scale_table(scale: xr.Dataset) -> pd.DataFrame:
 def scale_caption(scale: xr.Dataset) -> str:
     return (
         f"Paper section 9.1 (pure TP vs D-CHAG+TP), as projected here to {scale.attrs.get('devices', '?')} "
-        f"devices: {MODELLED}, refined model, {modelled_for(scale)}. No column is measured: no run of this "
+        f"devices: {MODELLED}, refined model, {modelled_for(scale.attrs)}. No column is measured: no run of this "
         "size exists here (the D-CHAG paper's reported memory is compared in table cost_dchag_memory)."
     )
 
@@ -472,7 +473,9 @@ def plan_figure(plan: xr.Dataset, checkpointing: str = "none") -> Figure:
         f"{model.get('heads', '?')} heads, batch {model.get('batch', '?')}, g = {plan.attrs.get('groups', '?')}, "
         f"checkpointing {checkpointing}"
     )
-    fig.suptitle(headline(what, f"{MODELLED} (memory and refined time models)", modelled_for(plan, hws)))
+    fig.suptitle(
+        headline(what, f"{MODELLED} (memory and refined time models)", modelled_for(plan.attrs, hws))
+    )
     return fig
 
 

@@ -16,11 +16,12 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from hsitp.analysis.labels import computed_on
 from hsitp.analysis.read import json_attr, load
 from hsitp.contracts import DATASET
 from hsitp.data.partition import TEST, TRAIN, UNUSED, read_partition
 from hsitp.report import style
-from hsitp.report.common import computed_on, headline
+from hsitp.report.common import headline
 
 # Fractions along the band axis used as red, green and blue: long, middle and short wavelengths of the cube
 # (the prepared file carries band numbers, not wavelengths, so the composite names the bands it used).
@@ -91,7 +92,7 @@ def scene_figure(ds: xr.Dataset) -> Figure:
     name = ds.attrs.get("title", ds.attrs.get("dataset", "scene"))
     grid = f"{ds.sizes['y']} x {ds.sizes['x']} pixels, {ds.sizes[band_dim]} {band_dim}s"
     basis = "read from the prepared file (no hardware-dependent number)"
-    fig.suptitle(headline(f"{name} ({grid})", basis, f"prepared on {computed_on(ds)}"))
+    fig.suptitle(headline(f"{name} ({grid})", basis, f"prepared on {computed_on(ds.attrs)}"))
     return fig
 
 

@@ -20,12 +20,12 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
-from hsitp.analysis import labels
+from hsitp.analysis.labels import computed_on, measured_on
 from hsitp.analysis.read import load
 from hsitp.contracts import PROBE_ESTIMATE, PROBE_MEMORY, PROBE_THROUGHPUT
 from hsitp.names import DCHAG_PLANS
 from hsitp.report import style
-from hsitp.report.common import MEASURED, MODELLED, computed_on, headline
+from hsitp.report.common import MEASURED, MODELLED, headline
 
 PARTS = ("tokenisation", "aggregation", "blocks", "head")
 # What a rank keeps through a step (README "Memory probe"): the transient is shown apart, as the peak.
@@ -52,7 +52,7 @@ def load_estimate(path: str | os.PathLike[str]) -> xr.Dataset:
 def probe_device(ds: xr.Dataset) -> str:
     """The device(s) the probe ran on, from the per-P ``device`` variable, with dtype (as for bench files)."""
     devices = [str(d) for d in np.atleast_1d(ds["device"].values) if str(d) not in ("", "nan")]
-    return labels.measured_on({"device": "; ".join(devices), "dtype": ds.attrs.get("dtype")})
+    return measured_on({"device": "; ".join(devices), "dtype": ds.attrs.get("dtype")})
 
 
 def _plan_label(plan: str, g: int) -> str:
@@ -290,7 +290,9 @@ def estimate_figure(est: xr.Dataset) -> Figure:
     what = f"Rank-0 peak memory per configuration, estimated without running it ({span})"
     # the method (rank 0 of P in one process, nothing allocated) is in the output's description: with a long CPU
     # name the line ran to a third title line (the figure check fails that)
-    fig.suptitle(headline(what, FAKE, f"{FAKE} on {computed_on(est)}, beside the memory model (modelled)"))
+    fig.suptitle(
+        headline(what, FAKE, f"{FAKE} on {computed_on(est.attrs)}, beside the memory model (modelled)")
+    )
     return fig
 
 
@@ -375,6 +377,6 @@ def model_vs_measured_caption(mem: xr.Dataset) -> str:
 
 def estimate_caption(est: xr.Dataset) -> str:
     return (
-        f"Rank-0 memory {ESTIMATED} on {computed_on(est)}, beside the memory model ({MODELLED}) and the D-CHAG "
+        f"Rank-0 memory {ESTIMATED} on {computed_on(est.attrs)}, beside the memory model ({MODELLED}) and the D-CHAG "
         "paper's reported max_memory_reserved (MI250X) where known; the checkpointing policy per config."
     )
