@@ -67,37 +67,31 @@ def step_time_ratio(tokens_per_s_ratio: float, oversubscribed: str | None) -> fl
     return 1.0 / tokens_per_s_ratio if ok else math.nan
 
 
-def _verdict_columns(summary: xr.Dataset | None, plan: str, P: int, g: int, N: int) -> dict[str, str]:  # noqa: N803
-    """'OA verdict vs tp, DATASET PROTOCOL protocol' -> the verdict of this (plan, P, g, N), per dataset and protocol."""
-    if summary is None:
-        return {"OA verdict vs tp (measured on CPU)": NO_VERDICT}
-    out = {}
-    for c in cell_rows(summary):
-        col = f"OA verdict vs tp, {c.dataset} {c.protocol} protocol (measured on CPU)"
-        out.setdefault(col, "not trained")
-        if answers(c, plan, P, g, N):
-            out[col] = "reference" if plan == "tp" else verdict_text(summary, c.i)
-    return out
-
-
-def _time_columns(
+def _per_cell_columns(
     summary: xr.Dataset | None,
     plan: str,
     P: int,
     g: int,
     N: int,
-    step_time_ratio: float,  # noqa: N803
+    step_time: float,  # noqa: N803
 ) -> dict[str, str]:
-    """'time to tp's OA - delta vs tp, DATASET PROTOCOL protocol' -> the ratio of this (plan, P, g, N), per dataset and protocol."""
+    """The summary's answer for this (plan, P, g, N), one column per dataset and protocol ("not trained" where the
+    cell is not): 'OA verdict vs tp, DATASET PROTOCOL protocol' (the verdict) and 'time to tp's OA − δ vs tp,
+    DATASET PROTOCOL protocol' (:func:`time_to_accuracy_ratio`); without a summary the verdict's "not computed
+    yet" and no time."""
     if summary is None:
-        return {}
-    out = {}
+        return {"OA verdict vs tp (measured on CPU)": NO_VERDICT}
+    verdicts: dict[str, str] = {}
+    times: dict[str, str] = {}
     for c in cell_rows(summary):
-        col = f"time to tp's OA − δ vs tp, {c.dataset} {c.protocol} protocol (measured on CPU)"
-        out.setdefault(col, "not trained")
+        where = f"{c.dataset} {c.protocol} protocol (measured on CPU)"
+        verdict, time = f"OA verdict vs tp, {where}", f"time to tp's OA − δ vs tp, {where}"
+        verdicts.setdefault(verdict, "not trained")
+        times.setdefault(time, "not trained")
         if answers(c, plan, P, g, N):
-            out[col] = time_to_accuracy_ratio(summary, c, step_time_ratio)[1]
-    return out
+            verdicts[verdict] = "reference" if plan == "tp" else verdict_text(summary, c.i)
+            times[time] = time_to_accuracy_ratio(summary, c, step_time)[1]
+    return verdicts | times
 
 
 def answer_table(
@@ -148,8 +142,7 @@ def answer_table(
                 "peak per rank [MiB] (fullest rank, measured on CPU)": f"{value / MIB:.1f}",
                 "peak vs tp (fullest rank, measured on CPU)": mem_vs,
                 "tokens/s vs tp, median [min, max] (measured on CPU, interleaved)": thr_vs,
-                **_verdict_columns(summary, plan, P, g, int(here["N"])),
-                **_time_columns(summary, plan, P, g, int(here["N"]), step_time),
+                **_per_cell_columns(summary, plan, P, g, int(here["N"]), step_time),
                 "measured on": on + (f"; {notes[P]}" if notes.get(P) else ""),
             }
         )  # fmt: skip
