@@ -100,13 +100,10 @@ def ccr_vs_p_figure(mvm: xr.Dataset) -> Figure:
     colours = dict(zip(shapes, style.palette(len(shapes)), strict=True))
     # side by side at each P: a factor 2**(±0.1 per shape) on the log2 axis, the same for every P of a shape
     dodge = {s: 2.0 ** (0.1 * (i - (len(shapes) - 1) / 2)) for i, s in enumerate(shapes)}
-    ncol = min(3, len(ops))
-    nrow = int(np.ceil(len(ops) / ncol))
-    fig, axes = plt.subplots(nrow, ncol, figsize=(3.5 * ncol, 2.7 * nrow + 1.4), squeeze=False,
-                             layout="constrained")  # fmt: skip
+    fig, axes = style.panel_grid(len(ops), 3, lambda ncol, nrow: (3.5 * ncol, 2.7 * nrow + 1.4))
     positive = [v for c in ("ccr_measured", "ccr_refined", "ccr_stated") for v in df[c] if v > 0]
     lo, hi = log_limits(positive)
-    for ax, op in zip(axes.flat, ops, strict=False):
+    for ax, op in zip(axes, ops, strict=True):
         _ccr_panel(ax, df[df["op"] == op], colours, dodge)
         ax.set_yscale("log")
         ax.set_ylim(lo, hi)
@@ -114,8 +111,6 @@ def ccr_vs_p_figure(mvm: xr.Dataset) -> Figure:
         ax.minorticks_off()
         ax.set_xlim(min(Ps) / 1.5, max(Ps) * 1.5)
         ax.set(title=_op_title(op), xlabel="P (ranks)", ylabel="CCR = T_comm / T_comp")
-    for ax in list(axes.flat)[len(ops) :]:
-        ax.set_visible(False)
     n = _counts(mvm)
     handles = [Line2D([], [], color=colours[s], marker="s", ls="none", label=s) for s in shapes]
     handles += [
@@ -236,15 +231,13 @@ def compute_vs_comm_figure(mb: xr.Dataset) -> Figure:
             )
     df = pd.DataFrame(rows).dropna()
     panels = list(dict.fromkeys(zip(df["op"], df["P"], strict=True)))
-    ncol = min(3, len(panels))
-    nrow = int(np.ceil(len(panels) / ncol))
     n_shapes = len(set(df["shape"]))
-    width = min(style.FULL_WIDTH_IN, max(2.2, 0.55 * n_shapes + 1.0) * ncol)
-    fig, axes = plt.subplots(
-        nrow, ncol, figsize=(width, 2.3 * nrow + 1.3), squeeze=False, layout="constrained"
-    )
+    fig, axes = style.panel_grid(
+        len(panels), 3,
+        lambda ncol, nrow: (min(style.FULL_WIDTH_IN, max(2.2, 0.55 * n_shapes + 1.0) * ncol), 2.3 * nrow + 1.3),
+    )  # fmt: skip
     palette = dict(zip(parts, style.palette(3), strict=True))
-    for ax, (op, P) in zip(axes.flat, panels, strict=False):
+    for ax, (op, P) in zip(axes, panels, strict=True):
         sub = df[(df["op"] == op) & (df["P"] == P)]
         sns.barplot(sub, x="shape", y="ms", hue="part", palette=palette, ax=ax, legend=False)
         ax.axhline(0, color="0.2", lw=0.6)
@@ -252,10 +245,10 @@ def compute_vs_comm_figure(mb: xr.Dataset) -> Figure:
         ax.set_xlabel("")
         ax.set_ylabel("mean time [ms]")
         ax.tick_params(axis="x", labelsize=7)
-    for ax in list(axes.flat)[len(panels) :]:
-        ax.set_visible(False)
     handles = [plt.Rectangle((0, 0), 1, 1, color=c, label=k) for k, c in palette.items()]
-    fig.legend(handles=handles, loc="outside lower center", ncol=3 if width >= 8 else 1, frameon=False)
+    fig.legend(
+        handles=handles, loc="outside lower center", ncol=3 if fig.get_figwidth() >= 8 else 1, frameon=False
+    )
     what = f"Compute vs exposed communication per layer (fwd + bwd, L = {L0}, {dt0})"
     fig.suptitle(headline(what, MEASURED, f"{MEASURED} on {measured_on(mb.attrs)}; mean over repeats"))
     return fig

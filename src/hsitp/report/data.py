@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import xarray as xr
@@ -60,13 +59,8 @@ def scene_figure(ds: xr.Dataset) -> Figure:
     band_ids = [ds[band_dim].values[i].item() for i in rgb_bands(ds)]
 
     n = 2 + len(protocols)
-    ncol = 2 if n > 3 else n  # two per row: four panels in one row would be a strip
-    nrow = int(np.ceil(n / ncol))
-    fig, grid = plt.subplots(nrow, ncol, figsize=(9.5, 4.4 * nrow + 0.6), squeeze=False, layout="constrained")
-    axes = list(grid.flat)
-    for ax in axes[n:]:
-        ax.set_visible(False)
-    axes = axes[:n]
+    # two per row: four panels in one row would be a strip
+    fig, axes = style.panel_grid(n, 2 if n > 3 else n, lambda ncol, nrow: (9.5, 4.4 * nrow + 0.6))
     axes[0].imshow(false_colour(ds), interpolation="nearest")
     axes[0].set_title(f"false colour: {band_dim}s {band_ids[0]}, {band_ids[1]}, {band_ids[2]}\nas R, G, B")
 

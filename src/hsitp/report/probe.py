@@ -115,13 +115,12 @@ def memory_parts_figure(mem: xr.Dataset) -> Figure:
     if df.empty:
         raise ValueError(f"{mem.attrs.get('_source_path', 'probe memory')}: no measured point")
     panels = list(dict.fromkeys(zip(df["checkpointing"], df["P"], strict=True)))
-    ncol = min(3, len(panels))
-    nrow = int(np.ceil(len(panels) / ncol))
-    fig, axes = plt.subplots(nrow, ncol, figsize=style.figsize(3.4 * ncol, 3.0 * nrow + 1.6), squeeze=False,
-                             layout="constrained")  # fmt: skip
+    fig, axes = style.panel_grid(
+        len(panels), 3, lambda ncol, nrow: style.figsize(3.4 * ncol, 3.0 * nrow + 1.6)
+    )
     colours = dict(zip(PARTS, style.palette(len(PARTS)), strict=True))
     most = max(df.groupby(["checkpointing", "P"])["label"].nunique())
-    for ax, (ck, P) in zip(axes.flat, panels, strict=False):  # noqa: N806
+    for ax, (ck, P) in zip(axes, panels, strict=True):  # noqa: N806
         sub = df[(df["checkpointing"] == ck) & (df["P"] == P)]
         plans = list(dict.fromkeys(sub["label"]))
         left = np.zeros(len(plans))
@@ -133,9 +132,7 @@ def memory_parts_figure(mem: xr.Dataset) -> Figure:
         ax.set_title(f"P = {P}, {_ckpt(ck)}", fontsize=8.5)
         ax.set_xlabel("MiB on the fullest rank")
         ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
-    for ax in list(axes.flat)[len(panels) :]:
-        ax.set_visible(False)
-    handles, names = axes.flat[0].get_legend_handles_labels()
+    handles, names = axes[0].get_legend_handles_labels()
     fig.legend(handles, names, loc="outside lower center", ncol=len(PARTS), frameon=False)
     what = f"Per-rank memory by part (parameters + gradients + AdamW state + saved activations; L = {L0}, N = {N0})"
     fig.suptitle(

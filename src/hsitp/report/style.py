@@ -23,7 +23,7 @@ import itertools
 import os
 import re
 import textwrap
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -154,6 +154,19 @@ def figsize(width: float, height: float) -> tuple[float, float]:
     width = min(width, FULL_WIDTH_IN)
     limit = MAX_ASPECT - 0.1
     return width, min(max(height, width / limit), width * limit)
+
+
+def panel_grid(
+    n: int, ncol: int, size: Callable[[int, int], tuple[float, float]]
+) -> tuple[Figure, list[plt.Axes]]:
+    """A constrained-layout figure of ``n`` panels in rows of at most ``ncol``, ``size(ncol, nrow)`` inches; the
+    cells left over in the last row hidden. Returns the figure and its ``n`` panels in reading order."""
+    ncol = min(ncol, n)
+    nrow = int(np.ceil(n / ncol))
+    fig, axes = plt.subplots(nrow, ncol, figsize=size(ncol, nrow), squeeze=False, layout="constrained")
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    return fig, list(axes.flat[:n])
 
 
 def log2_axis(ax: plt.Axes, values: Sequence[int]) -> None:

@@ -325,23 +325,20 @@ def prediction_figure(
     names: dict[int, str] = {}
     for scene in scenes:
         names.update({int(k): v for k, v in (json_attr(scene, "class_names", {}) or {}).items()})
-    ncol = min(4, len(panels))
-    nrow = int(np.ceil(len(panels) / ncol))
     key_rows = int(np.ceil(len(classes) / 4))
-    fig, axes = plt.subplots(nrow, ncol, figsize=(2.6 * ncol + 0.4, 2.9 * nrow + 1.2 + 0.2 * key_rows),
-                             squeeze=False, layout="constrained")  # fmt: skip
-    for ax, (title, m, _) in zip(axes.flat, panels, strict=False):
+    fig, axes = style.panel_grid(
+        len(panels), 4, lambda ncol, nrow: (2.6 * ncol + 0.4, 2.9 * nrow + 1.2 + 0.2 * key_rows)
+    )
+    for ax, (title, m, _) in zip(axes, panels, strict=True):
         ax.imshow(class_image(m, classes), interpolation="nearest")
         ax.set_title(title, fontsize=8)
         ax.set_xticks([])
         ax.set_yticks([])
         ax.grid(False)
-    for ax in list(axes.flat)[len(panels) :]:
-        ax.set_visible(False)
     note = accuracy_note(summary, records)
     first = next((i for i, (_, _, r) in enumerate(panels) if r is not None), None)
     if note and first is not None:  # on the first predicted map: the one a reader would take for a result
-        stamp(axes.flat[first], note, (0.5, 0.5), width_in=2.4)
+        stamp(axes[first], note, (0.5, 0.5), width_in=2.4)
     fig.legend(handles=class_handles(classes, names), loc="outside lower center", ncol=4, frameon=False,
                fontsize=7.5, title="class (white: unlabelled)")  # fmt: skip
     what = "Predicted class maps per run (final model)" + (
