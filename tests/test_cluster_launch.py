@@ -62,6 +62,15 @@ def test_one_node_layout_asks_for_every_rank_in_one_task():
     )
 
 
+def test_one_rank_starts_without_a_launcher():
+    """Catches a P = 1 job started under torchrun, whose agent is a second Python importing torch (about 2 s of CPU
+    a job) for a rank that needs no rendezvous, or a one-rank job whose resources differ from a one-node job's."""
+    lay = layout(1, None, threads=2, mem=1000)
+    assert launch_prefix(lay) == "hsitp"
+    assert lay.resources() == layout(1, 4, threads=2, mem=1000).resources()
+    assert (lay.resources()["tasks"], lay.resources()["cpus_per_task"]) == (1, 2)
+
+
 def test_multi_node_layout_asks_per_node_and_marks_the_job_mpi():
     """Catches memory or GPUs asked per job where SLURM reads them per node (--mem, --gres), a missing `mpi`
     resource (the job step would wrap the launch in a one-node `srun -n1`), or a launch line for the wrong

@@ -6,6 +6,7 @@ another. The bench rule uses it now; the probe and train rules will use the same
 
 Two patterns, chosen by ``resources.<rule>.ranks_per_node`` (null: every rank on one node):
 
+* **One rank** (P = 1): ``hsitp ARGS``, no launcher.
 * **One node** (P <= ranks_per_node): ``torchrun --standalone --nnodes 1 --nproc-per-node P -m hsitp ARGS``. It
   runs the same with ``snakemake --cores all`` on a laptop and inside a SLURM job, where the executor wraps the
   job in ``srun -n1`` on one node holding P x threads_per_rank CPUs (one task, so torchrun's ranks share them).
@@ -167,9 +168,14 @@ def torchrun_argv(
 def launch_prefix(layout: RankLayout) -> str:
     """The start of a rule's shell line; the ``hsitp`` subcommand and its arguments follow it.
 
-    One node: the torchrun line itself (shown as is by ``snakemake -n -p``). Several nodes: ``hsitp launch``,
-    which needs the allocation's node names and job id, known only when the job runs.
+    One rank: ``hsitp``. One node: the torchrun line itself (shown as is by ``snakemake -n -p``). Several nodes:
+    ``hsitp launch``, which needs the allocation's node names and job id, known only when the job runs.
     """
+    if layout.ranks == 1:
+        # One rank needs no launcher: torchrun's agent would be a second Python importing torch (about 2 s of CPU)
+        # for nothing. The rank reads WORLD_SIZE unset as P = 1 (parallel.runtime.start) and stops on a signal
+        # itself (hsitp.signals), exiting 130/143 as it would under torchrun.
+        return "hsitp"
     if not layout.multi_node:
         return shlex.join(torchrun_argv(layout.ranks))
     return shlex.join(
