@@ -14,8 +14,6 @@ SRC = Path(hsitp.__file__).parent
 VERDICT_WORDS = {m.value for enum in (outcomes.Accuracy, outcomes.Claim, outcomes.Reproduction) for m in enum}
 # Where one of those words is not a verdict: each place and why.
 NOT_A_VERDICT = {
-    ("audit/claims/registry.py", "pending"): "the name of the check kind `pending` (claims.yaml's `fn`)",
-    ("audit/claims/registry.py", "needs_gpu"): "the name of the check kind `needs_gpu`",
     ("audit/claims/grounds.py", "pending"): "the check kind `pending`",
     ("audit/claims/checks.py", "pending"): "the check kind `pending` (its model's tag)",
     ("audit/claims/checks.py", "needs_gpu"): "the check kind `needs_gpu` (its model's tag)",

@@ -10,7 +10,7 @@ asks whether the file wrote it (``"undecided" in check.model_fields_set``).
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
@@ -381,6 +381,7 @@ AnyCheck = (
 )  # fmt: skip
 AnyOf.model_rebuild()
 FirstDecided.model_rebuild()
+KIND_NAMES = tuple(get_args(m.model_fields["fn"].annotation)[0] for m in get_args(AnyCheck))  # each kind's fn
 CHECK_FIELD: Any = Field(discriminator="fn")
 CHECK = TypeAdapter(Annotated[AnyCheck, CHECK_FIELD])
 MEMBERS = ("int", "float", "str", "bool", "none", "literal[", "list[", "dict[", "tuple[")  # a union's members

@@ -7,39 +7,9 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from hsitp.audit.claims import checks
-from hsitp.audit.claims.accuracy import check_accuracy_verdicts
-from hsitp.audit.claims.bench import check_bench_compare, check_bench_trend, check_bench_value
-from hsitp.audit.claims.boundary import check_boundary_moves
+from hsitp.audit.claims import accuracy, bench, boundary, checks, computed, measured, shard
 from hsitp.audit.claims.circularity import TABLE_CHECKS, paper_own
-from hsitp.audit.claims.computed import (
-    check_config_value,
-    check_dataset_attr,
-    check_dataset_grid,
-    check_dataset_range,
-    check_formula_identity,
-    check_formula_value,
-    check_lower_split_rule,
-    check_needs_gpu,
-    check_pending,
-    check_preset_value,
-    check_quote,
-    check_reading,
-    check_split_regime,
-    check_table_attr,
-    check_table_compare,
-    check_table_fraction,
-    check_table_spread,
-    check_table_value,
-)
 from hsitp.audit.claims.core import Context, Outcome, _fmt
-from hsitp.audit.claims.measured import (
-    check_measured,
-    check_probe_estimate,
-    check_probe_memory,
-    check_probe_throughput,
-)
-from hsitp.audit.claims.shard import check_shard_compare, check_shard_value
 from hsitp.audit.claims.verdicts import _holds, circular, decide
 from hsitp.outcomes import Basis, Claim
 
@@ -95,38 +65,16 @@ def check_first_decided(ctx: Context, a: checks.FirstDecided) -> Outcome:
     )
 
 
+# Each kind's function is ``check_<fn>`` in the module of its kind (or here, for the composites): the table is
+# read from the modules, and a kind of the claim language without its function fails at import, naming it.
+_FUNCTIONS = {
+    name: f
+    for module in (computed, measured, accuracy, bench, shard, boundary)
+    for name, f in vars(module).items()
+    if name.startswith("check_")
+} | {"check_any_of": check_any_of, "check_first_decided": check_first_decided}
 CHECKS: dict[str, Callable[[Context, Any], Outcome]] = {
-    "quote": check_quote,
-    "formula_value": check_formula_value,
-    "formula_identity": check_formula_identity,
-    "table_value": check_table_value,
-    "table_compare": check_table_compare,
-    "table_fraction": check_table_fraction,
-    "table_spread": check_table_spread,
-    "lower_split_rule": check_lower_split_rule,
-    "split_regime": check_split_regime,
-    "dataset_grid": check_dataset_grid,
-    "dataset_attr": check_dataset_attr,
-    "dataset_range": check_dataset_range,
-    "config_value": check_config_value,
-    "table_attr": check_table_attr,
-    "preset_value": check_preset_value,
-    "any_of": check_any_of,
-    "reading": check_reading,
-    "pending": check_pending,
-    "needs_gpu": check_needs_gpu,
-    "measured": check_measured,
-    "accuracy_verdicts": check_accuracy_verdicts,
-    "probe_memory": check_probe_memory,
-    "probe_estimate": check_probe_estimate,
-    "probe_throughput": check_probe_throughput,
-    "bench_compare": check_bench_compare,
-    "bench_trend": check_bench_trend,
-    "bench_value": check_bench_value,
-    "shard_compare": check_shard_compare,
-    "shard_value": check_shard_value,
-    "first_decided": check_first_decided,
-    "boundary_moves": check_boundary_moves,
+    fn: _FUNCTIONS[f"check_{fn}"] for fn in checks.KIND_NAMES
 }
 
 
