@@ -20,7 +20,7 @@ import numpy as np
 import xarray as xr
 
 from hsitp.audit.claims import checks
-from hsitp.audit.claims.core import MEASURED_FILES, Context, Outcome, _fmt, _op
+from hsitp.audit.claims.core import MEASURED_FILES, OPS, Context, Outcome, _fmt
 from hsitp.audit.claims.measured import _msel, _oversubscribed, _share, _undecided
 
 # Independent launches a bench sub-check needs before any point decides. With k launches a side, two ops of equal
@@ -72,7 +72,7 @@ def _bench_arrays(ctx: Context, a: checks.BenchCheck, op: str, variable: str) ->
     mask = v["P"].isin(keep)
     for name, (opname, x) in (a.where or {}).items():
         coord = v["D"] / v["N"] if name == "rho" else v[name]
-        mask = mask & _op(opname)(coord, float(x))
+        mask = mask & OPS[opname](coord, float(x))
     return _Arrays(ds, path, None, v.where(mask), h.where(mask), by_launch.where(mask), left)
 
 
@@ -101,7 +101,7 @@ def check_bench_compare(ctx: Context, a: checks.BenchCompare) -> Outcome:
         if side.pending is not None:
             return side.pending
     ds, path, left = lhs.ds, lhs.path, lhs.left
-    f = _op(a.op)
+    f = OPS[a.op]
     model = None
     if a.agree_with:
         mvm, mpath, absent = ctx.measured("model_vs_measured")
@@ -254,7 +254,7 @@ def check_bench_value(ctx: Context, a: checks.BenchValue) -> Outcome:
     if arr.pending is not None:
         return arr.pending
     ds, path, V, left = arr.ds, arr.path, arr.values, arr.left
-    f, x = _op(a.op), float(a.value)
+    f, x = OPS[a.op], float(a.value)
     st = xr.Dataset({"v": V, "h": arr.half_iqr, "vl": arr.launches}).stack(_pt=list(V.dims))
     pts, undecided = [], 0
     for i in range(st.sizes["_pt"]):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from hsitp.audit.claims import checks
-from hsitp.audit.claims.checks import BOUNDARIES, FACTORS, FORMAT_BYTES, ClaimsError
+from hsitp.audit.claims.checks import FORMAT_BYTES, ClaimsError
 from hsitp.audit.claims.core import Context, Outcome, _fmt
 from hsitp.audit.claims.measured import _share
 from hsitp.cost import stated
@@ -63,10 +63,8 @@ def _changed(a: checks.BoundaryMoves, p: dict[str, Any], to: Any) -> tuple[dict[
     if factor == "width":
         q["D"] = int(to)
         return q, f"D {p['D']} → {q['D']}"
-    if factor == "rho":
-        q["C_scale"] = float(to)
-        return q, f"ρ × {_fmt(float(to))} (C {_fmt(p['D'])} → {_fmt(p['D'] * float(to))}, N fixed)"
-    raise ClaimsError(f"boundary_moves: unknown factor {factor!r}; one of {', '.join(FACTORS)}")
+    q["C_scale"] = float(to)  # rho, the last of FACTORS (the check's type admits no other)
+    return q, f"ρ × {_fmt(float(to))} (C {_fmt(p['D'])} → {_fmt(p['D'] * float(to))}, N fixed)"
 
 
 def _boundary_value(kind: str, p: dict[str, Any], a: checks.BoundaryMoves) -> Any:
@@ -90,16 +88,14 @@ def _boundary_value(kind: str, p: dict[str, Any], a: checks.BoundaryMoves) -> An
     if kind == "layers":
         c_ins = (p["D"], a.mlp_ratio * p["D"])
         return sum(c > X for c in c_ins)
-    if kind == "decision":
-        C = p["D"] * p["C_scale"]
-        out = []
-        for name in registry.names():
-            spec = registry.get(name)
-            N = n_tokens(spec.rows, spec.cols, a.patch)
-            cc, ct = X / C, X / N
-            out.append("data_parallel" if min(cc, ct) >= 1 else ("channel" if cc < ct else "token"))
-        return tuple(out)
-    raise ClaimsError(f"boundary_moves: unknown boundary {kind!r}; one of {', '.join(BOUNDARIES)}")
+    C = p["D"] * p["C_scale"]  # decision, the last of BOUNDARIES (the check's type admits no other)
+    out = []
+    for name in registry.names():
+        spec = registry.get(name)
+        N = n_tokens(spec.rows, spec.cols, a.patch)
+        cc, ct = X / C, X / N
+        out.append("data_parallel" if min(cc, ct) >= 1 else ("channel" if cc < ct else "token"))
+    return tuple(out)
 
 
 def _moved(kind: str, old: Any, new: Any, direction: str, rtol: float) -> bool:

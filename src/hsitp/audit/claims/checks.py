@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
+from hsitp import contracts
 from hsitp.cost import paper
 from hsitp.errors import HsitpError
 from hsitp.outcomes import Claim
@@ -31,7 +32,9 @@ MEASURED_CHECKS = RUN_MEASURED_CHECKS | {"measured", "accuracy_verdicts", "shard
 FORMAT_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1, "int8": 1}
 VERDICT_KEYS = ("if_true", "if_false", "if_partial")  # the verdict mapping a check may set
 Num = int | float  # a number kept as written (5 stays 5, not 5.0: the table prints it)
+Op = Literal["<", "<=", ">", ">=", "==", "!="]  # a comparison (hsitp.audit.claims.core.OPS)
 Sel = dict[str, Any]  # a selection of a netCDF's coordinates (xarray .sel)
+CostTable = Literal[tuple(contracts.COST)]  # type: ignore[valid-type]  # results/RUN/cost/NAME.nc
 
 
 class ClaimsError(HsitpError):
@@ -83,14 +86,14 @@ class FormulaIdentity(Check):
 class TableCheck(Check):
     """A check of a cost table (``file``: its name) at a selection of its coordinates."""
 
-    file: str
+    file: CostTable
     variable: str
     sel: Sel | None = None
 
 
 class TableValue(TableCheck):
     fn: Literal["table_value"]
-    reduce: str = "value"  # value (one point), min, max, median, count_positive, count_distinct
+    reduce: Literal["value", "min", "max", "median", "count_positive", "count_distinct"] = "value"
     ratio_to: Sel | None = None
     over: dict[str, Any] | None = None  # a second value of the same table this one is divided by
 
@@ -101,7 +104,7 @@ class TableValue(TableCheck):
 
 class TableCompare(TableCheck):
     fn: Literal["table_compare"]
-    op: str
+    op: Op
     lhs: Sel | None = None
     rhs: Sel | None = None
     rhs_variable: str | None = None
@@ -111,7 +114,7 @@ class TableCompare(TableCheck):
 
 class TableFraction(TableCheck):
     fn: Literal["table_fraction"]
-    op: str | None = None
+    op: Op | None = None
     value: Num | None = None
     min_over: str | None = None
     ratio_to: Sel | None = None
@@ -131,7 +134,7 @@ class TableSpread(TableCheck):
 
 class TableAttr(Check):
     fn: Literal["table_attr"]
-    file: str
+    file: CostTable
     equals: Any
     attr: str | None = None
     coord: str | None = None
@@ -269,7 +272,7 @@ class ProbeMemory(ProbeCheck):
     fn: Literal["probe_memory"]
     lhs: Sel
     against: Sel
-    op: str | None = None
+    op: Op | None = None
     value: Num | None = None
     variable: str = "peak_allocated"
     sel: Sel | None = None
@@ -283,7 +286,7 @@ class ProbeEstimate(ProbeCheck):
     fn: Literal["probe_estimate"]
     lhs: Any
     against: Any
-    op: str | None = None
+    op: Op | None = None
     value: Num | None = None
     variable: str = "peak_allocated"
     sel: Sel | None = None
@@ -293,9 +296,9 @@ class ProbeEstimate(ProbeCheck):
 class ProbeThroughput(Check):
     fn: Literal["probe_throughput"]
     plans: list[str]
-    op: str
+    op: Op
     value: Num
-    quantity: str = "ratio"  # or ccr_ratio
+    quantity: Literal["ratio", "ccr_ratio"] = "ratio"
     P_min: int = 2  # noqa: N815
     P: Any = None
     sel: Sel | None = None
@@ -304,14 +307,15 @@ class ProbeThroughput(Check):
 class BenchCheck(Check):
     """A check of the run's measured microbenchmark."""
 
-    op: str
-    where: Sel | None = None
+    op: str  # a comparison (Op) of bench_compare and bench_value; the op whose trend bench_trend follows
+    where: dict[str, tuple[Op, Num]] | None = None  # on N, D or rho = D/N
     sel: Sel | None = None
     variable: str = "ccr_measured"
 
 
 class BenchCompare(BenchCheck):
     fn: Literal["bench_compare"]
+    op: Op
     lhs: str
     rhs: str
     agree_with: str | None = None
@@ -324,6 +328,7 @@ class BenchTrend(BenchCheck):
 
 class BenchValue(BenchCheck):
     fn: Literal["bench_value"]
+    op: Op
     of: str
     value: Num
 
@@ -332,14 +337,14 @@ class ShardCompare(Check):
     fn: Literal["shard_compare"]
     lhs: str
     rhs: str
-    op: str
+    op: Op
     sel: Sel | None = None
 
 
 class ShardValue(Check):
     fn: Literal["shard_value"]
     ops: list[str]
-    op: str
+    op: Op
     value: Num
     sel: Sel | None = None
 

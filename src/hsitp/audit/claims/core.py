@@ -244,9 +244,7 @@ class Context:
         return self.accuracy_summary.parent.parent.parent.name == "reference"
 
     def table(self, name: str) -> xr.Dataset:
-        """``cost/NAME.nc`` (:data:`hsitp.contracts.COST`)."""
-        if name not in COST_TABLES:
-            raise ClaimsError(f"unknown cost table {name!r}; one of {', '.join(COST_TABLES)}")
+        """``cost/NAME.nc`` (:data:`hsitp.contracts.COST`; a check names no other: checks.CostTable)."""
         if name not in self._tables:
             path = self.cost_dir / f"{name}.nc"
             self._tables[name] = contracts.COST[name].read(path)
@@ -277,7 +275,8 @@ def smaller_model(run: Mapping[str, int], ref: Mapping[str, int]) -> str:
     )
 
 
-_OPS: dict[str, Callable[[Any, Any], Any]] = {
+# The comparisons a check may name (checks.Op: any other is refused as claims.yaml loads).
+OPS: dict[str, Callable[[Any, Any], Any]] = {
     "<": operator.lt,
     "<=": operator.le,
     ">": operator.gt,
@@ -285,12 +284,6 @@ _OPS: dict[str, Callable[[Any, Any], Any]] = {
     "==": operator.eq,
     "!=": operator.ne,
 }
-
-
-def _op(name: str) -> Callable[[Any, Any], Any]:
-    if name not in _OPS:
-        raise ClaimsError(f"unknown comparison {name!r}; one of {' '.join(_OPS)}")
-    return _OPS[name]
 
 
 def _sel(da: xr.DataArray, sel: Sel | None) -> xr.DataArray:

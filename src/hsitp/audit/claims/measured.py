@@ -16,11 +16,11 @@ import xarray as xr
 from hsitp.audit.claims import checks
 from hsitp.audit.claims.checks import ClaimsError
 from hsitp.audit.claims.core import (
+    OPS,
     Context,
     Outcome,
     _bounds,
     _fmt,
-    _op,
     _sel_text,
     pending,
     probe_config,
@@ -139,7 +139,7 @@ def _msel(da: xr.DataArray, sel: checks.Sel | None) -> tuple[xr.DataArray | None
 def _condition(a: checks.ProbeMemory | checks.ProbeEstimate) -> tuple[Callable[[float], bool], str]:
     """The test a measured value must pass: ``op``/``value`` or the band ``low``/``high`` (or ``expect``)."""
     if "op" in a.model_fields_set:
-        f, x = _op(a.op), float(a.value)
+        f, x = OPS[a.op], float(a.value)
         return (lambda v: bool(f(v, x))), f"{a.op} {_fmt(x)}"
     lo, hi, _ = _bounds(a)
     return (lambda v: lo <= v <= hi), f"in [{_fmt(lo)}, {_fmt(hi)}]"
@@ -333,7 +333,7 @@ def check_probe_throughput(ctx: Context, a: checks.ProbeThroughput) -> Outcome:
         arrays.append(x)
     med, lo, hi = arrays
     in_scope = [int(P) for P in med["P"].values if (int(P) in a.P if a.P else int(P) >= a.P_min)]
-    f, x = _op(a.op), float(a.value)
+    f, x = OPS[a.op], float(a.value)
     pts, left = _decided_points(med, lo, hi, [P for P in in_scope if P not in over], f, x, quantity)
     left = [f"P = {P} ({over[P]}: decides nothing)" for P in in_scope if P in over] + left
     if not pts:
@@ -370,8 +370,6 @@ def _throughput_quantity(
     if quantity == "ratio":
         what = "tokens/s of the plan / tokens/s of tp, interleaved rounds (median [slowest, fastest round])"
         return ds["ratio_vs_tp_median"], ds["ratio_vs_tp_min"], ds["ratio_vs_tp_max"], what
-    if quantity != "ccr_ratio":
-        raise ClaimsError(f"probe_throughput: quantity {quantity!r} is not ratio or ccr_ratio")
     coll = ds["time_collectives"].sum("time_part").max("rank")
     comp = ds["time_compute"].sum("time_part").max("rank")
     ccr = coll / comp.where(comp > 0)

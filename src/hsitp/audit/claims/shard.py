@@ -18,7 +18,7 @@ from pathlib import Path
 import xarray as xr
 
 from hsitp.audit.claims import checks
-from hsitp.audit.claims.core import GPU_REFERENCE, Context, Outcome, _fmt, _op, pending
+from hsitp.audit.claims.core import GPU_REFERENCE, OPS, Context, Outcome, _fmt, pending
 from hsitp.audit.claims.measured import _share
 
 HALF = "half-measured"  # the basis of every outcome here: a finding, never a verdict (docs/audit.md rule 8)
@@ -86,7 +86,7 @@ def check_shard_value(ctx: Context, a: checks.ShardValue) -> Outcome:
     ds, folder, absent = _shards(ctx)
     if absent is not None:
         return absent
-    f, x = _op(a.op), float(a.value)
+    f, x = OPS[a.op], float(a.value)
     pts, left = [], []
     for opname in a.ops:
         for lbl, m, lo, hi in _points(ds, opname, a.sel or {}):
@@ -113,7 +113,7 @@ def check_shard_compare(ctx: Context, a: checks.ShardCompare) -> Outcome:
     ds, folder, absent = _shards(ctx)
     if absent is not None:
         return absent
-    f = _op(a.op)
+    f = OPS[a.op]
     left_pts = {lbl: (m, lo, hi) for lbl, m, lo, hi in _points(ds, a.lhs, a.sel or {})}
     right_pts = {lbl: (m, lo, hi) for lbl, m, lo, hi in _points(ds, a.rhs, a.sel or {})}
     pts, left = [], []
