@@ -132,31 +132,37 @@ def check_bench_compare(ctx: Context, a: checks.BenchCompare) -> Outcome:
     )
 
 
+def _rows(arr: _Arrays) -> list[tuple[dict[str, Any], float, float, np.ndarray]]:
+    """(coordinates, value, half IQR, each launch's value) of every point of one op with a value, in the order of
+    its dims."""
+    V = arr.values  # noqa: N806
+    st = xr.Dataset({"v": V, "h": arr.half_iqr, "vl": arr.launches}).stack(_pt=list(V.dims))
+    out = []
+    for i in range(st.sizes["_pt"]):
+        v = float(st["v"].values[i])
+        if math.isfinite(v):
+            c = {d: st[d].values[i].item() for d in V.dims}
+            out.append((c, v, float(st["h"].values[i]), st["vl"].isel(_pt=i).values))
+    return out
+
+
+def _label(c: dict[str, Any], V: xr.DataArray) -> str:  # noqa: N803
+    """A point by the coordinates that vary (N and D always)."""
+    return ", ".join(f"{d}={_fmt(c[d])}" for d in V.dims if V.sizes[d] > 1 or d in ("N", "D"))
+
+
 def _compared_points(
-    lhs: Any, rhs: Any, a: checks.BenchCompare, f: Callable[..., Any], model: Any
+    lhs: _Arrays, rhs: _Arrays, a: checks.BenchCompare, f: Callable[..., Any], model: Any
 ) -> tuple[list, int]:
-    """The decided points of ``lhs`` against ``rhs`` (label, passes, shown), walked once by coordinates (the arrays
+    """The decided points of ``lhs`` against ``rhs`` (label, passes, shown), matched by coordinates (the arrays
     share their dims), and how many points their repeats' IQR or launches' range leave undecided."""
-    L = lhs.values  # noqa: N806
-    stacked = xr.Dataset(
-        {
-            "l": L,
-            "r": rhs.values,
-            "hl": lhs.half_iqr,
-            "hr": rhs.half_iqr,
-            "ll": lhs.launches,
-            "rl": rhs.launches,
-        }
-    ).stack(_pt=list(L.dims))
+    right = {tuple(c.values()): (v, h, ls) for c, v, h, ls in _rows(rhs)}
     pts, undecided = [], 0
-    for i in range(stacked.sizes["_pt"]):
-        l_, r_ = float(stacked["l"].values[i]), float(stacked["r"].values[i])
-        if not (math.isfinite(l_) and math.isfinite(r_)):
+    for coords, l_, hl, ll in _rows(lhs):
+        if (at := tuple(coords.values())) not in right:
             continue
-        coords = {d: stacked[d].values[i].item() for d in L.dims}
-        lbl = ", ".join(f"{d}={_fmt(coords[d])}" for d in L.dims if L.sizes[d] > 1 or d in ("N", "D"))
-        bands_overlap = abs(l_ - r_) <= float(stacked["hl"].values[i]) + float(stacked["hr"].values[i])
-        if bands_overlap or not _apart(stacked["ll"].isel(_pt=i).values, stacked["rl"].isel(_pt=i).values):
+        r_, hr, rl = right[at]
+        if abs(l_ - r_) <= hl + hr or not _apart(ll, rl):  # the IQR bands overlap, or the launches do
             undecided += 1
             continue
         shown = f"{a.lhs} {_fmt(l_)} vs {a.rhs} {_fmt(r_)}"
@@ -167,7 +173,7 @@ def _compared_points(
             shown += f" (model {_fmt(ml)} vs {_fmt(mr)})"
         else:
             ok = bool(f(l_, r_))
-        pts.append((lbl, ok, shown))
+        pts.append((_label(coords, lhs.values), ok, shown))
     return pts, undecided
 
 
@@ -210,14 +216,7 @@ def check_bench_trend(ctx: Context, a: checks.BenchTrend) -> Outcome:
     arr = _bench_arrays(ctx, a, a.op, var)
     if arr.pending is not None:
         return arr.pending
-    ds, path, V, left = arr.ds, arr.path, arr.values, arr.left
-    st = xr.Dataset({"v": V, "h": arr.half_iqr, "vl": arr.launches}).stack(_pt=list(V.dims))
-    rows = []
-    for i in range(st.sizes["_pt"]):
-        v = float(st["v"].values[i])
-        if math.isfinite(v):
-            c = {d: st[d].values[i].item() for d in V.dims}
-            rows.append((c, v, float(st["h"].values[i]), st["vl"].isel(_pt=i).values))
+    ds, path, left, rows = arr.ds, arr.path, arr.left, _rows(arr)
     falls = a.direction == "falls"
     pts, undecided = [], 0
     for i, (ci, vi, hi, li) in enumerate(rows):
@@ -253,22 +252,15 @@ def check_bench_value(ctx: Context, a: checks.BenchValue) -> Outcome:
     arr = _bench_arrays(ctx, a, a.of, var)
     if arr.pending is not None:
         return arr.pending
-    ds, path, V, left = arr.ds, arr.path, arr.values, arr.left
+    ds, path, left = arr.ds, arr.path, arr.left
     f, x = OPS[a.op], float(a.value)
-    st = xr.Dataset({"v": V, "h": arr.half_iqr, "vl": arr.launches}).stack(_pt=list(V.dims))
     pts, undecided = [], 0
-    for i in range(st.sizes["_pt"]):
-        v, h = float(st["v"].values[i]), float(st["h"].values[i])
-        if not math.isfinite(v):
-            continue
-        c = {d: st[d].values[i].item() for d in V.dims}
-        lbl = ", ".join(f"{d}={_fmt(c[d])}" for d in V.dims if V.sizes[d] > 1 or d in ("N", "D"))
-        launches = st["vl"].isel(_pt=i).values
+    for c, v, h, launches in _rows(arr):
         sides = {bool(f(y, x)) for y in launches[np.isfinite(launches)]}
         if bool(f(v - h, x)) != bool(f(v + h, x)) or len(sides) != 1:
             undecided += 1
             continue
-        pts.append((lbl, bool(f(v, x)), f"{_fmt(v)} ± {_fmt(h)}"))
+        pts.append((_label(c, arr.values), bool(f(v, x)), f"{_fmt(v)} ± {_fmt(h)}"))
     if undecided:
         left = [*left, f"{undecided} point(s) whose IQR or launches straddle {_fmt(x)}"]
     return _share(
