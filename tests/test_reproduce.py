@@ -365,7 +365,7 @@ def test_cell_overlay_holds_the_recorded_run_and_only_its_cell() -> None:
     """Catches an overlay that lets Snakemake build more than the picked cell (another seed, P, plan, protocol or
     crop) or trains another recipe than the recorded one (a recorded train key changed)."""
     ref, cell = _cpu_places_cell(control=False)
-    cfg = rebuild.cell_overlay(ref.config, ref.run, rp.cell_facts(ref, cell))
+    cfg = rebuild.cell_overlay(ref.config, ref.run, cell)
     train = cfg["train"]
     assert (train["plans"], train["world_sizes"], train["groups"]) == (
         ["dchag_l"],
@@ -378,7 +378,7 @@ def test_cell_overlay_holds_the_recorded_run_and_only_its_cell() -> None:
         [cell.dataset],
     )
     assert [c["tokens"] for c in train["crops"]] == [cell.N] and train["control"] == {"world_sizes": []}
-    recipe = json.loads(str(ref.value(cell, "recipe")))["train"]
+    recipe = json.loads(cell.recipe)["train"]
     assert all(train[k] == v for k, v in recipe.items() if k != "recipe_plan"), "not the recorded recipe"
     assert cfg["data"]["partition"]["draws"] > cell.partition
 
@@ -394,7 +394,7 @@ def test_snakemake_plans_exactly_the_picked_cell(tmp_path: Path, control: bool) 
     data.write_bytes(b"")  # present: the dry run plans no data job
     for study in (ref.path / "tune" / cell.dataset).glob("*.nc"):  # the recipe is tuned: the rules read them
         rebuild.place(study, work / "results" / ref.run / "tune" / cell.dataset / study.name)
-    overlay = rebuild.cell_overlay(ref.config, ref.run, rp.cell_facts(ref, cell))
+    overlay = rebuild.cell_overlay(ref.config, ref.run, cell)
     path = work / "overlay.json"
     path.write_text(json.dumps(overlay))
     sub = "control/" if control else ""

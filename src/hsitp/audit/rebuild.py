@@ -18,12 +18,15 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hsitp.errors import HsitpError
+
+if TYPE_CHECKING:
+    import xarray as xr
 
 SNAKEFILE = Path(__file__).resolve().parents[3] / "Snakefile"  # src/hsitp/audit/ -> the checkout's root
 
@@ -56,31 +59,78 @@ def _set(config: dict[str, Any], dotted: str, value: Any) -> None:
     config[key] = value
 
 
-@dataclass(frozen=True)
-class CellFacts:
-    """What a reference recorded of one training run (``hsitp.audit.reproduce.cell_facts``): its cell, its recipe
-    and how it ran."""
+# runs.nc's variable of each Cell field named otherwise
+RUNS_VARIABLES = {"partition": "partition_index", "kernel": "attention_kernel"}
+CASTS: dict[str, Callable[[Any], Any]] = {
+    "int": int,
+    "str": str,
+    "bool": bool,
+}  # a field's type, as annotated
 
+
+@dataclass(frozen=True)
+class Cell:
+    """One training run of the reference (a row of train/runs.nc): its cell, its recipe and how it ran."""
+
+    row: int
+    name: str
     dataset: str
     plan: str
-    P: int
+    P: int  # noqa: N815
     g: int
     protocol: str
     seed: int
-    N: int
+    N: int  # noqa: N815
+    control: bool
+    partition: int  # which of the protocol's partitions
     patch: int
-    partition: int
     ranks: int  # processes launched (< P: the single-process equivalent)
     recipe: str  # the record's recipe JSON
     kernel: str  # model.attention_kernel
-    device: str  # cpu or auto
-    backend: str  # gloo, nccl or auto
+    device: str  # as recorded (a CPU's name, or a GPU's)
+    backend: str  # as recorded
     eval_every: int
     summary_epochs: int
     threads_per_rank: int
 
+    @classmethod
+    def from_runs(cls, runs: xr.Dataset, i: int) -> Cell:
+        """Row ``i`` of train/runs.nc, each field its variable's value cast to the field's type."""
+        return cls(
+            row=i,
+            **{
+                f.name: CASTS[str(f.type)](runs[RUNS_VARIABLES.get(f.name, f.name)].values[i])
+                for f in fields(cls)
+                if f.name != "row"
+            },
+        )
 
-def cell_overlay(base: Mapping[str, Any], run: str, cell: CellFacts) -> dict[str, Any]:
+    @property
+    def label(self) -> str:
+        return f"control/{self.name}" if self.control else self.name
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        """Canonical order of the cells (the seed permutes this order)."""
+        return (
+            self.dataset,
+            int(self.control),
+            self.plan,
+            self.P,
+            self.g,
+            self.protocol,
+            self.N,
+            self.partition,
+            self.seed,
+            self.name,
+        )
+
+    @property
+    def probe_key(self) -> tuple[str, int, int]:
+        return (self.plan, self.P, self.g)
+
+
+def cell_overlay(base: Mapping[str, Any], run: str, cell: Cell) -> dict[str, Any]:
     """The config that makes rule ``train`` (or ``train_control``) build exactly this cell as it was recorded."""
     cfg = copy.deepcopy(dict(base))
     recipe = json.loads(cell.recipe)
@@ -99,9 +149,10 @@ def cell_overlay(base: Mapping[str, Any], run: str, cell: CellFacts) -> dict[str
         "train.crops": [{"tokens": cell.N, "patch": cell.patch, "datasets": None}],
         "train.equivalent": cell.ranks < P,
         "train.eval_every": cell.eval_every, "train.summary_epochs": cell.summary_epochs,
-        "train.threads_per_rank": cell.threads_per_rank, "train.device": cell.device,
+        "train.threads_per_rank": cell.threads_per_rank,
+        "train.device": "cpu" if cell.device.upper().startswith("CPU") or not cell.device else "auto",
         "model.attention_kernel": cell.kernel,  # the arithmetic the reference trained with
-        "parallel.backend": cell.backend, "parallel.timeout_s": 600,
+        "parallel.backend": cell.backend if cell.backend in ("gloo", "nccl") else "auto", "parallel.timeout_s": 600,
     }.items():  # fmt: skip
         _set(cfg, key, value)
     draws = cfg.get("data", {}).get("partition", {}).get("draws", 1)

@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hsitp.audit import rebuild
-from hsitp.audit.rebuild import ReproduceError
+from hsitp.audit.rebuild import Cell, ReproduceError
 from hsitp.outcomes import Reproduction
 
 if TYPE_CHECKING:  # numpy and xarray are imported where used: `hsitp --help` builds this parser
@@ -75,47 +75,6 @@ ACCURACY = (
 
 
 # --- the reference ------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Cell:
-    """One training run of the reference (a row of train/runs.nc)."""
-
-    row: int
-    name: str
-    dataset: str
-    plan: str
-    P: int  # noqa: N815
-    g: int
-    protocol: str
-    seed: int
-    N: int  # noqa: N815
-    control: bool
-    partition: int = 0  # which of the protocol's partitions (runs.nc's partition_index)
-
-    @property
-    def label(self) -> str:
-        return f"control/{self.name}" if self.control else self.name
-
-    @property
-    def key(self) -> tuple[Any, ...]:
-        """Canonical order of the cells (the seed permutes this order)."""
-        return (
-            self.dataset,
-            int(self.control),
-            self.plan,
-            self.P,
-            self.g,
-            self.protocol,
-            self.N,
-            self.partition,
-            self.seed,
-            self.name,
-        )
-
-    @property
-    def probe_key(self) -> tuple[str, int, int]:
-        return (self.plan, self.P, self.g)
-
-
 @dataclass
 class Reference:
     path: Path
@@ -159,18 +118,7 @@ def load_reference(path: str | os.PathLike[str]) -> Reference:
         throughput=optional("probe/throughput.nc", PROBE_THROUGHPUT),
         config=rebuild.base_config(ref),
     )
-    for i in range(runs.sizes["run"]):
-        c = {
-            k: runs[k].values[i]
-            for k in ("name", "dataset", "plan", "P", "g", "protocol", "seed", "N", "control")
-        }
-        out.cells.append(
-            Cell(
-                row=i, name=str(c["name"]), dataset=str(c["dataset"]), plan=str(c["plan"]), P=int(c["P"]),
-                g=int(c["g"]), protocol=str(c["protocol"]), seed=int(c["seed"]), N=int(c["N"]), control=bool(c["control"]),
-                partition=int(runs["partition_index"].values[i]),
-            )
-        )  # fmt: skip
+    out.cells = [Cell.from_runs(runs, i) for i in range(runs.sizes["run"])]
     return out
 
 
@@ -379,23 +327,6 @@ def scene_for(ref: Reference, dataset: str, given: Mapping[str, Path], work: Pat
     return path
 
 
-def cell_facts(ref: Reference, cell: Cell) -> rebuild.CellFacts:
-    """What the reference recorded of the cell's run, as ``rebuild.cell_overlay`` takes it."""
-    device, backend = str(ref.value(cell, "device")), str(ref.value(cell, "backend"))
-
-    def count(var: str) -> int:
-        return int(ref.value(cell, var))
-
-    return rebuild.CellFacts(
-        dataset=cell.dataset, plan=cell.plan, P=int(cell.P), g=int(cell.g), protocol=cell.protocol,
-        seed=int(cell.seed), N=int(cell.N), patch=count("patch"), partition=int(cell.partition),
-        ranks=count("ranks"), recipe=str(ref.value(cell, "recipe")), kernel=str(ref.value(cell, "attention_kernel")),
-        device="cpu" if device.upper().startswith("CPU") or not device else "auto",
-        backend=backend if backend in ("gloo", "nccl") else "auto", eval_every=count("eval_every"),
-        summary_epochs=count("summary_epochs"), threads_per_rank=count("threads_per_rank"),
-    )  # fmt: skip
-
-
 def retrain(ref: Reference, cell: Cell, data: Path, work: Path) -> tuple[Path | None, Path]:
     """Snakemake trains the cell again in ``work`` (rule train, or train_control), the reference's tuning studies
     beside it; (its record or None when the job failed, the log of the Snakemake call)."""
@@ -408,7 +339,7 @@ def retrain(ref: Reference, cell: Cell, data: Path, work: Path) -> tuple[Path | 
         return None, log
     for study in sorted((ref.path / "tune" / cell.dataset).glob("*.nc")):  # what a tuned recipe reads
         rebuild.place(study, work / "results" / ref.run / "tune" / cell.dataset / study.name)
-    overlay = rebuild.cell_overlay(ref.config, ref.run, cell_facts(ref, cell))
+    overlay = rebuild.cell_overlay(ref.config, ref.run, cell)
     code = rebuild.snakemake(work, f"train_{cell.label.replace('/', '_')}", overlay, [str(out)], log)
     return (out if code == 0 and out.is_file() else None), log
 
@@ -433,7 +364,7 @@ def remeasure_probe(ref: Reference, cell: Cell, work: Path) -> tuple[xr.Dataset,
         world_sizes=[cell.P],
         match_train=False,
     )
-    seed = int(json.loads(str(ref.value(cell, "recipe"))).get("seed") or 0)
+    seed = int(json.loads(cell.recipe).get("seed") or 0)
     run = f"{ref.run}-probe-{cell.plan}-P{cell.P}-g{cell.g}"
     folder = work / "results" / run / "probe"
     log = work / "logs" / "reproduce" / f"{run}.log"
@@ -546,8 +477,8 @@ def accuracy_checks(ref: Reference, cell: Cell, record: Path, identical: bool) -
         got_recipe = json.loads(str(ds.attrs.get("recipe", "{}")))
     finally:
         ds.close()
-    k = int(ref.value(cell, "summary_epochs"))
-    checks = [recipe_check(str(ref.value(cell, "recipe_hash")), json.loads(str(ref.value(cell, "recipe"))),
+    k = cell.summary_epochs
+    checks = [recipe_check(str(ref.value(cell, "recipe_hash")), json.loads(cell.recipe),
                            got_hash, got_recipe)]  # fmt: skip
     for var, label, metric in ACCURACY:
         label = label.format(k=k)
@@ -603,7 +534,7 @@ def probe_checks(
     new_med, _, _, _ = throughput_ratio(thr_new, cell, bands)
     width = hi - lo
     a, b = lo - width, hi + width
-    threads = int(ref.value(cell, "threads_per_rank"))
+    threads = cell.threads_per_rank
     here_over = cell.P * threads > cores
     inside = math.isfinite(new_med) and a <= new_med <= b
     text = (
@@ -648,7 +579,7 @@ def check_cells(
     for k, p in enumerate(picks, 1):
         c, at = p.cell, f"[{k}/{len(picks)}] {p.cell.label}"
         _say(
-            f"{at}: training {int(ref.value(c, 'steps'))} steps on {int(ref.value(c, 'ranks'))} rank(s), seed "
+            f"{at}: training {int(ref.value(c, 'steps'))} steps on {c.ranks} rank(s), seed "
             f"{c.seed} (est. {_minutes(p.train_s)}) ..."
         )
         t_cell = time.monotonic()
