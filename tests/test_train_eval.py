@@ -15,7 +15,7 @@ from train_utils import TINY_CROP, tiny_config, write_scene
 from hsitp.evaluate.metrics import scores
 from hsitp.parallel.groups import TPGroup
 from hsitp.train.data import TEST, load_scene
-from hsitp.train.inference import evaluate_scene, predict_scene, tile_origins
+from hsitp.train.inference import Evaluation, predict_scene, tile_origins
 from hsitp.train.plan import check_job
 from hsitp.train.settings import TrainSettings
 
@@ -69,7 +69,8 @@ def test_evaluation_equals_metrics_on_the_same_prediction(tmp_path: Path) -> Non
     model, arch = _model(scene, "dense", TPGroup.single())
     model.train()
     s = arch.height  # 12 on the 16 x 16 scene: tiles at 0 and 4 (overlapping)
-    ev = evaluate_scene(model, scene, s, batch=3, device=torch.device("cpu"), autocast=nullcontext())
+    pred = predict_scene(model, scene, s, batch=3, device=torch.device("cpu"), autocast=nullcontext())
+    ev = Evaluation.of(scene, pred)
     assert model.training  # restored
     assert ev.prediction.dtype == np.int16 and ev.prediction.shape == (16, 16)
     assert ev.prediction.min() >= 1 and ev.prediction.max() <= scene.classes

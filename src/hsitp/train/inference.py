@@ -37,6 +37,20 @@ class Evaluation:
     scores: Scores  # on the test pixels
     validation: Scores | None = None  # on the validation pixels (None when the run holds none out)
 
+    @classmethod
+    def of(cls, scene: Scene, prediction: np.ndarray) -> Evaluation:
+        """A whole-scene prediction (:func:`predict_scene`) scored on the test pixels of the scene's accuracy
+        protocol, and on its validation pixels (from the same map)."""
+        validation = None
+        if scene.validation.any():
+            flags = np.where(scene.validation, TEST, 0).astype(
+                np.int8
+            )  # score_map scores TEST-flagged pixels
+            validation = score_map(prediction, scene.labels, flags, scene.classes)
+        return cls(
+            prediction, score_map(prediction, scene.labels, scene.partition, scene.classes), validation
+        )
+
 
 def tile_origins(extent: int, size: int) -> list[int]:
     """Start offsets of tiles of ``size`` covering ``0..extent`` (stride ``size``; the last one flush with the
@@ -120,27 +134,3 @@ def _tile_logits(
         total = logits if total is None else total + logits
     assert total is not None
     return total if len(transforms) == 1 else total / len(transforms)
-
-
-def evaluate_scene(
-    model: Any,
-    scene: Scene,
-    size: int,
-    *,
-    batch: int,
-    device: torch.device,
-    autocast: Any,
-    tta: str = "none",
-) -> Evaluation:
-    """Predict the whole scene and score it on the test pixels of the scene's accuracy protocol, and on its
-    validation pixels (from the same map)."""
-    pred = predict_scene(model, scene, size, batch=batch, device=device, autocast=autocast, tta=tta)
-    validation = None
-    if scene.validation.any():
-        flags = np.where(scene.validation, TEST, 0).astype(np.int8)  # score_map scores TEST-flagged pixels
-        validation = score_map(pred, scene.labels, flags, scene.classes)
-    return Evaluation(
-        prediction=pred,
-        scores=score_map(pred, scene.labels, scene.partition, scene.classes),
-        validation=validation,
-    )

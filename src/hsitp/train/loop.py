@@ -53,7 +53,7 @@ from hsitp.train import checkpoint as ckpt
 from hsitp.train.ccr import CommTimer, timed_collectives
 from hsitp.train.data import CropSampler, Photometric, Scene, load_scene
 from hsitp.train.ema import WeightEMA
-from hsitp.train.inference import Evaluation, evaluate_scene
+from hsitp.train.inference import Evaluation, predict_scene
 from hsitp.train.plan import TrainJob, check_job
 from hsitp.train.record import EpochRecord, EpochSteps, PretrainAttrs, write_record
 from hsitp.train.settings import TrainSettings
@@ -190,15 +190,13 @@ class _Setup:
     autocast: Any  # bf16 autocast on CUDA; a no-op on CPU (fp32)
     valid: torch.Tensor | None  # this rank's padded output locations (None: no padding)
     tokens_per_step: int  # batch x N
-    predict: Callable[[], Evaluation]  # the whole scene predicted by tiled inference (train.tta) and scored
+    predict: Callable[[], np.ndarray]  # the whole scene predicted by tiled inference (train.tta)
     ema: WeightEMA | None  # the weights' moving average (train.ema), or None
 
     def evaluate(self) -> Evaluation:
         """The evaluation of the weights the record reports: the EMA's when there is one, else the raw ones."""
-        if self.ema is None:
-            return self.predict()
-        with self.ema.swapped(self.model):
-            return self.predict()
+        with self.ema.swapped(self.model) if self.ema is not None else contextlib.nullcontext():
+            return Evaluation.of(self.scene, self.predict())
 
 
 @dataclass
@@ -314,7 +312,7 @@ def _build(settings: TrainSettings, job: TrainJob, tp: TPGroup, device: torch.de
         torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
     )
     predict = functools.partial(
-        evaluate_scene,
+        predict_scene,
         model,
         scene,
         arch.height,
@@ -421,18 +419,9 @@ def _train_epoch(
             f"checkpoint: {last_good if last_good else 'none (no epoch finished)'}"
         )
         box: dict[str, float] = {}
+        inject_nan = nan_at is not None and gstep == nan_at
         step = functools.partial(
-            _one_step,
-            model=setup.model,
-            opt=setup.opt,
-            sched=setup.sched,
-            batch=_next_batch(setup),
-            inject_nan=nan_at is not None and gstep == nan_at,
-            smoothing=settings.label_smoothing,
-            autocast=setup.autocast,
-            tp=setup.tp,
-            where=where,
-            box=box,
+            _one_step, setup, _next_batch(setup), settings.label_smoothing, inject_nan, where, box
         )
         # the epoch's last step: after >= 1 step of the run the optimizer state exists
         tracked = i == spe - 1 and steps.tracked
@@ -446,10 +435,7 @@ def _train_epoch(
             comm_times.append(comm)
         losses.append(box["loss"])
         steps.progress.step(box["loss"], setup.tokens_per_step / dt)
-    lr = float(setup.sched.get_last_lr()[0])
-    return _epoch_record(
-        epoch, losses, step_times, comm_times, memory, setup.tp, setup.tokens_per_step, setup.device, lr
-    )
+    return _epoch_record(setup, epoch, losses, step_times, comm_times, memory)
 
 
 def _next_batch(setup: _Setup) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
@@ -530,30 +516,27 @@ def _save(
 
 
 def _one_step(
-    *,
-    model: Any,
-    opt: torch.optim.Optimizer,
-    sched: Any,
+    setup: _Setup,
     batch: tuple[torch.Tensor, torch.Tensor, torch.Tensor, int],
-    inject_nan: bool,
     smoothing: float,
-    autocast: Any,
-    tp: TPGroup,
+    inject_nan: bool,
     where: str,
     box: dict[str, float],
 ) -> None:
-    """One optimizer step; the full batch's loss goes into ``box["loss"]``. A non-finite loss stops the run
-    before backward (the weights stay those of the last good step)."""
+    """One optimizer step on ``batch`` (:func:`_next_batch`) with label smoothing ``smoothing``; the full batch's
+    loss goes into ``box["loss"]`` (the memory tracker calls a step without taking its result). A non-finite loss
+    stops the run before backward (the weights stay those of the last good step)."""
+    model, opt, sched = setup.model, setup.opt, setup.sched
     x_local, target, mask, n_train = batch
     opt.zero_grad(set_to_none=True)
-    with autocast:
+    with setup.autocast:
         logits = model(x_local)  # (B, K, ...) this rank's pixels
     # (B, ...)
     ce = F.cross_entropy(logits.float(), target.clamp(min=0), reduction="none", label_smoothing=smoothing)
     loss = (ce * mask).sum() / n_train
     if inject_nan:
         loss = loss * float("nan")  # train.debug.nan_at_step
-    value = _global_loss(loss, model.plan, tp)
+    value = _global_loss(loss, model.plan, setup.tp)
     if not math.isfinite(value):
         raise TrainError(f"loss is {value} at {where}; stopped")
     loss.backward()
@@ -599,18 +582,16 @@ def _rank0(rec: EpochRecord) -> dict[str, float]:
 
 
 def _epoch_record(
+    setup: _Setup,
     epoch: int,
     losses: list[float],
     step_times: list[float],
     comm_times: list[float],
     memory: Any | None,
-    tp: TPGroup,
-    tokens_per_step: int,
-    device: torch.device,
-    lr: float,
 ) -> EpochSteps:
     """One epoch's numbers, per-rank values gathered onto every rank (so every rank's checkpoint has them); the
     memory numbers are NaN in an epoch whose memory was not tracked (``memory`` None)."""
+    tp = setup.tp
     step = float(np.mean(step_times))
     comm = float(np.mean(comm_times))
     if memory is None:
@@ -621,14 +602,14 @@ def _epoch_record(
         peak_a = float(memory.peak_allocated or 0)
         peak_r = -1.0 if memory.peak_reserved is None else float(memory.peak_reserved)
     row = torch.tensor([step, comm, peak_a, peak_r, *mem], dtype=torch.float64)
-    rows = _gather_rows(row.to(device), tp)
+    rows = _gather_rows(row.to(setup.device), tp)
     step_r, comm_r = rows[:, 0], rows[:, 1]
     slowest = float(step_r.max())  # the group advances at the slowest rank's pace
     return {
         "epoch": epoch + 1,
         "loss": float(np.mean(losses)),
-        "lr": lr,
-        "tokens_per_s": tokens_per_step / slowest,
+        "lr": float(setup.sched.get_last_lr()[0]),
+        "tokens_per_s": setup.tokens_per_step / slowest,
         "step_time": step_r,
         "comm_time": comm_r,
         "ccr_inline": comm_r / np.maximum(step_r - comm_r, 1e-12),

@@ -100,7 +100,7 @@ def pretrain(setup: Any, settings: Any, seed: int) -> PretrainResult:
     with the same arguments); the encoder's weights are updated in place."""
     from hsitp.train.data import CropSampler
 
-    model, tp, device = setup.model, setup.tp, setup.device
+    model, device = setup.model, setup.device
     c = model.config
     steps = settings.pretrain.steps
     head = reconstruction_head(model, seed + SEED_OFFSET, device)
@@ -117,7 +117,7 @@ def pretrain(setup: Any, settings: Any, seed: int) -> PretrainResult:
         for _ in range(steps):
             x, _labels = sampler.next()  # the labels are dropped: the loss sees spectra only
             del _labels
-            losses.append(_step(model, head, opt, sched, x, settings.pretrain.mask_ratio, gen, setup, tp))
+            losses.append(_step(setup, head, opt, sched, x, settings.pretrain.mask_ratio, gen))
     finally:
         model.train(was_training)
     del head, opt, sched
@@ -125,17 +125,16 @@ def pretrain(setup: Any, settings: Any, seed: int) -> PretrainResult:
 
 
 def _step(
-    model: Any,
+    setup: Any,
     head: nn.Linear,
     opt: torch.optim.Optimizer,
     sched: Any,
     x: torch.Tensor,
     ratio: float,
     gen: torch.Generator,
-    setup: Any,
-    tp: Any,
 ) -> float:
-    """One reconstruction step; the whole batch's loss."""
+    """One reconstruction step of ``setup.model`` on its group ``setup.tp``; the whole batch's loss."""
+    model, tp = setup.model, setup.tp
     c = model.config
     masked, mask = mask_bands(x, ratio, gen)  # (B, L, S, S), (B, L)
     n_values = int(mask.sum()) * x.shape[-2] * x.shape[-1]  # masked values of the whole batch
