@@ -223,6 +223,13 @@ def default_file_mode() -> int:
     return 0o666 & ~mask
 
 
+def variable(
+    dims: str | tuple[str, ...], values: Any, long_name: str, units: str = "1", **attrs: Any
+) -> tuple[Any, Any, dict[str, Any]]:
+    """A Dataset variable ``(dims, values, attrs)``, its attrs CF's ``units`` and ``long_name`` then ``attrs``."""
+    return dims, values, {"units": units, "long_name": long_name, **attrs}
+
+
 def describe(ds: xr.Dataset, attrs: Mapping[str, Mapping[str, Any]]) -> xr.Dataset:
     """Set ``units``, ``long_name`` (and any other attribute) of the named variables and coordinates that ``ds``
     holds, in place; names ``ds`` does not hold are skipped, so one table can describe several files."""

@@ -34,6 +34,7 @@ import xarray as xr
 from hsitp.data.partition import TEST, TRAIN, per_partition, read_partition
 from hsitp.errors import HsitpError
 from hsitp.evaluate.metrics import scores
+from hsitp.io import variable
 from hsitp.sections.baseline import BaselineSection
 
 log = logging.getLogger(__name__)
@@ -240,54 +241,52 @@ def _fit_one(
 
 def _result_vars(out: Mapping[str, list[Any]], px: _Pixels) -> dict[str, Any]:
     """Test scores, CV accuracy and times per classifier; train and test pixels per class."""
-    frac = {"units": "1"}
-    aa = "average accuracy (AA): mean per-class accuracy over classes with test pixels"
+    train_pixels, test_pixels = (
+        np.array([np.count_nonzero(y == c) for c in px.classes]) for y in (px.y_train, px.y_test)
+    )
     return {
-        "overall_accuracy": ("classifier", np.array(out["oa"]), {**frac, "long_name": "overall accuracy (OA) on test pixels"}),
-        "average_accuracy": ("classifier", np.array(out["aa"]), {**frac, "long_name": aa}),
-        "kappa": ("classifier", np.array(out["kappa"]), {**frac, "long_name": "Cohen's kappa on test pixels"}),
-        "class_accuracy": (
+        "overall_accuracy": variable(
+            "classifier", np.array(out["oa"]), "overall accuracy (OA) on test pixels"
+        ),
+        "average_accuracy": variable(
+            "classifier",
+            np.array(out["aa"]),
+            "average accuracy (AA): mean per-class accuracy over classes with test pixels",
+        ),
+        "kappa": variable("classifier", np.array(out["kappa"]), "Cohen's kappa on test pixels"),
+        "class_accuracy": variable(
             ("classifier", "label"),
             np.array(out["per_class"]),
-            {**frac, "long_name": "per-class accuracy (recall) on test pixels; NaN = no test pixel"},
+            "per-class accuracy (recall) on test pixels; NaN = no test pixel",
         ),
-        "confusion": (
+        "confusion": variable(
             ("classifier", "label", "predicted_label"),
             np.array(out["confusion"], dtype=np.int64),
-            {**frac, "long_name": "test pixels by true class (rows) and predicted class (columns)"},
+            "test pixels by true class (rows) and predicted class (columns)",
         ),
-        "cv_accuracy": (
+        "cv_accuracy": variable(
             "classifier",
             np.array(out["cv"]),
-            {**frac, "long_name": "mean cross-validation accuracy of the chosen hyper-parameters (train pixels)"},
+            "mean cross-validation accuracy of the chosen hyper-parameters (train pixels)",
         ),
-        "fit_time": (
+        "fit_time": variable(
             "classifier",
             np.array(out["fit"]),
-            {"units": "s", "long_name": "wall time of the grid search and the refit on all train pixels"},
+            "wall time of the grid search and the refit on all train pixels",
+            "s",
         ),
-        "predict_time": ("classifier", np.array(out["pred"]), {"units": "s", "long_name": "wall time to predict test pixels"}),
-        "train_pixels": (
-            "label",
-            np.array([np.count_nonzero(px.y_train == c) for c in px.classes]),
-            {**frac, "long_name": "training pixels per class"},
+        "predict_time": variable(
+            "classifier", np.array(out["pred"]), "wall time to predict test pixels", "s"
         ),
-        "test_pixels": (
-            "label",
-            np.array([np.count_nonzero(px.y_test == c) for c in px.classes]),
-            {**frac, "long_name": "test pixels per class"},
-        ),
-    }  # fmt: skip
+        "train_pixels": variable("label", train_pixels, "training pixels per class"),
+        "test_pixels": variable("label", test_pixels, "test pixels per class"),
+    }
 
 
 def _result_coords(methods: Sequence[str], classes: np.ndarray) -> dict[str, Any]:
     return {
         # not `method`/`class`: ds.sel(method=...) is xarray's inexact-match argument, `class` a Python keyword
         "classifier": ("classifier", np.array(methods, dtype=object), {"long_name": "classifier"}),
-        "label": ("label", classes, {"units": "1", "long_name": "true class label (1..K)"}),
-        "predicted_label": (
-            "predicted_label",
-            classes,
-            {"units": "1", "long_name": "predicted class label (1..K)"},
-        ),
+        "label": variable("label", classes, "true class label (1..K)"),
+        "predicted_label": variable("predicted_label", classes, "predicted class label (1..K)"),
     }

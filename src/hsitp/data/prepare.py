@@ -39,7 +39,7 @@ from hsitp.data.partition import (
 )
 from hsitp.data.registry import DatasetSpec, Variant
 from hsitp.errors import HsitpError
-from hsitp.io import provenance, write_netcdf
+from hsitp.io import provenance, variable, write_netcdf
 from hsitp.names import PROTOCOLS
 from hsitp.sections.data import Partition
 from hsitp.settings import DataSettings
@@ -262,30 +262,24 @@ def _coords(
                 "a guard band one patch wide",
             },
         ),
-        INDEX: (
+        INDEX: variable(
             INDEX,
             np.arange(draws, dtype=np.int32),
-            {
-                "units": "1",
-                "long_name": "partition index: the K seeded draws of each protocol's partition (data.partition.draws)",
-                "comment": "a replicate is (partition index, training seed); draw k is the same whatever the "
-                "number of draws",
-            },
+            "partition index: the K seeded draws of each protocol's partition (data.partition.draws)",
+            comment="a replicate is (partition index, training seed); draw k is the same whatever the number of draws",
         ),
-        "y": ("y", np.arange(rows, dtype=np.int32), {"units": "1", "long_name": "row (pixel index)"}),
-        "x": ("x", np.arange(cols, dtype=np.int32), {"units": "1", "long_name": "column (pixel index)"}),
-        "band": (
+        "y": variable("y", np.arange(rows, dtype=np.int32), "row (pixel index)"),
+        "x": variable("x", np.arange(cols, dtype=np.int32), "column (pixel index)"),
+        "band": variable(
             "band",
             np.asarray(spec.band_numbers, dtype=np.int32),
-            {"units": "1", "long_name": "original band number (1-based)", "comment": spec.band_numbering},
+            "original band number (1-based)",
+            comment=spec.band_numbering,
         ),
     }
     if spec.wavelengths_nm is not None:
-        coords["wavelength"] = (
-            "band",
-            np.asarray(spec.wavelengths_nm, dtype=np.float64),
-            {"units": "nm", "long_name": "band centre wavelength"},
-        )
+        wavelengths = np.asarray(spec.wavelengths_nm, dtype=np.float64)
+        coords["wavelength"] = variable("band", wavelengths, "band centre wavelength", "nm")
     return coords
 
 
@@ -329,11 +323,7 @@ def _clip_vars(low: np.ndarray, high: np.ndarray, q: Sequence[float]) -> dict[st
     """The per-band clip bounds, in raw units: the source file's values (sensor digital numbers or scaled
     reflectance, dimensionless)."""
     return {
-        f"norm_{end}": (
-            "band",
-            v,
-            {"units": "1", "long_name": f"per-band clip {end} (q={qv}) in the source file's raw values"},
-        )
+        f"norm_{end}": variable("band", v, f"per-band clip {end} (q={qv}) in the source file's raw values")
         for end, v, qv in (("low", low, q[0]), ("high", high, q[1]))
     }
 
@@ -350,10 +340,8 @@ def _cube_vars(cube01: np.ndarray, k: Any, data_vars: dict[str, Any], coords: di
         data_vars["cube"] = (("y", "x", "band"), cube01, cube_attrs)
         return "off"
     scores, comps, mean, ratio = pca_reduce(cube01, int(k))
-    coords["component"] = (
-        "component",
-        np.arange(1, int(k) + 1, dtype=np.int32),
-        {"units": "1", "long_name": "PCA component (1-based)"},
+    coords["component"] = variable(
+        "component", np.arange(1, int(k) + 1, dtype=np.int32), "PCA component (1-based)"
     )
     data_vars["cube"] = (
         ("y", "x", "component"),
@@ -364,12 +352,10 @@ def _cube_vars(cube01: np.ndarray, k: Any, data_vars: dict[str, Any], coords: di
             "comment": NORMALISATION + "; then PCA",
         },
     )
-    data_vars["pca_components"] = (("component", "band"), comps, {"units": "1", "long_name": "PCA loadings"})
-    data_vars["pca_mean"] = ("band", mean, {"units": "1", "long_name": "per-band mean removed before PCA"})
-    data_vars["pca_explained_variance_ratio"] = (
-        "component",
-        ratio,
-        {"units": "1", "long_name": "fraction of the variance each component explains"},
+    data_vars["pca_components"] = variable(("component", "band"), comps, "PCA loadings")
+    data_vars["pca_mean"] = variable("band", mean, "per-band mean removed before PCA")
+    data_vars["pca_explained_variance_ratio"] = variable(
+        "component", ratio, "fraction of the variance each component explains"
     )
     return f"{k} components fitted on all pixels of the normalised cube (labels unused)"
 

@@ -19,7 +19,7 @@ import xarray as xr
 
 from hsitp.contracts import TRAIN
 from hsitp.errors import HsitpError
-from hsitp.train.summary import variable
+from hsitp.io import variable
 
 DEFAULT_TOLERANCE = 5e-4
 

@@ -11,9 +11,8 @@ import numpy as np
 import xarray as xr
 
 from hsitp.contracts import TRAIN
-from hsitp.io import provenance, write_netcdf
+from hsitp.io import provenance, variable, write_netcdf
 from hsitp.probe.tracker import KINDS, PARTS
-from hsitp.train.summary import variable
 
 if TYPE_CHECKING:
     from hsitp.models.config import ModelConfig

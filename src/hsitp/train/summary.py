@@ -45,6 +45,7 @@ import xarray as xr
 from hsitp.contracts import BASELINE, TRAIN, Cell
 from hsitp.errors import HsitpError
 from hsitp.evaluate.verdict import DEFAULT_MARGIN, LEVEL, VERDICTS, half_width, paired_verdict
+from hsitp.io import variable
 from hsitp.outcomes import Accuracy
 
 ACCURACY = ("oa", "aa", "kappa")
@@ -123,13 +124,6 @@ class RunRecord(TypedDict):
 
 
 Runs = Mapping[Cell, Mapping[Replicate, RunRecord]]  # each cell's records by replicate
-
-
-def variable(
-    dims: str | tuple[str, ...], values: Any, long_name: str, units: str = "1", **attrs: Any
-) -> tuple[Any, Any, dict[str, Any]]:
-    """A Dataset variable ``(dims, values, attrs)``, its attrs CF's ``units`` and ``long_name`` then ``attrs``."""
-    return dims, values, {"units": units, "long_name": long_name, **attrs}
 
 
 def flags(

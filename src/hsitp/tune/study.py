@@ -42,12 +42,12 @@ import xarray as xr
 from optuna.trial import TrialState
 
 from hsitp.errors import HsitpError
+from hsitp.io import variable
 from hsitp.names import DCHAG_PLANS
 from hsitp.sections import Config
 from hsitp.sections.tune import Space
 from hsitp.settings import TuneSettings
 from hsitp.train.recipe import TrialParams, recipe_keys
-from hsitp.train.summary import variable
 
 if TYPE_CHECKING:
     from hsitp.train.record import EpochRecord
