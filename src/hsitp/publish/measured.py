@@ -23,7 +23,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -139,25 +138,33 @@ def _summary_rows(ref: Reference, recipe: str) -> list[dict[str, object]]:
             "verdict": "" if tp else verdict_name(ref.summary, c.i),
             "seeds to decide": "" if tp or not np.isfinite(k) or k <= 0 else int(k),
         }  # fmt: skip
-        rows.append(_with_partitions(row, c, tp) if several_partitions(ref.summary) else row)
+        if several_partitions(ref.summary):
+            from hsitp.train.summary import UNIT_FLAGS
+
+            unit = UNIT_FLAGS[int(c.verdict_unit_flag)] if hasattr(c, "verdict_unit_flag") else "seed"
+            spreads = f"{_pp(c.oa_partition_std)} / {_pp(c.oa_seed_std)}"
+            row = _with_partitions(
+                row, int(c.partitions), spreads, str(row["ΔOA vs tp [pp] (95 % CI)"]), unit
+            )
+        rows.append(row)
     return rows
 
 
-def _with_partitions(row: dict[str, object], c: Any, tp: bool) -> dict[str, object]:
-    """A fair-table row of a summary with partitions: replicates as partitions x seeds, the OA's spread
-    across partitions and across seeds apart, and the units to decide named by what the interval is over."""
-    from hsitp.train.summary import UNIT_FLAGS
-
-    k = row.pop("seeds to decide")
-    unit = UNIT_FLAGS[int(c.verdict_unit_flag)] if hasattr(c, "verdict_unit_flag") else "seed"
+def _with_partitions(
+    row: dict[str, object], partitions: int, spreads: str, d_oa: str, unit: str = "seed"
+) -> dict[str, object]:
+    """A fair-table row (a cell's or a baseline's) of a summary with partitions: replicates as partitions x
+    seeds, the OA's spread across partitions and across seeds apart (``spreads``), the OA difference to tp
+    ``d_oa``, and the units to decide named by what the interval is over (``unit``)."""
+    k = row["seeds to decide"]
     return {
         **{key: row[key] for key in ("protocol", "plan", "recipe", "P", "g")},
-        "partitions × seeds": f"{int(c.partitions)} × {int(c.seeds)}",
+        "partitions × seeds": f"{partitions} × {row['seeds']}",
         "OA [%] mean ± std": row["OA [%] mean ± std"],
-        "OA sd across partitions / seeds [pp]": f"{_pp(c.oa_partition_std)} / {_pp(c.oa_seed_std)}",
-        "ΔOA vs tp [pp] (95 % CI)": row["ΔOA vs tp [pp] (95 % CI)"],
+        "OA sd across partitions / seeds [pp]": spreads,
+        "ΔOA vs tp [pp] (95 % CI)": d_oa,
         "verdict": row["verdict"],
-        "to decide": "" if tp or k == "" else f"{k} {unit}s",
+        "to decide": "" if k == "" else f"{k} {unit}s",
     }
 
 
@@ -176,31 +183,18 @@ def _baseline_rows(ref: Reference) -> list[dict[str, object]]:
                 f"{_pp(summary['baseline_oa_std'].values[first['i'], j])}",
                 "ΔOA vs tp [pp] (95 % CI)": "", "verdict": "", "seeds to decide": "",
             }  # fmt: skip
-            rows.append(
-                _baseline_with_partitions(row, summary, cells, j) if several_partitions(summary) else row
-            )
+            if several_partitions(summary):  # its OA minus tp's paired by partition (the row minus tp)
+                tp = cells[cells["plan"] == "tp"]
+                i = int((tp if len(tp) else cells).iloc[0]["i"])
+                d, lo, hi = (
+                    -PERCENT * float(summary[f"d_oa_vs_baseline_{v}"].values[i, j])
+                    for v in ("mean", "ci_high", "ci_low")
+                )
+                spreads = f"{_pp(summary['baseline_oa_partition_std'].values[i, j])} / –"
+                d_oa = f"{d:+.1f} [{lo:+.1f}, {hi:+.1f}]" if len(tp) else ""
+                row = _with_partitions(row, int(summary["baseline_partitions"].values[i]), spreads, d_oa)
+            rows.append(row)
     return rows
-
-
-def _baseline_with_partitions(
-    row: dict[str, object], summary: xr.Dataset, cells: pd.DataFrame, j: int
-) -> dict[str, object]:
-    """A baseline row of a summary with partitions: its partitions x seeds, its spread across partitions, and its
-    OA minus tp's paired by partition (the sign of the column: the row minus tp)."""
-    tp = cells[cells["plan"] == "tp"]
-    i = int((tp if len(tp) else cells).iloc[0]["i"])
-    d, lo, hi = (
-        -PERCENT * float(summary[f"d_oa_vs_baseline_{v}"].values[i, j]) for v in ("mean", "ci_high", "ci_low")
-    )
-    return {
-        **{key: row[key] for key in ("protocol", "plan", "recipe", "P", "g")},
-        "partitions × seeds": f"{int(summary['baseline_partitions'].values[i])} × {row['seeds']}",
-        "OA [%] mean ± std": row["OA [%] mean ± std"],
-        "OA sd across partitions / seeds [pp]": f"{_pp(summary['baseline_oa_partition_std'].values[i, j])} / –",
-        "ΔOA vs tp [pp] (95 % CI)": f"{d:+.1f} [{lo:+.1f}, {hi:+.1f}]" if len(tp) else "",
-        "verdict": "",
-        "to decide": "",
-    }
 
 
 def fair_block(ref: Reference) -> str:
