@@ -10,7 +10,7 @@ import pytest
 
 from hsitp.cli import main
 from hsitp.errors import HsitpError
-from hsitp.publish.jobs import read_jobs, span_s, table_rows
+from hsitp.publish.jobs import Job, read_jobs, span_s, table_rows
 
 HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
 
@@ -31,8 +31,8 @@ def _bench(root: Path, rule: str, name: str, wall: float, rss: str, cpu: str, en
 
 def test_jobs_table_sums_per_stage_and_rule(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Catches a jobs table that drops a job in a wildcard sub-folder (train/<dataset>/...), sums RSS instead of
-    taking the largest, counts an unmeasured 'NA' as 0 in the largest RSS, or files report_* and audit* rules
-    under stages of their own."""
+    taking the largest, counts an unmeasured 'NA' as 0 in the largest RSS, or files report_*, audit* and the
+    untuned control's train_control rules under stages of their own."""
     bench = tmp_path / "logs" / "r" / "benchmarks"
     _bench(bench, "train", "indian_pines/tp_N324_P2_g1_random_s0", 10.0, "300.5", "18.0", 1000.0)
     _bench(bench, "train", "indian_pines/tp_N324_P1_g1_random_s0", 6.0, "NA", "5.0", 1004.0)
@@ -43,6 +43,8 @@ def test_jobs_table_sums_per_stage_and_rule(tmp_path: Path, capsys: pytest.Captu
     assert len(jobs) == 5
     rows = {r["stage"]: r for r in table_rows(jobs)}
     assert rows["train"] == {"stage": "train", "jobs": 2, "wall_s": 16.0, "cpu_s": 23.0, "max_rss_mb": 300.5}
+    control = read_jobs(bench) + [Job("train_control", "c", 4.0, 1.0, 100.0, 1014.0)]
+    assert {r["stage"]: r["jobs"] for r in table_rows(control)}["train"] == 3
     assert rows["report"]["jobs"] == 2 and rows["report"]["max_rss_mb"] == 200.0
     assert rows["audit"]["jobs"] == 1
     assert rows["total"]["jobs"] == 5 and rows["total"]["wall_s"] == 22.0

@@ -31,32 +31,11 @@ from hsitp.markdown import markdown_table
 
 INVOCATIONS = "invocations"  # logs/<run>/invocations/: one JSON record per snakemake call that ran jobs
 
-# Rule -> stage (the README's stage table); report_* and audit* by prefix.
-STAGE_OF_RULE = {
-    "data_fetch": "data",
-    "data_prepare": "data",
-    "cost_table": "cost",
-    "bench_run": "bench",
-    "bench_merge": "bench",
-    "bench_calibrate": "bench",
-    "bench_compare": "bench",
-    "probe_run": "probe",
-    "probe_merge": "probe",
-    "probe_estimate": "probe",
-    "train": "train",
-    "train_summary": "train",
-    "train_check": "train",
-    "train_equivalence": "train",
-    "baseline": "baseline",
-}
-
 
 def stage_of(rule: str) -> str:
-    if rule.startswith("report_"):
-        return "report"
-    if rule.startswith("audit"):
-        return "audit"
-    return STAGE_OF_RULE.get(rule, rule)
+    """The stage a rule belongs to: its name up to the first ``_`` (every rule is named after its stage:
+    ``data_prepare``, ``bench_calibrate``, ``train_control``, ``report_cost``, ``audit_claims``, ``tune``)."""
+    return rule.split("_", 1)[0]
 
 
 @dataclass(frozen=True)
