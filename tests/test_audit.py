@@ -111,18 +111,18 @@ def test_claims_yaml_schema(claims: list) -> None:
 def test_verdict_mapping() -> None:
     """Catches a fraction or boolean outcome mapped to the wrong verdict (e.g. partial support called 'holds')."""
     plain = Check(fn="any")  # the mapping's defaults
-    assert cl.verdict_of(cl.Outcome(ok=True), plain) == ("holds", "computed")
-    assert cl.verdict_of(cl.Outcome(ok=False), plain) == ("contradicted", "computed")
-    assert cl.verdict_of(cl.Outcome(ok=False), Check(fn="any", if_false="conditional")) == (
+    assert cl.decide(cl.Outcome(ok=True), plain) == ("holds", "computed")
+    assert cl.decide(cl.Outcome(ok=False), plain) == ("contradicted", "computed")
+    assert cl.decide(cl.Outcome(ok=False), Check(fn="any", if_false="conditional")) == (
         "conditional",
         "computed",
     )
     half = Check(fn="any", min_fraction=0.5)
-    assert cl.verdict_of(cl.Outcome(fraction=0.4), half) == ("conditional", "computed")
-    assert cl.verdict_of(cl.Outcome(fraction=0.6), half) == ("holds", "computed")
-    assert cl.verdict_of(cl.Outcome(fraction=0.0), plain) == ("contradicted", "computed")
-    assert cl.verdict_of(cl.Outcome(verdict="pending"), plain) == ("pending", "pending")
-    assert cl.verdict_of(cl.Outcome(verdict="contradicted"), plain) == ("contradicted", "reading")
+    assert cl.decide(cl.Outcome(fraction=0.4), half) == ("conditional", "computed")
+    assert cl.decide(cl.Outcome(fraction=0.6), half) == ("holds", "computed")
+    assert cl.decide(cl.Outcome(fraction=0.0), plain) == ("contradicted", "computed")
+    assert cl.decide(cl.Outcome(verdict="pending"), plain) == ("pending", "pending")
+    assert cl.decide(cl.Outcome(verdict="contradicted"), plain) == ("contradicted", "reading")
 
 
 def test_formula_checks_compute() -> None:

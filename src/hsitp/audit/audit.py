@@ -107,11 +107,6 @@ def _csv_text(rows: Sequence[Row]) -> str:
     return buf.getvalue()
 
 
-def _md_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
-    """A Markdown table's lines, every cell as its text (none reformatted as a number)."""
-    return markdown_table(rows, header).split("\n")
-
-
 def _md_text(rows: Sequence[Row], inputs: Mapping[str, str]) -> str:
     out = [*_md_header(rows, inputs), *_md_decided(rows), *_md_findings(rows), *_md_all_claims(rows)]
     return "\n".join(out) + "\n"
@@ -198,7 +193,7 @@ def _md_findings(rows: Sequence[Row]) -> list[str]:
         for r in rows
         if r.kind == "finding"
     ]
-    return out + _md_table(header, found)
+    return out + markdown_table(found, header).split("\n")
 
 
 def _md_all_claims(rows: Sequence[Row]) -> list[str]:
@@ -221,7 +216,7 @@ def _md_all_claims(rows: Sequence[Row]) -> list[str]:
         )
         for r in rows
     ]
-    return ["", "## All claims", "", *_md_table(header, table)]
+    return ["", "## All claims", "", *markdown_table(table, header).split("\n")]
 
 
 def write_claims(

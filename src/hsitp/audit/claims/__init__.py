@@ -4,7 +4,7 @@ Each claim names one check (``check.fn``). A check reads cached results only (th
 ``results/RUN/cost/*.nc``, the dataset registry, :mod:`hsitp.cost.stated`, the run's config, and the measured files:
 the run's own probe/ and bench/ netCDF, the accuracy run's train/summary.nc) and returns an
 :class:`Outcome`: the pipeline's value, where it came from, and either a boolean, a fraction of points where the
-claim holds, or a verdict stated by reading (with its reason and source). :func:`verdict_of` turns that into one of
+claim holds, or a verdict stated by reading (with its reason and source). :func:`decide` turns that into one of
 :data:`VERDICTS` under the claim's declared tolerance, so a number that decides a verdict is never typed by hand.
 
 The rules every claim is held to (scope, the paper's formulas first, findings, "by construction" evidence, knife
@@ -44,7 +44,6 @@ from hsitp.audit.claims.verdicts import (
     hedged,
     knife_edge,
     possibility_hedged,
-    verdict_of,
 )
 
 __all__ = [
@@ -92,5 +91,4 @@ __all__ = [
     "validate_claims",
     "variant_outcome",
     "verdict_counts",
-    "verdict_of",
 ]

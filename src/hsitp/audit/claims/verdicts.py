@@ -78,25 +78,13 @@ def decide(o: Outcome, check: Check, existential: bool = False) -> tuple[str, st
     if o.verdict is not None:
         return o.verdict, o.basis or (Basis.PENDING if o.verdict == Claim.PENDING else Basis.READING)
     basis = o.basis or Basis.COMPUTED
-    if o.parts:
-        held = [_holds(po, pc) for _, po, pc in o.parts]
-        ok = any(held) if existential else all(held)
-        partial = not ok and any(held)
-    elif o.band is not None or o.fraction is None:
-        ok, partial = _holds(o, check), False
-    else:
-        ok = _holds(o, check, existential)
-        partial = not ok and float(o.fraction) > 0
-    if ok:
+    if _holds(o, check, existential):
         return check.if_true, basis
-    if partial:
+    # partly: some sub-check holds, or some point of a share (a band or a boolean holds or does not)
+    partly = any(_holds(po, pc) for _, po, pc in o.parts) if o.parts else (o.fraction or 0.0) > 0
+    if partly and o.band is None:
         return check.if_partial, basis
     return check.if_false, basis
-
-
-def verdict_of(o: Outcome, check: Check) -> tuple[str, str]:
-    """(verdict, basis) of an outcome of a claim that is not 可能-hedged (see :func:`decide`)."""
-    return decide(o, check)
 
 
 def _flip_one(o: Outcome, check: Check) -> Outcome:
