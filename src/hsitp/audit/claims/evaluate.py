@@ -16,10 +16,8 @@ from hsitp.audit.claims.render import Row
 from hsitp.audit.claims.validate import load_claims
 from hsitp.audit.claims.verdicts import (
     _holds,
-    circular,
-    decide,
-    deciding_check,
     hedged,
+    judge,
     knife_edge,
     possibility_hedged,
 )
@@ -66,10 +64,7 @@ def _evaluate(ctx: Context, c: ClaimEntry) -> tuple[Outcome, str, str]:
         raise ClaimsError(f"claim {c.id}: check {c.check.fn!r} is missing {exc}") from exc
     if c.reading is not None and reading_decides(c, o):
         return o, c.reading.verdict, Basis.READING
-    verdict, basis = decide(o, c.check, possibility_hedged(c.zh))
-    if basis == Basis.COMPUTED and circular(deciding_check(o, c.check), o):
-        return o, Claim.CONSISTENT if verdict == Claim.HOLDS else verdict, Basis.CIRCULAR
-    return o, verdict, basis
+    return (o, *judge(o, c.check, possibility_hedged(c.zh)))
 
 
 def reading_decides(c: ClaimEntry, o: Outcome) -> bool:

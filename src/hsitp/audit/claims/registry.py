@@ -10,8 +10,8 @@ from typing import Any
 from hsitp.audit.claims import accuracy, bench, boundary, checks, computed, measured, shard
 from hsitp.audit.claims.circularity import TABLE_CHECKS, paper_own
 from hsitp.audit.claims.core import Context, Outcome, _fmt
-from hsitp.audit.claims.verdicts import _holds, circular, decide
-from hsitp.outcomes import Basis, Claim
+from hsitp.audit.claims.verdicts import _holds, judge
+from hsitp.outcomes import Claim
 
 
 def check_any_of(ctx: Context, a: checks.AnyOf) -> Outcome:
@@ -46,9 +46,7 @@ def check_first_decided(ctx: Context, a: checks.FirstDecided) -> Outcome:
         if so.verdict == Claim.PENDING:
             notes.append(f"{lbl}: {so.reason.rstrip('. ')}")
         else:
-            v, b = decide(so, s)
-            if b == Basis.COMPUTED and circular(s, so):
-                v, b = (Claim.CONSISTENT if v == Claim.HOLDS else v), Basis.CIRCULAR
+            v, b = judge(so, s)
             value = f", value {_fmt(so.value)}" if str(so.value) != "" else ""
             notes.append(f"{lbl} would say {v} ({b}{value})")
             if so.how != "-":

@@ -87,6 +87,15 @@ def decide(o: Outcome, check: Check, existential: bool = False) -> tuple[str, st
     return check.if_false, basis
 
 
+def judge(o: Outcome, check: Check, existential: bool = False) -> tuple[str, str]:
+    """(verdict, basis) of :func:`decide`, and rule 11: a computed verdict on circular evidence has basis
+    ``circular`` and says ``consistent`` where it would say ``holds``."""
+    verdict, basis = decide(o, check, existential)
+    if basis == Basis.COMPUTED and circular(deciding_check(o, check), o):
+        return (Claim.CONSISTENT if verdict == Claim.HOLDS else verdict), Basis.CIRCULAR
+    return verdict, basis
+
+
 def _flip_one(o: Outcome, check: Check) -> Outcome:
     """The outcome with its deciding point moved across: the value to the other side of the band, the share by one
     point (towards and across ``min_fraction``), the boolean negated."""
