@@ -186,41 +186,35 @@ def _mlp_parts(s: LayerShape, tokens: float, hidden: float) -> list[Compute]:
     ]
 
 
+def _axes(split: str, P: int, mesh: tuple[int, int]) -> tuple[int, int, dict[str, str]]:
+    """(P_c, P_t, group of each mesh axis) of a channel, token or 2-D split: a 1-D split is the 2-D one with the
+    other axis of size one, its collectives over all P ranks ('tp') and none over the axis of one."""
+    if split == "channel":
+        return P, 1, {"channel": "tp"}
+    if split == "token":
+        return 1, P, {"token": "tp"}
+    return mesh[0], mesh[1], {"channel": "channel", "token": "token"}
+
+
+def _on_axes(comms: list[Comm], groups: dict[str, str]) -> list[Comm]:
+    """``comms`` written for the 2-D mesh, each on its axis' group; those on an axis the split lacks dropped."""
+    return [replace(c, group=groups[c.group]) for c in comms if c.group in groups]
+
+
 def _mlp(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str) -> Terms:
-    hidden = s.mlp_ratio * s.D
-    if split == "channel":  # Megatron pair: fc1 column-parallel, fc2 row-parallel, one all-reduce each way
-        h_l = shard(hidden, P, pad)
-        M = s.batch * s.N
-        return Terms(
-            _mlp_parts(s, s.N, h_l),
-            [
-                Comm("reduce_out", "all_reduce", M * s.D, "fwd", paired=True),
-                Comm("grad_input", "all_reduce", M * s.D, "bwd"),
-            ],
-            params=2 * s.D * h_l + h_l + s.D,
-        )
-    if split == "token":  # token-wise: no activation traffic (§3.3); replicated weights need a gradient sync
-        n_l = shard(s.N, P, pad)
-        n_params = 2 * s.D * hidden + hidden + s.D
-        return Terms(
-            _mlp_parts(s, n_l, hidden),
-            [Comm("grad_sync", "all_reduce", n_params, "bwd", per_step=True)],
-            params=n_params,
-        )
-    P_c, P_t = mesh  # 2-D: hidden split over the channel axis, tokens over the token axis
-    h_l = shard(hidden, P_c, pad)
+    """Hidden units split over the channel axis (Megatron: fc1 column-, fc2 row-parallel, one all-reduce each
+    way), tokens over the token axis (no activation traffic, §3.3; the weights' gradients synced)."""
+    P_c, P_t, groups = _axes(split, P, mesh)
+    h_l = shard(s.mlp_ratio * s.D, P_c, pad)
     n_l = shard(s.N, P_t, pad)
     M = s.batch * n_l
     n_params = 2 * s.D * h_l + h_l + s.D
-    return Terms(
-        _mlp_parts(s, n_l, h_l),
-        [
-            Comm("reduce_out", "all_reduce", M * s.D, "fwd", group="channel", paired=True),
-            Comm("grad_input", "all_reduce", M * s.D, "bwd", group="channel"),
-            Comm("grad_sync", "all_reduce", n_params, "bwd", group="token", per_step=True),
-        ],
-        params=n_params,
-    )
+    comms = [
+        Comm("reduce_out", "all_reduce", M * s.D, "fwd", group="channel", paired=True),
+        Comm("grad_input", "all_reduce", M * s.D, "bwd", group="channel"),
+        Comm("grad_sync", "all_reduce", n_params, "bwd", group="token", per_step=True),
+    ]
+    return Terms(_mlp_parts(s, n_l, h_l), _on_axes(comms, groups), params=n_params)
 
 
 def _attention_computes(
@@ -270,56 +264,31 @@ def _attention_computes(
     return out
 
 
-def _attn_channel(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str) -> Terms:
-    h_l = shard(s.heads, P, pad)
-    d_l = h_l * s.D / s.heads
-    M = s.batch * s.N
-    return Terms(
-        _attention_computes(s, s.N, s.N, d_l, h_l, scores_paired=False, drop_n2=drop_n2),
-        [
-            Comm("reduce_out", "all_reduce", M * s.D, "fwd", paired=True),
-            Comm("grad_input", "all_reduce", M * s.D, "bwd"),
-        ],
-        params=4 * s.D * d_l + 3 * d_l + s.D,
-    )
-
-
-def _attn_token(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str) -> Terms:
-    # §3.3 is derived from the N² score term, so token-split attention keeps it whatever drop_n2 says.
-    n_l = shard(s.N, P, pad)
-    n_kv = P * n_l  # keys after the all-gather (padding tokens masked but computed)
-    n_params = 4 * s.D * s.D + 4 * s.D
-    kv = s.batch * n_kv * 2 * s.D  # K and V gathered as one (B, N, 2, h, hd) tensor, as the layer does
-    return Terms(
-        _attention_computes(s, n_l, n_kv, s.D, s.heads, scores_paired=True, drop_n2=False),
-        [
-            Comm("gather_kv", "all_gather", kv, "fwd", paired=True, paired_share=0.5),
-            Comm("grad_kv", "reduce_scatter", kv, "bwd"),
-            Comm("grad_sync", "all_reduce", n_params, "bwd", per_step=True),
-        ],
-        params=n_params,
-    )
-
-
-def _attn_2d(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str) -> Terms:
-    P_c, P_t = mesh
+def _attention(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str) -> Terms:
+    """Heads split over the channel axis (the output all-reduced), tokens over the token axis (K and V
+    all-gathered). Under a channel split the derivation pairs the output projection and its all-reduce (§3.2),
+    otherwise the score product and the K half of the gather (§3.3, derived from the N² term, which is kept
+    whatever ``drop_n2`` says)."""
+    P_c, P_t, groups = _axes(split, P, mesh)
+    channel = split == "channel"
     h_l = shard(s.heads, P_c, pad)
     d_l = h_l * s.D / s.heads
     n_l = shard(s.N, P_t, pad)
-    n_kv = P_t * n_l
-    kv = s.batch * n_kv * 2 * d_l  # this channel rank's K and V, gathered over the token axis as one tensor
+    n_kv = P_t * n_l  # keys after the all-gather (padding tokens masked but computed)
+    kv = s.batch * n_kv * 2 * d_l  # this channel rank's K and V, gathered as one (B, N, 2, h, hd) tensor
     n_params = 4 * s.D * d_l + 3 * d_l + s.D
-    return Terms(
-        _attention_computes(s, n_l, n_kv, d_l, h_l, scores_paired=True, drop_n2=False),
-        [
-            Comm("gather_kv", "all_gather", kv, "fwd", group="token", paired=True, paired_share=0.5),
-            Comm("reduce_out", "all_reduce", s.batch * n_l * s.D, "fwd", group="channel"),
-            Comm("grad_kv", "reduce_scatter", kv, "bwd", group="token"),
-            Comm("grad_input", "all_reduce", s.batch * n_l * s.D, "bwd", group="channel"),
-            Comm("grad_sync", "all_reduce", n_params, "bwd", group="token", per_step=True),
-        ],
-        params=n_params,
+    M = s.batch * n_l
+    comms = [
+        Comm("gather_kv", "all_gather", kv, "fwd", group="token", paired=True, paired_share=0.5),
+        Comm("reduce_out", "all_reduce", M * s.D, "fwd", group="channel", paired=channel),
+        Comm("grad_kv", "reduce_scatter", kv, "bwd", group="token"),
+        Comm("grad_input", "all_reduce", M * s.D, "bwd", group="channel"),
+        Comm("grad_sync", "all_reduce", n_params, "bwd", group="token", per_step=True),
+    ]
+    computes = _attention_computes(
+        s, n_l, n_kv, d_l, h_l, scores_paired=not channel, drop_n2=drop_n2 and channel
     )
+    return Terms(computes, _on_axes(comms, groups), params=n_params)
 
 
 def _layernorm(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str) -> Terms:
@@ -335,12 +304,11 @@ def _layernorm(s: LayerShape, P: int, mesh, pad: bool, drop_n2: bool, split: str
             ],
             params=2 * d_l,
         )
-    if split == "replicated":  # Megatron: every rank normalises the full (replicated) activation
-        n_l, comms = s.N, []
-    else:  # token / 2-D: this rank's tokens; the replicated weights' gradients synced over the token ranks
-        parts, group = (P, "tp") if split == "token" else (mesh[1], "token")
-        n_l = shard(s.N, parts, pad)
-        comms = [Comm("grad_sync", "all_reduce", 2 * s.D, "bwd", group=group, per_step=True)]
+    # replicated (Megatron: every rank normalises the full activation), token or 2-D: this rank's tokens, the
+    # replicated weights' gradients synced over the token ranks
+    P_t, groups = (1, {}) if split == "replicated" else _axes(split, P, mesh)[1:]
+    n_l = shard(s.N, P_t, pad)
+    comms = _on_axes([Comm("grad_sync", "all_reduce", 2 * s.D, "bwd", group="token", per_step=True)], groups)
     return Terms(
         [
             Compute(
@@ -513,9 +481,9 @@ def _cross_attention(
 _BUILDERS = {
     "linear_column": _linear_column,
     "mlp": _mlp,
-    "attn_channel": _attn_channel,
-    "attn_token": _attn_token,
-    "attn_2d": _attn_2d,
+    "attn_channel": _attention,
+    "attn_token": _attention,
+    "attn_2d": _attention,
     "layernorm": _layernorm,
     "layernorm_replicated": _layernorm,
     "layernorm_sharded": _layernorm,
