@@ -13,7 +13,6 @@ from hsitp.cost.refined import (
     block_cost,
     collective_time,
     collectives_time,
-    evaluate,
     model_cost,
     op_cost,
     ring_factor,
@@ -117,8 +116,8 @@ def test_every_switch_changes_something():
         sw = base.model_copy(update={name: True})
         changed = False
         for op, split in (("mlp", "channel"), ("attn_channel", "channel"), ("attn_token", "token")):
-            a = evaluate(op, split, shape, 16, hw, base, overlap=0.5)
-            b = evaluate(op, split, shape, 16, hw, sw, overlap=0.5)
+            a = op_cost(op, shape, P=16, hardware=hw, split=split, switches=base, overlap=0.5)
+            b = op_cost(op, shape, P=16, hardware=hw, split=split, switches=sw, overlap=0.5)
             fields_a = (a.flops, a.t_comm, a.t_comm_exposed, a.ccr)
             fields_b = (b.flops, b.t_comm, b.t_comm_exposed, b.ccr)
             changed |= not np.allclose(fields_a, fields_b, rtol=1e-12, atol=0)

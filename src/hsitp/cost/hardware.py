@@ -221,7 +221,7 @@ def preset_names() -> list[str]:
     return list(PRESETS)
 
 
-def get_hardware(name: str) -> Hardware:
+def get_hardware(name: str | Hardware) -> Hardware:
     """A preset by name, or ``measured:PATH`` (a calibration netCDF, :data:`hsitp.contracts.CALIBRATION`)."""
     if isinstance(name, Hardware):
         return name

@@ -26,7 +26,7 @@ from typing import Any, TypedDict
 from hsitp import __version__
 from hsitp.cost.hardware import Hardware
 from hsitp.cost.memory import PLAN_PARTS, PlanSize, plan_memory, plan_parameters
-from hsitp.cost.refined import BLOCK_LAYERS, OpCost, collective_time, evaluate, model_cost
+from hsitp.cost.refined import BLOCK_LAYERS, OpCost, collective_time, model_cost, op_cost
 from hsitp.errors import HsitpError
 from hsitp.names import DCHAG_PLANS, PARALLEL_PLANS, SHARDED_PLANS
 from hsitp.sections.cost import Headroom, Switches
@@ -274,14 +274,14 @@ def step_time(
     plan: str, x: Inputs, P: int, g: int, ck: str, hw: Hardware, sw: Switches, overlap: float
 ) -> tuple[float, float]:  # noqa: N803
     """(compute, exposed communication) of one step of one P-way group, in seconds (refined model)."""
-    kw = {"overlap": overlap}
+    kw = {"hardware": hw, "switches": sw, "overlap": overlap}
     if plan == "token":
         # tokeniser and aggregator run whole on each rank's ceil(N / P) tokens; blocks split the sequence; the
         # replicated tokeniser and aggregator gradients are all-reduced over the group once a step
         local = _shape(x, 1, -(-x.N // P))
-        head = [evaluate("tokenize", "replicated", local, 1, hw, sw, **kw)]
-        head.append(evaluate("agg_tp", "channel", local, 1, hw, sw, **kw))
-        blocks = [evaluate(op, sp, _shape(x, 1), P, hw, sw, **kw) for op, sp in BLOCK_LAYERS["token"]]
+        head = [op_cost("tokenize", local, P=1, split="replicated", **kw)]
+        head.append(op_cost("agg_tp", local, P=1, split="channel", **kw))
+        blocks = [op_cost(op, _shape(x, 1), P=P, split=sp, **kw) for op, sp in BLOCK_LAYERS["token"]]
         layers = head + blocks * x.depth
         m = size(x, "cpu")
         rep = plan_parameters("token", m, P)
@@ -294,7 +294,7 @@ def step_time(
         comm = sum(op.t_comm_exposed for op in layers) + (1.0 - overlap) * sync
     else:
         priced = "tp" if plan == "dense" else plan  # dense: tp's model at P = 1
-        sc = model_cost(priced, _shape(x, g), P, hw, x.depth, sw, **kw)
+        sc = model_cost(priced, _shape(x, g), P, hw, x.depth, sw, overlap=overlap)
         layers = list(sc.layers)
         comp, comm = sc.t_comp, sc.t_comm_exposed
         blocks = layers[2 : 2 + len(BLOCK_LAYERS["channel"])]

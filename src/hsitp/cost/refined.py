@@ -225,9 +225,9 @@ def _stated_ccr(op: str, split: str, s: LayerShape, P: int, hw: Hardware) -> tup
     return np.nan, np.nan
 
 
-def _compute_flops(terms, sw: Switches) -> tuple[float, float, float]:
-    """(forward FLOPs, backward FLOPs, fwd+bwd memory traffic in elements) per rank after the compute switches
-    (backward: each term's ``bwd`` multiple of its forward work and traffic)."""
+def _compute(op: str, terms: Terms, hw: Hardware, sw: Switches, elem_bytes: int) -> tuple[float, ...]:
+    """(forward FLOPs, backward FLOPs, fwd+bwd memory traffic in bytes, compute time) per rank after the compute
+    switches (backward: each term's ``bwd`` multiple of its forward work and traffic)."""
     per_mac = 1.0 if sw.one_flop_per_mac else 2.0
     fwd = bwd = traffic = 0.0
     for c in terms.computes:
@@ -238,7 +238,30 @@ def _compute_flops(terms, sw: Switches) -> tuple[float, float, float]:
         fwd += amount
         bwd += back * amount
         traffic += (1.0 + back) * c.traffic
-    return fwd, bwd, traffic
+    return fwd, bwd, traffic * elem_bytes, hw.compute_time(op, fwd + bwd, traffic * elem_bytes)
+
+
+def default_mesh(P: int) -> tuple[int, int]:
+    """The most square (P_c, P_t) with P_c ≥ P_t and P_c · P_t = P."""
+    P_t = max(d for d in range(1, int(math.isqrt(P)) + 1) if P % d == 0)
+    return P // P_t, P_t
+
+
+def meshes_2d(P: int) -> list[tuple[int, int]]:
+    """Every (P_c, P_t) with both degrees > 1 (a true 2-D split)."""
+    return [(P // t, t) for t in range(2, P // 2 + 1) if P % t == 0]
+
+
+def _mesh(split: str, P: int, mesh: tuple[int, int] | None) -> tuple[int, int]:  # noqa: N803
+    """(P_c, P_t) of a layer on P ranks: the 2-D split's given (or most square) mesh, (P, 1) otherwise."""
+    if P < 1:
+        raise ValueError(f"P must be >= 1, got {P}")
+    if split != "2d":
+        return P, 1
+    mesh = mesh or default_mesh(P)
+    if mesh[0] * mesh[1] != P:
+        raise ValueError(f"mesh {mesh} does not multiply to P = {P}")
+    return mesh
 
 
 def op_cost(
@@ -264,67 +287,18 @@ def op_cost(
     bucket of its own and pays the per-call latency α (default: bucketed with the rest of the model, no α).
     ``head_padding``: heads the ranks do not divide are padded (on) or refused (off), as the layers do.
     """
-    return evaluate(
-        op,
-        split or SPLITS.get(op, ("channel",))[0],
-        shape,
-        P,
-        get_hardware(hardware) if isinstance(hardware, str) else hardware,
-        switches or Switches(),
-        overlap=overlap,
-        mesh=mesh,
-        grad_accumulation=grad_accumulation,
-        per_step_alpha=per_step_alpha,
-        head_padding=head_padding,
-    )
-
-
-def default_mesh(P: int) -> tuple[int, int]:
-    """The most square (P_c, P_t) with P_c ≥ P_t and P_c · P_t = P."""
-    P_t = max(d for d in range(1, int(math.isqrt(P)) + 1) if P % d == 0)
-    return P // P_t, P_t
-
-
-def meshes_2d(P: int) -> list[tuple[int, int]]:
-    """Every (P_c, P_t) with both degrees > 1 (a true 2-D split)."""
-    return [(P // t, t) for t in range(2, P // 2 + 1) if P % t == 0]
-
-
-def evaluate(
-    op: str,
-    split: str,
-    shape: LayerShape,
-    P: int,
-    hw: Hardware,
-    sw: Switches,
-    *,
-    overlap: float = 0.0,
-    mesh: tuple[int, int] | None = None,
-    grad_accumulation: int = 1,
-    per_step_alpha: bool = False,
-    head_padding: bool = True,
-) -> OpCost:
-    """:func:`op_cost` on a prepared shape and hardware (what the table builders call in loops)."""
-    if P < 1:
-        raise ValueError(f"P must be >= 1, got {P}")
+    hw = get_hardware(hardware)
+    sw = switches or Switches()
+    split = split or SPLITS.get(op, ("channel",))[0]
     if not 0.0 <= overlap <= 1.0:
         raise ValueError(f"overlap fraction must be in [0, 1], got {overlap}")
-    if split == "2d":
-        mesh = mesh or default_mesh(P)
-        if mesh[0] * mesh[1] != P:
-            raise ValueError(f"mesh {mesh} does not multiply to P = {P}")
-    else:
-        mesh = (P, 1)
-    pad = not sw.no_padding
-    terms = build_terms(
-        op, split, shape, P, mesh, pad=pad, drop_n2=sw.no_attention_n2, head_padding=head_padding
-    )
-    single = build_terms(op, split, shape, 1, (1, 1), pad=pad, drop_n2=sw.no_attention_n2)
+    mesh = _mesh(split, P, mesh)
+    kw = {"pad": not sw.no_padding, "drop_n2": sw.no_attention_n2}
+    terms = build_terms(op, split, shape, P, mesh, head_padding=head_padding, **kw)
+    single = build_terms(op, split, shape, 1, (1, 1), **kw)
     elem_bytes = 1 if sw.one_byte_per_element else shape.dtype_bytes
-    f_fwd, f_bwd, traffic = _compute_flops(terms, sw)
-    s_fwd, s_bwd, s_traffic = _compute_flops(single, sw)
-    t_comp = hw.compute_time(op, f_fwd + f_bwd, traffic * elem_bytes)
-    t_single = hw.compute_time(op, s_fwd + s_bwd, s_traffic * elem_bytes)
+    f_fwd, f_bwd, traffic, t_comp = _compute(op, terms, hw, sw, elem_bytes)
+    s_fwd, s_bwd, _, t_single = _compute(op, single, hw, sw, elem_bytes)
     costs = _collective_costs(op, terms, P, mesh, hw, sw, elem_bytes, grad_accumulation, per_step_alpha)
     t_comm = sum(c.time_s for c in costs)
     hidden = 0.0 if sw.no_overlap else overlap
@@ -339,7 +313,7 @@ def evaluate(
         flops_fwd=f_fwd,
         flops_bwd=f_bwd,
         flops_single=s_fwd + s_bwd,
-        traffic_bytes=traffic * elem_bytes,
+        traffic_bytes=traffic,
         t_comp=t_comp,
         t_comm=t_comm,
         t_comm_exposed=exposed,
@@ -470,7 +444,17 @@ def block_cost(
         ]
         return min(stacks, key=lambda x: x.ccr)
     layers = tuple(
-        evaluate(op, sp, shape, P, hw, sw, overlap=overlap, mesh=mesh, grad_accumulation=grad_accumulation)
+        op_cost(
+            op,
+            shape,
+            P=P,
+            hardware=hw,
+            split=sp,
+            switches=sw,
+            overlap=overlap,
+            mesh=mesh,
+            grad_accumulation=grad_accumulation,
+        )
         for op, sp in BLOCK_LAYERS[split]
     )
     return StackCost(split, P, layers[1].mesh, layers, sum(x.t_single for x in layers), ccr_s)
@@ -497,13 +481,16 @@ def model_cost(
         raise ValueError(f"plan must be one of {COMPARED_PLANS}, got {plan!r}")
 
     def layers_for(name: str, p: int) -> list[OpCost]:
-        kw = {"overlap": overlap, "grad_accumulation": grad_accumulation}
+        kw = {
+            "P": p,
+            "hardware": hw,
+            "switches": sw,
+            "overlap": overlap,
+            "grad_accumulation": grad_accumulation,
+        }
         tok_split, agg = FRONT_LAYERS[name]
-        out = [
-            evaluate("tokenize", tok_split, shape, p, hw, sw, **kw),
-            evaluate(agg, "channel", shape, p, hw, sw, **kw),
-        ]
-        block = [evaluate(op, sp, shape, p, hw, sw, **kw) for op, sp in BLOCK_LAYERS["channel"]]
+        out = [op_cost("tokenize", shape, split=tok_split, **kw), op_cost(agg, shape, split="channel", **kw)]
+        block = [op_cost(op, shape, split=sp, **kw) for op, sp in BLOCK_LAYERS["channel"]]
         return out + block * depth
 
     F, beta = hw.flops, hw.beta_for(P)
