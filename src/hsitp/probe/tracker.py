@@ -22,7 +22,6 @@ code runs on fake tensors (paper-scale estimates without the memory).
 
 from __future__ import annotations
 
-import contextlib
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -101,6 +100,12 @@ class PartTimeline:
     At every boundary the timeline reads ``clock()`` (seconds) and ``peak()`` (the running peak in bytes, or None),
     accumulating ``seconds[(part, phase)]`` and finding the interval where the step's peak was reached. Call
     ``mark(phase)`` for work outside the model (``"update"``: gradient reduction and the optimizer step).
+
+    With ``saved`` (part -> bytes), it also counts the bytes autograd saves for backward, by the part running on
+    top of the same stack of parts (a tensor saved by the tokenizer inside the aggregator counts as
+    tokenisation). Each storage counts once (views share it). Views of parameters (a linear layer saves its
+    weight transposed) are state, not activations; tensors saved while backward runs (a checkpointed block
+    recomputing its forward) are transient: neither is counted.
     """
 
     active: PartTimeline | None = None  # the timeline of the step now running (one at a time per process)
@@ -117,10 +122,14 @@ class PartTimeline:
         *,
         clock: Callable[[], float] | None = None,
         peak: Callable[[], int | None] | None = None,
+        saved: dict[str, int] | None = None,
     ) -> None:
         import time
 
         self.model = model
+        self.saved = saved
+        self._seen: set[int] = set()  # storages already counted (or parameters')
+        self._saving: Any = None  # the saved-tensors hooks while ``saved`` is counted
         self.clock = clock or time.perf_counter
         self.peak = peak or (lambda: None)
         self.seconds: dict[tuple[str, str], float] = {}
@@ -170,16 +179,33 @@ class PartTimeline:
 
         return hook
 
+    def _pack(self, t: torch.Tensor) -> torch.Tensor:
+        """Count a tensor autograd saves into ``saved`` under the running part (once per storage)."""
+        if self._stack and not _in_backward():
+            key = _storage_key(t)
+            if key not in self._seen:
+                self._seen.add(key)
+                part = self._stack[-1]
+                self.saved[part] = self.saved.get(part, 0) + t.untyped_storage().nbytes()
+        return t
+
     def __enter__(self) -> PartTimeline:
         for part, mod in _top_part_modules(self.model):
             self._handles.append(mod.register_forward_pre_hook(self._enter(part)))
             self._handles.append(mod.register_forward_hook(self._leave(part)))
+        if self.saved is not None:
+            self._seen = {_storage_key(p) for p in self.model.parameters()}
+            self._saving = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t)
+            self._saving.__enter__()
         self._peak = self.peak()
         self._t = self.clock()
         PartTimeline.active = self
         return self
 
     def __exit__(self, *_: Any) -> None:
+        if self._saving is not None:
+            self._saving.__exit__(None, None, None)
+            self._saving = None
         self._switch(("other", "update"))
         PartTimeline.active = None
         for h in self._handles:
@@ -192,49 +218,6 @@ class PartTimeline:
         for (part, phase), sec in self.seconds.items():
             out[part][phase] += sec
         return out
-
-
-@contextlib.contextmanager
-def saved_activations(model: nn.Module, into: dict[str, int]) -> Iterator[None]:
-    """Count the bytes autograd saves for backward inside the block, by part, into ``into`` (part -> bytes).
-
-    Forward pre/post hooks keep a stack of the running parts, so a tensor saved by the tokenizer inside the
-    aggregator counts as tokenisation. Each storage counts once (views share it). Views of parameters (a linear
-    layer saves its weight transposed) are state, not activations; tensors saved while backward runs (a
-    checkpointed block recomputing its forward) are transient: neither is counted."""
-    stack: list[str] = []
-    seen: set[int] = {_storage_key(p) for p in model.parameters()}
-    handles = []
-
-    def enter(part: str) -> Callable[..., None]:
-        def hook(*_: Any) -> None:
-            if not _in_backward():
-                stack.append(part)
-
-        return hook
-
-    def leave(*_: Any) -> None:  # returns None: a forward hook's return value would replace the output
-        if not _in_backward():
-            stack.pop()
-
-    for part, mod in _top_part_modules(model):
-        handles.append(mod.register_forward_pre_hook(enter(part)))
-        handles.append(mod.register_forward_hook(leave))
-
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        if stack and not _in_backward():
-            key = _storage_key(t)
-            if key not in seen:
-                seen.add(key)
-                into[stack[-1]] = into.get(stack[-1], 0) + t.untyped_storage().nbytes()
-        return t
-
-    try:
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-            yield
-    finally:
-        for h in handles:
-            h.remove()
 
 
 def _state_bytes(model: nn.Module, optimizer: torch.optim.Optimizer | None, memory: StepMemory) -> None:
@@ -292,7 +275,7 @@ def _measure(model, step, optimizer, device, first, memory, acts) -> None:  # no
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
         running = lambda: int(torch.cuda.max_memory_allocated(device))  # noqa: E731
-        with PartTimeline(model, peak=running) as tl, saved_activations(model, acts):
+        with PartTimeline(model, peak=running, saved=acts) as tl:
             step()
         torch.cuda.synchronize(device)
         memory.peak_allocated = int(torch.cuda.max_memory_allocated(device))
@@ -305,7 +288,7 @@ def _measure(model, step, optimizer, device, first, memory, acts) -> None:  # no
         tracker.track_external(model, *([optimizer] if optimizer is not None else []))
         with tracker:
             running = lambda: int(sum(tracker._peak_mem.values()))  # noqa: E731 (private: torch pinned)
-            with PartTimeline(model, peak=running) as tl, saved_activations(model, acts):
+            with PartTimeline(model, peak=running, saved=acts) as tl:
                 step()
         peak = tracker.get_tracker_snapshot("peak")
         memory.peak_allocated = int(sum(v.get("Total", 0) for v in peak.values()))
