@@ -55,8 +55,8 @@ class PointResult:
     sample_time: list[float] | None = None
 
 
-# units and long_name of every variable and coordinate of the probe's files (partial, memory, throughput,
-# estimate); a writer's own more specific long_name is kept (io.describe_missing).
+# units and long_name of the variables and coordinates of the probe's files (partial, memory, throughput,
+# estimate) that their writers do not describe where they make them (io.describe_missing keeps a writer's own).
 ATTRS: dict[str, dict[str, str]] = {
     # coordinates: one measured (or estimated) point
     "plan": {"long_name": "parallel plan (dense, tp, dchag_l, dchag_c, token)"},
@@ -82,25 +82,19 @@ ATTRS: dict[str, dict[str, str]] = {
         "long_name": "interleaved round of the throughput phase (every plan timed once per round)",
     },
     # memory
-    "memory": {"units": "bytes", "long_name": "measured per-rank memory of a training step by part and kind"},
-    "memory_model": {"units": "bytes", "long_name": "memory model (cost/memory.py plan_memory), rank 0"},
-    "rel_err": {"units": "1", "long_name": "(model - measured) / measured, rank 0"},
+    "memory": {
+        "units": "bytes",
+        "long_name": "measured per-rank memory of one training step by part and kind",
+    },
     "peak_allocated": {"units": "bytes", "long_name": "peak memory allocated during the step"},
-    "peak_reserved": {"units": "bytes", "long_name": "peak memory reserved by the CUDA caching allocator"},
+    "peak_reserved": {"units": "bytes", "long_name": "CUDA only"},  # the allocator's max_memory_reserved
     "transient": {"units": "bytes", "long_name": "peak minus steady memory: temporaries of the step"},
     "peak_part": {"long_name": "part/phase in which the peak was reached"},
     "peak_model": {"units": "bytes", "long_name": "memory model's step peak, rank 0"},
-    "peak_rel_err": {"units": "1", "long_name": "(model - measured) / measured peak, rank 0"},
-    "reported_reserved_gib": {"units": "GiB", "long_name": "D-CHAG paper: rank-0 max_memory_reserved"},
     # time
     "part_time": {"units": "s", "long_name": "median time per part, phase and rank"},
     "step_time": {"units": "s", "long_name": "step time of the slowest rank"},
-    "step_time_median": {"units": "s", "long_name": "median over steps of the slowest rank"},
     "tokens_per_step": {"units": "1", "long_name": "tokens per step (batch x N)"},
-    "tokens_per_s": {"units": "1/s", "long_name": "B N / median full step time (all ranks together)"},
-    "time_with_collectives": {"units": "s", "long_name": "time per part with collectives (full mode)"},
-    "time_compute": {"units": "s", "long_name": "the same step on the no-op twin group"},
-    "time_collectives": {"units": "s", "long_name": "full - compute per part: collectives as they show"},
     "sample_time": {
         "units": "s",
         "long_name": "seconds per training step (slowest rank) of each interleaved round",
@@ -183,8 +177,6 @@ def write_partial(
     arrays["peak_part"] = arrays["peak_part"].astype(str)
     section = {**settings.config.probe.as_json(), "attention_kernel": settings.attention_kernel}
     data = {k: ((*POINT_DIMS, *PARTIAL_DIMS[k]), v) for k, v in arrays.items()}
-    data["memory"] += ({"long_name": "measured per-rank memory of one training step by part and kind"},)
-    data["peak_reserved"] += ({"long_name": "CUDA only"},)
     per_p = {k: ("P", np.array([attrs[k]])) for k in ("device", "backend", "threads_per_rank", "cores")}
     per_p["oversubscribed"] = ("P", np.array([int(attrs["oversubscribed"])]))
     ds = xr.Dataset(
