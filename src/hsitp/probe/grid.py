@@ -17,8 +17,6 @@ from hsitp.models.config import ModelConfig, architecture_for, check_plan, confi
 from hsitp.names import DCHAG_PLANS
 from hsitp.settings import Estimate, ProbeModel, ProbeSettings
 
-CHECKPOINTING = ("none", "blocks")
-
 
 @dataclass(frozen=True)
 class Point:

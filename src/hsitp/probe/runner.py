@@ -39,7 +39,7 @@ from hsitp.probe.build import build_point
 from hsitp.probe.grid import Point, check_point_fits, points
 from hsitp.probe.results import MODES, TIME_PARTS, PointResult, RankResult
 from hsitp.probe.tracker import KINDS, PARTS, PHASES, PartTimeline, measure_step
-from hsitp.settings import ProbeModel, ProbeSettings
+from hsitp.settings import ProbeSettings
 
 if TYPE_CHECKING:
     from hsitp.parallel.runtime import Runtime
@@ -47,18 +47,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def _cuda() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
-
-
 def run_partial(s: ProbeSettings, *, world_size: int, out: str | Path) -> Path | None:
     """Probe every configured point at P = ``world_size``; returns the file written (rank 0) or None."""
     from hsitp.parallel.runtime import RuntimeSettings, start
 
     pts = points(s, world_size)  # refuses a grid that does not fit before any rendezvous
-    if s.device == "cpu" or not _cuda():  # the ranks share this machine's memory
+    if s.device == "cpu" or not torch.cuda.is_available():  # the ranks share this machine's memory
         for pt in pts:
             check_point_fits(s, pt, "probe", host_bytes() / world_size)
     rt = start(RuntimeSettings.from_config(s.config, section="probe", world_size=world_size))
@@ -111,6 +105,7 @@ def probe_point(point: Point, pc: ProbeSettings, rt: Runtime) -> PointResult:
     for _ in range(int(pc.warmup)):
         twin.step()
     part_t, step_t = _time_modes(built, twin, int(pc.steps), rt)
+    tokens = built.tokens_per_step
     mine = RankResult(
         memory=np.array([[mem.by_part[p][k] for k in KINDS] for p in PARTS], dtype=np.float64),
         peak_allocated=mem.peak_allocated,
@@ -129,7 +124,7 @@ def probe_point(point: Point, pc: ProbeSettings, rt: Runtime) -> PointResult:
         where = (point.plan, point.P, point.g, point.L, point.N, point.checkpointing)
         peak, step = (mem.peak_allocated or 0) / 2**20, float(np.median(step_t[0]))
         log.info("probe %s P=%d g=%d L=%d N=%d ckpt=%s: peak %.1f MiB, step %.3f s", *where, peak, step)
-    return PointResult(point, ranks, dtype_name(dtype), twin_tokens(point, pc))
+    return PointResult(point, ranks, dtype_name(dtype), tokens)
 
 
 def _time_modes(built: Any, twin: Any, steps: int, rt: Runtime) -> tuple[np.ndarray, np.ndarray]:
@@ -193,8 +188,3 @@ def throughput_phase(
                 ", ".join(f"{n} {res.median(n):.3f} s/step" for n in res.names),
             )  # fmt: skip
     return samples, orders
-
-
-def twin_tokens(point: Point, pc: ProbeModel) -> int:
-    """Tokens one step trains on, all ranks together: B * N (TP ranks share a batch; token ranks split it)."""
-    return int(pc.batch) * point.N
