@@ -27,12 +27,12 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from hsitp.bench.collective_sweep import COLLECTIVES
 from hsitp.bench.predict import Point
 from hsitp.bench.timing import mean_over_repeats, median_iqr
 from hsitp.contracts import MICROBENCH, Contract
 from hsitp.errors import HsitpError
 from hsitp.io import ResultFileError, describe, provenance, write_netcdf
+from hsitp.names import COLLECTIVES
 from hsitp.settings import BenchSettings
 from hsitp.shape import LayerShape
 
@@ -401,12 +401,8 @@ def _log_merged(attrs: Mapping[str, Any]) -> None:
 
 
 def point_at(mb: xr.Dataset, *, op: str, P: int, N: int, D: int, L: int, dtype: str) -> Point:
-    """The benchmark point at these coordinates of a microbench file, with the shape fields its run fixed."""
-    if "layer_shape" not in mb.attrs:
-        raise BenchInputError(
-            "microbench file has no layer_shape attribute (written by an older hsitp); re-run `hsitp bench run` "
-            "and `hsitp bench merge`"
-        )
+    """The benchmark point at these coordinates of a microbench file, with the shape fields its run fixed (a file
+    without them is refused when read: :data:`hsitp.contracts.MICROBENCH` requires ``layer_shape``)."""
     fixed = mb.attrs["layer_shape"]  # a mapping in memory, JSON once written
     fixed = json.loads(fixed) if isinstance(fixed, str) else fixed
     shape = LayerShape(N=int(N), D=int(D), L=int(L), dtype=str(dtype), **fixed)
