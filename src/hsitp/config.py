@@ -12,7 +12,7 @@ import copy
 import functools
 import json
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -357,6 +357,17 @@ def add_config_args(parser: argparse.ArgumentParser) -> None:
         "Default: config/config.yaml when present.",
     )
     parser.add_argument("--config-json", metavar="JSON", help="config (or overrides) as JSON, merged last")
+
+
+def add_step(
+    sub: argparse._SubParsersAction, name: str, help: str, func: Callable[[argparse.Namespace], Any]
+) -> argparse.ArgumentParser:
+    """A stage's subcommand ``name``, run by ``func(args)``, with the config options every subcommand takes
+    (:func:`add_config_args`); the caller adds the subcommand's own arguments to the parser returned."""
+    parser = sub.add_parser(name, help=help)
+    add_config_args(parser)
+    parser.set_defaults(func=func)
+    return parser
 
 
 @functools.cache

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from hsitp.config import add_config_args, config_from_args
+from hsitp.config import add_step, config_from_args
 from hsitp.settings import BenchSettings
 
 
@@ -53,39 +53,34 @@ def _run(args: argparse.Namespace) -> NoReturn:
         exit_rank(code)
 
 
-def _merge(args: argparse.Namespace) -> int:
+def _merge(args: argparse.Namespace) -> None:
     from hsitp.bench.results import merge_partials
 
     merge_partials(args.partials, args.out, _settings(args))
-    return 0
 
 
-def _calibrate(args: argparse.Namespace) -> int:
+def _calibrate(args: argparse.Namespace) -> None:
     from hsitp.bench.calibrate import run_calibrate
 
     run_calibrate(args.microbench, args.out, _settings(args))
-    return 0
 
 
-def _compare(args: argparse.Namespace) -> int:
+def _compare(args: argparse.Namespace) -> None:
     from hsitp.bench.compare import run_compare
 
     run_compare(args.microbench, args.calibration, args.out, _settings(args))
-    return 0
 
 
-def _shard(args: argparse.Namespace) -> int:
+def _shard(args: argparse.Namespace) -> None:
     from hsitp.bench.shard import write_shard
 
     write_shard(args.out, _settings(args), hardware=args.hardware)
-    return 0
 
 
-def _roofline(args: argparse.Namespace) -> int:
+def _roofline(args: argparse.Namespace) -> None:
     from hsitp.bench.roofline import write_roofline
 
     write_roofline(args.out, _settings(args))
-    return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -94,7 +89,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     bsub = bench.add_subparsers(dest="bench_command", required=True, metavar="STEP")
 
-    p = bsub.add_parser("run", help="time every configured point at one P (launch under torchrun for P > 1)")
+    p = add_step(bsub, "run", "time every configured point at one P (launch under torchrun for P > 1)", _run)
     p.add_argument("--world-size", type=int, required=True, help="P; must equal torchrun's --nproc_per_node")
     p.add_argument("--out", required=True, help="partial netCDF for this P (written by rank 0)")
     p.add_argument(
@@ -103,39 +98,29 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=0,
         help="index of this independent launch at P (0 .. bench.launches - 1), recorded in the file for merge",
     )
-    add_config_args(p)
-    p.set_defaults(func=_run)
 
-    p = bsub.add_parser("merge", help="merge per-P partial files into microbench.nc")
+    p = add_step(bsub, "merge", "merge per-P partial files into microbench.nc", _merge)
     p.add_argument("partials", nargs="+", help="partial files from `bench run`, one per P")
     p.add_argument("--out", required=True)
-    add_config_args(p)
-    p.set_defaults(func=_merge)
 
-    p = bsub.add_parser("calibrate", help="fit alpha, beta per collective and F per op -> calibration.nc")
+    p = add_step(
+        bsub, "calibrate", "fit alpha, beta per collective and F per op -> calibration.nc", _calibrate
+    )
     p.add_argument("--microbench", required=True, help="microbench.nc from `bench merge`")
     p.add_argument("--out", required=True)
-    add_config_args(p)
-    p.set_defaults(func=_calibrate)
 
-    p = bsub.add_parser("compare", help="measured CCR vs the stated and the calibrated refined model")
+    p = add_step(bsub, "compare", "measured CCR vs the stated and the calibrated refined model", _compare)
     p.add_argument("--microbench", required=True, help="microbench.nc from `bench merge`")
     p.add_argument("--calibration", required=True, help="calibration.nc from `bench calibrate`")
     p.add_argument("--out", required=True)
-    add_config_args(p)
-    p.set_defaults(func=_compare)
 
-    p = bsub.add_parser(
-        "shard", help="one device: time rank 0's shard for each P, model its comm (half-measured)"
+    p = add_step(
+        bsub, "shard", "one device: time rank 0's shard for each P, model its comm (half-measured)", _shard
     )
     p.add_argument("--out", required=True)
     p.add_argument("--hardware", help="preset costing the traced collectives (default: bench.shard.hardware)")
-    add_config_args(p)
-    p.set_defaults(func=_shard)
 
-    p = bsub.add_parser(
-        "roofline", help="GEMM roofline check on one device (measured compute and memory roofs)"
+    p = add_step(
+        bsub, "roofline", "GEMM roofline check on one device (measured compute and memory roofs)", _roofline
     )
     p.add_argument("--out", required=True)
-    add_config_args(p)
-    p.set_defaults(func=_roofline)

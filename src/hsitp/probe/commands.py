@@ -10,38 +10,39 @@ from __future__ import annotations
 
 import argparse
 
-from hsitp.config import add_config_args, config_from_args
+from hsitp.config import add_step, config_from_args
 from hsitp.settings import ProbeSettings
 
 
-def _run(args: argparse.Namespace) -> int:
+def _settings(args: argparse.Namespace) -> ProbeSettings:
+    return ProbeSettings.from_config(config_from_args(args))
+
+
+def _run(args: argparse.Namespace) -> None:
     from hsitp.probe.runner import run_partial
 
-    run_partial(ProbeSettings.from_config(config_from_args(args)), world_size=args.world_size, out=args.out)
+    run_partial(_settings(args), world_size=args.world_size, out=args.out)
     if args.world_size > 1:  # the group is torn down (run_partial's finally): the gloo teardown abort
         from hsitp.signals import exit_rank
 
         exit_rank(0)
-    return 0
 
 
-def _merge(args: argparse.Namespace) -> int:
+def _merge(args: argparse.Namespace) -> None:
     from hsitp.probe.results import merge
 
     merge(
         args.partials,
         memory_out=args.memory_out,
         throughput_out=args.throughput_out,
-        settings=ProbeSettings.from_config(config_from_args(args)),
+        settings=_settings(args),
     )
-    return 0
 
 
-def _estimate(args: argparse.Namespace) -> int:
+def _estimate(args: argparse.Namespace) -> None:
     from hsitp.probe.estimate import run_estimate
 
-    run_estimate(ProbeSettings.from_config(config_from_args(args)), args.out)
-    return 0
+    run_estimate(_settings(args), args.out)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -50,24 +51,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     psub = probe.add_subparsers(dest="probe_command", required=True, metavar="STEP")
 
-    p = psub.add_parser("run", help="probe every configured point at one P (launch under torchrun for P > 1)")
+    p = add_step(psub, "run", "probe every configured point at one P (launch under torchrun for P > 1)", _run)
     p.add_argument("--world-size", type=int, required=True, help="P; must equal torchrun's --nproc_per_node")
     p.add_argument("--out", required=True, help="partial netCDF for this P (written by rank 0)")
-    add_config_args(p)
-    p.set_defaults(func=_run)
 
-    p = psub.add_parser(
-        "merge", help="merge per-P files into memory.nc and throughput.nc (+ the memory model)"
+    p = add_step(
+        psub, "merge", "merge per-P files into memory.nc and throughput.nc (+ the memory model)", _merge
     )
     p.add_argument("partials", nargs="+")
     p.add_argument("--memory-out", required=True)
     p.add_argument("--throughput-out", required=True)
-    add_config_args(p)
-    p.set_defaults(func=_merge)
 
-    p = psub.add_parser(
-        "estimate", help="paper-scale per-rank memory estimated with fake tensors (one process)"
+    p = add_step(
+        psub, "estimate", "paper-scale per-rank memory estimated with fake tensors (one process)", _estimate
     )
     p.add_argument("--out", required=True)
-    add_config_args(p)
-    p.set_defaults(func=_estimate)
