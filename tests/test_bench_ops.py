@@ -157,7 +157,7 @@ def test_head_padding_off_refuses_before_timing_and_on_pads(monkeypatch):
     def no_timing(*args, **kwargs):
         raise AssertionError("timed a point before refusing the sweep")
 
-    monkeypatch.setattr(shard_mod, "time_region", no_timing)
+    monkeypatch.setattr(shard_mod, "time_interleaved", no_timing)
     with pytest.raises(ValueError, match=r"parallel\.head_padding"):
         run_shard(_shard_config(heads=6, head_padding=False), hardware="paper-intra")
     monkeypatch.undo()

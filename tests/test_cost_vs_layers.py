@@ -14,8 +14,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from hsitp.bench.ops import OpBuild, trace_point  # noqa: E402
-from hsitp.bench.predict import Point, mesh_2d, op_work  # noqa: E402
-from hsitp.cost.refined import op_cost  # noqa: E402
+from hsitp.bench.predict import Point, op_work  # noqa: E402
+from hsitp.cost.refined import default_mesh, op_cost  # noqa: E402
 from hsitp.names import OP_NAMES  # noqa: E402
 from hsitp.parallel.errors import ShardingError  # noqa: E402
 from hsitp.parallel.groups import TPGroup, make_mesh_2d  # noqa: E402
@@ -28,7 +28,7 @@ PHASE = {"forward": "fwd", "backward": "bwd"}
 
 def _group(pt: Point):
     world = TPGroup(None, pt.P, 0, comm="noop")
-    return make_mesh_2d(world, *mesh_2d(pt.P)) if pt.op == "attn_2d" else world
+    return make_mesh_2d(world, *default_mesh(pt.P)) if pt.op == "attn_2d" else world
 
 
 def traced_calls(pt: Point, *, head_padding: bool = False) -> Counter:

@@ -13,19 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from hsitp.bench.timing import time_region
-from hsitp.errors import HsitpError
-from hsitp.names import COLLECTIVES
-
-
-class UnknownCollectiveError(HsitpError):
-    """A collective name outside all_reduce / all_gather / reduce_scatter."""
-
-
-def check_collective(name: str) -> str:
-    if name not in COLLECTIVES:
-        raise UnknownCollectiveError(f"unknown collective {name!r}; valid: {', '.join(COLLECTIVES)}")
-    return name
+from hsitp.bench.timing import time_interleaved
 
 
 def full_elements(nbytes: int, itemsize: int, world_size: int) -> int:
@@ -46,11 +34,12 @@ class CollectiveCall:
 def make_call(
     name: str, full_elems: int, *, dtype: Any, device: Any, group: Any, world_size: int
 ) -> CollectiveCall:
-    """Allocate buffers for ``name`` on a full tensor of ``full_elems`` elements and return the timed call."""
+    """Allocate buffers for ``name`` on a full tensor of ``full_elems`` elements and return the timed call
+    (``name``: one of :data:`hsitp.names.COLLECTIVES`, as the config's ``bench.collectives.names`` and the layers'
+    traces give it)."""
     import torch
     import torch.distributed as dist
 
-    check_collective(name)
     if full_elems % world_size:
         raise ValueError(f"{name}: {full_elems} elements do not split over P={world_size}")
     shard = full_elems // world_size
@@ -111,14 +100,14 @@ def sweep_collectives(
             call = make_call(
                 name, elems, dtype=dtype, device=rt.device, group=rt.group, world_size=rt.world_size
             )
-            times[i, j] = time_region(
-                call.run,
+            times[i, j] = time_interleaved(
+                [call.run],
                 device=rt.device,
                 group=rt.group,
                 warmup=warmup,
                 repeats=repeats,
                 min_region_s=min_region_s,
-            )
+            )[0]
             full_bytes[i, j] = call.full_bytes
             if on_step is not None:
                 on_step(f"{name} {int(nbytes)} B")

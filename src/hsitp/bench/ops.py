@@ -22,11 +22,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import xarray as xr
 
-from hsitp.bench.collective_sweep import COLLECTIVES, CollectiveCall, make_call
-from hsitp.bench.predict import L_DEPENDENT_OPS, Point, bench_shape, mesh_2d
+from hsitp.bench.collective_sweep import CollectiveCall, make_call
+from hsitp.bench.predict import L_DEPENDENT_OPS, Point, bench_shape
 from hsitp.bench.results import MODES, TRACED_GROUPS
 from hsitp.bench.timing import time_interleaved
+from hsitp.cost.refined import default_mesh
 from hsitp.errors import HsitpError
+from hsitp.names import COLLECTIVES
 
 if TYPE_CHECKING:
     from hsitp.parallel.groups import AxisTrace, Mesh2D, TPGroup
@@ -153,7 +155,7 @@ def time_point(
     """Time one point in all three modes: times (mode, rep) plus :func:`summarize_trace` (or a skip reason)."""
     import torch
 
-    tp = rt.mesh(*mesh_2d(pt.P)) if pt.op == "attn_2d" else rt.world
+    tp = rt.mesh(*default_mesh(pt.P)) if pt.op == "attn_2d" else rt.world
     how = OpBuild(pt.shape, s.head_padding, rt.device, s.seed, bench_kernel(s, rt.device.type))
     reason = ""
     try:
@@ -240,6 +242,6 @@ def time_ops(
                 torch.cuda.empty_cache()
         if on_step is not None:
             on_step(what)
-    ds["group_size"].values[0] = [rt.world.size, *mesh_2d(rt.world_size)]  # TRACED_GROUPS order
+    ds["group_size"].values[0] = [rt.world.size, *default_mesh(rt.world_size)]  # TRACED_GROUPS order
     ds.attrs["skipped_points"] = skipped
-    ds.attrs["mesh_2d"] = list(mesh_2d(rt.world_size))
+    ds.attrs["mesh_2d"] = list(default_mesh(rt.world_size))

@@ -23,7 +23,7 @@ from typing import Any
 
 from hsitp.config import ConfigError
 from hsitp.cost.budget import ANY_MACHINE_BYTES, bench_point_bytes, check_fits
-from hsitp.cost.refined import OpCost, default_mesh, op_cost
+from hsitp.cost.refined import OpCost, op_cost
 from hsitp.names import AGG_OPS, BY_OP
 from hsitp.settings import BenchSettings
 from hsitp.shape import LayerShape
@@ -34,7 +34,8 @@ L_DEPENDENT_OPS = (*AGG_OPS, TOKENIZE)  # the other ops' cost and layers do not 
 
 @dataclass(frozen=True)
 class Point:
-    """One benchmark point: an op on P ranks at one layer shape (``attn_2d`` on the mesh ``mesh_2d(P)``)."""
+    """One benchmark point: an op on P ranks at one layer shape (``attn_2d`` on the cost model's mesh
+    ``default_mesh(P)``, so the bench and the model describe the same split)."""
 
     op: str
     P: int
@@ -46,11 +47,6 @@ def bench_shape(s: BenchSettings, *, N: int, D: int, L: int, dtype: str) -> Laye
     (the layers' own setting); batch, D-CHAG groups, patch and MLP ratio from ``bench``."""
     return LayerShape(N=N, D=D, L=L, dtype=dtype, batch=s.batch, heads=s.heads, groups=s.groups, patch=s.patch,
                       mlp_ratio=s.mlp_ratio)  # fmt: skip
-
-
-def mesh_2d(P: int) -> tuple[int, int]:
-    """(P_c, P_t) the bench builds for ``attn_2d``: the cost model's default, so both describe the same split."""
-    return default_mesh(P)
 
 
 def _parts(pt: Point, hardware: Any, head_padding: bool) -> list[OpCost]:

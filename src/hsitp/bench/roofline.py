@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from hsitp.bench.timing import median_iqr, time_region
+from hsitp.bench.timing import median_iqr, time_interleaved
 from hsitp.contracts import BENCH_ROOFLINE
 from hsitp.cost.budget import ANY_MACHINE_BYTES, check_bench_sizes, host_bytes
 from hsitp.io import describe, device_description, provenance, write_netcdf
@@ -38,7 +38,7 @@ def measure_copy_bandwidth(*, device: Any, nbytes: int, warmup: int, repeats: in
 
     src = torch.empty(nbytes, dtype=torch.uint8, device=device)
     dst = torch.empty_like(src)
-    t = time_region(lambda: dst.copy_(src), device=device, warmup=warmup, repeats=repeats)
+    t = time_interleaved([lambda: dst.copy_(src)], device=device, warmup=warmup, repeats=repeats)[0]
     return 2.0 * nbytes / float(np.median(t))
 
 
@@ -87,9 +87,8 @@ def run_roofline(
         a = torch.randn(m, k, generator=gen).to(dev, dt)
         b = torch.randn(k, n, generator=gen).to(dev, dt)
         c = torch.empty(m, n, device=dev, dtype=dt)
-        times[i] = time_region(
-            lambda a=a, b=b, c=c: torch.matmul(a, b, out=c), device=dev, warmup=warmup, repeats=repeats
-        )
+        step = [lambda a=a, b=b, c=c: torch.matmul(a, b, out=c)]
+        times[i] = time_interleaved(step, device=dev, warmup=warmup, repeats=repeats)[0]
         del a, b, c
     bw = measure_copy_bandwidth(device=dev, nbytes=copy_bytes, warmup=warmup, repeats=repeats)
     ds = roofline_dataset(shapes, times, itemsize=torch.empty((), dtype=dt).element_size(), bandwidth=bw)

@@ -20,10 +20,11 @@ import numpy as np
 import xarray as xr
 
 from hsitp.bench.ops import OpBuild, bench_kernel, make_step, sweep_points, trace_point
-from hsitp.bench.predict import check_points, mesh_2d, op_work, predict
+from hsitp.bench.predict import check_points, op_work, predict
 from hsitp.bench.results import POINT_COORD_ATTRS
-from hsitp.bench.timing import median_iqr, time_region
+from hsitp.bench.timing import median_iqr, time_interleaved
 from hsitp.contracts import BENCH_SHARD
+from hsitp.cost.refined import default_mesh
 from hsitp.errors import HsitpError
 from hsitp.io import describe, device_description, provenance, write_netcdf
 from hsitp.settings import BenchSettings
@@ -61,7 +62,7 @@ def noop_group(op: str, P: int) -> Any:
     from hsitp.parallel.groups import TPGroup, make_mesh_2d
 
     world = TPGroup(None, P, 0, comm="noop")
-    return make_mesh_2d(world, *mesh_2d(P)) if op == "attn_2d" else world
+    return make_mesh_2d(world, *default_mesh(P)) if op == "attn_2d" else world
 
 
 def modelled_comm_time(traced: list[Any], hw: Any) -> float:
@@ -131,8 +132,10 @@ def _time_shard(pt: Any, s: BenchSettings, device: Any, kernel: str) -> tuple[np
     try:
         traced = trace_point(pt.op, tp, how)
         step = make_step(how.build(pt.op, tp))
-        t = time_region(step, device=device, warmup=s.warmup, repeats=s.repeats, min_region_s=s.min_region_s)
-        return t, traced
+        t = time_interleaved(
+            [step], device=device, warmup=s.warmup, repeats=s.repeats, min_region_s=s.min_region_s
+        )
+        return t[0], traced
     finally:
         if device.type == "cuda":
             torch.cuda.empty_cache()
@@ -178,7 +181,7 @@ def _dataset(
         "hardware_source": hw.source,
         "hardware_assumptions": hw.assumptions,
         "dtype": dname,
-        "mesh_2d": {str(p): list(mesh_2d(p)) for p in sizes},
+        "mesh_2d": {str(p): list(default_mesh(p)) for p in sizes},
         "skipped_points": skipped,
         "note": "no communication was performed; only compute is measured",
     }

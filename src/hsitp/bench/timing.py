@@ -123,21 +123,6 @@ def time_interleaved(
     return out.cpu().numpy()
 
 
-def time_region(
-    fn: Callable[[], Any],
-    *,
-    device: Any,
-    group: Any = None,
-    warmup: int = 3,
-    repeats: int = 10,
-    min_region_s: float = 0.0,
-) -> np.ndarray:
-    """Seconds per call of one function, shape (repeats,): :func:`time_interleaved` with a single function."""
-    return time_interleaved(
-        [fn], device=device, group=group, warmup=warmup, repeats=repeats, min_region_s=min_region_s
-    )[0]
-
-
 def mean_over_repeats(times: np.ndarray, axis: int = -1) -> np.ndarray:
     """A point's time: the mean of its repeats along ``axis``, ignoring NaN (points not measured).
 
