@@ -244,13 +244,7 @@ def _from_mirror(
                 return _copy_verified(src, f, dest, str(path)), str(path)
         except _Miss as miss:
             misses.append(miss)
-    raise _MultiMiss(misses)
-
-
-class _MultiMiss(Exception):
-    def __init__(self, misses: list[_Miss]) -> None:
-        super().__init__("; ".join(m.reason for m in misses))
-        self.misses = misses
+    raise ExceptionGroup("every mirror layout missed", misses)
 
 
 def _from_official(f: RawFile, dest: Path, s: FetchSettings, dead: set[str]) -> tuple[Path, str]:
@@ -341,10 +335,8 @@ def fetch(spec: DatasetSpec, settings: FetchSettings) -> FetchResult:
                 path, origin = _from_official(f, dest, settings, dead_hosts)
             else:
                 path, origin = _from_package(f, dest)
-        except _Miss as miss:
-            attempts[f.name].append((source, miss))
-        except _MultiMiss as multi:
-            attempts[f.name].extend((source, m) for m in multi.misses)
+        except* _Miss as misses:  # one miss, or the mirror's per layout
+            attempts[f.name].extend((source, m) for m in misses.exceptions)
         else:
             have[f.name] = (path, source, origin)
             good.add(f.name)
