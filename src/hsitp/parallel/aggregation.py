@@ -17,6 +17,8 @@ aggregated by a second aggregator of the same variant (its own weights) before t
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -28,9 +30,8 @@ from hsitp.parallel.dense import (
     DenseTPAggregator,
     SingleQueryCrossAttention,
     clone_module,
-    head_dim,
     move,
-    seeded,
+    pad_slots,
 )
 from hsitp.parallel.errors import ShardingError
 from hsitp.parallel.groups import TPGroup
@@ -46,23 +47,17 @@ class HeadParallelCrossAttention(nn.Module):
 
     def __init__(
         self,
-        dim: int,
-        heads: int,
+        master: SingleQueryCrossAttention,
         tp: TPGroup,
         *,
         head_padding: bool = False,
-        seed: int = 0,
-        master: SingleQueryCrossAttention | None = None,
         dtype: torch.dtype | None = None,
         device: torch.device | str | None = None,
     ) -> None:
         super().__init__()
-        if master is None:
-            with seeded(seed):
-                master = SingleQueryCrossAttention(dim, heads)
-        self.tp, self.dim, self.heads, self.head_dim = tp, dim, heads, head_dim(dim, heads)
+        self.tp, self.dim, self.heads, self.head_dim = tp, master.dim, master.heads, master.head_dim
         self.kernel = master.kernel  # exact or sdpa, as the dense master's
-        self.head_split = split_heads(heads, tp.size, head_padding=head_padding)
+        self.head_split = split_heads(master.heads, tp.size, head_padding=head_padding)
         kw = {"dtype": dtype, "device": device}
         self.query = nn.Parameter(master.query.detach().clone().to(device=device, dtype=dtype))  # (1, 1, D)
         self.q = ColumnParallelLinear.from_dense(
@@ -77,9 +72,10 @@ class HeadParallelCrossAttention(nn.Module):
 
     @classmethod
     def from_dense(
-        cls, dense: SingleQueryCrossAttention, tp: TPGroup, **kwargs: object
+        cls, dense: SingleQueryCrossAttention, tp: TPGroup, **kwargs: Any
     ) -> HeadParallelCrossAttention:
-        return cls(dense.dim, dense.heads, tp, master=dense, **kwargs)
+        """This rank's head shard of ``dense`` (the name every parallel layer built from its master has)."""
+        return cls(dense, tp, **kwargs)
 
     def forward(self, tokens: torch.Tensor, key_valid: torch.Tensor | None = None) -> torch.Tensor:
         h, hd = self.head_split.local, self.head_dim
@@ -201,10 +197,7 @@ class DCHAGAggregator(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         tok = self.tokenizer(x)  # (B, N, L_r, D): only this rank's bands
         b, n, count, d = tok.shape
-        tok = tok.reshape(b * n, count, d)  # (B*N, L_r, D)
-        pad = self.band_parts.local - count
-        if pad:
-            tok = torch.cat([tok, tok.new_zeros(b * n, pad, d)], dim=1)  # (B*N, slots, D)
+        tok = pad_slots(tok.reshape(b * n, count, d), self.band_parts.local)  # (B*N, slots, D)
         part = self.partial(tok, self.slot_valid)  # (B*N, D), rank-local weights
         gathered = gather_from_tp(part.unsqueeze(1), self.tp, dim=1)  # (B*N, P, D), backward local slice
         return self.final(gathered).view(b, n, d)  # (B, N, D)

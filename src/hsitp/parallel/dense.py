@@ -506,14 +506,14 @@ class DenseDCHAG(nn.Module):
         # gradient of the whole tokens per rank, then summed them), each padded to the rank's slots
         chunks = tok.split([parts.count(r) for r in range(parts.parts)], dim=1)
         outs = [
-            agg(_pad_slots(chunk, parts.local), self.slot_valid(r, tok.device))  # (B*N, D)
+            agg(pad_slots(chunk, parts.local), self.slot_valid(r, tok.device))  # (B*N, D)
             for r, (agg, chunk) in enumerate(zip(self.partials, chunks, strict=True))
         ]
         gathered = torch.stack(outs, dim=1)  # (B*N, P, D)
         return self.final(gathered).view(b, n, d)  # (B, N, D)
 
 
-def _pad_slots(chunk: torch.Tensor, slots: int) -> torch.Tensor:
+def pad_slots(chunk: torch.Tensor, slots: int) -> torch.Tensor:
     """(M, count, D) -> (M, slots, D): zero band slots appended (a rank's padding, as ``Split.shard`` pads)."""
     pad = slots - chunk.shape[1]
     if pad == 0:
