@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -46,10 +46,10 @@ def compare(records: Sequence[str | Path], tolerance: float = DEFAULT_TOLERANCE)
     checks, equivalents = _sort_records(records)
     rows = sorted(
         (_compare_one(path, ds, equivalents) for path, ds in checks),
-        key=lambda r: (r.dataset, r.plan, r.P, r.g),
+        key=lambda r: (r["dataset"], r["plan"], r["P"], r["g"]),
     )
-    d_oa = np.array([r.oa_check - r.oa_equivalent for r in rows])
-    passed = (np.abs(d_oa) <= tolerance) & np.array([r.recipe_match for r in rows])
+    d_oa = np.array([r["oa_check"] - r["oa_equivalent"] for r in rows])
+    passed = (np.abs(d_oa) <= tolerance) & np.array([r["recipe_match"] for r in rows])
     ds_out = xr.Dataset(_check_vars(rows, d_oa, passed, tolerance), coords=_check_coords(rows))
     ds_out.attrs.update(
         {
@@ -88,27 +88,27 @@ def _sort_records(records: Sequence[str | Path]) -> tuple[list[Record], dict[tup
     return checks, equivalents
 
 
-class Check(NamedTuple):
-    """One check run against its equivalent: the check's cell and epoch (the file's coordinates), both test OAs,
-    the loss curves' largest relative difference and whether both share the recipe hash."""
+# the file's coordinates of a check: the check record's attribute each is read from, its type, long_name and units
+COORDS = {
+    "plan": ("plan", object, "parallel plan", None),
+    "P": ("P", np.int32, "TP size of the check run (ranks)", "1"),
+    "g": ("g", np.int32, "D-CHAG groups", "1"),
+    "dataset": ("dataset", object, "dataset", None),
+    "protocol": ("protocol", object, "accuracy protocol", None),
+    "seed": ("seed", np.int32, "seed", "1"),
+    "N": ("tokens", np.int32, "spatial tokens per crop", "1"),
+    "epoch": (
+        "stopped_after_epochs",
+        np.int32,
+        "epochs trained by the check run (train.equivalence.epochs)",
+        "1",
+    ),
+}
 
-    plan: str
-    P: int
-    g: int
-    dataset: str
-    protocol: str
-    seed: int
-    N: int
-    epoch: int
-    oa_check: float
-    oa_equivalent: float
-    loss_max_rel_diff: float
-    recipe_match: bool
 
-
-def _compare_one(path: str | Path, ds: xr.Dataset, equivalents: Mapping[tuple, Record]) -> Check:
-    """One check run against its equivalent at the check's last epoch: test OA of both, the loss curves' largest
-    relative difference up to there, and whether they share the recipe."""
+def _compare_one(path: str | Path, ds: xr.Dataset, equivalents: Mapping[tuple, Record]) -> dict[str, Any]:
+    """One check run against its equivalent at the check's last epoch: its coordinates (:data:`COORDS`), test OA
+    of both, the loss curves' largest relative difference up to there, and whether they share the recipe."""
     found = equivalents.get(_key(ds, any_p=str(ds.attrs["plan"]) == "tp"))
     if found is None:
         raise EquivalenceError(f"{path}: no single-process equivalent record of the same cell and seed given")
@@ -118,25 +118,23 @@ def _compare_one(path: str | Path, ds: xr.Dataset, equivalents: Mapping[tuple, R
         raise EquivalenceError(f"{epath}: not evaluated at epoch {e}, the check's last (train.equivalence)")
     loss_c = ds["loss"].sel(epoch=slice(1, e)).values
     loss_e = eq["loss"].sel(epoch=slice(1, e)).values
-    return Check(
-        plan=str(ds.attrs["plan"]),
-        P=int(ds.attrs["P"]),
-        g=int(ds.attrs["g"]),
-        dataset=str(ds.attrs["dataset"]),
-        protocol=str(ds.attrs["protocol"]),
-        seed=int(ds.attrs["seed"]),
-        N=int(ds.attrs["tokens"]),
-        epoch=e,
-        oa_check=float(ds["oa"].sel(epoch=e)),
-        oa_equivalent=float(eq["oa"].sel(epoch=e)),
-        loss_max_rel_diff=float(np.max(np.abs(loss_c - loss_e) / np.maximum(np.abs(loss_e), 1e-12))),
-        recipe_match=ds.attrs.get("recipe_hash") == eq.attrs.get("recipe_hash"),
-    )
+    return {
+        **{
+            name: (str if dtype is object else int)(ds.attrs[attr])
+            for name, (attr, dtype, *_) in COORDS.items()
+        },
+        "oa_check": float(ds["oa"].sel(epoch=e)),
+        "oa_equivalent": float(eq["oa"].sel(epoch=e)),
+        "loss_max_rel_diff": float(np.max(np.abs(loss_c - loss_e) / np.maximum(np.abs(loss_e), 1e-12))),
+        "recipe_match": ds.attrs.get("recipe_hash") == eq.attrs.get("recipe_hash"),
+    }
 
 
-def _check_vars(rows: Sequence[Check], d_oa: np.ndarray, passed: np.ndarray, tolerance: float) -> dict:
+def _check_vars(
+    rows: Sequence[Mapping[str, Any]], d_oa: np.ndarray, passed: np.ndarray, tolerance: float
+) -> dict:
     def column(key: str, long: str) -> tuple:
-        return variable("check", [getattr(r, key) for r in rows], long)
+        return variable("check", [r[key] for r in rows], long)
 
     loss = "largest relative difference of the epochs' mean training loss up to the check epoch"
     return {
@@ -156,22 +154,12 @@ def _check_vars(rows: Sequence[Check], d_oa: np.ndarray, passed: np.ndarray, tol
     }
 
 
-def _check_coords(rows: Sequence[Check]) -> dict[str, tuple]:
-    def coord(key: str, dtype: type, long: str, units: str | None = None) -> tuple:
+def _check_coords(rows: Sequence[Mapping[str, Any]]) -> dict[str, tuple]:
+    coords = {"check": variable("check", np.arange(len(rows), dtype=np.int32), "check index")}
+    for name, (_, dtype, long, units) in COORDS.items():
         attrs = {"long_name": long} | ({"units": units} if units else {})
-        return ("check", np.array([getattr(r, key) for r in rows], dtype=dtype), attrs)
-
-    return {
-        "check": variable("check", np.arange(len(rows), dtype=np.int32), "check index"),
-        "plan": coord("plan", object, "parallel plan"),
-        "P": coord("P", np.int32, "TP size of the check run (ranks)", "1"),
-        "g": coord("g", np.int32, "D-CHAG groups", "1"),
-        "dataset": coord("dataset", object, "dataset"),
-        "protocol": coord("protocol", object, "accuracy protocol"),
-        "seed": coord("seed", np.int32, "seed", "1"),
-        "N": coord("N", np.int32, "spatial tokens per crop", "1"),
-        "epoch": coord("epoch", np.int32, "epochs trained by the check run (train.equivalence.epochs)", "1"),
-    }
+        coords[name] = ("check", np.array([r[name] for r in rows], dtype=dtype), attrs)
+    return coords
 
 
 def failures(ds: xr.Dataset) -> list[str]:

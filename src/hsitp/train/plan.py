@@ -264,17 +264,14 @@ def check_runs(ts: TrainSettings) -> list[Job]:
     epochs 0."""
     if not ts.equivalent or not ts.equivalence.epochs:
         return []
-    seed, protocol = ts.equivalence.seed, ts.protocols[0]
-    out = []
-    for dataset in ts.datasets:
-        for _, N in dataset_crops(ts, dataset):  # noqa: N806
-            for plan in ts.plans:
-                if plan == "dense":
-                    continue
-                for P in ts.world_sizes:  # noqa: N806
-                    for g in plan_groups(ts, plan):
-                        out.append((dataset, plan, int(N), int(P), int(g), protocol, seed, 0))
-    return out
+    # the accuracy jobs of one seed on one protocol's partition 0, tp at every P (as if not train.equivalent)
+    one = {
+        "seeds": (ts.equivalence.seed,),
+        "protocols": ts.protocols[:1],
+        "partitions": (0,),
+        "equivalent": False,
+    }
+    return jobs(ts.model_copy(update={"plans": tuple(p for p in ts.plans if p != "dense"), **one}))
 
 
 def equivalent_of(ts: TrainSettings, job: Job) -> Job:
