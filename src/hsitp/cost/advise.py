@@ -122,10 +122,6 @@ def _split_report(b: StackCost) -> SplitReport:
     }
 
 
-# Largest device count the presets can describe (a 1024-node x 64-device machine); anything above is a typo.
-MAX_DEVICES = 65_536
-
-
 def _origin(hw: Any) -> str:
     """What the numbers are: always modelled CCRs; the hardware constants are measured or preset."""
     if hw.measured:
@@ -192,13 +188,12 @@ def advise(
 ) -> Advice:
     """The advice as a JSON-ready dict (see module docstring).
 
-    Every argument is checked before any arithmetic: a P the model cannot split (more devices than tokens or
-    features), an embedding dimension below 1, a device count beyond any machine the presets describe. P = 1 is
+    A P the model cannot split (more devices than tokens or features) is refused before any arithmetic (a count
+    below 1 or beyond any machine the command line already refuses: ``hsitp.config.check_options``). P = 1 is
     answered as "no parallelism needed" without a CCR table. A measured calibration used at a P it was not fitted
     on gives a warning in the result (``warnings``).
     """
     spec = registry.get(dataset)
-    _check_counts(devices=devices, patch=patch, embed_dim=embed_dim)
     hw = get_hardware(hardware)
     shape = _layer_shape(cost, spec, patch=patch, devices=devices, embed_dim=embed_dim)
     N, D = shape.N, shape.D
@@ -238,21 +233,6 @@ def advise(
         "reason": reason,
         "warnings": _hardware_warnings(hw, devices),
     }
-
-
-def _check_counts(*, devices: int, patch: int, embed_dim: int | None) -> None:
-    """Refuse a device count that is no count or beyond any machine, a patch or embedding dimension below 1."""
-    if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
-        raise HsitpError(f"--devices must be an integer >= 1, got {devices!r}")
-    if devices > MAX_DEVICES:
-        raise HsitpError(
-            f"--devices {devices} is beyond any machine the hardware presets describe (at most {MAX_DEVICES}); "
-            "the tensor-parallel degree P is the size of one TP group, usually <= devices per node"
-        )
-    if patch < 1:
-        raise HsitpError(f"--patch must be >= 1, got {patch}")
-    if embed_dim is not None and embed_dim < 1:
-        raise HsitpError(f"--embed-dim must be >= 1, got {embed_dim}")
 
 
 def _layer_shape(

@@ -567,28 +567,17 @@ def format_text(a: PlanResult, limit: int = 20) -> str:
     return "\n".join(lines)
 
 
-def _positive(name: str, value: float | None) -> None:
-    if value is not None and (isinstance(value, bool) or value <= 0):
-        raise HsitpError(f"{name} must be > 0, got {value}")
-
-
 def inputs_from_args(cost: CostSettings, args: Any, hw: Hardware) -> Inputs:
-    """Inputs from the command line and the config's cost section, each bad value named in one line."""
+    """Inputs from the command line and the config's cost section, each bad value named in one line (a count
+    below 1 or a memory of 0 GB the command line already refuses: ``hsitp.config.check_options``)."""
     from hsitp.shape import n_tokens
 
-    for name in (
-        *("embed_dim", "depth", "heads", "mlp_ratio", "patch", "batch", "nodes", "devices_per_node"),
-        *("device_memory_gb", "bands", "height", "width", "classes", "devices"),
-    ):
-        _positive("--" + name.replace("_", "-"), getattr(args, name))
     L, H, W, classes = _scene(args)  # noqa: N806
     N = n_tokens(H, W, args.patch, cost.token_grid)  # noqa: N806
     if N < 1:
         raise HsitpError(f"--patch {args.patch} is larger than the {H}x{W} scene; use a patch <= {min(H, W)}")
     G, mem = _allocation(args, hw)  # noqa: N806
     groups = tuple(args.groups or cost.advise.groups)
-    for gv in groups:
-        _positive("--groups", gv)
     return Inputs(
         D=args.embed_dim or int(cost.embed_dim),
         depth=args.depth or int(cost.depth),

@@ -47,7 +47,7 @@ BOUNDS: dict[str, tuple[int, int, str]] = {
     "batch": (1, 65536, "Samples per step, at most 65,536."),
     "classes": (1, 65536, "Classes, at most 65,536."),
     "world_size": (1, 65536, "A parallel degree P (the ranks of one TP group or launch), at most 65,536 (a "
-                   "1,024-node x 64-device machine, hsitp.cost.advise.MAX_DEVICES)."),
+                   "1,024-node x 64-device machine)."),
     "devices": (1, 1048576, "Nodes, or devices of a node or of a whole allocation, at most 1,048,576."),
 }  # fmt: skip
 
