@@ -219,8 +219,8 @@ def _texts(fig: Figure) -> Iterator[tuple[str, Text]]:
         if not ax.get_visible():
             continue
         name = _name(ax)
-        for t in (ax.title, ax._left_title, ax._right_title):
-            yield f"{name} title", t
+        for loc, t in (("", ax.title), (" left", ax._left_title), (" right", ax._right_title)):
+            yield f"{name}{loc} title", t
         yield f"{name} x label", ax.xaxis.label
         yield f"{name} y label", ax.yaxis.label
         for t in ax.texts:
@@ -342,24 +342,14 @@ def text_problems(text: str) -> list[str]:
     return out
 
 
-def _titles(fig: Figure) -> Iterator[tuple[str, Text]]:
-    t = getattr(fig, "_suptitle", None)
-    if t is not None:
-        yield "suptitle", t
-    for ax in fig.axes:
-        if ax.get_visible():
-            for loc, t in (("", ax.title), (" left", ax._left_title), (" right", ax._right_title)):
-                yield f"{_name(ax)}{loc} title", t
-
-
 def wording_problems(fig: Figure) -> list[str]:
     """Wording a reader stumbles on although every text fits: a title (suptitle or axes title) over
     :data:`MAX_TITLE_LINES` lines, a legend titled with a raw column name, and :func:`text_problems` in any text
     (titles, labels, annotations, legend entries and titles, tick labels)."""
     problems: list[str] = []
-    for where, t in _titles(fig):
+    for where, t in _texts(fig):
         n = len(t.get_text().strip().split("\n"))
-        if _shown(t) and n > MAX_TITLE_LINES:
+        if (where == "suptitle" or where.endswith(" title")) and _shown(t) and n > MAX_TITLE_LINES:
             problems.append(
                 f"{where} {_first(t)!r} runs to {n} lines (> {MAX_TITLE_LINES}): shorten it, move detail to a "
                 "panel title, the legend or the caption"
