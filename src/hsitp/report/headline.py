@@ -53,14 +53,6 @@ PERCENT = 100.0
 REFERENCE_MARKER = "*"
 MARKERS = {"reference": REFERENCE_MARKER, **VERDICT_MARKERS}
 P_STYLES = {2: "-", 4: "--", 8: ":"}  # line style per P in the curves
-
-
-# --- tidy tables -----------------------------------------------------------------------------------------------------
-
-
-# --- hardware lines --------------------------------------------------------------------------------------------------
-
-
 PLAN_COLOURS = ("0.15", style.OKABE_ITO[0], style.OKABE_ITO[5], style.OKABE_ITO[3], style.OKABE_ITO[1])
 EQUAL_ZONE = style.OKABE_ITO[2]
 
