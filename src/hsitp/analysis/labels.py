@@ -14,7 +14,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 
-def _json(attrs: Mapping[str, Any], key: str, default: Any) -> Any:
+def attr_json(attrs: Mapping[str, Any], key: str, default: Any) -> Any:
+    """A file attribute written as JSON, parsed (one already parsed as it is); ``default`` where it is absent or
+    not JSON."""
     raw = attrs.get(key)
     if raw is None:
         return default
@@ -26,7 +28,7 @@ def _json(attrs: Mapping[str, Any], key: str, default: Any) -> Any:
 
 def computed_on(attrs: Mapping[str, Any]) -> str:
     """The machine that wrote the file (provenance.device): CPU model, and the GPU if there was one."""
-    dev = _json(attrs, "provenance", {}).get("device", {})
+    dev = attr_json(attrs, "provenance", {}).get("device", {})
     gpu = dev.get("gpu", "none")
     cpu = short_cpu(dev.get("cpu", "unknown CPU"))
     return cpu if gpu in ("none", "", None) else f"{gpu} ({cpu})"
@@ -71,7 +73,7 @@ def attention_kernel(attrs: Mapping[str, Any]) -> str:
 
 def presets(attrs: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """Hardware presets a cost table was modelled for (name -> description, F, beta, source...)."""
-    return _json(attrs, "hardware_presets", {}) or {}
+    return attr_json(attrs, "hardware_presets", {}) or {}
 
 
 def modelled_for(attrs: Mapping[str, Any], names: Iterable[str] | None = None) -> str:
@@ -113,7 +115,7 @@ def stage_hardware(stage: str, paths: Sequence[str | os.PathLike[str]]) -> str:
         line = _measured(
             measured_on(
                 {
-                    "device": "; ".join(map(str, _json(a, "run", {}).get("device", []))),
+                    "device": "; ".join(map(str, attr_json(a, "run", {}).get("device", []))),
                     "dtype": a.get("dtype"),
                 }
             )

@@ -42,6 +42,7 @@ from typing import Any, TypedDict
 import numpy as np
 import xarray as xr
 
+from hsitp.analysis.labels import attr_json
 from hsitp.contracts import DATASET, REFERENCE_RUNS, TRAIN, TUNE_STUDY
 from hsitp.errors import HsitpError
 from hsitp.io import (
@@ -140,15 +141,6 @@ def scene_content_sha256(path: str | os.PathLike[str]) -> str:
     return h.hexdigest()
 
 
-def _json(value: Any, default: Any) -> Any:
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return default
-    return value if value is not None else default
-
-
 def scene_entry(path: Path) -> dict[str, Any]:
     """What a spot check needs of a prepared scene: its content hash, and the data stage's settings that made it
     (read back from the file's own attributes: seed, accuracy protocols and partition settings, clip quantiles, PCA,
@@ -160,8 +152,8 @@ def scene_entry(path: Path) -> dict[str, Any]:
         ds.close()
     name = str(attrs.get("dataset", path.stem))
     data: dict[str, Any] = {}
-    partition = dict(_json(attrs.get("partition_settings"), {}) or {})
-    protocols = _json(attrs.get("partition_protocols"), None)
+    partition = dict(attr_json(attrs, "partition_settings", {}) or {})
+    protocols = attr_json(attrs, "partition_protocols", None)
     if protocols:
         partition["protocols"] = list(protocols)
     if partition:
@@ -280,7 +272,7 @@ def _row(path: Path, control: bool, logs_dir: Path | None) -> dict[str, Any]:
         a = dict(ds.attrs)
         nums = record_numbers(ds)
         prov = read_provenance(ds)
-        model = _json(a.get("model"), {}) or {}
+        model = attr_json(a, "model", {}) or {}
         curves = {
             v: np.asarray(ds[v].values, dtype=np.float64) if v in ds else None
             for v in ("oa", "val_oa", "loss")
@@ -291,7 +283,7 @@ def _row(path: Path, control: bool, logs_dir: Path | None) -> dict[str, Any]:
         epochs_axis = np.asarray(ds["epoch"].values, dtype=np.int64)
     finally:
         ds.close()
-    recipe = _json(a.get("recipe"), {}) or {}
+    recipe = attr_json(a, "recipe", {}) or {}
     epochs = int(a.get("epochs", len(epochs_axis)))
     spe = int(a.get("steps_per_epoch", recipe.get("train", {}).get("steps_per_epoch", 0)))
     dataset = str(a.get("dataset", path.parent.parent.name if control else path.parent.name))
@@ -318,7 +310,7 @@ def _row(path: Path, control: bool, logs_dir: Path | None) -> dict[str, Any]:
         "patch": int(model.get("patch", 0)),
         "bands": int(model.get("bands", 0)),
         "stopped_after_epochs": int(a.get("stopped_after_epochs", 0)),
-        "resumed": len(_json(a.get("resumed_at_epochs"), []) or []),
+        "resumed": len(attr_json(a, "resumed_at_epochs", []) or []),
         **{f"{m}_summary": nums[m] for m in ("oa", "aa", "kappa")},
         **{f"{m}_final": nums[f"{m}_final"] for m in ("oa", "aa", "kappa")},
         "tokens_per_s_summary": nums["tokens_per_s"],
