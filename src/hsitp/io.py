@@ -190,19 +190,15 @@ def cpu_model() -> str:
 
 def provenance(
     config: BaseModel | Mapping[str, Any] | None = None,
-    inputs: Mapping[str, str | os.PathLike[str]] | Iterable[str | os.PathLike[str]] | None = None,
+    inputs: Mapping[str, str | os.PathLike[str]] | None = None,
     input_sha256: Mapping[str, str] | None = None,
     extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Provenance record for a result.
 
-    ``inputs`` are files hashed now; ``input_sha256`` are hashes already known (e.g. verified on download).
+    ``inputs`` are files hashed now, by name; ``input_sha256`` are hashes already known (e.g. verified on download).
     """
-    hashes: dict[str, str] = dict(input_sha256 or {})
-    if inputs is not None:
-        items = inputs.items() if isinstance(inputs, Mapping) else ((str(p), p) for p in inputs)
-        for key, path in items:
-            hashes[str(key)] = sha256_file(path)
+    hashes = dict(input_sha256 or {}) | {str(key): sha256_file(path) for key, path in (inputs or {}).items()}
     record: dict[str, Any] = {
         "git_commit": git_commit(),
         "config_hash": config_hash(config or {}),

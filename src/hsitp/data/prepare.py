@@ -382,9 +382,8 @@ def _partition_attrs(
 
 
 def prepare(spec: DatasetSpec, fetched: FetchResult, variant: Variant, settings: DataSettings) -> xr.Dataset:
-    """Load the fetched files and build the prepared Dataset (source attrs included)."""
-    if spec.prepare_unsupported:
-        raise PrepareError(f"{spec.name}: cannot be prepared yet: {spec.prepare_unsupported}")
+    """Load the fetched files and build the prepared Dataset (source attrs included); a scene the registry marks
+    ``prepare_unsupported`` was refused by `hsitp data prepare` before any download."""
     cube_f = fetched.files["cube"]
     gt_f = fetched.files.get("gt")
     if gt_f is None or variant.gt is None:
