@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import math
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -100,10 +101,7 @@ class TPGroup:
         if self.trace is None:
             return
         shape = tuple(full.shape if isinstance(full, torch.Tensor) else full)
-        numel = 1
-        for s in shape:
-            numel *= s
-        nbytes = numel * torch.empty((), dtype=dtype).element_size()
+        nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
         self.trace.append(
             CommRecord(name, shape, str(dtype).removeprefix("torch."), nbytes, self.size, phase)
         )
