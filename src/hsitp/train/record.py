@@ -252,8 +252,12 @@ def write_record(
 ) -> Path:
     """Rank 0's record of a finished (or stopped-after) run: the history, the final map and what was trained;
     ``pretrain``: what the masked-band pretraining did (``hsitp.train.pretrain``), None when it did not run."""
-    attrs = _run_attrs(job, settings, rt, arch, scene, resumed_at=resumed_at, memory_method=memory_method)
-    attrs.update(ingredient_attrs(settings, pretrain))
+    attrs = {
+        **_run_attrs(job, settings, rt, arch, scene),
+        "memory_method": memory_method,
+        "resumed_at_epochs": list(resumed_at),
+        **ingredient_attrs(settings, pretrain),
+    }
     ds = build_dataset(history, world_size=job.launched, summary_epochs=settings.summary_epochs, attrs=attrs)
     ds["prediction"] = (
         ("y", "x"),
@@ -309,14 +313,7 @@ EVALUATION = (
 
 
 def _run_attrs(
-    job: TrainJob,
-    settings: TrainSettings,
-    rt: Runtime,
-    arch: ModelConfig,
-    scene: Scene,
-    *,
-    resumed_at: Sequence[int],
-    memory_method: str,
+    job: TrainJob, settings: TrainSettings, rt: Runtime, arch: ModelConfig, scene: Scene
 ) -> dict[str, Any]:
     """The record's attributes: the recipe, the job's cell, the scene, the model and where it ran."""
 
@@ -353,9 +350,7 @@ def _run_attrs(
         "steps_per_epoch": settings.steps_per_epoch,
         "batch": settings.batch,
         "dtype": "bfloat16 autocast" if rt.is_cuda else "float32",
-        "memory_method": memory_method,
         "memory_tracked_step": "the last step of every epoch (its time is not in step_time)",
-        "resumed_at_epochs": list(resumed_at),
         "loss_pixels": "train pixels of each crop only (labels 1..K as 0..K-1), less the validation pixels "
         "(train.validation) and, under train.sampling stratified, all but per_class of each class per step; the "
         "model sees every pixel's spectrum of the crop, never a test or validation label",

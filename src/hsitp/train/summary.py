@@ -327,10 +327,8 @@ def paired_units(
 
 
 def _first_crossing(epochs: np.ndarray, oa: np.ndarray, target: float) -> float:
-    """The first evaluated epoch whose OA >= target (x steps_per_epoch: the steps); NaN when none is or the target
-    is NaN."""
-    if not np.isfinite(target):
-        return float("nan")
+    """The first evaluated epoch whose OA >= target (x steps_per_epoch: the steps); NaN when none is (the callers
+    skip a NaN target)."""
     with np.errstate(invalid="ignore"):
         hit = np.flatnonzero(np.isfinite(oa) & (oa >= target))
     return float(epochs[hit[0]]) if hit.size else float("nan")
@@ -388,7 +386,7 @@ def _cell_crossings(seeds: Sequence[RunRecord], spe: float, t: Mapping[str, np.n
         t["steps_to_target"][i, j] = hit * spe
         at_epoch = np.array([_first_crossing(*r["curve"], target) for r in seeds])  # each seed's crossing
         ok = np.isfinite(at_epoch)
-        each = at_epoch * np.array([r["steps_per_epoch"] for r in seeds])
+        each = at_epoch * spe  # every seed's steps_per_epoch is the cell's (checked)
         t["seeds_reaching_target"][i, j] = int(ok.sum())
         if ok.any():
             t["steps_to_target_min"][i, j] = float(np.min(each[ok]))
