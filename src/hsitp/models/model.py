@@ -34,13 +34,9 @@ from hsitp.parallel.dense import (
 )
 
 
-def _seed_stream(seed: int) -> random.Random:
-    """Sub-seeds for the submodules (each draws its weights under its own seed; plain Python, so it also runs
-    under FakeTensorMode and on the meta device)."""
-    return random.Random(seed)
-
-
 def _next(stream: random.Random) -> int:
+    """The next sub-seed of a submodule (each draws its weights under its own seed; ``stream`` is plain Python, so
+    it also runs under FakeTensorMode and on the meta device)."""
     return stream.getrandbits(62)
 
 
@@ -94,7 +90,7 @@ class SpectralSpatialTransformer(nn.Module):
     def __init__(self, config: ModelConfig, *, seed: int = 0) -> None:
         super().__init__()
         self.config = c = config
-        seeds = _seed_stream(seed)
+        seeds = random.Random(seed)  # the submodules' sub-seeds (_next)
         if c.aggregation == "attention":
             self.aggregate: nn.Module = DenseTPAggregator(
                 c.bands, c.dim, c.heads, c.patch, seed=_next(seeds), kernel=c.attention_kernel

@@ -123,10 +123,6 @@ class Runtime:
     def is_cuda(self) -> bool:
         return self.device.type == "cuda"
 
-    @property
-    def threads_per_rank(self) -> int:
-        return self.settings.threads_per_rank
-
     def mesh(self, p_channel: int, p_token: int) -> Mesh2D:
         """The world split P_c x P_t, built once per shape (creating sub-groups is collective and not free).
 
@@ -147,7 +143,7 @@ class Runtime:
             "device": self.device_label,
             "backend": self.backend,
             "world_size": self.world_size,
-            "threads_per_rank": self.threads_per_rank,
+            "threads_per_rank": self.settings.threads_per_rank,
             "cores": self.cores,
             "oversubscribed": int(self.oversubscribed),
             "hardware": device_description(),
