@@ -250,20 +250,17 @@ BASELINE_STYLES = {
 
 
 def _baseline_oa(summary: xr.Dataset | None, dataset: str, protocol: str) -> list[tuple[str, str, float]]:
-    """(name, line style, mean OA) of each classical baseline on (dataset, protocol), from the summary."""
+    """(name, line style, mean OA) of each classical baseline on (dataset, protocol): the baselines' rows of the
+    accuracy table (:func:`hsitp.analysis.cells.accuracy_table`)."""
     if summary is None or "baseline_oa_mean" not in summary:
         return []
-    cells = contracts.summary_cells(summary).reset_index()
-    here = cells[(cells["dataset"] == dataset) & (cells["protocol"] == protocol)]["i"]
-    if here.empty:
-        return []
-    out = []
-    for j, clf in enumerate(summary["classifier"].values):
-        name, ls = BASELINE_STYLES.get(str(clf), (str(clf), "-."))
-        oa = float(summary["baseline_oa_mean"].values[here.iloc[0], j])
-        if np.isfinite(oa):
-            out.append((name, ls, oa))
-    return out
+    tab = accuracy_table(summary)
+    here = tab[
+        (tab["dataset"] == dataset) & (tab["protocol"] == protocol) & tab["kind"].str.startswith("classical")
+    ]
+    styles = dict(BASELINE_STYLES.values())  # name -> line style
+    pairs = zip(here["model"], here["OA mean"], strict=True)
+    return [(m, styles.get(m, "-."), float(oa)) for m, oa in pairs if np.isfinite(oa)]
 
 
 def resources_figure(records: Sequence[xr.Dataset]) -> Figure:
