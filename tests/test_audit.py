@@ -13,9 +13,14 @@ import xarray as xr
 from audit_synthetic import bench_files, measured_bench_files, probe_files
 from nc_checks import described
 
-from hsitp.audit import claims as cl
 from hsitp.audit.audit import audit_run, read_claims_csv, report_text
-from hsitp.audit.claims.checks import Check, parse_check
+from hsitp.audit.claims.checks import Check, ClaimsError, parse_check
+from hsitp.audit.claims.computed import check_formula_identity, check_formula_value
+from hsitp.audit.claims.core import CLAIMS_FILE, KINDS, VERDICTS, Context, Outcome
+from hsitp.audit.claims.evaluate import evaluate_claims
+from hsitp.audit.claims.registry import evaluate_check
+from hsitp.audit.claims.validate import load_claims, validate_claims
+from hsitp.audit.claims.verdicts import circular, decide
 from hsitp.cli import main
 from hsitp.config import load_config
 from hsitp.io import provenance, read_netcdf, write_netcdf
@@ -27,22 +32,22 @@ CONFIGS = ["--config", "config/config.yaml", "--config", "config/smoke.yaml"]
 
 @pytest.fixture(scope="module")
 def claims() -> list:
-    return cl.load_claims()
+    return load_claims()
 
 
 @pytest.fixture(scope="module")
 def ref_rows(repo_root: Path, claims: list) -> list:
     cfg = load_config([repo_root / "config/config.yaml", repo_root / "config/smoke.yaml"])
-    return cl.evaluate_claims(cl.Context(REF / "cost", AuditSettings.from_config(cfg)), claims)
+    return evaluate_claims(Context(REF / "cost", AuditSettings.from_config(cfg)), claims)
 
 
 def test_claims_yaml_schema(claims: list) -> None:
     """Catches a claim without id/section/kind/quote/check, a duplicate id, an unknown kind/check/verdict, a key no
     row reads (``abuot`` for ``about``), and a number format without its rates."""
-    assert cl.validate_claims(claims) == []
+    assert validate_claims(claims) == []
     assert len(claims) >= 100
     assert len({c.id for c in claims}) == len(claims)
-    assert {c.kind for c in claims} == set(cl.KINDS)  # every kind is used at least once
+    assert {c.kind for c in claims} == set(KINDS)  # every kind is used at least once
     bad = [c.model_dump(exclude_unset=True) for c in claims[:3]]
     bad[1]["id"] = bad[0]["id"]
     bad[2]["kind"] = "opinion"
@@ -90,7 +95,7 @@ def test_claims_yaml_schema(claims: list) -> None:
                                                 "direction": "moves"}})  # fmt: skip
     bad.append({**bad[-1], "id": "r", "check": {**bad[-1]["check"], "rate": {"paper-intra": {"fp4": 4}},
                                                 "source": "s"}})  # fmt: skip
-    problems = " | ".join(cl.validate_claims(bad))
+    problems = " | ".join(validate_claims(bad))
     for needle in (
         "duplicate id",
         "kind: Input tag 'opinion'",
@@ -111,24 +116,24 @@ def test_claims_yaml_schema(claims: list) -> None:
 def test_verdict_mapping() -> None:
     """Catches a fraction or boolean outcome mapped to the wrong verdict (e.g. partial support called 'holds')."""
     plain = Check(fn="any")  # the mapping's defaults
-    assert cl.decide(cl.Outcome(ok=True), plain) == ("holds", "computed")
-    assert cl.decide(cl.Outcome(ok=False), plain) == ("contradicted", "computed")
-    assert cl.decide(cl.Outcome(ok=False), Check(fn="any", if_false="conditional")) == (
+    assert decide(Outcome(ok=True), plain) == ("holds", "computed")
+    assert decide(Outcome(ok=False), plain) == ("contradicted", "computed")
+    assert decide(Outcome(ok=False), Check(fn="any", if_false="conditional")) == (
         "conditional",
         "computed",
     )
     half = Check(fn="any", min_fraction=0.5)
-    assert cl.decide(cl.Outcome(fraction=0.4), half) == ("conditional", "computed")
-    assert cl.decide(cl.Outcome(fraction=0.6), half) == ("holds", "computed")
-    assert cl.decide(cl.Outcome(fraction=0.0), plain) == ("contradicted", "computed")
-    assert cl.decide(cl.Outcome(verdict="pending"), plain) == ("pending", "pending")
-    assert cl.decide(cl.Outcome(verdict="contradicted"), plain) == ("contradicted", "reading")
+    assert decide(Outcome(fraction=0.4), half) == ("conditional", "computed")
+    assert decide(Outcome(fraction=0.6), half) == ("holds", "computed")
+    assert decide(Outcome(fraction=0.0), plain) == ("contradicted", "computed")
+    assert decide(Outcome(verdict="pending"), plain) == ("pending", "pending")
+    assert decide(Outcome(verdict="contradicted"), plain) == ("contradicted", "reading")
 
 
 def test_formula_checks_compute() -> None:
     """Catches a formula check that passes whatever the algebra says (identity and value, with tolerance)."""
-    ctx = cl.Context(REF / "cost")
-    ok = cl.check_formula_identity(
+    ctx = Context(REF / "cost")
+    ok = check_formula_identity(
         ctx,
         parse_check(
             "t",
@@ -146,12 +151,12 @@ def test_formula_checks_compute() -> None:
         "lhs": "ccr_channel(8, F, beta_intra, 256)",
         "rhs": "ccr_token(8, F, beta_intra, 324)",
     }
-    assert not cl.check_formula_identity(ctx, parse_check("t", wrong)).ok
+    assert not check_formula_identity(ctx, parse_check("t", wrong)).ok
     value = {"fn": "formula_value", "expr": "n_tokens(610, 340, 8)"}
-    assert cl.check_formula_value(ctx, parse_check("t", {**value, "expect": 3192})).ok
-    assert not cl.check_formula_value(ctx, parse_check("t", {**value, "expect": 5776})).ok
-    with pytest.raises(cl.ClaimsError, match="cannot be evaluated"):
-        cl.check_formula_value(
+    assert check_formula_value(ctx, parse_check("t", {**value, "expect": 3192})).ok
+    assert not check_formula_value(ctx, parse_check("t", {**value, "expect": 5776})).ok
+    with pytest.raises(ClaimsError, match="cannot be evaluated"):
+        check_formula_value(
             ctx, parse_check("t", {"fn": "formula_value", "expr": "__import__('os')", "expect": 1})
         )
 
@@ -163,7 +168,7 @@ def test_verdicts_on_reference_match_committed(ref_rows: list) -> None:
     got = {r.id: r.verdict for r in ref_rows}
     assert got == expected
     for r in ref_rows:
-        assert r.verdict in cl.VERDICTS
+        assert r.verdict in VERDICTS
         if r.basis == "reading":
             assert r.reason and r.source, r.id  # a verdict resting on reading cites its source
 
@@ -432,16 +437,14 @@ def test_every_check_is_its_kinds_typed_model(tmp_path: Path) -> None:
     from hsitp.audit.claims.checks import check_errors
     from hsitp.audit.claims.entries import Finding, PaperClaim
 
-    claims = cl.load_claims()
+    claims = load_claims()
     assert all(isinstance(c.check, Check) for c in claims)
     assert {type(c) for c in claims} == {PaperClaim, Finding}
-    raw = yaml.safe_load(cl.CLAIMS_FILE.read_text())
+    raw = yaml.safe_load(CLAIMS_FILE.read_text())
     raw["claims"][1]["check"]["lw"] = 5
     (tmp_path / "claims.yaml").write_text(yaml.safe_dump(raw, allow_unicode=True))
-    with pytest.raises(
-        cl.ClaimsError, match=rf"^\S+: {raw['claims'][1]['id']}: check.lw: Extra inputs"
-    ) as err:
-        cl.load_claims(tmp_path / "claims.yaml")
+    with pytest.raises(ClaimsError, match=rf"^\S+: {raw['claims'][1]['id']}: check.lw: Extra inputs") as err:
+        load_claims(tmp_path / "claims.yaml")
     assert "\n" not in str(err.value)
     assert check_errors("x", {"fn": "table_value", "file": "ccr", "variable": "ccr", "lw": 5}) == [
         "x: check.lw: Extra inputs are not permitted"
@@ -469,15 +472,15 @@ def test_quote_agrees_with_sets_two_prose_rules_side_by_side() -> None:
     formula: the verdict stays computed); the old kind is refused when claims.yaml loads."""
     from hsitp.audit.claims.checks import check_errors
 
-    ctx = cl.Context(REF / "cost")
+    ctx = Context(REF / "cost")
     a, b = "rule_rho_lt1_section3_3", "rule_large_n_section8_1"  # channel vs token: the paper disagrees
     both = parse_check("x", {"fn": "quote", "key": a, "agrees_with": b})
-    o = cl.evaluate_check(ctx, both)
+    o = evaluate_check(ctx, both)
     assert not o.ok and o.value == f"{a}: channel; {b}: token" and o.tolerance == "same split"
-    assert not cl.circular(both, o) and cl.circular(parse_check("x", {"fn": "quote", "key": a}))
-    assert cl.evaluate_check(ctx, parse_check("x", {"fn": "quote", "key": b, "agrees_with": b})).ok
-    with pytest.raises(cl.ClaimsError, match="'nope' not in ccr.nc"):
-        cl.evaluate_check(ctx, parse_check("x", {"fn": "quote", "key": a, "agrees_with": "nope"}))
+    assert not circular(both, o) and circular(parse_check("x", {"fn": "quote", "key": a}))
+    assert evaluate_check(ctx, parse_check("x", {"fn": "quote", "key": b, "agrees_with": b})).ok
+    with pytest.raises(ClaimsError, match="'nope' not in ccr.nc"):
+        evaluate_check(ctx, parse_check("x", {"fn": "quote", "key": a, "agrees_with": "nope"}))
     assert check_errors("x", {"fn": "quote_texts_agree", "a": a, "b": b})[0].startswith(
         "x: check.fn: Input tag 'quote_texts_agree'"
     )

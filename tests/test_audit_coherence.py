@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from hsitp.audit import claims as cl
 from hsitp.audit.audit import read_claims_csv
+from hsitp.audit.claims import core
+from hsitp.audit.claims.checks import ClaimsError
 from hsitp.audit.claims.coherence import (
     evidence_markdown,
     incoherences,
@@ -18,7 +19,8 @@ from hsitp.audit.claims.coherence import (
     uneven,
 )
 from hsitp.audit.claims.grounds import leaf_checks
-from hsitp.audit.claims.validate import load_tags
+from hsitp.audit.claims.render import Row
+from hsitp.audit.claims.validate import load_claims, load_tags, validate_claims
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLE = ROOT / "results" / "reference" / "smoke" / "paper_claims.csv"
@@ -27,7 +29,7 @@ DOC = ROOT / "docs" / "audit.md"
 
 @pytest.fixture(scope="module")
 def claims() -> list:
-    return cl.load_claims()
+    return load_claims()
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +39,7 @@ def tags() -> dict:
 
 @pytest.fixture(scope="module")
 def rows() -> list:
-    return [cl.Row(**r) for r in read_claims_csv(TABLE)]
+    return [Row(**r) for r in read_claims_csv(TABLE)]
 
 
 def _by_id(items: list) -> dict:
@@ -70,15 +72,15 @@ def test_rule2_a_claim_is_judged_by_what_its_sentence_rests_on(claims: list, row
     formula["check"] = {"fn": "first_decided", "checks": [
         {"label": "m", "fn": "bench_value", "of": "mlp", "op": ">", "value": 1},
         {"label": "f", **formula["check"]}]}  # fmt: skip
-    assert "belongs in a finding" in " ".join(cl.validate_claims([formula]))
+    assert "belongs in a finding" in " ".join(validate_claims([formula]))
     hardware = _by_id(claims)["s7_3_dchag_wins_mid_c_high_p"].model_dump(exclude_unset=True)
     hardware["check"]["checks"][1] = {
         "label": "r",
         **_by_id(claims)["s7_3_dchag_wins_mid_c_high_p_refined"].check.model_dump(exclude_unset=True),
     }
-    assert "table_compare may not decide it" in " ".join(cl.validate_claims([hardware]))
+    assert "table_compare may not decide it" in " ".join(validate_claims([hardware]))
     hardware.pop("rests_on")
-    assert "say what the sentence rests on" in " ".join(cl.validate_claims([hardware]))
+    assert "say what the sentence rests on" in " ".join(validate_claims([hardware]))
 
 
 def test_rule8_measured_means_fully_measured(claims: list, rows: list) -> None:
@@ -90,14 +92,14 @@ def test_rule8_measured_means_fully_measured(claims: list, rows: list) -> None:
             assert r.kind == "finding", r.id
         if r.basis == "measured" and r.kind != "finding" and r.verdict != "pending":
             fns = {x.fn for x in leaf_checks(by_claim[r.id].check)}
-            assert fns & cl.core.FULLY_MEASURED_CHECKS and not fns & cl.core.HALF_MEASURED_CHECKS, r.id
+            assert fns & core.FULLY_MEASURED_CHECKS and not fns & core.HALF_MEASURED_CHECKS, r.id
             # names its run and file
             assert "results/reference/cpu-places/" in r.source + r.how, r.id
     assert sum(r.basis == "half-measured" for r in rows) >= 4
     planted = by_claim["split_rule_gpu_shards"].model_dump(exclude_unset=True)
     planted.update(kind="directional_rule", id="x", rests_on="measurement")
     planted.pop("refines")
-    assert "may sit in a finding only" in " ".join(cl.validate_claims([planted]))
+    assert "may sit in a finding only" in " ".join(validate_claims([planted]))
 
 
 def test_rule16_one_verdict_per_rule(claims: list, tags: dict, rows: list) -> None:
@@ -107,7 +109,7 @@ def test_rule16_one_verdict_per_rule(claims: list, tags: dict, rows: list) -> No
     claims` writing such a table."""
     verdicts = {r.id: r.verdict for r in rows}
     assert incoherences(claims, verdicts) == []
-    assert cl.validate_claims(claims, tags) == []
+    assert validate_claims(claims, tags) == []
     planted = {**verdicts, "s3_3_rule_rho_lt1": "holds"}
     found = incoherences(claims, planted)
     assert any("s3_3_rule_rho_lt1 holds (affirms) against s3_3_rule_shorter_all_points contradicted" in f
@@ -115,7 +117,7 @@ def test_rule16_one_verdict_per_rule(claims: list, tags: dict, rows: list) -> No
     assert any(
         "s8_1_consistent_with_3_3: its reason takes s3_3_rule_rho_lt1 as contradicted" in f for f in found
     )
-    with pytest.raises(cl.ClaimsError, match="contradicts itself, nothing written"):
+    with pytest.raises(ClaimsError, match="contradicts itself, nothing written"):
         refuse_incoherent(claims, [dataclasses.replace(r, verdict=planted[r.id]) for r in rows])
     # a negating row: contradicted, aligned, says the rule holds, against every other row of the tag
     planted = {**verdicts, "s8_1_n5776_token_lower": "contradicted"}
@@ -123,7 +125,7 @@ def test_rule16_one_verdict_per_rule(claims: list, tags: dict, rows: list) -> No
     # a reason naming another row's verdict without declaring it
     named = [c.model_dump(exclude_unset=True) for c in claims]
     next(c for c in named if c["id"] == "s3_3_rule_rho_gt1").pop("relies_on")
-    assert "names s3_3_rule_rho_lt1; declare it" in " ".join(cl.validate_claims(named, tags))
+    assert "names s3_3_rule_rho_lt1; declare it" in " ".join(validate_claims(named, tags))
 
 
 def test_rule17_evidence_used_evenly(claims: list, tags: dict) -> None:

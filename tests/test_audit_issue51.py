@@ -10,9 +10,16 @@ import pytest
 from audit_references import accuracy_summary, shard_files
 from audit_synthetic import probe_files
 
-from hsitp.audit import claims as cl
+from hsitp.audit.claims.accuracy import beats_baseline, check_accuracy_verdicts, variant_outcome
 from hsitp.audit.claims.checks import parse_check
-from hsitp.audit.claims.evaluate import measuring_stage
+from hsitp.audit.claims.core import GPU_REFERENCE, Context, Outcome
+from hsitp.audit.claims.entries import ClaimEntry, parse_entry
+from hsitp.audit.claims.evaluate import evaluate_claim, evaluate_claims, measuring_stage
+from hsitp.audit.claims.measured import check_probe_memory, check_probe_throughput
+from hsitp.audit.claims.registry import evaluate_check
+from hsitp.audit.claims.shard import check_shard_compare, check_shard_value
+from hsitp.audit.claims.validate import load_claims, validate_claims
+from hsitp.audit.claims.verdicts import circular, decide, deciding_check, possibility_hedged
 from hsitp.config import load_config
 from hsitp.settings import AuditSettings
 
@@ -22,20 +29,20 @@ REF = ROOT / "results" / "reference" / "smoke"
 
 @pytest.fixture(scope="module")
 def claims() -> list:
-    return cl.load_claims()
+    return load_claims()
 
 
 @pytest.fixture(scope="module")
-def ctx() -> cl.Context:
-    return cl.Context(
+def ctx() -> Context:
+    return Context(
         REF / "cost",
         AuditSettings.from_config(load_config([ROOT / "config/config.yaml", ROOT / "config/smoke.yaml"])),
     )
 
 
 @pytest.fixture(scope="module")
-def rows(ctx: cl.Context, claims: list) -> list:
-    return cl.evaluate_claims(ctx, claims)
+def rows(ctx: Context, claims: list) -> list:
+    return evaluate_claims(ctx, claims)
 
 
 def _by_id(rows: list) -> dict:
@@ -46,10 +53,10 @@ def _by_id(rows: list) -> dict:
 GOOD = {"random": 0.80, "block": 0.55}
 
 
-def _acc(tmp_path: Path, cells: list, name: str = "acc") -> cl.Outcome:
+def _acc(tmp_path: Path, cells: list, name: str = "acc") -> Outcome:
     accuracy_summary(tmp_path / "results" / name / "train" / "summary.nc", cells, GOOD)
-    ctx = cl.Context(tmp_path / "results" / "smoke" / "cost", AuditSettings(accuracy_run=name))
-    return cl.check_accuracy_verdicts(
+    ctx = Context(tmp_path / "results" / "smoke" / "cost", AuditSettings(accuracy_run=name))
+    return check_accuracy_verdicts(
         ctx, parse_check("t", {"fn": "accuracy_verdicts", "variants": ["dchag_l", "dchag_c"]})
     )
 
@@ -90,7 +97,7 @@ def test_rule13_equal_accuracy_per_variant_and_protocol(tmp_path: Path, rows: li
     ]
     for i, (lcells, ccells, want) in enumerate(cases):
         o = _acc(tmp_path / str(i), [tp_r, tp_b, *lcells, *ccells])
-        assert cl.decide(o, check)[0] == want, (i, o.how)
+        assert decide(o, check)[0] == want, (i, o.how)
         if want == "pending":
             assert "train stage" in o.reason and "not_reproducible" not in o.reason
     o = _acc(tmp_path / "block", [tp_r, tp_b, ("dchag_l", 2, "block", "worse", 0.40, 0.01),
@@ -106,13 +113,12 @@ def test_rule13_equal_accuracy_per_variant_and_protocol(tmp_path: Path, rows: li
 def test_beats_baseline_is_an_interval_not_a_mean() -> None:
     """Catches a protocol counted because one model's mean lies a hair above the SVM's (53.7 % vs 53.5 % with a 2.3 pp
     spread over 3 seeds is not beating it: the block cell of the committed reference)."""
-    ok, low = cl.beats_baseline(0.537, 0.023, 3, 0.535, 0.0, 3)
+    ok, low = beats_baseline(0.537, 0.023, 3, 0.535, 0.0, 3)
     assert not ok and low < 0
-    ok, low = cl.beats_baseline(0.902, 0.004, 3, 0.803, 0.002, 3)
+    ok, low = beats_baseline(0.902, 0.004, 3, 0.803, 0.002, 3)
     assert ok and low > 0
     assert (
-        cl.variant_outcome(["better", "worse"]) == "worse"
-        and cl.variant_outcome(["equal", "better"]) == "better"
+        variant_outcome(["better", "worse"]) == "worse" and variant_outcome(["equal", "better"]) == "better"
     )
 
 
@@ -133,10 +139,10 @@ def test_rule8_measured_subchecks_read_the_committed_references(tmp_path: Path, 
     the run and from the reference."""
     run, ref = _run_with_reference(tmp_path)
     c = next(c for c in claims if c.id == "s4_2_memory_linear")
-    ctx = cl.Context(run / "cost")
-    o, verdict, basis = cl.evaluate_claim(ctx, c)
+    ctx = Context(run / "cost")
+    o, verdict, basis = evaluate_claim(ctx, c)
     assert basis == "measured" and "from the committed reference" in o.how and str(ref / "probe") in o.how
-    row = cl.evaluate_claims(ctx, [c])[0]
+    row = evaluate_claims(ctx, [c])[0]
     assert "not re-run here" in row.reason
     # a toy-size probe of the run itself (depth 1 < the reference's 2) tests the machinery and defers
     import json
@@ -154,8 +160,8 @@ def test_rule8_measured_subchecks_read_the_committed_references(tmp_path: Path, 
             ds["peak_allocated"].loc[{"plan": "tp"}] = ds["peak_allocated"].sel(plan="tp") * 3
         write_netcdf(ds, run / f"probe/{name}_toy.nc", kind=f"probe_{name}", prov=provenance())
         (run / f"probe/{name}_toy.nc").replace(run / f"probe/{name}.nc")
-    toy = cl.Context(run / "cost")
-    o2, verdict2, basis2 = cl.evaluate_claim(toy, c)
+    toy = Context(run / "cost")
+    o2, verdict2, basis2 = evaluate_claim(toy, c)
     assert (verdict2, basis2) == (verdict, basis) and "is toy-size (depth 1 < 2)" in o2.how
     assert "tests the machinery" in o2.how
 
@@ -163,35 +169,35 @@ def test_rule8_measured_subchecks_read_the_committed_references(tmp_path: Path, 
 def test_rule8_a_ratio_decides_only_outside_its_range(tmp_path: Path) -> None:
     """Catches a ratio deciding while its measured range straddles the threshold (the committed probe's CCR ratio at
     0.36-1.12 called 'lower' with no noise guard), and the GPU shards ordering two ops whose repeats overlap."""
-    folder = tmp_path / "results" / "reference" / cl.GPU_REFERENCE
+    folder = tmp_path / "results" / "reference" / GPU_REFERENCE
     shard_files(folder, spread=0.02)
-    ctx = cl.Context(tmp_path / "results" / "smoke" / "cost")
-    o = cl.check_shard_compare(
+    ctx = Context(tmp_path / "results" / "smoke" / "cost")
+    o = check_shard_compare(
         ctx, parse_check("t", {"fn": "shard_compare", "lhs": "agg_dchag_l", "rhs": "agg_tp", "op": "<"})
     )
     # synthetic: dchag_l's CCR is higher than tp's at every point
     assert o.fraction == 0.0 and o.n_points == 6 and "half-measured" in o.how
-    o = cl.check_shard_value(
+    o = check_shard_value(
         ctx,
         parse_check("t", {"fn": "shard_value", "ops": ["mlp"], "op": ">", "value": 1.0, "sel": {"N": 324}}),
     )
     assert o.fraction == 0.0 and o.n_points == 3
-    wide = tmp_path / "wide" / "results" / "reference" / cl.GPU_REFERENCE
+    wide = tmp_path / "wide" / "results" / "reference" / GPU_REFERENCE
     shard_files(wide, ccr=dict.fromkeys(["mlp", "attn_channel", "attn_token", "agg_tp", "agg_dchag_l",
                                          "agg_dchag_c"], 1.0), spread=0.3)  # fmt: skip
-    wctx = cl.Context(tmp_path / "wide" / "results" / "smoke" / "cost")
-    o = cl.check_shard_value(
+    wctx = Context(tmp_path / "wide" / "results" / "smoke" / "cost")
+    o = check_shard_value(
         wctx, parse_check("t", {"fn": "shard_value", "ops": ["mlp"], "op": ">", "value": 1.0})
     )
     assert o.verdict == "pending" and "repeats on both sides of 1" in o.reason
-    o = cl.check_shard_compare(
+    o = check_shard_compare(
         wctx, parse_check("t", {"fn": "shard_compare", "lhs": "attn_channel", "rhs": "attn_token", "op": "<"})
     )
     assert o.verdict == "pending" and "ranges overlap" in o.reason
     # the probe's CCR ratio records one median per point: it never decides, and lists its medians
     run, _ = _run_with_reference(tmp_path / "probe")
-    pctx = cl.Context(run / "cost")
-    o = cl.check_probe_throughput(
+    pctx = Context(run / "cost")
+    o = check_probe_throughput(
         pctx,
         parse_check(
             "t",
@@ -234,15 +240,15 @@ def test_rule1_a_measurement_decides_only_at_the_claims_sizes(tmp_path: Path, ro
     """Catches a probe at the trained size (D = 64, N = 324) deciding a claim about the paper's model at N = 5776
     (§8.2's memory estimate), and a sizes rule that refuses a probe that is at the claim's sizes."""
     run, _ = _run_with_reference(tmp_path)
-    ctx = cl.Context(run / "cost")
+    ctx = Context(run / "cost")
     base = {"lhs": {"plan": ["dchag_l"]}, "against": {"plan": "tp"}, "low": 0.75, "high": 0.85}
-    o = cl.check_probe_memory(
+    o = check_probe_memory(
         ctx, parse_check("t", {"fn": "probe_memory", **base, "sizes": {"dim": 256, "N": 5776}})
     )
     assert (
         o.verdict == "pending" and "not at the sizes the claim speaks of: dim 256 (measured: 64)" in o.reason
     )
-    o = cl.check_probe_memory(
+    o = check_probe_memory(
         ctx, parse_check("t", {"fn": "probe_memory", **base, "sizes": {"dim": 64, "N": 324}})
     )
     assert o.verdict is None and o.fraction is not None
@@ -250,7 +256,7 @@ def test_rule1_a_measurement_decides_only_at_the_claims_sizes(tmp_path: Path, ro
     assert r.verdict == "pending" and "not at the sizes the claim speaks of" in r.reason
 
 
-def test_rule1_a_pair_is_judged_at_one_condition(ctx: cl.Context, rows: list) -> None:
+def test_rule1_a_pair_is_judged_at_one_condition(ctx: Context, rows: list) -> None:
     """Catches §8.2's '约 40' held conditional by the inter-node 46.9 while that bandwidth's companion is 375, not the
     quoted 250 (issue 51): a number that ends a pair holds only where its companion holds too."""
     r = _by_id(rows)["s8_2_ccr_40"]
@@ -263,14 +269,14 @@ def test_rule1_a_pair_is_judged_at_one_condition(ctx: cl.Context, rows: list) ->
             {"label": "a", "fn": "formula_value", "expr": "1", "expect": 1},
             {"label": "b", "fn": "formula_value", "expr": "3", "expect": 2}]}]}  # fmt: skip
     pair = parse_check("pair", pair)
-    o = cl.evaluate_check(ctx, pair)
-    assert cl.decide(o, pair)[0] == "conditional" and o.labels == ["both"]
+    o = evaluate_check(ctx, pair)
+    assert decide(o, pair)[0] == "conditional" and o.labels == ["both"]
     # 可能 stays a possibility (rule 5)
-    assert cl.possibility_hedged("可能") and not cl.possibility_hedged("约")
+    assert possibility_hedged("可能") and not possibility_hedged("约")
 
 
 # --- rule 11: every row's basis by code --------------------------------------------------------------------------
-def test_rule11_every_rows_basis_is_decided_by_code(ctx: cl.Context, rows: list, claims: list) -> None:
+def test_rule11_every_rows_basis_is_decided_by_code(ctx: Context, rows: list, claims: list) -> None:
     """Catches a row whose evidence is only the paper's own formulas at its own numbers labelled computed (issue 51:
     s8_1_tp_unusable, s6_1_prefer_dp, s3_2_ccr_channel_*, s10_1_rule_* and others said holds), one reading
     registry scenes labelled circular, and a basis typed into claims.yaml."""
@@ -280,8 +286,8 @@ def test_rule11_every_rows_basis_is_decided_by_code(ctx: cl.Context, rows: list,
     for r in rows:
         if r.basis not in ("computed", "circular"):
             continue
-        o, _, _ = cl.evaluate_claim(ctx, by_id[r.id])
-        own = cl.circular(cl.deciding_check(o, by_id[r.id].check), o)
+        o, _, _ = evaluate_claim(ctx, by_id[r.id])
+        own = circular(deciding_check(o, by_id[r.id].check), o)
         assert (r.basis == "circular") == own, r.id
         if r.basis == "computed":
             assert r.verdict != "consistent", r.id
@@ -293,18 +299,18 @@ def test_rule11_every_rows_basis_is_decided_by_code(ctx: cl.Context, rows: list,
     # planted: the same table read at the paper's presets and cases, at a registry scene, and by the refined model
     own = {"fn": "table_value", "file": "ccr", "variable": "ccr", "reduce": "min", "low": 1,
            "sel": {"case": "paper_N324", "model": "stated"}}  # fmt: skip
-    assert cl.evaluate_claim(ctx, _claim(own))[2] == "circular"
+    assert evaluate_claim(ctx, _claim(own))[2] == "circular"
     scene = {**own, "sel": {"case": "pavia_university", "model": "stated", "split": "token"}}
-    assert cl.evaluate_claim(ctx, _claim(scene))[2] == "computed"
+    assert evaluate_claim(ctx, _claim(scene))[2] == "computed"
     # the stated channel CCR P F/(beta C) has no N: the same at every scene
     flat = {**own, "sel": {"case": "pavia_university", "model": "stated", "split": "channel"}}
-    assert cl.evaluate_claim(ctx, _claim(flat))[2] == "circular"
+    assert evaluate_claim(ctx, _claim(flat))[2] == "circular"
     refined = {**own, "sel": {"case": "paper_N324", "model": "refined"}}
-    assert cl.evaluate_claim(ctx, _claim(refined))[2] == "computed"
+    assert evaluate_claim(ctx, _claim(refined))[2] == "computed"
 
 
-def _claim(check: dict) -> cl.ClaimEntry:
-    return cl.parse_entry({"id": "p", "section": "1", "kind": "number", "zh": "x", "en": "x", "check": check})
+def _claim(check: dict) -> ClaimEntry:
+    return parse_entry({"id": "p", "section": "1", "kind": "number", "zh": "x", "en": "x", "check": check})
 
 
 # --- rule 14: the D-CHAG variant ---------------------------------------------------------------------------------
@@ -325,13 +331,13 @@ def test_rule14_every_row_naming_dchag_says_which_variant(rows: list, claims: li
     assert by["s7_1_dynamic_weights"].variant == "both"
     bad = [{**by_id["s7_2_fewer_parameters"].model_dump(exclude_unset=True), "id": "x"}]
     bad[0].pop("variant")
-    assert "say which variant" in " ".join(cl.validate_claims(bad))
+    assert "say which variant" in " ".join(validate_claims(bad))
     bad[0]["variant"] = "D"
-    assert "x: variant: Input should be 'L', 'C' or 'both' (got 'D')" in " ".join(cl.validate_claims(bad))
+    assert "x: variant: Input should be 'L', 'C' or 'both' (got 'D')" in " ".join(validate_claims(bad))
 
 
 # --- rule 15: not reproducible only where no stage could measure -------------------------------------------------
-def test_rule15_not_reproducible_only_where_no_stage_could_measure(ctx: cl.Context, rows: list,
+def test_rule15_not_reproducible_only_where_no_stage_could_measure(ctx: Context, rows: list,
                                                                     claims: list) -> None:  # fmt: skip
     """Catches a claim called not reproducible although a stage of this project can measure it (issue 51:
     s3_4_sync_points_small_tensors, which the bench times), and one made pending without naming the stage."""
@@ -343,10 +349,10 @@ def test_rule15_not_reproducible_only_where_no_stage_could_measure(ctx: cl.Conte
     assert r.verdict == "pending" and "bench (>= 3 launches) stage" in r.reason
     reading = {"fn": "reading", "verdict": "not_reproducible", "reason": "r", "source": "paper §1"}
     planted = {"id": "p", "zh": "x", "en": "x", "section": "1", "kind": "conclusion", "check": reading}
-    assert cl.evaluate_claims(ctx, [cl.parse_entry(planted)])[0].verdict == "not_reproducible"
+    assert evaluate_claims(ctx, [parse_entry(planted)])[0].verdict == "not_reproducible"
     measurable = {**planted, "check": {"fn": "first_decided", "checks": [
         {"label": "m", "fn": "probe_memory", "lhs": {"plan": "tp"}, "against": {"plan": "dense"}, "op": "<",
          "value": 1, "sizes": {"dim": 9999}},
         {"label": "r", **reading}]}}  # fmt: skip
-    row = cl.evaluate_claims(ctx, [cl.parse_entry(measurable)])[0]
+    row = evaluate_claims(ctx, [parse_entry(measurable)])[0]
     assert row.verdict == "pending" and "Pending (rule 15): stage probe" in row.reason

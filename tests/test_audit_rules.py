@@ -18,9 +18,25 @@ from audit_references import shard_files
 from audit_synthetic import labelled, measured_bench_files, probe_files
 from nc_checks import described
 
-from hsitp.audit import claims as cl
 from hsitp.audit.audit import audit_run, read_claims_csv, write_claims
-from hsitp.audit.claims.checks import AnyOf, Check, parse_check
+from hsitp.audit.claims.bench import check_bench_compare, check_bench_trend, check_bench_value
+from hsitp.audit.claims.boundary import check_boundary_moves
+from hsitp.audit.claims.checks import MEASURED_CHECKS, RUN_MEASURED_CHECKS, AnyOf, Check, parse_check
+from hsitp.audit.claims.core import GPU_REFERENCE, Context, Outcome
+from hsitp.audit.claims.entries import ClaimEntry, parse_entry
+from hsitp.audit.claims.evaluate import evaluate_claim, evaluate_claims
+from hsitp.audit.claims.measured import check_measured, check_probe_throughput
+from hsitp.audit.claims.render import Row, basis_counts, finding_counts, verdict_counts
+from hsitp.audit.claims.validate import config_keys, load_claims, validate_claims
+from hsitp.audit.claims.verdicts import (
+    approximate,
+    circular,
+    decide,
+    deciding_check,
+    hedged,
+    knife_edge,
+    possibility_hedged,
+)
 from hsitp.config import load_config
 from hsitp.io import provenance, write_netcdf
 from hsitp.settings import AuditSettings
@@ -35,44 +51,44 @@ PUBLIC_SOURCE = re.compile(r"arXiv[: ]\s*\d{4}\.\d{4,5}|doi:10\.\d{4,}/|https?:/
 
 @pytest.fixture(scope="module")
 def claims() -> list:
-    return cl.load_claims()
+    return load_claims()
 
 
 @pytest.fixture(scope="module")
-def ctx() -> cl.Context:
+def ctx() -> Context:
     cfg = load_config([ROOT / "config/config.yaml", ROOT / "config/smoke.yaml"])
-    return cl.Context(REF / "cost", AuditSettings.from_config(cfg))
+    return Context(REF / "cost", AuditSettings.from_config(cfg))
 
 
 @pytest.fixture(scope="module")
-def rows(ctx: cl.Context, claims: list) -> list:
-    return cl.evaluate_claims(ctx, claims)
+def rows(ctx: Context, claims: list) -> list:
+    return evaluate_claims(ctx, claims)
 
 
 @pytest.fixture(scope="module")
-def measured_ctx(tmp_path_factory: pytest.TempPathFactory) -> cl.Context:
+def measured_ctx(tmp_path_factory: pytest.TempPathFactory) -> Context:
     """A run with every measured file (synthetic probe and bench files, made-up numbers) beside the reference's
     cost tables: every measured sub-check decides there."""
     run = tmp_path_factory.mktemp("measured") / "results" / "syn"
     shutil.copytree(REF / "cost", run / "cost")
     probe_files(run)
     measured_bench_files(run)
-    shard_files(run.parent / "reference" / cl.GPU_REFERENCE)  # the committed GPU check's shard timings
-    return cl.Context(
+    shard_files(run.parent / "reference" / GPU_REFERENCE)  # the committed GPU check's shard timings
+    return Context(
         run / "cost",
         AuditSettings.from_config(load_config([ROOT / "config/config.yaml", ROOT / "config/smoke.yaml"])),
     )
 
 
-def _entry(check: dict) -> cl.ClaimEntry:
-    return cl.parse_entry({"id": "m", "section": "1", "kind": "number", "zh": "z", "en": "e", "check": check})
+def _entry(check: dict) -> ClaimEntry:
+    return parse_entry({"id": "m", "section": "1", "kind": "number", "zh": "z", "en": "e", "check": check})
 
 
 def _measured_subchecks(check: Check) -> list:
     """The sub-checks of a claim that read the measured run's probe/bench files at any model size (a sub-check
     bound to the paper's sizes, ``sizes``, is left to test_audit_issue51's scope test: the synthetic probe is not at
     them)."""
-    subs = [s for s in _fns(check) if s.get("fn") in cl.RUN_MEASURED_CHECKS]
+    subs = [s for s in _fns(check) if s.get("fn") in RUN_MEASURED_CHECKS]
     # the probe's CCR ratio has no range and never decides (rule 8): test_audit_issue51 pins that
     subs = [s for s in subs if s.get("quantity") != "ccr_ratio"]
     return [] if any(s.get("sizes") for s in subs) else subs
@@ -126,10 +142,10 @@ def test_rule2_findings_refine_a_claim_and_stay_out_of_the_counts(
             ):
                 keys = {**(s.get("sel") or {}), **(s.get("lhs") or {}), **(s.get("rhs") or {})}
                 assert "model" in keys, c.id
-    counts = cl.verdict_counts(rows)
+    counts = verdict_counts(rows)
     assert sum(counts.values()) == sum(r.kind != "finding" for r in rows)
     n_find = sum(r.kind == "finding" for r in rows)
-    assert n_find >= 10 and sum(cl.finding_counts(rows).values()) == n_find
+    assert n_find >= 10 and sum(finding_counts(rows).values()) == n_find
     paths = write_claims(rows, tmp_path / "paper_claims.csv", {}, {})
     md = paths[1].read_text()
     findings = md.split("## Findings")[1].split("## All claims")[0]
@@ -143,7 +159,7 @@ def test_rule2_findings_refine_a_claim_and_stay_out_of_the_counts(
     bad = [{**raw["s6_1_both_gt1_refined"], "refines": "s6_1_both_gt1_refined", "id": "x_f"}]
     bad.append({**raw["s6_1_both_gt1"], "id": "x_c", "refines": "s6_1_both_gt1"})
     bad.append({**raw["s6_1_both_gt1_refined"], "id": "x_n", "refines": []})
-    problems = " | ".join(cl.validate_claims(bad))
+    problems = " | ".join(validate_claims(bad))
     assert "refines 's6_1_both_gt1_refined', which is not a claim" in problems
     assert "x_c: refines: Extra inputs are not permitted" in problems  # only a finding refines
     assert "x_n: refines: Tuple should have at least 1 item" in problems  # a finding refines a claim
@@ -174,9 +190,9 @@ def test_rule3_evidence_by_construction_is_labelled_and_judged_by_reading(claims
     # C = k by construction; with C = embed PCA changes nothing
     assert by_id["s2_3_pca_lowers_rho"].verdict == "conditional"
     bad = [{**claims[0].model_dump(exclude_unset=True), "id": "z", "by_construction": "ours"}]
-    assert "z: by_construction evidence needs a reading verdict" in " ".join(cl.validate_claims(bad))
+    assert "z: by_construction evidence needs a reading verdict" in " ".join(validate_claims(bad))
     bad[0]["reading"] = {"verdict": "holds", "reason": "r"}
-    assert "z: reading.source: Field required" in " ".join(cl.validate_claims(bad))
+    assert "z: reading.source: Field required" in " ".join(validate_claims(bad))
 
 
 # --- rule 4: knife edges -------------------------------------------------------------------------------------------
@@ -188,15 +204,15 @@ def test_rule4_knife_edge_marks(by_id: dict) -> None:
     assert "intra-node" not in r.edge and "inter-node" not in r.edge
     assert by_id["s6_2_near_critical"].knife_edge is True  # 6 of 9 against 0.75
     assert by_id["s2_1_tokens_indian_pines"].knife_edge is False  # an exact count that matches
-    o = cl.Outcome(value=0.99, band=(1.0, math.inf))
+    o = Outcome(value=0.99, band=(1.0, math.inf))
     plain = Check(fn="any")
-    assert cl.knife_edge(o, plain)[0]
-    assert not cl.knife_edge(dataclasses.replace(o, value=0.97), plain)[0]
-    assert not cl.knife_edge(cl.Outcome(value=3.0, band=(3.0, 3.0), exact=True), plain)[0]
-    assert cl.knife_edge(cl.Outcome(value=3.05, band=(3.0, 3.0), exact=True), plain)[0]
-    share = cl.Outcome(fraction=5 / 9, n_points=9)
-    assert cl.knife_edge(share, Check(fn="any", min_fraction=0.5))[0]  # 5/9 holds, 4/9 would not
-    assert not cl.knife_edge(cl.Outcome(fraction=1.0, n_points=9), plain)[0]  # universal, unanimous
+    assert knife_edge(o, plain)[0]
+    assert not knife_edge(dataclasses.replace(o, value=0.97), plain)[0]
+    assert not knife_edge(Outcome(value=3.0, band=(3.0, 3.0), exact=True), plain)[0]
+    assert knife_edge(Outcome(value=3.05, band=(3.0, 3.0), exact=True), plain)[0]
+    share = Outcome(fraction=5 / 9, n_points=9)
+    assert knife_edge(share, Check(fn="any", min_fraction=0.5))[0]  # 5/9 holds, 4/9 would not
+    assert not knife_edge(Outcome(fraction=1.0, n_points=9), plain)[0]  # universal, unanimous
     from hsitp.audit.audit import _md_text
 
     assert "**knife edge**" in _md_text([r], {})
@@ -206,22 +222,22 @@ def test_rule4_knife_edge_marks(by_id: dict) -> None:
 def test_rule5_hedged_claims(claims: list, by_id: dict) -> None:
     """Catches a 可能-claim judged as universal, a 约-claim without a stated tolerance, and 归约 ('reduce') or 约束
     ('constraint') taken for a hedge."""
-    assert cl.hedged("可能达到数万") and cl.hedged("约 250") and cl.hedged("左右")
-    assert not cl.hedged("反向时通过 Reduce-Scatter 归约梯度") and not cl.hedged("整除性约束")
+    assert hedged("可能达到数万") and hedged("约 250") and hedged("左右")
+    assert not hedged("反向时通过 Reduce-Scatter 归约梯度") and not hedged("整除性约束")
     for c in claims:
-        assert by_id[c.id].hedged == cl.hedged(c.zh)
-        if cl.approximate(c.zh):
+        assert by_id[c.id].hedged == hedged(c.zh)
+        if approximate(c.zh):
             assert c.about and by_id[c.id].tolerance.startswith("about:"), c.id
-    one = cl.Outcome(fraction=1 / 9, n_points=9)
+    one = Outcome(fraction=1 / 9, n_points=9)
     plain = Check(fn="any")
-    assert cl.decide(one, plain, existential=True)[0] == "holds"
-    assert cl.decide(one, plain)[0] == "conditional"
-    assert cl.decide(cl.Outcome(fraction=0.0, n_points=9), plain, existential=True)[0] == "contradicted"
+    assert decide(one, plain, existential=True)[0] == "holds"
+    assert decide(one, plain)[0] == "conditional"
+    assert decide(Outcome(fraction=0.0, n_points=9), plain, existential=True)[0] == "contradicted"
     r = by_id["s7_2_parallelism_dominates"]  # 2(1 - a_s) >= 1 in D-CHAG's six published configs
     assert r.hedged and r.verdict == "holds" and r.pipeline_number == 1.0
     reading = {"fn": "reading", "verdict": "holds", "reason": "r", "source": "s"}
     bad = [{"id": "a", "section": "1", "kind": "number", "zh": "约 5", "en": "e", "check": reading}]
-    assert "state the tolerance" in " ".join(cl.validate_claims(bad))
+    assert "state the tolerance" in " ".join(validate_claims(bad))
 
 
 # --- rule 6: a computed verdict can flip ---------------------------------------------------------------------------
@@ -229,10 +245,10 @@ def _step(edge: float, width: float) -> float:
     return 0.01 * abs(edge) if edge != 0 else 0.01 * (width if math.isfinite(width) and width > 0 else 1.0)
 
 
-def _sides(o: cl.Outcome, check: Check, existential: bool) -> list[tuple[cl.Outcome, cl.Outcome]] | None:
+def _sides(o: Outcome, check: Check, existential: bool) -> list[tuple[Outcome, Outcome]] | None:
     """(just inside, just outside) versions of the outcome at its deciding edge: the band edge nearest the value
     ± 1 % of the edge (or of the band width), the share threshold ± 1 %, or each sub-check of an any_of."""
-    check = cl.deciding_check(o, check)
+    check = deciding_check(o, check)
     if o.parts:
         pairs = []
         for i, (label, po, pc) in enumerate(o.parts):
@@ -267,54 +283,52 @@ def _documented_cannot_flip() -> set[str]:
     return set(re.findall(r"^- `([a-z0-9_]+)`", part, re.M))
 
 
-def test_rule6_every_computed_verdict_can_flip(ctx: cl.Context, claims: list) -> None:
+def test_rule6_every_computed_verdict_can_flip(ctx: Context, claims: list) -> None:
     """Catches a computed verdict that no value could change (a band on the wrong side, an if_true equal to its
     if_false, an any_of whose sub-checks cannot move it), and a non-flippable claim missing from docs/audit.md."""
     cannot, flipped = set(), 0
     for c in claims:
-        o, verdict, basis = cl.evaluate_claim(ctx, c)
+        o, verdict, basis = evaluate_claim(ctx, c)
         if basis not in ("computed", "circular", "measured", "half-measured") or verdict == "pending":
             continue
-        existential = cl.possibility_hedged(c.zh)
+        existential = possibility_hedged(c.zh)
         pairs = _sides(o, c.check, existential)
         if pairs is None:
             cannot.add(c.id)
             continue
-        moved = [
-            cl.decide(a, c.check, existential)[0] != cl.decide(b, c.check, existential)[0] for a, b in pairs
-        ]
+        moved = [decide(a, c.check, existential)[0] != decide(b, c.check, existential)[0] for a, b in pairs]
         assert any(moved), c.id
         flipped += 1
     assert flipped >= 80
     assert cannot == _documented_cannot_flip()
 
 
-def test_rule6_every_measured_subcheck_can_flip(measured_ctx: cl.Context, claims: list) -> None:
+def test_rule6_every_measured_subcheck_can_flip(measured_ctx: Context, claims: list) -> None:
     """Catches a measured sub-check (probe memory, throughput, bench timings) whose verdict no measurement could
     change: on a run with every measured file, each decides and flips at its edge."""
     n = 0
     for c in claims:
         if not _measured_subchecks(c.check):
             continue
-        o, verdict, basis = cl.evaluate_claim(measured_ctx, c)
+        o, verdict, basis = evaluate_claim(measured_ctx, c)
         # a claim's measured sub-check decides it; a finding's measurement is its whole check
-        by = o.decided_by.startswith("measured") or c.check.fn in cl.RUN_MEASURED_CHECKS
+        by = o.decided_by.startswith("measured") or c.check.fn in RUN_MEASURED_CHECKS
         assert basis == "measured" and verdict != "pending" and by, c.id
-        existential = cl.possibility_hedged(c.zh)
+        existential = possibility_hedged(c.zh)
         pairs = _sides(o, c.check, existential)
         assert pairs, c.id
         assert any(
-            cl.decide(a, c.check, existential)[0] != cl.decide(b, c.check, existential)[0] for a, b in pairs
+            decide(a, c.check, existential)[0] != decide(b, c.check, existential)[0] for a, b in pairs
         ), c.id
         n += 1
     assert n >= 12
 
 
 # --- rule 10: every verdict can come out against the paper ---------------------------------------------------------
-def _against(o: cl.Outcome, check: Check) -> cl.Outcome:
+def _against(o: Outcome, check: Check) -> Outcome:
     """The outcome as a measurement contradicting the paper everywhere would give it: the value far outside its
     band, a share of 0, the boolean false, every sub-check of an any_of so."""
-    check = cl.deciding_check(o, check)
+    check = deciding_check(o, check)
     if o.parts:
         return dataclasses.replace(o, parts=[(lbl, _against(po, pc), pc) for lbl, po, pc in o.parts])
     if o.band is not None:
@@ -336,7 +350,7 @@ def _documented_not_contradictions() -> set[str]:
     return set(re.findall(r"^- `([a-z0-9_]+)`", part, re.M))
 
 
-def test_rule10_every_computed_or_measured_claim_can_be_contradicted(ctx: cl.Context, claims: list) -> None:
+def test_rule10_every_computed_or_measured_claim_can_be_contradicted(ctx: Context, claims: list) -> None:
     """Catches a verdict that cannot come out against the paper whatever is measured (the bug: a failed check
     mapped to `conditional` or `not_reproducible`, as eight rows and the equal-accuracy claim did before issue 37):
     every computed or measured claim, fed an outcome that contradicts the paper at every point (a measured claim
@@ -346,13 +360,13 @@ def test_rule10_every_computed_or_measured_claim_can_be_contradicted(ctx: cl.Con
     for c in claims:
         if c.by_construction:
             continue  # a reading decides it (rule 3)
-        o, _, basis = cl.evaluate_claim(ctx, c)
+        o, _, basis = evaluate_claim(ctx, c)
         fn = c.check.fn
-        if fn in cl.MEASURED_CHECKS and o.verdict is not None:  # pending: no file here; what it would give
-            o = cl.Outcome(fraction=0.5, n_points=4, basis=basis)
+        if fn in MEASURED_CHECKS and o.verdict is not None:  # pending: no file here; what it would give
+            o = Outcome(fraction=0.5, n_points=4, basis=basis)
         elif basis not in ("computed", "circular", "measured"):
             continue
-        verdict = cl.decide(_against(o, c.check), c.check, cl.possibility_hedged(c.zh))[0]
+        verdict = decide(_against(o, c.check), c.check, possibility_hedged(c.zh))[0]
         if verdict != "contradicted":
             if c.id in _documented_not_contradictions():
                 exempt.add(c.id)
@@ -366,7 +380,7 @@ def test_rule10_every_computed_or_measured_claim_can_be_contradicted(ctx: cl.Con
     assert judged >= 100
 
 
-def test_rule10_every_measured_subcheck_can_be_contradicted(measured_ctx: cl.Context, claims: list) -> None:
+def test_rule10_every_measured_subcheck_can_be_contradicted(measured_ctx: Context, claims: list) -> None:
     """Catches a measured sub-check that cannot come out against the paper: on a run with every measured file each
     claim's measured sub-check decides (basis measured), and fed an outcome contradicting the paper at every point
     it reaches `contradicted`; the modelled estimate (probe/estimate.nc, which decides where memory.nc is absent)
@@ -375,24 +389,22 @@ def test_rule10_every_measured_subcheck_can_be_contradicted(measured_ctx: cl.Con
     for c in claims:
         if not _measured_subchecks(c.check):
             continue
-        o, _, basis = cl.evaluate_claim(measured_ctx, c)
+        o, _, basis = evaluate_claim(measured_ctx, c)
         assert basis == "measured", c.id
-        verdict = cl.decide(_against(o, c.check), c.check, cl.possibility_hedged(c.zh))[0]
+        verdict = decide(_against(o, c.check), c.check, possibility_hedged(c.zh))[0]
         if verdict != "contradicted":
             bad.append(f"{c.id}: {verdict}")
         judged += 1
-    est = cl.Context(
-        measured_ctx.cost_dir, AuditSettings(accuracy_run="cpu-fair", measured_run="estimate_only")
-    )
+    est = Context(measured_ctx.cost_dir, AuditSettings(accuracy_run="cpu-fair", measured_run="estimate_only"))
     probe_files(est.measured_dir, memory=False, throughput=False)
     c = next(c for c in claims if c.id == "s8_2_memory_saving_estimate")
     # §8.2's sizes, which the synthetic estimate is not at (issue 51's scope test)
     c = c.model_copy(
         update={"check": parse_check(c.id, c.check.model_dump(exclude_unset=True, exclude={"sizes"}))}
     )
-    o, _, basis = cl.evaluate_claim(est, c)
+    o, _, basis = evaluate_claim(est, c)
     assert basis == "computed" and "not measured" in o.how  # a finding: modelled (rule 2)
-    assert cl.decide(_against(o, c.check), c.check)[0] == "contradicted"
+    assert decide(_against(o, c.check), c.check)[0] == "contradicted"
     print(f"rule 10: {judged} claims' measured sub-checks fed a contradicting outcome; "
           f"{judged - len(bad)} reach contradicted; the modelled estimate of s8_2_memory_saving too")  # fmt: skip
     assert not bad, "\n".join(bad)
@@ -488,29 +500,29 @@ def test_rule8_measured_basis_reads_the_accuracy_run(tmp_path: Path) -> None:
     """Catches a measured-basis claim decided without its file (it must stay pending, naming what it waits for),
     one reading the wrong run (audit.accuracy_run), and a variable read with the wrong share."""
     run = tmp_path / "results" / "smoke"
-    ctx = cl.Context(run / "cost", AuditSettings(accuracy_run="acc"))
+    ctx = Context(run / "cost", AuditSettings(accuracy_run="acc"))
     raw = {"fn": "measured", "variable": "oa_verdict", "equals": "equal", "waits_for": "issue 24"}
     check = parse_check("t", raw)
-    o = cl.check_measured(ctx, check)
-    assert cl.decide(o, check) == ("pending", "measured")
+    o = check_measured(ctx, check)
+    assert decide(o, check) == ("pending", "measured")
     assert str(tmp_path / "results" / "acc" / "train" / "summary.nc") in o.reason and "issue 24" in o.reason
     _summary(tmp_path / "results" / "acc" / "train" / "summary.nc", ["equal", "equal", "not_equal"])
-    o = cl.check_measured(ctx, parse_check("t", {**raw, "min_fraction": 0.5}))
-    assert o.fraction == pytest.approx(2 / 3) and cl.decide(
+    o = check_measured(ctx, parse_check("t", {**raw, "min_fraction": 0.5}))
+    assert o.fraction == pytest.approx(2 / 3) and decide(
         o, parse_check("t", {**raw, "min_fraction": 0.5})
     ) == (
         "holds",
         "measured",
     )
-    o = cl.check_measured(ctx, parse_check("t", {"fn": "measured", "variable": "oa_ci_low"}))
+    o = check_measured(ctx, parse_check("t", {"fn": "measured", "variable": "oa_ci_low"}))
     assert o.verdict == "pending" and "no variable 'oa_ci_low'" in o.reason
-    o = cl.check_measured(
+    o = check_measured(
         ctx,
         parse_check("t", {"fn": "measured", "variable": "oa_mean", "low": 0.56, "sel": {"plan": "dchag_l"}}),
     )
     assert o.fraction == pytest.approx(1 / 3)
-    assert cl.config_keys([_entry(raw)]) == ["audit.accuracy_run"]
-    default = cl.Context(run / "cost")
+    assert config_keys([_entry(raw)]) == ["audit.accuracy_run"]
+    default = Context(run / "cost")
     assert default.accuracy_summary == tmp_path / "results" / "cpu-places" / "train" / "summary.nc"
 
 
@@ -519,19 +531,19 @@ def test_accuracy_claims_read_the_committed_reference_when_the_run_is_absent(tmp
     committed, one decided from the reference without saying so, and the reference preferred over a run present
     here."""
     run = tmp_path / "results" / "smoke"
-    ctx = cl.Context(run / "cost", AuditSettings(accuracy_run="acc"))
+    ctx = Context(run / "cost", AuditSettings(accuracy_run="acc"))
     raw = {"fn": "measured", "variable": "oa_verdict", "equals": "equal", "min_fraction": 1.0}
     check = parse_check("t", raw)
     ref = tmp_path / "results" / "reference" / "acc" / "train" / "summary.nc"
     _summary(ref, ["equal", "equal", "equal"])
-    o = cl.check_measured(ctx, check)
-    assert ctx.accuracy_summary == ref and cl.decide(o, check) == ("holds", "measured")
+    o = check_measured(ctx, check)
+    assert ctx.accuracy_summary == ref and decide(o, check) == ("holds", "measured")
     assert "from the committed reference" in o.reason and "not re-run here" in o.reason
     _summary(tmp_path / "results" / "acc" / "train" / "summary.nc", ["worse", "worse", "worse"])
-    fresh = cl.Context(run / "cost", AuditSettings(accuracy_run="acc"))
-    o = cl.check_measured(fresh, check)
+    fresh = Context(run / "cost", AuditSettings(accuracy_run="acc"))
+    o = check_measured(fresh, check)
     assert not fresh.accuracy_from_reference and "committed reference" not in o.reason
-    assert cl.decide(o, parse_check("t", {**raw, "if_false": "contradicted"}))[0] == "contradicted"
+    assert decide(o, parse_check("t", {**raw, "if_false": "contradicted"}))[0] == "contradicted"
 
 
 def test_rule8_measured_subchecks_read_the_runs_own_files(tmp_path: Path, claims: list) -> None:
@@ -541,35 +553,35 @@ def test_rule8_measured_subchecks_read_the_runs_own_files(tmp_path: Path, claims
     by_id = {c.id: c for c in claims}
     run = tmp_path / "results" / "smoke"
     shutil.copytree(REF / "cost", run / "cost")
-    ctx = cl.Context(run / "cost")
+    ctx = Context(run / "cost")
     assert ctx.measured_run == "smoke" and ctx.measured_dir == run
     c = by_id["s4_2_memory_linear"]
     # no probe here: pending (a model does not stand in for a measurement, rule 2)
-    o, verdict, basis = cl.evaluate_claim(ctx, c)
+    o, verdict, basis = evaluate_claim(ctx, c)
     assert (verdict, basis) == ("pending", "pending") and o.decided_by == "a probe of the tp plan"
     assert f"{run / 'probe' / 'memory.nc'}" in o.others and "run `smoke`" in o.others
-    row = cl.evaluate_claims(ctx, [c])[0]
+    row = evaluate_claims(ctx, [c])[0]
     assert row.reason.startswith("Decided by a probe of the tp plan (basis pending); measured")
     probe_files(run)
-    o, verdict, basis = cl.evaluate_claim(ctx, c)
+    o, verdict, basis = evaluate_claim(ctx, c)
     assert basis == "measured" and o.decided_by == "measured (probe/memory.nc)"
     assert "run `smoke`" in o.how and str(run / "probe" / "memory.nc") in o.source
-    row = cl.evaluate_claims(ctx, [c])[0]
+    row = evaluate_claims(ctx, [c])[0]
     assert row.reason.startswith("Decided by measured (probe/memory.nc) (basis measured); a probe of")
-    other = cl.Context(
+    other = Context(
         run / "cost", AuditSettings(accuracy_run="cpu-fair", measured_run="gpu")
     )  # another run's files, absent here
     assert other.measured_dir == tmp_path / "results" / "gpu"
-    assert cl.evaluate_claim(other, c)[2] == "pending"
+    assert evaluate_claim(other, c)[2] == "pending"
     # an oversubscribed P decides nothing: at P = 4 alone (synthetic throughput.nc labels it) the check is pending
-    o = cl.check_probe_throughput(
+    o = check_probe_throughput(
         ctx,
         parse_check("t", {"fn": "probe_throughput", "plans": ["dchag_l"], "P": [4], "op": ">", "value": 1.0}),
     )
     assert (
         o.verdict == "pending" and "P = 4 (oversubscribed: 4 ranks on 2 cores: decides nothing)" in o.reason
     )
-    o = cl.check_probe_throughput(
+    o = check_probe_throughput(
         ctx,
         parse_check(
             "t", {"fn": "probe_throughput", "plans": ["dchag_l"], "P_min": 2, "op": ">", "value": 1.0}
@@ -582,32 +594,32 @@ def test_rule8_measured_subchecks_read_the_runs_own_files(tmp_path: Path, claims
     mb["ccr_measured_iqr"] = mb["ccr_measured_iqr"] * 1e3
     write_netcdf(mb, run / "bench/microbench_wide.nc", kind="microbench", prov=provenance())
     (run / "bench/microbench_wide.nc").replace(run / "bench/microbench.nc")
-    wide = cl.Context(run / "cost")
-    o = cl.check_bench_compare(
+    wide = Context(run / "cost")
+    o = check_bench_compare(
         wide, parse_check("t", {"fn": "bench_compare", "lhs": "attn_channel", "rhs": "attn_token", "op": "<"})
     )
     assert o.verdict == "pending" and "within the repeats' IQR" in o.reason
     _bench_launch_rules(run)
-    assert cl.config_keys([by_id["s4_2_memory_linear"]]) == ["audit.measured_run"]
+    assert config_keys([by_id["s4_2_memory_linear"]]) == ["audit.measured_run"]
     bad = [{**c.model_dump(exclude_unset=True), "id": "x", "check": {"fn": "first_decided", "checks": [{"label": "a", "fn": "formula_value",
                                                                            "expr": "1", "expect": 1}]}}]  # fmt: skip
-    assert "check.checks: List should have at least 2 items" in " ".join(cl.validate_claims(bad))
+    assert "check.checks: List should have at least 2 items" in " ".join(validate_claims(bad))
     bad[0]["check"]["checks"].append({"label": "b", "fn": "formula_value", "expr": "1", "expect": 1})
-    assert "tries a measured check" in " ".join(cl.validate_claims(bad))
+    assert "tries a measured check" in " ".join(validate_claims(bad))
     bad[0]["check"] = {"fn": "probe_memory", "lhs": {"plan": "tp"}}
-    assert "x: check.against: Field required" in " ".join(cl.validate_claims(bad))
+    assert "x: check.against: Field required" in " ".join(validate_claims(bad))
     bad[0]["check"]["against"] = {"plan": "dense"}
-    assert "x: check: a probe_memory check needs op/value" in " ".join(cl.validate_claims(bad))
+    assert "x: check: a probe_memory check needs op/value" in " ".join(validate_claims(bad))
 
 
-def _rewrite_bench(run: Path, edit) -> cl.Context:
+def _rewrite_bench(run: Path, edit) -> Context:
     """microbench.nc of ``run`` with ``edit`` applied (fresh tight synthetic values first), and a new Context."""
     measured_bench_files(run)
     mb = xr.open_dataset(run / "bench/microbench.nc").load()
     mb = labelled(edit(mb))
     write_netcdf(mb, run / "bench/microbench_edit.nc", kind="microbench", prov=provenance())
     (run / "bench/microbench_edit.nc").replace(run / "bench/microbench.nc")
-    return cl.Context(run / "cost")
+    return Context(run / "cost")
 
 
 def _bench_launch_rules(run: Path) -> None:
@@ -616,8 +628,8 @@ def _bench_launch_rules(run: Path) -> None:
     trend = parse_check("t", {"fn": "bench_trend", "op": "layernorm_sharded", "direction": "falls"})
     value = parse_check("t", {"fn": "bench_value", "of": "layernorm_sharded", "op": ">", "value": 1.0})
     tight = _rewrite_bench(run, lambda mb: mb)
-    for check, args in ((cl.check_bench_compare, compare), (cl.check_bench_trend, trend),
-                        (cl.check_bench_value, value)):  # fmt: skip
+    for check, args in ((check_bench_compare, compare), (check_bench_trend, trend),
+                        (check_bench_value, value)):  # fmt: skip
         o = check(tight, args)
         assert o.verdict != "pending" and "3 independent launches" in o.how, (check.__name__, o.reason)
 
@@ -627,8 +639,8 @@ def _bench_launch_rules(run: Path) -> None:
         return mb
 
     ctx = _rewrite_bench(run, one_launch)
-    for check, args in ((cl.check_bench_compare, compare), (cl.check_bench_trend, trend),
-                        (cl.check_bench_value, value)):  # fmt: skip
+    for check, args in ((check_bench_compare, compare), (check_bench_trend, trend),
+                        (check_bench_value, value)):  # fmt: skip
         o = check(ctx, args)
         assert o.verdict == "pending" and "1 independent launch(es)" in o.reason and "needs >= 3" in o.reason
 
@@ -640,10 +652,10 @@ def _bench_launch_rules(run: Path) -> None:
         return mb
 
     ctx = _rewrite_bench(run, launches_spread)
-    o = cl.check_bench_compare(ctx, compare)
+    o = check_bench_compare(ctx, compare)
     assert o.verdict == "pending" and "the launches' range" in o.reason
     # a point whose launches (0.3x .. 3x) all lie on one side of 1 still decides; the others are left out
-    o = cl.check_bench_value(ctx, value)
+    o = check_bench_value(ctx, value)
     assert "launches straddle 1" in o.how or (o.verdict == "pending" and "launches straddle" in o.reason)
 
 
@@ -688,10 +700,10 @@ def test_rule8_drift_check_compares_measured_claims_by_presence_and_schema(tmp_p
 def test_rule9_changelog_and_counts_match_the_reference(rows: list) -> None:
     """Catches docs/audit.md's counts or changelog drifting from the committed reference table."""
     text = DOC.read_text()
-    counts = cl.verdict_counts([cl.Row(**r) for r in read_claims_csv(REF / "paper_claims.csv")])
+    counts = verdict_counts([Row(**r) for r in read_claims_csv(REF / "paper_claims.csv")])
     line = ", ".join(f"{v} {n}" for v, n in counts.items())
     assert line in text
-    assert cl.verdict_counts(rows) == counts
+    assert verdict_counts(rows) == counts
     log = (ROOT / "docs" / "audit-changelog.md").read_text().split("## Changelog")[1]
     ids = {r.id for r in rows}
     logged = set(re.findall(r"^\| `([a-z0-9_]+)` \|", log, re.M))
@@ -699,7 +711,7 @@ def test_rule9_changelog_and_counts_match_the_reference(rows: list) -> None:
 
 
 # --- rule 11: circular evidence ------------------------------------------------------------------------------------
-def test_rule11_circular_evidence_says_consistent(ctx: cl.Context, rows: list, claims: list) -> None:
+def test_rule11_circular_evidence_says_consistent(ctx: Context, rows: list, claims: list) -> None:
     """Catches a verdict that rests on the paper's own formula at the paper's own numbers presented as `holds`
     (issue 37: it cannot come out against the paper, so it says `consistent`, basis `circular`), and the opposite
     mistake: a check that reads our refined model, the registry or a measurement labelled circular."""
@@ -710,24 +722,24 @@ def test_rule11_circular_evidence_says_consistent(ctx: cl.Context, rows: list, c
     def table(sel: dict) -> Check:
         return parse_check("t", {"fn": "table_value", "file": "ccr", "variable": "ccr", "sel": sel})
 
-    assert cl.circular(Check(fn="formula_value")) and cl.circular(quote("threshold_p8_intra"))
-    assert not cl.circular(quote("grid_pavia_university"))  # the registry's scene, not the paper's
-    assert cl.circular(table({"model": "stated", "hardware": "paper-intra"}))
-    assert not cl.circular(table({"model": "refined", "hardware": "paper-intra"}))
-    assert not cl.circular(table({"model": "stated"}))  # every preset, ours among them
+    assert circular(Check(fn="formula_value")) and circular(quote("threshold_p8_intra"))
+    assert not circular(quote("grid_pavia_university"))  # the registry's scene, not the paper's
+    assert circular(table({"model": "stated", "hardware": "paper-intra"}))
+    assert not circular(table({"model": "refined", "hardware": "paper-intra"}))
+    assert not circular(table({"model": "stated"}))  # every preset, ours among them
     for fn in ("dataset_grid", "measured", "probe_memory", "bench_compare"):
-        assert not cl.circular(Check(fn=fn)), fn
+        assert not circular(Check(fn=fn)), fn
     by_id = {c.id: c for c in claims}
     for r in rows:
         c = by_id.get(r.id)
         if c is None or c.by_construction:
             continue
         if r.basis == "circular":
-            o, _, _ = cl.evaluate_claim(ctx, c)  # a first_decided claim: the sub-check that decided
-            assert cl.circular(cl.deciding_check(o, c.check), o) and r.verdict != "holds", r.id
+            o, _, _ = evaluate_claim(ctx, c)  # a first_decided claim: the sub-check that decided
+            assert circular(deciding_check(o, c.check), o) and r.verdict != "holds", r.id
         if r.verdict == "consistent":
             assert r.basis == "circular", r.id
-    counts = cl.basis_counts(rows)
+    counts = basis_counts(rows)
     assert counts["circular"]["consistent"] >= 20 and "holds" not in counts["circular"]
 
 
@@ -736,7 +748,7 @@ def test_rule12_a_factor_that_moves_a_boundary_is_judged_by_moving_it(by_id: dic
     """Catches a boundary claim judged by reading instead of recomputing (the bug issue 37 names: 'FP8 moves the
     decision boundary' held by reading), a format change that moves F alone (not the bytes per element with it),
     and a 'jointly set' boundary not judged factor by factor."""
-    ctx = cl.Context(REF / "cost")
+    ctx = Context(REF / "cost")
     base = {
         "fn": "boundary_moves",
         "boundary": "threshold",
@@ -747,22 +759,22 @@ def test_rule12_a_factor_that_moves_a_boundary_is_judged_by_moving_it(by_id: dic
     }
     rate = {"h100-nvlink-ib": {"fp8": 2.0}, "mi250x-frontier": {"int8": 1.0}}
     # H100 FP8: F doubles and the bytes per element halve at once: P F b / (2 beta) stays
-    o = cl.check_boundary_moves(
+    o = check_boundary_moves(
         ctx, parse_check("t", {**base, "hardware": ["h100-nvlink-ib"], "to": ["fp8"], "rate": rate})
     )
     assert o.fraction == 0.0 and "threshold 13186.7 → 13186.7" in o.how
     # MI250X INT8: the rate stays, the bytes halve: the threshold halves
-    o = cl.check_boundary_moves(
+    o = check_boundary_moves(
         ctx, parse_check("t", {**base, "hardware": ["mi250x-frontier"], "to": ["int8"], "rate": rate})
     )
     assert o.fraction == 1.0 and "threshold 22980 → 11490" in o.how
     # a format the hardware lacks is not a point
-    o = cl.check_boundary_moves(ctx, parse_check("t", {**base, "hardware": ["h100-nvlink-ib", "mi250x-frontier"], "to": ["int8"],
+    o = check_boundary_moves(ctx, parse_check("t", {**base, "hardware": ["h100-nvlink-ib", "mi250x-frontier"], "to": ["int8"],
                                       "rate": rate}))  # fmt: skip
     assert o.n_points == 1 and "not applicable" in o.how
     # the split boundary rho* = 1 moves for no factor of the paper's formulas
     for factor, to in (("dtype", "int8"), ("beta", "paper-intra"), ("preset", "h200-nvlink-ib")):
-        o = cl.check_boundary_moves(ctx, parse_check("t", {**base, "boundary": "split", "factor": factor, "to": [to], "rate": rate,
+        o = check_boundary_moves(ctx, parse_check("t", {**base, "boundary": "split", "factor": factor, "to": [to], "rate": rate,
                                           "hardware": ["mi250x-frontier"]}))  # fmt: skip
         assert o.fraction == 0.0, factor
     r = by_id["s9_2_precision"]
@@ -773,9 +785,9 @@ def test_rule12_a_factor_that_moves_a_boundary_is_judged_by_moving_it(by_id: dic
     assert by_id["s11_growth_crosses_threshold"].verdict == "conditional"
     assert "holds only under: intra-node beta" in by_id["s11_growth_crosses_threshold"].reason
     assert by_id["s11_faster_links_larger_p"].verdict == "holds"
-    assert cl.circular(
+    assert circular(
         parse_check("t", {**base, "factor": "beta", "hardware": ["paper-inter"], "to": ["paper-intra"]})
     )
-    assert not cl.circular(
+    assert not circular(
         parse_check("t", {**base, "factor": "width", "hardware": ["paper-intra"], "to": [2048]})
     )

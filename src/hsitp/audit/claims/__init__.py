@@ -21,74 +21,23 @@ claims.yaml's rows and tags typed (:mod:`~hsitp.audit.claims.entries`), :mod:`~h
 (loading claims.yaml and what no one row's type can say) and
 :mod:`~hsitp.audit.claims.evaluate` (every claim into its row); :mod:`~hsitp.audit.claims.verdicts` (verdicts,
 knife edges and flips, hedges, circular evidence); :mod:`~hsitp.audit.claims.render` (the evaluated :class:`Row`
-and its counts). The names other modules use are importable from here."""
+and its counts). The names the commands, the drift check and the workflow use are importable from here."""
 
-from hsitp.audit.claims.accuracy import beats_baseline, check_accuracy_verdicts, variant_outcome
-from hsitp.audit.claims.bench import check_bench_compare, check_bench_trend, check_bench_value
-from hsitp.audit.claims.boundary import check_boundary_moves
-from hsitp.audit.claims.checks import MEASURED_CHECKS, RUN_MEASURED_CHECKS, ClaimsError
-from hsitp.audit.claims.computed import check_formula_identity, check_formula_value
-from hsitp.audit.claims.core import CLAIMS_FILE, COST_TABLES, GPU_REFERENCE, KINDS, VERDICTS, Context, Outcome
-from hsitp.audit.claims.entries import ClaimEntry, parse_entry
-from hsitp.audit.claims.evaluate import evaluate_claim, evaluate_claims
-from hsitp.audit.claims.measured import check_measured, check_probe_memory, check_probe_throughput
-from hsitp.audit.claims.registry import evaluate_check
-from hsitp.audit.claims.render import COLUMNS, Row, basis_counts, finding_counts, verdict_counts
-from hsitp.audit.claims.shard import check_shard_compare, check_shard_value
-from hsitp.audit.claims.validate import config_keys, load_claims, validate_claims
-from hsitp.audit.claims.verdicts import (
-    approximate,
-    circular,
-    decide,
-    deciding_check,
-    hedged,
-    knife_edge,
-    possibility_hedged,
-)
+from hsitp.audit.claims.core import CLAIMS_FILE, COST_TABLES, VERDICTS, Context
+from hsitp.audit.claims.evaluate import evaluate_claims
+from hsitp.audit.claims.render import COLUMNS, basis_counts, finding_counts, verdict_counts
+from hsitp.audit.claims.validate import config_keys, load_claims
 
 __all__ = [
     "CLAIMS_FILE",
     "COLUMNS",
     "COST_TABLES",
-    "ClaimEntry",
-    "ClaimsError",
     "Context",
-    "GPU_REFERENCE",
-    "KINDS",
-    "MEASURED_CHECKS",
-    "Outcome",
-    "RUN_MEASURED_CHECKS",
-    "Row",
     "VERDICTS",
-    "approximate",
     "basis_counts",
-    "beats_baseline",
-    "check_accuracy_verdicts",
-    "check_bench_compare",
-    "check_bench_trend",
-    "check_bench_value",
-    "check_boundary_moves",
-    "check_formula_identity",
-    "check_formula_value",
-    "check_measured",
-    "check_probe_memory",
-    "check_probe_throughput",
-    "check_shard_compare",
-    "check_shard_value",
-    "circular",
     "config_keys",
-    "decide",
-    "deciding_check",
-    "evaluate_check",
-    "evaluate_claim",
     "evaluate_claims",
     "finding_counts",
-    "hedged",
-    "knife_edge",
     "load_claims",
-    "parse_entry",
-    "possibility_hedged",
-    "validate_claims",
-    "variant_outcome",
     "verdict_counts",
 ]
