@@ -259,26 +259,23 @@ def platform_comparison(manifest: Mapping[str, Any]) -> tuple[bool, str]:
     from hsitp.publish.reference import platform_now
 
     ref, here = manifest.get("platform", {}), platform_now()
-    keys = (
-        ("torch", "torch"),
-        ("torch_cpu_capability", "torch CPU capability"),
-        ("cpu_vendor", "CPU vendor"),
-        ("simd_flags", "SIMD flags"),
-    )
-    unknown = [label for key, label in keys if ref.get(key) is None]
-    differ = [label for key, label in keys if ref.get(key) is not None and ref[key] != here[key]]
+    labels = {
+        "torch": "torch",
+        "torch_cpu_capability": "torch CPU capability",
+        "cpu_vendor": "CPU vendor",
+        "simd_flags": "SIMD flags",
+    }
+    unknown = [label for key, label in labels.items() if ref.get(key) is None]
+    differ = [key for key in labels if ref.get(key) is not None and ref[key] != here[key]]
     what = f"torch {here['torch']} ({here['torch_cpu_capability']}), {here['cpu_vendor']} {here['cpu_model']}"
     if differ:
-        detail = []
-        for key, label in keys:
-            if label in differ:
-                if key == "simd_flags":
-                    a, b = set(ref[key]), set(here[key])
-                    detail.append(
-                        f"SIMD flags (only the reference's: {sorted(a - b)}; only here: {sorted(b - a)})"
-                    )
-                else:
-                    detail.append(f"{label} {ref[key]} there, {here[key]} here")
+        detail = [
+            f"SIMD flags (only the reference's: {sorted(set(ref[k]) - set(here[k]))}; only here: "
+            f"{sorted(set(here[k]) - set(ref[k]))})"
+            if k == "simd_flags"
+            else f"{labels[k]} {ref[k]} there, {here[k]} here"
+            for k in differ
+        ]
         return False, f"another platform than the reference's: {'; '.join(detail)} ({what})"
     if unknown:
         return (
