@@ -21,7 +21,7 @@ from hsitp.cost.tables.common import (
     layer_shape,
 )
 from hsitp.data import registry
-from hsitp.io import describe
+from hsitp.io import describe, variable
 from hsitp.settings import CostSettings
 from hsitp.shape import n_tokens
 
@@ -86,28 +86,18 @@ def _boundary_grid(
                 region_r[di, ri, ti] = _region(vals)
     grid = ("D", "rho", "threshold")
     return {
-        "N": (("D", "rho"), Ns),
-        "ccr_channel_stated": (grid, cs),
-        "ccr_token_stated": (grid, ts),
-        "region_stated": (grid, region_s),
-        "ccr_refined": ((*grid, "split"), ref),
-        "region_refined": (grid, region_r),
+        "N": variable(("D", "rho"), Ns, "tokens at this rho: round(D / rho)"),
+        "ccr_channel_stated": variable(grid, cs, "P F/(beta C_in), C_in = D"),
+        "ccr_token_stated": variable(grid, ts, "P F/(beta N)"),
+        "region_stated": (grid, region_s, {"long_name": "stated decision", **_FLAGS}),
+        "ccr_refined": variable((*grid, "split"), ref, "refined block CCR"),
+        "region_refined": (grid, region_r, {"long_name": "refined decision", **_FLAGS}),
     }
 
 
 _ATTRS: dict[str, dict[str, Any]] = {
     "rho": {"units": "1", "long_name": "rho = C / N (C = D)"},
     "threshold": {"units": "1", "long_name": "stated scale threshold P F / beta"},
-    "N": {"long_name": "tokens at this rho: round(D / rho)", "units": "1"},
-    "ccr_channel_stated": {"long_name": "P F/(beta C_in), C_in = D", "units": "1"},
-    "ccr_token_stated": {"long_name": "P F/(beta N)", "units": "1"},
-    "region_stated": {"long_name": "stated decision", **_FLAGS},
-    "ccr_refined": {"long_name": "refined block CCR", "units": "1"},
-    "region_refined": {"long_name": "refined decision", **_FLAGS},
-    "point_label": {"long_name": "dataset|hardware|D of a point placed on the boundary"},
-    "point_rho": {"units": "1", "long_name": "rho = D / N of the point"},
-    "point_threshold": {"units": "1", "long_name": "P F / beta of the point's hardware"},
-    "point_D": {"units": "1", "long_name": "embedding dimension of the point"},
 }
 
 
@@ -137,8 +127,12 @@ def _boundary_points(cost: CostSettings, P: int) -> dict[str, Any]:
                 thr_v.append(float(stated.threshold(P, hw.flops, hw.beta_for(P))))
                 Dv.append(int(D))
     return {
-        "point_label": ("point", labels),
-        "point_rho": ("point", rho_v),
-        "point_threshold": ("point", thr_v),
-        "point_D": ("point", Dv),
+        "point_label": (
+            "point",
+            labels,
+            {"long_name": "dataset|hardware|D of a point placed on the boundary"},
+        ),
+        "point_rho": variable("point", rho_v, "rho = D / N of the point"),
+        "point_threshold": variable("point", thr_v, "P F / beta of the point's hardware"),
+        "point_D": variable("point", Dv, "embedding dimension of the point"),
     }

@@ -21,7 +21,7 @@ from hsitp.cost.tables.common import (
     training_setup,
 )
 from hsitp.data import registry
-from hsitp.io import describe
+from hsitp.io import describe, variable
 from hsitp.names import COMPARED_PLANS, COST_MODELS, DCHAG_PLANS
 from hsitp.settings import CostSettings
 from hsitp.shape import n_tokens
@@ -49,7 +49,7 @@ def ccr_table(cost: CostSettings) -> xr.Dataset:
     plans = _plan_grid(cost, cases, Ps, hws, gs)
     ds = xr.Dataset(
         {
-            "N": ("case", [c[2] for c in cases], {"long_name": "spatial tokens"}),
+            "N": variable("case", [c[2] for c in cases], "spatial tokens"),
             "case_source": (
                 "case",
                 [c[1] for c in cases],
@@ -160,53 +160,36 @@ def _plan_grid(
 
 def _block_vars(a: Mapping[str, np.ndarray]) -> dict[str, Any]:
     return {
-        "ccr": (
-            (*BASE, "split", "model"),
-            a["ccr"],
-            {"long_name": "block CCR (refined: sum T_comm / sum T_comp)"},
-        ),
-        "relative_throughput": (
+        "ccr": variable((*BASE, "split", "model"), a["ccr"], "block CCR (refined: sum T_comm / sum T_comp)"),
+        "relative_throughput": variable(
             (*BASE, "split", "model"),
             a["tput"],
-            {"long_name": "throughput of P devices relative to one (stated: P/(1+CCR))"},
+            "throughput of P devices relative to one (stated: P/(1+CCR))",
         ),
-        "ccr_worst_layer": ((*BASE, "split"), a["worst"], {"long_name": "refined: CCR of the worst layer"}),
-        "mesh": (
-            (*BASE, "axis"),
-            a["mesh"],
-            {"long_name": "2-D split (P_c, P_t) chosen by the refined model"},
-        ),
-        "layer_ccr": ((*BASE, "split", "layer"), a["layer_ccr"], {"long_name": "refined per-layer CCR"}),
-        "layer_t_comp": (
-            (*BASE, "split", "layer"),
-            a["layer_comp"],
-            {"units": "s", "long_name": "refined compute"},
-        ),
-        "layer_t_comm": (
-            (*BASE, "split", "layer"),
-            a["layer_comm"],
-            {"units": "s", "long_name": "refined comm"},
-        ),
+        "ccr_worst_layer": variable((*BASE, "split"), a["worst"], "refined: CCR of the worst layer"),
+        "mesh": variable((*BASE, "axis"), a["mesh"], "2-D split (P_c, P_t) chosen by the refined model"),
+        "layer_ccr": variable((*BASE, "split", "layer"), a["layer_ccr"], "refined per-layer CCR"),
+        "layer_t_comp": variable((*BASE, "split", "layer"), a["layer_comp"], "refined compute", "s"),
+        "layer_t_comm": variable((*BASE, "split", "layer"), a["layer_comm"], "refined comm", "s"),
     }
 
 
 def _plan_vars(a: Mapping[str, np.ndarray]) -> dict[str, Any]:
     """The compared plans' variables (netCDF names kept: scheme_*, along dimension ``scheme``)."""
     return {
-        "scheme_ccr": (
+        "scheme_ccr": variable(
             (*BASE, "g", "scheme", "model"),
             a["ccr"],
-            {"long_name": "whole-model CCR (tokenisation + aggregation + blocks); stated D-CHAG = CCR/g"},
+            "whole-model CCR (tokenisation + aggregation + blocks); stated D-CHAG = CCR/g",
         ),
-        "scheme_relative_throughput": (
-            (*BASE, "g", "scheme", "model"),
-            a["tput"],
-            {"long_name": "samples/s relative to one device running pure TP"},
+        "scheme_relative_throughput": variable(
+            (*BASE, "g", "scheme", "model"), a["tput"], "samples/s relative to one device running pure TP"
         ),
-        "scheme_memory": (
+        "scheme_memory": variable(
             ("case", "P", "g", "scheme"),
             a["memory"],
-            {"units": "B", "long_name": "refined per-device training memory (no data parallelism)"},
+            "refined per-device training memory (no data parallelism)",
+            "B",
         ),
     }
 
@@ -221,15 +204,6 @@ _ATTRS: dict[str, dict[str, Any]] = {
     "axis": {"long_name": "axis of the 2-D mesh (P_c channel, P_t token)"},
     "g": {"units": "1", "long_name": "D-CHAG groups"},
     "quote": {"long_name": "numbered statement of the paper checked against the model"},
-    "N": {"units": "1"},
-    "ccr": {"units": "1"},
-    "relative_throughput": {"units": "1"},
-    "ccr_worst_layer": {"units": "1"},
-    "mesh": {"units": "1"},
-    "layer_ccr": {"units": "1"},
-    "scheme_ccr": {"units": "1"},
-    "scheme_relative_throughput": {"units": "1"},
-    "scheme_memory": {"units": "B"},
     "quote_section": {"long_name": "section of the paper"},
     "quote_statement": {"long_name": "the paper's statement"},
     "quoted_low": {"units": "1", "long_name": "lower end of the quoted value (NaN for a rule)"},

@@ -15,7 +15,7 @@ from hsitp.cost.memory import CHECKPOINTING
 from hsitp.cost.planner import GB, Inputs, candidates, divisors, price
 from hsitp.cost.tables.common import COORD_ATTRS, common_attrs, hardware_list
 from hsitp.data import registry
-from hsitp.io import describe
+from hsitp.io import describe, variable
 from hsitp.names import PLAN_NAMES
 from hsitp.settings import CostSettings
 from hsitp.shape import n_tokens
@@ -53,13 +53,9 @@ def plan_table(cost: CostSettings) -> xr.Dataset:
     ds = xr.Dataset(
         {
             **_plan_vars(a),
-            "device_memory": ("hardware", memory, {"units": "B", "long_name": "device memory of the preset"}),
-            "usable_memory": (
-                "hardware",
-                usable,
-                {"units": "B", "long_name": "device memory less cost.advise.headroom"},
-            ),
-            "N": ("dataset", tokens, {"units": "1", "long_name": "tokens per scene at the patch"}),
+            "device_memory": variable("hardware", memory, "device memory of the preset", "B"),
+            "usable_memory": variable("hardware", usable, "device memory less cost.advise.headroom", "B"),
+            "N": variable("dataset", tokens, "tokens per scene at the patch"),
         },
         coords={
             "hardware": [hw.name for hw in hws],
@@ -130,9 +126,7 @@ _PRICED = (
 
 def _plan_vars(a: Mapping[str, np.ndarray]) -> dict[str, Any]:
     dims = ("hardware", "dataset", "plan", "P", "checkpointing")
-    out: dict[str, Any] = {
-        name: (dims, a[k], {"units": u, "long_name": long}) for name, k, u, long in _PRICED
-    }
+    out: dict[str, Any] = {name: variable(dims, a[k], long, u) for name, k, u, long in _PRICED}
     out["excluded"] = (
         dims,
         a["excluded"].astype(str),

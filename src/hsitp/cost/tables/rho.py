@@ -19,7 +19,7 @@ from hsitp.cost.tables.common import (
     layer_shape,
 )
 from hsitp.data import registry
-from hsitp.io import describe
+from hsitp.io import describe, variable
 from hsitp.names import COST_MODELS
 from hsitp.settings import CostSettings
 from hsitp.shape import n_tokens
@@ -60,18 +60,22 @@ def _lower_split_grid(
 def _scene_vars(specs: Sequence[Any]) -> dict[str, Any]:
     """Each registry scene's grid, bands and whether the registry verified them."""
     return {
-        "H": ("dataset", [s.rows for s in specs], {"long_name": "rows of the scene (registry)"}),
-        "W": ("dataset", [s.cols for s in specs], {"long_name": "columns of the scene (registry)"}),
-        "L": ("dataset", [s.bands for s in specs], {"long_name": "bands of the prepared cube (registry)"}),
-        "raw_bands": (
+        "H": variable("dataset", [s.rows for s in specs], "rows of the scene (registry)"),
+        "W": variable("dataset", [s.cols for s in specs], "columns of the scene (registry)"),
+        "L": variable("dataset", [s.bands for s in specs], "bands of the prepared cube (registry)"),
+        "raw_bands": variable(
             "dataset",
             [np.nan if s.raw_bands is None else s.raw_bands for s in specs],
-            {"long_name": "bands of the uncorrected source (NaN where none exists)"},
+            "bands of the uncorrected source (NaN where none exists)",
         ),
         "verified": (
             "dataset",
             [int(bool(s.verified)) for s in specs],
-            {"long_name": "registry grid verified"},
+            {
+                "long_name": "registry grid verified",
+                "flag_values": [0, 1],
+                "flag_meanings": "unverified verified",
+            },
         ),
     }
 
@@ -98,12 +102,24 @@ def rho_table(cost: CostSettings) -> xr.Dataset:
     ds = xr.Dataset(
         {
             **_scene_vars(specs),
-            "N": (("dataset", "patch"), N, {"long_name": f"spatial tokens ({grid} grid)"}),
-            "C": (("dataset", "c_def"), C),
-            "rho": (("dataset", "patch", "c_def"), C[:, None, :] / N[:, :, None]),
-            "threshold": (("hardware", "P"), thr),
-            "ccr": ((*dims5, "split", "model"), ccr),
-            "lower_split": ((*dims5, "model"), lower.astype(str)),
+            "N": variable(("dataset", "patch"), N, f"spatial tokens ({grid} grid)"),
+            "C": variable(
+                ("dataset", "c_def"), C, "channel dimension: bands L, PCA components k, or embedding D"
+            ),
+            "rho": variable(("dataset", "patch", "c_def"), C[:, None, :] / N[:, :, None], "rho = C / N"),
+            "threshold": variable(("hardware", "P"), thr, "stated scale threshold P*F/beta"),
+            "ccr": variable(
+                (*dims5, "split", "model"),
+                ccr,
+                "block CCR with D = C (stated: paper formula; refined: sum T_comm / sum T_comp)",
+            ),
+            "lower_split": (
+                (*dims5, "model"),
+                lower.astype(str),
+                {
+                    "long_name": "split with the lower CCR (stated: channel vs token; refined: channel, token, 2d)"
+                },
+            ),
         },
         coords={
             "dataset": [s.name for s in specs],
@@ -125,23 +141,7 @@ def rho_table(cost: CostSettings) -> xr.Dataset:
     return describe(ds, {**COORD_ATTRS, **_ATTRS})
 
 
-# Units of the counts and ratios above, and the coordinates only this table has.
+# The coordinate only this table has.
 _ATTRS: dict[str, dict[str, Any]] = {
-    "H": {"units": "1"},
-    "W": {"units": "1"},
-    "L": {"units": "1"},
-    "raw_bands": {"units": "1"},
-    "verified": {"flag_values": [0, 1], "flag_meanings": "unverified verified"},
-    "N": {"units": "1"},
-    "C": {"long_name": "channel dimension: bands L, PCA components k, or embedding D", "units": "1"},
-    "rho": {"long_name": "rho = C / N", "units": "1"},
-    "threshold": {"long_name": "stated scale threshold P*F/beta", "units": "1"},
-    "ccr": {
-        "long_name": "block CCR with D = C (stated: paper formula; refined: sum T_comm / sum T_comp)",
-        "units": "1",
-    },
-    "lower_split": {
-        "long_name": "split with the lower CCR (stated: channel vs token; refined: channel, token, 2d)"
-    },
     "c_def": {"long_name": "definition of the channel dimension C: bands, pca or embed"},
 }

@@ -22,7 +22,7 @@ from hsitp.cost.tables.common import (
     hardware_list,
     training_setup,
 )
-from hsitp.io import describe
+from hsitp.io import describe, variable
 from hsitp.names import COMPARED_PLANS, COST_MODELS, PLANS
 from hsitp.sections.cost import Switches
 from hsitp.settings import CostSettings
@@ -149,47 +149,29 @@ def _project_point(
 def _scale_vars(a: Mapping[str, np.ndarray], tps: Sequence[int], devices: int) -> dict[str, Any]:
     """The projection's arrays as the table's variables (the dimension ``scheme`` holds the plans)."""
     point = ("hardware", "tp", "scheme")
+    memory = "refined per-device training memory"
     return {
-        "memory": (
-            ("tp", "scheme", "part", "kind"),
-            a["memory"],
-            {
-                "units": "B",
-                "long_name": "refined per-device training memory (computed also where infeasible)",
-            },
+        "memory": variable(
+            ("tp", "scheme", "part", "kind"), a["memory"], f"{memory} (computed also where infeasible)", "B"
         ),
-        "memory_total": (
-            ("tp", "scheme"),
-            a["memory"].sum(axis=(2, 3)),
-            {"units": "B", "long_name": "refined per-device training memory, all parts and kinds"},
+        "memory_total": variable(
+            ("tp", "scheme"), a["memory"].sum(axis=(2, 3)), f"{memory}, all parts and kinds", "B"
         ),
-        "parameters_per_tp_rank": (
-            ("tp", "scheme"),
-            a["params"],
-            {"long_name": "parameters held per TP rank"},
-        ),
-        "dp": (
-            "tp",
-            [devices // t if devices % t == 0 else 0 for t in tps],
-            {"long_name": "data/FSDP degree"},
-        ),
-        "ccr": (
+        "parameters_per_tp_rank": variable(("tp", "scheme"), a["params"], "parameters held per TP rank"),
+        "dp": variable("tp", [devices // t if devices % t == 0 else 0 for t in tps], "data/FSDP degree"),
+        "ccr": variable(
             (*point, "model"),
             a["ccr"],
-            {"long_name": "CCR incl. data-parallel gradient sync (refined); NaN where infeasible"},
+            "CCR incl. data-parallel gradient sync (refined); NaN where infeasible",
         ),
-        "relative_throughput": (
+        "relative_throughput": variable(
             point,
             a["tput"],
-            {"long_name": "samples/s vs one device running pure TP (ideal = devices); NaN where infeasible"},
+            "samples/s vs one device running pure TP (ideal = devices); NaN where infeasible",
         ),
-        "scaling_efficiency": (
-            point,
-            a["tput"] / devices,
-            {"units": "1", "long_name": "relative throughput / devices (ideal 1)"},
-        ),
-        "t_step": (point, a["t_step"], {"units": "s", "long_name": "refined step time"}),
-        "t_dp_sync": (point, a["t_dp"], {"units": "s", "long_name": "DP/FSDP traffic time"}),
+        "scaling_efficiency": variable(point, a["tput"] / devices, "relative throughput / devices (ideal 1)"),
+        "t_step": variable(point, a["t_step"], "refined step time", "s"),
+        "t_dp_sync": variable(point, a["t_dp"], "DP/FSDP traffic time", "s"),
         "feasible": (
             point,
             a["feasible"],
@@ -226,10 +208,6 @@ _ATTRS: dict[str, dict[str, Any]] = {
     "tp": {"units": "1", "long_name": "TP degree inside a node"},
     "part": {"long_name": "part of the model"},
     "kind": {"long_name": "kind of memory"},
-    "parameters_per_tp_rank": {"units": "1"},
-    "dp": {"units": "1"},
-    "ccr": {"units": "1"},
-    "relative_throughput": {"units": "1"},
 }
 
 
