@@ -226,22 +226,15 @@ def variable(
     return dims, values, {"units": units, "long_name": long_name, **attrs}
 
 
-def describe(ds: xr.Dataset, attrs: Mapping[str, Mapping[str, Any]]) -> xr.Dataset:
+def describe(ds: xr.Dataset, attrs: Mapping[str, Mapping[str, Any]], *, keep: bool = False) -> xr.Dataset:
     """Set ``units``, ``long_name`` (and any other attribute) of the named variables and coordinates that ``ds``
-    holds, in place; names ``ds`` does not hold are skipped, so one table can describe several files."""
+    holds, in place; names ``ds`` does not hold are skipped, so one table can describe several files. ``keep``: an
+    attribute the variable already has stays, so a stage's table of defaults fills what its writers left out and a
+    writer's more specific ``long_name`` stays."""
     for name, extra in attrs.items():
         if name in ds.variables:
-            ds[name].attrs.update(extra)
-    return ds
-
-
-def describe_missing(ds: xr.Dataset, attrs: Mapping[str, Mapping[str, Any]]) -> xr.Dataset:
-    """Like :func:`describe`, but an attribute the variable already has is kept: a stage's table of defaults
-    fills what its writers left out, and a writer's more specific ``long_name`` stays."""
-    for name, extra in attrs.items():
-        if name in ds.variables:
-            for key, value in extra.items():
-                ds[name].attrs.setdefault(key, value)
+            own = ds[name].attrs
+            own.update(extra | own if keep else extra)
     return ds
 
 

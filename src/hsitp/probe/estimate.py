@@ -21,7 +21,7 @@ import xarray as xr
 
 from hsitp.contracts import PROBE_ESTIMATE
 from hsitp.cost.paper import DCHAG_SETTINGS
-from hsitp.io import describe_missing, provenance, write_netcdf
+from hsitp.io import describe, provenance, write_netcdf
 from hsitp.models.config import config_attention_kernel
 from hsitp.names import DCHAG_PLANS
 from hsitp.probe.grid import Point, estimate_points
@@ -69,7 +69,7 @@ def run_estimate(s: ProbeSettings, out: str | Path) -> Path:
     # the estimate prices the paper's GPUs: "auto" is the kernel CUDA runs
     kernel = config_attention_kernel(s.config, "cuda")
     ds = _dataset(pts, _estimate_all(pts, kernel, seed=s.seed), kernel)
-    describe_missing(ds, ATTRS)
+    describe(ds, ATTRS, keep=True)
     prov = provenance(config=s.config)
     return write_netcdf(ds, out, kind=PROBE_ESTIMATE.kind, prov=prov, title="probe estimate (fake tensors)")
 

@@ -16,7 +16,7 @@ import xarray as xr
 
 from hsitp.contracts import PROBE_MEMORY, PROBE_PARTIAL, PROBE_THROUGHPUT
 from hsitp.errors import HsitpError
-from hsitp.io import describe_missing, provenance, write_netcdf
+from hsitp.io import describe, provenance, write_netcdf
 from hsitp.names import DCHAG_PLANS
 from hsitp.probe.grid import Point
 from hsitp.probe.tracker import KINDS, PARTS, PHASES
@@ -56,7 +56,7 @@ class PointResult:
 
 
 # units and long_name of the variables and coordinates of the probe's files (partial, memory, throughput,
-# estimate) that their writers do not describe where they make them (io.describe_missing keeps a writer's own).
+# estimate) that their writers do not describe where they make them (io.describe, keep=True: a writer's own stays).
 ATTRS: dict[str, dict[str, str]] = {
     # coordinates: one measured (or estimated) point
     "plan": {"long_name": "parallel plan (dense, tp, dchag_l, dchag_c, token)"},
@@ -194,7 +194,7 @@ def write_partial(
     run = {k: v for k, v in attrs.items() if k != "interleave_orders"}
     # the section as the runner resolved it: the kernel of this device
     prov = provenance(config={**settings.config.as_json(), "probe": section}, extra={"run": run})
-    describe_missing(ds, ATTRS)
+    describe(ds, ATTRS, keep=True)
     return write_netcdf(
         ds, out, kind=PROBE_PARTIAL.kind, prov=prov, title=f"memory probe, one launch at P = {P}"
     )
@@ -249,8 +249,8 @@ def merge(
     )
     thr.attrs.update(common)
     prov = provenance(config=settings.config, inputs={str(p): p for p in paths})
-    describe_missing(mem, ATTRS)
-    describe_missing(thr, ATTRS)
+    describe(mem, ATTRS, keep=True)
+    describe(thr, ATTRS, keep=True)
     m = write_netcdf(
         mem, memory_out, kind=PROBE_MEMORY.kind, prov=prov, title="per-rank memory by part and kind"
     )
