@@ -135,7 +135,7 @@ def _hardware_warnings(hw: Any, devices: int) -> list[str]:
     """Where the hardware description is used outside what it covers."""
     out = []
     if hw.measured:
-        fitted = hw.fitted_world_sizes
+        fitted = hw.world_sizes
         if devices > 1 and devices not in fitted:
             out.append(
                 f"the calibration was fitted at P = {list(fitted)}, not at P = {devices}: its alpha, beta and the "

@@ -67,11 +67,6 @@ class Hardware:
     world_sizes: tuple[int, ...] = ()  # measured only: the P values the calibration was fitted on
 
     @property
-    def fitted_world_sizes(self) -> tuple[int, ...]:
-        """World sizes a measured calibration was fitted on (empty for a preset)."""
-        return tuple(self.world_sizes)
-
-    @property
     def flops(self) -> float:
         """Nominal effective compute rate [FLOP/s] (the stated model's F)."""
         if self.op_flops:

@@ -20,7 +20,6 @@ from hsitp.shape import LayerShape, slot_product_rows
 
 PARTS = ("tokenisation", "aggregation", "blocks")
 KINDS = ("parameters", "gradients", "optimizer", "activations")
-OPTIMIZERS = ("adamw", "adam", "sgd_momentum", "sgd")
 
 
 def _linear_partial(plan: str) -> bool:
@@ -41,9 +40,8 @@ class TrainingSetup:
 
     def optimizer_bytes_per_param(self) -> float:
         """Optimizer state per parameter: Adam m and v in fp32 (8 B), momentum 4 B, plus a 4 B fp32 master copy
-        when training in 16 bit with master weights (as in ZeRO's 16-byte-per-parameter accounting)."""
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
+        when training in 16 bit with master weights (as in ZeRO's 16-byte-per-parameter accounting). The
+        optimizer is one of these four: the config's cost.optimizer is typed to them."""
         state = {"adamw": 8.0, "adam": 8.0, "sgd_momentum": 4.0, "sgd": 0.0}[self.optimizer]
         master = 4.0 if self.master_fp32 and self.dtype_bytes < 4 else 0.0
         return state + master

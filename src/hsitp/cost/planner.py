@@ -177,8 +177,6 @@ class PlanResult(TypedDict):
 
 def divisors(n: int) -> list[int]:
     """n's divisors in increasing order, found up to sqrt(n) (an allocation of 10^12 devices in a millisecond)."""
-    import math
-
     small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
     return small + [n // d for d in reversed(small) if d * d != n]
 

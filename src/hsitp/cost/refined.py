@@ -407,10 +407,6 @@ class StackCost:
         return float(stated.relative_throughput(self.P, self.ccr_stated))
 
 
-def nan_stack(name: str, P: int, note: str) -> StackCost:
-    return StackCost(name, P, (P, 1), (), np.nan, np.nan, note)
-
-
 def block_cost(
     split: str,
     shape: LayerShape,
@@ -430,14 +426,11 @@ def block_cost(
     sw = sw or Switches()
     if split not in BLOCK_LAYERS:
         raise ValueError(f"split must be one of {BLOCK_SPLITS}, got {split!r}")
-    F, beta = hw.flops, hw.beta_for(P)
-    c_ch = float(stated.ccr_channel(P, F, beta, shape.D))
-    c_tok = float(stated.ccr_token(P, F, beta, shape.N))
-    ccr_s = {"channel": c_ch, "token": c_tok, "2d": float(stated.ccr_2d(c_ch, c_tok))}[split]
     if split == "2d" and mesh is None:
         options = meshes_2d(P)
         if not options:
-            return nan_stack("2d", P, f"P = {P} has no 2-D factorisation with both degrees > 1")
+            note = f"P = {P} has no 2-D factorisation with both degrees > 1"
+            return StackCost("2d", P, (P, 1), (), np.nan, np.nan, note)
         stacks = [
             block_cost("2d", shape, P, hw, sw, overlap=overlap, mesh=m, grad_accumulation=grad_accumulation)
             for m in options
@@ -457,7 +450,8 @@ def block_cost(
         )
         for op, sp in BLOCK_LAYERS[split]
     )
-    return StackCost(split, P, layers[1].mesh, layers, sum(x.t_single for x in layers), ccr_s)
+    # the block's stated CCR is its attention's (the paper's block-level formula)
+    return StackCost(split, P, layers[1].mesh, layers, sum(x.t_single for x in layers), layers[1].ccr_stated)
 
 
 def model_cost(
@@ -493,9 +487,7 @@ def model_cost(
         block = [op_cost(op, shape, split=sp, **kw) for op, sp in BLOCK_LAYERS["channel"]]
         return out + block * depth
 
-    F, beta = hw.flops, hw.beta_for(P)
-    ccr_s = float(stated.ccr_channel(P, F, beta, shape.D))
-    if PLANS[plan].groups:  # D-CHAG
-        ccr_s = float(stated.ccr_dchag(ccr_s, shape.groups))
     t_single = sum(x.t_comp for x in layers_for("tp", 1))
-    return StackCost(plan, P, (P, 1), tuple(layers_for(plan, P)), t_single, ccr_s)
+    layers = tuple(layers_for(plan, P))
+    # the model's stated CCR is its aggregation's: the channel formula with C_in = D, divided by g for D-CHAG
+    return StackCost(plan, P, (P, 1), layers, t_single, layers[1].ccr_stated)

@@ -11,7 +11,6 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from hsitp.cost import stated
 from hsitp.cost.hardware import Hardware
 from hsitp.cost.memory import KINDS, PARTS, TrainingSetup, memory_breakdown, parameter_count
 from hsitp.cost.paper import DCHAG_REFERENCE, DCHAG_SETTINGS
@@ -138,11 +137,7 @@ def _project_point(
     exposed_dp = (1.0 - proj.dp_overlap) * td
     step = mc.t_comp + mc.t_comm_exposed + exposed_dp
     a["t_dp"][at], a["t_step"][at] = td, step
-    a["ccr"][at] = (
-        float(stated.ccr_channel(tp, hw.flops, hw.beta_for(tp), shape.D))
-        / (shape.groups if PLANS[plan].groups else 1),
-        (mc.t_comm + td) / mc.t_comp,
-    )
+    a["ccr"][at] = (mc.ccr_stated, (mc.t_comm + td) / mc.t_comp)
     a["tput"][at] = dp * mc.t_single / step
 
 
