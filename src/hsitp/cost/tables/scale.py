@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -28,53 +27,27 @@ from hsitp.settings import CostSettings
 from hsitp.shape import LayerShape, n_tokens
 
 
-@dataclass(frozen=True)
-class _Projection:
-    """What every point of the projection shares: the model, the training setup, the cost config's switches."""
-
-    shape: LayerShape  # the projected model's layer sizes (N from the image and patch)
-    depth: int  # transformer blocks
-    setup: TrainingSetup  # precision, optimizer, FSDP, checkpointing
-    sw: Switches  # the refined model's simplification switches
-    overlap: float  # compute/communication overlap of the TP collectives
-    accum: int  # gradient accumulation steps (the DP sync is paid once per accum micro-batches)
-    dp_overlap: float  # share of the DP/FSDP traffic hidden behind compute
-    devices: int  # devices in all
-
-
 def scale_table(cost: CostSettings) -> xr.Dataset:
     """Projection to many devices: TP degree inside a node × data/FSDP degree across nodes, per preset and plan
     (pure TP, D-CHAG): CCR, relative throughput and per-device memory by part and kind; infeasible points are NaN
     with a reason."""
     sc = cost.scale
-    devices, G = int(sc.devices), int(sc.devices_per_node)
-    hws = [hw.with_devices_per_node(G) for hw in hardware_list(sc.hardware)]
-    tps = [int(t) for t in sc.tp_degrees]
+    hws = [hw.with_devices_per_node(sc.devices_per_node) for hw in hardware_list(sc.hardware)]
+    tps = list(sc.tp_degrees)
     H, W = sc.image
-    p = int(sc.patch)
     shape = LayerShape(
-        N=n_tokens(int(H), int(W), p, cost.token_grid),
-        D=int(sc.embed_dim),
-        L=int(sc.bands),
-        batch=int(sc.micro_batch),
-        heads=int(sc.heads),
-        mlp_ratio=int(cost.mlp_ratio),
+        N=n_tokens(H, W, sc.patch, cost.token_grid),
+        D=sc.embed_dim,
+        L=sc.bands,
+        batch=sc.micro_batch,
+        heads=sc.heads,
+        mlp_ratio=cost.mlp_ratio,
         dtype=cost.dtype,
-        groups=int(sc.groups),
-        patch=p,
-    )
-    proj = _Projection(
-        shape=shape,
-        depth=int(sc.depth),
-        setup=training_setup(cost, sc),
-        sw=cost.switches,
-        overlap=float(cost.overlap),
-        accum=int(cost.grad_accumulation),
-        dp_overlap=float(sc.dp_overlap),
-        devices=devices,
+        groups=sc.groups,
+        patch=sc.patch,
     )
     ds = xr.Dataset(
-        {**_scale_vars(_project(proj, hws, tps), tps, devices), **_dchag_reference()},
+        {**_scale_vars(_project(cost, shape, hws, tps), tps, sc.devices), **_dchag_reference()},
         coords={
             "hardware": [hw.name for hw in hws],
             "tp": tps,
@@ -83,14 +56,17 @@ def scale_table(cost: CostSettings) -> xr.Dataset:
             "part": list(PARTS),
             "kind": list(KINDS),
         },
-        attrs=_scale_attrs(cost, hws, proj),
+        attrs=_scale_attrs(cost, hws, shape),
     )
     return describe(ds, {**COORD_ATTRS, **_ATTRS})
 
 
-def _project(proj: _Projection, hws: Sequence[Hardware], tps: Sequence[int]) -> dict[str, np.ndarray]:
-    """Every (hardware, TP degree, plan) point: memory by part and kind, parameters, CCR, throughput, step and
-    DP-sync times, and whether (or why not) the layout is possible."""
+def _project(
+    cost: CostSettings, shape: LayerShape, hws: Sequence[Hardware], tps: Sequence[int]
+) -> dict[str, np.ndarray]:
+    """Every (hardware, TP degree, plan) point of ``cost.scale``'s model (``shape``, its depth, FSDP and
+    checkpointing): memory by part and kind, parameters, CCR, throughput, step and DP-sync times, and whether (or
+    why not) the layout is possible."""
     nH, nT, nS = len(hws), len(tps), len(COMPARED_PLANS)
     a = {
         "memory": np.full((nT, nS, len(PARTS), len(KINDS)), np.nan),
@@ -100,25 +76,26 @@ def _project(proj: _Projection, hws: Sequence[Hardware], tps: Sequence[int]) -> 
         "feasible": np.zeros((nH, nT, nS), dtype=np.int8),
         "reason": np.full((nH, nT, nS), "", dtype=object),
     }
-    shape, depth = proj.shape, proj.depth
+    sc, setup = cost.scale, training_setup(cost, cost.scale)
     for ti, tp in enumerate(tps):
-        dp = proj.devices // tp if proj.devices % tp == 0 else 0
+        dp = sc.devices // tp if sc.devices % tp == 0 else 0
         for si, plan in enumerate(COMPARED_PLANS):
-            a["params"][ti, si] = parameter_count(plan, shape, tp, depth)
+            a["params"][ti, si] = parameter_count(plan, shape, tp, sc.depth)
             if dp:
-                m = memory_breakdown(plan, shape, tp, dp, depth, proj.setup)
+                m = memory_breakdown(plan, shape, tp, dp, sc.depth, setup)
                 a["memory"][ti, si] = [[m[(part, kind)] for kind in KINDS] for part in PARTS]
             for hi, hw in enumerate(hws):
-                why = _infeasible(plan, shape, tp, dp, proj.devices, a["memory"][ti, si].sum(), hw)
+                why = _infeasible(plan, shape, tp, dp, sc.devices, a["memory"][ti, si].sum(), hw)
                 a["reason"][hi, ti, si] = why
                 if not why:
                     a["feasible"][hi, ti, si] = 1
-                    _project_point(proj, plan, tp, dp, hw, a, (hi, ti, si))
+                    _project_point(cost, shape, plan, tp, dp, hw, a, (hi, ti, si))
     return a
 
 
 def _project_point(
-    proj: _Projection,
+    cost: CostSettings,
+    shape: LayerShape,
     plan: str,
     tp: int,
     dp: int,
@@ -126,15 +103,14 @@ def _project_point(
     a: Mapping[str, np.ndarray],
     at: tuple[int, ...],
 ) -> None:
-    """One feasible point into ``a`` at ``at`` (hardware, TP degree, plan): step and DP-sync times, both CCRs and
-    the throughput relative to one device running pure TP."""
-    shape = proj.shape
-    mc = model_cost(
-        plan, shape, tp, hw, proj.depth, proj.sw, overlap=proj.overlap, grad_accumulation=proj.accum
-    )
+    """One feasible point into ``a`` at ``at`` (hardware, TP degree, plan): step and DP-sync times (gradient
+    accumulation pays the DP sync once per step), both CCRs and the throughput relative to one device running
+    pure TP."""
+    sc, sw, accum = cost.scale, cost.switches, cost.grad_accumulation
+    mc = model_cost(plan, shape, tp, hw, sc.depth, sw, overlap=cost.overlap, grad_accumulation=accum)
     params = a["params"][at[1], at[2]]
-    td = _dp_sync_time(params * shape.dtype_bytes, dp, tp, hw, proj.setup.fsdp, proj.sw) / proj.accum
-    exposed_dp = (1.0 - proj.dp_overlap) * td
+    td = _dp_sync_time(params * shape.dtype_bytes, dp, tp, hw, sc.fsdp, sw) / accum
+    exposed_dp = (1.0 - sc.dp_overlap) * td
     step = mc.t_comp + mc.t_comm_exposed + exposed_dp
     a["t_dp"][at], a["t_step"][at] = td, step
     a["ccr"][at] = (mc.ccr_stated, (mc.t_comm + td) / mc.t_comp)
@@ -180,22 +156,22 @@ def _scale_vars(a: Mapping[str, np.ndarray], tps: Sequence[int], devices: int) -
     }
 
 
-def _scale_attrs(cost: CostSettings, hws: Sequence[Hardware], proj: _Projection) -> dict[str, Any]:
+def _scale_attrs(cost: CostSettings, hws: Sequence[Hardware], shape: LayerShape) -> dict[str, Any]:
     sc = cost.scale
     model_keys = ("image", "patch", "bands", "embed_dim", "depth", "heads", "micro_batch", "groups")
     return {
         **common_attrs(cost, hws),
-        "title": f"projection to {proj.devices} devices ({int(sc.devices_per_node)} per node): TP inside a node x "
+        "title": f"projection to {sc.devices} devices ({sc.devices_per_node} per node): TP inside a node x "
         "data/FSDP across nodes",
-        "devices": proj.devices,
-        "devices_per_node": int(sc.devices_per_node),
-        "N": proj.shape.N,
+        "devices": sc.devices,
+        "devices_per_node": sc.devices_per_node,
+        "N": shape.N,
         "model": json.dumps({k: getattr(sc, k) for k in model_keys}),
         "optimizer": cost.optimizer,
-        "master_fp32": int(bool(cost.master_fp32)),
-        "fsdp": int(proj.setup.fsdp),
-        "activation_checkpointing": int(proj.setup.activation_checkpointing),
-        "dp_overlap": proj.dp_overlap,
+        "master_fp32": int(cost.master_fp32),
+        "fsdp": int(sc.fsdp),
+        "activation_checkpointing": int(sc.activation_checkpointing),
+        "dp_overlap": sc.dp_overlap,
     }
 
 
