@@ -7,6 +7,7 @@ tensor into P shards.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -43,31 +44,20 @@ def make_call(
     if full_elems % world_size:
         raise ValueError(f"{name}: {full_elems} elements do not split over P={world_size}")
     shard = full_elems // world_size
-    itemsize = torch.empty((), dtype=dtype).element_size()
-    if name == "all_reduce":
+    full_bytes = full_elems * torch.empty((), dtype=dtype).element_size()
+    if name == "all_reduce":  # in place, on one full buffer
         buf = torch.ones(full_elems, dtype=dtype, device=device)
-
-        def run() -> None:
-            dist.all_reduce(buf, group=group)
-
-    elif name == "all_gather":
-        src = torch.ones(shard, dtype=dtype, device=device)
-        dst = torch.empty(full_elems, dtype=dtype, device=device)
-        # torch >= 2.13 renamed all_gather_into_tensor (and reduce_scatter_tensor); older releases only have those
-        gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-
-        def run() -> None:
-            gather(dst, src, group=group)
-
+        return CollectiveCall(name, full_bytes, functools.partial(dist.all_reduce, buf, group=group))
+    # all_gather: a shard into a full tensor; reduce_scatter: a full tensor into a shard (torch >= 2.13 renamed
+    # all_gather_into_tensor and reduce_scatter_tensor; older releases only have those)
+    gather = name == "all_gather"
+    if gather:
+        fn = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
     else:
-        src = torch.ones(full_elems, dtype=dtype, device=device)
-        dst = torch.empty(shard, dtype=dtype, device=device)
-        scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
-
-        def run() -> None:
-            scatter(dst, src, group=group)
-
-    return CollectiveCall(name=name, full_bytes=full_elems * itemsize, run=run)
+        fn = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+    src = torch.ones(shard if gather else full_elems, dtype=dtype, device=device)
+    dst = torch.empty(full_elems if gather else shard, dtype=dtype, device=device)
+    return CollectiveCall(name, full_bytes, functools.partial(fn, dst, src, group=group))
 
 
 def sweep_collectives(
