@@ -122,17 +122,9 @@ def collective_points(mb: xr.Dataset, *, fraction: float, seed: int) -> list[Col
     span: dict[tuple[str, int], list[int]] = {}
     for r in rows:
         span.setdefault((r["collective"], r["P"]), []).append(r["nbytes"])
-    mask = holdout_mask(
-        [(r["collective"], r["P"], r["nbytes"]) for r in rows],
-        [(r["collective"], r["P"]) for r in rows],
-        fraction,
-        seed,
-        # the smallest and largest size of each (collective, P) always train: the fit needs the span
-        anchors=[r["nbytes"] in (min(s), max(s)) for r in rows for s in [span[(r["collective"], r["P"])]]],
-    )
-    for r, held in zip(rows, mask, strict=True):
-        r["held_out"] = bool(held)
-    return rows
+    # the smallest and largest size of each (collective, P) always train: the fit needs the span
+    anchors = [r["nbytes"] in (min(s), max(s)) for r in rows for s in [span[(r["collective"], r["P"])]]]
+    return _hold_out(rows, ("collective", "P", "nbytes"), fraction, seed, anchors)
 
 
 def op_points(mb: xr.Dataset, *, dtype: str, fraction: float, seed: int) -> list[OpPoint]:
@@ -160,13 +152,16 @@ def op_points(mb: xr.Dataset, *, dtype: str, fraction: float, seed: int) -> list
                     tokenize_traffic_bytes=tok_traffic,
                 )
             )
-    mask = holdout_mask(
-        [(r["op"], r["P"], r["N"], r["D"], r["L"]) for r in rows],
-        [(r["op"], r["P"]) for r in rows],
-        fraction,
-        seed,
-    )
-    for r, held in zip(rows, mask, strict=True):
+    return _hold_out(rows, ("op", "P", "N", "D", "L"), fraction, seed)
+
+
+def _hold_out(
+    rows: list[Any], key: tuple[str, ...], fraction: float, seed: int, anchors: Any = None
+) -> list[Any]:
+    """``rows``, each marked ``held_out`` or not: :func:`hsitp.bench.fit.holdout_mask` of the rows' ``key``
+    fields, drawn per value of the first two (the collective or op, and P)."""
+    keys = [tuple(r[k] for k in key) for r in rows]
+    for r, held in zip(rows, holdout_mask(keys, [k[:2] for k in keys], fraction, seed, anchors), strict=True):
         r["held_out"] = bool(held)
     return rows
 
