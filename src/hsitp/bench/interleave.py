@@ -70,8 +70,6 @@ class Interleaved:
     names: list[str]
     times: dict[str, list[float]]
     orders: list[list[str]] = field(default_factory=list)
-    warmup: int = 0
-    steps: int = 1
 
     @property
     def repeats(self) -> int:
@@ -111,7 +109,7 @@ def interleave(
             step()
         if warmup:
             finish()  # wait for the warm-up's device work (nothing to wait for, maybe nothing to read, without)
-    out = Interleaved(names, {n: [] for n in names}, warmup=warmup, steps=steps)
+    out = Interleaved(names, {n: [] for n in names})
     for rnd in range(repeats):
         order = round_order(names, rnd)
         for name in order:

@@ -24,7 +24,6 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from hsitp.models import ModelConfig
 from hsitp.probe.grid import Point, point_architecture
 from hsitp.probe.tracker import PartTimeline
 from hsitp.settings import ProbeModel
@@ -55,7 +54,6 @@ class Built:
     model: nn.Module
     optimizer: torch.optim.Optimizer
     step: Callable[[], None]
-    config: ModelConfig
     tokens_per_step: int  # B * N: the tokens one step trains on (all ranks together)
 
 
@@ -112,4 +110,4 @@ def build_point(
         model.reduce_grads()
         opt.step()
 
-    return Built(model, opt, step, arch, b * arch.n_tokens)
+    return Built(model, opt, step, b * arch.n_tokens)
