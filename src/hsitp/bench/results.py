@@ -31,7 +31,7 @@ from hsitp.bench.predict import Point
 from hsitp.bench.timing import mean_over_repeats, median_iqr
 from hsitp.contracts import MICROBENCH, Contract
 from hsitp.errors import HsitpError
-from hsitp.io import ResultFileError, describe, provenance, write_netcdf
+from hsitp.io import ResultFileError, describe, provenance, variable, write_netcdf
 from hsitp.names import COLLECTIVES
 from hsitp.settings import BenchSettings
 from hsitp.shape import LayerShape
@@ -194,14 +194,8 @@ def add_summaries(ds: xr.Dataset) -> xr.Dataset:
     with np.errstate(divide="ignore", invalid="ignore"):
         per_rep = ds["time"].sel(mode="comm", drop=True) / ds["time"].sel(mode="compute", drop=True)
     _, ccr_iqr = median_iqr(per_rep.values, axis=-1)
-    ds["ccr_measured_iqr"] = (
-        per_rep.dims[:-1],
-        ccr_iqr,
-        {
-            "units": "1",
-            "long_name": "inter-quartile range over repeats of the per-repeat CCR (comm / compute)",
-        },
-    )
+    what = "inter-quartile range over repeats of the per-repeat CCR (comm / compute)"
+    ds["ccr_measured_iqr"] = variable(per_rep.dims[:-1], ccr_iqr, what)
     _repeat_stats(ds, "coll_time", "mean collective time over repeats (the calibration's estimate)",
                   "median collective time over repeats")  # fmt: skip
     return ds
@@ -211,9 +205,9 @@ def _repeat_stats(ds: xr.Dataset, var: str, mean: str, median: str) -> None:
     """``{var}_mean``, ``_median`` and ``_iqr`` over the last dimension (the repeats) of ``var``, in place."""
     med, iqr = median_iqr(ds[var].values, axis=-1)
     dims = ds[var].dims[:-1]
-    ds[f"{var}_mean"] = (dims, mean_over_repeats(ds[var].values, axis=-1), {"units": "s", "long_name": mean})
-    ds[f"{var}_median"] = (dims, med, {"units": "s", "long_name": median})
-    ds[f"{var}_iqr"] = (dims, iqr, {"units": "s", "long_name": "inter-quartile range over repeats"})
+    ds[f"{var}_mean"] = variable(dims, mean_over_repeats(ds[var].values, axis=-1), mean, "s")
+    ds[f"{var}_median"] = variable(dims, med, median, "s")
+    ds[f"{var}_iqr"] = variable(dims, iqr, "inter-quartile range over repeats", "s")
 
 
 def write_partial(

@@ -21,7 +21,7 @@ import xarray as xr
 
 from hsitp.contracts import PROBE_ESTIMATE
 from hsitp.cost.paper import DCHAG_SETTINGS
-from hsitp.io import describe, provenance, write_netcdf
+from hsitp.io import describe, provenance, variable, write_netcdf
 from hsitp.models.config import config_attention_kernel
 from hsitp.names import DCHAG_PLANS
 from hsitp.probe.grid import Point, estimate_points
@@ -109,24 +109,14 @@ def _dataset(pts: list[tuple[str, Point, ProbeModel]], a: dict[str, np.ndarray],
     reported = "D-CHAG paper: rank-0 max_memory_reserved on 64 GiB MI250X GCDs (no FSDP info)"
     return xr.Dataset(
         {
-            "memory": (
-                part_kind,
-                a["mem"],
-                {"units": "bytes", "long_name": "estimated with fake tensors, rank 0"},
-            ),
-            "peak_allocated": (
-                "config",
-                a["peak"],
-                {"units": "bytes", "long_name": "MemTracker peak, estimated with fake tensors"},
+            "memory": variable(part_kind, a["mem"], "estimated with fake tensors, rank 0", "bytes"),
+            "peak_allocated": variable(
+                "config", a["peak"], "MemTracker peak, estimated with fake tensors", "bytes"
             ),
             "peak_part": ("config", a["peak_part"].astype(str)),
-            "memory_model": (
-                part_kind,
-                a["model"],
-                {"units": "bytes", "long_name": "cost/memory.py plan_memory"},
-            ),
+            "memory_model": variable(part_kind, a["model"], "cost/memory.py plan_memory", "bytes"),
             "peak_model": ("config", a["peak_model"], {"units": "bytes"}),
-            "reported_reserved_gib": ("config", a["reported"], {"units": "GiB", "long_name": reported}),
+            "reported_reserved_gib": variable("config", a["reported"], reported, "GiB"),
             **{k: ("config", [getattr(p, k) for _, p, _ in pts]) for k in ("plan", "P", "g", "L", "N")},
             "D": ("config", [int(s.dim) for _, _, s in pts]),
             **{k: ("config", [int(getattr(s, k)) for _, _, s in pts]) for k in ("depth", "batch")},

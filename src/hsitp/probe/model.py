@@ -8,6 +8,7 @@ import numpy as np
 import xarray as xr
 
 from hsitp.cost.memory import PlanSize, plan_memory
+from hsitp.io import variable
 from hsitp.names import DCHAG_PLANS
 from hsitp.probe.tracker import KINDS, PARTS
 from hsitp.settings import ProbeModel
@@ -50,11 +51,8 @@ def add_model(
         mem[idx] = [[m[(p, k)] for k in KINDS] for p in PARTS]
         peak[idx] = m[("step", "peak")]
     out = ds.copy()
-    out["memory_model"] = (
-        (*dims, "part", "kind"),
-        mem,
-        {"units": "bytes", "long_name": "memory model (cost/memory.py plan_memory), rank 0"},
-    )
+    what = "memory model (cost/memory.py plan_memory), rank 0"
+    out["memory_model"] = variable((*dims, "part", "kind"), mem, what, "bytes")
     out["peak_model"] = (dims, peak, {"units": "bytes"})
     meas = ds["memory"].sel(rank=0)
     with np.errstate(divide="ignore", invalid="ignore"):
