@@ -22,16 +22,6 @@ from hsitp.io import describe, device_description, provenance, write_netcdf
 from hsitp.settings import BenchSettings
 
 
-def gemm_flops(m: int, n: int, k: int) -> float:
-    """2mnk: one multiply and one add per term of (m x k) @ (k x n)."""
-    return 2.0 * m * n * k
-
-
-def gemm_bytes(m: int, n: int, k: int, itemsize: int) -> float:
-    """Compulsory traffic: read A and B once, write C once."""
-    return float(itemsize * (m * k + k * n + m * n))
-
-
 def measure_copy_bandwidth(*, device: Any, nbytes: int, warmup: int, repeats: int) -> float:
     """Achieved device memory bandwidth in B/s from a device-to-device copy (counts read + write)."""
     import torch
@@ -112,8 +102,9 @@ def roofline_dataset(
     """Each GEMM's measured times and rate beside its attainable rate: the compute roof is the fastest GEMM's
     rate, the memory roof ``bandwidth`` (both measured)."""
     med, iqr = median_iqr(times)
-    flops = np.array([gemm_flops(*s) for s in shapes])
-    intensity = flops / np.array([gemm_bytes(*s, itemsize) for s in shapes])
+    m, n, k = np.array(shapes, dtype=float).T
+    flops = 2.0 * m * n * k  # 2mnk: one multiply and one add per term of (m x k) @ (k x n)
+    intensity = flops / (itemsize * (m * k + k * n + m * n))  # compulsory traffic: read A and B, write C once
     achieved = flops / med
     attainable = np.minimum(float(np.nanmax(achieved)), intensity * bandwidth)
     per_shape = {

@@ -24,7 +24,7 @@ from hsitp.bench.predict import check_points, op_work, predict
 from hsitp.bench.results import POINT_COORD_ATTRS
 from hsitp.bench.timing import median_iqr, time_interleaved
 from hsitp.contracts import BENCH_SHARD
-from hsitp.cost.refined import default_mesh
+from hsitp.cost.refined import collectives_time, default_mesh
 from hsitp.errors import HsitpError
 from hsitp.io import describe, device_description, provenance, write_netcdf
 from hsitp.settings import BenchSettings
@@ -63,13 +63,6 @@ def noop_group(op: str, P: int) -> Any:
 
     world = TPGroup(None, P, 0, comm="noop")
     return make_mesh_2d(world, *default_mesh(P)) if op == "attn_2d" else world
-
-
-def modelled_comm_time(traced: list[Any], hw: Any) -> float:
-    """The preset's ring-model time of the traced collectives (hierarchical when a group spans nodes)."""
-    from hsitp.cost.refined import collectives_time
-
-    return collectives_time(((r.name, r.group_size, r.nbytes, 1) for _, recs in traced for r in recs), hw)
 
 
 def run_shard(s: BenchSettings, *, hardware: str) -> xr.Dataset:
@@ -111,11 +104,10 @@ def _run_shard(s: BenchSettings, hw: Any, device: Any) -> xr.Dataset:
             log.warning("shard: skipped %s: %s", pt, exc)
             continue
         pred = predict(pt, hw, head_padding=pad)
-        work, nbytes = (
-            op_work(pt, head_padding=pad)[0],
-            float(sum(r.nbytes for _, recs in traced for r in recs)),
-        )
-        values = (work, nbytes, modelled_comm_time(traced, hw), pred.t_comm, pred.t_comp)
+        calls = [(r.name, r.group_size, r.nbytes, 1) for _, recs in traced for r in recs]
+        work, nbytes = op_work(pt, head_padding=pad)[0], float(sum(c[2] for c in calls))
+        # the traced collectives on the preset's ring model (hierarchical when a group spans nodes)
+        values = (work, nbytes, collectives_time(calls, hw), pred.t_comm, pred.t_comp)
         for name, value in zip(names, values, strict=True):
             out[name][index] = value
     ds = _dataset(s, sizes, dname, times, out, hw, device, skipped)
