@@ -121,7 +121,7 @@ def ccr_vs_p_figure(mvm: xr.Dataset) -> Figure:
         Line2D([], [], color="0.3", ls=MODEL_STYLE[m], marker=MODEL_MARKER[m], mfc="none", label=f"{m} model")
         for m in ("stated", "refined")
     ]
-    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 4), frameon=False)
+    style.key_below(fig, handles, min(len(handles), 4))
     what = f"CCR vs P per layer (L = {L0}, {dt0})"
     if len(Ps) == 1:
         what += f": P = {Ps[0]} only (P = 1 has no communication), so one point per shape and no trend in P"
@@ -188,7 +188,7 @@ def predicted_vs_measured_figure(mvm: xr.Dataset) -> Figure:
                label=f"held-out point (hollow, {n['held out']})"),
         Line2D([], [], color="0.3", label="identity"),
     ]  # fmt: skip
-    fig.legend(handles=handles, loc="outside lower center", ncol=4, frameon=False)
+    style.key_below(fig, handles, 4)
     what = "Predicted vs measured CCR (each point: one layer at one P > 1, N, D, L)"
     fig.suptitle(headline(what, MEASURED, _basis(mvm)))
     return fig
@@ -246,9 +246,7 @@ def compute_vs_comm_figure(mb: xr.Dataset) -> Figure:
         ax.set_ylabel("mean time [ms]")
         ax.tick_params(axis="x", labelsize=7)
     handles = [plt.Rectangle((0, 0), 1, 1, color=c, label=k) for k, c in palette.items()]
-    fig.legend(
-        handles=handles, loc="outside lower center", ncol=3 if fig.get_figwidth() >= 8 else 1, frameon=False
-    )
+    style.key_below(fig, handles, 3 if fig.get_figwidth() >= 8 else 1)
     what = f"Compute vs exposed communication per layer (fwd + bwd, L = {L0}, {dt0})"
     fig.suptitle(headline(what, MEASURED, f"{MEASURED} on {measured_on(mb.attrs)}; mean over repeats"))
     return fig

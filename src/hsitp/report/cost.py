@@ -62,9 +62,7 @@ def rho_figure(rho: xr.Dataset) -> Figure:
         ax.tick_params(axis="x", rotation=90, labelsize=7.5)
         ax.get_legend().remove()  # one key below the panels, over no bar
     handles, names = axes[0].get_legend_handles_labels()
-    fig.legend(
-        handles, names, title="patch p (pixels)", loc="outside lower center", ncol=len(names), frameon=False
-    )
+    style.key_below(fig, handles, len(names), labels=names, title="patch p (pixels)")
     what = (
         "rho = C/N per dataset and patch size (N = spatial tokens of the registry grid; rho < 1: more tokens "
         "than channels)"
@@ -122,7 +120,7 @@ def ccr_vs_p_figure(ccr: xr.Dataset, cases: Sequence[str] | None = None) -> Figu
     handles += [Line2D([], [], color="0.3", ls=MODEL_STYLE[m], label=f"{m} model ({MODEL_MEANING[m]})")
                 for m in MODELS]  # fmt: skip
     ncol = len(handles) if 3.3 * len(cases) >= 9 else 3  # one row where the figure is wide enough
-    fig.legend(handles=handles, loc="outside lower center", ncol=ncol, fontsize=8, frameon=False)
+    style.key_below(fig, handles, ncol, fontsize=8)
     what = (
         f"Block CCR vs P, C = D = {ccr.attrs.get('embed_dim', '?')}, patch {ccr.attrs.get('patch', '?')} "
         "(CCR < 1: compute-bound)"
@@ -174,8 +172,12 @@ def boundary_figure(boundary: xr.Dataset) -> Figure:
     handles += [
         Line2D([], [], marker=m, color="k", mfc="white", ls="none", label=h) for h, m in markers.items()
     ]
-    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 5), frameon=False,
-               title="region: the split with the lowest CCR; marker: a dataset at the preset's threshold")  # fmt: skip
+    style.key_below(
+        fig,
+        handles,
+        min(len(handles), 5),
+        title="region: the split with the lowest CCR; marker: a dataset at the preset's threshold",
+    )
     what = "Decision boundary: the split with the lowest CCR where it is < 1, else data parallel"
     fig.suptitle(headline(what, MODELLED, modelled_for(boundary.attrs, hw_names)))
     style.wrap_suptitle(fig)
@@ -465,8 +467,7 @@ def plan_figure(plan: xr.Dataset, checkpointing: str = "none") -> Figure:
     axes[0, 0].set_ylabel("per-rank peak memory [GB]")
     axes[1, 0].set_ylabel("tokens/s of the allocation")
     handles = _plan_legend(plans, names, colours)
-    fig.legend(handles=handles, loc="outside lower center", ncol=int(np.ceil(len(handles) / 2)), fontsize=8,
-               frameon=False)  # fmt: skip
+    style.key_below(fig, handles, int(np.ceil(len(handles) / 2)), fontsize=8)
     model = json_attr(plan, "model", {}) or {}
     what = (
         f"advise plan over P: D = {model.get('embed_dim', '?')}, depth {model.get('depth', '?')}, "

@@ -146,8 +146,7 @@ def forest_figure(table: pd.DataFrame, hardware: str, margin: float = 0.01) -> F
                 for name, ls in BASELINE_STYLES.values()]  # fmt: skip
     zone = f"equal zone (± {PERCENT * margin:g} pp)"
     handles.append(plt.Rectangle((0, 0), 1, 1, color=EQUAL_ZONE, alpha=0.18, label=zone))
-    fig.legend(handles=handles, loc="outside lower center", ncol=4, frameon=False,
-               title="plan (colour), verdict vs tp (marker), classical baselines")  # fmt: skip
+    style.key_below(fig, handles, 4, title="plan (colour), verdict vs tp (marker), classical baselines")
     what = "Accuracy per cell with its 95 % interval, beside the SVM and the random forest,"
     what += " and its verdict vs tp"
     fig.suptitle(headline(what, MEASURED, hardware))
@@ -205,8 +204,7 @@ def pareto_figure(table: pd.DataFrame, hardware: str) -> Figure:
     handles += [plt.Line2D([], [], ls="", marker=m, color="0.4", label=v) for v, m in MARKERS.items()]
     handles += [plt.Line2D([], [], ls="", marker="o", mfc="white", mec="0.3",
                            label=f"hollow: {n}, its tokens/s decide nothing") for n in notes]  # fmt: skip
-    fig.legend(handles=handles, loc="outside lower center", ncol=4, frameon=False,
-               title="plan (colour), accuracy verdict vs tp (marker)")  # fmt: skip
+    style.key_below(fig, handles, 4, title="plan (colour), accuracy verdict vs tp (marker)")
     what = "Peak memory per rank against tokens/s per plan and P, marked by accuracy verdict vs tp"
     fig.suptitle(headline(what, MEASURED, f"{hardware}; no activation checkpointing"))
     return fig
@@ -287,8 +285,7 @@ def time_figure(curves: pd.DataFrame, times: pd.DataFrame, hardware: str, margin
     never = "a partition never reached it"
     handles += [plt.Line2D([], [], color="black", ls=(0, (5, 2)), lw=0.9, label=target),
                 plt.Line2D([], [], ls="", marker=">", color="0.3", label=never)]  # fmt: skip
-    fig.legend(handles=handles, loc="outside lower center", ncol=4, frameon=False,
-               title="plan (colour), P (line style), target")  # fmt: skip
+    style.key_below(fig, handles, 4, title="plan (colour), P (line style), target")
     fig.suptitle(
         headline("Time to accuracy: steps to tp's OA − δ, and time vs tp where timed", MEASURED, hardware)
     )

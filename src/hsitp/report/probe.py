@@ -133,7 +133,7 @@ def memory_parts_figure(mem: xr.Dataset) -> Figure:
         ax.set_xlabel("MiB on the fullest rank")
         ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
     handles, names = axes[0].get_legend_handles_labels()
-    fig.legend(handles, names, loc="outside lower center", ncol=len(PARTS), frameon=False)
+    style.key_below(fig, handles, len(PARTS), labels=names)
     what = f"Per-rank memory by part (parameters + gradients + AdamW state + saved activations; L = {L0}, N = {N0})"
     fig.suptitle(
         headline(what, MEASURED, f"{MEASURED} on {probe_device(mem)} (one training step, the fullest rank)")
@@ -179,7 +179,7 @@ def memory_vs_p_figure(mem: xr.Dataset) -> Figure:
         Line2D([], [], color="0.15", marker="o", mfc="none", ms=4.5, lw=0.9, ls=(0, (4, 2)),
                label="memory model (dark, dashed, on top)"),
     ]  # fmt: skip
-    fig.legend(handles=legend, loc="outside lower center", ncol=3, frameon=False)
+    style.key_below(fig, legend, 3)
     what = (
         f"Per-rank memory vs P per plan (parameters + gradients + AdamW state + saved activations; L = {L0}, "
         f"N = {N0})"

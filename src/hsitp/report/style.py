@@ -25,6 +25,7 @@ import re
 import textwrap
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -167,6 +168,12 @@ def panel_grid(
     for ax in axes.flat[n:]:
         ax.set_visible(False)
     return fig, list(axes.flat[:n])
+
+
+def key_below(fig: Figure, handles: Sequence[Any], ncol: int, **kw: Any) -> None:
+    """The figure's key (``fig.legend`` with ``kw``: labels, title, fontsize) under its panels and unframed, as
+    every report figure draws it: inside, a legend hides data."""
+    fig.legend(handles=handles, loc="outside lower center", ncol=ncol, frameon=False, **kw)
 
 
 def log2_axis(ax: plt.Axes, values: Sequence[int]) -> None:

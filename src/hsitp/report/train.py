@@ -147,7 +147,7 @@ def curves_figure(records: Sequence[xr.Dataset], summary: xr.Dataset | None = No
         n_seeds = _baseline_seeds(summary)
         handles += [plt.Line2D([], [], color="0.35", ls=ls, label=f"{name}, same partition ({n_seeds})")
                     for name, ls in BASELINE_STYLES.values()]  # fmt: skip
-    fig.legend(handles=handles, loc="outside lower center", ncol=2, frameon=False)
+    style.key_below(fig, handles, 2)
     what = "Learning curves per run" + ("" if has_acc else " (no record holds an overall accuracy)")
     fig.suptitle(headline(what, MEASURED, trained_on(records)))
     return fig
@@ -283,9 +283,7 @@ def resources_figure(records: Sequence[xr.Dataset]) -> Figure:
     axes[0].set_xlabel("peak memory of the tracked step [MiB]\n(bar: fullest rank; dots: ranks)")
     handles, names = axes[0].get_legend_handles_labels()
     axes[0].get_legend().remove()  # below the panels: inside, it hides dots
-    fig.legend(
-        handles, [f"rank {n}" for n in names], loc="outside lower center", ncol=len(names), frameon=False
-    )
+    style.key_below(fig, handles, len(names), labels=[f"rank {n}" for n in names])
     tps = df.groupby("run", sort=False)["tokens/s"].first().reset_index()
     sns.barplot(data=tps, y="run", x="tokens/s", ax=axes[1], color=style.OKABE_ITO[0], orient="h")
     axes[1].set_xlabel("tokens / s\n(batch x N per slowest rank's mean step)")
@@ -336,8 +334,7 @@ def prediction_figure(
     first = next((i for i, (_, _, r) in enumerate(panels) if r is not None), None)
     if note and first is not None:  # on the first predicted map: the one a reader would take for a result
         stamp(axes[first], note, (0.5, 0.5), width_in=2.4)
-    fig.legend(handles=class_handles(classes, names), loc="outside lower center", ncol=4, frameon=False,
-               fontsize=7.5, title="class (white: unlabelled)")  # fmt: skip
+    style.key_below(fig, class_handles(classes, names), 4, fontsize=7.5, title="class (white: unlabelled)")
     what = "Predicted class maps per run (final model)" + (
         " on the labelled pixels beside the ground truth" if truth else ""
     )
@@ -573,8 +570,7 @@ def pareto_figure(
             ax.text(0.5, 0.5, "nothing to plot yet", ha="center", va="center", transform=ax.transAxes)
     handles = [plt.Line2D([], [], ls="", marker="o", color=colours[p], label=p) for p in plans]
     handles += [plt.Line2D([], [], ls="", marker=m, color="0.4", label=v) for v, m in VERDICT_MARKERS.items()]
-    fig.legend(handles=handles, loc="outside lower center", ncol=3, frameon=False,
-               title="plan (colour) and accuracy verdict vs tp (marker)")  # fmt: skip
+    style.key_below(fig, handles, 3, title="plan (colour) and accuracy verdict vs tp (marker)")
     hardware = labels.measured_on({"device": str(memory["device"].values[0]) if memory is not None else "",
                                    "dtype": memory.attrs.get("dtype", "") if memory is not None else ""})  # fmt: skip
     fig.suptitle(headline("Memory per rank vs time to accuracy, each over tp's", MEASURED, hardware))
@@ -618,9 +614,7 @@ def budget_figure(studies: Sequence[xr.Dataset]) -> Figure:
     handles = [plt.Line2D([], [], color=colours[p], lw=1.8, label=p) for p in plans]
     handles += [plt.Line2D([], [], color="0.3", lw=1.8, label="best so far (the search as run)"),
                 plt.Line2D([], [], color="0.3", lw=1.2, ls="--", label="expected best of n random trials ± sd")]  # fmt: skip
-    fig.legend(
-        handles=handles, loc="outside lower center", ncol=2, frameon=False, title="plan (colour) and curve"
-    )
+    style.key_below(fig, handles, 2, title="plan (colour) and curve")
     what = "Best validation OA against tuning trials, per plan"
     on = f"measured on {labels.computed_on(studies[0].attrs)}" if studies else "measured on no machine yet"
     fig.suptitle(headline(what, MEASURED, on))  # the machine that ran the studies (their provenance)
