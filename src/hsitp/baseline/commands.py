@@ -50,8 +50,6 @@ def _baseline(args: argparse.Namespace) -> int:
     from hsitp.contracts import BASELINE, DATASET
     from hsitp.io import provenance, write_netcdf
 
-    if args.partition < 0:
-        raise BaselineError(f"hsitp baseline: --partition {args.partition}: a partition index is >= 0")
     cfg = config_from_args(args)
     data = args.data or DEFAULT_DATA.format(run=cfg.run, dataset=args.dataset)
     out = args.out or DEFAULT_OUT.format(
@@ -70,7 +68,7 @@ def _baseline(args: argparse.Namespace) -> int:
             f"{args.dataset} scene (--data) or name its scene"
         )
     res = run_baseline(
-        ds, args.protocol, args.seed, cfg.baseline, threads=max(1, args.threads), partition=args.partition
+        ds, args.protocol, args.seed, cfg.baseline, threads=args.threads, partition=args.partition
     )
     prov = provenance(
         config=cfg.as_json(include={"baseline"}),
