@@ -17,6 +17,7 @@ aggregated by a second aggregator of the same variant (its own weights) before t
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -59,16 +60,13 @@ class HeadParallelCrossAttention(nn.Module):
         self.kernel = master.kernel  # exact or sdpa, as the dense master's
         self.head_split = split_heads(master.heads, tp.size, head_padding=head_padding)
         kw = {"dtype": dtype, "device": device}
+        whole_heads = Partition(self.head_split, unit=self.head_dim)  # kv: k and v blocks
         self.query = nn.Parameter(master.query.detach().clone().to(device=device, dtype=dtype))  # (1, 1, D)
-        self.q = ColumnParallelLinear.from_dense(
-            master.q, tp, partition=Partition(self.head_split, unit=self.head_dim), **kw
-        )
+        self.q = ColumnParallelLinear.from_dense(master.q, tp, partition=whole_heads, **kw)
         self.kv = ColumnParallelLinear.from_dense(
-            master.kv, tp, partition=Partition(self.head_split, blocks=2, unit=self.head_dim), **kw
+            master.kv, tp, partition=replace(whole_heads, blocks=2), **kw
         )
-        self.proj = RowParallelLinear.from_dense(
-            master.proj, tp, partition=Partition(self.head_split, unit=self.head_dim), **kw
-        )
+        self.proj = RowParallelLinear.from_dense(master.proj, tp, partition=whole_heads, **kw)
 
     @classmethod
     def from_dense(

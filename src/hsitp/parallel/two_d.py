@@ -10,6 +10,8 @@ backward, as data parallelism would.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 from torch import nn
 
@@ -58,12 +60,11 @@ class Attention2D(nn.Module):
                 f"master attention is D={master.dim}, heads={master.heads}; expected {dim}, {heads}"
             )
         kw = {"dtype": dtype, "device": device}
+        whole_heads = Partition(self.head_split, unit=self.head_dim)  # qkv: q, k and v blocks
         self.qkv = ColumnParallelLinear.from_dense(
-            master.qkv, mesh.channel, partition=Partition(self.head_split, blocks=3, unit=self.head_dim), **kw
+            master.qkv, mesh.channel, partition=replace(whole_heads, blocks=3), **kw
         )
-        self.proj = RowParallelLinear.from_dense(
-            master.proj, mesh.channel, partition=Partition(self.head_split, unit=self.head_dim), **kw
-        )
+        self.proj = RowParallelLinear.from_dense(master.proj, mesh.channel, partition=whole_heads, **kw)
         ts = self.token_split
         padded = ts is not None and ts.is_padded
         key_valid = ts.padded_valid_mask() if padded else None  # (N_pad,)
