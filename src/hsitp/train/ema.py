@@ -23,11 +23,10 @@ from torch import nn
 
 
 class WeightEMA:
-    """The shadow weights of one rank's model (its floating-point state entries)."""
+    """The shadow weights of one rank's model (its floating-point state entries); ``decay`` in (0, 1) (the typed
+    config holds train.ema.decay in [0, 1), and 0, off, builds none)."""
 
     def __init__(self, model: nn.Module, decay: float) -> None:
-        if not 0.0 < decay < 1.0:
-            raise ValueError(f"train.ema.decay must be in (0, 1), got {decay}")
         self.decay = float(decay)
         self.updates = 0
         self.shadow = {

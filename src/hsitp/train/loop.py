@@ -154,20 +154,16 @@ class _Progress:
             self.bar.update(1)
             self.bar.set_postfix(loss=f"{loss:.4f}", tok_s=f"{tokens_per_s:.0f}")
 
-    def epoch(self, epoch: int, done: int, rec: Mapping[str, float]) -> None:
+    def epoch(self, epoch: int, done: int, rec: EpochRecord) -> None:
+        """The epoch's log line: its loss, throughput, and rank 0's step time and ccr_inline."""
         if self.rank != 0 or self.bar is not None:
             return
         rate = (done - self.done0) / max(time.monotonic() - self.t0, 1e-9)
         eta = (self.total - done) / rate if rate > 0 else float("nan")
+        step, ccr = float(rec["step_time"][0]), float(rec["ccr_inline"][0])
         log.info(
             "epoch %d/%d  loss %.4f  tokens/s %.1f  step %.3f s  ccr_inline %.3f  ETA %.0f s",
-            epoch,
-            self.epochs,
-            rec["loss"],
-            rec["tokens_per_s"],
-            rec["step_time"],
-            rec["ccr_inline"],
-            eta,
+            *(epoch, self.epochs, rec["loss"], rec["tokens_per_s"], step, ccr, eta),
         )
 
     def close(self) -> None:
@@ -253,7 +249,7 @@ def train_rank(
             prediction = scored if scored is not None else prediction
             run.history.append(rec)
             run.last_good = _save(setup, settings, job, epoch, run, meta)
-            progress.epoch(epoch + 1, (epoch + 1) * spe, _rank0(rec))
+            progress.epoch(epoch + 1, (epoch + 1) * spe, rec)
             if on_epoch is not None:
                 on_epoch(epoch + 1, rec)
             # the epoch is saved: stop here if any rank was signalled (every rank together)
@@ -570,15 +566,6 @@ def _memory_method(device: torch.device) -> str:
     if device.type == "cuda":
         return "torch.cuda.max_memory_allocated/max_memory_reserved after reset_peak_memory_stats"
     return "torch.distributed._tools.mem_tracker.MemTracker peak (CPU)"
-
-
-def _rank0(rec: EpochRecord) -> dict[str, float]:
-    return {
-        "loss": rec["loss"],
-        "tokens_per_s": rec["tokens_per_s"],
-        "step_time": float(rec["step_time"][0]),
-        "ccr_inline": float(rec["ccr_inline"][0]),
-    }
 
 
 def _epoch_record(

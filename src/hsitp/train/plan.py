@@ -16,7 +16,8 @@ from pathlib import Path
 from hsitp.cost.budget import ANY_MACHINE_BYTES, check_fits, peak_per_rank
 from hsitp.cost.memory import PlanSize
 from hsitp.errors import HsitpError
-from hsitp.models.config import ModelConfig, PlanError, architecture_for, config_keys
+from hsitp.models.config import ModelConfig, architecture_for, config_keys
+from hsitp.models.config import PlanError as PlanError  # re-exported: check_job raises it
 from hsitp.names import DCHAG_PLANS, partition_tag
 from hsitp.train.settings import TrainSettings
 
@@ -25,24 +26,6 @@ MODEL_KEYS = {k: f"train.model.{k}" for k in ("dim", "heads", "depth", "mlp_rati
     "patch": "train.crops patch",
     "groups": "train.groups",
 }
-
-__all__ = [
-    "PlanError",
-    "TrainConfigError",
-    "check_job",
-    "check_jobs",
-    "crop_patch",
-    "crop_size",
-    "dataset_crops",
-    "check_runs",
-    "control_jobs",
-    "equivalent_of",
-    "jobs",
-    "model_config",
-    "plan_groups",
-    "plan_world_sizes",
-    "run_name",
-]
 
 Job = tuple[str, str, int, int, int, str, int, int]  # dataset, plan, N, P, g, protocol, seed, partition
 

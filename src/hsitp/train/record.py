@@ -32,11 +32,6 @@ CCR_INLINE_NOTE = (
 )
 
 
-def summary_window(n_epochs: int, summary_epochs: int) -> int:
-    """Epochs the paper's summary averages: the last ``summary_epochs``, or all when fewer were run."""
-    return min(n_epochs, summary_epochs)
-
-
 class EpochSteps(TypedDict):
     """One epoch's training numbers (``hsitp.train.loop``); the arrays are every rank's, (rank, ...)."""
 
@@ -111,7 +106,7 @@ def build_dataset(
         {**_accuracy_vars(history, classes), **_training_vars(history), **_memory_vars(history)},
         coords=_coords(history, world_size, classes),
     )
-    k = summary_window(ds.sizes["epoch"], summary_epochs)
+    k = min(ds.sizes["epoch"], summary_epochs)  # the last summary_epochs, or all when fewer were run
     last = ds.isel(epoch=slice(-k, None))
     for name, dims in SUMMARISED:
         attrs_ = dict(ds[name].attrs)
