@@ -11,6 +11,7 @@ from nc_checks import assert_described
 
 from hsitp.config import load_config
 from hsitp.cost import tables
+from hsitp.cost.tables.boundary import REGIONS
 from hsitp.data import registry
 from hsitp.io import provenance, read_netcdf, write_netcdf
 from hsitp.settings import CostSettings
@@ -101,8 +102,8 @@ def test_boundary_regions(cost: CostSettings):
     lowest_thr = ds["threshold"].values[0]  # 10: both CCRs below 1 except at extreme rho
     assert lowest_thr < D
     rho_lo, rho_hi = ds["rho"].values[0], ds["rho"].values[-1]  # N = 25600 (token) and N = 3 (channel)
-    assert int(reg.sel(rho=rho_lo, threshold=lowest_thr)) == tables.REGIONS.index("token")
-    assert int(reg.sel(rho=rho_hi, threshold=lowest_thr)) == tables.REGIONS.index("channel")
+    assert int(reg.sel(rho=rho_lo, threshold=lowest_thr)) == REGIONS.index("token")
+    assert int(reg.sel(rho=rho_hi, threshold=lowest_thr)) == REGIONS.index("channel")
     assert int(reg.sel(rho=1.0, threshold=ds["threshold"].values[-1], method="nearest")) == 0
     assert ds.sizes["point"] == len(registry.names()) * len(cost.boundary.point_hardware)
 

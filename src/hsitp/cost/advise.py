@@ -17,8 +17,7 @@ import numpy as np
 from hsitp.cost import stated
 from hsitp.cost.hardware import get_hardware
 from hsitp.cost.refined import StackCost
-from hsitp.cost.tables import ORIGIN
-from hsitp.cost.tables.common import block_costs
+from hsitp.cost.tables.common import ORIGIN, block_costs
 from hsitp.data import registry
 from hsitp.errors import HsitpError
 from hsitp.settings import CostSettings
