@@ -3,8 +3,9 @@ config, and the attributes that say a table is modelled and with which hardware 
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from hsitp.cost.hardware import Hardware, get_hardware
@@ -37,23 +38,15 @@ def hardware_list(names: Iterable[str]) -> list[Hardware]:
 
 
 def _hardware_attrs(hws: Sequence[Hardware]) -> dict[str, str]:
+    """Each preset's scalar fields (peaks, efficiencies, latencies, node size, memory, sources), by name; a
+    measured calibration's per-op and per-collective fits stay in its own file."""
     return {
         "hardware_presets": json.dumps(
             {
                 hw.name: {
-                    "description": hw.description,
-                    "peak_flops": hw.peak_flops,
-                    "compute_efficiency": hw.compute_efficiency,
-                    "beta_intra": hw.beta_intra,
-                    "beta_inter": hw.beta_inter,
-                    "comm_efficiency": hw.comm_efficiency,
-                    "alpha_intra": hw.alpha_intra,
-                    "alpha_inter": hw.alpha_inter,
-                    "devices_per_node": hw.devices_per_node,
-                    "memory_bytes": hw.memory_bytes,
-                    "source": hw.source,
-                    "assumptions": hw.assumptions,
-                    "measured": hw.measured,
+                    f.name: getattr(hw, f.name)
+                    for f in dataclasses.fields(hw)
+                    if f.name != "name" and not isinstance(getattr(hw, f.name), Mapping | tuple)
                 }
                 for hw in hws
             }
