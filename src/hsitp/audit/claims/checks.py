@@ -259,7 +259,16 @@ class AccuracyVerdicts(Check):
 
 
 class ProbeCheck(Check):
-    """A ratio of the probe's memory: decided by ``op``/``value`` or the band ``low``/``high``."""
+    """A ratio of the probe's memory, ``variable`` at ``lhs`` over ``against``: decided by ``op``/``value`` or the
+    band ``low``/``high``, at the model ``sizes`` a claim speaks of."""
+
+    lhs: Any
+    against: Any
+    op: Op | None = None
+    value: Num | None = None
+    variable: str = "peak_allocated"
+    sel: Sel | None = None
+    sizes: dict[str, Any] | None = None
 
     @model_validator(mode="after")
     def _decided(self) -> ProbeCheck:
@@ -272,25 +281,13 @@ class ProbeMemory(ProbeCheck):
     fn: Literal["probe_memory"]
     lhs: Sel
     against: Sel
-    op: Op | None = None
-    value: Num | None = None
-    variable: str = "peak_allocated"
-    sel: Sel | None = None
     sum: list[Any] | None = None
     scale_P: bool | None = None  # noqa: N815
-    sizes: dict[str, Any] | None = None
     P_min: int = 2  # noqa: N815
 
 
 class ProbeEstimate(ProbeCheck):
     fn: Literal["probe_estimate"]
-    lhs: Any
-    against: Any
-    op: Op | None = None
-    value: Num | None = None
-    variable: str = "peak_allocated"
-    sel: Sel | None = None
-    sizes: dict[str, Any] | None = None
 
 
 class ProbeThroughput(Check):

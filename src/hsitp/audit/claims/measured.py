@@ -136,7 +136,7 @@ def _msel(da: xr.DataArray, sel: checks.Sel | None) -> tuple[xr.DataArray | None
     return da, ""
 
 
-def _condition(a: checks.ProbeMemory | checks.ProbeEstimate) -> tuple[Callable[[float], bool], str]:
+def _condition(a: checks.ProbeCheck) -> tuple[Callable[[float], bool], str]:
     """The test a measured value must pass: ``op``/``value`` or the band ``low``/``high`` (or ``expect``)."""
     if "op" in a.model_fields_set:
         f, x = OPS[a.op], float(a.value)
