@@ -26,9 +26,10 @@ from typing import Any, TypeVar
 import numpy as np
 import xarray as xr
 
+from hsitp.analysis.cells import cell_table
 from hsitp.audit.claims import COLUMNS, COST_TABLES, VERDICTS, basis_counts, finding_counts, verdict_counts
 from hsitp.audit.claims.render import Row
-from hsitp.contracts import COST, PROBE_MEMORY, TRAIN_SUMMARY, flag_meanings, summary_cells
+from hsitp.contracts import COST, PROBE_MEMORY, TRAIN_SUMMARY, Cell
 from hsitp.errors import HsitpError
 from hsitp.io import atomic_write_text, read_netcdf
 from hsitp.markdown import markdown_table
@@ -550,33 +551,28 @@ def check_summary(run_dir: Path, ref_dir: Path, name: str, rep: Report) -> None:
         return
     ref, new = read_reference(ref_path, TRAIN_SUMMARY.read), TRAIN_SUMMARY.read(new_path)
     rep.compared.append(f"train/{name}")
-    ref_cells, new_cells = (summary_cells(ds)["i"] for ds in (ref, new))
+    ref_cells, new_cells = (cell_table(ds).set_index(list(Cell._fields)) for ds in (ref, new))
     for cell in sorted(set(ref_cells.index) ^ set(new_cells.index), key=str):
-        where = "the reference only" if cell in ref_cells else "this run only"
+        where = "the reference only" if cell in ref_cells.index else "this run only"
         rep.drift.append(f"train/{name}: cell {cell} in {where}")
-    verdicts = (flag_meanings(ref["oa_verdict"]), flag_meanings(new["oa_verdict"]))
+    # replicates (partition, seed) where both summaries count them, else seeds (cpu-fair's count none)
+    count = "replicates" if "replicates" in ref and "replicates" in new else "seeds"
     for cell in sorted(set(ref_cells.index) & set(new_cells.index), key=str):
-        i, j = ref_cells[cell], new_cells[cell]
-        # replicates (partition, seed) where both summaries count them, else seeds (cpu-fair's count none)
-        count = "replicates" if "replicates" in ref and "replicates" in new else "seeds"
-        seeds = int(ref[count].values[i])
-        if int(new[count].values[j]) != seeds:
-            rep.drift.append(
-                f"train/{name}: cell {cell}: {int(new[count].values[j])} {count}, reference {seeds}"
-            )
-        std = float(ref["oa_std"].values[i])
+        r, n = ref_cells.loc[cell], new_cells.loc[cell]
+        seeds = int(r[count])
+        if int(n[count]) != seeds:
+            rep.drift.append(f"train/{name}: cell {cell}: {int(n[count])} {count}, reference {seeds}")
+        std = float(r["oa_std"])
         tol = (
             max(ACCURACY_FLOOR, ACCURACY_SIGMAS * std / math.sqrt(seeds))
             if np.isfinite(std)
             else ACCURACY_FLOOR
         )
-        a, b = float(ref["oa_mean"].values[i]), float(new["oa_mean"].values[j])
+        a, b = float(r["oa_mean"]), float(n["oa_mean"])
         if not abs(b - a) <= tol:
             rep.drift.append(f"train/{name}: cell {cell}: OA {b:.4f}, reference {a:.4f} (allowed ±{tol:.4f})")
-        if verdicts[0][i] != verdicts[1][j]:
-            rep.drift.append(
-                f"train/{name}: cell {cell}: verdict {verdicts[1][j]}, reference {verdicts[0][i]}"
-            )
+        if r["verdict"] != n["verdict"]:
+            rep.drift.append(f"train/{name}: cell {cell}: verdict {n['verdict']}, reference {r['verdict']}")
     rep.checked.append(
         f"train/{name}: {len(ref_cells)} cells, OA within max({ACCURACY_FLOOR:g}, {ACCURACY_SIGMAS:g} standard "
         "errors of the reference's seeds), verdicts equal"
