@@ -17,7 +17,7 @@ import xarray as xr
 from hsitp import contracts
 from hsitp.analysis import labels
 from hsitp.analysis.answer import step_time_ratio, time_to_accuracy_ratio
-from hsitp.analysis.cells import MIB, baseline_name, model_label
+from hsitp.analysis.cells import MIB, baseline_name, model_label, verdict_name
 from hsitp.analysis.read import ReportError, load
 from hsitp.evaluate.verdict import half_width
 from hsitp.names import DCHAG_PLANS
@@ -88,10 +88,6 @@ def _spread(summary: xr.Dataset, i: int, prefix: str = "", j: int | None = None)
     return float(summary[f"{prefix}oa_std"].values[at]), int(summary[f"{prefix}seeds"].values[i]), "seed"
 
 
-def _verdict(summary: xr.Dataset, i: int, plan: str) -> str:
-    return "reference" if plan == "tp" else contracts.flag_meanings(summary["oa_verdict"])[i]
-
-
 def _cells(summary: xr.Dataset) -> pd.DataFrame:
     """The summary's cells, tp first, then each D-CHAG plan by P."""
     cells = contracts.summary_cells(summary).reset_index()
@@ -123,7 +119,7 @@ def forest_table(summary: xr.Dataset) -> pd.DataFrame:
                      "d_oa_vs_tp_mean": float(c.d_oa_vs_tp_mean) if vs_tp else 0.0,
                      "d_oa_vs_tp_ci_low": float(c.d_oa_vs_tp_ci_low) if vs_tp else math.nan,
                      "d_oa_vs_tp_ci_high": float(c.d_oa_vs_tp_ci_high) if vs_tp else math.nan,
-                     "verdict": _verdict(summary, c.i, c.plan),
+                     "verdict": verdict_name(summary, c.i) if vs_tp else "reference",
                      "beats_svm": _beats_svm(summary, c.i)})  # fmt: skip
     cells = contracts.summary_cells(summary).reset_index()
     for (dataset, protocol), here in cells.groupby(["dataset", "protocol"], sort=True):
@@ -172,7 +168,7 @@ def pareto_table(inputs: Inputs) -> pd.DataFrame:
         for c in here[here["plan"] != "tp"].itertuples(index=False):
             point = _probe_point(inputs, c.plan, c.P, c.g, c.N)
             rows.append({"dataset": dataset, "protocol": protocol, "plan": c.plan, "P": c.P, "g": c.g,
-                         "verdict": _verdict(summary, c.i, c.plan), **point})  # fmt: skip
+                         "verdict": verdict_name(summary, c.i), **point})  # fmt: skip
         if tp.empty:
             continue
         t = tp.iloc[0]  # tp is one model at every P (trained once; the verdicts pair with it at each P)
