@@ -559,15 +559,13 @@ def _seed_stats(s: _Cells) -> dict[str, Any]:
     data: dict[str, Any] = {}
     for m in (*ACCURACY, *FINAL, *VALIDATION, "tokens_per_s", "peak_memory", "ccr_inline"):
         vals = [list(s.values(c, m).values()) for c in s.cells]
-        attrs = {"units": UNITS[m]}
+        attrs = {}
         if m == "tokens_per_s":  # each record timed at its own moment: no ratio between cells
             attrs["comparable"] = "within one record only; plan ratios: probe/throughput.nc (interleaved)"
         over = f"over replicates (partition, seed) of {LONG[m]}"
-        data[f"{m}_mean"] = ("cell", [_mean(v) for v in vals], {**attrs, "long_name": f"mean {over}"})
-        data[f"{m}_std"] = (
-            "cell",
-            [_std(v) for v in vals],
-            {**attrs, "long_name": f"standard deviation (ddof 1) {over}"},
+        data[f"{m}_mean"] = variable("cell", [_mean(v) for v in vals], f"mean {over}", UNITS[m], **attrs)
+        data[f"{m}_std"] = variable(
+            "cell", [_std(v) for v in vals], f"standard deviation (ddof 1) {over}", UNITS[m], **attrs
         )
     for m in ACCURACY:
         spreads = [spread_parts(s.values(c, m)) for c in s.cells]
