@@ -78,18 +78,6 @@ def op_work(pt: Point, *, head_padding: bool) -> tuple[float, float]:
     return work_split(pt, head_padding=head_padding)[0]
 
 
-def compute_time(
-    hw: Any, op: str, work: tuple[float, float], tokenize: tuple[float, float] = (0.0, 0.0)
-) -> float:
-    """Compute time [s] of a bench point of ``op`` doing ``work`` (FLOPs, traffic) in all, ``tokenize`` of it
-    the tokeniser's: the two compute models summed where ``hw`` holds one for ``tokenize``, else ``op``'s on
-    the whole."""
-    if tokenize[0] > 0 and TOKENIZE in hw.op_compute_rate:
-        rest = (work[0] - tokenize[0], work[1] - tokenize[1])
-        return hw.compute_time(op, *rest) + hw.compute_time(TOKENIZE, *tokenize)
-    return hw.compute_time(op, *work)
-
-
 def check_points(points: Iterable[Point], *, head_padding: bool, memory: float = ANY_MACHINE_BYTES) -> None:
     """Refuse, before anything is timed, a sweep the layers would refuse: with ``parallel.head_padding`` off, a
     head count that the ranks splitting it do not divide raises the cost model's error naming ``parallel.heads``
@@ -132,9 +120,14 @@ def predict(pt: Point, hardware: Any, *, head_padding: bool) -> Prediction:
     """Both models' CCR for ``pt`` on ``hardware`` (a preset name, ``measured:PATH`` or a Hardware)."""
     from hsitp.cost.hardware import get_hardware
 
-    hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
+    hw = get_hardware(hardware)
     parts = _parts(pt, hw, head_padding)
-    t_comp = compute_time(hw, pt.op, *_work(pt, parts))
+    work, tok = _work(pt, parts)  # (FLOPs, traffic) in all, and the tokeniser's
+    # the two compute models summed where hw has one for the tokeniser: the op's on its own work, else one on all
+    if tok[0] > 0 and TOKENIZE in hw.op_compute_rate:
+        t_comp = hw.compute_time(pt.op, work[0] - tok[0], work[1] - tok[1]) + hw.compute_time(TOKENIZE, *tok)
+    else:
+        t_comp = hw.compute_time(pt.op, *work)
     t_comm = float(sum(c.t_comm for c in parts))
     nbytes = float(sum(k.bytes for c in parts for k in c.collectives if k.group_size > 1))
     # a collective over a group of one (e.g. the token axis of a P_c x 1 mesh) is not issued
