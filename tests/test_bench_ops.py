@@ -10,7 +10,7 @@ import pytest
 import torch
 from nc_checks import assert_described
 
-from hsitp.bench.ops import OpBuild, summarize_trace, trace_point, traced_group_names
+from hsitp.bench.ops import OpBuild, summarize_trace, trace_point
 from hsitp.bench.predict import Point, bench_shape, op_work, predict
 from hsitp.bench.roofline import run_roofline
 from hsitp.bench.shard import noop_group, run_shard
@@ -44,15 +44,13 @@ def test_trace_summary_counts_bytes_per_collective_and_group():
     a 2-D layer's records filed under the wrong mesh axis."""
     traced = trace_point("mlp", TPGroup(None, 4, 0, comm="noop"), _kw("mlp", 4))
     recs = [r for _, rs in traced for r in rs]
-    s = summarize_trace(traced, traced_group_names("mlp"))
+    s = summarize_trace(traced, "mlp")
     assert s["n"] == len(recs) > 0
     assert s["bytes"] == sum(r.nbytes for r in recs)
     assert s["count"].sum() == len(recs)
     # all of the MLP pair's collectives are all-reduces over the 4 ranks of the tp group
     assert s["count"][0, 0] == len(recs) and s["trace_bytes"][0, 0] == s["bytes"]
-    s2 = summarize_trace(
-        trace_point("attn_2d", noop_group("attn_2d", 4), _kw("attn_2d", 4)), ("channel", "token")
-    )
+    s2 = summarize_trace(trace_point("attn_2d", noop_group("attn_2d", 4), _kw("attn_2d", 4)), "attn_2d")
     assert s2["count"][:, 0].sum() == 0  # nothing on the tp group
     assert s2["count"][1, 2] > 0 and s2["count"][1, 1] == 0  # K/V gathers along tokens only
 

@@ -126,15 +126,11 @@ def trace_point(op: str, tp: TPGroup | Mesh2D, how: OpBuild) -> list[AxisTrace]:
     return traced
 
 
-def traced_group_names(op: str) -> tuple[str, ...]:
-    """Names (TRACED_GROUPS) of the groups :func:`trace_point` returns, in its order: the attn_2d mesh's channel
-    and token axes, or all P ranks."""
-    return ("channel", "token") if op == "attn_2d" else ("tp",)
-
-
-def summarize_trace(traced: list[AxisTrace], names: tuple[str, ...]) -> dict[str, Any]:
-    """Bytes and calls in all, and per (collective, group) (COLLECTIVES x TRACED_GROUPS) calls and full bytes;
-    ``names``: the TRACED_GROUPS name of each traced group, in order."""
+def summarize_trace(traced: list[AxisTrace], op: str) -> dict[str, Any]:
+    """Bytes and calls in all, and per (collective, group) (COLLECTIVES x TRACED_GROUPS) calls and full bytes of
+    what :func:`trace_point` returned for ``op``: its groups are the attn_2d mesh's channel and token axes, or all
+    P ranks (tp)."""
+    names = ("channel", "token") if op == "attn_2d" else ("tp",)
     count = np.zeros((len(COLLECTIVES), len(TRACED_GROUPS)))
     nbytes = np.zeros((len(COLLECTIVES), len(TRACED_GROUPS)))
     for name, (_, recs) in zip(names, traced, strict=True):
@@ -182,7 +178,7 @@ def time_point(
         repeats=repeats,
         min_region_s=s.min_region_s,
     )
-    return {"times": times, **summarize_trace(traced, traced_group_names(pt.op))}
+    return {"times": times, **summarize_trace(traced, pt.op)}
 
 
 def sweep_points(s: BenchSettings, P: int, dtypes: Iterable[str]) -> Iterator[tuple[tuple[int, ...], Point]]:
