@@ -373,7 +373,12 @@ class StepSizes:
         return 2 * self.Z
 
     def moment(self, part: str, phase: str, **terms: float) -> Moment:
-        """A moment of ``part`` in ``phase``: ``terms`` live besides parameters, optimizer state and the batch."""
+        """A moment of ``part`` in ``phase``: ``terms`` live besides parameters, optimizer state and the batch,
+        and after forward (backward, update) the model's output and the squared error (``loss``), which the step
+        references to its end; listed after what is ``saved``."""
+        if phase != "forward":
+            saved = {"saved": terms.pop("saved")} if "saved" in terms else {}
+            terms = {**saved, "loss": self.loss, **terms}
         return Moment(part, phase, {"parameters+optimizer": self.base, "batch": self.X, **terms})
 
 
@@ -582,7 +587,6 @@ def _head_backward(s: StepSizes) -> list[Moment]:
             "head",
             "backward",
             saved=every,
-            loss=s.loss,
             grad_logits=s.Z,
             grad_input=s.A,
             grads=s.grads["head"],
@@ -608,7 +612,6 @@ def _blocks_backward(s: StepSizes) -> list[Moment]:
                 "backward",
                 # the blocks below, and this block's activations (recomputed when checkpointed)
                 saved=s.acts["aggregation"] + i * per_block + blocks_full,
-                loss=s.loss,
                 grads=done + e * (D * m.hidden / tp + D),
                 grad_input=A,
                 grad_gelu=s.H,
@@ -627,7 +630,6 @@ def _blocks_backward(s: StepSizes) -> list[Moment]:
                     "backward",
                     # the blocks below, this block's input, ln1 output and statistics (qkv went with SDPA's q view)
                     saved=s.acts["aggregation"] + i * per_block + 2 * A + 2 * m.ln_stat_bytes * s.M,
-                    loss=s.loss,
                     grads=done + e * mlp_grads,
                     grad_x1_q=2 * A,
                     grad_kv=2 * A * P,
@@ -659,7 +661,6 @@ def _single_attention_backward(s: StepSizes) -> list[Moment]:
                 "backward",
                 # all it saved but the output projection's input (released by the projection's backward)
                 saved=s.acts["aggregation"] - e * M * D / tp,
-                loss=s.loss,
                 grads=later + e * (D * D / tp + D),  # and the output projection's
                 aggregation=_exact_backward(m, M, m.L, tp, T),
             )
@@ -674,7 +675,6 @@ def _single_attention_backward(s: StepSizes) -> list[Moment]:
             "aggregation",
             "backward",
             saved=s.acts["aggregation"] - T - kv,  # the attention's query, output and log-sum-exp
-            loss=s.loss,
             grads=later + e * (D * D / tp + D),  # and the output projection's
             aggregation=max(sdpa, mm),
         )
@@ -695,7 +695,6 @@ def _dchag_backward(s: StepSizes) -> list[Moment]:
         "aggregation",
         "backward",
         saved=s.acts["aggregation"],
-        loss=s.loss,
         grads=later + e * (D * D / tp + D),  # and the final output projection's
         final=_exact_backward(m, M, s.P, tp, gathered)
         if m.attention_kernel == "exact"
@@ -715,7 +714,6 @@ def _dchag_level1_backward(s: StepSizes, later: float) -> Moment:
         return s.moment(
             "aggregation",
             "backward",
-            loss=s.loss,
             # final, level 2, level 1's Linear(s, 1)
             grads=later + e * (shard_xattn + level2 + s.slots / g + 1),
             grad_output=e * M * g * D,  # the gradient of level 1's (M, g, D) output
@@ -729,7 +727,6 @@ def _dchag_level1_backward(s: StepSizes, later: float) -> Moment:
         return s.moment(
             "aggregation",
             "backward",
-            loss=s.loss,
             grads=grads,
             # what it saved but the projection's input, and its backward's working set
             level1=_xattn_bytes(m, M * g, s.slots / g, 1) - e * M * g * D,
@@ -738,7 +735,6 @@ def _dchag_level1_backward(s: StepSizes, later: float) -> Moment:
     return s.moment(
         "aggregation",
         "backward",
-        loss=s.loss,
         grads=grads,
         level1=_xattn_bytes(m, M * g, s.slots / g, 1),  # its kv input, k, v, query, output, lse
         grad_kv=2 * T_s,  # SDPA's gradients of k and v
@@ -773,7 +769,6 @@ def _tokenisation_backward(s: StepSizes) -> list[Moment]:
         s.moment(
             "tokenisation",
             "backward",
-            loss=s.loss,
             grads=sum(s.grads.values()),
             grad_tokens=s.T_s if s.dchag else s.T,
         )
@@ -786,12 +781,12 @@ def _update(s: StepSizes) -> list[Moment]:
     every_grad = sum(s.grads.values())
     out = []
     if s.token_gather:
-        out.append(s.moment("other", "update", loss=s.loss, grads=every_grad, flat=every_grad))  # one buffer
+        out.append(s.moment("other", "update", grads=every_grad, flat=every_grad))  # one buffer
     big = s.m.dtype_bytes * _largest_parameter(s.plan, s.m, s.P, s.g)
     # AdamW's temporaries are the size of its state (fp32 under mixed precision)
     scale = s.m.optimizer_dtype_bytes / s.m.dtype_bytes
     adamw = (every_grad if s.m.device == "cuda" else 2 * big) * scale
-    out.append(s.moment("other", "update", loss=s.loss, grads=every_grad, adamw=adamw))
+    out.append(s.moment("other", "update", grads=every_grad, adamw=adamw))
     return out
 
 
