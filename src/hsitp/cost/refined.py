@@ -26,8 +26,8 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -71,7 +71,8 @@ class CollectiveCost:
 
 @dataclass(frozen=True)
 class OpCost:
-    """Cost of one layer on one rank under both models. Times in seconds, FLOPs per rank unless ``single``."""
+    """Cost of one layer on one rank under both models. Times in seconds, FLOPs per rank (``t_single``: the
+    same layer on one device)."""
 
     op: str
     split: str
@@ -80,7 +81,6 @@ class OpCost:
     hardware: str
     flops_fwd: float
     flops_bwd: float
-    flops_single: float  # the same layer on one device (P = 1), forward + backward
     traffic_bytes: float  # forward + backward memory traffic estimate (operands and results) [B]
     t_comp: float
     t_comm: float
@@ -89,7 +89,6 @@ class OpCost:
     ccr: float
     relative_throughput: float
     ccr_stated: float
-    stated_dim: float  # the C_in or N the stated formula used (NaN where the paper gives no formula)
     collectives: tuple[CollectiveCost, ...] = field(default_factory=tuple)
 
     @property
@@ -108,14 +107,6 @@ class OpCost:
 
     def count_by_collective(self) -> dict[str, int]:
         return dict(Counter(c.collective for c in self.collectives))
-
-    def as_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["flops"] = self.flops
-        d["relative_throughput_stated"] = self.relative_throughput_stated
-        d["bytes_by_collective"] = self.bytes_by_collective()
-        d["count_by_collective"] = self.count_by_collective()
-        return d
 
 
 def ring_factor(collective: str, n: int) -> float:
@@ -200,8 +191,8 @@ def group_layout(group: str, P: int, mesh: tuple[int, int], devices_per_node: in
     raise ValueError(f"unknown group {group!r}")
 
 
-def _stated_ccr(op: str, split: str, s: LayerShape, P: int, hw: Hardware) -> tuple[float, float]:
-    """(stated CCR, the dimension it used) for one layer; NaN where the paper gives no formula."""
+def _stated_ccr(op: str, split: str, s: LayerShape, P: int, hw: Hardware) -> float:
+    """The stated CCR of one layer; NaN where the paper gives no formula."""
     F, beta = hw.flops, hw.beta_for(P)
     if split == "channel":
         c_in = {
@@ -211,18 +202,16 @@ def _stated_ccr(op: str, split: str, s: LayerShape, P: int, hw: Hardware) -> tup
             "agg_tp": s.D,
         }
         if op in c_in:
-            return float(stated.ccr_channel(P, F, beta, c_in[op])), float(c_in[op])
+            return float(stated.ccr_channel(P, F, beta, c_in[op]))
         if op in DCHAG_OPS:
-            return float(stated.ccr_dchag(stated.ccr_channel(P, F, beta, s.D), s.groups)), float(s.D)
+            return float(stated.ccr_dchag(stated.ccr_channel(P, F, beta, s.D), s.groups))
     if split == "token":
         if op == "attn_token":
-            return float(stated.ccr_token(P, F, beta, s.N)), float(s.N)
-        return 0.0, float(s.N)  # §3.3: token-wise layers need no communication under a token split
+            return float(stated.ccr_token(P, F, beta, s.N))
+        return 0.0  # §3.3: token-wise layers need no communication under a token split
     if split == "2d" and op == "attn_2d":
-        return float(
-            stated.ccr_2d(stated.ccr_channel(P, F, beta, s.D), stated.ccr_token(P, F, beta, s.N))
-        ), np.nan
-    return np.nan, np.nan
+        return float(stated.ccr_2d(stated.ccr_channel(P, F, beta, s.D), stated.ccr_token(P, F, beta, s.N)))
+    return np.nan
 
 
 def _compute(op: str, terms: Terms, hw: Hardware, sw: Switches, elem_bytes: int) -> tuple[float, ...]:
@@ -298,12 +287,11 @@ def op_cost(
     single = build_terms(op, split, shape, 1, (1, 1), **kw)
     elem_bytes = 1 if sw.one_byte_per_element else shape.dtype_bytes
     f_fwd, f_bwd, traffic, t_comp = _compute(op, terms, hw, sw, elem_bytes)
-    s_fwd, s_bwd, _, t_single = _compute(op, single, hw, sw, elem_bytes)
+    t_single = _compute(op, single, hw, sw, elem_bytes)[3]
     costs = _collective_costs(op, terms, P, mesh, hw, sw, elem_bytes, grad_accumulation, per_step_alpha)
     t_comm = sum(c.time_s for c in costs)
     hidden = 0.0 if sw.no_overlap else overlap
     exposed = (1.0 - hidden) * t_comm
-    ccr_s, dim = _stated_ccr(op, split, shape, P, hw)
     return OpCost(
         op=op,
         split=split,
@@ -312,7 +300,6 @@ def op_cost(
         hardware=hw.name,
         flops_fwd=f_fwd,
         flops_bwd=f_bwd,
-        flops_single=s_fwd + s_bwd,
         traffic_bytes=traffic,
         t_comp=t_comp,
         t_comm=t_comm,
@@ -320,8 +307,7 @@ def op_cost(
         t_single=t_single,
         ccr=t_comm / t_comp if t_comp > 0 else np.inf,
         relative_throughput=t_single / (t_comp + exposed) if t_comp + exposed > 0 else np.nan,
-        ccr_stated=ccr_s,
-        stated_dim=dim,
+        ccr_stated=_stated_ccr(op, split, shape, P, hw),
         collectives=tuple(costs),
     )
 
