@@ -33,9 +33,7 @@ SOFTMAX_FLOPS = 6  # 1/sqrt(d) scale 1, max 1, subtract 1, exp 1, sum 1, divide 
 GELU_FLOPS = 8  # tanh form: x^3, ×0.0447, +x, ×sqrt(2/pi), tanh, +1, ×x, ×0.5
 BIAS_FLOPS = 1
 
-CONTRACT_OPS = OP_NAMES
-COST_ONLY_OPS = ("linear_column", "layernorm")
-OPS = CONTRACT_OPS + COST_ONLY_OPS
+OPS = (*OP_NAMES, "linear_column", "layernorm")  # the contract's ops and the cost-only ones
 # Splits each op can be costed under; the first is the op's default (what the contract's layer does).
 SPLITS: dict[str, tuple[str, ...]] = {
     "linear_column": ("channel",),
@@ -154,8 +152,11 @@ def build_terms(
     ranks = head_split(op, P, mesh)
     if pad and not head_padding and s.heads % ranks:
         raise HeadSplitError(op, s.heads, ranks)
-    if op in AGG_OPS:
-        return aggregation_only(op, s, P, pad=pad)
+    # the aggregation ops, band tokens in and one out; agg_tp's over all L bands (every rank tokenises them all)
+    if op == "agg_tp":
+        return _tp_cross_attention(s, P, s.L, pad, "")
+    if op in DCHAG_OPS:
+        return _dchag_aggregation(s, P, pad, str(BY_OP[op].variant))
     return _BUILDERS[op](s, P, mesh, pad, drop_n2, split)
 
 
@@ -372,15 +373,6 @@ def _tp_cross_attention(s: LayerShape, P: int, channels: float, pad: bool, prefi
         params=s.D + 4 * s.D * d_l + 3 * d_l + s.D,
         activations=M * channels * 2 * d_l + M * h_l * channels + M * d_l + M * s.D,
     )
-
-
-def aggregation_only(op: str, s: LayerShape, P: int, *, pad: bool = True) -> Terms:
-    """Terms of an aggregation op (``agg_tp``, ``agg_dchag_l``, ``agg_dchag_c``): band tokens in, one token out."""
-    if op == "agg_tp":  # over all L band tokens (every rank has them: tokenisation is replicated)
-        return _tp_cross_attention(s, P, s.L, pad, "")
-    if op in DCHAG_OPS:
-        return _dchag_aggregation(s, P, pad, str(BY_OP[op].variant))
-    raise ValueError(f"{op!r} is not an aggregation op ({', '.join(AGG_OPS)})")
 
 
 def _dchag_bands(s: LayerShape, P: int, pad: bool) -> tuple[float, float]:
