@@ -176,9 +176,8 @@ def holdout_mask(
     left three small sizes whose times, on a loaded machine, did not grow with size at all (CI, 2026-12-03:
     all_reduce 11.6, 6.3, 8.0 ms at 4 KiB, 1 MiB, 4 MiB: no bandwidth term to fit). Adding points to a sweep
     does not reshuffle old ones more than necessary, since the order depends only on each point's own key.
+    ``fraction`` is ``bench.fit.holdout_fraction``, in [0, 1) (the config refuses any other).
     """
-    if not 0.0 <= fraction < 1.0:
-        raise ValueError(f"holdout fraction must be in [0, 1), got {fraction}")
     keys = list(keys)
     groups = list(groups)
     anchored = [False] * len(keys) if anchors is None else [bool(a) for a in anchors]
