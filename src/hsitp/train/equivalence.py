@@ -11,8 +11,8 @@ makes the curves differ in the last bits, not more). tp's equivalent is one mode
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -46,10 +46,10 @@ def compare(records: Sequence[str | Path], tolerance: float = DEFAULT_TOLERANCE)
     checks, equivalents = _sort_records(records)
     rows = sorted(
         (_compare_one(path, ds, equivalents) for path, ds in checks),
-        key=lambda r: (r["dataset"], r["plan"], r["P"], r["g"]),
+        key=lambda r: (r.coords["dataset"], r.coords["plan"], r.coords["P"], r.coords["g"]),
     )
-    d_oa = np.array([r["oa_check"] - r["oa_equivalent"] for r in rows])
-    passed = (np.abs(d_oa) <= tolerance) & np.array([r["recipe_match"] for r in rows])
+    d_oa = np.array([r.oa_check - r.oa_equivalent for r in rows])
+    passed = (np.abs(d_oa) <= tolerance) & np.array([r.recipe_match for r in rows])
     ds_out = xr.Dataset(_check_vars(rows, d_oa, passed, tolerance), coords=_check_coords(rows))
     ds_out.attrs.update(
         {
@@ -106,7 +106,18 @@ COORDS = {
 }
 
 
-def _compare_one(path: str | Path, ds: xr.Dataset, equivalents: Mapping[tuple, Record]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Check:
+    """One check run against its equivalent: its coordinates (:data:`COORDS`' names) and what was compared."""
+
+    coords: dict[str, str | int]
+    oa_check: float
+    oa_equivalent: float
+    loss_max_rel_diff: float
+    recipe_match: bool
+
+
+def _compare_one(path: str | Path, ds: xr.Dataset, equivalents: Mapping[tuple, Record]) -> Check:
     """One check run against its equivalent at the check's last epoch: its coordinates (:data:`COORDS`), test OA
     of both, the loss curves' largest relative difference up to there, and whether they share the recipe."""
     found = equivalents.get(_key(ds, any_p=str(ds.attrs["plan"]) == "tp"))
@@ -118,23 +129,21 @@ def _compare_one(path: str | Path, ds: xr.Dataset, equivalents: Mapping[tuple, R
         raise EquivalenceError(f"{epath}: not evaluated at epoch {e}, the check's last (train.equivalence)")
     loss_c = ds["loss"].sel(epoch=slice(1, e)).values
     loss_e = eq["loss"].sel(epoch=slice(1, e)).values
-    return {
-        **{
+    return Check(
+        coords={
             name: (str if dtype is object else int)(ds.attrs[attr])
             for name, (attr, dtype, *_) in COORDS.items()
         },
-        "oa_check": float(ds["oa"].sel(epoch=e)),
-        "oa_equivalent": float(eq["oa"].sel(epoch=e)),
-        "loss_max_rel_diff": float(np.max(np.abs(loss_c - loss_e) / np.maximum(np.abs(loss_e), 1e-12))),
-        "recipe_match": ds.attrs.get("recipe_hash") == eq.attrs.get("recipe_hash"),
-    }
+        oa_check=float(ds["oa"].sel(epoch=e)),
+        oa_equivalent=float(eq["oa"].sel(epoch=e)),
+        loss_max_rel_diff=float(np.max(np.abs(loss_c - loss_e) / np.maximum(np.abs(loss_e), 1e-12))),
+        recipe_match=ds.attrs.get("recipe_hash") == eq.attrs.get("recipe_hash"),
+    )
 
 
-def _check_vars(
-    rows: Sequence[Mapping[str, Any]], d_oa: np.ndarray, passed: np.ndarray, tolerance: float
-) -> dict:
+def _check_vars(rows: Sequence[Check], d_oa: np.ndarray, passed: np.ndarray, tolerance: float) -> dict:
     def column(key: str, long: str) -> tuple:
-        return variable("check", [r[key] for r in rows], long)
+        return variable("check", [getattr(r, key) for r in rows], long)
 
     loss = "largest relative difference of the epochs' mean training loss up to the check epoch"
     return {
@@ -154,11 +163,11 @@ def _check_vars(
     }
 
 
-def _check_coords(rows: Sequence[Mapping[str, Any]]) -> dict[str, tuple]:
+def _check_coords(rows: Sequence[Check]) -> dict[str, tuple]:
     coords = {"check": variable("check", np.arange(len(rows), dtype=np.int32), "check index")}
     for name, (_, dtype, long, units) in COORDS.items():
         attrs = {"long_name": long} | ({"units": units} if units else {})
-        coords[name] = ("check", np.array([r[name] for r in rows], dtype=dtype), attrs)
+        coords[name] = ("check", np.array([r.coords[name] for r in rows], dtype=dtype), attrs)
     return coords
 
 
