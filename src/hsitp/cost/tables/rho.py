@@ -89,13 +89,8 @@ def rho_table(cost: CostSettings) -> xr.Dataset:
     Ps = [int(p) for p in rc.parallel_degrees]
     hws = hardware_list(rc.hardware)
     grid = cost.token_grid
-    c_values = {
-        "bands": lambda s: s.bands,
-        "pca": lambda s: int(rc.pca_k),
-        "embed": lambda s: int(cost.embed_dim),
-    }
     N = np.array([[n_tokens(s.rows, s.cols, p, grid) for p in patches] for s in specs])
-    C = np.array([[c_values[c](s) for c in C_DEFINITIONS] for s in specs])
+    C = np.array([[s.bands, rc.pca_k, cost.embed_dim] for s in specs])  # per C_DEFINITIONS: bands, pca, embed
     ccr, lower = _lower_split_grid(cost, N, C, hws, Ps)
     thr = np.array([[float(stated.threshold(P, hw.flops, hw.beta_for(P))) for P in Ps] for hw in hws])
     dims5 = ("dataset", "patch", "c_def", "hardware", "P")
