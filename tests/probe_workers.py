@@ -43,16 +43,19 @@ def tiny_config() -> dict[str, Any]:
     return validate_config(TINY)
 
 
-def probe_all(rt: Any) -> list[dict[str, Any]]:
+def probe_all(rt: Any, s: ProbeSettings | None = None) -> dict[str, Any]:
+    """What ``hsitp probe run`` measures at P = world size (hsitp.probe.runner.run_partial, on the spawned world's
+    runtime) with ``s`` (TINY's by default): every point's result with its throughput rounds, the interleaving
+    orders, the runtime's attributes."""
     from hsitp.probe.grid import points
     from hsitp.probe.runner import probe_point, throughput_phase
 
-    s = ProbeSettings.from_config(tiny_config())
+    s = s or ProbeSettings.from_config(tiny_config())
     pts = points(s, rt.world_size)
     results = [probe_point(pt, s, rt) for pt in pts]
     samples, orders = throughput_phase(pts, s, rt)  # as run_partial: every plan interleaved
     results = [dataclasses.replace(res, sample_time=samples[res.point]) for res in results]
-    return {"results": results, "orders": orders}
+    return {"results": results, "orders": orders, "attrs": rt.attrs() if rt.rank == 0 else None}
 
 
 def peak_points(rt: Any, cases: list[tuple[str, str, int, int, int, int]]) -> list[dict[str, Any]]:

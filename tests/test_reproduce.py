@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
+from dist_utils import run_world
+from probe_workers import probe_all
 from train_utils import TINY_CROP, tiny_config, train_p1, write_scene
 
 from hsitp.audit import rebuild
@@ -47,29 +49,27 @@ CELLS = [("tp", 1), ("dchag_l", 2)]  # (plan, g), each at P = 2 on one process, 
 PROBE_CFG = {"seed": 0, "probe": PROBE, "parallel": {"timeout_s": 60}}
 
 
-def _start_probe(run: Path) -> subprocess.Popen:
-    """The tiny run's probe at P = 2 through its own command (torchrun), started in the background."""
-    partial = run / "probe" / "partial" / "probe_P2.nc"
-    from hsitp.launch import torchrun_argv
-
-    argv = [sys.executable, *torchrun_argv(2)[1:], "probe", "run", "--world-size", "2", "--out", str(partial)]
-    argv += ["--config-json", json.dumps(PROBE_CFG)]
-    return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-
-
-def _merge_probe(run: Path, proc: subprocess.Popen) -> None:
-    """probe/memory.nc and probe/throughput.nc, as the probe_merge rule writes them."""
+def _probe(run: Path) -> None:
+    """probe/memory.nc and probe/throughput.nc of the tiny run at P = 2, as the probe_run and probe_merge rules
+    write them: ``hsitp probe run``'s measurement on a gloo world of 2 forked ranks (the command itself, under
+    torchrun, is what the spot check below re-runs through Snakemake), its partial file, the merge."""
     from hsitp.config import validate_config
-    from hsitp.probe.results import merge
+    from hsitp.models.config import config_attention_kernel
+    from hsitp.probe.results import merge, write_partial
     from hsitp.settings import ProbeSettings
 
-    _, err = proc.communicate(timeout=180)
-    assert proc.returncode == 0, err[-2000:]
+    s = ProbeSettings.from_config(validate_config(PROBE_CFG))
+    s = s.model_copy(update={"attention_kernel": config_attention_kernel(s.config, "cpu")})  # as run_partial
+    out = run_world(probe_all, 2, s)[0]
+    attrs = {**out["attrs"], "interleave_orders": out["orders"]}
+    partial = write_partial(
+        out["results"], settings=s, attrs=attrs, out=run / "probe" / "partial" / "probe_P2.nc", world_size=2
+    )
     merge(
-        [run / "probe" / "partial" / "probe_P2.nc"],
+        [partial],
         memory_out=run / "probe" / "memory.nc",
         throughput_out=run / "probe" / "throughput.nc",
-        settings=ProbeSettings.from_config(validate_config(PROBE_CFG)),
+        settings=s,
     )
 
 
@@ -108,7 +108,6 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("reproduce")
     run = root / "results" / "tiny"
     scene = write_scene(run / "data" / "synthetic.nc")
-    probe = _start_probe(run)  # meanwhile, the 5 tiny trainings in this process
     studies = {
         "tp": _study(run / "tune" / "synthetic" / "tp_random.nc", "tp"),
         "dchag_l": _study(run / "tune" / "synthetic" / "dchag_l_random.nc", "dchag_l", lr=0.004, groups=2),
@@ -136,7 +135,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     assert main(["train", "summary", *own, "--out", str(run / "train" / "summary.nc")]) == 0
     control = [*map(str, records["control"]), *tp]
     assert main(["train", "summary", *control, "--out", str(run / "train" / "control_summary.nc")]) == 0
-    _merge_probe(run, probe)
+    _probe(run)
     ref = root / "reference" / "tiny"
     collect(run, ref)
     return {"root": root, "run": run, "scene": scene, "ref": ref}
