@@ -133,12 +133,22 @@ class WorkflowCopy:
             [exe, *args], cwd=self.root, capture_output=True, text=True, timeout=timeout, env=self.env
         )
 
-    def planned(self, *args: str, timeout: float = 120) -> dict[str, list[str]]:
-        """Dry run: {path: [rule, reason]} for every output and log of every job Snakemake would run ({} = nothing
-        to do). A rule with a ``message:`` (bench_run, probe_run, train) prints only its message: those jobs are
-        keyed by the log their message names ("RULE: ...; follow it with: tail -f LOG")."""
+    def dry_run(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """A dry run that must succeed; ``jobs`` reads what it plans (one Snakemake start then serves a test that
+        checks both the printed lines and the plan)."""
         run = self.snakemake(*args, "--dry-run", timeout=timeout)
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+        return run
+
+    def planned(self, *args: str, timeout: float = 120) -> dict[str, list[str]]:
+        """Dry run: the jobs it plans (``jobs``)."""
+        return self.jobs(self.dry_run(*args, timeout=timeout))
+
+    @staticmethod
+    def jobs(run: subprocess.CompletedProcess[str]) -> dict[str, list[str]]:
+        """{path: [rule, reason]} for every output and log of every job a dry run would run ({} = nothing to do).
+        A rule with a ``message:`` (bench_run, probe_run, train) prints only its message: those jobs are keyed by
+        the log their message names ("RULE: ...; follow it with: tail -f LOG")."""
         jobs: dict[str, list[str]] = {}
         rule = ""
         outputs: list[str] = []
