@@ -50,6 +50,14 @@ def microbench() -> xr.Dataset:
     return rb.load_microbench(BENCH / "microbench.nc")
 
 
+@pytest.fixture(scope="module")
+def summary_files(tmp_path_factory) -> tuple[Path, list[Path]]:
+    """report_synthetic.train_summary's summary and records (last OA 0.7), built once: the tests only read them."""
+    from report_synthetic import train_summary
+
+    return train_summary(tmp_path_factory.mktemp("train"))
+
+
 @pytest.fixture
 def scene(tmp_path) -> xr.Dataset:
     """A synthetic 20 x 27 scene with 6 bands and 3 classes, written as a `dataset` file (not real data)."""
@@ -476,13 +484,13 @@ def test_train_page_with_and_without_accuracy_and_prediction(tmp_path):
     plt.close("all")
 
 
-def test_accuracy_table_and_figure_from_the_summary(tmp_path):
+def test_accuracy_table_and_figure_from_the_summary(summary_files):
     """Catches: an accuracy table whose mean/std are not the seeds' (or that drops the classical baseline of the
     same protocol, or mixes protocols), a learning-curve figure without the baseline lines, or titles losing the device."""
     import matplotlib.pyplot as plt
-    from report_synthetic import DEVICE_SHOWN, train_summary
+    from report_synthetic import DEVICE_SHOWN
 
-    path, records = train_summary(tmp_path)
+    path, records = summary_files
     summary = analysis_cells.load_summary(path)
     runs = rt.load_records(records)
     tab = analysis_cells.accuracy_table(summary)
@@ -511,15 +519,15 @@ def test_accuracy_table_and_figure_from_the_summary(tmp_path):
     plt.close("all")
 
 
-def test_answer_table_reads_the_probe_and_the_verdict(tmp_path, probe_files):
+def test_answer_table_reads_the_probe_and_the_verdict(summary_files, probe_files):
     """Catches: the one-table answer dividing other numbers than the files' (peak of a rank that is not the
     fullest, a ratio to tp at another P or policy), an oversubscribed P whose throughput cell does not say so, a
     row without its machine, or a verdict column that shows a number before the run has a summary (or misreads
     the verdict's flag values)."""
-    from report_synthetic import DEVICE_SHOWN, train_summary
+    from report_synthetic import DEVICE_SHOWN
 
     mem, thr, _ = probe_files
-    path, _ = train_summary(tmp_path)
+    path, _ = summary_files
     summary = analysis_cells.load_summary(path)
     tab = analysis_answer.answer_table(mem, thr, summary)
     assert {("dense", 1), ("tp", 2), ("dchag_l", 2)} <= set(zip(tab["plan"], tab["P"], strict=True))
@@ -656,15 +664,17 @@ def test_plan_names_the_device_lines_without_labels_on_them(cost_tables):
     plt.close("all")
 
 
-def test_accuracy_figures_of_an_untrained_run_say_so(tmp_path):
+def test_accuracy_figures_of_an_untrained_run_say_so(tmp_path, summary_files):
     """Catches the smoke run's training figures (OA ~0.1 beside the SVM's 0.8, noise-like class maps) shown with
     no word that the run tests the machinery, not accuracy; and the note on a run that did learn."""
     import matplotlib.pyplot as plt
     from report_synthetic import scene_file, train_summary
 
     scene = rd.load_scene(scene_file(tmp_path))
-    for oa, noted in ((0.1, True), (0.7, False)):
-        path, records = train_summary(tmp_path / f"oa{oa}", oa=oa)
+    for oa, noted, (path, records) in (
+        (0.1, True, train_summary(tmp_path, oa=0.1)),
+        (0.7, False, summary_files),
+    ):
         summary, runs = analysis_cells.load_summary(path), rt.load_records(records)
         note = rt.accuracy_note(summary, runs)
         assert (note is not None) == noted, oa
@@ -679,15 +689,15 @@ def test_accuracy_figures_of_an_untrained_run_say_so(tmp_path):
     assert rt.accuracy_note(None, []) is None
 
 
-def test_pareto_points_pair_memory_with_time_to_accuracy(tmp_path):
+def test_pareto_points_pair_memory_with_time_to_accuracy(tmp_path, summary_files):
     """Catches a memory-vs-time-to-accuracy point built from the wrong numbers (the bugs: the memory ratio of another
     P or g, the interleaved tokens/s ratio used as a time ratio instead of its inverse, a cell that never reached
     the target plotted at some value, an oversubscribed P timed): each D-CHAG cell's point is its probed peak over
     tp's at the same P and g (no checkpointing) and its steps over tp's times tp's tokens/s over its own."""
-    from report_synthetic import probe_files, train_summary
+    from report_synthetic import probe_files
 
     probe = probe_files(tmp_path)
-    summary = analysis_cells.load_summary(train_summary(tmp_path)[0])
+    summary = analysis_cells.load_summary(summary_files[0])
     mem, thr = analysis_answer.load_probe(probe["memory"], probe["throughput"])
     mem, thr = (ds.assign_coords(N=[9]) for ds in (mem, thr))  # the synthetic probe at the records' crop
     busy = thr["oversubscribed_note"].copy()
@@ -730,13 +740,11 @@ def test_budget_figure_draws_each_study(tmp_path):
     assert empty.axes[0].get_title() == "no tuning study in this run"
 
 
-def test_tuning_effect_pairs_each_control_cell_with_its_tuned_cell(tmp_path):
+def test_tuning_effect_pairs_each_control_cell_with_its_tuned_cell(summary_files):
     """Catches the untuned-control table pairing a control cell with the wrong tuned cell (another protocol or P), the
     sign of what tuning gained flipped, or tp listed as if compared with itself; and a page failing without a
     control."""
-    from report_synthetic import train_summary
-
-    summary = analysis_cells.load_summary(train_summary(tmp_path)[0])
+    summary = analysis_cells.load_summary(summary_files[0])
     control = summary.copy(deep=True)
     dchag = np.flatnonzero(summary["plan"].values == "dchag_l")
     control["d_oa_vs_tp_mean"].values[dchag] = [-0.10, -0.02]  # block, random on tp's recipe
