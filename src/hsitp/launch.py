@@ -2,9 +2,9 @@
 
 One module decides both what a job asks the executor for (:func:`rank_layout` -> :meth:`RankLayout.resources`)
 and the command that starts its ranks (:func:`launch_prefix`), so a rule cannot ask for one shape and launch
-another. The bench rule uses it now; the probe and train rules will use the same two calls.
+another. The bench, probe and train rules use it.
 
-Two patterns, chosen by ``resources.<rule>.ranks_per_node`` (null: every rank on one node):
+Three patterns, chosen by P and ``resources.<rule>.ranks_per_node`` (null: every rank on one node):
 
 * **One rank** (P = 1): ``hsitp ARGS``, no launcher.
 * **One node** (P <= ranks_per_node): ``torchrun --standalone --nnodes 1 --nproc-per-node P -m hsitp ARGS``. It
