@@ -168,8 +168,9 @@ class WorkflowCopy:
 
 @pytest.fixture
 def workflow_copy(repo_root: Path, tmp_path: Path) -> WorkflowCopy:
-    """Snakefile, rules, configs, envs, notebooks, src and the committed reference copied to tmp_path; rules find `hsitp`/`torchrun` of this venv on PATH
-    even when the venv is not activated (pytest run as .venv/bin/python -m pytest)."""
+    """Snakefile, rules, configs, envs, notebooks, src and the committed reference copied to tmp_path; Snakemake
+    runs with this venv's bin folder taken off PATH, as a user who did not activate the venv has it: the workflow
+    must put it back itself (common.smk) for its rules to find this venv's `hsitp`."""
     # rules also read notebooks/, the report and audit code (rendering inputs) and the committed reference
     sources = ("Snakefile", "workflow", "profiles", "config", "envs", "notebooks", "src", "results/reference")
     for item in sources:
@@ -179,7 +180,8 @@ def workflow_copy(repo_root: Path, tmp_path: Path) -> WorkflowCopy:
         else:
             shutil.copy(src, tmp_path / item)
     bindir = str(Path(sys.executable).parent)
-    return WorkflowCopy(tmp_path, {**os.environ, "PATH": bindir + os.pathsep + os.environ.get("PATH", "")})
+    path = os.pathsep.join(d for d in os.environ.get("PATH", "").split(os.pathsep) if d != bindir)
+    return WorkflowCopy(tmp_path, {**os.environ, "PATH": path})
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -3,7 +3,9 @@
 # functions apart): targets.smk (each stage's final files and the input functions), resources.smk (what a job
 # asks the executor for) and hooks.smk (onstart / onsuccess: the call's record, the SLURM fit check, the verdict).
 import json
+import os
 import sys
+from pathlib import Path
 
 from hsitp.config import read_config_file
 from hsitp.errors import HsitpError
@@ -27,6 +29,13 @@ except HsitpError as exc:
 # training targets read the train section typed (hsitp.train.plan).
 config.update(CONFIG.as_json())
 TRAIN = TrainSettings.from_config(CONFIG)
+
+# The rules call `hsitp` and `python` (torchrun's line) by name: the bin folder of the Python running Snakemake, whose
+# hsitp built this DAG, goes first on PATH, so `.venv/bin/snakemake ...` runs without the venv activated (else: exit
+# 127 in a job's log) and never runs another installation's hsitp. A conda environment's activation still goes first.
+os.environ["PATH"] = os.pathsep.join(
+    [str(Path(sys.executable).parent), os.environ.get("PATH", os.defpath)]
+)
 
 # Conda environments (--software-deployment-method conda), paths relative to the rule files. Every rule runs in ENV
 # except a rank rule whose ranks have GPUs (rank_env), which gets PyTorch's CUDA build.
