@@ -190,16 +190,11 @@ def snakemake(work: Path, name: str, config: Mapping[str, Any], targets: Sequenc
         sys.executable, "-m", "snakemake", "--snakefile", str(snakefile()), "--configfile", str(overlay),
         "--directory", str(work), "--cores", str(os.cpu_count() or 1), "--nolock", *targets,
     ]  # fmt: skip
-    # The rules' shell lines call `hsitp` by name: this installation's bin folder goes first on PATH, so the jobs
-    # run the hsitp that runs this spot check, never another venv's (or none, exit 127 in a log) when the venv was
-    # not activated.
-    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", os.defpath)])
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as fh:
         fh.write("$ " + " ".join(argv) + "\n")
         fh.flush()
-        env = {**os.environ, "PATH": path}
-        return subprocess.run(argv, stdout=fh, stderr=subprocess.STDOUT, check=False, env=env).returncode
+        return subprocess.run(argv, stdout=fh, stderr=subprocess.STDOUT, check=False).returncode
 
 
 def tail(log: Path, lines: int = 3) -> str:
