@@ -1,6 +1,10 @@
 """Bad inputs as a new user types them, tried against a checkout, each sorted into one category.
 
-    python benchmarks/bad_input_trial.py --tree . --work /tmp/trial [--only ID ...] [--timeout 30]
+    python benchmarks/bad_input_trial.py --tree . --work /tmp/trial [--round 1|2] [--only ID ...] [--timeout 30]
+
+Round 1 is the trial of 2026-12-06 (``cases()``), round 2 that of 2026-12-07 (``round2()``: every subcommand's
+options and files, values of the wrong type, the other scenes' registry facts); both run unless ``--round`` picks
+one, and each round's table prints on its own.
 
 Each case is a dry run of the DAG with a config overlay (``snakemake -n``) or a short subcommand; nothing is
 trained at scale. A case expects a refusal ("refuse") or an answer ("answer": a large but legitimate input that
@@ -514,10 +518,481 @@ def cases() -> list[dict]:
     return out
 
 
+def round2() -> list[dict]:
+    """The trial of 2026-12-07: surfaces the first round barely touched (every subcommand's options and files,
+    values of the wrong type, keys against the other scenes' registry facts, P against heads in every stage)."""
+    ref = "results/reference/cpu-places"
+    h200 = "results/reference/h200-check"
+    out: list[dict] = []
+    # keys: against the other scenes (registry facts, dry runs only) and P against heads in every stage
+    out += [
+        dag("houston-block-past-rows", "keys", "datasets: [houston2013]\ndata: {partition: {block: 400}}"),
+        dag("pavia-pca-past-bands", "keys", "datasets: [pavia_university]\ndata: {pca_components: 104}"),
+        dag(
+            "salinas-a-crop-past-scene",
+            "keys",
+            "datasets: [salinas_a]\ntrain: {datasets: [salinas_a], crops: [{patch: 8, tokens: 324, datasets: null}]}",
+        ),
+        dag("salinas-pca-fits", "keys", "datasets: [salinas]\ndata: {pca_components: 204}", "answer"),
+        dag(
+            "crop-names-other-scene", "keys", "train: {crops: [{patch: 8, tokens: 324, datasets: [salinas]}]}"
+        ),
+        dag("crop-names-typo", "keys", "train: {crops: [{patch: 8, tokens: 324, datasets: [indian_pine]}]}"),
+        dag("probe-P3-heads8", "keys", "probe: {world_sizes: [1, 3]}"),
+        dag("bench-P3-heads4", "keys", "bench: {world_sizes: [1, 3]}"),
+        dag("estimate-P3", "keys", "probe: {estimate: {grid: {world_sizes: [3]}}}"),
+        dag(
+            "control-P6-heads4",
+            "keys",
+            "train: {recipe: tuned, plans: [tp, dchag_l], world_sizes: [1, 2, 6], control: {world_sizes: [6]}}",
+        ),
+        dag("parallel-heads-P-bench", "keys", "parallel: {heads: 3}"),
+        dag(
+            "tune-groups-past-bands",
+            "keys",
+            "stages: [data, tune]\ntrain: {recipe: config}\ntune: {space: {groups: [1, 512]}}",
+        ),
+        dag("baseline-datasets-other-scene", "keys", "baseline: {datasets: [salinas]}"),
+        dag("sources-unknown-scene", "keys", "data: {sources: {indian_pine: [cache]}}"),
+        dag("audit-run-slash", "keys", "audit: {accuracy_run: ../cpu-fair}"),
+    ]
+    # size: products inside each bound
+    out += [
+        dag("probe-batch-dim-huge", "size", "probe: {batch: 65536, dim: 4096, heads: 4}"),
+        # 1.1 TiB modelled at depth 2: below the 4 TiB any machine holds (the job checks its own machine): an answer
+        dag(
+            "train-mlp-64-dim-16k", "size", "train: {model: {dim: 16384, heads: 4, mlp_ratio: 64}}", "answer"
+        ),
+        cmd(
+            "advise-split-huge-patch",
+            "size",
+            "hsitp advise split --dataset indian_pines --patch 65536 --devices 4",
+        ),
+        cmd(
+            "advise-plan-batch-huge",
+            "size",
+            "hsitp advise plan --dataset houston2013 --batch 65536 --embed-dim 65536 --heads 4096",
+            "answer",
+        ),
+        cmd(
+            "roofline-shape-zero",
+            "size",
+            "hsitp bench roofline --out {O}/r.nc "
+            + C
+            + " "
+            + cj({"bench": {"device": "cpu", "roofline": {"shapes": [[64, 64, 64], [0, 64, 64]]}}}),
+        ),
+        cmd(
+            "cost-scale-devices-huge",
+            "size",
+            "hsitp cost scale --out {O}/s.nc " + C + " " + cj({"cost": {"scale": {"devices": 1048576}}}),
+            "answer",
+        ),
+    ]
+    # option: every subcommand's options not tried before
+    out += [
+        cmd("advise-plan-groups-0", "option", "hsitp advise plan --dataset indian_pines --groups 0"),
+        cmd("advise-plan-groups-dup", "option", "hsitp advise plan --dataset indian_pines --groups 4 4"),
+        cmd("advise-plan-dtype-int8", "option", "hsitp advise plan --dataset indian_pines --dtype int8"),
+        cmd("advise-plan-classes-0", "option", "hsitp advise plan --dataset indian_pines --classes 0"),
+        cmd("advise-plan-bands-no-dataset", "option", "hsitp advise plan --bands 200"),
+        cmd(
+            "advise-plan-dataset-and-bands", "option", "hsitp advise plan --dataset indian_pines --bands 100"
+        ),
+        cmd("advise-plan-mlp-0", "option", "hsitp advise plan --dataset indian_pines --mlp-ratio 0"),
+        cmd("advise-plan-nodes-0", "option", "hsitp advise plan --dataset indian_pines --nodes 0"),
+        cmd("advise-plan-patch-past-scene", "option", "hsitp advise plan --dataset salinas_a --patch 128"),
+        cmd(
+            "advise-split-embed-0",
+            "option",
+            "hsitp advise split --dataset indian_pines --patch 8 --devices 4 --embed-dim 0",
+        ),
+        cmd(
+            "advise-split-hardware-typo",
+            "option",
+            "hsitp advise split --dataset indian_pines --patch 8 --devices 4 --hardware h100",
+        ),
+        cmd(
+            "advise-split-houston",
+            "option",
+            "hsitp advise split --dataset houston2013 --patch 8 --devices 3",
+            "answer",
+        ),
+        cmd("tune-tokens-0", "option", "hsitp tune {FX}/ip.nc --plan tp --tokens 0 --out {O}/t.nc " + C),
+        cmd(
+            "tune-plan-dense", "option", "hsitp tune {FX}/ip.nc --plan dense --tokens 324 --out {O}/t.nc " + C
+        ),
+        cmd(
+            "tune-partition-neg",
+            "option",
+            "hsitp tune {FX}/ip.nc --plan tp --tokens 324 --partition -1 --out {O}/t.nc " + C,
+        ),
+        cmd(
+            "tune-patch-0",
+            "option",
+            "hsitp tune {FX}/ip.nc --plan tp --tokens 324 --patch 0 --out {O}/t.nc " + C,
+        ),
+        cmd(
+            "train-stop-after-neg",
+            "option",
+            "hsitp train {FX}/ip.nc --plan tp --world-size 1 --tokens 324 --protocol random --seed 0 --stop-after -1 --out {O}/t.nc "
+            + C,
+        ),
+        cmd(
+            "train-recipe-typo",
+            "option",
+            "hsitp train {FX}/ip.nc --plan tp --world-size 1 --tokens 324 --protocol random --seed 0 --recipe tunde --out {O}/t.nc "
+            + C,
+        ),
+        cmd(
+            "train-recipe-plan-typo",
+            "option",
+            "hsitp train {FX}/ip.nc --plan tp --world-size 1 --tokens 324 --protocol random --seed 0 --recipe-plan tpp --out {O}/t.nc "
+            + C,
+        ),
+        cmd(
+            "train-patch-0",
+            "option",
+            "hsitp train {FX}/ip.nc --plan tp --world-size 1 --tokens 324 --patch 0 --protocol random --seed 0 --out {O}/t.nc "
+            + C,
+        ),
+        cmd(
+            "train-groups-0",
+            "option",
+            "hsitp train {FX}/ip.nc --plan dchag_l --world-size 1 --groups 0 --tokens 324 --protocol random --seed 0 --out {O}/t.nc "
+            + C,
+        ),
+        cmd(
+            "train-seed-float",
+            "option",
+            "hsitp train {FX}/ip.nc --plan tp --world-size 1 --tokens 324 --protocol random --seed 1.5 --out {O}/t.nc "
+            + C,
+        ),
+        cmd(
+            "summary-tolerance-neg",
+            "option",
+            "hsitp train summary " + h200 + "/train_tp_P1.nc --out {O}/s.nc --tolerance -1",
+        ),
+        cmd(
+            "summary-level-nan",
+            "option",
+            "hsitp train summary " + h200 + "/train_tp_P1.nc --out {O}/s.nc --level nan",
+        ),
+        cmd("summary-no-out", "option", "hsitp train summary " + h200 + "/train_tp_P1.nc"),
+        cmd("probe-run-world-size-neg", "option", "hsitp probe run --world-size -2 --out {O}/p.nc " + C),
+        # --launch counts from 0 (bench.launches of them): the first launch, an answer
+        cmd(
+            "bench-run-launch-0",
+            "option",
+            "hsitp bench run --world-size 1 --launch 0 --out {O}/b.nc " + C,
+            "answer",
+        ),
+        cmd("bench-shard-hardware-typo", "option", "hsitp bench shard --hardware h100 --out {O}/s.nc " + C),
+        cmd("launch-nodes-0", "option", "hsitp launch --nodes 0 --ranks-per-node 1 -- hsitp data list"),
+        cmd("launch-ranks-0", "option", "hsitp launch --nodes 1 --ranks-per-node 0 -- hsitp data list"),
+        cmd("launch-no-command", "option", "hsitp launch --nodes 1 --ranks-per-node 1"),
+        cmd(
+            "launch-cpus-neg",
+            "option",
+            "hsitp launch --nodes 1 --ranks-per-node 1 --cpus-per-node -4 -- hsitp data list",
+        ),
+        cmd(
+            "notebook-timeout-0",
+            "option",
+            "hsitp report notebook data --notebook notebooks/data.ipynb --out {O}/n.ipynb --html {O}/n.html --timeout 0",
+        ),
+        cmd(
+            "notebook-params-bad-json",
+            "option",
+            "hsitp report notebook data --notebook notebooks/data.ipynb --params-json '{oops' --out {O}/n.ipynb --html {O}/n.html",
+        ),
+        cmd(
+            "notebook-stage-typo",
+            "option",
+            "hsitp report notebook dta --notebook notebooks/data.ipynb --out {O}/n.ipynb --html {O}/n.html",
+        ),
+        cmd(
+            "reproduce-budget-0",
+            "option",
+            "hsitp audit reproduce --reference "
+            + ref
+            + " --seed 0 --budget-min 0 --out {O}/r.json --dry-run",
+        ),
+        cmd(
+            "reproduce-budget-nan",
+            "option",
+            "hsitp audit reproduce --reference "
+            + ref
+            + " --seed 0 --budget-min nan --out {O}/r.json --dry-run",
+        ),
+        cmd(
+            "reproduce-run-unknown",
+            "option",
+            "hsitp audit reproduce --run cpu-nowhere --seed 0 --budget-min 5 --out {O}/r.json --dry-run",
+        ),
+        cmd(
+            "reproduce-run-and-reference",
+            "option",
+            "hsitp audit reproduce --run cpu-fair --reference " + ref + " --seed 0 --budget-min 5 --dry-run",
+        ),
+        cmd(
+            "report-jobs-run-unknown",
+            "option",
+            "hsitp report jobs nowhere-run --logs {FX}/emptyref --results {FX}/emptyref",
+        ),
+        cmd("data-list-unknown-option", "option", "hsitp data list --jsn"),
+    ]
+    # file: handed in of the wrong kind, missing, a folder, a reference missing a file, a wrong sha256, claims
+    out += [
+        cmd(
+            "summary-of-probe-file", "file", "hsitp train summary " + ref + "/probe/memory.nc --out {O}/s.nc"
+        ),
+        cmd("summary-missing-file", "file", "hsitp train summary {FX}/nowhere.nc --out {O}/s.nc"),
+        cmd(
+            "summary-record-twice",
+            "file",
+            "hsitp train summary " + h200 + "/train_tp_P1.nc " + h200 + "/train_tp_P1.nc --out {O}/s.nc",
+        ),
+        cmd("summary-out-is-folder", "file", "hsitp train summary " + h200 + "/train_tp_P1.nc --out {O}"),
+        cmd(
+            "probe-merge-missing",
+            "file",
+            "hsitp probe merge {FX}/nowhere.nc --memory-out {O}/m.nc --throughput-out {O}/t.nc",
+        ),
+        cmd(
+            "probe-merge-merged-file",
+            "file",
+            "hsitp probe merge " + ref + "/probe/memory.nc --memory-out {O}/m.nc --throughput-out {O}/t.nc",
+        ),
+        cmd(
+            "probe-merge-same-P-twice",
+            "file",
+            "hsitp probe merge "
+            + h200
+            + "/probe_P1.nc "
+            + h200
+            + "/probe_P1.nc --memory-out {O}/m.nc --throughput-out {O}/t.nc",
+        ),
+        cmd(
+            "probe-merge-out-on-input",
+            "file",
+            "hsitp probe merge {FX}/probe_P1.nc --memory-out {FX}/probe_P1.nc --throughput-out {O}/t.nc",
+        ),
+        cmd("bench-merge-out-on-input", "file", "hsitp bench merge {FX}/ip.nc --out {FX}/ip.nc"),
+        cmd("bench-merge-folder", "file", "hsitp bench merge {FX} --out {O}/m.nc"),
+        cmd(
+            "bench-calibrate-data-file",
+            "file",
+            "hsitp bench calibrate --microbench {FX}/ip.nc --out {O}/c.nc " + C,
+        ),
+        cmd(
+            "bench-calibrate-missing",
+            "file",
+            "hsitp bench calibrate --microbench {FX}/nowhere.nc --out {O}/c.nc " + C,
+        ),
+        cmd(
+            "bench-compare-calibration-probe",
+            "file",
+            "hsitp bench compare --microbench {FX}/ip.nc --calibration "
+            + ref
+            + "/probe/memory.nc --out {O}/c.nc "
+            + C,
+        ),
+        cmd(
+            "tune-data-missing",
+            "file",
+            "hsitp tune {FX}/nowhere.nc --plan tp --protocol random --tokens 324 --out {O}/t.nc " + C,
+        ),
+        cmd(
+            "tune-data-probe-file",
+            "file",
+            "hsitp tune "
+            + ref
+            + "/probe/memory.nc --plan tp --protocol random --tokens 324 --out {O}/t.nc "
+            + C,
+        ),
+        cmd(
+            "train-data-probe-file",
+            "file",
+            "hsitp train "
+            + ref
+            + "/probe/memory.nc --plan tp --world-size 1 --tokens 324 --protocol random --seed 0 --out {O}/t.nc "
+            + C,
+        ),
+        cmd(
+            "summary-baseline-missing",
+            "file",
+            "hsitp train summary " + h200 + "/train_tp_P1.nc --baseline {FX}/nowhere.nc --out {O}/s.nc",
+        ),
+        cmd(
+            "train-out-on-data",
+            "file",
+            "hsitp train {FX}/ip.nc --plan tp --world-size 1 --tokens 324 --protocol random --seed 0 --out {FX}/ip.nc "
+            + C,
+        ),
+        cmd(
+            "baseline-data-missing",
+            "file",
+            "hsitp baseline indian_pines --protocol random --data {FX}/nowhere.nc --out {O}/b.nc " + C,
+        ),
+        cmd(
+            "baseline-data-summary-kind",
+            "file",
+            "hsitp baseline indian_pines --protocol random --data results/reference/smoke/data/indian_pines_summary.nc --out {O}/b.nc "
+            + C,
+        ),
+        cmd(
+            "prepare-manifest-folder",
+            "file",
+            "hsitp data prepare indian_pines --manifest {FX} --out {O}/ip.nc " + C,
+        ),
+        cmd(
+            "prepare-manifest-bad-sha",
+            "file",
+            "hsitp data prepare indian_pines --manifest {FX}/fetch_badsha.json --out {O}/ip.nc " + C,
+        ),
+        cmd(
+            "prepare-out-is-folder",
+            "file",
+            "hsitp data prepare indian_pines --manifest {FX}/fetch.json --out {O} " + C,
+        ),
+        cmd("config-file-missing", "file", "hsitp data list --config {FX}/nowhere.yaml"),
+        cmd("config-file-folder", "file", "hsitp data list --config {FX}"),
+        cmd("config-file-empty", "file", "hsitp data list --config {FX}/empty.yaml"),
+        cmd("config-path-with-space", "file", "hsitp data list --config '{FX}/with space/c.yaml'", "answer"),
+        cmd("config-json-null", "file", "hsitp data list --config-json null"),
+        cmd("config-json-string", "file", "hsitp data list --config-json '\"smoke\"'"),
+        cmd(
+            "notebook-missing",
+            "file",
+            "hsitp report notebook data --notebook notebooks/nowhere.ipynb --out {O}/n.ipynb --html {O}/n.html",
+        ),
+        cmd("check-figures-missing-dir", "file", "hsitp report check-figures {FX}/nowhere"),
+        cmd("check-metadata-a-file", "file", "hsitp report check-metadata {FX}/ip.nc"),
+        cmd(
+            "report-reference-run-missing",
+            "file",
+            "hsitp report reference --run-dir {FX}/nowhere --out {O}/ref",
+        ),
+        cmd(
+            "report-measured-no-manifest",
+            "file",
+            "hsitp report measured --reference {FX}/ref_nomanifest --check --doc {FX}/measured.md",
+        ),
+        cmd(
+            "report-measured-doc-missing",
+            "file",
+            "hsitp report measured --reference " + ref + " --check --doc {FX}/nowhere.md",
+        ),
+        cmd(
+            "headline-ref-no-summary",
+            "file",
+            "hsitp report headline --reference {FX}/ref_nosummary --out {O}/h",
+        ),
+        cmd(
+            "audit-claims-run-missing",
+            "file",
+            "hsitp audit claims --run-dir {FX}/nowhere --out {O}/c.csv " + C,
+        ),
+        cmd(
+            "audit-claims-run-empty",
+            "file",
+            "hsitp audit claims --run-dir {FX}/emptyref --out {O}/c.csv " + C,
+        ),
+        cmd(
+            "audit-check-claims-bad-verdict",
+            "file",
+            "hsitp audit check --run-dir results/reference/smoke --claims {FX}/claims_bad.csv --out {O}/r.md",
+        ),
+        cmd(
+            "audit-check-claims-truncated",
+            "file",
+            "hsitp audit check --run-dir results/reference/smoke --claims {FX}/claims_trunc.csv --out {O}/r.md",
+        ),
+        cmd(
+            "audit-check-claims-empty",
+            "file",
+            "hsitp audit check --run-dir results/reference/smoke --claims {FX}/empty.csv --out {O}/r.md",
+        ),
+        cmd(
+            "audit-check-ref-bad-sha",
+            "file",
+            "hsitp audit check --run-dir " + ref + " --reference {FX}/ref_badsha --out {O}/r.md",
+        ),
+        cmd("audit-verdict-run-missing", "file", "hsitp audit verdict --run-dir {FX}/nowhere"),
+        cmd(
+            "reproduce-ref-no-manifest",
+            "file",
+            "hsitp audit reproduce --reference {FX}/ref_nomanifest --seed 0 --budget-min 5 --out {O}/r.json --dry-run",
+        ),
+        cmd(
+            "reproduce-ref-bad-sha",
+            "file",
+            "hsitp audit reproduce --reference {FX}/ref_badsha --seed 0 --budget-min 5 --out {O}/r.json --dry-run",
+        ),
+        cmd(
+            "reproduce-data-missing",
+            "file",
+            "hsitp audit reproduce --reference "
+            + ref
+            + " --seed 0 --budget-min 5 --data {FX}/nowhere.nc --out {O}/r.json --dry-run",
+        ),
+        cmd(
+            "reproduce-out-in-missing-folder",
+            "file",
+            "hsitp audit reproduce --reference "
+            + ref
+            + " --seed 0 --budget-min 5 --out {O}/no/such/r.json --dry-run",
+            "answer",
+        ),
+        cmd("cost-rho-out-is-folder", "file", "hsitp cost rho --out {O} " + C),
+    ]
+    # value: the wrong type where a number, list or section goes; unknown keys at every level; empty sections
+    out += [
+        dag("epochs-true", "value", "train: {epochs: true}"),
+        dag("seed-true", "value", "seed: true"),
+        dag("lr-yes", "value", "train: {lr: yes}"),
+        dag("lr-exp-no-dot", "value", "train: {lr: 1e-3}"),  # YAML 1.1 reads 1e-3 as text
+        dag("lr-as-list", "value", "train: {lr: [0.001]}"),
+        dag("seeds-scalar", "value", "train: {seeds: 0}"),
+        dag("batch-zero", "value", "train: {batch: 0}"),
+        dag("batch-string-num", "value", "train: {batch: '32'}"),
+        dag("train-empty-section", "value", "train: {}", "answer"),
+        dag("unknown-deep-key", "value", "train: {model: {dimm: 64}}"),
+        dag(
+            "unknown-key-in-list-entry",
+            "value",
+            "train: {crops: [{patch: 8, tokens: 324, datasets: null, stride: 2}]}",
+        ),
+        dag("unknown-bench-shard-key", "value", "bench: {shard: {hardwares: h100}}"),
+        dag("plans-dup", "value", "train: {plans: [tp, tp]}"),
+        dag("stages-dup", "value", "stages: [data, data]"),
+        dag("datasets-dup", "value", "datasets: [indian_pines, indian_pines]"),
+        dag("datasets-scalar", "value", "datasets: indian_pines"),
+        dag("run-with-space", "value", "run: my run"),
+        dag("clip-quantiles-reversed", "value", "data: {clip_quantiles: [0.99, 0.01]}"),
+        dag("fraction-nan", "value", "data: {partition: {train_fraction: .nan}}"),
+        dag("timeout-zero", "value", "parallel: {timeout_s: 0}"),
+        dag("backend-typo", "value", "parallel: {backend: ncll}"),
+        dag("probe-dtype-typo", "value", "probe: {dtype: bf16}"),
+        dag("ema-decay-1", "value", "train: {ema: {decay: 1.0}}"),
+        dag("resources-mem-neg", "value", "resources: {train: {mem_mb_per_rank: -1}}"),
+        cmd("config-json-true-for-int", "value", "hsitp data list " + cj({"seed": True})),
+        cmd("config-json-string-for-int", "value", "hsitp data list " + cj({"seed": "1"})),
+        cmd(
+            "config-json-unknown-deep",
+            "value",
+            "hsitp data list " + cj({"data": {"partition": {"blocks": 4}}}),
+        ),
+        cmd("config-json-empty-object", "value", "hsitp data list --config-json '{}'", "answer"),
+    ]
+    return [{**c, "round": 2} for c in out]
+
+
 def build_fixtures(tree: Path, fx: Path, env: dict) -> None:
     """Indian Pines prepared by the checkout, and the damaged files derived from it."""
     fx.mkdir(parents=True, exist_ok=True)
-    if not (fx / "ip.nc").exists():
+    if not (fx / "ip.nc").exists() or not (tree / "resources/raw/indian_pines").exists():
         for line in (f"hsitp data fetch indian_pines --out {fx}/fetch.json {C}",
                      f"hsitp data prepare indian_pines --manifest {fx}/fetch.json --out {fx}/ip.nc {C}"):  # fmt: skip
             subprocess.run(["bash", "-c", line], cwd=tree, env=env, check=True, capture_output=True)
@@ -539,6 +1014,33 @@ def build_fixtures(tree: Path, fx: Path, env: dict) -> None:
     summary = ref / "train/summary.nc"
     summary.write_bytes(summary.read_bytes()[:2000])
     shutil.copy(tree / "docs/measured.md", fx / "measured.md")
+    round2_fixtures(tree, fx, manifest)
+
+
+def round2_fixtures(tree: Path, fx: Path, manifest: str) -> None:
+    """The second round's damaged files: a wrong sha256, a reference missing a file, claims with a bad entry."""
+    (fx / "fetch_badsha.json").write_text(manifest.replace('"sha256": "8', '"sha256": "0', 1))
+    (fx / "empty.yaml").write_text("")
+    (fx / "empty.csv").write_text("")
+    (fx / "with space").mkdir(exist_ok=True)
+    (fx / "with space/c.yaml").write_text("seed: 3\n")
+    shutil.copy(tree / "results/reference/h200-check/probe_P1.nc", fx / "probe_P1.nc")
+    for name, drop in (("ref_nomanifest", "manifest.json"), ("ref_nosummary", "train/summary.nc"),
+                       ("ref_badsha", None)):  # fmt: skip
+        ref = fx / name
+        shutil.rmtree(ref, ignore_errors=True)
+        shutil.copytree(tree / "results/reference/cpu-places", ref)
+        if drop:
+            (ref / drop).unlink()
+    meta = json.loads((fx / "ref_badsha/manifest.json").read_text())
+    first = next(iter(meta["files"].values()))
+    first["sha256"] = "0" * 64
+    (fx / "ref_badsha/manifest.json").write_text(json.dumps(meta, indent=1))
+    claims = (tree / "results/reference/smoke/paper_claims.csv").read_text().splitlines(keepends=True)
+    (fx / "claims_bad.csv").write_text(
+        claims[0] + claims[1].replace(",conditional,", ",maybe,") + "".join(claims[2:])
+    )
+    (fx / "claims_trunc.csv").write_text("".join(claims)[:700])
 
 
 def categorise(case: dict, rc: int, out: str, err: str, written: list[str]) -> str:
@@ -603,11 +1105,13 @@ def main() -> int:
     ap.add_argument("--work", type=Path, required=True, help="fixtures, per-case folders and results.jsonl")
     ap.add_argument("--only", nargs="*", default=[], help="case ids to run (default: all)")
     ap.add_argument("--timeout", type=int, default=30, help="seconds before a case counts as hanging")
+    ap.add_argument("--round", type=int, choices=(1, 2), help="only this round's cases (default: both)")
     args = ap.parse_args()
     tree = args.tree.resolve()
     env = {**os.environ, "PYTHONPATH": str(tree / "src"), "OMP_NUM_THREADS": "1"}
     build_fixtures(tree, args.work / "fx", env)
-    todo = [c for c in cases() if not args.only or c["id"] in args.only]
+    every = [{**c, "round": 1} for c in cases()] + round2()
+    todo = [c for c in every if (not args.only or c["id"] in args.only) and args.round in (None, c["round"])]
     records = []
     with (args.work / "results.jsonl").open("w") as f:
         for i, case in enumerate(todo, 1):
@@ -618,7 +1122,8 @@ def main() -> int:
                 f"[{i}/{len(todo)}] {rec['category']:17} {case['id']}: {' / '.join(rec['stderr'])[:200]}",
                 flush=True,
             )
-    print(table(records))
+    for rnd in sorted({r["round"] for r in records}):
+        print(f"round {rnd}:\n" + table([r for r in records if r["round"] == rnd]))
     return 0
 
 
