@@ -253,3 +253,21 @@ def test_the_divisors_of_a_huge_allocation_are_found_at_once() -> None:
     for n in (1, 12, 97, 1000, 2**20):
         assert divisors(n) == [d for d in range(1, n + 1) if n % d == 0]
     assert divisors(2**40) == [2**k for k in range(41)]
+
+
+def test_a_huge_batch_that_fits_nowhere_is_answered_at_once(capsys: pytest.CaptureFixture[str]) -> None:
+    """Catches `advise plan --batch 65536 --embed-dim 65536 --heads 4096` hanging: the largest batch that would fit
+    was searched one batch at a time downwards (a memory model per split per batch); it is bisected, and it is
+    still the largest: the plan fits at the batch the hint names and at no batch above it."""
+    import re
+    import time
+
+    config = json.dumps({"cost": {"advise": {"headroom": {"fraction": 0.5, "fixed_gb": 6}}}})
+    args = ("--device-memory-gb", "16", "--embed-dim", "1024")
+    hint = " ".join(_plan(capsys, *args, "--batch", "64", config=config)["what_would_fit"])
+    batch = int(re.search(r"--batch (\d+) fits", hint).group(1))
+    assert _plan(capsys, *args, "--batch", str(batch), config=config)["recommendation"] is not None
+    assert _plan(capsys, *args, "--batch", str(batch + 1), config=config)["recommendation"] is None
+    t0 = time.monotonic()
+    big = _plan(capsys, "--batch", "65536", "--embed-dim", "65536", "--heads", "4096")
+    assert time.monotonic() - t0 < 20 and big["recommendation"] is None and big["what_would_fit"]

@@ -413,27 +413,41 @@ def what_would_fit(x: Inputs, hw: Hardware, device: str, usable: float) -> list[
                 )
                 break
         P *= 2  # noqa: N806
-    for B in range(x.batch - 1, 0, -1):  # noqa: N806
-        m = size(x, device, batch=B)
-        best = min(
-            (
-                (memory_by_part(plan, m, P, g, "blocks")["peak"], plan, P, g)
-                for plan, P, g in _splits(x)
-                if not exclusion(plan, P, g, x)
-            ),
-            default=None,
+    B, best = _largest_batch(x, device, usable)  # noqa: N806
+    if best:
+        out.append(
+            f"a smaller batch: --batch {B} fits with {best[1]} at P = {best[2]} and checkpointed blocks "
+            f"({best[0] / GB:.1f} GB per rank)"
         )
-        if best and best[0] <= usable:
-            out.append(
-                f"a smaller batch: --batch {B} fits with {best[1]} at P = {best[2]} and checkpointed blocks "
-                f"({best[0] / GB:.1f} GB per rank)"
-            )
-            break
     if "blocks" not in x.checkpointing:
         out.append("checkpointing: allow --checkpointing blocks (only the blocks' inputs are kept)")
     if not out:
         out.append("nothing within this model's heads and batch 1 fits: a smaller model or larger devices")
     return out
+
+
+def _smallest_peak(x: Inputs, device: str, batch: int) -> tuple[float, str, int, int] | None:
+    """(peak, plan, P, g) of the split with the smallest checkpointed peak per rank at this batch."""
+    m = size(x, device, batch=batch)
+    return min(
+        (
+            (memory_by_part(plan, m, P, g, "blocks")["peak"], plan, P, g)
+            for plan, P, g in _splits(x)
+            if not exclusion(plan, P, g, x)
+        ),
+        default=None,
+    )
+
+
+def _largest_batch(x: Inputs, device: str, usable: float) -> tuple[int, tuple[float, str, int, int] | None]:
+    """The largest batch below ``x.batch`` some split holds in ``usable`` bytes, and that split (0, None: none).
+    The peak grows with the batch, so bisect: walking down one batch at a time from --batch 65536 ran for hours."""
+    fits, past = 0, x.batch
+    while past - fits > 1:
+        mid = (fits + past) // 2
+        best = _smallest_peak(x, device, mid)
+        fits, past = (mid, past) if best and best[0] <= usable else (fits, mid)
+    return fits, _smallest_peak(x, device, fits) if fits else None
 
 
 def plan(
