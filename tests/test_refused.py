@@ -61,6 +61,16 @@ CASES: dict[str, tuple[dict | None, list[str], str]] = {
         ["cost", "rho", "--out", "{out}"],
         "baseline.svm.C.1: inf is not a finite number",
     ),
+    "output-on-a-folder": (
+        None,
+        ["cost", "rho", "--out", "src"],  # a folder of the repository, the working directory here
+        "src is a folder; give the path of the file to write in it",
+    ),
+    "duplicate-option-entry": (
+        None,
+        ["advise", "plan", "--dataset", "indian_pines", "--groups", "4", "4"],
+        "--groups: 4 is given twice; give each once",
+    ),
     "nan-option": (
         None,
         ["advise", "plan", "--dataset", "indian_pines", "--device-memory-gb", "nan"],

@@ -475,13 +475,18 @@ def _is_file(p: Path) -> bool:
 def check_outputs(args: argparse.Namespace) -> None:
     """Refuse (one line) two outputs of one command on the same path, or an output on one of its input files:
     ``probe merge --memory-out m.nc --throughput-out m.nc`` kept only the second, ``train summary R --out R``
-    overwrote its own input. Outputs are the options named ``out`` or ``*_out``; inputs every other path option
-    or argument that names an existing file."""
+    overwrote its own input; and an output file on an existing folder (``cost rho --out results/`` failed only
+    when the table was computed and renamed onto it), unless the subcommand writes a folder (``out_is_folder``).
+    Outputs are the options named ``out`` or ``*_out``; inputs every other path option or argument that names an
+    existing file."""
     outs = {
         d: p.resolve() for d, v in vars(args).items() if d == "out" or d.endswith("_out") for p in _paths(v)
     }
     seen: dict[Path, str] = {}
     for dest, path in outs.items():
+        if path.is_dir() and not getattr(args, "out_is_folder", False):
+            flag = "--" + dest.replace("_", "-")
+            raise ConfigError(f"{flag} {path} is a folder; give the path of the file to write in it")
         if path in seen:
             raise ConfigError(
                 f"--{seen[path].replace('_', '-')} and --{dest.replace('_', '-')} both write {path}"
@@ -501,9 +506,16 @@ def check_options(args: argparse.Namespace) -> None:
     """Refuse (ConfigError, one line naming the option) a parsed command-line option that cannot exist: a NaN or
     infinite number (``float`` parses "nan" and "inf", and every later comparison lets them through) or a value
     outside the bound of its quantity (:data:`OPTION_BOUNDS`: ``--depth 1000000000`` as ``cost.depth`` would be,
-    ``--seed -1`` before NumPy sees it). ``hsitp.cli.main`` calls it for every subcommand, once parsed."""
+    ``--seed -1`` before NumPy sees it), and a list option naming one value twice (``--groups 4 4``, two paths
+    alike), as a config list may not. ``hsitp.cli.main`` calls it for every subcommand, once parsed."""
     for dest, value in vars(args).items():
         flag = "--" + dest.replace("_", "-")
+        # the launched command's own arguments, and overlays (applying one twice changes nothing), may repeat
+        if isinstance(value, list) and dest not in ("args", "config"):
+            twice = [v for i, v in enumerate(value) if v in value[:i]]
+            if twice:
+                where = dest if dest in ("partials", "data", "runs") else flag  # the positional lists
+                raise ConfigError(f"{where}: {twice[0]} is given twice; give each once")
         for v in value if isinstance(value, list) else [value]:
             if isinstance(v, float) and not math.isfinite(v):
                 raise ConfigError(f"{flag} {v} is not a finite number")

@@ -75,6 +75,7 @@ def _register_reference(rsub: argparse._SubParsersAction) -> None:
     rf.add_argument(
         "--out", required=True, type=Path, help="the reference folder, e.g. results/reference/cpu-fair"
     )
+    rf.set_defaults(out_is_folder=True)  # hsitp.config.check_outputs: a folder is what --out names here
     rf.add_argument(
         "--logs-dir",
         type=Path,

@@ -62,6 +62,7 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
         "--reference", required=True, type=Path, help="the reference, e.g. results/reference/cpu-places"
     )
     hl.add_argument("--out", required=True, type=Path, help="output folder, e.g. results/headline")
+    hl.set_defaults(out_is_folder=True)  # hsitp.config.check_outputs: a folder is what --out names here
     hl.add_argument(
         "--docs",
         type=Path,
