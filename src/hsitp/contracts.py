@@ -47,8 +47,9 @@ class Contract:
 
 
 # --- data, baseline ---------------------------------------------------------------------------------------------
-# `hsitp data prepare`: the prepared scene
-DATASET = Contract("dataset", ("y", "x"), ("labels", "partition"))
+# `hsitp data prepare`: the prepared scene (the cube too: train and baseline read it; a file without it, such as the
+# smoke reference's reduced copy, is no scene to train on)
+DATASET = Contract("dataset", ("y", "x"), ("cube", "labels", "partition"))
 # `hsitp baseline`: the classical classifiers on one protocol's partition
 BASELINE = Contract(
     "baseline",
