@@ -247,16 +247,22 @@ def test_a_check_that_compares_nothing_is_refused(run: Path, capsys: pytest.Capt
         ("twice", "listed twice"),
         ("id,verdict\nA1,holds\n", "no kind column"),
         ("header", "a claims table with no claim"),
+        ("verdict", "has the verdict 'maybe' (line 2), not one of holds, consistent"),
     ],
 )
 def test_a_claims_table_with_a_claim_twice_or_none_is_refused(
     run: Path, capsys: pytest.CaptureFixture[str], table: str, says: str
 ) -> None:
     """Catches a claims table whose duplicated row passed the check (which of its two verdicts counts?), one
-    without the kind column ending in a KeyError, and a header-only table reported as 213 claims "missing"."""
+    without the kind column ending in a KeyError, a header-only table reported as 213 claims "missing", and a
+    verdict outside the vocabulary (`maybe`, a hand edit) reported as drift in a many-line report."""
     path = run / "tables" / "paper_claims.csv"
     text = path.read_text()
-    if table == "twice":
+    if table == "verdict":
+        head, first, *rest = text.splitlines(keepends=True)
+        verdict = next(v for v in ("holds", "consistent", "conditional", "contradicted") if f",{v}," in first)
+        path.write_text(head + first.replace(f",{verdict},", ",maybe,", 1) + "".join(rest))
+    elif table == "twice":
         path.write_text(text + text.splitlines()[-1] + "\n")
     elif table == "header":
         path.write_text(text.splitlines()[0] + "\n")

@@ -296,6 +296,11 @@ def _whole_rows(path: Path, reader: csv.DictReader, text: str, rerun: str) -> li
             )
         if row["id"] in seen:
             raise HsitpError(f"{path}: claim {row['id']} listed twice (line {reader.line_num}); {rerun}")
+        if row["verdict"] not in VERDICTS:  # an edited verdict compared as drift, in a many-line report
+            raise HsitpError(
+                f"{path}: claim {row['id']} has the verdict {row['verdict']!r} (line {reader.line_num}), not one of "
+                f"{', '.join(VERDICTS)}; {rerun}"
+            )
         seen.add(row["id"])
         rows.append(row)
     if not text.endswith("\n"):
