@@ -126,8 +126,13 @@ def test_the_dag_refuses_names_and_indices_that_do_not_exist(overlay: dict, key:
         ({"probe": {"groups": [512]}}, "probe.groups = 512 D-CHAG groups per rank"),
         ({"bench": {"groups": 64}}, "bench.groups = 64 D-CHAG groups per rank"),
         ({"bench": {"L": [1], "groups": 1}}, "bench.L = 1 bands over P = 2 ranks"),
+        # the study dropped a g no plan's partition allows without a word
+        (
+            {"stages": ["data", "tune"], "tune": {"space": {"groups": [1, 512]}}},
+            "tune.space.groups = 512 D-CHAG",
+        ),
     ],
-    ids=["train", "probe", "bench", "bench-L-below-P"],
+    ids=["train", "probe", "bench", "bench-L-below-P", "tune"],
 )
 def test_every_stage_refuses_more_groups_than_a_rank_holds_bands(overlay: dict, key: str) -> None:
     """Catches D-CHAG groups that no band fills: g = 512 with 200 bands trained silently (the empty groups masked

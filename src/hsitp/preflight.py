@@ -40,6 +40,8 @@ def check_stage_sizes(config: Config) -> None:
     _check_names(config, stages)
     if "data" in stages:
         _check_data(config)
+    if "tune" in stages:
+        _check_tune(config)
     if "bench" in stages:
         _check_bench(config)
     if "probe" in stages:
@@ -101,6 +103,23 @@ def _check_names(config: Config, stages: set[str]) -> None:
     if "tune" in stages and heads % P:
         raise ConfigError(
             f"tune.world_size = {P} does not divide train.model.heads = {heads} (every rank holds whole heads)"
+        )
+
+
+def _check_tune(config: Config) -> None:
+    """Refuse a g of ``tune.space.groups`` past every trained scene's bands: it fits no plan's band partition at
+    any P, and the study drops what does not fit without a word (a typo such as 512 for 5 tuned silently)."""
+    from hsitp.data.registry import get, names
+
+    scenes = [d for d in config.train.datasets or config.datasets if d in names()]
+    if not scenes:
+        return
+    bands = max(config.data.pca_components or get(d).bands for d in scenes)
+    past = [g for g in config.tune.space.groups if g > bands]
+    if past:
+        raise ConfigError(
+            f"tune.space.groups = {past[0]} D-CHAG groups per rank, but the trained scenes have at most {bands} "
+            f"bands: every group needs a band (g <= {bands})"
         )
 
 
