@@ -914,10 +914,13 @@ def round2() -> list[dict]:
             "file",
             "hsitp audit check --run-dir results/reference/smoke --claims {FX}/empty.csv --out {O}/r.md",
         ),
+        # a manifest's sha256 records what was collected; references are compared by value, never by file hash
+        # (results/reference/README.md): an edited reference is checked and noted "not as collected", an answer
         cmd(
             "audit-check-ref-bad-sha",
             "file",
             "hsitp audit check --run-dir " + ref + " --reference {FX}/ref_badsha --out {O}/r.md",
+            "answer",
         ),
         cmd("audit-verdict-run-missing", "file", "hsitp audit verdict --run-dir {FX}/nowhere"),
         cmd(
@@ -929,6 +932,7 @@ def round2() -> list[dict]:
             "reproduce-ref-bad-sha",
             "file",
             "hsitp audit reproduce --reference {FX}/ref_badsha --seed 0 --budget-min 5 --out {O}/r.json --dry-run",
+            "answer",
         ),
         cmd(
             "reproduce-data-missing",

@@ -231,6 +231,21 @@ def test_headline_reference_with_manifest_passes_without_cost_tables(tmp_path: P
     assert sorted(rep.held) == sorted(listed)
     assert rep.compared == ["train/summary.nc", "train/control_summary.nc", "probe/memory.nc"]
     assert rep.coverage().startswith(f"3 of {len(listed)} reference files compared")
+    assert not any("not as collected" in n for n in rep.notes), rep.notes
+
+
+def test_a_reference_edited_after_collection_is_said(tmp_path: Path) -> None:
+    """Catches `audit check` saying nothing of a reference whose manifest records another sha256 than its file has
+    (edited after `hsitp report reference` collected it): compared by value all the same, and noted, as `audit
+    reproduce` notes it."""
+    ref = tmp_path / "cpu-fair"
+    shutil.copytree(HEADLINE, ref)
+    manifest = json.loads((ref / "manifest.json").read_text())
+    manifest["files"]["probe/memory.nc"]["sha256"] = "0" * 64
+    (ref / "manifest.json").write_text(json.dumps(manifest))
+    rep = audit_run(HEADLINE, ref)
+    assert rep.drift == [], rep.drift
+    assert "not as collected (sha256 differs from manifest.json): probe/memory.nc" in rep.notes, rep.notes
 
 
 # --- (5) a check that compares nothing, a claims table with a claim twice or none -------------------------------
