@@ -56,6 +56,18 @@ CASES: dict[str, tuple[dict | None, list[str], str]] = {
         ["data", "list"],
         "train.epochs: 2.0 is a float where a whole number is wanted; write 2",
     ),
+    # YAML 1.1 reads `lr: 1e-3` (no dot) as text and `epochs: true` as a boolean: the line said only "is not of
+    # type 'number'", not what to write
+    "number-as-text": (
+        {"train": {"lr": "1e-3"}},
+        ["data", "list"],
+        "train.lr: '1e-3' is text (YAML reads 1e-3 without a dot as text) where a number is wanted; write 0.001",
+    ),
+    "boolean-for-a-number": (
+        {"train": {"epochs": True}},
+        ["data", "list"],
+        "train.epochs: True is a boolean (YAML reads true, yes, on as one) where a whole number is wanted",
+    ),
     "infinite-in-a-list": (
         {"baseline": {"svm": {"C": [10, float("inf")]}}},
         ["cost", "rho", "--out", "{out}"],

@@ -101,6 +101,27 @@ def _where(path: Sequence[Any]) -> str:
     return ".".join(str(p) for p in path) or "<top level>"
 
 
+def _number_hint(value: Any, wanted: Any) -> str | None:
+    """What to write instead of a boolean or a text where a number is wanted (YAML reads ``true``/``yes`` as a
+    boolean and ``1e-3``, without a dot, as text), or None when the key wants something else."""
+    kinds = set(wanted if isinstance(wanted, list) else [wanted])
+    if not kinds & {"integer", "number"} or not isinstance(value, bool | str):
+        return None
+    noun = "a number" if "number" in kinds else "a whole number"
+    if isinstance(value, bool):
+        return f"{value} is a boolean (YAML reads true, yes, on as one) where {noun} is wanted; write {noun}"
+    try:
+        number = float(value)
+    except ValueError:
+        return f"{value!r} is text where {noun} is wanted; write {noun}"
+    if not math.isfinite(number) or ("number" not in kinds and not number.is_integer()):
+        return f"{value!r} is text where {noun} is wanted; write {noun}"
+    example = repr(number) if "number" in kinds else str(int(number))
+    if "e" in value.lower() and "." not in value:
+        return f"{value!r} is text (YAML reads {value} without a dot as text) where {noun} is wanted; write {example}"
+    return f"{value!r} is text where {noun} is wanted; write {example} without quotes"
+
+
 def validate_config(config: Mapping[str, Any]) -> Config:
     """``config`` (a config file's mapping, overlays merged) validated against the schema, its defaults filled in,
     as the typed :class:`~hsitp.sections.Config`; ConfigError naming every bad key otherwise. The caller's mapping
@@ -121,6 +142,8 @@ def validate_config(config: Mapping[str, Any]) -> Config:
                 lines.append(
                     f"{where}: {err.instance!r} is a float where a whole number is wanted; write {int(err.instance)}"
                 )
+            elif err.validator == "type" and (hint := _number_hint(err.instance, err.validator_value)):
+                lines.append(f"{where}: {hint}")
             elif err.validator == "maximum" and id(err.schema) in bounds:  # a size past any machine, a seed
                 lines.append(
                     f"{where}: {err.instance} is above {err.validator_value}; {err.schema['description'].rstrip('.')}"
