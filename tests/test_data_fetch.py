@@ -235,6 +235,24 @@ def test_manifest_detects_changed_file(tmp_path):
         read_manifest(tmp_path / "raw/tiny" / MANIFEST_NAME, spec)
 
 
+def test_manifest_with_a_wrong_sha256_is_refused(tmp_path):
+    """Catches: prepare taking a manifest whose recorded sha256 is not its file's (edited, or another fetch's) and
+    carrying that record into the prepared file's provenance, the file itself being the registry's."""
+    (tmp_path / "mirror/tiny").mkdir(parents=True)
+    (tmp_path / "mirror/tiny/tiny.mat").write_bytes(CUBE)
+    (tmp_path / "mirror/tiny/tiny_gt.mat").write_bytes(GT)
+    spec = tiny_spec()
+    fetch(spec, settings(tmp_path, ("mirror",), mirror=str(tmp_path / "mirror")))
+    path = tmp_path / "raw/tiny" / MANIFEST_NAME
+    manifest = json.loads(path.read_text())
+    manifest["files"]["gt"]["sha256"] = "0" * 64
+    path.write_text(json.dumps(manifest))
+    with pytest.raises(
+        ManifestError, match=r"records sha256 0{64} for .*tiny_gt\.mat, whose bytes are the registry"
+    ):
+        read_manifest(path, spec)
+
+
 def test_local_status_per_dataset(tmp_path, monkeypatch):
     """Catches: `data list` calling a package-backed scene 'needs download' or a manual one anything but manual."""
     monkeypatch.delenv("HSITP_DATA_MIRROR", raising=False)
