@@ -50,6 +50,18 @@ CASES: dict[str, tuple[dict | None, list[str], str]] = {
         ["train", "{out}.nc", "--out", "{out}", "--stop-after", "0"],
         "--stop-after 0 is out of range (at least 1; an epoch, counted from 1)",
     ),
+    # a file where a folder is wanted said "no such folder" of a file that exists
+    "file-for-a-folder": (
+        None,
+        ["report", "check-metadata", "README.md"],
+        "README.md: a file, not a folder; give the folder that holds the netCDF files",
+    ),
+    # a missing document ended in the OS's bare "No such file or directory", naming no option
+    "document-missing": (
+        None,
+        ["report", "measured", "--reference", "results/reference/cpu-fair", "--doc", "{out}.md", "--check"],
+        ".md: no such file (a document holding generated blocks",
+    ),
     # JSON Schema takes 2.0 as an integer; the stage then fails on it (range(2.0), a tensor shape)
     "integer-as-float": (
         {"train": {"epochs": 2.0}},

@@ -328,6 +328,11 @@ def update(docs: Sequence[Path], references: Sequence[Path], check: bool = False
             raise MeasuredDocError(
                 f"{r}: not a run's reference (no train/summary.nc, no tune/*/*.nc, no probe/kernels.nc)"
             )
+    for doc in docs:
+        if not Path(doc).is_file():
+            raise MeasuredDocError(
+                f"--doc {doc}: no such file (a document holding generated blocks: docs/measured.md)"
+            )
     texts = {Path(doc): Path(doc).read_text(encoding="utf-8") for doc in docs}
     for doc, text in texts.items():
         # a marker is a line of its own: prose may quote one in backticks (docs/measured.md's introduction does)

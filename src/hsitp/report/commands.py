@@ -86,7 +86,8 @@ def _report_problems(what: str, found: dict[Path, list[str]], checked: int) -> i
 def _walk(command: str, folder: str, pattern: str, what: str, check) -> int:  # noqa: ANN001 (a checker)
     """Run ``check(folder)`` over the files ``pattern`` finds under ``folder``; one line per problem, exit 1 on any."""
     if not Path(folder).is_dir():
-        raise HsitpError(f"report {command}: {folder}: no such folder")
+        found = "a file, not a folder" if Path(folder).exists() else "no such folder"
+        raise HsitpError(f"report {command}: {folder}: {found}; give the folder that holds the {what}")
     checked = len(list(Path(folder).rglob(pattern)))
     if not checked:
         raise HsitpError(f"report {command}: {folder} holds no {pattern} file")
