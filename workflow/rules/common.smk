@@ -30,9 +30,14 @@ except HsitpError as exc:
 config.update(CONFIG.as_json())
 TRAIN = TrainSettings.from_config(CONFIG)
 
+
 # The rules call `hsitp` and `python` (torchrun's line) by name: the bin folder of the Python running Snakemake, whose
 # hsitp built this DAG, goes first on PATH, so `.venv/bin/snakemake ...` runs without the venv activated (else: exit
 # 127 in a job's log) and never runs another installation's hsitp. A conda environment's activation still goes first.
+envvars:
+    "PATH",
+
+
 os.environ["PATH"] = os.pathsep.join(
     [str(Path(sys.executable).parent), os.environ.get("PATH", os.defpath)]
 )
