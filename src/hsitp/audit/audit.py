@@ -31,10 +31,10 @@ from hsitp.audit.claims import COLUMNS, COST_TABLES, VERDICTS, basis_counts, fin
 from hsitp.audit.claims.render import Row
 from hsitp.contracts import COST, PROBE_MEMORY, TRAIN_SUMMARY, Cell
 from hsitp.errors import HsitpError
-from hsitp.io import atomic_write_text, read_netcdf, sha256_file
+from hsitp.io import atomic_write_text, read_netcdf
 from hsitp.markdown import markdown_table
 from hsitp.outcomes import Basis, Claim
-from hsitp.publish.reference import MANIFEST, read_manifest
+from hsitp.publish.reference import MANIFEST, not_as_collected, read_manifest
 
 MODELLED_RTOL = 1e-12
 # A claims row whose evidence is a committed headline or GPU reference (results/reference/<run>/, not the smoke
@@ -723,26 +723,11 @@ def audit_run(run_dir: Path, ref_dir: Path, claims_csv: Path | None = None) -> R
     unread = [f for f in rep.held if f not in rep.compared]
     if unread:
         rep.notes.append(f"in the reference, not compared by this check: {', '.join(unread)}")
-    edited = _not_as_collected(ref_dir)
-    if (
-        edited
-    ):  # compared by value all the same (results/reference/README.md); said, as audit reproduce says it
+    # compared by value all the same; said, as audit reproduce says it
+    edited = not_as_collected(ref_dir, read_manifest(ref_dir)) if (ref_dir / MANIFEST).is_file() else []
+    if edited:
         rep.notes.append(f"not as collected (sha256 differs from manifest.json): {', '.join(edited)}")
     return rep
-
-
-def _not_as_collected(ref_dir: Path) -> list[str]:
-    """The files a reference's manifest lists whose sha256 is not the one recorded (edited after collection)."""
-    if not (ref_dir / MANIFEST).is_file():
-        return []
-    files = read_manifest(ref_dir).get("files")
-    if not isinstance(files, Mapping):  # a bare list of files records no sha256
-        return []
-    return [
-        rel
-        for rel, meta in files.items()
-        if isinstance(meta, Mapping) and "sha256" in meta and sha256_file(ref_dir / rel) != meta["sha256"]
-    ]
 
 
 def report_text(rep: Report, run_dir: Path, ref_dir: Path) -> str:

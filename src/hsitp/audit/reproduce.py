@@ -122,20 +122,6 @@ def load_reference(path: str | os.PathLike[str]) -> Reference:
     return out
 
 
-def tampered(ref: Reference) -> list[str]:
-    """Files of the reference whose sha256 is not the manifest's (edited after collection): said, not refused."""
-    from hsitp.io import sha256_file
-
-    out = []
-    for rel, meta in ref.manifest.get("files", {}).items():
-        p = ref.path / rel
-        if not p.is_file():
-            out.append(f"{rel} (missing)")
-        elif sha256_file(p) != meta.get("sha256"):
-            out.append(rel)
-    return out
-
-
 # --- the probe rows of the reference ----------------------------------------------------------------------------
 def _probe_sel(ds: xr.Dataset, cell: Cell, bands: int) -> dict[str, Any] | None:
     """The selection of (plan, P, g, L, N, no checkpointing) in a probe file; None when not probed there."""
@@ -659,7 +645,9 @@ def run_spot_check(args: argparse.Namespace) -> int:
         f"hsitp audit reproduce: {ref.path} (run {ref.run}: {len(ref.cells)} runs, collected "
         f"{ref.manifest.get('collected_utc', '?')}); auditor seed {seed}, budget {args.budget_min:g} min"
     )
-    edited = tampered(ref)
+    from hsitp.publish.reference import not_as_collected
+
+    edited = not_as_collected(ref.path, ref.manifest)
     if edited:
         _say(f"note: not as collected (sha256 differs from manifest.json): {', '.join(edited)}")
     identical, platform_line = platform_comparison(ref.manifest)

@@ -453,9 +453,8 @@ def read_manifest(path: str | os.PathLike[str], spec: DatasetSpec) -> tuple[Fetc
     for f, ff in zip(variant.files, files.values(), strict=True):
         p = Path(ff.path)
         found = _check(p, f) if p.is_file() else "no file"
-        if (
-            found is None and ff.sha256 != f.sha256
-        ):  # the record is carried into the prepared file's provenance
+        # the bytes are the registry's but the record is not: it would be carried into the prepared file's provenance
+        if found is None and ff.sha256 != f.sha256:
             raise ManifestError(
                 f"{path}: records sha256 {ff.sha256} for {p}, whose bytes are the registry's {f.sha256} (the "
                 f"manifest was edited, or is another fetch's); run `hsitp data fetch {spec.name}` again."

@@ -567,6 +567,23 @@ def read_manifest(reference: str | os.PathLike[str]) -> dict[str, Any]:
         raise ReferenceError(f"{path}: not JSON ({exc})") from exc
 
 
+def not_as_collected(reference: str | os.PathLike[str], manifest: Mapping[str, Any]) -> list[str]:
+    """The files ``manifest`` lists whose bytes are not the ones it recorded (edited after collection), a missing
+    one as ``REL (missing)``. Said by ``audit check`` and ``audit reproduce``, not refused: a reference is compared
+    by value (results/reference/README.md)."""
+    files = manifest.get("files")
+    if not isinstance(files, Mapping):  # a bare list of files records no sha256
+        return []
+    out = []
+    for rel, meta in files.items():
+        path = Path(reference) / rel
+        if not path.is_file():
+            out.append(f"{rel} (missing)")
+        elif isinstance(meta, Mapping) and "sha256" in meta and sha256_file(path) != meta["sha256"]:
+            out.append(rel)
+    return out
+
+
 def describe_manifest(manifest: Mapping[str, Any], out: Path) -> str:
     """One line for the terminal: what the folder holds and its size."""
     files = manifest["files"]
