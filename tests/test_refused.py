@@ -190,6 +190,19 @@ DAG_ONLY = {
         "train.recipe: tuned trains each plan on its own tuning study, and `hsitp tune` studies tp, dchag_l, dchag_c "
         "only; train.plans has dense, token: drop them",
     ),
+    # the checks ran on the config's recipe and were compared with equivalents on each plan's study: a mismatch each
+    "tuned-recipe-with-equivalence-checks": (
+        {
+            "train": {
+                "recipe": "tuned",
+                "plans": ["tp", "dchag_l"],
+                "equivalent": True,
+                "equivalence": {"epochs": 1},
+            }
+        },
+        "train.recipe: tuned with train.equivalent: the P-rank checks (train.equivalence.epochs = 1) train on the "
+        "config's recipe",
+    ),
     "crop-tokens-not-square": (
         {"train": {"crops": [{"patch": 8, "tokens": 300, "datasets": None}]}},
         "train.crops: tokens = 300 is not a perfect square",

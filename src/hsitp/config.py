@@ -280,7 +280,16 @@ def check_values(cfg: Config) -> None:
 def check_run(cfg: Config) -> None:
     """What only the whole run's config can show (the DAG's, hsitp.preflight; a subcommand is given only the keys
     its rule passes, the schema's defaults standing in for the others): under ``train.recipe: tuned`` each plan
-    trains on its own tuning study, which rule tune makes for the compared plans only."""
+    trains on its own tuning study, which rule tune makes for the compared plans only, and the P-rank checks of
+    ``train.equivalent`` (rule train_check: the config's recipe at ``train.groups``) cannot stand for them."""
+    if cfg.train.recipe == "tuned" and cfg.train.equivalent and cfg.train.equivalence.epochs:
+        # a check run on another recipe (and g) than its equivalent's can only report a recipe mismatch
+        raise ConfigError(
+            "train.recipe: tuned with train.equivalent: the P-rank checks (train.equivalence.epochs = "
+            f"{cfg.train.equivalence.epochs}) train on the config's recipe at train.groups, not on each plan's "
+            "study, so every check would fail on the recipe; set train.equivalence.epochs: 0 and check the "
+            "equivalents in a run on the config's recipe (as config/cpu-fair.yaml does)"
+        )
     if cfg.train.recipe == "tuned":
         untuned = [p for p in cfg.train.plans if p not in COMPARED_PLANS]
         if untuned:
