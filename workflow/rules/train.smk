@@ -1,7 +1,7 @@
 # Training under results/<run>/train/DATASET/: one torchrun launch of P ranks per (dataset, crop N, plan, P, g,
 # protocol, partition, seed); N (the crop's tokens, an entry of train.crops) is in the file name and the crop's patch
 # is on the command line. The partition (one of data.partition.draws per protocol) is the wildcard `part`: "" for
-# partition 0 (the names runs had before issue 50), _kK for partition K. Checkpoints live beside the records in checkpoints/<name>/ and are not rule outputs (Snakemake
+# partition 0 (the names of runs with one partition), _kK for partition K. Checkpoints live beside the records in checkpoints/<name>/ and are not rule outputs (Snakemake
 # would delete them before a re-run, and a re-run resumes from them). A P the model does not fit, or a crop larger
 # than the scene, is refused when the DAG is built (hsitp.preflight: hsitp.train.plan.check_jobs, from the registry) and again by
 # `hsitp train` before its runtime starts. Training jobs hold `bench_slot` too: timings never overlap. Under
@@ -95,7 +95,10 @@ use rule train as train_control with:
 
 
 # One real P-rank run per (plan, P, g) under train.equivalent, on the whole run's LR schedule, stopped after
-# train.equivalence.epochs: it holds bench_slot (its tokens/s and memory are the plan's own).
+# train.equivalence.epochs: it holds bench_slot (its tokens/s and memory are the plan's own). Rule train's command on
+# P ranks (--ranks and --partition at their defaults: P, 0) on the config's recipe (hsitp.config.check_run refuses
+# the checks under train.recipe tuned); not `use rule train`: a changed train command would re-run every finished
+# training job (Snakemake's "code has changed" trigger).
 rule train_check:
     input:
         result("data/{dataset}.nc"),
