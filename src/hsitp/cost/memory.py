@@ -7,6 +7,10 @@ activations use Korthikanti et al., "Reducing Activation Recomputation in Large 
 parallel degree t and no sequence parallelism (s tokens, b batch, h hidden, a heads), scaled by dtype/2 bytes.
 With FSDP (ZeRO-3) over the data-parallel group, parameters, gradients and optimizer state are sharded dp ways and
 the largest unit (one block, the tokeniser or the aggregator) is gathered whole while it runs.
+
+Two entry points: :func:`memory_breakdown`, the per-part, per-kind bytes above for the paper's cases (the CCR and
+scale tables), and :func:`plan_memory`, rank 0's bytes of one plan at P and g for the model this project trains,
+with ``("step", "peak")``, the modelled peak of a training step (the probe's modelled peak, the planner, the budget).
 """
 
 from __future__ import annotations
