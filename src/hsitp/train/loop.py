@@ -57,8 +57,7 @@ from hsitp.train.inference import Evaluation, predict_scene
 from hsitp.train.plan import TrainJob, check_job
 from hsitp.train.record import EpochRecord, EpochSteps, PretrainAttrs, write_record
 from hsitp.train.settings import TrainSettings
-from hsitp.train.steps import global_loss as _global_loss
-from hsitp.train.steps import lr_lambda
+from hsitp.train.steps import global_loss, lr_lambda
 
 log = logging.getLogger(__name__)
 
@@ -532,7 +531,7 @@ def _one_step(
     loss = (ce * mask).sum() / n_train
     if inject_nan:
         loss = loss * float("nan")  # train.debug.nan_at_step
-    value = _global_loss(loss, model.plan, setup.tp)
+    value = global_loss(loss, model.plan, setup.tp)
     if not math.isfinite(value):
         raise TrainError(f"loss is {value} at {where}; stopped")
     loss.backward()
