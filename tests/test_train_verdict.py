@@ -95,17 +95,16 @@ def test_summary_refuses_equivalents_and_rank_runs_in_one_cell(tmp_path: Path) -
 
 
 def _cfg(**train: object) -> TrainSettings:
-    cfg = tiny_config(
-        plans=["tp", "dchag_l", "dchag_c"],
-        world_sizes=[2, 4],
-        groups={"dchag_l": [2], "dchag_c": [2]},
-        seeds=[0, 1],
-        protocols=["random", "block"],
-        datasets=["synthetic"],
-        equivalent=True,
-        **train,
-    )
-    return TrainSettings.from_config(cfg)
+    matrix = {
+        "plans": ["tp", "dchag_l", "dchag_c"],
+        "world_sizes": [2, 4],
+        "groups": {"dchag_l": [2], "dchag_c": [2]},
+        "seeds": [0, 1],
+        "protocols": ["random", "block"],
+        "datasets": ["synthetic"],
+        "equivalent": True,
+    }
+    return TrainSettings.from_config(tiny_config(**{**matrix, **train}))
 
 
 def test_equivalent_mode_trains_tp_once_and_checks_every_plan_and_p() -> None:
@@ -128,6 +127,16 @@ def test_equivalent_mode_trains_tp_once_and_checks_every_plan_and_p() -> None:
     bad = _cfg(equivalence={"epochs": 2, "seed": 5})
     with pytest.raises(TrainConfigError, match="train.equivalence.seed = 5"):
         check_jobs(bad)
+
+
+def test_no_check_run_at_one_rank() -> None:
+    """Catches an equivalence check planned at P = 1 (train.world_sizes holding 1 under train.equivalent): one rank
+    is the single-process equivalent itself, so the check repeated its first epochs and passed by construction."""
+    cfg = _cfg(world_sizes=[1, 2])
+    checks = check_runs(cfg)
+    assert sorted({(plan, P) for _, plan, _, P, *_ in checks}) == [("dchag_c", 2), ("dchag_l", 2), ("tp", 2)]
+    assert ("synthetic", "tp", 9, 1, 1, "random", 0, 0) in [equivalent_of(cfg, c) for c in checks]
+    assert check_runs(_cfg(world_sizes=[1])) == []
 
 
 def test_evaluated_epochs_cover_the_summary_window_and_the_check() -> None:

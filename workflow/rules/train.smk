@@ -94,7 +94,7 @@ use rule train as train_control with:
         "minutes, quiet here; follow it with: tail -f {log}"
 
 
-# One real P-rank run per (plan, P, g) under train.equivalent, on the whole run's LR schedule, stopped after
+# One real P-rank run per (plan, P >= 2, g) under train.equivalent, on the whole run's LR schedule, stopped after
 # train.equivalence.epochs: it holds bench_slot (its tokens/s and memory are the plan's own). Rule train's command on
 # P ranks (--ranks and --partition at their defaults: P, 0) on the config's recipe (hsitp.config.check_run refuses
 # the checks under train.recipe tuned); not `use rule train`: a changed train command would re-run every finished

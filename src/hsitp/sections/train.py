@@ -273,7 +273,7 @@ class TrainSection(Section):
     depend on P). Such runs hold no bench_slot; their tokens/s and memory are one process's, not the plan's.
     false = every job runs on P ranks."""
     equivalence: Equivalence = Equivalence()
-    """Under equivalent: one real P-rank run per (plan, P, g) at this seed on the first protocol, on the same
+    """Under equivalent: one real P-rank run per (plan, P >= 2, g) at this seed on the first protocol, on the same
     schedule but stopped after `epochs` epochs; its test OA there must match the equivalent's within `tolerance`
     (train/equivalence.nc). epochs 0 = no check."""
     verdict: Verdict = Verdict()

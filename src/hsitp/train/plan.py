@@ -242,9 +242,10 @@ def control_jobs(ts: TrainSettings) -> list[Job]:
 
 def check_runs(ts: TrainSettings) -> list[Job]:
     """The equivalence checks of ``train.equivalent``: one real P-rank run per (dataset, N, plan, P, g) of the
-    parallel plans (tp at every P of ``train.world_sizes``), at ``train.equivalence.seed`` on the first protocol's
-    partition 0, stopped after ``train.equivalence.epochs`` epochs; none without ``train.equivalent`` or with
-    epochs 0."""
+    parallel plans (tp at every P >= 2 of ``train.world_sizes``), at ``train.equivalence.seed`` on the first
+    protocol's partition 0, stopped after ``train.equivalence.epochs`` epochs; none without ``train.equivalent`` or
+    with epochs 0. Not at P = 1: one rank is the single-process equivalent itself (the check would repeat its first
+    epochs and pass by construction)."""
     if not ts.equivalent or not ts.equivalence.epochs:
         return []
     # the accuracy jobs of one seed on one protocol's partition 0, tp at every P (as if not train.equivalent)
@@ -254,7 +255,8 @@ def check_runs(ts: TrainSettings) -> list[Job]:
         "partitions": (0,),
         "equivalent": False,
     }
-    return jobs(ts.model_copy(update={"plans": tuple(p for p in ts.plans if p != "dense"), **one}))
+    runs = jobs(ts.model_copy(update={"plans": tuple(p for p in ts.plans if p != "dense"), **one}))
+    return [job for job in runs if job[3] > 1]
 
 
 def equivalent_of(ts: TrainSettings, job: Job) -> Job:
