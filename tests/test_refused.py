@@ -145,6 +145,12 @@ CASES: dict[str, tuple[dict | None, list[str], str]] = {
         ["data", "list"],
         "parallel.heads = 4 does not divide bench.D = 30",
     ),
+    # the P = 1 launch probed nothing and failed writing an empty file ("coordinate 'plan' has no units")
+    "probe-p-without-a-plan": (
+        {"probe": {"plans": ["tp", "dchag_l"]}},
+        ["probe", "run", "--world-size", "1", "--out", "{out}"],
+        "P = 1 probes nothing with probe.plans = ['tp', 'dchag_l']: it needs dense",
+    ),
 }
 
 
@@ -202,6 +208,26 @@ DAG_ONLY = {
         },
         "train.recipe: tuned with train.equivalent: the P-rank checks (train.equivalence.epochs = 1) train on the "
         "config's recipe",
+    ),
+    # every rank job of the stage failed at its process group's start, after the jobs before it had run
+    "nccl-on-a-cpu-device": (
+        {"parallel": {"backend": "nccl"}, "probe": {"device": "cpu"}},
+        "parallel.backend: nccl needs CUDA, but probe.device = cpu",
+    ),
+    # the block jobs were planned and each failed reading a partition the prepared file does not carry
+    "protocol-not-prepared": (
+        {"data": {"partition": {"protocols": ["random"]}}, "train": {"protocols": ["random", "block"]}},
+        "train.protocols has block, which data.partition.protocols = ['random'] does not prepare",
+    ),
+    # every launch ran, then bench calibrate failed: no collective is timed at P = 1
+    "bench-without-a-collective": (
+        {"bench": {"world_sizes": [1]}},
+        "bench.world_sizes = [1]: the calibration fits alpha and beta to collectives timed at P >= 2 only",
+    ),
+    # checked only when train was a stage too: a probe-only run measured other models than it claimed
+    "probe-match-train-without-train": (
+        {"stages": ["probe"], "probe": {"match_train": True}},
+        "probe.mlp_ratio = 4 differs from train.model.mlp_ratio = 2 (probe.match_train",
     ),
     "crop-tokens-not-square": (
         {"train": {"crops": [{"patch": 8, "tokens": 300, "datasets": None}]}},

@@ -281,7 +281,8 @@ def check_run(cfg: Config) -> None:
     """What only the whole run's config can show (the DAG's, hsitp.preflight; a subcommand is given only the keys
     its rule passes, the schema's defaults standing in for the others): under ``train.recipe: tuned`` each plan
     trains on its own tuning study, which rule tune makes for the compared plans only, and the P-rank checks of
-    ``train.equivalent`` (rule train_check: the config's recipe at ``train.groups``) cannot stand for them."""
+    ``train.equivalent`` (rule train_check: the config's recipe at ``train.groups``) cannot stand for them; a listed
+    stage on a CPU device under ``parallel.backend: nccl``; a train or tune protocol no prepared file carries."""
     if cfg.train.recipe == "tuned" and cfg.train.equivalent and cfg.train.equivalence.epochs:
         # a check run on another recipe (and g) than its equivalent's can only report a recipe mismatch
         raise ConfigError(
@@ -299,6 +300,43 @@ def check_run(cfg: Config) -> None:
                 f"{', '.join(COMPARED_PLANS)} only; train.plans has {', '.join(untuned)}: drop {them} from "
                 "train.plans or set train.recipe: config"
             )
+    for problem in (_backend_problem(cfg), _protocol_problem(cfg)):
+        if problem:
+            raise ConfigError(problem)
+
+
+# The device key each rank stage runs on (tune's trials run on train.device)
+STAGE_DEVICE = {"bench": "bench", "probe": "probe", "train": "train", "tune": "train"}
+
+
+def _backend_problem(cfg: Config) -> str | None:
+    """``parallel.backend: nccl`` with a listed stage whose device is forced to the CPU: every rank job of that stage
+    fails at its process group's start (NCCL needs CUDA), after the jobs before it have run."""
+    if cfg.parallel.backend != "nccl":
+        return None
+    keys = dict.fromkeys(f"{STAGE_DEVICE[s]}.device" for s in cfg.stages if s in STAGE_DEVICE)
+    on_cpu = [k for k in keys if _get(cfg, k) == "cpu"]
+    if not on_cpu:
+        return None
+    return (
+        f"parallel.backend: nccl needs CUDA, but {', '.join(on_cpu)} = cpu: every rank job there would fail at its "
+        "process group's start; set parallel.backend: gloo (or auto), or the device to auto or cuda"
+    )
+
+
+def _protocol_problem(cfg: Config) -> str | None:
+    """A train or tune protocol the prepared files do not carry (``data.partition.protocols``): each of its jobs
+    fails reading the partition, and the training summary pairs its cells with no baseline."""
+    stages = [s for s in ("train", "tune") if s in cfg.stages]
+    for stage in stages:
+        missing = [p for p in getattr(cfg, stage).protocols if p not in cfg.data.partition.protocols]
+        if missing:
+            return (
+                f"{stage}.protocols has {', '.join(missing)}, which data.partition.protocols = "
+                f"{list(cfg.data.partition.protocols)} does not prepare: every {stage} job on it would fail reading "
+                f"the partition; add it to data.partition.protocols or drop it from {stage}.protocols"
+            )
+    return None
 
 
 class _StrictLoader(_YAML_LOADER):  # type: ignore[misc,valid-type]

@@ -51,7 +51,8 @@ def check_stage_sizes(config: Config) -> None:
         from hsitp.train.settings import TrainSettings
 
         check_jobs(TrainSettings.from_config(config))
-    if "probe" in stages and "train" in stages:
+    # probe.match_train holds whether or not this run trains: the train section is its model either way
+    if "probe" in stages:
         from hsitp.probe.match import check_matches_train
 
         check_matches_train(config)
@@ -130,6 +131,12 @@ def _check_bench(config: Config) -> None:
     from hsitp.cost.budget import ANY_MACHINE_BYTES, check_bench_sizes
 
     s = BenchSettings.from_config(config)
+    if all(P < 2 for P in s.world_sizes):  # noqa: N806
+        # bench calibrate fits alpha and beta to the collective sweep, which a single rank has nothing to time
+        raise ConfigError(
+            f"bench.world_sizes = {list(s.world_sizes)}: the calibration fits alpha and beta to collectives timed at "
+            "P >= 2 only, so bench calibrate would fail after every launch; add a P >= 2 (e.g. [1, 2])"
+        )
     check_passes(s)
     check_bench_sizes(s.roofline.shapes, s.roofline.copy_bytes, s.collectives.sizes_bytes, ANY_MACHINE_BYTES)
     # "auto" is bfloat16 on CUDA, float32 on CPU: the element type does not decide whether a split fits

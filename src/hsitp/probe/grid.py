@@ -77,7 +77,14 @@ def check_point_fits(pc: ProbeModel, pt: Point, section: str, memory: float = AN
 def points(pc: ProbeSettings, P: int) -> list[Point]:  # noqa: N803
     """Every point of the probe grid at P (dense only at P = 1; plans without groups once, at the first g).
 
-    Raises ConfigError, naming the key, when a plan cannot split the model at P."""
+    Raises ConfigError, naming the key, when a plan cannot split the model at P or no plan runs at P (the launch
+    would probe nothing and fail writing an empty file)."""
+    if not any((plan == "dense") == (P == 1) for plan in pc.plans):
+        need = "dense, the only plan at P = 1" if P == 1 else "a plan but dense (dense runs at P = 1 only)"
+        raise ConfigError(
+            f"probe: P = {P} probes nothing with probe.plans = {list(pc.plans)}: it needs {need}; drop {P} from "
+            "probe.world_sizes or change probe.plans"
+        )
     out = []
     for plan in pc.plans:
         if (plan == "dense") != (P == 1):
