@@ -229,6 +229,24 @@ DAG_ONLY = {
         {"stages": ["probe"], "probe": {"match_train": True}},
         "probe.mlp_ratio = 4 differs from train.model.mlp_ratio = 2 (probe.match_train",
     ),
+    # the untuned control ran nothing under the config's recipe, and had no tp to be compared with without tp
+    "untuned-control-without-a-tuned-recipe": (
+        {"train": {"control": {"world_sizes": [2]}}},
+        "train.control.world_sizes = [2] is read only under train.recipe: tuned",
+    ),
+    "untuned-control-without-tp": (
+        {"train": {"recipe": "tuned", "plans": ["dchag_l"], "control": {"world_sizes": [2]}}},
+        "train.plans ['dchag_l'] has no tp (the control is compared with tp's runs)",
+    ),
+    # every check trained the whole run, then train equivalence failed: the equivalent has no such epoch
+    "equivalence-check-past-the-last-epoch": (
+        {"train": {"equivalent": True, "equivalence": {"epochs": 3}}},
+        "train.equivalence.epochs = 3 is past train.epochs = 2",
+    ),
+    "tune-protocol-not-prepared": (
+        {"stages": ["data", "tune"], "data": {"partition": {"protocols": ["random"]}}},
+        "tune.protocols has block, which data.partition.protocols = ['random'] does not prepare",
+    ),
     "crop-tokens-not-square": (
         {"train": {"crops": [{"patch": 8, "tokens": 300, "datasets": None}]}},
         "train.crops: tokens = 300 is not a perfect square",

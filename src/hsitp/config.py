@@ -22,7 +22,7 @@ import pydantic
 import yaml
 
 from hsitp.errors import HsitpError
-from hsitp.names import COMPARED_PLANS, OP_NAMES, PLAN_NAMES, PROTOCOLS
+from hsitp.names import COMPARED_PLANS, DCHAG_PLANS, OP_NAMES, PLAN_NAMES, PROTOCOLS
 from hsitp.sections import Config
 
 SCHEMA_RESOURCE = "config.schema.yaml"
@@ -282,7 +282,8 @@ def check_run(cfg: Config) -> None:
     its rule passes, the schema's defaults standing in for the others): under ``train.recipe: tuned`` each plan
     trains on its own tuning study, which rule tune makes for the compared plans only, and the P-rank checks of
     ``train.equivalent`` (rule train_check: the config's recipe at ``train.groups``) cannot stand for them; a listed
-    stage on a CPU device under ``parallel.backend: nccl``; a train or tune protocol no prepared file carries."""
+    stage on a CPU device under ``parallel.backend: nccl``; a train or tune protocol no prepared file carries; the
+    untuned control and the equivalence checks where they cannot compare anything (:func:`_control_problem`)."""
     if cfg.train.recipe == "tuned" and cfg.train.equivalent and cfg.train.equivalence.epochs:
         # a check run on another recipe (and g) than its equivalent's can only report a recipe mismatch
         raise ConfigError(
@@ -300,7 +301,7 @@ def check_run(cfg: Config) -> None:
                 f"{', '.join(COMPARED_PLANS)} only; train.plans has {', '.join(untuned)}: drop {them} from "
                 "train.plans or set train.recipe: config"
             )
-    for problem in (_backend_problem(cfg), _protocol_problem(cfg)):
+    for problem in (_backend_problem(cfg), _protocol_problem(cfg), _control_problem(cfg)):
         if problem:
             raise ConfigError(problem)
 
@@ -336,6 +337,36 @@ def _protocol_problem(cfg: Config) -> str | None:
                 f"{list(cfg.data.partition.protocols)} does not prepare: every {stage} job on it would fail reading "
                 f"the partition; add it to data.partition.protocols or drop it from {stage}.protocols"
             )
+    return None
+
+
+def _control_problem(cfg: Config) -> str | None:
+    """The untuned control (``train.control``) without a tuned recipe (it runs nothing), without tp (its cells meet
+    no tp run) or without a D-CHAG plan (it runs nothing); equivalence checks stopped past ``train.epochs`` (each
+    compared at an epoch its equivalent never reaches)."""
+    train = cfg.train
+    sizes = list(train.control.world_sizes)
+    dchag = [p for p in train.plans if p in DCHAG_PLANS]
+    if sizes and train.recipe != "tuned":
+        return (
+            f"train.control.world_sizes = {sizes} is read only under train.recipe: tuned (the control trains D-CHAG "
+            "on tp's tuned recipe), and train.recipe is config, so no control would run; set "
+            "train.control.world_sizes: [] or train.recipe: tuned"
+        )
+    if sizes and ("tp" not in train.plans or not dchag):
+        lacks = "tp (the control is compared with tp's runs)" if dchag else "D-CHAG plan (dchag_l, dchag_c)"
+        return (
+            f"train.control.world_sizes = {sizes}: the control trains each D-CHAG plan of train.plans on tp's "
+            f"recipe beside tp's runs, and train.plans {list(train.plans)} has no {lacks}; add it to train.plans "
+            "or set train.control.world_sizes: []"
+        )
+    check = train.equivalence.epochs
+    if train.equivalent and check > train.epochs:
+        return (
+            f"train.equivalence.epochs = {check} is past train.epochs = {train.epochs}: each P-rank check would "
+            f"train the whole run and be compared at epoch {check}, which its equivalent never reaches; set "
+            f"train.equivalence.epochs to at most {train.epochs} (0: no check)"
+        )
     return None
 
 

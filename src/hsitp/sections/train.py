@@ -133,7 +133,7 @@ class Equivalence(Section):
     """``train.equivalence``: the P-rank check of each single-process equivalent."""
 
     epochs: int = Field(2, ge=0)
-    """Epochs the distributed check trains (the equivalent is also evaluated then)."""
+    """Epochs the distributed check trains, at most train.epochs (the equivalent is also evaluated then)."""
     seed: sized("seed") = 0  # type: ignore[valid-type]
     """Seed of the check runs (one of train.seeds)."""
     tolerance: float = Field(0.0005, ge=0)
@@ -184,7 +184,7 @@ class TrainSection(Section):
     g = 1."""
     protocols: distinct(named("protocol")) = ("random",)  # type: ignore[valid-type]
     """Accuracy protocols of the prepared file to train on (each one's train/test partition, its `partition`
-    variable): random (pixels drawn per class) or block (spatially disjoint blocks). Not the TP split (channel /
+    variable; each one of data.partition.protocols): random (pixels drawn per class) or block (spatially disjoint blocks). Not the TP split (channel /
     token): docs/contracts.md, Shared names."""
     seeds: distinct(sized("seed")) = (0,)  # type: ignore[valid-type]
     """Training seeds (model init, crop sampler, augmentation); one job per seed."""
@@ -266,7 +266,7 @@ class TrainSection(Section):
     """The untuned control of train.recipe tuned: every D-CHAG plan of train.plans also trained at these P on tp's
     tuned recipe (tp's study on the same protocol) at train.groups, the way D-CHAG was compared before it had its
     own recipe; summarised apart in train/control_summary.nc beside tp, so the tables show what tuning D-CHAG's own
-    recipe changed. [] = none; read only under train.recipe tuned."""
+    recipe changed. [] = none; else train.recipe tuned, with tp and a D-CHAG plan in train.plans."""
     equivalent: bool = False
     """Accuracy runs: train each (plan, P, g) as its single-process equivalent, architecture_for(base, plan, P, g)
     in one process (the parity tests show it equals the plan over P ranks), and tp once (its architecture does not

@@ -60,7 +60,8 @@ class TuneSection(Section):
     plans: distinct(named("compared_plan")) = ("tp", "dchag_l", "dchag_c")  # type: ignore[valid-type]
     """Plans tuned, each with the same budget."""
     protocols: distinct(named("protocol")) = ("random", "block")  # type: ignore[valid-type]
-    """Accuracy protocols (random, block; not the TP split), each tuned on its own validation pixels."""
+    """Accuracy protocols (random, block; not the TP split; each one of data.partition.protocols), each tuned on
+    its own validation pixels."""
     world_size: sized("world_size") = 2  # type: ignore[valid-type]
     """P whose D-CHAG architecture is tuned (tp's architecture is the same at every P)."""
     trials: int = Field(24, ge=1)
