@@ -145,6 +145,12 @@ CASES: dict[str, tuple[dict | None, list[str], str]] = {
         ["data", "list"],
         "parallel.heads = 4 does not divide bench.D = 30",
     ),
+    # the estimate job computed nothing and failed writing an empty file ("variable 'plan' has no units")
+    "probe-estimate-without-a-point": (
+        {"probe": {"estimate": {"grid": {"plans": []}, "dchag": []}}},
+        ["probe", "estimate", "--out", "{out}"],
+        "probe.estimate: no point to estimate",
+    ),
     # the P = 1 launch probed nothing and failed writing an empty file ("coordinate 'plan' has no units")
     "probe-p-without-a-plan": (
         {"probe": {"plans": ["tp", "dchag_l"]}},

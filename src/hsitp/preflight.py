@@ -160,7 +160,7 @@ def _check_probe(pc: ProbeSettings) -> None:
     try:
         estimate_points(pc.estimate)
     except HsitpError as exc:
-        raise ConfigError(f"probe.estimate: {exc}") from exc
+        raise ConfigError(f"probe.estimate: {str(exc).removeprefix('probe.estimate: ')}") from exc
 
 
 def error_log_path(config: Mapping[str, Any]) -> Path:

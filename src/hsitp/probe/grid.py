@@ -121,6 +121,11 @@ def estimate_points(ec: Estimate) -> list[tuple[str, Point, ProbeModel]]:
         for plan, ck in itertools.product(ec.dchag_plans, ec.dchag_checkpointing):
             pt = Point(plan, cfg.tp, 1, cfg.bands, N, ck)
             out.append((f"dchag/{cfg.name}/{plan}/{ck}", pt, sec))
+    if not out:  # the estimate would write an empty file, which its contract refuses after the job ran
+        raise ConfigError(
+            "probe.estimate: no point to estimate (the grid's plans x world_sizes x groups x L x N x checkpointing "
+            "and the D-CHAG configs x dchag_plans x dchag_checkpointing are all empty); give the grid a point"
+        )
     for label, pt, sec in out:
         # the D-CHAG configs' sizes are fixed here (DCHAG_SETTINGS), not config keys
         with config_keys(section_keys("probe.estimate.grid") if label.startswith("grid/") else {}):
