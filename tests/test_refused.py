@@ -253,6 +253,16 @@ DAG_ONLY = {
         {"stages": ["data", "tune"], "data": {"partition": {"protocols": ["random"]}}},
         "tune.protocols has block, which data.partition.protocols = ['random'] does not prepare",
     ),
+    # the study (at tune.world_size = 1: 6 bands a rank) may choose g = 4; the P = 2 jobs (3 bands a rank) then fail
+    "tuned-groups-past-a-trained-p": (
+        {
+            "data": {"pca_components": 6},
+            "train": {"recipe": "tuned", "plans": ["tp", "dchag_l"]},
+            "tune": {"world_size": 1},
+        },
+        "tune.space.groups: the dchag_l study may choose g = 4 (it fits at tune.world_size = 1), and train.recipe: "
+        "tuned then trains it at P = 2, where g = 4 D-CHAG groups per rank",
+    ),
     "crop-tokens-not-square": (
         {"train": {"crops": [{"patch": 8, "tokens": 300, "datasets": None}]}},
         "train.crops: tokens = 300 is not a perfect square",

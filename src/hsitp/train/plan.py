@@ -12,6 +12,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hsitp.cost.budget import ANY_MACHINE_BYTES, check_fits, peak_per_rank
 from hsitp.cost.memory import PlanSize
@@ -20,6 +21,9 @@ from hsitp.models.config import ModelConfig, architecture_for, config_keys
 from hsitp.models.config import PlanError as PlanError  # re-exported: check_job raises it
 from hsitp.names import DCHAG_PLANS, partition_tag
 from hsitp.train.settings import TrainSettings
+
+if TYPE_CHECKING:
+    from hsitp.data.registry import DatasetSpec
 
 # ModelConfig fields set from train.model (errors name these keys, not ModelConfig's model.*).
 MODEL_KEYS = {k: f"train.model.{k}" for k in ("dim", "heads", "depth", "mlp_ratio")} | {
@@ -283,7 +287,8 @@ def _check_crop_names(ts: TrainSettings, known: Sequence[str]) -> None:
 def check_jobs(ts: TrainSettings) -> None:
     """Refuse, when the DAG is built, any job whose P or crop does not fit (bands, classes and scene size from the
     registry; scenes the registry does not know, or a PCA-reduced cube, are checked by the CLI against the
-    prepared file)."""
+    prepared file). Under ``train.recipe: tuned`` a D-CHAG job's g is its study's, so every g the study may choose
+    (:func:`study_groups`) is checked at every P, and ``train.groups`` only where the control trains it."""
     from hsitp.data import registry
 
     known = set(registry.names())
@@ -293,24 +298,56 @@ def check_jobs(ts: TrainSettings) -> None:
             f"train.equivalence.seed = {ts.equivalence.seed} is not one of train.seeds {list(ts.seeds)}: the "
             "check run is compared with that seed's single-process equivalent"
         )
-    control_jobs(ts)  # the control's P against train.world_sizes
-    pca = ts.config.data.pca_components
-    for dataset, plan, N, P, g, *_ in jobs(ts):  # noqa: N806
+    tuned = ts.recipe == "tuned"
+    planned = jobs(ts, groups_of=study_groups(ts) if tuned else None)
+    for job in [*planned, *control_jobs(ts)]:  # control_jobs: the control's P against train.world_sizes too
+        dataset, plan, N, P, g, *_ = job  # noqa: N806
         if dataset not in known:
             crop_size(crop_patch(ts, dataset, N), N)  # N a perfect square, at least
             continue
-        spec = registry.get(dataset)
-        bands = int(pca) if pca else spec.bands
-        check_job(
-            ts,
-            plan,
-            P,
-            g,
-            bands,
-            spec.n_classes,
-            patch=crop_patch(ts, dataset, N),
-            tokens=N,
-            rows=spec.rows,
-            cols=spec.cols,
-            dataset=dataset,
-        )
+        try:
+            _check_scene_job(ts, registry.get(dataset), plan, N, P, g)
+        except HsitpError as exc:
+            if not (tuned and plan in DCHAG_PLANS and job in planned):
+                raise
+            tune = ts.config.tune
+            raise TrainConfigError(
+                f"tune.space.groups: the {plan} study may choose g = {g} (it fits at tune.world_size = "
+                f"{tune.world_size}), and train.recipe: tuned then trains it at P = {P}, where "
+                f"{str(exc).replace('train.groups = ', 'g = ')}; drop {g} from "
+                f"tune.space.groups or {P} from train.world_sizes"
+            ) from exc
+
+
+def study_groups(ts: TrainSettings) -> Callable[[str, str, str], list[int]]:
+    """``groups_of`` for :func:`jobs` before any study has run: every g of ``tune.space.groups`` that a D-CHAG
+    plan's study on the dataset may choose, those that fit at ``tune.world_size`` on the dataset's first crop (the
+    study's own test, ``hsitp tune``); all of them on a scene the registry does not know."""
+    from hsitp.data import registry
+
+    tune = ts.config.tune
+
+    def fits(dataset: str, plan: str, g: int) -> bool:
+        try:
+            _check_scene_job(
+                ts, registry.get(dataset), plan, dataset_crops(ts, dataset)[0][1], tune.world_size, g
+            )
+        except HsitpError:
+            return False
+        return True
+
+    def groups_of(dataset: str, plan: str, protocol: str) -> list[int]:
+        if dataset not in registry.names():
+            return list(tune.space.groups)
+        return [g for g in tune.space.groups if fits(dataset, plan, g)]
+
+    return groups_of
+
+
+def _check_scene_job(ts: TrainSettings, spec: DatasetSpec, plan: str, N: int, P: int, g: int) -> None:  # noqa: N803
+    """:func:`check_job` of one job on a registry scene (its bands, or ``data.pca_components``; classes; extent)."""
+    pca = ts.config.data.pca_components
+    bands = int(pca) if pca else spec.bands
+    patch = crop_patch(ts, spec.name, N)
+    check_job(ts, plan, P, g, bands, spec.n_classes, patch=patch, tokens=N, rows=spec.rows, cols=spec.cols,
+              dataset=spec.name)  # fmt: skip
