@@ -120,6 +120,27 @@ def test_forest_plot_draws_the_summary_and_the_runs_values(inputs):
     matplotlib.pyplot.close(fig)
 
 
+def test_pareto_view_reads_each_scene_at_its_own_bands(inputs):
+    """Catches a probe of several L (probe.match_train with scenes of different band counts) read at its first
+    L: the Indian Pines cells (200 bands) were drawn at the 103-band rows (another scene's model)."""
+    import dataclasses
+
+    import xarray as xr
+
+    mem, thr = inputs.memory, inputs.throughput
+    other = {"memory": mem.copy(deep=True), "throughput": thr.copy(deep=True)}
+    other["memory"]["peak_allocated"] *= 3  # the 103-band rows: three times the memory
+    two = {"data_vars": "minimal", "coords": "different", "compat": "equals", "join": "outer"}
+    both = {
+        k: xr.concat([other[k].assign_coords(L=[103]), ds], dim="L", **two)
+        for k, ds in (("memory", mem), ("throughput", thr))
+    }
+    table = analysis_headline.pareto_table(dataclasses.replace(inputs, **both))
+    right = analysis_headline.pareto_table(inputs)
+    assert _row(table, **SPOT)["peak_mib"] == pytest.approx(_row(right, **SPOT)["peak_mib"])
+    assert _row(table, **SPOT)["tokens_per_s"] == pytest.approx(_row(right, **SPOT)["tokens_per_s"])
+
+
 def test_pareto_view_draws_the_probe_values(inputs):
     """Catches a memory-vs-tokens/s point that is not the probe's (fullest rank, no activation checkpointing,
     tokens/s of the interleaved rounds), a verdict marked on the wrong cell, or a P the probe did not measure

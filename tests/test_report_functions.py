@@ -723,6 +723,30 @@ def test_pareto_points_pair_memory_with_time_to_accuracy(tmp_path, summary_files
     )
 
 
+def test_pareto_points_pair_each_scene_with_its_own_bands(tmp_path, summary_files):
+    """Catches a probe of several L (probe.match_train with scenes of different band counts: [103, 200]) paired by
+    its first L: an indian_pines cell (200 bands) got the memory ratio of the 103-band rows (Pavia University's),
+    twice the right one here."""
+    from report_synthetic import probe_files
+
+    probe = probe_files(tmp_path)
+    summary = analysis_cells.load_summary(summary_files[0])
+    summary = summary.assign(dataset=("cell", ["indian_pines"] * summary.sizes["cell"]))
+    mem, thr = analysis_answer.load_probe(probe["memory"], probe["throughput"])
+    mem, thr = (ds.assign_coords(N=[9]) for ds in (mem, thr))
+    thr = thr.assign(oversubscribed_note=xr.full_like(thr["oversubscribed_note"], ""))
+    right = analysis_answer.pareto_points(mem, thr, summary)["memory_ratio"]
+    other = mem.copy(deep=True)  # the 103-band rows: dchag_l twice as large
+    other["peak_allocated"].loc[{"plan": "dchag_l"}] = other["peak_allocated"].sel(plan="dchag_l") * 2
+    two = {"data_vars": "all", "coords": "different", "compat": "equals", "join": "outer"}
+    mem2 = xr.concat([other.assign_coords(L=[103]), mem.assign_coords(L=[200])], dim="L", **two)
+    thr2 = xr.concat([thr.assign_coords(L=[103]), thr.assign_coords(L=[200])], dim="L", **two)
+    pts = analysis_answer.pareto_points(mem2, thr2, summary)["memory_ratio"]
+    assert len(pts) == len(right) > 0 and pts.to_numpy() == pytest.approx(right.to_numpy())
+    ksc = summary.assign(dataset=("cell", ["ksc"] * summary.sizes["cell"]))  # 176 bands: not probed
+    assert analysis_answer.pareto_points(mem2, thr2, ksc).empty
+
+
 def test_budget_figure_draws_each_study(tmp_path):
     """Catches budget curves drawn from the wrong variable or dropped (the bug: a study whose best-so-far or
     expected-best curve is missing, the plan's colour or the protocol's panel mixed up), and a page that fails when

@@ -14,7 +14,7 @@ import xarray as xr
 
 from hsitp import contracts
 from hsitp.analysis import labels
-from hsitp.analysis.cells import MIB, answers, cell_rows, verdict_name, verdict_text
+from hsitp.analysis.cells import MIB, answers, cell_rows, probe_bands, verdict_name, verdict_text
 from hsitp.analysis.read import load
 from hsitp.names import DCHAG_PLANS
 
@@ -190,7 +190,7 @@ def _no_checkpointing(da: xr.DataArray) -> xr.DataArray:
 
 
 def _first(da: xr.DataArray) -> float:
-    """The value at the first index of every dimension left (the probe's one L, one N)."""
+    """The value at the first index of every dimension left (the probe's one N)."""
     return float(da.isel({d: 0 for d in da.dims}))
 
 
@@ -211,7 +211,10 @@ def pareto_points(
     for c in cell_rows(summary):
         if c.plan not in DCHAG_PLANS:
             continue
-        at = {"P": c.P, "g": c.g}
+        bands = probe_bands(peak, c.dataset)
+        if bands is None:
+            continue  # not probed at this scene's bands
+        at = {"P": c.P, "g": c.g, **bands}
         if "N" in peak.dims:
             at["N"] = c.N
         try:

@@ -30,6 +30,19 @@ def model_label(plan: str, P: int, g: int, N: int | None = None) -> str:  # noqa
     return f"{plan} P={P}" + (f" g={g}" if str(plan) in DCHAG_PLANS else "") + (f" N={N}" if N else "")
 
 
+def probe_bands(probe: xr.Dataset | xr.DataArray, dataset: str) -> dict[str, int] | None:
+    """The probe's L to pair a trained cell of ``dataset`` with: its one L, or, where it probed several (the
+    trained scenes' band counts, probe.match_train), the scene's own (the registry's); None when it probed
+    several and none is the scene's. The first L of several paired every scene with the smallest's rows."""
+    probed = [int(v) for v in probe["L"].values]
+    if len(probed) == 1:
+        return {"L": probed[0]}
+    from hsitp.data.registry import get, names
+
+    bands = get(dataset).bands if dataset in names() else None
+    return {"L": bands} if bands in probed else None
+
+
 def cell_table(summary: xr.Dataset) -> pd.DataFrame:
     """The summary's cells in file order, one row each: coordinates, per-cell variables, and ``verdict``, the
     ``oa_verdict`` by name where the summary has one."""

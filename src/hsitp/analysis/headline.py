@@ -17,7 +17,7 @@ import xarray as xr
 from hsitp import contracts
 from hsitp.analysis import labels
 from hsitp.analysis.answer import step_time_ratio, time_to_accuracy_ratio
-from hsitp.analysis.cells import MIB, baseline_name, model_label, verdict_name
+from hsitp.analysis.cells import MIB, baseline_name, model_label, probe_bands, verdict_name
 from hsitp.analysis.read import ReportError, load
 from hsitp.evaluate.verdict import half_width
 from hsitp.names import DCHAG_PLANS
@@ -134,9 +134,10 @@ def forest_table(summary: xr.Dataset) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _probe_point(inputs: Inputs, plan: str, P: int, g: int, N: int) -> dict[str, float | str]:  # noqa: N803
+def _probe_point(inputs: Inputs, dataset: str, plan: str, P: int, g: int, N: int) -> dict[str, float | str]:  # noqa: N803
     """Peak memory of the fullest rank and tokens/s (median and range over the interleaved rounds) of one
-    probed point without checkpointing; NaN with the reason where the probe lacks it."""
+    probed point of ``dataset``'s cell (at its bands: :func:`probe_bands`) without checkpointing; NaN with the
+    reason where the probe lacks it."""
     mem, thr = inputs.memory, inputs.throughput
     at = {"plan": plan, "P": P, "g": g, "checkpointing": CHECKPOINTING}
     probed = [int(p) for p in mem["P"].values]
@@ -147,7 +148,12 @@ def _probe_point(inputs: Inputs, plan: str, P: int, g: int, N: int) -> dict[str,
         or N not in mem["N"].values
     ):
         return {"note": f"not probed: the probe ran P = {', '.join(map(str, probed))}"}
-    one = {"L": mem["L"].values[0], "N": N}
+    bands = probe_bands(mem, dataset)
+    if bands is None:
+        return {
+            "note": f"not probed at {dataset}'s bands: the probe ran L = {', '.join(map(str, mem['L'].values))}"
+        }
+    one = {**bands, "N": N}
     peak = float(mem["peak_allocated"].sel(**at, **one).max("rank", skipna=True)) / MIB
     per_round = (mem["tokens_per_step"].sel(**at, **one) / thr["sample_time"].sel(**at, **one)).values
     note = str(thr["oversubscribed_note"].sel(P=P).values)
@@ -166,14 +172,14 @@ def pareto_table(inputs: Inputs) -> pd.DataFrame:
     for (dataset, protocol), here in _cells(summary).groupby(["dataset", "protocol"], sort=True):
         tp = here[here["plan"] == "tp"]
         for c in here[here["plan"] != "tp"].itertuples(index=False):
-            point = _probe_point(inputs, c.plan, c.P, c.g, c.N)
+            point = _probe_point(inputs, dataset, c.plan, c.P, c.g, c.N)
             rows.append({"dataset": dataset, "protocol": protocol, "plan": c.plan, "P": c.P, "g": c.g,
                          "verdict": verdict_name(summary, c.i), **point})  # fmt: skip
         if tp.empty:
             continue
         t = tp.iloc[0]  # tp is one model at every P (trained once; the verdicts pair with it at each P)
         for P in sorted(set(here["P"])):  # noqa: N806
-            point = _probe_point(inputs, "tp", int(P), int(t["g"]), int(t["N"]))
+            point = _probe_point(inputs, dataset, "tp", int(P), int(t["g"]), int(t["N"]))
             rows.append({"dataset": dataset, "protocol": protocol, "plan": "tp", "P": int(P),
                          "g": int(t["g"]), "verdict": "reference", **point})  # fmt: skip
     cols = ["dataset", "protocol", "plan", "P", "g", "verdict", "peak_mib", "tokens_per_s",
@@ -205,10 +211,10 @@ def curves_table(inputs: Inputs) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _step_time_ratio(inputs: Inputs, plan: str, P: int, g: int, N: int) -> tuple[float, str]:  # noqa: N803
+def _step_time_ratio(inputs: Inputs, dataset: str, plan: str, P: int, g: int, N: int) -> tuple[float, str]:  # noqa: N803
     """The plan's time per step over tp's (inverse of the probe's interleaved tokens/s ratio) and why it is
     NaN: not probed, or oversubscribed (ranks outnumbering cores time nothing)."""
-    point = _probe_point(inputs, plan, P, g, N)
+    point = _probe_point(inputs, dataset, plan, P, g, N)
     note = str(point.get("note") or "")
     ratio = step_time_ratio(float(point.get("ratio_vs_tp", math.nan)), note)
     return ratio, note or ("" if np.isfinite(ratio) else "not timed")
@@ -223,7 +229,9 @@ def time_table(inputs: Inputs, target: str = "tp_minus_delta") -> pd.DataFrame:
     k = list(summary["target"].values).index(target)
     rows: list[dict[str, object]] = []
     for c in _cells(summary).itertuples(index=False):
-        step_time, why = _step_time_ratio(inputs, c.plan, c.P, c.g, c.N) if c.plan != "tp" else (1.0, "")
+        step_time, why = (
+            _step_time_ratio(inputs, c.dataset, c.plan, c.P, c.g, c.N) if c.plan != "tp" else (1.0, "")
+        )
         ratio, text = time_to_accuracy_ratio(summary, c, step_time, target)
         rows.append({"dataset": c.dataset, "protocol": c.protocol, "plan": c.plan, "P": c.P, "g": c.g,
                      "row": model_label(c.plan, c.P, c.g), "target": target,
