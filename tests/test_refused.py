@@ -263,6 +263,11 @@ DAG_ONLY = {
         "tune.space.groups: the dchag_l study may choose g = 4 (it fits at tune.world_size = 1), and train.recipe: "
         "tuned then trains it at P = 2, where g = 4 D-CHAG groups per rank",
     ),
+    # [] read as null: every scene of the top-level datasets was trained
+    "train-datasets-empty": (
+        {"train": {"datasets": []}},
+        "train.datasets: [] should be non-empty",
+    ),
     "crop-tokens-not-square": (
         {"train": {"crops": [{"patch": 8, "tokens": 300, "datasets": None}]}},
         "train.crops: tokens = 300 is not a perfect square",

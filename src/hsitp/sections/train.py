@@ -172,8 +172,9 @@ class TrainSection(Section):
     only, one job per (dataset, crop N, plan, P, g, protocol, seed). Tensor parallelism only (no data-parallel
     replicas): the launched world is one TP group of P ranks. Backend and timeout are the parallel section's."""
 
-    datasets: distinct(str, 0) | None = None  # type: ignore[valid-type]
-    """Scenes to train on (their prepared files results/<run>/data/DATASET.nc); null = the top-level `datasets`."""
+    datasets: distinct(str) | None = None  # type: ignore[valid-type]
+    """Scenes to train on (their prepared files results/<run>/data/DATASET.nc); null = the top-level `datasets` (not
+    [], which trained them all too: a run that trains nothing leaves train out of `stages`)."""
     plans: distinct(named("plan")) = ("tp", "dchag_l", "dchag_c", "token")  # type: ignore[valid-type]
     """Parallel plans to train (hsitp.models.plans): dense (trained once, at P = 1, whatever world_sizes holds), tp,
     dchag_l, dchag_c, token."""
