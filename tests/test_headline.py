@@ -141,6 +141,16 @@ def test_pareto_view_reads_each_scene_at_its_own_bands(inputs):
     assert _row(table, **SPOT)["tokens_per_s"] == pytest.approx(_row(right, **SPOT)["tokens_per_s"])
 
 
+def test_pareto_view_says_a_probe_of_checkpointing_only(inputs):
+    """Catches a probe of activation checkpointing only (probe.checkpointing: [blocks]) that made the pareto table
+    fail with a KeyError (the view reads the unchecked policy, the trained models'): NaN with the reason."""
+    import dataclasses
+
+    blocks = {k: getattr(inputs, k).sel(checkpointing=["blocks"]) for k in ("memory", "throughput")}
+    row = _row(analysis_headline.pareto_table(dataclasses.replace(inputs, **blocks)), **SPOT)
+    assert np.isnan(row["peak_mib"]) and row["note"].startswith("not probed without activation checkpointing")
+
+
 def test_pareto_view_draws_the_probe_values(inputs):
     """Catches a memory-vs-tokens/s point that is not the probe's (fullest rank, no activation checkpointing,
     tokens/s of the interleaved rounds), a verdict marked on the wrong cell, or a P the probe did not measure

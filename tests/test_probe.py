@@ -220,6 +220,8 @@ def test_probe_at_the_trained_sizes_is_checked_against_train(repo_root) -> None:
         (("probe", "N"), [100], "probe.N = [100] differs from the tokens of train.crops"),
         (("probe", "L"), [103], "probe.L = [103] differs from the bands of train.datasets (indian_pines)"),
         (("probe", "classes"), 9, "probe.classes = 9 differs from the classes of train.datasets"),
+        # a probe of blocks only was paired with the trained (unchecked) cells under "no checkpointing"
+        (("probe", "checkpointing"), ["blocks"], "probe.checkpointing = ['blocks'] lacks none, the trained"),
     ]
     for (section, key), value, msg in cases:
         bad = copy.deepcopy(cfg.as_json())

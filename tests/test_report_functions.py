@@ -747,6 +747,20 @@ def test_pareto_points_pair_each_scene_with_its_own_bands(tmp_path, summary_file
     assert analysis_answer.pareto_points(mem2, thr2, ksc).empty
 
 
+def test_pareto_points_leave_out_a_probe_that_checkpoints(tmp_path, summary_files):
+    """Catches a probe of activation checkpointing only (probe.checkpointing: [blocks]) drawn as the trained cells'
+    memory (training checkpoints nothing) under the axis 'no checkpointing': no point is paired."""
+    from report_synthetic import probe_files
+
+    probe = probe_files(tmp_path)
+    summary = analysis_cells.load_summary(summary_files[0])
+    mem, thr = analysis_answer.load_probe(probe["memory"], probe["throughput"])
+    mem, thr = (ds.assign_coords(N=[9]) for ds in (mem, thr))
+    assert not analysis_answer.pareto_points(mem, thr, summary).empty
+    blocks = [ds.sel(checkpointing=["blocks"]) for ds in (mem, thr)]
+    assert analysis_answer.pareto_points(*blocks, summary).empty
+
+
 def test_budget_figure_draws_each_study(tmp_path):
     """Catches budget curves drawn from the wrong variable or dropped (the bug: a study whose best-so-far or
     expected-best curve is missing, the plan's colour or the protocol's panel mixed up), and a page that fails when

@@ -182,11 +182,15 @@ def tuning_effect_table(summary: xr.Dataset, control: xr.Dataset | None) -> pd.D
     return pd.DataFrame(rows)
 
 
+def _probed_unchecked(probe: xr.Dataset) -> bool:
+    """Whether the probe ran without activation checkpointing, as every training run does (the only policy a
+    trained cell pairs with: a probe of blocks only was drawn as if unchecked)."""
+    return "checkpointing" not in probe.dims or "none" in probe["checkpointing"].values
+
+
 def _no_checkpointing(da: xr.DataArray) -> xr.DataArray:
-    """The probe's numbers without activation checkpointing (the first policy when it has no "none")."""
-    if "checkpointing" not in da.dims:
-        return da
-    return da.sel(checkpointing="none") if "none" in da["checkpointing"].values else da.isel(checkpointing=0)
+    """The probe's numbers without activation checkpointing (:func:`_probed_unchecked` says whether it has any)."""
+    return da.sel(checkpointing="none") if "checkpointing" in da.dims else da
 
 
 def _first(da: xr.DataArray) -> float:
@@ -202,7 +206,7 @@ def pareto_points(
     (:func:`time_to_accuracy_ratio`, the interleaved tokens/s ratio of ``probe/throughput.nc``), with its verdict;
     NaN where either is missing (never reached, oversubscribed, not probed)."""
     cols = ["dataset", "protocol", "plan", "P", "g", "memory_ratio", "time_ratio", "verdict"]
-    if memory is None or throughput is None or summary is None:
+    if memory is None or throughput is None or summary is None or not _probed_unchecked(memory):
         return pd.DataFrame(columns=cols)
     peak = _no_checkpointing(memory["peak_allocated"].max("rank", skipna=True))
     ratio_vs_tp = _no_checkpointing(throughput["ratio_vs_tp_median"])

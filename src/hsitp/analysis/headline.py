@@ -148,6 +148,10 @@ def _probe_point(inputs: Inputs, dataset: str, plan: str, P: int, g: int, N: int
         or N not in mem["N"].values
     ):
         return {"note": f"not probed: the probe ran P = {', '.join(map(str, probed))}"}
+    if CHECKPOINTING not in mem["checkpointing"].values:  # the trained models checkpoint nothing
+        return {
+            "note": f"not probed without activation checkpointing: the probe ran {', '.join(mem['checkpointing'].values)}"
+        }
     bands = probe_bands(mem, dataset)
     if bands is None:
         return {

@@ -32,6 +32,10 @@ def check_matches_train(config: Config) -> None:
             raise ConfigError(
                 f"probe.{key} = {getattr(pc, key)} differs from train.model.{key} = {getattr(tc.model, key)} {why}"
             )
+    if "none" not in pc.checkpointing:  # a training run checkpoints no activation (hsitp.train.record)
+        raise ConfigError(
+            f"probe.checkpointing = {list(pc.checkpointing)} lacks none, the trained models' policy {why}"
+        )
     if pc.batch != tc.batch:
         raise ConfigError(f"probe.batch = {pc.batch} differs from train.batch = {tc.batch} {why}")
     trained = set(tc.datasets or config.datasets)
