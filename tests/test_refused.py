@@ -246,7 +246,7 @@ DAG_ONLY = {
     ),
     # every check trained the whole run, then train equivalence failed: the equivalent has no such epoch
     "equivalence-check-past-the-last-epoch": (
-        {"train": {"equivalent": True, "equivalence": {"epochs": 3}}},
+        {"train": {"plans": ["tp", "dchag_l"], "equivalent": True, "equivalence": {"epochs": 3}}},
         "train.equivalence.epochs = 3 is past train.epochs = 2",
     ),
     "tune-protocol-not-prepared": (
@@ -267,6 +267,11 @@ DAG_ONLY = {
     "train-datasets-empty": (
         {"train": {"datasets": []}},
         "train.datasets: [] should be non-empty",
+    ),
+    # dense, tp and token each trained the dense model in one process from the same seed: token's verdict was fixed
+    "one-model-trained-twice-as-equivalents": (
+        {"train": {"equivalent": True}},
+        "train.equivalent trains each plan's single-process equivalent, and dense, tp, token have the same one",
     ),
     "crop-tokens-not-square": (
         {"train": {"crops": [{"patch": 8, "tokens": 300, "datasets": None}]}},

@@ -22,7 +22,7 @@ import pydantic
 import yaml
 
 from hsitp.errors import HsitpError
-from hsitp.names import COMPARED_PLANS, DCHAG_PLANS, OP_NAMES, PLAN_NAMES, PROTOCOLS
+from hsitp.names import COMPARED_PLANS, DCHAG_PLANS, OP_NAMES, PLAN_NAMES, PLANS, PROTOCOLS
 from hsitp.sections import Config
 
 SCHEMA_RESOURCE = "config.schema.yaml"
@@ -340,11 +340,24 @@ def _protocol_problem(cfg: Config) -> str | None:
     return None
 
 
+# The plans without band groups: the single-process equivalent of each, at any P, is the dense model itself
+ONE_MODEL_PLANS = tuple(p for p in PLAN_NAMES if not PLANS[p].groups)
+
+
 def _control_problem(cfg: Config) -> str | None:
     """The untuned control (``train.control``) without a tuned recipe (it runs nothing), without tp (its cells meet
     no tp run) or without a D-CHAG plan (it runs nothing); equivalence checks stopped past ``train.epochs`` (each
-    compared at an epoch its equivalent never reaches)."""
+    compared at an epoch its equivalent never reaches); under ``train.equivalent`` two plans of one model."""
     train = cfg.train
+    same = [p for p in train.plans if p in ONE_MODEL_PLANS]
+    if train.equivalent and len(same) > 1:
+        # each trains the dense model whole in one process, from the same seed: one run, its verdict fixed
+        return (
+            f"train.equivalent trains each plan's single-process equivalent, and {', '.join(same)} have the same "
+            "one (the model without band groups, from the same seed), so their runs repeat one another and their "
+            f"verdicts are equal by construction; keep one of {', '.join(same)} in train.plans (tp) or set "
+            "train.equivalent: false"
+        )
     sizes = list(train.control.world_sizes)
     dchag = [p for p in train.plans if p in DCHAG_PLANS]
     if sizes and train.recipe != "tuned":
