@@ -29,3 +29,15 @@ def test_claims_wait_for_the_runs_own_training_summary_when_it_is_the_accuracy_r
     own.write_text(yaml.safe_dump({"audit": {"accuracy_run": "smoke"}}))
     assert "results/smoke/train/summary.nc" in _claims_inputs(workflow_copy, "config/smoke.yaml", str(own))
     assert "train/summary.nc" not in _claims_inputs(workflow_copy, "config/smoke.yaml")
+
+
+@pytest.mark.slow
+def test_claims_wait_for_the_runs_own_probe_when_measured_run_names_the_run(workflow_copy) -> None:
+    """Catches audit.measured_run written as the run's own name (smoke) treated as another run's: the claims did not
+    wait for the run's probe and bench files (null did), so their measured sub-checks read none (pending) or a
+    stale copy, depending on the order the scheduler picked."""
+    own = workflow_copy.root / "config" / "own_measured.yaml"
+    own.write_text(yaml.safe_dump({"audit": {"measured_run": "smoke"}}))
+    named = _claims_inputs(workflow_copy, "config/smoke.yaml", str(own))
+    assert "results/smoke/probe/memory.nc" in named and "results/smoke/bench/microbench.nc" in named
+    assert named == _claims_inputs(workflow_copy, "config/smoke.yaml")

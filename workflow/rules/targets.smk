@@ -204,12 +204,13 @@ def cost_calibration_inputs(wildcards):
 
 def audit_measured_inputs(wildcards):
     """The run's own files that the claims' measured sub-checks read, when the stages writing them run: the probe and
-    bench files (audit.measured_run null: the audited run), and the training summary when the run is its own
-    accuracy run (audit.accuracy_run, e.g. cpu-places). The claims wait for them instead of calling them pending.
+    bench files (audit.measured_run null or this run's name: the audited run), and the training summary when the
+    run is its own accuracy run (audit.accuracy_run, e.g. cpu-places). The claims wait for them instead of calling
+    them pending.
     """
     audit = config.get("audit") or {}
     own = []
-    if not audit.get("measured_run"):
+    if audit.get("measured_run") in (None, config["run"]):
         own += (probe_targets() if "probe" in config["stages"] else []) + (
             bench_targets() if "bench" in config["stages"] else []
         )
