@@ -155,3 +155,21 @@ def test_slurm_run_stops_before_submitting_a_job_no_node_holds(workflow_copy):
     assert "largest node 2" in lines[0]
     assert "submitted with SLURM jobid" not in out
     assert not (wf.root / "sbatch_called").exists(), "sbatch was called"
+
+
+def test_local_run_stops_before_a_rank_job_spread_over_nodes(workflow_copy):
+    """Off SLURM, resources.bench_run.ranks_per_node = 1 below P = 2 planned `hsitp launch --nodes 2`, which fails
+    at its start for want of an allocation (after the jobs before it ran). Catches a local run that starts any
+    job: it stops at once with one line naming the key and what to set."""
+    wf = workflow_copy
+    (wf.root / "config" / "spread.yaml").write_text("resources: {bench_run: {ranks_per_node: 1}}\n")
+    target = "results/smoke/bench/partial/microbench_P2_l0.nc"
+    run = wf.snakemake(
+        target, "--cores", "2", "--configfile", "config/smoke.yaml", "config/spread.yaml", timeout=120
+    )
+    out = run.stdout + run.stderr
+    assert run.returncode != 0, out[-3000:]
+    assert "hsitp: resources.bench_run.ranks_per_node = 1 < P = 2 spreads the ranks over nodes" in out, out[
+        -3000:
+    ]
+    assert not (wf.root / "logs" / "smoke" / "bench").exists(), "a job started"

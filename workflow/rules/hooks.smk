@@ -65,6 +65,30 @@ def check_slurm_fit():
         raise WorkflowError(f"hsitp: {fit_report(lines)}")
 
 
+def check_local_nodes():
+    """Off SLURM, a rank job spread over nodes (resources.<rule>.ranks_per_node below its P) fails at its start
+    (`hsitp launch` needs an allocation), after the jobs before it have run: refuse before the first job."""
+    if executor_name() == "slurm":
+        return
+    from snakemake.exceptions import WorkflowError
+
+    spread = sorted(
+        {
+            f"resources.{rank_resources_key(j.rule.name)}.ranks_per_node = {lay.ranks_per_node} < P = {lay.ranks}"
+            for j in jobs_to_run()
+            if j.rule.name in RANK_RULES
+            for lay in [rank_layout_of(j.rule.name, RANK_RULES[j.rule.name], j.wildcards)]
+            if lay.multi_node
+        }
+    )
+    if spread:
+        raise WorkflowError(
+            f"hsitp: {spread[0]} spreads the ranks over nodes, which needs a SLURM allocation (--profile "
+            "slurm); set it to null to start every rank on this machine"
+            + (f" (and {len(spread) - 1} more)" if len(spread) > 1 else "")
+        )
+
+
 def audit_verdict():
     """The auditor's line, at the end of every call whose DAG holds the audit (onsuccess below): the
     present outputs re-checked against the reference (`hsitp audit verdict`: about a second, nothing written),
@@ -90,6 +114,7 @@ def audit_verdict():
 onstart:
     record_invocation()
     check_slurm_fit()
+    check_local_nodes()
 
 
 onsuccess:

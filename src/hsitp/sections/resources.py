@@ -12,8 +12,8 @@ from hsitp.sections.base import Section
 Count = Annotated[int, Field(ge=1)]
 RANKS_PER_NODE = (
     "Ranks one node runs (null = every launch on one node). A P above it spans P / ranks_per_node nodes of a SLURM "
-    "allocation (snakemake --profile slurm), one torchrun per node; it must divide every such P. Locally (no SLURM) "
-    "such a launch is an error."
+    "allocation (snakemake --profile slurm), one torchrun per node; it must divide every such P. A local run (no SLURM) "
+    "refuses it before its first job."
 )
 JOB_MEMORY, JOB_MINUTES = "Memory for the job.", "Minutes for the job."
 
