@@ -273,6 +273,14 @@ DAG_ONLY = {
         {"train": {"equivalent": True}},
         "train.equivalent trains each plan's single-process equivalent, and dense, tp, token have the same one",
     ),
+    # tune not listed, but the tuned recipe's jobs read its studies: each study failed on the heads at its start
+    "tuned-recipe-untuned-stage-checks": (
+        {
+            "train": {"recipe": "tuned", "plans": ["tp", "dchag_l"], "model": {"heads": 8}},
+            "tune": {"world_size": 3},
+        },
+        "tune.world_size = 3 does not divide train.model.heads = 8",
+    ),
     "crop-tokens-not-square": (
         {"train": {"crops": [{"patch": 8, "tokens": 300, "datasets": None}]}},
         "train.crops: tokens = 300 is not a perfect square",

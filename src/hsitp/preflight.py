@@ -35,8 +35,11 @@ def preflight(config: Mapping[str, Any]) -> Config:
 
 
 def check_stage_sizes(config: Config) -> None:
-    """Refuse, naming the key, a P that a stage listed in ``stages`` cannot run (ConfigError / PlanError)."""
+    """Refuse, naming the key, a P that a stage listed in ``stages`` cannot run (ConfigError / PlanError); tune's
+    too under ``train.recipe: tuned``, whose training jobs read its studies whether tune is listed or not."""
     stages = set(config.stages)
+    if "train" in stages and config.train.recipe == "tuned":
+        stages.add("tune")
     _check_names(config, stages)
     if "data" in stages:
         _check_data(config)
