@@ -281,6 +281,11 @@ DAG_ONLY = {
         },
         "tune.world_size = 3 does not divide train.model.heads = 8",
     ),
+    # data not listed, but train and baseline read its files: the data job failed after the DAG took the block
+    "data-checks-without-the-data-stage": (
+        {"stages": ["train", "baseline"], "data": {"partition": {"block": 200}}},
+        "data.partition.block = 200 exceeds the indian_pines scene (145 x 145)",
+    ),
     "crop-tokens-not-square": (
         {"train": {"crops": [{"patch": 8, "tokens": 300, "datasets": None}]}},
         "train.crops: tokens = 300 is not a perfect square",

@@ -41,7 +41,7 @@ def check_stage_sizes(config: Config) -> None:
     if "train" in stages and config.train.recipe == "tuned":
         stages.add("tune")
     _check_names(config, stages)
-    if "data" in stages:
+    if stages & {"data", "train", "baseline", "tune"}:  # each reads the prepared files, listed data or not
         _check_data(config)
     if "tune" in stages:
         _check_tune(config)
