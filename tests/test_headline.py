@@ -141,6 +141,19 @@ def test_pareto_view_reads_each_scene_at_its_own_bands(inputs):
     assert _row(table, **SPOT)["tokens_per_s"] == pytest.approx(_row(right, **SPOT)["tokens_per_s"])
 
 
+def test_pareto_view_names_the_size_the_probe_lacks(inputs):
+    """Catches a probe lacking the trained g (probe.groups without it) said to lack the P: 'not probed: the probe
+    ran P = 1, 2, 4' of a P it ran; the note names the g."""
+    import dataclasses
+
+    other = {
+        k: getattr(inputs, k).sel(g=[g for g in inputs.memory["g"].values if g != 1])
+        for k in ("memory", "throughput")
+    }
+    row = _row(analysis_headline.pareto_table(dataclasses.replace(inputs, **other)), **SPOT)
+    assert np.isnan(row["peak_mib"]) and row["note"].startswith("not probed: the probe ran g = "), row["note"]
+
+
 def test_pareto_view_says_a_probe_of_checkpointing_only(inputs):
     """Catches a probe of activation checkpointing only (probe.checkpointing: [blocks]) that made the pareto table
     fail with a KeyError (the view reads the unchecked policy, the trained models'): NaN with the reason."""

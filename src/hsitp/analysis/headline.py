@@ -140,14 +140,10 @@ def _probe_point(inputs: Inputs, dataset: str, plan: str, P: int, g: int, N: int
     reason where the probe lacks it."""
     mem, thr = inputs.memory, inputs.throughput
     at = {"plan": plan, "P": P, "g": g, "checkpointing": CHECKPOINTING}
-    probed = [int(p) for p in mem["P"].values]
-    if (
-        P not in probed
-        or plan not in mem["plan"].values
-        or g not in mem["g"].values
-        or N not in mem["N"].values
-    ):
-        return {"note": f"not probed: the probe ran P = {', '.join(map(str, probed))}"}
+    for key, value in (("plan", plan), ("P", P), ("g", g), ("N", N)):
+        ran = [str(v) if key == "plan" else int(v) for v in mem[key].values]
+        if value not in ran:  # name what is missing (a g or N the probe lacks was said to be a P)
+            return {"note": f"not probed: the probe ran {key} = {', '.join(map(str, ran))}"}
     if CHECKPOINTING not in mem["checkpointing"].values:  # the trained models checkpoint nothing
         return {
             "note": f"not probed without activation checkpointing: the probe ran {', '.join(mem['checkpointing'].values)}"

@@ -126,8 +126,9 @@ class ProbeSection(ModelShape):
     divided."""
     match_train: bool = False
     """Check when the DAG is built that the probe measures the trained models: dim, heads, depth and mlp_ratio equal
-    train.model's, batch train.batch, patch and N train.crops', L and classes the trained scenes' (a one-line error
-    names both keys otherwise)."""
+    train.model's, batch train.batch, patch and N train.crops', L and classes the trained scenes', and none (the trained
+    models' policy) among checkpointing (a one-line error names both keys otherwise); whether or not train is a
+    stage."""
     checkpointing: distinct(Checkpointing) = ("none", "blocks")  # type: ignore[valid-type]
     """Activation-checkpointing policies probed: none, or blocks (torch.utils.checkpoint around each block, as
     D-CHAG)."""
