@@ -235,11 +235,7 @@ DAG_ONLY = {
         {"stages": ["probe"], "probe": {"match_train": True}},
         "probe.mlp_ratio = 4 differs from train.model.mlp_ratio = 2 (probe.match_train",
     ),
-    # the untuned control ran nothing under the config's recipe, and had no tp to be compared with without tp
-    "untuned-control-without-a-tuned-recipe": (
-        {"train": {"control": {"world_sizes": [2]}}},
-        "train.control.world_sizes = [2] is read only under train.recipe: tuned",
-    ),
+    # the untuned control's jobs ran with no tp to be compared with
     "untuned-control-without-tp": (
         {"train": {"recipe": "tuned", "plans": ["dchag_l"], "control": {"world_sizes": [2]}}},
         "train.plans ['dchag_l'] has no tp (the control is compared with tp's runs)",
@@ -373,6 +369,17 @@ def test_every_shipped_run_passes(files: list[str]) -> None:
     from hsitp.config import load_config
 
     preflight(load_config([ROOT / "config/config.yaml", *(ROOT / "config" / f for f in files)]).as_json())
+
+
+@pytest.mark.parametrize("overlay", [{"train": {"recipe": "config"}}, {"train": {"plans": ["tp"]}}])
+def test_a_control_that_plans_nothing_is_not_refused(overlay: dict) -> None:
+    """Catches a refusal of a key made moot by another (as train.groups under a tuned recipe): an overlay on
+    config/cpu-fair.yaml that sets the recipe or the plans, and not train.control, which cpu-fair sets, was refused
+    until it cleared the control too."""
+    from hsitp.config import load_config
+
+    files = [ROOT / "config" / f for f in ("config.yaml", "cpu.yaml", "cpu-fair.yaml")]
+    preflight(deep_merge(load_config(files).as_json(), overlay))
 
 
 def test_every_list_of_the_schema_refuses_duplicates() -> None:
