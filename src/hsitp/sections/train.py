@@ -267,7 +267,8 @@ class TrainSection(Section):
     """The untuned control of train.recipe tuned: every D-CHAG plan of train.plans also trained at these P on tp's
     tuned recipe (tp's study on the same protocol) at train.groups, the way D-CHAG was compared before it had its
     own recipe; summarised apart in train/control_summary.nc beside tp, so the tables show what tuning D-CHAG's own
-    recipe changed. [] = none; else train.recipe tuned, with tp and a D-CHAG plan in train.plans."""
+    recipe changed. [] = none; read only under train.recipe tuned with a D-CHAG plan in train.plans, and then
+    tp must be among train.plans too."""
     equivalent: bool = False
     """Accuracy runs: train each (plan, P, g) as its single-process equivalent, architecture_for(base, plan, P, g)
     in one process (the parity tests show it equals the plan over P ranks), and tp once (its architecture does not
