@@ -110,6 +110,25 @@ def test_rule13_equal_accuracy_per_variant_and_protocol(tmp_path: Path, rows: li
     assert "block protocol reported, does not count" in r.how
 
 
+def test_rule13_the_row_states_the_replicates_and_the_tp_cell_the_file_has(rows: list) -> None:
+    """Catches s7_4_same_accuracy's reason saying its intervals were over "3 seeds paired" while the committed
+    cpu-places summary pairs 5 partitions of 1 seed each, and its cells at P = 4 and 8 read as compared with tp at
+    the same P while tp ran at P = 2 only (its single-process equivalent stands for every P): the row now names both
+    from the file."""
+    import re
+
+    import xarray as xr
+
+    r = _by_id(rows)["s7_4_same_accuracy"]
+    ds = xr.open_dataset(ROOT / "results/reference/cpu-places/train/summary.nc")
+    n_part, n_seed = int(ds["partitions"].max()), int(ds["seeds"].max())
+    assert f"paired by partition, {n_part} partitions × {n_seed} seed(s)" in r.how
+    assert not re.search(r"\b\d+ seeds paired", r.reason)
+    tp_ps = {int(p) for p, plan in zip(ds["P"].values, ds["plan"].values, strict=True) if plan == "tp"}
+    assert tp_ps == {2} and "P = 8 better +5.1 [+3.8, +6.3] vs tp P = 2" in r.how
+    assert "P = 2 better +6.3 [+5.0, +7.7] vs tp" not in r.how  # tp at the cell's own P: nothing to say
+
+
 def test_beats_baseline_is_an_interval_not_a_mean() -> None:
     """Catches a protocol counted because one model's mean lies a hair above the SVM's (53.7 % vs 53.5 % with a 2.3 pp
     spread over 3 seeds is not beating it: the block cell of the committed reference)."""
@@ -164,6 +183,32 @@ def test_rule8_measured_subchecks_read_the_committed_references(tmp_path: Path, 
     o2, verdict2, basis2 = evaluate_claim(toy, c)
     assert (verdict2, basis2) == (verdict, basis) and "is toy-size (depth 1 < 2)" in o2.how
     assert "tests the machinery" in o2.how
+
+
+def test_rule8_a_plan_without_groups_is_one_point_per_measurement(tmp_path: Path, rows: list) -> None:
+    """Catches tp's memory counted once per band-group count g: the probe measures a plan without groups (dense, tp,
+    token) once and repeats it along g, and s4_2_memory_linear said 0 of 12 points (s7_2_tp_divides_all 0 of 48)
+    for 4 (16) measurements on the committed cpu-places probe; a grouped plan's g still counts."""
+    run, _ = _run_with_reference(tmp_path)
+    ctx = Context(run / "cost")
+    tp = {
+        "lhs": {"plan": "tp"},
+        "against": {"plan": "dense", "P": 1},
+        "scale_P": True,
+        "low": 0.8,
+        "high": 1.2,
+    }
+    o = check_probe_memory(ctx, parse_check("t", {"fn": "probe_memory", **tp}))
+    assert o.n_points == 3 and ", g=" not in o.how  # synthetic: tp at P = 2, 4, 8, one checkpointing policy
+    grouped = {"lhs": {"plan": ["dchag_c"]}, "against": {"plan": "tp"}, "op": "<", "value": 1.0}
+    o = check_probe_memory(ctx, parse_check("t", {"fn": "probe_memory", **grouped}))
+    assert o.n_points == 9 and ", g=8" in o.how  # D-CHAG-C at g = 2, 4, 8 are three models
+    by = _by_id(rows)
+    assert (
+        "share of 4 point(s)" in by["s4_2_memory_linear"].how and ", g=" not in by["s4_2_memory_linear"].how
+    )
+    assert "share of 16 point(s)" in by["s7_2_tp_divides_all"].how
+    assert "share of 12 point(s)" in by["s7_2_fewer_parameters"].how
 
 
 def test_rule8_a_ratio_decides_only_outside_its_range(tmp_path: Path) -> None:

@@ -32,7 +32,7 @@ from hsitp.analysis.cells import cell_table
 from hsitp.audit.claims import checks
 from hsitp.audit.claims.checks import ClaimsError
 from hsitp.audit.claims.core import Context, Outcome, _fmt, pending
-from hsitp.contracts import TRAIN_SUMMARY
+from hsitp.contracts import TRAIN_SUMMARY, flag_meanings
 from hsitp.outcomes import Accuracy, Basis, Claim
 
 OK_OUTCOMES = (Accuracy.EQUAL, Accuracy.BETTER)  # the premise met (better: conservatively)
@@ -92,6 +92,21 @@ def _pp(x: float) -> str:
     return f"{100 * x:+.1f}" if math.isfinite(x) else "n/a"
 
 
+def _interval_unit(ds: xr.Dataset) -> str:
+    """What the D-CHAG cells' ΔOA intervals are over, read from the summary (``verdict_unit_flag``, ``partitions``,
+    ``seeds``): e.g. "paired by partition, 5 partitions × 1 seed", so the row never states a replicate count the
+    file does not have."""
+    units = flag_meanings(ds["verdict_unit_flag"]) if "verdict_unit_flag" in ds else []
+    paired = [m for m in units if m != "none"]
+    counts = [
+        f"{'/'.join(str(v) for v in sorted({int(x) for x in ds[k].values}))} {k if k != 'seeds' else 'seed(s)'}"
+        for k in ("partitions", "seeds")
+        if k in ds
+    ]
+    by = f"paired by {'/'.join(sorted(set(paired)))}" if paired else "unpaired"
+    return ", ".join([by, " × ".join(counts)]) if counts else by
+
+
 def check_accuracy_verdicts(ctx: Context, a: checks.AccuracyVerdicts) -> Outcome:
     """The equal-accuracy premise per variant and protocol (the module's rule) from
     ``results/<audit.accuracy_run>/train/summary.nc`` (or its committed reference): a share of the decided variants
@@ -118,8 +133,8 @@ def check_accuracy_verdicts(ctx: Context, a: checks.AccuracyVerdicts) -> Outcome
         for v, o in per_variant.items()
     )
     how = (
-        f"per variant and protocol, OA vs tp (oa_verdict, ΔOA pp [95 % CI], ±{_fmt(100 * float(ds.attrs.get('verdict_margin', 0.01)))} pp "
-        f"margin): {'; '.join(parts)}. {'; '.join(notes)}. Variants: {summary}"
+        f"per variant and protocol, OA vs tp (oa_verdict, ΔOA pp [95 % CI, {_interval_unit(ds)}], "
+        f"±{_fmt(100 * float(ds.attrs.get('verdict_margin', 0.01)))} pp margin): {'; '.join(parts)}. {'; '.join(notes)}. Variants: {summary}"
     )
     source = f"{path}:oa_verdict,d_oa_vs_tp_ci_low,d_oa_vs_tp_ci_high,oa_mean,baseline_oa_mean"
     ref = f"; from the committed reference {path}, not re-run here" if ctx.accuracy_from_reference else ""
@@ -191,6 +206,14 @@ def _counting_protocols(
     return counted, notes
 
 
+def _tp_at(cells: Sequence[Any], c: Any) -> str:
+    """The note " vs tp P = p" when the tp cell ``c`` is compared with (``tp_cell``) ran at another P (tp's one
+    single-process equivalent model stands for every P), so a D-CHAG cell at P = 8 is not read as against tp at 8."""
+    k = int(getattr(c, "tp_cell", -1))
+    tp = next((t for t in cells if t.i == k), None)
+    return f" vs tp P = {tp.P}" if tp is not None and int(tp.P) != int(c.P) else ""
+
+
 def _variant_outcomes(
     cells: Sequence[Any], variants: Sequence[str], protocols: Sequence[str], counted: Sequence[str], path: Any
 ) -> tuple[dict[str, str], list[str], list[str]]:
@@ -209,6 +232,7 @@ def _variant_outcomes(
                 continue
             cells_text = ", ".join(
                 f"P = {c.P} {c.verdict} {_pp(c.d_oa_vs_tp_mean)} [{_pp(c.d_oa_vs_tp_ci_low)}, {_pp(c.d_oa_vs_tp_ci_high)}]"
+                + _tp_at(cells, c)
                 for c in pc
             )
             tag = "" if proto in counted else " (not counted)"

@@ -28,6 +28,7 @@ from hsitp.audit.claims.core import (
     share,
 )
 from hsitp.contracts import TRAIN_SUMMARY, flag_meanings
+from hsitp.names import DCHAG_PLANS
 from hsitp.outcomes import Basis, Claim
 
 
@@ -222,6 +223,8 @@ def check_probe_memory(ctx: Context, a: checks.ProbeMemory) -> Outcome:
     if num is None or den is None:
         return _undecided(path, note=ctx.measured_notes.get("memory", ""), why=miss or miss2)
     q = num / den.where(den > 0)
+    if "g" in q.dims and _groupless(a):
+        q = q.isel(g=0, drop=True)  # one measurement repeated along g, not one point per g
     if a.scale_P:
         q = q * q["P"]
     if "P" in q.dims:
@@ -243,6 +246,16 @@ def check_probe_memory(ctx: Context, a: checks.ProbeMemory) -> Outcome:
         f"{path}:{var}",
         note=ctx.measured_notes.get("memory", ""),
     )
+
+
+def _groupless(a: checks.ProbeMemory) -> bool:
+    """True when every plan the check divides has no band groups (dense, tp, token): the probe measures such a plan
+    once and repeats it along g (probe/results.py), so its g copies are one point, not one per g."""
+    plans = set()
+    for sel in (a.lhs, a.against):
+        want = (sel or {}).get("plan", [])
+        plans |= {str(p) for p in (want if isinstance(want, list) else [want])}
+    return bool(plans) and not plans & set(DCHAG_PLANS)
 
 
 def check_probe_estimate(ctx: Context, a: checks.ProbeEstimate) -> Outcome:
