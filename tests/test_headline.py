@@ -208,6 +208,38 @@ def test_time_to_accuracy_curves_reach_the_target_where_the_summary_says(inputs)
     matplotlib.pyplot.close(fig)
 
 
+def test_a_reference_of_one_partition_is_said_to_pair_by_seed():
+    """Catches the headline of a reference of one partition and three seeds (results/reference/cpu-fair) saying
+    its intervals run over partitions and its ΔOA vs tp pairs by partition (the captions, the ΔOA axis, the OA
+    curves' axis and the whiskers' key all said partition where the summary pairs and spreads over seeds)."""
+    fair = analysis_headline.load_reference(ROOT / "results" / "reference" / "cpu-fair")
+    table, times = analysis_headline.forest_table(fair.summary), analysis_headline.time_table(fair)
+    caps = hl.captions(fair, times)
+    forest = caps["forest"]
+    assert "over seeds" in forest and "paired by seed" in forest and "partitions" not in forest
+    assert "the same partition (bands)" in forest  # the baselines: fit on its one partition
+    assert "slowest seed's own curve" in caps["time"]
+    fig = hl.forest_figure(table, analysis_headline.trained_on(fair.runs))
+    assert "paired by seed" in fig.axes[1].get_xlabel()
+    fig = hl.time_figure(analysis_headline.curves_table(fair), times, analysis_headline.trained_on(fair.runs))
+    assert fig.axes[0].get_ylabel() == "test OA [%], mean over seeds"
+    places = hl.captions(analysis_headline.load_reference(REFERENCE), times.assign(unit="partition"))
+    assert "paired by partition" in places["forest"]  # cpu-places: five partitions
+    matplotlib.pyplot.close("all")
+
+
+def test_gpu_runs_are_not_said_to_be_no_gpu(inputs):
+    """Catches the headline's hardware lines hard-coding the CPU: runs whose device lines name a GPU were
+    captioned "measured on CPU: <host CPU>, ..., not a GPU", and a GPU probe "<GPU> ..., not a GPU"."""
+    gpu = "NVIDIA H200 (nccl)"
+    runs = inputs.runs.assign(device=("run", [gpu] * inputs.runs.sizes["run"]))
+    line = analysis_headline.trained_on(runs)
+    assert line.startswith("measured on GPU: NVIDIA H200") and "not a GPU" not in line
+    memory = inputs.memory.assign(device=("P", [gpu] * inputs.memory.sizes["P"]))
+    assert "not a GPU" not in analysis_headline.probed_on(memory)
+    assert analysis_headline.trained_on(inputs.runs).endswith("not a GPU")  # the committed CPU runs
+
+
 @pytest.mark.parametrize("damage", ["missing", "corrupt", "no folder"])
 def test_a_missing_or_damaged_reference_file_is_one_line_exit_2(tmp_path, capsys, damage):
     """Catches a traceback (or a half-drawn page) instead of one line naming the file when a reference file is

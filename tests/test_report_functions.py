@@ -552,7 +552,7 @@ def test_answer_table_reads_the_probe_and_the_verdict(summary_files, probe_files
     )  # as the probe runs: no tp at P = 1
     assert dense["peak vs tp (fullest rank, measured on CPU)"] == "n/a (no tp at P = 1)"
     before = analysis_answer.answer_table(mem, thr, None)  # no training summary yet
-    assert set(before["OA verdict vs tp (measured on CPU)"]) == {analysis_answer.NO_VERDICT}
+    assert set(before["OA verdict vs tp (measured)"]) == {analysis_answer.NO_VERDICT}
     # the verdict as CF flag values, at the probe's crop
     flags = xr.DataArray(np.ones(summary.sizes["cell"], dtype=np.int8), dims="cell",
                          attrs={"flag_values": np.array([0, 1, 2, 3], dtype=np.int8),
@@ -560,21 +560,91 @@ def test_answer_table_reads_the_probe_and_the_verdict(summary_files, probe_files
     summary = summary.assign(oa_verdict=flags, N=("cell", np.full(summary.sizes["cell"], 16)))
     tab = analysis_answer.answer_table(mem, thr, summary)
     row = tab[(tab["plan"] == "dchag_l") & (tab["P"] == 2)].iloc[0]
-    assert row["OA verdict vs tp, synthetic random protocol (measured on CPU)"].startswith("better")
+    assert row["OA verdict vs tp, synthetic random protocol (measured)"].startswith("better")
     assert (
-        tab.query("plan == 'tp' and P == 2").iloc[0][
-            "OA verdict vs tp, synthetic block protocol (measured on CPU)"
-        ]
+        tab.query("plan == 'tp' and P == 2").iloc[0]["OA verdict vs tp, synthetic block protocol (measured)"]
         == "reference"
     )
     assert (
-        tab[tab["plan"] == "dense"].iloc[0]["OA verdict vs tp, synthetic block protocol (measured on CPU)"]
+        tab[tab["plan"] == "dense"].iloc[0]["OA verdict vs tp, synthetic block protocol (measured)"]
         == "not trained"
     )
     assert "measured on CPU" in rt.answer_caption(mem, thr) and "oversubscribed" in rt.answer_caption(
         mem, thr
     )
     assert list(analysis_answer.answer_table(None, None, summary)["answer"]) == [analysis_answer.NO_PROBE]
+
+
+CPU_PLACES = ROOT / "results" / "reference" / "cpu-places"
+
+
+def test_answer_table_times_only_the_policy_the_runs_trained_with():
+    """Catches the one-table answer's time to accuracy on a row probed with activation checkpointing (blocks):
+    the steps of runs that checkpoint nothing were multiplied by the checkpointed probe's time per step
+    (cpu-places: dchag_l P = 2 read 0.38 on the blocks row beside 0.42 on the unchecked one)."""
+    summary = analysis_cells.load_summary(CPU_PLACES / "train" / "summary.nc")
+    mem, thr = analysis_answer.load_probe(
+        CPU_PLACES / "probe" / "memory.nc", CPU_PLACES / "probe" / "throughput.nc"
+    )
+    tab = analysis_answer.answer_table(mem, thr, summary)
+    col = "time to tp's OA − δ vs tp, indian_pines block protocol (measured; time per step on CPU)"
+    at = (tab["plan"] == "dchag_l") & (tab["P"] == 2) & (tab["g"] == 1)
+    none, blocks = (tab[at & (tab["activation checkpointing"] == ck)].iloc[0] for ck in ("none", "blocks"))
+    c = next(
+        c
+        for c in analysis_cells.cell_rows(summary)
+        if (c.plan, c.P, c.g, c.protocol) == ("dchag_l", 2, 1, "block")
+    )
+    med = float(thr["ratio_vs_tp_median"].sel(plan="dchag_l", P=2, g=1, checkpointing="none").squeeze())
+    assert none[col] == analysis_answer.time_to_accuracy_ratio(summary, c, 1.0 / med)[1]
+    assert blocks[col].startswith("n/a") and "without activation checkpointing" in blocks[col]
+    assert (
+        blocks["OA verdict vs tp, indian_pines block protocol (measured)"]
+        == none["OA verdict vs tp, indian_pines block protocol (measured)"]
+    )  # the accuracy itself does not depend on the policy
+
+
+def test_answer_table_pairs_each_scene_with_its_own_bands(summary_files, probe_files):
+    """Catches the one-table answer of a probe of several L (probe.match_train, scenes of 103 and 200 bands)
+    giving every row an indian_pines cell's verdict and time, the 103-band rows (Pavia University's) too: a
+    cell answers only the row at its scene's bands."""
+    mem, thr, _ = probe_files
+    summary = analysis_cells.load_summary(summary_files[0])
+    n = summary.sizes["cell"]
+    summary = summary.assign(dataset=("cell", ["indian_pines"] * n), N=("cell", np.full(n, 16)))
+    two = {"data_vars": "all", "coords": "different", "compat": "equals", "join": "outer"}
+    mem2, thr2 = (
+        xr.concat([ds.assign_coords(L=[103]), ds.assign_coords(L=[200])], dim="L", **two) for ds in (mem, thr)
+    )
+    tab = analysis_answer.answer_table(mem2, thr2, summary)
+    col = "OA verdict vs tp, indian_pines block protocol (measured)"
+    tp = tab[(tab["plan"] == "tp") & (tab["P"] == 2) & (tab["activation checkpointing"] == "none")]
+    assert dict(zip(tp["L"], tp[col], strict=True)) == {103: "not trained", 200: "reference"}
+    dchag = tab[(tab["plan"] == "dchag_l") & (tab["P"] == 2) & (tab["activation checkpointing"] == "none")]
+    assert (dchag.loc[dchag["L"] == 103, col] == "not trained").all()
+    assert (dchag.loc[dchag["L"] == 200, col] != "not trained").all()
+
+
+def test_a_gpu_probe_is_labelled_gpu(tmp_path):
+    """Catches a GPU's numbers labelled CPU: the one-table answer's columns said "measured on CPU" and the
+    headline's probe line "..., not a GPU" for the H200 probe of results/reference/h200-check (merged here),
+    and the answer's caption "MemTracker on CPU ... not on a GPU"."""
+    from hsitp.analysis import headline as analysis_headline
+    from hsitp.cli import main
+
+    mem_out, thr_out = tmp_path / "memory.nc", tmp_path / "throughput.nc"
+    part = ROOT / "results" / "reference" / "h200-check" / "probe_P1.nc"
+    assert (
+        main(["probe", "merge", str(part), "--memory-out", str(mem_out), "--throughput-out", str(thr_out)])
+        == 0
+    )
+    mem, thr = analysis_answer.load_probe(mem_out, thr_out)
+    columns = " ".join(analysis_answer.answer_table(mem, thr, None).columns)
+    assert "measured on GPU" in columns and "CPU" not in columns
+    line = analysis_headline.probed_on(mem)
+    assert "H200" in line and "not a GPU" not in line
+    caption = rt.answer_caption(mem, thr)
+    assert "measured on GPU" in caption and "CPU" not in caption and "not on a GPU" not in caption
 
 
 def test_probe_and_train_hardware_lines(tmp_path):

@@ -67,30 +67,37 @@ def step_time_ratio(tokens_per_s_ratio: float, oversubscribed: str | None) -> fl
     return 1.0 / tokens_per_s_ratio if ok else math.nan
 
 
+TRAINED_CHECKPOINTING = "none"  # every training record's activation-checkpointing policy (train/record.py)
+
+
 def _per_cell_columns(
-    summary: xr.Dataset | None,
-    plan: str,
-    P: int,
-    g: int,
-    N: int,
-    step_time: float,  # noqa: N803
+    summary: xr.Dataset | None, here: dict[str, Any], step_time: float, timed_on: str, peak: xr.DataArray
 ) -> dict[str, str]:
-    """The summary's answer for this (plan, P, g, N), one column per dataset and protocol ("not trained" where the
-    cell is not): 'OA verdict vs tp, DATASET PROTOCOL protocol' (the verdict) and 'time to tp's OA − δ vs tp,
-    DATASET PROTOCOL protocol' (:func:`time_to_accuracy_ratio`); without a summary the verdict's "not computed
-    yet" and no time."""
+    """The summary's answer for the probed point ``here`` (plan, P, g, L, N, checkpointing), one column per
+    dataset and protocol ("not trained" where no cell is that point): 'OA verdict vs tp, DATASET PROTOCOL
+    protocol' (the verdict) and 'time to tp's OA − δ vs tp, ...' (:func:`time_to_accuracy_ratio`, its time per
+    step the probe's on ``timed_on``). A cell answers only the row at its scene's bands (:func:`probe_bands`:
+    every scene's verdict sat beside every L of a probe of several), and the time only a row probed without
+    activation checkpointing, as every cell trained (a checkpointed row's time per step was multiplied by the
+    steps of runs that checkpoint nothing). Without a summary the verdict's "not computed yet" and no time."""
     if summary is None:
-        return {"OA verdict vs tp (measured on CPU)": NO_VERDICT}
+        return {"OA verdict vs tp (measured)": NO_VERDICT}
+    plan, P, g, N = str(here["plan"]), int(here["P"]), int(here["g"]), int(here["N"])  # noqa: N806
     verdicts: dict[str, str] = {}
     times: dict[str, str] = {}
     for c in cell_rows(summary):
-        where = f"{c.dataset} {c.protocol} protocol (measured on CPU)"
-        verdict, time = f"OA verdict vs tp, {where}", f"time to tp's OA − δ vs tp, {where}"
+        where = f"{c.dataset} {c.protocol} protocol"
+        verdict = f"OA verdict vs tp, {where} (measured)"
+        time = f"time to tp's OA − δ vs tp, {where} (measured; time per step on {timed_on})"
         verdicts.setdefault(verdict, "not trained")
         times.setdefault(time, "not trained")
-        if answers(c, plan, P, g, N):
+        if answers(c, plan, P, g, N) and probe_bands(peak, c.dataset) == {"L": int(here["L"])}:
             verdicts[verdict] = "reference" if plan == "tp" else verdict_text(summary, c.i)
-            times[time] = time_to_accuracy_ratio(summary, c, step_time)[1]
+            times[time] = (
+                time_to_accuracy_ratio(summary, c, step_time)[1]
+                if str(here["checkpointing"]) == TRAINED_CHECKPOINTING
+                else "n/a: the runs trained without activation checkpointing"
+            )
     return verdicts | times
 
 
@@ -109,6 +116,7 @@ def answer_table(
     peak = memory["peak_allocated"].max("rank", skipna=True)  # the fullest rank
     notes = throughput["oversubscribed_note"].to_series().to_dict()  # P -> note ('' where not oversubscribed)
     devices = memory["device"].to_series().to_dict()  # P -> device
+    kind = labels.platform(devices.values())  # CPU or GPU, as the probe's device lines say
     dtype = memory.attrs.get("dtype", "")
     rows = []
     for idx in np.ndindex(*peak.shape):
@@ -139,10 +147,10 @@ def answer_table(
             {
                 "plan": plan, "P": P, "g": g if plan in DCHAG_PLANS else "", "L": int(here["L"]),
                 "N": int(here["N"]), "activation checkpointing": ck,
-                "peak per rank [MiB] (fullest rank, measured on CPU)": f"{value / MIB:.1f}",
-                "peak vs tp (fullest rank, measured on CPU)": mem_vs,
-                "tokens/s vs tp, median [min, max] (measured on CPU, interleaved)": thr_vs,
-                **_per_cell_columns(summary, plan, P, g, int(here["N"]), step_time),
+                f"peak per rank [MiB] (fullest rank, measured on {kind})": f"{value / MIB:.1f}",
+                f"peak vs tp (fullest rank, measured on {kind})": mem_vs,
+                f"tokens/s vs tp, median [min, max] (measured on {kind}, interleaved)": thr_vs,
+                **_per_cell_columns(summary, here, step_time, kind, peak),
                 "measured on": on + (f"; {notes[P]}" if notes.get(P) else ""),
             }
         )  # fmt: skip
@@ -185,12 +193,12 @@ def tuning_effect_table(summary: xr.Dataset, control: xr.Dataset | None) -> pd.D
 def _probed_unchecked(probe: xr.Dataset) -> bool:
     """Whether the probe ran without activation checkpointing, as every training run does (the only policy a
     trained cell pairs with: a probe of blocks only was drawn as if unchecked)."""
-    return "checkpointing" not in probe.dims or "none" in probe["checkpointing"].values
+    return "checkpointing" not in probe.dims or TRAINED_CHECKPOINTING in probe["checkpointing"].values
 
 
 def _no_checkpointing(da: xr.DataArray) -> xr.DataArray:
     """The probe's numbers without activation checkpointing (:func:`_probed_unchecked` says whether it has any)."""
-    return da.sel(checkpointing="none") if "checkpointing" in da.dims else da
+    return da.sel(checkpointing=TRAINED_CHECKPOINTING) if "checkpointing" in da.dims else da
 
 
 def _first(da: xr.DataArray) -> float:

@@ -65,6 +65,12 @@ def several_partitions(summary: xr.Dataset) -> bool:
     return "partitions" in summary and int(np.max(summary["partitions"].values, initial=0)) > 1
 
 
+def replicate_unit(summary: xr.Dataset) -> str:
+    """'partition' or 'seed': what a summary's intervals and pairings run over, as a caption names it (a summary
+    of one partition, cpu-fair's, was said to pair and spread over partitions)."""
+    return "partition" if several_partitions(summary) else "seed"
+
+
 def verdict_name(summary: xr.Dataset, i: int) -> str:
     """One cell's ``oa_verdict`` as its name (equal, better, worse, undecided; flag values or text)."""
     return contracts.flag_meanings(summary["oa_verdict"])[i]

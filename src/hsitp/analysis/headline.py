@@ -16,8 +16,9 @@ import xarray as xr
 
 from hsitp import contracts
 from hsitp.analysis import labels
+from hsitp.analysis.answer import TRAINED_CHECKPOINTING as CHECKPOINTING
 from hsitp.analysis.answer import step_time_ratio, time_to_accuracy_ratio
-from hsitp.analysis.cells import MIB, baseline_name, model_label, probe_bands, verdict_name
+from hsitp.analysis.cells import MIB, baseline_name, model_label, probe_bands, replicate_unit, verdict_name
 from hsitp.analysis.read import ReportError, load
 from hsitp.evaluate.verdict import half_width
 from hsitp.names import DCHAG_PLANS
@@ -34,13 +35,10 @@ NEEDS = {  # what each file must hold for the page (beyond its contract)
     "summary": ("oa_mean", "oa_std", "seeds", "d_oa_vs_tp_mean", "d_oa_vs_tp_ci_low", "d_oa_vs_tp_ci_high",
                 "oa_verdict", "tp_cell", "baseline_oa_mean", "baseline_oa_std", "steps_to_target",
                 "steps_to_target_min", "steps_to_target_max", "target_oa"),
-    "runs": ("oa", "steps_per_epoch", "control", "cpu_model"),
+    "runs": ("oa", "steps_per_epoch", "control", "cpu_model", "device"),
     "memory": ("peak_allocated", "device", "tokens_per_step"),
     "throughput": ("tokens_per_s", "sample_time", "ratio_vs_tp_median", "oversubscribed_note"),
 }  # fmt: skip
-
-
-CHECKPOINTING = "none"  # the probe's policy the Pareto view draws (the one-table answer's)
 
 
 PLAN_ORDER = ("tp", *DCHAG_PLANS)
@@ -227,6 +225,7 @@ def time_table(inputs: Inputs, target: str = "tp_minus_delta") -> pd.DataFrame:
     timed it."""
     summary = inputs.summary
     k = list(summary["target"].values).index(target)
+    unit = replicate_unit(summary)  # what the whiskers' fastest and slowest curves are of
     rows: list[dict[str, object]] = []
     for c in _cells(summary).itertuples(index=False):
         step_time, why = (
@@ -239,23 +238,30 @@ def time_table(inputs: Inputs, target: str = "tp_minus_delta") -> pd.DataFrame:
                      "steps": float(summary["steps_to_target"].values[c.i, k]),
                      "steps_min": float(summary["steps_to_target_min"].values[c.i, k]),
                      "steps_max": float(summary["steps_to_target_max"].values[c.i, k]),
-                     "step_time_ratio": step_time, "time_ratio": ratio,
+                     "step_time_ratio": step_time, "time_ratio": ratio, "unit": unit,
                      "text": text + (f" ({why})" if why and "no interleaved" in text else "")})  # fmt: skip
     return pd.DataFrame(rows)
 
 
 def trained_on(runs: xr.Dataset) -> str:
-    """'measured on CPU: AMD EPYC, one process per run (1 thread)': where the accuracy runs trained."""
+    """'measured on CPU: AMD EPYC, one process per run (1 thread), not a GPU': where the accuracy runs trained
+    (the runs' device lines: a GPU's runs are named GPU, never 'not a GPU')."""
+    devices = [str(v) for v in runs["device"].values]
+    kind = labels.platform(devices)
     cpus = ", ".join(dict.fromkeys(labels.short_cpu(str(v)) for v in runs["cpu_model"].values))
     ranks = sorted({int(v) for v in runs["ranks"].values}) if "ranks" in runs else []
     how = "one process per run (each plan's single-process equivalent)" if ranks == [1] else "P ranks per run"
-    return f"measured on CPU: {cpus or 'unrecorded'}, {how}, not a GPU"
+    where = cpus or "unrecorded"
+    if kind != "CPU":  # the GPU's name, the CPU being its host's
+        where = "; ".join(dict.fromkeys(labels.short_cpu(d) for d in devices))
+    return f"measured on {kind}: {where}, {how}" + (", not a GPU" if kind == "CPU" else "")
 
 
 def probed_on(memory: xr.Dataset) -> str:
-    """'measured on CPU: AMD EPYC (1 thread/rank, gloo), float32, 2 cores': where the probe ran."""
-    on = labels.measured_on(
-        {"device": "; ".join(map(str, memory["device"].values)), "dtype": memory.attrs.get("dtype", "")}
-    )
+    """'measured on CPU: AMD EPYC (1 thread/rank, gloo), float32, 2 cores, not a GPU': where the probe ran
+    ('not a GPU' only where every device line is a CPU's)."""
+    devices = list(map(str, memory["device"].values))
+    on = labels.measured_on({"device": "; ".join(devices), "dtype": memory.attrs.get("dtype", "")})
     cores = sorted({int(v) for v in memory["cores"].values}) if "cores" in memory else []
-    return f"measured on {on}" + (f", {'/'.join(map(str, cores))} cores" if cores else "") + ", not a GPU"
+    cores_text = f", {'/'.join(map(str, cores))} cores" if cores else ""
+    return f"measured on {on}{cores_text}{labels.not_a_gpu(devices)}"

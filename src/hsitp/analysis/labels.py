@@ -65,6 +65,19 @@ def measured_on(attrs: Mapping[str, Any]) -> str:
     return f"{text}, {dtype}" if dtype else text
 
 
+def platform(devices: Iterable[object]) -> str:
+    """'CPU', 'GPU' or 'CPU and GPU': the kind of device behind device lines as the runtime writes them (a CPU
+    as 'CPU: model (threads/rank, backend)', a GPU by its CUDA name); a column or sentence saying "measured on
+    CPU" names it from here, so a GPU's numbers are never labelled CPU nor a CPU's GPU."""
+    kinds = {"CPU" if str(d).strip().startswith("CPU") else "GPU" for d in devices if str(d).strip()}
+    return " and ".join(sorted(kinds)) or "an unrecorded device"
+
+
+def not_a_gpu(devices: Iterable[object]) -> str:
+    """', not a GPU' where every device line is a CPU's, else nothing (a GPU run is not said to be no GPU)."""
+    return ", not a GPU" if platform(devices) == "CPU" else ""
+
+
 def attention_kernel(attrs: Mapping[str, Any]) -> str:
     """'exact attention kernel' / 'sdpa attention kernel': the single-query attentions' kernel a probe, bench or
     train file records (the two round differently, so a number says which ran)."""

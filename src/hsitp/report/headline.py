@@ -14,7 +14,7 @@ Three figures, each from a tidy table this module also writes as CSV (what is dr
   (``train/runs.nc``) and the steps to tp's OA − δ (the summary's ``steps_to_target``), with the time ratio
   where the probe timed both plans interleaved without oversubscription.
 
-Every number is measured on the CPU the files name; nothing here is modelled. Nothing is recomputed from a
+Every number is measured on the device the files name; nothing here is modelled. Nothing is recomputed from a
 run: the page renders in seconds from the reference's four files.
 """
 
@@ -30,7 +30,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from hsitp.analysis.cells import model_label
+from hsitp.analysis import labels
+from hsitp.analysis.cells import model_label, replicate_unit
 from hsitp.analysis.headline import (
     FILES,
     PLAN_ORDER,
@@ -115,7 +116,8 @@ def _delta_panel(ax: plt.Axes, cells: pd.DataFrame, colours: dict[str, str], mar
     ax.yaxis.tick_right()
     ax.set_yticks(y, cells["verdict"])
     ax.set_ylim(len(cells) - 0.5, -0.5)
-    ax.set_xlabel("ΔOA vs tp [pp], paired by partition (95 % t interval)")
+    units = "/".join(dict.fromkeys(cells.loc[cells["plan"] != "tp", "unit"])) or "partition"
+    ax.set_xlabel(f"ΔOA vs tp [pp], paired by {units} (95 % t interval)")
 
 
 def forest_figure(table: pd.DataFrame, hardware: str, margin: float = 0.01) -> Figure:
@@ -141,8 +143,9 @@ def forest_figure(table: pd.DataFrame, hardware: str, margin: float = 0.01) -> F
         axes[row, 1].set_title(f"{protocol} protocol: verdict vs tp{counts}", fontsize=9)
     handles = [plt.Line2D([], [], ls="", marker="o", color=colours[p], label=p) for p in colours]
     handles += [plt.Line2D([], [], ls="", marker=m, color="0.4", label=v) for v, m in MARKERS.items()]
+    plural = "s" if (table["unit"] == "partition").any() else ""
     handles += [plt.Line2D([], [], color="0.35" if ls == "-." else "0.6", ls=ls, lw=1.3,
-                           label=f"{name}, same partitions (band: 95 % interval)")
+                           label=f"{name}, same partition{plural} (band: 95 % interval)")
                 for name, ls in BASELINE_STYLES.values()]  # fmt: skip
     zone = f"equal zone (± {PERCENT * margin:g} pp)"
     handles.append(plt.Rectangle((0, 0), 1, 1, color=EQUAL_ZONE, alpha=0.18, label=zone))
@@ -222,7 +225,7 @@ def _curves_panel(ax: plt.Axes, curves: pd.DataFrame, times: pd.DataFrame, colou
     ax.axhline(PERCENT * target, color="black", lw=0.9, ls=(0, (5, 2)))
     gaps = [np.diff(c["step"].to_numpy()).max(initial=0) for _, c in curves.groupby(["plan", "P", "g"])]
     ax.set_xlabel(f"training steps (test OA scored every ≤ {int(max(gaps, default=0))} steps)")
-    ax.set_ylabel("test OA [%], mean over partitions")
+    ax.set_ylabel(f"test OA [%], mean over {times['unit'].iloc[0]}s")
 
 
 def _steps_panel(ax: plt.Axes, times: pd.DataFrame, colours: dict[str, str], last: float) -> None:
@@ -282,7 +285,7 @@ def time_figure(curves: pd.DataFrame, times: pd.DataFrame, hardware: str, margin
     handles += [plt.Line2D([], [], color="0.3", ls=ls, lw=1.2, label=f"P = {P}")
                 for P, ls in P_STYLES.items() if P in set(times["P"])]  # fmt: skip
     target = f"target: tp's OA − δ (δ = {PERCENT * margin:g} pp)"
-    never = "a partition never reached it"
+    never = f"a {times['unit'].iloc[0]} never reached it"
     handles += [plt.Line2D([], [], color="black", ls=(0, (5, 2)), lw=0.9, label=target),
                 plt.Line2D([], [], ls="", marker=">", color="0.3", label=never)]  # fmt: skip
     style.key_below(fig, handles, 4, title="plan (colour), P (line style), target")
@@ -297,19 +300,20 @@ def captions(inputs: Inputs, times: pd.DataFrame) -> dict[str, str]:
     """One sentence per figure for the Markdown page, naming what is measured and where."""
     s = inputs.summary
     margin = PERCENT * float(s.attrs.get("verdict_margin", 0.01))
+    unit = replicate_unit(s)  # partitions where the cells hold several, else seeds (cpu-fair: one partition)
     timed = sorted(
         {int(p) for p in times.loc[np.isfinite(times["time_ratio"]) & (times["plan"] != "tp"), "P"]}
     )
     return {
-        "forest": "Test OA per cell (mean and 95 % t interval over partitions) beside the SVM and the random "
-        "forest fit on the same partitions (bands), and each D-CHAG cell's ΔOA vs tp paired by partition "
-        f"with its verdict (equal: the interval within ± {margin:g} pp; tp is one model at every P, so each "
+        "forest": f"Test OA per cell (mean and 95 % t interval over {unit}s) beside the SVM and the random "
+        f"forest fit on the same partition{'s' * (unit == 'partition')} (bands), and each D-CHAG cell's ΔOA vs "
+        f"tp paired by {unit} with its verdict (equal: the interval within ± {margin:g} pp; tp is one model at every P, so each "
         f"D-CHAG cell pairs with its one tp cell); {trained_on(inputs.runs)}.",
         "pareto": "Per-rank peak memory (fullest rank, one training step, no activation checkpointing) "
         "against tokens/s (median of the interleaved rounds, whiskers min to max) per plan and P, marker = "
         f"the cell's accuracy verdict vs tp; the probe at the trained size, {probed_on(inputs.memory)}.",
         "time": "Replicate-mean test OA against training steps per cell and the steps until it first reaches "
-        "tp's OA − δ (whiskers: the fastest and the slowest partition's own curve); the time ratio vs tp "
+        f"tp's OA − δ (whiskers: the fastest and the slowest {unit}'s own curve); the time ratio vs tp "
         "(steps x the probe's interleaved time per step) only at P = "
         f"{', '.join(map(str, timed)) or 'none'}, where the probe timed both plans on as many cores as "
         f"ranks; {trained_on(inputs.runs)}.",
@@ -344,11 +348,12 @@ def lacking(inputs: Inputs, times: pd.DataFrame, pareto: pd.DataFrame) -> list[s
 def page(inputs: Inputs, caps: dict[str, str], missing: list[str], command: str) -> str:
     """The Markdown page: each figure with its caption, what the reference lacks, where it came from."""
     files = ", ".join(f"`{f}`" for f in FILES.values())
+    devices = [*map(str, inputs.runs["device"].values), *map(str, inputs.memory["device"].values)]
     lines = [
         f"# The headline experiment: {inputs.folder.name}",
         "",
         f"Drawn by `{command}` from the committed reference `{inputs.folder}` alone ({files}). Every "
-        "number is measured on CPU (no GPU, nothing modelled).",
+        f"number is measured on {labels.platform(devices)}{labels.not_a_gpu(devices)} (nothing modelled).",
         "",
     ]
     titles = ("Accuracy and verdicts", "Memory per rank against tokens/s", "Time to accuracy")

@@ -23,7 +23,7 @@ from matplotlib.ticker import MaxNLocator
 from hsitp import contracts
 from hsitp.analysis import labels
 from hsitp.analysis.answer import NO_PROBE, pareto_points
-from hsitp.analysis.cells import BASELINE_NAMES, METRICS, MIB, accuracy_table, model_label
+from hsitp.analysis.cells import BASELINE_NAMES, METRICS, MIB, accuracy_table, model_label, replicate_unit
 from hsitp.analysis.read import json_attr, load
 from hsitp.names import DCHAG_PLANS
 from hsitp.outcomes import Accuracy
@@ -531,10 +531,13 @@ def equivalence_caption(path: str | os.PathLike[str] | None, records: Sequence[x
 VERDICT_MARKERS = {Accuracy.EQUAL: "o", Accuracy.BETTER: "^", Accuracy.WORSE: "v", Accuracy.UNDECIDED: "s"}
 
 
-def tuning_effect_caption() -> str:
+def tuning_effect_caption(summary: xr.Dataset | None = None) -> str:
+    """What the untuned-control table shows; its pairing named by the summary's replicate unit (the verdicts of
+    cpu-places pair by partition, not by seed as the caption said)."""
+    unit = replicate_unit(summary) if summary is not None else "seed"
     return (
         "What tuning changed: each D-CHAG cell on tp's tuned recipe (the untuned control) beside its own tuned "
-        "recipe, ΔOA vs the same tp runs (paired by seed), measured on CPU."
+        f"recipe, ΔOA vs the same tp runs (paired by {unit}), {MEASURED}."
     )
 
 
@@ -647,13 +650,18 @@ def answer_caption(
 ) -> str:
     if memory is None or throughput is None:
         return f"The paper's question per plan and P: {NO_PROBE}."
+    devices = list(map(str, memory["device"].values))
+    kind = labels.platform(devices)
     return (
         f"The paper's question (§7.4), per plan and P at {probe_sizes(memory, records)}: per-rank peak memory of the "
-        "fullest rank (MemTracker on CPU, one training step, the activation-checkpointing policy named per row) "
+        f"fullest rank ({'MemTracker on CPU' if kind == 'CPU' else 'CUDA allocator peak on ' + kind}, one training step, "
+        "the activation-checkpointing policy named per row; the time to accuracy only without it, as every run "
+        "trained) "
         "and its ratio to tp at the same P; the tokens/s ratio to tp, median [min, max] over "
         f"{throughput.sizes.get('repeat', '?')} interleaved rounds in which every plan at that P ran in the same "
         "process, threads and minutes (A-B / B-A order; training records' own tokens/s are comparable within "
         "a record only and are never divided here); and the accuracy verdict of the plan vs tp from the training "
-        f"summary. Every cell {MEASURED} on CPU ({'; '.join(dict.fromkeys(map(labels.singular, map(str, memory['device'].values))))}), "
-        "not on a GPU; a P whose ranks outnumber the cores is marked oversubscribed and no conclusion rests on it."
+        f"summary. Every cell {MEASURED} on {kind} ({'; '.join(dict.fromkeys(map(labels.singular, devices)))})"
+        f"{labels.not_a_gpu(devices)}; a P whose ranks outnumber the cores is marked oversubscribed and no "
+        "conclusion rests on it."
     )
