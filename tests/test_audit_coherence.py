@@ -83,6 +83,34 @@ def test_rule2_a_claim_is_judged_by_what_its_sentence_rests_on(claims: list, row
     assert "say what the sentence rests on" in " ".join(validate_claims([hardware]))
 
 
+def test_rule2_a_variable_only_the_refined_model_computes_is_the_refined_model(
+    claims: list, rows: list
+) -> None:
+    """Catches a claim decided by our refined model through a variable that has no model coordinate to select
+    (ccr.nc's per-layer layer_t_comm): s3_3_token_mlp_no_comm, s5_1_pointwise_no_comm, s5_1_attention_allgather and
+    s4_2_comm_not_growing_n were computed verdicts of the refined model, which rule 2's guard (it looked for `model:
+    refined` only) let through. Such a check is refused, or is by-construction evidence whose reading decides, or
+    sits in a finding; and every refined-only variable of the committed cost tables is in the guard's list."""
+    import xarray as xr
+
+    by = _by_id(rows)
+    for cid in ("s3_3_token_mlp_no_comm", "s5_1_pointwise_no_comm", "s5_1_attention_allgather"):
+        assert by[cid].basis == "reading" and by[cid].how.startswith("by construction"), cid
+    assert (by["s4_2_comm_not_growing_n"].verdict, by["s4_2_comm_not_growing_n"].basis) == (
+        "contradicted",
+        "circular",
+    )
+    assert by["s4_2_comm_not_growing_n_refined"].kind == "finding"
+    planted = _by_id(claims)["s5_1_attention_allgather"].model_dump(exclude_unset=True)
+    planted.pop("by_construction"), planted.pop("reading")
+    assert "the refined model's answer is a finding" in " ".join(validate_claims([planted]))
+    for name, only in core.REFINED_VARIABLES.items():
+        ds = xr.open_dataset(TABLE.parent / "cost" / f"{name}.nc")
+        for v in ds.data_vars:
+            if "refined" in str(ds[v].attrs.get("long_name", "")) and "model" not in ds[v].dims:
+                assert v in only or v.endswith("_refined"), (name, v)
+
+
 def test_rule8_measured_means_fully_measured(claims: list, rows: list) -> None:
     """Catches a verdict labelled measured whose deciding half was modelled (issue 58: eight rows rested on the GPU
     shards, compute timed and communication modelled), and a half-measured value setting any claim's verdict."""

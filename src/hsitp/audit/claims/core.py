@@ -64,6 +64,17 @@ FULLY_MEASURED_CHECKS = MEASURED_CHECKS - HALF_MEASURED_CHECKS - MODELLED_CHECKS
 WAITING_CHECKS = frozenset({"pending", "needs_gpu", "reading"})
 # The paper's own presets: a stated-model table selection limited to these evaluates the paper with itself.
 PAPER_PRESETS = frozenset({"paper-intra", "paper-inter"})
+# Cost-table variables only our refined model computes (no ``model`` coordinate to select): a check reading one reads
+# the refined model whatever its ``sel`` says (rule 2: a finding, or by-construction evidence whose reading decides).
+REFINED_VARIABLES: dict[str, frozenset[str]] = {
+    "ccr": frozenset(
+        {"ccr_worst_layer", "mesh", "layer_ccr", "layer_t_comp", "layer_t_comm", "scheme_memory"}
+    ),
+    "scale": frozenset(
+        {"memory", "memory_total", "t_step", "t_dp_sync", "relative_throughput", "scaling_efficiency"}
+    ),
+    "boundary": frozenset({"ccr_refined", "region_refined"}),
+}
 # Checks that evaluate the paper's own formulas at the paper's own numbers (rule 11).
 CIRCULAR_CHECKS = frozenset({"formula_identity", "formula_value", "preset_value"})
 DEFAULT_ACCURACY_RUN = "cpu-places"  # audit.accuracy_run's schema default: the fair matrix on 5 partitions

@@ -18,6 +18,7 @@ from hsitp.audit.claims.core import (
     FULLY_MEASURED_CHECKS,
     HALF_MEASURED_CHECKS,
     MODELLED_CHECKS,
+    REFINED_VARIABLES,
     WAITING_CHECKS,
 )
 from hsitp.audit.claims.entries import ClaimEntry
@@ -57,16 +58,20 @@ def grounds_problems(c: ClaimEntry) -> list[str]:
             out.append(
                 f"{cid}: rests on a measurement but its check neither measures nor names the stage that would"
             )
-    if any(_refined(leaf) for leaf in leaf_checks(c.check)):
+    if not c.by_construction and any(_refined(leaf) for leaf in leaf_checks(c.check)):
         out.append(f"{cid}: the refined model's answer is a finding, never a claim's verdict (rule 2)")
     return out
 
 
 def _refined(check: Check) -> bool:
-    """The check selects our refined model (``model: refined``, or a ``*_refined`` variable): read from the fields
-    the file set, whichever kind of check names them."""
+    """The check selects our refined model (``model: refined``, a ``*_refined`` variable, or a variable only the
+    refined model computes: :data:`REFINED_VARIABLES`, e.g. ccr.nc's per-layer ``layer_t_comm``): read from the
+    fields the file set, whichever kind of check names them."""
     fields = check.model_dump(exclude_unset=True)
     sels = [fields.get(k) for k in ("sel", "lhs", "rhs")]
-    return str(fields.get("variable", "")).endswith("_refined") or any(
+    names = {str(fields.get(k, "")) for k in ("variable", "rhs_variable")}
+    names |= {str((fields.get("over") or {}).get("variable", ""))}
+    only = REFINED_VARIABLES.get(str(fields.get("file", "")), frozenset())
+    return any(n.endswith("_refined") or n in only for n in names) or any(
         isinstance(s, dict) and s.get("model") == "refined" for s in sels
     )
