@@ -647,6 +647,27 @@ def test_a_gpu_probe_is_labelled_gpu(tmp_path):
     assert "measured on GPU" in caption and "CPU" not in caption and "not on a GPU" not in caption
 
 
+def test_train_page_names_the_replicates_and_backend_it_pairs_over():
+    """Catches the train page's accuracy caption saying "over seeds", "paired by seed" and "the seeds that would
+    decide it" for cpu-places, whose 5 partitions x 1 seed pair and decide by partition, and the memory-vs-time
+    figure naming the P = 1 launch's backend ("1 thread/rank, none)") for ratios all timed at P >= 2 over gloo."""
+    places = analysis_cells.load_summary(CPU_PLACES / "train" / "summary.nc")
+    caption = rt.accuracy_caption(places, [])
+    assert "paired by partition" in caption and "partitions that would decide" in caption
+    assert "paired by seed" not in caption and "same partitions" in caption
+    fair = analysis_cells.load_summary(ROOT / "results" / "reference" / "cpu-fair" / "train" / "summary.nc")
+    assert "paired by seed" in rt.accuracy_caption(fair, []) and "over seeds" in rt.per_class_caption(
+        fair, []
+    )
+    mem, thr = analysis_answer.load_probe(
+        CPU_PLACES / "probe" / "memory.nc", CPU_PLACES / "probe" / "throughput.nc"
+    )
+    fig = rt.pareto_figure(mem, thr, places)
+    title = fig._suptitle.get_text()
+    assert "gloo" in title and "none)" not in title
+    matplotlib.pyplot.close(fig)
+
+
 def test_probe_and_train_hardware_lines(tmp_path):
     from report_synthetic import DEVICE_SHOWN, probe_files, train_record
 

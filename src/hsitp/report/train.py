@@ -410,13 +410,18 @@ def summary_caption(records: Sequence[xr.Dataset]) -> str:
 
 def per_class_caption(summary: xr.Dataset, records: Sequence[xr.Dataset]) -> str:
     return (
-        "Recall of each class on the test pixels after the last epoch, mean over seeds (blank: no test pixel of that "
+        "Recall of each class on the test pixels after the last epoch, mean over "
+        f"{'seeds' if replicate_unit(summary) == 'seed' else 'replicates (partitions × seeds)'} (blank: no test pixel of that "
         "class in the partition). OA hides the minority classes; under the block protocol some classes have no train pixel at "
         f"all, so no model can learn them ({MEASURED}; {trained_on(records)})."
     )
 
 
 def accuracy_caption(summary: xr.Dataset, records: Sequence[xr.Dataset]) -> str:
+    """The accuracy table's caption; its spread, pairing and units to decide named by the summary's replicates
+    (a summary of 5 partitions x 1 seed was said to pair by seed and spread over seeds)."""
+    unit = replicate_unit(summary)
+    over = "seeds" if unit == "seed" else "replicates (partitions × seeds)"
     window = (
         f"each run's mean over its last {int(records[0].attrs.get('summary_epochs', 0))} epochs (§7.4)"
         if records and "oa_final_mean" in summary
@@ -426,17 +431,18 @@ def accuracy_caption(summary: xr.Dataset, records: Sequence[xr.Dataset]) -> str:
     verdict = (
         f" The verdict: equal when the {float(a.get('level', 0.95)):.0%} t interval of the paired ΔOA lies "
         f"within ±{100 * float(a.get('margin', 0.01)):g} pp, better / worse when it excludes 0 on one side, "
-        "else undecided with the seeds that would decide it; per comparison, no multiplicity correction. "
+        f"else undecided with the {unit}s that would decide it; per comparison, no multiplicity correction. "
         "A cell trained as a single-process equivalent trains the plan's exact architecture in one process "
         "(train/equivalence.nc shows it tracks the real P-rank run)."
     )
     return (
         f"Accuracy on the test pixels of each accuracy protocol, {window}: mean and sample standard deviation "
-        "(ddof 1) over seeds of overall accuracy (OA), average accuracy (AA, mean recall over the classes with test "
-        "pixels) and Cohen's κ; ΔOA vs tp is the plan's OA minus tp's at the same P and crop (N), paired by seed."
+        f"(ddof 1) over {over} of overall accuracy (OA), average accuracy (AA, mean recall over the classes with "
+        f"test pixels) and Cohen's κ; ΔOA vs tp is the plan's OA minus tp's at the same P and crop (N), paired by "
+        f"{unit}."
         f"{verdict} "
         "The classical baselines (RBF SVM, random forest on pixel spectra, hyper-parameters chosen on train pixels "
-        f"only) are fit on the same partition ({MEASURED}; {trained_on(records)})."
+        f"only) are fit on the same partition{'s' * (unit == 'partition')} ({MEASURED}; {trained_on(records)})."
     )
 
 
@@ -574,7 +580,8 @@ def pareto_figure(
     handles = [plt.Line2D([], [], ls="", marker="o", color=colours[p], label=p) for p in plans]
     handles += [plt.Line2D([], [], ls="", marker=m, color="0.4", label=v) for v, m in VERDICT_MARKERS.items()]
     style.key_below(fig, handles, 3, title="plan (colour) and accuracy verdict vs tp (marker)")
-    hardware = labels.measured_on({"device": str(memory["device"].values[0]) if memory is not None else "",
+    # every P's device line: the first alone is the P = 1 launch's (backend none), and every point is a P >= 2 ratio
+    hardware = labels.measured_on({"device": "; ".join(map(str, memory["device"].values)) if memory is not None else "",
                                    "dtype": memory.attrs.get("dtype", "") if memory is not None else ""})  # fmt: skip
     fig.suptitle(headline("Memory per rank vs time to accuracy, each over tp's", MEASURED, hardware))
     return fig
