@@ -111,6 +111,24 @@ def test_rule2_a_variable_only_the_refined_model_computes_is_the_refined_model(
                 assert v in only or v.endswith("_refined"), (name, v)
 
 
+def test_rule16_one_sentence_one_verdict(rows: list) -> None:
+    """Catches one sentence of the paper decided twice: s8_2_memory_vs_dchag_paper held "单卡显存可再降约 15%–25%"
+    conditional from D-CHAG's published 1.7B-26B runs while s8_2_memory_saving, the same words, waited for a probe at
+    the sizes the sentence estimates (rule 1). Claims quoting the same words share a verdict, or a tag under which
+    rule 16 holds their scopes apart; evidence at other sizes refines the claim as a finding."""
+    from collections import defaultdict
+
+    same: dict[str, list] = defaultdict(list)
+    for r in rows:
+        if r.kind != "finding":
+            same[r.zh].append(r)
+    for zh, rs in same.items():
+        if len({r.verdict for r in rs}) > 1:
+            assert len({r.tag for r in rs}) == 1 and rs[0].tag, (zh, [(r.id, r.verdict) for r in rs])
+    r = _by_id(rows)["s8_2_memory_vs_dchag_paper"]
+    assert r.kind == "finding" and r.refines == "s8_2_memory_saving"
+
+
 def test_rule8_measured_means_fully_measured(claims: list, rows: list) -> None:
     """Catches a verdict labelled measured whose deciding half was modelled (issue 58: eight rows rested on the GPU
     shards, compute timed and communication modelled), and a half-measured value setting any claim's verdict."""
