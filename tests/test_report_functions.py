@@ -251,14 +251,19 @@ def test_ccr_tables_put_measured_layers_beside_the_model(cost_tables, mvm):
 
 
 def test_scale_and_summary_tables(cost_tables, mvm):
+    """Catches section 9.1's table of the wrong size, an infeasible point given numbers, the D-CHAG memory ratio
+    not the two columns' and a modelled memory column without its activation-checkpointing policy."""
     scale = cost_tables["scale"]
     t91 = rc.scale_table(scale)
     assert len(t91) == scale.sizes["hardware"] * scale.sizes["tp"] * scale.sizes["scheme"]
+    assert (
+        "memory/device [GiB] (activation checkpointing: none)" in t91.columns
+    )  # the policy beside the memory
     infeasible = t91[t91["feasible"] != "yes"]
     assert infeasible["CCR refined"].isna().all() and infeasible["feasible"].str.contains("GiB").all()
     mem = rc.dchag_memory_table(scale)
     np.testing.assert_allclose(mem["modelled / reported"],
-                               mem["modelled [GiB] (this memory model)"] / mem["reported [GiB] (D-CHAG paper, MI250X)"])  # fmt: skip
+                               mem["modelled [GiB] (this memory model, no activation checkpointing)"] / mem["reported [GiB] (D-CHAG paper, MI250X)"])  # fmt: skip
     summary = rb.summary_table(mvm)
     held = summary[(summary["op"] == "all ops") & (summary["points"] == "held out")].iloc[0]
     ref = json_attr(mvm, "summary")["held_out"]

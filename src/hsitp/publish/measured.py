@@ -230,7 +230,7 @@ def kernels_block(ref: Reference) -> str:
     peak = ds["peak_allocated"].max("rank")
     tps = ds["tokens_per_s"]
     ratio = ds["ratio_exact_vs_sdpa"].values
-    on = f"measured on {ds.attrs.get('device', '?')}"
+    on = f"activation checkpointing {ds.attrs.get('checkpointing', 'unrecorded')}, measured on {ds.attrs.get('device', '?')}"
     rows = [
         {
             "plan": f"tp, {k} kernel",

@@ -286,7 +286,7 @@ def scale_figure(scale: xr.Dataset) -> Figure:
     mem_ax.set_yscale("log")
     style.plain_log_ticks(mem_ax.yaxis)  # 10, 20, 50, 100 GiB
     mem_ax.set_xlabel("TP degree (data/FSDP degree = devices / TP)")
-    mem_ax.set_ylabel("training memory per device [GiB]")
+    mem_ax.set_ylabel(f"training memory per device [GiB]\n({scale_policy(scale)})")
     mem_ax.legend(fontsize=7, title="TP scheme", title_fontsize=7)
     model = json_attr(scale, "model", {}) or {}
     what = (
@@ -362,10 +362,16 @@ def rho_caption(rho: xr.Dataset, patch: int = 8) -> str:
     )
 
 
+def scale_policy(scale: xr.Dataset) -> str:
+    """The activation-checkpointing policy the projection's memory was modelled with (scale.nc's attribute):
+    'activation checkpointing: blocks' (each block's input kept, one block recomputed at a time) or ': none'."""
+    return f"activation checkpointing: {'blocks' if int(scale.attrs.get('activation_checkpointing', 0)) else 'none'}"
+
+
 def scale_table(scale: xr.Dataset) -> pd.DataFrame:
     """Paper section 9.1 as projected here: per preset, TP degree and scheme — memory, CCR, throughput."""
     need(scale, "memory_total", "ccr", "relative_throughput", "scaling_efficiency", "feasible", "dp")
-    rows = []
+    rows, policy = [], scale_policy(scale)
     for hw, t, s in product(scale["hardware"].values, scale["tp"].values, scale["scheme"].values):
         sel = {"hardware": hw, "tp": t, "scheme": s}
         row = {
@@ -373,7 +379,7 @@ def scale_table(scale: xr.Dataset) -> pd.DataFrame:
             "TP": int(t),
             "DP/FSDP": int(scale["dp"].sel(tp=t)),
             "scheme": str(s),
-            "memory/device [GiB]": float(scale["memory_total"].sel(tp=t, scheme=s)) / 2**30,
+            f"memory/device [GiB] ({policy})": float(scale["memory_total"].sel(tp=t, scheme=s)) / 2**30,
         }
         for m in scale["model"].values:
             row[f"CCR {m}"] = float(scale["ccr"].sel(**sel, model=m))
@@ -388,7 +394,7 @@ def scale_table(scale: xr.Dataset) -> pd.DataFrame:
 def scale_caption(scale: xr.Dataset) -> str:
     return (
         f"Paper section 9.1 (pure TP vs D-CHAG+TP), as projected here to {scale.attrs.get('devices', '?')} "
-        f"devices: {MODELLED}, refined model, {modelled_for(scale.attrs)}. No column is measured: no run of this "
+        f"devices: {MODELLED}, refined model, {modelled_for(scale.attrs)}, {scale_policy(scale)}. No column is measured: no run of this "
         "size exists here (the D-CHAG paper's reported memory is compared in table cost_dchag_memory)."
     )
 
@@ -407,7 +413,7 @@ def dchag_memory_table(scale: xr.Dataset) -> pd.DataFrame:
                 "D (inferred)": int(embed.sel(reference=ref)) if embed is not None else None,
                 "scheme": str(s),
                 "reported [GiB] (D-CHAG paper, MI250X)": reported,
-                "modelled [GiB] (this memory model)": modelled,
+                "modelled [GiB] (this memory model, no activation checkpointing)": modelled,
                 "modelled / reported": modelled / reported if reported else float("nan"),
             }
         )
@@ -418,7 +424,8 @@ def dchag_memory_caption(scale: xr.Dataset) -> str:
     units = scale["reference_memory_reported"].attrs.get("long_name", "")
     return (
         "Peak memory per device: reported by the D-CHAG paper (measured there on MI250X GCDs, not here) beside "
-        f"this project's memory model at the same settings. {units}"
+        "this project's memory model at the paper's sizes, with no activation checkpointing modelled (what the "
+        f"paper checkpointed is not given). {units}"
     )
 
 
