@@ -139,7 +139,16 @@ def forest_figure(table: pd.DataFrame, hardware: str, margin: float = 0.01) -> F
         _oa_panel(axes[row, 0], cells, here[here["kind"] == "baseline"], colours)
         _delta_panel(axes[row, 1], cells, colours, margin)
         axes[row, 0].set_title(f"{dataset}, {protocol} protocol: OA per cell", fontsize=9)
-        counts = "" if cells["beats_svm"].any() else "\nnot counted: no model beats the SVM"
+        tested = cells["beats_svm"].notna()
+        counts = (
+            "\nnot counted: no paired ΔOA vs the SVM in the summary"
+            if not tested.any()
+            else (
+                ""
+                if cells.loc[tested, "beats_svm"].astype(bool).any()
+                else "\nnot counted: no model beats the SVM"
+            )
+        )
         axes[row, 1].set_title(f"{protocol} protocol: verdict vs tp{counts}", fontsize=9)
     handles = [plt.Line2D([], [], ls="", marker="o", color=colours[p], label=p) for p in colours]
     handles += [plt.Line2D([], [], ls="", marker=m, color="0.4", label=v) for v, m in MARKERS.items()]
