@@ -211,6 +211,33 @@ def test_rule8_a_plan_without_groups_is_one_point_per_measurement(tmp_path: Path
     assert "share of 12 point(s)" in by["s7_2_fewer_parameters"].how
 
 
+def test_rule8_a_probe_ccr_is_one_ranks_own(rows: list) -> None:
+    """Catches the probe's CCR taken as the largest collective time over the largest compute time across ranks,
+    which mixed two ranks (tp at P = 2 on the committed cpu-places probe: rank 0's collectives over rank 1's compute)
+    while the row said "the slowest rank's": each point's CCR is now one rank's collective over its own compute
+    time, at the rank with the largest full step, and the listed medians are those."""
+    import numpy as np
+    import xarray as xr
+
+    ds = xr.open_dataset(ROOT / "results/reference/cpu-places/probe/throughput.nc")
+
+    def ccr(plan: str, g: int, ck: str) -> float:
+        pt = {"plan": plan, "P": 2, "g": g, "checkpointing": ck}
+        coll = ds["time_collectives"].sel(pt).sum("time_part").squeeze().values
+        comp = ds["time_compute"].sel(pt).sum("time_part").squeeze().values
+        r = int(np.argmax(ds["time_with_collectives"].sel(pt).sum("time_part").squeeze().values))
+        return float(coll[r] / comp[r])
+
+    want = ccr("dchag_l", 1, "none") / ccr("tp", 1, "none")
+    mixed = (
+        ds["time_collectives"].sel(plan="tp", P=2, g=1, checkpointing="none").sum("time_part").max()
+        / ds["time_compute"].sel(plan="tp", P=2, g=1, checkpointing="none").sum("time_part").max()
+    )
+    assert abs(float(mixed) - ccr("tp", 1, "none")) > 0.01  # the two readings differ on this file
+    reason = _by_id(rows)["dchag_ccr_probe"].reason
+    assert f"g=1, checkpointing=none {want:.6g} (one median" in reason
+
+
 def test_rule8_a_ratio_decides_only_outside_its_range(tmp_path: Path) -> None:
     """Catches a ratio deciding while its measured range straddles the threshold (the committed probe's CCR ratio at
     0.36-1.12 called 'lower' with no noise guard), and the GPU shards ordering two ops whose repeats overlap."""
@@ -268,7 +295,9 @@ def test_rule8_committed_table_names_the_reference_and_its_numbers(rows: list) -
     # are a finding, never its verdict (rule 2)
     r = by["s7_3_dchag_lowers_ccr"]
     assert r.verdict == "pending" and "no repeat range" in r.reason
-    assert "medians 0.198399-2.21377" in r.reason
+    assert (
+        "medians 0.127885-2.56153" in r.reason
+    )  # one rank's own CCR (test_rule8_a_probe_ccr_is_one_ranks_own)
     r = by["dchag_ccr_gpu_shards"]
     assert r.basis == "half-measured" and "h200-check" in r.how and "s7_3_dchag_lowers_ccr" in r.refines
     # the paper's formulas under §6.1's constants judge §6.1's sentence; what one H200 gives is a finding

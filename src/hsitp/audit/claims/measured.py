@@ -329,7 +329,7 @@ def check_probe_throughput(ctx: Context, a: checks.ProbeThroughput) -> Outcome:
     as a share of decided points passing ``op`` ``value``: ``quantity`` ratio (tokens/s of the plan / tokens/s of
     tp in the same round: a point decides only when its slowest and fastest round are on the same side of
     ``value``) or ccr_ratio (the plan's CCR / tp's at the same P, CCR = the slowest rank's collective time over its
-    compute time, from each point's own full and compute-only steps). Plans ``plans``, P in ``P`` (or ≥ ``P_min``,
+    compute time, from each point's own full and compute-only steps, one rank's own). Plans ``plans``, P in ``P`` (or ≥ ``P_min``,
     default 2); an oversubscribed P (the file's label) decides nothing. Pending while nothing decides."""
     ds, path, absent = ctx.measured("throughput")
     if absent is not None:
@@ -383,9 +383,14 @@ def _throughput_quantity(
     if quantity == "ratio":
         what = "tokens/s of the plan / tokens/s of tp, interleaved rounds (median [slowest, fastest round])"
         return ds["ratio_vs_tp_median"], ds["ratio_vs_tp_min"], ds["ratio_vs_tp_max"], what
-    coll = ds["time_collectives"].sum("time_part").max("rank")
-    comp = ds["time_compute"].sum("time_part").max("rank")
-    ccr = coll / comp.where(comp > 0)
+    coll = ds["time_collectives"].sum("time_part")
+    comp = ds["time_compute"].sum("time_part")
+    # one rank's collective over its own compute time, at the slowest rank (the largest full step): the largest
+    # collective over the largest compute time mixed two ranks (tp at P = 2: rank 0's collectives, rank 1's compute)
+    slowest = (
+        (coll + comp).fillna(-np.inf).argmax("rank")
+    )  # collectives = full - compute: their sum is the step
+    ccr = (coll / comp.where(comp > 0)).isel(rank=slowest)
     med = ccr / ccr.sel(plan="tp", drop=True)
     # A ratio decides only where its measured range (the repeats) lies wholly on one side of the
     # threshold. The probe records one median per point for the collective and compute times, no repeats:
