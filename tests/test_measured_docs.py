@@ -109,3 +109,31 @@ def test_kernel_rows_come_from_the_kernel_check(tmp_path: Path) -> None:
     marker = "<!-- generated: kernel-check/kernels (hsitp report measured) -->"
     doc.write_text(f"{marker}\nold\n<!-- end generated: kernel-check/kernels -->\n")
     assert update([doc], [ref]) == [doc] and "exact kernel" in doc.read_text()
+
+
+def test_a_reference_of_two_scenes_keeps_each_scenes_baselines_and_tp(tmp_path: Path) -> None:
+    """Catches the fair table and the README's lines grouping a reference's cells by protocol alone: with two
+    scenes (cpu-places' summary beside a copy named salinas whose SVM scores 99 %), the salinas cells were
+    listed with no scene, beside indian_pines' SVM only, and counted against indian_pines' tp."""
+    import numpy as np
+    import xarray as xr
+
+    from hsitp.publish.measured import Reference, fair_block, headline_block
+
+    s = xr.open_dataset(ROOT / "results" / "reference" / "cpu-places" / "train" / "summary.nc").load()
+    n = s.sizes["cell"]
+    other = s.assign(baseline_oa_mean=s["baseline_oa_mean"] * 0 + 0.99, tp_cell=s["tp_cell"] + n)
+    other = other.assign_coords(dataset=("cell", np.array(["salinas"] * n)))
+    both = xr.concat([s, other], dim="cell")
+    both.attrs = s.attrs
+    (tmp_path / "train").mkdir()
+    both.to_netcdf(tmp_path / "train" / "summary.nc")
+    ref = Reference(tmp_path)
+    svm = [line.split("|") for line in fair_block(ref).splitlines() if "| SVM " in line]
+    assert sorted((cols[1].strip(), cols[2].strip(), cols[8].strip()[:4]) for cols in svm) == [
+        ("indian_pines", "block", "56.7"), ("indian_pines", "random", "79.9"),
+        ("salinas", "block", "99.0"), ("salinas", "random", "99.0"),
+    ]  # fmt: skip
+    lines = headline_block(ref).splitlines()
+    assert len(lines) == 4 and all("the 6 other cells vs tp" in line for line in lines)
+    assert sum(line.startswith("- salinas, ") and "(SVM 99.0" in line for line in lines) == 2

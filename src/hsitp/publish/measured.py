@@ -70,6 +70,12 @@ class Reference:
         return summary_cells(self.summary).reset_index()
 
     @cached_property
+    def keys(self) -> list[str]:
+        """What a cell's baselines, tp and README line are per: the protocol, and the scene where the reference
+        trained several (the first scene's SVM and tp stood beside every scene's cells)."""
+        return ["dataset", "protocol"] if self.cells["dataset"].nunique() > 1 else ["protocol"]
+
+    @cached_property
     def control(self) -> xr.Dataset | None:
         path = self.path / "train" / "control_summary.nc"
         return TRAIN_SUMMARY.read(path) if path.exists() else None
@@ -131,7 +137,7 @@ def _summary_rows(ref: Reference, recipe: str) -> list[dict[str, object]]:
         k = float(getattr(c, "seeds_to_decide", np.nan))
         tp = c.plan == "tp"
         row: dict[str, object] = {
-            "protocol": c.protocol, "plan": c.plan, "recipe": recipe, "P": c.P, "g": c.g if not tp else "",
+            **{k: getattr(c, k) for k in ref.keys}, "plan": c.plan, "recipe": recipe, "P": c.P, "g": c.g if not tp else "",
             "seeds": int(c.seeds), "OA [%] mean ± std": f"{_pp(c.oa_mean)} ± {_pp(c.oa_std)}",
             "ΔOA vs tp [pp] (95 % CI)": "reference" if tp else
             f"{_pp(c.d_oa_vs_tp_mean, '+.1f')} [{_pp(c.d_oa_vs_tp_ci_low, '+.1f')}, {_pp(c.d_oa_vs_tp_ci_high, '+.1f')}]",
@@ -158,7 +164,7 @@ def _with_partitions(
     ``d_oa``, and the units to decide named by what the interval is over (``unit``)."""
     k = row["seeds to decide"]
     return {
-        **{key: row[key] for key in ("protocol", "plan", "recipe", "P", "g")},
+        **{key: row[key] for key in ("dataset", "protocol", "plan", "recipe", "P", "g") if key in row},
         "partitions × seeds": f"{partitions} × {row['seeds']}",
         "OA [%] mean ± std": row["OA [%] mean ± std"],
         "OA sd across partitions / seeds [pp]": spreads,
@@ -172,11 +178,11 @@ def _baseline_rows(ref: Reference) -> list[dict[str, object]]:
     summary, rows = ref.summary, []
     if "classifier" not in summary.coords:
         return rows
-    for protocol, cells in ref.cells.groupby("protocol", sort=False):
-        first = cells.iloc[0]
+    for key, cells in ref.cells.groupby(ref.keys, sort=False):
+        first = cells.iloc[0]  # every cell of (scene, protocol) holds the same baseline numbers
         for j, clf in enumerate(summary["classifier"].values):
             row: dict[str, object] = {
-                "protocol": protocol, "plan": {"svm": "SVM", "rf": "random forest"}.get(str(clf), str(clf)),
+                **dict(zip(ref.keys, key, strict=True)), "plan": {"svm": "SVM", "rf": "random forest"}.get(str(clf), str(clf)),
                 "recipe": "classical baseline", "P": "", "g": "",
                 "seeds": int(first["baseline_seeds"]) if "baseline_seeds" in cells else "",
                 "OA [%] mean ± std": f"{_pp(summary['baseline_oa_mean'].values[first['i'], j])} ± "
@@ -201,7 +207,7 @@ def fair_block(ref: Reference) -> str:
     """Test OA (§7.4: the mean of the last summary epochs) per protocol, plan and P on each plan's own recipe, with
     the paired difference to tp, its 95 % interval and the verdict, beside the classical baselines."""
     df = pd.DataFrame(_summary_rows(ref, "own tuned") + _baseline_rows(ref))
-    return _md(df.sort_values("protocol", kind="stable"))
+    return _md(df.sort_values(ref.keys, kind="stable"))
 
 
 def tuning_block(ref: Reference) -> str:
@@ -257,7 +263,10 @@ def headline_block(ref: Reference) -> str:
     recipes counted, with the range of their OA differences to tp."""
     summary, lines = ref.summary, []
     clf = list(map(str, summary["classifier"].values)) if "classifier" in summary.coords else []
-    for protocol, cells in ref.cells.groupby("protocol", sort=False):
+    for key, cells in ref.cells.groupby(ref.keys, sort=False):
+        protocol = ", ".join(
+            map(str, key)
+        )  # 'random', or 'salinas, random' for a reference of several scenes
         tp = next(c for c in cells.itertuples(index=False) if c.plan == "tp")
         others = cells[cells["plan"] != "tp"]
         counts = pd.Series([verdict_name(summary, i) for i in others["i"]]).value_counts()
