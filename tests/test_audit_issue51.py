@@ -238,6 +238,31 @@ def test_rule8_a_probe_ccr_is_one_ranks_own(rows: list) -> None:
     assert f"g=1, checkpointing=none {want:.6g} (one median" in reason
 
 
+def test_rule8_a_cpu_bench_does_not_decide_a_gpu_claim(tmp_path: Path, claims: list) -> None:
+    """Catches s4_3_layernorm_small_batch (the LayerNorm all-reduce a bottleneck at small batch, on NVLink/NCCL)
+    decided by a CPU bench over gloo, whose own fallback says CPU gloo latency is not representative: a GPU bench
+    decides it, a CPU one leaves it to needs_gpu, and a claim without that condition still takes the CPU bench."""
+    import xarray as xr
+    from audit_synthetic import measured_bench_files
+
+    from hsitp.io import provenance, write_netcdf
+
+    run = tmp_path / "results" / "syn"
+    shutil.copytree(REF / "cost", run / "cost")
+    measured_bench_files(run)  # a GPU's, synthetic
+    by = {c.id: c for c in claims}
+    gpu = evaluate_claim(Context(run / "cost"), by["s4_3_layernorm_small_batch"])
+    assert gpu[2] == "measured" and gpu[1] in ("holds", "contradicted", "conditional")
+    path = run / "bench/microbench.nc"
+    ds = xr.open_dataset(path).load()
+    ds.attrs["device"] = "CPU: AMD EPYC (1 thread/rank, gloo)"
+    write_netcdf(ds, tmp_path / "cpu.nc", kind="microbench", prov=provenance())
+    (tmp_path / "cpu.nc").replace(path)
+    row = evaluate_claims(Context(run / "cost"), [by["s4_3_layernorm_small_batch"]])[0]
+    assert row.verdict == "needs_gpu" and "which a CPU (gloo) timing does not stand in for" in row.reason
+    assert evaluate_claim(Context(run / "cost"), by["s3_4_sync_points_small_tensors"])[2] == "measured"
+
+
 def test_rule8_a_ratio_decides_only_outside_its_range(tmp_path: Path) -> None:
     """Catches a ratio deciding while its measured range straddles the threshold (the committed probe's CCR ratio at
     0.36-1.12 called 'lower' with no noise guard), and the GPU shards ordering two ops whose repeats overlap."""

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import xarray as xr
 
+from hsitp.analysis.labels import measured_on, platform
 from hsitp.audit.claims import checks
 from hsitp.audit.claims.core import MEASURED_FILES, OPS, Context, Outcome, _fmt
 from hsitp.audit.claims.measured import _msel, _oversubscribed, _share, _undecided
@@ -47,6 +48,12 @@ def _bench_arrays(ctx: Context, a: checks.BenchCheck, op: str, variable: str) ->
     ds, path, absent = ctx.measured("microbench")
     if absent is not None:
         return _Arrays(None, path, absent)
+    if a.gpu_only and platform(str(ds.attrs.get("device", "")).split(";")) != "GPU":
+        why = (
+            f"the bench ran on {measured_on(ds.attrs)}: the claim speaks of GPU interconnects (NVLink/NCCL), "
+            "which a CPU (gloo) timing does not stand in for"
+        )
+        return _Arrays(ds, path, _undecided(path, why))
     n_launches = int(ds.attrs.get("launches", 1))
     if n_launches < MIN_LAUNCHES:
         why = (

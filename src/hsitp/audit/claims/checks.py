@@ -308,6 +308,8 @@ class BenchCheck(Check):
     where: dict[str, tuple[Op, Num]] | None = None  # on N, D or rho = D/N
     sel: Sel | None = None
     variable: str = "ccr_measured"
+    # the claim speaks of a GPU interconnect (NVLink/NCCL): a bench on CPU (gloo) decides nothing for it
+    gpu_only: bool = False
 
 
 class BenchCompare(BenchCheck):
