@@ -673,6 +673,17 @@ def test_train_page_names_the_replicates_and_backend_it_pairs_over():
     matplotlib.pyplot.close(fig)
 
 
+def test_probe_throughput_marks_an_oversubscribed_p():
+    """Catches the probe page's tokens/s-vs-P figure drawing cpu-places' P = 4 (4 ranks on 2 cores) as an
+    ordinary point beside P = 2, inviting the scaling reading the answer table refuses ("no conclusion")."""
+    thr = rp.load_throughput(CPU_PLACES / "probe" / "throughput.nc")
+    fig = rp.throughput_figure(thr)
+    for ax in fig.axes:
+        ticks = {t.get_text().split("\n")[0]: t.get_text() for t in ax.get_xticklabels()}
+        assert ticks["4"].endswith("oversubscribed") and ticks["2"] == "2"
+    matplotlib.pyplot.close(fig)
+
+
 def test_probe_and_train_hardware_lines(tmp_path):
     from report_synthetic import DEVICE_SHOWN, probe_files, train_record
 

@@ -218,12 +218,18 @@ def throughput_figure(thr: xr.Dataset) -> Figure:
     fig, axes = plt.subplots(1, len(policies), figsize=(3.8 * len(policies), 3.3), squeeze=False,
                              layout="constrained", sharey=True)  # fmt: skip
     Ps = sorted(set(df["P"]))  # noqa: N806
+    notes = thr["oversubscribed_note"].to_series().to_dict() if "oversubscribed_note" in thr else {}
+    busy = {int(P): str(n) for P, n in notes.items() if str(n) and int(P) in Ps}
     for ax, ck in zip(axes.flat, policies, strict=True):
         sns.lineplot(data=df[df["checkpointing"] == ck], x="P", y="tokens_per_s", hue="label", marker="o", ax=ax,
                      legend=ax is axes.flat[0])  # fmt: skip
         if ax.get_legend() is not None:
             ax.get_legend().set_title("plan (g: D-CHAG groups)")  # not the frame's column name 'label'
+        for P in busy:  # noqa: N806
+            ax.axvspan(P / 1.25, P * 1.25, color="0.88", zorder=0, lw=0)
         style.log2_axis(ax, Ps)
+        # ranks outnumbering cores time the contention, not the plan: the answer table draws no conclusion there
+        ax.set_xticks(Ps, [f"{P}\noversubscribed" if P in busy else str(P) for P in Ps])
         ax.set_ylabel("tokens / s (B·N per median step)")
         ax.set_title(_ckpt(ck), fontsize=8)
     what = f"Training-step throughput vs P per plan (L = {L0}, N = {N0}, slowest rank)"
