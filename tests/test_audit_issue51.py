@@ -113,8 +113,9 @@ def test_rule13_equal_accuracy_per_variant_and_protocol(tmp_path: Path, rows: li
 def test_rule13_the_row_states_the_replicates_and_the_tp_cell_the_file_has(rows: list) -> None:
     """Catches s7_4_same_accuracy's reason saying its intervals were over "3 seeds paired" while the committed
     cpu-places summary pairs 5 partitions of 1 seed each, and its cells at P = 4 and 8 read as compared with tp at
-    the same P while tp ran at P = 2 only (its single-process equivalent stands for every P): the row now names both
-    from the file."""
+    the same P while tp ran at P = 2 only (its single-process equivalent stands for every P), and D-CHAG-C's random
+    cells (tuned recipe, g = 4) shown beside its block ones (g = 1) with no g: the row now names all three from the
+    file."""
     import re
 
     import xarray as xr
@@ -127,6 +128,10 @@ def test_rule13_the_row_states_the_replicates_and_the_tp_cell_the_file_has(rows:
     tp_ps = {int(p) for p, plan in zip(ds["P"].values, ds["plan"].values, strict=True) if plan == "tp"}
     assert tp_ps == {2} and "P = 8 better +5.1 [+3.8, +6.3] vs tp P = 2" in r.how
     assert "P = 2 better +6.3 [+5.0, +7.7] vs tp" not in r.how  # tp at the cell's own P: nothing to say
+    # each variant's tuned recipe names its band groups: D-CHAG-C's random cells ran at another g than its block ones
+    gs = {int(g) for p, pr, g in zip(ds["plan"].values, ds["protocol"].values, ds["g"].values, strict=True)
+          if p == "dchag_c" and pr == "random"}  # fmt: skip
+    assert gs == {4} and "D-CHAG-C random (g = 4): worse" in r.how and "D-CHAG-C block (g = 1)" in r.how
 
 
 def test_beats_baseline_is_an_interval_not_a_mean() -> None:

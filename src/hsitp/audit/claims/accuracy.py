@@ -237,7 +237,8 @@ def _variant_outcomes(
             )
             tag = "" if proto in counted else " (not counted)"
             parts.append(
-                f"{VARIANT_NAMES.get(var, var)} {proto}{tag}: {variant_outcome([c.verdict for c in pc])} ({cells_text})"
+                f"{VARIANT_NAMES.get(var, var)} {proto} (g = {'/'.join(sorted({str(c.g) for c in pc}))}){tag}: "
+                f"{variant_outcome([c.verdict for c in pc])} ({cells_text})"
             )
         out = variant_outcome([c.verdict for c in mine if c.protocol in counted])
         per_variant[var] = out
