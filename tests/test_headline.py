@@ -242,6 +242,26 @@ def test_an_untested_svm_comparison_is_not_said_to_fail():
     matplotlib.pyplot.close(fig)
 
 
+def test_the_probe_is_said_to_be_at_the_trained_size_only_where_it_is(inputs):
+    """Catches the pareto caption asserting "the probe at the trained size" without reading either side: a probe
+    of another width (D = 128 beside runs of D = 64) was captioned as the trained model's."""
+    import dataclasses
+    import json
+
+    assert (
+        analysis_headline.probe_size(inputs) == "the probe at the trained size"
+    )  # cpu-places: D 64, batch 1
+    wider = inputs.memory.copy()
+    wider.attrs = {
+        **inputs.memory.attrs,
+        "probe": json.dumps({**json.loads(inputs.memory.attrs["probe"]), "dim": 128}),
+    }
+    other = dataclasses.replace(inputs, memory=wider)
+    assert "its own size (dim 128" in analysis_headline.probe_size(other)
+    times = analysis_headline.time_table(other)
+    assert "not the trained model's" in hl.captions(other, times)["pareto"]
+
+
 def test_gpu_runs_are_not_said_to_be_no_gpu(inputs):
     """Catches the headline's hardware lines hard-coding the CPU: runs whose device lines name a GPU were
     captioned "measured on CPU: <host CPU>, ..., not a GPU", and a GPU probe "<GPU> ..., not a GPU"."""

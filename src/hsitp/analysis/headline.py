@@ -5,6 +5,7 @@ tp's accuracy (:func:`curves_table`, :func:`time_table`). Every number is measur
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from hsitp.analysis import labels
 from hsitp.analysis.answer import TRAINED_CHECKPOINTING as CHECKPOINTING
 from hsitp.analysis.answer import step_time_ratio, time_to_accuracy_ratio
 from hsitp.analysis.cells import MIB, baseline_name, model_label, probe_bands, replicate_unit, verdict_name
-from hsitp.analysis.read import ReportError, load
+from hsitp.analysis.read import ReportError, json_attr, load
 from hsitp.evaluate.verdict import half_width
 from hsitp.names import DCHAG_PLANS
 
@@ -35,7 +36,7 @@ NEEDS = {  # what each file must hold for the page (beyond its contract)
     "summary": ("oa_mean", "oa_std", "seeds", "d_oa_vs_tp_mean", "d_oa_vs_tp_ci_low", "d_oa_vs_tp_ci_high",
                 "oa_verdict", "tp_cell", "baseline_oa_mean", "baseline_oa_std", "steps_to_target",
                 "steps_to_target_min", "steps_to_target_max", "target_oa"),
-    "runs": ("oa", "steps_per_epoch", "control", "cpu_model", "device"),
+    "runs": ("oa", "steps_per_epoch", "control", "cpu_model", "device", "recipe", "patch", "bands"),
     "memory": ("peak_allocated", "device", "tokens_per_step"),
     "throughput": ("tokens_per_s", "sample_time", "ratio_vs_tp_median", "oversubscribed_note"),
 }  # fmt: skip
@@ -257,6 +258,32 @@ def trained_on(runs: xr.Dataset) -> str:
     if kind != "CPU":  # the GPU's name, the CPU being its host's
         where = "; ".join(dict.fromkeys(labels.short_cpu(d) for d in devices))
     return f"measured on {kind}: {where}, {how}" + (", not a GPU" if kind == "CPU" else "")
+
+
+PROBE_SIZES = ("dim", "depth", "heads", "mlp_ratio", "batch")  # the model and step a run's recipe also holds
+
+
+def probe_size(inputs: Inputs) -> str:
+    """'the probe at the trained size' where the probe's D, depth, heads, MLP ratio, batch and patch equal every
+    run's (its recipe, runs.nc) and its L and N hold each run's bands and crop; else the probe's own size, said
+    (the page asserted the trained size without reading either side)."""
+    pc = json_attr(inputs.memory, "probe", {}) or {}
+    runs, shapes = (
+        inputs.runs,
+        {(int(L), int(N)) for L in inputs.memory["L"].values for N in inputs.memory["N"].values},
+    )  # noqa: N806
+    same = True
+    for recipe, patch, bands, n in zip(
+        *(runs[k].values for k in ("recipe", "patch", "bands", "N")), strict=True
+    ):
+        train = json.loads(str(recipe)).get("train", {})
+        mine = {**train.get("model", {}), "batch": train.get("batch")}
+        same &= all(mine.get(k) == pc.get(k) for k in PROBE_SIZES) and int(patch) == pc.get("patch")
+        same &= (int(bands), int(n)) in shapes
+    if same:
+        return "the probe at the trained size"
+    own = ", ".join(f"{k} {pc.get(k)}" for k in (*PROBE_SIZES, "patch"))
+    return f"the probe at its own size ({own}), not the trained model's"
 
 
 def probed_on(memory: xr.Dataset) -> str:

@@ -40,6 +40,7 @@ from hsitp.analysis.headline import (
     forest_table,
     load_reference,
     pareto_table,
+    probe_size,
     probed_on,
     time_table,
     trained_on,
@@ -320,7 +321,7 @@ def captions(inputs: Inputs, times: pd.DataFrame) -> dict[str, str]:
         f"D-CHAG cell pairs with its one tp cell); {trained_on(inputs.runs)}.",
         "pareto": "Per-rank peak memory (fullest rank, one training step, no activation checkpointing) "
         "against tokens/s (median of the interleaved rounds, whiskers min to max) per plan and P, marker = "
-        f"the cell's accuracy verdict vs tp; the probe at the trained size, {probed_on(inputs.memory)}.",
+        f"the cell's accuracy verdict vs tp; {probe_size(inputs)}, {probed_on(inputs.memory)}.",
         "time": "Replicate-mean test OA against training steps per cell and the steps until it first reaches "
         f"tp's OA − δ (whiskers: the fastest and the slowest {unit}'s own curve); the time ratio vs tp "
         "(steps x the probe's interleaved time per step) only at P = "
