@@ -67,7 +67,8 @@ def check_slurm_fit():
 
 def check_local_nodes():
     """Off SLURM, a rank job spread over nodes (resources.<rule>.ranks_per_node below its P) fails at its start
-    (`hsitp launch` needs an allocation), after the jobs before it have run: refuse before the first job."""
+    (`hsitp launch` needs an allocation), after the jobs before it have run: refuse before the first job.
+    """
     if executor_name() == "slurm":
         return
     from snakemake.exceptions import WorkflowError
@@ -77,7 +78,9 @@ def check_local_nodes():
             f"resources.{rank_resources_key(j.rule.name)}.ranks_per_node = {lay.ranks_per_node} < P = {lay.ranks}"
             for j in jobs_to_run()
             if j.rule.name in RANK_RULES
-            for lay in [rank_layout_of(j.rule.name, RANK_RULES[j.rule.name], j.wildcards)]
+            for lay in [
+                rank_layout_of(j.rule.name, RANK_RULES[j.rule.name], j.wildcards)
+            ]
             if lay.multi_node
         }
     )
