@@ -283,15 +283,7 @@ def check_run(cfg: Config) -> None:
     trains on its own tuning study, which rule tune makes for the compared plans only, and the P-rank checks of
     ``train.equivalent`` (rule train_check: the config's recipe at ``train.groups``) cannot stand for them; a listed
     stage on a CPU device under ``parallel.backend: nccl``; a train or tune protocol no prepared file carries; the
-    untuned control and the equivalence checks where they cannot compare anything (:func:`_control_problem`)."""
-    if cfg.train.recipe == "tuned" and cfg.train.equivalent and cfg.train.equivalence.epochs:
-        # a check run on another recipe (and g) than its equivalent's can only report a recipe mismatch
-        raise ConfigError(
-            "train.recipe: tuned with train.equivalent: the P-rank checks (train.equivalence.epochs = "
-            f"{cfg.train.equivalence.epochs}) train on the config's recipe at train.groups, not on each plan's "
-            "study, so every check would fail on the recipe; set train.equivalence.epochs: 0 and check the "
-            "equivalents in a run on the config's recipe (as config/cpu-fair.yaml does)"
-        )
+    equivalence checks and the untuned control where they cannot compare anything."""
     if cfg.train.recipe == "tuned":
         untuned = [p for p in cfg.train.plans if p not in COMPARED_PLANS]
         if untuned:
@@ -301,7 +293,13 @@ def check_run(cfg: Config) -> None:
                 f"{', '.join(COMPARED_PLANS)} only; train.plans has {', '.join(untuned)}: drop {them} from "
                 "train.plans or set train.recipe: config"
             )
-    for problem in (_backend_problem(cfg), _protocol_problem(cfg), _control_problem(cfg)):
+    problems = (
+        _backend_problem(cfg),
+        _protocol_problem(cfg),
+        _equivalence_problem(cfg),
+        _control_problem(cfg),
+    )
+    for problem in problems:
         if problem:
             raise ConfigError(problem)
 
@@ -344,16 +342,15 @@ def _protocol_problem(cfg: Config) -> str | None:
 ONE_MODEL_PLANS = tuple(p for p in PLAN_NAMES if not PLANS[p].groups)
 
 
-def _control_problem(cfg: Config) -> str | None:
-    """The untuned control (``train.control``) of D-CHAG plans without tp (its jobs would run and meet no tp run);
-    equivalence checks stopped past ``train.epochs`` (each compared at an epoch its equivalent never reaches); under
-    ``train.equivalent`` two plans of one model. A control that plans nothing (under ``train.recipe: config``, or
-    without a D-CHAG plan) is a key made moot by another, as ``train.groups`` under a tuned recipe, and is not
-    refused: an overlay on config/cpu-fair.yaml that sets the recipe or the plans would otherwise have to clear the
-    control it never set."""
+def _equivalence_problem(cfg: Config) -> str | None:
+    """What ``train.equivalent`` cannot compare: two plans of one model (their runs repeat one another), P-rank
+    checks on a tuned recipe (rule train_check trains the config's recipe at ``train.groups``, each equivalent its
+    study's) and checks stopped past ``train.epochs`` (compared at an epoch the equivalent never reaches)."""
     train = cfg.train
+    if not train.equivalent:
+        return None
     same = [p for p in train.plans if p in ONE_MODEL_PLANS]
-    if train.equivalent and len(same) > 1:
+    if len(same) > 1:
         # each trains the dense model whole in one process, from the same seed: one run, its verdict fixed
         return (
             f"train.equivalent trains each plan's single-process equivalent, and {', '.join(same)} have the same "
@@ -361,6 +358,30 @@ def _control_problem(cfg: Config) -> str | None:
             f"verdicts are equal by construction; keep one of {', '.join(same)} in train.plans (tp) or set "
             "train.equivalent: false"
         )
+    check = train.equivalence.epochs
+    if check and train.recipe == "tuned":
+        # a check run on another recipe (and g) than its equivalent's can only report a recipe mismatch
+        return (
+            f"train.recipe: tuned with train.equivalent: the P-rank checks (train.equivalence.epochs = {check}) "
+            "train on the config's recipe at train.groups, not on each plan's study, so every check would fail on "
+            "the recipe; set train.equivalence.epochs: 0 and check the equivalents in a run on the config's recipe "
+            "(as config/cpu-fair.yaml does)"
+        )
+    if check > train.epochs:
+        return (
+            f"train.equivalence.epochs = {check} is past train.epochs = {train.epochs}: each P-rank check would "
+            f"train the whole run and be compared at epoch {check}, which its equivalent never reaches; set "
+            f"train.equivalence.epochs to at most {train.epochs} (0: no check)"
+        )
+    return None
+
+
+def _control_problem(cfg: Config) -> str | None:
+    """The untuned control (``train.control``) of D-CHAG plans without tp: its jobs would run and meet no tp run. A
+    control that plans nothing (under ``train.recipe: config``, or without a D-CHAG plan) is a key made moot by
+    another, as ``train.groups`` under a tuned recipe, and is not refused: an overlay on config/cpu-fair.yaml that
+    sets the recipe or the plans would otherwise have to clear the control it never set."""
+    train = cfg.train
     sizes = list(train.control.world_sizes)
     dchag = [p for p in train.plans if p in DCHAG_PLANS]
     if sizes and train.recipe == "tuned" and dchag and "tp" not in train.plans:
@@ -368,13 +389,6 @@ def _control_problem(cfg: Config) -> str | None:
             f"train.control.world_sizes = {sizes}: the control trains each D-CHAG plan of train.plans on tp's "
             f"recipe beside tp's runs, and train.plans {list(train.plans)} has no tp (the control is compared with "
             "tp's runs); add it to train.plans or set train.control.world_sizes: []"
-        )
-    check = train.equivalence.epochs
-    if train.equivalent and check > train.epochs:
-        return (
-            f"train.equivalence.epochs = {check} is past train.epochs = {train.epochs}: each P-rank check would "
-            f"train the whole run and be compared at epoch {check}, which its equivalent never reaches; set "
-            f"train.equivalence.epochs to at most {train.epochs} (0: no check)"
         )
     return None
 
