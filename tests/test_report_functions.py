@@ -250,6 +250,21 @@ def test_ccr_tables_put_measured_layers_beside_the_model(cost_tables, mvm):
     )
 
 
+def test_dchag_8_2_memory_states_its_checkpointing_policy(cost_tables, mvm):
+    """Catches table 8.2's memory column without the activation-checkpointing policy ccr.nc's memory model used
+    (ccr.nc recorded none), and an old ccr.nc without the attribute breaking the page or being given a policy."""
+    ccr = cost_tables["ccr"]
+    assert ccr["scheme_memory"].attrs["activation_checkpointing"] == "none"
+    col = "memory/device [GiB] (activation checkpointing: none)"
+    assert col in rb.dchag_8_2_table(ccr, mvm).columns
+    assert "activation checkpointing: none" in rb.dchag_8_2_caption(ccr, mvm)
+    old = ccr.copy()
+    old["scheme_memory"] = old["scheme_memory"].copy()
+    old["scheme_memory"].attrs.pop("activation_checkpointing")
+    assert "activation checkpointing: not recorded" in rb.dchag_8_2_caption(old, mvm)
+    assert rb.dchag_8_2_table(old, mvm)[col.replace("none", "not recorded in this ccr.nc")].notna().all()
+
+
 def test_scale_and_summary_tables(cost_tables, mvm):
     """Catches section 9.1's table of the wrong size, an infeasible point given numbers, the D-CHAG memory ratio
     not the two columns' and a modelled memory column without its activation-checkpointing policy."""

@@ -385,7 +385,7 @@ def dchag_8_2_table(
     need(ccr, "scheme_ccr", "scheme_relative_throughput", "scheme_memory", "N")
     C = int(ccr.attrs.get("embed_dim", 0))
     dev = _device(mvm)
-    rows = []
+    rows, memory = [], f"memory/device [GiB] ({ccr_memory_policy(ccr)})"
     for case, P, g, scheme in product(
         paper_cases(ccr), ccr["P"].values, ccr["g"].values, ccr["scheme"].values
     ):
@@ -402,9 +402,7 @@ def dchag_8_2_table(
             sel = {"case": case, "P": P, "hardware": hw, "g": g, "scheme": scheme, "model": model}
             row[f"CCR {model} [{hw}]"] = float(ccr["scheme_ccr"].sel(sel))
             row[f"throughput {model} [{hw}]"] = float(ccr["scheme_relative_throughput"].sel(sel))
-        row["memory/device [GiB]"] = (
-            float(ccr["scheme_memory"].sel(case=case, P=P, g=g, scheme=scheme)) / 2**30
-        )
+        row[memory] = float(ccr["scheme_memory"].sel(case=case, P=P, g=g, scheme=scheme)) / 2**30
         if scheme != "tp" and (groups is None or int(g) != groups):
             why = "unknown" if groups is None else str(groups)
             meas, refined, note = math.nan, math.nan, f"not measured (bench D-CHAG groups = {why})"
@@ -418,11 +416,18 @@ def dchag_8_2_table(
     return pd.DataFrame(rows)
 
 
+def ccr_memory_policy(ccr: xr.Dataset) -> str:
+    """The activation-checkpointing policy ccr.nc's ``scheme_memory`` was modelled with (its attribute; a file
+    written before it was recorded says so rather than guessing)."""
+    policy = ccr["scheme_memory"].attrs.get("activation_checkpointing") if "scheme_memory" in ccr else None
+    return f"activation checkpointing: {policy or 'not recorded in this ccr.nc'}"
+
+
 def dchag_8_2_caption(ccr: xr.Dataset, mvm: xr.Dataset | None) -> str:
     dev = _device(mvm)
     return (
         "Paper section 8.2, reproduced: whole-model CCR and throughput of pure TP vs D-CHAG (linear and "
-        f"cross-attention partial aggregators) and per-device memory, {MODELLED}, "
+        f"cross-attention partial aggregators) and per-device memory ({ccr_memory_policy(ccr)}), {MODELLED}, "
         f"{modelled_for(ccr.attrs, list(ccr['hardware'].values))}; beside them the aggregation layer of each scheme "
         f"{MEASURED} on {dev} (one layer, not the whole model; only at the bench's group count)."
     )

@@ -27,6 +27,7 @@ from hsitp.settings import CostSettings
 from hsitp.shape import n_tokens
 
 LAYER_NAMES = ("ln1", "attn", "ln2", "mlp")
+MEMORY_CHECKPOINTING = "none"  # scheme_memory's activation-checkpointing policy (one of memory.CHECKPOINTING)
 
 
 def _cases(cost: CostSettings) -> list[tuple[str, str, int]]:
@@ -137,7 +138,7 @@ def _plan_grid(
     depth = int(cost.depth)
     sw = cost.switches
     kw = {"overlap": float(cost.overlap), "grad_accumulation": int(cost.grad_accumulation)}
-    setup = training_setup(cost)
+    setup = training_setup(cost)  # no scale: activation checkpointing off (see _plan_vars' scheme_memory)
     a = {
         "ccr": np.full((nC, nP, nH, len(gs), nS, 2), np.nan),
         "tput": np.full((nC, nP, nH, len(gs), nS, 2), np.nan),
@@ -190,6 +191,8 @@ def _plan_vars(a: Mapping[str, np.ndarray]) -> dict[str, Any]:
             a["memory"],
             "refined per-device training memory (no data parallelism)",
             "B",
+            # the policy its memory_breakdown priced (training_setup without a scale checkpoints nothing)
+            activation_checkpointing=MEMORY_CHECKPOINTING,
         ),
     }
 
