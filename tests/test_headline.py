@@ -164,6 +164,42 @@ def test_pareto_view_says_a_probe_of_checkpointing_only(inputs):
     assert np.isnan(row["peak_mib"]) and row["note"].startswith("not probed without activation checkpointing")
 
 
+def test_pareto_view_pairs_each_crop_with_its_own_tp(inputs):
+    """Catches the tp rows of a run of two crops (train.crops) read at the first tp cell's N: the N = 100 D-CHAG
+    cells were drawn against tp at N = 324 (``tp.iloc[0]``), not the tp cell their verdict pairs with
+    (``tp_cell``: the same N, g = 1), and tp at N = 100 was never drawn."""
+    import dataclasses
+
+    import xarray as xr
+
+    s = inputs.summary
+    small = s.assign_coords(
+        cell=s["cell"].values + s.sizes["cell"], N=("cell", np.full(s.sizes["cell"], 100))
+    )
+    # each small cell pairs with the small tp cell of its protocol
+    small["tp_cell"] = ("cell", s["tp_cell"].values + s.sizes["cell"])
+    one = {"data_vars": "minimal", "coords": "minimal", "compat": "override"}
+    summary = xr.concat([s, small], dim="cell", **one)
+    mem, thr = inputs.memory.copy(deep=True), inputs.throughput.copy(deep=True)
+    mem["peak_allocated"] /= 4  # the smaller crop: a quarter of the memory
+    two = {"data_vars": "minimal", "coords": "different", "compat": "equals", "join": "outer"}
+    probe = {
+        k: xr.concat([ds, other.assign_coords(N=[100])], dim="N", **two)
+        for k, ds, other in (("memory", inputs.memory, mem), ("throughput", inputs.throughput, thr))
+    }
+    table = analysis_headline.pareto_table(dataclasses.replace(inputs, summary=summary, **probe))
+    for N in (324, 100):  # noqa: N806
+        tp = _row(table, plan="tp", P=2, protocol="block", N=N)
+        at = {"plan": "tp", "P": 2, "g": 1, "checkpointing": "none", "L": 200, "N": N}
+        assert tp["peak_mib"] == pytest.approx(
+            float(probe["memory"]["peak_allocated"].sel(**at).max("rank")) / 2**20
+        )
+    assert (
+        _row(table, plan="tp", P=2, protocol="block", N=100)["peak_mib"]
+        < _row(table, plan="tp", P=2, protocol="block", N=324)["peak_mib"]
+    )
+
+
 def test_pareto_view_draws_the_probe_values(inputs):
     """Catches a memory-vs-tokens/s point that is not the probe's (fullest rank, no activation checkpointing,
     tokens/s of the interleaved rounds), a verdict marked on the wrong cell, or a P the probe did not measure

@@ -167,23 +167,29 @@ def pareto_table(inputs: Inputs) -> pd.DataFrame:
     """One row per trained cell and per tp at each P a D-CHAG cell of the protocol trained at: its per-rank
     peak memory [MiB] (fullest rank, no activation checkpointing) and tokens/s (median over the interleaved
     rounds, with their min and max) from the probe, and the cell's verdict vs tp; NaN where the probe has no
-    such point."""
+    such point. Each D-CHAG cell's tp row is the tp cell its verdict is paired with (the summary's ``tp_cell``:
+    the same N, g = 1), so a run of several crops (train.crops) draws each crop against its own tp."""
     summary = inputs.summary
     rows: list[dict[str, object]] = []
     for (dataset, protocol), here in _cells(summary).groupby(["dataset", "protocol"], sort=True):
-        tp = here[here["plan"] == "tp"]
+        tp_cells = here[here["plan"] == "tp"]
+        # (P, tp cell) to draw: each tp cell at its own P, and at each P a D-CHAG cell paired with it ran at
+        refs = {(int(t.P), int(t.i)) for t in tp_cells.itertuples()}
         for c in here[here["plan"] != "tp"].itertuples(index=False):
             point = _probe_point(inputs, dataset, c.plan, c.P, c.g, c.N)
-            rows.append({"dataset": dataset, "protocol": protocol, "plan": c.plan, "P": c.P, "g": c.g,
+            rows.append({"dataset": dataset, "protocol": protocol, "plan": c.plan, "P": c.P, "g": c.g, "N": c.N,
                          "verdict": verdict_name(summary, c.i), **point})  # fmt: skip
-        if tp.empty:
-            continue
-        t = tp.iloc[0]  # tp is one model at every P (trained once; the verdicts pair with it at each P)
-        for P in sorted(set(here["P"])):  # noqa: N806
-            point = _probe_point(inputs, dataset, "tp", int(P), int(t["g"]), int(t["N"]))
-            rows.append({"dataset": dataset, "protocol": protocol, "plan": "tp", "P": int(P),
-                         "g": int(t["g"]), "verdict": "reference", **point})  # fmt: skip
-    cols = ["dataset", "protocol", "plan", "P", "g", "verdict", "peak_mib", "tokens_per_s",
+            if (tp := int(summary["tp_cell"].values[c.i])) >= 0:
+                refs.add((int(c.P), tp))
+        by_index = tp_cells.set_index("i")
+        for P, i in sorted(refs):  # noqa: N806
+            t = by_index.loc[
+                i
+            ]  # one tp model per N at every P (trained once; the verdicts pair with it at each P)
+            point = _probe_point(inputs, dataset, "tp", P, int(t["g"]), int(t["N"]))
+            rows.append({"dataset": dataset, "protocol": protocol, "plan": "tp", "P": P, "g": int(t["g"]),
+                         "N": int(t["N"]), "verdict": "reference", **point})  # fmt: skip
+    cols = ["dataset", "protocol", "plan", "P", "g", "N", "verdict", "peak_mib", "tokens_per_s",
             "tokens_per_s_min", "tokens_per_s_max", "ratio_vs_tp", "note"]  # fmt: skip
     return pd.DataFrame(rows).reindex(columns=cols)
 
