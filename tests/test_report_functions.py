@@ -419,6 +419,27 @@ def test_probe_figures_say_measured_modelled_estimated_and_the_hardware(probe_fi
     plt.close("all")
 
 
+def test_probe_peak_note_reads_where_the_peak_falls_under_both_policies(probe_files):
+    """Catches the probe page showing the peak under both checkpointing policies without saying that block
+    checkpointing leaves it unchanged (cpu-places: the peak falls in aggregation/backward, after the blocks'
+    activations are freed), a note not read from the file's ``peak_part`` and peaks, and an old file without
+    ``peak_part`` given a note."""
+    mem = probe_files[0].copy(deep=True)
+    assert rp.peak_policy_note(mem) == ""  # no peak_part: nothing said
+    none = mem["peak_allocated"].sel(checkpointing="none")
+    peak = mem["peak_allocated"]
+    mem["peak_allocated"] = peak.copy(data=none.broadcast_like(peak).transpose(*peak.dims).values.copy())
+    mem["peak_part"] = peak.copy(data=np.full(peak.shape, "aggregation/backward", dtype="<U20"))
+    note = rp.peak_policy_note(mem)
+    assert note.startswith("Peak in aggregation/backward under both policies") and "does not lower it" in note
+    assert note in rp.relative_to_tp_caption(mem)
+    mem["peak_allocated"].loc[{"checkpointing": "blocks"}] = 0.7 * none  # checkpointing now lowers it by 30 %
+    mem["peak_part"].loc[{"checkpointing": "none"}] = "blocks/forward"
+    note = rp.peak_policy_note(mem)
+    assert "in blocks/forward without checkpointing, in aggregation/backward with block" in note
+    assert "lowers it by up to 30 %" in note
+
+
 def test_probe_tables_are_the_files_values(probe_files):
     """Catches: a relative-to-tp table comparing against another point, or a model-vs-measured table that
     misses the worst error."""

@@ -363,11 +363,49 @@ def _worst(part: str, kind: str, err: xr.DataArray, pts: list[dict]) -> dict:
     }
 
 
+def peak_policy_note(mem: xr.Dataset) -> str:
+    """Where the step's peak falls (``peak_part`` of the rank with the highest peak) under each checkpointing
+    policy, and how much block checkpointing lowers the rank-max peak at most over the points probed under both:
+    a peak reached after the blocks' activations are freed is not lowered by checkpointing them. Empty without both
+    policies or without ``peak_part``."""
+    policies = [str(c) for c in mem["checkpointing"].values]
+    if "peak_part" not in mem or not {"none", "blocks"} <= set(policies):
+        return ""
+    parts: dict[str, set[str]] = {"none": set(), "blocks": set()}
+    lowered = []
+    for pt in _points(mem)[lambda d: d["checkpointing"] == "none"].to_dict("records"):
+        at = {d: pt[d] for d in ("plan", "P", "g", "L", "N")}
+        peaks = {ck: mem["peak_allocated"].sel(**at, checkpointing=ck) for ck in parts}
+        if not all(np.isfinite(v).any() for v in peaks.values()):
+            continue
+        for ck, v in peaks.items():
+            fullest = int(v.fillna(-1).argmax("rank"))
+            parts[ck].add(str(mem["peak_part"].sel(**at, checkpointing=ck, rank=fullest).item()))
+        top = {ck: float(v.max("rank")) for ck, v in peaks.items()}
+        lowered.append(100.0 * (1.0 - top["blocks"] / top["none"]))
+    if not lowered:
+        return ""
+    where = {ck: ", ".join(sorted(v)) for ck, v in parts.items()}
+    at = (
+        f"in {where['none']} under both policies" if where["none"] == where["blocks"]
+        else f"in {where['none']} without checkpointing, in {where['blocks']} with block checkpointing"
+    )  # fmt: skip
+    most = max(0.0, *lowered)  # under 1 %: no saving worth the recomputation
+    verdict = (
+        f"does not lower it here (by at most {most:.2g} %)"
+        if most < 1.0
+        else f"lowers it by up to {most:.3g} %"
+    )
+    return f"Peak {at} at every point probed with both: block checkpointing {verdict}."
+
+
 def relative_to_tp_caption(mem: xr.Dataset) -> str:
+    note = peak_policy_note(mem)
     return (
         "Per-plan memory relative to tp at the same P, L, N and activation-checkpointing policy: parameters + "
         "gradients + AdamW state + saved activations on the fullest rank, in total and in tokenisation + "
         f"aggregation, and the rank-max peak ({MEASURED} on {probe_device(mem)})."
+        + (f" {note}" if note else "")
     )
 
 
